@@ -1,0 +1,130 @@
+//! The command line: parsing, and turning each command's outcome into an exit code.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::exit::{self, Status};
+
+/// Drives Claude Code autonomously toward a goal, one verified step at a time.
+///
+/// All state lives in one human-editable Markdown file, M1.md.
+#[derive(Debug, Parser)]
+#[command(name = "loop", version, about, long_about = None)]
+pub struct Cli {
+    /// The loop's state file; its directory holds the loop's tasks, log and outbox.
+    #[arg(long, global = true, env = "LOOP_FILE", default_value = "state/M1.md")]
+    pub file: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check M1.md; errors are printed as file:line:column. Exit 2 when invalid.
+    Validate,
+    /// Show what M1.md says, plus whether the step's process is alive. Never writes.
+    Status {
+        /// One JSON object instead of the human view.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a command as a supervised, detached task; print its id and return at once.
+    Fire(FireArgs),
+    /// Report a task: RUNNING, DONE, FAILED, TIMEOUT, KILLED or LOST.
+    Check {
+        /// The task id printed by `loop fire`.
+        id: String,
+        /// One JSON object instead of the human line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// End a task's whole process group and wait until it is dead.
+    Kill {
+        /// The task id printed by `loop fire`.
+        id: String,
+    },
+    /// Internal: the supervisor of one task (started by `fire`).
+    #[command(name = "__supervise", hide = true)]
+    Supervise {
+        /// The task directory to supervise.
+        task_dir: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct FireArgs {
+    /// Kill the task's process group after this long (e.g. 90s, 5m, 1h30m).
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Kill the task's process group after this long without output.
+    #[arg(long, value_parser = parse_duration)]
+    pub idle_timeout: Option<Duration>,
+    /// Working directory of the command (default: the current one).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// File to feed to the command's standard input (default: /dev/null).
+    #[arg(long)]
+    pub stdin: Option<PathBuf>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    crate::duration::parse(s)
+}
+
+/// The directory that holds a loop's runtime files: the one M1.md is in.
+#[must_use]
+pub fn state_dir(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Runs one parsed command line.
+///
+/// # Errors
+/// Any failure of the command; [`exit::Exit`] in the chain picks the exit status.
+pub fn run(cli: Cli) -> anyhow::Result<Status> {
+    let state = state_dir(&cli.file);
+    match cli.command {
+        Command::Validate => crate::m1::commands::validate(&cli.file),
+        Command::Status { json } => crate::m1::commands::status(&cli.file, json),
+        Command::Fire(args) => {
+            let req = crate::bridge::FireRequest {
+                command: args.command,
+                timeout: args.timeout,
+                idle_timeout: args.idle_timeout,
+                cwd: args.cwd,
+                stdin: args.stdin,
+                env: Vec::new(),
+                env_remove: Vec::new(),
+            };
+            let id = crate::bridge::fire(&state, &req)?;
+            println!("{id}");
+            Ok(Status::Ok)
+        }
+        Command::Check { id, json } => crate::bridge::commands::check(&state, &id, json),
+        Command::Kill { id } => crate::bridge::commands::kill(&state, &id),
+        Command::Supervise { task_dir } => crate::bridge::supervise(&task_dir),
+    }
+}
+
+/// Parses `std::env::args`, runs, prints any error, and returns the exit code.
+#[must_use]
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(status) => ExitCode::from(status.code()),
+        Err(err) => {
+            eprintln!("loop: {err:#}");
+            ExitCode::from(exit::status_of(&err).code())
+        }
+    }
+}

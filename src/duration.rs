@@ -1,0 +1,106 @@
+//! Durations as users write them on the command line and in M1.md: `90`, `90s`, `5m`,
+//! `1h30m`, `2h`, `500ms`. A bare number is seconds.
+
+use std::time::Duration;
+
+/// Parses a duration such as `90s`, `5m`, `1h30m` or `500ms`; a bare number is seconds.
+///
+/// # Errors
+/// A message that quotes the input and says what was expected.
+pub fn parse(input: &str) -> Result<Duration, String> {
+    let s = input.trim();
+    if s.is_empty() {
+        return Err(format!(
+            "invalid duration {input:?}: expected e.g. 90s, 5m, 1h30m"
+        ));
+    }
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(format!(
+                "invalid duration {input:?}: expected a number at {:?}",
+                rest
+            ));
+        }
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("invalid duration {input:?}: number too large"))?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let part = match unit {
+            "ms" => Duration::from_millis(n),
+            "s" | "sec" | "secs" => Duration::from_secs(n),
+            "m" | "min" | "mins" => Duration::from_secs(n.saturating_mul(60)),
+            "h" | "hr" | "hrs" => Duration::from_secs(n.saturating_mul(3600)),
+            "" => {
+                return Err(format!(
+                    "invalid duration {input:?}: missing unit after {n} (use ms, s, m or h)"
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "invalid duration {input:?}: unknown unit {other:?} (use ms, s, m or h)"
+                ));
+            }
+        };
+        total = total.saturating_add(part);
+    }
+    Ok(total)
+}
+
+/// Formats a duration compactly for people: `45s`, `12m03s`, `2h05m`.
+#[must_use]
+pub fn human(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs < 60 {
+        if d.as_millis() < 10_000 && secs < 10 {
+            return format!("{:.1}s", d.as_secs_f64());
+        }
+        format!("{secs}s")
+    } else if secs < 3600 {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_and_bare_seconds() {
+        assert_eq!(parse("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn rejects_garbage_with_the_input_quoted() {
+        for bad in ["", "m", "5x", "1h30", "-5s", "1.5h"] {
+            let err = parse(bad).unwrap_err();
+            assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn human_is_compact() {
+        assert_eq!(human(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(human(Duration::from_secs(45)), "45s");
+        assert_eq!(human(Duration::from_secs(723)), "12m03s");
+        assert_eq!(human(Duration::from_secs(7500)), "2h05m");
+    }
+}

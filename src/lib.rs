@@ -1,0 +1,12 @@
+//! m1loop drives Claude Code autonomously toward a goal, one verified step at a time,
+//! keeping all of its state in one human-editable Markdown file, `M1.md`.
+//!
+//! The binary `loop` is a thin wrapper around [`cli::main`].
+
+pub mod agent;
+pub mod bridge;
+pub mod cli;
+pub mod duration;
+pub mod exit;
+pub mod m1;
+pub mod notifier;

@@ -1,0 +1,3 @@
+//! M1.md: the lossless state document, its typed view, edits, validation and saving.
+
+pub mod commands;

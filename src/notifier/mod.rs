@@ -1,0 +1,1 @@
+//! Notifications: the notifier interface, the Telegram Bot API, and the outbox.
