@@ -6,7 +6,9 @@
 pub mod agent;
 pub mod bridge;
 pub mod cli;
+pub mod decision_log;
 pub mod duration;
 pub mod exit;
 pub mod m1;
 pub mod notifier;
+pub mod stopfile;

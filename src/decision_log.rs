@@ -1,0 +1,39 @@
+//! `state/loop.log`: one timestamped line per decision, with its reason (seed 001's decision
+//! log). Appending is best effort: a full disk must not stop the loop.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The log file of the loop whose state directory is `state_dir`.
+#[must_use]
+pub fn path(state_dir: &Path) -> PathBuf {
+    state_dir.join("loop.log")
+}
+
+/// Appends `line` with a UTC timestamp. Newlines in `line` are folded so that one decision is
+/// one line. Errors are returned for callers that care; most ignore them.
+///
+/// # Errors
+/// When the log cannot be opened or written.
+pub fn append(state_dir: &Path, line: &str) -> std::io::Result<()> {
+    let stamp = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
+    let folded = line.replace('\n', " ⏎ ");
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path(state_dir))?;
+    // One write call per line, so lines from concurrent writers do not interleave.
+    f.write_all(format!("{stamp} {folded}\n").as_bytes())
+}
+
+/// The last `n` lines of the log, oldest first (empty when there is no log).
+#[must_use]
+pub fn tail(state_dir: &Path, n: usize) -> Vec<String> {
+    let text = std::fs::read_to_string(path(state_dir)).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect()
+}
