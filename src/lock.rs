@@ -1,0 +1,118 @@
+//! One runner per M1.md: an OS lock on `<M1.md>.lock`, released by the kernel when the runner
+//! dies, with the holder's pid written inside so a second runner can say who holds it.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::exit::Exit;
+
+/// The held lock; dropping it (or the process dying) releases it.
+#[derive(Debug)]
+pub struct RunnerLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl RunnerLock {
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The lock file of the loop whose state file is `m1`.
+#[must_use]
+pub fn path_for(m1: &Path) -> PathBuf {
+    let mut name = m1
+        .file_name()
+        .map(std::ffi::OsString::from)
+        .unwrap_or_default();
+    name.push(".lock");
+    m1.with_file_name(name)
+}
+
+/// Takes the runner lock of `m1`, or fails with exit status 2 naming the pid that holds it.
+///
+/// # Errors
+/// [`Exit`] (bad input) when another runner holds it; I/O errors otherwise.
+pub fn acquire(m1: &Path) -> anyhow::Result<RunnerLock> {
+    let path = path_for(m1);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("while opening the runner lock {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let who = if holder.is_empty() {
+                "another runner".to_string()
+            } else {
+                format!("another runner (pid {holder})")
+            };
+            return Err(Exit::bad_input(format!(
+                "{who} already runs the loop of {} (lock {}); watch it with `loop status`",
+                m1.display(),
+                path.display()
+            ))
+            .into());
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("while locking {}", path.display()));
+        }
+    }
+    file.set_len(0)?;
+    file.seek(SeekFrom::Start(0))?;
+    write!(file, "{}", std::process::id())?;
+    file.flush()?;
+    Ok(RunnerLock { _file: file, path })
+}
+
+/// The pid written in the lock file, if a live runner holds the lock now. Never takes it.
+#[must_use]
+pub fn holder(m1: &Path) -> Option<u32> {
+    let path = path_for(m1);
+    let mut file = OpenOptions::new().read(true).write(true).open(&path).ok()?;
+    match file.try_lock() {
+        Ok(()) => {
+            let _ = file.unlock();
+            None
+        }
+        Err(_) => {
+            let mut s = String::new();
+            file.read_to_string(&mut s).ok()?;
+            s.trim().parse().ok()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_acquire_names_the_holder_and_first_release_frees_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let m1 = dir.path().join("M1.md");
+        let first = acquire(&m1).unwrap();
+        assert_eq!(holder(&m1), Some(std::process::id()));
+        let err = acquire(&m1).unwrap_err();
+        assert_eq!(crate::exit::status_of(&err), crate::exit::Status::BadInput);
+        assert!(
+            err.to_string()
+                .contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
+        drop(first);
+        assert_eq!(holder(&m1), None);
+        acquire(&m1).unwrap();
+    }
+}

@@ -1,0 +1,246 @@
+//! What the runner waits on: M1.md edited, a stop file created, the running task's directory
+//! changed (its exit record landing). One `notify` watcher feeds one channel; the runner blocks
+//! on it with a timeout, and polls the same conditions on each timeout as the fallback for
+//! file systems where events do not arrive.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+
+/// Why the runner woke up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// M1.md (or its directory's entry for it) changed.
+    M1Changed,
+    /// A stop file appeared.
+    Stop,
+    /// Something changed in the watched task directory.
+    Task,
+    /// The timeout passed with no event.
+    Timeout,
+}
+
+#[derive(Debug, Default)]
+struct Targets {
+    m1: PathBuf,
+    stops: Vec<PathBuf>,
+    task: Option<PathBuf>,
+}
+
+/// The runner's watcher. Dropping it stops watching.
+pub struct Watch {
+    watcher: Option<RecommendedWatcher>,
+    rx: Receiver<Wake>,
+    targets: Arc<Mutex<Targets>>,
+    watched_dirs: Vec<PathBuf>,
+    task_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch")
+            .field("watched_dirs", &self.watched_dirs)
+            .finish_non_exhaustive()
+    }
+}
+
+fn classify(targets: &Targets, path: &Path) -> Option<Wake> {
+    if path == targets.m1 {
+        return Some(Wake::M1Changed);
+    }
+    if targets.stops.iter().any(|s| s == path) {
+        return Some(Wake::Stop);
+    }
+    if let Some(task) = &targets.task {
+        if path.starts_with(task) {
+            return Some(Wake::Task);
+        }
+    }
+    None
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+impl Watch {
+    /// Watches M1.md's directory and each stop file's directory. A watcher that cannot start
+    /// (no inotify left, say) is not an error: the runner then lives on its poll fallback.
+    #[must_use]
+    pub fn new(m1: &Path, stops: &[PathBuf]) -> Self {
+        let (tx, rx) = channel();
+        let targets = Arc::new(Mutex::new(Targets {
+            m1: absolute(m1),
+            stops: stops.iter().map(|p| absolute(p)).collect(),
+            task: None,
+        }));
+        let watcher = make_watcher(tx, Arc::clone(&targets));
+        let mut me = Self {
+            watcher,
+            rx,
+            targets,
+            watched_dirs: Vec::new(),
+            task_dir: None,
+        };
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        {
+            let t = me
+                .targets
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for p in std::iter::once(&t.m1).chain(t.stops.iter()) {
+                if let Some(d) = p.parent() {
+                    if !dirs.iter().any(|x| x == d) {
+                        dirs.push(d.to_path_buf());
+                    }
+                }
+            }
+        }
+        for d in dirs {
+            me.add_dir(&d);
+        }
+        me
+    }
+
+    fn add_dir(&mut self, dir: &Path) {
+        if let Some(w) = self.watcher.as_mut() {
+            if w.watch(dir, RecursiveMode::NonRecursive).is_ok() {
+                self.watched_dirs.push(dir.to_path_buf());
+            }
+        }
+    }
+
+    /// Watches `dir` (a task directory) instead of the previous one; `None` stops watching it.
+    pub fn set_task_dir(&mut self, dir: Option<&Path>) {
+        let dir = dir.map(absolute);
+        if self.task_dir == dir {
+            return;
+        }
+        if let (Some(old), Some(w)) = (self.task_dir.take(), self.watcher.as_mut()) {
+            let _ = w.unwatch(&old);
+        }
+        if let Some(d) = &dir {
+            if let Some(w) = self.watcher.as_mut() {
+                let _ = w.watch(d, RecursiveMode::NonRecursive);
+            }
+        }
+        self.targets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .task
+            .clone_from(&dir);
+        self.task_dir = dir;
+    }
+
+    /// Whether events arrive at all (false: the runner relies on polling alone).
+    #[must_use]
+    pub fn is_live(&self) -> bool {
+        self.watcher.is_some()
+    }
+
+    /// Blocks until an event or `timeout`. Events that arrive together are coalesced; the most
+    /// urgent (Stop, then Task, then M1Changed) is returned.
+    #[must_use]
+    pub fn wait(&self, timeout: Duration) -> Wake {
+        let first = match self.rx.recv_timeout(timeout) {
+            Ok(w) => w,
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+                if self.watcher.is_none() {
+                    // No watcher means no sender: recv_timeout returns at once. Sleep instead.
+                    std::thread::sleep(timeout);
+                }
+                return Wake::Timeout;
+            }
+        };
+        // Coalesce a burst (an atomic save is several events) for a few milliseconds.
+        let mut best = first;
+        let until = Instant::now() + Duration::from_millis(5);
+        while let Ok(w) = self
+            .rx
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+        {
+            best = more_urgent(best, w);
+        }
+        best
+    }
+}
+
+fn rank(w: Wake) -> u8 {
+    match w {
+        Wake::Stop => 3,
+        Wake::Task => 2,
+        Wake::M1Changed => 1,
+        Wake::Timeout => 0,
+    }
+}
+
+fn more_urgent(a: Wake, b: Wake) -> Wake {
+    if rank(b) > rank(a) { b } else { a }
+}
+
+fn make_watcher(tx: Sender<Wake>, targets: Arc<Mutex<Targets>>) -> Option<RecommendedWatcher> {
+    notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let Ok(event) = res else { return };
+        if matches!(event.kind, EventKind::Access(_)) {
+            return;
+        }
+        let t = targets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for p in &event.paths {
+            if let Some(w) = classify(&t, p) {
+                let _ = tx.send(w);
+            }
+        }
+    })
+    .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait_for(w: &Watch, want: Wake) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if w.wait(Duration::from_millis(200)) == want {
+                return true;
+            }
+        }
+        false
+    }
+
+    #[test]
+    fn sees_stop_file_m1_edit_and_task_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let m1 = dir.path().join("M1.md");
+        std::fs::write(&m1, "STATUS: IDLE\n").unwrap();
+        let stopdir = tempfile::tempdir().unwrap();
+        let stop = stopdir.path().join("croppy-stop");
+        let task = dir.path().join("tasks").join("t1");
+        std::fs::create_dir_all(&task).unwrap();
+        let mut w = Watch::new(&m1, std::slice::from_ref(&stop));
+        assert!(w.is_live());
+        w.set_task_dir(Some(&task));
+
+        std::fs::write(&m1, "STATUS: RUNNING\n").unwrap();
+        assert!(wait_for(&w, Wake::M1Changed));
+        std::fs::write(task.join("exit.json"), "{}").unwrap();
+        assert!(wait_for(&w, Wake::Task));
+        std::fs::write(&stop, "").unwrap();
+        assert!(wait_for(&w, Wake::Stop));
+    }
+
+    #[test]
+    fn unrelated_files_do_not_wake() {
+        let dir = tempfile::tempdir().unwrap();
+        let m1 = dir.path().join("M1.md");
+        std::fs::write(&m1, "STATUS: IDLE\n").unwrap();
+        let w = Watch::new(&m1, &[]);
+        std::fs::write(dir.path().join("other.txt"), "x").unwrap();
+        assert_eq!(w.wait(Duration::from_millis(300)), Wake::Timeout);
+    }
+}
