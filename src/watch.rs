@@ -54,10 +54,10 @@ fn classify(targets: &Targets, path: &Path) -> Option<Wake> {
     if targets.stops.iter().any(|s| s == path) {
         return Some(Wake::Stop);
     }
-    if let Some(task) = &targets.task {
-        if path.starts_with(task) {
-            return Some(Wake::Task);
-        }
+    if let Some(task) = &targets.task
+        && path.starts_with(task)
+    {
+        return Some(Wake::Task);
     }
     None
 }
@@ -92,10 +92,10 @@ impl Watch {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             for p in std::iter::once(&t.m1).chain(t.stops.iter()) {
-                if let Some(d) = p.parent() {
-                    if !dirs.iter().any(|x| x == d) {
-                        dirs.push(d.to_path_buf());
-                    }
+                if let Some(d) = p.parent()
+                    && !dirs.iter().any(|x| x == d)
+                {
+                    dirs.push(d.to_path_buf());
                 }
             }
         }
@@ -106,10 +106,10 @@ impl Watch {
     }
 
     fn add_dir(&mut self, dir: &Path) {
-        if let Some(w) = self.watcher.as_mut() {
-            if w.watch(dir, RecursiveMode::NonRecursive).is_ok() {
-                self.watched_dirs.push(dir.to_path_buf());
-            }
+        if let Some(w) = self.watcher.as_mut()
+            && w.watch(dir, RecursiveMode::NonRecursive).is_ok()
+        {
+            self.watched_dirs.push(dir.to_path_buf());
         }
     }
 
@@ -122,10 +122,8 @@ impl Watch {
         if let (Some(old), Some(w)) = (self.task_dir.take(), self.watcher.as_mut()) {
             let _ = w.unwatch(&old);
         }
-        if let Some(d) = &dir {
-            if let Some(w) = self.watcher.as_mut() {
-                let _ = w.watch(d, RecursiveMode::NonRecursive);
-            }
+        if let (Some(d), Some(w)) = (&dir, self.watcher.as_mut()) {
+            let _ = w.watch(d, RecursiveMode::NonRecursive);
         }
         self.targets
             .lock()
