@@ -24,6 +24,18 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Write a new M1.md for GOAL and run the loop (in the foreground, or --detach).
+    Start(StartArgs),
+    /// Carry on from M1.md alone: re-adopt a running step, judge a finished one, respawn a lost one.
+    Resume {
+        /// Run in the background and return at once.
+        #[arg(long)]
+        detach: bool,
+    },
+    /// Create the stop file: every running loop halts within a second and goes WAITING.
+    Stop,
+    /// Run a whole 3-step loop with the bundled simulated agent in a temporary directory.
+    Demo,
     /// Check M1.md; errors are printed as file:line:column. Exit 2 when invalid.
     Validate,
     /// Show what M1.md says, plus whether the step's process is alive. Never writes.
@@ -53,6 +65,48 @@ pub enum Command {
         /// The task directory to supervise.
         task_dir: PathBuf,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// What the loop should achieve, in one line.
+    pub goal: String,
+    /// A step of the plan (repeat for each); without steps or --plan the agent plans.
+    #[arg(long = "step", value_name = "TEXT")]
+    pub steps: Vec<String>,
+    /// Import the steps from a Markdown checklist (`- [ ] item`); DONE steps tick their box.
+    #[arg(long, value_name = "FILE.md", conflicts_with = "steps")]
+    pub plan: Option<PathBuf>,
+    /// A shell command that must exit 0 after every step.
+    #[arg(long, value_name = "CMD")]
+    pub verify: Option<String>,
+    /// What the agent must respect (files not to touch, say).
+    #[arg(long, value_name = "TEXT")]
+    pub constraints: Option<String>,
+    /// Failed attempts of one step before the loop fails (default 3).
+    #[arg(long, value_name = "N")]
+    pub max_retries: Option<u32>,
+    /// Steps a plan may have (default 10).
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<u32>,
+    /// Wall-clock limit of one step (default 60m).
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub step_timeout: Option<Duration>,
+    /// Kill a step that prints nothing for this long.
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub idle_timeout: Option<Duration>,
+    /// Tools the agent may use without asking (replaces the defaults; repeat or comma-separate).
+    #[arg(long, value_delimiter = ',', value_name = "TOOL")]
+    pub allowed_tools: Option<Vec<String>>,
+    /// Claude Code's permission mode for every step (default acceptEdits).
+    #[arg(long, value_name = "MODE")]
+    pub permission_mode: Option<String>,
+    /// Replace a RUNNING or WAITING loop (the old M1.md is archived, never overwritten).
+    #[arg(long)]
+    pub force: bool,
+    /// Run in the background and return at once.
+    #[arg(long)]
+    pub detach: bool,
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +141,10 @@ pub fn state_dir(file: &Path) -> PathBuf {
     }
 }
 
+fn echo() -> crate::runner::RunOptions {
+    crate::runner::RunOptions { echo: true }
+}
+
 /// Runs one parsed command line.
 ///
 /// # Errors
@@ -94,6 +152,33 @@ pub fn state_dir(file: &Path) -> PathBuf {
 pub fn run(cli: Cli) -> anyhow::Result<Status> {
     let state = state_dir(&cli.file);
     match cli.command {
+        Command::Start(a) => {
+            let req = crate::runner::StartRequest {
+                goal: a.goal,
+                steps: a.steps,
+                plan: a.plan,
+                constraints: a.constraints,
+                overrides: crate::settings::Overrides {
+                    max_retries: a.max_retries,
+                    max_steps: a.max_steps,
+                    step_timeout: a.step_timeout,
+                    idle_timeout: a.idle_timeout,
+                    verify: a.verify,
+                    allowed_tools: a.allowed_tools,
+                    permission_mode: a.permission_mode,
+                    ..Default::default()
+                },
+                detach: a.detach,
+                force: a.force,
+                workdir: None,
+            };
+            crate::runner::start(&cli.file, &req, &echo())
+        }
+        Command::Resume { detach } => {
+            crate::runner::resume(&cli.file, detach, crate::settings::Overrides::default(), &echo())
+        }
+        Command::Stop => crate::runner::stop(),
+        Command::Demo => crate::demo::demo(),
         Command::Validate => crate::m1::commands::validate(&cli.file),
         Command::Status { json } => crate::m1::commands::status(&cli.file, json),
         Command::Fire(args) => {

@@ -26,13 +26,15 @@ pub enum Outcome {
     Stopped,
 }
 
-/// Runs `command` with `sh -c` in `cwd`, output to `log`. Polls `should_stop` every 100 ms.
+/// Runs `command` with `sh -c` in `cwd` with `env` added, output to `log`. Polls
+/// `should_stop` every 100 ms.
 ///
 /// # Errors
 /// When the shell cannot be started or the log cannot be written.
 pub fn run(
     command: &str,
     cwd: &Path,
+    env: &[(String, String)],
     log: &Path,
     timeout: Duration,
     should_stop: &mut dyn FnMut() -> bool,
@@ -43,6 +45,7 @@ pub fn run(
         .arg("-c")
         .arg(command)
         .current_dir(cwd)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
@@ -106,7 +109,7 @@ mod tests {
     fn run_simple(cmd: &str) -> Outcome {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("verify.log");
-        run(cmd, dir.path(), &log, Duration::from_secs(20), &mut || {
+        run(cmd, dir.path(), &[], &log, Duration::from_secs(20), &mut || {
             false
         })
         .unwrap()
@@ -136,7 +139,7 @@ mod tests {
         let marker = dir.path().join("pid");
         let cmd = format!("sleep 30 & echo $! > {}; wait", marker.display());
         let mut polls = 0;
-        let got = run(&cmd, dir.path(), &log, Duration::from_secs(20), &mut || {
+        let got = run(&cmd, dir.path(), &[], &log, Duration::from_secs(20), &mut || {
             polls += 1;
             marker.exists() && polls > 2
         })

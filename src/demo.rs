@@ -1,0 +1,83 @@
+//! `loop demo`: a whole loop with the bundled simulated agent in a temporary directory, so a
+//! newcomer sees it work with no Claude account. Three steps; the second one's first attempt
+//! claims success without producing its file, VERIFY catches it, and the retry fixes it.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::exit::{Exit, Status};
+use crate::runner::{RunOptions, StartRequest, start};
+use crate::settings::Overrides;
+
+const SCENARIO: &str = r#"{
+  "steps": {
+    "1": [{"sleep_ms": 400, "write": [{"path": "step1.txt", "text": "findings\n"}],
+           "result": "Looked at the code and wrote step1.txt.\nSTEP_DONE: investigation written to step1.txt"}],
+    "2": [{"sleep_ms": 400,
+           "result": "I think the fix is in place.\nSTEP_DONE: fix applied"},
+          {"sleep_ms": 400, "write": [{"path": "step2.txt", "text": "fixed\n"}],
+           "result": "The file was missing; wrote step2.txt.\nSTEP_DONE: fix written to step2.txt"}],
+    "3": [{"sleep_ms": 400, "write": [{"path": "step3.txt", "text": "tested\n"}],
+           "result": "Ran the checks.\nSTEP_DONE: tests pass, step3.txt written"}]
+  }
+}
+"#;
+
+/// The simulated agent, built beside the `loop` binary.
+///
+/// # Errors
+/// When it is not there.
+pub fn sim_agent() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("while finding the loop binary")?;
+    let sim = exe.with_file_name("claude-sim");
+    if !sim.is_file() {
+        return Err(Exit::bad_input(format!(
+            "the simulated agent {} is missing; build it with `cargo build --release` (it is \
+             part of this package)",
+            sim.display()
+        ))
+        .into());
+    }
+    Ok(sim)
+}
+
+/// `loop demo`.
+///
+/// # Errors
+/// When the simulated agent is missing or the temporary directory cannot be made.
+pub fn demo() -> anyhow::Result<Status> {
+    let sim = sim_agent()?;
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
+    let dir = std::env::temp_dir().join(format!("loop-demo-{stamp}-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("state")).with_context(|| format!("while creating {}", dir.display()))?;
+    let scenario = dir.join("scenario.json");
+    std::fs::write(&scenario, SCENARIO)?;
+    let file = dir.join("state").join("M1.md");
+    println!("loop demo: a 3-step loop with the simulated agent in {}", dir.display());
+    println!("(the stop file {} halts it, as it halts any loop)\n", crate::stopfile::global().display());
+    let req = StartRequest {
+        goal: "Demo: investigate, fix and test a (simulated) bug".into(),
+        steps: vec![
+            "Investigate the bug → step1.txt".into(),
+            "Implement the fix → step2.txt".into(),
+            "Test the fix → step3.txt".into(),
+        ],
+        constraints: Some("touch only files in the demo directory".into()),
+        overrides: Overrides {
+            verify: Some("test -f step$LOOP_STEP.txt".into()),
+            agent_program: Some(sim.display().to_string()),
+            agent_env: vec![
+                ("CLAUDE_SIM_SCENARIO".into(), scenario.display().to_string()),
+                ("CLAUDE_SIM_LOG".into(), dir.join("sim-calls.jsonl").display().to_string()),
+            ],
+            ..Overrides::default()
+        },
+        workdir: Some(dir.clone()),
+        ..StartRequest::default()
+    };
+    let status = start(&file, &req, &RunOptions { echo: true })?;
+    println!("\nloop demo: finished with exit status {} — its M1.md:", status.code());
+    println!("{}", file.display());
+    Ok(status)
+}

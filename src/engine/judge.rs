@@ -1,0 +1,211 @@
+//! Judging a finished attempt: pass, retry, wait, or hand over to a human.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::{Caps, backoff, one_line};
+use crate::agent::{BugKind, Class, Verdict};
+use crate::verify;
+
+/// How the step's task ended, as the exec bridge saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// The agent exited by itself (code, or `None` when a signal ended it).
+    Exited(Option<i32>),
+    /// The wall-clock limit killed it.
+    Timeout,
+    /// The no-output limit killed it.
+    Idle,
+    /// Someone ran `loop kill` on it.
+    Killed,
+    /// Its supervisor vanished without an exit record (reboot, SIGKILL).
+    Lost,
+    /// The agent program could not be started.
+    SpawnFailed(String),
+}
+
+/// Everything known about one finished attempt.
+#[derive(Debug, Clone)]
+pub struct Attempt<'a> {
+    pub step: u32,
+    pub attempt: u32,
+    pub end: TaskEnd,
+    /// The agent adapter's class of the outcome (`None` when there was no process to read).
+    pub class: Option<Class>,
+    pub verdict: Verdict,
+    pub denials: &'a [String],
+    /// Whether a VERIFY command is configured.
+    pub verify_configured: bool,
+    /// The VERIFY run, once it ran.
+    pub verify: Option<&'a verify::Outcome>,
+    /// Transient errors this step already waited out.
+    pub transients: u32,
+    /// The attempt resumed an earlier session (`--resume`).
+    pub resumed: bool,
+    pub caps: &'a Caps,
+    pub now: DateTime<Utc>,
+}
+
+/// The verdict on one attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Judgement {
+    /// The step is done.
+    Pass { summary: String },
+    /// So far so good: run VERIFY, then judge again with its outcome.
+    NeedsVerify,
+    /// A failed attempt; another follows in the same session.
+    Retry { reason: String },
+    /// A failed attempt, the last one MAX_RETRIES allows: the step and the loop fail.
+    Exhausted { reason: String },
+    /// A transient error: wait, then run the same attempt again.
+    Backoff { delay: Duration, reason: String },
+    /// The usage limit: wait until it resets, then carry on.
+    UsageWait { until: DateTime<Utc>, reason: String },
+    /// The agent asks the human a question.
+    Blocked { question: String },
+    /// The runner cannot go on without a human.
+    Halt { reason: String, how: String },
+    /// The session cannot be resumed: start a fresh one, attempt not counted.
+    FreshSession { reason: String },
+    /// The session id is taken: resume it instead, attempt not counted.
+    ResumeSession { reason: String },
+}
+
+/// When the reset time of a usage limit is unknown, wait this long before trying again.
+pub const UNKNOWN_RESET_WAIT: Duration = Duration::from_secs(30 * 60);
+
+fn failed(a: &Attempt<'_>, reason: String) -> Judgement {
+    let reason = one_line(&reason, 300);
+    if a.attempt >= a.caps.max_retries {
+        Judgement::Exhausted { reason }
+    } else {
+        Judgement::Retry { reason }
+    }
+}
+
+fn minutes(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs % 60 == 0 { format!("{} min", secs / 60) } else { format!("{secs} s") }
+}
+
+/// Judges one finished attempt. Order matters: how the process ended, then the agent's class,
+/// then its permission denials and verdict, then VERIFY.
+#[must_use]
+pub fn judge(a: &Attempt<'_>) -> Judgement {
+    match &a.end {
+        TaskEnd::Timeout => {
+            return failed(a, format!("step timeout: killed after {}", minutes(a.caps.step_timeout)));
+        }
+        TaskEnd::Idle => {
+            let idle = a.caps.idle_timeout.map_or_else(|| "the idle limit".into(), minutes);
+            return failed(a, format!("idle timeout: no output for {idle}, killed"));
+        }
+        TaskEnd::Killed => return failed(a, "the step's task was killed (loop kill)".into()),
+        TaskEnd::Lost => {
+            return failed(a, "the step's task was lost (its supervisor died: reboot or kill -9)".into());
+        }
+        TaskEnd::SpawnFailed(msg) => {
+            return Judgement::Halt {
+                reason: format!("the agent could not be started: {}", one_line(msg, 200)),
+                how: "install Claude Code or set LOOP_AGENT to the agent program, then `loop resume`"
+                    .into(),
+            };
+        }
+        TaskEnd::Exited(_) => {}
+    }
+
+    match a.class.clone() {
+        None => failed(a, "the agent left no output to judge".into()),
+        Some(Class::Success) => judge_success(a),
+        Some(Class::Transient(why)) => {
+            let n = a.transients + 1;
+            if n > a.caps.transient_cap {
+                Judgement::Halt {
+                    reason: format!(
+                        "{} transient errors in a row on step {}; last: {}",
+                        a.transients,
+                        a.step,
+                        one_line(&why, 200)
+                    ),
+                    how: "check the network and the API status, then `loop resume`".into(),
+                }
+            } else {
+                Judgement::Backoff { delay: backoff(n), reason: one_line(&why, 200) }
+            }
+        }
+        Some(Class::UsageLimit { resets_at, message }) => {
+            let until = resets_at
+                .filter(|t| *t > a.now)
+                .unwrap_or_else(|| a.now + chrono::Duration::from_std(UNKNOWN_RESET_WAIT).unwrap_or_default());
+            Judgement::UsageWait { until, reason: one_line(&message, 200) }
+        }
+        Some(Class::Auth(msg)) => Judgement::Halt {
+            reason: format!("authentication failed: {}", one_line(&msg, 200)),
+            how: "log in to Claude Code (`claude /login`) or fix ANTHROPIC_API_KEY, then `loop resume`"
+                .into(),
+        },
+        Some(Class::Billing(msg)) => Judgement::Halt {
+            reason: format!("billing: {}", one_line(&msg, 200)),
+            how: "add credit or raise the budget, then `loop resume`".into(),
+        },
+        Some(Class::InvocationBug { kind, message }) => match kind {
+            BugKind::UnknownSession if a.resumed => {
+                Judgement::FreshSession { reason: one_line(&message, 200) }
+            }
+            BugKind::SessionInUse if !a.resumed => {
+                Judgement::ResumeSession { reason: one_line(&message, 200) }
+            }
+            _ => Judgement::Halt {
+                reason: format!("the agent refused its invocation: {}", one_line(&message, 200)),
+                how: "fix the agent settings in loop.yaml (flags, model), then `loop resume`".into(),
+            },
+        },
+        Some(Class::Other(msg)) => failed(a, msg),
+    }
+}
+
+fn judge_success(a: &Attempt<'_>) -> Judgement {
+    if !a.denials.is_empty() {
+        let mut tools: Vec<&str> = a.denials.iter().map(String::as_str).collect();
+        tools.sort_unstable();
+        tools.dedup();
+        return Judgement::Halt {
+            reason: format!("the agent was denied these tools: {}", tools.join(", ")),
+            how: "allow them in loop.yaml (agent.allowed_tools) or with --allowed-tools, then \
+                  `loop resume`"
+                .into(),
+        };
+    }
+    match &a.verdict {
+        Verdict::Done(summary) => {
+            if !a.verify_configured {
+                return Judgement::Pass { summary: summary.clone() };
+            }
+            match a.verify {
+                None => Judgement::NeedsVerify,
+                Some(verify::Outcome::Passed) => Judgement::Pass { summary: summary.clone() },
+                Some(verify::Outcome::Failed { code, tail }) => {
+                    let code = code.map_or_else(|| "a signal".into(), |c| format!("exit {c}"));
+                    failed(a, format!("VERIFY failed ({code}): {}", last_lines(tail, 5)))
+                }
+                Some(verify::Outcome::TimedOut { tail }) => {
+                    failed(a, format!("VERIFY timed out: {}", last_lines(tail, 5)))
+                }
+                // A stop during VERIFY is handled by the runner before it judges.
+                Some(verify::Outcome::Stopped) => Judgement::NeedsVerify,
+            }
+        }
+        Verdict::Blocked(question) => Judgement::Blocked { question: one_line(question, 500) },
+        Verdict::Failed(reason) => failed(a, format!("the agent reported STEP_FAILED: {reason}")),
+        Verdict::Missing => failed(
+            a,
+            "the answer did not end with a STEP_DONE / STEP_BLOCKED / STEP_FAILED line".into(),
+        ),
+    }
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}

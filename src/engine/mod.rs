@@ -1,0 +1,80 @@
+//! The loop's decisions as pure functions over M1.md's typed view: what to do next, how to
+//! judge a finished attempt, and which field edits record the outcome. No clock and no I/O:
+//! `now` and every observation are passed in, so each rule is a unit test of a few lines.
+
+mod judge;
+mod next;
+mod transitions;
+
+pub use judge::{Attempt, Judgement, TaskEnd, judge};
+pub use next::{Next, SessionPlan, next};
+pub use next::{spent, wait_until};
+pub use transitions::{Facts, Outcome, Transition, exhausted, halt, record, spawn, stopped};
+
+use std::time::Duration;
+
+/// The caps in force for one decision: settings resolved over M1.md's `LIMITS:`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Caps {
+    /// Failed attempts of one step before it is FAILED.
+    pub max_retries: u32,
+    /// Steps a plan may have.
+    pub max_steps: u32,
+    /// Total agent cost after which no further step starts.
+    pub max_cost_usd: Option<f64>,
+    /// Transient errors (rate limit, overload, 5xx, network) one step may wait out.
+    pub transient_cap: u32,
+    /// Wall-clock limit of one step.
+    pub step_timeout: Duration,
+    /// No-output limit of one step.
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Self {
+            max_retries: 3,
+            max_steps: 10,
+            max_cost_usd: None,
+            transient_cap: 8,
+            step_timeout: Duration::from_secs(60 * 60),
+            idle_timeout: None,
+        }
+    }
+}
+
+/// Backoff before the `n`th transient retry (1-based): 2 s doubling, at most 60 s.
+#[must_use]
+pub fn backoff(n: u32) -> Duration {
+    let exp = n.saturating_sub(1).min(6);
+    Duration::from_secs((2u64 << exp).min(60))
+}
+
+/// One line, at most `max` characters: for M1.md values, which are single lines.
+#[must_use]
+pub fn one_line(text: &str, max: usize) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if joined.chars().count() <= max {
+        joined
+    } else {
+        let cut: String = joined.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_two_seconds_to_a_minute() {
+        let secs: Vec<u64> = (1..=8).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(secs, [2, 4, 8, 16, 32, 60, 60, 60]);
+    }
+
+    #[test]
+    fn one_line_folds_and_cuts() {
+        assert_eq!(one_line("a\n b\tc", 10), "a b c");
+        assert_eq!(one_line("abcdefghij", 5), "abcd…");
+    }
+}

@@ -1,0 +1,146 @@
+//! What the loop does next, read off M1.md alone (DESIGN §5's resume rules live here).
+
+use chrono::{DateTime, Utc};
+
+use super::Caps;
+use crate::m1::{M1, Status, StepState};
+
+/// How the next attempt of a step talks to Claude.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionPlan {
+    /// A new session (`--session-id`, with an id the runner picks and records first).
+    Fresh,
+    /// Continue the step's session (`--resume ID`).
+    Resume(String),
+}
+
+/// The next thing to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// STATUS is DONE or FAILED: nothing to do; exit with it.
+    Finished(Status),
+    /// STATUS is WAITING (set by the runner or by hand) or IDLE: exit 3 and say why.
+    Paused(String),
+    /// Every step is DONE or SKIPPED: write DONE.
+    Complete,
+    /// A task is recorded in CURRENT: ask the bridge what became of it.
+    Await { step: u32, task_id: String },
+    /// A backoff or a usage limit is being waited out.
+    WaitUntil { until: DateTime<Utc>, reason: String },
+    /// No steps yet: the planning call (step 0).
+    Plan { attempt: u32, session: SessionPlan },
+    /// Start an attempt of a step.
+    Spawn { step: u32, attempt: u32, session: SessionPlan },
+    /// A step reached MAX_RETRIES (or was set FAILED by hand): the loop fails.
+    Exhausted { step: u32, reason: String },
+    /// The runner cannot go on without a human: write WAITING with this reason.
+    Halt { reason: String, how: String },
+}
+
+fn session_for(m: &M1, step: u32) -> SessionPlan {
+    m.results
+        .get(&step)
+        .and_then(|r| r.session_id.clone())
+        .filter(|s| !s.is_empty())
+        .map_or(SessionPlan::Fresh, SessionPlan::Resume)
+}
+
+fn attempts_of(m: &M1, step: u32) -> u32 {
+    m.results.get(&step).and_then(|r| r.attempts).unwrap_or(0)
+}
+
+/// Total agent cost recorded in RESULTS.
+#[must_use]
+pub fn spent(m: &M1) -> f64 {
+    m.results.values().filter_map(|r| r.cost_usd).sum()
+}
+
+/// Decides the next action from the document alone. `running` is true for a runner that is
+/// already driving the loop (a WAITING it did not write means a human paused it).
+#[must_use]
+pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
+    match m.status {
+        Status::Done | Status::Failed => return Next::Finished(m.status),
+        Status::Waiting => {
+            let why = m.next_action.clone().unwrap_or_else(|| "STATUS is WAITING".into());
+            return Next::Paused(why);
+        }
+        Status::Idle => return Next::Paused("STATUS is IDLE: run `loop resume` to start".into()),
+        Status::Running => {}
+    }
+
+    // A task on record comes first: it may be running, finished, or never spawned.
+    if let Some(task_id) = m.current.task_id.clone().filter(|t| !t.is_empty()) {
+        return Next::Await { step: m.plan.current_step, task_id };
+    }
+    if let Some(until) = wait_until(m) {
+        if until > now {
+            let reason = m
+                .current
+                .extra
+                .get("WAIT_REASON")
+                .cloned()
+                .unwrap_or_else(|| "waiting".into());
+            return Next::WaitUntil { until, reason };
+        }
+    }
+
+    if m.plan.steps.is_empty() {
+        let attempts = attempts_of(m, 0);
+        if attempts >= caps.max_retries {
+            return Next::Exhausted {
+                step: 0,
+                reason: format!("planning failed {attempts} times"),
+            };
+        }
+        return Next::Plan { attempt: attempts + 1, session: session_for(m, 0) };
+    }
+
+    let count = u32::try_from(m.plan.steps.len()).unwrap_or(u32::MAX);
+    if count > caps.max_steps {
+        return Next::Halt {
+            reason: format!("the plan has {count} steps, over MAX_STEPS {}", caps.max_steps),
+            how: "shorten PLAN.STEPS or raise LIMITS.MAX_STEPS in M1.md, then `loop resume`"
+                .into(),
+        };
+    }
+
+    let Some(step) = m
+        .plan
+        .steps
+        .iter()
+        .find(|s| !matches!(s.state, StepState::Done | StepState::Skipped))
+    else {
+        return Next::Complete;
+    };
+    if step.state == StepState::Failed {
+        return Next::Exhausted { step: step.n, reason: format!("step {} is FAILED", step.n) };
+    }
+    let attempts = attempts_of(m, step.n);
+    if attempts >= caps.max_retries {
+        return Next::Exhausted {
+            step: step.n,
+            reason: format!(
+                "step {} already failed {attempts} of MAX_RETRIES {} attempts",
+                step.n, caps.max_retries
+            ),
+        };
+    }
+    if let Some(max) = caps.max_cost_usd {
+        let spent = spent(m);
+        if spent >= max {
+            return Next::Halt {
+                reason: format!("spent ${spent:.2}, at or over MAX_COST_USD ${max:.2}"),
+                how: "raise LIMITS.MAX_COST_USD in M1.md, then `loop resume`".into(),
+            };
+        }
+    }
+    Next::Spawn { step: step.n, attempt: attempts + 1, session: session_for(m, step.n) }
+}
+
+/// CURRENT.WAIT_UNTIL, when set and readable.
+#[must_use]
+pub fn wait_until(m: &M1) -> Option<DateTime<Utc>> {
+    let raw = m.current.extra.get("WAIT_UNTIL")?;
+    DateTime::parse_from_rfc3339(raw).ok().map(|t| t.with_timezone(&Utc))
+}

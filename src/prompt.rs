@@ -1,0 +1,92 @@
+//! The prompts a step is given, rendered from `templates/`.
+
+use crate::m1::{M1, StepState};
+
+const STEP: &str = include_str!("../templates/step.md");
+const FIX: &str = include_str!("../templates/fix.md");
+const PLAN: &str = include_str!("../templates/plan.md");
+
+fn fill(template: &str, vars: &[(&str, String)]) -> String {
+    let mut out = template.to_string();
+    for (k, v) in vars {
+        out = out.replace(&format!("{{{k}}}"), v);
+    }
+    out
+}
+
+fn constraints(m: &M1) -> String {
+    m.constraints.clone().filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "(none)".into())
+}
+
+/// The plan as the agent sees it: each step with its state and what earlier steps reported.
+#[must_use]
+pub fn plan_listing(m: &M1) -> String {
+    let mut out = String::new();
+    for s in &m.plan.steps {
+        out.push_str(&format!("  {}: [{}] {}\n", s.n, s.state.as_str(), s.text));
+        if s.state == StepState::Done {
+            if let Some(sum) = m.results.get(&s.n).and_then(|r| r.summary.as_deref()) {
+                out.push_str(&format!("     reported: {sum}\n"));
+            }
+        }
+    }
+    out.trim_end().to_string()
+}
+
+/// The prompt of a step's first attempt.
+#[must_use]
+pub fn step(m: &M1, n: u32) -> String {
+    let text = m.plan.steps.iter().find(|s| s.n == n).map_or("", |s| s.text.as_str());
+    fill(
+        STEP,
+        &[
+            ("goal", m.goal.clone()),
+            ("constraints", constraints(m)),
+            ("total", m.plan.steps.len().to_string()),
+            ("plan", plan_listing(m)),
+            ("step_text", text.to_string()),
+            ("step", n.to_string()),
+        ],
+    )
+}
+
+/// The prompt of a retry, in the same session, carrying what failed.
+#[must_use]
+pub fn fix(m: &M1, n: u32, attempt: u32, max_retries: u32, failure: &str) -> String {
+    let text = m.plan.steps.iter().find(|s| s.n == n).map_or("", |s| s.text.as_str());
+    fill(
+        FIX,
+        &[
+            ("step", n.to_string()),
+            ("step_text", text.to_string()),
+            ("attempt", attempt.to_string()),
+            ("max_retries", max_retries.to_string()),
+            ("failure", failure.to_string()),
+        ],
+    )
+}
+
+/// The prompt after a human answered a STEP_BLOCKED question by editing M1.md.
+#[must_use]
+pub fn answered(m: &M1, n: u32, question: &str) -> String {
+    format!(
+        "You asked: {question}\n\nThe human has answered by editing the loop's state. \
+         The goal and constraints now read:\nGOAL: {}\nCONSTRAINTS: {}\n\n{}",
+        m.goal,
+        constraints(m),
+        step(m, n)
+    )
+}
+
+/// The planning call's prompt.
+#[must_use]
+pub fn plan(m: &M1, max_steps: u32) -> String {
+    fill(
+        PLAN,
+        &[
+            ("goal", m.goal.clone()),
+            ("constraints", constraints(m)),
+            ("max_steps", max_steps.to_string()),
+        ],
+    )
+}

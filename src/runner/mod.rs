@@ -1,0 +1,347 @@
+//! The runner: the one owner of a loop's state. It asks the engine what to do, does it (spawn,
+//! wait, verify, kill, notify), and records each outcome in M1.md with one compare-and-swap
+//! write. It blocks on file events and timers; while a step runs it does no work at all.
+
+mod crash;
+mod start;
+mod step;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use chrono::Utc;
+
+use crate::engine::{self, Next, Outcome, Transition};
+use crate::exit::Status as Exit;
+use crate::m1::{Document, Edit, M1, Status, Store};
+use crate::notifier::{self, Event, Notifier};
+use crate::settings::Settings;
+use crate::watch::{Wake, Watch};
+use crate::{decision_log, lock, stopfile};
+
+pub use crash::POINTS as CRASH_POINTS;
+pub use start::{StartRequest, resume, start, stop};
+
+/// How often the runner re-checks what it waits for when no file event arrives (the poll
+/// fallback of DESIGN §4). One stat or two per second: no measurable CPU.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// Grace between SIGTERM and SIGKILL when the runner ends a step.
+pub const KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// A loop being driven.
+pub struct Runner {
+    file: PathBuf,
+    state_dir: PathBuf,
+    workdir: PathBuf,
+    store: Store,
+    doc: Document,
+    settings: Settings,
+    notifier: Box<dyn Notifier>,
+    watch: Watch,
+    echo: bool,
+    invalid_reported: Option<String>,
+    _lock: lock::RunnerLock,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner").field("file", &self.file).finish_non_exhaustive()
+    }
+}
+
+/// Options of one runner.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Print each decision on stdout, as well as logging it.
+    pub echo: bool,
+}
+
+impl Runner {
+    /// Takes the loop's lock and opens its state. Fails (exit 2) if another runner holds it.
+    ///
+    /// # Errors
+    /// The lock is held, M1.md is missing or invalid, or `loop.yaml` is malformed.
+    pub fn open(file: &Path, settings: Settings, opts: &RunOptions) -> anyhow::Result<Self> {
+        let lock = lock::acquire(file)?;
+        let (store, doc) = Store::open(file)?;
+        let state_dir = crate::cli::state_dir(file);
+        let workdir = doc
+            .get(&["WORKDIR"])
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .map_or_else(std::env::current_dir, Ok)
+            .context("while finding the project directory")?;
+        let watch = Watch::new(file, &stopfile::paths(&state_dir));
+        let notifier = notifier::from_env(&state_dir);
+        Ok(Self {
+            file: file.to_path_buf(),
+            state_dir,
+            workdir,
+            store,
+            doc,
+            settings,
+            notifier,
+            watch,
+            echo: opts.echo,
+            invalid_reported: None,
+            _lock: lock,
+        })
+    }
+
+    fn view(&self) -> M1 {
+        self.doc.view()
+    }
+
+    /// Writes a line to the decision log (and to stdout when echoing).
+    fn say(&self, line: &str) {
+        let _ = decision_log::append(&self.state_dir, line);
+        if self.echo {
+            println!("{} {line}", Utc::now().format("%H:%M:%S"));
+        }
+    }
+
+    fn notify(&mut self, event: &Event) {
+        self.notifier.notify(event);
+    }
+
+    /// Re-reads M1.md. A hand edit that broke it: report `file:line:column` once, write
+    /// nothing, and wait for the fix (or a stop file).
+    fn refresh(&mut self) -> anyhow::Result<Option<Exit>> {
+        loop {
+            match self.store.reload() {
+                Ok(Some(doc)) => {
+                    self.doc = doc;
+                    self.invalid_reported = None;
+                    return Ok(None);
+                }
+                Ok(None) => {
+                    self.invalid_reported = None;
+                    return Ok(None);
+                }
+                Err(err) => {
+                    if err.downcast_ref::<crate::m1::Errors>().is_none() {
+                        return Err(err);
+                    }
+                    let msg = format!("{err:#}");
+                    if self.invalid_reported.as_deref() != Some(msg.as_str()) {
+                        self.say(&format!(
+                            "invalid: M1.md was edited into an invalid state; waiting for the fix, writing nothing: {msg}"
+                        ));
+                        eprintln!("loop: {msg}\nloop: fix M1.md; the runner waits and writes nothing until then");
+                        self.invalid_reported = Some(msg);
+                    }
+                    if let Some(stop) = stopfile::present(&self.state_dir) {
+                        return Ok(Some(self.stop_while_invalid(&stop)));
+                    }
+                    let _ = self.watch.wait(POLL);
+                }
+            }
+        }
+    }
+
+    /// Applies edits with compare-and-swap. If the file on disk is invalid at that moment, the
+    /// edits wait (nothing is written, nothing is dropped) until it is fixed.
+    fn commit(&mut self, edits: &[Edit]) -> anyhow::Result<()> {
+        loop {
+            match self.store.commit(edits) {
+                Ok(doc) => {
+                    self.doc = doc;
+                    return Ok(());
+                }
+                Err(err) if err.downcast_ref::<crate::m1::Errors>().is_some() => {
+                    if let Some(Exit::Waiting) = self.refresh()? {
+                        anyhow::bail!("stopped while M1.md was invalid; the last decision was not recorded");
+                    }
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    fn apply(&mut self, t: &Transition) -> anyhow::Result<Option<Exit>> {
+        self.commit(&t.edits)?;
+        self.say(&t.log);
+        Ok(match t.outcome {
+            Outcome::Exit(s) => Some(s),
+            Outcome::Continue | Outcome::Verify => None,
+        })
+    }
+
+    /// Drives the loop until it is DONE, FAILED or WAITING.
+    ///
+    /// # Errors
+    /// I/O failures the runner cannot work around; the loop's own outcomes are statuses.
+    pub fn drive(&mut self) -> anyhow::Result<Exit> {
+        loop {
+            if let Some(stop) = stopfile::present(&self.state_dir) {
+                return self.stop_now(&stop);
+            }
+            if let Some(exit) = self.refresh()? {
+                return Ok(exit);
+            }
+            let m = self.view();
+            let caps = self.settings.caps(&m);
+            let next = engine::next(&m, &caps, Utc::now());
+            let exit = match next {
+                Next::Finished(Status::Done) => {
+                    self.say("done: STATUS is DONE; nothing to do");
+                    Some(Exit::Ok)
+                }
+                Next::Finished(_) => {
+                    self.say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
+                    Some(Exit::Failed)
+                }
+                Next::Paused(why) => {
+                    self.say(&format!("waiting: {why}"));
+                    Some(Exit::Waiting)
+                }
+                Next::Complete => Some(self.complete(&m)?),
+                Next::Await { step, task_id } => self.await_task(step, &task_id)?,
+                Next::WaitUntil { until, reason } => {
+                    self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
+                    self.wait_until(until)?
+                }
+                Next::Plan { attempt, session } => self.spawn(0, attempt, &session)?,
+                Next::Spawn { step, attempt, session } => self.spawn(step, attempt, &session)?,
+                Next::Exhausted { step, reason } => {
+                    let t = engine::exhausted(step, &reason);
+                    let exit = self.apply(&t)?;
+                    self.notify_failed(&m, step, &reason);
+                    exit
+                }
+                Next::Halt { reason, how } => {
+                    let t = engine::halt(m.plan.current_step, &reason, &how);
+                    let exit = self.apply(&t)?;
+                    self.notify(&Event::Waiting {
+                        goal: m.goal.clone(),
+                        reason,
+                        how_to_continue: how,
+                    });
+                    exit
+                }
+            };
+            if let Some(exit) = exit {
+                return Ok(exit);
+            }
+        }
+    }
+
+    /// Waits out a backoff or a usage limit, watching for stops and hand edits.
+    fn wait_until(&mut self, until: chrono::DateTime<Utc>) -> anyhow::Result<Option<Exit>> {
+        loop {
+            let left = (until - Utc::now()).to_std().unwrap_or_default();
+            if left.is_zero() {
+                return Ok(None);
+            }
+            match self.watch.wait(left.min(POLL * 30)) {
+                Wake::Stop => {
+                    if let Some(stop) = stopfile::present(&self.state_dir) {
+                        return self.stop_now(&stop).map(Some);
+                    }
+                }
+                // A hand edit may have changed the wait: decide again.
+                Wake::M1Changed => return Ok(None),
+                Wake::Task | Wake::Timeout => {
+                    if let Some(stop) = stopfile::present(&self.state_dir) {
+                        return self.stop_now(&stop).map(Some);
+                    }
+                }
+            }
+        }
+    }
+
+    fn complete(&mut self, m: &M1) -> anyhow::Result<Exit> {
+        crash::point("before-done-write");
+        let done = m.plan.steps.iter().filter(|s| s.state == crate::m1::StepState::Done).count();
+        let t = Transition {
+            edits: vec![
+                Edit::Status(Status::Done),
+                Edit::Clear(vec!["CURRENT".into()]),
+                Edit::set(&["LAST_ACTION"], format!("All {} steps done ({done} run, the rest skipped)", m.plan.steps.len())),
+                Edit::set(&["NEXT_ACTION"], "Nothing: the goal is reached"),
+            ],
+            log: format!("done: all {} steps DONE or SKIPPED", m.plan.steps.len()),
+            outcome: Outcome::Exit(Exit::Ok),
+        };
+        self.apply(&t)?;
+        crash::point("after-done-write");
+        let summaries = m
+            .plan
+            .steps
+            .iter()
+            .map(|s| {
+                let sum = m.results.get(&s.n).and_then(|r| r.summary.clone());
+                (s.n, sum.unwrap_or_else(|| format!("[{}] {}", s.state.as_str(), s.text)))
+            })
+            .collect();
+        let started = self
+            .doc
+            .get(&["STARTED_AT"])
+            .and_then(|s| chrono::DateTime::parse_from_rfc3339(&s).ok());
+        let elapsed_s = started
+            .map_or(0, |t| u64::try_from((Utc::now() - t.with_timezone(&Utc)).num_seconds()).unwrap_or(0));
+        self.notify(&Event::Done {
+            goal: m.goal.clone(),
+            summaries,
+            cost_usd: engine::spent(m),
+            elapsed_s,
+        });
+        Ok(Exit::Ok)
+    }
+
+    fn notify_failed(&mut self, m: &M1, step: u32, reason: &str) {
+        let log_tail = m
+            .current
+            .task_id
+            .as_deref()
+            .map(|id| crate::verify::tail(&crate::bridge::task_dir(&self.state_dir, id).join("stderr"), 10))
+            .filter(|t| !t.is_empty())
+            .map_or_else(|| decision_log::tail(&self.state_dir, 5), |t| t.lines().map(String::from).collect());
+        self.notify(&Event::Failed {
+            goal: m.goal.clone(),
+            step: (step > 0).then_some(step),
+            reason: reason.to_string(),
+            log_tail,
+        });
+    }
+
+    /// The stop file appeared: kill the step's whole group, confirm it dead, then write WAITING.
+    fn stop_now(&mut self, stop: &Path) -> anyhow::Result<Exit> {
+        let m = self.view();
+        let task = m.current.task_id.clone().filter(|t| !t.is_empty());
+        if let Some(id) = &task {
+            if crate::bridge::exists(&self.state_dir, id) {
+                crate::bridge::kill(&self.state_dir, id, KILL_GRACE)
+                    .with_context(|| format!("while killing task {id} for the stop file"))?;
+            }
+        }
+        let t = engine::stopped(m.plan.current_step, &stop.display().to_string(), task.as_deref());
+        let exit = self.apply(&t)?;
+        self.notify(&Event::Waiting {
+            goal: m.goal.clone(),
+            reason: format!("stopped by {}", stop.display()),
+            how_to_continue: format!("remove {} and run `loop resume`", stop.display()),
+        });
+        Ok(exit.unwrap_or(Exit::Waiting))
+    }
+
+    /// A stop while M1.md is invalid: kill the task known from the last valid text, write
+    /// nothing (the file is the human's to fix), and end WAITING.
+    fn stop_while_invalid(&mut self, stop: &Path) -> Exit {
+        if let Some(id) = self.view().current.task_id.filter(|t| !t.is_empty()) {
+            if crate::bridge::exists(&self.state_dir, &id) {
+                let _ = crate::bridge::kill(&self.state_dir, &id, KILL_GRACE);
+            }
+        }
+        self.say(&format!("stop: {} seen while M1.md is invalid; step killed, nothing written", stop.display()));
+        Exit::Waiting
+    }
+
+    /// The path of M1.md.
+    #[must_use]
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+}

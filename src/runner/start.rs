@@ -1,0 +1,291 @@
+//! `loop start`, `loop resume`, `loop stop`, and running a loop in the background.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::Context;
+use chrono::{SecondsFormat, Utc};
+
+use super::{RunOptions, Runner};
+use crate::exit::{Exit, Status as ExitStatus};
+use crate::m1::{Document, Edit, M1, Status, StepState, Store};
+use crate::notifier::Event;
+use crate::settings::{Overrides, Settings};
+use crate::{cli, decision_log, lock, stopfile};
+
+const TEMPLATE: &str = include_str!("../../templates/M1.md");
+
+/// What `loop start` was given.
+#[derive(Debug, Clone, Default)]
+pub struct StartRequest {
+    pub goal: String,
+    pub steps: Vec<String>,
+    pub plan: Option<PathBuf>,
+    pub constraints: Option<String>,
+    pub overrides: Overrides,
+    pub detach: bool,
+    pub force: bool,
+    /// The project directory the agent works in (default: the current directory).
+    pub workdir: Option<PathBuf>,
+}
+
+fn refuse_if_stopped(state_dir: &Path) -> anyhow::Result<()> {
+    if let Some(stop) = stopfile::present(state_dir) {
+        return Err(Exit::waiting(format!(
+            "the stop file {} exists, so no loop may run; remove it (`rm {}`) and try again",
+            stop.display(),
+            stop.display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// Moves an old M1.md aside (`M1.<time>.md`) rather than overwriting it.
+fn archive(file: &Path) -> anyhow::Result<PathBuf> {
+    let stem = file.file_stem().map_or_else(|| "M1".into(), |s| s.to_string_lossy().into_owned());
+    let stamp = Utc::now().format("%Y%m%dT%H%M%S");
+    let to = file.with_file_name(format!("{stem}.{stamp}.md"));
+    std::fs::rename(file, &to).with_context(|| format!("while archiving {}", file.display()))?;
+    Ok(to)
+}
+
+/// Checks what a new loop would replace; archives it when allowed.
+fn make_room(file: &Path, force: bool) -> anyhow::Result<Option<PathBuf>> {
+    if !file.exists() {
+        return Ok(None);
+    }
+    if let Some(pid) = lock::holder(file) {
+        return Err(Exit::bad_input(format!(
+            "a runner (pid {pid}) is driving {}; stop it first (`loop stop`)",
+            file.display()
+        ))
+        .into());
+    }
+    let text = std::fs::read_to_string(file).with_context(|| format!("while reading {}", file.display()))?;
+    match Document::parse(&text) {
+        Ok(doc) => {
+            let m = doc.view();
+            if matches!(m.status, Status::Running | Status::Waiting) && !force {
+                return Err(Exit::bad_input(format!(
+                    "{} holds a loop that is {} (goal: {}); `loop resume` carries it on, \
+                     `loop start --force` archives it and starts anew",
+                    file.display(),
+                    m.status.as_str(),
+                    m.goal
+                ))
+                .into());
+            }
+        }
+        Err(errs) if !force => {
+            return Err(Exit::bad_input(format!(
+                "{} is not a valid M1.md, and is left as it is; fix it, or use --force to archive it \
+                 and start anew:\n{}",
+                file.display(),
+                errs.with_path(file)
+            ))
+            .into());
+        }
+        Err(_) => {}
+    }
+    archive(file).map(Some)
+}
+
+/// The text of a new M1.md.
+fn new_document(req: &StartRequest, steps: &[(bool, String)], settings: &Settings) -> anyhow::Result<String> {
+    let mut doc = Document::parse(TEMPLATE).map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
+    let caps = settings.caps(&M1::default());
+    let workdir = match &req.workdir {
+        Some(w) => w.clone(),
+        None => std::env::current_dir().context("while reading the current directory")?,
+    };
+    let mut edits = vec![
+        Edit::set(&["GOAL"], req.goal.clone()),
+        Edit::set(&["LIMITS", "MAX_RETRIES"], caps.max_retries.to_string()),
+        Edit::set(&["LIMITS", "MAX_STEPS"], caps.max_steps.to_string()),
+        Edit::set(&["LIMITS", "STEP_TIMEOUT_MIN"], caps.step_timeout.as_secs().div_ceil(60).to_string()),
+    ];
+    if let Some(c) = req.constraints.as_ref().filter(|c| !c.trim().is_empty()) {
+        edits.push(Edit::set(&["CONSTRAINTS"], c.clone()));
+    }
+    if let Some(idle) = caps.idle_timeout {
+        edits.push(Edit::set(&["LIMITS", "IDLE_TIMEOUT_MIN"], idle.as_secs().div_ceil(60).to_string()));
+    }
+    if !steps.is_empty() {
+        edits.push(Edit::SetSteps(
+            steps
+                .iter()
+                .map(|(done, t)| (if *done { StepState::Done } else { StepState::Pending }, t.clone()))
+                .collect(),
+        ));
+        let first = steps.iter().position(|(d, _)| !d).map_or(0, |i| i + 1);
+        edits.push(Edit::set(&["NEXT_ACTION"], format!("Start step {first}")));
+    }
+    if let Some(v) = settings.verify(&M1::default()) {
+        edits.push(Edit::set(&["VERIFY"], v));
+    }
+    edits.push(Edit::set(&["WORKDIR"], workdir.display().to_string()));
+    if let Some(p) = &req.plan {
+        let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
+        edits.push(Edit::set(&["PLAN_FILE"], abs.display().to_string()));
+    }
+    edits.push(Edit::set(&["STARTED_AT"], Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)));
+    for e in &edits {
+        doc.apply(e);
+    }
+    Ok(doc.render())
+}
+
+/// `loop start`.
+///
+/// # Errors
+/// Bad input (exit 2), a stop file (exit 3), or I/O failures.
+pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Result<ExitStatus> {
+    let state_dir = cli::state_dir(file);
+    refuse_if_stopped(&state_dir)?;
+    if req.goal.trim().is_empty() {
+        return Err(Exit::bad_input("the goal is empty; say what the loop should achieve").into());
+    }
+    let settings = Settings::load(&state_dir, req.overrides.clone())?;
+    let steps: Vec<(bool, String)> = match &req.plan {
+        Some(p) if !req.steps.is_empty() => {
+            return Err(Exit::bad_input(format!(
+                "give the steps either with --step or with --plan {}, not both",
+                p.display()
+            ))
+            .into());
+        }
+        Some(p) => crate::plan_import::read(p)?,
+        None => req.steps.iter().map(|s| (false, s.trim().to_string())).collect(),
+    };
+    if let Some((i, _)) = steps.iter().enumerate().find(|(_, (_, t))| t.is_empty()) {
+        return Err(Exit::bad_input(format!("step {} is empty", i + 1)).into());
+    }
+    let max = settings.caps(&M1::default()).max_steps;
+    if steps.len() > usize::try_from(max).unwrap_or(usize::MAX) {
+        return Err(Exit::bad_input(format!(
+            "the plan has {} steps, over MAX_STEPS {max}; nothing was started (split the goal, or \
+             raise the cap with --max-steps)",
+            steps.len()
+        ))
+        .into());
+    }
+    std::fs::create_dir_all(&state_dir).with_context(|| format!("while creating {}", state_dir.display()))?;
+    if let Some(old) = make_room(file, req.force)? {
+        println!("archived the previous loop as {}", old.display());
+    }
+    let text = new_document(req, &steps, &settings)?;
+    Store::create(file, &text)?;
+    let _ = decision_log::append(&state_dir, &format!("start: new loop, goal: {}", req.goal));
+    if req.detach {
+        return detach(file, &state_dir);
+    }
+    let mut runner = Runner::open(file, settings, opts)?;
+    if !steps.is_empty() {
+        let m = runner.view();
+        runner.notify(&Event::Started {
+            goal: m.goal.clone(),
+            steps: m.plan.steps.iter().map(|s| s.text.clone()).collect(),
+        });
+    }
+    runner.drive()
+}
+
+/// `loop resume`.
+///
+/// # Errors
+/// No loop at `file`, a stop file, another runner, or I/O failures.
+pub fn resume(file: &Path, detach_it: bool, overrides: Overrides, opts: &RunOptions) -> anyhow::Result<ExitStatus> {
+    let state_dir = cli::state_dir(file);
+    if !file.exists() {
+        return Err(Exit::bad_input(format!(
+            "no loop at {}: start one with `loop start \"GOAL\"`",
+            file.display()
+        ))
+        .into());
+    }
+    refuse_if_stopped(&state_dir)?;
+    if std::env::var_os("LOOP_DETACHED").is_some() {
+        // Own session: the shell or chat that started us can go away.
+        let _ = nix::unistd::setsid();
+    }
+    let settings = Settings::load(&state_dir, overrides)?;
+    if detach_it {
+        if let Some(pid) = lock::holder(file) {
+            return Err(Exit::bad_input(format!("a runner (pid {pid}) already drives {}", file.display())).into());
+        }
+        return detach(file, &state_dir);
+    }
+    let mut runner = Runner::open(file, settings, opts)?;
+    let m = runner.view();
+    match m.status {
+        Status::Done => {
+            println!("{}: the loop is DONE ({}); nothing to resume", file.display(), m.goal);
+            return Ok(ExitStatus::Ok);
+        }
+        Status::Failed => {
+            println!(
+                "{}: the loop is FAILED: {}\nnext: {}",
+                file.display(),
+                m.last_action.unwrap_or_default(),
+                m.next_action.unwrap_or_default()
+            );
+            return Ok(ExitStatus::Failed);
+        }
+        Status::Waiting | Status::Idle => {
+            runner.commit(&[
+                Edit::Status(Status::Running),
+                Edit::set(&["LAST_ACTION"], format!("Resumed by hand from {}", m.status.as_str())),
+            ])?;
+            runner.say(&format!("resume: {} → RUNNING by `loop resume`", m.status.as_str()));
+        }
+        Status::Running => runner.say("resume: STATUS RUNNING; carrying on from M1.md"),
+    }
+    runner.drive()
+}
+
+/// Runs `loop resume` for `file` in the background, in its own session, and returns at once.
+fn detach(file: &Path, state_dir: &Path) -> anyhow::Result<ExitStatus> {
+    let exe = std::env::current_exe().context("while finding the loop binary")?;
+    let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    let out_path = state_dir.join("runner.out");
+    let out = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&out_path)
+        .with_context(|| format!("while opening {}", out_path.display()))?;
+    let child = Command::new(exe)
+        .arg("--file")
+        .arg(&abs)
+        .arg("resume")
+        .env("LOOP_DETACHED", "1")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()
+        .context("while starting the background runner")?;
+    println!(
+        "loop runs in the background (pid {}); follow it with `loop status --file {}`; its output \
+         goes to {}",
+        child.id(),
+        abs.display(),
+        out_path.display()
+    );
+    Ok(ExitStatus::Ok)
+}
+
+/// `loop stop`: creates the global stop file.
+///
+/// # Errors
+/// When the stop file cannot be created.
+pub fn stop() -> anyhow::Result<ExitStatus> {
+    let p = stopfile::create().context("while creating the stop file")?;
+    println!(
+        "created {}: running loops halt within a second and go WAITING. Remove it (`rm {}`), then \
+         `loop resume`.",
+        p.display(),
+        p.display()
+    );
+    Ok(ExitStatus::Ok)
+}

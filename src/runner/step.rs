@@ -1,0 +1,344 @@
+//! One attempt of one step: write-ahead, spawn through the exec bridge, wait, judge, record.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::Context;
+use chrono::Utc;
+
+use super::{KILL_GRACE, POLL, Runner, crash};
+use crate::agent::{self, ExitInfo, Session, Verdict};
+use crate::bridge::{self, FireRequest, TaskReport, TaskState};
+use crate::engine::{self, Attempt, Facts, Judgement, SessionPlan, TaskEnd};
+use crate::exit::Status as Exit;
+use crate::m1::{Edit, M1};
+use crate::notifier::Event;
+use crate::watch::Wake;
+use crate::{prompt, stopfile, verify};
+
+fn extra<'a>(m: &'a M1, step: u32, key: &str) -> Option<&'a String> {
+    m.results.get(&step).and_then(|r| r.extra.get(key))
+}
+
+fn git_head(dir: &Path) -> Option<String> {
+    let out = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(dir)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+impl Runner {
+    /// The prompt of the next attempt of `step`, rebuilt from M1.md alone (so a spawn that a
+    /// crash interrupted can be redone identically).
+    fn prompt_for(&self, m: &M1, step: u32, attempt: u32, resumed: bool) -> String {
+        let caps = self.settings.caps(m);
+        if step == 0 {
+            let mut p = prompt::plan(m, caps.max_steps);
+            if let Some(err) = m.results.get(&0).and_then(|r| r.error.as_deref()) {
+                p.push_str(&format!("\n\nYour previous answer was not usable: {err}\n"));
+            }
+            return p;
+        }
+        if let Some(q) = extra(m, step, "BLOCKED") {
+            return prompt::answered(m, step, q);
+        }
+        match m.results.get(&step).and_then(|r| r.error.as_deref()) {
+            Some(err) if resumed => prompt::fix(m, step, attempt, caps.max_retries, err),
+            _ => prompt::step(m, step),
+        }
+    }
+
+    /// Starts an attempt: record it first (write-ahead), then fire.
+    pub(super) fn spawn(
+        &mut self,
+        step: u32,
+        attempt: u32,
+        session: &SessionPlan,
+    ) -> anyhow::Result<Option<Exit>> {
+        let m = self.view();
+        let (session_id, resumed) = match session {
+            SessionPlan::Fresh => (agent::new_session_id(), false),
+            SessionPlan::Resume(id) => (id.clone(), true),
+        };
+        let prompt = self.prompt_for(&m, step, attempt, resumed);
+        let task_id = bridge::new_task_id();
+        crash::point("before-spawn-write");
+        let mut t = engine::spawn(step, attempt, &task_id, &session_id, &prompt, Utc::now());
+        if let Some(head) = git_head(&self.workdir) {
+            t.edits.push(Edit::set(&["CURRENT", "GIT_HEAD"], head));
+        }
+        self.apply(&t)?;
+        crash::point("after-spawn-write");
+        self.fire(step, attempt, &task_id, &session_id, resumed, &prompt)?;
+        Ok(None)
+    }
+
+    fn fire(
+        &mut self,
+        step: u32,
+        attempt: u32,
+        task_id: &str,
+        session_id: &str,
+        resumed: bool,
+        prompt: &str,
+    ) -> anyhow::Result<()> {
+        let m = self.view();
+        let caps = self.settings.caps(&m);
+        let session = if resumed {
+            Session::Resume(session_id.to_string())
+        } else {
+            Session::New(session_id.to_string())
+        };
+        let inv = agent::invocation(&self.settings.agent, prompt, &session);
+        let mut env = inv.env_set;
+        let file = std::path::absolute(&self.file).unwrap_or_else(|_| self.file.clone());
+        env.push(("LOOP_STEP".into(), step.to_string()));
+        env.push(("LOOP_ATTEMPT".into(), attempt.to_string()));
+        env.push(("LOOP_TASK_ID".into(), task_id.to_string()));
+        env.push(("LOOP_FILE".into(), file.display().to_string()));
+        env.extend(self.settings.agent_env.iter().cloned());
+        let mut command = vec![inv.program];
+        command.extend(inv.args);
+        let req = FireRequest {
+            command,
+            timeout: Some(caps.step_timeout),
+            idle_timeout: caps.idle_timeout,
+            cwd: Some(self.workdir.clone()),
+            stdin: None,
+            env,
+            env_remove: inv.env_remove,
+        };
+        bridge::fire_with_id(&self.state_dir, task_id, &req)
+            .with_context(|| format!("while starting task {task_id}"))?;
+        let _ = std::fs::write(bridge::task_dir(&self.state_dir, task_id).join("prompt.md"), prompt);
+        crash::point("after-fire");
+        if let Ok(report) = bridge::check(&self.state_dir, task_id) {
+            if let Some(pid) = report.pid {
+                self.commit(&[Edit::set(&["CURRENT", "CC_PID"], pid.to_string())])?;
+                crash::point("after-pid-write");
+            }
+        }
+        Ok(())
+    }
+
+    /// A task is on record: re-adopt it if it runs, judge it if it ended, spawn it if the
+    /// spawn never happened, count an attempt if it was lost.
+    pub(super) fn await_task(&mut self, step: u32, task_id: &str) -> anyhow::Result<Option<Exit>> {
+        if !bridge::exists(&self.state_dir, task_id) {
+            let m = self.view();
+            let attempt = m.current.attempt.unwrap_or(1);
+            let session_id = m.current.session_id.clone().unwrap_or_else(agent::new_session_id);
+            let resumed = m.results.get(&step).and_then(|r| r.session_id.as_deref())
+                == Some(session_id.as_str());
+            self.say(&format!("resume: task {task_id} was recorded but never started; starting it now"));
+            let prompt = self.prompt_for(&m, step, attempt, resumed);
+            self.fire(step, attempt, task_id, &session_id, resumed, &prompt)?;
+        }
+        let dir = bridge::task_dir(&self.state_dir, task_id);
+        self.watch.set_task_dir(Some(&dir));
+        let report = loop {
+            let report = bridge::check(&self.state_dir, task_id)?;
+            if report.state != TaskState::Running {
+                break report;
+            }
+            match self.watch.wait(POLL) {
+                Wake::M1Changed => {
+                    if let Some(exit) = self.refresh()? {
+                        return Ok(Some(exit));
+                    }
+                }
+                Wake::Stop | Wake::Task | Wake::Timeout => {}
+            }
+            if let Some(stop) = stopfile::present(&self.state_dir) {
+                self.watch.set_task_dir(None);
+                return self.stop_now(&stop).map(Some);
+            }
+        };
+        self.watch.set_task_dir(None);
+        self.evaluate(step, task_id, &report)
+    }
+
+    fn evaluate(&mut self, step: u32, task_id: &str, report: &TaskReport) -> anyhow::Result<Option<Exit>> {
+        let m = self.view();
+        let caps = self.settings.caps(&m);
+        let end = match report.state {
+            TaskState::Timeout if report.reason.as_deref() == Some("idle") => TaskEnd::Idle,
+            TaskState::Timeout => TaskEnd::Timeout,
+            TaskState::Killed => TaskEnd::Killed,
+            TaskState::Lost => TaskEnd::Lost,
+            _ if report.reason.as_deref() == Some("spawn_failed") => {
+                TaskEnd::SpawnFailed(report.message.clone().unwrap_or_default())
+            }
+            _ => TaskEnd::Exited(report.exit_code),
+        };
+        let stream = agent::read_stream_file(&report.stdout_path).unwrap_or_default();
+        let stderr = String::from_utf8_lossy(&std::fs::read(&report.stderr_path).unwrap_or_default())
+            .into_owned();
+        let class = matches!(end, TaskEnd::Exited(_)).then(|| {
+            let exit = ExitInfo { code: report.exit_code, signal: report.signal, killed_by_runner: false };
+            agent::classify(&exit, &stderr, &stream, Utc::now())
+        });
+        let result_text = stream.result.as_ref().and_then(|r| r.result.clone()).unwrap_or_default();
+        let verdict = if step == 0 {
+            // The planning call answers with JSON, not a verdict line.
+            Verdict::Done("plan".into())
+        } else {
+            agent::verdict(&result_text)
+        };
+        let denials = stream.result.as_ref().map(|r| r.permission_denials.clone()).unwrap_or_default();
+        let attempt = m.current.attempt.unwrap_or(1);
+        let session_id = stream.session_id.clone().or_else(|| m.current.session_id.clone());
+        let resumed = m.results.get(&step).and_then(|r| r.session_id.as_deref())
+            == m.current.session_id.as_deref()
+            && m.current.session_id.is_some();
+        let transients = extra(&m, step, "TRANSIENT").and_then(|s| s.parse().ok()).unwrap_or(0);
+        let verify_cmd = if step == 0 { None } else { self.settings.verify(&m) };
+        let mut verify_outcome = None;
+        let mut judgement;
+        loop {
+            let a = Attempt {
+                step,
+                attempt,
+                end: end.clone(),
+                class: class.clone(),
+                verdict: verdict.clone(),
+                denials: &denials,
+                verify_configured: verify_cmd.is_some(),
+                verify: verify_outcome.as_ref(),
+                transients,
+                resumed,
+                caps: &caps,
+                now: Utc::now(),
+            };
+            judgement = engine::judge(&a);
+            if judgement != Judgement::NeedsVerify {
+                break;
+            }
+            crash::point("before-verify");
+            let cmd = verify_cmd.clone().unwrap_or_default();
+            self.say(&format!("verify: step {step}: running `{cmd}`"));
+            let log = bridge::task_dir(&self.state_dir, task_id).join("verify.log");
+            let state_dir = self.state_dir.clone();
+            let env = [
+                ("LOOP_STEP".to_string(), step.to_string()),
+                ("LOOP_ATTEMPT".to_string(), attempt.to_string()),
+                ("LOOP_TASK_ID".to_string(), task_id.to_string()),
+            ];
+            let outcome = verify::run(&cmd, &self.workdir, &env, &log, caps.step_timeout, &mut || {
+                stopfile::present(&state_dir).is_some()
+            })?;
+            if outcome == verify::Outcome::Stopped {
+                let stop = stopfile::present(&self.state_dir).unwrap_or_else(stopfile::global);
+                return self.stop_now(&stop).map(Some);
+            }
+            verify_outcome = Some(outcome);
+        }
+
+        let mut plan_edits = Vec::new();
+        if step == 0 {
+            if let Judgement::Pass { .. } = judgement {
+                match agent::parse_plan(&result_text) {
+                    Ok(steps) => {
+                        judgement = Judgement::Pass { summary: format!("planned {} steps", steps.len()) };
+                        plan_edits.push(Edit::SetSteps(
+                            steps.into_iter().map(|s| (crate::m1::StepState::Pending, s)).collect(),
+                        ));
+                    }
+                    Err(e) => {
+                        let reason = format!("the planning answer held no usable plan: {e}");
+                        judgement = if attempt >= caps.max_retries {
+                            Judgement::Exhausted { reason }
+                        } else {
+                            Judgement::Retry { reason }
+                        };
+                    }
+                }
+            }
+        }
+
+        let prior = m.results.get(&step);
+        let next_step = m
+            .plan
+            .steps
+            .iter()
+            .find(|s| s.n > step && !matches!(s.state, crate::m1::StepState::Done | crate::m1::StepState::Skipped))
+            .map(|s| (s.n, s.text.clone()));
+        let head_now = git_head(&self.workdir);
+        let head_before = m.current.extra.get("GIT_HEAD").cloned();
+        let facts = Facts {
+            step,
+            attempt,
+            exit_code: report.exit_code,
+            session_id,
+            cost_usd: stream.result.as_ref().and_then(|r| r.total_cost_usd).unwrap_or(0.0),
+            duration_s: report.elapsed.as_secs_f64(),
+            prior_cost_usd: prior.and_then(|r| r.cost_usd).unwrap_or(0.0),
+            prior_duration_s: prior.and_then(|r| r.duration_s).unwrap_or(0.0),
+            transients,
+            commit: head_now.filter(|h| Some(h) != head_before.as_ref()),
+            verified: matches!(verify_outcome, Some(verify::Outcome::Passed)),
+            report: Some(format!("tasks/{task_id}/stdout")),
+            next_step: if step == 0 { None } else { next_step },
+            now: Some(Utc::now()),
+        };
+        let mut t = engine::record(&judgement, &facts);
+        if step == 0 && !plan_edits.is_empty() {
+            t.edits.extend(plan_edits);
+            t.edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], "1"));
+        }
+        crash::point("before-record-write");
+        let exit = self.apply(&t)?;
+        crash::point("after-record-write");
+        self.after_record(&m, step, &judgement);
+        Ok(exit)
+    }
+
+    /// Notifications and side effects that follow a recorded judgement.
+    fn after_record(&mut self, before: &M1, step: u32, j: &Judgement) {
+        let goal = before.goal.clone();
+        match j {
+            Judgement::Pass { .. } if step == 0 => {
+                let steps = self.view().plan.steps.iter().map(|s| s.text.clone()).collect();
+                self.notify(&Event::Started { goal, steps });
+            }
+            Judgement::Pass { summary } => {
+                self.tick_plan_file(step);
+                if self.settings.notify_each_step {
+                    let total = u32::try_from(before.plan.steps.len()).unwrap_or(0);
+                    self.notify(&Event::StepDone { goal, step, total, summary: summary.clone() });
+                }
+            }
+            Judgement::Exhausted { reason } => self.notify_failed(before, step, reason),
+            Judgement::Blocked { question } => self.notify(&Event::Waiting {
+                goal,
+                reason: format!("step {step} asks: {question}"),
+                how_to_continue: "answer in M1.md (e.g. CONSTRAINTS), then `loop resume`".into(),
+            }),
+            Judgement::Halt { reason, how } => self.notify(&Event::Waiting {
+                goal,
+                reason: reason.clone(),
+                how_to_continue: how.clone(),
+            }),
+            Judgement::UsageWait { until, reason } => {
+                // Once per limit: a resumed runner that finds the same wait does not repeat it.
+                self.notify(&Event::Text(format!(
+                    "{goal}\nUsage limit hit on step {step} ({reason}). Waiting until {} UTC, then carrying on.",
+                    until.format("%Y-%m-%d %H:%M")
+                )));
+            }
+            _ => {}
+        }
+    }
+
+    /// Ticks the step's box in the `--plan` file it came from, if any (one byte changes).
+    fn tick_plan_file(&mut self, step: u32) {
+        let Some(path) = self.doc.get(&["PLAN_FILE"]) else { return };
+        if let Err(e) = crate::plan_import::tick(Path::new(&path), step) {
+            self.say(&format!("plan file: could not tick step {step} in {path}: {e:#}"));
+        }
+    }
+
+}
