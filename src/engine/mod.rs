@@ -78,3 +78,6 @@ mod tests {
         assert_eq!(one_line("abcdefghij", 5), "abcd…");
     }
 }
+
+#[cfg(test)]
+mod tests;
