@@ -1,0 +1,195 @@
+//! Crash safety, hand edits and the stop file: the promises that make the loop trustworthy.
+
+mod harness;
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+
+use harness::{Env, code, stderr, wait_until};
+use m1loop::m1::{Status, StepState};
+use m1loop::runner::CRASH_POINTS;
+use serde_json::json;
+
+fn steady(ms: u64) -> serde_json::Value {
+    json!({"default": {"sleep_ms": ms, "result": "worked\nSTEP_DONE: ok"}})
+}
+
+fn assert_complete(env: &Env, steps: u32) {
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done, "{}", env.text());
+    for n in 1..=steps {
+        assert_eq!(m.plan.steps[n as usize - 1].state, StepState::Done);
+        let r = &m.results[&n];
+        assert_eq!(r.exit, Some(0), "step {n}: {}", env.text());
+        assert_eq!(r.summary.as_deref(), Some("ok"));
+        assert!(r.session_id.is_some() && r.attempts.is_some());
+    }
+    assert_eq!(m.current.task_id, None);
+}
+
+#[test]
+fn a_crash_at_every_point_resumes_to_done_starting_each_agent_once() {
+    for point in CRASH_POINTS {
+        let mut env = Env::new();
+        env.scenario(&steady(30));
+        env.extra_env.push(("LOOP_CRASH_AT".into(), format!("{point}@2")));
+        let mut c = env.cmd(&["start", "g", "--step", "a", "--step", "b", "--step", "c", "--verify", "true"]);
+        c.env("LOOP_CRASH_AT", format!("{point}@2"));
+        let status = c.status().unwrap();
+        let crashed = status.signal() == Some(9);
+        env.extra_env.clear();
+        if crashed {
+            let out = env.run(&["resume"]);
+            assert_eq!(code(&out), 0, "{point}: {}", stderr(&out));
+        } else {
+            // Points passed fewer than twice in this loop (the DONE write) end normally.
+            assert!(status.success(), "{point}: {status:?}");
+            assert!(point.contains("done"), "{point} was never reached twice");
+        }
+        assert_complete(&env, 3);
+        for n in 1..=3 {
+            assert_eq!(env.calls_for(n), 1, "{point}: step {n} started {} times", env.calls_for(n));
+        }
+        env.assert_no_processes();
+    }
+}
+
+#[test]
+fn kill_minus_nine_at_random_moments_never_loses_or_repeats_a_step() {
+    let env = Env::new();
+    env.scenario(&steady(150));
+    let steps = ["--step", "a", "--step", "b", "--step", "c", "--step", "d", "--step", "e"];
+    let mut args = vec!["start", "g"];
+    args.extend(steps);
+    let mut runner = env.spawn(&args);
+    // A cheap deterministic spread of delays: 37 ms apart, modulo 400 ms.
+    let mut kills = 0;
+    for i in 0..40u64 {
+        std::thread::sleep(Duration::from_millis(60 + (i * 37) % 400));
+        runner.kill9();
+        kills += 1;
+        if env.m1().status == Status::Done {
+            break;
+        }
+        runner = env.spawn(&["resume"]);
+    }
+    let mut last = env.spawn(&["resume"]);
+    let status = last.wait(Duration::from_secs(60));
+    assert!(status.success(), "final resume: {status:?}\n{}", env.log());
+    assert_complete(&env, 5);
+    for n in 1..=5 {
+        assert_eq!(env.calls_for(n), 1, "after {kills} kills, step {n} started {} times", env.calls_for(n));
+    }
+    env.assert_no_processes();
+}
+
+#[test]
+fn hand_edits_made_while_the_runner_works_all_survive() {
+    let env = Env::new();
+    env.scenario(&steady(80));
+    let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c", "--step", "d"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    // Edit in a tight loop while the runner writes: a growing comment block at the end.
+    let mut n = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while env.m1().status != Status::Done && Instant::now() < deadline {
+        n += 1;
+        let text = env.text();
+        std::fs::write(&env.file, format!("{text}# note {n}\n")).unwrap();
+    }
+    assert!(runner.wait(Duration::from_secs(60)).success());
+    let text = env.text();
+    // Only the last edit can race the runner's final rename; every earlier one must be there.
+    for i in 1..n {
+        assert!(text.contains(&format!("# note {i}\n")), "hand edit {i} of {n} lost:\n{text}");
+    }
+    assert_complete(&env, 4);
+}
+
+#[test]
+fn edits_to_steps_and_limits_take_effect_at_the_next_decision() {
+    let env = Env::new();
+    env.scenario(&steady(600));
+    let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    let text = env.text().replace("2: [PENDING] b", "2: [SKIPPED] b").replace("3: [PENDING] c", "3: [PENDING] c, edited");
+    std::fs::write(&env.file, text).unwrap();
+    assert!(runner.wait(Duration::from_secs(60)).success());
+    assert_eq!(env.calls_for(2), 0);
+    let m = env.m1();
+    assert_eq!(m.plan.steps[1].state, StepState::Skipped);
+    let last = env.calls().pop().unwrap();
+    let argv = last["argv"].to_string();
+    assert!(argv.contains("c, edited"), "{argv}");
+}
+
+#[test]
+fn status_waiting_by_hand_pauses_after_the_current_step() {
+    let env = Env::new();
+    env.scenario(&steady(800));
+    let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    std::fs::write(&env.file, env.text().replacen("STATUS: RUNNING", "STATUS: WAITING", 1)).unwrap();
+    let status = runner.wait(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3));
+    let m = env.m1();
+    assert_eq!(m.plan.steps[0].state, StepState::Done, "the current step finished");
+    assert_eq!(env.calls_for(2), 0, "and no further one started");
+    assert_eq!(code(&env.run(&["resume"])), 0);
+}
+
+#[test]
+fn a_broken_hand_edit_is_reported_and_waited_on_never_overwritten() {
+    let env = Env::new();
+    env.scenario(&steady(700));
+    let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    let good = env.text();
+    let broken = good.replacen("STATUS: RUNNING", "STATUS: RUNNNG", 1);
+    std::fs::write(&env.file, &broken).unwrap();
+    assert!(wait_until(Duration::from_secs(20), || env.log().contains("invalid")));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(env.text(), broken, "the runner wrote over a broken file");
+    assert!(env.log().contains("M1.md:1:"), "{}", env.log());
+    std::fs::write(&env.file, env.text().replacen("RUNNNG", "RUNNING", 1)).unwrap();
+    assert!(runner.wait(Duration::from_secs(60)).success());
+    assert_complete(&env, 2);
+}
+
+#[test]
+fn the_stop_file_halts_mid_step_kills_the_group_and_blocks_resume_until_removed() {
+    let env = Env::new();
+    env.scenario(&json!({"steps": {"1": [{"sleep_ms": 60000, "grandchild_sleep_s": 120, "result": "x\nSTEP_DONE: ok"}, {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}]},
+                        "default": {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}}));
+    let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    assert!(wait_until(Duration::from_secs(10), || env.processes().len() >= 3), "{:?}", env.processes());
+    std::fs::write(&env.stop, "").unwrap();
+    let status = runner.wait(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3));
+    env.assert_no_processes();
+    let m = env.m1();
+    assert_eq!((m.status, m.plan.steps[0].state), (Status::Waiting, StepState::Pending));
+    assert_eq!(m.results.get(&1).and_then(|r| r.attempts), None, "a stop spends no attempt");
+    assert!(m.next_action.unwrap().contains("croppy-stop"));
+
+    let refused = env.run(&["resume"]);
+    assert_eq!(code(&refused), 3);
+    assert!(stderr(&refused).contains("croppy-stop"), "{}", stderr(&refused));
+    std::fs::remove_file(&env.stop).unwrap();
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_complete(&env, 2);
+}
+
+#[test]
+fn a_step_timeout_kills_the_whole_group_grandchildren_included() {
+    let env = Env::new();
+    env.scenario(&json!({"default": {"hang": true, "grandchild_sleep_s": 120}}));
+    let out = env.run_for(&["start", "g", "--step", "a", "--step-timeout", "1s", "--max-retries", "2"], Duration::from_secs(60));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(env.calls_for(1), 2);
+    let m = env.m1();
+    assert!(m.results[&1].error.as_deref().unwrap().contains("step timeout"), "{}", env.text());
+    env.assert_no_processes();
+}

@@ -1,0 +1,264 @@
+//! The loop end to end with the simulated agent: passing, retrying, capping, planning, waiting.
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::{Env, code, stderr, stdout, wait_until};
+use m1loop::m1::{Status, StepState};
+use serde_json::json;
+
+fn done(text: &str) -> serde_json::Value {
+    json!({"sleep_ms": 20, "result": format!("worked.\nSTEP_DONE: {text}")})
+}
+
+#[test]
+fn three_steps_pass_and_every_result_is_recorded() {
+    let env = Env::new();
+    env.scenario(&json!({"default": done("ok")}));
+    let out = env.run(&["start", "fix the bug", "--step", "one", "--step", "two", "--step", "three"]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done);
+    assert!(m.plan.steps.iter().all(|s| s.state == StepState::Done));
+    for n in 1..=3 {
+        let r = &m.results[&n];
+        assert_eq!(r.exit, Some(0), "step {n}");
+        assert_eq!(r.summary.as_deref(), Some("ok"));
+        assert_eq!(r.attempts, Some(1));
+        assert!(r.session_id.is_some() && r.cost_usd.is_some() && r.duration_s.is_some());
+        assert_eq!(env.calls_for(n), 1, "step {n} started once");
+    }
+    env.assert_no_processes();
+}
+
+#[test]
+fn the_agent_gets_the_documented_invocation_and_environment() {
+    let mut env = Env::new();
+    env.extra_env.push(("CLAUDECODE".into(), "1".into()));
+    env.extra_env.push(("CLAUDE_CODE_ENTRYPOINT".into(), "cli".into()));
+    env.extra_env.push(("MY_PROJECT_VAR".into(), "kept".into()));
+    env.scenario(&json!({"default": done("ok")}));
+    let out = env.run(&["start", "g", "--step", "only"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let calls = env.calls();
+    assert_eq!(calls.len(), 1);
+    let c = &calls[0];
+    let argv: Vec<&str> = c["argv"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for flag in ["-p", "--output-format", "stream-json", "--verbose", "--session-id"] {
+        assert!(argv.contains(&flag), "{flag} missing from {argv:?}");
+    }
+    assert!(!argv.contains(&"--resume"));
+    assert_eq!(c["claudecode_env"], json!(false));
+    assert_eq!(c["entrypoint_env"], json!(false));
+    assert_eq!(c["startup_failure_results"], json!("1"));
+    assert_eq!(c["step"].to_string().trim_matches('"'), "1");
+    assert_eq!(c["attempt"].to_string().trim_matches('"'), "1");
+    assert!(c["task_id"].as_str().unwrap().starts_with("task_"));
+    assert_eq!(c["loop_file"].as_str().unwrap(), env.file.to_str().unwrap());
+    assert_eq!(c["cwd"].as_str().unwrap(), env.project.to_str().unwrap());
+}
+
+#[test]
+fn a_failed_attempt_is_retried_in_the_same_session_with_what_failed() {
+    let env = Env::new();
+    env.scenario(&json!({
+        "steps": {"2": [{"result": "I could not finish."}, done("fixed")]},
+        "default": done("ok")
+    }));
+    let out = env.run(&["start", "g", "--step", "one", "--step", "two"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let calls: Vec<_> = env.calls().into_iter().filter(|c| c["step"].to_string().trim_matches('"') == "2").collect();
+    assert_eq!(calls.len(), 2);
+    let argv2: Vec<String> = calls[1]["argv"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+    let first_session = calls[0]["session_id"].as_str().unwrap().to_string();
+    let i = argv2.iter().position(|a| a == "--resume").expect("retry resumes");
+    assert_eq!(argv2[i + 1], first_session);
+    assert!(!argv2.contains(&"--session-id".to_string()));
+    let p = argv2.iter().position(|a| a == "-p").unwrap();
+    assert!(argv2[p + 1].contains("STEP_DONE / STEP_BLOCKED / STEP_FAILED"), "fix prompt: {}", argv2[p + 1]);
+    assert_eq!(env.m1().results[&2].attempts, Some(2));
+}
+
+#[test]
+fn an_always_failing_step_makes_exactly_max_retries_calls_and_fails_the_loop() {
+    let env = Env::new();
+    env.scenario(&json!({"steps": {"1": [{"result": "nope", "exit": 0}]}}));
+    let out = env.run(&["start", "g", "--step", "one", "--step", "two", "--max-retries", "3"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(env.calls_for(1), 3);
+    assert_eq!(env.calls_for(2), 0);
+    let m = env.m1();
+    assert_eq!((m.status, m.plan.steps[0].state), (Status::Failed, StepState::Failed));
+    // Resuming a FAILED loop says so and runs nothing.
+    let again = env.run(&["resume"]);
+    assert_eq!(code(&again), 1);
+    assert_eq!(env.calls_for(1), 3);
+}
+
+#[test]
+fn a_plan_over_max_steps_is_refused_before_anything_runs() {
+    let env = Env::new();
+    env.scenario(&json!({"default": done("ok")}));
+    let mut args = vec!["start", "g"];
+    let texts: Vec<String> = (1..=11).map(|i| format!("step {i}")).collect();
+    for t in &texts {
+        args.push("--step");
+        args.push(t);
+    }
+    let out = env.run(&args);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("11 steps, over MAX_STEPS 10"), "{}", stderr(&out));
+    assert!(!env.file.exists());
+    assert!(env.calls().is_empty());
+}
+
+#[test]
+fn without_steps_the_agent_plans_them() {
+    let env = Env::new();
+    env.scenario(&json!({
+        "plan": {"result": "Here is the plan:\n```json\n{\"steps\": [\"read\", \"write\"]}\n```"},
+        "default": done("ok")
+    }));
+    let out = env.run(&["start", "g"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let m = env.m1();
+    let texts: Vec<&str> = m.plan.steps.iter().map(|s| s.text.as_str()).collect();
+    assert_eq!(texts, ["read", "write"]);
+    assert_eq!(m.plan.total_steps, 2);
+    assert_eq!((env.calls_for(0), env.calls_for(1), env.calls_for(2)), (1, 1, 1));
+}
+
+#[test]
+fn an_unusable_plan_is_a_planning_failure_retried() {
+    let env = Env::new();
+    env.scenario(&json!({
+        "steps": {"0": [{"result": "I would rather chat."}, {"result": "{\"steps\": [\"only\"]}"}]},
+        "default": done("ok")
+    }));
+    let out = env.run(&["start", "g"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(env.calls_for(0), 2);
+    assert_eq!(env.m1().plan.steps.len(), 1);
+}
+
+#[test]
+fn a_checklist_becomes_the_plan_and_done_steps_tick_their_box() {
+    let env = Env::new();
+    env.scenario(&json!({"default": done("ok")}));
+    let plan = env.project.join("TODO.md");
+    let before = "# Work\n\n- [ ] first thing\n- [x] already done\n- [ ] last thing\n";
+    std::fs::write(&plan, before).unwrap();
+    let out = env.run(&["start", "g", "--plan", plan.to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&plan).unwrap(), before.replace("[ ]", "[x]"));
+    assert_eq!((env.calls_for(1), env.calls_for(2), env.calls_for(3)), (1, 0, 1));
+}
+
+#[test]
+fn a_blocked_step_waits_for_the_human_and_resume_carries_the_answer() {
+    let env = Env::new();
+    env.scenario(&json!({
+        "steps": {"1": [{"result": "Two options.\nSTEP_BLOCKED: keep the old API?"}, done("used the answer")]}
+    }));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let m = env.m1();
+    assert_eq!(m.status, Status::Waiting);
+    assert!(m.next_action.unwrap().contains("keep the old API?"));
+    let text = env.text().replace("CONSTRAINTS: (none)", "CONSTRAINTS: keep the old API");
+    std::fs::write(&env.file, text).unwrap();
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let last = env.calls().pop().unwrap();
+    let argv: Vec<String> = last["argv"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+    let p = argv.iter().position(|a| a == "-p").unwrap();
+    assert!(argv[p + 1].contains("keep the old API?") && argv[p + 1].contains("CONSTRAINTS: keep the old API"));
+    assert_eq!(env.m1().results[&1].attempts, Some(1), "a question is not a failed attempt");
+}
+
+#[test]
+fn permission_denials_put_the_loop_in_waiting_naming_the_tool() {
+    let env = Env::new();
+    env.scenario(&json!({"default": {"result": "done\nSTEP_DONE: x", "permission_denials": ["Bash"]}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let m = env.m1();
+    assert_eq!(m.status, Status::Waiting);
+    assert!(m.last_action.unwrap().contains("Bash"));
+    assert!(m.next_action.unwrap().contains("allowed_tools"));
+}
+
+#[test]
+fn a_transient_error_is_waited_out_without_spending_an_attempt() {
+    let env = Env::new();
+    env.scenario(&json!({"steps": {"1": [
+        {"is_error": true, "api_error_status": 529, "exit": 1,
+         "result": "API Error: Repeated 529 Overloaded errors. The API is at capacity"},
+        done("ok")
+    ]}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let m = env.m1();
+    assert_eq!(m.results[&1].attempts, Some(1));
+    assert_eq!(m.results[&1].extra.get("TRANSIENT").map(String::as_str), Some("1"));
+    assert!(env.log().contains("backoff 2s"), "{}", env.log());
+}
+
+#[test]
+fn a_usage_limit_waits_for_its_reset_and_carries_on() {
+    let env = Env::new();
+    let reset = chrono::Utc::now().timestamp() + 2;
+    env.scenario(&json!({"steps": {"1": [
+        {"is_error": true, "api_error_status": 429, "exit": 1,
+         "result": "You've hit your 5-hour limit · resets 5:06am (UTC)",
+         "rate_limit": {"status": "rejected", "resetsAt": reset}},
+        done("ok")
+    ]}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(chrono::Utc::now().timestamp() >= reset, "it waited for the reset");
+    assert!(env.log().contains("usage limit"), "{}", env.log());
+    assert_eq!(env.m1().results[&1].attempts, Some(1));
+}
+
+#[test]
+fn a_second_runner_is_refused_naming_the_first() {
+    let env = Env::new();
+    env.scenario(&json!({"default": {"sleep_ms": 3000, "result": "x\nSTEP_DONE: ok"}}));
+    let mut first = env.spawn(&["start", "g", "--step", "one"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains(&format!("pid {}", first.pid())), "{}", stderr(&out));
+    assert!(first.wait(Duration::from_secs(30)).success());
+}
+
+#[test]
+fn resuming_a_done_loop_says_so() {
+    let env = Env::new();
+    env.scenario(&json!({"default": done("ok")}));
+    assert_eq!(code(&env.run(&["start", "g", "--step", "one"])), 0);
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 0);
+    assert!(stdout(&out).contains("DONE"), "{}", stdout(&out));
+    assert_eq!(env.calls_for(1), 1);
+}
+
+#[test]
+fn start_refuses_to_replace_a_live_loop_without_force_and_archives_with_it() {
+    let env = Env::new();
+    env.scenario(&json!({"default": {"result": "STEP_BLOCKED: ?"}}));
+    assert_eq!(code(&env.run(&["start", "first", "--step", "one"])), 3);
+    let out = env.run(&["start", "second", "--step", "one"]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("WAITING"), "{}", stderr(&out));
+    assert_eq!(env.m1().goal, "first");
+    env.scenario(&json!({"default": done("ok")}));
+    let out = env.run(&["start", "second", "--step", "one", "--force"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(env.m1().goal, "second");
+    let archived: Vec<_> = std::fs::read_dir(env.state()).unwrap().flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("M1.2")).collect();
+    assert_eq!(archived.len(), 1);
+}
