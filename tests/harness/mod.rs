@@ -120,7 +120,9 @@ impl Env {
             .env_remove("TELEGRAM_CHAT_ID")
             .env_remove("TELEGRAM_API_BASE")
             .env_remove("LOOP_CRASH_AT")
-            .stdin(Stdio::null());
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         for (k, v) in &self.extra_env {
             c.env(k, v);
         }

@@ -1,0 +1,166 @@
+//! The runner's cost, printed as figures (not asserted):
+//! - overhead per step with an instant agent, against a plain shell loop that runs the same
+//!   agent the same number of times, measured in the same run;
+//! - time from the stop file appearing to the step's group dead and STATUS written;
+//! - the runner's CPU time and memory while a step sleeps (BENCH_SLEEP_S, default 30).
+//!
+//! Run: `cargo bench --bench loop`
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const STEPS: usize = 20;
+
+fn bins() -> (PathBuf, PathBuf) {
+    (PathBuf::from(env!("CARGO_BIN_EXE_loop")), PathBuf::from(env!("CARGO_BIN_EXE_claude-sim")))
+}
+
+fn loop_cmd(dir: &Path, args: &[&str]) -> Command {
+    let (lp, sim) = bins();
+    let mut c = Command::new(lp);
+    c.args(args)
+        .current_dir(dir)
+        .env("LOOP_FILE", dir.join("state/M1.md"))
+        .env("LOOP_AGENT", sim)
+        .env("LOOP_STOP_FILE", dir.join("stop"))
+        .env("CLAUDE_SIM_SCENARIO", dir.join("scenario.json"))
+        .env_remove("TELEGRAM_BOT_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c
+}
+
+fn fresh(scenario: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("loop-bench-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(dir.join("state")).unwrap();
+    std::fs::write(dir.join("scenario.json"), scenario).unwrap();
+    dir
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
+fn overhead() {
+    let scenario = r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#;
+    // Baseline: the same agent, the same number of times, from a plain shell loop.
+    let dir = fresh(scenario);
+    let (_, sim) = bins();
+    let script = format!(
+        "for i in $(seq {STEPS}); do LOOP_STEP=$i {} -p 'do step' --output-format stream-json --verbose >/dev/null; done",
+        sim.display()
+    );
+    let t = Instant::now();
+    let ok = Command::new("sh").arg("-c").arg(&script).current_dir(&dir)
+        .env("CLAUDE_SIM_SCENARIO", dir.join("scenario.json")).status().unwrap().success();
+    let shell = t.elapsed();
+    assert!(ok);
+
+    let dir = fresh(scenario);
+    let mut args = vec!["start".to_string(), "bench".into(), "--max-steps".into(), STEPS.to_string()];
+    for i in 1..=STEPS {
+        args.push("--step".into());
+        args.push(format!("step {i}"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let t = Instant::now();
+    let status = loop_cmd(&dir, &args).status().unwrap();
+    let looped = t.elapsed();
+    assert!(status.success(), "loop failed: see {}", dir.display());
+    let per_step = looped.saturating_sub(shell).as_secs_f64() * 1000.0 / STEPS as f64;
+    println!("overhead: {STEPS} steps with an instant agent");
+    println!("  plain shell loop : {:8.1} ms ({:.1} ms per call)", ms(shell), ms(shell) / STEPS as f64);
+    println!("  loop             : {:8.1} ms ({:.1} ms per step)", ms(looped), ms(looped) / STEPS as f64);
+    println!("  runner overhead  : {per_step:8.1} ms per step; ratio loop/shell {:.2}", looped.as_secs_f64() / shell.as_secs_f64());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+fn agent_started(dir: &Path) -> bool {
+    std::fs::read_dir(dir.join("state/tasks")).map(|mut d| {
+        d.any(|e| e.map(|e| e.path().join("stdout").metadata().map(|m| m.len() > 0).unwrap_or(false)).unwrap_or(false))
+    }).unwrap_or(false)
+}
+
+fn stop_latency() {
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let dir = fresh(r#"{"default": {"sleep_ms": 60000, "heartbeat_ms": 1000, "result": "ok\nSTEP_DONE: ok"}}"#);
+        let mut child = loop_cmd(&dir, &["start", "bench", "--step", "sleep"]).spawn().unwrap();
+        assert!(wait_for(Duration::from_secs(20), || agent_started(&dir)));
+        std::thread::sleep(Duration::from_millis(200));
+        let t = Instant::now();
+        std::fs::write(dir.join("stop"), "").unwrap();
+        let status = child.wait().unwrap();
+        samples.push(t.elapsed());
+        assert_eq!(status.code(), Some(3));
+        let m1 = std::fs::read_to_string(dir.join("state/M1.md")).unwrap();
+        assert!(m1.contains("STATUS: WAITING"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    samples.sort();
+    println!("stop: stop file → step's group dead, STATUS WAITING written, runner exited (5 runs)");
+    println!(
+        "  min {:.1} ms, median {:.1} ms, max {:.1} ms",
+        ms(samples[0]), ms(samples[2]), ms(samples[4])
+    );
+}
+
+fn proc_cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields after the command: state is [0]; utime [11], stime [12].
+    f.get(11).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+}
+
+fn proc_kb(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default().lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+fn idle_cost() {
+    let secs: u64 = std::env::var("BENCH_SLEEP_S").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
+    let dir = fresh(&format!(r#"{{"default": {{"sleep_ms": {}, "result": "ok\nSTEP_DONE: ok"}}}}"#, (secs + 5) * 1000));
+    let mut child = loop_cmd(&dir, &["start", "bench", "--step", "sleep"]).spawn().unwrap();
+    let pid = child.id();
+    assert!(wait_for(Duration::from_secs(20), || agent_started(&dir)));
+    let before = proc_cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(secs));
+    let after = proc_cpu_ticks(pid);
+    let rss = proc_kb(pid, "VmRSS:");
+    let hwm = proc_kb(pid, "VmHWM:");
+    let _ = std::fs::write(dir.join("stop"), "");
+    let _ = child.wait();
+    let tick_ms = 10.0; // USER_HZ is 100 on Linux
+    println!("idle: the runner while a step sleeps {secs} s");
+    println!("  CPU {:.0} ms over {secs} s ({:.3} % of a core)", (after - before) as f64 * tick_ms, (after - before) as f64 * tick_ms / (secs as f64 * 10.0));
+    println!("  memory: RSS {:.1} MB, peak {:.1} MB", rss as f64 / 1024.0, hwm as f64 / 1024.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    overhead();
+    stop_latency();
+    idle_cost();
+}
