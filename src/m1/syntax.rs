@@ -99,7 +99,8 @@ fn nested(
             n,
             ws + 1,
             format!(
-                "bad indentation: `{}` on line {} has a value, so nothing can be nested under it",
+                "bad indentation: expected at most {pindent} spaces (`{}` on line {} has a value, \
+                 so nothing can be nested under it), found {ws}",
                 parent.key,
                 pidx + 1
             ),
