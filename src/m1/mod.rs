@@ -1,3 +1,23 @@
 //! M1.md: the lossless state document, its typed view, edits, validation and saving.
+//!
+//! The file is people's as much as the runner's, so it is kept as its lines: parsing then
+//! rendering gives the same bytes, and an edit rewrites only the lines it is about.
 
 pub mod commands;
+mod document;
+mod edit;
+mod error;
+mod line;
+mod status_view;
+mod steps;
+mod store;
+mod syntax;
+mod validate;
+pub mod value;
+mod view;
+
+pub use document::Document;
+pub use edit::Edit;
+pub use error::{Error, Errors};
+pub use store::{ConflictMerged, Store};
+pub use view::{Current, Limits, M1, Plan, Status, Step, StepResult, StepState};

@@ -1,0 +1,194 @@
+//! The lossless document: every line of M1.md as read, plus an index of its key lines.
+//! Rendering concatenates the lines, so an unedited document gives back the identical bytes;
+//! edits rewrite or insert whole lines and touch nothing else.
+
+use super::edit::Edit;
+use super::error::{Error, Errors};
+use super::line::{Eol, KeyLine, Kind, Line};
+use super::view::M1;
+use super::{syntax, validate};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Document {
+    pub(crate) lines: Vec<Line>,
+    /// Top-level key lines, then each line's child key lines: rebuilt after every edit so
+    /// lookups stay linear on large files.
+    top: Vec<usize>,
+    kids: Vec<Vec<usize>>,
+}
+
+impl Document {
+    /// Parses and validates M1.md. Errors are all syntax and semantic problems found, in
+    /// file order.
+    ///
+    /// # Errors
+    /// [`Errors`] with line and column of each problem.
+    pub fn parse(text: &str) -> Result<Document, Errors> {
+        let doc = Self::parse_syntax(text)?;
+        let mut errors = validate::check(&doc);
+        if errors.is_empty() {
+            Ok(doc)
+        } else {
+            errors.sort_by_key(|e| (e.line, e.column));
+            Err(Errors::new(errors))
+        }
+    }
+
+    /// Parses the line grammar only, without the rules about what the keys mean.
+    ///
+    /// # Errors
+    /// Syntax errors (indentation, malformed key lines, quotes, duplicate keys).
+    pub fn parse_syntax(text: &str) -> Result<Document, Errors> {
+        let (lines, mut errors) = syntax::lex(text);
+        let mut doc = Document {
+            lines,
+            top: Vec::new(),
+            kids: Vec::new(),
+        };
+        doc.index();
+        errors.extend(doc.duplicates());
+        if errors.is_empty() {
+            Ok(doc)
+        } else {
+            errors.sort_by_key(|e| (e.line, e.column));
+            Err(Errors::new(errors))
+        }
+    }
+
+    /// The document's bytes: identical to the parsed text when nothing was edited.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(self.lines.iter().map(|l| l.text.len() + 2).sum());
+        for l in &self.lines {
+            out.push_str(&l.text);
+            out.push_str(l.eol.as_str());
+        }
+        out
+    }
+
+    /// The typed view. Fields that do not read as their type are left at their defaults;
+    /// a document from [`Document::parse`] has none of those.
+    #[must_use]
+    pub fn view(&self) -> M1 {
+        M1::from_document(self)
+    }
+
+    /// Applies one edit; see [`Edit`] for what each one touches.
+    pub fn apply(&mut self, edit: &Edit) {
+        super::edit::apply(self, edit);
+    }
+
+    /// The unquoted value at `path`, e.g. `&["PLAN", "CURRENT_STEP"]`; `None` when the key is
+    /// absent or is a block.
+    #[must_use]
+    pub fn get(&self, path: &[&str]) -> Option<String> {
+        let idx = self.find(path)?;
+        self.key_at(idx).value.as_ref().map(|v| v.text.clone())
+    }
+
+    /// Whether a key (scalar or block) exists at `path`.
+    #[must_use]
+    pub fn contains(&self, path: &[&str]) -> bool {
+        self.find(path).is_some()
+    }
+
+    /// Keys directly under `path` (top-level keys for an empty path), in file order.
+    #[must_use]
+    pub fn keys(&self, path: &[&str]) -> Vec<String> {
+        let parent = if path.is_empty() {
+            None
+        } else {
+            match self.find(path) {
+                Some(i) => Some(i),
+                None => return Vec::new(),
+            }
+        };
+        self.children(parent)
+            .map(|i| self.key_at(i).key.clone())
+            .collect()
+    }
+
+    /// The line ending most lines use; new lines get it.
+    #[must_use]
+    pub fn dominant_eol(&self) -> Eol {
+        let crlf = self.lines.iter().filter(|l| l.eol == Eol::CrLf).count();
+        let lf = self.lines.iter().filter(|l| l.eol == Eol::Lf).count();
+        if crlf > lf { Eol::CrLf } else { Eol::Lf }
+    }
+
+    pub(crate) fn key_at(&self, idx: usize) -> &KeyLine {
+        self.lines[idx].key().expect("index of a key line")
+    }
+
+    /// Indices of the key lines whose parent is `parent`.
+    pub(crate) fn children(&self, parent: Option<usize>) -> impl Iterator<Item = usize> + '_ {
+        match parent {
+            None => self.top.iter().copied(),
+            Some(p) => self.kids[p].iter().copied(),
+        }
+    }
+
+    /// Rebuilds parents and the child index after lines were inserted or removed.
+    pub(crate) fn reindex(&mut self) {
+        syntax::reindex(&mut self.lines);
+        self.index();
+    }
+
+    fn index(&mut self) {
+        self.top.clear();
+        self.kids = vec![Vec::new(); self.lines.len()];
+        for (i, l) in self.lines.iter().enumerate() {
+            if let Some(k) = l.key() {
+                match k.parent {
+                    None => self.top.push(i),
+                    Some(p) => self.kids[p].push(i),
+                }
+            }
+        }
+    }
+
+    pub(crate) fn child(&self, parent: Option<usize>, key: &str) -> Option<usize> {
+        self.children(parent).find(|&i| self.key_at(i).key == key)
+    }
+
+    pub(crate) fn find(&self, path: &[&str]) -> Option<usize> {
+        let mut at = None;
+        for key in path {
+            at = Some(self.child(at, key)?);
+        }
+        at
+    }
+
+    /// The last key line inside the block at `idx` (or `idx` itself when it has none).
+    pub(crate) fn subtree_end(&self, idx: usize) -> usize {
+        let indent = self.key_at(idx).indent;
+        let mut last = idx;
+        for (j, l) in self.lines.iter().enumerate().skip(idx + 1) {
+            match &l.kind {
+                Kind::Prose => break,
+                Kind::Key(k) if k.indent <= indent => break,
+                Kind::Key(_) => last = j,
+                Kind::Blank | Kind::Comment => {}
+            }
+        }
+        last
+    }
+
+    fn duplicates(&self) -> Vec<Error> {
+        let mut seen = std::collections::HashMap::new();
+        let mut errors = Vec::new();
+        for (i, l) in self.lines.iter().enumerate() {
+            if let Some(k) = l.key()
+                && let Some(first) = seen.insert((k.parent, k.key.as_str()), i)
+            {
+                seen.insert((k.parent, k.key.as_str()), first);
+                errors.push(Error::new(
+                    i + 1,
+                    k.indent + 1,
+                    format!("duplicate key `{}` (first on line {})", k.key, first + 1),
+                ));
+            }
+        }
+        errors
+    }
+}

@@ -1,0 +1,111 @@
+//! What `loop status` prints: a compact human view, or one JSON object whose keys are the
+//! lower-case M1.md names.
+
+use std::fmt::Write;
+
+use super::view::{M1, StepResult};
+
+/// The human view. `task` is the exec bridge's line about the running task, when known.
+#[must_use]
+pub fn human(m: &M1, task: Option<&str>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "GOAL         {}", m.goal);
+    let mut status = m.status.as_str().to_string();
+    if m.plan.total_steps > 0 {
+        let _ = write!(
+            status,
+            "  step {}/{}",
+            m.plan.current_step, m.plan.total_steps
+        );
+    }
+    let _ = writeln!(out, "STATUS       {status}");
+    if let Some(c) = &m.constraints {
+        let _ = writeln!(out, "CONSTRAINTS  {c}");
+    }
+    if m.plan.steps.is_empty() {
+        let _ = writeln!(out, "PLAN         (no steps yet)");
+    }
+    for s in &m.plan.steps {
+        let marker = if s.n == m.plan.current_step { '>' } else { ' ' };
+        let _ = write!(
+            out,
+            "{marker} {:>2} {:<9} {}",
+            s.n,
+            s.state.as_str(),
+            s.text
+        );
+        if let Some(r) = m.results.get(&s.n) {
+            let facts = result_facts(r);
+            if !facts.is_empty() {
+                let _ = write!(out, "  ({facts})");
+            }
+        }
+        out.push('\n');
+    }
+    let c = &m.current;
+    let mut current = Vec::new();
+    if let Some(t) = &c.task_id {
+        current.push(format!("task {t}"));
+    }
+    if let Some(p) = c.cc_pid {
+        current.push(format!("pid {p}"));
+    }
+    if let Some(a) = c.attempt {
+        current.push(format!("attempt {a}"));
+    }
+    if let Some(t) = &c.spawn_time {
+        current.push(format!("since {t}"));
+    }
+    if !current.is_empty() {
+        let _ = writeln!(out, "CURRENT      {}", current.join(", "));
+    }
+    if let Some(t) = task {
+        let _ = writeln!(out, "TASK         {t}");
+    }
+    let cost: f64 = m.results.values().filter_map(|r| r.cost_usd).sum();
+    if cost > 0.0 {
+        let _ = writeln!(out, "COST         ${cost:.2}");
+    }
+    if let Some(a) = &m.last_action {
+        let _ = writeln!(out, "LAST_ACTION  {a}");
+    }
+    if let Some(a) = &m.next_action {
+        let _ = writeln!(out, "NEXT_ACTION  {a}");
+    }
+    out
+}
+
+/// `exit 0, a690fb3, verified, 2 attempts, $0.42` for one step's result.
+fn result_facts(r: &StepResult) -> String {
+    let mut f = Vec::new();
+    match r.exit {
+        Some(code) => f.push(format!("exit {code}")),
+        None => f.push("pending".to_string()),
+    }
+    if let Some(c) = &r.commit {
+        f.push(c.clone());
+    }
+    match r.verified {
+        Some(true) => f.push("verified".into()),
+        Some(false) => f.push("not verified".into()),
+        None => {}
+    }
+    if let Some(a) = r.attempts {
+        f.push(format!("{a} attempt{}", if a == 1 { "" } else { "s" }));
+    }
+    if let Some(c) = r.cost_usd {
+        f.push(format!("${c:.2}"));
+    }
+    if let Some(e) = &r.error {
+        f.push(format!("error: {e}"));
+    }
+    f.join(", ")
+}
+
+/// The JSON view: `M1` with lower-case names, plus `task` (the bridge's report, or null).
+#[must_use]
+pub fn json(m: &M1, task: Option<&str>) -> serde_json::Value {
+    let mut v = serde_json::to_value(m).expect("M1 serializes");
+    v["task"] = task.map_or(serde_json::Value::Null, |t| t.into());
+    v
+}

@@ -1,0 +1,226 @@
+//! Malformed files: each problem is reported as `line:column: what was expected`, `loop
+//! validate` and `loop status` exit 2, and the file keeps every byte.
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+use m1loop::m1::Document;
+
+const SEED: &str = include_str!("fixtures/m1/seed.md");
+
+/// The seed with line `n` (1-based) replaced.
+fn seed_with(n: usize, line: &str) -> String {
+    let mut lines: Vec<&str> = SEED.lines().collect();
+    lines[n - 1] = line;
+    lines.join("\n") + "\n"
+}
+
+fn errors(text: &str) -> Vec<String> {
+    match Document::parse(text) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.errors().iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[test]
+fn unknown_status() {
+    assert_eq!(
+        errors(&seed_with(1, "STATUS: RUNING   # typo")),
+        ["1:9: unknown STATUS `RUNING`: expected one of IDLE, RUNNING, WAITING, DONE, FAILED"]
+    );
+}
+
+#[test]
+fn unknown_step_state() {
+    assert_eq!(
+        errors(&seed_with(9, "    1: [DONNE] SIGTERMバグ調査")),
+        ["9:9: unknown step state `DONNE`: expected one of PENDING, RUNNING, DONE, FAILED, SKIPPED"]
+    );
+}
+
+#[test]
+fn current_step_outside_the_plan() {
+    assert_eq!(
+        errors(&seed_with(7, "  CURRENT_STEP: 4")),
+        ["7:17: CURRENT_STEP 4 is outside the plan: expected 0 to 3"]
+    );
+}
+
+#[test]
+fn total_steps_not_matching_the_steps() {
+    assert_eq!(
+        errors(&seed_with(6, "  TOTAL_STEPS: 4")),
+        ["6:16: TOTAL_STEPS is 4 but PLAN.STEPS lists 3 steps: expected 3"]
+    );
+}
+
+#[test]
+fn duplicate_keys() {
+    assert_eq!(
+        errors(&seed_with(3, "GOAL: again")),
+        ["3:1: duplicate key `GOAL` (first on line 2)"]
+    );
+    assert_eq!(
+        errors(&seed_with(16, "  CC_PID: 1")),
+        ["16:3: duplicate key `CC_PID` (first on line 15)"]
+    );
+}
+
+#[test]
+fn bad_indentation() {
+    assert_eq!(
+        errors(&seed_with(6, "   TOTAL_STEPS: 3")),
+        ["6:4: bad indentation: expected 2 spaces (inside `PLAN` on line 5), found 3"]
+    );
+    assert_eq!(
+        errors(&seed_with(10, "      2: [RUNNING] x")),
+        ["10:7: bad indentation: expected at most 4 spaces (`1` on line 9 has a value, so nothing can be nested under it), found 6"]
+    );
+    assert_eq!(
+        errors("GOAL: g\n\tX: y\nPLAN:\n\tTOTAL_STEPS: 0\n"),
+        ["2:1: bad indentation: expected spaces, found a tab",
+         "4:1: bad indentation: expected spaces, found a tab"]
+    );
+}
+
+#[test]
+fn malformed_step_lines() {
+    assert_eq!(
+        errors(&seed_with(9, "    1 [DONE] x")),
+        ["9:5: expected `KEY: value` (an upper-case key or a step number), or a `# comment`"]
+    );
+    // Meaning is checked once the lines read: a missing step shows as out of order.
+    assert_eq!(
+        errors(&seed_with(9, "    # 1: [DONE] x")),
+        ["6:16: TOTAL_STEPS is 3 but PLAN.STEPS lists 2 steps: expected 2",
+         "10:5: step 2 out of order: expected step 1",
+         "11:5: step 3 out of order: expected step 2"]
+    );
+    assert_eq!(errors(&seed_with(9, "    1: DONE x")), ["9:8: malformed step: expected `N: [STATE] text`"]);
+    assert_eq!(errors(&seed_with(9, "    1: [DONE]x")), ["9:8: malformed step: expected `N: [STATE] text`"]);
+    assert_eq!(
+        errors(&seed_with(9, "    ONE: [DONE] x")),
+        ["9:5: malformed step: expected `N: [STATE] text` with N a step number"]
+    );
+}
+
+#[test]
+fn unterminated_and_bad_quotes() {
+    assert_eq!(
+        errors(&seed_with(17, "  COMMAND: \"docs/修正案...")),
+        ["17:12: unterminated quote: expected a closing `\"`"]
+    );
+    assert_eq!(
+        errors(&seed_with(17, "  COMMAND: \"a\" b")),
+        ["17:15: expected end of line or a comment (` # ...`) after the closing quote"]
+    );
+}
+
+#[test]
+fn key_shapes_and_types() {
+    assert_eq!(errors("STATUS:RUNNING\nGOAL: g\n"), ["1:8: expected a space after `STATUS:`"]);
+    assert_eq!(errors("STATUS: IDLE\n"), ["1:1: missing GOAL: expected a line `GOAL: what the loop should achieve`"]);
+    assert_eq!(errors("GOAL:\n"), ["1:6: empty GOAL: expected `GOAL: what the loop should achieve`"]);
+    assert_eq!(
+        errors("GOAL: g\nCURRENT: now\n"),
+        ["2:10: expected a block: `CURRENT:` alone on its line, with indented keys under it"]
+    );
+    assert_eq!(errors(&seed_with(15, "  CC_PID: 九")), ["15:11: CC_PID: expected a whole number, found `九`"]);
+    assert_eq!(
+        errors(&seed_with(21, "    EXIT: pending")),
+        ["21:11: EXIT: expected an exit code or `(pending)`, found `pending`"]
+    );
+    assert_eq!(errors(&seed_with(24, "    VERIFIED: yes")), ["24:15: VERIFIED: expected `true` or `false`, found `yes`"]);
+    assert_eq!(
+        errors("GOAL: g\nLIMITS:\n  MAX_COST_USD: -1\n"),
+        ["3:17: MAX_COST_USD: expected a number ≥ 0, found `-1`"]
+    );
+}
+
+#[test]
+fn prose_unknown_keys_and_a_goal_only_file_are_valid() {
+    let text = "# Notes\nSome text: fine.\n\nSTATUS: IDLE\nGOAL: g\nMY_KEY: x\nEXTRA:\n  ANY: y  # c\n  # note\n";
+    Document::parse(text).unwrap();
+}
+
+// ---- the CLI, on real files ----
+
+struct Case {
+    _dir: tempfile::TempDir,
+    file: PathBuf,
+}
+
+fn case(bytes: &[u8]) -> Case {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("M1.md");
+    std::fs::write(&file, bytes).unwrap();
+    Case { _dir: dir, file }
+}
+
+fn run(args: &[&str], file: &std::path::Path) -> std::process::Output {
+    Command::cargo_bin("loop")
+        .unwrap()
+        .args(args)
+        .arg("--file")
+        .arg(file)
+        .env_remove("LOOP_FILE")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn cli_reports_path_line_column_exits_2_and_leaves_the_file_alone() {
+    let bad = seed_with(1, "STATUS: GO").replace("CURRENT_STEP: 2", "CURRENT_STEP: 9");
+    let c = case(bad.as_bytes());
+    let path = c.file.display().to_string();
+    for args in [&["validate"][..], &["status"], &["status", "--json"]] {
+        let out = run(args, &c.file);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert_eq!(
+            String::from_utf8(out.stderr).unwrap(),
+            format!(
+                "{path}:1:9: unknown STATUS `GO`: expected one of IDLE, RUNNING, WAITING, DONE, FAILED\n\
+                 {path}:7:17: CURRENT_STEP 9 is outside the plan: expected 0 to 3\n"
+            )
+        );
+        assert_eq!(std::fs::read(&c.file).unwrap(), bad.as_bytes());
+        assert_eq!(std::fs::read_dir(c.file.parent().unwrap()).unwrap().count(), 1, "nothing else written");
+    }
+}
+
+#[test]
+fn cli_reports_invalid_utf8_at_its_position() {
+    let mut bytes = b"GOAL: ok\nCONSTRAINTS: ab".to_vec();
+    bytes.extend([0xff, b'\n']);
+    let c = case(&bytes);
+    let out = run(&["validate"], &c.file);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!("{}:2:16: expected UTF-8 text: invalid byte sequence\n", c.file.display())
+    );
+    assert_eq!(std::fs::read(&c.file).unwrap(), bytes);
+}
+
+#[test]
+fn cli_accepts_the_seed_example_without_changing_it() {
+    let c = case(SEED.as_bytes());
+    let out = run(&["validate"], &c.file);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("{}: ok\n", c.file.display()));
+    assert_eq!(std::fs::read(&c.file).unwrap(), SEED.as_bytes());
+}
+
+#[test]
+fn cli_missing_file_says_how_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("state/M1.md");
+    for args in [&["validate"][..], &["status"]] {
+        let out = run(args, &file);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains("does not exist") && err.contains("loop start \"GOAL\""), "{err}");
+    }
+    assert!(!file.exists());
+}
