@@ -53,12 +53,17 @@ pub(crate) fn is_alive_as(pid: u32, start_ticks: u64) -> bool {
 }
 
 /// The running (non-zombie) members of the task's process group: pgid and session as
-/// recorded, started no earlier than the group's leader. A reused group number would need
-/// both numbers reused together, so this never names an unrelated process.
+/// recorded, started no earlier than the group's leader.
+///
+/// If another process now has the leader's pid, the group is gone: the kernel does not
+/// reuse a pid while a process group still carries it as its id.
 pub(crate) fn group_members(pgid: u32, sid: u32, leader_start: u64) -> Vec<i32> {
     let (Ok(pgid), Ok(sid)) = (i32::try_from(pgid), i32::try_from(sid)) else {
         return Vec::new();
     };
+    if stat(pgid).is_some_and(|s| s.start_ticks != leader_start) {
+        return Vec::new();
+    }
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
