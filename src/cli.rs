@@ -123,6 +123,12 @@ pub struct FireArgs {
     /// File to feed to the command's standard input (default: /dev/null).
     #[arg(long)]
     pub stdin: Option<PathBuf>,
+    /// Set a variable in the command's environment (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Remove a variable from the command's environment (repeatable).
+    #[arg(long = "unset-env", value_name = "KEY")]
+    pub env_remove: Vec<String>,
     /// The command and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     pub command: Vec<String>,
@@ -130,6 +136,13 @@ pub struct FireArgs {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::duration::parse(s)
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
 }
 
 /// The directory that holds a loop's runtime files: the one M1.md is in.
@@ -188,8 +201,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                 idle_timeout: args.idle_timeout,
                 cwd: args.cwd,
                 stdin: args.stdin,
-                env: Vec::new(),
-                env_remove: Vec::new(),
+                env: args.env,
+                env_remove: args.env_remove,
             };
             let id = crate::bridge::fire(&state, &req)?;
             println!("{id}");

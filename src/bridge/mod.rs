@@ -1,11 +1,48 @@
 //! The exec bridge: detached, supervised tasks under `<state>/tasks/<TASK_ID>/`.
+//!
+//! A task is one command (one agent step) run so that it can be neither orphaned nor lost:
+//!
+//! - `fire` creates the task directory atomically (spec written under a temporary name, then
+//!   renamed), takes the task's lock, and starts `loop __supervise` in a new session, handing
+//!   it the locked file. From then until the supervisor and its guardian are gone, the lock
+//!   is held: "lock held" means "someone is still responsible for this task".
+//! - The supervisor starts the command in its own process group, blocks in `poll` on a
+//!   signalfd (no wakeups unless a timeout is set), kills the whole group on timeout, idle
+//!   timeout or `kill`, and writes `exit.json` atomically.
+//! - A guardian process, forked from the supervisor before the command starts, waits for the
+//!   supervisor's death on a pipe; if the supervisor dies without saying it is done (SIGKILL,
+//!   OOM killer), the guardian kills the command's whole process group. Nothing is left
+//!   running even if nobody ever calls `check`. The command's leader also has
+//!   `PR_SET_PDEATHSIG=SIGKILL` as a second line.
+//! - `check` reads the exit record; without one it probes the lock: held means RUNNING,
+//!   free means LOST. No pid is trusted for liveness, so pid reuse and zombies cannot make a
+//!   dead task look alive.
+//!
+//! Files of a task directory: `spec.json`, `lock`, `supervisor.json`, `pid.json`, `stdout`,
+//! `stderr`, `supervisor.log`, `kill.json` (a kill request), `exit.json` (the exit record).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::exit::Status;
-
 pub mod commands;
+mod fire;
+mod guardian;
+mod kill;
+mod lock;
+mod procfs;
+mod records;
+mod report;
+mod supervisor;
+mod time_serde;
+mod wait_loop;
+
+pub use fire::{fire, fire_with_id};
+pub use kill::kill;
+pub use report::{TaskReport, TaskState, check};
+pub use supervisor::supervise;
+
+/// Time between SIGTERM and SIGKILL when a task's process group is ended.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
 /// What to run as a task.
 #[derive(Debug, Clone, Default)]
@@ -26,12 +63,92 @@ pub struct FireRequest {
     pub env_remove: Vec<String>,
 }
 
-/// Creates the task directory, starts its supervisor, and returns the task id at once.
-pub fn fire(_state_dir: &Path, _req: &FireRequest) -> anyhow::Result<String> {
-    anyhow::bail!("fire: not built yet")
+/// A new task id, `task_<UTC yyyymmddThhmmss>_<6 hex>`: sorts by creation time, safe in paths.
+#[must_use]
+pub fn new_task_id() -> String {
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("task_{stamp}_{}", &random[..6])
 }
 
-/// The hidden supervisor mode: runs the task in `task_dir` to its end.
-pub fn supervise(_task_dir: &Path) -> anyhow::Result<Status> {
-    anyhow::bail!("supervise: not built yet")
+/// Longest accepted task id; ids become directory names.
+const MAX_ID_LEN: usize = 128;
+
+/// Checks that `id` can only name a directory directly under `tasks/`.
+///
+/// # Errors
+/// A bad-input [`crate::exit::Exit`] quoting the id and saying what is allowed.
+pub fn validate_task_id(id: &str) -> Result<(), crate::exit::Exit> {
+    let fail = |why: &str| {
+        Err(crate::exit::Exit::bad_input(format!(
+            "invalid task id {id:?}: {why} (ids look like task_20260217T053000_a1b2c3)"
+        )))
+    };
+    if id.is_empty() {
+        return fail("it is empty");
+    }
+    if id.len() > MAX_ID_LEN {
+        return fail(&format!("longer than {MAX_ID_LEN} characters"));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        return fail(&format!(
+            "{c:?} is not allowed; use letters, digits, '_', '-' and '.'"
+        ));
+    }
+    if !id.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return fail("it must start with a letter or a digit");
+    }
+    if id.contains("..") {
+        return fail("it must not contain \"..\"");
+    }
+    Ok(())
+}
+
+/// The directory of task `id`: `state_dir/tasks/id`.
+#[must_use]
+pub fn task_dir(state_dir: &Path, id: &str) -> PathBuf {
+    state_dir.join("tasks").join(id)
+}
+
+/// Whether the task directory exists. Because it is created by an atomic rename, this also
+/// means its spec is complete (the write-ahead check of `resume`).
+#[must_use]
+pub fn exists(state_dir: &Path, id: &str) -> bool {
+    validate_task_id(id).is_ok() && task_dir(state_dir, id).is_dir()
+}
+
+/// Path of the exit record; the runner watches the task dir for it (inotify) to be
+/// event-driven.
+#[must_use]
+pub fn exit_record_path(state_dir: &Path, id: &str) -> PathBuf {
+    task_dir(state_dir, id).join(records::EXIT_FILE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_ids_are_valid_and_sortable() {
+        let a = new_task_id();
+        validate_task_id(&a).unwrap();
+        assert!(a.starts_with("task_") && a.len() == "task_20260217T053000_a1b2c3".len());
+        assert_ne!(a, new_task_id());
+    }
+
+    #[test]
+    fn bad_ids_are_refused_with_the_id_quoted() {
+        for bad in ["", "a/b", "..", "a..b", ".hidden", "-x", "a b", "é", "x\0"] {
+            let err = validate_task_id(bad).unwrap_err();
+            assert_eq!(err.status, crate::exit::Status::BadInput);
+            assert!(err.message.contains(&format!("{bad:?}")), "{}", err.message);
+        }
+        validate_task_id(&"a".repeat(MAX_ID_LEN)).unwrap();
+        validate_task_id(&"a".repeat(MAX_ID_LEN + 1)).unwrap_err();
+        validate_task_id("task_20260217T053000_a1b2c3").unwrap();
+        validate_task_id("step-2.retry_1").unwrap();
+    }
 }

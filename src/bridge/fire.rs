@@ -1,0 +1,195 @@
+//! `fire`: publish a task directory atomically and start its supervisor, detached.
+
+use std::fs::{self, File};
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+
+use super::records::{LOCK_FILE, SPEC_FILE, SUPERVISOR_LOG, TaskSpec};
+use super::{DEFAULT_GRACE, FireRequest, new_task_id, validate_task_id};
+use crate::exit::Exit;
+
+/// Names the inherited file descriptor that carries the task lock into the supervisor.
+pub(crate) const LOCK_FD_ENV: &str = "LOOP_SUPERVISOR_LOCK_FD";
+
+/// Creates the task directory, starts its supervisor, and returns the new task id at once.
+///
+/// # Errors
+/// Bad input (exit 2) for an empty command, a missing `cwd` or `stdin`, a zero timeout or a
+/// bad variable name; otherwise any failure to create the directory or start the supervisor.
+pub fn fire(state_dir: &Path, req: &FireRequest) -> anyhow::Result<String> {
+    let id = new_task_id();
+    fire_with_id(state_dir, &id, req)?;
+    Ok(id)
+}
+
+/// Like [`fire`] with an id the caller chose first: the runner records it in M1.md before
+/// spawning (write-ahead), so that "no task directory" means "never started".
+///
+/// # Errors
+/// As [`fire`]; also bad input when `id` is invalid or already used.
+pub fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> anyhow::Result<()> {
+    validate_task_id(id)?;
+    let spec = resolve(id, req)?;
+    let tasks = state_dir.join("tasks");
+    fs::create_dir_all(&tasks).with_context(|| format!("while creating {}", tasks.display()))?;
+    let tasks = tasks
+        .canonicalize()
+        .with_context(|| format!("while resolving {}", tasks.display()))?;
+    let dir = tasks.join(id);
+    if dir.exists() {
+        return Err(
+            Exit::bad_input(format!("task {id:?} already exists in {}", tasks.display())).into(),
+        );
+    }
+    let lock = publish(&tasks, &dir, &spec)?;
+    start_supervisor(&dir, &lock)
+        .with_context(|| format!("while starting the supervisor of task {id}"))
+}
+
+/// Checks the request and makes every path absolute, so the supervisor depends on nothing
+/// of the caller but its environment.
+fn resolve(id: &str, req: &FireRequest) -> anyhow::Result<TaskSpec> {
+    let bad = |m: String| -> anyhow::Error { Exit::bad_input(m).into() };
+    if req.command.first().is_none_or(String::is_empty) {
+        return Err(bad(
+            "nothing to run: the command is empty (use: loop fire -- CMD [ARGS]...)".into(),
+        ));
+    }
+    let here = std::env::current_dir().context("while reading the current directory")?;
+    let cwd = match &req.cwd {
+        Some(d) => {
+            let d = here.join(d);
+            if !d.is_dir() {
+                return Err(bad(format!("--cwd {}: no such directory", d.display())));
+            }
+            d
+        }
+        None => here.clone(),
+    };
+    let stdin = match &req.stdin {
+        Some(f) => {
+            let f = here.join(f);
+            File::open(&f).map_err(|e| bad(format!("--stdin {}: {e}", f.display())))?;
+            Some(f)
+        }
+        None => None,
+    };
+    for (flag, limit) in [
+        ("--timeout", req.timeout),
+        ("--idle-timeout", req.idle_timeout),
+    ] {
+        if limit == Some(Duration::ZERO) {
+            return Err(bad(format!("{flag} must be longer than zero")));
+        }
+    }
+    let names = req.env.iter().map(|(k, _)| k).chain(&req.env_remove);
+    if let Some(k) = names
+        .into_iter()
+        .find(|k| k.is_empty() || k.contains(['=', '\0']))
+    {
+        return Err(bad(format!("invalid environment variable name {k:?}")));
+    }
+    if let Some((k, _)) = req.env.iter().find(|(_, v)| v.contains('\0')) {
+        return Err(bad(format!(
+            "environment variable {k:?} has a NUL byte in its value"
+        )));
+    }
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    Ok(TaskSpec {
+        id: id.to_owned(),
+        command: req.command.clone(),
+        cwd,
+        stdin,
+        env: req.env.clone(),
+        env_remove: req.env_remove.clone(),
+        timeout_ms: req.timeout.map(ms),
+        idle_timeout_ms: req.idle_timeout.map(ms),
+        grace_ms: ms(DEFAULT_GRACE),
+        created_at: chrono::Utc::now(),
+    })
+}
+
+/// Builds the directory under a temporary name (locked lock file, fsynced spec) and renames
+/// it into place without replacing anything. Returns the held lock.
+fn publish(tasks: &Path, dir: &Path, spec: &TaskSpec) -> anyhow::Result<File> {
+    let tmp = tasks.join(format!(".{}.{}.tmp", spec.id, std::process::id()));
+    let built = (|| -> anyhow::Result<File> {
+        fs::create_dir(&tmp).with_context(|| format!("while creating {}", tmp.display()))?;
+        let lock = File::create(tmp.join(LOCK_FILE)).context("while creating the lock file")?;
+        lock.try_lock()
+            .context("while locking the new task's lock file")?;
+        let json = serde_json::to_vec_pretty(spec).context("while encoding the task spec")?;
+        let mut f = File::create(tmp.join(SPEC_FILE)).context("while creating spec.json")?;
+        std::io::Write::write_all(&mut f, &json)
+            .and_then(|()| f.sync_all())
+            .context("while writing spec.json")?;
+        renameat2(AT_FDCWD, &tmp, AT_FDCWD, dir, RenameFlags::RENAME_NOREPLACE).map_err(|e| {
+            if e == nix::errno::Errno::EEXIST || e == nix::errno::Errno::ENOTEMPTY {
+                anyhow::Error::from(Exit::bad_input(format!(
+                    "task {:?} already exists",
+                    spec.id
+                )))
+            } else {
+                anyhow::Error::from(e)
+                    .context(format!("while renaming {} into place", tmp.display()))
+            }
+        })?;
+        Ok(lock)
+    })();
+    if built.is_err() {
+        let _ = fs::remove_dir_all(&tmp);
+    }
+    let lock = built?;
+    File::open(tasks).and_then(|d| d.sync_all()).ok();
+    Ok(lock)
+}
+
+/// Starts `loop __supervise DIR` in a new session with the locked file as an inherited
+/// descriptor, and waits for it: it forks the real supervisor, records its pid and exits,
+/// so the supervisor is never our child (no zombie, nothing for our `wait` calls to see)
+/// and the lock is never free while the task runs.
+fn start_supervisor(dir: &Path, lock: &File) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("while locating the loop binary")?;
+    let log_path = dir.join(SUPERVISOR_LOG);
+    let log = File::create(&log_path).context("while creating supervisor.log")?;
+    let lock_fd = lock.as_raw_fd();
+    let mut cmd = Command::new(&exe);
+    cmd.arg("__supervise")
+        .arg(dir)
+        .env(LOCK_FD_ENV, lock_fd.to_string())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    // SAFETY: only async-signal-safe calls (setsid, fcntl) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::setsid()?;
+            if nix::libc::fcntl(lock_fd, nix::libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("while running {}", exe.display()))?;
+    if status.success() {
+        return Ok(());
+    }
+    let mut log_text = String::new();
+    File::open(&log_path)
+        .and_then(|mut f| f.read_to_string(&mut log_text))
+        .ok();
+    anyhow::bail!(
+        "the supervisor failed to start ({status}): {}",
+        log_text.trim()
+    )
+}

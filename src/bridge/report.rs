@@ -1,0 +1,190 @@
+//! `check`: what a task is doing, from its exit record or, failing that, its lock.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Serialize, Serializer};
+
+use super::records::{
+    self, ExitRecord, PidRecord, Reason, SPEC_FILE, STDERR_FILE, STDOUT_FILE, TaskSpec,
+};
+use super::{lock, task_dir, validate_task_id};
+use crate::exit::Exit;
+
+/// The answer of `loop check`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TaskState {
+    /// The supervisor is alive (it holds the task lock).
+    Running,
+    /// Exited with code 0.
+    Done,
+    /// Exited with another code or a signal, or could not be started.
+    Failed,
+    /// Killed for the wall-clock or the no-output timeout.
+    Timeout,
+    /// Killed on request (`loop kill`).
+    Killed,
+    /// The supervisor is gone and left no exit record: a reboot, a SIGKILL.
+    Lost,
+}
+
+impl TaskState {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Running => "RUNNING",
+            TaskState::Done => "DONE",
+            TaskState::Failed => "FAILED",
+            TaskState::Timeout => "TIMEOUT",
+            TaskState::Killed => "KILLED",
+            TaskState::Lost => "LOST",
+        }
+    }
+
+    /// Whether the task has ended for good (everything but RUNNING).
+    #[must_use]
+    pub fn is_final(self) -> bool {
+        self != TaskState::Running
+    }
+}
+
+/// Everything known about one task.
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskReport {
+    pub id: String,
+    pub state: TaskState,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// exited / timeout / idle / killed / spawn_failed / lost
+    pub reason: Option<String>,
+    /// e.g. the spawn error text
+    pub message: Option<String>,
+    /// The command's pid (= its process group id).
+    pub pid: Option<u32>,
+    #[serde(with = "super::time_serde::option")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(with = "super::time_serde::option")]
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Seconds, as a float, in JSON.
+    #[serde(serialize_with = "seconds")]
+    pub elapsed: Duration,
+    pub stdout_path: PathBuf,
+    pub stderr_path: PathBuf,
+}
+
+fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((d.as_secs_f64() * 1000.0).round() / 1000.0)
+}
+
+/// Reports task `id`: its exit record if it has one, else RUNNING while its lock is held,
+/// else LOST.
+///
+/// # Errors
+/// Bad input (exit 2) for an invalid id or no such task; I/O errors reading its files.
+pub fn check(state_dir: &Path, id: &str) -> anyhow::Result<TaskReport> {
+    validate_task_id(id)?;
+    let dir = task_dir(state_dir, id);
+    if !dir.is_dir() {
+        let tasks = state_dir.join("tasks");
+        return Err(Exit::bad_input(format!("no task {id:?} in {}", tasks.display())).into());
+    }
+    let exit_path = dir.join(records::EXIT_FILE);
+    if let Some(rec) = records::read::<ExitRecord>(&exit_path)? {
+        return Ok(finished(id, &dir, &rec));
+    }
+    let running = lock::is_held(&dir)?;
+    // The supervisor writes its record before it lets go of the lock: look again.
+    if !running && let Some(rec) = records::read::<ExitRecord>(&exit_path)? {
+        return Ok(finished(id, &dir, &rec));
+    }
+    let pid: Option<PidRecord> = records::read(&dir.join(records::PID_FILE)).unwrap_or(None);
+    let started_at = match &pid {
+        Some(p) => Some(p.started_at),
+        None => records::read::<TaskSpec>(&dir.join(SPEC_FILE))?.map(|s| s.created_at),
+    };
+    let (state, reason) = if running {
+        (TaskState::Running, None)
+    } else {
+        (TaskState::Lost, Some("lost".to_owned()))
+    };
+    Ok(TaskReport {
+        id: id.to_owned(),
+        state,
+        exit_code: None,
+        signal: None,
+        reason,
+        message: (!running).then(|| "the supervisor is gone and left no exit record".to_owned()),
+        pid: pid.map(|p| p.pid),
+        started_at,
+        ended_at: None,
+        elapsed: started_at.map_or(Duration::ZERO, |t| {
+            (Utc::now() - t).to_std().unwrap_or_default()
+        }),
+        stdout_path: dir.join(STDOUT_FILE),
+        stderr_path: dir.join(STDERR_FILE),
+    })
+}
+
+fn finished(id: &str, dir: &Path, rec: &ExitRecord) -> TaskReport {
+    let state = match rec.reason {
+        Reason::Exited if rec.exit_code == Some(0) => TaskState::Done,
+        Reason::Exited | Reason::SpawnFailed => TaskState::Failed,
+        Reason::Timeout | Reason::Idle => TaskState::Timeout,
+        Reason::Killed => TaskState::Killed,
+    };
+    TaskReport {
+        id: id.to_owned(),
+        state,
+        exit_code: rec.exit_code,
+        signal: rec.signal,
+        reason: Some(rec.reason.as_str().to_owned()),
+        message: rec.message.clone(),
+        pid: rec.pid,
+        started_at: Some(rec.started_at),
+        ended_at: Some(rec.ended_at),
+        elapsed: (rec.ended_at - rec.started_at).to_std().unwrap_or_default(),
+        stdout_path: dir.join(STDOUT_FILE),
+        stderr_path: dir.join(STDERR_FILE),
+    }
+}
+
+impl TaskReport {
+    /// The one-line human answer: `task_… DONE exit 0 after 12.3s`.
+    #[must_use]
+    pub fn line(&self) -> String {
+        let id = &self.id;
+        let state = self.state.as_str();
+        let after = elapsed(self.elapsed);
+        let code = match (self.exit_code, self.signal) {
+            (Some(c), _) => format!(" exit {c}"),
+            (None, Some(s)) => format!(" signal {s}"),
+            (None, None) => String::new(),
+        };
+        let note = self
+            .message
+            .as_deref()
+            .map_or_else(String::new, |m| format!(": {m}"));
+        match self.state {
+            TaskState::Running => match self.pid {
+                Some(pid) => format!("{id} {state} for {after} pid {pid}"),
+                None => format!("{id} {state} for {after} (starting)"),
+            },
+            TaskState::Done => format!("{id} {state}{code} after {after}"),
+            TaskState::Failed | TaskState::Timeout | TaskState::Killed => {
+                format!("{id} {state}{code} after {after}{note}")
+            }
+            TaskState::Lost => format!("{id} {state} after {after}{note}"),
+        }
+    }
+}
+
+/// `12.3s` under a minute, else `12m03s` / `2h05m`.
+fn elapsed(d: Duration) -> String {
+    if d < Duration::from_secs(60) {
+        format!("{:.1}s", d.as_secs_f64())
+    } else {
+        crate::duration::human(d)
+    }
+}

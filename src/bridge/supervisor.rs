@@ -1,0 +1,216 @@
+//! `loop __supervise DIR`: the process that owns one task from spawn to exit record.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use chrono::Utc;
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+use nix::sys::signal::{SigHandler, SigSet, Signal, kill, signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::unistd::{ForkResult, Pid, fork, getpid, getppid};
+
+use super::fire::LOCK_FD_ENV;
+use super::guardian::Guardian;
+use super::records::{
+    self, ExitRecord, LOCK_FILE, PidRecord, Reason, SPEC_FILE, STDERR_FILE, STDOUT_FILE,
+    SUPERVISOR_FILE, SupervisorRecord, TaskSpec,
+};
+use super::{lock, procfs, wait_loop};
+use crate::exit::Status;
+
+/// The signals the supervisor handles through its signalfd.
+const HANDLED: [Signal; 4] = [
+    Signal::SIGCHLD,
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+];
+
+/// The hidden supervisor mode: runs the task in `task_dir` to its end.
+///
+/// Started by `fire` in a new session, this process forks the real supervisor, records its
+/// pid in `supervisor.json` and returns, so that `fire` can return as soon as the task is
+/// safely under supervision.
+///
+/// # Errors
+/// When the spec cannot be read, the lock is not ours, or the fork fails.
+pub fn supervise(task_dir: &Path) -> anyhow::Result<Status> {
+    let spec: TaskSpec = records::read(&task_dir.join(SPEC_FILE))?
+        .with_context(|| format!("no {SPEC_FILE} in {}", task_dir.display()))?;
+    let lock = adopt_lock(task_dir)?;
+    // Inherited dispositions would break us: SIGCHLD ignored means no exit status to read.
+    for sig in HANDLED {
+        // SAFETY: restoring the default disposition installs no handler code.
+        unsafe { signal(sig, SigHandler::SigDfl) }.context("while resetting signals")?;
+    }
+    // SAFETY: this process is single-threaded (nothing here has spawned a thread).
+    match unsafe { fork() }.context("while forking the supervisor")? {
+        ForkResult::Parent { child } => {
+            let pid = child.as_raw().cast_unsigned();
+            let start_ticks = procfs::stat(child.as_raw()).map_or(0, |s| s.start_ticks);
+            let rec = SupervisorRecord { pid, start_ticks };
+            if let Err(e) = records::write_quick(&task_dir.join(SUPERVISOR_FILE), &rec) {
+                let _ = kill(child, Signal::SIGKILL);
+                return Err(e);
+            }
+            Ok(Status::Ok)
+        }
+        ForkResult::Child => {
+            let result = run(task_dir, &spec);
+            drop(lock);
+            result.map(|()| Status::Ok)
+        }
+    }
+}
+
+/// Takes over the lock `fire` handed down, after checking the descriptor really is this
+/// task's lock file. Run by hand, without one, it takes the lock if it is free.
+fn adopt_lock(task_dir: &Path) -> anyhow::Result<File> {
+    let lock_path = task_dir.join(LOCK_FILE);
+    let inherited = std::env::var(LOCK_FD_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok());
+    if let Some(fd) = inherited {
+        let want = fs::metadata(&lock_path)
+            .with_context(|| format!("while reading {}", lock_path.display()))?;
+        let same = fs::metadata(format!("/proc/self/fd/{fd}"))
+            .is_ok_and(|m| m.dev() == want.dev() && m.ino() == want.ino());
+        if same {
+            // SAFETY: the descriptor is open (its /proc entry resolved to our lock file) and
+            // nothing else in this process owns it.
+            let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+            fcntl(&owned, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+                .context("while setting FD_CLOEXEC")?;
+            return Ok(File::from(owned));
+        }
+    }
+    lock::try_take(task_dir)?
+        .with_context(|| format!("task {} already has a supervisor", task_dir.display()))
+}
+
+/// The real supervisor: guardian, command, wait, exit record.
+fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
+    std::env::set_current_dir("/").context("while leaving the caller's directory")?;
+    let guardian = Guardian::start()?;
+    let mut mask = SigSet::empty();
+    HANDLED.iter().for_each(|&s| mask.add(s));
+    mask.thread_block().context("while blocking signals")?;
+    let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .context("while creating the signalfd")?;
+    // Orphaned descendants of the command are re-parented to us, so we reap them and can
+    // tell when the whole group is gone, even where PID 1 does not reap.
+    nix::sys::prctl::set_child_subreaper(true).context("while becoming a subreaper")?;
+
+    let started_at = Utc::now();
+    let leader = match spawn(task_dir, spec) {
+        Ok(child) => child,
+        Err(e) => {
+            let rec = ExitRecord {
+                reason: Reason::SpawnFailed,
+                exit_code: None,
+                signal: None,
+                message: Some(format!("{e:#}")),
+                pid: None,
+                started_at,
+                ended_at: Utc::now(),
+            };
+            records::write_durable(&task_dir.join(records::EXIT_FILE), &rec)?;
+            guardian.done();
+            return Ok(());
+        }
+    };
+    let pid = leader.id();
+    let pid_rec = PidRecord {
+        pid,
+        sid: nix::unistd::getsid(None).map_or(0, |s| s.as_raw().cast_unsigned()),
+        start_ticks: procfs::stat(pid.cast_signed()).map_or(0, |s| s.start_ticks),
+        started_at,
+    };
+    guardian.arm(&pid_rec);
+    if let Err(e) = records::write_quick(&task_dir.join(records::PID_FILE), &pid_rec) {
+        eprintln!("supervisor: {e:#}");
+    }
+    let ms = Duration::from_millis;
+    let limits = wait_loop::Limits {
+        timeout: spec.timeout_ms.map(ms),
+        idle: spec.idle_timeout_ms.map(ms),
+        grace: ms(spec.grace_ms),
+    };
+    let outcome = wait_loop::run(
+        task_dir,
+        &sigfd,
+        Pid::from_raw(pid.cast_signed()),
+        guardian.pid,
+        &limits,
+    );
+    let rec = ExitRecord {
+        reason: outcome.reason,
+        exit_code: outcome.exit_code,
+        signal: outcome.signal,
+        message: outcome.message,
+        pid: Some(pid),
+        started_at,
+        ended_at: outcome.ended_at,
+    };
+    records::write_durable(&task_dir.join(records::EXIT_FILE), &rec)?;
+    guardian.done();
+    Ok(())
+}
+
+/// Starts the command in its own process group, output to the task's files.
+fn spawn(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<std::process::Child> {
+    let program = &spec.command[0];
+    if !spec.cwd.is_dir() {
+        anyhow::bail!(
+            "cannot start {program:?}: working directory {} does not exist",
+            spec.cwd.display()
+        );
+    }
+    let stdin = match &spec.stdin {
+        Some(p) => Stdio::from(
+            File::open(p).with_context(|| format!("cannot open stdin file {}", p.display()))?,
+        ),
+        None => Stdio::null(),
+    };
+    let output = |name: &str| -> anyhow::Result<File> {
+        let p = task_dir.join(name);
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p)
+            .with_context(|| format!("cannot open {}", p.display()))
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(&spec.command[1..])
+        .current_dir(&spec.cwd)
+        .stdin(stdin)
+        .stdout(output(STDOUT_FILE)?)
+        .stderr(output(STDERR_FILE)?)
+        .process_group(0)
+        .env_remove(LOCK_FD_ENV);
+    for k in &spec.env_remove {
+        cmd.env_remove(k);
+    }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    let supervisor = getpid();
+    // SAFETY: only async-signal-safe calls (sigprocmask, prctl, getppid) before exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            SigSet::empty().thread_set_mask()?;
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            // The supervisor may have died before PDEATHSIG was armed.
+            if getppid() != supervisor {
+                return Err(std::io::Error::other("the supervisor died during spawn"));
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .with_context(|| format!("cannot start {program:?}"))
+}

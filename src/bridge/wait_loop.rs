@@ -1,0 +1,266 @@
+//! The supervisor's wait: one `poll` on a signalfd, woken by SIGCHLD or a kill request.
+//!
+//! With no timeout set the poll has no deadline at all, so a supervisor of a long quiet
+//! command costs no CPU. A wall-clock timeout is one deadline. Only an idle timeout adds a
+//! periodic wakeup, to compare the sizes of the output files.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::signalfd::SignalFd;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+use std::os::fd::AsFd;
+
+use super::records::{self, KILL_FILE, KillRequest, Reason, STDERR_FILE, STDOUT_FILE};
+
+/// How often the group is re-checked while it is being ended and some members are not
+/// our children (their deaths send us no SIGCHLD).
+const ENDING_TICK: Duration = Duration::from_millis(10);
+/// How long after SIGKILL we wait for an unkillable process before recording anyway.
+const GIVE_UP_AFTER_KILL: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+pub(crate) struct Limits {
+    pub timeout: Option<Duration>,
+    pub idle: Option<Duration>,
+    pub grace: Duration,
+}
+
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub reason: Reason,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub message: Option<String>,
+    pub ended_at: DateTime<Utc>,
+}
+
+/// The group is being ended: SIGTERM sent, SIGKILL due at `kill_at`.
+#[derive(Debug)]
+struct Ending {
+    reason: Reason,
+    message: Option<String>,
+    kill_at: Instant,
+    killed_at: Option<Instant>,
+}
+
+/// Waits until the leader has exited and the whole group is gone; ends the group on a
+/// timeout or a SIGTERM/SIGINT/SIGHUP (a kill request), first reason wins.
+pub(crate) fn run(
+    task_dir: &Path,
+    sigfd: &SignalFd,
+    leader: Pid,
+    guardian: Pid,
+    limits: &Limits,
+) -> Outcome {
+    let start = Instant::now();
+    let wall = limits.timeout.map(|t| start + t);
+    let mut idle = limits
+        .idle
+        .map(|limit| IdleWatch::new(limit, task_dir, start));
+    let mut status: Option<(Option<i32>, Option<i32>)> = None;
+    let mut ended_at = None;
+    let mut ending: Option<Ending> = None;
+    loop {
+        reap(leader, guardian, &mut status, &mut ended_at);
+        let now = Instant::now();
+        if status.is_some() {
+            if !group_alive(leader) {
+                break;
+            }
+            if ending.is_none() {
+                ending = Some(begin(
+                    leader,
+                    Reason::Exited,
+                    Some("processes the command left behind were ended".into()),
+                    limits.grace,
+                ));
+            }
+        } else if ending.is_none() {
+            if let Some(t) = limits.timeout.filter(|_| wall.is_some_and(|w| now >= w)) {
+                let msg = format!(
+                    "ran longer than the timeout of {}",
+                    crate::duration::human(t)
+                );
+                ending = Some(begin(leader, Reason::Timeout, Some(msg), limits.grace));
+            } else if let Some(limit) = idle
+                .as_mut()
+                .and_then(|w| w.expired(now).then_some(w.limit))
+            {
+                let msg = format!("no output for {}", crate::duration::human(limit));
+                ending = Some(begin(leader, Reason::Idle, Some(msg), limits.grace));
+            }
+        }
+        let wait;
+        if let Some(e) = &mut ending {
+            match e.killed_at {
+                None if now >= e.kill_at => {
+                    let _ = killpg(leader, Signal::SIGKILL);
+                    e.killed_at = Some(now);
+                }
+                Some(k) if now >= k + GIVE_UP_AFTER_KILL => {
+                    eprintln!(
+                        "supervisor: processes of group {leader} survived SIGKILL; recording anyway"
+                    );
+                    e.message = Some(format!(
+                        "{} (some processes of the group could not be killed)",
+                        e.message.as_deref().unwrap_or("ended")
+                    ));
+                    break;
+                }
+                _ => {}
+            }
+            wait = Some(ENDING_TICK);
+        } else {
+            let until_wall = wall.map(|w| w.saturating_duration_since(now));
+            let until_idle = idle
+                .as_ref()
+                .map(|w| w.next_check.saturating_duration_since(now));
+            wait = [until_wall, until_idle].into_iter().flatten().min();
+        }
+        wait_for_signals(sigfd, wait, |sig| {
+            if matches!(sig, Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP)
+                && ending.is_none()
+                && status.is_none()
+            {
+                let (grace, message) = kill_request(task_dir, sig, limits.grace);
+                ending = Some(begin(leader, Reason::Killed, Some(message), grace));
+            }
+        });
+    }
+    let (exit_code, signal) = status.unwrap_or((None, None));
+    let (reason, message) = match ending {
+        Some(e) => (e.reason, e.message),
+        None => (Reason::Exited, None),
+    };
+    Outcome {
+        reason,
+        exit_code,
+        signal,
+        message,
+        ended_at: ended_at.unwrap_or_else(Utc::now),
+    }
+}
+
+/// SIGTERM (and SIGCONT, so a stopped group can act on it) to the group, SIGKILL later.
+fn begin(leader: Pid, reason: Reason, message: Option<String>, grace: Duration) -> Ending {
+    let _ = killpg(leader, Signal::SIGTERM);
+    let _ = killpg(leader, Signal::SIGCONT);
+    Ending {
+        reason,
+        message,
+        kill_at: Instant::now() + grace,
+        killed_at: None,
+    }
+}
+
+/// Reaps every child that has ended: the leader (its status is the task's), orphans of the
+/// group re-parented to us, and the guardian should it die early.
+fn reap(
+    leader: Pid,
+    guardian: Pid,
+    status: &mut Option<(Option<i32>, Option<i32>)>,
+    ended_at: &mut Option<DateTime<Utc>>,
+) {
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == leader => {
+                *status = Some((Some(code), None));
+                *ended_at = Some(Utc::now());
+            }
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == leader => {
+                *status = Some((None, Some(sig as i32)));
+                *ended_at = Some(Utc::now());
+            }
+            Ok(WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _)) if pid == guardian => {
+                eprintln!("supervisor: the guardian process ended early");
+            }
+            Ok(WaitStatus::StillAlive) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Whether any process of the group exists (zombies included: ours get reaped above).
+fn group_alive(pgid: Pid) -> bool {
+    !matches!(killpg(pgid, None), Err(Errno::ESRCH))
+}
+
+/// The grace period and message of a kill: from `kill.json` when `loop kill` sent it.
+fn kill_request(task_dir: &Path, sig: Signal, default_grace: Duration) -> (Duration, String) {
+    match records::read::<KillRequest>(&task_dir.join(KILL_FILE)) {
+        Ok(Some(req)) => (
+            Duration::from_millis(req.grace_ms),
+            "killed by loop kill".into(),
+        ),
+        _ => (default_grace, format!("the supervisor received {sig}")),
+    }
+}
+
+/// Blocks in `poll` until a signal arrives or `wait` passes (`None`: no deadline).
+fn wait_for_signals(sigfd: &SignalFd, wait: Option<Duration>, mut on_signal: impl FnMut(Signal)) {
+    let timeout = match wait {
+        None => PollTimeout::NONE,
+        // Round up, so that a deadline 0.4 ms away does not become a busy loop.
+        Some(d) => {
+            PollTimeout::try_from(d + Duration::from_micros(999)).unwrap_or(PollTimeout::MAX)
+        }
+    };
+    let mut fds = [PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, timeout) {
+        Ok(n) if n > 0 => {}
+        _ => return,
+    }
+    while let Ok(Some(info)) = sigfd.read_signal() {
+        if let Ok(sig) = Signal::try_from(i32::try_from(info.ssi_signo).unwrap_or(0)) {
+            on_signal(sig);
+        }
+    }
+}
+
+/// The idle timeout: output counts as activity when either file's size changed.
+#[derive(Debug)]
+struct IdleWatch {
+    limit: Duration,
+    interval: Duration,
+    files: [PathBuf; 2],
+    sizes: [u64; 2],
+    last_change: Instant,
+    next_check: Instant,
+}
+
+impl IdleWatch {
+    fn new(limit: Duration, task_dir: &Path, start: Instant) -> Self {
+        let interval = (limit / 8).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        Self {
+            limit,
+            interval,
+            files: [task_dir.join(STDOUT_FILE), task_dir.join(STDERR_FILE)],
+            sizes: [0, 0],
+            last_change: start,
+            next_check: start + interval,
+        }
+    }
+
+    fn expired(&mut self, now: Instant) -> bool {
+        if now < self.next_check {
+            return false;
+        }
+        let sizes = self
+            .files
+            .clone()
+            .map(|f| fs::metadata(f).map_or(0, |m| m.len()));
+        if sizes != self.sizes {
+            self.sizes = sizes;
+            self.last_change = now;
+        }
+        self.next_check = now + self.interval;
+        now.duration_since(self.last_change) >= self.limit
+    }
+}

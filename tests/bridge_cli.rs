@@ -1,0 +1,249 @@
+//! `loop fire`, `loop check` and `loop kill` as a user sees them: answers, files, errors.
+
+mod bridge_support;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+use bridge_support::{PATIENCE, World, wait_until};
+
+fn stdout_of(w: &World, id: &str) -> String {
+    fs::read_to_string(w.task_file(id, "stdout")).unwrap()
+}
+
+#[test]
+fn a_command_that_exits_0_is_done_with_its_output_in_files() {
+    let w = World::new();
+    let id = w.fire(&["--", "sh", "-c", "echo out; echo err >&2"]);
+    let report = w.wait_final(&id);
+    assert_eq!(report["state"], "DONE", "{report}");
+    assert_eq!(report["exit_code"], 0);
+    assert_eq!(report["reason"], "exited");
+    assert_eq!(stdout_of(&w, &id), "out\n");
+    assert_eq!(
+        fs::read_to_string(w.task_file(&id, "stderr")).unwrap(),
+        "err\n"
+    );
+    assert!(report["elapsed"].is_f64(), "{report}");
+    for key in ["started_at", "ended_at"] {
+        let t = report[key].as_str().unwrap();
+        chrono::DateTime::parse_from_rfc3339(t).unwrap_or_else(|e| panic!("{key} {t}: {e}"));
+    }
+    let line = String::from_utf8(w.run(&["check", &id]).stdout).unwrap();
+    let pattern = regex::Regex::new(r"^task_\S+ DONE exit 0 after \d+\.\ds\n$").unwrap();
+    assert!(pattern.is_match(&line), "{line:?}");
+}
+
+#[test]
+fn a_nonzero_exit_is_failed_with_its_code() {
+    let w = World::new();
+    let id = w.fire(&["--", "sh", "-c", "exit 3"]);
+    let report = w.wait_final(&id);
+    assert_eq!(report["state"], "FAILED", "{report}");
+    assert_eq!(report["exit_code"], 3);
+    let out = w.run(&["check", &id]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "check answers with 0 for any known state"
+    );
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        line.contains(&format!("{id} FAILED exit 3 after ")),
+        "{line:?}"
+    );
+}
+
+#[test]
+fn a_running_task_is_reported_with_its_pid_until_it_ends() {
+    let w = World::new();
+    let go = w.path().join("go");
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.02; done; echo finished",
+        go.display()
+    );
+    let id = w.fire(&["--", "sh", "-c", &script]);
+    // fire returned: the task is already under supervision, never LOST.
+    assert_eq!(w.check(&id)["state"], "RUNNING");
+    let leader = w.leader(&id);
+    let line = String::from_utf8(w.run(&["check", &id]).stdout).unwrap();
+    assert!(line.starts_with(&format!("{id} RUNNING for ")), "{line:?}");
+    assert!(
+        line.trim_end().ends_with(&format!("pid {leader}")),
+        "{line:?}"
+    );
+    fs::write(&go, "").unwrap();
+    assert_eq!(w.wait_final(&id)["state"], "DONE");
+    assert_eq!(stdout_of(&w, &id), "finished\n");
+}
+
+#[test]
+fn stdin_comes_from_the_given_file_or_else_from_dev_null() {
+    let w = World::new();
+    let input = w.path().join("prompt.txt");
+    fs::write(&input, "hello from a file\n").unwrap();
+    let fed = w.fire(&["--stdin", "prompt.txt", "--", "cat"]);
+    // With no --stdin, `cat` must see end of input at once, not hang on an open pipe.
+    let null = w.fire(&["--", "sh", "-c", "cat; echo end"]);
+    assert_eq!(w.wait_final(&fed)["state"], "DONE");
+    assert_eq!(w.wait_final(&null)["state"], "DONE");
+    assert_eq!(stdout_of(&w, &fed), "hello from a file\n");
+    assert_eq!(stdout_of(&w, &null), "end\n");
+}
+
+#[test]
+fn env_is_set_and_removed_and_the_rest_passes_through() {
+    let w = World::new();
+    let out = w
+        .cmd()
+        .env("KEPT", "kept")
+        .env("DROPPED", "still here")
+        .args(["fire", "--env", "ADDED=a=b", "--unset-env", "DROPPED", "--"])
+        .args([
+            "sh",
+            "-c",
+            "echo \"$KEPT|$ADDED|${DROPPED-unset}|${LOOP_SUPERVISOR_LOCK_FD-none}\"",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert_eq!(w.wait_final(&id)["state"], "DONE");
+    assert_eq!(stdout_of(&w, &id), "kept|a=b|unset|none\n");
+}
+
+#[test]
+fn cwd_is_the_callers_or_the_given_directory() {
+    let w = World::new();
+    fs::create_dir(w.path().join("sub")).unwrap();
+    let here = w.fire(&["--", "pwd"]);
+    let sub = w.fire(&["--cwd", "sub", "--", "pwd"]);
+    w.wait_final(&here);
+    w.wait_final(&sub);
+    let root = w.path().canonicalize().unwrap();
+    assert_eq!(fs::canonicalize(stdout_of(&w, &here).trim()).unwrap(), root);
+    assert_eq!(
+        fs::canonicalize(stdout_of(&w, &sub).trim()).unwrap(),
+        root.join("sub")
+    );
+}
+
+#[test]
+fn a_program_that_cannot_start_is_failed_with_the_reason() {
+    let w = World::new();
+    let missing = w.fire(&["--", "./no-such-program", "arg"]);
+    let script = w.path().join("not-executable.sh");
+    fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o644)).unwrap();
+    let denied = w.fire(&["--", script.to_str().unwrap()]);
+    for (id, why) in [
+        (&missing, "No such file or directory"),
+        (&denied, "Permission denied"),
+    ] {
+        let report = w.wait_final(id);
+        assert_eq!(report["state"], "FAILED", "{report}");
+        assert_eq!(report["reason"], "spawn_failed");
+        assert!(report["exit_code"].is_null());
+        let message = report["message"].as_str().unwrap();
+        assert!(message.contains(why), "{message}");
+        assert!(message.contains("cannot start"), "{message}");
+    }
+    let line = String::from_utf8(w.run(&["check", &missing]).stdout).unwrap();
+    assert!(
+        line.contains("FAILED after") && line.contains("no-such-program"),
+        "{line:?}"
+    );
+}
+
+#[test]
+fn bad_and_unknown_ids_are_refused_with_exit_2() {
+    let w = World::new();
+    for args in [
+        vec!["check", "../etc"],
+        vec!["check", "a/b"],
+        vec!["kill", ".."],
+        vec!["check", "task with spaces"],
+    ] {
+        let out = w.run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains("invalid task id"), "{args:?}: {err}");
+    }
+    for verb in ["check", "kill"] {
+        let out = w.run(&[verb, "task_20260101T000000_abcdef"]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains("no task \"task_20260101T000000_abcdef\""),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn bad_durations_and_paths_are_refused_with_exit_2_before_anything_runs() {
+    let w = World::new();
+    let cases: [(&[&str], &str); 6] = [
+        (&["--timeout", "5x"], "invalid duration \"5x\""),
+        (&["--idle-timeout", "soon"], "invalid duration \"soon\""),
+        (&["--timeout", "0s"], "--timeout must be longer than zero"),
+        (&["--cwd", "nowhere"], "no such directory"),
+        (&["--stdin", "absent.txt"], "absent.txt"),
+        (&["--env", "NOEQUALS"], "expected KEY=VALUE"),
+    ];
+    for (flags, expected) in cases {
+        let out = w
+            .cmd()
+            .arg("fire")
+            .args(flags)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(expected), "{flags:?}: {err}");
+    }
+    assert!(
+        !w.state().join("tasks").exists()
+            || fs::read_dir(w.state().join("tasks"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
+}
+
+#[test]
+fn the_task_directory_appears_complete_or_not_at_all() {
+    let w = World::new();
+    let id = w.fire(&["--", "true"]);
+    let spec = w
+        .json(&id, "spec.json")
+        .expect("spec.json present as soon as the dir is");
+    assert_eq!(spec["command"], serde_json::json!(["true"]));
+    assert!(
+        w.json(&id, "supervisor.json").is_some(),
+        "fire returns after the supervisor is recorded"
+    );
+    w.wait_final(&id);
+    let names: Vec<String> = fs::read_dir(w.state().join("tasks"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec![id], "no temporary directory left behind");
+}
+
+#[test]
+fn kill_of_a_finished_task_reports_it_unchanged() {
+    let w = World::new();
+    let id = w.fire(&["--", "sh", "-c", "exit 4"]);
+    w.wait_final(&id);
+    let out = w.run(&["kill", &id]);
+    assert_eq!(out.status.code(), Some(0));
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(line.contains("FAILED exit 4"), "{line:?}");
+    assert!(wait_until(PATIENCE, || w.check(&id)["state"] == "FAILED"));
+}

@@ -1,0 +1,189 @@
+//! Shared by the bridge tests: a temp state dir per test, the `loop` binary, polling with
+//! deadlines, and a Drop guard that kills every process a test's tasks started.
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+/// Generous: the machine may be busy. Only failing tests ever wait this long.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Polls `cond` every 10 ms until it holds; false if `within` passes first.
+pub fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `(state, pgid, sid, start_ticks)` of a process, from /proc/<pid>/stat.
+pub fn proc_stat(pid: i32) -> Option<(char, i32, i32, u64)> {
+    let line = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let f: Vec<&str> = line[line.rfind(')')? + 1..].split_whitespace().collect();
+    Some((
+        f[0].chars().next()?,
+        f[2].parse().ok()?,
+        f[3].parse().ok()?,
+        f[19].parse().ok()?,
+    ))
+}
+
+/// Whether `pid` exists and is not a zombie.
+pub fn running(pid: i32) -> bool {
+    proc_stat(pid).is_some_and(|(s, ..)| s != 'Z' && s != 'X')
+}
+
+/// Running (non-zombie) processes whose process group is `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&p| proc_stat(p).is_some_and(|(s, g, ..)| g == pgid && s != 'Z' && s != 'X'))
+        .collect()
+}
+
+/// One test's world: its own temp dir, state dir and stop file.
+pub struct World {
+    pub dir: tempfile::TempDir,
+}
+
+impl World {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.path().join("state")
+    }
+
+    pub fn task_file(&self, id: &str, name: &str) -> PathBuf {
+        self.state().join("tasks").join(id).join(name)
+    }
+
+    pub fn json(&self, id: &str, name: &str) -> Option<Value> {
+        let text = fs::read_to_string(self.task_file(id, name)).ok()?;
+        Some(serde_json::from_str(&text).unwrap())
+    }
+
+    /// `loop` with this world's state file and stop file, run in the temp dir.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(assert_cmd::cargo::cargo_bin!("loop"));
+        c.current_dir(self.path())
+            .env("LOOP_FILE", self.state().join("M1.md"))
+            .env("LOOP_STOP_FILE", self.path().join("stop"));
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().unwrap()
+    }
+
+    /// `loop fire ARGS`, which must succeed; the task id.
+    pub fn fire(&self, args: &[&str]) -> String {
+        let out = self.cmd().arg("fire").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "fire failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        assert!(id.starts_with("task_"), "fire printed {id:?}");
+        id
+    }
+
+    /// `loop check ID --json`, which must succeed.
+    pub fn check(&self, id: &str) -> Value {
+        let out = self.run(&["check", id, "--json"]);
+        assert!(
+            out.status.success(),
+            "check failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Polls `check` until the task has left RUNNING; the final report.
+    pub fn wait_final(&self, id: &str) -> Value {
+        let mut last = Value::Null;
+        let ended = wait_until(PATIENCE, || {
+            last = self.check(id);
+            last["state"] != "RUNNING"
+        });
+        assert!(ended, "task {id} still running: {last}");
+        last
+    }
+
+    /// The command's pid (= process group), once the supervisor has recorded it.
+    pub fn leader(&self, id: &str) -> i32 {
+        assert!(
+            wait_until(PATIENCE, || self.json(id, "pid.json").is_some()),
+            "no pid.json"
+        );
+        let pid = self.json(id, "pid.json").unwrap()["pid"].as_i64().unwrap();
+        i32::try_from(pid).unwrap()
+    }
+
+    pub fn supervisor(&self, id: &str) -> i32 {
+        let pid = self
+            .json(id, "supervisor.json")
+            .expect("no supervisor.json")["pid"]
+            .as_i64();
+        i32::try_from(pid.unwrap()).unwrap()
+    }
+}
+
+impl Drop for World {
+    /// Kills whatever the test's tasks left: supervisors, guardians, command groups.
+    fn drop(&mut self) {
+        let Ok(tasks) = fs::read_dir(self.state().join("tasks")) else {
+            return;
+        };
+        for task in tasks.flatten() {
+            let read = |name: &str| -> Option<Value> {
+                serde_json::from_str(&fs::read_to_string(task.path().join(name)).ok()?).ok()
+            };
+            for (file, group) in [("supervisor.json", false), ("pid.json", true)] {
+                let Some(rec) = read(file) else { continue };
+                let (Some(pid), Some(start)) = (rec["pid"].as_i64(), rec["start_ticks"].as_u64())
+                else {
+                    continue;
+                };
+                let pid = i32::try_from(pid).unwrap();
+                if group && !group_members(pid).is_empty() {
+                    let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                } else if proc_stat(pid).is_some_and(|(.., s)| s == start) {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+/// A process the test started itself, killed on drop.
+pub struct Guarded(pub std::process::Child);
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
