@@ -1,2 +1,22 @@
 //! The agent adapter: how Claude Code is invoked, how its stream-json is read, and how an
 //! outcome is classified.
+//!
+//! Everything here is pure or reads files only; spawning, timeouts and kills belong to the
+//! exec bridge, decisions to the engine. [`sim`] is the simulated agent behind the
+//! `claude-sim` binary that `loop demo` and the tests run instead of the real CLI.
+
+mod classify;
+mod invocation;
+mod reset_time;
+pub mod sim;
+mod stream;
+mod verdict;
+
+pub use classify::{BugKind, Class, ExitInfo, classify};
+pub use invocation::{
+    AgentConfig, ENV_REMOVE, ENV_STARTUP_FAILURE_RESULTS, Invocation, Session, invocation,
+    new_session_id,
+};
+pub use reset_time::reset_from_text;
+pub use stream::{RateLimitInfo, ResultEvent, StreamReader, StreamSummary, read_stream_file};
+pub use verdict::{Verdict, parse_plan, verdict};

@@ -1,0 +1,258 @@
+//! What an agent call's outcome means for the loop: go on, wait and retry, wait for a human,
+//! or count a failed attempt.
+//!
+//! Exit codes alone decide nothing: the real CLI exits 1 for every failure and reports API
+//! errors as `subtype: "success"` with `is_error: true`. So the class comes from the final
+//! `result` event, the `rate_limit_event`, the texts (result, errors, stderr) and, when there
+//! is no result at all, from how the process ended.
+
+use std::fmt;
+use std::sync::LazyLock;
+
+use chrono::{DateTime, TimeZone, Utc};
+use regex::Regex;
+
+use super::reset_time::reset_from_text;
+use super::stream::{ResultEvent, StreamSummary};
+
+/// How the agent process ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExitInfo {
+    /// The exit code, when it exited.
+    pub code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// The runner (timeout, idle timeout, stop) ended it.
+    pub killed_by_runner: bool,
+}
+
+/// Why the CLI refused the call as given: the runner must change the call, not repeat it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BugKind {
+    /// `--resume` of a session the CLI does not know: start a fresh session instead.
+    UnknownSession,
+    /// `--session-id` of a session that exists already: resume it instead.
+    SessionInUse,
+    /// `--session-id` that is not a UUID.
+    InvalidSessionId,
+    /// `--session-id` together with `--resume`.
+    BothSessionFlags,
+    /// A flag this CLI version does not have.
+    UnknownOption,
+    /// A flag's value missing or invalid, or a stray argument.
+    BadArgument,
+    /// `--output-format stream-json` without `--verbose`.
+    StreamJsonNeedsVerbose,
+    /// `--dangerously-skip-permissions` while running as root.
+    BypassPermissionsAsRoot,
+    /// `--model` names a model that does not exist or is not available.
+    UnknownModel,
+    /// Started inside another Claude Code session (`CLAUDECODE` was not removed).
+    NestedSession,
+}
+
+/// The class of one call's outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Class {
+    /// A final result without error, and a clean exit.
+    Success,
+    /// Rate limit, overload, 5xx, network, or a hang that was killed: wait and retry,
+    /// without counting a failed attempt.
+    Transient(String),
+    /// The subscription's usage window is spent: wait until `resets_at` (when known).
+    UsageLimit {
+        resets_at: Option<DateTime<Utc>>,
+        message: String,
+    },
+    /// Credentials missing, invalid or without permission: a human must act.
+    Auth(String),
+    /// Credit balance or the configured budget is exhausted: a human must act.
+    Billing(String),
+    /// The call itself is wrong; repeating it unchanged can only fail again.
+    InvocationBug { kind: BugKind, message: String },
+    /// Anything else: a failed attempt.
+    Other(String),
+}
+
+impl fmt::Display for Class {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Success => f.write_str("success"),
+            Self::Transient(m) => write!(f, "transient error: {m}"),
+            Self::UsageLimit {
+                resets_at: Some(at),
+                message,
+            } => write!(f, "usage limit until {}: {message}", at.to_rfc3339()),
+            Self::UsageLimit {
+                resets_at: None,
+                message,
+            } => write!(f, "usage limit (reset time unknown): {message}"),
+            Self::Auth(m) => write!(f, "authentication problem: {m}"),
+            Self::Billing(m) => write!(f, "billing problem: {m}"),
+            Self::InvocationBug { kind, message } => write!(f, "invalid call ({kind:?}): {message}"),
+            Self::Other(m) => write!(f, "failed: {m}"),
+        }
+    }
+}
+
+/// Classifies one finished call. `now` resolves a reset time given only as a clock time.
+#[must_use]
+pub fn classify(
+    exit: &ExitInfo,
+    stderr: &str,
+    stream: &StreamSummary,
+    now: DateTime<Utc>,
+) -> Class {
+    let result = stream.result.as_ref();
+    let died = exit.killed_by_runner
+        || exit.signal.is_some()
+        // Node turns SIGINT/SIGKILL/SIGTERM into these codes itself.
+        || matches!(exit.code, Some(130 | 137 | 143));
+    if result.is_some_and(|r| !r.is_error) {
+        // A kill after a successful result (a CLI that lingers at exit) loses nothing.
+        if exit.code == Some(0) || died {
+            return Class::Success;
+        }
+        return Class::Other(format!(
+            "the agent reported success but {}",
+            describe_exit(exit)
+        ));
+    }
+    let text = all_text(result, stderr);
+    let message = message(result, stderr, exit);
+    let status = result.and_then(|r| r.api_error_status);
+
+    if let Some(kind) = bug_kind(&text, status) {
+        return Class::InvocationBug { kind, message };
+    }
+    let rejected = stream.rate_limit.as_ref().filter(|r| r.status == "rejected");
+    if rejected.is_some() || USAGE_LIMIT.is_match(&text) {
+        let resets_at = rejected
+            .and_then(|r| r.resets_at)
+            .and_then(|epoch| Utc.timestamp_opt(epoch, 0).single())
+            .or_else(|| reset_from_text(&text, now));
+        return Class::UsageLimit { resets_at, message };
+    }
+    if BILLING.is_match(&text) || result.is_some_and(|r| r.subtype == "error_max_budget_usd") {
+        return Class::Billing(message);
+    }
+    if matches!(status, Some(401 | 403)) || AUTH.is_match(&text) {
+        return Class::Auth(message);
+    }
+    if matches!(status, Some(408 | 409 | 429 | 500..=599)) || TRANSIENT.is_match(&text) {
+        return Class::Transient(message);
+    }
+    if result.is_none() && died {
+        return Class::Transient(format!("{} before a result event", describe_exit(exit)));
+    }
+    Class::Other(message)
+}
+
+static USAGE_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)you've hit your [^\n]*limit|usage limit reached|limit reached[^\n]*resets")
+        .expect("valid regex")
+});
+static BILLING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)credit balance is too low|insufficient credit|maximum budget")
+        .expect("valid regex")
+});
+static AUTH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)invalid api key|not logged in|please run /login|failed to authenticate|oauth token (?:has )?expired|authentication_error",
+    )
+    .expect("valid regex")
+});
+static TRANSIENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)overloaded|can't reach the api|connection error|request timed out|socket hang up|fetch failed|\b(?:ECONNRESET|ECONNREFUSED|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|ENETUNREACH|EHOSTUNREACH)\b|API Error: 5\d\d",
+    )
+    .expect("valid regex")
+});
+
+/// The CLI's refusals of the call as given, matched on their own wording.
+fn bug_kind(text: &str, status: Option<u16>) -> Option<BugKind> {
+    const TABLE: [(&str, BugKind); 11] = [
+        ("No conversation found with session ID", BugKind::UnknownSession),
+        ("is already in use", BugKind::SessionInUse),
+        ("Invalid session ID", BugKind::InvalidSessionId),
+        ("--session-id can only be used with", BugKind::BothSessionFlags),
+        ("requires --verbose", BugKind::StreamJsonNeedsVerbose),
+        ("cannot be used with root/sudo", BugKind::BypassPermissionsAsRoot),
+        ("error: unknown option", BugKind::UnknownOption),
+        ("[claude-code:unrecognized_model]", BugKind::UnknownModel),
+        ("issue with the selected model", BugKind::UnknownModel),
+        ("inside another Claude Code session", BugKind::NestedSession),
+        ("error: too many arguments", BugKind::BadArgument),
+    ];
+    static BAD_ARGUMENT: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"error: option '[^']*' argument|error: missing required argument")
+            .expect("valid regex")
+    });
+    if let Some((_, kind)) = TABLE.iter().find(|(needle, _)| text.contains(needle)) {
+        return Some(*kind);
+    }
+    if BAD_ARGUMENT.is_match(text) {
+        return Some(BugKind::BadArgument);
+    }
+    (status == Some(404)).then_some(BugKind::UnknownModel)
+}
+
+/// Every text that can name the failure: result text, errors, stderr.
+fn all_text(result: Option<&ResultEvent>, stderr: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    if let Some(r) = result {
+        parts.extend(r.result.as_deref());
+        parts.extend(r.errors.iter().map(String::as_str));
+    }
+    parts.push(stderr);
+    parts.join("\n")
+}
+
+/// One readable line for M1.md and the log: the result's own words, else stderr's last lines,
+/// else how the process ended.
+fn message(result: Option<&ResultEvent>, stderr: &str, exit: &ExitInfo) -> String {
+    const MAX: usize = 500;
+    let from_result = result.and_then(|r| {
+        let text = match r.result.as_deref().map(str::trim) {
+            Some(t) if !t.is_empty() => t.to_owned(),
+            _ if !r.errors.is_empty() => r.errors.join("; "),
+            _ => return None,
+        };
+        Some(match r.api_error_status {
+            Some(s) => format!("{text} (API status {s})"),
+            None => text,
+        })
+    });
+    let text = from_result.unwrap_or_else(|| {
+        let tail: Vec<&str> = stderr
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let tail = tail[tail.len().saturating_sub(3)..].join(" / ");
+        if tail.is_empty() {
+            format!("{} without a result event", describe_exit(exit))
+        } else {
+            format!("{tail} ({})", describe_exit(exit))
+        }
+    });
+    if text.chars().count() > MAX {
+        let cut: String = text.chars().take(MAX).collect();
+        format!("{cut}…")
+    } else {
+        text
+    }
+}
+
+fn describe_exit(exit: &ExitInfo) -> String {
+    let how = match (exit.code, exit.signal) {
+        (_, Some(sig)) => format!("ended by signal {sig}"),
+        (Some(code), None) => format!("exited with code {code}"),
+        (None, None) => "ended in an unknown way".to_owned(),
+    };
+    if exit.killed_by_runner {
+        format!("was killed by the runner ({how})")
+    } else {
+        how
+    }
+}

@@ -1,0 +1,159 @@
+//! The command line and environment that start one agent call (DESIGN §3).
+//!
+//! Pure: nothing here spawns. The runner hands an [`Invocation`] to the exec bridge, which
+//! owns standard input (/dev/null or the prompt file, never an open pipe), the working
+//! directory and the `LOOP_*` variables.
+
+use serde::{Deserialize, Serialize};
+
+/// How the agent is called, from settings (`loop.yaml`, flags, `LOOP_AGENT`).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct AgentConfig {
+    /// The agent program; `claude` unless `LOOP_AGENT` or settings say otherwise.
+    pub program: String,
+    /// `--permission-mode X` (e.g. `acceptEdits`, `bypassPermissions`).
+    pub permission_mode: Option<String>,
+    /// `--allowedTools A B ...`: one flag followed by every tool rule.
+    pub allowed_tools: Vec<String>,
+    /// `--max-turns N`.
+    pub max_turns: Option<u32>,
+    /// `--max-budget-usd X`.
+    pub max_budget_usd: Option<f64>,
+    /// `--model M`.
+    pub model: Option<String>,
+    /// Appended verbatim after everything else.
+    pub extra_args: Vec<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            program: "claude".to_owned(),
+            permission_mode: None,
+            allowed_tools: Vec::new(),
+            max_turns: None,
+            max_budget_usd: None,
+            model: None,
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+/// Which Claude session a call runs in. A step's first attempt names a new session (the
+/// runner records the id in M1.md before spawning, so a crash cannot lose it); a retry
+/// resumes the id of the latest result. The CLI refuses both flags at once, so a call has
+/// exactly one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Session {
+    /// `--session-id UUID`: start a session with this id.
+    New(String),
+    /// `--resume ID`: continue this session.
+    Resume(String),
+}
+
+impl Session {
+    /// The session id, whichever flag carries it.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        match self {
+            Self::New(id) | Self::Resume(id) => id,
+        }
+    }
+}
+
+/// A ready-to-spawn agent call: program, arguments, and the environment changes on top of the
+/// runner's own environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invocation {
+    pub program: String,
+    pub args: Vec<String>,
+    pub env_set: Vec<(String, String)>,
+    pub env_remove: Vec<String>,
+}
+
+impl Invocation {
+    /// A `Command` with program, arguments and environment changes applied; stdio, working
+    /// directory and the `LOOP_*` variables are left to the caller.
+    #[must_use]
+    pub fn command(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&self.program);
+        cmd.args(&self.args);
+        for key in &self.env_remove {
+            cmd.env_remove(key);
+        }
+        for (key, value) in &self.env_set {
+            cmd.env(key, value);
+        }
+        cmd
+    }
+}
+
+/// Variables removed from the agent's environment: Claude Code refuses to start inside
+/// another Claude Code session, and a runner started from one would otherwise pass them on.
+pub const ENV_REMOVE: [&str; 2] = ["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"];
+
+/// Set so that a startup failure (unknown session, root with bypass) still ends in a
+/// `result` event on stdout instead of a bare line on stderr.
+pub const ENV_STARTUP_FAILURE_RESULTS: (&str, &str) = ("CLAUDE_CODE_STARTUP_FAILURE_RESULTS", "1");
+
+/// The call for `prompt` in `session`:
+/// `PROGRAM -p PROMPT --output-format stream-json --verbose [--allowedTools ...]
+/// (--session-id ID | --resume ID) [--permission-mode X] [--max-turns N]
+/// [--max-budget-usd X] [--model M] [EXTRA...]`.
+///
+/// `--allowedTools` takes a variable number of values, so it is placed where the session flag
+/// always follows it: a value can never swallow a later argument. A prompt that starts with
+/// `-` would be read as an option by the CLI's parser, so it gets one leading space. The prompt
+/// travels in argv, which Linux caps at 128 KiB per argument.
+#[must_use]
+pub fn invocation(cfg: &AgentConfig, prompt: &str, session: &Session) -> Invocation {
+    let prompt = if prompt.starts_with('-') {
+        format!(" {prompt}")
+    } else {
+        prompt.to_owned()
+    };
+    let mut args: Vec<String> = vec![
+        "-p".into(),
+        prompt,
+        "--output-format".into(),
+        "stream-json".into(),
+        "--verbose".into(),
+    ];
+    if !cfg.allowed_tools.is_empty() {
+        args.push("--allowedTools".into());
+        args.extend(cfg.allowed_tools.iter().cloned());
+    }
+    match session {
+        Session::New(id) => args.extend(["--session-id".into(), id.clone()]),
+        Session::Resume(id) => args.extend(["--resume".into(), id.clone()]),
+    }
+    if let Some(mode) = &cfg.permission_mode {
+        args.extend(["--permission-mode".into(), mode.clone()]);
+    }
+    if let Some(n) = cfg.max_turns {
+        args.extend(["--max-turns".into(), n.to_string()]);
+    }
+    if let Some(usd) = cfg.max_budget_usd {
+        args.extend(["--max-budget-usd".into(), usd.to_string()]);
+    }
+    if let Some(model) = &cfg.model {
+        args.extend(["--model".into(), model.clone()]);
+    }
+    args.extend(cfg.extra_args.iter().cloned());
+    Invocation {
+        program: cfg.program.clone(),
+        args,
+        env_set: vec![(
+            ENV_STARTUP_FAILURE_RESULTS.0.to_owned(),
+            ENV_STARTUP_FAILURE_RESULTS.1.to_owned(),
+        )],
+        env_remove: ENV_REMOVE.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+/// A fresh session id (UUID v4, the form `--session-id` requires).
+#[must_use]
+pub fn new_session_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

@@ -1,0 +1,242 @@
+//! Carrying out one scenario action: the events, the waiting, the files, the leftovers.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::args::SimArgs;
+use super::emit;
+use super::scenario::Action;
+use super::SETUP_ERROR;
+
+const DEFAULT_PLAN: &str =
+    r#"{"steps":["Investigate the problem","Implement the fix","Test the fix"]}"#;
+const DEFAULT_STEP: &str = "Simulated work on step {step}.\nSTEP_DONE: simulated step {step} done";
+const DEFAULT_ERROR: &str = "API Error: simulated failure";
+
+/// The call being simulated.
+#[derive(Debug)]
+pub struct Call<'a> {
+    pub args: &'a SimArgs,
+    pub step: u32,
+    pub attempt: String,
+    /// Where relative fixture stems are found.
+    pub base_dir: PathBuf,
+}
+
+/// Writes events to stdout in the requested format, flushing every line so that a reader
+/// (and an idle timeout) sees each one as it happens.
+struct Out {
+    stream: bool,
+}
+
+impl Out {
+    fn event(&self, v: &Value) {
+        if self.stream {
+            raw_stdout(format!("{v}\n").as_bytes());
+        }
+    }
+}
+
+fn raw_stdout(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    // A reader that went away is not the simulation's problem; the real CLI ignores it too.
+    let _ = out.write_all(bytes).and_then(|()| out.flush());
+}
+
+/// Performs `action` for `call` and returns the exit code.
+pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
+    let started = Instant::now();
+    let args = call.args;
+    let session_id = args
+        .session_id
+        .clone()
+        .or_else(|| args.resume.clone())
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let fill = |text: &str| {
+        text.replace("{step}", &call.step.to_string())
+            .replace("{attempt}", &call.attempt)
+            .replace("{session_id}", &session_id)
+    };
+    if let Some(text) = &action.stderr {
+        eprintln!("{}", fill(text));
+    }
+    if let Some(stem) = &action.fixture {
+        sleep_ms(action.sleep_ms);
+        return replay(&call.base_dir.join(stem), action.exit);
+    }
+    let format = args.output_format.as_deref().unwrap_or("text");
+    let out = Out {
+        stream: format == "stream-json",
+    };
+    let model = args.model.as_deref().unwrap_or("claude-sim");
+    let cwd = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    let mode = args.permission_mode.as_deref().unwrap_or("default");
+    out.event(&emit::init(&session_id, &cwd, model, mode));
+    if let Some(secs) = action.grandchild_sleep_s {
+        leave_grandchild(secs);
+    }
+    let heartbeat = |k: u64| {
+        let text = format!("Working on step {} ({k})…", call.step);
+        out.event(&emit::assistant(&session_id, model, &text, None));
+    };
+    if action.hang {
+        if let Err(code) = do_files(action, &fill) {
+            return code;
+        }
+        let beat = action.heartbeat_ms.filter(|ms| *ms > 0);
+        for k in 1.. {
+            std::thread::sleep(Duration::from_millis(beat.unwrap_or(3_600_000)));
+            if beat.is_some() {
+                heartbeat(k);
+            }
+        }
+    }
+    match action.heartbeat_ms.filter(|ms| *ms > 0) {
+        None => sleep_ms(action.sleep_ms),
+        Some(beat) => {
+            let mut left = action.sleep_ms;
+            for k in 1.. {
+                let now = left.min(beat);
+                sleep_ms(now);
+                left -= now;
+                if left == 0 {
+                    break;
+                }
+                heartbeat(k);
+            }
+        }
+    }
+    if let Err(code) = do_files(action, &fill) {
+        return code;
+    }
+    if let Some(info) = &action.rate_limit {
+        out.event(&emit::rate_limit(&session_id, info));
+    }
+    let default = match (action.is_error, call.step) {
+        (true, _) => DEFAULT_ERROR,
+        (false, 0) => DEFAULT_PLAN,
+        (false, _) => DEFAULT_STEP,
+    };
+    let text = fill(action.result.as_deref().unwrap_or(default));
+    let api_error = action.api_error_status.filter(|_| action.is_error);
+    out.event(&emit::assistant(&session_id, model, &text, api_error));
+    let exit = action.exit.unwrap_or(i32::from(action.is_error));
+    if action.no_result {
+        return exit;
+    }
+    let result = emit::result(&emit::ResultSpec {
+        session_id: &session_id,
+        subtype: action.subtype.as_deref().unwrap_or("success"),
+        is_error: action.is_error,
+        api_error_status: action.api_error_status,
+        text: &text,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        cost_usd: action.cost_usd.unwrap_or(0.01),
+        permission_denials: &action.permission_denials,
+    });
+    match format {
+        "stream-json" => out.event(&result),
+        "json" => raw_stdout(format!("{result}\n").as_bytes()),
+        _ => raw_stdout(format!("{text}\n").as_bytes()),
+    }
+    exit
+}
+
+fn sleep_ms(ms: u64) {
+    if ms > 0 {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
+/// Replays a real capture verbatim. Without an explicit exit code, exits as the real CLI
+/// did: 0 only after a result without error.
+fn replay(stem: &Path, exit: Option<i32>) -> i32 {
+    let read = |suffix: &str| {
+        let mut path = stem.as_os_str().to_owned();
+        path.push(suffix);
+        std::fs::read(&path).map_err(|e| format!("fixture {}: {e}", Path::new(&path).display()))
+    };
+    let (stdout, stderr) = match (read(".stdout.jsonl"), read(".stderr")) {
+        (Ok(o), Ok(e)) => (o, e),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("claude-sim: {e}");
+            return SETUP_ERROR;
+        }
+    };
+    raw_stdout(&stdout);
+    let _ = std::io::stderr().write_all(&stderr);
+    exit.unwrap_or_else(|| {
+        let mut reader = crate::agent::StreamReader::new();
+        reader.feed(&stdout);
+        let ok = reader.finish().result.is_some_and(|r| !r.is_error);
+        i32::from(!ok)
+    })
+}
+
+/// Starts `sleep SECS` in this process's group and does not wait for it: the leftover a
+/// careless tool call leaves behind, which the supervisor must clean up with the group.
+fn leave_grandchild(secs: f64) {
+    match Command::new("sleep")
+        .arg(secs.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(child) => eprintln!(
+            "claude-sim: left grandchild pid {} (sleep {secs}) in process group {}",
+            child.id(),
+            nix::unistd::getpgrp()
+        ),
+        Err(e) => eprintln!("claude-sim: could not start the grandchild: {e}"),
+    }
+}
+
+fn do_files(action: &Action, fill: &dyn Fn(&str) -> String) -> Result<(), i32> {
+    let fail = |path: &str, e: std::io::Error| {
+        eprintln!("claude-sim: cannot write {path}: {e}");
+        SETUP_ERROR
+    };
+    for path in &action.touch {
+        let path = fill(path);
+        touch(Path::new(&path)).map_err(|e| fail(&path, e))?;
+    }
+    for w in &action.write {
+        let path = fill(&w.path);
+        write_file(Path::new(&path), &fill(&w.text), w.append).map_err(|e| fail(&path, e))?;
+    }
+    Ok(())
+}
+
+fn touch(path: &Path) -> std::io::Result<()> {
+    make_parent(path)?;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    f.set_modified(std::time::SystemTime::now())
+}
+
+fn write_file(path: &Path, text: &str, append: bool) -> std::io::Result<()> {
+    make_parent(path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}
+
+fn make_parent(path: &Path) -> std::io::Result<()> {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => std::fs::create_dir_all(p),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,103 @@
+//! The simulated agent's stream-json events, shaped like the real CLI's (see the capture
+//! `success.stdout.jsonl`): `system/init`, `assistant`, `rate_limit_event`, `result`.
+
+use serde_json::{Value, json};
+
+/// The version the simulation claims, so a log shows at once that no real CLI ran.
+pub const VERSION: &str = "2.1.330-sim";
+
+const TOOLS: [&str; 10] = [
+    "Task", "Bash", "Edit", "Glob", "Grep", "NotebookEdit", "Read", "WebFetch", "WebSearch",
+    "Write",
+];
+
+fn uuid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// The first event of every call.
+#[must_use]
+pub fn init(session_id: &str, cwd: &str, model: &str, permission_mode: &str) -> Value {
+    json!({
+        "type": "system", "subtype": "init", "cwd": cwd, "session_id": session_id,
+        "tools": TOOLS, "mcp_servers": [], "model": model, "permissionMode": permission_mode,
+        "slash_commands": [], "apiKeySource": "none", "claude_code_version": VERSION,
+        "output_style": "default", "agents": [], "skills": [], "plugins": [], "uuid": uuid(),
+    })
+}
+
+/// An assistant message with one text block. An API error's message is synthetic in the
+/// real CLI, with the error's status attached.
+#[must_use]
+pub fn assistant(session_id: &str, model: &str, text: &str, api_error: Option<u16>) -> Value {
+    let mut v = json!({
+        "type": "assistant",
+        "message": {
+            "id": format!("msg_sim_{}", &uuid()[..8]), "type": "message", "role": "assistant",
+            "model": if api_error.is_some() { "<synthetic>" } else { model },
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 10, "output_tokens": 5,
+                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+        },
+        "parent_tool_use_id": null, "session_id": session_id, "uuid": uuid(),
+    });
+    if let Some(status) = api_error {
+        v["is_api_error_message"] = json!(true);
+        v["api_error_status"] = json!(status);
+    }
+    v
+}
+
+/// A `rate_limit_event` carrying `info` (given fields kept, `rateLimitType` defaulted).
+#[must_use]
+pub fn rate_limit(session_id: &str, info: &serde_json::Map<String, Value>) -> Value {
+    let mut info = info.clone();
+    info.entry("rateLimitType").or_insert(json!("five_hour"));
+    json!({"type": "rate_limit_event", "rate_limit_info": info,
+           "uuid": uuid(), "session_id": session_id})
+}
+
+/// What goes into the final `result` event.
+#[derive(Clone, Debug, Default)]
+pub struct ResultSpec<'a> {
+    pub session_id: &'a str,
+    pub subtype: &'a str,
+    pub is_error: bool,
+    pub api_error_status: Option<u16>,
+    pub text: &'a str,
+    pub duration_ms: u64,
+    pub cost_usd: f64,
+    pub permission_denials: &'a [String],
+}
+
+/// The final event. As in the real CLI, `error_*` subtypes carry `errors` instead of `result`.
+#[must_use]
+pub fn result(r: &ResultSpec<'_>) -> Value {
+    let denials: Vec<Value> = r
+        .permission_denials
+        .iter()
+        .enumerate()
+        .map(|(i, tool)| json!({"tool_name": tool, "tool_use_id": format!("toolu_sim_{i}"), "tool_input": {}}))
+        .collect();
+    let terminal = if r.api_error_status.is_some() {
+        "api_error"
+    } else {
+        "completed"
+    };
+    let mut v = json!({
+        "type": "result", "subtype": r.subtype, "is_error": r.is_error,
+        "api_error_status": r.api_error_status, "duration_ms": r.duration_ms,
+        "duration_api_ms": r.duration_ms / 2, "num_turns": 1,
+        "session_id": r.session_id, "total_cost_usd": r.cost_usd,
+        "usage": {"input_tokens": 10, "cache_creation_input_tokens": 0,
+                  "cache_read_input_tokens": 0, "output_tokens": 5},
+        "permission_denials": denials, "terminal_reason": terminal, "uuid": uuid(),
+    });
+    if r.subtype == "success" {
+        v["result"] = json!(r.text);
+    } else {
+        v["errors"] = json!([r.text]);
+    }
+    v
+}

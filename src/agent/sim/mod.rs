@@ -1,0 +1,188 @@
+//! `claude-sim`: a stand-in for Claude Code's headless mode, so that `loop demo` and the tests
+//! run the whole loop on a machine with no Claude account and no network.
+//!
+//! It takes the real CLI's flags and refuses what the real CLI refuses, emits realistic
+//! stream-json, and follows a scenario file (`CLAUDE_SIM_SCENARIO`, see [`scenario`]). Every
+//! call appends one JSON line to `CLAUDE_SIM_LOG` as it starts, so a test can see how the
+//! runner called it even when the call is killed.
+
+mod act;
+pub mod args;
+pub mod emit;
+pub mod scenario;
+
+use std::fs::OpenOptions;
+use std::io::{IsTerminal, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileTypeExt;
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use self::scenario::Scenario;
+
+/// Exit code for a broken simulation setup (bad scenario, unwritable log), distinct from the
+/// CLI's own 1.
+pub const SETUP_ERROR: i32 = 2;
+
+/// The environment the simulation reads.
+#[derive(Clone, Debug, Default)]
+pub struct SimEnv {
+    pub step: Option<String>,
+    pub attempt: Option<String>,
+    pub task_id: Option<String>,
+    pub loop_file: Option<String>,
+    pub scenario: Option<PathBuf>,
+    pub state: Option<PathBuf>,
+    pub log: Option<PathBuf>,
+    pub claudecode: bool,
+    pub entrypoint: bool,
+    pub startup_failure_results: Option<String>,
+}
+
+impl SimEnv {
+    #[must_use]
+    pub fn from_process() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Self {
+            step: var("LOOP_STEP"),
+            attempt: var("LOOP_ATTEMPT"),
+            task_id: var("LOOP_TASK_ID"),
+            loop_file: var("LOOP_FILE"),
+            scenario: var("CLAUDE_SIM_SCENARIO").map(PathBuf::from),
+            state: var("CLAUDE_SIM_STATE").map(PathBuf::from),
+            log: var("CLAUDE_SIM_LOG").map(PathBuf::from),
+            claudecode: std::env::var_os("CLAUDECODE").is_some(),
+            entrypoint: std::env::var_os("CLAUDE_CODE_ENTRYPOINT").is_some(),
+            startup_failure_results: std::env::var("CLAUDE_CODE_STARTUP_FAILURE_RESULTS").ok(),
+        }
+    }
+}
+
+/// Runs one simulated call with the process's arguments and environment; returns the exit code.
+#[must_use]
+pub fn main() -> i32 {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    run(&argv, &SimEnv::from_process())
+}
+
+/// Runs one simulated call.
+#[must_use]
+pub fn run(argv: &[String], env: &SimEnv) -> i32 {
+    let (args, parse_error) = args::parse(argv);
+    let step: Result<u32, String> = match env.step.as_deref() {
+        None => Ok(1),
+        Some(s) => s
+            .parse()
+            .map_err(|_| format!("LOOP_STEP must be a step number, not {s:?}")),
+    };
+    let state_dir = env.state.clone().or_else(|| {
+        env.scenario.as_ref().map(|p| {
+            let mut s = p.clone().into_os_string();
+            s.push(".state");
+            PathBuf::from(s)
+        })
+    });
+    let call = match (&step, &state_dir) {
+        (Ok(step), Some(dir)) => scenario::next_call(dir, *step)
+            .map_err(|e| format!("cannot count calls in {}: {e}", dir.display())),
+        _ => Ok(1),
+    };
+    let stdin_open = stdin_tty_or_pipe();
+    if let Some(log) = &env.log {
+        let line = log_line(argv, env, &args, step.as_ref().ok(), call.as_ref().ok(), stdin_open);
+        if let Err(e) = append_line(log, &line) {
+            eprintln!("claude-sim: cannot write the call log {}: {e}", log.display());
+            return SETUP_ERROR;
+        }
+    }
+    if let Some(refusal) = parse_error {
+        eprintln!("{}", refusal.message);
+        return refusal.code;
+    }
+    if let Err(refusal) = args::check(&args, env.claudecode) {
+        eprintln!("{}", refusal.message);
+        return refusal.code;
+    }
+    let loaded = match &env.scenario {
+        Some(path) => Scenario::load(path),
+        None => Ok(Scenario::default()),
+    };
+    let (step, call, scenario) = match (step, call, loaded) {
+        (Ok(step), Ok(call), Ok(scenario)) => (step, call, scenario),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+            eprintln!("claude-sim: {e}");
+            return SETUP_ERROR;
+        }
+    };
+    // Like the real CLI, read standard input to its end when it is not a terminal: the prompt
+    // when none is given, and a never-closed pipe blocks the call, as it would block Claude.
+    let mut piped = String::new();
+    if !std::io::stdin().is_terminal() {
+        let _ = std::io::stdin().read_to_string(&mut piped);
+    }
+    if args.prompt.is_none() && piped.trim().is_empty() {
+        eprintln!(
+            "Error: Input must be provided either through stdin or as a prompt argument when using --print"
+        );
+        return 1;
+    }
+    let action = scenario.select(step, call);
+    act::perform(&act::Call {
+        args: &args,
+        step,
+        attempt: env.attempt.clone().unwrap_or_else(|| "1".to_owned()),
+        base_dir: scenario.base_dir.clone(),
+    }, &action)
+}
+
+fn log_line(
+    argv: &[String],
+    env: &SimEnv,
+    args: &args::SimArgs,
+    step: Option<&u32>,
+    call: Option<&u32>,
+    stdin_open: bool,
+) -> Value {
+    let number_or_text = |v: &Option<String>| match v.as_deref().map(str::parse::<u64>) {
+        Some(Ok(n)) => json!(n),
+        _ => json!(v),
+    };
+    json!({
+        "argv": argv,
+        "cwd": std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
+        "pid": std::process::id(),
+        "step": step.map_or_else(|| number_or_text(&env.step), |s| json!(s)),
+        "attempt": number_or_text(&env.attempt),
+        "task_id": env.task_id,
+        "loop_file": env.loop_file,
+        "session_id": args.session_id,
+        "resume": args.resume,
+        "claudecode_env": env.claudecode,
+        "entrypoint_env": env.entrypoint,
+        "startup_failure_results": env.startup_failure_results,
+        "stdin_tty_or_pipe": stdin_open,
+        "call": call,
+    })
+}
+
+/// One write per line with `O_APPEND`, so concurrent calls never interleave lines.
+fn append_line(path: &std::path::Path, line: &Value) -> std::io::Result<()> {
+    let mut f = OpenOptions::new().create(true).append(true).open(path)?;
+    f.write_all(format!("{line}\n").as_bytes())
+}
+
+/// Whether standard input is a terminal, a pipe or a socket: an input that may never end,
+/// which the runner must not give the agent.
+fn stdin_tty_or_pipe() -> bool {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return true;
+    }
+    let Ok(fd) = stdin.as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    std::fs::File::from(fd)
+        .metadata()
+        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+}

@@ -1,0 +1,223 @@
+//! What the simulated agent does on each call: a JSON scenario
+//! `{"plan": ACTION, "steps": {"2": [ACTION, ...]}, "default": ACTION}`.
+//!
+//! Step 0 (the planning call) uses `plan`; step N uses `steps["N"]`, indexed by how many
+//! times that step has been called (the count lives in a state directory, so it survives
+//! the process); past the end the last entry repeats. Anything not listed uses `default`.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// One call's behaviour. Every field is optional.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Action {
+    /// Time to "work" before the result.
+    pub sleep_ms: u64,
+    /// While working (or hanging), emit an assistant event this often.
+    pub heartbeat_ms: Option<u64>,
+    /// Emit `system/init`, then never finish.
+    pub hang: bool,
+    /// Exit code; default 0, or 1 when `is_error`.
+    pub exit: Option<i32>,
+    /// The result text; `{step}`, `{attempt}` and `{session_id}` are filled in.
+    pub result: Option<String>,
+    pub is_error: bool,
+    /// Default `success` (as the CLI says even for API errors).
+    pub subtype: Option<String>,
+    pub api_error_status: Option<u16>,
+    /// Written to stderr right after start.
+    pub stderr: Option<String>,
+    /// Files to create (or bump), relative to the working directory.
+    pub touch: Vec<String>,
+    /// Files to write.
+    pub write: Vec<WriteFile>,
+    /// Leave a `sleep N` behind in the call's process group.
+    pub grandchild_sleep_s: Option<f64>,
+    /// Default 0.01.
+    pub cost_usd: Option<f64>,
+    /// Tool names reported as silently denied.
+    pub permission_denials: Vec<String>,
+    /// Emitted as a `rate_limit_event`'s `rate_limit_info`, e.g.
+    /// `{"status":"rejected","resetsAt":1795324010}`.
+    pub rate_limit: Option<serde_json::Map<String, Value>>,
+    /// Replay a real capture: `<stem>.stdout.jsonl` and `<stem>.stderr`, verbatim. A relative
+    /// stem is taken from the scenario file's directory.
+    pub fixture: Option<String>,
+    /// End without a result event.
+    pub no_result: bool,
+}
+
+/// A file an action writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteFile {
+    pub path: String,
+    pub text: String,
+    /// Append instead of replacing.
+    #[serde(default)]
+    pub append: bool,
+}
+
+/// A parsed scenario file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Scenario {
+    pub plan: Vec<Action>,
+    pub steps: BTreeMap<u32, Vec<Action>>,
+    pub default: Option<Action>,
+    /// Where relative fixture stems are found.
+    pub base_dir: PathBuf,
+}
+
+impl Scenario {
+    /// Reads and checks a scenario file; the error says which entry is wrong and why.
+    ///
+    /// # Errors
+    /// When the file cannot be read or does not have the scenario's shape.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read scenario {}: {e}", path.display()))?;
+        let mut s = Self::parse(&text).map_err(|e| format!("scenario {}: {e}", path.display()))?;
+        s.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(s)
+    }
+
+    /// Parses scenario JSON.
+    ///
+    /// # Errors
+    /// A message naming the wrong entry.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        let Value::Object(mut top) = value else {
+            return Err("must be a JSON object {\"plan\", \"steps\", \"default\"}".to_owned());
+        };
+        let mut s = Self::default();
+        if let Some(plan) = top.remove("plan") {
+            s.plan = actions(plan, "plan")?;
+        }
+        if let Some(default) = top.remove("default") {
+            s.default = Some(action(default, "default")?);
+        }
+        match top.remove("steps") {
+            None => {}
+            Some(Value::Object(steps)) => {
+                for (key, entries) in steps {
+                    let n: u32 = key.parse().map_err(|_| {
+                        format!("steps: key \"{key}\" is not a step number")
+                    })?;
+                    s.steps.insert(n, actions(entries, &format!("steps.{key}"))?);
+                }
+            }
+            Some(_) => return Err("steps: must be an object {\"N\": [ACTION, ...]}".to_owned()),
+        }
+        if let Some(key) = top.keys().next() {
+            return Err(format!(
+                "unknown key \"{key}\" (expected plan, steps, default)"
+            ));
+        }
+        Ok(s)
+    }
+
+    /// The action for the `call`-th call (1-based) of `step` (0 = planning).
+    #[must_use]
+    pub fn select(&self, step: u32, call: u32) -> Action {
+        let listed = if step == 0 {
+            Some(&self.plan)
+        } else {
+            self.steps.get(&step)
+        };
+        match listed.filter(|l| !l.is_empty()) {
+            Some(list) => {
+                let index = usize::try_from(call.max(1) - 1).unwrap_or(usize::MAX);
+                list[index.min(list.len() - 1)].clone()
+            }
+            None => self.default.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// An entry: one ACTION or a list of them.
+fn actions(v: Value, at: &str) -> Result<Vec<Action>, String> {
+    match v {
+        Value::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| action(item, &format!("{at}[{i}]")))
+            .collect(),
+        one => Ok(vec![action(one, at)?]),
+    }
+}
+
+fn action(v: Value, at: &str) -> Result<Action, String> {
+    serde_json::from_value(v).map_err(|e| format!("{at}: {e}"))
+}
+
+/// Counts one more call of `step` in `state_dir` and returns its number (1 for the first).
+/// The count file is locked while it is updated, so concurrent calls get distinct numbers.
+///
+/// # Errors
+/// When the state directory or count file cannot be used.
+pub fn next_call(state_dir: &Path, step: u32) -> std::io::Result<u32> {
+    std::fs::create_dir_all(state_dir)?;
+    let path = state_dir.join(format!("step-{step}.calls"));
+    let mut file: File = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)?;
+    file.lock()?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    let n = text.trim().parse::<u32>().unwrap_or(0).saturating_add(1);
+    file.set_len(0)?;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(format!("{n}\n").as_bytes())?;
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_by_step_and_call() {
+        let s = Scenario::parse(
+            r#"{"plan": {"result": "P"},
+                "steps": {"2": [{"result": "a"}, {"result": "b"}]},
+                "default": {"result": "D"}}"#,
+        )
+        .unwrap();
+        let r = |step, call| s.select(step, call).result.unwrap();
+        assert_eq!(r(0, 1), "P");
+        assert_eq!(r(0, 5), "P");
+        assert_eq!(r(2, 1), "a");
+        assert_eq!(r(2, 2), "b");
+        assert_eq!(r(2, 3), "b");
+        assert_eq!(r(1, 1), "D");
+    }
+
+    #[test]
+    fn errors_name_the_entry() {
+        let e = Scenario::parse(r#"{"steps": {"2": [{}, {"slep_ms": 1}]}}"#).unwrap_err();
+        assert!(e.starts_with("steps.2[1]: unknown field `slep_ms`"), "{e}");
+        let e = Scenario::parse(r#"{"steps": {"two": {}}}"#).unwrap_err();
+        assert!(e.contains("\"two\" is not a step number"), "{e}");
+        let e = Scenario::parse(r#"{"plans": {}}"#).unwrap_err();
+        assert!(e.contains("unknown key \"plans\""), "{e}");
+    }
+
+    #[test]
+    fn call_numbers_persist_per_step() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(next_call(dir.path(), 1).unwrap(), 1);
+        assert_eq!(next_call(dir.path(), 1).unwrap(), 2);
+        assert_eq!(next_call(dir.path(), 2).unwrap(), 1);
+        assert_eq!(next_call(dir.path(), 1).unwrap(), 3);
+    }
+}

@@ -1,0 +1,272 @@
+//! Reading Claude Code's `--output-format stream-json` output: one JSON object per line.
+//!
+//! The runner reads the agent's stdout file while the agent is still writing it, and after a
+//! kill the last line may be cut anywhere, so the reader is incremental (bytes in any
+//! chunking give the same summary) and never fails: a line that is not a JSON object is
+//! counted as garbage and skipped.
+
+use std::io::Read;
+use std::path::Path;
+
+use serde_json::Value;
+
+/// A line longer than this without a newline is dropped as garbage, so a runaway writer
+/// cannot make the reader hold unbounded memory.
+const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// What the stream has said so far.
+#[derive(Clone, Debug, Default)]
+pub struct StreamSummary {
+    /// From the `system/init` event, replaced by the final `result`'s (the id to resume).
+    pub session_id: Option<String>,
+    /// The last `result` event.
+    pub result: Option<ResultEvent>,
+    /// The last `rate_limit_event` (the machine-readable usage-limit reset time).
+    pub rate_limit: Option<RateLimitInfo>,
+    /// The text of the last assistant message that had any text.
+    pub last_assistant_text: Option<String>,
+    /// Lines that parsed as JSON objects.
+    pub events: usize,
+    /// Lines that did not (cut, binary, stray prints).
+    pub garbage_lines: usize,
+}
+
+/// The fields of a `{"type":"result"}` event that decide what happened.
+#[derive(Clone, Debug, Default)]
+pub struct ResultEvent {
+    /// `success`, `error_max_turns`, `error_max_budget_usd`, `error_during_execution`, ...
+    /// API errors also say `success`: `is_error` is what tells.
+    pub subtype: String,
+    pub is_error: bool,
+    pub api_error_status: Option<u16>,
+    /// The final text (absent for the `error_*` subtypes, which carry `errors`).
+    pub result: Option<String>,
+    pub errors: Vec<String>,
+    pub session_id: Option<String>,
+    pub total_cost_usd: Option<f64>,
+    pub num_turns: Option<u32>,
+    pub duration_ms: Option<u64>,
+    /// Tool names of the calls the permission settings silently refused.
+    pub permission_denials: Vec<String>,
+}
+
+/// A `rate_limit_event`'s `rate_limit_info`.
+#[derive(Clone, Debug)]
+pub struct RateLimitInfo {
+    /// `allowed`, `allowed_warning` or `rejected`.
+    pub status: String,
+    /// Epoch seconds when the window resets.
+    pub resets_at: Option<i64>,
+    /// `rateLimitType`, e.g. `five_hour`, `seven_day`.
+    pub kind: Option<String>,
+}
+
+/// Incremental stream-json reader: [`feed`](Self::feed) bytes as they arrive.
+#[derive(Debug, Default)]
+pub struct StreamReader {
+    pending: Vec<u8>,
+    /// Inside an over-long line that was already counted as garbage.
+    skipping: bool,
+    summary: StreamSummary,
+}
+
+impl StreamReader {
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes the next bytes of the stream; complete lines are parsed at once, a trailing
+    /// partial line waits for the rest.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        let mut rest = bytes;
+        while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
+            let (line, tail) = rest.split_at(pos);
+            rest = &tail[1..];
+            if self.skipping {
+                self.skipping = false;
+                continue;
+            }
+            if self.pending.is_empty() {
+                self.line(line);
+            } else {
+                let mut whole = std::mem::take(&mut self.pending);
+                whole.extend_from_slice(line);
+                self.line(&whole);
+            }
+        }
+        if !self.skipping {
+            self.pending.extend_from_slice(rest);
+            if self.pending.len() > MAX_LINE_BYTES {
+                self.pending = Vec::new();
+                self.skipping = true;
+                self.summary.garbage_lines += 1;
+            }
+        }
+    }
+
+    /// The summary of the complete lines seen so far.
+    #[must_use]
+    pub fn summary(&self) -> &StreamSummary {
+        &self.summary
+    }
+
+    /// Ends the stream: a last line without a newline is parsed too (the CLI always ends
+    /// lines, so an unterminated one is usually cut by a kill and counts as garbage).
+    #[must_use]
+    pub fn finish(mut self) -> StreamSummary {
+        if !self.skipping && !self.pending.is_empty() {
+            let last = std::mem::take(&mut self.pending);
+            self.line(&last);
+        }
+        self.summary
+    }
+
+    fn line(&mut self, raw: &[u8]) {
+        let trimmed = raw.trim_ascii();
+        if trimmed.is_empty() {
+            return;
+        }
+        match serde_json::from_slice::<Value>(trimmed) {
+            Ok(Value::Object(obj)) => {
+                self.summary.events += 1;
+                self.event(&obj);
+            }
+            _ => self.summary.garbage_lines += 1,
+        }
+    }
+
+    fn event(&mut self, obj: &serde_json::Map<String, Value>) {
+        let s = &mut self.summary;
+        let session = str_field(obj, "session_id");
+        match obj.get("type").and_then(Value::as_str) {
+            Some("result") => {
+                let result = result_event(obj);
+                if result.session_id.is_some() {
+                    s.session_id.clone_from(&result.session_id);
+                }
+                s.result = Some(result);
+                return;
+            }
+            Some("system") if obj.get("subtype").and_then(Value::as_str) == Some("init") => {
+                if session.is_some() {
+                    s.session_id = session;
+                }
+                return;
+            }
+            Some("rate_limit_event") => {
+                if let Some(Value::Object(info)) = obj.get("rate_limit_info") {
+                    s.rate_limit = Some(RateLimitInfo {
+                        status: str_field(info, "status").unwrap_or_default(),
+                        resets_at: info.get("resetsAt").and_then(as_i64),
+                        kind: str_field(info, "rateLimitType"),
+                    });
+                }
+            }
+            Some("assistant") => {
+                if let Some(text) = assistant_text(obj) {
+                    s.last_assistant_text = Some(text);
+                }
+            }
+            _ => {}
+        }
+        if s.session_id.is_none() {
+            s.session_id = session;
+        }
+    }
+}
+
+/// Reads a whole stream-json file (e.g. a finished task's stdout).
+///
+/// # Errors
+/// Only when the file cannot be read; its content never makes this fail.
+pub fn read_stream_file(path: &Path) -> std::io::Result<StreamSummary> {
+    let mut file = std::fs::File::open(path)?;
+    let mut reader = StreamReader::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return Ok(reader.finish());
+        }
+        reader.feed(&buf[..n]);
+    }
+}
+
+fn result_event(obj: &serde_json::Map<String, Value>) -> ResultEvent {
+    let errors = match obj.get("errors") {
+        Some(Value::Array(items)) => items.iter().map(value_text).collect(),
+        Some(Value::String(one)) => vec![one.clone()],
+        _ => Vec::new(),
+    };
+    let permission_denials = match obj.get("permission_denials") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|d| match d {
+                Value::Object(o) => str_field(o, "tool_name"),
+                Value::String(name) => Some(name.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    ResultEvent {
+        subtype: str_field(obj, "subtype").unwrap_or_default(),
+        is_error: obj.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+        api_error_status: obj
+            .get("api_error_status")
+            .and_then(Value::as_u64)
+            .and_then(|n| u16::try_from(n).ok()),
+        result: str_field(obj, "result"),
+        errors,
+        session_id: str_field(obj, "session_id"),
+        total_cost_usd: obj.get("total_cost_usd").and_then(Value::as_f64),
+        num_turns: obj
+            .get("num_turns")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok()),
+        duration_ms: obj.get("duration_ms").and_then(as_u64_lenient),
+        permission_denials,
+    }
+}
+
+/// The text blocks of an assistant message, joined; `None` when it has none (tool calls).
+fn assistant_text(obj: &serde_json::Map<String, Value>) -> Option<String> {
+    let content = obj.get("message")?.get("content")?;
+    let texts: Vec<&str> = match content {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if texts.is_empty() {
+        None
+    } else {
+        Some(texts.join("\n"))
+    }
+}
+
+fn str_field(obj: &serde_json::Map<String, Value>, key: &str) -> Option<String> {
+    obj.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn as_i64(v: &Value) -> Option<i64> {
+    #[allow(clippy::cast_possible_truncation)]
+    v.as_i64().or_else(|| v.as_f64().map(|f| f as i64))
+}
+
+fn as_u64_lenient(v: &Value) -> Option<u64> {
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    v.as_u64()
+        .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+}

@@ -1,0 +1,149 @@
+//! The agent's own answer: its verdict on a step, and the plan of a planning call.
+//!
+//! Both are read strictly. An agent that writes "I will print STEP_DONE when finished" in
+//! prose has not finished; only the final line counts, and only in the exact form.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+/// The agent's verdict on its step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// `STEP_DONE: <summary>`.
+    Done(String),
+    /// `STEP_BLOCKED: <question>`: a human must decide.
+    Blocked(String),
+    /// `STEP_FAILED: <reason>`.
+    Failed(String),
+    /// No valid verdict line at the end.
+    Missing,
+}
+
+/// Markup an agent may wrap the line or its prefix in: `**bold**`, `__bold__`, `` `code` ``.
+const MARKUP: &str = r"(?:\*\*|__|`)?";
+
+static LINE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"^{MARKUP}(STEP_DONE|STEP_BLOCKED|STEP_FAILED){MARKUP}:{MARKUP}[ \t]*(.*)$"
+    ))
+    .expect("valid regex")
+});
+
+/// The verdict in `result_text`: only the last non-empty line counts (a closing code fence
+/// after it is skipped), it must start with `STEP_DONE:`, `STEP_BLOCKED:` or `STEP_FAILED:`
+/// (optionally wrapped in `**` or backticks), and the text after the colon must not be empty.
+#[must_use]
+pub fn verdict(result_text: &str) -> Verdict {
+    let Some(last) = result_text
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && !is_fence(l))
+    else {
+        return Verdict::Missing;
+    };
+    let Some(caps) = LINE.captures(last) else {
+        return Verdict::Missing;
+    };
+    let text = strip_trailing_markup(&caps[2]);
+    if text.is_empty() {
+        return Verdict::Missing;
+    }
+    let text = text.to_owned();
+    match &caps[1] {
+        "STEP_DONE" => Verdict::Done(text),
+        "STEP_BLOCKED" => Verdict::Blocked(text),
+        _ => Verdict::Failed(text),
+    }
+}
+
+fn is_fence(line: &str) -> bool {
+    line.len() >= 3 && (line.chars().all(|c| c == '`') || line.chars().all(|c| c == '~'))
+}
+
+fn strip_trailing_markup(s: &str) -> &str {
+    let mut s = s.trim();
+    while let Some(rest) = ["**", "__", "`"].iter().find_map(|m| s.strip_suffix(m)) {
+        s = rest.trim_end();
+    }
+    s
+}
+
+/// The steps of a planning call's answer: a JSON object `{"steps": ["...", ...]}`, bare or in a
+/// ```` ```json ```` fence, anywhere in the text. When several objects have `steps`, the last
+/// one is the answer (an agent may show an example first). In step texts every run of
+/// whitespace, line breaks included, becomes one space, since a step is one line of M1.md.
+///
+/// # Errors
+/// A message saying what is wrong: no such object, `steps` not a list, an entry that is not a
+/// string or is empty, or an empty list.
+pub fn parse_plan(result_text: &str) -> Result<Vec<String>, String> {
+    let Some(steps) = last_steps_value(result_text) else {
+        return Err(
+            "the planning answer holds no JSON object with a \"steps\" list \
+             (expected {\"steps\": [\"first step\", \"second step\", ...]})"
+                .to_owned(),
+        );
+    };
+    let Value::Array(items) = steps else {
+        return Err(format!(
+            "\"steps\" must be a list of strings, but it is {}",
+            kind_of(&steps)
+        ));
+    };
+    if items.is_empty() {
+        return Err("the plan has no steps (\"steps\" is an empty list)".to_owned());
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let n = i + 1;
+            let Value::String(text) = item else {
+                return Err(format!(
+                    "step {n} must be a string, but it is {}",
+                    kind_of(item)
+                ));
+            };
+            let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            if folded.is_empty() {
+                return Err(format!("step {n} is empty"));
+            }
+            Ok(folded)
+        })
+        .collect()
+}
+
+/// The `steps` value of the last JSON object in `text` that has one, searching every `{`
+/// (which also finds objects inside code fences).
+fn last_steps_value(text: &str) -> Option<Value> {
+    let mut found = None;
+    let mut skip_to = 0;
+    for (at, _) in text.match_indices('{') {
+        if at < skip_to {
+            continue;
+        }
+        let mut values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
+        let Some(Ok(Value::Object(mut obj))) = values.next() else {
+            continue;
+        };
+        if let Some(steps) = obj.remove("steps") {
+            found = Some(steps);
+            // Objects nested inside this one are part of it, not separate answers.
+            skip_to = at + values.byte_offset();
+        }
+    }
+    found
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,215 @@
+//! Every real capture of the Claude Code CLI in `tests/fixtures/claude-code/` is classified as
+//! the README's index says. The index is read too, so a capture added there without a row here
+//! fails the suite.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use chrono::{DateTime, TimeZone, Utc};
+use m1loop::agent::{BugKind, Class, ExitInfo, StreamSummary, classify, read_stream_file};
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-code")
+}
+
+/// The moment the usage-limit captures were taken (02:06:51Z), so text-only reset times
+/// resolve to the same day.
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 22, 2, 6, 51).unwrap()
+}
+
+fn load(stem: &str) -> (StreamSummary, String) {
+    let stream = read_stream_file(&dir().join(format!("{stem}.stdout.jsonl"))).unwrap();
+    let stderr = std::fs::read_to_string(dir().join(format!("{stem}.stderr"))).unwrap();
+    (stream, stderr)
+}
+
+fn exited(code: i32) -> ExitInfo {
+    ExitInfo {
+        code: Some(code),
+        signal: None,
+        killed_by_runner: false,
+    }
+}
+
+/// A short name of a class, as in the README's last column.
+fn label(c: &Class) -> String {
+    match c {
+        Class::Success => "success".into(),
+        Class::Transient(_) => "transient".into(),
+        Class::UsageLimit { resets_at, .. } => format!("usage-limit@{resets_at:?}"),
+        Class::Auth(_) => "auth".into(),
+        Class::Billing(_) => "billing".into(),
+        Class::InvocationBug { kind, .. } => format!("invocation-bug:{kind:?}"),
+        Class::Other(_) => "other".into(),
+    }
+}
+
+fn reset(epoch: i64) -> String {
+    format!("usage-limit@{:?}", Some(Utc.timestamp_opt(epoch, 0).unwrap()))
+}
+
+fn bug(kind: BugKind) -> String {
+    format!("invocation-bug:{kind:?}")
+}
+
+/// stem, how the process ended, expected class.
+fn table() -> Vec<(&'static str, ExitInfo, String)> {
+    let killed = ExitInfo {
+        code: Some(143),
+        signal: None,
+        killed_by_runner: true,
+    };
+    vec![
+        ("success", exited(0), "success".into()),
+        ("success-after-tool-use", exited(0), "success".into()),
+        ("auth-401-invalid-api-key", exited(1), "auth".into()),
+        ("auth-not-logged-in", exited(1), "auth".into()),
+        ("auth-401-oauth-not-logged-in", exited(1), "auth".into()),
+        ("auth-403-forbidden", exited(1), "auth".into()),
+        ("billing-400-credit-balance-too-low", exited(1), "billing".into()),
+        ("rate-limit-429-api", exited(1), "transient".into()),
+        ("usage-limit-429-five-hour", exited(1), reset(1_795_324_010)),
+        ("usage-limit-429-five-hour-2.1.197", exited(1), reset(1_795_324_009)),
+        ("overloaded-529", exited(1), "transient".into()),
+        ("server-error-500", exited(1), "transient".into()),
+        ("model-404-not-found", exited(1), bug(BugKind::UnknownModel)),
+        ("network-unreachable", exited(1), "transient".into()),
+        ("resume-no-conversation", exited(1), bug(BugKind::UnknownSession)),
+        ("resume-no-conversation-startup-results", exited(1), bug(BugKind::UnknownSession)),
+        ("session-id-in-use", exited(1), bug(BugKind::SessionInUse)),
+        ("session-id-invalid", exited(1), bug(BugKind::InvalidSessionId)),
+        ("bypass-permissions-as-root", exited(1), bug(BugKind::BypassPermissionsAsRoot)),
+        (
+            "bypass-permissions-as-root-startup-results",
+            exited(1),
+            bug(BugKind::BypassPermissionsAsRoot),
+        ),
+        ("stream-json-without-verbose", exited(1), bug(BugKind::StreamJsonNeedsVerbose)),
+        ("error-max-turns", exited(1), "other".into()),
+        ("error-max-budget-usd", exited(1), "billing".into()),
+        ("hang-killed-by-timeout", killed, "transient".into()),
+        ("sigterm", exited(143), "transient".into()),
+    ]
+}
+
+#[test]
+fn every_capture_is_classified_as_its_index_row_says() {
+    let mut wrong = Vec::new();
+    for (stem, exit, want) in table() {
+        let (stream, stderr) = load(stem);
+        let got = label(&classify(&exit, &stderr, &stream, now()));
+        if got != want {
+            wrong.push(format!("{stem}: got {got}, want {want}"));
+        }
+    }
+    assert!(wrong.is_empty(), "misclassified:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_table_covers_every_row_of_the_index_and_every_capture_file() {
+    let readme = std::fs::read_to_string(dir().join("README.md")).unwrap();
+    let indexed: BTreeSet<String> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|(stem, _)| stem.to_owned()))
+        .collect();
+    let on_disk: BTreeSet<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".stdout.jsonl").map(str::to_owned)
+        })
+        .collect();
+    let tested: BTreeSet<String> = table().iter().map(|(s, _, _)| (*s).to_owned()).collect();
+    assert_eq!(indexed.len(), 25, "index rows: {indexed:?}");
+    assert_eq!(tested, indexed);
+    assert_eq!(tested, on_disk);
+}
+
+#[test]
+fn success_fields_are_extracted() {
+    let (s, _) = load("success");
+    let r = s.result.unwrap();
+    assert_eq!(s.session_id.as_deref(), Some("9d1f0722-d156-47e1-a326-bf472cd503f4"));
+    assert_eq!(r.subtype, "success");
+    assert!(!r.is_error);
+    assert_eq!(r.api_error_status, None);
+    assert_eq!(r.result.as_deref(), Some("Hello from mock. n_messages=2"));
+    let cost = r.total_cost_usd.unwrap();
+    assert!((cost - 0.000_14).abs() < 1e-12, "{cost}");
+    assert_eq!(r.num_turns, Some(1));
+    assert_eq!(r.duration_ms, Some(1819));
+    assert!(r.permission_denials.is_empty());
+    assert_eq!(s.last_assistant_text.as_deref(), Some("Hello from mock. n_messages=2"));
+    assert_eq!(s.events, 3);
+    assert_eq!(s.garbage_lines, 0);
+}
+
+#[test]
+fn api_error_fields_and_denials_are_extracted() {
+    let (s, _) = load("rate-limit-429-api");
+    let r = s.result.unwrap();
+    assert_eq!((r.subtype.as_str(), r.is_error, r.api_error_status), ("success", true, Some(429)));
+    assert_eq!(r.duration_ms, Some(179_711));
+
+    let (s, _) = load("error-max-turns");
+    let r = s.result.unwrap();
+    assert_eq!(r.subtype, "error_max_turns");
+    assert_eq!(r.result, None);
+    assert_eq!(r.errors, ["Reached maximum number of turns (3)"]);
+    assert_eq!(r.num_turns, Some(4));
+    assert_eq!(r.permission_denials, ["Bash", "Bash", "Bash"]);
+}
+
+#[test]
+fn usage_limit_reset_comes_from_the_rate_limit_event() {
+    let (s, stderr) = load("usage-limit-429-five-hour");
+    let rl = s.rate_limit.clone().unwrap();
+    assert_eq!(rl.status, "rejected");
+    assert_eq!(rl.resets_at, Some(1_795_324_010));
+    assert_eq!(rl.kind.as_deref(), Some("five_hour"));
+    match classify(&exited(1), &stderr, &s, now()) {
+        Class::UsageLimit { message, .. } => {
+            assert!(message.contains("You've hit your 5-hour limit"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn usage_limit_reset_falls_back_to_the_text() {
+    // The same capture without its rate_limit_event: only "resets 5:06am (UTC)" is left.
+    let (mut s, stderr) = load("usage-limit-429-five-hour-2.1.197");
+    s.rate_limit = None;
+    let want = Utc.with_ymd_and_hms(2026, 11, 22, 5, 6, 0).unwrap();
+    match classify(&exited(1), &stderr, &s, now()) {
+        Class::UsageLimit { resets_at, .. } => assert_eq!(resets_at, Some(want)),
+        other => panic!("{other:?}"),
+    }
+    // Seen after 5:06 the same text means the next day.
+    let later = Utc.with_ymd_and_hms(2026, 11, 22, 6, 0, 0).unwrap();
+    match classify(&exited(1), &stderr, &s, later) {
+        Class::UsageLimit { resets_at, .. } => {
+            assert_eq!(resets_at, Some(want + chrono::Duration::days(1)));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn messages_carry_the_cli_s_own_words() {
+    let cases = [
+        ("auth-401-invalid-api-key", "Invalid API key"),
+        ("auth-not-logged-in", "Please run /login"),
+        ("billing-400-credit-balance-too-low", "Credit balance is too low"),
+        ("error-max-budget-usd", "Reached maximum budget"),
+        ("resume-no-conversation", "No conversation found"),
+        ("overloaded-529", "529"),
+    ];
+    for (stem, needle) in cases {
+        let (s, stderr) = load(stem);
+        let c = classify(&exited(1), &stderr, &s, now());
+        assert!(c.to_string().contains(needle), "{stem}: {c}");
+    }
+}
