@@ -27,6 +27,8 @@ impl LogNotifier {
 
 impl Notifier for LogNotifier {
     fn notify(&mut self, event: &Event) {
+        // `loop notify` may run before any loop created the state directory.
+        let _ = std::fs::create_dir_all(&self.state_dir);
         if !HINT_WRITTEN.swap(true, Ordering::SeqCst)
             && let Some(hint) = super::setup_hint()
         {
