@@ -122,6 +122,9 @@ impl Poller {
 
     fn serve<R: Runner>(&self, bot: &Bot<R>, mut offset: Option<i64>) -> anyhow::Result<Status> {
         let mut backoff = Backoff::new(self.client.config.backoff_base, Duration::from_secs(60));
+        // The kind of the last problem reported: each new kind is said once, then quiet until
+        // polling works again, so an outage does not flood the log.
+        let mut reported: Option<&str> = None;
         let body = |offset: Option<i64>| {
             json!({
                 "offset": offset,
@@ -162,11 +165,14 @@ impl Poller {
                     ))
                     .into());
                 }
-                Ok(r) if r.status == 409 => format!(
-                    "Telegram says another client is reading this bot's updates ({}): stop the \
+                Ok(r) if r.status == 409 => (
+                    "conflict",
+                    format!(
+                        "Telegram says another client is reading this bot's updates ({}): stop the \
                      other `loop telegram` (or other bot program) using this token, or remove \
                      its webhook with deleteWebhook; retrying",
-                    r.summary()
+                        r.summary()
+                    ),
                 ),
                 Ok(r) if r.status == 429 => {
                     let secs = r
@@ -181,12 +187,18 @@ impl Poller {
                     std::thread::sleep(Duration::from_secs(secs));
                     continue;
                 }
-                Ok(r) => format!("getUpdates failed: {}; retrying", r.summary()),
-                Err(transport) => format!("getUpdates failed: {transport}; retrying"),
+                Ok(r) => (
+                    "api",
+                    format!("getUpdates failed: {}; retrying", r.summary()),
+                ),
+                Err(transport) => (
+                    "network",
+                    format!("getUpdates failed: {transport}; retrying"),
+                ),
             };
-            // Report the first failure of a streak, then stay quiet until it recovers.
-            if backoff.failures() == 0 {
-                self.say(&format!("telegram: {problem}"));
+            if reported != Some(problem.0) {
+                self.say(&format!("telegram: {}", problem.1));
+                reported = Some(problem.0);
             }
             std::thread::sleep(backoff.next_wait());
         }
