@@ -237,3 +237,79 @@ fn show(out: &ChildOutput) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    #[test]
+    fn commands_parse_with_or_without_the_bot_name() {
+        assert_eq!(
+            parse("/loop  fix it now "),
+            BotCommand::Loop("fix it now".into())
+        );
+        assert_eq!(parse("/status@m1loop_bot"), BotCommand::Status);
+        assert_eq!(parse("/stop"), BotCommand::Stop);
+        assert_eq!(parse("/resume"), BotCommand::Resume);
+        assert_eq!(parse("/loop"), BotCommand::Help, "a goal is required");
+        assert_eq!(parse("hello"), BotCommand::Help);
+        assert_eq!(parse("/rm -rf"), BotCommand::Help);
+    }
+
+    struct Recorder(RefCell<Vec<Vec<String>>>);
+    impl Runner for &Recorder {
+        fn run(&self, args: &[String]) -> ChildOutput {
+            self.0.borrow_mut().push(args.to_vec());
+            ChildOutput {
+                code: Some(2),
+                output: "refused: <stop file>".into(),
+            }
+        }
+    }
+
+    fn msg(chat_id: i64, username: Option<&str>, text: &str) -> Incoming {
+        Incoming {
+            chat_id,
+            chat_username: username.map(str::to_string),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn only_the_configured_chat_is_ours_by_id_or_channel_name() {
+        let rec = Recorder(RefCell::new(Vec::new()));
+        let bot = Bot {
+            chat_id: "-100123".into(),
+            state_dir: PathBuf::from("."),
+            runner: &rec,
+        };
+        assert!(bot.is_ours(&msg(-100_123, None, "/status")));
+        assert!(!bot.is_ours(&msg(100_123, None, "/status")));
+        let channel = Bot {
+            chat_id: "@MyLoops".into(),
+            state_dir: PathBuf::from("."),
+            runner: &rec,
+        };
+        assert!(channel.is_ours(&msg(-5, Some("myloops"), "/status")));
+        assert!(!channel.is_ours(&msg(-5, Some("other"), "/status")));
+        assert!(!channel.is_ours(&msg(-5, None, "/status")));
+    }
+
+    #[test]
+    fn a_failed_child_is_shown_escaped_with_its_exit_code() {
+        let rec = Recorder(RefCell::new(Vec::new()));
+        let bot = Bot {
+            chat_id: "1".into(),
+            state_dir: PathBuf::from("."),
+            runner: &rec,
+        };
+        let (reply, log) = bot.handle(&msg(1, None, "/loop a <b> goal"));
+        assert_eq!(rec.0.borrow()[0], ["start", "--detach", "a <b> goal"]);
+        assert_eq!(
+            reply,
+            "▶️ Starting a loop: <b>a &lt;b&gt; goal</b>\n<pre>refused: &lt;stop file&gt;</pre>\n(exit 2)"
+        );
+        assert_eq!(log, "ran `loop start --detach` (exit 2)");
+    }
+}
