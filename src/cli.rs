@@ -59,6 +59,21 @@ pub enum Command {
         /// The task id printed by `loop fire`.
         id: String,
     },
+    /// Send one message to the configured Telegram chat (to the log when none is set up).
+    Notify {
+        /// The text to send.
+        #[arg(required_unless_present = "flush")]
+        message: Option<String>,
+        /// Send the messages still waiting in the outbox.
+        #[arg(long)]
+        flush: bool,
+    },
+    /// Run a Telegram bot: the configured chat may /loop, /status, /stop and /resume.
+    Telegram {
+        /// How long one getUpdates long poll waits for a message (e.g. 50s).
+        #[arg(long, value_parser = parse_duration, default_value = "50s")]
+        poll_timeout: Duration,
+    },
     /// Internal: the supervisor of one task (started by `fire`).
     #[command(name = "__supervise", hide = true)]
     Supervise {
@@ -210,6 +225,12 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         }
         Command::Check { id, json } => crate::bridge::commands::check(&state, &id, json),
         Command::Kill { id } => crate::bridge::commands::kill(&state, &id),
+        // Without a message, clap has made sure --flush was given; with one, the backlog is
+        // flushed before it anyway.
+        Command::Notify { message, .. } => {
+            crate::notifier::commands::notify(&state, message.as_deref())
+        }
+        Command::Telegram { poll_timeout } => crate::notifier::bot::run(&cli.file, poll_timeout),
         Command::Supervise { task_dir } => crate::bridge::supervise(&task_dir),
     }
 }

@@ -1,1 +1,119 @@
 //! Notifications: the notifier interface, the Telegram Bot API, and the outbox.
+//!
+//! "Tell me when it's done or needs me." Every message goes into `state/outbox.jsonl` before it
+//! is sent and is marked sent once Telegram accepts it, so a network outage delays messages but
+//! never loses them: whatever is still pending is sent by the next `loop` command that runs.
+//! A notification never fails the loop: every failure is logged (with the bot token redacted)
+//! and the caller carries on.
+
+mod backoff;
+pub mod bot;
+mod bot_commands;
+pub mod commands;
+mod delivery;
+mod log_only;
+mod outbox;
+mod redact;
+mod render;
+mod split;
+pub mod telegram;
+
+use std::path::Path;
+
+pub use delivery::FlushReport;
+pub use redact::redact;
+pub use render::render;
+
+/// Something the loop tells its user about.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub enum Event {
+    Started {
+        goal: String,
+        steps: Vec<String>,
+    },
+    StepDone {
+        goal: String,
+        step: u32,
+        total: u32,
+        summary: String,
+    },
+    Waiting {
+        goal: String,
+        reason: String,
+        how_to_continue: String,
+    },
+    Failed {
+        goal: String,
+        step: Option<u32>,
+        reason: String,
+        log_tail: Vec<String>,
+    },
+    Done {
+        goal: String,
+        summaries: Vec<(u32, String)>,
+        cost_usd: f64,
+        elapsed_s: u64,
+    },
+    /// `loop notify MSG`: a message of the user's own.
+    Text(String),
+}
+
+impl Event {
+    /// A short lower-case name for log lines and outbox records.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Started { .. } => "started",
+            Event::StepDone { .. } => "step-done",
+            Event::Waiting { .. } => "waiting",
+            Event::Failed { .. } => "failed",
+            Event::Done { .. } => "done",
+            Event::Text(_) => "text",
+        }
+    }
+}
+
+/// Where the loop's events go. Never fails: failures are logged (redacted) and swallowed, since
+/// a lost network must not stop a loop that is otherwise working.
+pub trait Notifier: Send {
+    fn notify(&mut self, event: &Event);
+}
+
+/// Telegram when `TELEGRAM_BOT_TOKEN` and `TELEGRAM_CHAT_ID` are set, else the log-only notifier
+/// (which writes the message into `state/loop.log`, plus, once per process, one hint line saying
+/// how to set Telegram up). With Telegram, the outbox's backlog is flushed first, so messages a
+/// previous command could not deliver arrive before new ones.
+#[must_use]
+pub fn from_env(state_dir: &Path) -> Box<dyn Notifier> {
+    match telegram::Config::from_env() {
+        Ok(Some(config)) => {
+            let notifier = delivery::TelegramNotifier::new(state_dir, config);
+            notifier.flush_backlog();
+            Box::new(notifier)
+        }
+        Ok(None) => Box::new(log_only::LogNotifier::new(state_dir)),
+        Err(bad) => {
+            let line = redact(&format!("notify: Telegram is not used: {bad}"));
+            eprintln!("loop: {line}");
+            let _ = crate::decision_log::append(state_dir, &line);
+            Box::new(log_only::LogNotifier::new(state_dir))
+        }
+    }
+}
+
+/// Sends whatever the outbox still holds, oldest first (used at every loop command's start and
+/// by `loop notify --flush`). Without a token nothing is sent and everything stays pending.
+#[must_use]
+pub fn flush(state_dir: &Path) -> FlushReport {
+    match telegram::Config::from_env() {
+        Ok(Some(config)) => delivery::TelegramNotifier::new(state_dir, config).flush_backlog(),
+        Ok(None) => delivery::report_unconfigured(state_dir, setup_hint().unwrap_or_default()),
+        Err(bad) => delivery::report_unconfigured(state_dir, &redact(&bad)),
+    }
+}
+
+/// One line for `loop status` when Telegram is not set up, saying how to set it up.
+#[must_use]
+pub fn setup_hint() -> Option<&'static str> {
+    telegram::missing_settings_hint()
+}

@@ -1,0 +1,257 @@
+//! `loop telegram`: a long-running bot that long-polls `getUpdates` and lets the configured
+//! chat drive loops.
+//!
+//! It must outlive the network: transport errors, 5xx and Telegram outages are waited out
+//! with backoff, never a reason to exit. The update offset is written (atomically) to
+//! `state/telegram.offset` *before* a command runs, so after a crash or restart no command
+//! runs twice; at worst one is lost, which is the safe side for `/loop`.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use super::backoff::Backoff;
+use super::bot_commands::{Bot, ExeRunner, Incoming, Runner};
+use super::delivery::TelegramNotifier;
+use super::telegram::{Client, Config};
+use crate::exit::{Exit, Status};
+
+/// The file that remembers the next update to ask for.
+#[must_use]
+pub fn offset_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("telegram.offset")
+}
+
+/// Runs the bot for the loop whose state file is `file`, until killed.
+///
+/// # Errors
+/// Bad or missing Telegram settings, a token Telegram refuses, an unreadable offset file, or
+/// another bot already running for this state directory.
+pub fn run(file: &Path, poll_timeout: Duration) -> anyhow::Result<Status> {
+    let state_dir = crate::cli::state_dir(file);
+    let config = Config::from_env()
+        .map_err(|bad| Exit::bad_input(super::redact(&bad)))?
+        .ok_or_else(|| {
+            Exit::bad_input(format!(
+                "loop telegram needs TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID: {}",
+                super::setup_hint().unwrap_or_default()
+            ))
+        })?;
+    std::fs::create_dir_all(&state_dir)
+        .with_context(|| format!("while creating {}", state_dir.display()))?;
+    let lock_path = state_dir.join("telegram.lock");
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("while opening {}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        anyhow::bail!(
+            "another `loop telegram` is already running for {} (it holds {})",
+            state_dir.display(),
+            lock_path.display()
+        );
+    }
+    let offset = read_offset(&state_dir)?;
+    let runner = ExeRunner::from_env(file, &state_dir).context("while finding the loop binary")?;
+    let bot = Bot {
+        chat_id: config.chat_id.clone(),
+        state_dir: state_dir.clone(),
+        runner,
+    };
+    let poller = Poller {
+        client: Client::new(config.clone()),
+        replies: TelegramNotifier::new(&state_dir, config),
+        state_dir,
+        poll_timeout,
+    };
+    poller.replies.flush_backlog();
+    poller.say(&format!(
+        "telegram: polling for commands from chat {}",
+        bot.chat_id
+    ));
+    poller.serve(&bot, offset)
+}
+
+/// The next update id to ask for, if the bot has run before.
+fn read_offset(state_dir: &Path) -> anyhow::Result<Option<i64>> {
+    let path = offset_path(state_dir);
+    match std::fs::read_to_string(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("while reading {}", path.display())),
+        Ok(text) => text.trim().parse::<i64>().map(Some).map_err(|_| {
+            Exit::bad_input(format!(
+                "{} holds {:?}, not an update id: fix it, or delete it (which may repeat \
+                 commands sent in the last 24 hours)",
+                path.display(),
+                text.trim()
+            ))
+            .into()
+        }),
+    }
+}
+
+fn write_offset(state_dir: &Path, offset: i64) -> anyhow::Result<()> {
+    let path = offset_path(state_dir);
+    let mut f = atomic_write_file::AtomicWriteFile::open(&path)
+        .with_context(|| format!("while writing {}", path.display()))?;
+    f.write_all(format!("{offset}\n").as_bytes())?;
+    f.commit()
+        .with_context(|| format!("while writing {}", path.display()))
+}
+
+struct Poller {
+    client: Client,
+    replies: TelegramNotifier,
+    state_dir: PathBuf,
+    poll_timeout: Duration,
+}
+
+impl Poller {
+    /// Logs a line and prints it on stderr (the bot runs in a terminal or under a supervisor).
+    fn say(&self, line: &str) {
+        let line = self.client.redact(line);
+        eprintln!("loop: {line}");
+        let _ = crate::decision_log::append(&self.state_dir, &line);
+    }
+
+    fn serve<R: Runner>(&self, bot: &Bot<R>, mut offset: Option<i64>) -> anyhow::Result<Status> {
+        let mut backoff = Backoff::new(self.client.config.backoff_base, Duration::from_secs(60));
+        // The kind of the last problem reported: each new kind is said once, then quiet until
+        // polling works again, so an outage does not flood the log.
+        let mut reported: Option<&str> = None;
+        let body = |offset: Option<i64>| {
+            json!({
+                "offset": offset,
+                "timeout": self.poll_timeout.as_secs(),
+                "allowed_updates": ["message"],
+            })
+        };
+        loop {
+            let reply = self.client.call(
+                "getUpdates",
+                &body(offset),
+                self.poll_timeout + Duration::from_secs(15),
+            );
+            let problem = match reply {
+                Ok(r) if r.ok && r.status == 200 => {
+                    if backoff.failures() > 0 {
+                        self.say(&format!(
+                            "telegram: getUpdates works again after {} failure(s)",
+                            backoff.failures()
+                        ));
+                        backoff.reset();
+                    }
+                    let updates = r
+                        .result
+                        .as_ref()
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                    for update in &updates {
+                        offset = self.take(bot, update, offset);
+                    }
+                    continue;
+                }
+                Ok(r) if r.status == 401 || r.status == 404 => {
+                    return Err(Exit::bad_input(format!(
+                        "Telegram refused the bot token ({}): check TELEGRAM_BOT_TOKEN",
+                        r.summary()
+                    ))
+                    .into());
+                }
+                Ok(r) if r.status == 409 => (
+                    "conflict",
+                    format!(
+                        "Telegram says another client is reading this bot's updates ({}): stop the \
+                     other `loop telegram` (or other bot program) using this token, or remove \
+                     its webhook with deleteWebhook; retrying",
+                        r.summary()
+                    ),
+                ),
+                Ok(r) if r.status == 429 => {
+                    let secs = r
+                        .parameters
+                        .as_ref()
+                        .and_then(|p| p.retry_after)
+                        .unwrap_or(5);
+                    self.say(&format!(
+                        "telegram: rate limited, waiting {secs}s ({})",
+                        r.summary()
+                    ));
+                    std::thread::sleep(Duration::from_secs(secs));
+                    continue;
+                }
+                Ok(r) => (
+                    "api",
+                    format!("getUpdates failed: {}; retrying", r.summary()),
+                ),
+                Err(transport) => (
+                    "network",
+                    format!("getUpdates failed: {transport}; retrying"),
+                ),
+            };
+            if reported != Some(problem.0) {
+                self.say(&format!("telegram: {}", problem.1));
+                reported = Some(problem.0);
+            }
+            std::thread::sleep(backoff.next_wait());
+        }
+    }
+
+    /// Handles one update; returns the offset to ask for next.
+    fn take<R: Runner>(&self, bot: &Bot<R>, update: &Value, offset: Option<i64>) -> Option<i64> {
+        let Some(id) = update.get("update_id").and_then(Value::as_i64) else {
+            self.say("telegram: skipped an update without update_id");
+            return offset;
+        };
+        if offset.is_some_and(|o| id < o) {
+            return offset; // already handled: the server resent it
+        }
+        let next = Some(id + 1);
+        if let Err(e) = write_offset(&self.state_dir, id + 1) {
+            self.say(&format!(
+                "telegram: update {id} not obeyed: could not record the offset, so it could run \
+                 twice after a restart: {e:#}"
+            ));
+            return next;
+        }
+        let Some(msg) = incoming(update) else {
+            return next;
+        };
+        if !bot.is_ours(&msg) {
+            self.say(&format!(
+                "telegram: ignored a message from chat {} (only chat {} is obeyed)",
+                msg.chat_id, bot.chat_id
+            ));
+            return next;
+        }
+        let (reply, what) = bot.handle(&msg);
+        let first_word = msg.text.split_whitespace().next().unwrap_or_default();
+        self.say(&format!(
+            "telegram: {first_word} from chat {}: {what}",
+            msg.chat_id
+        ));
+        let _ = self.replies.send_html("reply", &self.client.redact(&reply));
+        next
+    }
+}
+
+/// The chat message in an update, if it is a text message.
+fn incoming(update: &Value) -> Option<Incoming> {
+    let msg = update.get("message")?;
+    let chat = msg.get("chat")?;
+    Some(Incoming {
+        chat_id: chat.get("id")?.as_i64()?,
+        chat_username: chat
+            .get("username")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        text: msg.get("text")?.as_str()?.to_string(),
+    })
+}

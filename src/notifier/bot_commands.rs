@@ -1,0 +1,315 @@
+//! What `loop telegram` does with one chat message: obey the configured chat, ignore (and log)
+//! every other one, and run loop commands as child processes of the `loop` binary itself, so
+//! the bot depends only on the command line.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::render::escape;
+
+/// A chat message, as far as the bot reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Incoming {
+    pub chat_id: i64,
+    pub chat_username: Option<String>,
+    pub text: String,
+}
+
+/// A command the configured chat may give.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum BotCommand {
+    Loop(String),
+    Status,
+    Stop,
+    Resume,
+    Help,
+}
+
+/// Parses `/cmd[@botname] [args]`; anything that is not a known command asks for help.
+pub(crate) fn parse(text: &str) -> BotCommand {
+    let text = text.trim();
+    let (head, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+    let name = head.split('@').next().unwrap_or_default();
+    match name {
+        "/loop" if !rest.trim().is_empty() => BotCommand::Loop(rest.trim().to_string()),
+        "/status" => BotCommand::Status,
+        "/stop" => BotCommand::Stop,
+        "/resume" => BotCommand::Resume,
+        _ => BotCommand::Help,
+    }
+}
+
+const HELP: &str = "Commands:\n/loop &lt;goal&gt; – start a loop toward the goal\n\
+                    /status – what the loop is doing\n/stop – create the stop file\n\
+                    /resume – clear the stop file and carry on";
+
+/// What a child `loop` command printed and how it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ChildOutput {
+    pub code: Option<i32>,
+    pub output: String,
+}
+
+/// Runs `loop <args>`; injectable so tests can check the exact command line.
+pub(crate) trait Runner {
+    fn run(&self, args: &[String]) -> ChildOutput;
+}
+
+/// Runs the `loop` binary (or `LOOP_BOT_EXEC`, for tests) with `--file FILE` and the args.
+#[derive(Debug)]
+pub(crate) struct ExeRunner {
+    pub program: PathBuf,
+    pub file: PathBuf,
+    pub state_dir: PathBuf,
+    pub timeout: Duration,
+}
+
+impl ExeRunner {
+    pub fn from_env(file: &Path, state_dir: &Path) -> std::io::Result<Self> {
+        let program = match std::env::var_os("LOOP_BOT_EXEC").filter(|v| !v.is_empty()) {
+            Some(p) => PathBuf::from(p),
+            None => std::env::current_exe()?,
+        };
+        Ok(Self {
+            program,
+            file: file.to_path_buf(),
+            state_dir: state_dir.to_path_buf(),
+            timeout: Duration::from_secs(60),
+        })
+    }
+}
+
+impl Runner for ExeRunner {
+    fn run(&self, args: &[String]) -> ChildOutput {
+        let failed = |why: String| ChildOutput {
+            code: None,
+            output: why,
+        };
+        // Output goes to a file, not a pipe: a detached loop that inherited a pipe would keep
+        // it open and hang us.
+        let out_path = self.state_dir.join("telegram.cmd.out");
+        let out = match File::create(&out_path) {
+            Ok(f) => f,
+            Err(e) => return failed(format!("could not create {}: {e}", out_path.display())),
+        };
+        let err = match out.try_clone() {
+            Ok(f) => f,
+            Err(e) => return failed(format!("could not share {}: {e}", out_path.display())),
+        };
+        let mut child = match Command::new(&self.program)
+            .arg("--file")
+            .arg(&self.file)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(e) => return failed(format!("could not run {}: {e}", self.program.display())),
+        };
+        let deadline = Instant::now() + self.timeout;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Ok(None) | Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+            }
+        };
+        let mut output = std::fs::read_to_string(&out_path).unwrap_or_default();
+        if status.is_none() {
+            output.push_str(&format!("\n(killed after {}s)", self.timeout.as_secs()));
+        }
+        ChildOutput {
+            code: status.and_then(|s| s.code()),
+            output: output.trim().to_string(),
+        }
+    }
+}
+
+/// The configured chat and what it may drive.
+pub(crate) struct Bot<R> {
+    pub chat_id: String,
+    pub state_dir: PathBuf,
+    pub runner: R,
+}
+
+impl<R: Runner> Bot<R> {
+    /// Whether `msg` comes from the configured chat (a number, or `@username` of a channel).
+    pub fn is_ours(&self, msg: &Incoming) -> bool {
+        match self.chat_id.strip_prefix('@') {
+            Some(name) => msg
+                .chat_username
+                .as_deref()
+                .is_some_and(|u| u.eq_ignore_ascii_case(name)),
+            None => self.chat_id.parse::<i64>() == Ok(msg.chat_id),
+        }
+    }
+
+    /// Obeys one message from the configured chat; returns the reply (Bot API HTML) and a
+    /// line for the log.
+    pub fn handle(&self, msg: &Incoming) -> (String, String) {
+        match parse(&msg.text) {
+            BotCommand::Loop(goal) => {
+                let out = self
+                    .runner
+                    .run(&["start".into(), "--detach".into(), goal.clone()]);
+                let reply = format!(
+                    "▶️ Starting a loop: <b>{}</b>\n{}",
+                    escape(&goal),
+                    show(&out)
+                );
+                (reply, format!("ran `loop start --detach` ({})", code(&out)))
+            }
+            BotCommand::Status => {
+                let out = self.runner.run(&["status".into()]);
+                (show(&out), format!("ran `loop status` ({})", code(&out)))
+            }
+            BotCommand::Stop => match crate::stopfile::create() {
+                Ok(path) => (
+                    format!(
+                        "⏹ Stop file created: <code>{}</code>\nRunning steps are being stopped. \
+                         /resume carries on.",
+                        escape(&path.display().to_string())
+                    ),
+                    format!("created the stop file {}", path.display()),
+                ),
+                Err(e) => {
+                    let why = format!(
+                        "could not create the stop file {}: {e}",
+                        crate::stopfile::global().display()
+                    );
+                    (format!("⚠️ {}", escape(&why)), why)
+                }
+            },
+            BotCommand::Resume => {
+                // The user pressed /stop from a phone and now asks to carry on: the stop file
+                // would make `resume` refuse, and a phone cannot delete it.
+                let mut reply = String::new();
+                for path in crate::stopfile::paths(&self.state_dir) {
+                    if path.exists() && std::fs::remove_file(&path).is_ok() {
+                        reply.push_str(&format!(
+                            "Removed the stop file <code>{}</code>\n",
+                            escape(&path.display().to_string())
+                        ));
+                    }
+                }
+                let out = self.runner.run(&["resume".into(), "--detach".into()]);
+                reply.push_str(&format!("▶️ Resuming\n{}", show(&out)));
+                (
+                    reply,
+                    format!("ran `loop resume --detach` ({})", code(&out)),
+                )
+            }
+            BotCommand::Help => (
+                HELP.to_string(),
+                "answered with the command list".to_string(),
+            ),
+        }
+    }
+}
+
+fn code(out: &ChildOutput) -> String {
+    out.code
+        .map_or_else(|| "no exit code".to_string(), |c| format!("exit {c}"))
+}
+
+/// A child's output for the chat: preformatted, the last 3000 characters, and its exit code
+/// when it failed.
+fn show(out: &ChildOutput) -> String {
+    let chars: Vec<char> = out.output.chars().collect();
+    let tail: String = chars[chars.len().saturating_sub(3000)..].iter().collect();
+    let mut s = if tail.is_empty() {
+        String::new()
+    } else {
+        format!("<pre>{}</pre>", escape(&tail))
+    };
+    if out.code != Some(0) {
+        s.push_str(&format!("\n({})", code(out)));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    #[test]
+    fn commands_parse_with_or_without_the_bot_name() {
+        assert_eq!(
+            parse("/loop  fix it now "),
+            BotCommand::Loop("fix it now".into())
+        );
+        assert_eq!(parse("/status@m1loop_bot"), BotCommand::Status);
+        assert_eq!(parse("/stop"), BotCommand::Stop);
+        assert_eq!(parse("/resume"), BotCommand::Resume);
+        assert_eq!(parse("/loop"), BotCommand::Help, "a goal is required");
+        assert_eq!(parse("hello"), BotCommand::Help);
+        assert_eq!(parse("/rm -rf"), BotCommand::Help);
+    }
+
+    struct Recorder(RefCell<Vec<Vec<String>>>);
+    impl Runner for &Recorder {
+        fn run(&self, args: &[String]) -> ChildOutput {
+            self.0.borrow_mut().push(args.to_vec());
+            ChildOutput {
+                code: Some(2),
+                output: "refused: <stop file>".into(),
+            }
+        }
+    }
+
+    fn msg(chat_id: i64, username: Option<&str>, text: &str) -> Incoming {
+        Incoming {
+            chat_id,
+            chat_username: username.map(str::to_string),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn only_the_configured_chat_is_ours_by_id_or_channel_name() {
+        let rec = Recorder(RefCell::new(Vec::new()));
+        let bot = Bot {
+            chat_id: "-100123".into(),
+            state_dir: PathBuf::from("."),
+            runner: &rec,
+        };
+        assert!(bot.is_ours(&msg(-100_123, None, "/status")));
+        assert!(!bot.is_ours(&msg(100_123, None, "/status")));
+        let channel = Bot {
+            chat_id: "@MyLoops".into(),
+            state_dir: PathBuf::from("."),
+            runner: &rec,
+        };
+        assert!(channel.is_ours(&msg(-5, Some("myloops"), "/status")));
+        assert!(!channel.is_ours(&msg(-5, Some("other"), "/status")));
+        assert!(!channel.is_ours(&msg(-5, None, "/status")));
+    }
+
+    #[test]
+    fn a_failed_child_is_shown_escaped_with_its_exit_code() {
+        let rec = Recorder(RefCell::new(Vec::new()));
+        let bot = Bot {
+            chat_id: "1".into(),
+            state_dir: PathBuf::from("."),
+            runner: &rec,
+        };
+        let (reply, log) = bot.handle(&msg(1, None, "/loop a <b> goal"));
+        assert_eq!(rec.0.borrow()[0], ["start", "--detach", "a <b> goal"]);
+        assert_eq!(
+            reply,
+            "▶️ Starting a loop: <b>a &lt;b&gt; goal</b>\n<pre>refused: &lt;stop file&gt;</pre>\n(exit 2)"
+        );
+        assert_eq!(log, "ran `loop start --detach` (exit 2)");
+    }
+}

@@ -1,0 +1,68 @@
+//! `loop notify MSG` and `loop notify --flush`: the exec bridge's notify (seed 002), through the
+//! same outbox and retries as the loop's own messages.
+
+use std::path::Path;
+
+use crate::exit::{Exit, Status};
+
+use super::delivery::TelegramNotifier;
+use super::telegram::Config;
+use super::{Event, Notifier, log_only::LogNotifier, setup_hint};
+
+/// `loop notify MSG`, or with no message `loop notify --flush` (a message flushes the backlog
+/// too, oldest first). Exit 0 when the message (and the backlog) went out, or went
+/// to the log because Telegram is not set up; 1 when something is still pending or was
+/// rejected (already reported on stderr); 2 for an empty message or bad settings.
+///
+/// # Errors
+/// [`Exit`] with `BadInput` for an empty message, bad Telegram settings, or `--flush` with
+/// no Telegram configured.
+pub fn notify(state_dir: &Path, message: Option<&str>) -> anyhow::Result<Status> {
+    let message = message.map(str::trim);
+    if message == Some("") {
+        return Err(
+            Exit::bad_input("loop notify: the message is empty; give the text to send").into(),
+        );
+    }
+    let config = Config::from_env().map_err(|bad| Exit::bad_input(super::redact(&bad)))?;
+    let Some(config) = config else {
+        let hint = setup_hint().unwrap_or_default();
+        if let Some(text) = message {
+            LogNotifier::new(state_dir).notify(&Event::Text(text.to_string()));
+            eprintln!("loop: {hint}; the message was written to the log instead");
+            return Ok(Status::Ok);
+        }
+        let pending = super::flush(state_dir).pending;
+        return Err(Exit::bad_input(format!(
+            "loop notify --flush: {hint} ({pending} message(s) pending)"
+        ))
+        .into());
+    };
+    let notifier = TelegramNotifier::new(state_dir, config);
+    let Some(text) = message else {
+        let report = notifier.flush_backlog();
+        println!(
+            "sent {}, still pending {}, rejected {}",
+            report.sent, report.pending, report.rejected
+        );
+        return Ok(if report.pending == 0 && report.rejected == 0 {
+            Status::Ok
+        } else {
+            Status::Failed
+        });
+    };
+    let (ids, report) = notifier.send_event(&Event::Text(text.to_string()));
+    let pending_ids = super::outbox::Outbox::new(state_dir)
+        .pending()
+        .map(|p| p.into_iter().map(|m| m.id).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let delivered = ids
+        .iter()
+        .all(|id| !pending_ids.contains(id) && !report.rejected_ids.contains(id));
+    // Failures were already reported on stderr and in the log by the delivery itself.
+    Ok(if delivered && report.error.is_none() {
+        Status::Ok
+    } else {
+        Status::Failed
+    })
+}

@@ -1,0 +1,66 @@
+//! The notifier used when Telegram is not set up: messages go to `state/loop.log`, so a user
+//! who checks the log still sees what would have been sent, and one hint line (once per
+//! process) says how to get them on a phone instead.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::render::{Format, render_as};
+use super::{Event, Notifier};
+
+/// Whether this process has already written the setup hint.
+static HINT_WRITTEN: AtomicBool = AtomicBool::new(false);
+
+/// Writes each message into the decision log.
+#[derive(Debug)]
+pub(crate) struct LogNotifier {
+    state_dir: PathBuf,
+}
+
+impl LogNotifier {
+    pub fn new(state_dir: &Path) -> Self {
+        Self {
+            state_dir: state_dir.to_path_buf(),
+        }
+    }
+}
+
+impl Notifier for LogNotifier {
+    fn notify(&mut self, event: &Event) {
+        // `loop notify` may run before any loop created the state directory.
+        let _ = std::fs::create_dir_all(&self.state_dir);
+        if !HINT_WRITTEN.swap(true, Ordering::SeqCst)
+            && let Some(hint) = super::setup_hint()
+        {
+            let _ = crate::decision_log::append(&self.state_dir, &format!("notify: {hint}"));
+        }
+        let text = super::redact(&render_as(event, Format::Plain));
+        let line = format!("notify ({}): {text}", event.kind());
+        if let Err(e) = crate::decision_log::append(&self.state_dir, &line) {
+            eprintln!("loop: could not write a notification to the log: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_land_in_the_log_as_one_line_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut n = LogNotifier::new(dir.path());
+        n.notify(&Event::Waiting {
+            goal: "g".into(),
+            reason: "which db?".into(),
+            how_to_continue: "edit M1.md".into(),
+        });
+        n.notify(&Event::Text("hello".into()));
+        let log = std::fs::read_to_string(crate::decision_log::path(dir.path())).unwrap();
+        assert!(
+            log.contains("notify (waiting): ⏸ g ⏎ WAITING: which db? ⏎ To continue: edit M1.md"),
+            "{log}"
+        );
+        assert!(log.contains("notify (text): hello"), "{log}");
+    }
+}

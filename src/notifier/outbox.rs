@@ -1,0 +1,234 @@
+//! `state/outbox.jsonl`: messages waiting to be delivered, so that none is lost when the
+//! network, Telegram or the process dies.
+//!
+//! The file is append-only JSON lines: a `message` record is written (and fsynced) before the
+//! first attempt to send it, and a `sent` or `rejected` record naming its id once that is
+//! settled. Appending a settlement instead of rewriting the file means a message appended by
+//! another process meanwhile can never be lost. Two OS locks make it safe for several `loop`
+//! processes at once: `outbox.lock` is held for each short read or write of the file, and
+//! `outbox.send.lock` by the one process that is sending, so no message is sent twice by two
+//! flushers. Settled records are dropped by [`Outbox::compact`], an atomic rewrite under the lock.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+/// One message as queued: its text is final (rendered and split), so a later command can send
+/// it without knowing what the event was.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Message {
+    pub id: String,
+    /// When it was queued (RFC 3339, UTC).
+    pub at: String,
+    /// The event kind it came from, for log lines.
+    pub event: String,
+    pub text: String,
+    /// `parse_mode: HTML` when true; plain text otherwise.
+    pub html: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum Record {
+    Message(Message),
+    Sent { id: String },
+    Rejected { id: String, error: String },
+}
+
+/// The outbox of one loop's state directory.
+#[derive(Debug, Clone)]
+pub(crate) struct Outbox {
+    dir: PathBuf,
+}
+
+/// Holding this means this process is the only one sending from the outbox.
+#[derive(Debug)]
+pub(crate) struct SendGuard(#[allow(dead_code)] File);
+
+impl Outbox {
+    pub fn new(state_dir: &Path) -> Self {
+        Self {
+            dir: state_dir.to_path_buf(),
+        }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.join("outbox.jsonl")
+    }
+
+    fn lock(&self, name: &str) -> anyhow::Result<File> {
+        std::fs::create_dir_all(&self.dir)
+            .with_context(|| format!("while creating {}", self.dir.display()))?;
+        let path = self.dir.join(name);
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("while opening {}", path.display()))?;
+        f.lock()
+            .with_context(|| format!("while locking {}", path.display()))?;
+        Ok(f)
+    }
+
+    /// Blocks until no other process is sending from this outbox.
+    pub fn lock_sending(&self) -> anyhow::Result<SendGuard> {
+        Ok(SendGuard(self.lock("outbox.send.lock")?))
+    }
+
+    /// Queues `messages`, durably, in order.
+    pub fn append(&self, messages: &[Message]) -> anyhow::Result<()> {
+        let records: Vec<Record> = messages.iter().cloned().map(Record::Message).collect();
+        self.append_records(&records)
+    }
+
+    pub fn mark_sent(&self, id: &str) -> anyhow::Result<()> {
+        self.append_records(&[Record::Sent { id: id.to_string() }])
+    }
+
+    pub fn mark_rejected(&self, id: &str, error: &str) -> anyhow::Result<()> {
+        let error = error.to_string();
+        self.append_records(&[Record::Rejected {
+            id: id.to_string(),
+            error,
+        }])
+    }
+
+    fn append_records(&self, records: &[Record]) -> anyhow::Result<()> {
+        let _lock = self.lock("outbox.lock")?;
+        let path = self.path();
+        let mut f = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("while opening {}", path.display()))?;
+        let mut buf = String::new();
+        // A crash mid-append leaves a line without its newline; start on a fresh line.
+        if f.metadata()?.len() > 0 {
+            let mut last = [0u8; 1];
+            f.seek(SeekFrom::End(-1))?;
+            f.read_exact(&mut last)?;
+            if last[0] != b'\n' {
+                buf.push('\n');
+            }
+        }
+        for r in records {
+            buf.push_str(&serde_json::to_string(r)?);
+            buf.push('\n');
+        }
+        f.write_all(buf.as_bytes())
+            .and_then(|()| f.sync_data())
+            .with_context(|| format!("while appending to {}", path.display()))
+    }
+
+    /// Messages not yet sent or rejected, oldest first.
+    pub fn pending(&self) -> anyhow::Result<Vec<Message>> {
+        let _lock = self.lock("outbox.lock")?;
+        Ok(pending_in(&self.read()?))
+    }
+
+    fn read(&self) -> anyhow::Result<String> {
+        match std::fs::read_to_string(self.path()) {
+            Ok(s) => Ok(s),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+            Err(e) => Err(e).with_context(|| format!("while reading {}", self.path().display())),
+        }
+    }
+
+    /// Drops settled records, keeping pending messages in order (an atomic rewrite under the
+    /// lock, so a concurrent append either lands before it and is kept, or waits for it).
+    pub fn compact(&self) -> anyhow::Result<()> {
+        let _lock = self.lock("outbox.lock")?;
+        let text = self.read()?;
+        let pending = pending_in(&text);
+        if text.lines().filter(|l| !l.trim().is_empty()).count() == pending.len() {
+            return Ok(());
+        }
+        let mut out = String::new();
+        for m in pending {
+            out.push_str(&serde_json::to_string(&Record::Message(m))?);
+            out.push('\n');
+        }
+        let path = self.path();
+        let mut f = atomic_write_file::AtomicWriteFile::options()
+            .open(&path)
+            .with_context(|| format!("while rewriting {}", path.display()))?;
+        f.write_all(out.as_bytes())?;
+        f.commit()
+            .with_context(|| format!("while rewriting {}", path.display()))
+    }
+}
+
+/// The pending messages of an outbox file's text. Lines that do not parse (a torn last line
+/// after a crash, a hand edit) are skipped rather than blocking every later message.
+fn pending_in(text: &str) -> Vec<Message> {
+    let mut messages = Vec::new();
+    let mut settled = std::collections::HashSet::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<Record>(line) {
+            Ok(Record::Message(m)) => messages.push(m),
+            Ok(Record::Sent { id } | Record::Rejected { id, .. }) => {
+                settled.insert(id);
+            }
+            Err(_) => {}
+        }
+    }
+    messages.retain(|m| !settled.contains(&m.id));
+    messages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(id: &str) -> Message {
+        Message {
+            id: id.into(),
+            at: "2026-01-01T00:00:00Z".into(),
+            event: "text".into(),
+            text: format!("text of {id}"),
+            html: true,
+        }
+    }
+
+    #[test]
+    fn settled_messages_are_no_longer_pending_and_order_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let ob = Outbox::new(dir.path());
+        ob.append(&[msg("a"), msg("b"), msg("c")]).unwrap();
+        ob.mark_sent("b").unwrap();
+        ob.mark_rejected("a", "400 Bad Request: chat not found")
+            .unwrap();
+        assert_eq!(ob.pending().unwrap(), vec![msg("c")]);
+        ob.append(&[msg("d")]).unwrap();
+        assert_eq!(ob.pending().unwrap(), vec![msg("c"), msg("d")]);
+    }
+
+    #[test]
+    fn a_torn_last_line_does_not_swallow_the_next_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let ob = Outbox::new(dir.path());
+        ob.append(&[msg("a")]).unwrap();
+        let mut f = OpenOptions::new().append(true).open(ob.path()).unwrap();
+        f.write_all(br#"{"kind":"message","id":"torn","te"#)
+            .unwrap();
+        ob.append(&[msg("b")]).unwrap();
+        assert_eq!(ob.pending().unwrap(), vec![msg("a"), msg("b")]);
+    }
+
+    #[test]
+    fn compact_keeps_only_pending_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let ob = Outbox::new(dir.path());
+        ob.append(&[msg("a"), msg("b")]).unwrap();
+        ob.mark_sent("a").unwrap();
+        ob.compact().unwrap();
+        let text = std::fs::read_to_string(ob.path()).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert_eq!(ob.pending().unwrap(), vec![msg("b")]);
+    }
+}

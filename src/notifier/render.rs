@@ -1,0 +1,247 @@
+//! The words of each message, made to be read on a phone: short, the goal first, one fact per
+//! line. Telegram gets Bot API HTML (every piece of loop or agent text escaped, so an `<` in a
+//! step summary cannot break the message); the log gets the same text without markup.
+
+use std::time::Duration;
+
+use super::Event;
+
+/// How a message is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// Telegram `parse_mode: HTML`.
+    Html,
+    /// No markup at all (the log).
+    Plain,
+}
+
+/// Goals are headlines; a paragraph-long goal is cut so the message still reads at a glance.
+const GOAL_MAX: usize = 200;
+/// One step summary or one reason; the full text is in M1.md and the step's report.
+const LINE_MAX: usize = 400;
+/// At most this many lines of a failed step's output.
+const TAIL_LINES: usize = 15;
+const TAIL_LINE_MAX: usize = 300;
+
+/// The message text for `event`, in Telegram HTML with proper escaping.
+#[must_use]
+pub fn render(event: &Event) -> String {
+    render_as(event, Format::Html)
+}
+
+/// The message text for `event` in the given format.
+pub(crate) fn render_as(event: &Event, format: Format) -> String {
+    let mut m = Msg {
+        format,
+        out: String::new(),
+    };
+    match event {
+        Event::Started { goal, steps } => {
+            m.headline("▶️", goal);
+            m.line(&format!("Loop started, {} step(s):", steps.len()));
+            for (i, step) in steps.iter().enumerate() {
+                m.line(&format!("{}. {}", i + 1, cut(step, LINE_MAX)));
+            }
+        }
+        Event::StepDone {
+            goal,
+            step,
+            total,
+            summary,
+        } => {
+            m.headline("☑️", goal);
+            m.line(&format!(
+                "Step {step}/{total} done: {}",
+                cut(summary, LINE_MAX)
+            ));
+        }
+        Event::Waiting {
+            goal,
+            reason,
+            how_to_continue,
+        } => {
+            m.headline("⏸", goal);
+            m.bold_line("WAITING: ", &cut(reason, LINE_MAX));
+            m.line(&format!("To continue: {}", cut(how_to_continue, LINE_MAX)));
+        }
+        Event::Failed {
+            goal,
+            step,
+            reason,
+            log_tail,
+        } => {
+            m.headline("❌", goal);
+            let at = step.map(|s| format!(" at step {s}")).unwrap_or_default();
+            m.bold_line(&format!("FAILED{at}: "), &cut(reason, LINE_MAX));
+            let tail: Vec<String> = log_tail[log_tail.len().saturating_sub(TAIL_LINES)..]
+                .iter()
+                .map(|l| cut(l, TAIL_LINE_MAX))
+                .collect();
+            if !tail.is_empty() {
+                m.line("Last lines of its output:");
+                m.pre(&tail);
+            }
+        }
+        Event::Done {
+            goal,
+            summaries,
+            cost_usd,
+            elapsed_s,
+        } => {
+            m.headline("✅", goal);
+            let time = crate::duration::human(Duration::from_secs(*elapsed_s));
+            m.bold_line(
+                "DONE: ",
+                &format!("{} step(s) in {time}, ${cost_usd:.2}", summaries.len()),
+            );
+            for (step, summary) in summaries {
+                m.line(&format!("{step}. {}", cut(summary, LINE_MAX)));
+            }
+        }
+        Event::Text(text) => m.line(text),
+    }
+    m.out.trim_end().to_string()
+}
+
+/// Builds one message line by line; all text passed in is the loop's or the agent's, so it is
+/// escaped here and nowhere else.
+struct Msg {
+    format: Format,
+    out: String,
+}
+
+impl Msg {
+    fn headline(&mut self, icon: &str, goal: &str) {
+        let goal = cut(goal.trim(), GOAL_MAX);
+        match self.format {
+            Format::Html => self
+                .out
+                .push_str(&format!("{icon} <b>{}</b>\n", escape(&goal))),
+            Format::Plain => self.out.push_str(&format!("{icon} {goal}\n")),
+        }
+    }
+
+    fn bold_line(&mut self, label: &str, rest: &str) {
+        match self.format {
+            Format::Html => self.out.push_str(&format!(
+                "<b>{}</b>{}\n",
+                escape(label.trim_end()),
+                escape(&format!(" {rest}"))
+            )),
+            Format::Plain => self.out.push_str(&format!("{label}{rest}\n")),
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        match self.format {
+            Format::Html => self.out.push_str(&escape(text)),
+            Format::Plain => self.out.push_str(text),
+        }
+        self.out.push('\n');
+    }
+
+    fn pre(&mut self, lines: &[String]) {
+        let body = lines.join("\n");
+        match self.format {
+            Format::Html => self
+                .out
+                .push_str(&format!("<pre>{}</pre>\n", escape(&body))),
+            Format::Plain => self.out.push_str(&format!("{body}\n")),
+        }
+    }
+}
+
+/// Escapes text for Bot API HTML: the three characters its parser treats specially.
+#[must_use]
+pub(crate) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `text` cut to `max` characters, with an ellipsis when something was cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(max.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_text_is_escaped_and_markup_is_ours() {
+        let e = Event::Failed {
+            goal: "fix <edit> & co".into(),
+            step: Some(2),
+            reason: "verify: a < b".into(),
+            log_tail: vec!["error: <eof>".into(), "exit 1".into()],
+        };
+        let html = render(&e);
+        assert_eq!(
+            html,
+            "❌ <b>fix &lt;edit&gt; &amp; co</b>\n\
+             <b>FAILED at step 2:</b> verify: a &lt; b\n\
+             Last lines of its output:\n\
+             <pre>error: &lt;eof&gt;\nexit 1</pre>"
+        );
+        let plain = render_as(&e, Format::Plain);
+        assert!(plain.starts_with("❌ fix <edit> & co\nFAILED at step 2: verify: a < b"));
+    }
+
+    #[test]
+    fn done_has_goal_first_then_totals_and_each_step() {
+        let e = Event::Done {
+            goal: "SIGTERMバグを修正".into(),
+            summaries: vec![(1, "調査".into()), (2, "実装".into())],
+            cost_usd: 1.234,
+            elapsed_s: 723,
+        };
+        assert_eq!(
+            render(&e),
+            "✅ <b>SIGTERMバグを修正</b>\n<b>DONE:</b> 2 step(s) in 12m03s, $1.23\n1. 調査\n2. 実装"
+        );
+    }
+
+    #[test]
+    fn waiting_says_why_and_how_to_continue() {
+        let e = Event::Waiting {
+            goal: "g".into(),
+            reason: "which database?".into(),
+            how_to_continue: "edit CONSTRAINTS in M1.md, then `loop resume`".into(),
+        };
+        let text = render_as(&e, Format::Plain);
+        assert_eq!(
+            text,
+            "⏸ g\nWAITING: which database?\nTo continue: edit CONSTRAINTS in M1.md, then `loop resume`"
+        );
+    }
+
+    #[test]
+    fn long_goals_are_cut() {
+        let goal = "x".repeat(1000);
+        let text = render_as(
+            &Event::StepDone {
+                goal,
+                step: 1,
+                total: 2,
+                summary: "s".into(),
+            },
+            Format::Plain,
+        );
+        let first = text.lines().next().unwrap();
+        assert_eq!(first.chars().count(), "☑️ ".chars().count() + GOAL_MAX);
+        assert!(first.ends_with('…'));
+    }
+}

@@ -1,0 +1,312 @@
+//! A fake Telegram Bot API on 127.0.0.1, for tests: a hand-written HTTP/1.1 server on a
+//! thread that records every request and answers `sendMessage` and `getUpdates` the way the
+//! real API does, or with scripted failures (429 with `retry_after`, 5xx, 400, 409, a dropped
+//! connection). Nothing here touches the real network.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// A scripted answer to one request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// Do what the real API would.
+    Ok,
+    /// 429 with `parameters.retry_after` seconds.
+    RetryAfter(u64),
+    /// 500 Internal Server Error.
+    ServerError,
+    /// 400 with this description.
+    BadRequest(String),
+    /// 409: another getUpdates poller.
+    Conflict,
+    /// Close the connection without answering.
+    Drop,
+}
+
+/// One request the server received.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The API method, e.g. `sendMessage`.
+    pub method: String,
+    /// The token from the `/bot<token>/` path segment.
+    pub token: String,
+    pub body: Value,
+}
+
+/// A message the server accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sent {
+    pub chat_id: String,
+    pub text: String,
+    pub parse_mode: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    requests: Vec<Request>,
+    send_script: VecDeque<Reply>,
+    updates_script: VecDeque<Reply>,
+    updates: Vec<Value>,
+    sent: Vec<Sent>,
+}
+
+/// The running fake; stops its thread when dropped.
+pub struct FakeTelegram {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FakeTelegram {
+    pub fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(Mutex::new(State::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (state.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if sp.load(Ordering::SeqCst) {
+                    break;
+                }
+                if let Ok(conn) = conn {
+                    let st = st.clone();
+                    std::thread::spawn(move || serve(conn, &st));
+                }
+            }
+        });
+        Self {
+            addr,
+            state,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// The value for `TELEGRAM_API_BASE`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A base URL where nothing listens: a server that is down.
+    pub fn down_base_url() -> String {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        format!("http://{addr}")
+    }
+
+    /// Answers for the next `sendMessage` requests, in order; after them, [`Reply::Ok`].
+    pub fn script_send(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.state.lock().unwrap().send_script.extend(replies);
+    }
+
+    /// Answers for the next `getUpdates` requests, in order; after them, the real behaviour.
+    pub fn script_updates(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.state.lock().unwrap().updates_script.extend(replies);
+    }
+
+    /// Queues a text message from `chat_id`; returns its update id.
+    pub fn push_message(&self, chat_id: i64, text: &str) -> i64 {
+        let mut s = self.state.lock().unwrap();
+        let id = 1000 + s.updates.len() as i64;
+        s.updates.push(json!({
+            "update_id": id,
+            "message": {
+                "message_id": id, "date": 0, "text": text,
+                "chat": { "id": chat_id, "type": "private" },
+                "from": { "id": chat_id, "is_bot": false, "first_name": "T" },
+            }
+        }));
+        id
+    }
+
+    /// Messages accepted so far, in order.
+    pub fn sent(&self) -> Vec<Sent> {
+        self.state.lock().unwrap().sent.clone()
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<Request> {
+        self.state.lock().unwrap().requests.clone()
+    }
+
+    /// How many requests of `method` arrived.
+    pub fn count(&self, method: &str) -> usize {
+        self.requests()
+            .iter()
+            .filter(|r| r.method == method)
+            .count()
+    }
+}
+
+impl Drop for FakeTelegram {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr); // wake the accept loop
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Polls `cond` every 20 ms until it holds or `timeout` passes; returns whether it held.
+pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn serve(conn: TcpStream, state: &Mutex<State>) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return;
+    }
+    let path = line
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    let mut len = 0;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
+            break;
+        }
+        let lower = h.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; len];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let rest = path.strip_prefix("/bot").unwrap_or_default();
+    let (token, method) = rest.rsplit_once('/').unwrap_or((rest, ""));
+    let req = Request {
+        method: method.to_string(),
+        token: token.to_string(),
+        body,
+    };
+    let answer = answer(&req, state);
+    state.lock().unwrap().requests.push(req);
+    let Some((status, json)) = answer else { return }; // Reply::Drop: hang up
+    let text = json.to_string();
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        409 => "Conflict",
+        429 => "Too Many Requests",
+        _ => "Internal Server Error",
+    };
+    let mut conn = conn;
+    let _ = write!(
+        conn,
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        text.len()
+    );
+}
+
+fn error(status: u16, description: &str) -> Option<(u16, Value)> {
+    Some((
+        status,
+        json!({"ok": false, "error_code": status, "description": description}),
+    ))
+}
+
+fn scripted(reply: Reply) -> Option<Option<(u16, Value)>> {
+    match reply {
+        Reply::Ok => None,
+        Reply::RetryAfter(s) => Some(Some((
+            429,
+            json!({"ok": false, "error_code": 429,
+                   "description": format!("Too Many Requests: retry after {s}"),
+                   "parameters": {"retry_after": s}}),
+        ))),
+        Reply::ServerError => Some(error(500, "Internal Server Error")),
+        Reply::BadRequest(d) => Some(error(400, &d)),
+        Reply::Conflict => Some(error(
+            409,
+            "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+        )),
+        Reply::Drop => Some(None),
+    }
+}
+
+fn answer(req: &Request, state: &Mutex<State>) -> Option<(u16, Value)> {
+    match req.method.as_str() {
+        "sendMessage" => {
+            let mut s = state.lock().unwrap();
+            if let Some(r) = s.send_script.pop_front().and_then(scripted) {
+                return r;
+            }
+            let chat_id = match &req.body["chat_id"] {
+                Value::String(c) => c.clone(),
+                other => other.to_string(),
+            };
+            let text = req.body["text"].as_str().unwrap_or_default().to_string();
+            if text.is_empty() || text.encode_utf16().count() > 4096 {
+                return error(400, "Bad Request: message text is empty or too long");
+            }
+            let parse_mode = req.body["parse_mode"].as_str().map(str::to_string);
+            s.sent.push(Sent {
+                chat_id,
+                text: text.clone(),
+                parse_mode,
+            });
+            let id = s.sent.len();
+            Some((
+                200,
+                json!({"ok": true, "result": {"message_id": id, "text": text}}),
+            ))
+        }
+        "getUpdates" => {
+            if let Some(r) = state
+                .lock()
+                .unwrap()
+                .updates_script
+                .pop_front()
+                .and_then(scripted)
+            {
+                return r;
+            }
+            let offset = req.body["offset"].as_i64().unwrap_or(0);
+            // A short long-poll: answer as soon as there is something, else after 200 ms.
+            let deadline = Instant::now() + Duration::from_millis(200);
+            loop {
+                let found: Vec<Value> = state
+                    .lock()
+                    .unwrap()
+                    .updates
+                    .iter()
+                    .filter(|u| u["update_id"].as_i64().unwrap_or(0) >= offset)
+                    .cloned()
+                    .collect();
+                if !found.is_empty() || Instant::now() > deadline {
+                    return Some((200, json!({"ok": true, "result": found})));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        _ => error(404, "Not Found"),
+    }
+}
