@@ -133,7 +133,7 @@ fn without_steps_the_agent_plans_them() {
 fn an_unusable_plan_is_a_planning_failure_retried() {
     let env = Env::new();
     env.scenario(&json!({
-        "steps": {"0": [{"result": "I would rather chat."}, {"result": "{\"steps\": [\"only\"]}"}]},
+        "plan": [{"result": "I would rather chat."}, {"result": "{\"steps\": [\"only\"]}"}],
         "default": done("ok")
     }));
     let out = env.run(&["start", "g"]);

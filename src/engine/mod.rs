@@ -63,7 +63,7 @@ pub fn one_line(text: &str, max: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+mod unit {
     use super::*;
 
     #[test]

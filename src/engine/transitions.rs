@@ -105,7 +105,11 @@ pub struct Facts {
 
 fn common(f: &Facts, edits: &mut Vec<Edit>) {
     let s = f.step;
-    edits.push(results(s, "EXIT", f.exit_code.map_or_else(|| "(none)".into(), |c| c.to_string())));
+    // No exit code (killed by a signal, lost, never ran): the key goes; ERROR says why.
+    edits.push(match f.exit_code {
+        Some(c) => results(s, "EXIT", c.to_string()),
+        None => results_remove(s, "EXIT"),
+    });
     if let Some(sid) = &f.session_id {
         edits.push(results(s, "SESSION_ID", sid.clone()));
     }

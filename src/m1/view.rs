@@ -109,6 +109,8 @@ pub struct Current {
     pub command: Option<String>,
     pub session_id: Option<String>,
     pub attempt: Option<u32>,
+    /// Every other scalar key of CURRENT (the runner's WAIT_UNTIL, GIT_HEAD, ...), by name.
+    pub extra: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -123,6 +125,8 @@ pub struct StepResult {
     pub duration_s: Option<f64>,
     pub session_id: Option<String>,
     pub error: Option<String>,
+    /// Every other scalar key of the block (TRANSIENT, BLOCKED, ...), by name.
+    pub extra: BTreeMap<String, String>,
     pub report: Option<String>,
 }
 
@@ -186,6 +190,7 @@ impl M1 {
                 command: get(&["CURRENT", "COMMAND"]),
                 session_id: get(&["CURRENT", "SESSION_ID"]),
                 attempt: parsed(get(&["CURRENT", "ATTEMPT"])),
+                extra: extra(doc, doc.find(&["CURRENT"]), CURRENT_KEYS),
             },
             results: results(doc),
             last_action: get(&["LAST_ACTION"]),
@@ -231,10 +236,29 @@ fn results(doc: &Document) -> BTreeMap<u32, StepResult> {
                 session_id: field("SESSION_ID"),
                 error: field("ERROR"),
                 report: field("REPORT"),
+                extra: extra(doc, Some(i), RESULT_KEYS),
             },
         );
     }
     out
+}
+
+const CURRENT_KEYS: &[&str] = &["TASK_ID", "CC_PID", "SPAWN_TIME", "COMMAND", "SESSION_ID", "ATTEMPT"];
+const RESULT_KEYS: &[&str] = &[
+    "EXIT", "COMMIT", "SUMMARY", "VERIFIED", "ATTEMPTS", "COST_USD", "DURATION_S", "SESSION_ID",
+    "ERROR", "REPORT",
+];
+
+/// The scalar children of `block` whose keys the typed fields do not cover.
+fn extra(doc: &Document, block: Option<usize>, known: &[&str]) -> BTreeMap<String, String> {
+    let Some(block) = block else { return BTreeMap::new() };
+    doc.children(Some(block))
+        .filter_map(|j| {
+            let k = doc.key_at(j);
+            let v = k.value.as_ref()?;
+            (!known.contains(&k.key.as_str())).then(|| (k.key.clone(), v.text.clone()))
+        })
+        .collect()
 }
 
 fn parsed<T: FromStr>(v: Option<String>) -> Option<T> {

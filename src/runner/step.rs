@@ -6,7 +6,7 @@ use std::process::Command;
 use anyhow::Context;
 use chrono::Utc;
 
-use super::{KILL_GRACE, POLL, Runner, crash};
+use super::{POLL, Runner, crash};
 use crate::agent::{self, ExitInfo, Session, Verdict};
 use crate::bridge::{self, FireRequest, TaskReport, TaskState};
 use crate::engine::{self, Attempt, Facts, Judgement, SessionPlan, TaskEnd};
@@ -115,12 +115,6 @@ impl Runner {
             .with_context(|| format!("while starting task {task_id}"))?;
         let _ = std::fs::write(bridge::task_dir(&self.state_dir, task_id).join("prompt.md"), prompt);
         crash::point("after-fire");
-        if let Ok(report) = bridge::check(&self.state_dir, task_id) {
-            if let Some(pid) = report.pid {
-                self.commit(&[Edit::set(&["CURRENT", "CC_PID"], pid.to_string())])?;
-                crash::point("after-pid-write");
-            }
-        }
         Ok(())
     }
 
@@ -141,6 +135,13 @@ impl Runner {
         self.watch.set_task_dir(Some(&dir));
         let report = loop {
             let report = bridge::check(&self.state_dir, task_id)?;
+            if let Some(pid) = report.pid
+                && self.view().current.cc_pid != Some(pid)
+            {
+                // The agent's pid, once the supervisor has started it (seed: CC_PID).
+                self.commit(&[Edit::set(&["CURRENT", "CC_PID"], pid.to_string())])?;
+                crash::point("after-pid-write");
+            }
             if report.state != TaskState::Running {
                 break report;
             }
