@@ -59,6 +59,21 @@ impl SimEnv {
     }
 }
 
+/// The file name of the simulated agent's binary.
+pub const BINARY: &str = "claude-sim";
+
+/// Where `claude-sim` is: beside the running executable (`loop demo`), or one level up (a test
+/// binary in `target/*/deps/`). `None` when it was not built.
+#[must_use]
+pub fn locate() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join(BINARY))
+        .find(|p| p.is_file())
+}
+
 /// Runs one simulated call with the process's arguments and environment; returns the exit code.
 #[must_use]
 pub fn main() -> i32 {
