@@ -24,7 +24,8 @@ fn now() -> chrono::DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
 }
 
-const OK: &str = r#"{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s"}"#;
+const OK: &str =
+    r#"{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s"}"#;
 
 #[test]
 fn denied_tools_still_succeed_and_are_reported() {
@@ -50,7 +51,10 @@ fn a_kill_after_a_successful_result_is_success() {
 fn exit_code_zero_without_a_result_is_not_success() {
     let s = stream(&[r#"{"type":"system","subtype":"init","session_id":"s"}"#]);
     match classify(&exit(0), "", &s, now()) {
-        Class::Other(m) => assert!(m.contains("exited with code 0 without a result event"), "{m}"),
+        Class::Other(m) => assert!(
+            m.contains("exited with code 0 without a result event"),
+            "{m}"
+        ),
         c => panic!("{c:?}"),
     }
 }
@@ -58,7 +62,10 @@ fn exit_code_zero_without_a_result_is_not_success() {
 #[test]
 fn a_successful_result_with_a_failing_exit_is_not_success() {
     let c = classify(&exit(1), "", &stream(&[OK]), now());
-    assert!(matches!(c, Class::Other(ref m) if m.contains("exited with code 1")), "{c:?}");
+    assert!(
+        matches!(c, Class::Other(ref m) if m.contains("exited with code 1")),
+        "{c:?}"
+    );
 }
 
 #[test]
@@ -80,7 +87,10 @@ fn cli_refusals_are_told_apart() {
     let none = StreamSummary::default();
     let cases = [
         ("error: unknown option '--bogus'", BugKind::UnknownOption),
-        ("error: option '--model <model>' argument missing", BugKind::BadArgument),
+        (
+            "error: option '--model <model>' argument missing",
+            BugKind::BadArgument,
+        ),
         (
             "Error: --session-id can only be used with --continue or --resume if --fork-session is also specified.",
             BugKind::BothSessionFlags,
@@ -94,7 +104,10 @@ fn cli_refusals_are_told_apart() {
         match classify(&exit(1), stderr, &none, now()) {
             Class::InvocationBug { kind: k, message } => {
                 assert_eq!(k, kind, "{stderr}");
-                assert!(message.contains(stderr.lines().next().unwrap()), "{message}");
+                assert!(
+                    message.contains(stderr.lines().next().unwrap()),
+                    "{message}"
+                );
             }
             c => panic!("{stderr}: {c:?}"),
         }
@@ -121,14 +134,25 @@ fn an_allowed_rate_limit_event_is_not_a_usage_limit() {
         r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1}}"#,
         r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":500,"result":"API Error: 500"}"#,
     ]);
-    assert!(matches!(classify(&exit(1), "", &s, now()), Class::Transient(_)));
+    assert!(matches!(
+        classify(&exit(1), "", &s, now()),
+        Class::Transient(_)
+    ));
 }
 
 #[test]
 fn an_unknown_failure_is_other_with_stderr_s_last_words() {
-    let c = classify(&exit(3), "warming up\nsegfault in module X\n", &StreamSummary::default(), now());
+    let c = classify(
+        &exit(3),
+        "warming up\nsegfault in module X\n",
+        &StreamSummary::default(),
+        now(),
+    );
     match c {
-        Class::Other(m) => assert!(m.contains("segfault in module X") && m.contains("code 3"), "{m}"),
+        Class::Other(m) => assert!(
+            m.contains("segfault in module X") && m.contains("code 3"),
+            "{m}"
+        ),
         c => panic!("{c:?}"),
     }
 }

@@ -46,7 +46,10 @@ fn label(c: &Class) -> String {
 }
 
 fn reset(epoch: i64) -> String {
-    format!("usage-limit@{:?}", Some(Utc.timestamp_opt(epoch, 0).unwrap()))
+    format!(
+        "usage-limit@{:?}",
+        Some(Utc.timestamp_opt(epoch, 0).unwrap())
+    )
 }
 
 fn bug(kind: BugKind) -> String {
@@ -67,25 +70,53 @@ fn table() -> Vec<(&'static str, ExitInfo, String)> {
         ("auth-not-logged-in", exited(1), "auth".into()),
         ("auth-401-oauth-not-logged-in", exited(1), "auth".into()),
         ("auth-403-forbidden", exited(1), "auth".into()),
-        ("billing-400-credit-balance-too-low", exited(1), "billing".into()),
+        (
+            "billing-400-credit-balance-too-low",
+            exited(1),
+            "billing".into(),
+        ),
         ("rate-limit-429-api", exited(1), "transient".into()),
         ("usage-limit-429-five-hour", exited(1), reset(1_795_324_010)),
-        ("usage-limit-429-five-hour-2.1.197", exited(1), reset(1_795_324_009)),
+        (
+            "usage-limit-429-five-hour-2.1.197",
+            exited(1),
+            reset(1_795_324_009),
+        ),
         ("overloaded-529", exited(1), "transient".into()),
         ("server-error-500", exited(1), "transient".into()),
         ("model-404-not-found", exited(1), bug(BugKind::UnknownModel)),
         ("network-unreachable", exited(1), "transient".into()),
-        ("resume-no-conversation", exited(1), bug(BugKind::UnknownSession)),
-        ("resume-no-conversation-startup-results", exited(1), bug(BugKind::UnknownSession)),
+        (
+            "resume-no-conversation",
+            exited(1),
+            bug(BugKind::UnknownSession),
+        ),
+        (
+            "resume-no-conversation-startup-results",
+            exited(1),
+            bug(BugKind::UnknownSession),
+        ),
         ("session-id-in-use", exited(1), bug(BugKind::SessionInUse)),
-        ("session-id-invalid", exited(1), bug(BugKind::InvalidSessionId)),
-        ("bypass-permissions-as-root", exited(1), bug(BugKind::BypassPermissionsAsRoot)),
+        (
+            "session-id-invalid",
+            exited(1),
+            bug(BugKind::InvalidSessionId),
+        ),
+        (
+            "bypass-permissions-as-root",
+            exited(1),
+            bug(BugKind::BypassPermissionsAsRoot),
+        ),
         (
             "bypass-permissions-as-root-startup-results",
             exited(1),
             bug(BugKind::BypassPermissionsAsRoot),
         ),
-        ("stream-json-without-verbose", exited(1), bug(BugKind::StreamJsonNeedsVerbose)),
+        (
+            "stream-json-without-verbose",
+            exited(1),
+            bug(BugKind::StreamJsonNeedsVerbose),
+        ),
         ("error-max-turns", exited(1), "other".into()),
         ("error-max-budget-usd", exited(1), "billing".into()),
         ("hang-killed-by-timeout", killed, "transient".into()),
@@ -131,7 +162,10 @@ fn the_table_covers_every_row_of_the_index_and_every_capture_file() {
 fn success_fields_are_extracted() {
     let (s, _) = load("success");
     let r = s.result.unwrap();
-    assert_eq!(s.session_id.as_deref(), Some("9d1f0722-d156-47e1-a326-bf472cd503f4"));
+    assert_eq!(
+        s.session_id.as_deref(),
+        Some("9d1f0722-d156-47e1-a326-bf472cd503f4")
+    );
     assert_eq!(r.subtype, "success");
     assert!(!r.is_error);
     assert_eq!(r.api_error_status, None);
@@ -141,7 +175,10 @@ fn success_fields_are_extracted() {
     assert_eq!(r.num_turns, Some(1));
     assert_eq!(r.duration_ms, Some(1819));
     assert!(r.permission_denials.is_empty());
-    assert_eq!(s.last_assistant_text.as_deref(), Some("Hello from mock. n_messages=2"));
+    assert_eq!(
+        s.last_assistant_text.as_deref(),
+        Some("Hello from mock. n_messages=2")
+    );
     assert_eq!(s.events, 3);
     assert_eq!(s.garbage_lines, 0);
 }
@@ -150,7 +187,10 @@ fn success_fields_are_extracted() {
 fn api_error_fields_and_denials_are_extracted() {
     let (s, _) = load("rate-limit-429-api");
     let r = s.result.unwrap();
-    assert_eq!((r.subtype.as_str(), r.is_error, r.api_error_status), ("success", true, Some(429)));
+    assert_eq!(
+        (r.subtype.as_str(), r.is_error, r.api_error_status),
+        ("success", true, Some(429))
+    );
     assert_eq!(r.duration_ms, Some(179_711));
 
     let (s, _) = load("error-max-turns");
@@ -171,7 +211,10 @@ fn usage_limit_reset_comes_from_the_rate_limit_event() {
     assert_eq!(rl.kind.as_deref(), Some("five_hour"));
     match classify(&exited(1), &stderr, &s, now()) {
         Class::UsageLimit { message, .. } => {
-            assert!(message.contains("You've hit your 5-hour limit"), "{message}");
+            assert!(
+                message.contains("You've hit your 5-hour limit"),
+                "{message}"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -202,7 +245,10 @@ fn messages_carry_the_cli_s_own_words() {
     let cases = [
         ("auth-401-invalid-api-key", "Invalid API key"),
         ("auth-not-logged-in", "Please run /login"),
-        ("billing-400-credit-balance-too-low", "Credit balance is too low"),
+        (
+            "billing-400-credit-balance-too-low",
+            "Credit balance is too low",
+        ),
         ("error-max-budget-usd", "Reached maximum budget"),
         ("resume-no-conversation", "No conversation found"),
         ("overloaded-529", "529"),

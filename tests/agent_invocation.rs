@@ -18,18 +18,34 @@ fn count(inv: &Invocation, flag: &str) -> usize {
 #[test]
 fn a_first_attempt_names_a_new_session() {
     let id = new_session_id();
-    let inv = invocation(&AgentConfig::default(), "do step 1", &Session::New(id.clone()));
+    let inv = invocation(
+        &AgentConfig::default(),
+        "do step 1",
+        &Session::New(id.clone()),
+    );
     assert_eq!(inv.program, "claude");
     assert_eq!(
         inv.args,
-        ["-p", "do step 1", "--output-format", "stream-json", "--verbose", "--session-id", &id]
+        [
+            "-p",
+            "do step 1",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--session-id",
+            &id
+        ]
     );
     assert_eq!(count(&inv, "--resume"), 0);
 }
 
 #[test]
 fn a_retry_resumes_and_never_names_a_session_too() {
-    let inv = invocation(&AgentConfig::default(), "fix it", &Session::Resume("abc".into()));
+    let inv = invocation(
+        &AgentConfig::default(),
+        "fix it",
+        &Session::Resume("abc".into()),
+    );
     assert_eq!(flag_values(&inv, "--resume"), ["abc"]);
     assert_eq!(count(&inv, "--session-id"), 0);
     assert_eq!(count(&inv, "--verbose"), 1);
@@ -37,17 +53,27 @@ fn a_retry_resumes_and_never_names_a_session_too() {
 
 #[test]
 fn the_environment_removes_nesting_markers_and_asks_for_startup_results() {
-    let inv = invocation(&AgentConfig::default(), "p", &Session::New(new_session_id()));
+    let inv = invocation(
+        &AgentConfig::default(),
+        "p",
+        &Session::New(new_session_id()),
+    );
     assert_eq!(inv.env_remove, ["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"]);
     assert_eq!(
         inv.env_set,
-        [("CLAUDE_CODE_STARTUP_FAILURE_RESULTS".to_owned(), "1".to_owned())]
+        [(
+            "CLAUDE_CODE_STARTUP_FAILURE_RESULTS".to_owned(),
+            "1".to_owned()
+        )]
     );
     let cmd = inv.command();
     let envs: Vec<_> = cmd.get_envs().collect();
     assert!(envs.contains(&("CLAUDECODE".as_ref(), None)));
     assert!(envs.contains(&("CLAUDE_CODE_ENTRYPOINT".as_ref(), None)));
-    assert!(envs.contains(&("CLAUDE_CODE_STARTUP_FAILURE_RESULTS".as_ref(), Some("1".as_ref()))));
+    assert!(envs.contains(&(
+        "CLAUDE_CODE_STARTUP_FAILURE_RESULTS".as_ref(),
+        Some("1".as_ref())
+    )));
 }
 
 #[test]
@@ -65,7 +91,11 @@ fn configured_flags_follow_and_allowed_tools_cannot_swallow_arguments() {
     assert_eq!(inv.program, "/opt/bin/claude-sim");
     let at = inv.args.iter().position(|a| a == "--allowedTools").unwrap();
     assert_eq!(inv.args[at + 1..at + 3], ["Bash(git commit:*)", "Edit"]);
-    assert!(inv.args[at + 3].starts_with("--"), "the tool list ends at a flag: {:?}", inv.args);
+    assert!(
+        inv.args[at + 3].starts_with("--"),
+        "the tool list ends at a flag: {:?}",
+        inv.args
+    );
     assert_eq!(flag_values(&inv, "--permission-mode"), ["acceptEdits"]);
     assert_eq!(flag_values(&inv, "--max-turns"), ["30"]);
     assert_eq!(flag_values(&inv, "--max-budget-usd"), ["2.5"]);
@@ -75,7 +105,11 @@ fn configured_flags_follow_and_allowed_tools_cannot_swallow_arguments() {
 
 #[test]
 fn a_prompt_that_looks_like_a_flag_stays_a_prompt() {
-    let inv = invocation(&AgentConfig::default(), "--help me", &Session::New(new_session_id()));
+    let inv = invocation(
+        &AgentConfig::default(),
+        "--help me",
+        &Session::New(new_session_id()),
+    );
     assert_eq!(inv.args[1], " --help me");
 }
 

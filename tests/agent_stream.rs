@@ -24,7 +24,9 @@ fn key(s: &StreamSummary) -> String {
     format!(
         "{:?}|{:?}|{:?}|{:?}|{}|{}",
         s.session_id,
-        s.result.as_ref().map(|r| (&r.subtype, r.is_error, r.api_error_status, &r.result)),
+        s.result
+            .as_ref()
+            .map(|r| (&r.subtype, r.is_error, r.api_error_status, &r.result)),
         s.rate_limit.as_ref().map(|r| (&r.status, r.resets_at)),
         s.last_assistant_text,
         s.events,
@@ -34,7 +36,12 @@ fn key(s: &StreamSummary) -> String {
 
 #[test]
 fn byte_by_byte_equals_all_at_once() {
-    for stem in ["success", "usage-limit-429-five-hour", "error-max-turns", "auth-401-invalid-api-key"] {
+    for stem in [
+        "success",
+        "usage-limit-429-five-hour",
+        "error-max-turns",
+        "auth-401-invalid-api-key",
+    ] {
         let bytes = fixture(stem);
         let mut r = StreamReader::new();
         for b in &bytes {
@@ -50,7 +57,10 @@ fn summary_grows_as_lines_complete() {
     let lines: Vec<&[u8]> = bytes.split_inclusive(|b| *b == b'\n').collect();
     let mut r = StreamReader::new();
     r.feed(lines[0]);
-    assert_eq!(r.summary().session_id.as_deref(), Some("9d1f0722-d156-47e1-a326-bf472cd503f4"));
+    assert_eq!(
+        r.summary().session_id.as_deref(),
+        Some("9d1f0722-d156-47e1-a326-bf472cd503f4")
+    );
     assert!(r.summary().result.is_none());
     // Half of the result line: nothing yet, and nothing counted as garbage.
     r.feed(lines[1]);
@@ -66,13 +76,16 @@ fn summary_grows_as_lines_complete() {
 #[test]
 fn garbage_and_cut_lines_are_counted_and_skipped() {
     let mut bytes = b"not json at all\n\xff\xfe binary\n[1,2,3]\n\n   \r\n".to_vec();
-    bytes.extend(fixture("success").iter().map(|b| *b));
+    bytes.extend(fixture("success"));
     // A kill cut the last line in the middle.
     bytes.extend_from_slice(br#"{"type":"assistant","message":{"content":[{"type":"te"#);
     let s = whole(&bytes);
     assert_eq!(s.garbage_lines, 4, "three bad lines and the cut one");
     assert_eq!(s.events, 3);
-    assert_eq!(s.result.unwrap().result.as_deref(), Some("Hello from mock. n_messages=2"));
+    assert_eq!(
+        s.result.unwrap().result.as_deref(),
+        Some("Hello from mock. n_messages=2")
+    );
 }
 
 #[test]
@@ -88,18 +101,28 @@ fn crlf_and_missing_final_newline_are_fine() {
 #[test]
 fn the_last_result_and_rate_limit_event_win() {
     let stream = concat!(
-        r#"{"type":"system","subtype":"init","session_id":"a"}"#, "\n",
-        r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":100}}"#, "\n",
-        r#"{"type":"result","subtype":"success","is_error":true,"result":"first","session_id":"a"}"#, "\n",
-        r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed","resetsAt":200}}"#, "\n",
-        r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash"}]}}"#, "\n",
-        r#"{"type":"result","subtype":"success","is_error":false,"result":"second","session_id":"b","permission_denials":[{"tool_name":"Write"},{"tool_name":"Bash"}]}"#, "\n",
+        r#"{"type":"system","subtype":"init","session_id":"a"}"#,
+        "\n",
+        r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":100}}"#,
+        "\n",
+        r#"{"type":"result","subtype":"success","is_error":true,"result":"first","session_id":"a"}"#,
+        "\n",
+        r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed","resetsAt":200}}"#,
+        "\n",
+        r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash"}]}}"#,
+        "\n",
+        r#"{"type":"result","subtype":"success","is_error":false,"result":"second","session_id":"b","permission_denials":[{"tool_name":"Write"},{"tool_name":"Bash"}]}"#,
+        "\n",
     );
     let s = whole(stream.as_bytes());
     let r = s.result.unwrap();
     assert_eq!(r.result.as_deref(), Some("second"));
     assert_eq!(r.permission_denials, ["Write", "Bash"]);
-    assert_eq!(s.session_id.as_deref(), Some("b"), "the result's id is the one to resume");
+    assert_eq!(
+        s.session_id.as_deref(),
+        Some("b"),
+        "the result's id is the one to resume"
+    );
     let rl = s.rate_limit.unwrap();
     assert_eq!((rl.status.as_str(), rl.resets_at), ("allowed", Some(200)));
     assert_eq!(s.last_assistant_text, None, "a tool call has no text");

@@ -25,8 +25,14 @@ fn a_mention_in_prose_never_counts() {
         verdict("I will print STEP_DONE: when finished.\nStill working on it."),
         Verdict::Missing
     );
-    assert_eq!(verdict("Done. The line STEP_DONE: x is what you want"), Verdict::Missing);
-    assert_eq!(verdict("STEP_DONE: all good\nBut then I broke it."), Verdict::Missing);
+    assert_eq!(
+        verdict("Done. The line STEP_DONE: x is what you want"),
+        Verdict::Missing
+    );
+    assert_eq!(
+        verdict("STEP_DONE: all good\nBut then I broke it."),
+        Verdict::Missing
+    );
     // An earlier verdict line is overridden by a later one.
     assert_eq!(
         verdict("STEP_DONE: first try\nSTEP_FAILED: second thoughts"),
@@ -70,19 +76,32 @@ fn markup_around_the_line_or_prefix_is_tolerated() {
 
 #[test]
 fn a_bare_plan_or_a_fenced_one_anywhere_in_the_text() {
-    let want = vec!["Investigate".to_owned(), "Fix".to_owned(), "Test".to_owned()];
-    assert_eq!(parse_plan(r#"{"steps":["Investigate","Fix","Test"]}"#), Ok(want.clone()));
+    let want = vec![
+        "Investigate".to_owned(),
+        "Fix".to_owned(),
+        "Test".to_owned(),
+    ];
     assert_eq!(
-        parse_plan("Here is the plan:\n```json\n{\n  \"steps\": [\"Investigate\", \"Fix\", \"Test\"]\n}\n```\nGood luck."),
+        parse_plan(r#"{"steps":["Investigate","Fix","Test"]}"#),
         Ok(want.clone())
     );
     assert_eq!(
-        parse_plan(r#"Plan {not json} then {"steps": [" Investigate ", "Fix", "Test"], "note": {"x": 1}}"#),
+        parse_plan(
+            "Here is the plan:\n```json\n{\n  \"steps\": [\"Investigate\", \"Fix\", \"Test\"]\n}\n```\nGood luck."
+        ),
+        Ok(want.clone())
+    );
+    assert_eq!(
+        parse_plan(
+            r#"Plan {not json} then {"steps": [" Investigate ", "Fix", "Test"], "note": {"x": 1}}"#
+        ),
         Ok(want.clone())
     );
     // An example first, the answer last: the last one wins.
     assert_eq!(
-        parse_plan(r#"Format: {"steps": ["a", "b"]}. Answer: {"steps": ["Investigate", "Fix", "Test"]}"#),
+        parse_plan(
+            r#"Format: {"steps": ["a", "b"]}. Answer: {"steps": ["Investigate", "Fix", "Test"]}"#
+        ),
         Ok(want)
     );
 }
@@ -91,7 +110,10 @@ fn a_bare_plan_or_a_fenced_one_anywhere_in_the_text() {
 fn plan_texts_become_one_line_each() {
     assert_eq!(
         parse_plan(r#"{"steps": ["Fix\nthe   bug", "日本語のステップ → docs/a.md"]}"#),
-        Ok(vec!["Fix the bug".to_owned(), "日本語のステップ → docs/a.md".to_owned()])
+        Ok(vec![
+            "Fix the bug".to_owned(),
+            "日本語のステップ → docs/a.md".to_owned()
+        ])
     );
 }
 

@@ -89,7 +89,9 @@ impl fmt::Display for Class {
             } => write!(f, "usage limit (reset time unknown): {message}"),
             Self::Auth(m) => write!(f, "authentication problem: {m}"),
             Self::Billing(m) => write!(f, "billing problem: {m}"),
-            Self::InvocationBug { kind, message } => write!(f, "invalid call ({kind:?}): {message}"),
+            Self::InvocationBug { kind, message } => {
+                write!(f, "invalid call ({kind:?}): {message}")
+            }
             Self::Other(m) => write!(f, "failed: {m}"),
         }
     }
@@ -125,7 +127,10 @@ pub fn classify(
     if let Some(kind) = bug_kind(&text, status) {
         return Class::InvocationBug { kind, message };
     }
-    let rejected = stream.rate_limit.as_ref().filter(|r| r.status == "rejected");
+    let rejected = stream
+        .rate_limit
+        .as_ref()
+        .filter(|r| r.status == "rejected");
     if rejected.is_some() || USAGE_LIMIT.is_match(&text) {
         let resets_at = rejected
             .and_then(|r| r.resets_at)
@@ -172,12 +177,21 @@ static TRANSIENT: LazyLock<Regex> = LazyLock::new(|| {
 /// The CLI's refusals of the call as given, matched on their own wording.
 fn bug_kind(text: &str, status: Option<u16>) -> Option<BugKind> {
     const TABLE: [(&str, BugKind); 11] = [
-        ("No conversation found with session ID", BugKind::UnknownSession),
+        (
+            "No conversation found with session ID",
+            BugKind::UnknownSession,
+        ),
         ("is already in use", BugKind::SessionInUse),
         ("Invalid session ID", BugKind::InvalidSessionId),
-        ("--session-id can only be used with", BugKind::BothSessionFlags),
+        (
+            "--session-id can only be used with",
+            BugKind::BothSessionFlags,
+        ),
         ("requires --verbose", BugKind::StreamJsonNeedsVerbose),
-        ("cannot be used with root/sudo", BugKind::BypassPermissionsAsRoot),
+        (
+            "cannot be used with root/sudo",
+            BugKind::BypassPermissionsAsRoot,
+        ),
         ("error: unknown option", BugKind::UnknownOption),
         ("[claude-code:unrecognized_model]", BugKind::UnknownModel),
         ("issue with the selected model", BugKind::UnknownModel),

@@ -43,7 +43,9 @@ pub fn reset_from_text(text: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> 
     }
     let caps = CLOCK.captures(text)?;
     let mut hour: u32 = caps["h"].parse().ok()?;
-    let minute: u32 = caps.name("m").map_or(Some(0), |m| m.as_str().parse().ok())?;
+    let minute: u32 = caps
+        .name("m")
+        .map_or(Some(0), |m| m.as_str().parse().ok())?;
     match caps.name("ampm").map(|m| m.as_str().to_ascii_lowercase()) {
         Some(ampm) => {
             if !(1..=12).contains(&hour) {
@@ -71,17 +73,15 @@ fn zone_offset(zone: &str) -> Option<FixedOffset> {
     }
     let caps = OFFSET.captures(zone)?;
     let hours: i32 = caps["h"].parse().ok()?;
-    let minutes: i32 = caps.name("m").map_or(Some(0), |m| m.as_str().parse().ok())?;
+    let minutes: i32 = caps
+        .name("m")
+        .map_or(Some(0), |m| m.as_str().parse().ok())?;
     let secs = (hours * 60 + minutes) * 60;
     FixedOffset::east_opt(if &caps["sign"] == "-" { -secs } else { secs })
 }
 
 /// The first moment strictly after `now` whose wall-clock time in `offset` is `time`.
-fn next_after(
-    now: DateTime<Utc>,
-    time: NaiveTime,
-    offset: FixedOffset,
-) -> Option<DateTime<Utc>> {
+fn next_after(now: DateTime<Utc>, time: NaiveTime, offset: FixedOffset) -> Option<DateTime<Utc>> {
     let local_now = now.with_timezone(&offset);
     let today = offset
         .from_local_datetime(&local_now.date_naive().and_time(time))
@@ -106,10 +106,7 @@ mod tests {
     fn later_today() {
         let now = at("2026-11-22T02:06:51Z");
         let text = "You've hit your session limit · resets 5:06am (UTC)";
-        assert_eq!(
-            reset_from_text(text, now),
-            Some(at("2026-11-22T05:06:00Z"))
-        );
+        assert_eq!(reset_from_text(text, now), Some(at("2026-11-22T05:06:00Z")));
     }
 
     #[test]

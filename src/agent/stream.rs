@@ -212,7 +212,10 @@ fn result_event(obj: &serde_json::Map<String, Value>) -> ResultEvent {
     };
     ResultEvent {
         subtype: str_field(obj, "subtype").unwrap_or_default(),
-        is_error: obj.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+        is_error: obj
+            .get("is_error")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
         api_error_status: obj
             .get("api_error_status")
             .and_then(Value::as_u64)

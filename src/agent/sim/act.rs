@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::SETUP_ERROR;
 use super::args::SimArgs;
 use super::emit;
 use super::scenario::Action;
-use super::SETUP_ERROR;
 
 const DEFAULT_PLAN: &str =
     r#"{"steps":["Investigate the problem","Implement the fix","Test the fix"]}"#;

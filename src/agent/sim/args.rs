@@ -179,7 +179,13 @@ mod tests {
     #[test]
     fn allowed_tools_stop_at_the_next_flag() {
         let (a, err) = parse(&argv(&[
-            "-p", "hi", "--allowedTools", "Bash(git:*)", "Edit", "--model", "m",
+            "-p",
+            "hi",
+            "--allowedTools",
+            "Bash(git:*)",
+            "Edit",
+            "--model",
+            "m",
         ]));
         assert_eq!(err, None);
         assert_eq!(a.allowed_tools, ["Bash(git:*)", "Edit"]);
@@ -192,7 +198,11 @@ mod tests {
         let (_, err) = parse(&argv(&["-p", "x", "--bogus"]));
         assert_eq!(err.unwrap().message, "error: unknown option '--bogus'");
         let (_, err) = parse(&argv(&["-p", "x", "--model"]));
-        assert!(err.unwrap().message.contains("'--model <value>' argument missing"));
+        assert!(
+            err.unwrap()
+                .message
+                .contains("'--model <value>' argument missing")
+        );
         let (_, err) = parse(&argv(&["-p", "x", "--output-format", "yaml"]));
         assert!(err.unwrap().message.contains("'yaml' is invalid"));
         let (_, err) = parse(&argv(&["-p", "x", "y"]));

@@ -7,7 +7,15 @@ use serde_json::{Value, json};
 pub const VERSION: &str = "2.1.330-sim";
 
 const TOOLS: [&str; 10] = [
-    "Task", "Bash", "Edit", "Glob", "Grep", "NotebookEdit", "Read", "WebFetch", "WebSearch",
+    "Task",
+    "Bash",
+    "Edit",
+    "Glob",
+    "Grep",
+    "NotebookEdit",
+    "Read",
+    "WebFetch",
+    "WebSearch",
     "Write",
 ];
 

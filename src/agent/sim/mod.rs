@@ -59,6 +59,21 @@ impl SimEnv {
     }
 }
 
+/// The file name of the simulated agent's binary.
+pub const BINARY: &str = "claude-sim";
+
+/// Where `claude-sim` is: beside the running executable (`loop demo`), or one level up (a test
+/// binary in `target/*/deps/`). `None` when it was not built.
+#[must_use]
+pub fn locate() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join(BINARY))
+        .find(|p| p.is_file())
+}
+
 /// Runs one simulated call with the process's arguments and environment; returns the exit code.
 #[must_use]
 pub fn main() -> i32 {
@@ -90,9 +105,19 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
     };
     let stdin_open = stdin_tty_or_pipe();
     if let Some(log) = &env.log {
-        let line = log_line(argv, env, &args, step.as_ref().ok(), call.as_ref().ok(), stdin_open);
+        let line = log_line(
+            argv,
+            env,
+            &args,
+            step.as_ref().ok(),
+            call.as_ref().ok(),
+            stdin_open,
+        );
         if let Err(e) = append_line(log, &line) {
-            eprintln!("claude-sim: cannot write the call log {}: {e}", log.display());
+            eprintln!(
+                "claude-sim: cannot write the call log {}: {e}",
+                log.display()
+            );
             return SETUP_ERROR;
         }
     }
@@ -128,12 +153,15 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
         return 1;
     }
     let action = scenario.select(step, call);
-    act::perform(&act::Call {
-        args: &args,
-        step,
-        attempt: env.attempt.clone().unwrap_or_else(|| "1".to_owned()),
-        base_dir: scenario.base_dir.clone(),
-    }, &action)
+    act::perform(
+        &act::Call {
+            args: &args,
+            step,
+            attempt: env.attempt.clone().unwrap_or_else(|| "1".to_owned()),
+            base_dir: scenario.base_dir.clone(),
+        },
+        &action,
+    )
 }
 
 fn log_line(

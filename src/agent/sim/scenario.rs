@@ -107,10 +107,11 @@ impl Scenario {
             None => {}
             Some(Value::Object(steps)) => {
                 for (key, entries) in steps {
-                    let n: u32 = key.parse().map_err(|_| {
-                        format!("steps: key \"{key}\" is not a step number")
-                    })?;
-                    s.steps.insert(n, actions(entries, &format!("steps.{key}"))?);
+                    let n: u32 = key
+                        .parse()
+                        .map_err(|_| format!("steps: key \"{key}\" is not a step number"))?;
+                    s.steps
+                        .insert(n, actions(entries, &format!("steps.{key}"))?);
                 }
             }
             Some(_) => return Err("steps: must be an object {\"N\": [ACTION, ...]}".to_owned()),
