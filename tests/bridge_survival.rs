@@ -265,3 +265,19 @@ fn kill_of_a_lost_task_ends_what_is_left_and_records_killed() {
     let report = w.check(&id);
     assert_eq!(report["state"], "KILLED", "{report}");
 }
+
+#[test]
+fn processes_left_behind_by_a_finished_command_are_ended_before_the_record() {
+    let w = World::new();
+    let id = w.fire(&["--", "sh", "-c", "sleep 300 & echo bye"]);
+    let leader = w.leader(&id);
+    let report = w.wait_final(&id);
+    assert_eq!(
+        report["state"], "DONE",
+        "the command's own exit status decides: {report}"
+    );
+    assert_eq!(report["exit_code"], 0);
+    let message = report["message"].as_str().unwrap_or_default();
+    assert!(message.contains("left behind"), "{report}");
+    assert_eq!(group_members(leader), Vec::<i32>::new());
+}
