@@ -188,3 +188,81 @@ fn elapsed(d: Duration) -> String {
         crate::duration::human(d)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(reason: Reason, exit_code: Option<i32>, signal: Option<i32>) -> ExitRecord {
+        let started_at = DateTime::parse_from_rfc3339("2026-02-17T05:30:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        ExitRecord {
+            reason,
+            exit_code,
+            signal,
+            message: None,
+            pid: Some(99),
+            started_at,
+            ended_at: started_at + chrono::Duration::milliseconds(12_345),
+        }
+    }
+
+    #[test]
+    fn exit_records_map_to_states() {
+        let dir = Path::new("/state/tasks/t");
+        let state = |r| finished("t", dir, &r).state;
+        assert_eq!(
+            state(record(Reason::Exited, Some(0), None)),
+            TaskState::Done
+        );
+        assert_eq!(
+            state(record(Reason::Exited, Some(3), None)),
+            TaskState::Failed
+        );
+        assert_eq!(
+            state(record(Reason::Exited, None, Some(9))),
+            TaskState::Failed
+        );
+        assert_eq!(
+            state(record(Reason::SpawnFailed, None, None)),
+            TaskState::Failed
+        );
+        assert_eq!(
+            state(record(Reason::Timeout, None, Some(15))),
+            TaskState::Timeout
+        );
+        assert_eq!(
+            state(record(Reason::Idle, Some(0), None)),
+            TaskState::Timeout
+        );
+        assert_eq!(
+            state(record(Reason::Killed, Some(0), None)),
+            TaskState::Killed
+        );
+    }
+
+    #[test]
+    fn lines_and_json_read_as_documented() {
+        let dir = Path::new("/state/tasks/t");
+        let done = finished("t", dir, &record(Reason::Exited, Some(0), None));
+        assert_eq!(done.line(), "t DONE exit 0 after 12.3s");
+        let mut timeout = record(Reason::Idle, None, Some(15));
+        timeout.message = Some("no output for 30s".into());
+        assert_eq!(
+            finished("t", dir, &timeout).line(),
+            "t TIMEOUT signal 15 after 12.3s: no output for 30s"
+        );
+        let json: serde_json::Value = serde_json::to_value(&done).unwrap();
+        assert_eq!(json["state"], "DONE");
+        assert_eq!(json["elapsed"], 12.345);
+        assert_eq!(json["started_at"], "2026-02-17T05:30:00.000Z");
+        assert_eq!(json["stdout_path"], "/state/tasks/t/stdout");
+    }
+
+    #[test]
+    fn long_durations_use_minutes() {
+        assert_eq!(elapsed(Duration::from_millis(59_940)), "59.9s");
+        assert_eq!(elapsed(Duration::from_secs(723)), "12m03s");
+    }
+}

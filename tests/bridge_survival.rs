@@ -1,0 +1,283 @@
+//! The failures the bridge exists to survive: a dead runner, a dead supervisor, hangs, and
+//! process trees that try to outlive their task.
+
+mod bridge_support;
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+use bridge_support::{Guarded, PATIENCE, World, group_members, proc_stat, running, wait_until};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+/// A command whose group holds three processes: the shell and two grandchildren.
+const TREE: &str = "sleep 300 & sleep 300 & wait";
+
+fn wait_for_members(pgid: i32, n: usize) {
+    assert!(
+        wait_until(PATIENCE, || group_members(pgid).len() >= n),
+        "group {pgid} never reached {n} processes: {:?}",
+        group_members(pgid)
+    );
+}
+
+#[test]
+fn the_command_runs_on_and_is_recorded_when_the_runner_is_sigkilled() {
+    let w = World::new();
+    let go = w.path().join("go");
+    let id_file = w.path().join("id");
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.02; done; echo survived; exit 7",
+        go.display()
+    );
+    // The runner: a shell that fires the task, then lingers as a runner would.
+    let runner = format!(
+        "\"$LOOP\" fire -- sh -c \"$SCRIPT\" > '{}'; exec sleep 300",
+        id_file.display()
+    );
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &runner])
+        .current_dir(w.path())
+        .env("LOOP", assert_cmd::cargo::cargo_bin!("loop"))
+        .env("SCRIPT", &script)
+        .env("LOOP_FILE", w.state().join("M1.md"))
+        .env("LOOP_STOP_FILE", w.path().join("stop"))
+        .stdin(Stdio::null())
+        .process_group(0);
+    let runner = Guarded(cmd.spawn().unwrap());
+    let runner_pid = i32::try_from(runner.0.id()).unwrap();
+    assert!(wait_until(PATIENCE, || fs::read_to_string(&id_file)
+        .is_ok_and(|s| s.ends_with('\n'))));
+    let id = fs::read_to_string(&id_file).unwrap().trim().to_owned();
+    // SIGKILL to the runner's whole process group, as a crash or a terminal's Ctrl-C would.
+    killpg(Pid::from_raw(runner_pid), Signal::SIGKILL).unwrap();
+    drop(runner);
+    assert_eq!(
+        w.check(&id)["state"],
+        "RUNNING",
+        "the task must outlive its runner"
+    );
+    fs::write(&go, "").unwrap();
+    let report = w.wait_final(&id);
+    assert_eq!(report["state"], "FAILED", "{report}");
+    assert_eq!(report["exit_code"], 7);
+    assert_eq!(
+        fs::read_to_string(w.task_file(&id, "stdout")).unwrap(),
+        "survived\n"
+    );
+}
+
+#[test]
+fn a_sigkilled_supervisor_leaves_lost_and_nothing_running() {
+    let w = World::new();
+    let id = w.fire(&["--", "sh", "-c", TREE]);
+    let leader = w.leader(&id);
+    wait_for_members(leader, 3);
+    let supervisor = w.supervisor(&id);
+    kill(Pid::from_raw(supervisor), Signal::SIGKILL).unwrap();
+    let report = w.wait_final(&id);
+    assert_eq!(report["state"], "LOST", "{report}");
+    assert_eq!(report["reason"], "lost");
+    // LOST is only answered once the lock is free, i.e. the guardian has finished.
+    assert_eq!(
+        group_members(leader),
+        Vec::<i32>::new(),
+        "grandchildren must die too"
+    );
+    assert!(w.json(&id, "exit.json").is_none());
+}
+
+#[test]
+fn a_pid_reused_by_an_unrelated_process_never_revives_a_lost_task() {
+    let w = World::new();
+    let id = w.fire(&["--", "sleep", "300"]);
+    let leader = w.leader(&id);
+    kill(Pid::from_raw(w.supervisor(&id)), Signal::SIGKILL).unwrap();
+    assert_eq!(w.wait_final(&id)["state"], "LOST");
+    assert!(wait_until(PATIENCE, || !running(leader)));
+    // Point pid.json at a live unrelated process that leads its own group in our session,
+    // keeping the original start time, as if the pid had been reused.
+    let mut unrelated = Command::new("sleep");
+    unrelated.arg("300").process_group(0);
+    let unrelated = Guarded(unrelated.spawn().unwrap());
+    let other = i32::try_from(unrelated.0.id()).unwrap();
+    let (_, _, other_sid, other_start) = proc_stat(other).unwrap();
+    let mut rec = w.json(&id, "pid.json").unwrap();
+    assert_ne!(
+        rec["start_ticks"].as_u64().unwrap(),
+        other_start,
+        "need a different start time"
+    );
+    rec["pid"] = other.into();
+    rec["sid"] = other_sid.into();
+    fs::write(w.task_file(&id, "pid.json"), rec.to_string()).unwrap();
+
+    assert_eq!(w.check(&id)["state"], "LOST");
+    let out = w.run(&["kill", &id]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8(out.stdout).unwrap().contains(" LOST "));
+    assert!(
+        running(other),
+        "kill must not touch a process that merely reuses the pid"
+    );
+    assert_eq!(w.check(&id)["state"], "LOST");
+}
+
+#[test]
+fn a_timeout_kills_the_whole_group_before_the_record_is_written() {
+    let w = World::new();
+    let id = w.fire(&["--timeout", "1s", "--", "sh", "-c", TREE]);
+    let leader = w.leader(&id);
+    wait_for_members(leader, 3);
+    let report = w.wait_final(&id);
+    assert_eq!(report["state"], "TIMEOUT", "{report}");
+    assert_eq!(report["reason"], "timeout");
+    assert_eq!(report["signal"], 15, "SIGTERM was enough for sh and sleep");
+    // No polling here: the record is only written once the group is dead.
+    assert_eq!(group_members(leader), Vec::<i32>::new());
+    let elapsed = report["elapsed"].as_f64().unwrap();
+    assert!(elapsed >= 1.0, "killed before its timeout: {elapsed}");
+}
+
+#[test]
+fn an_idle_timeout_kills_a_silent_command_but_not_a_chatty_one() {
+    let w = World::new();
+    let silent = w.fire(&[
+        "--idle-timeout",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        "echo started; sleep 300 & wait",
+    ]);
+    let chatty = w.fire(&[
+        "--idle-timeout",
+        "3s",
+        "--",
+        "sh",
+        "-c",
+        "for i in 1 2 3 4 5 6 7 8; do echo $i >&2; sleep 0.5; done",
+    ]);
+    let leader = w.leader(&silent);
+    let report = w.wait_final(&silent);
+    assert_eq!(report["state"], "TIMEOUT", "{report}");
+    assert_eq!(report["reason"], "idle");
+    assert!(
+        report["message"]
+            .as_str()
+            .unwrap()
+            .contains("no output for 1.0s"),
+        "{report}"
+    );
+    assert_eq!(group_members(leader), Vec::<i32>::new());
+    let report = w.wait_final(&chatty);
+    assert_eq!(
+        report["state"], "DONE",
+        "output on stderr counts as activity: {report}"
+    );
+}
+
+#[test]
+fn kill_ends_the_whole_group_waits_and_records_killed() {
+    let w = World::new();
+    let id = w.fire(&["--", "sh", "-c", TREE]);
+    let leader = w.leader(&id);
+    wait_for_members(leader, 3);
+    let out = w.run(&["kill", &id]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(line.starts_with(&format!("{id} KILLED")), "{line:?}");
+    // kill returned: the group is already dead, no polling.
+    assert_eq!(group_members(leader), Vec::<i32>::new());
+    let report = w.check(&id);
+    assert_eq!(report["state"], "KILLED");
+    assert_eq!(report["message"], "killed by loop kill");
+}
+
+#[test]
+fn kill_escalates_to_sigkill_for_a_group_that_ignores_sigterm() {
+    let w = World::new();
+    // `trap "" TERM` is inherited by the grandchild too.
+    let id = w.fire(&["--", "sh", "-c", "trap '' TERM; sleep 300 & wait"]);
+    let leader = w.leader(&id);
+    wait_for_members(leader, 2);
+    let out = w.run(&["kill", &id]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(group_members(leader), Vec::<i32>::new());
+    let report = w.check(&id);
+    assert_eq!(report["state"], "KILLED");
+    assert_eq!(report["signal"], 9, "{report}");
+}
+
+#[test]
+fn kill_during_a_timeouts_grace_period_keeps_the_first_reason() {
+    let w = World::new();
+    let marker = w.path().join("got-term");
+    // Survives SIGTERM (the trap), so the supervisor sits in its grace period.
+    let script = format!(
+        "trap 'echo x > \"{}\"' TERM; while :; do sleep 0.05; done",
+        marker.display()
+    );
+    let id = w.fire(&["--timeout", "300ms", "--", "sh", "-c", &script]);
+    let leader = w.leader(&id);
+    assert!(
+        wait_until(PATIENCE, || marker.exists()),
+        "the timeout never sent SIGTERM"
+    );
+    let out = w.run(&["kill", &id]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(group_members(leader), Vec::<i32>::new());
+    let report = w.check(&id);
+    assert_eq!(report["state"], "TIMEOUT", "{report}");
+    assert_eq!(report["signal"], 9);
+}
+
+#[test]
+fn kill_of_a_lost_task_ends_what_is_left_and_records_killed() {
+    let w = World::new();
+    let id = w.fire(&["--", "sh", "-c", TREE]);
+    let leader = w.leader(&id);
+    wait_for_members(leader, 3);
+    // Kill supervisor and guardian together (their own group), so no one cleans up:
+    // PDEATHSIG takes the leader, the grandchildren run on.
+    let supervisor = w.supervisor(&id);
+    let (_, supervisor_group, ..) = proc_stat(supervisor).unwrap();
+    killpg(Pid::from_raw(supervisor_group), Signal::SIGKILL).unwrap();
+    assert_eq!(w.wait_final(&id)["state"], "LOST");
+    assert!(
+        wait_until(PATIENCE, || !running(leader)),
+        "PDEATHSIG must end the leader"
+    );
+    assert_eq!(
+        group_members(leader).len(),
+        2,
+        "the grandchildren are orphaned"
+    );
+    let out = w.run(&["kill", &id]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(group_members(leader), Vec::<i32>::new());
+    let report = w.check(&id);
+    assert_eq!(report["state"], "KILLED", "{report}");
+}
+
+#[test]
+fn processes_left_behind_by_a_finished_command_are_ended_before_the_record() {
+    let w = World::new();
+    let id = w.fire(&["--", "sh", "-c", "sleep 300 & echo bye"]);
+    let leader = w.leader(&id);
+    let report = w.wait_final(&id);
+    assert_eq!(
+        report["state"], "DONE",
+        "the command's own exit status decides: {report}"
+    );
+    assert_eq!(report["exit_code"], 0);
+    let message = report["message"].as_str().unwrap_or_default();
+    assert!(message.contains("left behind"), "{report}");
+    assert_eq!(group_members(leader), Vec::<i32>::new());
+}
