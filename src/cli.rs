@@ -214,6 +214,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                 command: args.command,
                 timeout: args.timeout,
                 idle_timeout: args.idle_timeout,
+                idle_exempt_marker: None,
                 cwd: args.cwd,
                 stdin: args.stdin,
                 env: args.env,

@@ -20,3 +20,8 @@ pub use invocation::{
 pub use reset_time::reset_from_text;
 pub use stream::{RateLimitInfo, ResultEvent, StreamReader, StreamSummary, read_stream_file};
 pub use verdict::{Verdict, parse_plan, verdict};
+
+/// What marks the CLI's final `result` event in stream-json output (its keys come in no fixed
+/// order, and inside a string the quotes would be escaped): once a step's stdout holds it, the
+/// agent has answered, and the runner lifts the idle timeout.
+pub const RESULT_MARKER: &str = r#""type":"result""#;

@@ -111,6 +111,7 @@ fn resolve(id: &str, req: &FireRequest) -> anyhow::Result<TaskSpec> {
         env_remove: req.env_remove.clone(),
         timeout_ms: req.timeout.map(ms),
         idle_timeout_ms: req.idle_timeout.map(ms),
+        idle_exempt_marker: req.idle_exempt_marker.clone(),
         grace_ms: ms(DEFAULT_GRACE),
         created_at: chrono::Utc::now(),
     })

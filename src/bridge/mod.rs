@@ -53,6 +53,9 @@ pub struct FireRequest {
     pub timeout: Option<Duration>,
     /// No-output limit: the whole process group is killed after this long without output.
     pub idle_timeout: Option<Duration>,
+    /// Once the command's stdout contains this marker, the idle timeout no longer applies (the runner passes the agent's final `result` event, so a step that has
+    /// answered is never killed for lingering quietly).
+    pub idle_exempt_marker: Option<String>,
     /// Working directory (default: the caller's).
     pub cwd: Option<PathBuf>,
     /// Standard input from this file (default: /dev/null).

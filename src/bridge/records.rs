@@ -35,6 +35,8 @@ pub(crate) struct TaskSpec {
     pub env_remove: Vec<String>,
     pub timeout_ms: Option<u64>,
     pub idle_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub idle_exempt_marker: Option<String>,
     pub grace_ms: u64,
     #[serde(with = "super::time_serde")]
     pub created_at: DateTime<Utc>,

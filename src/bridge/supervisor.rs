@@ -140,6 +140,7 @@ fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
     let limits = wait_loop::Limits {
         timeout: spec.timeout_ms.map(ms),
         idle: spec.idle_timeout_ms.map(ms),
+        idle_exempt_marker: spec.idle_exempt_marker.clone(),
         grace: ms(spec.grace_ms),
     };
     let outcome = wait_loop::run(

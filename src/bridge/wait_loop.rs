@@ -29,6 +29,7 @@ const GIVE_UP_AFTER_KILL: Duration = Duration::from_secs(10);
 pub(crate) struct Limits {
     pub timeout: Option<Duration>,
     pub idle: Option<Duration>,
+    pub idle_exempt_marker: Option<String>,
     pub grace: Duration,
 }
 
@@ -63,7 +64,7 @@ pub(crate) fn run(
     let wall = limits.timeout.map(|t| start + t);
     let mut idle = limits
         .idle
-        .map(|limit| IdleWatch::new(limit, task_dir, start));
+        .map(|limit| IdleWatch::new(limit, task_dir, start, limits.idle_exempt_marker.clone()));
     let mut status: Option<(Option<i32>, Option<i32>)> = None;
     let mut ended_at = None;
     let mut ending: Option<Ending> = None;
@@ -233,10 +234,15 @@ struct IdleWatch {
     sizes: [u64; 2],
     last_change: Instant,
     next_check: Instant,
+    /// Stdout containing this switches the idle timeout off.
+    marker: Option<Vec<u8>>,
+    /// How far stdout has been searched for the marker, and the last bytes searched.
+    scanned: u64,
+    partial: Vec<u8>,
 }
 
 impl IdleWatch {
-    fn new(limit: Duration, task_dir: &Path, start: Instant) -> Self {
+    fn new(limit: Duration, task_dir: &Path, start: Instant, marker: Option<String>) -> Self {
         let interval = (limit / 8).clamp(Duration::from_millis(50), Duration::from_secs(1));
         Self {
             limit,
@@ -245,7 +251,31 @@ impl IdleWatch {
             sizes: [0, 0],
             last_change: start,
             next_check: start + interval,
+            marker: marker.filter(|m| !m.is_empty()).map(String::into_bytes),
+            scanned: 0,
+            partial: Vec::new(),
         }
+    }
+
+    /// Reads what stdout gained since the last look and reports whether it holds the marker.
+    /// Reads each byte once; keeps only a marker's length of the past.
+    fn marker_seen(&mut self) -> bool {
+        use std::io::{Read, Seek, SeekFrom};
+        let Some(marker) = &self.marker else { return false };
+        let Ok(mut f) = fs::File::open(&self.files[0]) else { return false };
+        if f.seek(SeekFrom::Start(self.scanned)).is_err() {
+            return false;
+        }
+        let mut buf = Vec::new();
+        let Ok(n) = f.read_to_end(&mut buf) else { return false };
+        self.scanned += n as u64;
+        // Search the new bytes together with the tail of the old ones, so a marker split
+        // across two reads is still found.
+        self.partial.extend_from_slice(&buf);
+        let found = self.partial.windows(marker.len()).any(|w| w == marker.as_slice());
+        let keep = marker.len().saturating_sub(1).min(self.partial.len());
+        self.partial.drain(..self.partial.len() - keep);
+        found
     }
 
     fn expired(&mut self, now: Instant) -> bool {
@@ -259,6 +289,11 @@ impl IdleWatch {
         if sizes != self.sizes {
             self.sizes = sizes;
             self.last_change = now;
+            if self.marker_seen() {
+                // The command has given its answer: no idle limit from here on.
+                self.marker = None;
+                self.limit = Duration::MAX;
+            }
         }
         self.next_check = now + self.interval;
         now.duration_since(self.last_change) >= self.limit

@@ -106,6 +106,7 @@ impl Runner {
             command,
             timeout: Some(caps.step_timeout),
             idle_timeout: caps.idle_timeout,
+            idle_exempt_marker: Some(agent::RESULT_MARKER.into()),
             cwd: Some(self.workdir.clone()),
             stdin: None,
             env,
