@@ -1,6 +1,8 @@
 //! Saving M1.md: atomic replacement, compare-and-swap merging of hand edits, and the race
 //! between a person saving the file and the runner committing its own edits.
 
+#![cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -188,6 +190,9 @@ fn save(how: Saver, file: &Path, i: u64) {
         std::fs::write(&tmp, &text).unwrap();
         match how {
             Saver::Rename => return std::fs::rename(&tmp, file).unwrap(),
+            #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+            Saver::Exchange => unreachable!("exchange needs Linux"),
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
             Saver::Exchange => {
                 use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
                 renameat2(AT_FDCWD, &tmp, AT_FDCWD, file, RenameFlags::RENAME_EXCHANGE).unwrap();
@@ -292,11 +297,15 @@ fn race(how: Saver) {
     eprintln!("{COMMITS} commits, {last_hand} hand saves, {merged} commits merged a hand edit");
 }
 
+// Without an atomic exchange (not Linux) a save in the instant before the rename can be lost,
+// as documented in the store; the race is only asserted where the guarantee holds.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[test]
 fn race_with_a_person_saving_by_rename_never_loses_their_edit() {
     race(Saver::Rename);
 }
 
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[test]
 fn race_with_a_careful_tool_loses_nothing_on_either_side() {
     race(Saver::Exchange);
