@@ -13,9 +13,19 @@ fn diff(before: &str, after: &str) -> (usize, Vec<String>, Vec<String>) {
     let b: Vec<&str> = after.split_inclusive('\n').collect();
     let pre = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
     let max_suf = a.len().min(b.len()) - pre;
-    let suf = a.iter().rev().zip(b.iter().rev()).take(max_suf).take_while(|(x, y)| x == y).count();
+    let suf = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(max_suf)
+        .take_while(|(x, y)| x == y)
+        .count();
     let own = |v: &[&str]| v.iter().map(|s| (*s).to_string()).collect();
-    (pre + 1, own(&a[pre..a.len() - suf]), own(&b[pre..b.len() - suf]))
+    (
+        pre + 1,
+        own(&a[pre..a.len() - suf]),
+        own(&b[pre..b.len() - suf]),
+    )
 }
 
 /// Applies `edits` to `text`, checks the result is valid and stable, returns it.
@@ -52,10 +62,17 @@ fn step_state_and_text_rewrite_only_their_step_line() {
     let out = edited(SEED, &[Edit::StepState(2, StepState::Done)]);
     assert_eq!(
         diff(SEED, &out),
-        (10, lines(&["    2: [RUNNING] Fix1-5実装 → ai-media.py\n"]), lines(&["    2: [DONE] Fix1-5実装 → ai-media.py\n"]))
+        (
+            10,
+            lines(&["    2: [RUNNING] Fix1-5実装 → ai-media.py\n"]),
+            lines(&["    2: [DONE] Fix1-5実装 → ai-media.py\n"])
+        )
     );
     let out = edited(SEED, &[Edit::StepText(3, "実戦 # テスト".into())]);
-    assert_eq!(diff(SEED, &out).2, lines(&["    3: \"[PENDING] 実戦 # テスト\"\n"]));
+    assert_eq!(
+        diff(SEED, &out).2,
+        lines(&["    3: \"[PENDING] 実戦 # テスト\"\n"])
+    );
     let view = Document::parse(&out).unwrap().view();
     assert_eq!(view.plan.steps[2].text, "実戦 # テスト");
     assert_eq!(view.plan.steps[2].state, StepState::Pending);
@@ -63,15 +80,37 @@ fn step_state_and_text_rewrite_only_their_step_line() {
 
 #[test]
 fn edits_of_a_missing_step_change_nothing() {
-    assert_eq!(edited(SEED, &[Edit::StepState(9, StepState::Done), Edit::StepText(9, "x".into())]), SEED);
+    assert_eq!(
+        edited(
+            SEED,
+            &[
+                Edit::StepState(9, StepState::Done),
+                Edit::StepText(9, "x".into())
+            ]
+        ),
+        SEED
+    );
 }
 
 #[test]
 fn results_field_set_and_added() {
     let out = edited(SEED, &[Edit::set(&["RESULTS", "STEP_2", "EXIT"], "0")]);
-    assert_eq!(diff(SEED, &out), (26, lines(&["    EXIT: (pending)\n"]), lines(&["    EXIT: 0\n"])));
-    let out = edited(SEED, &[Edit::set(&["RESULTS", "STEP_2", "COMMIT"], "b1c2d3e")]);
-    assert_eq!(diff(SEED, &out), (27, vec![], lines(&["    COMMIT: b1c2d3e\n"])));
+    assert_eq!(
+        diff(SEED, &out),
+        (
+            26,
+            lines(&["    EXIT: (pending)\n"]),
+            lines(&["    EXIT: 0\n"])
+        )
+    );
+    let out = edited(
+        SEED,
+        &[Edit::set(&["RESULTS", "STEP_2", "COMMIT"], "b1c2d3e")],
+    );
+    assert_eq!(
+        diff(SEED, &out),
+        (27, vec![], lines(&["    COMMIT: b1c2d3e\n"]))
+    );
 }
 
 #[test]
@@ -85,9 +124,20 @@ fn a_new_results_block_goes_after_the_last_one() {
     );
     assert_eq!(
         diff(SEED, &out),
-        (27, vec![], lines(&["  STEP_3:\n", "    EXIT: (pending)\n", "    COST_USD: 0.42\n"]))
+        (
+            27,
+            vec![],
+            lines(&[
+                "  STEP_3:\n",
+                "    EXIT: (pending)\n",
+                "    COST_USD: 0.42\n"
+            ])
+        )
     );
-    assert_eq!(Document::parse(&out).unwrap().view().results[&3].cost_usd, Some(0.42));
+    assert_eq!(
+        Document::parse(&out).unwrap().view().results[&3].cost_usd,
+        Some(0.42)
+    );
 }
 
 #[test]
@@ -97,23 +147,43 @@ fn clear_current_keeps_the_block_line_and_set_refills_it() {
     assert_eq!((at, removed.len(), added.len()), (14, 4, 0));
     assert!(out.contains("CURRENT:\n\nRESULTS:"));
     let refilled = edited(&out, &[Edit::set(&["CURRENT", "TASK_ID"], "task_2")]);
-    assert_eq!(diff(&out, &refilled), (14, vec![], lines(&["  TASK_ID: task_2\n"])));
+    assert_eq!(
+        diff(&out, &refilled),
+        (14, vec![], lines(&["  TASK_ID: task_2\n"]))
+    );
 }
 
 #[test]
 fn remove_takes_the_key_and_its_children() {
-    let out = edited(SEED, &[Edit::Remove(vec!["RESULTS".into(), "STEP_2".into()])]);
-    assert_eq!(diff(SEED, &out), (25, lines(&["  STEP_2:\n", "    EXIT: (pending)\n"]), vec![]));
+    let out = edited(
+        SEED,
+        &[Edit::Remove(vec!["RESULTS".into(), "STEP_2".into()])],
+    );
+    assert_eq!(
+        diff(SEED, &out),
+        (25, lines(&["  STEP_2:\n", "    EXIT: (pending)\n"]), vec![])
+    );
     assert_eq!(edited(SEED, &[Edit::Remove(vec!["NOPE".into()])]), SEED);
 }
 
 #[test]
 fn a_value_that_would_be_misread_is_quoted_and_reads_back_equal() {
-    for goal in ["fix #12 then ship", " leading", "trailing ", "\"quoted\"", "# hash", "two\nlines", "a\\b"] {
+    for goal in [
+        "fix #12 then ship",
+        " leading",
+        "trailing ",
+        "\"quoted\"",
+        "# hash",
+        "two\nlines",
+        "a\\b",
+    ] {
         let out = edited(SEED, &[Edit::set(&["GOAL"], goal)]);
         let (at, _, added) = diff(SEED, &out);
         assert_eq!((at, added.len()), (2, 1), "{goal:?}");
-        assert_eq!(Document::parse(&out).unwrap().get(&["GOAL"]).as_deref(), Some(goal));
+        assert_eq!(
+            Document::parse(&out).unwrap().get(&["GOAL"]).as_deref(),
+            Some(goal)
+        );
     }
     let out = edited(SEED, &[Edit::set(&["GOAL"], "plain")]);
     assert_eq!(diff(SEED, &out).2, lines(&["GOAL: plain\n"]));
@@ -121,15 +191,24 @@ fn a_value_that_would_be_misread_is_quoted_and_reads_back_equal() {
 
 #[test]
 fn a_quoted_value_stays_quoted() {
-    let out = edited(SEED, &[Edit::set(&["CURRENT", "COMMAND"], "claude -p next")]);
-    assert_eq!(diff(SEED, &out).2, lines(&["  COMMAND: \"claude -p next\"\n"]));
+    let out = edited(
+        SEED,
+        &[Edit::set(&["CURRENT", "COMMAND"], "claude -p next")],
+    );
+    assert_eq!(
+        diff(SEED, &out).2,
+        lines(&["  COMMAND: \"claude -p next\"\n"])
+    );
 }
 
 #[test]
 fn a_new_top_level_key_goes_after_the_last_one_before_trailing_prose() {
     let text = format!("# My loop\n\n{SEED}\n## Notes\nfree text\n");
     let out = edited(&text, &[Edit::set(&["VERIFY"], "cargo test")]);
-    assert_eq!(diff(&text, &out), (32, vec![], lines(&["VERIFY: cargo test\n"])));
+    assert_eq!(
+        diff(&text, &out),
+        (32, vec![], lines(&["VERIFY: cargo test\n"]))
+    );
 }
 
 #[test]
@@ -137,9 +216,15 @@ fn crlf_is_kept_on_edited_lines_and_used_for_new_ones() {
     let crlf = SEED.replace('\n', "\r\n");
     let out = edited(
         &crlf,
-        &[Edit::Status(Status::Waiting), Edit::set(&["RESULTS", "STEP_2", "ERROR"], "timeout")],
+        &[
+            Edit::Status(Status::Waiting),
+            Edit::set(&["RESULTS", "STEP_2", "ERROR"], "timeout"),
+        ],
     );
-    assert!(!out.replace("\r\n", "").contains('\n'), "no bare LF in\n{out}");
+    assert!(
+        !out.replace("\r\n", "").contains('\n'),
+        "no bare LF in\n{out}"
+    );
     assert!(out.starts_with("STATUS: WAITING              # IDLE"));
     assert!(out.contains("    EXIT: (pending)\r\n    ERROR: timeout\r\n"));
 }
@@ -173,14 +258,26 @@ fn set_steps_creates_the_plan_in_a_goal_only_file() {
 fn set_steps_replaces_the_list_and_the_total() {
     let out = edited(
         SEED,
-        &[Edit::SetSteps(vec![(StepState::Done, "a".into()), (StepState::Running, "b".into())]), Edit::set(&["PLAN", "CURRENT_STEP"], "2")],
+        &[
+            Edit::SetSteps(vec![
+                (StepState::Done, "a".into()),
+                (StepState::Running, "b".into()),
+            ]),
+            Edit::set(&["PLAN", "CURRENT_STEP"], "2"),
+        ],
     );
     let (at, removed, added) = diff(SEED, &out);
     assert_eq!(at, 6);
     assert_eq!(removed.len(), 6);
     assert_eq!(
         added,
-        lines(&["  TOTAL_STEPS: 2\n", "  CURRENT_STEP: 2\n", "  STEPS:\n", "    1: [DONE] a\n", "    2: [RUNNING] b\n"])
+        lines(&[
+            "  TOTAL_STEPS: 2\n",
+            "  CURRENT_STEP: 2\n",
+            "  STEPS:\n",
+            "    1: [DONE] a\n",
+            "    2: [RUNNING] b\n"
+        ])
     );
 }
 
@@ -198,6 +295,8 @@ proptest! {
             &["CURRENT", "COMMAND"], &["RESULTS", "STEP_1", "SUMMARY"],
         ];
         let path = paths[which];
+        // A blank GOAL is invalid (validation's job, tested elsewhere).
+        prop_assume!(which != 0 || !v.trim().is_empty());
         let before = Document::parse(SEED).unwrap().get(path).unwrap();
         let out = edited(SEED, &[Edit::set(path, v.clone())]);
         let (_, removed, added) = diff(SEED, &out);

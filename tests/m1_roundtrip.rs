@@ -41,9 +41,8 @@ fn comment() -> impl Strategy<Value = String> {
 
 /// A scalar as written (quoted when needed, or by choice) and what it must read back as.
 fn scalar() -> impl Strategy<Value = (String, String)> {
-    (text(), any::<bool>(), comment()).prop_map(|(v, force, c)| {
-        (format!("{}{c}", value::encode(&v, force)), v)
-    })
+    (text(), any::<bool>(), comment())
+        .prop_map(|(v, force, c)| (format!("{}{c}", value::encode(&v, force)), v))
 }
 
 /// One piece of a document: its lines, and the (path, value) pairs it promises.
@@ -54,7 +53,10 @@ fn prose() -> impl Strategy<Value = Piece> {
         Just(vec!["# 見出し Heading".to_string()]),
         Just(vec!["Some prose, with a colon: and 絵文字 🚀.".to_string()]),
         Just(vec![String::new()]),
-        Just(vec!["- [ ] a task".to_string(), "  - nested item".to_string()]),
+        Just(vec![
+            "- [ ] a task".to_string(),
+            "  - nested item".to_string()
+        ]),
         Just(vec![
             "```".to_string(),
             "STATUS: NOT_A_STATUS".to_string(),
@@ -74,34 +76,42 @@ fn top_scalar(key: &'static str) -> impl Strategy<Value = Piece> {
         } else {
             (written, v)
         };
-        (vec![format!("{key}: {written}")], vec![(vec![key.to_string()], v)])
+        (
+            vec![format!("{key}: {written}")],
+            vec![(vec![key.to_string()], v)],
+        )
     })
 }
 
 fn plan() -> impl Strategy<Value = Piece> {
-    prop::collection::vec((0usize..5, text(), comment()), 0..5).prop_flat_map(|steps| {
-        let n = steps.len();
-        (Just(steps), 0..=n, any::<bool>())
-    })
-    .prop_map(|(steps, current, comment_inside)| {
-        let states = ["PENDING", "RUNNING", "DONE", "FAILED", "SKIPPED"];
-        let mut lines = vec![
-            "PLAN:".to_string(),
-            format!("  TOTAL_STEPS: {}", steps.len()),
-            format!("  CURRENT_STEP: {current}"),
-            "  STEPS:".to_string(),
-        ];
-        let mut promises = Vec::new();
-        for (i, (s, t, c)) in steps.iter().enumerate() {
-            let v = if t.is_empty() { format!("[{}]", states[*s]) } else { format!("[{}] {t}", states[*s]) };
-            lines.push(format!("    {}: {}{c}", i + 1, value::encode(&v, false)));
-            if comment_inside {
-                lines.push("      # a note about this step".to_string());
+    prop::collection::vec((0usize..5, text(), comment()), 0..5)
+        .prop_flat_map(|steps| {
+            let n = steps.len();
+            (Just(steps), 0..=n, any::<bool>())
+        })
+        .prop_map(|(steps, current, comment_inside)| {
+            let states = ["PENDING", "RUNNING", "DONE", "FAILED", "SKIPPED"];
+            let mut lines = vec![
+                "PLAN:".to_string(),
+                format!("  TOTAL_STEPS: {}", steps.len()),
+                format!("  CURRENT_STEP: {current}"),
+                "  STEPS:".to_string(),
+            ];
+            let mut promises = Vec::new();
+            for (i, (s, t, c)) in steps.iter().enumerate() {
+                let v = if t.is_empty() {
+                    format!("[{}]", states[*s])
+                } else {
+                    format!("[{}] {t}", states[*s])
+                };
+                lines.push(format!("    {}: {}{c}", i + 1, value::encode(&v, false)));
+                if comment_inside {
+                    lines.push("      # a note about this step".to_string());
+                }
+                promises.push((vec!["PLAN".into(), "STEPS".into(), (i + 1).to_string()], v));
             }
-            promises.push((vec!["PLAN".into(), "STEPS".into(), (i + 1).to_string()], v));
-        }
-        (lines, promises)
-    })
+            (lines, promises)
+        })
 }
 
 fn block(key: &'static str, fields: &'static [&'static str]) -> impl Strategy<Value = Piece> {
@@ -125,8 +135,12 @@ fn block(key: &'static str, fields: &'static [&'static str]) -> impl Strategy<Va
 }
 
 fn results() -> impl Strategy<Value = Piece> {
-    (1u32..4, scalar(), prop_oneof![Just("0"), Just("(pending)"), Just("-1")]).prop_map(
-        |(n, (written, v), exit)| {
+    (
+        1u32..4,
+        scalar(),
+        prop_oneof![Just("0"), Just("(pending)"), Just("-1")],
+    )
+        .prop_map(|(n, (written, v), exit)| {
             let lines = vec![
                 "RESULTS:".to_string(),
                 format!("  STEP_{n}:"),
@@ -135,10 +149,13 @@ fn results() -> impl Strategy<Value = Piece> {
                 "    VERIFIED: true".to_string(),
                 "    UNKNOWN_FIELD: kept".to_string(),
             ];
-            let p = vec!["RESULTS".to_string(), format!("STEP_{n}"), "SUMMARY".to_string()];
+            let p = vec![
+                "RESULTS".to_string(),
+                format!("STEP_{n}"),
+                "SUMMARY".to_string(),
+            ];
             (lines, vec![(p, v)])
-        },
-    )
+        })
 }
 
 /// A valid document: GOAL plus a shuffled selection of distinct keys and prose.
@@ -146,13 +163,20 @@ fn document() -> impl Strategy<Value = (String, Vec<(Vec<String>, String)>)> {
     let pieces = (
         top_scalar("GOAL"),
         prop::option::of(prop_oneof![
-            Just("IDLE"), Just("RUNNING"), Just("WAITING"), Just("DONE"), Just("FAILED")
+            Just("IDLE"),
+            Just("RUNNING"),
+            Just("WAITING"),
+            Just("DONE"),
+            Just("FAILED")
         ]),
         prop::option::of(top_scalar("CONSTRAINTS")),
         prop::option::of(top_scalar("LAST_ACTION")),
         prop::option::of(top_scalar("MY_NOTE")),
         prop::option::of(plan()),
-        prop::option::of(block("CURRENT", &["TASK_ID", "SPAWN_TIME", "COMMAND", "OTHER"])),
+        prop::option::of(block(
+            "CURRENT",
+            &["TASK_ID", "SPAWN_TIME", "COMMAND", "OTHER"],
+        )),
         prop::option::of(results()),
         prop::collection::vec(prose(), 0..4),
     );
@@ -160,14 +184,19 @@ fn document() -> impl Strategy<Value = (String, Vec<(Vec<String>, String)>)> {
         |((goal, status, c, la, note, plan, cur, res, prose), shuffle, eol, final_nl)| {
             let mut items: Vec<Piece> = vec![goal];
             if let Some(s) = status {
-                items.push((vec![format!("STATUS: {s}              # IDLE / RUNNING")], Vec::new()));
+                items.push((
+                    vec![format!("STATUS: {s}              # IDLE / RUNNING")],
+                    Vec::new(),
+                ));
             }
             items.extend([c, la, note, plan, cur, res].into_iter().flatten());
             items.extend(prose);
             // Deterministic shuffle from the generated seed (keeps shrinking meaningful).
             let mut k = shuffle;
             for i in (1..items.len()).rev() {
-                k = k.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                k = k
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 items.swap(i, (k >> 33) as usize % (i + 1));
             }
             let mut lines = Vec::new();
@@ -184,7 +213,13 @@ fn document() -> impl Strategy<Value = (String, Vec<(Vec<String>, String)>)> {
                 let e = match eol {
                     0 => "\n",
                     1 => "\r\n",
-                    _ => if i % 2 == 0 { "\r\n" } else { "\n" },
+                    _ => {
+                        if i % 2 == 0 {
+                            "\r\n"
+                        } else {
+                            "\n"
+                        }
+                    }
                 };
                 if i + 1 < lines.len() || final_nl {
                     text.push_str(e);
@@ -229,4 +264,3 @@ proptest! {
         }
     }
 }
-

@@ -34,7 +34,9 @@ fn unknown_status() {
 fn unknown_step_state() {
     assert_eq!(
         errors(&seed_with(9, "    1: [DONNE] SIGTERMバグ調査")),
-        ["9:9: unknown step state `DONNE`: expected one of PENDING, RUNNING, DONE, FAILED, SKIPPED"]
+        [
+            "9:9: unknown step state `DONNE`: expected one of PENDING, RUNNING, DONE, FAILED, SKIPPED"
+        ]
     );
 }
 
@@ -74,12 +76,16 @@ fn bad_indentation() {
     );
     assert_eq!(
         errors(&seed_with(10, "      2: [RUNNING] x")),
-        ["10:7: bad indentation: expected at most 4 spaces (`1` on line 9 has a value, so nothing can be nested under it), found 6"]
+        [
+            "10:7: bad indentation: expected at most 4 spaces (`1` on line 9 has a value, so nothing can be nested under it), found 6"
+        ]
     );
     assert_eq!(
         errors("GOAL: g\n\tX: y\nPLAN:\n\tTOTAL_STEPS: 0\n"),
-        ["2:1: bad indentation: expected spaces, found a tab",
-         "4:1: bad indentation: expected spaces, found a tab"]
+        [
+            "2:1: bad indentation: expected spaces, found a tab",
+            "4:1: bad indentation: expected spaces, found a tab"
+        ]
     );
 }
 
@@ -92,12 +98,20 @@ fn malformed_step_lines() {
     // Meaning is checked once the lines read: a missing step shows as out of order.
     assert_eq!(
         errors(&seed_with(9, "    # 1: [DONE] x")),
-        ["6:16: TOTAL_STEPS is 3 but PLAN.STEPS lists 2 steps: expected 2",
-         "10:5: step 2 out of order: expected step 1",
-         "11:5: step 3 out of order: expected step 2"]
+        [
+            "6:16: TOTAL_STEPS is 3 but PLAN.STEPS lists 2 steps: expected 2",
+            "10:5: step 2 out of order: expected step 1",
+            "11:5: step 3 out of order: expected step 2"
+        ]
     );
-    assert_eq!(errors(&seed_with(9, "    1: DONE x")), ["9:8: malformed step: expected `N: [STATE] text`"]);
-    assert_eq!(errors(&seed_with(9, "    1: [DONE]x")), ["9:8: malformed step: expected `N: [STATE] text`"]);
+    assert_eq!(
+        errors(&seed_with(9, "    1: DONE x")),
+        ["9:8: malformed step: expected `N: [STATE] text`"]
+    );
+    assert_eq!(
+        errors(&seed_with(9, "    1: [DONE]x")),
+        ["9:8: malformed step: expected `N: [STATE] text`"]
+    );
     assert_eq!(
         errors(&seed_with(9, "    ONE: [DONE] x")),
         ["9:5: malformed step: expected `N: [STATE] text` with N a step number"]
@@ -118,19 +132,34 @@ fn unterminated_and_bad_quotes() {
 
 #[test]
 fn key_shapes_and_types() {
-    assert_eq!(errors("STATUS:RUNNING\nGOAL: g\n"), ["1:8: expected a space after `STATUS:`"]);
-    assert_eq!(errors("STATUS: IDLE\n"), ["1:1: missing GOAL: expected a line `GOAL: what the loop should achieve`"]);
-    assert_eq!(errors("GOAL:\n"), ["1:6: empty GOAL: expected `GOAL: what the loop should achieve`"]);
+    assert_eq!(
+        errors("STATUS:RUNNING\nGOAL: g\n"),
+        ["1:8: expected a space after `STATUS:`"]
+    );
+    assert_eq!(
+        errors("STATUS: IDLE\n"),
+        ["1:1: missing GOAL: expected a line `GOAL: what the loop should achieve`"]
+    );
+    assert_eq!(
+        errors("GOAL:\n"),
+        ["1:6: empty GOAL: expected `GOAL: what the loop should achieve`"]
+    );
     assert_eq!(
         errors("GOAL: g\nCURRENT: now\n"),
         ["2:10: expected a block: `CURRENT:` alone on its line, with indented keys under it"]
     );
-    assert_eq!(errors(&seed_with(15, "  CC_PID: 九")), ["15:11: CC_PID: expected a whole number, found `九`"]);
+    assert_eq!(
+        errors(&seed_with(15, "  CC_PID: 九")),
+        ["15:11: CC_PID: expected a whole number, found `九`"]
+    );
     assert_eq!(
         errors(&seed_with(21, "    EXIT: pending")),
         ["21:11: EXIT: expected an exit code or `(pending)`, found `pending`"]
     );
-    assert_eq!(errors(&seed_with(24, "    VERIFIED: yes")), ["24:15: VERIFIED: expected `true` or `false`, found `yes`"]);
+    assert_eq!(
+        errors(&seed_with(24, "    VERIFIED: yes")),
+        ["24:15: VERIFIED: expected `true` or `false`, found `yes`"]
+    );
     assert_eq!(
         errors("GOAL: g\nLIMITS:\n  MAX_COST_USD: -1\n"),
         ["3:17: MAX_COST_USD: expected a number ≥ 0, found `-1`"]
@@ -185,7 +214,11 @@ fn cli_reports_path_line_column_exits_2_and_leaves_the_file_alone() {
             )
         );
         assert_eq!(std::fs::read(&c.file).unwrap(), bad.as_bytes());
-        assert_eq!(std::fs::read_dir(c.file.parent().unwrap()).unwrap().count(), 1, "nothing else written");
+        assert_eq!(
+            std::fs::read_dir(c.file.parent().unwrap()).unwrap().count(),
+            1,
+            "nothing else written"
+        );
     }
 }
 
@@ -198,7 +231,10 @@ fn cli_reports_invalid_utf8_at_its_position() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8(out.stderr).unwrap(),
-        format!("{}:2:16: expected UTF-8 text: invalid byte sequence\n", c.file.display())
+        format!(
+            "{}:2:16: expected UTF-8 text: invalid byte sequence\n",
+            c.file.display()
+        )
     );
     assert_eq!(std::fs::read(&c.file).unwrap(), bytes);
 }
@@ -208,7 +244,10 @@ fn cli_accepts_the_seed_example_without_changing_it() {
     let c = case(SEED.as_bytes());
     let out = run(&["validate"], &c.file);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("{}: ok\n", c.file.display()));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{}: ok\n", c.file.display())
+    );
     assert_eq!(std::fs::read(&c.file).unwrap(), SEED.as_bytes());
 }
 
@@ -220,7 +259,10 @@ fn cli_missing_file_says_how_to_start() {
         let out = run(args, &file);
         assert_eq!(out.status.code(), Some(2));
         let err = String::from_utf8(out.stderr).unwrap();
-        assert!(err.contains("does not exist") && err.contains("loop start \"GOAL\""), "{err}");
+        assert!(
+            err.contains("does not exist") && err.contains("loop start \"GOAL\""),
+            "{err}"
+        );
     }
     assert!(!file.exists());
 }

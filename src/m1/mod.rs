@@ -11,6 +11,7 @@ mod line;
 mod status_view;
 mod steps;
 mod store;
+mod swap;
 mod syntax;
 mod validate;
 pub mod value;

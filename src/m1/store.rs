@@ -1,22 +1,25 @@
 //! Reading and writing M1.md on disk: atomic replacement, and compare-and-swap so that a
 //! human's edit made while the runner was busy is merged, never overwritten.
 //!
-//! The guarantee: a commit re-reads the file, applies its edits onto whatever is there, and
-//! writes the result to a synced temporary file. Right before the rename it compares the file
-//! on disk with the text it merged onto; if they differ it starts over on the newer text. A
-//! hand edit saved before that last comparison is therefore kept. One saved in the
-//! microseconds between the comparison and the rename can still be replaced; no portable
-//! file-system call closes that window without the editor's cooperation.
+//! The guarantee: a commit re-reads the file and applies its edits onto whatever is there.
+//! The result goes to a synced temporary file; right before the swap the file is compared
+//! with what the edits were applied onto, and a change means starting over on the newer
+//! text. On Linux the swap is an exchange that hands back the exact bytes it replaced (see
+//! [`super::swap`]): if a person saved in the instant between the comparison and the swap,
+//! their text comes back and the edits are applied onto it and swapped in again, so a save
+//! by rename (what most editors do) is never lost. What remains is the editor's own race: a
+//! save computed from a text read *before* the runner's write replaces that write, as it
+//! would with any other program; and on platforms without the exchange, a save in the
+//! microseconds between comparison and rename can be replaced.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use atomic_write_file::AtomicWriteFile;
 
 use super::document::Document;
 use super::edit::Edit;
 use super::error::{Error, Errors};
+use super::swap::{self, Swapped};
 
 /// How many times a commit starts over because the file kept changing under it.
 const MAX_ROUNDS: usize = 100;
@@ -34,6 +37,10 @@ pub struct Store {
     /// The bytes as last read or written by this store.
     bytes: Vec<u8>,
     merged: Option<ConflictMerged>,
+    /// Test seam: runs between the last comparison and the swap, to land a hand save in the
+    /// one instant no timing can reliably hit.
+    #[cfg(test)]
+    before_swap: Option<fn(&Path)>,
 }
 
 impl Store {
@@ -49,6 +56,8 @@ impl Store {
             path: path.to_path_buf(),
             bytes,
             merged: None,
+            #[cfg(test)]
+            before_swap: None,
         };
         Ok((store, doc))
     }
@@ -76,48 +85,82 @@ impl Store {
     /// # Errors
     /// I/O errors; [`Errors`] (with the path) for a malformed file or an invalid result.
     pub fn commit(&mut self, edits: &[Edit]) -> anyhow::Result<Document> {
+        // `base`: the text the edits are applied onto. `expected`: what should be on disk now.
+        let mut base = self.read()?;
+        let mut expected = base.clone();
+        let mut rounds = usize::from(base != self.bytes);
         self.merged = None;
-        for round in 0..MAX_ROUNDS {
-            let base = self.read()?;
-            let mut doc = decode(&self.path, &base)?;
-            if base != self.bytes {
-                self.merged = Some(ConflictMerged { rounds: round + 1 });
+        for _ in 0..MAX_ROUNDS {
+            if rounds > 0 {
+                self.merged = Some(ConflictMerged { rounds });
             }
+            let mut doc = decode(&self.path, &base)?;
             for e in edits {
                 doc.apply(e);
             }
-            let text = doc.render();
-            let written = Document::parse(&text).map_err(|errs| {
+            let text = doc.render().into_bytes();
+            let written = Document::parse(std::str::from_utf8(&text)?).map_err(|errs| {
                 anyhow::Error::new(errs.with_path(&self.path))
                     .context("edits would make the file invalid; nothing was written")
             })?;
-            if text.as_bytes() == base {
+            if text == base && base == expected {
                 self.bytes = base;
                 return Ok(written);
             }
-            let mut file = AtomicWriteFile::open(&self.path).with_context(|| {
-                format!(
-                    "while creating a temporary file beside {}",
-                    self.path.display()
-                )
-            })?;
-            file.write_all(text.as_bytes())
-                .and_then(|()| file.sync_all())
+            let staged = swap::stage(&self.path, &text)
                 .with_context(|| format!("while writing beside {}", self.path.display()))?;
-            // Last look before the rename: a hand edit since `base` was read means start over.
-            if self.read()? != base {
-                drop(file.discard());
+            // Last look before the swap: a hand edit since then means start over on it.
+            let now = self.read()?;
+            if now != expected {
+                drop(staged);
+                base.clone_from(&now);
+                expected = now;
+                rounds += 1;
                 continue;
             }
-            file.commit()
+            #[cfg(test)]
+            if let Some(hook) = self.before_swap.take() {
+                hook(&self.path);
+            }
+            let swapped = staged
+                .swap()
                 .with_context(|| format!("while replacing {}", self.path.display()))?;
-            self.bytes = text.into_bytes();
-            return Ok(written);
+            match swapped {
+                Swapped::Replaced(old) if old != expected => {
+                    // Saved by hand in the instant before the swap: merge onto it, or put it
+                    // back untouched if it is malformed.
+                    if let Err(err) = decode(&self.path, &old) {
+                        self.restore(&old, &text)?;
+                        return Err(err);
+                    }
+                    self.bytes.clone_from(&text);
+                    base = old;
+                    expected = text;
+                    rounds += 1;
+                }
+                _ => {
+                    self.bytes = text;
+                    return Ok(written);
+                }
+            }
         }
         bail!(
-            "{} changed {MAX_ROUNDS} times while being saved; nothing was written",
+            "{} changed {MAX_ROUNDS} times while being saved; the last write may lack a hand edit",
             self.path.display()
         )
+    }
+
+    /// Puts a malformed hand save back in place of our write (unless yet another save
+    /// replaced our write meanwhile), so a broken file is never overwritten.
+    fn restore(&self, theirs: &[u8], ours: &[u8]) -> anyhow::Result<()> {
+        let staged = swap::stage(&self.path, theirs)
+            .with_context(|| format!("while restoring {}", self.path.display()))?;
+        if self.read()? == ours {
+            staged
+                .swap()
+                .with_context(|| format!("while restoring {}", self.path.display()))?;
+        }
+        Ok(())
     }
 
     /// Writes a brand-new file atomically (for `loop start`), creating parent directories.
@@ -131,16 +174,15 @@ impl Store {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("while creating {}", dir.display()))?;
         }
-        let mut file = AtomicWriteFile::open(path)
-            .with_context(|| format!("while creating {}", path.display()))?;
-        file.write_all(text.as_bytes())
-            .with_context(|| format!("while writing {}", path.display()))?;
-        file.commit()
+        swap::stage(path, text.as_bytes())
+            .and_then(swap::Staged::swap)
             .with_context(|| format!("while writing {}", path.display()))?;
         let store = Store {
             path: path.to_path_buf(),
             bytes: text.as_bytes().to_vec(),
             merged: None,
+            #[cfg(test)]
+            before_swap: None,
         };
         Ok((store, doc))
     }
@@ -172,4 +214,54 @@ fn decode(path: &Path, bytes: &[u8]) -> anyhow::Result<Document> {
         anyhow::Error::new(Errors::new(vec![err]).with_path(path))
     })?;
     Document::parse(text).map_err(|e| anyhow::Error::new(e.with_path(path)))
+}
+
+#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
+mod tests {
+    use super::*;
+    use crate::m1::Status;
+
+    const SEED: &str = include_str!("../../tests/fixtures/m1/seed.md");
+
+    fn seed() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("M1.md");
+        std::fs::write(&file, SEED).unwrap();
+        (dir, file)
+    }
+
+    fn save_by_rename(path: &Path, text: &str) {
+        let tmp = path.with_extension("hand~");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, path).unwrap();
+    }
+
+    #[test]
+    fn a_save_in_the_instant_before_the_swap_is_merged() {
+        let (_dir, file) = seed();
+        let (mut store, _) = Store::open(&file).unwrap();
+        store.before_swap =
+            Some(|p| save_by_rename(p, &SEED.replace("GOAL: /edit", "GOAL: /EDIT")));
+        let doc = store.commit(&[Edit::Status(Status::Done)]).unwrap();
+        let expected = SEED
+            .replace("GOAL: /edit", "GOAL: /EDIT")
+            .replace("STATUS: RUNNING ", "STATUS: DONE    ");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), expected);
+        assert_eq!(doc.render(), expected);
+        assert_eq!(store.last_merge(), Some(ConflictMerged { rounds: 1 }));
+        assert!(store.reload().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_malformed_save_in_the_instant_before_the_swap_is_put_back() {
+        let (_dir, file) = seed();
+        let (mut store, _) = Store::open(&file).unwrap();
+        store.before_swap = Some(|p| save_by_rename(p, "GOAL: x\n  BROKEN\n"));
+        let err = store.commit(&[Edit::Status(Status::Done)]).unwrap_err();
+        assert!(err.downcast_ref::<Errors>().is_some(), "{err:#}");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "GOAL: x\n  BROKEN\n"
+        );
+    }
 }

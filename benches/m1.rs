@@ -1,0 +1,81 @@
+//! Parse + validate + render of M1.md files of growing size. Prints figures; asserts nothing.
+//! Run with `cargo bench --bench m1`. The seed example should take well under 100 µs, and
+//! µs per KB should stay flat as files grow (cost linear in size).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use m1loop::m1::Document;
+
+const SEED: &str = include_str!("../examples/M1.md");
+
+/// A valid file with `steps` steps, each with a RESULTS block, and `prose` lines of notes
+/// between the blocks.
+fn file(steps: usize, prose_lines: usize) -> String {
+    let mut s = String::from(
+        "# ループ\n\nSTATUS: RUNNING              # IDLE / RUNNING / WAITING / DONE / FAILED\nGOAL: 大きなファイルの性能を測る\n\n",
+    );
+    s.push_str(&format!(
+        "PLAN:\n  TOTAL_STEPS: {steps}\n  CURRENT_STEP: 1\n  STEPS:\n"
+    ));
+    for n in 1..=steps {
+        s.push_str(&format!(
+            "    {n}: [DONE] ステップ {n} を実装 → src/mod_{n}.rs\n"
+        ));
+    }
+    s.push_str("\nRESULTS:\n");
+    for n in 1..=steps {
+        s.push_str(&format!(
+            "  STEP_{n}:\n    EXIT: 0\n    COMMIT: a690fb{n:x}\n    SUMMARY: \"完了 # {n}: 5つの修正案\"   # note\n    VERIFIED: true\n    ATTEMPTS: 1\n    COST_USD: 0.{n}\n"
+        ));
+    }
+    s.push_str("\n## Notes\n\n");
+    for i in 0..prose_lines {
+        s.push_str(&format!(
+            "- 観察 {i}: the agent edited a file and the tests passed 🚀\n"
+        ));
+    }
+    s.push_str("\nLAST_ACTION: Step 1 spawned\n");
+    s
+}
+
+/// Mean time of one parse + render, over enough rounds to fill about `budget`.
+fn time(text: &str, budget: Duration) -> Duration {
+    let doc = Document::parse(text).expect("benchmark input is valid");
+    assert_eq!(doc.render(), text);
+    let start = Instant::now();
+    let mut rounds = 0u32;
+    while start.elapsed() < budget || rounds < 3 {
+        let doc = Document::parse(black_box(text)).unwrap();
+        black_box(doc.render());
+        rounds += 1;
+    }
+    start.elapsed() / rounds
+}
+
+fn report(name: &str, text: &str) {
+    let t = time(text, Duration::from_millis(300));
+    let kb = text.len() as f64 / 1024.0;
+    let us = t.as_secs_f64() * 1e6;
+    println!(
+        "{name:<28} {kb:>9.1} KB {us:>12.1} µs/op {:>8.2} µs/KB",
+        us / kb
+    );
+}
+
+fn main() {
+    println!("parse + validate + render (mean per op)");
+    report("seed example", SEED);
+    report("10 steps", &file(10, 0));
+    for (steps, prose) in [(100, 500), (400, 2_000), (1_600, 8_000)] {
+        let text = file(steps, prose);
+        report(&format!("{steps} results + {prose} prose"), &text);
+    }
+    let mut big = file(2_000, 0);
+    let mut prose = 0;
+    while big.len() < 1 << 20 {
+        big = file(2_000, prose);
+        prose += 2_000;
+    }
+    report("~1 MB results + prose", &big);
+}

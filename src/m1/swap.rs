@@ -1,0 +1,144 @@
+//! Atomic replacement of a file that also returns what it replaced.
+//!
+//! The new bytes go to a temporary file beside the target, are fsynced, and are then put in
+//! place in one step; the directory is fsynced after. On Linux the step is
+//! `renameat2(RENAME_EXCHANGE)`: the old file ends up at the temporary path, so the caller
+//! sees exactly the bytes it displaced — including a hand edit saved a moment before — and
+//! can merge them instead of losing them. Elsewhere (or on a file system without exchange) it
+//! is a plain rename, and a save in the instant before it is not seen.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What a swap replaced.
+#[derive(Debug)]
+pub enum Swapped {
+    /// The exact bytes that were at the target at the instant of the swap.
+    Replaced(Vec<u8>),
+    /// There was no file, or the platform cannot say what was replaced.
+    Unknown,
+}
+
+/// A written, fsynced temporary file waiting to replace `target`. Dropping it removes it.
+#[derive(Debug)]
+pub struct Staged {
+    tmp: PathBuf,
+    target: PathBuf,
+    live: bool,
+}
+
+/// Writes `bytes` to a new temporary file beside `target` (same directory, so the swap is one
+/// atomic step), with the target's permissions when it exists, and fsyncs it.
+pub fn stage(target: &Path, bytes: &[u8]) -> io::Result<Staged> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = target
+        .file_name()
+        .map_or_else(|| "M1.md".into(), |n| n.to_string_lossy());
+    let tmp = target.with_file_name(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut staged = Staged {
+        tmp,
+        target: target.to_path_buf(),
+        live: false,
+    };
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&staged.tmp)?;
+    staged.live = true;
+    if let Ok(meta) = std::fs::metadata(target) {
+        file.set_permissions(meta.permissions())?;
+    }
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    Ok(staged)
+}
+
+impl Staged {
+    /// Puts the staged file at the target and fsyncs the directory.
+    pub fn swap(mut self) -> io::Result<Swapped> {
+        let swapped = if exchange(&self.tmp, &self.target)? {
+            // The old file now sits at the temporary path.
+            let old = std::fs::read(&self.tmp)?;
+            std::fs::remove_file(&self.tmp)?;
+            Swapped::Replaced(old)
+        } else {
+            std::fs::rename(&self.tmp, &self.target)?;
+            Swapped::Unknown
+        };
+        self.live = false;
+        sync_dir(&self.target)?;
+        Ok(swapped)
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if self.live {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Exchanges the two paths atomically; `false` when that is not possible here (no target,
+/// or no support), so the caller renames instead.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn exchange(a: &Path, b: &Path) -> io::Result<bool> {
+    use nix::errno::Errno;
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    match renameat2(AT_FDCWD, a, AT_FDCWD, b, RenameFlags::RENAME_EXCHANGE) {
+        Ok(()) => Ok(true),
+        Err(Errno::ENOENT | Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn exchange(_a: &Path, _b: &Path) -> io::Result<bool> {
+    Ok(false)
+}
+
+/// Fsyncs the directory holding `path`, so the rename itself survives a crash.
+fn sync_dir(path: &Path) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swap_returns_the_replaced_bytes_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("M1.md");
+        std::fs::write(&f, "old").unwrap();
+        let s = stage(&f, b"new").unwrap();
+        std::fs::write(&f, "hand edit").unwrap();
+        match s.swap().unwrap() {
+            Swapped::Replaced(old) => assert_eq!(old, b"hand edit"),
+            Swapped::Unknown => {} // platforms without exchange
+        }
+        assert_eq!(std::fs::read(&f).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_dropped_stage_removes_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("M1.md");
+        drop(stage(&f, b"x").unwrap());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let s = stage(&f, b"first").unwrap();
+        assert!(matches!(s.swap().unwrap(), Swapped::Unknown));
+        assert_eq!(std::fs::read(&f).unwrap(), b"first");
+    }
+}
