@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 const STEPS: usize = 20;
 
 fn bins() -> (PathBuf, PathBuf) {
-    (PathBuf::from(env!("CARGO_BIN_EXE_loop")), PathBuf::from(env!("CARGO_BIN_EXE_claude-sim")))
+    (
+        PathBuf::from(env!("CARGO_BIN_EXE_loop")),
+        PathBuf::from(env!("CARGO_BIN_EXE_claude-sim")),
+    )
 }
 
 fn loop_cmd(dir: &Path, args: &[&str]) -> Command {
@@ -33,14 +36,21 @@ fn loop_cmd(dir: &Path, args: &[&str]) -> Command {
 }
 
 fn fresh(scenario: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("loop-bench-{}-{}", std::process::id(), rand_suffix()));
+    let dir = std::env::temp_dir().join(format!(
+        "loop-bench-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
     std::fs::create_dir_all(dir.join("state")).unwrap();
     std::fs::write(dir.join("scenario.json"), scenario).unwrap();
     dir
 }
 
 fn rand_suffix() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
 }
 
 fn overhead() {
@@ -53,13 +63,24 @@ fn overhead() {
         sim.display()
     );
     let t = Instant::now();
-    let ok = Command::new("sh").arg("-c").arg(&script).current_dir(&dir)
-        .env("CLAUDE_SIM_SCENARIO", dir.join("scenario.json")).status().unwrap().success();
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(&dir)
+        .env("CLAUDE_SIM_SCENARIO", dir.join("scenario.json"))
+        .status()
+        .unwrap()
+        .success();
     let shell = t.elapsed();
     assert!(ok);
 
     let dir = fresh(scenario);
-    let mut args = vec!["start".to_string(), "bench".into(), "--max-steps".into(), STEPS.to_string()];
+    let mut args = vec![
+        "start".to_string(),
+        "bench".into(),
+        "--max-steps".into(),
+        STEPS.to_string(),
+    ];
     for i in 1..=STEPS {
         args.push("--step".into());
         args.push(format!("step {i}"));
@@ -71,9 +92,20 @@ fn overhead() {
     assert!(status.success(), "loop failed: see {}", dir.display());
     let per_step = looped.saturating_sub(shell).as_secs_f64() * 1000.0 / STEPS as f64;
     println!("overhead: {STEPS} steps with an instant agent");
-    println!("  plain shell loop : {:8.1} ms ({:.1} ms per call)", ms(shell), ms(shell) / STEPS as f64);
-    println!("  loop             : {:8.1} ms ({:.1} ms per step)", ms(looped), ms(looped) / STEPS as f64);
-    println!("  runner overhead  : {per_step:8.1} ms per step; ratio loop/shell {:.2}", looped.as_secs_f64() / shell.as_secs_f64());
+    println!(
+        "  plain shell loop : {:8.1} ms ({:.1} ms per call)",
+        ms(shell),
+        ms(shell) / STEPS as f64
+    );
+    println!(
+        "  loop             : {:8.1} ms ({:.1} ms per step)",
+        ms(looped),
+        ms(looped) / STEPS as f64
+    );
+    println!(
+        "  runner overhead  : {per_step:8.1} ms per step; ratio loop/shell {:.2}",
+        looped.as_secs_f64() / shell.as_secs_f64()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -93,16 +125,31 @@ fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 }
 
 fn agent_started(dir: &Path) -> bool {
-    std::fs::read_dir(dir.join("state/tasks")).map(|mut d| {
-        d.any(|e| e.map(|e| e.path().join("stdout").metadata().map(|m| m.len() > 0).unwrap_or(false)).unwrap_or(false))
-    }).unwrap_or(false)
+    std::fs::read_dir(dir.join("state/tasks"))
+        .map(|mut d| {
+            d.any(|e| {
+                e.map(|e| {
+                    e.path()
+                        .join("stdout")
+                        .metadata()
+                        .map(|m| m.len() > 0)
+                        .unwrap_or(false)
+                })
+                .unwrap_or(false)
+            })
+        })
+        .unwrap_or(false)
 }
 
 fn stop_latency() {
     let mut samples = Vec::new();
     for _ in 0..5 {
-        let dir = fresh(r#"{"default": {"sleep_ms": 60000, "heartbeat_ms": 1000, "result": "ok\nSTEP_DONE: ok"}}"#);
-        let mut child = loop_cmd(&dir, &["start", "bench", "--step", "sleep"]).spawn().unwrap();
+        let dir = fresh(
+            r#"{"default": {"sleep_ms": 60000, "heartbeat_ms": 1000, "result": "ok\nSTEP_DONE: ok"}}"#,
+        );
+        let mut child = loop_cmd(&dir, &["start", "bench", "--step", "sleep"])
+            .spawn()
+            .unwrap();
         assert!(wait_for(Duration::from_secs(20), || agent_started(&dir)));
         std::thread::sleep(Duration::from_millis(200));
         let t = Instant::now();
@@ -118,7 +165,9 @@ fn stop_latency() {
     println!("stop: stop file → step's group dead, STATUS WAITING written, runner exited (5 runs)");
     println!(
         "  min {:.1} ms, median {:.1} ms, max {:.1} ms",
-        ms(samples[0]), ms(samples[2]), ms(samples[4])
+        ms(samples[0]),
+        ms(samples[2]),
+        ms(samples[4])
     );
 }
 
@@ -127,19 +176,32 @@ fn proc_cpu_ticks(pid: u32) -> u64 {
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
     // Fields after the command: state is [0]; utime [11], stime [12].
-    f.get(11).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+    f.get(11).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
 }
 
 fn proc_kb(pid: u32, key: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default().lines()
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
         .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 fn idle_cost() {
-    let secs: u64 = std::env::var("BENCH_SLEEP_S").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
-    let dir = fresh(&format!(r#"{{"default": {{"sleep_ms": {}, "result": "ok\nSTEP_DONE: ok"}}}}"#, (secs + 5) * 1000));
-    let mut child = loop_cmd(&dir, &["start", "bench", "--step", "sleep"]).spawn().unwrap();
+    let secs: u64 = std::env::var("BENCH_SLEEP_S")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    let dir = fresh(&format!(
+        r#"{{"default": {{"sleep_ms": {}, "result": "ok\nSTEP_DONE: ok"}}}}"#,
+        (secs + 5) * 1000
+    ));
+    let mut child = loop_cmd(&dir, &["start", "bench", "--step", "sleep"])
+        .spawn()
+        .unwrap();
     let pid = child.id();
     assert!(wait_for(Duration::from_secs(20), || agent_started(&dir)));
     let before = proc_cpu_ticks(pid);
@@ -151,8 +213,16 @@ fn idle_cost() {
     let _ = child.wait();
     let tick_ms = 10.0; // USER_HZ is 100 on Linux
     println!("idle: the runner while a step sleeps {secs} s");
-    println!("  CPU {:.0} ms over {secs} s ({:.3} % of a core)", (after - before) as f64 * tick_ms, (after - before) as f64 * tick_ms / (secs as f64 * 10.0));
-    println!("  memory: RSS {:.1} MB, peak {:.1} MB", rss as f64 / 1024.0, hwm as f64 / 1024.0);
+    println!(
+        "  CPU {:.0} ms over {secs} s ({:.3} % of a core)",
+        (after - before) as f64 * tick_ms,
+        (after - before) as f64 * tick_ms / (secs as f64 * 10.0)
+    );
+    println!(
+        "  memory: RSS {:.1} MB, peak {:.1} MB",
+        rss as f64 / 1024.0,
+        hwm as f64 / 1024.0
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

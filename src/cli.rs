@@ -202,9 +202,12 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             };
             crate::runner::start(&cli.file, &req, &echo())
         }
-        Command::Resume { detach } => {
-            crate::runner::resume(&cli.file, detach, crate::settings::Overrides::default(), &echo())
-        }
+        Command::Resume { detach } => crate::runner::resume(
+            &cli.file,
+            detach,
+            crate::settings::Overrides::default(),
+            &echo(),
+        ),
         Command::Stop => crate::runner::stop(),
         Command::Demo => crate::demo::demo(),
         Command::Validate => crate::m1::commands::validate(&cli.file),

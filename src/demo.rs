@@ -25,21 +25,15 @@ const SCENARIO: &str = r#"{
 "#;
 
 /// The simulated agent, built beside the `loop` binary.
-///
-/// # Errors
-/// When it is not there.
-pub fn sim_agent() -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe().context("while finding the loop binary")?;
-    let sim = exe.with_file_name("claude-sim");
-    if !sim.is_file() {
-        return Err(Exit::bad_input(format!(
-            "the simulated agent {} is missing; build it with `cargo build --release` (it is \
-             part of this package)",
-            sim.display()
+fn sim_agent() -> anyhow::Result<PathBuf> {
+    crate::agent::sim::locate().ok_or_else(|| {
+        Exit::bad_input(format!(
+            "the simulated agent `{}` is not beside the loop binary; build both with `cargo \
+             build --release` (it is part of this package)",
+            crate::agent::sim::BINARY
         ))
-        .into());
-    }
-    Ok(sim)
+        .into()
+    })
 }
 
 /// `loop demo`.
@@ -50,12 +44,19 @@ pub fn demo() -> anyhow::Result<Status> {
     let sim = sim_agent()?;
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
     let dir = std::env::temp_dir().join(format!("loop-demo-{stamp}-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("state")).with_context(|| format!("while creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir.join("state"))
+        .with_context(|| format!("while creating {}", dir.display()))?;
     let scenario = dir.join("scenario.json");
     std::fs::write(&scenario, SCENARIO)?;
     let file = dir.join("state").join("M1.md");
-    println!("loop demo: a 3-step loop with the simulated agent in {}", dir.display());
-    println!("(the stop file {} halts it, as it halts any loop)\n", crate::stopfile::global().display());
+    println!(
+        "loop demo: a 3-step loop with the simulated agent in {}",
+        dir.display()
+    );
+    println!(
+        "(the stop file {} halts it, as it halts any loop)\n",
+        crate::stopfile::global().display()
+    );
     let req = StartRequest {
         goal: "Demo: investigate, fix and test a (simulated) bug".into(),
         steps: vec![
@@ -69,7 +70,10 @@ pub fn demo() -> anyhow::Result<Status> {
             agent_program: Some(sim.display().to_string()),
             agent_env: vec![
                 ("CLAUDE_SIM_SCENARIO".into(), scenario.display().to_string()),
-                ("CLAUDE_SIM_LOG".into(), dir.join("sim-calls.jsonl").display().to_string()),
+                (
+                    "CLAUDE_SIM_LOG".into(),
+                    dir.join("sim-calls.jsonl").display().to_string(),
+                ),
             ],
             ..Overrides::default()
         },
@@ -77,7 +81,10 @@ pub fn demo() -> anyhow::Result<Status> {
         ..StartRequest::default()
     };
     let status = start(&file, &req, &RunOptions { echo: true })?;
-    println!("\nloop demo: finished with exit status {} — its M1.md:", status.code());
+    println!(
+        "\nloop demo: finished with exit status {} — its M1.md:",
+        status.code()
+    );
     println!("{}", file.display());
     Ok(status)
 }

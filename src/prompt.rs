@@ -15,7 +15,10 @@ fn fill(template: &str, vars: &[(&str, String)]) -> String {
 }
 
 fn constraints(m: &M1) -> String {
-    m.constraints.clone().filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "(none)".into())
+    m.constraints
+        .clone()
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or_else(|| "(none)".into())
 }
 
 /// The plan as the agent sees it: each step with its state and what earlier steps reported.
@@ -36,7 +39,12 @@ pub fn plan_listing(m: &M1) -> String {
 /// The prompt of a step's first attempt.
 #[must_use]
 pub fn step(m: &M1, n: u32) -> String {
-    let text = m.plan.steps.iter().find(|s| s.n == n).map_or("", |s| s.text.as_str());
+    let text = m
+        .plan
+        .steps
+        .iter()
+        .find(|s| s.n == n)
+        .map_or("", |s| s.text.as_str());
     fill(
         STEP,
         &[
@@ -53,7 +61,12 @@ pub fn step(m: &M1, n: u32) -> String {
 /// The prompt of a retry, in the same session, carrying what failed.
 #[must_use]
 pub fn fix(m: &M1, n: u32, attempt: u32, max_retries: u32, failure: &str) -> String {
-    let text = m.plan.steps.iter().find(|s| s.n == n).map_or("", |s| s.text.as_str());
+    let text = m
+        .plan
+        .steps
+        .iter()
+        .find(|s| s.n == n)
+        .map_or("", |s| s.text.as_str());
     fill(
         FIX,
         &[

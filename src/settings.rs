@@ -17,12 +17,44 @@ use crate::m1::M1;
 /// Bash commands must be listed. `--dangerously-skip-permissions` is refused as root, so it is
 /// never a default.
 pub const DEFAULT_ALLOWED_TOOLS: &[&str] = &[
-    "Read", "Edit", "MultiEdit", "Write", "Glob", "Grep", "LS", "TodoWrite", "NotebookEdit",
-    "Bash(git:*)", "Bash(cargo:*)", "Bash(npm:*)", "Bash(npx:*)", "Bash(pnpm:*)", "Bash(yarn:*)",
-    "Bash(node:*)", "Bash(make:*)", "Bash(go:*)", "Bash(python:*)", "Bash(python3:*)",
-    "Bash(pytest:*)", "Bash(uv:*)", "Bash(pip:*)", "Bash(ls:*)", "Bash(cat:*)", "Bash(head:*)",
-    "Bash(tail:*)", "Bash(grep:*)", "Bash(rg:*)", "Bash(find:*)", "Bash(wc:*)", "Bash(diff:*)",
-    "Bash(mkdir:*)", "Bash(touch:*)", "Bash(cp:*)", "Bash(mv:*)", "Bash(sed:*)", "Bash(echo:*)",
+    "Read",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "Glob",
+    "Grep",
+    "LS",
+    "TodoWrite",
+    "NotebookEdit",
+    "Bash(git:*)",
+    "Bash(cargo:*)",
+    "Bash(npm:*)",
+    "Bash(npx:*)",
+    "Bash(pnpm:*)",
+    "Bash(yarn:*)",
+    "Bash(node:*)",
+    "Bash(make:*)",
+    "Bash(go:*)",
+    "Bash(python:*)",
+    "Bash(python3:*)",
+    "Bash(pytest:*)",
+    "Bash(uv:*)",
+    "Bash(pip:*)",
+    "Bash(ls:*)",
+    "Bash(cat:*)",
+    "Bash(head:*)",
+    "Bash(tail:*)",
+    "Bash(grep:*)",
+    "Bash(rg:*)",
+    "Bash(find:*)",
+    "Bash(wc:*)",
+    "Bash(diff:*)",
+    "Bash(mkdir:*)",
+    "Bash(touch:*)",
+    "Bash(cp:*)",
+    "Bash(mv:*)",
+    "Bash(sed:*)",
+    "Bash(echo:*)",
 ];
 
 /// The default permission mode of a step.
@@ -143,7 +175,12 @@ impl Settings {
                 .allowed_tools
                 .clone()
                 .or_else(|| a.allowed_tools.clone())
-                .unwrap_or_else(|| DEFAULT_ALLOWED_TOOLS.iter().map(|s| (*s).to_string()).collect()),
+                .unwrap_or_else(|| {
+                    DEFAULT_ALLOWED_TOOLS
+                        .iter()
+                        .map(|s| (*s).to_string())
+                        .collect()
+                }),
             max_turns: a.max_turns,
             max_budget_usd: a.max_budget_usd,
             model: a.model.clone(),
@@ -175,10 +212,10 @@ impl Settings {
                 .step_timeout
                 .or(self.step_timeout)
                 .unwrap_or(Duration::from_secs(l.step_timeout_min.saturating_mul(60))),
-            idle_timeout: o
-                .idle_timeout
-                .or(self.idle_timeout)
-                .or_else(|| l.idle_timeout_min.map(|m| Duration::from_secs(m.saturating_mul(60)))),
+            idle_timeout: o.idle_timeout.or(self.idle_timeout).or_else(|| {
+                l.idle_timeout_min
+                    .map(|m| Duration::from_secs(m.saturating_mul(60)))
+            }),
         }
     }
 

@@ -109,9 +109,14 @@ mod tests {
     fn run_simple(cmd: &str) -> Outcome {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("verify.log");
-        run(cmd, dir.path(), &[], &log, Duration::from_secs(20), &mut || {
-            false
-        })
+        run(
+            cmd,
+            dir.path(),
+            &[],
+            &log,
+            Duration::from_secs(20),
+            &mut || false,
+        )
         .unwrap()
     }
 
@@ -139,10 +144,17 @@ mod tests {
         let marker = dir.path().join("pid");
         let cmd = format!("sleep 30 & echo $! > {}; wait", marker.display());
         let mut polls = 0;
-        let got = run(&cmd, dir.path(), &[], &log, Duration::from_secs(20), &mut || {
-            polls += 1;
-            marker.exists() && polls > 2
-        })
+        let got = run(
+            &cmd,
+            dir.path(),
+            &[],
+            &log,
+            Duration::from_secs(20),
+            &mut || {
+                polls += 1;
+                marker.exists() && polls > 2
+            },
+        )
         .unwrap();
         assert_eq!(got, Outcome::Stopped);
         let pid: i32 = std::fs::read_to_string(&marker)

@@ -34,15 +34,26 @@ fn a_crash_at_every_point_resumes_to_done_starting_each_agent_once() {
         env.scenario(&steady(30));
         // Crash in the middle of the loop (step 2), or at the one DONE write.
         let nth = if point.contains("done") { 1 } else { 2 };
-        let mut c = env.cmd(&["start", "g", "--step", "a", "--step", "b", "--step", "c", "--verify", "true"]);
+        let mut c = env.cmd(&[
+            "start", "g", "--step", "a", "--step", "b", "--step", "c", "--verify", "true",
+        ]);
         c.env("LOOP_CRASH_AT", format!("{point}@{nth}"));
         let status = c.status().unwrap();
-        assert_eq!(status.signal(), Some(9), "{point}: the runner did not crash there: {status:?}");
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "{point}: the runner did not crash there: {status:?}"
+        );
         let out = env.run(&["resume"]);
         assert_eq!(code(&out), 0, "{point}: {}", stderr(&out));
         assert_complete(&env, 3);
         for n in 1..=3 {
-            assert_eq!(env.calls_for(n), 1, "{point}: step {n} started {} times", env.calls_for(n));
+            assert_eq!(
+                env.calls_for(n),
+                1,
+                "{point}: step {n} started {} times",
+                env.calls_for(n)
+            );
         }
         env.assert_no_processes();
     }
@@ -52,7 +63,9 @@ fn a_crash_at_every_point_resumes_to_done_starting_each_agent_once() {
 fn kill_minus_nine_at_random_moments_never_loses_or_repeats_a_step() {
     let env = Env::new();
     env.scenario(&steady(150));
-    let steps = ["--step", "a", "--step", "b", "--step", "c", "--step", "d", "--step", "e"];
+    let steps = [
+        "--step", "a", "--step", "b", "--step", "c", "--step", "d", "--step", "e",
+    ];
     let mut args = vec!["start", "g"];
     args.extend(steps);
     let mut runner = env.spawn(&args);
@@ -72,32 +85,90 @@ fn kill_minus_nine_at_random_moments_never_loses_or_repeats_a_step() {
     assert!(status.success(), "final resume: {status:?}\n{}", env.log());
     assert_complete(&env, 5);
     for n in 1..=5 {
-        assert_eq!(env.calls_for(n), 1, "after {kills} kills, step {n} started {} times", env.calls_for(n));
+        assert_eq!(
+            env.calls_for(n),
+            1,
+            "after {kills} kills, step {n} started {} times",
+            env.calls_for(n)
+        );
     }
     env.assert_no_processes();
 }
 
+/// How most editors save: the new text to a temporary file, then a rename over the old one.
+fn save_by_rename(path: &std::path::Path, text: &str) {
+    let tmp = path.with_extension("md.swp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
 #[test]
-fn hand_edits_made_while_the_runner_works_all_survive() {
+fn hand_edits_saved_twenty_times_a_second_while_the_runner_works_all_survive() {
     let env = Env::new();
     env.scenario(&steady(80));
-    let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c", "--step", "d"]);
+    let mut runner = env.spawn(&[
+        "start", "g", "--step", "a", "--step", "b", "--step", "c", "--step", "d",
+    ]);
     assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
-    // Edit in a tight loop while the runner writes: a growing comment block at the end.
+    // A person who re-reads the file before each save, saving far faster than anyone types
+    // (a save every ~50 ms): a growing comment block at the end.
+    let mut n = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while env.m1().status != Status::Done && Instant::now() < deadline {
+        n += 1;
+        let text = env.text();
+        save_by_rename(&env.file, &format!("{text}# note {n}\n"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = runner.wait(Duration::from_secs(60));
+    assert!(
+        status.success(),
+        "{status:?} after {n} edits\n{}",
+        env.log()
+    );
+    let text = env.text();
+    // Only the last edit can race the runner's final rename; every earlier one must be there.
+    for i in 1..n {
+        assert!(
+            text.contains(&format!("# note {i}\n")),
+            "hand edit {i} of {n} lost:\n{text}"
+        );
+    }
+    assert_complete(&env, 4);
+}
+
+#[test]
+fn hand_edits_saved_in_place_at_a_human_pace_all_survive() {
+    let env = Env::new();
+    env.scenario(&steady(300));
+    let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    // Editors that truncate and rewrite the file: a reader can catch it half written.
     let mut n = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
     while env.m1().status != Status::Done && Instant::now() < deadline {
         n += 1;
         let text = env.text();
         std::fs::write(&env.file, format!("{text}# note {n}\n")).unwrap();
+        std::thread::sleep(Duration::from_millis(150));
     }
-    assert!(runner.wait(Duration::from_secs(60)).success());
+    let status = runner.wait(Duration::from_secs(60));
+    assert!(
+        status.success(),
+        "{status:?} after {n} edits\n{}",
+        env.log()
+    );
     let text = env.text();
-    // Only the last edit can race the runner's final rename; every earlier one must be there.
     for i in 1..n {
-        assert!(text.contains(&format!("# note {i}\n")), "hand edit {i} of {n} lost:\n{text}");
+        assert!(
+            text.contains(&format!("# note {i}\n")),
+            "hand edit {i} of {n} lost:\n{text}"
+        );
     }
-    assert_complete(&env, 4);
+    assert_complete(&env, 3);
+    for s in 1..=3 {
+        assert_eq!(env.calls_for(s), 1);
+    }
 }
 
 #[test]
@@ -106,7 +177,10 @@ fn edits_to_steps_and_limits_take_effect_at_the_next_decision() {
     env.scenario(&steady(600));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
     assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
-    let text = env.text().replace("2: [PENDING] b", "2: [SKIPPED] b").replace("3: [PENDING] c", "3: [PENDING] c, edited");
+    let text = env
+        .text()
+        .replace("2: [PENDING] b", "2: [SKIPPED] b")
+        .replace("3: [PENDING] c", "3: [PENDING] c, edited");
     std::fs::write(&env.file, text).unwrap();
     assert!(runner.wait(Duration::from_secs(60)).success());
     assert_eq!(env.calls_for(2), 0);
@@ -123,11 +197,19 @@ fn status_waiting_by_hand_pauses_after_the_current_step() {
     env.scenario(&steady(800));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
     assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
-    std::fs::write(&env.file, env.text().replacen("STATUS: RUNNING", "STATUS: WAITING", 1)).unwrap();
+    std::fs::write(
+        &env.file,
+        env.text().replacen("STATUS: RUNNING", "STATUS: WAITING", 1),
+    )
+    .unwrap();
     let status = runner.wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(3));
     let m = env.m1();
-    assert_eq!(m.plan.steps[0].state, StepState::Done, "the current step finished");
+    assert_eq!(
+        m.plan.steps[0].state,
+        StepState::Done,
+        "the current step finished"
+    );
     assert_eq!(env.calls_for(2), 0, "and no further one started");
     assert_eq!(code(&env.run(&["resume"])), 0);
 }
@@ -141,7 +223,9 @@ fn a_broken_hand_edit_is_reported_and_waited_on_never_overwritten() {
     let good = env.text();
     let broken = good.replacen("STATUS: RUNNING", "STATUS: RUNNNG", 1);
     std::fs::write(&env.file, &broken).unwrap();
-    assert!(wait_until(Duration::from_secs(20), || env.log().contains("invalid")));
+    assert!(wait_until(Duration::from_secs(20), || env
+        .log()
+        .contains("invalid")));
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(env.text(), broken, "the runner wrote over a broken file");
     assert!(env.log().contains("M1.md:1:"), "{}", env.log());
@@ -157,19 +241,34 @@ fn the_stop_file_halts_mid_step_kills_the_group_and_blocks_resume_until_removed(
                         "default": {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}}));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
     assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
-    assert!(wait_until(Duration::from_secs(10), || env.processes().len() >= 3), "{:?}", env.processes());
+    assert!(
+        wait_until(Duration::from_secs(10), || env.processes().len() >= 3),
+        "{:?}",
+        env.processes()
+    );
     std::fs::write(&env.stop, "").unwrap();
     let status = runner.wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(3));
     env.assert_no_processes();
     let m = env.m1();
-    assert_eq!((m.status, m.plan.steps[0].state), (Status::Waiting, StepState::Pending));
-    assert_eq!(m.results.get(&1).and_then(|r| r.attempts), None, "a stop spends no attempt");
+    assert_eq!(
+        (m.status, m.plan.steps[0].state),
+        (Status::Waiting, StepState::Pending)
+    );
+    assert_eq!(
+        m.results.get(&1).and_then(|r| r.attempts),
+        None,
+        "a stop spends no attempt"
+    );
     assert!(m.next_action.unwrap().contains("croppy-stop"));
 
     let refused = env.run(&["resume"]);
     assert_eq!(code(&refused), 3);
-    assert!(stderr(&refused).contains("croppy-stop"), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("croppy-stop"),
+        "{}",
+        stderr(&refused)
+    );
     std::fs::remove_file(&env.stop).unwrap();
     let out = env.run(&["resume"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -180,10 +279,30 @@ fn the_stop_file_halts_mid_step_kills_the_group_and_blocks_resume_until_removed(
 fn a_step_timeout_kills_the_whole_group_grandchildren_included() {
     let env = Env::new();
     env.scenario(&json!({"default": {"hang": true, "grandchild_sleep_s": 120}}));
-    let out = env.run_for(&["start", "g", "--step", "a", "--step-timeout", "1s", "--max-retries", "2"], Duration::from_secs(60));
+    let out = env.run_for(
+        &[
+            "start",
+            "g",
+            "--step",
+            "a",
+            "--step-timeout",
+            "1s",
+            "--max-retries",
+            "2",
+        ],
+        Duration::from_secs(60),
+    );
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert_eq!(env.calls_for(1), 2);
     let m = env.m1();
-    assert!(m.results[&1].error.as_deref().unwrap().contains("step timeout"), "{}", env.text());
+    assert!(
+        m.results[&1]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("step timeout"),
+        "{}",
+        env.text()
+    );
     env.assert_no_processes();
 }

@@ -16,7 +16,16 @@ fn done(text: &str) -> serde_json::Value {
 fn three_steps_pass_and_every_result_is_recorded() {
     let env = Env::new();
     env.scenario(&json!({"default": done("ok")}));
-    let out = env.run(&["start", "fix the bug", "--step", "one", "--step", "two", "--step", "three"]);
+    let out = env.run(&[
+        "start",
+        "fix the bug",
+        "--step",
+        "one",
+        "--step",
+        "two",
+        "--step",
+        "three",
+    ]);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     let m = env.m1();
     assert_eq!(m.status, Status::Done);
@@ -36,7 +45,8 @@ fn three_steps_pass_and_every_result_is_recorded() {
 fn the_agent_gets_the_documented_invocation_and_environment() {
     let mut env = Env::new();
     env.extra_env.push(("CLAUDECODE".into(), "1".into()));
-    env.extra_env.push(("CLAUDE_CODE_ENTRYPOINT".into(), "cli".into()));
+    env.extra_env
+        .push(("CLAUDE_CODE_ENTRYPOINT".into(), "cli".into()));
     env.extra_env.push(("MY_PROJECT_VAR".into(), "kept".into()));
     env.scenario(&json!({"default": done("ok")}));
     let out = env.run(&["start", "g", "--step", "only"]);
@@ -44,8 +54,19 @@ fn the_agent_gets_the_documented_invocation_and_environment() {
     let calls = env.calls();
     assert_eq!(calls.len(), 1);
     let c = &calls[0];
-    let argv: Vec<&str> = c["argv"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    for flag in ["-p", "--output-format", "stream-json", "--verbose", "--session-id"] {
+    let argv: Vec<&str> = c["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for flag in [
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--session-id",
+    ] {
         assert!(argv.contains(&flag), "{flag} missing from {argv:?}");
     }
     assert!(!argv.contains(&"--resume"));
@@ -68,15 +89,31 @@ fn a_failed_attempt_is_retried_in_the_same_session_with_what_failed() {
     }));
     let out = env.run(&["start", "g", "--step", "one", "--step", "two"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let calls: Vec<_> = env.calls().into_iter().filter(|c| c["step"].to_string().trim_matches('"') == "2").collect();
+    let calls: Vec<_> = env
+        .calls()
+        .into_iter()
+        .filter(|c| c["step"].to_string().trim_matches('"') == "2")
+        .collect();
     assert_eq!(calls.len(), 2);
-    let argv2: Vec<String> = calls[1]["argv"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+    let argv2: Vec<String> = calls[1]["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
     let first_session = calls[0]["session_id"].as_str().unwrap().to_string();
-    let i = argv2.iter().position(|a| a == "--resume").expect("retry resumes");
+    let i = argv2
+        .iter()
+        .position(|a| a == "--resume")
+        .expect("retry resumes");
     assert_eq!(argv2[i + 1], first_session);
     assert!(!argv2.contains(&"--session-id".to_string()));
     let p = argv2.iter().position(|a| a == "-p").unwrap();
-    assert!(argv2[p + 1].contains("STEP_DONE / STEP_BLOCKED / STEP_FAILED"), "fix prompt: {}", argv2[p + 1]);
+    assert!(
+        argv2[p + 1].contains("STEP_DONE / STEP_BLOCKED / STEP_FAILED"),
+        "fix prompt: {}",
+        argv2[p + 1]
+    );
     assert_eq!(env.m1().results[&2].attempts, Some(2));
 }
 
@@ -84,12 +121,24 @@ fn a_failed_attempt_is_retried_in_the_same_session_with_what_failed() {
 fn an_always_failing_step_makes_exactly_max_retries_calls_and_fails_the_loop() {
     let env = Env::new();
     env.scenario(&json!({"steps": {"1": [{"result": "nope", "exit": 0}]}}));
-    let out = env.run(&["start", "g", "--step", "one", "--step", "two", "--max-retries", "3"]);
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--step",
+        "two",
+        "--max-retries",
+        "3",
+    ]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert_eq!(env.calls_for(1), 3);
     assert_eq!(env.calls_for(2), 0);
     let m = env.m1();
-    assert_eq!((m.status, m.plan.steps[0].state), (Status::Failed, StepState::Failed));
+    assert_eq!(
+        (m.status, m.plan.steps[0].state),
+        (Status::Failed, StepState::Failed)
+    );
     // Resuming a FAILED loop says so and runs nothing.
     let again = env.run(&["resume"]);
     assert_eq!(code(&again), 1);
@@ -108,7 +157,11 @@ fn a_plan_over_max_steps_is_refused_before_anything_runs() {
     }
     let out = env.run(&args);
     assert_eq!(code(&out), 2);
-    assert!(stderr(&out).contains("11 steps, over MAX_STEPS 10"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("11 steps, over MAX_STEPS 10"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!env.file.exists());
     assert!(env.calls().is_empty());
 }
@@ -126,7 +179,10 @@ fn without_steps_the_agent_plans_them() {
     let texts: Vec<&str> = m.plan.steps.iter().map(|s| s.text.as_str()).collect();
     assert_eq!(texts, ["read", "write"]);
     assert_eq!(m.plan.total_steps, 2);
-    assert_eq!((env.calls_for(0), env.calls_for(1), env.calls_for(2)), (1, 1, 1));
+    assert_eq!(
+        (env.calls_for(0), env.calls_for(1), env.calls_for(2)),
+        (1, 1, 1)
+    );
 }
 
 #[test]
@@ -151,8 +207,14 @@ fn a_checklist_becomes_the_plan_and_done_steps_tick_their_box() {
     std::fs::write(&plan, before).unwrap();
     let out = env.run(&["start", "g", "--plan", plan.to_str().unwrap()]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert_eq!(std::fs::read_to_string(&plan).unwrap(), before.replace("[ ]", "[x]"));
-    assert_eq!((env.calls_for(1), env.calls_for(2), env.calls_for(3)), (1, 0, 1));
+    assert_eq!(
+        std::fs::read_to_string(&plan).unwrap(),
+        before.replace("[ ]", "[x]")
+    );
+    assert_eq!(
+        (env.calls_for(1), env.calls_for(2), env.calls_for(3)),
+        (1, 0, 1)
+    );
 }
 
 #[test]
@@ -166,21 +228,37 @@ fn a_blocked_step_waits_for_the_human_and_resume_carries_the_answer() {
     let m = env.m1();
     assert_eq!(m.status, Status::Waiting);
     assert!(m.next_action.unwrap().contains("keep the old API?"));
-    let text = env.text().replace("CONSTRAINTS: (none)", "CONSTRAINTS: keep the old API");
+    let text = env
+        .text()
+        .replace("CONSTRAINTS: (none)", "CONSTRAINTS: keep the old API");
     std::fs::write(&env.file, text).unwrap();
     let out = env.run(&["resume"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let last = env.calls().pop().unwrap();
-    let argv: Vec<String> = last["argv"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+    let argv: Vec<String> = last["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
     let p = argv.iter().position(|a| a == "-p").unwrap();
-    assert!(argv[p + 1].contains("keep the old API?") && argv[p + 1].contains("CONSTRAINTS: keep the old API"));
-    assert_eq!(env.m1().results[&1].attempts, Some(1), "a question is not a failed attempt");
+    assert!(
+        argv[p + 1].contains("keep the old API?")
+            && argv[p + 1].contains("CONSTRAINTS: keep the old API")
+    );
+    assert_eq!(
+        env.m1().results[&1].attempts,
+        Some(1),
+        "a question is not a failed attempt"
+    );
 }
 
 #[test]
 fn permission_denials_put_the_loop_in_waiting_naming_the_tool() {
     let env = Env::new();
-    env.scenario(&json!({"default": {"result": "done\nSTEP_DONE: x", "permission_denials": ["Bash"]}}));
+    env.scenario(
+        &json!({"default": {"result": "done\nSTEP_DONE: x", "permission_denials": ["Bash"]}}),
+    );
     let out = env.run(&["start", "g", "--step", "one"]);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     let m = env.m1();
@@ -201,7 +279,10 @@ fn a_transient_error_is_waited_out_without_spending_an_attempt() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let m = env.m1();
     assert_eq!(m.results[&1].attempts, Some(1));
-    assert_eq!(m.results[&1].extra.get("TRANSIENT").map(String::as_str), Some("1"));
+    assert_eq!(
+        m.results[&1].extra.get("TRANSIENT").map(String::as_str),
+        Some("1")
+    );
     assert!(env.log().contains("backoff 2s"), "{}", env.log());
 }
 
@@ -217,7 +298,10 @@ fn a_usage_limit_waits_for_its_reset_and_carries_on() {
     ]}}));
     let out = env.run(&["start", "g", "--step", "one"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(chrono::Utc::now().timestamp() >= reset, "it waited for the reset");
+    assert!(
+        chrono::Utc::now().timestamp() >= reset,
+        "it waited for the reset"
+    );
     assert!(env.log().contains("usage limit"), "{}", env.log());
     assert_eq!(env.m1().results[&1].attempts, Some(1));
 }
@@ -230,7 +314,11 @@ fn a_second_runner_is_refused_naming_the_first() {
     assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
     let out = env.run(&["resume"]);
     assert_eq!(code(&out), 2);
-    assert!(stderr(&out).contains(&format!("pid {}", first.pid())), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("pid {}", first.pid())),
+        "{}",
+        stderr(&out)
+    );
     assert!(first.wait(Duration::from_secs(30)).success());
 }
 
@@ -258,7 +346,10 @@ fn start_refuses_to_replace_a_live_loop_without_force_and_archives_with_it() {
     let out = env.run(&["start", "second", "--step", "one", "--force"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(env.m1().goal, "second");
-    let archived: Vec<_> = std::fs::read_dir(env.state()).unwrap().flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("M1.2")).collect();
+    let archived: Vec<_> = std::fs::read_dir(env.state())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("M1.2"))
+        .collect();
     assert_eq!(archived.len(), 1);
 }

@@ -19,7 +19,9 @@ fn status(file: &Path, json: bool) -> String {
     cmd.arg("status")
         .arg("--file")
         .arg(file)
-        .env_remove("LOOP_FILE");
+        .env_remove("LOOP_FILE")
+        .env_remove("TELEGRAM_BOT_TOKEN")
+        .env_remove("TELEGRAM_CHAT_ID");
     if json {
         cmd.arg("--json");
     }
@@ -33,6 +35,9 @@ fn status(file: &Path, json: bool) -> String {
     assert!(out.stderr.is_empty());
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// With no Telegram settings, the human view ends with how to set them up.
+const HINT: &str = "Telegram notifications are off: set TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID (see the README's Telegram section)";
 
 fn untouched(dir: &Path, file: &Path) {
     assert_eq!(std::fs::read_to_string(file).unwrap(), SEED);
@@ -58,7 +63,10 @@ CONSTRAINTS  ai-media.pyのみ変更、media-commands.ts触るな
 CURRENT      task task_xxx, pid 99356, since 2026-02-17T05:30:00
 LAST_ACTION  Step 2 spawned via exec bridge --fire
 NEXT_ACTION  --check TASK_ID で完了確認 → 結果検証 → Step 3へ
+RUNNER       none: `loop resume` carries the loop on from this file
+{HINT}
 "
+        .replace("{HINT}", HINT)
     );
     untouched(dir.path(), &file);
 }
@@ -125,7 +133,7 @@ fn a_goal_only_file_shows_no_plan_and_runner_keys_show_up() {
     std::fs::write(&file, "GOAL: ship\n").unwrap();
     assert_eq!(
         status(&file, false),
-        "GOAL         ship\nSTATUS       IDLE\nPLAN         (no steps yet)\n"
+        format!("GOAL         ship\nSTATUS       IDLE\nPLAN         (no steps yet)\n{HINT}\n")
     );
     std::fs::write(
         &file,
@@ -134,7 +142,9 @@ fn a_goal_only_file_shows_no_plan_and_runner_keys_show_up() {
     .unwrap();
     assert_eq!(
         status(&file, false),
-        "GOAL         ship\nSTATUS       WAITING  step 1/1\n>  1 FAILED    build  (exit 1, 2 attempts, $0.50, error: verify failed)\nCURRENT      attempt 2\nCOST         $0.50\n"
+        format!(
+            "GOAL         ship\nSTATUS       WAITING  step 1/1\n>  1 FAILED    build  (exit 1, 2 attempts, $0.50, error: verify failed)\nCURRENT      attempt 2\nCOST         $0.50\n{HINT}\n"
+        )
     );
     let v: serde_json::Value = serde_json::from_str(&status(&file, true)).unwrap();
     assert_eq!(v["verify"], "cargo test");

@@ -261,18 +261,27 @@ impl IdleWatch {
     /// Reads each byte once; keeps only a marker's length of the past.
     fn marker_seen(&mut self) -> bool {
         use std::io::{Read, Seek, SeekFrom};
-        let Some(marker) = &self.marker else { return false };
-        let Ok(mut f) = fs::File::open(&self.files[0]) else { return false };
+        let Some(marker) = &self.marker else {
+            return false;
+        };
+        let Ok(mut f) = fs::File::open(&self.files[0]) else {
+            return false;
+        };
         if f.seek(SeekFrom::Start(self.scanned)).is_err() {
             return false;
         }
         let mut buf = Vec::new();
-        let Ok(n) = f.read_to_end(&mut buf) else { return false };
+        let Ok(n) = f.read_to_end(&mut buf) else {
+            return false;
+        };
         self.scanned += n as u64;
         // Search the new bytes together with the tail of the old ones, so a marker split
         // across two reads is still found.
         self.partial.extend_from_slice(&buf);
-        let found = self.partial.windows(marker.len()).any(|w| w == marker.as_slice());
+        let found = self
+            .partial
+            .windows(marker.len())
+            .any(|w| w == marker.as_slice());
         let keep = marker.len().saturating_sub(1).min(self.partial.len());
         self.partial.drain(..self.partial.len() - keep);
         found

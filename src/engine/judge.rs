@@ -61,7 +61,10 @@ pub enum Judgement {
     /// A transient error: wait, then run the same attempt again.
     Backoff { delay: Duration, reason: String },
     /// The usage limit: wait until it resets, then carry on.
-    UsageWait { until: DateTime<Utc>, reason: String },
+    UsageWait {
+        until: DateTime<Utc>,
+        reason: String,
+    },
     /// The agent asks the human a question.
     Blocked { question: String },
     /// The runner cannot go on without a human.
@@ -86,7 +89,11 @@ fn failed(a: &Attempt<'_>, reason: String) -> Judgement {
 
 fn minutes(d: Duration) -> String {
     let secs = d.as_secs();
-    if secs % 60 == 0 { format!("{} min", secs / 60) } else { format!("{secs} s") }
+    if secs % 60 == 0 {
+        format!("{} min", secs / 60)
+    } else {
+        format!("{secs} s")
+    }
 }
 
 /// Judges one finished attempt. Order matters: how the process ended, then the agent's class,
@@ -95,21 +102,34 @@ fn minutes(d: Duration) -> String {
 pub fn judge(a: &Attempt<'_>) -> Judgement {
     match &a.end {
         TaskEnd::Timeout => {
-            return failed(a, format!("step timeout: killed after {}", minutes(a.caps.step_timeout)));
+            return failed(
+                a,
+                format!(
+                    "step timeout: killed after {}",
+                    minutes(a.caps.step_timeout)
+                ),
+            );
         }
         TaskEnd::Idle => {
-            let idle = a.caps.idle_timeout.map_or_else(|| "the idle limit".into(), minutes);
+            let idle = a
+                .caps
+                .idle_timeout
+                .map_or_else(|| "the idle limit".into(), minutes);
             return failed(a, format!("idle timeout: no output for {idle}, killed"));
         }
         TaskEnd::Killed => return failed(a, "the step's task was killed (loop kill)".into()),
         TaskEnd::Lost => {
-            return failed(a, "the step's task was lost (its supervisor died: reboot or kill -9)".into());
+            return failed(
+                a,
+                "the step's task was lost (its supervisor died: reboot or kill -9)".into(),
+            );
         }
         TaskEnd::SpawnFailed(msg) => {
             return Judgement::Halt {
                 reason: format!("the agent could not be started: {}", one_line(msg, 200)),
-                how: "install Claude Code or set LOOP_AGENT to the agent program, then `loop resume`"
-                    .into(),
+                how:
+                    "install Claude Code or set LOOP_AGENT to the agent program, then `loop resume`"
+                        .into(),
             };
         }
         TaskEnd::Exited(_) => {}
@@ -180,14 +200,21 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
     match &a.verdict {
         Verdict::Done(summary) => {
             if !a.verify_configured {
-                return Judgement::Pass { summary: summary.clone() };
+                return Judgement::Pass {
+                    summary: summary.clone(),
+                };
             }
             match a.verify {
                 None => Judgement::NeedsVerify,
-                Some(verify::Outcome::Passed) => Judgement::Pass { summary: summary.clone() },
+                Some(verify::Outcome::Passed) => Judgement::Pass {
+                    summary: summary.clone(),
+                },
                 Some(verify::Outcome::Failed { code, tail }) => {
                     let code = code.map_or_else(|| "a signal".into(), |c| format!("exit {c}"));
-                    failed(a, format!("VERIFY failed ({code}): {}", last_lines(tail, 5)))
+                    failed(
+                        a,
+                        format!("VERIFY failed ({code}): {}", last_lines(tail, 5)),
+                    )
                 }
                 Some(verify::Outcome::TimedOut { tail }) => {
                     failed(a, format!("VERIFY timed out: {}", last_lines(tail, 5)))
@@ -196,7 +223,9 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
                 Some(verify::Outcome::Stopped) => Judgement::NeedsVerify,
             }
         }
-        Verdict::Blocked(question) => Judgement::Blocked { question: one_line(question, 500) },
+        Verdict::Blocked(question) => Judgement::Blocked {
+            question: one_line(question, 500),
+        },
         Verdict::Failed(reason) => failed(a, format!("the agent reported STEP_FAILED: {reason}")),
         Verdict::Missing => failed(
             a,

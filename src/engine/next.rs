@@ -26,11 +26,18 @@ pub enum Next {
     /// A task is recorded in CURRENT: ask the bridge what became of it.
     Await { step: u32, task_id: String },
     /// A backoff or a usage limit is being waited out.
-    WaitUntil { until: DateTime<Utc>, reason: String },
+    WaitUntil {
+        until: DateTime<Utc>,
+        reason: String,
+    },
     /// No steps yet: the planning call (step 0).
     Plan { attempt: u32, session: SessionPlan },
     /// Start an attempt of a step.
-    Spawn { step: u32, attempt: u32, session: SessionPlan },
+    Spawn {
+        step: u32,
+        attempt: u32,
+        session: SessionPlan,
+    },
     /// A step reached MAX_RETRIES (or was set FAILED by hand): the loop fails.
     Exhausted { step: u32, reason: String },
     /// The runner cannot go on without a human: write WAITING with this reason.
@@ -62,7 +69,10 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
     match m.status {
         Status::Done | Status::Failed => return Next::Finished(m.status),
         Status::Waiting => {
-            let why = m.next_action.clone().unwrap_or_else(|| "STATUS is WAITING".into());
+            let why = m
+                .next_action
+                .clone()
+                .unwrap_or_else(|| "STATUS is WAITING".into());
             return Next::Paused(why);
         }
         Status::Idle => return Next::Paused("STATUS is IDLE: run `loop resume` to start".into()),
@@ -71,7 +81,10 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
 
     // A task on record comes first: it may be running, finished, or never spawned.
     if let Some(task_id) = m.current.task_id.clone().filter(|t| !t.is_empty()) {
-        return Next::Await { step: m.plan.current_step, task_id };
+        return Next::Await {
+            step: m.plan.current_step,
+            task_id,
+        };
     }
     if let Some(until) = wait_until(m) {
         if until > now {
@@ -93,15 +106,20 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
                 reason: format!("planning failed {attempts} times"),
             };
         }
-        return Next::Plan { attempt: attempts + 1, session: session_for(m, 0) };
+        return Next::Plan {
+            attempt: attempts + 1,
+            session: session_for(m, 0),
+        };
     }
 
     let count = u32::try_from(m.plan.steps.len()).unwrap_or(u32::MAX);
     if count > caps.max_steps {
         return Next::Halt {
-            reason: format!("the plan has {count} steps, over MAX_STEPS {}", caps.max_steps),
-            how: "shorten PLAN.STEPS or raise LIMITS.MAX_STEPS in M1.md, then `loop resume`"
-                .into(),
+            reason: format!(
+                "the plan has {count} steps, over MAX_STEPS {}",
+                caps.max_steps
+            ),
+            how: "shorten PLAN.STEPS or raise LIMITS.MAX_STEPS in M1.md, then `loop resume`".into(),
         };
     }
 
@@ -114,7 +132,10 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
         return Next::Complete;
     };
     if step.state == StepState::Failed {
-        return Next::Exhausted { step: step.n, reason: format!("step {} is FAILED", step.n) };
+        return Next::Exhausted {
+            step: step.n,
+            reason: format!("step {} is FAILED", step.n),
+        };
     }
     let attempts = attempts_of(m, step.n);
     if attempts >= caps.max_retries {
@@ -135,12 +156,18 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
             };
         }
     }
-    Next::Spawn { step: step.n, attempt: attempts + 1, session: session_for(m, step.n) }
+    Next::Spawn {
+        step: step.n,
+        attempt: attempts + 1,
+        session: session_for(m, step.n),
+    }
 }
 
 /// CURRENT.WAIT_UNTIL, when set and readable.
 #[must_use]
 pub fn wait_until(m: &M1) -> Option<DateTime<Utc>> {
     let raw = m.current.extra.get("WAIT_UNTIL")?;
-    DateTime::parse_from_rfc3339(raw).ok().map(|t| t.with_timezone(&Utc))
+    DateTime::parse_from_rfc3339(raw)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }

@@ -53,12 +53,22 @@ fn with(edit: &[(&str, &str)]) -> M1 {
 #[test]
 fn a_running_loop_spawns_the_first_unfinished_step_in_a_fresh_session() {
     let got = next(&view(BASE), &Caps::default(), now());
-    assert_eq!(got, Next::Spawn { step: 2, attempt: 1, session: SessionPlan::Fresh });
+    assert_eq!(
+        got,
+        Next::Spawn {
+            step: 2,
+            attempt: 1,
+            session: SessionPlan::Fresh
+        }
+    );
 }
 
 #[test]
 fn done_and_failed_loops_only_report() {
-    assert_eq!(next(&with(&[("RUNNING", "DONE")]), &Caps::default(), now()), Next::Finished(Status::Done));
+    assert_eq!(
+        next(&with(&[("RUNNING", "DONE")]), &Caps::default(), now()),
+        Next::Finished(Status::Done)
+    );
     assert_eq!(
         next(&with(&[("RUNNING", "FAILED")]), &Caps::default(), now()),
         Next::Finished(Status::Failed)
@@ -67,56 +77,117 @@ fn done_and_failed_loops_only_report() {
 
 #[test]
 fn waiting_pauses_with_next_action_as_the_reason() {
-    let got = next(&with(&[("RUNNING", "WAITING"), ("NEXT_ACTION: y", "NEXT_ACTION: answer me")]), &Caps::default(), now());
+    let got = next(
+        &with(&[
+            ("RUNNING", "WAITING"),
+            ("NEXT_ACTION: y", "NEXT_ACTION: answer me"),
+        ]),
+        &Caps::default(),
+        now(),
+    );
     assert_eq!(got, Next::Paused("answer me".into()));
 }
 
 #[test]
 fn a_recorded_task_is_awaited_not_respawned() {
-    let got = next(&with(&[("CURRENT:\n", "CURRENT:\n  TASK_ID: task_1\n")]), &Caps::default(), now());
-    assert_eq!(got, Next::Await { step: 1, task_id: "task_1".into() });
+    let got = next(
+        &with(&[("CURRENT:\n", "CURRENT:\n  TASK_ID: task_1\n")]),
+        &Caps::default(),
+        now(),
+    );
+    assert_eq!(
+        got,
+        Next::Await {
+            step: 1,
+            task_id: "task_1".into()
+        }
+    );
 }
 
 #[test]
 fn all_done_or_skipped_completes() {
-    let got = next(&with(&[("[PENDING] fix", "[SKIPPED] fix"), ("[PENDING] test", "[DONE] test")]), &Caps::default(), now());
+    let got = next(
+        &with(&[
+            ("[PENDING] fix", "[SKIPPED] fix"),
+            ("[PENDING] test", "[DONE] test"),
+        ]),
+        &Caps::default(),
+        now(),
+    );
     assert_eq!(got, Next::Complete);
 }
 
 #[test]
 fn a_plan_over_max_steps_halts() {
-    let caps = Caps { max_steps: 2, ..Caps::default() };
-    let Next::Halt { reason, .. } = next(&view(BASE), &caps, now()) else { panic!() };
+    let caps = Caps {
+        max_steps: 2,
+        ..Caps::default()
+    };
+    let Next::Halt { reason, .. } = next(&view(BASE), &caps, now()) else {
+        panic!()
+    };
     assert!(reason.contains("3 steps, over MAX_STEPS 2"), "{reason}");
 }
 
 #[test]
 fn spent_attempts_exhaust_the_step_and_a_recorded_session_is_resumed() {
-    let two = with(&[("RESULTS:\n", "RESULTS:\n  STEP_2:\n    ATTEMPTS: 2\n    SESSION_ID: s-2\n")]);
+    let two = with(&[(
+        "RESULTS:\n",
+        "RESULTS:\n  STEP_2:\n    ATTEMPTS: 2\n    SESSION_ID: s-2\n",
+    )]);
     assert_eq!(
         next(&two, &Caps::default(), now()),
-        Next::Spawn { step: 2, attempt: 3, session: SessionPlan::Resume("s-2".into()) }
+        Next::Spawn {
+            step: 2,
+            attempt: 3,
+            session: SessionPlan::Resume("s-2".into())
+        }
     );
     let three = with(&[("RESULTS:\n", "RESULTS:\n  STEP_2:\n    ATTEMPTS: 3\n")]);
-    assert!(matches!(next(&three, &Caps::default(), now()), Next::Exhausted { step: 2, .. }));
+    assert!(matches!(
+        next(&three, &Caps::default(), now()),
+        Next::Exhausted { step: 2, .. }
+    ));
     let failed = with(&[("[PENDING] fix", "[FAILED] fix")]);
-    assert!(matches!(next(&failed, &Caps::default(), now()), Next::Exhausted { step: 2, .. }));
+    assert!(matches!(
+        next(&failed, &Caps::default(), now()),
+        Next::Exhausted { step: 2, .. }
+    ));
 }
 
 #[test]
 fn a_wait_in_the_future_is_waited_out_and_a_past_one_ignored() {
-    let m = with(&[("CURRENT:\n", "CURRENT:\n  WAIT_UNTIL: 2026-11-22T03:00:30Z\n  WAIT_REASON: 529\n")]);
-    assert!(matches!(next(&m, &Caps::default(), now()), Next::WaitUntil { reason, .. } if reason == "529"));
+    let m = with(&[(
+        "CURRENT:\n",
+        "CURRENT:\n  WAIT_UNTIL: 2026-11-22T03:00:30Z\n  WAIT_REASON: 529\n",
+    )]);
+    assert!(
+        matches!(next(&m, &Caps::default(), now()), Next::WaitUntil { reason, .. } if reason == "529")
+    );
     let later = now() + chrono::Duration::seconds(31);
-    assert!(matches!(next(&m, &Caps::default(), later), Next::Spawn { step: 2, .. }));
+    assert!(matches!(
+        next(&m, &Caps::default(), later),
+        Next::Spawn { step: 2, .. }
+    ));
 }
 
 #[test]
 fn no_steps_means_planning_and_the_cost_cap_halts() {
     let m = view("STATUS: RUNNING\nGOAL: g\n");
-    assert_eq!(next(&m, &Caps::default(), now()), Next::Plan { attempt: 1, session: SessionPlan::Fresh });
-    let caps = Caps { max_cost_usd: Some(0.5), ..Caps::default() };
-    assert!(matches!(next(&view(BASE), &caps, now()), Next::Halt { reason, .. } if reason.contains("MAX_COST_USD")));
+    assert_eq!(
+        next(&m, &Caps::default(), now()),
+        Next::Plan {
+            attempt: 1,
+            session: SessionPlan::Fresh
+        }
+    );
+    let caps = Caps {
+        max_cost_usd: Some(0.5),
+        ..Caps::default()
+    };
+    assert!(
+        matches!(next(&view(BASE), &caps, now()), Next::Halt { reason, .. } if reason.contains("MAX_COST_USD"))
+    );
 }
 
 fn attempt<'a>(caps: &'a Caps, class: Class, verdict: Verdict) -> Attempt<'a> {
@@ -140,80 +211,202 @@ fn attempt<'a>(caps: &'a Caps, class: Class, verdict: Verdict) -> Attempt<'a> {
 fn success_with_a_done_verdict_passes_and_verify_is_asked_for_when_set() {
     let caps = Caps::default();
     let a = attempt(&caps, Class::Success, Verdict::Done("did it".into()));
-    assert_eq!(judge(&a), Judgement::Pass { summary: "did it".into() });
-    let a = Attempt { verify_configured: true, ..a };
+    assert_eq!(
+        judge(&a),
+        Judgement::Pass {
+            summary: "did it".into()
+        }
+    );
+    let a = Attempt {
+        verify_configured: true,
+        ..a
+    };
     assert_eq!(judge(&a), Judgement::NeedsVerify);
     let passed = verify::Outcome::Passed;
-    assert_eq!(judge(&Attempt { verify: Some(&passed), ..a.clone() }), Judgement::Pass { summary: "did it".into() });
-    let failed = verify::Outcome::Failed { code: Some(1), tail: "ok 1\nFAIL test_x\n".into() };
-    let Judgement::Retry { reason } = judge(&Attempt { verify: Some(&failed), ..a.clone() }) else { panic!() };
-    assert!(reason.contains("VERIFY failed (exit 1)") && reason.contains("FAIL test_x"), "{reason}");
-    let last = Attempt { attempt: 3, verify: Some(&failed), ..a };
+    assert_eq!(
+        judge(&Attempt {
+            verify: Some(&passed),
+            ..a.clone()
+        }),
+        Judgement::Pass {
+            summary: "did it".into()
+        }
+    );
+    let failed = verify::Outcome::Failed {
+        code: Some(1),
+        tail: "ok 1\nFAIL test_x\n".into(),
+    };
+    let Judgement::Retry { reason } = judge(&Attempt {
+        verify: Some(&failed),
+        ..a.clone()
+    }) else {
+        panic!()
+    };
+    assert!(
+        reason.contains("VERIFY failed (exit 1)") && reason.contains("FAIL test_x"),
+        "{reason}"
+    );
+    let last = Attempt {
+        attempt: 3,
+        verify: Some(&failed),
+        ..a
+    };
     assert!(matches!(judge(&last), Judgement::Exhausted { .. }));
 }
 
 #[test]
 fn a_missing_or_failed_verdict_is_a_failed_attempt_and_blocked_asks_the_human() {
     let caps = Caps::default();
-    assert!(matches!(judge(&attempt(&caps, Class::Success, Verdict::Missing)), Judgement::Retry { reason } if reason.contains("STEP_DONE")));
-    assert!(matches!(judge(&attempt(&caps, Class::Success, Verdict::Failed("no".into()))), Judgement::Retry { reason } if reason.contains("STEP_FAILED: no")));
+    assert!(
+        matches!(judge(&attempt(&caps, Class::Success, Verdict::Missing)), Judgement::Retry { reason } if reason.contains("STEP_DONE"))
+    );
+    assert!(
+        matches!(judge(&attempt(&caps, Class::Success, Verdict::Failed("no".into()))), Judgement::Retry { reason } if reason.contains("STEP_FAILED: no"))
+    );
     assert_eq!(
-        judge(&attempt(&caps, Class::Success, Verdict::Blocked("which file?".into()))),
-        Judgement::Blocked { question: "which file?".into() }
+        judge(&attempt(
+            &caps,
+            Class::Success,
+            Verdict::Blocked("which file?".into())
+        )),
+        Judgement::Blocked {
+            question: "which file?".into()
+        }
     );
 }
 
 #[test]
 fn permission_denials_halt_naming_the_tools_even_with_a_done_verdict() {
     let caps = Caps::default();
-    let denials = vec!["Bash".to_string(), "WebFetch".to_string(), "Bash".to_string()];
-    let a = Attempt { denials: &denials, ..attempt(&caps, Class::Success, Verdict::Done("x".into())) };
-    let Judgement::Halt { reason, how } = judge(&a) else { panic!() };
+    let denials = vec![
+        "Bash".to_string(),
+        "WebFetch".to_string(),
+        "Bash".to_string(),
+    ];
+    let a = Attempt {
+        denials: &denials,
+        ..attempt(&caps, Class::Success, Verdict::Done("x".into()))
+    };
+    let Judgement::Halt { reason, how } = judge(&a) else {
+        panic!()
+    };
     assert!(reason.ends_with("Bash, WebFetch"), "{reason}");
     assert!(how.contains("allowed_tools"), "{how}");
 }
 
 #[test]
 fn transient_errors_back_off_then_halt_at_the_cap() {
-    let caps = Caps { transient_cap: 3, ..Caps::default() };
-    let a = attempt(&caps, Class::Transient("529 overloaded".into()), Verdict::Missing);
-    assert_eq!(judge(&a), Judgement::Backoff { delay: Duration::from_secs(2), reason: "529 overloaded".into() });
-    assert!(matches!(judge(&Attempt { transients: 2, ..a.clone() }), Judgement::Backoff { delay, .. } if delay == Duration::from_secs(8)));
-    assert!(matches!(judge(&Attempt { transients: 3, ..a }), Judgement::Halt { .. }));
+    let caps = Caps {
+        transient_cap: 3,
+        ..Caps::default()
+    };
+    let a = attempt(
+        &caps,
+        Class::Transient("529 overloaded".into()),
+        Verdict::Missing,
+    );
+    assert_eq!(
+        judge(&a),
+        Judgement::Backoff {
+            delay: Duration::from_secs(2),
+            reason: "529 overloaded".into()
+        }
+    );
+    assert!(
+        matches!(judge(&Attempt { transients: 2, ..a.clone() }), Judgement::Backoff { delay, .. } if delay == Duration::from_secs(8))
+    );
+    assert!(matches!(
+        judge(&Attempt { transients: 3, ..a }),
+        Judgement::Halt { .. }
+    ));
 }
 
 #[test]
 fn a_usage_limit_waits_until_its_reset_or_half_an_hour_when_unknown() {
     let caps = Caps::default();
     let reset = now() + chrono::Duration::hours(2);
-    let a = attempt(&caps, Class::UsageLimit { resets_at: Some(reset), message: "limit".into() }, Verdict::Missing);
-    assert_eq!(judge(&a), Judgement::UsageWait { until: reset, reason: "limit".into() });
-    let a = attempt(&caps, Class::UsageLimit { resets_at: None, message: "limit".into() }, Verdict::Missing);
-    assert!(matches!(judge(&a), Judgement::UsageWait { until, .. } if until == now() + chrono::Duration::minutes(30)));
+    let a = attempt(
+        &caps,
+        Class::UsageLimit {
+            resets_at: Some(reset),
+            message: "limit".into(),
+        },
+        Verdict::Missing,
+    );
+    assert_eq!(
+        judge(&a),
+        Judgement::UsageWait {
+            until: reset,
+            reason: "limit".into()
+        }
+    );
+    let a = attempt(
+        &caps,
+        Class::UsageLimit {
+            resets_at: None,
+            message: "limit".into(),
+        },
+        Verdict::Missing,
+    );
+    assert!(
+        matches!(judge(&a), Judgement::UsageWait { until, .. } if until == now() + chrono::Duration::minutes(30))
+    );
 }
 
 #[test]
 fn auth_billing_and_bad_invocations_halt_but_session_trouble_is_repaired() {
     let caps = Caps::default();
-    for class in [Class::Auth("Invalid API key".into()), Class::Billing("Credit balance is too low".into())] {
-        assert!(matches!(judge(&attempt(&caps, class, Verdict::Missing)), Judgement::Halt { .. }));
+    for class in [
+        Class::Auth("Invalid API key".into()),
+        Class::Billing("Credit balance is too low".into()),
+    ] {
+        assert!(matches!(
+            judge(&attempt(&caps, class, Verdict::Missing)),
+            Judgement::Halt { .. }
+        ));
     }
-    let unknown = Class::InvocationBug { kind: BugKind::UnknownSession, message: "No conversation found".into() };
-    let a = Attempt { resumed: true, ..attempt(&caps, unknown, Verdict::Missing) };
+    let unknown = Class::InvocationBug {
+        kind: BugKind::UnknownSession,
+        message: "No conversation found".into(),
+    };
+    let a = Attempt {
+        resumed: true,
+        ..attempt(&caps, unknown, Verdict::Missing)
+    };
     assert!(matches!(judge(&a), Judgement::FreshSession { .. }));
-    let in_use = Class::InvocationBug { kind: BugKind::SessionInUse, message: "in use".into() };
-    assert!(matches!(judge(&attempt(&caps, in_use, Verdict::Missing)), Judgement::ResumeSession { .. }));
+    let in_use = Class::InvocationBug {
+        kind: BugKind::SessionInUse,
+        message: "in use".into(),
+    };
+    assert!(matches!(
+        judge(&attempt(&caps, in_use, Verdict::Missing)),
+        Judgement::ResumeSession { .. }
+    ));
 }
 
 #[test]
 fn timeouts_and_lost_tasks_are_failed_attempts_and_a_missing_agent_halts() {
     let caps = Caps::default();
     let base = attempt(&caps, Class::Success, Verdict::Missing);
-    for (end, want) in [(TaskEnd::Timeout, "step timeout"), (TaskEnd::Idle, "idle timeout"), (TaskEnd::Lost, "lost")] {
-        let Judgement::Retry { reason } = judge(&Attempt { end, class: None, ..base.clone() }) else { panic!() };
+    for (end, want) in [
+        (TaskEnd::Timeout, "step timeout"),
+        (TaskEnd::Idle, "idle timeout"),
+        (TaskEnd::Lost, "lost"),
+    ] {
+        let Judgement::Retry { reason } = judge(&Attempt {
+            end,
+            class: None,
+            ..base.clone()
+        }) else {
+            panic!()
+        };
         assert!(reason.contains(want), "{reason}");
     }
-    let a = Attempt { end: TaskEnd::SpawnFailed("No such file".into()), class: None, ..base };
+    let a = Attempt {
+        end: TaskEnd::SpawnFailed("No such file".into()),
+        class: None,
+        ..base
+    };
     assert!(matches!(judge(&a), Judgement::Halt { how, .. } if how.contains("LOOP_AGENT")));
 }
 
@@ -242,7 +435,12 @@ fn a_pass_records_results_clears_current_and_moves_on_changing_only_its_lines() 
         now: Some(now()),
         ..Facts::default()
     };
-    let t = record(&Judgement::Pass { summary: "fixed it".into() }, &facts);
+    let t = record(
+        &Judgement::Pass {
+            summary: "fixed it".into(),
+        },
+        &facts,
+    );
     assert_eq!(t.outcome, Outcome::Continue);
     let after = applied(&before, &t);
     let m = view(&after);
@@ -250,21 +448,42 @@ fn a_pass_records_results_clears_current_and_moves_on_changing_only_its_lines() 
     assert_eq!(m.plan.current_step, 3);
     assert_eq!(m.current.task_id, None);
     let r = &m.results[&2];
-    assert_eq!((r.exit, r.summary.as_deref(), r.verified, r.attempts), (Some(0), Some("fixed it"), Some(true), Some(1)));
+    assert_eq!(
+        (r.exit, r.summary.as_deref(), r.verified, r.attempts),
+        (Some(0), Some("fixed it"), Some(true), Some(1))
+    );
     assert_eq!(r.session_id.as_deref(), Some("s-2"));
     // Untouched lines stay byte for byte.
-    for line in ["    1: [DONE] investigate", "    3: [PENDING] test", "    SUMMARY: found it", "GOAL: fix the bug"] {
+    for line in [
+        "    1: [DONE] investigate",
+        "    3: [PENDING] test",
+        "    SUMMARY: found it",
+        "GOAL: fix the bug",
+    ] {
         assert!(after.contains(line), "{line:?} lost:\n{after}");
     }
 }
 
 #[test]
 fn the_last_failed_attempt_fails_step_and_loop() {
-    let facts = Facts { step: 2, attempt: 3, exit_code: Some(1), ..Facts::default() };
-    let t = record(&Judgement::Exhausted { reason: "VERIFY failed".into() }, &facts);
+    let facts = Facts {
+        step: 2,
+        attempt: 3,
+        exit_code: Some(1),
+        ..Facts::default()
+    };
+    let t = record(
+        &Judgement::Exhausted {
+            reason: "VERIFY failed".into(),
+        },
+        &facts,
+    );
     assert_eq!(t.outcome, Outcome::Exit(Exit::Failed));
     let m = view(&applied(BASE, &t));
-    assert_eq!((m.status, m.plan.steps[1].state), (Status::Failed, StepState::Failed));
+    assert_eq!(
+        (m.status, m.plan.steps[1].state),
+        (Status::Failed, StepState::Failed)
+    );
     assert_eq!(m.results[&2].attempts, Some(3));
     assert_eq!(m.results[&2].error.as_deref(), Some("VERIFY failed"));
 }
@@ -282,15 +501,32 @@ fn a_spawn_is_recorded_before_it_happens_and_a_stop_undoes_it() {
     let s = stopped(2, "/tmp/x-stop", Some("task_a"));
     assert_eq!(s.outcome, Outcome::Exit(Exit::Waiting));
     let m = view(&applied(&after, &s));
-    assert_eq!((m.status, m.plan.steps[1].state, m.current.task_id), (Status::Waiting, StepState::Pending, None));
+    assert_eq!(
+        (m.status, m.plan.steps[1].state, m.current.task_id),
+        (Status::Waiting, StepState::Pending, None)
+    );
     assert!(m.next_action.unwrap().contains("Remove /tmp/x-stop"));
 }
 
 #[test]
 fn a_backoff_records_when_to_try_again() {
-    let facts = Facts { step: 2, attempt: 1, now: Some(now()), ..Facts::default() };
-    let t = record(&Judgement::Backoff { delay: Duration::from_secs(4), reason: "529".into() }, &facts);
+    let facts = Facts {
+        step: 2,
+        attempt: 1,
+        now: Some(now()),
+        ..Facts::default()
+    };
+    let t = record(
+        &Judgement::Backoff {
+            delay: Duration::from_secs(4),
+            reason: "529".into(),
+        },
+        &facts,
+    );
     let m = view(&applied(BASE, &t));
     assert_eq!(wait_until(&m), Some(now() + chrono::Duration::seconds(4)));
-    assert_eq!(m.results[&2].attempts, None, "a transient error spends no attempt");
+    assert_eq!(
+        m.results[&2].attempts, None,
+        "a transient error spends no attempt"
+    );
 }

@@ -27,7 +27,10 @@ pub struct Transition {
 }
 
 fn results(step: u32, key: &str, value: impl Into<String>) -> Edit {
-    Edit::Set(vec!["RESULTS".into(), format!("STEP_{step}"), key.into()], value.into())
+    Edit::Set(
+        vec!["RESULTS".into(), format!("STEP_{step}"), key.into()],
+        value.into(),
+    )
 }
 
 fn results_remove(step: u32, key: &str) -> Edit {
@@ -39,7 +42,10 @@ fn current(key: &str, value: impl Into<String>) -> Edit {
 }
 
 fn actions(last: &str, next: &str) -> [Edit; 2] {
-    [Edit::set(&["LAST_ACTION"], one_line(last, 300)), Edit::set(&["NEXT_ACTION"], one_line(next, 300))]
+    [
+        Edit::set(&["LAST_ACTION"], one_line(last, 300)),
+        Edit::set(&["NEXT_ACTION"], one_line(next, 300)),
+    ]
 }
 
 fn stamp(t: DateTime<Utc>) -> String {
@@ -57,7 +63,11 @@ pub fn spawn(
     command: &str,
     now: DateTime<Utc>,
 ) -> Transition {
-    let what = if step == 0 { "Planning".to_string() } else { format!("Step {step}") };
+    let what = if step == 0 {
+        "Planning".to_string()
+    } else {
+        format!("Step {step}")
+    };
     let mut edits = Vec::new();
     if step > 0 {
         edits.push(Edit::StepState(step, StepState::Running));
@@ -72,7 +82,10 @@ pub fn spawn(
     edits.push(results(step, "EXIT", "(pending)"));
     edits.extend(actions(
         &format!("{what} attempt {attempt} spawned as task {task_id}"),
-        &format!("loop check {task_id} until it ends, then verify {}", what.to_lowercase()),
+        &format!(
+            "loop check {task_id} until it ends, then verify {}",
+            what.to_lowercase()
+        ),
     ));
     Transition {
         edits,
@@ -113,15 +126,27 @@ fn common(f: &Facts, edits: &mut Vec<Edit>) {
     if let Some(sid) = &f.session_id {
         edits.push(results(s, "SESSION_ID", sid.clone()));
     }
-    edits.push(results(s, "COST_USD", format!("{:.4}", f.prior_cost_usd + f.cost_usd)));
-    edits.push(results(s, "DURATION_S", format!("{:.1}", f.prior_duration_s + f.duration_s)));
+    edits.push(results(
+        s,
+        "COST_USD",
+        format!("{:.4}", f.prior_cost_usd + f.cost_usd),
+    ));
+    edits.push(results(
+        s,
+        "DURATION_S",
+        format!("{:.1}", f.prior_duration_s + f.duration_s),
+    ));
     if let Some(r) = &f.report {
         edits.push(results(s, "REPORT", r.clone()));
     }
 }
 
 fn name(step: u32) -> String {
-    if step == 0 { "Planning".into() } else { format!("Step {step}") }
+    if step == 0 {
+        "Planning".into()
+    } else {
+        format!("Step {step}")
+    }
 }
 
 /// Records a judged attempt. `Pass` of step 0 (planning) is recorded by the runner together
@@ -155,11 +180,17 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
                 None => "All steps done".into(),
             };
             edits.extend(actions(&format!("{who} done: {summary}"), &next));
-            (format!("pass: {who} attempt {}: {summary}", f.attempt), Outcome::Continue)
+            (
+                format!("pass: {who} attempt {}: {summary}", f.attempt),
+                Outcome::Continue,
+            )
         }
         Judgement::NeedsVerify => {
             edits.clear();
-            (format!("verify: {who} attempt {} reported done", f.attempt), Outcome::Verify)
+            (
+                format!("verify: {who} attempt {} reported done", f.attempt),
+                Outcome::Verify,
+            )
         }
         Judgement::Retry { reason } | Judgement::Exhausted { reason } => {
             let last = matches!(j, Judgement::Exhausted { .. });
@@ -172,7 +203,10 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
                 }
                 edits.push(Edit::Status(Status::Failed));
                 edits.extend(actions(
-                    &format!("{who} failed attempt {} of {}: {reason}", f.attempt, f.attempt),
+                    &format!(
+                        "{who} failed attempt {} of {}: {reason}",
+                        f.attempt, f.attempt
+                    ),
                     &format!(
                         "A human decides. To try {} again: set it back to PENDING, delete its \
                          RESULTS ATTEMPTS line (or raise LIMITS.MAX_RETRIES), set STATUS: RUNNING, \
@@ -180,16 +214,26 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
                         who.to_lowercase()
                     ),
                 ));
-                (format!("fail: {who} attempt {}: {reason}", f.attempt), Outcome::Exit(Exit::Failed))
+                (
+                    format!("fail: {who} attempt {}: {reason}", f.attempt),
+                    Outcome::Exit(Exit::Failed),
+                )
             } else {
                 if s > 0 {
                     edits.push(Edit::StepState(s, StepState::Pending));
                 }
                 edits.extend(actions(
                     &format!("{who} attempt {} failed: {reason}", f.attempt),
-                    &format!("Retry {} (attempt {}) with a fix prompt", who.to_lowercase(), f.attempt + 1),
+                    &format!(
+                        "Retry {} (attempt {}) with a fix prompt",
+                        who.to_lowercase(),
+                        f.attempt + 1
+                    ),
                 ));
-                (format!("retry: {who} attempt {}: {reason}", f.attempt), Outcome::Continue)
+                (
+                    format!("retry: {who} attempt {}: {reason}", f.attempt),
+                    Outcome::Continue,
+                )
             }
         }
         Judgement::Backoff { delay, reason } => {
@@ -197,17 +241,30 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
             wait_edits(&mut edits, s, until, reason, f.transients + 1);
             edits.extend(actions(
                 &format!("{who} hit a transient error: {reason}"),
-                &format!("Wait until {} ({}s backoff), then run it again", stamp(until), delay.as_secs()),
+                &format!(
+                    "Wait until {} ({}s backoff), then run it again",
+                    stamp(until),
+                    delay.as_secs()
+                ),
             ));
-            (format!("backoff {}s: {who}: {reason}", delay.as_secs()), Outcome::Continue)
+            (
+                format!("backoff {}s: {who}: {reason}", delay.as_secs()),
+                Outcome::Continue,
+            )
         }
         Judgement::UsageWait { until, reason } => {
             wait_edits(&mut edits, s, *until, reason, f.transients);
             edits.extend(actions(
                 &format!("{who} hit the usage limit: {reason}"),
-                &format!("Wait until the limit resets at {}, then carry on by itself", stamp(*until)),
+                &format!(
+                    "Wait until the limit resets at {}, then carry on by itself",
+                    stamp(*until)
+                ),
             ));
-            (format!("usage limit: {who} waits until {}", stamp(*until)), Outcome::Continue)
+            (
+                format!("usage limit: {who} waits until {}", stamp(*until)),
+                Outcome::Continue,
+            )
         }
         Judgement::Blocked { question } => {
             if s > 0 {
@@ -222,17 +279,25 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
                     "Answer in M1.md (e.g. in CONSTRAINTS), then `loop resume`. Question: {question}"
                 ),
             ));
-            (format!("blocked: {who}: {question}"), Outcome::Exit(Exit::Waiting))
+            (
+                format!("blocked: {who}: {question}"),
+                Outcome::Exit(Exit::Waiting),
+            )
         }
         Judgement::Halt { reason, how } => {
             let t = halt_edits(s, reason, how);
             edits.extend(t);
             edits.push(results(s, "ERROR", one_line(reason, 300)));
-            (format!("halt: {who}: {reason}"), Outcome::Exit(Exit::Waiting))
+            (
+                format!("halt: {who}: {reason}"),
+                Outcome::Exit(Exit::Waiting),
+            )
         }
         Judgement::FreshSession { reason } | Judgement::ResumeSession { reason } => {
             let fresh = matches!(j, Judgement::FreshSession { .. });
-            edits.retain(|e| !matches!(e, Edit::Set(p, _) if p.last().is_some_and(|k| k == "SESSION_ID")));
+            edits.retain(
+                |e| !matches!(e, Edit::Set(p, _) if p.last().is_some_and(|k| k == "SESSION_ID")),
+            );
             if fresh {
                 edits.push(results_remove(s, "SESSION_ID"));
             } else if let Some(sid) = &f.session_id {
@@ -242,12 +307,26 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
                 edits.push(Edit::StepState(s, StepState::Pending));
             }
             edits.push(Edit::Clear(vec!["CURRENT".into()]));
-            let how = if fresh { "in a fresh session" } else { "resuming its session" };
-            edits.extend(actions(&format!("{who}: {reason}"), &format!("Run it again {how}")));
-            (format!("session: {who}: {reason}; again {how}"), Outcome::Continue)
+            let how = if fresh {
+                "in a fresh session"
+            } else {
+                "resuming its session"
+            };
+            edits.extend(actions(
+                &format!("{who}: {reason}"),
+                &format!("Run it again {how}"),
+            ));
+            (
+                format!("session: {who}: {reason}; again {how}"),
+                Outcome::Continue,
+            )
         }
     };
-    Transition { edits, log, outcome }
+    Transition {
+        edits,
+        log,
+        outcome,
+    }
 }
 
 fn wait_edits(edits: &mut Vec<Edit>, s: u32, until: DateTime<Utc>, reason: &str, transients: u32) {
@@ -293,7 +372,9 @@ pub fn stopped(step: u32, stop_file: &str, task_id: Option<&str>) -> Transition 
     edits.push(Edit::Status(Status::Waiting));
     let killed = task_id.map_or_else(String::new, |t| format!("; task {t} killed"));
     edits.extend(actions(
-        &format!("Stopped by {stop_file}{killed}; step {step} back to PENDING, attempt not counted"),
+        &format!(
+            "Stopped by {stop_file}{killed}; step {step} back to PENDING, attempt not counted"
+        ),
         &format!("Remove {stop_file}, then `loop resume`"),
     ));
     Transition {
@@ -321,5 +402,9 @@ pub fn exhausted(step: u32, reason: &str) -> Transition {
             who.to_lowercase()
         ),
     ));
-    Transition { edits, log: format!("fail: {who}: {reason}"), outcome: Outcome::Exit(Exit::Failed) }
+    Transition {
+        edits,
+        log: format!("fail: {who}: {reason}"),
+        outcome: Outcome::Exit(Exit::Failed),
+    }
 }

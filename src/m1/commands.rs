@@ -39,24 +39,38 @@ pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
     };
     let m = doc.view();
     let state_dir = crate::cli::state_dir(file);
-    let task = m
+    // What the exec bridge knows of the task on record: alive or not, elapsed, exit.
+    let report = m
         .current
         .task_id
         .as_deref()
-        .and_then(|id| task_line(&state_dir, id));
+        .filter(|id| crate::bridge::exists(&state_dir, id))
+        .and_then(|id| crate::bridge::check(&state_dir, id).ok());
+    let runner = crate::lock::holder(file);
+    let line = report.as_ref().map(crate::bridge::TaskReport::line);
     if json {
-        println!("{}", status_view::json(&m, task.as_deref()));
+        let mut v = status_view::json(&m, line.as_deref());
+        v["task"] = report
+            .as_ref()
+            .and_then(|r| serde_json::to_value(r).ok())
+            .unwrap_or(serde_json::Value::Null);
+        v["runner_pid"] = runner.map_or(serde_json::Value::Null, Into::into);
+        v["total_cost_usd"] = crate::engine::spent(&m).into();
+        println!("{v}");
     } else {
-        print!("{}", status_view::human(&m, task.as_deref()));
+        print!("{}", status_view::human(&m, line.as_deref()));
+        match (runner, m.status) {
+            (Some(pid), _) => println!("RUNNER       pid {pid}"),
+            (None, super::Status::Running) => {
+                println!("RUNNER       none: `loop resume` carries the loop on from this file");
+            }
+            (None, _) => {}
+        }
+        if let Some(hint) = crate::notifier::setup_hint() {
+            println!("{hint}");
+        }
     }
     Ok(Status::Ok)
-}
-
-/// One line about the running task from the exec bridge (alive, elapsed, exit). The bridge
-/// fills this in (`crate::bridge::check`); until then there is nothing to add to what the
-/// file says.
-fn task_line(_state_dir: &Path, _task_id: &str) -> Option<String> {
-    None
 }
 
 /// Opens the file read-only: the document, or its validation errors (with the path).

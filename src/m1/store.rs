@@ -12,7 +12,11 @@
 //! would with any other program; and on platforms without the exchange, a save in the
 //! microseconds between comparison and rename can be replaced.
 
+use std::cell::Cell;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
@@ -21,8 +25,16 @@ use super::edit::Edit;
 use super::error::{Error, Errors};
 use super::swap::{self, Swapped};
 
-/// How many times a commit starts over because the file kept changing under it.
-const MAX_ROUNDS: usize = 100;
+/// How long a changed file must have been still before its text is trusted.
+pub const SETTLE: Duration = Duration::from_millis(100);
+/// How long a store waits for a file that keeps changing before it takes what it read.
+const SETTLE_MAX: Duration = Duration::from_secs(5);
+
+/// A commit that keeps finding the file changed under it starts over at once a few times,
+/// then waits between rounds (doubling up to a second) for the saving to pause, and gives up
+/// only after this long.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
+const EAGER_ROUNDS: usize = 5;
 
 /// Marks a commit that found a hand edit on disk and applied its edits onto it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +49,10 @@ pub struct Store {
     /// The bytes as last read or written by this store.
     bytes: Vec<u8>,
     merged: Option<ConflictMerged>,
+    /// The file as last seen (identity, hash of its bytes): new bytes in the same file are a
+    /// save in place, which may be caught half written; another file is a complete one
+    /// renamed in.
+    seen: Cell<Option<(FileId, u64)>>,
     /// Test seam: runs between the last comparison and the swap, to land a hand save in the
     /// one instant no timing can reliably hit.
     #[cfg(test)]
@@ -56,6 +72,7 @@ impl Store {
             path: path.to_path_buf(),
             bytes,
             merged: None,
+            seen: Cell::new(None),
             #[cfg(test)]
             before_swap: None,
         };
@@ -90,7 +107,33 @@ impl Store {
         let mut expected = base.clone();
         let mut rounds = usize::from(base != self.bytes);
         self.merged = None;
-        for _ in 0..MAX_ROUNDS {
+        let give_up = Instant::now() + GIVE_UP_AFTER;
+        // Set right after a swap that replaced a hand save: that save is off the disk until
+        // the next round puts it back, so that round neither waits nor gives up.
+        let mut repairing = false;
+        loop {
+            if !repairing {
+                if Instant::now() >= give_up {
+                    bail!(
+                        "{} kept changing for {} while the runner tried to save it ({rounds} \
+                         rounds); the runner's edits were not written",
+                        self.path.display(),
+                        crate::duration::human(GIVE_UP_AFTER),
+                    );
+                }
+                if rounds > EAGER_ROUNDS {
+                    let exp = u32::try_from(rounds - EAGER_ROUNDS)
+                        .unwrap_or(u32::MAX)
+                        .min(7);
+                    std::thread::sleep(
+                        Duration::from_millis(8u64 << exp).min(Duration::from_secs(1)),
+                    );
+                    // What was read before the pause is stale by now.
+                    base = self.read()?;
+                    expected.clone_from(&base);
+                }
+            }
+            repairing = false;
             if rounds > 0 {
                 self.merged = Some(ConflictMerged { rounds });
             }
@@ -137,17 +180,15 @@ impl Store {
                     base = old;
                     expected = text;
                     rounds += 1;
+                    repairing = true;
                 }
                 _ => {
+                    self.note_written(&text);
                     self.bytes = text;
                     return Ok(written);
                 }
             }
         }
-        bail!(
-            "{} changed {MAX_ROUNDS} times while being saved; the last write may lack a hand edit",
-            self.path.display()
-        )
     }
 
     /// Puts a malformed hand save back in place of our write (unless yet another save
@@ -181,6 +222,7 @@ impl Store {
             path: path.to_path_buf(),
             bytes: text.as_bytes().to_vec(),
             merged: None,
+            seen: Cell::new(None),
             #[cfg(test)]
             before_swap: None,
         };
@@ -198,8 +240,77 @@ impl Store {
         self.merged
     }
 
+    /// The file's bytes. Bytes this store did not write are trusted only once the file has
+    /// been still for [`SETTLE`]: an editor that saves in place (truncate, then write) shows a
+    /// reader an empty or cut text for a moment, and merging onto that would lose the rest.
     fn read(&self) -> anyhow::Result<Vec<u8>> {
-        std::fs::read(&self.path).with_context(|| format!("while reading {}", self.path.display()))
+        let deadline = Instant::now() + SETTLE_MAX;
+        loop {
+            let (bytes, meta) = self
+                .read_once()
+                .with_context(|| format!("while reading {}", self.path.display()))?;
+            let id = FileId::of(&meta);
+            let hash = hash(&bytes);
+            let rewritten_in_place = matches!(
+                self.seen.replace(Some((id, hash))),
+                Some((was_id, was_hash)) if was_id == id && was_hash != hash
+            );
+            if bytes == self.bytes || !rewritten_in_place || Instant::now() >= deadline {
+                return Ok(bytes);
+            }
+            // Read first, then look at the time: a write after the read makes the file young.
+            let age = std::fs::metadata(&self.path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .unwrap_or(SETTLE);
+            if age >= SETTLE {
+                return Ok(bytes);
+            }
+            std::thread::sleep(SETTLE - age);
+        }
+    }
+
+    /// The bytes and the metadata of one open file, so both describe the same inode.
+    fn read_once(&self) -> std::io::Result<(Vec<u8>, std::fs::Metadata)> {
+        let mut f = std::fs::File::open(&self.path)?;
+        let meta = f.metadata()?;
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        f.read_to_end(&mut bytes)?;
+        Ok((bytes, meta))
+    }
+
+    /// Remembers the file now at the path (after this store replaced it with `bytes`).
+    fn note_written(&self, bytes: &[u8]) {
+        let id = std::fs::metadata(&self.path).ok().map(|m| FileId::of(&m));
+        self.seen.set(id.map(|id| (id, hash(bytes))));
+    }
+}
+
+fn hash(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+/// Which file a path names: the inode number alone is not enough, because an editor's next
+/// temporary file often gets the number of the file it just replaced; the birth time tells
+/// them apart where the file system records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    born: Option<std::time::SystemTime>,
+}
+
+impl FileId {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            born: meta.created().ok(),
+        }
     }
 }
 

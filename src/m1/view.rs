@@ -243,15 +243,32 @@ fn results(doc: &Document) -> BTreeMap<u32, StepResult> {
     out
 }
 
-const CURRENT_KEYS: &[&str] = &["TASK_ID", "CC_PID", "SPAWN_TIME", "COMMAND", "SESSION_ID", "ATTEMPT"];
+const CURRENT_KEYS: &[&str] = &[
+    "TASK_ID",
+    "CC_PID",
+    "SPAWN_TIME",
+    "COMMAND",
+    "SESSION_ID",
+    "ATTEMPT",
+];
 const RESULT_KEYS: &[&str] = &[
-    "EXIT", "COMMIT", "SUMMARY", "VERIFIED", "ATTEMPTS", "COST_USD", "DURATION_S", "SESSION_ID",
-    "ERROR", "REPORT",
+    "EXIT",
+    "COMMIT",
+    "SUMMARY",
+    "VERIFIED",
+    "ATTEMPTS",
+    "COST_USD",
+    "DURATION_S",
+    "SESSION_ID",
+    "ERROR",
+    "REPORT",
 ];
 
 /// The scalar children of `block` whose keys the typed fields do not cover.
 fn extra(doc: &Document, block: Option<usize>, known: &[&str]) -> BTreeMap<String, String> {
-    let Some(block) = block else { return BTreeMap::new() };
+    let Some(block) = block else {
+        return BTreeMap::new();
+    };
     doc.children(Some(block))
         .filter_map(|j| {
             let k = doc.key_at(j);

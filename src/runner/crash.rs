@@ -24,7 +24,9 @@ static HITS: AtomicU32 = AtomicU32::new(0);
 fn target() -> Option<&'static (String, u32)> {
     TARGET
         .get_or_init(|| {
-            let raw = std::env::var("LOOP_CRASH_AT").ok().filter(|s| !s.is_empty())?;
+            let raw = std::env::var("LOOP_CRASH_AT")
+                .ok()
+                .filter(|s| !s.is_empty())?;
             let (name, nth) = match raw.split_once('@') {
                 Some((n, k)) => (n.to_string(), k.parse().unwrap_or(1)),
                 None => (raw, 1),

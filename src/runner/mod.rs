@@ -30,6 +30,14 @@ pub const POLL: Duration = Duration::from_secs(1);
 /// Grace between SIGTERM and SIGKILL when the runner ends a step.
 pub const KILL_GRACE: Duration = Duration::from_secs(3);
 
+/// The task this runner started, as it knows it in memory (the file may be edited meanwhile).
+#[derive(Debug, Clone)]
+struct LiveTask {
+    task_id: String,
+    attempt: u32,
+    session_id: String,
+}
+
 /// A loop being driven.
 pub struct Runner {
     file: PathBuf,
@@ -42,12 +50,15 @@ pub struct Runner {
     watch: Watch,
     echo: bool,
     invalid_reported: Option<String>,
+    live: Option<LiveTask>,
     _lock: lock::RunnerLock,
 }
 
 impl std::fmt::Debug for Runner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runner").field("file", &self.file).finish_non_exhaustive()
+        f.debug_struct("Runner")
+            .field("file", &self.file)
+            .finish_non_exhaustive()
     }
 }
 
@@ -86,6 +97,7 @@ impl Runner {
             watch,
             echo: opts.echo,
             invalid_reported: None,
+            live: None,
             _lock: lock,
         })
     }
@@ -129,7 +141,9 @@ impl Runner {
                         self.say(&format!(
                             "invalid: M1.md was edited into an invalid state; waiting for the fix, writing nothing: {msg}"
                         ));
-                        eprintln!("loop: {msg}\nloop: fix M1.md; the runner waits and writes nothing until then");
+                        eprintln!(
+                            "loop: {msg}\nloop: fix M1.md; the runner waits and writes nothing until then"
+                        );
                         self.invalid_reported = Some(msg);
                     }
                     if let Some(stop) = stopfile::present(&self.state_dir) {
@@ -152,7 +166,9 @@ impl Runner {
                 }
                 Err(err) if err.downcast_ref::<crate::m1::Errors>().is_some() => {
                     if let Some(Exit::Waiting) = self.refresh()? {
-                        anyhow::bail!("stopped while M1.md was invalid; the last decision was not recorded");
+                        anyhow::bail!(
+                            "stopped while M1.md was invalid; the last decision was not recorded"
+                        );
                     }
                 }
                 Err(err) => return Err(err),
@@ -204,7 +220,11 @@ impl Runner {
                     self.wait_until(until)?
                 }
                 Next::Plan { attempt, session } => self.spawn(0, attempt, &session)?,
-                Next::Spawn { step, attempt, session } => self.spawn(step, attempt, &session)?,
+                Next::Spawn {
+                    step,
+                    attempt,
+                    session,
+                } => self.spawn(step, attempt, &session)?,
                 Next::Exhausted { step, reason } => {
                     let t = engine::exhausted(step, &reason);
                     let exit = self.apply(&t)?;
@@ -254,12 +274,23 @@ impl Runner {
 
     fn complete(&mut self, m: &M1) -> anyhow::Result<Exit> {
         crash::point("before-done-write");
-        let done = m.plan.steps.iter().filter(|s| s.state == crate::m1::StepState::Done).count();
+        let done = m
+            .plan
+            .steps
+            .iter()
+            .filter(|s| s.state == crate::m1::StepState::Done)
+            .count();
         let t = Transition {
             edits: vec![
                 Edit::Status(Status::Done),
                 Edit::Clear(vec!["CURRENT".into()]),
-                Edit::set(&["LAST_ACTION"], format!("All {} steps done ({done} run, the rest skipped)", m.plan.steps.len())),
+                Edit::set(
+                    &["LAST_ACTION"],
+                    format!(
+                        "All {} steps done ({done} run, the rest skipped)",
+                        m.plan.steps.len()
+                    ),
+                ),
                 Edit::set(&["NEXT_ACTION"], "Nothing: the goal is reached"),
             ],
             log: format!("done: all {} steps DONE or SKIPPED", m.plan.steps.len()),
@@ -273,15 +304,19 @@ impl Runner {
             .iter()
             .map(|s| {
                 let sum = m.results.get(&s.n).and_then(|r| r.summary.clone());
-                (s.n, sum.unwrap_or_else(|| format!("[{}] {}", s.state.as_str(), s.text)))
+                (
+                    s.n,
+                    sum.unwrap_or_else(|| format!("[{}] {}", s.state.as_str(), s.text)),
+                )
             })
             .collect();
         let started = self
             .doc
             .get(&["STARTED_AT"])
             .and_then(|s| chrono::DateTime::parse_from_rfc3339(&s).ok());
-        let elapsed_s = started
-            .map_or(0, |t| u64::try_from((Utc::now() - t.with_timezone(&Utc)).num_seconds()).unwrap_or(0));
+        let elapsed_s = started.map_or(0, |t| {
+            u64::try_from((Utc::now() - t.with_timezone(&Utc)).num_seconds()).unwrap_or(0)
+        });
         self.notify(&Event::Done {
             goal: m.goal.clone(),
             summaries,
@@ -296,9 +331,17 @@ impl Runner {
             .current
             .task_id
             .as_deref()
-            .map(|id| crate::verify::tail(&crate::bridge::task_dir(&self.state_dir, id).join("stderr"), 10))
+            .map(|id| {
+                crate::verify::tail(
+                    &crate::bridge::task_dir(&self.state_dir, id).join("stderr"),
+                    10,
+                )
+            })
             .filter(|t| !t.is_empty())
-            .map_or_else(|| decision_log::tail(&self.state_dir, 5), |t| t.lines().map(String::from).collect());
+            .map_or_else(
+                || decision_log::tail(&self.state_dir, 5),
+                |t| t.lines().map(String::from).collect(),
+            );
         self.notify(&Event::Failed {
             goal: m.goal.clone(),
             step: (step > 0).then_some(step),
@@ -317,7 +360,11 @@ impl Runner {
                     .with_context(|| format!("while killing task {id} for the stop file"))?;
             }
         }
-        let t = engine::stopped(m.plan.current_step, &stop.display().to_string(), task.as_deref());
+        let t = engine::stopped(
+            m.plan.current_step,
+            &stop.display().to_string(),
+            task.as_deref(),
+        );
         let exit = self.apply(&t)?;
         self.notify(&Event::Waiting {
             goal: m.goal.clone(),
@@ -335,7 +382,10 @@ impl Runner {
                 let _ = crate::bridge::kill(&self.state_dir, &id, KILL_GRACE);
             }
         }
-        self.say(&format!("stop: {} seen while M1.md is invalid; step killed, nothing written", stop.display()));
+        self.say(&format!(
+            "stop: {} seen while M1.md is invalid; step killed, nothing written",
+            stop.display()
+        ));
         Exit::Waiting
     }
 

@@ -44,7 +44,9 @@ fn refuse_if_stopped(state_dir: &Path) -> anyhow::Result<()> {
 
 /// Moves an old M1.md aside (`M1.<time>.md`) rather than overwriting it.
 fn archive(file: &Path) -> anyhow::Result<PathBuf> {
-    let stem = file.file_stem().map_or_else(|| "M1".into(), |s| s.to_string_lossy().into_owned());
+    let stem = file
+        .file_stem()
+        .map_or_else(|| "M1".into(), |s| s.to_string_lossy().into_owned());
     let stamp = Utc::now().format("%Y%m%dT%H%M%S");
     let to = file.with_file_name(format!("{stem}.{stamp}.md"));
     std::fs::rename(file, &to).with_context(|| format!("while archiving {}", file.display()))?;
@@ -63,7 +65,8 @@ fn make_room(file: &Path, force: bool) -> anyhow::Result<Option<PathBuf>> {
         ))
         .into());
     }
-    let text = std::fs::read_to_string(file).with_context(|| format!("while reading {}", file.display()))?;
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("while reading {}", file.display()))?;
     match Document::parse(&text) {
         Ok(doc) => {
             let m = doc.view();
@@ -93,7 +96,11 @@ fn make_room(file: &Path, force: bool) -> anyhow::Result<Option<PathBuf>> {
 }
 
 /// The text of a new M1.md.
-fn new_document(req: &StartRequest, steps: &[(bool, String)], settings: &Settings) -> anyhow::Result<String> {
+fn new_document(
+    req: &StartRequest,
+    steps: &[(bool, String)],
+    settings: &Settings,
+) -> anyhow::Result<String> {
     let mut doc = Document::parse(TEMPLATE).map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
     let caps = settings.caps(&M1::default());
     let workdir = match &req.workdir {
@@ -104,19 +111,34 @@ fn new_document(req: &StartRequest, steps: &[(bool, String)], settings: &Setting
         Edit::set(&["GOAL"], req.goal.clone()),
         Edit::set(&["LIMITS", "MAX_RETRIES"], caps.max_retries.to_string()),
         Edit::set(&["LIMITS", "MAX_STEPS"], caps.max_steps.to_string()),
-        Edit::set(&["LIMITS", "STEP_TIMEOUT_MIN"], caps.step_timeout.as_secs().div_ceil(60).to_string()),
+        Edit::set(
+            &["LIMITS", "STEP_TIMEOUT_MIN"],
+            caps.step_timeout.as_secs().div_ceil(60).to_string(),
+        ),
     ];
     if let Some(c) = req.constraints.as_ref().filter(|c| !c.trim().is_empty()) {
         edits.push(Edit::set(&["CONSTRAINTS"], c.clone()));
     }
     if let Some(idle) = caps.idle_timeout {
-        edits.push(Edit::set(&["LIMITS", "IDLE_TIMEOUT_MIN"], idle.as_secs().div_ceil(60).to_string()));
+        edits.push(Edit::set(
+            &["LIMITS", "IDLE_TIMEOUT_MIN"],
+            idle.as_secs().div_ceil(60).to_string(),
+        ));
     }
     if !steps.is_empty() {
         edits.push(Edit::SetSteps(
             steps
                 .iter()
-                .map(|(done, t)| (if *done { StepState::Done } else { StepState::Pending }, t.clone()))
+                .map(|(done, t)| {
+                    (
+                        if *done {
+                            StepState::Done
+                        } else {
+                            StepState::Pending
+                        },
+                        t.clone(),
+                    )
+                })
                 .collect(),
         ));
         let first = steps.iter().position(|(d, _)| !d).map_or(0, |i| i + 1);
@@ -130,7 +152,10 @@ fn new_document(req: &StartRequest, steps: &[(bool, String)], settings: &Setting
         let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
         edits.push(Edit::set(&["PLAN_FILE"], abs.display().to_string()));
     }
-    edits.push(Edit::set(&["STARTED_AT"], Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)));
+    edits.push(Edit::set(
+        &["STARTED_AT"],
+        Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true),
+    ));
     for e in &edits {
         doc.apply(e);
     }
@@ -157,7 +182,11 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Resu
             .into());
         }
         Some(p) => crate::plan_import::read(p)?,
-        None => req.steps.iter().map(|s| (false, s.trim().to_string())).collect(),
+        None => req
+            .steps
+            .iter()
+            .map(|s| (false, s.trim().to_string()))
+            .collect(),
     };
     if let Some((i, _)) = steps.iter().enumerate().find(|(_, (_, t))| t.is_empty()) {
         return Err(Exit::bad_input(format!("step {} is empty", i + 1)).into());
@@ -171,7 +200,8 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Resu
         ))
         .into());
     }
-    std::fs::create_dir_all(&state_dir).with_context(|| format!("while creating {}", state_dir.display()))?;
+    std::fs::create_dir_all(&state_dir)
+        .with_context(|| format!("while creating {}", state_dir.display()))?;
     if let Some(old) = make_room(file, req.force)? {
         println!("archived the previous loop as {}", old.display());
     }
@@ -196,7 +226,12 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Resu
 ///
 /// # Errors
 /// No loop at `file`, a stop file, another runner, or I/O failures.
-pub fn resume(file: &Path, detach_it: bool, overrides: Overrides, opts: &RunOptions) -> anyhow::Result<ExitStatus> {
+pub fn resume(
+    file: &Path,
+    detach_it: bool,
+    overrides: Overrides,
+    opts: &RunOptions,
+) -> anyhow::Result<ExitStatus> {
     let state_dir = cli::state_dir(file);
     if !file.exists() {
         return Err(Exit::bad_input(format!(
@@ -213,7 +248,11 @@ pub fn resume(file: &Path, detach_it: bool, overrides: Overrides, opts: &RunOpti
     let settings = Settings::load(&state_dir, overrides)?;
     if detach_it {
         if let Some(pid) = lock::holder(file) {
-            return Err(Exit::bad_input(format!("a runner (pid {pid}) already drives {}", file.display())).into());
+            return Err(Exit::bad_input(format!(
+                "a runner (pid {pid}) already drives {}",
+                file.display()
+            ))
+            .into());
         }
         return detach(file, &state_dir);
     }
@@ -221,7 +260,11 @@ pub fn resume(file: &Path, detach_it: bool, overrides: Overrides, opts: &RunOpti
     let m = runner.view();
     match m.status {
         Status::Done => {
-            println!("{}: the loop is DONE ({}); nothing to resume", file.display(), m.goal);
+            println!(
+                "{}: the loop is DONE ({}); nothing to resume",
+                file.display(),
+                m.goal
+            );
             return Ok(ExitStatus::Ok);
         }
         Status::Failed => {
@@ -236,9 +279,15 @@ pub fn resume(file: &Path, detach_it: bool, overrides: Overrides, opts: &RunOpti
         Status::Waiting | Status::Idle => {
             runner.commit(&[
                 Edit::Status(Status::Running),
-                Edit::set(&["LAST_ACTION"], format!("Resumed by hand from {}", m.status.as_str())),
+                Edit::set(
+                    &["LAST_ACTION"],
+                    format!("Resumed by hand from {}", m.status.as_str()),
+                ),
             ])?;
-            runner.say(&format!("resume: {} → RUNNING by `loop resume`", m.status.as_str()));
+            runner.say(&format!(
+                "resume: {} → RUNNING by `loop resume`",
+                m.status.as_str()
+            ));
         }
         Status::Running => runner.say("resume: STATUS RUNNING; carrying on from M1.md"),
     }

@@ -27,7 +27,9 @@ fn git_head(dir: &Path) -> Option<String> {
         .stderr(std::process::Stdio::null())
         .output()
         .ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 impl Runner {
@@ -114,7 +116,15 @@ impl Runner {
         };
         bridge::fire_with_id(&self.state_dir, task_id, &req)
             .with_context(|| format!("while starting task {task_id}"))?;
-        let _ = std::fs::write(bridge::task_dir(&self.state_dir, task_id).join("prompt.md"), prompt);
+        self.live = Some(super::LiveTask {
+            task_id: task_id.to_string(),
+            attempt,
+            session_id: session_id.to_string(),
+        });
+        let _ = std::fs::write(
+            bridge::task_dir(&self.state_dir, task_id).join("prompt.md"),
+            prompt,
+        );
         crash::point("after-fire");
         Ok(())
     }
@@ -125,10 +135,16 @@ impl Runner {
         if !bridge::exists(&self.state_dir, task_id) {
             let m = self.view();
             let attempt = m.current.attempt.unwrap_or(1);
-            let session_id = m.current.session_id.clone().unwrap_or_else(agent::new_session_id);
+            let session_id = m
+                .current
+                .session_id
+                .clone()
+                .unwrap_or_else(agent::new_session_id);
             let resumed = m.results.get(&step).and_then(|r| r.session_id.as_deref())
                 == Some(session_id.as_str());
-            self.say(&format!("resume: task {task_id} was recorded but never started; starting it now"));
+            self.say(&format!(
+                "resume: task {task_id} was recorded but never started; starting it now"
+            ));
             let prompt = self.prompt_for(&m, step, attempt, resumed);
             self.fire(step, attempt, task_id, &session_id, resumed, &prompt)?;
         }
@@ -151,6 +167,7 @@ impl Runner {
                     if let Some(exit) = self.refresh()? {
                         return Ok(Some(exit));
                     }
+                    self.keep_task_on_record(step, task_id)?;
                 }
                 Wake::Stop | Wake::Task | Wake::Timeout => {}
             }
@@ -163,7 +180,40 @@ impl Runner {
         self.evaluate(step, task_id, &report)
     }
 
-    fn evaluate(&mut self, step: u32, task_id: &str, report: &TaskReport) -> anyhow::Result<Option<Exit>> {
+    /// A save made from a text read before the runner recorded this task (an editor that
+    /// ignores the change on disk) drops the record; the task still runs, so the record goes
+    /// back, or a later decision would start a second agent for the same step.
+    fn keep_task_on_record(&mut self, step: u32, task_id: &str) -> anyhow::Result<()> {
+        let m = self.view();
+        if m.current.task_id.as_deref() == Some(task_id) || m.status != crate::m1::Status::Running {
+            return Ok(());
+        }
+        let mut edits = vec![
+            Edit::set(&["CURRENT", "TASK_ID"], task_id),
+            Edit::set(&["PLAN", "CURRENT_STEP"], step.to_string()),
+        ];
+        if step > 0 {
+            edits.push(Edit::StepState(step, crate::m1::StepState::Running));
+        }
+        if let Some(live) = self.live.as_ref().filter(|l| l.task_id == task_id) {
+            edits.push(Edit::set(&["CURRENT", "ATTEMPT"], live.attempt.to_string()));
+            edits.push(Edit::set(
+                &["CURRENT", "SESSION_ID"],
+                live.session_id.clone(),
+            ));
+        }
+        self.say(&format!(
+            "record: a save dropped task {task_id} from CURRENT while it runs; recorded it again"
+        ));
+        self.commit(&edits)
+    }
+
+    fn evaluate(
+        &mut self,
+        step: u32,
+        task_id: &str,
+        report: &TaskReport,
+    ) -> anyhow::Result<Option<Exit>> {
         let m = self.view();
         let caps = self.settings.caps(&m);
         let end = match report.state {
@@ -177,27 +227,49 @@ impl Runner {
             _ => TaskEnd::Exited(report.exit_code),
         };
         let stream = agent::read_stream_file(&report.stdout_path).unwrap_or_default();
-        let stderr = String::from_utf8_lossy(&std::fs::read(&report.stderr_path).unwrap_or_default())
-            .into_owned();
+        let stderr =
+            String::from_utf8_lossy(&std::fs::read(&report.stderr_path).unwrap_or_default())
+                .into_owned();
         let class = matches!(end, TaskEnd::Exited(_)).then(|| {
-            let exit = ExitInfo { code: report.exit_code, signal: report.signal, killed_by_runner: false };
+            let exit = ExitInfo {
+                code: report.exit_code,
+                signal: report.signal,
+                killed_by_runner: false,
+            };
             agent::classify(&exit, &stderr, &stream, Utc::now())
         });
-        let result_text = stream.result.as_ref().and_then(|r| r.result.clone()).unwrap_or_default();
+        let result_text = stream
+            .result
+            .as_ref()
+            .and_then(|r| r.result.clone())
+            .unwrap_or_default();
         let verdict = if step == 0 {
             // The planning call answers with JSON, not a verdict line.
             Verdict::Done("plan".into())
         } else {
             agent::verdict(&result_text)
         };
-        let denials = stream.result.as_ref().map(|r| r.permission_denials.clone()).unwrap_or_default();
+        let denials = stream
+            .result
+            .as_ref()
+            .map(|r| r.permission_denials.clone())
+            .unwrap_or_default();
         let attempt = m.current.attempt.unwrap_or(1);
-        let session_id = stream.session_id.clone().or_else(|| m.current.session_id.clone());
+        let session_id = stream
+            .session_id
+            .clone()
+            .or_else(|| m.current.session_id.clone());
         let resumed = m.results.get(&step).and_then(|r| r.session_id.as_deref())
             == m.current.session_id.as_deref()
             && m.current.session_id.is_some();
-        let transients = extra(&m, step, "TRANSIENT").and_then(|s| s.parse().ok()).unwrap_or(0);
-        let verify_cmd = if step == 0 { None } else { self.settings.verify(&m) };
+        let transients = extra(&m, step, "TRANSIENT")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let verify_cmd = if step == 0 {
+            None
+        } else {
+            self.settings.verify(&m)
+        };
         let mut verify_outcome = None;
         let mut judgement;
         loop {
@@ -229,9 +301,14 @@ impl Runner {
                 ("LOOP_ATTEMPT".to_string(), attempt.to_string()),
                 ("LOOP_TASK_ID".to_string(), task_id.to_string()),
             ];
-            let outcome = verify::run(&cmd, &self.workdir, &env, &log, caps.step_timeout, &mut || {
-                stopfile::present(&state_dir).is_some()
-            })?;
+            let outcome = verify::run(
+                &cmd,
+                &self.workdir,
+                &env,
+                &log,
+                caps.step_timeout,
+                &mut || stopfile::present(&state_dir).is_some(),
+            )?;
             if outcome == verify::Outcome::Stopped {
                 let stop = stopfile::present(&self.state_dir).unwrap_or_else(stopfile::global);
                 return self.stop_now(&stop).map(Some);
@@ -244,9 +321,14 @@ impl Runner {
             if let Judgement::Pass { .. } = judgement {
                 match agent::parse_plan(&result_text) {
                     Ok(steps) => {
-                        judgement = Judgement::Pass { summary: format!("planned {} steps", steps.len()) };
+                        judgement = Judgement::Pass {
+                            summary: format!("planned {} steps", steps.len()),
+                        };
                         plan_edits.push(Edit::SetSteps(
-                            steps.into_iter().map(|s| (crate::m1::StepState::Pending, s)).collect(),
+                            steps
+                                .into_iter()
+                                .map(|s| (crate::m1::StepState::Pending, s))
+                                .collect(),
                         ));
                     }
                     Err(e) => {
@@ -266,7 +348,13 @@ impl Runner {
             .plan
             .steps
             .iter()
-            .find(|s| s.n > step && !matches!(s.state, crate::m1::StepState::Done | crate::m1::StepState::Skipped))
+            .find(|s| {
+                s.n > step
+                    && !matches!(
+                        s.state,
+                        crate::m1::StepState::Done | crate::m1::StepState::Skipped
+                    )
+            })
             .map(|s| (s.n, s.text.clone()));
         let head_now = git_head(&self.workdir);
         let head_before = m.current.extra.get("GIT_HEAD").cloned();
@@ -275,7 +363,11 @@ impl Runner {
             attempt,
             exit_code: report.exit_code,
             session_id,
-            cost_usd: stream.result.as_ref().and_then(|r| r.total_cost_usd).unwrap_or(0.0),
+            cost_usd: stream
+                .result
+                .as_ref()
+                .and_then(|r| r.total_cost_usd)
+                .unwrap_or(0.0),
             duration_s: report.elapsed.as_secs_f64(),
             prior_cost_usd: prior.and_then(|r| r.cost_usd).unwrap_or(0.0),
             prior_duration_s: prior.and_then(|r| r.duration_s).unwrap_or(0.0),
@@ -303,14 +395,25 @@ impl Runner {
         let goal = before.goal.clone();
         match j {
             Judgement::Pass { .. } if step == 0 => {
-                let steps = self.view().plan.steps.iter().map(|s| s.text.clone()).collect();
+                let steps = self
+                    .view()
+                    .plan
+                    .steps
+                    .iter()
+                    .map(|s| s.text.clone())
+                    .collect();
                 self.notify(&Event::Started { goal, steps });
             }
             Judgement::Pass { summary } => {
                 self.tick_plan_file(step);
                 if self.settings.notify_each_step {
                     let total = u32::try_from(before.plan.steps.len()).unwrap_or(0);
-                    self.notify(&Event::StepDone { goal, step, total, summary: summary.clone() });
+                    self.notify(&Event::StepDone {
+                        goal,
+                        step,
+                        total,
+                        summary: summary.clone(),
+                    });
                 }
             }
             Judgement::Exhausted { reason } => self.notify_failed(before, step, reason),
@@ -337,10 +440,13 @@ impl Runner {
 
     /// Ticks the step's box in the `--plan` file it came from, if any (one byte changes).
     fn tick_plan_file(&mut self, step: u32) {
-        let Some(path) = self.doc.get(&["PLAN_FILE"]) else { return };
+        let Some(path) = self.doc.get(&["PLAN_FILE"]) else {
+            return;
+        };
         if let Err(e) = crate::plan_import::tick(Path::new(&path), step) {
-            self.say(&format!("plan file: could not tick step {step} in {path}: {e:#}"));
+            self.say(&format!(
+                "plan file: could not tick step {step} in {path}: {e:#}"
+            ));
         }
     }
-
 }

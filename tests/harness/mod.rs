@@ -164,7 +164,9 @@ impl Env {
 
     pub fn m1(&self) -> M1 {
         let text = self.text();
-        Document::parse(&text).unwrap_or_else(|e| panic!("M1.md invalid: {e}\n{text}")).view()
+        Document::parse(&text)
+            .unwrap_or_else(|e| panic!("M1.md invalid: {e}\n{text}"))
+            .view()
     }
 
     /// Every agent call, as the simulated agent logged it when it started.
@@ -181,7 +183,10 @@ impl Env {
         let want = step.to_string();
         self.calls()
             .iter()
-            .filter(|c| c["step"].as_str() == Some(want.as_str()) || c["step"].as_u64() == Some(u64::from(step)))
+            .filter(|c| {
+                c["step"].as_str() == Some(want.as_str())
+                    || c["step"].as_u64() == Some(u64::from(step))
+            })
             .count()
     }
 
@@ -216,17 +221,27 @@ pub fn live_processes_under(dir: &Path) -> Vec<String> {
     let me = std::process::id();
     let needle = dir.to_string_lossy().into_owned();
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
     for e in entries.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         if pid == me {
             continue;
         }
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if stat.is_empty() || stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')) {
+        if stat.is_empty()
+            || stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        {
             continue;
         }
-        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"))
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         if cwd.starts_with(&needle) || cmdline.contains(&needle) {
