@@ -27,10 +27,10 @@ pub fn plan_listing(m: &M1) -> String {
     let mut out = String::new();
     for s in &m.plan.steps {
         out.push_str(&format!("  {}: [{}] {}\n", s.n, s.state.as_str(), s.text));
-        if s.state == StepState::Done {
-            if let Some(sum) = m.results.get(&s.n).and_then(|r| r.summary.as_deref()) {
-                out.push_str(&format!("     reported: {sum}\n"));
-            }
+        if s.state == StepState::Done
+            && let Some(sum) = m.results.get(&s.n).and_then(|r| r.summary.as_deref())
+        {
+            out.push_str(&format!("     reported: {sum}\n"));
         }
     }
     out.trim_end().to_string()

@@ -89,7 +89,7 @@ fn failed(a: &Attempt<'_>, reason: String) -> Judgement {
 
 fn minutes(d: Duration) -> String {
     let secs = d.as_secs();
-    if secs % 60 == 0 {
+    if secs.is_multiple_of(60) {
         format!("{} min", secs / 60)
     } else {
         format!("{secs} s")

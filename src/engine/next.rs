@@ -86,16 +86,16 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
             task_id,
         };
     }
-    if let Some(until) = wait_until(m) {
-        if until > now {
-            let reason = m
-                .current
-                .extra
-                .get("WAIT_REASON")
-                .cloned()
-                .unwrap_or_else(|| "waiting".into());
-            return Next::WaitUntil { until, reason };
-        }
+    if let Some(until) = wait_until(m)
+        && until > now
+    {
+        let reason = m
+            .current
+            .extra
+            .get("WAIT_REASON")
+            .cloned()
+            .unwrap_or_else(|| "waiting".into());
+        return Next::WaitUntil { until, reason };
     }
 
     if m.plan.steps.is_empty() {

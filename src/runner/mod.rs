@@ -354,11 +354,11 @@ impl Runner {
     fn stop_now(&mut self, stop: &Path) -> anyhow::Result<Exit> {
         let m = self.view();
         let task = m.current.task_id.clone().filter(|t| !t.is_empty());
-        if let Some(id) = &task {
-            if crate::bridge::exists(&self.state_dir, id) {
-                crate::bridge::kill(&self.state_dir, id, KILL_GRACE)
-                    .with_context(|| format!("while killing task {id} for the stop file"))?;
-            }
+        if let Some(id) = &task
+            && crate::bridge::exists(&self.state_dir, id)
+        {
+            crate::bridge::kill(&self.state_dir, id, KILL_GRACE)
+                .with_context(|| format!("while killing task {id} for the stop file"))?;
         }
         let t = engine::stopped(
             m.plan.current_step,
@@ -377,10 +377,10 @@ impl Runner {
     /// A stop while M1.md is invalid: kill the task known from the last valid text, write
     /// nothing (the file is the human's to fix), and end WAITING.
     fn stop_while_invalid(&mut self, stop: &Path) -> Exit {
-        if let Some(id) = self.view().current.task_id.filter(|t| !t.is_empty()) {
-            if crate::bridge::exists(&self.state_dir, &id) {
-                let _ = crate::bridge::kill(&self.state_dir, &id, KILL_GRACE);
-            }
+        if let Some(id) = self.view().current.task_id.filter(|t| !t.is_empty())
+            && crate::bridge::exists(&self.state_dir, &id)
+        {
+            let _ = crate::bridge::kill(&self.state_dir, &id, KILL_GRACE);
         }
         self.say(&format!(
             "stop: {} seen while M1.md is invalid; step killed, nothing written",

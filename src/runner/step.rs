@@ -317,28 +317,28 @@ impl Runner {
         }
 
         let mut plan_edits = Vec::new();
-        if step == 0 {
-            if let Judgement::Pass { .. } = judgement {
-                match agent::parse_plan(&result_text) {
-                    Ok(steps) => {
-                        judgement = Judgement::Pass {
-                            summary: format!("planned {} steps", steps.len()),
-                        };
-                        plan_edits.push(Edit::SetSteps(
-                            steps
-                                .into_iter()
-                                .map(|s| (crate::m1::StepState::Pending, s))
-                                .collect(),
-                        ));
-                    }
-                    Err(e) => {
-                        let reason = format!("the planning answer held no usable plan: {e}");
-                        judgement = if attempt >= caps.max_retries {
-                            Judgement::Exhausted { reason }
-                        } else {
-                            Judgement::Retry { reason }
-                        };
-                    }
+        if step == 0
+            && let Judgement::Pass { .. } = judgement
+        {
+            match agent::parse_plan(&result_text) {
+                Ok(steps) => {
+                    judgement = Judgement::Pass {
+                        summary: format!("planned {} steps", steps.len()),
+                    };
+                    plan_edits.push(Edit::SetSteps(
+                        steps
+                            .into_iter()
+                            .map(|s| (crate::m1::StepState::Pending, s))
+                            .collect(),
+                    ));
+                }
+                Err(e) => {
+                    let reason = format!("the planning answer held no usable plan: {e}");
+                    judgement = if attempt >= caps.max_retries {
+                        Judgement::Exhausted { reason }
+                    } else {
+                        Judgement::Retry { reason }
+                    };
                 }
             }
         }
