@@ -208,7 +208,12 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             crate::settings::Overrides::default(),
             &echo(),
         ),
-        Command::Stop => crate::runner::stop(),
+        Command::Stop => {
+            let status = crate::runner::stop();
+            // A command a person runs by hand is a good moment to deliver a backlog.
+            let _ = crate::notifier::flush(&state);
+            status
+        }
         Command::Demo => crate::demo::demo(),
         Command::Validate => crate::m1::commands::validate(&cli.file),
         Command::Status { json } => crate::m1::commands::status(&cli.file, json),

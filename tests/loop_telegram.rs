@@ -1,0 +1,130 @@
+//! A loop's notifications through the real binary to a loopback Bot API.
+
+mod harness;
+mod support;
+
+use std::time::Duration;
+
+use harness::{Env, code, stderr, stdout};
+use serde_json::json;
+use support::telegram_fake::{FakeTelegram, wait_for};
+
+const TOKEN: &str = "424242:AAsecretSECRETsecret_loop-telegram";
+const CHAT: &str = "-100777";
+
+fn with_telegram(env: &mut Env, base: &str) {
+    env.extra_env
+        .push(("TELEGRAM_BOT_TOKEN".into(), TOKEN.into()));
+    env.extra_env.push(("TELEGRAM_CHAT_ID".into(), CHAT.into()));
+    env.extra_env
+        .push(("TELEGRAM_API_BASE".into(), base.into()));
+}
+
+fn texts(tg: &FakeTelegram) -> Vec<String> {
+    tg.sent().into_iter().map(|s| s.text).collect()
+}
+
+#[test]
+fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
+    let tg = FakeTelegram::start();
+    let mut env = Env::new();
+    with_telegram(&mut env, &tg.base_url());
+    env.scenario(&json!({"default": {"result": "x\nSTEP_DONE: wrote the parser"}}));
+    let out = env.run(&["start", "ship the parser", "--step", "write it"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(wait_for(Duration::from_secs(10), || texts(&tg)
+        .iter()
+        .any(|t| t.contains("DONE"))));
+    let sent = tg.sent();
+    assert!(sent.iter().all(|s| s.chat_id == CHAT), "{sent:?}");
+    let done = sent.iter().find(|s| s.text.contains("DONE")).unwrap();
+    assert!(
+        done.text.contains("ship the parser") && done.text.contains("wrote the parser"),
+        "{}",
+        done.text
+    );
+    assert!(
+        sent[0].text.contains("ship the parser") && sent[0].text.contains("write it"),
+        "started: {}",
+        sent[0].text
+    );
+
+    let mut env = Env::new();
+    with_telegram(&mut env, &tg.base_url());
+    env.scenario(&json!({"default": {"result": "cannot\nSTEP_FAILED: the tests do not build"}}));
+    let out = env.run(&[
+        "start",
+        "fix the build",
+        "--step",
+        "fix it",
+        "--max-retries",
+        "2",
+    ]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(wait_for(Duration::from_secs(10), || texts(&tg)
+        .iter()
+        .any(|t| t.contains("FAILED"))));
+    let failed = texts(&tg)
+        .into_iter()
+        .find(|t| t.contains("FAILED"))
+        .unwrap();
+    assert!(
+        failed.contains("fix the build") && failed.contains("the tests do not build"),
+        "{failed}"
+    );
+}
+
+#[test]
+fn with_telegram_down_the_loop_finishes_and_the_next_command_delivers_the_backlog_once() {
+    let mut env = Env::new();
+    with_telegram(&mut env, &FakeTelegram::down_base_url());
+    env.scenario(&json!({"default": {"result": "x\nSTEP_DONE: ok"}}));
+    let out = env.run(&["start", "survive the outage", "--step", "a", "--step", "b"]);
+    assert_eq!(
+        code(&out),
+        0,
+        "a failed notification never fails the loop: {}",
+        stderr(&out)
+    );
+
+    let tg = FakeTelegram::start();
+    env.extra_env.retain(|(k, _)| k != "TELEGRAM_API_BASE");
+    env.extra_env
+        .push(("TELEGRAM_API_BASE".into(), tg.base_url()));
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let got = texts(&tg);
+    assert_eq!(got.len(), 2, "started and done, once each: {got:?}");
+    assert!(
+        got[0].contains("survive the outage") && got[1].contains("DONE"),
+        "{got:?}"
+    );
+    // Nothing is sent twice on the command after that.
+    let _ = env.run(&["resume"]);
+    assert_eq!(texts(&tg).len(), 2);
+
+    // The token is in no file of the loop and in no output, though every send failed once.
+    let out2 = env.run(&["status"]);
+    for o in [&out, &out2] {
+        assert!(!stdout(o).contains(TOKEN) && !stderr(o).contains(TOKEN));
+    }
+    let secret = TOKEN.split(':').nth(1).unwrap();
+    for entry in walk(&env.state()) {
+        let bytes = std::fs::read(&entry).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(secret), "token in {}", entry.display());
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p))
+        } else {
+            out.push(p)
+        }
+    }
+    out
+}
