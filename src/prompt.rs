@@ -36,15 +36,18 @@ pub fn plan_listing(m: &M1) -> String {
     out.trim_end().to_string()
 }
 
-/// The prompt of a step's first attempt.
-#[must_use]
-pub fn step(m: &M1, n: u32) -> String {
-    let text = m
-        .plan
+fn step_text(m: &M1, n: u32) -> &str {
+    m.plan
         .steps
         .iter()
         .find(|s| s.n == n)
-        .map_or("", |s| s.text.as_str());
+        .map_or("", |s| s.text.as_str())
+}
+
+/// The prompt of a step's first attempt.
+#[must_use]
+pub fn step(m: &M1, n: u32) -> String {
+    let text = step_text(m, n);
     fill(
         STEP,
         &[
@@ -61,12 +64,7 @@ pub fn step(m: &M1, n: u32) -> String {
 /// The prompt of a retry, in the same session, carrying what failed.
 #[must_use]
 pub fn fix(m: &M1, n: u32, attempt: u32, max_retries: u32, failure: &str) -> String {
-    let text = m
-        .plan
-        .steps
-        .iter()
-        .find(|s| s.n == n)
-        .map_or("", |s| s.text.as_str());
+    let text = step_text(m, n);
     fill(
         FIX,
         &[

@@ -102,23 +102,31 @@ fn save_by_rename(path: &std::path::Path, text: &str) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-#[test]
-fn hand_edits_saved_twenty_times_a_second_while_the_runner_works_all_survive() {
+/// Runs a loop of `steps` steps while a person appends `# note N` lines to M1.md, saving with
+/// `save` every `pause`, until the loop is DONE; then checks that every note survived (only
+/// the last can race the runner's final write) and that each step's agent started once.
+fn edit_while_the_loop_runs(
+    steps: usize,
+    step_ms: u64,
+    pause: Duration,
+    save: fn(&std::path::Path, &str),
+) {
     let env = Env::new();
-    env.scenario(&steady(80));
-    let mut runner = env.spawn(&[
-        "start", "g", "--step", "a", "--step", "b", "--step", "c", "--step", "d",
-    ]);
+    env.scenario(&steady(step_ms));
+    let names: Vec<String> = (1..=steps).map(|i| format!("s{i}")).collect();
+    let mut args = vec!["start", "g"];
+    for n in &names {
+        args.extend(["--step", n.as_str()]);
+    }
+    let mut runner = env.spawn(&args);
     assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
-    // A person who re-reads the file before each save, saving far faster than anyone types
-    // (a save every ~50 ms): a growing comment block at the end.
     let mut n = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
     while env.m1().status != Status::Done && Instant::now() < deadline {
         n += 1;
         let text = env.text();
-        save_by_rename(&env.file, &format!("{text}# note {n}\n"));
-        std::thread::sleep(Duration::from_millis(50));
+        save(&env.file, &format!("{text}# note {n}\n"));
+        std::thread::sleep(pause);
     }
     let status = runner.wait(Duration::from_secs(60));
     assert!(
@@ -127,48 +135,33 @@ fn hand_edits_saved_twenty_times_a_second_while_the_runner_works_all_survive() {
         env.log()
     );
     let text = env.text();
-    // Only the last edit can race the runner's final rename; every earlier one must be there.
     for i in 1..n {
         assert!(
             text.contains(&format!("# note {i}\n")),
             "hand edit {i} of {n} lost:\n{text}"
         );
     }
-    assert_complete(&env, 4);
+    let steps = u32::try_from(steps).unwrap();
+    assert_complete(&env, steps);
+    for s in 1..=steps {
+        assert_eq!(env.calls_for(s), 1, "step {s}");
+    }
+}
+
+/// How editors that truncate and rewrite save: a reader can catch the file half written.
+fn save_in_place(path: &std::path::Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn hand_edits_saved_twenty_times_a_second_while_the_runner_works_all_survive() {
+    // A person who re-reads the file before each save, saving far faster than anyone types.
+    edit_while_the_loop_runs(4, 80, Duration::from_millis(50), save_by_rename);
 }
 
 #[test]
 fn hand_edits_saved_in_place_at_a_human_pace_all_survive() {
-    let env = Env::new();
-    env.scenario(&steady(300));
-    let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
-    // Editors that truncate and rewrite the file: a reader can catch it half written.
-    let mut n = 0;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while env.m1().status != Status::Done && Instant::now() < deadline {
-        n += 1;
-        let text = env.text();
-        std::fs::write(&env.file, format!("{text}# note {n}\n")).unwrap();
-        std::thread::sleep(Duration::from_millis(150));
-    }
-    let status = runner.wait(Duration::from_secs(60));
-    assert!(
-        status.success(),
-        "{status:?} after {n} edits\n{}",
-        env.log()
-    );
-    let text = env.text();
-    for i in 1..n {
-        assert!(
-            text.contains(&format!("# note {i}\n")),
-            "hand edit {i} of {n} lost:\n{text}"
-        );
-    }
-    assert_complete(&env, 3);
-    for s in 1..=3 {
-        assert_eq!(env.calls_for(s), 1);
-    }
+    edit_while_the_loop_runs(3, 300, Duration::from_millis(150), save_in_place);
 }
 
 #[test]

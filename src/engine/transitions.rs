@@ -198,22 +198,8 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
             edits.push(results(s, "ERROR", one_line(reason, 300)));
             edits.push(Edit::Clear(vec!["CURRENT".into()]));
             if last {
-                if s > 0 {
-                    edits.push(Edit::StepState(s, StepState::Failed));
-                }
-                edits.push(Edit::Status(Status::Failed));
-                edits.extend(actions(
-                    &format!(
-                        "{who} failed attempt {} of {}: {reason}",
-                        f.attempt, f.attempt
-                    ),
-                    &format!(
-                        "A human decides. To try {} again: set it back to PENDING, delete its \
-                         RESULTS ATTEMPTS line (or raise LIMITS.MAX_RETRIES), set STATUS: RUNNING, \
-                         then `loop resume`",
-                        who.to_lowercase()
-                    ),
-                ));
+                let why = format!("attempt {} of {}: {reason}", f.attempt, f.attempt);
+                edits.extend(exhausted(s, &why).edits);
                 (
                     format!("fail: {who} attempt {}: {reason}", f.attempt),
                     Outcome::Exit(Exit::Failed),
