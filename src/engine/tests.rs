@@ -506,6 +506,11 @@ fn a_spawn_is_recorded_before_it_happens_and_a_stop_undoes_it() {
         (Status::Waiting, StepState::Pending, None)
     );
     assert!(m.next_action.unwrap().contains("Remove /tmp/x-stop"));
+    assert_eq!(m.results.get(&2).and_then(|r| r.exit), None);
+    assert!(
+        !applied(&after, &s).contains("(pending)"),
+        "the killed attempt's EXIT is gone"
+    );
 }
 
 #[test]

@@ -354,6 +354,10 @@ pub fn stopped(step: u32, stop_file: &str, task_id: Option<&str>) -> Transition 
     if step > 0 {
         edits.push(Edit::StepState(step, StepState::Pending));
     }
+    // The killed attempt has no exit to report (its spawn wrote `(pending)`).
+    if task_id.is_some() {
+        edits.push(results_remove(step, "EXIT"));
+    }
     edits.push(Edit::Clear(vec!["CURRENT".into()]));
     edits.push(Edit::Status(Status::Waiting));
     let killed = task_id.map_or_else(String::new, |t| format!("; task {t} killed"));
