@@ -11,6 +11,7 @@ pub mod demo;
 pub mod duration;
 pub mod engine;
 pub mod exit;
+pub mod git;
 pub mod lock;
 pub mod m1;
 pub mod notifier;

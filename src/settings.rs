@@ -127,6 +127,11 @@ pub struct Settings {
     idle_timeout: Option<Duration>,
 }
 
+/// A duration as the whole minutes M1.md's `LIMITS:` keeps (rounded up).
+fn minutes(d: Duration) -> u64 {
+    d.as_secs().div_ceil(60)
+}
+
 /// `loop.yaml` beside M1.md.
 #[must_use]
 pub fn yaml_path(state_dir: &Path) -> PathBuf {
@@ -199,9 +204,35 @@ impl Settings {
 
     /// The caps in force, given M1.md's current `LIMITS:`.
     #[must_use]
+    ///
+    /// `loop start` writes its flags' values into `LIMITS:`; a flag stands only while M1.md
+    /// still holds that value, so a person's edit of the line during the run takes effect.
     pub fn caps(&self, m: &M1) -> Caps {
         let l = &m.limits;
-        let o = &self.overrides;
+        let o = Overrides {
+            max_retries: self.overrides.max_retries.filter(|v| *v == l.max_retries),
+            max_steps: self.overrides.max_steps.filter(|v| *v == l.max_steps),
+            step_timeout: self
+                .overrides
+                .step_timeout
+                .filter(|d| minutes(*d) == l.step_timeout_min),
+            idle_timeout: self
+                .overrides
+                .idle_timeout
+                .filter(|d| Some(minutes(*d)) == l.idle_timeout_min),
+            ..Overrides::default()
+        };
+        self.resolve(&o, m)
+    }
+
+    /// The caps a new M1.md is written with: flags, environment, `loop.yaml`, defaults.
+    #[must_use]
+    pub fn caps_for_new(&self) -> Caps {
+        self.resolve(&self.overrides, &M1::default())
+    }
+
+    fn resolve(&self, o: &Overrides, m: &M1) -> Caps {
+        let l = &m.limits;
         let f = &self.file.limits;
         Caps {
             max_retries: o.max_retries.or(f.max_retries).unwrap_or(l.max_retries),
@@ -221,12 +252,24 @@ impl Settings {
 
     /// The VERIFY command in force.
     #[must_use]
+    /// As with the caps, the `--verify` flag stands only while M1.md's `VERIFY:` still says it.
     pub fn verify(&self, m: &M1) -> Option<String> {
         self.overrides
             .verify
             .clone()
+            .filter(|v| m.verify.as_ref() == Some(v))
             .or_else(|| self.file.verify.clone())
             .or_else(|| m.verify.clone())
+            .filter(|v| !v.trim().is_empty())
+    }
+
+    /// The VERIFY command a new M1.md is written with.
+    #[must_use]
+    pub fn verify_for_new(&self) -> Option<String> {
+        self.overrides
+            .verify
+            .clone()
+            .or_else(|| self.file.verify.clone())
             .filter(|v| !v.trim().is_empty())
     }
 }

@@ -185,6 +185,35 @@ fn edits_to_steps_and_limits_take_effect_at_the_next_decision() {
 }
 
 #[test]
+fn a_hand_edited_verify_or_limit_outranks_the_start_flag_that_wrote_it() {
+    let env = Env::new();
+    env.scenario(&steady(800));
+    let mut runner = env.spawn(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--verify",
+        "false",
+        "--max-retries",
+        "1",
+    ]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    let text = env.text();
+    assert!(
+        text.contains("VERIFY: false\n") && text.contains("MAX_RETRIES: 1\n"),
+        "{text}"
+    );
+    std::fs::write(&env.file, text.replace("VERIFY: false\n", "VERIFY: true\n")).unwrap();
+    assert!(
+        runner.wait(Duration::from_secs(30)).success(),
+        "{}",
+        env.log()
+    );
+    assert_eq!(env.m1().results[&1].verified, Some(true));
+}
+
+#[test]
 fn status_waiting_by_hand_pauses_after_the_current_step() {
     let env = Env::new();
     env.scenario(&steady(800));

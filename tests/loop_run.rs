@@ -307,6 +307,34 @@ fn a_usage_limit_waits_for_its_reset_and_carries_on() {
 }
 
 #[test]
+fn a_step_that_commits_has_its_new_head_recorded() {
+    let env = Env::new();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(&env.project)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["init", "-q"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "start"]);
+    env.scenario(&json!({"default": {"write": [{"path": "out.txt", "text": "made\n"}], "result": "x\nSTEP_DONE: made it"}}));
+    let verify =
+        "git add out.txt && git -c user.name=t -c user.email=t@example.invalid commit -qm step";
+    let out = env.run(&["start", "g", "--step", "make it", "--verify", verify]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let head = git(&["rev-parse", "--short=7", "HEAD"]);
+    assert_eq!(env.m1().results[&1].commit.as_deref(), Some(head.as_str()));
+}
+
+#[test]
 fn a_second_runner_is_refused_naming_the_first() {
     let env = Env::new();
     env.scenario(&json!({"default": {"sleep_ms": 3000, "result": "x\nSTEP_DONE: ok"}}));

@@ -9,7 +9,7 @@ use chrono::{SecondsFormat, Utc};
 
 use super::{RunOptions, Runner};
 use crate::exit::{Exit, Status as ExitStatus};
-use crate::m1::{Document, Edit, M1, Status, StepState, Store};
+use crate::m1::{Document, Edit, Status, StepState, Store};
 use crate::notifier::Event;
 use crate::settings::{Overrides, Settings};
 use crate::{cli, decision_log, lock, stopfile};
@@ -102,7 +102,7 @@ fn new_document(
     settings: &Settings,
 ) -> anyhow::Result<String> {
     let mut doc = Document::parse(TEMPLATE).map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
-    let caps = settings.caps(&M1::default());
+    let caps = settings.caps_for_new();
     let workdir = match &req.workdir {
         Some(w) => w.clone(),
         None => std::env::current_dir().context("while reading the current directory")?,
@@ -144,7 +144,7 @@ fn new_document(
         let first = steps.iter().position(|(d, _)| !d).map_or(0, |i| i + 1);
         edits.push(Edit::set(&["NEXT_ACTION"], format!("Start step {first}")));
     }
-    if let Some(v) = settings.verify(&M1::default()) {
+    if let Some(v) = settings.verify_for_new() {
         edits.push(Edit::set(&["VERIFY"], v));
     }
     edits.push(Edit::set(&["WORKDIR"], workdir.display().to_string()));
@@ -191,7 +191,7 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Resu
     if let Some((i, _)) = steps.iter().enumerate().find(|(_, (_, t))| t.is_empty()) {
         return Err(Exit::bad_input(format!("step {} is empty", i + 1)).into());
     }
-    let max = settings.caps(&M1::default()).max_steps;
+    let max = settings.caps_for_new().max_steps;
     if steps.len() > usize::try_from(max).unwrap_or(usize::MAX) {
         return Err(Exit::bad_input(format!(
             "the plan has {} steps, over MAX_STEPS {max}; nothing was started (split the goal, or \

@@ -1,7 +1,6 @@
 //! One attempt of one step: write-ahead, spawn through the exec bridge, wait, judge, record.
 
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::Context;
 use chrono::Utc;
@@ -18,18 +17,6 @@ use crate::{prompt, stopfile, verify};
 
 fn extra<'a>(m: &'a M1, step: u32, key: &str) -> Option<&'a String> {
     m.results.get(&step).and_then(|r| r.extra.get(key))
-}
-
-fn git_head(dir: &Path) -> Option<String> {
-    let out = Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .current_dir(dir)
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 impl Runner {
@@ -69,7 +56,7 @@ impl Runner {
         let task_id = bridge::new_task_id();
         crash::point("before-spawn-write");
         let mut t = engine::spawn(step, attempt, &task_id, &session_id, &prompt, Utc::now());
-        if let Some(head) = git_head(&self.workdir) {
+        if let Some(head) = crate::git::head(&self.workdir) {
             t.edits.push(Edit::set(&["CURRENT", "GIT_HEAD"], head));
         }
         self.apply(&t)?;
@@ -356,7 +343,7 @@ impl Runner {
                     )
             })
             .map(|s| (s.n, s.text.clone()));
-        let head_now = git_head(&self.workdir);
+        let head_now = crate::git::head(&self.workdir);
         let head_before = m.current.extra.get("GIT_HEAD").cloned();
         let facts = Facts {
             step,

@@ -1,0 +1,110 @@
+//! The project's git HEAD, read from `.git` directly: a step records the commit it made
+//! (`COMMIT`), and starting `git` twice per step would cost more than the rest of the runner.
+
+use std::path::{Path, PathBuf};
+
+/// The repository directory of `dir`'s work tree: `.git` itself, or where a `.git` file (a
+/// linked worktree or submodule) points.
+fn git_dir(dir: &Path) -> Option<PathBuf> {
+    for d in dir.ancestors() {
+        let g = d.join(".git");
+        if g.is_dir() {
+            return Some(g);
+        }
+        if g.is_file() {
+            let text = std::fs::read_to_string(&g).ok()?;
+            let target = text.trim().strip_prefix("gitdir:")?.trim();
+            return Some(d.join(target));
+        }
+    }
+    None
+}
+
+/// The short hash of HEAD, or `None` outside a repository or on an unborn branch.
+#[must_use]
+pub fn head(dir: &Path) -> Option<String> {
+    let gd = git_dir(dir)?;
+    let head = std::fs::read_to_string(gd.join("HEAD")).ok()?;
+    let head = head.trim();
+    let hash = match head.strip_prefix("ref:") {
+        None => head.to_string(),
+        Some(name) => {
+            let name = name.trim();
+            // Refs of a linked worktree live in the common directory.
+            let common = std::fs::read_to_string(gd.join("commondir"))
+                .map_or_else(|_| gd.clone(), |c| gd.join(c.trim()));
+            [&gd, &common]
+                .iter()
+                .find_map(|base| std::fs::read_to_string(base.join(name)).ok())
+                .map(|s| s.trim().to_string())
+                .or_else(|| packed(&common, name))?
+        }
+    };
+    (hash.len() >= 7 && hash.bytes().all(|b| b.is_ascii_hexdigit())).then(|| hash[..7].to_string())
+}
+
+fn packed(common: &Path, name: &str) -> Option<String> {
+    let text = std::fs::read_to_string(common.join("packed-refs")).ok()?;
+    text.lines().find_map(|l| {
+        let (hash, r) = l.split_once(' ')?;
+        (r == name).then(|| hash.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    #[test]
+    fn agrees_with_git_through_loose_packed_and_detached_heads() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        assert_eq!(head(d), None, "not a repository");
+        git(d, &["init", "-q", "-b", "main"]);
+        assert_eq!(head(d), None, "unborn branch");
+        std::fs::write(d.join("a"), "1").unwrap();
+        git(d, &["add", "a"]);
+        git(d, &["commit", "-qm", "one"]);
+        let sub = d.join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        assert_eq!(
+            head(&sub).unwrap(),
+            git(d, &["rev-parse", "--short=7", "HEAD"])
+        );
+        git(d, &["pack-refs", "--all"]);
+        assert_eq!(
+            head(d).unwrap(),
+            git(d, &["rev-parse", "--short=7", "HEAD"])
+        );
+        git(d, &["checkout", "-q", "--detach"]);
+        assert_eq!(
+            head(d).unwrap(),
+            git(d, &["rev-parse", "--short=7", "HEAD"])
+        );
+        let wt = dir.path().join("wt");
+        git(
+            d,
+            &["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()],
+        );
+        assert_eq!(
+            head(&wt).unwrap(),
+            git(&wt, &["rev-parse", "--short=7", "HEAD"])
+        );
+    }
+}
