@@ -53,10 +53,20 @@ fn rand_suffix() -> u128 {
         .as_nanos()
 }
 
-fn overhead() {
-    let scenario = r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#;
-    // Baseline: the same agent, the same number of times, from a plain shell loop.
-    let dir = fresh(scenario);
+/// CPU time (user + system) of this process's waited-for children so far.
+fn children_cpu() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let u = getrusage(UsageWho::RUSAGE_CHILDREN).unwrap();
+    let tv = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(u64::try_from(t.tv_sec()).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec()).unwrap_or(0))
+    };
+    tv(u.user_time()) + tv(u.system_time())
+}
+
+/// One plain shell loop running the agent STEPS times: its wall time.
+fn shell_round() -> Duration {
+    let dir = fresh(r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#);
     let (_, sim) = bins();
     let script = format!(
         "for i in $(seq {STEPS}); do LOOP_STEP=$i {} -p 'do step' --output-format stream-json --verbose >/dev/null; done",
@@ -71,10 +81,16 @@ fn overhead() {
         .status()
         .unwrap()
         .success();
-    let shell = t.elapsed();
+    let took = t.elapsed();
     assert!(ok);
+    let _ = std::fs::remove_dir_all(&dir);
+    took
+}
 
-    let dir = fresh(scenario);
+/// One loop of STEPS steps with the same agent: its wall time and the CPU time of the
+/// runner (with the short-lived process that starts each supervisor).
+fn loop_round() -> (Duration, Duration) {
+    let dir = fresh(r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#);
     let mut args = vec![
         "start".to_string(),
         "bench".into(),
@@ -86,27 +102,58 @@ fn overhead() {
         args.push(format!("step {i}"));
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let cpu = children_cpu();
     let t = Instant::now();
     let status = loop_cmd(&dir, &args).status().unwrap();
-    let looped = t.elapsed();
+    let took = t.elapsed();
+    let cpu = children_cpu() - cpu;
     assert!(status.success(), "loop failed: see {}", dir.display());
-    let per_step = looped.saturating_sub(shell).as_secs_f64() * 1000.0 / STEPS as f64;
-    println!("overhead: {STEPS} steps with an instant agent");
-    println!(
-        "  plain shell loop : {:8.1} ms ({:.1} ms per call)",
-        ms(shell),
-        ms(shell) / STEPS as f64
-    );
-    println!(
-        "  loop             : {:8.1} ms ({:.1} ms per step)",
-        ms(looped),
-        ms(looped) / STEPS as f64
-    );
-    println!(
-        "  runner overhead  : {per_step:8.1} ms per step; ratio loop/shell {:.2}",
-        looped.as_secs_f64() / shell.as_secs_f64()
-    );
     let _ = std::fs::remove_dir_all(&dir);
+    (took, cpu)
+}
+
+fn overhead() {
+    const ROUNDS: usize = 5;
+    let (mut shell, mut looped, mut cpu) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        shell.push(shell_round());
+        let (w, c) = loop_round();
+        looped.push(w);
+        cpu.push(c);
+    }
+    let per = |d: Duration| ms(d) / STEPS as f64;
+    let mut over: Vec<f64> = looped
+        .iter()
+        .zip(&shell)
+        .map(|(l, s)| per(*l) - per(*s))
+        .collect();
+    over.sort_by(f64::total_cmp);
+    shell.sort();
+    looped.sort();
+    cpu.sort();
+    let mid = ROUNDS / 2;
+    println!("overhead: {STEPS} steps with an instant agent, {ROUNDS} rounds each, alternating");
+    println!(
+        "  plain shell loop : {:6.1} ms per call (min {:.1})",
+        per(shell[mid]),
+        per(shell[0])
+    );
+    println!(
+        "  loop             : {:6.1} ms per step (min {:.1})",
+        per(looped[mid]),
+        per(looped[0])
+    );
+    println!(
+        "  runner overhead  : {:6.1} ms per step (min {:.1}); ratio loop/shell {:.2}",
+        over[mid],
+        over[0],
+        per(looped[mid]) / per(shell[mid])
+    );
+    println!(
+        "  runner CPU       : {:6.2} ms per step (min {:.2})",
+        per(cpu[mid]),
+        per(cpu[0])
+    );
 }
 
 fn ms(d: Duration) -> f64 {

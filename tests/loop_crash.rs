@@ -31,7 +31,8 @@ fn assert_complete(env: &Env, steps: u32) {
 fn a_crash_at_every_point_resumes_to_done_starting_each_agent_once() {
     for point in CRASH_POINTS {
         let env = Env::new();
-        env.scenario(&steady(30));
+        // Long enough, with output to wake the runner, for the CC_PID write to happen.
+        env.scenario(&json!({"default": {"sleep_ms": 250, "heartbeat_ms": 40, "result": "worked\nSTEP_DONE: ok"}}));
         // Crash in the middle of the loop (step 2), or at the one DONE write.
         let nth = if point.contains("done") { 1 } else { 2 };
         let mut c = env.cmd(&[

@@ -15,6 +15,9 @@ use crate::notifier::Event;
 use crate::watch::Wake;
 use crate::{prompt, stopfile, verify};
 
+/// A step that has run this long gets its agent's pid recorded in CURRENT.
+const PID_RECORD_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
+
 fn extra<'a>(m: &'a M1, step: u32, key: &str) -> Option<&'a String> {
     m.results.get(&step).and_then(|r| r.extra.get(key))
 }
@@ -140,9 +143,12 @@ impl Runner {
         let report = loop {
             let report = bridge::check(&self.state_dir, task_id)?;
             if let Some(pid) = report.pid
+                && report.state == TaskState::Running
+                && report.elapsed >= PID_RECORD_AFTER
                 && self.view().current.cc_pid != Some(pid)
             {
-                // The agent's pid, once the supervisor has started it (seed: CC_PID).
+                // The agent's pid (seed: CC_PID), for a step that runs long enough for a person
+                // to look; an instant one is spared the write.
                 self.commit(&[Edit::set(&["CURRENT", "CC_PID"], pid.to_string())])?;
                 crash::point("after-pid-write");
             }
