@@ -128,3 +128,33 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn stop_from_the_configured_chat_halts_a_running_loop_and_a_strangers_does_not() {
+    let tg = FakeTelegram::start();
+    let mut env = Env::new();
+    with_telegram(&mut env, &tg.base_url());
+    env.scenario(
+        &json!({"default": {"sleep_ms": 60000, "heartbeat_ms": 500, "result": "x\nSTEP_DONE: ok"}}),
+    );
+    let mut runner = env.spawn(&["start", "g", "--step", "a long step"]);
+    assert!(harness::wait_until(Duration::from_secs(20), || env
+        .calls_for(1)
+        == 1));
+    let mut bot = env.spawn(&["telegram", "--poll-timeout", "1s"]);
+
+    tg.push_message(999, "/stop");
+    assert!(
+        wait_for(Duration::from_secs(20), || env.log().contains("chat 999")),
+        "{}",
+        env.log()
+    );
+    assert!(!env.stop.exists(), "a stranger stopped the loop");
+
+    tg.push_message(CHAT.parse().unwrap(), "/stop");
+    let status = runner.wait(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{}", env.log());
+    assert_eq!(env.m1().status, m1loop::m1::Status::Waiting);
+    bot.kill9();
+    env.assert_no_processes();
+}
