@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
@@ -139,7 +139,7 @@ impl Watch {
         self.watcher.is_some()
     }
 
-    /// Blocks until an event or `timeout`. Events that arrive together are coalesced; the most
+    /// Blocks until an event or `timeout`. Events already queued are coalesced; the most
     /// urgent (Stop, then Task, then M1Changed) is returned.
     #[must_use]
     pub fn wait(&self, timeout: Duration) -> Wake {
@@ -153,13 +153,10 @@ impl Watch {
                 return Wake::Timeout;
             }
         };
-        // Coalesce a burst (an atomic save is several events) for a few milliseconds.
+        // Coalesce what has already arrived (an atomic save is several events); waiting for
+        // more would delay the runner just when a task has ended.
         let mut best = first;
-        let until = Instant::now() + Duration::from_millis(5);
-        while let Ok(w) = self
-            .rx
-            .recv_timeout(until.saturating_duration_since(Instant::now()))
-        {
+        while let Ok(w) = self.rx.try_recv() {
             best = more_urgent(best, w);
         }
         best
@@ -200,6 +197,8 @@ fn make_watcher(tx: Sender<Wake>, targets: Arc<Mutex<Targets>>) -> Option<Recomm
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::time::Instant;
 
     fn wait_for(w: &Watch, want: Wake) -> bool {
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -51,6 +51,12 @@ pub struct Runner {
     echo: bool,
     invalid_reported: Option<String>,
     live: Option<LiveTask>,
+    /// Edits decided but not yet written. A step's outcome waits to go into the next spawn's
+    /// write-ahead record, so one atomic write says "step N done, step N+1 spawning": a step
+    /// costs one M1.md write, not two. They are applied to `doc` in memory and go out with the
+    /// next commit of any kind; a runner that dies first loses only a decision it can remake
+    /// from the task's exit record.
+    pending: Vec<Edit>,
     _lock: lock::RunnerLock,
 }
 
@@ -98,6 +104,7 @@ impl Runner {
             echo: opts.echo,
             invalid_reported: None,
             live: None,
+            pending: Vec::new(),
             _lock: lock,
         })
     }
@@ -125,6 +132,9 @@ impl Runner {
             match self.store.reload() {
                 Ok(Some(doc)) => {
                     self.doc = doc;
+                    for e in &self.pending {
+                        self.doc.apply(e);
+                    }
                     self.invalid_reported = None;
                     return Ok(None);
                 }
@@ -158,10 +168,12 @@ impl Runner {
     /// Applies edits with compare-and-swap. If the file on disk is invalid at that moment, the
     /// edits wait (nothing is written, nothing is dropped) until it is fixed.
     fn commit(&mut self, edits: &[Edit]) -> anyhow::Result<()> {
+        let all: Vec<Edit> = self.pending.iter().chain(edits).cloned().collect();
         loop {
-            match self.store.commit(edits) {
+            match self.store.commit(&all) {
                 Ok(doc) => {
                     self.doc = doc;
+                    self.pending.clear();
                     return Ok(());
                 }
                 Err(err) if err.downcast_ref::<crate::m1::Errors>().is_some() => {
@@ -174,6 +186,24 @@ impl Runner {
                 Err(err) => return Err(err),
             }
         }
+    }
+
+    /// Holds a transition for the next write (see `pending`); only for outcomes after which
+    /// the loop goes on.
+    fn defer(&mut self, t: &Transition) {
+        for e in &t.edits {
+            self.doc.apply(e);
+        }
+        self.pending.extend(t.edits.iter().cloned());
+        self.say(&t.log);
+    }
+
+    /// Writes held edits now: before the runner waits, pauses or exits.
+    fn flush(&mut self) -> anyhow::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.commit(&[])
     }
 
     fn apply(&mut self, t: &Transition) -> anyhow::Result<Option<Exit>> {
@@ -200,6 +230,13 @@ impl Runner {
             let m = self.view();
             let caps = self.settings.caps(&m);
             let next = engine::next(&m, &caps, Utc::now());
+            // A held outcome rides on the next write; where none follows at once, write it now.
+            if matches!(
+                next,
+                Next::Finished(_) | Next::Paused(_) | Next::Await { .. } | Next::WaitUntil { .. }
+            ) {
+                self.flush()?;
+            }
             let exit = match next {
                 Next::Finished(Status::Done) => {
                     self.say("done: STATUS is DONE; nothing to do");

@@ -140,6 +140,7 @@ impl Runner {
         }
         let dir = bridge::task_dir(&self.state_dir, task_id);
         self.watch.set_task_dir(Some(&dir));
+        let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
         let report = loop {
             let report = bridge::check(&self.state_dir, task_id)?;
             if let Some(pid) = report.pid
@@ -155,14 +156,21 @@ impl Runner {
             if report.state != TaskState::Running {
                 break report;
             }
-            match self.watch.wait(POLL) {
-                Wake::M1Changed => {
-                    if let Some(exit) = self.refresh()? {
-                        return Ok(Some(exit));
+            let checked = std::time::Instant::now();
+            // Output makes the task directory busy; between full checks (at most every
+            // PID_RECORD_AFTER, and on each poll) a wake costs one look for the exit record.
+            loop {
+                match self.watch.wait(POLL) {
+                    Wake::M1Changed => {
+                        if let Some(exit) = self.refresh()? {
+                            return Ok(Some(exit));
+                        }
+                        self.keep_task_on_record(step, task_id)?;
                     }
-                    self.keep_task_on_record(step, task_id)?;
+                    Wake::Task if !exit_record.exists() && checked.elapsed() < PID_RECORD_AFTER => {
+                    }
+                    Wake::Stop | Wake::Task | Wake::Timeout => break,
                 }
-                Wake::Stop | Wake::Task | Wake::Timeout => {}
             }
             if let Some(stop) = stopfile::present(&self.state_dir) {
                 self.watch.set_task_dir(None);
@@ -377,7 +385,15 @@ impl Runner {
             t.edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], "1"));
         }
         crash::point("before-record-write");
-        let exit = self.apply(&t)?;
+        // A pass or a retry is followed at once by a spawn, whose write-ahead record carries it.
+        let exit = if t.outcome == engine::Outcome::Continue
+            && matches!(judgement, Judgement::Pass { .. } | Judgement::Retry { .. })
+        {
+            self.defer(&t);
+            None
+        } else {
+            self.apply(&t)?
+        };
         crash::point("after-record-write");
         self.after_record(&m, step, &judgement);
         Ok(exit)
