@@ -109,24 +109,11 @@ fn with_telegram_down_the_loop_finishes_and_the_next_command_delivers_the_backlo
         assert!(!stdout(o).contains(TOKEN) && !stderr(o).contains(TOKEN));
     }
     let secret = TOKEN.split(':').nth(1).unwrap();
-    for entry in walk(&env.state()) {
+    for entry in support::files(&env.state()) {
         let bytes = std::fs::read(&entry).unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes);
         assert!(!text.contains(secret), "token in {}", entry.display());
     }
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p))
-        } else {
-            out.push(p)
-        }
-    }
-    out
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use support::telegram_fake::{FakeTelegram, Reply};
@@ -206,20 +206,6 @@ fn a_400_is_reported_once_with_the_apis_description_and_not_retried() {
     );
 }
 
-/// Every file under `dir`, recursively.
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files(&p))
-        } else {
-            out.push(p)
-        }
-    }
-    out
-}
-
 #[test]
 fn the_token_appears_in_no_state_file_and_no_output() {
     let env = Env::new();
@@ -257,7 +243,7 @@ fn the_token_appears_in_no_state_file_and_no_output() {
         "{}",
         stderr(&outputs[4])
     );
-    for f in files(&env.state()) {
+    for f in support::files(&env.state()) {
         let bytes = std::fs::read(&f).unwrap();
         assert!(
             !String::from_utf8_lossy(&bytes).contains(secret),
