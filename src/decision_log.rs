@@ -30,7 +30,14 @@ pub fn append(state_dir: &Path, line: &str) -> std::io::Result<()> {
 /// The last `n` lines of the log, oldest first (empty when there is no log).
 #[must_use]
 pub fn tail(state_dir: &Path, n: usize) -> Vec<String> {
-    let text = std::fs::read_to_string(path(state_dir)).unwrap_or_default();
+    last_lines(&path(state_dir), n)
+}
+
+/// The last `n` lines of any text file (lossy UTF-8), oldest first; empty when unreadable.
+#[must_use]
+pub fn last_lines(file: &Path, n: usize) -> Vec<String> {
+    let bytes = std::fs::read(file).unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..]
         .iter()

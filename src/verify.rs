@@ -96,10 +96,7 @@ fn kill_group(pgid: Pid, child: &mut std::process::Child) {
 /// The last `n` lines of a file (lossy UTF-8), for messages and fix prompts.
 #[must_use]
 pub fn tail(path: &Path, n: usize) -> String {
-    let bytes = std::fs::read(path).unwrap_or_default();
-    let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
+    crate::decision_log::last_lines(path, n).join("\n")
 }
 
 #[cfg(test)]

@@ -79,8 +79,14 @@ pub enum Judgement {
 pub const UNKNOWN_RESET_WAIT: Duration = Duration::from_secs(30 * 60);
 
 fn failed(a: &Attempt<'_>, reason: String) -> Judgement {
-    let reason = one_line(&reason, 300);
-    if a.attempt >= a.caps.max_retries {
+    failed_attempt(a.attempt, a.caps.max_retries, &reason)
+}
+
+/// A failed attempt: retried, unless it was the last one MAX_RETRIES allows.
+#[must_use]
+pub fn failed_attempt(attempt: u32, max_retries: u32, reason: &str) -> Judgement {
+    let reason = one_line(reason, 300);
+    if attempt >= max_retries {
         Judgement::Exhausted { reason }
     } else {
         Judgement::Retry { reason }

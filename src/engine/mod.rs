@@ -6,9 +6,9 @@ mod judge;
 mod next;
 mod transitions;
 
-pub use judge::{Attempt, Judgement, TaskEnd, judge};
+pub use judge::{Attempt, Judgement, TaskEnd, failed_attempt, judge};
 pub use next::{Next, SessionPlan, next};
-pub use next::{spent, wait_until};
+pub use next::{open_step, spent, wait_until};
 pub use transitions::{Facts, Outcome, Transition, exhausted, halt, record, spawn, stopped};
 
 use std::time::Duration;

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use super::Caps;
-use crate::m1::{M1, Status, StepState};
+use crate::m1::{M1, Status, Step, StepState};
 
 /// How the next attempt of a step talks to Claude.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,12 +123,7 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
         };
     }
 
-    let Some(step) = m
-        .plan
-        .steps
-        .iter()
-        .find(|s| !matches!(s.state, StepState::Done | StepState::Skipped))
-    else {
+    let Some(step) = open_step(m, 0) else {
         return Next::Complete;
     };
     if step.state == StepState::Failed {
@@ -161,6 +156,15 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
         attempt: attempts + 1,
         session: session_for(m, step.n),
     }
+}
+
+/// The first step after step `after` that is neither DONE nor SKIPPED.
+#[must_use]
+pub fn open_step(m: &M1, after: u32) -> Option<&Step> {
+    m.plan
+        .steps
+        .iter()
+        .find(|s| s.n > after && !matches!(s.state, StepState::Done | StepState::Skipped))
 }
 
 /// CURRENT.WAIT_UNTIL, when set and readable.

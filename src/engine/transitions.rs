@@ -12,8 +12,6 @@ use crate::m1::{Edit, Status, StepState};
 pub enum Outcome {
     /// Decide again.
     Continue,
-    /// Run VERIFY, then judge again.
-    Verify,
     /// End the command with this status.
     Exit(Exit),
 }
@@ -185,11 +183,12 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
                 Outcome::Continue,
             )
         }
+        // The runner runs VERIFY and judges again before recording; nothing to write yet.
         Judgement::NeedsVerify => {
             edits.clear();
             (
                 format!("verify: {who} attempt {} reported done", f.attempt),
-                Outcome::Verify,
+                Outcome::Continue,
             )
         }
         Judgement::Retry { reason } | Judgement::Exhausted { reason } => {

@@ -211,7 +211,7 @@ impl Runner {
         self.say(&t.log);
         Ok(match t.outcome {
             Outcome::Exit(s) => Some(s),
-            Outcome::Continue | Outcome::Verify => None,
+            Outcome::Continue => None,
         })
     }
 
@@ -369,16 +369,13 @@ impl Runner {
             .task_id
             .as_deref()
             .map(|id| {
-                crate::verify::tail(
+                decision_log::last_lines(
                     &crate::bridge::task_dir(&self.state_dir, id).join("stderr"),
                     10,
                 )
             })
             .filter(|t| !t.is_empty())
-            .map_or_else(
-                || decision_log::tail(&self.state_dir, 5),
-                |t| t.lines().map(String::from).collect(),
-            );
+            .unwrap_or_else(|| decision_log::tail(&self.state_dir, 5));
         self.notify(&Event::Failed {
             goal: m.goal.clone(),
             step: (step > 0).then_some(step),

@@ -22,6 +22,12 @@ fn extra<'a>(m: &'a M1, step: u32, key: &str) -> Option<&'a String> {
     m.results.get(&step).and_then(|r| r.extra.get(key))
 }
 
+/// Whether an attempt in `session` continues the step's recorded session (`--resume`) rather
+/// than starting a fresh one.
+fn resumes(m: &M1, step: u32, session: Option<&str>) -> bool {
+    session.is_some() && m.results.get(&step).and_then(|r| r.session_id.as_deref()) == session
+}
+
 impl Runner {
     /// The prompt of the next attempt of `step`, rebuilt from M1.md alone (so a spawn that a
     /// crash interrupted can be redone identically).
@@ -130,8 +136,7 @@ impl Runner {
                 .session_id
                 .clone()
                 .unwrap_or_else(agent::new_session_id);
-            let resumed = m.results.get(&step).and_then(|r| r.session_id.as_deref())
-                == Some(session_id.as_str());
+            let resumed = resumes(&m, step, Some(&session_id));
             self.say(&format!(
                 "resume: task {task_id} was recorded but never started; starting it now"
             ));
@@ -260,9 +265,7 @@ impl Runner {
             .session_id
             .clone()
             .or_else(|| m.current.session_id.clone());
-        let resumed = m.results.get(&step).and_then(|r| r.session_id.as_deref())
-            == m.current.session_id.as_deref()
-            && m.current.session_id.is_some();
+        let resumed = resumes(&m, step, m.current.session_id.as_deref());
         let transients = extra(&m, step, "TRANSIENT")
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
@@ -335,28 +338,13 @@ impl Runner {
                 }
                 Err(e) => {
                     let reason = format!("the planning answer held no usable plan: {e}");
-                    judgement = if attempt >= caps.max_retries {
-                        Judgement::Exhausted { reason }
-                    } else {
-                        Judgement::Retry { reason }
-                    };
+                    judgement = engine::failed_attempt(attempt, caps.max_retries, &reason);
                 }
             }
         }
 
         let prior = m.results.get(&step);
-        let next_step = m
-            .plan
-            .steps
-            .iter()
-            .find(|s| {
-                s.n > step
-                    && !matches!(
-                        s.state,
-                        crate::m1::StepState::Done | crate::m1::StepState::Skipped
-                    )
-            })
-            .map(|s| (s.n, s.text.clone()));
+        let next_step = engine::open_step(&m, step).map(|s| (s.n, s.text.clone()));
         let head_now = crate::git::head(&self.workdir);
         let head_before = m.current.extra.get("GIT_HEAD").cloned();
         let facts = Facts {
