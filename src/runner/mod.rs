@@ -292,15 +292,12 @@ impl Runner {
             if left.is_zero() {
                 return Ok(None);
             }
-            match self.watch.wait(left.min(POLL * 30)) {
-                Wake::Stop => {
-                    if let Some(stop) = stopfile::present(&self.state_dir) {
-                        return self.stop_now(&stop).map(Some);
-                    }
-                }
+            // The same one-second poll fallback as while a step runs: a stop is seen within a
+            // second even where file events do not arrive.
+            match self.watch.wait(left.min(POLL)) {
                 // A hand edit may have changed the wait: decide again.
                 Wake::M1Changed => return Ok(None),
-                Wake::Task | Wake::Timeout => {
+                Wake::Stop | Wake::Task | Wake::Timeout => {
                     if let Some(stop) = stopfile::present(&self.state_dir) {
                         return self.stop_now(&stop).map(Some);
                     }
