@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use m1loop::m1::{Document, Edit, Errors, Status, StepState, Store};
+use m1loop::m1::{Document, Edit, Status, StepState, Store, StoreError};
 
 const SEED: &str = include_str!("fixtures/m1/seed.md");
 
@@ -108,9 +108,9 @@ fn a_malformed_file_on_disk_is_reported_and_left_alone() {
     let broken = SEED.replace("  TOTAL_STEPS: 3", "   TOTAL_STEPS: 3");
     hand_save(&file, &broken);
     let err = store.commit(&[Edit::Status(Status::Done)]).unwrap_err();
-    let errors = err
-        .downcast_ref::<Errors>()
-        .expect("m1::Errors in the chain");
+    let StoreError::DiskInvalid(errors) = &err else {
+        panic!("expected DiskInvalid, got {err:#}")
+    };
     assert_eq!(errors.path(), Some(file.as_path()));
     assert!(
         errors
@@ -137,7 +137,7 @@ fn edits_that_would_make_the_file_invalid_write_nothing() {
         format!("{err:#}").contains("CURRENT_STEP 7 is outside the plan"),
         "{err:#}"
     );
-    assert!(err.downcast_ref::<Errors>().is_some());
+    assert!(matches!(err, StoreError::EditsInvalid(_)), "{err:#}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), SEED);
 }
 

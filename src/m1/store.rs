@@ -18,17 +18,77 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 use super::document::Document;
 use super::edit::Edit;
 use super::error::{Error, Errors};
+use super::merge::{History, Restored};
 use super::swap::{self, Swapped};
 
 /// How long a changed file must have been still before its text is trusted.
 pub const SETTLE: Duration = Duration::from_millis(100);
-/// How long a store waits for a file that keeps changing before it takes what it read.
-const SETTLE_MAX: Duration = Duration::from_secs(5);
+/// How long a store waits for that stillness. A file saved again and again (an editor's
+/// autosave, a `>>` every few milliseconds) is never still that long: after this, a text read
+/// twice in a row a few milliseconds apart is trusted, so a read never stalls the runner.
+const SETTLE_PATIENCE: Duration = Duration::from_millis(250);
+/// The interval of those repeated reads.
+const SAMPLE: Duration = Duration::from_millis(3);
+/// How long a store waits for a file that never reads the same twice before it takes what
+/// it read.
+const SETTLE_MAX: Duration = Duration::from_millis(600);
+
+/// Why a read or a commit of M1.md failed: the three cases a caller acts on differently.
+#[derive(Debug)]
+pub enum StoreError {
+    /// The file on disk is not a valid M1.md (a hand edit broke it): wait for the fix.
+    DiskInvalid(Errors),
+    /// The file on disk is valid, but these edits would make it invalid (a hand edit took
+    /// away what they are about): retrying cannot help; a human must decide.
+    EditsInvalid(Errors),
+    /// Reading or writing failed, or the file never stopped changing.
+    Io(anyhow::Error),
+}
+
+impl StoreError {
+    /// The validation errors, for the two invalid cases.
+    #[must_use]
+    pub fn errors(&self) -> Option<&Errors> {
+        match self {
+            StoreError::DiskInvalid(e) | StoreError::EditsInvalid(e) => Some(e),
+            StoreError::Io(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::DiskInvalid(e) => write!(f, "{e}"),
+            StoreError::EditsInvalid(e) => {
+                write!(
+                    f,
+                    "the edits would make the file invalid; nothing was written: {e}"
+                )
+            }
+            StoreError::Io(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<anyhow::Error> for StoreError {
+    fn from(e: anyhow::Error) -> Self {
+        StoreError::Io(e)
+    }
+}
+
+impl From<std::io::Error> for StoreError {
+    fn from(e: std::io::Error) -> Self {
+        StoreError::Io(e.into())
+    }
+}
 
 /// A commit that keeps finding the file changed under it starts over at once a few times,
 /// then waits between rounds (doubling up to a second) for the saving to pause, and gives up
@@ -49,6 +109,12 @@ pub struct Store {
     /// The bytes as last read or written by this store.
     bytes: Vec<u8>,
     merged: Option<ConflictMerged>,
+    /// Versions of the file this store has known, to tell a stale save from a hand edit.
+    history: History,
+    /// What a stale save read by [`Store::reload`] reverted: edits owed to the next commit.
+    owed: Vec<Edit>,
+    /// The last stale save found, until the caller takes it.
+    restored: Option<Restored>,
     /// The file as last seen (identity, hash of its bytes): new bytes in the same file are a
     /// save in place, which may be caught half written; another file is a complete one
     /// renamed in.
@@ -67,31 +133,73 @@ impl Store {
     pub fn open(path: &Path) -> anyhow::Result<(Store, Document)> {
         let bytes =
             std::fs::read(path).with_context(|| format!("while reading {}", path.display()))?;
-        let doc = decode(path, &bytes)?;
-        let store = Store {
+        let doc = decode(path, &bytes).map_err(anyhow::Error::new)?;
+        Ok((Store::new(path, bytes, &doc), doc))
+    }
+
+    fn new(path: &Path, bytes: Vec<u8>, doc: &Document) -> Store {
+        let mut history = History::default();
+        history.push(doc, bytes.len());
+        Store {
             path: path.to_path_buf(),
             bytes,
             merged: None,
+            history,
+            owed: Vec::new(),
+            restored: None,
             seen: Cell::new(None),
             #[cfg(test)]
             before_swap: None,
-        };
-        Ok((store, doc))
+        }
+    }
+
+    /// What the last stale save reverted (see [`super::merge`]): the runner logs it. Taken
+    /// once.
+    pub fn take_restored(&mut self) -> Option<Restored> {
+        self.restored.take()
     }
 
     /// Re-reads the file (e.g. after a file-watch event). `Ok(None)` if unchanged since the
     /// last read or write.
     ///
+    /// A stale save (a text made from an older version, see [`super::merge`]) comes back
+    /// with what it reverted put back; those edits go out with the next commit.
+    ///
     /// # Errors
     /// The file cannot be read or is invalid; the store still remembers the last good bytes.
-    pub fn reload(&mut self) -> anyhow::Result<Option<Document>> {
+    pub fn reload(&mut self) -> Result<Option<Document>, StoreError> {
         let bytes = self.read()?;
         if bytes == self.bytes {
             return Ok(None);
         }
-        let doc = decode(&self.path, &bytes)?;
+        let mut doc = decode(&self.path, &bytes).map_err(StoreError::DiskInvalid)?;
+        self.owed = self.put_back(&mut doc);
+        if self.owed.is_empty() {
+            self.history.push(&doc, bytes.len());
+        }
         self.bytes = bytes;
         Ok(Some(doc))
+    }
+
+    /// Applies onto someone else's save what it reverted, if it is stale; returns the edits.
+    fn put_back(&mut self, theirs: &mut Document) -> Vec<Edit> {
+        let Some(r) = self.history.stale(theirs) else {
+            return Vec::new();
+        };
+        let mut merged = theirs.clone();
+        for e in &r.edits {
+            merged.apply(e);
+        }
+        // What the person changed and what the runner recorded may not fit together (a plan
+        // emptied by hand, a step the record is about): then the save is taken as it is, and
+        // the runner's next write finds out.
+        if Document::parse(&merged.render()).is_err() {
+            return Vec::new();
+        }
+        *theirs = merged;
+        let edits = r.edits.clone();
+        self.restored = Some(r);
+        edits
     }
 
     /// Compare-and-swap: applies `edits` onto the file as it is on disk now (merging onto a
@@ -100,8 +208,8 @@ impl Store {
     /// document now on disk.
     ///
     /// # Errors
-    /// I/O errors; [`Errors`] (with the path) for a malformed file or an invalid result.
-    pub fn commit(&mut self, edits: &[Edit]) -> anyhow::Result<Document> {
+    /// [`StoreError`]: the file on disk is malformed, the edits would make it invalid, or I/O.
+    pub fn commit(&mut self, edits: &[Edit]) -> Result<Document, StoreError> {
         // `base`: the text the edits are applied onto. `expected`: what should be on disk now.
         let mut base = self.read()?;
         let mut expected = base.clone();
@@ -114,12 +222,12 @@ impl Store {
         loop {
             if !repairing {
                 if Instant::now() >= give_up {
-                    bail!(
+                    return Err(StoreError::Io(anyhow::anyhow!(
                         "{} kept changing for {} while the runner tried to save it ({rounds} \
                          rounds); the runner's edits were not written",
                         self.path.display(),
                         crate::duration::human(GIVE_UP_AFTER),
-                    );
+                    )));
                 }
                 if rounds > EAGER_ROUNDS {
                     let exp = u32::try_from(rounds - EAGER_ROUNDS)
@@ -137,17 +245,29 @@ impl Store {
             if rounds > 0 {
                 self.merged = Some(ConflictMerged { rounds });
             }
-            let mut doc = decode(&self.path, &base)?;
+            let mut doc = decode(&self.path, &base).map_err(StoreError::DiskInvalid)?;
+            if base != self.bytes {
+                // Someone else's save: what a stale one reverted goes back first.
+                self.owed = self.put_back(&mut doc);
+            } else {
+                for e in &self.owed {
+                    doc.apply(e);
+                }
+            }
             for e in edits {
                 doc.apply(e);
             }
             let text = doc.render().into_bytes();
-            let written = Document::parse(std::str::from_utf8(&text)?).map_err(|errs| {
-                anyhow::Error::new(errs.with_path(&self.path))
-                    .context("edits would make the file invalid; nothing was written")
-            })?;
+            let written = std::str::from_utf8(&text)
+                .map_err(|e| StoreError::Io(e.into()))
+                .and_then(|t| {
+                    Document::parse(t)
+                        .map_err(|errs| StoreError::EditsInvalid(errs.with_path(&self.path)))
+                })?;
             if text == base && base == expected {
                 self.bytes = base;
+                self.owed.clear();
+                self.history.push(&written, text.len());
                 return Ok(written);
             }
             let staged = swap::stage(&self.path, &text)
@@ -174,7 +294,7 @@ impl Store {
                     // back untouched if it is malformed.
                     if let Err(err) = decode(&self.path, &old) {
                         self.restore(&old, &text)?;
-                        return Err(err);
+                        return Err(StoreError::DiskInvalid(err));
                     }
                     self.bytes.clone_from(&text);
                     base = old;
@@ -184,6 +304,8 @@ impl Store {
                 }
                 _ => {
                     self.note_written(&text);
+                    self.owed.clear();
+                    self.history.push(&written, text.len());
                     self.bytes = text;
                     return Ok(written);
                 }
@@ -218,15 +340,7 @@ impl Store {
         swap::stage(path, text.as_bytes())
             .and_then(swap::Staged::swap)
             .with_context(|| format!("while writing {}", path.display()))?;
-        let store = Store {
-            path: path.to_path_buf(),
-            bytes: text.as_bytes().to_vec(),
-            merged: None,
-            seen: Cell::new(None),
-            #[cfg(test)]
-            before_swap: None,
-        };
-        Ok((store, doc))
+        Ok((Store::new(path, text.as_bytes().to_vec(), &doc), doc))
     }
 
     #[must_use]
@@ -244,18 +358,28 @@ impl Store {
     /// been still for [`SETTLE`]: an editor that saves in place (truncate, then write) shows a
     /// reader an empty or cut text for a moment, and merging onto that would lose the rest.
     fn read(&self) -> anyhow::Result<Vec<u8>> {
-        let deadline = Instant::now() + SETTLE_MAX;
+        let began = Instant::now();
         loop {
             let (bytes, meta) = self
                 .read_once()
                 .with_context(|| format!("while reading {}", self.path.display()))?;
             let id = FileId::of(&meta);
             let hash = hash(&bytes);
+            // Same file, other bytes than at the last look: a save in place, maybe half done.
+            // (The same bytes twice in a row, or another file renamed in, are whole.)
             let rewritten_in_place = matches!(
                 self.seen.replace(Some((id, hash))),
                 Some((was_id, was_hash)) if was_id == id && was_hash != hash
             );
-            if bytes == self.bytes || !rewritten_in_place || Instant::now() >= deadline {
+            let waited = began.elapsed();
+            if bytes == self.bytes || !rewritten_in_place || waited >= SETTLE_MAX {
+                return Ok(bytes);
+            }
+            // Whole lines appended to the text we know (`>>`) cannot be a cut-off save.
+            if bytes.len() > self.bytes.len()
+                && bytes.starts_with(&self.bytes)
+                && bytes.ends_with(b"\n")
+            {
                 return Ok(bytes);
             }
             // Read first, then look at the time: a write after the read makes the file young.
@@ -267,7 +391,12 @@ impl Store {
             if age >= SETTLE {
                 return Ok(bytes);
             }
-            std::thread::sleep(SETTLE - age);
+            let pause = if waited < SETTLE_PATIENCE {
+                SETTLE - age
+            } else {
+                SAMPLE
+            };
+            std::thread::sleep(pause);
         }
     }
 
@@ -315,16 +444,16 @@ impl FileId {
 }
 
 /// Parses file bytes; invalid UTF-8 is reported at its line and column like any other error.
-fn decode(path: &Path, bytes: &[u8]) -> anyhow::Result<Document> {
+fn decode(path: &Path, bytes: &[u8]) -> Result<Document, Errors> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         let good = &bytes[..e.valid_up_to()];
         let line = good.iter().filter(|b| **b == b'\n').count() + 1;
         let start = good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         let column = String::from_utf8_lossy(&good[start..]).chars().count() + 1;
         let err = Error::new(line, column, "expected UTF-8 text: invalid byte sequence");
-        anyhow::Error::new(Errors::new(vec![err]).with_path(path))
+        Errors::new(vec![err]).with_path(path)
     })?;
-    Document::parse(text).map_err(|e| anyhow::Error::new(e.with_path(path)))
+    Document::parse(text).map_err(|e| e.with_path(path))
 }
 
 #[cfg(all(test, target_os = "linux", target_env = "gnu"))]
@@ -369,7 +498,7 @@ mod tests {
         let (mut store, _) = Store::open(&file).unwrap();
         store.before_swap = Some(|p| save_by_rename(p, "GOAL: x\n  BROKEN\n"));
         let err = store.commit(&[Edit::Status(Status::Done)]).unwrap_err();
-        assert!(err.downcast_ref::<Errors>().is_some(), "{err:#}");
+        assert!(matches!(err, StoreError::DiskInvalid(_)), "{err:#}");
         assert_eq!(
             std::fs::read_to_string(&file).unwrap(),
             "GOAL: x\n  BROKEN\n"

@@ -1,0 +1,194 @@
+//! Telling a stale save from a hand edit.
+//!
+//! An editor that ignores changes on disk saves the text it loaded, plus what the person
+//! typed. Saved after the runner wrote, it reverts the runner's record ("step 2 DONE, step 3
+//! spawning") to what it was when the editor loaded the file. Taken as it is, the loop would
+//! run a passed step again or start a second agent for the running one.
+//!
+//! A save is read as the person's changes against the version their editor loaded: of the
+//! versions of the file the store has known, the one the saved text is closest to, field by
+//! field. When that is the newest version, the save is an ordinary hand edit and wins as it
+//! is. When it is an older one, the save is stale: the fields the person changed against that
+//! older version are theirs; every other field the runner changed since then is put back.
+//! So a step line set back to PENDING in the current text is a deliberate change (it runs
+//! again), while a whole file reverted to an older text is a stale save (nothing is lost).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::document::Document;
+use super::edit::Edit;
+
+/// Every scalar of a document by key path (step lines included: `PLAN STEPS 2`).
+pub(crate) type Fields = BTreeMap<Vec<String>, String>;
+
+/// How many earlier versions a store remembers as possible bases of a save.
+const HISTORY: usize = 16;
+/// Documents larger than this are not remembered (the cost would outgrow the use).
+const MAX_REMEMBERED_BYTES: usize = 256 * 1024;
+
+/// The scalar fields of `doc`.
+pub(crate) fn fields(doc: &Document) -> Fields {
+    let mut out = Fields::new();
+    let mut path = Vec::new();
+    walk(doc, None, &mut path, &mut out);
+    out
+}
+
+fn walk(doc: &Document, parent: Option<usize>, path: &mut Vec<String>, out: &mut Fields) {
+    for i in doc.children(parent) {
+        let k = doc.key_at(i);
+        path.push(k.key.clone());
+        match &k.value {
+            Some(v) => {
+                out.insert(path.clone(), v.text.clone());
+            }
+            None => walk(doc, Some(i), path, out),
+        }
+        path.pop();
+    }
+}
+
+/// How many fields differ between two versions.
+fn distance(a: &Fields, b: &Fields) -> usize {
+    let mut n = a.iter().filter(|(k, v)| b.get(*k) != Some(*v)).count();
+    n += b.keys().filter(|k| !a.contains_key(*k)).count();
+    n
+}
+
+/// The versions a store has known, oldest first; the last is the newest.
+#[derive(Debug, Default)]
+pub(crate) struct History {
+    versions: VecDeque<Fields>,
+}
+
+/// What a stale save would have reverted, and the edits that put it back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Restored {
+    /// How many versions back the saved text was made from (1: the one before the newest).
+    pub versions_back: usize,
+    /// The fields put back, as `KEY.KEY` paths.
+    pub fields: Vec<String>,
+    pub(crate) edits: Vec<Edit>,
+}
+
+impl History {
+    /// Remembers `doc` as the newest version.
+    pub(crate) fn push(&mut self, doc: &Document, len: usize) {
+        if len > MAX_REMEMBERED_BYTES {
+            self.versions.clear();
+            return;
+        }
+        let f = fields(doc);
+        if self.versions.back() == Some(&f) {
+            return;
+        }
+        if self.versions.len() == HISTORY {
+            self.versions.pop_front();
+        }
+        self.versions.push_back(f);
+    }
+
+    /// For a text saved by someone else: `None` when it is a hand edit of the newest version
+    /// (or nothing of the runner's would be lost), else what a stale save reverted.
+    pub(crate) fn stale(&self, theirs: &Document) -> Option<Restored> {
+        let newest = self.versions.back()?;
+        let t = fields(theirs);
+        let d_newest = distance(&t, newest);
+        if d_newest == 0 {
+            return None;
+        }
+        // The closest older version; on a tie the newer one (the smaller claim of staleness).
+        let (back, base) = self
+            .versions
+            .iter()
+            .rev()
+            .enumerate()
+            .skip(1)
+            .map(|(back, v)| (back, v, distance(&t, v)))
+            .filter(|(_, _, d)| *d < d_newest)
+            .min_by_key(|(back, _, d)| (*d, *back))
+            .map(|(back, v, _)| (back, v))?;
+        let mut edits = Vec::new();
+        let mut names = Vec::new();
+        let keys: std::collections::BTreeSet<&Vec<String>> =
+            base.keys().chain(newest.keys()).collect();
+        for k in keys {
+            let (was, ours, now) = (base.get(k), newest.get(k), t.get(k));
+            // The runner changed it since the base, and the saved text still has the base's.
+            if was != ours && now == was {
+                names.push(k.join("."));
+                edits.push(match ours {
+                    Some(v) => Edit::Set(k.clone(), v.clone()),
+                    None => Edit::Remove(k.clone()),
+                });
+            }
+        }
+        if edits.is_empty() {
+            return None;
+        }
+        Some(Restored {
+            versions_back: back,
+            fields: names,
+            edits,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str) -> Document {
+        Document::parse(text).unwrap()
+    }
+
+    const V1: &str = "STATUS: RUNNING\nGOAL: g\nCONSTRAINTS: none\nPLAN:\n  TOTAL_STEPS: 2\n  CURRENT_STEP: 1\n  STEPS:\n    1: [RUNNING] a\n    2: [PENDING] b\nCURRENT:\n  TASK_ID: t1\n";
+    const V2: &str = "STATUS: RUNNING\nGOAL: g\nCONSTRAINTS: none\nPLAN:\n  TOTAL_STEPS: 2\n  CURRENT_STEP: 2\n  STEPS:\n    1: [DONE] a\n    2: [RUNNING] b\nCURRENT:\n  TASK_ID: t2\nRESULTS:\n  STEP_1:\n    EXIT: 0\n";
+
+    fn history(versions: &[&str]) -> History {
+        let mut h = History::default();
+        for v in versions {
+            h.push(&doc(v), v.len());
+        }
+        h
+    }
+
+    #[test]
+    fn a_save_of_an_older_text_puts_back_what_the_runner_wrote_since() {
+        let h = history(&[V1, V2]);
+        let r = h.stale(&doc(V1)).expect("stale");
+        assert_eq!(r.versions_back, 1);
+        let mut d = doc(V1);
+        for e in &r.edits {
+            d.apply(e);
+        }
+        assert_eq!(fields(&d), fields(&doc(V2)));
+    }
+
+    #[test]
+    fn what_the_person_changed_in_the_older_text_is_kept() {
+        let h = history(&[V1, V2]);
+        let theirs = V1.replace("CONSTRAINTS: none", "CONSTRAINTS: no new deps");
+        let r = h.stale(&doc(&theirs)).expect("stale");
+        let mut d = doc(&theirs);
+        for e in &r.edits {
+            d.apply(e);
+        }
+        assert_eq!(d.get(&["CONSTRAINTS"]).as_deref(), Some("no new deps"));
+        assert_eq!(d.get(&["CURRENT", "TASK_ID"]).as_deref(), Some("t2"));
+    }
+
+    #[test]
+    fn a_step_set_back_to_pending_in_the_newest_text_is_a_hand_edit() {
+        let h = history(&[V1, V2]);
+        let theirs = V2.replace("1: [DONE] a", "1: [PENDING] a");
+        assert_eq!(h.stale(&doc(&theirs)), None);
+    }
+
+    #[test]
+    fn the_newest_text_itself_is_no_stale_save() {
+        let h = history(&[V1, V2]);
+        assert_eq!(h.stale(&doc(V2)), None);
+        assert_eq!(History::default().stale(&doc(V1)), None);
+    }
+}
