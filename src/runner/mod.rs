@@ -3,6 +3,7 @@
 //! write. It blocks on file events and timers; while a step runs it does no work at all.
 
 mod crash;
+mod ledger;
 mod start;
 mod step;
 
@@ -14,7 +15,7 @@ use chrono::Utc;
 
 use crate::engine::{self, Next, Outcome, Transition};
 use crate::exit::Status as Exit;
-use crate::m1::{Document, Edit, M1, Status, Store};
+use crate::m1::{Document, Edit, M1, Status, Store, StoreError};
 use crate::notifier::{self, Event, Notifier};
 use crate::settings::Settings;
 use crate::watch::{Wake, Watch};
@@ -29,6 +30,12 @@ pub const POLL: Duration = Duration::from_secs(1);
 
 /// Grace between SIGTERM and SIGKILL when the runner ends a step.
 pub const KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// A new loop id: 12 hex digits, enough to tell loops of one state directory apart.
+#[must_use]
+pub fn new_loop_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
+}
 
 /// The task this runner started, as it knows it in memory (the file may be edited meanwhile).
 #[derive(Debug, Clone)]
@@ -57,6 +64,10 @@ pub struct Runner {
     /// next commit of any kind; a runner that dies first loses only a decision it can remake
     /// from the task's exit record.
     pending: Vec<Edit>,
+    /// The loop's identity (`LOOP_ID`), which its tasks carry in their environment.
+    loop_id: String,
+    /// What this loop started and how each start was judged (see [`ledger`]).
+    ledger: ledger::Ledger,
     _lock: lock::RunnerLock,
 }
 
@@ -92,6 +103,13 @@ impl Runner {
             .context("while finding the project directory")?;
         let watch = Watch::new(file, &stopfile::paths(&state_dir));
         let notifier = notifier::from_env(&state_dir);
+        // A loop written by hand or by an older version has no id yet: it gets one with its
+        // next spawn.
+        let loop_id = doc
+            .get(&["LOOP_ID"])
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(new_loop_id);
+        let ledger = ledger::Ledger::load(&state_dir, &loop_id);
         Ok(Self {
             file: file.to_path_buf(),
             state_dir,
@@ -105,6 +123,8 @@ impl Runner {
             invalid_reported: None,
             live: None,
             pending: Vec::new(),
+            loop_id,
+            ledger,
             _lock: lock,
         })
     }
@@ -128,45 +148,71 @@ impl Runner {
     /// Re-reads M1.md. A hand edit that broke it: report `file:line:column` once, write
     /// nothing, and wait for the fix (or a stop file).
     fn refresh(&mut self) -> anyhow::Result<Option<Exit>> {
-        loop {
-            match self.store.reload() {
-                Ok(Some(doc)) => {
-                    self.doc = doc;
-                    for e in &self.pending {
-                        self.doc.apply(e);
-                    }
-                    self.invalid_reported = None;
-                    return Ok(None);
-                }
-                Ok(None) => {
-                    self.invalid_reported = None;
-                    return Ok(None);
-                }
-                Err(err) => {
-                    if err.downcast_ref::<crate::m1::Errors>().is_none() {
-                        return Err(err);
-                    }
-                    let msg = format!("{err:#}");
-                    if self.invalid_reported.as_deref() != Some(msg.as_str()) {
-                        self.say(&format!(
-                            "invalid: M1.md was edited into an invalid state; waiting for the fix, writing nothing: {msg}"
-                        ));
-                        eprintln!(
-                            "loop: {msg}\nloop: fix M1.md; the runner waits and writes nothing until then"
-                        );
-                        self.invalid_reported = Some(msg);
-                    }
-                    if let Some(stop) = stopfile::present(&self.state_dir) {
-                        return Ok(Some(self.stop_while_invalid(&stop)));
-                    }
-                    let _ = self.watch.wait(POLL);
-                }
+        while !self.reload()? {
+            if let Some(stop) = stopfile::present(&self.state_dir) {
+                return Ok(Some(self.stop_while_invalid(&stop)));
             }
+            // Any wake (or a second) is a reason to look again.
+            let _ = self.watch.wait(POLL);
+        }
+        Ok(None)
+    }
+
+    /// One look at M1.md, never blocking on a broken file: `false` when it is invalid (the
+    /// problem is reported once). A stale save (an old text saved over newer records) comes
+    /// back with what it reverted put back, and that is written at once.
+    fn reload(&mut self) -> anyhow::Result<bool> {
+        match self.store.reload() {
+            Ok(Some(doc)) => {
+                self.doc = doc;
+                for e in &self.pending {
+                    self.doc.apply(e);
+                }
+                self.invalid_reported = None;
+                if self.note_restored() {
+                    self.commit(&[])?;
+                }
+                Ok(true)
+            }
+            Ok(None) => {
+                self.invalid_reported = None;
+                Ok(true)
+            }
+            Err(StoreError::DiskInvalid(errs)) => {
+                let msg = errs.to_string();
+                if self.invalid_reported.as_deref() != Some(msg.as_str()) {
+                    self.say(&format!(
+                        "invalid: M1.md was edited into an invalid state; waiting for the fix, writing nothing: {msg}"
+                    ));
+                    eprintln!(
+                        "loop: {msg}\nloop: fix M1.md; the runner waits and writes nothing until then"
+                    );
+                    self.invalid_reported = Some(msg);
+                }
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
         }
     }
 
+    /// Logs what the store put back after a stale save; whether it did.
+    fn note_restored(&mut self) -> bool {
+        let Some(r) = self.store.take_restored() else {
+            return false;
+        };
+        self.say(&format!(
+            "stale save: M1.md was saved from a text {} version(s) old; kept what was changed in it, \
+             put back what the runner had recorded since: {}",
+            r.versions_back,
+            r.fields.join(", ")
+        ));
+        true
+    }
+
     /// Applies edits with compare-and-swap. If the file on disk is invalid at that moment, the
-    /// edits wait (nothing is written, nothing is dropped) until it is fixed.
+    /// edits wait (nothing is written, nothing is dropped) until it is fixed. If a valid hand
+    /// edit took away what they are about (so they would make it invalid), retrying cannot
+    /// help: the loop halts WAITING with the reason, and the command ends with exit 3.
     fn commit(&mut self, edits: &[Edit]) -> anyhow::Result<()> {
         let all: Vec<Edit> = self.pending.iter().chain(edits).cloned().collect();
         loop {
@@ -174,18 +220,53 @@ impl Runner {
                 Ok(doc) => {
                     self.doc = doc;
                     self.pending.clear();
+                    self.note_restored();
                     return Ok(());
                 }
-                Err(err) if err.downcast_ref::<crate::m1::Errors>().is_some() => {
+                Err(StoreError::DiskInvalid(_)) => {
                     if let Some(Exit::Waiting) = self.refresh()? {
                         anyhow::bail!(
                             "stopped while M1.md was invalid; the last decision was not recorded"
                         );
                     }
                 }
-                Err(err) => return Err(err),
+                Err(StoreError::EditsInvalid(errs)) => return Err(self.halt_unrecordable(&errs)),
+                Err(StoreError::Io(e)) => return Err(e),
             }
         }
+    }
+
+    /// The runner's record cannot go into the file as a person left it: say so in the file
+    /// (STATUS WAITING and the reason, nothing else) and end with exit 3.
+    fn halt_unrecordable(&mut self, errs: &crate::m1::Errors) -> anyhow::Error {
+        self.pending.clear();
+        let what = engine::one_line(&errs.to_string(), 240);
+        let reason =
+            format!("M1.md was edited so that the runner's record would make it invalid ({what})");
+        let how = "fix M1.md (the plan, CURRENT_STEP, the step lines), then `loop resume`";
+        let edits = [
+            Edit::Status(Status::Waiting),
+            Edit::set(
+                &["LAST_ACTION"],
+                engine::one_line(&format!("Waiting: {reason}"), 300),
+            ),
+            Edit::set(&["NEXT_ACTION"], how),
+        ];
+        let written = match self.store.commit(&edits) {
+            Ok(doc) => {
+                self.doc = doc;
+                "STATUS WAITING written"
+            }
+            Err(_) => "nothing written",
+        };
+        self.say(&format!("halt: {reason}; {written}"));
+        let m = self.view();
+        self.notify(&Event::Waiting {
+            goal: m.goal,
+            reason: reason.clone(),
+            how_to_continue: how.into(),
+        });
+        crate::exit::Exit::waiting(format!("{reason}; {how}")).into()
     }
 
     /// Holds a transition for the next write (see `pending`); only for outcomes after which
@@ -196,6 +277,21 @@ impl Runner {
         }
         self.pending.extend(t.edits.iter().cloned());
         self.say(&t.log);
+    }
+
+    /// Writes how a task was judged into the ledger, before M1.md says it.
+    fn record_judged(
+        &mut self,
+        task_id: &str,
+        verdict: &str,
+        edits: &[Edit],
+    ) -> anyhow::Result<()> {
+        if !crate::bridge::exists(&self.state_dir, task_id) {
+            return Ok(());
+        }
+        self.ledger
+            .judge(task_id, ledger::Judged::new(verdict, edits))
+            .with_context(|| format!("while recording the judgement of task {task_id}"))
     }
 
     /// Writes held edits now: before the runner waits, pauses or exits.
@@ -396,6 +492,9 @@ impl Runner {
             &stop.display().to_string(),
             task.as_deref(),
         );
+        if let Some(id) = &task {
+            self.record_judged(id, "stopped", &t.edits)?;
+        }
         let exit = self.apply(&t)?;
         self.notify(&Event::Waiting {
             goal: m.goal.clone(),
@@ -408,10 +507,14 @@ impl Runner {
     /// A stop while M1.md is invalid: kill the task known from the last valid text, write
     /// nothing (the file is the human's to fix), and end WAITING.
     fn stop_while_invalid(&mut self, stop: &Path) -> Exit {
-        if let Some(id) = self.view().current.task_id.filter(|t| !t.is_empty())
+        let m = self.view();
+        if let Some(id) = m.current.task_id.filter(|t| !t.is_empty())
             && crate::bridge::exists(&self.state_dir, &id)
         {
             let _ = crate::bridge::kill(&self.state_dir, &id, KILL_GRACE);
+            // Once the file is fixed, its TASK_ID gets the stop's record, not a judgement.
+            let t = engine::stopped(m.plan.current_step, &stop.display().to_string(), Some(&id));
+            let _ = self.record_judged(&id, "stopped", &t.edits);
         }
         self.say(&format!(
             "stop: {} seen while M1.md is invalid; step killed, nothing written",

@@ -148,6 +148,7 @@ fn new_document(
         edits.push(Edit::set(&["VERIFY"], v));
     }
     edits.push(Edit::set(&["WORKDIR"], workdir.display().to_string()));
+    edits.push(Edit::set(&["LOOP_ID"], super::new_loop_id()));
     if let Some(p) = &req.plan {
         let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
         edits.push(Edit::set(&["PLAN_FILE"], abs.display().to_string()));

@@ -15,6 +15,21 @@ use crate::notifier::Event;
 use crate::watch::Wake;
 use crate::{prompt, stopfile, verify};
 
+/// The ledger's name of a judgement.
+fn verdict_name(j: &Judgement) -> &'static str {
+    match j {
+        Judgement::Pass { .. } => "pass",
+        Judgement::NeedsVerify => "verify",
+        Judgement::Retry { .. } => "retry",
+        Judgement::Exhausted { .. } => "failed",
+        Judgement::Backoff { .. } => "backoff",
+        Judgement::UsageWait { .. } => "usage_wait",
+        Judgement::Blocked { .. } => "blocked",
+        Judgement::Halt { .. } => "halt",
+        Judgement::FreshSession { .. } | Judgement::ResumeSession { .. } => "session",
+    }
+}
+
 /// A step that has run this long gets its agent's pid recorded in CURRENT.
 const PID_RECORD_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -57,6 +72,21 @@ impl Runner {
         session: &SessionPlan,
     ) -> anyhow::Result<Option<Exit>> {
         let m = self.view();
+        // What was started cannot be unstarted: a task of this loop that no judgement covers
+        // is taken back on record, never started a second time.
+        if let Some(e) = self.ledger.unjudged().cloned() {
+            self.adopt(&e)?;
+            return Ok(None);
+        }
+        if let Some((e, edits)) = self.ledger.lost_pass(&m, step) {
+            let task = e.task_id.clone();
+            self.commit(&edits)?;
+            self.say(&format!(
+                "ledger: step {step} passed as task {task}, but M1.md no longer said so (a save \
+                 of an older text); its record is put back and it is not run again"
+            ));
+            return Ok(None);
+        }
         let (session_id, resumed) = match session {
             SessionPlan::Fresh => (agent::new_session_id(), false),
             SessionPlan::Resume(id) => (id.clone(), true),
@@ -67,6 +97,9 @@ impl Runner {
         let mut t = engine::spawn(step, attempt, &task_id, &session_id, &prompt, Utc::now());
         if let Some(head) = crate::git::head(&self.workdir) {
             t.edits.push(Edit::set(&["CURRENT", "GIT_HEAD"], head));
+        }
+        if self.doc.get(&["LOOP_ID"]).as_deref() != Some(self.loop_id.as_str()) {
+            t.edits.push(Edit::set(&["LOOP_ID"], self.loop_id.clone()));
         }
         self.apply(&t)?;
         crash::point("after-spawn-write");
@@ -97,6 +130,8 @@ impl Runner {
         env.push(("LOOP_ATTEMPT".into(), attempt.to_string()));
         env.push(("LOOP_TASK_ID".into(), task_id.to_string()));
         env.push(("LOOP_FILE".into(), file.display().to_string()));
+        env.push(("LOOP_ID".into(), self.loop_id.clone()));
+        env.push(("LOOP_SESSION_ID".into(), session_id.to_string()));
         env.extend(self.settings.agent_env.iter().cloned());
         let mut command = vec![inv.program];
         command.extend(inv.args);
@@ -112,6 +147,7 @@ impl Runner {
         };
         bridge::fire_with_id(&self.state_dir, task_id, &req)
             .with_context(|| format!("while starting task {task_id}"))?;
+        self.ledger.started(task_id, step, attempt, session_id);
         self.live = Some(super::LiveTask {
             task_id: task_id.to_string(),
             attempt,
@@ -128,6 +164,17 @@ impl Runner {
     /// A task is on record: re-adopt it if it runs, judge it if it ended, spawn it if the
     /// spawn never happened, count an attempt if it was lost.
     pub(super) fn await_task(&mut self, step: u32, task_id: &str) -> anyhow::Result<Option<Exit>> {
+        if let Some(j) = self.ledger.judged(task_id).cloned() {
+            // Judged before (M1.md was saved from a text older than that record, or the
+            // runner died between the two writes): the same record again, not a new judgement.
+            self.commit(&j.edits())?;
+            self.say(&format!(
+                "ledger: task {task_id} was judged already ({}); its record is put back, it is \
+                 not judged or run again",
+                j.verdict
+            ));
+            return Ok(None);
+        }
         if !bridge::exists(&self.state_dir, task_id) {
             let m = self.view();
             let attempt = m.current.attempt.unwrap_or(1);
@@ -164,13 +211,20 @@ impl Runner {
             let checked = std::time::Instant::now();
             // Output makes the task directory busy; between full checks (at most every
             // PID_RECORD_AFTER, and on each poll) a wake costs one look for the exit record.
+            // A full check comes at least every POLL by the clock, however often M1.md is
+            // saved: its events never keep the runner from seeing the task end.
             loop {
-                match self.watch.wait(POLL) {
+                let left = POLL.saturating_sub(checked.elapsed());
+                if left.is_zero() {
+                    break;
+                }
+                match self.watch.wait(left) {
                     Wake::M1Changed => {
-                        if let Some(exit) = self.refresh()? {
-                            return Ok(Some(exit));
+                        // A broken or half-written file is reported and waited out later, by
+                        // the write that needs it; the task is watched on meanwhile.
+                        if self.reload()? {
+                            self.keep_task_on_record(step, task_id)?;
                         }
-                        self.keep_task_on_record(step, task_id)?;
                     }
                     Wake::Task if !exit_record.exists() && checked.elapsed() < PID_RECORD_AFTER => {
                     }
@@ -222,6 +276,16 @@ impl Runner {
     ) -> anyhow::Result<Option<Exit>> {
         let m = self.view();
         let caps = self.settings.caps(&m);
+        if report.state == TaskState::Lost {
+            // Its supervisor and guardian died: whatever of the task still runs is ended, and
+            // confirmed dead, before any retry can start beside it.
+            let after = bridge::kill(&self.state_dir, task_id, super::KILL_GRACE)
+                .with_context(|| format!("while ending what is left of lost task {task_id}"))?;
+            self.say(&format!(
+                "lost: task {task_id} lost its supervisor; its processes were ended ({})",
+                after.line()
+            ));
+        }
         let end = match report.state {
             TaskState::Timeout if report.reason.as_deref() == Some("idle") => TaskEnd::Idle,
             TaskState::Timeout => TaskEnd::Timeout,
@@ -372,6 +436,7 @@ impl Runner {
             t.edits.extend(plan_edits);
             t.edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], "1"));
         }
+        self.record_judged(task_id, verdict_name(&judgement), &t.edits)?;
         crash::point("before-record-write");
         // A pass or a retry is followed at once by a spawn, whose write-ahead record carries it.
         let exit = if t.outcome == engine::Outcome::Continue
@@ -385,6 +450,35 @@ impl Runner {
         crash::point("after-record-write");
         self.after_record(&m, step, &judgement);
         Ok(exit)
+    }
+
+    /// Puts a task of this loop that M1.md lost track of back on record (see [`ledger`]).
+    fn adopt(&mut self, e: &super::ledger::Entry) -> anyhow::Result<()> {
+        let mut edits = Vec::new();
+        if e.step > 0 {
+            edits.push(Edit::StepState(e.step, crate::m1::StepState::Running));
+        }
+        edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], e.step.to_string()));
+        edits.push(Edit::Clear(vec!["CURRENT".into()]));
+        edits.push(Edit::set(&["CURRENT", "TASK_ID"], e.task_id.clone()));
+        edits.push(Edit::set(&["CURRENT", "ATTEMPT"], e.attempt.to_string()));
+        if let Some(sid) = &e.session_id {
+            edits.push(Edit::set(&["CURRENT", "SESSION_ID"], sid.clone()));
+        }
+        edits.push(Edit::set(
+            &["LAST_ACTION"],
+            format!(
+                "Task {} (step {} attempt {}) taken back on record from the task ledger",
+                e.task_id, e.step, e.attempt
+            ),
+        ));
+        self.commit(&edits)?;
+        self.say(&format!(
+            "ledger: task {} (step {} attempt {}) was started but M1.md no longer named it (a \
+             save of an older text); taken back on record instead of starting another",
+            e.task_id, e.step, e.attempt
+        ));
+        Ok(())
     }
 
     /// Notifications and side effects that follow a recorded judgement.

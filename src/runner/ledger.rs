@@ -1,0 +1,337 @@
+//! The task directories as an append-only ledger of what this loop started and how each
+//! start was judged.
+//!
+//! M1.md is the loop's state, but a person may save an old text of it at any moment. What
+//! was started cannot be unstarted, so the runner keeps its own record beside each task:
+//! the spec `fire` wrote says which loop, step and attempt a task is (`LOOP_ID`, `LOOP_STEP`,
+//! `LOOP_ATTEMPT`, `LOOP_SESSION_ID` in its environment), and `judged.json`, written before
+//! the judgement goes into M1.md, says how the runner judged it and which edits recorded
+//! that. Before any spawn the runner consults the ledger: a task of this loop that was
+//! started and not judged is re-adopted, never started again; a task that was judged is
+//! never judged again (its recorded edits are put back instead); and a DONE step that an
+//! old text reverted is restored from its recorded pass.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::m1::{Edit, M1, Status, StepState};
+
+/// The file a judged task gets.
+pub const JUDGED_FILE: &str = "judged.json";
+
+/// One task of this loop.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub task_id: String,
+    pub step: u32,
+    pub attempt: u32,
+    pub session_id: Option<String>,
+    pub judged: Option<Judged>,
+}
+
+/// How a task was judged, and the M1.md edits that recorded it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Judged {
+    /// `pass`, `retry`, `failed`, `backoff`, `usage_wait`, `blocked`, `halt`, `session`,
+    /// `stopped`.
+    pub verdict: String,
+    pub edits: Vec<StoredEdit>,
+}
+
+/// An [`Edit`] as stored in `judged.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum StoredEdit {
+    Status { value: String },
+    Set { path: Vec<String>, value: String },
+    Remove { path: Vec<String> },
+    Clear { path: Vec<String> },
+    StepState { step: u32, state: String },
+    StepText { step: u32, text: String },
+    SetSteps { steps: Vec<(String, String)> },
+}
+
+impl StoredEdit {
+    fn from_edit(e: &Edit) -> Self {
+        match e {
+            Edit::Status(s) => Self::Status {
+                value: s.as_str().into(),
+            },
+            Edit::Set(path, value) => Self::Set {
+                path: path.clone(),
+                value: value.clone(),
+            },
+            Edit::Remove(path) => Self::Remove { path: path.clone() },
+            Edit::Clear(path) => Self::Clear { path: path.clone() },
+            Edit::StepState(step, state) => Self::StepState {
+                step: *step,
+                state: state.as_str().into(),
+            },
+            Edit::StepText(step, text) => Self::StepText {
+                step: *step,
+                text: text.clone(),
+            },
+            Edit::SetSteps(list) => Self::SetSteps {
+                steps: list
+                    .iter()
+                    .map(|(s, t)| (s.as_str().to_string(), t.clone()))
+                    .collect(),
+            },
+        }
+    }
+
+    /// The edit back; `None` for a state name this version does not know.
+    fn to_edit(&self) -> Option<Edit> {
+        Some(match self {
+            Self::Status { value } => Edit::Status(value.parse::<Status>().ok()?),
+            Self::Set { path, value } => Edit::Set(path.clone(), value.clone()),
+            Self::Remove { path } => Edit::Remove(path.clone()),
+            Self::Clear { path } => Edit::Clear(path.clone()),
+            Self::StepState { step, state } => {
+                Edit::StepState(*step, state.parse::<StepState>().ok()?)
+            }
+            Self::StepText { step, text } => Edit::StepText(*step, text.clone()),
+            Self::SetSteps { steps } => Edit::SetSteps(
+                steps
+                    .iter()
+                    .map(|(s, t)| Some((s.parse::<StepState>().ok()?, t.clone())))
+                    .collect::<Option<Vec<_>>>()?,
+            ),
+        })
+    }
+}
+
+impl Judged {
+    #[must_use]
+    pub fn new(verdict: &str, edits: &[Edit]) -> Self {
+        Self {
+            verdict: verdict.into(),
+            edits: edits.iter().map(StoredEdit::from_edit).collect(),
+        }
+    }
+
+    /// The recorded edits, as edits.
+    #[must_use]
+    pub fn edits(&self) -> Vec<Edit> {
+        self.edits.iter().filter_map(StoredEdit::to_edit).collect()
+    }
+
+    /// The value a recorded edit set at `RESULTS.STEP_N.KEY`.
+    fn result(&self, step: u32, key: &str) -> Option<&str> {
+        let want = [
+            "RESULTS".to_string(),
+            format!("STEP_{step}"),
+            key.to_string(),
+        ];
+        self.edits.iter().rev().find_map(|e| match e {
+            StoredEdit::Set { path, value } if path[..] == want[..] => Some(value.as_str()),
+            _ => None,
+        })
+    }
+
+    /// The edits that restore a step's recorded pass: its RESULTS and its DONE line, and
+    /// nothing about what came after it.
+    fn step_record(&self, step: u32) -> Vec<Edit> {
+        let block = format!("STEP_{step}");
+        self.edits()
+            .into_iter()
+            .filter(|e| match e {
+                Edit::Set(p, _) | Edit::Remove(p) => {
+                    p.len() == 3 && p[0] == "RESULTS" && p[1] == block
+                }
+                Edit::StepState(n, _) => *n == step,
+                _ => false,
+            })
+            .collect()
+    }
+}
+
+/// This loop's tasks, oldest first.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    tasks_dir: PathBuf,
+    entries: Vec<Entry>,
+}
+
+fn env_of<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    env.iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+#[derive(Deserialize)]
+struct SpecFields {
+    #[serde(default)]
+    env: Vec<(String, String)>,
+    #[serde(default)]
+    created_at: String,
+}
+
+impl Ledger {
+    /// Reads the ledger of loop `loop_id` from `state_dir/tasks`. Tasks of other loops (an
+    /// archived one, a plain `loop fire`) are not this loop's.
+    #[must_use]
+    pub fn load(state_dir: &Path, loop_id: &str) -> Self {
+        let tasks_dir = state_dir.join("tasks");
+        let mut found: Vec<(String, Entry)> = Vec::new();
+        if let Ok(dir) = std::fs::read_dir(&tasks_dir) {
+            for e in dir.flatten() {
+                let id = e.file_name().to_string_lossy().into_owned();
+                if id.starts_with('.') {
+                    continue;
+                }
+                let Some(spec) = std::fs::read(e.path().join("spec.json"))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<SpecFields>(&b).ok())
+                else {
+                    continue;
+                };
+                if env_of(&spec.env, "LOOP_ID") != Some(loop_id) {
+                    continue;
+                }
+                let num = |k| env_of(&spec.env, k).and_then(|v| v.parse().ok());
+                let (Some(step), Some(attempt)) = (num("LOOP_STEP"), num("LOOP_ATTEMPT")) else {
+                    continue;
+                };
+                let judged = std::fs::read(e.path().join(JUDGED_FILE))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok());
+                found.push((
+                    spec.created_at,
+                    Entry {
+                        session_id: env_of(&spec.env, "LOOP_SESSION_ID").map(String::from),
+                        task_id: id,
+                        step,
+                        attempt,
+                        judged,
+                    },
+                ));
+            }
+        }
+        found.sort_by(|a, b| (&a.0, &a.1.task_id).cmp(&(&b.0, &b.1.task_id)));
+        Self {
+            tasks_dir,
+            entries: found.into_iter().map(|(_, e)| e).collect(),
+        }
+    }
+
+    /// Notes a task this runner just started.
+    pub fn started(&mut self, task_id: &str, step: u32, attempt: u32, session_id: &str) {
+        self.entries.push(Entry {
+            task_id: task_id.into(),
+            step,
+            attempt,
+            session_id: Some(session_id.into()),
+            judged: None,
+        });
+    }
+
+    /// Records, durably and before M1.md says so, how a task was judged.
+    ///
+    /// # Errors
+    /// When `judged.json` cannot be written.
+    pub fn judge(&mut self, task_id: &str, judged: Judged) -> anyhow::Result<()> {
+        let path = self.tasks_dir.join(task_id).join(JUDGED_FILE);
+        let json = serde_json::to_vec_pretty(&judged).context("while encoding judged.json")?;
+        let mut f = atomic_write_file::AtomicWriteFile::open(&path)
+            .with_context(|| format!("while creating {}", path.display()))?;
+        std::io::Write::write_all(&mut f, &json)
+            .and_then(|()| f.commit())
+            .with_context(|| format!("while writing {}", path.display()))?;
+        if let Some(e) = self.entries.iter_mut().find(|e| e.task_id == task_id) {
+            e.judged = Some(judged);
+        }
+        Ok(())
+    }
+
+    /// How task `task_id` was judged, if it is this loop's and was.
+    #[must_use]
+    pub fn judged(&self, task_id: &str) -> Option<&Judged> {
+        self.entries
+            .iter()
+            .find(|e| e.task_id == task_id)?
+            .judged
+            .as_ref()
+    }
+
+    /// A task of this loop that was started and never judged: at most one exists, the one
+    /// that runs or ran last.
+    #[must_use]
+    pub fn unjudged(&self) -> Option<&Entry> {
+        self.entries.iter().rev().find(|e| e.judged.is_none())
+    }
+
+    /// For a step about to be spawned: the edits that restore its recorded pass when the
+    /// text lost it (an older text saved over the record: its RESULTS no longer say what the
+    /// pass wrote). A step whose line alone was set back to PENDING, its RESULTS still those
+    /// of the pass, was set back on purpose and runs again: `None`.
+    #[must_use]
+    pub fn lost_pass(&self, m: &M1, step: u32) -> Option<(&Entry, Vec<Edit>)> {
+        if step == 0 {
+            return None;
+        }
+        let last = self
+            .entries
+            .iter()
+            .rev()
+            .find(|e| e.step == step && e.judged.is_some())?;
+        let j = last.judged.as_ref()?;
+        if j.verdict != "pass" {
+            return None;
+        }
+        let r = m.results.get(&step);
+        let attempts = r.and_then(|r| r.attempts).map(|a| a.to_string());
+        let summary = r.and_then(|r| r.summary.clone());
+        let same = attempts.as_deref() == j.result(step, "ATTEMPTS")
+            && summary.as_deref() == j.result(step, "SUMMARY");
+        if same {
+            return None;
+        }
+        Some((last, j.step_record(step)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_edits_come_back_as_they_went() {
+        let edits = vec![
+            Edit::Status(Status::Waiting),
+            Edit::set(&["RESULTS", "STEP_2", "EXIT"], "0"),
+            Edit::Remove(vec!["RESULTS".into(), "STEP_2".into(), "ERROR".into()]),
+            Edit::Clear(vec!["CURRENT".into()]),
+            Edit::StepState(2, StepState::Done),
+            Edit::StepText(2, "x".into()),
+            Edit::SetSteps(vec![(StepState::Pending, "a".into())]),
+        ];
+        let j = Judged::new("pass", &edits);
+        let back: Judged = serde_json::from_slice(&serde_json::to_vec(&j).unwrap()).unwrap();
+        assert_eq!(back.edits(), edits);
+    }
+
+    #[test]
+    fn a_pass_restores_only_its_own_step() {
+        let j = Judged::new(
+            "pass",
+            &[
+                Edit::StepState(2, StepState::Done),
+                Edit::set(&["RESULTS", "STEP_2", "SUMMARY"], "s"),
+                Edit::set(&["PLAN", "CURRENT_STEP"], "3"),
+                Edit::Clear(vec!["CURRENT".into()]),
+            ],
+        );
+        assert_eq!(
+            j.step_record(2),
+            vec![
+                Edit::StepState(2, StepState::Done),
+                Edit::set(&["RESULTS", "STEP_2", "SUMMARY"], "s"),
+            ]
+        );
+        assert_eq!(j.result(2, "SUMMARY"), Some("s"));
+    }
+}
