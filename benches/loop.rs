@@ -2,9 +2,12 @@
 //! - overhead per step with an instant agent, against a plain shell loop that runs the same
 //!   agent the same number of times, measured in the same run;
 //! - time from the stop file appearing to the step's group dead and STATUS written;
-//! - the runner's CPU time and memory while a step sleeps (BENCH_SLEEP_S, default 30).
+//! - the runner's CPU time and memory while a step sleeps (BENCH_SLEEP_S, default 30);
+//! - under a save of M1.md every 20 ms (by rename, by `>>`, by truncate and a write in two halves 5 ms apart), the time
+//!   from one step's agent exiting to the next one's spawn (judging, recording, spawning),
+//!   against the same loop with no saves.
 //!
-//! Run: `cargo bench --bench loop`
+//! Run: `cargo bench --bench loop` (or name sections: `-- overhead stop idle storm`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -273,11 +276,142 @@ fn idle_cost() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Save {
+    None,
+    Rename,
+    Append,
+    InPlace,
+}
+
+fn save_once(file: &Path, how: Save, n: usize) {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    match how {
+        Save::None => {}
+        Save::Rename => {
+            let tmp = file.with_extension("md.swp");
+            std::fs::write(&tmp, format!("{text}# save {n}\n")).unwrap();
+            std::fs::rename(&tmp, file).unwrap();
+        }
+        Save::Append => {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(file).unwrap();
+            writeln!(f, "# save {n}").unwrap();
+        }
+        Save::InPlace => {
+            // Truncate, half, 5 ms, the rest: an editor writing in chunks.
+            use std::io::Write;
+            let text = format!("{text}# save {n}\n");
+            let cut = text.len() / 2;
+            let cut = (cut..text.len())
+                .find(|i| text.is_char_boundary(*i))
+                .unwrap_or(cut);
+            let mut f = std::fs::File::create(file).unwrap();
+            f.write_all(&text.as_bytes()[..cut]).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            f.write_all(&text.as_bytes()[cut..]).unwrap();
+        }
+    }
+}
+
+fn json_time(path: &Path, key: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    chrono::DateTime::parse_from_rfc3339(v[key].as_str()?)
+        .ok()
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
+/// One loop of STEPS steps under `how`: the gaps from each agent's exit to the next spawn.
+fn storm_round(how: Save) -> Vec<f64> {
+    let dir = fresh(r#"{"default": {"sleep_ms": 30, "result": "ok\nSTEP_DONE: ok"}}"#);
+    let mut args = vec![
+        "start".to_string(),
+        "bench".into(),
+        "--max-steps".into(),
+        STEPS.to_string(),
+    ];
+    for i in 1..=STEPS {
+        args.push("--step".into());
+        args.push(format!("step {i}"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut child = loop_cmd(&dir, &args).spawn().unwrap();
+    let file = dir.join("state/M1.md");
+    let mut n = 0;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        n += 1;
+        if file.exists() {
+            save_once(&file, how, n);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "loop failed under {how:?}: see {}",
+        dir.display()
+    );
+    let mut tasks: Vec<(
+        chrono::DateTime<chrono::Utc>,
+        Option<chrono::DateTime<chrono::Utc>>,
+    )> = std::fs::read_dir(dir.join("state/tasks"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let created = json_time(&e.path().join("spec.json"), "created_at")?;
+            Some((created, json_time(&e.path().join("exit.json"), "ended_at")))
+        })
+        .collect();
+    tasks.sort();
+    let gaps = tasks
+        .windows(2)
+        .filter_map(|w| Some((w[1].0 - w[0].1?).num_microseconds()? as f64 / 1000.0))
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    gaps
+}
+
+fn save_storm() {
+    println!("save storm: a save every 20 ms; agent exit → next spawn, {STEPS} steps each");
+    let mut base = 0.0;
+    for how in [Save::None, Save::Rename, Save::Append, Save::InPlace] {
+        let mut gaps = storm_round(how);
+        gaps.sort_by(f64::total_cmp);
+        let median = gaps[gaps.len() / 2];
+        let max = gaps[gaps.len() - 1];
+        if how == Save::None {
+            base = median;
+        }
+        println!(
+            "  {:<8}: median {median:7.1} ms, max {max:7.1} ms; median/no-saves {:.2}",
+            format!("{how:?}"),
+            median / base
+        );
+    }
+}
+
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list") {
         return;
     }
-    overhead();
-    stop_latency();
-    idle_cost();
+    let picked: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let run = |name: &str| picked.is_empty() || picked.contains(&name);
+    if run("overhead") {
+        overhead();
+    }
+    if run("stop") {
+        stop_latency();
+    }
+    if run("idle") {
+        idle_cost();
+    }
+    if run("storm") {
+        save_storm();
+    }
 }

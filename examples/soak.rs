@@ -1,0 +1,516 @@
+//! Fault injection against whole loops, with real processes and the simulated agent: kill -9
+//! of the runner at random moments, stale saves of M1.md (an old text saved over newer
+//! records, with the runner alive or dead), kill -9 of a step's supervisor and guardian
+//! together, an agent that leaves a `setsid` process and a grandchild behind, and saves of
+//! M1.md every 20 ms. Counts, for every loop: double starts (an attempt of a step started
+//! twice), lost results (a loop not DONE, a step without its result), orphans (a process of
+//! the loop alive after it ended), and the time from an agent's exit to the next spawn.
+//!
+//! Run: `cargo build --release && cargo run --release --example soak -- --loops 100`
+//! (`--seed N` for another sequence of faults; `--keep` keeps the directories of failures).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    loops: usize,
+    runner_kills: usize,
+    stale_saves: usize,
+    stale_saves_dead_runner: usize,
+    supervisor_guardian_kills: usize,
+    setsid_escapes: usize,
+    storms: usize,
+    double_starts: usize,
+    lost_results: usize,
+    orphans: usize,
+    gaps_ms: Vec<f64>,
+    storm_gaps_ms: Vec<f64>,
+    failures: Vec<String>,
+}
+
+fn bin(name: &str) -> PathBuf {
+    let me = std::env::current_exe().expect("own path");
+    // target/<profile>/examples/soak → target/<profile>/<name>
+    let dir = me.parent().and_then(Path::parent).expect("target dir");
+    let p = dir.join(name);
+    assert!(
+        p.exists(),
+        "{} not found: run `cargo build --release` (or without --release for a debug soak) first",
+        p.display()
+    );
+    p
+}
+
+struct Loop {
+    dir: PathBuf,
+    file: PathBuf,
+    sim_log: PathBuf,
+}
+
+impl Loop {
+    fn new(root: &Path, i: usize, sleep_ms: u64, leave_behind: bool) -> Self {
+        let dir = root.join(format!("loop-{i:04}"));
+        let project = dir.join("project");
+        std::fs::create_dir_all(project.join("state")).unwrap();
+        let scenario = dir.join("scenario.json");
+        let grandchild = if leave_behind {
+            r#", "grandchild_sleep_s": 600"#
+        } else {
+            ""
+        };
+        std::fs::write(
+            &scenario,
+            format!(
+                r#"{{"default": {{"sleep_ms": {sleep_ms}, "heartbeat_ms": 50{grandchild}, "result": "worked\nSTEP_DONE: ok"}}}}"#
+            ),
+        )
+        .unwrap();
+        // The agent: a process that leaves the group with setsid, then the simulated agent.
+        let agent = dir.join("agent.sh");
+        let escape = if leave_behind {
+            "setsid sleep 600 </dev/null >/dev/null 2>&1 &\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            &agent,
+            format!(
+                "#!/bin/sh\n{escape}exec '{}' \"$@\"\n",
+                bin("claude-sim").display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        Loop {
+            file: project.join("state/M1.md"),
+            sim_log: dir.join("calls.jsonl"),
+            dir,
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin("loop"));
+        c.args(args)
+            .current_dir(self.dir.join("project"))
+            .env("LOOP_FILE", &self.file)
+            .env("LOOP_AGENT", self.dir.join("agent.sh"))
+            .env("LOOP_STOP_FILE", self.dir.join("stop"))
+            .env("CLAUDE_SIM_SCENARIO", self.dir.join("scenario.json"))
+            .env("CLAUDE_SIM_LOG", &self.sim_log)
+            .env_remove("TELEGRAM_BOT_TOKEN")
+            .env_remove("TELEGRAM_CHAT_ID")
+            .env_remove("LOOP_CRASH_AT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.file).unwrap_or_default()
+    }
+
+    fn calls(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.sim_log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn started(&self, step: u64) -> bool {
+        self.calls()
+            .iter()
+            .any(|c| c["step"].as_u64() == Some(step))
+    }
+
+    fn step_running(&self, step: u64) -> bool {
+        self.started(step) && self.text().contains(&format!("{step}: [RUNNING]"))
+    }
+
+    fn done(&self) -> bool {
+        self.text().starts_with("STATUS: DONE")
+    }
+
+    /// Live processes of this loop: the loop's directory in their environment or command.
+    fn processes(&self) -> Vec<String> {
+        let needle = self.dir.to_string_lossy().into_owned();
+        let mut out = Vec::new();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat.is_empty()
+                || stat
+                    .rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            {
+                continue;
+            }
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let hay = |b: &[u8]| String::from_utf8_lossy(b).contains(&needle);
+            if hay(&env) || hay(&cmd) {
+                out.push(format!(
+                    "{pid} {}",
+                    String::from_utf8_lossy(&cmd).replace('\0', " ")
+                ));
+            }
+        }
+        out
+    }
+
+    fn task_dirs(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.dir.join("project/state/tasks"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+            .collect()
+    }
+
+    /// The gaps between one agent's exit and the next spawn, in ms.
+    fn gaps(&self) -> Vec<f64> {
+        let time = |p: PathBuf, k: &str| -> Option<chrono::DateTime<chrono::Utc>> {
+            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).ok()?).ok()?;
+            Some(
+                chrono::DateTime::parse_from_rfc3339(v[k].as_str()?)
+                    .ok()?
+                    .into(),
+            )
+        };
+        let mut t: Vec<_> = self
+            .task_dirs()
+            .into_iter()
+            .filter_map(|d| {
+                Some((
+                    time(d.join("spec.json"), "created_at")?,
+                    time(d.join("exit.json"), "ended_at"),
+                ))
+            })
+            .collect();
+        t.sort();
+        t.windows(2)
+            .filter_map(|w| Some((w[1].0 - w[0].1?).num_microseconds()? as f64 / 1000.0))
+            .collect()
+    }
+}
+
+fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+fn kill9(pid: u32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(0)),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+fn reap(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn save_by_rename(file: &Path, text: &str) {
+    let tmp = file.with_extension("md.swp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, file).unwrap();
+}
+
+/// Kills the supervisor of the running task and its guardian at once.
+fn kill_supervisor_and_guardian(l: &Loop) -> bool {
+    for d in l.task_dirs() {
+        if d.join("exit.json").exists() {
+            continue;
+        }
+        let Some(sup) = std::fs::read(d.join("supervisor.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["pid"].as_u64())
+        else {
+            continue;
+        };
+        let agent = std::fs::read(d.join("pid.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["pid"].as_u64());
+        // The guardian: the supervisor's child that is not the agent.
+        let guardian = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_string_lossy().parse::<u64>().ok())
+            .find(|pid| {
+                Some(*pid) != agent
+                    && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                        .ok()
+                        .and_then(|s| {
+                            s.rsplit_once(')')?
+                                .1
+                                .split_whitespace()
+                                .nth(1)?
+                                .parse::<u64>()
+                                .ok()
+                        })
+                        == Some(sup)
+            });
+        kill9(u32::try_from(sup).unwrap_or(0));
+        if let Some(g) = guardian {
+            kill9(u32::try_from(g).unwrap_or(0));
+        }
+        return true;
+    }
+    false
+}
+
+const STEPS: u64 = 3;
+
+fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally) {
+    let kind = i % 5;
+    let leave_behind = rng.below(2) == 0 || kind == 3;
+    let sleep_ms = 200 + rng.below(300);
+    let l = Loop::new(root, i, sleep_ms, leave_behind);
+    if leave_behind {
+        t.setsid_escapes += 1;
+    }
+    let start = ["start", "soak", "--step", "a", "--step", "b", "--step", "c"];
+    let mut runner = l.cmd(&start).spawn().unwrap();
+    let mut storm_gaps = false;
+    match kind {
+        // kill -9 of the runner at random moments, then resume, until DONE.
+        0 => {
+            for _ in 0..6 {
+                std::thread::sleep(Duration::from_millis(50 + rng.below(500)));
+                if runner.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                kill9(runner.id());
+                let _ = runner.wait();
+                t.runner_kills += 1;
+                runner = l.cmd(&["resume"]).spawn().unwrap();
+            }
+        }
+        // A stale save with the runner alive: a text read during step k, saved once k+1 runs.
+        1 | 2 => {
+            let k = 1 + rng.below(STEPS - 1);
+            let ok = wait_for(Duration::from_secs(30), || l.step_running(k));
+            let old = l.text();
+            if ok && wait_for(Duration::from_secs(30), || l.started(k + 1)) {
+                if kind == 2 {
+                    kill9(runner.id());
+                    let _ = runner.wait();
+                    t.runner_kills += 1;
+                    save_by_rename(&l.file, &old);
+                    t.stale_saves_dead_runner += 1;
+                    runner = l.cmd(&["resume"]).spawn().unwrap();
+                } else {
+                    save_by_rename(&l.file, &old);
+                }
+                t.stale_saves += 1;
+            }
+        }
+        // Supervisor and guardian killed together mid-step.
+        3 => {
+            let k = 1 + rng.below(STEPS);
+            if wait_for(Duration::from_secs(30), || l.step_running(k)) {
+                std::thread::sleep(Duration::from_millis(50 + rng.below(100)));
+                if kill_supervisor_and_guardian(&l) {
+                    t.supervisor_guardian_kills += 1;
+                }
+            }
+        }
+        // A save every 20 ms until the loop ends.
+        _ => {
+            t.storms += 1;
+            storm_gaps = true;
+            let how = rng.below(3);
+            let mut n = 0;
+            while runner.try_wait().ok().flatten().is_none() {
+                n += 1;
+                let text = l.text();
+                match how {
+                    0 => save_by_rename(&l.file, &format!("{text}# save {n}\n")),
+                    1 => {
+                        use std::io::Write;
+                        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&l.file) {
+                            let _ = writeln!(f, "# save {n}");
+                        }
+                    }
+                    _ => {
+                        // Truncate, half, 5 ms, the rest: an editor writing in chunks.
+                        use std::io::Write;
+                        let text = format!("{text}# save {n}\n");
+                        let cut = text.len() / 2;
+                        if let Ok(mut f) = std::fs::File::create(&l.file) {
+                            let _ = f.write_all(&text.as_bytes()[..cut]);
+                            std::thread::sleep(Duration::from_millis(5));
+                            let _ = f.write_all(&text.as_bytes()[cut..]);
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    let status = reap(&mut runner, Duration::from_secs(120));
+    // A runner killed last, or a loop that halted: one more resume, as a person would.
+    if !l.done() {
+        let mut again = l.cmd(&["resume"]).spawn().unwrap();
+        reap(&mut again, Duration::from_secs(120));
+    }
+    t.loops += 1;
+    let mut bad = Vec::new();
+    let mut seen: HashMap<(u64, u64), usize> = HashMap::new();
+    for c in l.calls() {
+        if let (Some(s), Some(a)) = (c["step"].as_u64(), c["attempt"].as_u64()) {
+            *seen.entry((s, a)).or_default() += 1;
+        }
+    }
+    let doubles: usize = seen.values().map(|n| n - 1).sum();
+    if doubles > 0 {
+        t.double_starts += doubles;
+        bad.push(format!("{doubles} double start(s): {seen:?}"));
+    }
+    let text = l.text();
+    let results_ok = (1..=STEPS)
+        .all(|s| text.contains(&format!("{s}: [DONE]")) && text.contains(&format!("STEP_{s}:")));
+    if !l.done() || !results_ok {
+        t.lost_results += 1;
+        bad.push(format!("not DONE with every result (runner {status:?})"));
+    }
+    let left = if wait_for(Duration::from_secs(10), || l.processes().is_empty()) {
+        Vec::new()
+    } else {
+        l.processes()
+    };
+    if !left.is_empty() {
+        t.orphans += left.len();
+        bad.push(format!("orphans: {left:?}"));
+        for p in &left {
+            if let Some(pid) = p.split_whitespace().next().and_then(|s| s.parse().ok()) {
+                kill9(pid);
+            }
+        }
+    }
+    let gaps = l.gaps();
+    if storm_gaps {
+        t.storm_gaps_ms.extend(&gaps);
+    } else if kind == 1 {
+        t.gaps_ms.extend(&gaps);
+    }
+    if bad.is_empty() {
+        let _ = std::fs::remove_dir_all(&l.dir);
+    } else {
+        t.failures.push(format!(
+            "loop {i} (fault {kind}) in {}: {}",
+            l.dir.display(),
+            bad.join("; ")
+        ));
+    }
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() - 1) as f64 * p).round() as usize;
+    v[i]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    let loops = usize::try_from(value("--loops").unwrap_or(20)).unwrap_or(20);
+    let seed = value("--seed").unwrap_or(0x5eed_1234);
+    let keep = args.iter().any(|a| a == "--keep");
+    let root = std::env::temp_dir().join(format!("loop-soak-{}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    let mut rng = Rng(seed | 1);
+    let mut t = Tally::default();
+    let began = Instant::now();
+    for i in 0..loops {
+        run_one(&root, i, &mut rng, &mut t);
+        if (i + 1) % 10 == 0 {
+            eprintln!("soak: {} loops, {} failures", i + 1, t.failures.len());
+        }
+    }
+    println!(
+        "soak: {} loops in {:.0} s (seed {seed})",
+        t.loops,
+        began.elapsed().as_secs_f64()
+    );
+    println!(
+        "  faults: runner kill -9 {}, stale saves {} ({} with the runner dead), supervisor+guardian kill -9 {}, setsid escapes tried {}, save storms {}",
+        t.runner_kills,
+        t.stale_saves,
+        t.stale_saves_dead_runner,
+        t.supervisor_guardian_kills,
+        t.setsid_escapes,
+        t.storms
+    );
+    println!(
+        "  double starts {}, lost results {}, orphans {}",
+        t.double_starts, t.lost_results, t.orphans
+    );
+    println!(
+        "  agent exit → next spawn: loops with a stale save median {:.1} ms; under a save every 20 ms median {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        pct(&mut t.gaps_ms, 0.5),
+        pct(&mut t.storm_gaps_ms, 0.5),
+        pct(&mut t.storm_gaps_ms, 0.99),
+        pct(&mut t.storm_gaps_ms, 1.0)
+    );
+    for f in &t.failures {
+        println!("  FAIL {f}");
+    }
+    if !keep || t.failures.is_empty() {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    if !t.failures.is_empty() {
+        std::process::exit(1);
+    }
+}
