@@ -218,8 +218,8 @@ pub(crate) fn with_strays(message: Option<String>, strays: &[Stray]) -> Option<S
 
 /// The running processes that carry `LOOP_TASK_ID=<task_id>` in their environment, wherever
 /// they are in the process tree: after a task has ended, none should be left. The calling
-/// process is never listed. Reads all of `/proc` (about a millisecond for a few hundred
-/// processes); processes of other users cannot be read and are not listed.
+/// process is never listed. Reads all of `/proc` (about 3 ms for a hundred processes on a
+/// small machine); processes of other users cannot be read and are not listed.
 ///
 /// Every process a task's command starts carries the variable (the supervisor sets it),
 /// unless it cleared its environment on purpose.
