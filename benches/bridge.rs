@@ -1,7 +1,9 @@
 //! Figures for the exec bridge, printed, not asserted:
 //! - how long `loop fire` takes to return (against `loop --version`, the cost of starting
 //!   the binary at all);
-//! - the delay from a command's exit to its exit record on disk;
+//! - the delay from a command's exit to its exit record on disk (which includes the one
+//!   look through `/proc` for processes of the task outside its group);
+//! - one such look: `bridge::survivors`, reading every process's stat and environ;
 //! - the supervisor's (and guardian's) memory, and their CPU time and wakeups while a
 //!   long command runs, with no timeout and with both timeouts set.
 //!
@@ -60,6 +62,21 @@ fn main() {
     report(
         "command exit -> exit.json visible (incl. sh exit, 0.2 ms poll)",
         &delays,
+    );
+
+    let procs = fs::read_dir("/proc")
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        })
+        .count();
+    let scans = timed(RUNS * 5, || {
+        assert!(m1loop::bridge::survivors("task_bench_none").is_empty());
+    });
+    report(
+        &format!("bridge::survivors, a /proc environ scan of {procs} processes"),
+        &scans,
     );
 
     let secs: u64 = std::env::var("BRIDGE_BENCH_SECS")

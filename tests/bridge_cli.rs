@@ -117,6 +117,31 @@ fn env_is_set_and_removed_and_the_rest_passes_through() {
 }
 
 #[test]
+fn every_task_sees_its_own_id_in_loop_task_id() {
+    let w = World::new();
+    let plain = w.fire(&["--", "sh", "-c", "echo \"$LOOP_TASK_ID\""]);
+    // Neither the caller's value nor --env can change it: it is how the task's processes
+    // are found.
+    let out = w
+        .cmd()
+        .env("LOOP_TASK_ID", "the_callers")
+        .args(["fire", "--env", "LOOP_TASK_ID=other", "--"])
+        .args(["sh", "-c", "echo \"$LOOP_TASK_ID\""])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let forced = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    for id in [&plain, &forced] {
+        assert_eq!(w.wait_final(id)["state"], "DONE");
+        assert_eq!(stdout_of(&w, id), format!("{id}\n"));
+    }
+}
+
+#[test]
 fn cwd_is_the_callers_or_the_given_directory() {
     let w = World::new();
     fs::create_dir(w.path().join("sub")).unwrap();

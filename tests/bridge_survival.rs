@@ -7,7 +7,13 @@ use std::fs;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
-use bridge_support::{Guarded, PATIENCE, World, group_members, proc_stat, running, wait_until};
+use std::time::Duration;
+
+use bridge_support::{
+    ESCAPEES, Escapees, Guarded, PATIENCE, World, assert_nothing_survives, group_members,
+    proc_stat, running, wait_until,
+};
+use m1loop::bridge::TaskState;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
@@ -280,4 +286,175 @@ fn processes_left_behind_by_a_finished_command_are_ended_before_the_record() {
     let message = report["message"].as_str().unwrap_or_default();
     assert!(message.contains("left behind"), "{report}");
     assert_eq!(group_members(leader), Vec::<i32>::new());
+}
+
+// Processes that leave the group: `setsid` children, and what a double fault orphans. Each
+// must be dead by the time the task's end is recorded (or `kill` returns), found by the
+// task id every process of the task carries.
+
+fn killed_outside(report: &serde_json::Value) -> Vec<i64> {
+    report["killed_outside_group"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no killed_outside_group: {report}"))
+        .iter()
+        .map(|s| s["pid"].as_i64().unwrap())
+        .collect()
+}
+
+fn names_the_escapee(report: &serde_json::Value, t: &Escapees) {
+    assert_eq!(
+        killed_outside(report),
+        vec![i64::from(t.escapee.pid)],
+        "{report}"
+    );
+    let message = report["message"].as_str().unwrap_or_default();
+    let named = format!(
+        "killed outside its process group: {} (sleep)",
+        t.escapee.pid
+    );
+    assert!(message.contains(&named), "{report}");
+}
+
+#[test]
+fn a_setsid_child_does_not_survive_a_timeout() {
+    let w = World::new();
+    let t = w.fire_with_escapees(&["--timeout", "2s"], ESCAPEES);
+    let report = w.wait_final(&t.id);
+    assert_eq!(report["state"], "TIMEOUT", "{report}");
+    assert_nothing_survives(&t.id, &[&t.escapee, &t.grandchild]);
+    names_the_escapee(&report, &t);
+}
+
+#[test]
+fn a_setsid_child_does_not_survive_an_idle_timeout() {
+    let w = World::new();
+    let t = w.fire_with_escapees(&["--idle-timeout", "2s"], ESCAPEES);
+    let report = w.wait_final(&t.id);
+    assert_eq!(report["reason"], "idle", "{report}");
+    assert_nothing_survives(&t.id, &[&t.escapee, &t.grandchild]);
+    names_the_escapee(&report, &t);
+}
+
+#[test]
+fn a_setsid_child_does_not_survive_a_kill() {
+    let w = World::new();
+    let t = w.fire_with_escapees(&[], ESCAPEES);
+    // Bystanders with a near-miss of the id must be spared.
+    let bystander = |k: &str, v: String| {
+        let mut c = Command::new("sleep");
+        c.arg("300").env(k, v);
+        Guarded(c.spawn().unwrap())
+    };
+    let longer = bystander("LOOP_TASK_ID", format!("{}x", t.id));
+    let inside = bystander("OTHER", format!("LOOP_TASK_ID={}", t.id));
+    let out = w.run(&["kill", &t.id]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(line.starts_with(&format!("{} KILLED", t.id)), "{line:?}");
+    // kill returned: everything is already dead, no polling.
+    assert_nothing_survives(&t.id, &[&t.escapee, &t.grandchild]);
+    names_the_escapee(&w.check(&t.id), &t);
+    for b in [&longer, &inside] {
+        assert!(
+            running(i32::try_from(b.0.id()).unwrap()),
+            "a bystander was killed"
+        );
+    }
+    let log = fs::read_to_string(w.task_file(&t.id, "supervisor.log")).unwrap();
+    assert!(log.contains(&format!("{} (sleep)", t.escapee.pid)), "{log}");
+}
+
+#[test]
+fn a_setsid_child_does_not_survive_a_stop() {
+    // A stop is the runner calling the library's kill.
+    let w = World::new();
+    let t = w.fire_with_escapees(&[], ESCAPEES);
+    let before = m1loop::bridge::survivors(&t.id);
+    assert!(
+        before.contains(&t.escapee.pid.cast_unsigned()),
+        "{before:?}"
+    );
+    let report = m1loop::bridge::kill(&w.state(), &t.id, Duration::from_secs(5)).unwrap();
+    assert_eq!(report.state, TaskState::Killed);
+    assert_nothing_survives(&t.id, &[&t.escapee, &t.grandchild]);
+    assert_eq!(m1loop::bridge::survivors(&t.id), Vec::<u32>::new());
+    let strays: Vec<(u32, &str)> = report
+        .killed_outside_group
+        .iter()
+        .map(|s| (s.pid, s.name.as_str()))
+        .collect();
+    assert_eq!(strays, vec![(t.escapee.pid.cast_unsigned(), "sleep")]);
+}
+
+#[test]
+fn a_setsid_child_does_not_survive_the_end_of_its_command() {
+    let w = World::new();
+    let go = w.path().join("go");
+    let script = format!(
+        "setsid sleep 600 & sleep 600 & while [ ! -e '{}' ]; do sleep 0.02; done; echo bye",
+        go.display()
+    );
+    let t = w.fire_with_escapees(&[], &script);
+    fs::write(&go, "").unwrap();
+    let report = w.wait_final(&t.id);
+    assert_eq!(report["state"], "DONE", "{report}");
+    assert!(
+        report["message"].as_str().unwrap().contains("left behind"),
+        "{report}"
+    );
+    assert_nothing_survives(&t.id, &[&t.escapee, &t.grandchild]);
+    names_the_escapee(&report, &t);
+}
+
+#[test]
+fn a_setsid_child_does_not_survive_a_supervisor_kill9() {
+    let w = World::new();
+    let t = w.fire_with_escapees(&[], ESCAPEES);
+    kill(Pid::from_raw(w.supervisor(&t.id)), Signal::SIGKILL).unwrap();
+    // LOST is only answered once the guardian has finished and let go of the lock.
+    let report = w.wait_final(&t.id);
+    assert_eq!(report["state"], "LOST", "{report}");
+    assert_nothing_survives(&t.id, &[&t.escapee, &t.grandchild]);
+    let log = fs::read_to_string(w.task_file(&t.id, "supervisor.log")).unwrap();
+    assert!(
+        log.contains(&format!(
+            "killed outside the process group of the command: {} (sleep)",
+            t.escapee.pid
+        )),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_grandchild_does_not_survive_a_supervisor_and_guardian_kill9_then_kill() {
+    let w = World::new();
+    let t = w.fire_with_escapees(&[], ESCAPEES);
+    let supervisor = w.supervisor(&t.id);
+    let guardian = w.guardian(&t.id);
+    // Both at once: stopped first, so neither can act on the other's death.
+    for pid in [guardian, supervisor] {
+        kill(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
+    }
+    for pid in [guardian, supervisor] {
+        kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+    }
+    assert_eq!(w.wait_final(&t.id)["state"], "LOST");
+    assert!(
+        wait_until(PATIENCE, || !running(t.leader)),
+        "PDEATHSIG must end the leader"
+    );
+    // Nobody is left to clean up: the double fault orphans both.
+    assert!(t.escapee.running() && t.grandchild.running());
+    // What the runner does before a retry.
+    let report = m1loop::bridge::kill(&w.state(), &t.id, Duration::from_secs(5)).unwrap();
+    assert_eq!(report.state, TaskState::Killed, "{report:?}");
+    assert_nothing_survives(&t.id, &[&t.escapee, &t.grandchild]);
+    assert_eq!(group_members(t.leader), Vec::<i32>::new());
+    let strays: Vec<u32> = report.killed_outside_group.iter().map(|s| s.pid).collect();
+    assert_eq!(strays, vec![t.escapee.pid.cast_unsigned()]);
+    let message = report.message.unwrap_or_default();
+    assert!(
+        message.contains(&format!("{} (sleep)", t.escapee.pid)),
+        "{message}"
+    );
 }

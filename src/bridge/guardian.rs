@@ -1,5 +1,6 @@
 //! The guardian: a forked copy of the supervisor whose only job is to notice the
-//! supervisor's death and then kill the command's whole process group.
+//! supervisor's death and then kill the command's whole process group, and every other
+//! process of the task (see [`super::sweep`]).
 //!
 //! `PR_SET_PDEATHSIG` only reaches the command's leader, not the processes it started; if
 //! the supervisor is SIGKILLed those would run on, orphaned. The guardian blocks in `read`
@@ -18,6 +19,7 @@ use nix::unistd::{ForkResult, Pid, fork, pipe2, read, write};
 
 use super::procfs;
 use super::records::PidRecord;
+use super::sweep::{self, Group, Sweep};
 
 /// How long the guardian keeps killing before giving up on an unkillable process.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(10);
@@ -30,14 +32,15 @@ pub(crate) struct Guardian {
 }
 
 impl Guardian {
-    /// Forks the guardian. Call before any thread exists (the supervisor has none).
-    pub(crate) fn start() -> anyhow::Result<Self> {
+    /// Forks the guardian of task `task_id`. Call before any thread exists (the supervisor
+    /// has none).
+    pub(crate) fn start(task_id: &str) -> anyhow::Result<Self> {
         let (rx, tx) = pipe2(OFlag::O_CLOEXEC).context("while creating the guardian's pipe")?;
         // SAFETY: the supervisor is single-threaded, so the child may run arbitrary code.
         match unsafe { fork() }.context("while forking the guardian")? {
             ForkResult::Child => {
                 drop(tx);
-                guard(&rx)
+                guard(&rx, task_id)
             }
             ForkResult::Parent { child } => Ok(Self { tx, pid: child }),
         }
@@ -58,7 +61,7 @@ impl Guardian {
     }
 }
 
-fn guard(rx: &OwnedFd) -> ! {
+fn guard(rx: &OwnedFd, task_id: &str) -> ! {
     // Signals meant for the supervisor's session must not take the safety net down with it.
     for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
         // SAFETY: installing SIG_IGN has no handler code to be unsafe.
@@ -74,16 +77,54 @@ fn guard(rx: &OwnedFd) -> ! {
             Err(_) => break,
         }
     }
-    if msg.len() >= 16 && msg.get(16) != Some(&b'D') {
-        let word = |r: std::ops::Range<usize>| msg[r].try_into().unwrap_or_default();
-        let pgid = u32::from_le_bytes(word(0..4));
-        let sid = u32::from_le_bytes(word(4..8));
-        let start = u64::from_le_bytes(msg[8..16].try_into().unwrap_or_default());
-        eprintln!("guardian: the supervisor died without an exit record; killing group {pgid}");
-        let deadline = Instant::now() + GIVE_UP_AFTER;
-        while procfs::signal_group(pgid, sid, start, Signal::SIGKILL) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+    // The arming message is 16 bytes; "done" is one more byte after it, or alone when the
+    // command was never started.
+    let armed = msg.len() >= 16;
+    let done = msg.get(if armed { 16 } else { 0 }) == Some(&b'D');
+    if !done {
+        let group = armed.then(|| {
+            let word = |r: std::ops::Range<usize>| msg[r].try_into().unwrap_or_default();
+            Group {
+                pgid: u32::from_le_bytes(word(0..4)),
+                sid: u32::from_le_bytes(word(4..8)),
+                leader_start: u64::from_le_bytes(msg[8..16].try_into().unwrap_or_default()),
+            }
+        });
+        eprintln!(
+            "guardian: the supervisor died without an exit record; killing group {} and \
+             every other process of task {task_id}",
+            group.map_or_else(|| "(none yet)".to_owned(), |g| g.pgid.to_string())
+        );
+        end_everything(task_id, group);
     }
     std::process::exit(0)
+}
+
+/// SIGKILL to the group and the strays, again and again, until a look finds none running.
+fn end_everything(task_id: &str, group: Option<Group>) {
+    let mut strays = Sweep::new(task_id, group, None, &[]);
+    let deadline = Instant::now() + GIVE_UP_AFTER;
+    loop {
+        let group_left = group
+            .is_some_and(|g| procfs::signal_group(g.pgid, g.sid, g.leader_start, Signal::SIGKILL));
+        let strays_left = strays.scan();
+        strays.signal(Signal::SIGKILL);
+        if !group_left && !strays_left {
+            break;
+        }
+        if Instant::now() >= deadline {
+            eprintln!(
+                "guardian: processes survived SIGKILL for {}s; giving up",
+                GIVE_UP_AFTER.as_secs()
+            );
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if !strays.killed().is_empty() {
+        eprintln!(
+            "guardian: killed outside the process group of the command: {}",
+            sweep::describe(strays.killed())
+        );
+    }
 }

@@ -1,8 +1,9 @@
-//! `kill`: end a task's whole process group and wait until it is dead.
+//! `kill`: end all of a task (its process group and its strays) and wait until it is dead.
 //!
 //! The supervisor is asked first (it writes the record, so concurrent timeouts and kills
-//! agree on one). Only if it is gone or hung does `kill` end the group itself, recognising
-//! the group's members by process group, session and start time, never by a bare pid.
+//! agree on one). Only if it is gone or hung does `kill` end the task itself, recognising
+//! the group's members by process group, session and start time, and the strays by their
+//! `LOOP_TASK_ID` and start time, never by a bare pid.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -12,22 +13,27 @@ use nix::sys::signal::{Signal, kill as send};
 use nix::unistd::Pid;
 
 use super::records::{
-    self, ExitRecord, KILL_FILE, KillRequest, PID_FILE, PidRecord, Reason, SUPERVISOR_FILE,
-    SupervisorRecord,
+    self, ExitRecord, KILL_FILE, KillRequest, PID_FILE, PidRecord, Reason, SPEC_FILE,
+    SUPERVISOR_FILE, SupervisorRecord, TaskSpec,
 };
 use super::report::{TaskReport, TaskState, check};
+use super::sweep::{self, Group, Sweep};
 use super::{lock, procfs, task_dir};
 
 /// Extra time, beyond the grace period, allowed for a supervisor or guardian to finish.
 const SLACK: Duration = Duration::from_secs(3);
 const TICK: Duration = Duration::from_millis(5);
 
-/// Ends the whole process group, waits until it is dead (bounded by grace + a little), and
-/// returns the final report. A task that already ended is reported as it is; a LOST task
-/// whose processes are all gone stays LOST (nothing was killed).
+/// Ends the whole task, its process group and every process of it outside the group (those
+/// that called `setsid`, those left behind by a dead supervisor), waits until all are dead
+/// (bounded by grace + a little), and returns the final report. A task that already ended is
+/// reported as it is; a LOST task whose processes are all gone stays LOST (nothing was
+/// killed); a LOST task with processes left becomes KILLED, its report naming the ones found
+/// outside the group in `killed_outside_group` and `message`.
 ///
 /// # Errors
-/// As [`check`], plus failures to write the kill request or the fallback exit record.
+/// As [`check`], plus failures to write the kill request or the fallback exit record, and
+/// processes of a LOST task that are still running after SIGKILL (named in the error).
 pub fn kill(state_dir: &Path, id: &str, grace: Duration) -> anyhow::Result<TaskReport> {
     let report = check(state_dir, id)?;
     let dir = task_dir(state_dir, id);
@@ -60,13 +66,13 @@ pub fn kill(state_dir: &Path, id: &str, grace: Duration) -> anyhow::Result<TaskR
     } else if report.state != TaskState::Lost {
         return Ok(report);
     }
-    end_orphaned_group(&dir, grace)?;
+    end_orphaned_task(&dir, id, grace)?;
     check(state_dir, id)
 }
 
-/// The fallback when nobody supervises the task any more: end what is left of its group
-/// and record `killed`, unless the group is already gone (then the task stays LOST).
-fn end_orphaned_group(dir: &Path, grace: Duration) -> anyhow::Result<()> {
+/// The fallback when nobody supervises the task any more: end what is left of it, in its
+/// group or not, and record `killed`, unless nothing is left (then the task stays LOST).
+fn end_orphaned_task(dir: &Path, id: &str, grace: Duration) -> anyhow::Result<()> {
     let Some(_lock) = lock::try_take(dir)? else {
         anyhow::bail!(
             "task {} is still held by its supervisor after SIGKILL",
@@ -76,26 +82,62 @@ fn end_orphaned_group(dir: &Path, grace: Duration) -> anyhow::Result<()> {
     if dir.join(records::EXIT_FILE).exists() {
         return Ok(());
     }
-    let Some(leader) = records::read::<PidRecord>(&dir.join(PID_FILE))? else {
+    let leader = records::read::<PidRecord>(&dir.join(PID_FILE))?;
+    let group = leader.as_ref().map(|l| Group {
+        pgid: l.pid,
+        sid: l.sid,
+        leader_start: l.start_ticks,
+    });
+    let group_left =
+        || group.is_some_and(|g| !procfs::group_members(g.pgid, g.sid, g.leader_start).is_empty());
+    let signal_group =
+        |sig| group.is_some_and(|g| procfs::signal_group(g.pgid, g.sid, g.leader_start, sig));
+    let mut strays = Sweep::new(id, group, None, &[]);
+    if !strays.scan() && !group_left() {
         return Ok(());
+    }
+    signal_group(Signal::SIGTERM);
+    signal_group(Signal::SIGCONT);
+    strays.signal(Signal::SIGTERM);
+    if !wait_until(Instant::now() + grace, || {
+        !group_left() && !strays.any_alive()
+    }) {
+        signal_group(Signal::SIGKILL);
+        strays.signal(Signal::SIGKILL);
+    }
+    // Confirmed only when a fresh look finds nothing: anything started meanwhile gets SIGKILL.
+    let dead = wait_until(Instant::now() + SLACK, || {
+        let group_alive = signal_group(Signal::SIGKILL);
+        let strays_alive = strays.scan();
+        strays.signal(Signal::SIGKILL);
+        !group_alive && !strays_alive
+    });
+    if !dead {
+        anyhow::bail!(
+            "processes of task {id} are still running after SIGKILL: group {:?}, others {:?}",
+            group.map(|g| g.pgid),
+            strays.live_pids()
+        );
+    }
+    let killed = strays.killed().to_vec();
+    let started_at = match &leader {
+        Some(l) => l.started_at,
+        None => {
+            records::read::<TaskSpec>(&dir.join(SPEC_FILE))?.map_or_else(Utc::now, |s| s.created_at)
+        }
     };
-    let (pgid, sid, start) = (leader.pid, leader.sid, leader.start_ticks);
-    if !procfs::signal_group(pgid, sid, start, Signal::SIGTERM) {
-        return Ok(());
-    }
-    let gone = || procfs::group_members(pgid, sid, start).is_empty();
-    if !wait_until(Instant::now() + grace, gone) {
-        procfs::signal_group(pgid, sid, start, Signal::SIGKILL);
-        wait_until(Instant::now() + SLACK, gone);
-    }
     let rec = ExitRecord {
         reason: Reason::Killed,
         exit_code: None,
         signal: None,
-        message: Some("the supervisor was gone; loop kill ended the remaining processes".into()),
-        pid: Some(leader.pid),
-        started_at: leader.started_at,
+        message: sweep::with_strays(
+            Some("the supervisor was gone; loop kill ended the remaining processes".into()),
+            &killed,
+        ),
+        pid: leader.map(|l| l.pid),
+        started_at,
         ended_at: Utc::now(),
+        killed_outside_group: killed,
     };
     records::write_if_absent(&dir.join(records::EXIT_FILE), &rec)?;
     Ok(())

@@ -14,6 +14,13 @@
 //!   OOM killer), the guardian kills the command's whole process group. Nothing is left
 //!   running even if nobody ever calls `check`. The command's leader also has
 //!   `PR_SET_PDEATHSIG=SIGKILL` as a second line.
+//! - A process can leave the group (`setsid sleep 600 &`). Every process of the task carries
+//!   `LOOP_TASK_ID=<id>` (the supervisor sets it in the command's environment), so whoever
+//!   ends a task (the supervisor on any ending, including a command that exits leaving
+//!   processes behind; the guardian; `kill` of a LOST task) also looks through `/proc` for
+//!   the task's processes outside the group and kills them, by pid and start time. Those are
+//!   named in the exit record (`killed_outside_group`) and in `supervisor.log`.
+//!   [`survivors`] lists what is still running for a task id.
 //! - `check` reads the exit record; without one it probes the lock: held means RUNNING,
 //!   free means LOST. No pid is trusted for liveness, so pid reuse and zombies cannot make a
 //!   dead task look alive.
@@ -33,6 +40,7 @@ mod procfs;
 mod records;
 mod report;
 mod supervisor;
+mod sweep;
 mod time_serde;
 mod wait_loop;
 
@@ -40,6 +48,7 @@ pub use fire::{fire, fire_with_id};
 pub use kill::kill;
 pub use report::{TaskReport, TaskState, check};
 pub use supervisor::supervise;
+pub use sweep::{Stray, TASK_ID_ENV, survivors};
 
 /// Time between SIGTERM and SIGKILL when a task's process group is ended.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
@@ -60,7 +69,8 @@ pub struct FireRequest {
     pub cwd: Option<PathBuf>,
     /// Standard input from this file (default: /dev/null).
     pub stdin: Option<PathBuf>,
-    /// Variables to set in the command's environment.
+    /// Variables to set in the command's environment. `LOOP_TASK_ID` is always set to the
+    /// task's id, whatever this says: it is how the task's processes are found.
     pub env: Vec<(String, String)>,
     /// Variables to remove from the command's environment.
     pub env_remove: Vec<String>,

@@ -3,8 +3,11 @@
 //! and treats zombies as dead.
 
 use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use nix::sys::signal::{Signal, killpg};
+use nix::errno::Errno;
+use nix::libc;
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
 /// The fields of `/proc/<pid>/stat` the bridge needs.
@@ -12,6 +15,7 @@ use nix::unistd::Pid;
 pub(crate) struct ProcStat {
     /// `R`, `S`, `D`, `Z`, `T`, ...
     pub state: char,
+    pub ppid: i32,
     pub pgid: i32,
     pub sid: i32,
     /// Clock ticks after boot at which the process started.
@@ -35,9 +39,10 @@ pub(crate) fn stat(pid: i32) -> Option<ProcStat> {
 pub(crate) fn parse_stat(line: &str) -> Option<ProcStat> {
     let rest = &line[line.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    // After the name: state is field 3, pgrp 5, session 6, starttime 22.
+    // After the name: state is field 3, ppid 4, pgrp 5, session 6, starttime 22.
     Some(ProcStat {
         state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
         pgid: fields.get(2)?.parse().ok()?,
         sid: fields.get(3)?.parse().ok()?,
         start_ticks: fields.get(19)?.parse().ok()?,
@@ -88,6 +93,68 @@ pub(crate) fn signal_group(pgid: u32, sid: u32, leader_start: u64, signal: Signa
     true
 }
 
+/// The numeric entries of `/proc`: every process's pid.
+pub(crate) fn pids() -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .collect()
+}
+
+/// Whether `environ` (NUL-separated, as `/proc/<pid>/environ` reads) holds exactly `entry`:
+/// a whole `NAME=value` entry, never a prefix of a longer value or part of another's value.
+pub(crate) fn environ_has(environ: &[u8], entry: &[u8]) -> bool {
+    environ.split(|&b| b == 0).any(|e| e == entry)
+}
+
+/// Whether the environment `pid` was started with holds exactly `entry`. Another user's
+/// processes cannot be read and answer false.
+pub(crate) fn env_has(pid: i32, entry: &[u8]) -> bool {
+    fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| environ_has(&env, entry))
+}
+
+/// The command name of `pid` (`/proc/<pid>/comm`), or `?`.
+pub(crate) fn name(pid: i32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map_or_else(|_| "?".to_owned(), |n| n.trim_end().to_owned())
+}
+
+/// Sends `signal` to `pid` only if it is still the running process that started at
+/// `start_ticks`; returns whether it was sent. Through a pidfd, opened before the identity
+/// check, so a pid reused between the check and the signal cannot be hit.
+pub(crate) fn signal_exact(pid: i32, start_ticks: u64, signal: Signal) -> bool {
+    let is_it = || stat(pid).is_some_and(|s| s.start_ticks == start_ticks && s.is_running());
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let Ok(fd) = i32::try_from(fd) else {
+        return false;
+    };
+    if fd < 0 {
+        // Kernels before 5.3: check, then signal, with a window of a few microseconds.
+        return Errno::last() == Errno::ENOSYS
+            && is_it()
+            && kill(Pid::from_raw(pid), signal).is_ok();
+    }
+    // SAFETY: the descriptor was just opened and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    if !is_it() {
+        return false;
+    }
+    // SAFETY: a valid pidfd, a valid signal number, no siginfo, no flags.
+    let sent = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            signal as libc::c_int,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    sent == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,12 +168,54 @@ mod tests {
             s,
             ProcStat {
                 state: 'S',
+                ppid: 1,
                 pgid: 4242,
                 sid: 4242,
                 start_ticks: 987_654
             }
         );
         assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn only_a_whole_environment_entry_matches() {
+        let entry = b"LOOP_TASK_ID=task_1";
+        assert!(environ_has(b"A=1\0LOOP_TASK_ID=task_1\0B=2\0", entry));
+        assert!(environ_has(b"LOOP_TASK_ID=task_1", entry));
+        assert!(
+            !environ_has(b"LOOP_TASK_ID=task_10\0", entry),
+            "a longer id"
+        );
+        assert!(
+            !environ_has(b"X_LOOP_TASK_ID=task_1\0", entry),
+            "another name"
+        );
+        assert!(
+            !environ_has(b"X=LOOP_TASK_ID=task_1\0", entry),
+            "inside a value"
+        );
+        assert!(!environ_has(b"", entry));
+    }
+
+    #[test]
+    fn signal_exact_spares_a_process_with_another_start_time() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("300")
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let start = stat(pid).unwrap().start_ticks;
+        assert!(!signal_exact(pid, start + 1, Signal::SIGKILL));
+        assert!(
+            is_alive_as(child.id(), start),
+            "a mismatched start time must spare it"
+        );
+        assert!(signal_exact(pid, start, Signal::SIGKILL));
+        child.wait().unwrap();
+        assert!(
+            !signal_exact(pid, start, Signal::SIGKILL),
+            "reaped: nothing to signal"
+        );
     }
 
     #[test]

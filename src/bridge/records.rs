@@ -14,6 +14,8 @@ use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::sweep::Stray;
+
 pub(crate) const SPEC_FILE: &str = "spec.json";
 pub(crate) const EXIT_FILE: &str = "exit.json";
 pub(crate) const PID_FILE: &str = "pid.json";
@@ -82,6 +84,9 @@ pub(crate) struct ExitRecord {
     pub started_at: DateTime<Utc>,
     #[serde(with = "super::time_serde")]
     pub ended_at: DateTime<Utc>,
+    /// Processes of the task found outside its process group and killed when it ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub killed_outside_group: Vec<Stray>,
 }
 
 /// `pid.json`: the command's leader, written as soon as it is spawned. The group id equals

@@ -9,6 +9,7 @@ use serde::{Serialize, Serializer};
 use super::records::{
     self, ExitRecord, PidRecord, Reason, SPEC_FILE, STDERR_FILE, STDOUT_FILE, TaskSpec,
 };
+use super::sweep::Stray;
 use super::{lock, task_dir, validate_task_id};
 use crate::exit::Exit;
 
@@ -72,6 +73,10 @@ pub struct TaskReport {
     pub elapsed: Duration,
     pub stdout_path: PathBuf,
     pub stderr_path: PathBuf,
+    /// Processes of the task found outside its process group (they had called `setsid`, or
+    /// been left behind after a supervisor's death) and killed when it ended: pid and command
+    /// name. Also named in `message`. Empty for most tasks.
+    pub killed_outside_group: Vec<Stray>,
 }
 
 fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -124,6 +129,7 @@ pub fn check(state_dir: &Path, id: &str) -> anyhow::Result<TaskReport> {
         }),
         stdout_path: dir.join(STDOUT_FILE),
         stderr_path: dir.join(STDERR_FILE),
+        killed_outside_group: Vec::new(),
     })
 }
 
@@ -147,6 +153,7 @@ fn finished(id: &str, dir: &Path, rec: &ExitRecord) -> TaskReport {
         elapsed: (rec.ended_at - rec.started_at).to_std().unwrap_or_default(),
         stdout_path: dir.join(STDOUT_FILE),
         stderr_path: dir.join(STDERR_FILE),
+        killed_outside_group: rec.killed_outside_group.clone(),
     }
 }
 
@@ -205,6 +212,7 @@ mod tests {
             pid: Some(99),
             started_at,
             ended_at: started_at + chrono::Duration::milliseconds(12_345),
+            killed_outside_group: Vec::new(),
         }
     }
 

@@ -21,6 +21,7 @@ use super::records::{
     self, ExitRecord, LOCK_FILE, PidRecord, Reason, SPEC_FILE, STDERR_FILE, STDOUT_FILE,
     SUPERVISOR_FILE, SupervisorRecord, TaskSpec,
 };
+use super::sweep::{self, Group, Sweep, TASK_ID_ENV};
 use super::{lock, procfs, wait_loop};
 use crate::exit::Status;
 
@@ -97,7 +98,7 @@ fn adopt_lock(task_dir: &Path) -> anyhow::Result<File> {
 /// The real supervisor: guardian, command, wait, exit record.
 fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
     std::env::set_current_dir("/").context("while leaving the caller's directory")?;
-    let guardian = Guardian::start()?;
+    let guardian = Guardian::start(&spec.id)?;
     let mut mask = SigSet::empty();
     HANDLED.iter().for_each(|&s| mask.add(s));
     mask.thread_block().context("while blocking signals")?;
@@ -119,6 +120,7 @@ fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
                 pid: None,
                 started_at,
                 ended_at: Utc::now(),
+                killed_outside_group: Vec::new(),
             };
             records::write_durable(&task_dir.join(records::EXIT_FILE), &rec)?;
             guardian.done();
@@ -143,21 +145,38 @@ fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
         idle_exempt_marker: spec.idle_exempt_marker.clone(),
         grace: ms(spec.grace_ms),
     };
+    let group = Group {
+        pgid: pid,
+        sid: pid_rec.sid,
+        leader_start: pid_rec.start_ticks,
+    };
+    // Our descendants are the task's (we are a subreaper), the guardian excepted.
+    let me = getpid().as_raw();
+    let mut strays = Sweep::new(&spec.id, Some(group), Some(me), &[guardian.pid.as_raw()]);
     let outcome = wait_loop::run(
         task_dir,
         &sigfd,
         Pid::from_raw(pid.cast_signed()),
         guardian.pid,
         &limits,
+        &mut strays,
     );
+    let killed = strays.killed().to_vec();
+    if !killed.is_empty() {
+        eprintln!(
+            "supervisor: killed outside the process group of the command: {}",
+            sweep::describe(&killed)
+        );
+    }
     let rec = ExitRecord {
         reason: outcome.reason,
         exit_code: outcome.exit_code,
         signal: outcome.signal,
-        message: outcome.message,
+        message: sweep::with_strays(outcome.message, &killed),
         pid: Some(pid),
         started_at,
         ended_at: outcome.ended_at,
+        killed_outside_group: killed,
     };
     records::write_durable(&task_dir.join(records::EXIT_FILE), &rec)?;
     guardian.done();
@@ -199,6 +218,8 @@ fn spawn(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<std::process::Child
         cmd.env_remove(k);
     }
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    // Inherited by everything the command starts, in its group or not: how they are found.
+    cmd.env(TASK_ID_ENV, &spec.id);
     let supervisor = getpid();
     // SAFETY: only async-signal-safe calls (sigprocmask, prctl, getppid) before exec.
     unsafe {

@@ -3,6 +3,9 @@
 //! With no timeout set the poll has no deadline at all, so a supervisor of a long quiet
 //! command costs no CPU. A wall-clock timeout is one deadline. Only an idle timeout adds a
 //! periodic wakeup, to compare the sizes of the output files.
+//!
+//! Ending a task ends all of it: the group, and the strays of [`Sweep`] (processes of the
+//! task outside the group), found by one look through `/proc` when the task ends.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -18,6 +21,7 @@ use nix::unistd::Pid;
 use std::os::fd::AsFd;
 
 use super::records::{self, KILL_FILE, KillRequest, Reason, STDERR_FILE, STDOUT_FILE};
+use super::sweep::Sweep;
 
 /// How often the group is re-checked while it is being ended and some members are not
 /// our children (their deaths send us no SIGCHLD).
@@ -51,14 +55,15 @@ struct Ending {
     killed_at: Option<Instant>,
 }
 
-/// Waits until the leader has exited and the whole group is gone; ends the group on a
-/// timeout or a SIGTERM/SIGINT/SIGHUP (a kill request), first reason wins.
+/// Waits until the leader has exited and the whole group and every stray is gone; ends them
+/// on a timeout or a SIGTERM/SIGINT/SIGHUP (a kill request), first reason wins.
 pub(crate) fn run(
     task_dir: &Path,
     sigfd: &SignalFd,
     leader: Pid,
     guardian: Pid,
     limits: &Limits,
+    sweep: &mut Sweep,
 ) -> Outcome {
     let start = Instant::now();
     let wall = limits.timeout.map(|t| start + t);
@@ -71,43 +76,64 @@ pub(crate) fn run(
     loop {
         reap(leader, guardian, &mut status, &mut ended_at);
         let now = Instant::now();
-        if status.is_some() {
-            if !group_alive(leader) {
+        if let Some(e) = &ending {
+            if status.is_some() && !group_alive(leader) && !sweep.any_alive() {
+                // All known dead: one more look, for processes started in the meantime.
+                if !sweep.scan() {
+                    break;
+                }
+                let late = if e.killed_at.is_some() {
+                    Signal::SIGKILL
+                } else {
+                    Signal::SIGTERM
+                };
+                sweep.signal(late);
+            }
+        } else if status.is_some() {
+            // The command has ended: whatever it left running, in its group or not, ends too.
+            if !sweep.scan() && !group_alive(leader) {
                 break;
             }
-            if ending.is_none() {
-                ending = Some(begin(
-                    leader,
-                    Reason::Exited,
-                    Some("processes the command left behind were ended".into()),
-                    limits.grace,
-                ));
-            }
-        } else if ending.is_none() {
-            if let Some(t) = limits.timeout.filter(|_| wall.is_some_and(|w| now >= w)) {
-                let msg = format!(
-                    "ran longer than the timeout of {}",
-                    crate::duration::human(t)
-                );
-                ending = Some(begin(leader, Reason::Timeout, Some(msg), limits.grace));
-            } else if let Some(limit) = idle
-                .as_mut()
-                .and_then(|w| w.expired(now).then_some(w.limit))
-            {
-                let msg = format!("no output for {}", crate::duration::human(limit));
-                ending = Some(begin(leader, Reason::Idle, Some(msg), limits.grace));
-            }
+            ending = Some(begin(
+                leader,
+                sweep,
+                Reason::Exited,
+                Some("processes the command left behind were ended".into()),
+                limits.grace,
+            ));
+        } else if let Some(t) = limits.timeout.filter(|_| wall.is_some_and(|w| now >= w)) {
+            let msg = format!(
+                "ran longer than the timeout of {}",
+                crate::duration::human(t)
+            );
+            ending = Some(begin(
+                leader,
+                sweep,
+                Reason::Timeout,
+                Some(msg),
+                limits.grace,
+            ));
+        } else if let Some(limit) = idle
+            .as_mut()
+            .and_then(|w| w.expired(now).then_some(w.limit))
+        {
+            let msg = format!("no output for {}", crate::duration::human(limit));
+            ending = Some(begin(leader, sweep, Reason::Idle, Some(msg), limits.grace));
         }
         let wait;
         if let Some(e) = &mut ending {
             match e.killed_at {
                 None if now >= e.kill_at => {
                     let _ = killpg(leader, Signal::SIGKILL);
+                    sweep.scan();
+                    sweep.signal(Signal::SIGKILL);
                     e.killed_at = Some(now);
                 }
                 Some(k) if now >= k + GIVE_UP_AFTER_KILL => {
                     eprintln!(
-                        "supervisor: processes of group {leader} survived SIGKILL; recording anyway"
+                        "supervisor: processes of group {leader} or strays {:?} survived SIGKILL; \
+                         recording anyway",
+                        sweep.live_pids()
                     );
                     e.message = Some(format!(
                         "{} (some processes of the group could not be killed)",
@@ -131,7 +157,7 @@ pub(crate) fn run(
                 && status.is_none()
             {
                 let (grace, message) = kill_request(task_dir, sig, limits.grace);
-                ending = Some(begin(leader, Reason::Killed, Some(message), grace));
+                ending = Some(begin(leader, sweep, Reason::Killed, Some(message), grace));
             }
         });
     }
@@ -149,10 +175,19 @@ pub(crate) fn run(
     }
 }
 
-/// SIGTERM (and SIGCONT, so a stopped group can act on it) to the group, SIGKILL later.
-fn begin(leader: Pid, reason: Reason, message: Option<String>, grace: Duration) -> Ending {
+/// SIGTERM (and SIGCONT, so a stopped group can act on it) to the group and to every stray
+/// a fresh look finds, SIGKILL later.
+fn begin(
+    leader: Pid,
+    sweep: &mut Sweep,
+    reason: Reason,
+    message: Option<String>,
+    grace: Duration,
+) -> Ending {
     let _ = killpg(leader, Signal::SIGTERM);
     let _ = killpg(leader, Signal::SIGCONT);
+    sweep.scan();
+    sweep.signal(Signal::SIGTERM);
     Ending {
         reason,
         message,

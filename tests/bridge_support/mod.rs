@@ -1,5 +1,10 @@
 //! Shared by the bridge tests: a temp state dir per test, the `loop` binary, polling with
 //! deadlines, and a Drop guard that kills every process a test's tasks started.
+//!
+//! Fault injection, for any test that needs it: [`World::fire_with_escapees`] starts a task
+//! whose command leaves a `setsid` escapee (its own session, outside the task's group) and a
+//! plain grandchild; [`task_processes`] lists the running processes of a task id by reading
+//! `/proc/*/environ`, independently of the bridge's own scan.
 
 #![allow(dead_code)] // each test binary uses a different part
 
@@ -53,6 +58,106 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&p| proc_stat(p).is_some_and(|(s, g, ..)| g == pgid && s != 'Z' && s != 'X'))
         .collect()
+}
+
+/// A running process as `/proc` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proc {
+    pub pid: i32,
+    pub start: u64,
+    pub pgid: i32,
+    pub sid: i32,
+    pub name: String,
+}
+
+impl Proc {
+    /// Whether the same process (pid and start time) is still running (not a zombie).
+    pub fn running(&self) -> bool {
+        proc_stat(self.pid)
+            .is_some_and(|(s, _, _, start)| start == self.start && s != 'Z' && s != 'X')
+    }
+}
+
+/// The parent pid of a process, from /proc/<pid>/stat.
+pub fn ppid(pid: i32) -> Option<i32> {
+    let line = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    line[line.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Running (non-zombie) processes whose environment holds exactly `LOOP_TASK_ID=<id>`: every
+/// process a task's command started, in its group or not, wherever it was re-parented.
+pub fn task_processes(id: &str) -> Vec<Proc> {
+    let entry = format!("LOOP_TASK_ID={id}").into_bytes();
+    let me = i32::try_from(std::process::id()).unwrap();
+    fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|&pid| {
+            fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|e| e == entry.as_slice()))
+        })
+        .filter_map(|pid| {
+            let (state, pgid, sid, start) = proc_stat(pid)?;
+            let name = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            (state != 'Z' && state != 'X').then(|| Proc {
+                pid,
+                start,
+                pgid,
+                sid,
+                name: name.trim_end().to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// SIGKILL to every running process of task `id` (pid and start time checked): cleanup.
+pub fn kill_task_processes(id: &str) {
+    for p in task_processes(id) {
+        if p.running() {
+            let _ = kill(Pid::from_raw(p.pid), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Asserts that no process of task `id` runs any more, naming any that does. Those it names
+/// are killed by the World's drop.
+pub fn assert_nothing_survives(id: &str, known: &[&Proc]) {
+    let alive: Vec<&&Proc> = known.iter().filter(|p| p.running()).collect();
+    assert!(
+        alive.is_empty(),
+        "still running after the task ended: {alive:?}"
+    );
+    let left = task_processes(id);
+    assert!(left.is_empty(), "processes of {id} still running: {left:?}");
+}
+
+/// A shell command that starts a `setsid` escapee and a plain grandchild, then waits.
+pub const ESCAPEES: &str = "setsid sleep 600 & sleep 600 & wait";
+
+/// A task whose command left its process group behind: see [`World::fire_with_escapees`].
+#[derive(Debug)]
+pub struct Escapees {
+    pub id: String,
+    /// The command's pid (= its process group).
+    pub leader: i32,
+    /// A `sleep` in its own session, outside the group.
+    pub escapee: Proc,
+    /// A `sleep` in the group.
+    pub grandchild: Proc,
+}
+
+/// Fails the test at once, with the reason, where util-linux's `setsid` is missing.
+pub fn require_setsid() {
+    let found = Command::new("setsid")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(found, "these tests need the setsid command (util-linux)");
 }
 
 /// One test's world: its own temp dir, state dir and stop file.
@@ -142,6 +247,58 @@ impl World {
         i32::try_from(pid).unwrap()
     }
 
+    /// `loop fire OPTS -- sh -c SCRIPT`, where SCRIPT starts a `setsid` child and a plain
+    /// background child (as [`ESCAPEES`] does); returns once both run as `sleep`, the escapee
+    /// in a session of its own, the grandchild in the task's group.
+    pub fn fire_with_escapees(&self, opts: &[&str], script: &str) -> Escapees {
+        require_setsid();
+        let mut args = opts.to_vec();
+        args.extend(["--", "sh", "-c", script]);
+        let id = self.fire(&args);
+        let leader = self.leader(&id);
+        let mut found = None;
+        let ready = wait_until(PATIENCE, || {
+            let procs = task_processes(&id);
+            let sleeping = |p: &&Proc| p.name == "sleep";
+            let escapee = procs
+                .iter()
+                .filter(sleeping)
+                .find(|p| p.sid == p.pid && p.pgid != leader);
+            let grandchild = procs.iter().filter(sleeping).find(|p| p.pgid == leader);
+            found = escapee.cloned().zip(grandchild.cloned());
+            found.is_some()
+        });
+        assert!(
+            ready,
+            "no escapee and grandchild: {:?}",
+            task_processes(&id)
+        );
+        let (escapee, grandchild) = found.unwrap();
+        Escapees {
+            id,
+            leader,
+            escapee,
+            grandchild,
+        }
+    }
+
+    /// The guardian: the supervisor's child that is not the command.
+    pub fn guardian(&self, id: &str) -> i32 {
+        let supervisor = self.supervisor(id);
+        let leader = self.leader(id);
+        let children: Vec<i32> = fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|&p| p != leader && ppid(p) == Some(supervisor))
+            .collect();
+        assert_eq!(
+            children.len(),
+            1,
+            "supervisor children besides the command: {children:?}"
+        );
+        children[0]
+    }
+
     pub fn supervisor(&self, id: &str) -> i32 {
         let pid = self
             .json(id, "supervisor.json")
@@ -158,6 +315,9 @@ impl Drop for World {
             return;
         };
         for task in tasks.flatten() {
+            if let Some(id) = task.file_name().to_str() {
+                kill_task_processes(id);
+            }
             let read = |name: &str| -> Option<Value> {
                 serde_json::from_str(&fs::read_to_string(task.path().join(name)).ok()?).ok()
             };
