@@ -339,6 +339,13 @@ fn zero_max_retries_is_an_error_at_its_value() {
         ["31:16: MAX_RETRIES: expected a whole number ≥ 1, found `0`"]
     );
     Document::parse(&text.replace("MAX_RETRIES: 0", "MAX_RETRIES: 1")).unwrap();
+    // `loop start` refuses to write one.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("M1.md");
+    let out = run(&["start", "g", "--step", "a", "--max-retries", "0"], &file);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-retries"));
+    assert!(!file.exists());
 }
 
 #[test]
