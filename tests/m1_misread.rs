@@ -262,6 +262,11 @@ fn a_no_break_space_before_a_plan_line_is_an_error_at_its_column() {
         "8:1",
         "full-width space (U+3000) at the start of the line",
     );
+    // A line of nothing but such spaces looks blank and reads blank: the plan goes on.
+    let text = SEED.replacen("  STEPS:\n", "\u{a0}\u{3000}\n  STEPS:\n", 1);
+    let doc = Document::parse(&text).unwrap();
+    assert_eq!(doc.view().plan.steps.len(), 3);
+    assert_eq!(doc.render(), text);
 }
 
 #[test]

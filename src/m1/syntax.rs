@@ -71,7 +71,7 @@ fn classify(
         }
         return (Kind::Prose, None);
     }
-    if body.trim_start_matches([' ', '\t']).is_empty() {
+    if lead_len(body) == body.len() {
         return (Kind::Blank, None);
     }
     if !body.starts_with([' ', '\t']) {
@@ -177,7 +177,8 @@ fn odd_indent(body: &str, n: usize, in_block: bool) -> Option<Error> {
         .char_indices()
         .find(|&(_, c)| is_odd_space(c))?;
     let rest = &body[lead..];
-    if !in_block && any_key_len(rest).is_none() {
+    // A line of nothing but spaces of any kind is blank: it looks blank and reads blank.
+    if rest.is_empty() || !in_block && any_key_len(rest).is_none() {
         return None;
     }
     Some(Error::new(
