@@ -279,12 +279,26 @@ fn a_file_cut_off_after_plan_is_an_error_not_a_new_plan() {
             "5:1: the file ends at `PLAN:` with nothing under it and STATUS is RUNNING: it looks cut off, and PLAN lists no steps, so `loop resume` would plan anew; restore the rest of the file (or remove `PLAN:` to plan anew)"
         ]
     );
-    // Cut inside the plan: the count no longer matches (as before).
+    // Cut inside the plan: the count says steps existed.
     let cut = SEED.split_inclusive('\n').take(8).collect::<String>();
-    one_error(
-        &cut,
-        "6:16",
-        "TOTAL_STEPS is 3 but PLAN.STEPS lists 0 steps",
+    assert_eq!(
+        rejected(&cut),
+        [
+            "6:16: TOTAL_STEPS is 3 but PLAN.STEPS lists no steps: the plan's steps are missing; put them back under PLAN.STEPS (or set TOTAL_STEPS: 0 to plan anew)"
+        ]
+    );
+    // Without a count, the current step says so.
+    let text = seed_without(6, 6)
+        .replace("    1: [DONE]", "    # 1: [DONE]")
+        .replace("    2: [RUNNING]", "    # 2: [RUNNING]")
+        .replace("    3: [PENDING]", "    # 3: [PENDING]")
+        .replace("  STEP_1:", "  OLD_1:")
+        .replace("  STEP_2:", "  OLD_2:");
+    assert_eq!(
+        rejected(&text),
+        [
+            "6:17: CURRENT_STEP is 2 but PLAN.STEPS lists no steps: the plan's steps are missing; put them back under PLAN.STEPS (or set CURRENT_STEP: 0 to plan anew)"
+        ]
     );
 }
 

@@ -316,19 +316,30 @@ impl Checker<'_> {
         if let Some((i, t)) = total
             && t != count
         {
-            self.at_value(
-                i,
-                format!("TOTAL_STEPS is {t} but PLAN.STEPS lists {count} steps: expected {count}"),
-            );
+            // No steps at all: they were lost, and setting the count to 0 would plan anew.
+            let msg = if count == 0 {
+                format!(
+                    "TOTAL_STEPS is {t} but PLAN.STEPS lists no steps: the plan's steps are \
+                     missing; put them back under PLAN.STEPS (or set TOTAL_STEPS: 0 to plan anew)"
+                )
+            } else {
+                format!("TOTAL_STEPS is {t} but PLAN.STEPS lists {count} steps: expected {count}")
+            };
+            self.at_value(i, msg);
         }
         let total = total.map_or(count, |(_, t)| t);
         if let Some((i, c)) = current
             && c > total
         {
-            self.at_value(
-                i,
-                format!("CURRENT_STEP {c} is outside the plan: expected 0 to {total}"),
-            );
+            let msg = if total == 0 && count == 0 {
+                format!(
+                    "CURRENT_STEP is {c} but PLAN.STEPS lists no steps: the plan's steps are \
+                     missing; put them back under PLAN.STEPS (or set CURRENT_STEP: 0 to plan anew)"
+                )
+            } else {
+                format!("CURRENT_STEP {c} is outside the plan: expected 0 to {total}")
+            };
+            self.at_value(i, msg);
         }
     }
 
