@@ -99,7 +99,7 @@ pub struct StartArgs {
     #[arg(long, value_name = "TEXT")]
     pub constraints: Option<String>,
     /// Failed attempts of one step before the loop fails (default 3).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_retries: Option<u32>,
     /// Steps a plan may have (default 10).
     #[arg(long, value_name = "N")]

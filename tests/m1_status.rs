@@ -127,10 +127,10 @@ fn json_view_of_the_seed_example() {
 }
 
 #[test]
-fn a_goal_only_file_shows_no_plan_and_runner_keys_show_up() {
+fn a_status_and_goal_only_file_shows_no_plan_and_runner_keys_show_up() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("M1.md");
-    std::fs::write(&file, "GOAL: ship\n").unwrap();
+    std::fs::write(&file, "STATUS: IDLE\nGOAL: ship\n").unwrap();
     assert_eq!(
         status(&file, false),
         format!("GOAL         ship\nSTATUS       IDLE\nPLAN         (no steps yet)\n{HINT}\n")

@@ -141,12 +141,12 @@ fn key_shapes_and_types() {
         ["1:1: missing GOAL: expected a line `GOAL: what the loop should achieve`"]
     );
     assert_eq!(
-        errors("GOAL:\n"),
-        ["1:6: empty GOAL: expected `GOAL: what the loop should achieve`"]
+        errors("STATUS: IDLE\nGOAL:\n"),
+        ["2:6: empty GOAL: expected `GOAL: what the loop should achieve`"]
     );
     assert_eq!(
-        errors("GOAL: g\nCURRENT: now\n"),
-        ["2:10: expected a block: `CURRENT:` alone on its line, with indented keys under it"]
+        errors("STATUS: IDLE\nGOAL: g\nCURRENT: now\n"),
+        ["3:10: expected a block: `CURRENT:` alone on its line, with indented keys under it"]
     );
     assert_eq!(
         errors(&seed_with(15, "  CC_PID: 九")),
@@ -161,8 +161,8 @@ fn key_shapes_and_types() {
         ["24:15: VERIFIED: expected `true` or `false`, found `yes`"]
     );
     assert_eq!(
-        errors("GOAL: g\nLIMITS:\n  MAX_COST_USD: -1\n"),
-        ["3:17: MAX_COST_USD: expected a number ≥ 0, found `-1`"]
+        errors("STATUS: IDLE\nGOAL: g\nLIMITS:\n  MAX_COST_USD: -1\n"),
+        ["4:17: MAX_COST_USD: expected a number ≥ 0, found `-1`"]
     );
 }
 

@@ -4,12 +4,18 @@
 
 use super::edit::Edit;
 use super::error::{Error, Errors};
-use super::line::{Eol, KeyLine, Kind, Line};
+use super::line::{self, Eol, KeyLine, Kind, Line};
 use super::view::M1;
 use super::{syntax, validate};
 
+const BOM: char = '\u{feff}';
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Document {
+    /// A UTF-8 byte order mark before the first line (Windows editors write one): not part
+    /// of any line, so line 1 reads and counts columns as an editor shows it, and given back
+    /// by [`Document::render`].
+    bom: bool,
     pub(crate) lines: Vec<Line>,
     /// Top-level key lines, then each line's child key lines: rebuilt after every edit so
     /// lookups stay linear on large files.
@@ -39,8 +45,23 @@ impl Document {
     /// # Errors
     /// Syntax errors (indentation, malformed key lines, quotes, duplicate keys).
     pub fn parse_syntax(text: &str) -> Result<Document, Errors> {
+        let (bom, text) = match text.strip_prefix(BOM) {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        if let Some(at) = text.find('\r')
+            && !text.contains('\n')
+        {
+            // Read as LF, the whole file would be one line and every key "missing".
+            return Err(Errors::new(vec![Error::new(
+                1,
+                line::column(text, at),
+                "line endings are CR only (old Mac style); save with LF or CRLF",
+            )]));
+        }
         let (lines, mut errors) = syntax::lex(text);
         let mut doc = Document {
+            bom,
             lines,
             top: Vec::new(),
             kids: Vec::new(),
@@ -59,6 +80,9 @@ impl Document {
     #[must_use]
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(self.lines.iter().map(|l| l.text.len() + 2).sum());
+        if self.bom {
+            out.push(BOM);
+        }
         for l in &self.lines {
             out.push_str(&l.text);
             out.push_str(l.eol.as_str());

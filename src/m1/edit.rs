@@ -3,8 +3,10 @@
 //! and the same edits can be re-applied onto a newer text after a concurrent hand edit.
 
 use super::document::Document;
+use super::hidden;
 use super::line::{Eol, KeyLine, Kind, Line};
 use super::steps;
+use super::syntax::{self, Fenced};
 use super::value::{self, Scalar};
 use super::view::{Status, StepState};
 
@@ -41,7 +43,12 @@ impl Edit {
 
 pub(crate) fn apply(doc: &mut Document, edit: &Edit) {
     match edit {
-        Edit::Status(s) => set(doc, &["STATUS"], s.as_str()),
+        Edit::Status(s) => {
+            if doc.child(None, "STATUS").is_none() {
+                place_status(doc);
+            }
+            set(doc, &["STATUS"], s.as_str());
+        }
         Edit::Set(path, v) => set(doc, &strs(path), v),
         Edit::Remove(path) => {
             if let Some(i) = doc.find(&strs(path)) {
@@ -82,6 +89,43 @@ pub(crate) fn apply(doc: &mut Document, edit: &Edit) {
             set(doc, &["PLAN", "TOTAL_STEPS"], &list.len().to_string());
         }
     }
+}
+
+/// Makes a `STATUS:` key line where there is none, so that setting it never adds a second
+/// STATUS line: a line that reads as text but looks like one (`status:`, ` STATUS:`,
+/// `STATUS RUNNING`) becomes the key line, keeping its comment; with none, the key goes first,
+/// where the seed has it.
+fn place_status(doc: &mut Document) {
+    let fenced = syntax::fences(&doc.lines);
+    let found = hidden::candidates(&doc.lines, &fenced, "STATUS")
+        .find(|(_, f, look)| *f == Fenced::No && look.is_some())
+        .map(|(i, _, _)| i);
+    let Some(i) = found else {
+        insert(doc, 0, 0, "STATUS", None);
+        return;
+    };
+    // Its comment stays at its column.
+    let old = &doc.lines[i].text;
+    let text = match old.find(" #") {
+        Some(at) => {
+            let col = old[..=at].chars().count();
+            format!(
+                "STATUS:{}{}",
+                " ".repeat(col.saturating_sub(7).max(1)),
+                &old[at + 1..]
+            )
+        }
+        None => "STATUS:".to_string(),
+    };
+    doc.lines[i].text = text;
+    doc.lines[i].kind = Kind::Key(KeyLine {
+        indent: 0,
+        key: "STATUS".to_string(),
+        colon: "STATUS".len(),
+        value: None,
+        parent: None,
+    });
+    doc.reindex();
 }
 
 fn strs(path: &[String]) -> Vec<&str> {

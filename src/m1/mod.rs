@@ -7,6 +7,7 @@ pub mod commands;
 mod document;
 mod edit;
 mod error;
+mod hidden;
 mod line;
 mod merge;
 mod status_view;

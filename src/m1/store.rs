@@ -449,7 +449,13 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<Document, Errors> {
         let good = &bytes[..e.valid_up_to()];
         let line = good.iter().filter(|b| **b == b'\n').count() + 1;
         let start = good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        let column = String::from_utf8_lossy(&good[start..]).chars().count() + 1;
+        // A byte order mark is no column an editor shows.
+        let from = if start == 0 && good.starts_with("\u{feff}".as_bytes()) {
+            3
+        } else {
+            start
+        };
+        let column = String::from_utf8_lossy(&good[from..]).chars().count() + 1;
         let err = Error::new(line, column, "expected UTF-8 text: invalid byte sequence");
         Errors::new(vec![err]).with_path(path)
     })?;

@@ -13,58 +13,195 @@ use super::value;
 
 /// Lexes `text` into lines with parents set. Errors are syntax errors only.
 pub fn lex(text: &str) -> (Vec<Line>, Vec<Error>) {
-    let mut lines = Vec::new();
+    let mut lines: Vec<Line> = Vec::new();
     let mut errors = Vec::new();
     // Open key lines: (indent, line index).
     let mut stack: Vec<(usize, usize)> = Vec::new();
     let mut fence: Option<(char, usize)> = None;
     for (idx, (body, eol)) in line::split(text).into_iter().enumerate() {
         let n = idx + 1;
-        let kind = if let Some((ch, len)) = fence {
-            if is_fence(body).is_some_and(|(c, l)| c == ch && l >= len) {
-                fence = None;
-            }
-            Kind::Prose
-        } else if body.trim_start_matches([' ', '\t']).is_empty() {
-            Kind::Blank
-        } else if !body.starts_with([' ', '\t']) {
-            stack.clear();
-            if let Some(f) = is_fence(body) {
-                fence = Some(f);
-                Kind::Prose
-            } else if top_key_len(body).is_some() {
-                match key_line(body, 0, n, None) {
-                    Ok(k) => {
-                        stack.push((0, idx));
-                        Kind::Key(k)
-                    }
-                    Err(e) => {
-                        errors.push(e);
-                        Kind::Prose
-                    }
-                }
-            } else {
-                Kind::Prose
-            }
-        } else if stack.is_empty() {
-            // Indented Markdown under prose (a nested list, indented code): not ours.
-            Kind::Prose
+        errors.extend(stray_controls(body, n));
+        let odd = if fence.is_none() {
+            odd_indent(body, n, !stack.is_empty())
         } else {
-            match nested(body, n, &mut stack, &lines, idx) {
-                Ok(kind) => kind,
-                Err(e) => {
-                    errors.push(e);
-                    Kind::Prose
+            None
+        };
+        let (text, kind) = if let Some(e) = odd {
+            // Reported, then read as meant (the odd spaces as spaces, or as nothing at top
+            // level), so the lines after it read without a cascade of errors. The document
+            // is rejected, so this text is never rendered.
+            errors.push(e);
+            let mut read = None;
+            for with in [Width::Shown, Width::One, Width::Zero] {
+                let t = odd_spaces(body, with);
+                let mut trial = stack.clone();
+                let mut trial_fence = fence;
+                let (kind, err) = classify(&t, n, &mut trial, &mut trial_fence, &lines);
+                if err.is_none() || with == Width::Zero {
+                    stack = trial;
+                    fence = trial_fence;
+                    errors.extend(err);
+                    read = Some((t, kind));
+                    break;
                 }
             }
+            read.expect("the last reading is always taken")
+        } else {
+            let (kind, err) = classify(body, n, &mut stack, &mut fence, &lines);
+            errors.extend(err);
+            (body.to_string(), kind)
         };
-        lines.push(Line {
-            text: body.to_string(),
-            eol,
-            kind,
-        });
+        lines.push(Line { text, eol, kind });
     }
     (lines, errors)
+}
+
+/// What one line is, given the blocks and fence open before it (which it updates).
+fn classify(
+    body: &str,
+    n: usize,
+    stack: &mut Vec<(usize, usize)>,
+    fence: &mut Option<(char, usize)>,
+    lines: &[Line],
+) -> (Kind, Option<Error>) {
+    let idx = n - 1;
+    if let Some((ch, len)) = *fence {
+        if is_fence(body).is_some_and(|(c, l)| c == ch && l >= len) {
+            *fence = None;
+        }
+        return (Kind::Prose, None);
+    }
+    if lead_len(body) == body.len() {
+        return (Kind::Blank, None);
+    }
+    if !body.starts_with([' ', '\t']) {
+        stack.clear();
+        if let Some(f) = is_fence(body) {
+            *fence = Some(f);
+            return (Kind::Prose, None);
+        }
+        if top_key_len(body).is_none() {
+            return (Kind::Prose, None);
+        }
+        return match key_line(body, 0, n, None) {
+            Ok(k) => {
+                stack.push((0, idx));
+                (Kind::Key(k), None)
+            }
+            Err(e) => (Kind::Prose, Some(e)),
+        };
+    }
+    if stack.is_empty() {
+        // Indented Markdown under prose (a nested list, indented code): not ours.
+        return (Kind::Prose, None);
+    }
+    match nested(body, n, stack, lines, idx) {
+        Ok(kind) => (kind, None),
+        Err(e) => (Kind::Prose, Some(e)),
+    }
+}
+
+/// How many spaces an odd space stands for when a line is read as meant.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Width {
+    /// As wide as an editor shows it (a full-width space is two).
+    Shown,
+    One,
+    Zero,
+}
+
+/// `body` with the odd spaces of its indentation replaced by ASCII spaces.
+fn odd_spaces(body: &str, with: Width) -> String {
+    let lead = lead_len(body);
+    let mut out = String::with_capacity(body.len());
+    for c in body[..lead].chars() {
+        if is_odd_space(c) {
+            let n = match (with, c) {
+                (Width::Shown, '\u{3000}') => 2,
+                (Width::Shown, '\u{feff}' | '\u{200b}') | (Width::Zero, _) => 0,
+                _ => 1,
+            };
+            out.push_str(&" ".repeat(n));
+        } else {
+            out.push(c);
+        }
+    }
+    out.push_str(&body[lead..]);
+    out
+}
+
+/// A NUL byte or a carriage return inside a line: text no editor shows as it is read. A NUL
+/// is what a crash leaves in a file whose blocks were allocated but never written; a lone CR
+/// is a line break to some editors and part of the line to the runner.
+fn stray_controls(body: &str, n: usize) -> Vec<Error> {
+    let mut out = Vec::new();
+    if let Some(at) = body.find('\0') {
+        out.push(Error::new(
+            n,
+            line::column(body, at),
+            "unexpected NUL byte: M1.md is text; remove it (a crash can leave NUL bytes where \
+             text was never written)",
+        ));
+    }
+    if let Some(at) = body.find('\r') {
+        out.push(Error::new(
+            n,
+            line::column(body, at),
+            "carriage return (CR) inside the line: line endings must be LF or CRLF; remove it \
+             or save with LF or CRLF",
+        ));
+    }
+    out
+}
+
+/// Whitespace an editor shows as a space but that is not one: a line indented with it would
+/// silently read as prose and end the block it sits in.
+fn is_odd_space(c: char) -> bool {
+    (c.is_whitespace() && c != ' ' && c != '\t' && !c.is_ascii_control())
+        || matches!(c, '\u{feff}' | '\u{200b}')
+}
+
+/// The whitespace-looking characters at the start of `body`.
+pub(crate) fn lead_len(body: &str) -> usize {
+    body.len()
+        - body
+            .trim_start_matches(|c: char| c == ' ' || c == '\t' || is_odd_space(c))
+            .len()
+}
+
+/// A line indented with non-ASCII whitespace (a no-break space, a full-width space) where a
+/// key could be: inside a block, or before something that reads as a key.
+fn odd_indent(body: &str, n: usize, in_block: bool) -> Option<Error> {
+    let lead = lead_len(body);
+    let (at, c) = body[..lead]
+        .char_indices()
+        .find(|&(_, c)| is_odd_space(c))?;
+    let rest = &body[lead..];
+    // A line of nothing but spaces of any kind is blank: it looks blank and reads blank.
+    if rest.is_empty() || !in_block && any_key_len(rest).is_none() {
+        return None;
+    }
+    Some(Error::new(
+        n,
+        line::column(body, at),
+        format!(
+            "{} at the start of the line: indent with ASCII spaces (anything else makes the \
+             line read as text, not as a key)",
+            space_name(c)
+        ),
+    ))
+}
+
+/// How an error names an odd space.
+pub(crate) fn space_name(c: char) -> String {
+    let name = match c {
+        '\u{a0}' => "no-break space",
+        '\u{3000}' => "full-width space",
+        '\u{feff}' => "byte order mark",
+        '\u{200b}' => "zero-width space",
+        _ => "non-ASCII space",
+    };
+    format!("{name} (U+{:04X})", u32::from(c))
 }
 
 /// An indented line inside a block: a comment, or a key line two spaces deeper than its parent.
@@ -154,7 +291,7 @@ fn key_line(body: &str, indent: usize, n: usize, parent: Option<usize>) -> Resul
 }
 
 /// Length of an upper-case key followed by `:` at the start of `s` (top level: no numbers).
-fn top_key_len(s: &str) -> Option<usize> {
+pub(crate) fn top_key_len(s: &str) -> Option<usize> {
     let b = s.as_bytes();
     if !b.first()?.is_ascii_uppercase() {
         return None;
@@ -167,7 +304,7 @@ fn top_key_len(s: &str) -> Option<usize> {
 }
 
 /// Length of an upper-case key or a step number followed by `:` at the start of `s`.
-fn any_key_len(s: &str) -> Option<usize> {
+pub(crate) fn any_key_len(s: &str) -> Option<usize> {
     let b = s.as_bytes();
     if b.first()?.is_ascii_digit() {
         let len = b.iter().take_while(|c| c.is_ascii_digit()).count();
@@ -185,6 +322,41 @@ fn is_fence(body: &str) -> Option<(char, usize)> {
     let ch = t.chars().next().filter(|c| *c == '`' || *c == '~')?;
     let len = t.chars().take_while(|c| *c == ch).count();
     (len >= 3).then_some((ch, len))
+}
+
+/// Where a line stands with respect to Markdown code fences, as [`lex`] read them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fenced {
+    No,
+    /// Inside a fence that is closed further down (the fence lines included).
+    Closed,
+    /// Inside a fence that runs to the end of the file; `opened` is the opening line's index.
+    Unclosed {
+        opened: usize,
+    },
+}
+
+/// The fence state of every line, by the same rules as [`lex`].
+pub fn fences(lines: &[Line]) -> Vec<Fenced> {
+    let mut out = vec![Fenced::No; lines.len()];
+    let mut open: Option<(char, usize, usize)> = None;
+    for (idx, l) in lines.iter().enumerate() {
+        if let Some((ch, len, from)) = open {
+            if is_fence(&l.text).is_some_and(|(c, n)| c == ch && n >= len) {
+                out[from..=idx].fill(Fenced::Closed);
+                open = None;
+            }
+        } else if l.kind == Kind::Prose
+            && !l.text.starts_with([' ', '\t'])
+            && let Some((ch, len)) = is_fence(&l.text)
+        {
+            open = Some((ch, len, idx));
+        }
+    }
+    if let Some((_, _, from)) = open {
+        out[from..].fill(Fenced::Unclosed { opened: from });
+    }
+    out
 }
 
 /// Recomputes every key line's parent from indentation, after an edit moved lines around.

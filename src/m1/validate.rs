@@ -5,8 +5,10 @@
 
 use super::document::Document;
 use super::error::Error;
-use super::line;
+use super::hidden::{self, KNOWN_TOP};
+use super::line::{self, Kind};
 use super::steps;
+use super::syntax::{self, Fenced};
 use super::view::{Status, StepState, result_step};
 
 /// The type a known scalar must read as.
@@ -14,6 +16,8 @@ use super::view::{Status, StepState, result_step};
 enum Ty {
     /// A whole number ≥ 0.
     Count,
+    /// A whole number ≥ 1.
+    Positive,
     /// An exit code, or `(pending)`.
     Exit,
     Bool,
@@ -32,7 +36,7 @@ const RESULT_FIELDS: &[(&str, Ty)] = &[
     ("DURATION_S", Ty::Amount),
 ];
 const LIMIT_FIELDS: &[(&str, Ty)] = &[
-    ("MAX_RETRIES", Ty::Count),
+    ("MAX_RETRIES", Ty::Positive),
     ("MAX_STEPS", Ty::Count),
     ("STEP_TIMEOUT_MIN", Ty::Count),
     ("IDLE_TIMEOUT_MIN", Ty::Count),
@@ -43,28 +47,30 @@ const LIMIT_FIELDS: &[(&str, Ty)] = &[
 pub fn check(doc: &Document) -> Vec<Error> {
     let mut c = Checker {
         doc,
+        fenced: syntax::fences(&doc.lines),
         errors: Vec::new(),
     };
+    // A known key that is absent may be hiding in a line that reads as text.
+    c.unclosed_fence();
+    for key in KNOWN_TOP {
+        if doc.child(None, key).is_none() && !c.hidden(key) && matches!(*key, "STATUS" | "GOAL") {
+            let msg = format!("missing {key}: expected a line {}", hidden::expected(key));
+            c.errors.push(Error::new(1, 1, msg));
+        }
+    }
     if let Some(i) = doc.child(None, "STATUS")
         && let Some(v) = c.scalar(i)
         && let Err(msg) = v.parse::<Status>()
     {
         c.at_value(i, msg);
     }
-    match doc.child(None, "GOAL") {
-        None => c.errors.push(Error::new(
-            1,
-            1,
-            "missing GOAL: expected a line `GOAL: what the loop should achieve`",
-        )),
-        Some(i) => {
-            if c.scalar(i).is_none_or(|g| g.trim().is_empty()) {
-                c.at_value(
-                    i,
-                    "empty GOAL: expected `GOAL: what the loop should achieve`",
-                );
-            }
-        }
+    if let Some(i) = doc.child(None, "GOAL")
+        && c.scalar(i).is_none_or(|g| g.trim().is_empty())
+    {
+        c.at_value(
+            i,
+            "empty GOAL: expected `GOAL: what the loop should achieve`",
+        );
     }
     for key in TOP_SCALARS {
         if let Some(i) = doc.child(None, key) {
@@ -77,7 +83,14 @@ pub fn check(doc: &Document) -> Vec<Error> {
         }
     }
     c.plan();
+    c.lost_plan();
     c.fields(&["CURRENT"], CURRENT_FIELDS);
+    if let Some(i) = doc.find(&["CURRENT", "TASK_ID"])
+        && let Some(id) = c.scalar(i)
+        && let Err(e) = crate::bridge::validate_task_id(&id)
+    {
+        c.at_value(i, e.to_string());
+    }
     c.fields(&["LIMITS"], LIMIT_FIELDS);
     if let Some(r) = doc.find(&["RESULTS"]) {
         for i in doc.children(Some(r)).collect::<Vec<_>>() {
@@ -95,10 +108,117 @@ pub fn check(doc: &Document) -> Vec<Error> {
 
 struct Checker<'a> {
     doc: &'a Document,
+    fenced: Vec<Fenced>,
     errors: Vec<Error>,
 }
 
 impl Checker<'_> {
+    /// A code fence that is never closed turns the rest of the file into text: reported once,
+    /// at the first key or step line it hides (a fence that hides only prose is fine).
+    fn unclosed_fence(&mut self) {
+        let doc = self.doc;
+        let Some(i) = (0..doc.lines.len()).find(|&i| {
+            matches!(self.fenced[i], Fenced::Unclosed { .. }) && {
+                let t = &doc.lines[i].text;
+                hidden::step_like(t)
+                    || hidden::lookalike(t).is_some()
+                    || syntax::top_key_len(t).is_some_and(|n| KNOWN_TOP.contains(&&t[..n]))
+            }
+        }) else {
+            return;
+        };
+        let Fenced::Unclosed { opened } = self.fenced[i] else {
+            return;
+        };
+        let t = &doc.lines[i].text;
+        let what = match syntax::top_key_len(t) {
+            Some(n) if !hidden::step_like(t) => format!("`{}`", &t[..=n]),
+            _ => "this line".to_string(),
+        };
+        self.errors.push(Error::new(
+            i + 1,
+            1,
+            format!(
+                "{what} is inside the code fence opened on line {}, which is never closed, so \
+                 it and every key after it read as text: close the fence (a line of ```) \
+                 before this line",
+                opened + 1
+            ),
+        ));
+    }
+
+    /// Reports the line that hides the absent top-level key `key` (a lookalike, or a key
+    /// inside a code fence that is never closed, which [`Self::unclosed_fence`] reports);
+    /// whether there was one.
+    fn hidden(&mut self, key: &str) -> bool {
+        let doc = self.doc;
+        let Some((i, fence, look)) = hidden::candidates(&doc.lines, &self.fenced, key).next()
+        else {
+            return false;
+        };
+        if let (Fenced::No, Some(lk)) = (fence, look) {
+            self.errors.push(Error::new(i + 1, lk.column, lk.why));
+        }
+        true
+    }
+
+    /// A RUNNING, WAITING or FAILED loop with no steps plans anew; that is right for a new
+    /// loop, and wrong when the file shows that a plan existed and can no longer be read.
+    fn lost_plan(&mut self) {
+        let doc = self.doc;
+        let status = doc.get(&["STATUS"]).and_then(|s| s.parse::<Status>().ok());
+        if !matches!(
+            status,
+            Some(Status::Running | Status::Waiting | Status::Failed)
+        ) || !steps::list(doc).is_empty()
+        {
+            return;
+        }
+        let anew = "PLAN lists no steps, so `loop resume` would plan anew";
+        if let Some(r) = doc.find(&["RESULTS"])
+            && let Some(i) = doc
+                .children(Some(r))
+                .find(|&i| result_step(&doc.key_at(i).key).is_some_and(|n| n >= 1))
+        {
+            let k = &doc.key_at(i).key;
+            self.at_key(
+                i,
+                format!(
+                    "RESULTS holds {k}, but {anew}: the plan was lost; put the steps back under \
+                     PLAN.STEPS (or remove the results of old steps to plan anew)"
+                ),
+            );
+        }
+        // Steps in a fence that is never closed are reported with the fence.
+        if let Some(i) = (0..doc.lines.len()).find(|&i| {
+            let l = &doc.lines[i];
+            l.kind == Kind::Prose && self.fenced[i] == Fenced::No && hidden::step_like(&l.text)
+        }) {
+            self.errors.push(Error::new(
+                i + 1,
+                1,
+                format!(
+                    "this line looks like a step (`N: [STATE] text`) but is not under \
+                     PLAN.STEPS, and {anew}; put it under `  STEPS:` in PLAN, indented 4 spaces"
+                ),
+            ));
+        }
+        if let Some(p) = doc.find(&["PLAN"])
+            && doc.key_at(p).value.is_none()
+            && doc.lines[p + 1..].iter().all(|l| l.kind == Kind::Blank)
+        {
+            self.at_key(
+                p,
+                format!(
+                    "the file ends at `PLAN:` with nothing under it and STATUS is {}: it looks \
+                     cut off, and {anew}; restore the rest of the file (or remove `PLAN:` to \
+                     plan anew)",
+                    status.map_or("", Status::as_str)
+                ),
+            );
+        }
+    }
+
     fn at_value(&mut self, idx: usize, msg: impl Into<String>) {
         let l = &self.doc.lines[idx];
         let k = self.doc.key_at(idx);
@@ -145,6 +265,7 @@ impl Checker<'_> {
         let key = self.doc.key_at(idx).key.clone();
         let ok = match ty {
             Ty::Count => v.parse::<u64>().is_ok(),
+            Ty::Positive => v.parse::<u64>().is_ok_and(|n| n >= 1),
             Ty::Exit => v == "(pending)" || v.parse::<i32>().is_ok(),
             Ty::Bool => v == "true" || v == "false",
             Ty::Amount => v.parse::<f64>().is_ok_and(|x| x.is_finite() && x >= 0.0),
@@ -152,6 +273,7 @@ impl Checker<'_> {
         if !ok {
             let expected = match ty {
                 Ty::Count => "a whole number",
+                Ty::Positive => "a whole number ≥ 1",
                 Ty::Exit => "an exit code or `(pending)`",
                 Ty::Bool => "`true` or `false`",
                 Ty::Amount => "a number ≥ 0",
@@ -194,19 +316,30 @@ impl Checker<'_> {
         if let Some((i, t)) = total
             && t != count
         {
-            self.at_value(
-                i,
-                format!("TOTAL_STEPS is {t} but PLAN.STEPS lists {count} steps: expected {count}"),
-            );
+            // No steps at all: they were lost, and setting the count to 0 would plan anew.
+            let msg = if count == 0 {
+                format!(
+                    "TOTAL_STEPS is {t} but PLAN.STEPS lists no steps: the plan's steps are \
+                     missing; put them back under PLAN.STEPS (or set TOTAL_STEPS: 0 to plan anew)"
+                )
+            } else {
+                format!("TOTAL_STEPS is {t} but PLAN.STEPS lists {count} steps: expected {count}")
+            };
+            self.at_value(i, msg);
         }
         let total = total.map_or(count, |(_, t)| t);
         if let Some((i, c)) = current
             && c > total
         {
-            self.at_value(
-                i,
-                format!("CURRENT_STEP {c} is outside the plan: expected 0 to {total}"),
-            );
+            let msg = if total == 0 && count == 0 {
+                format!(
+                    "CURRENT_STEP is {c} but PLAN.STEPS lists no steps: the plan's steps are \
+                     missing; put them back under PLAN.STEPS (or set CURRENT_STEP: 0 to plan anew)"
+                )
+            } else {
+                format!("CURRENT_STEP {c} is outside the plan: expected 0 to {total}")
+            };
+            self.at_value(i, msg);
         }
     }
 
@@ -233,15 +366,25 @@ impl Checker<'_> {
             );
             return;
         };
-        let Some((state, _)) = steps::split(&v.text) else {
+        let Some((state, step_text)) = steps::split(&v.text) else {
             self.at_value(idx, "malformed step: expected `N: [STATE] text`");
             return;
         };
+        let text = &self.doc.lines[idx].text;
+        let at = v.start + 1 + usize::from(v.quoted);
         if let Err(msg) = state.parse::<StepState>() {
-            let text = &self.doc.lines[idx].text;
-            let at = v.start + 1 + usize::from(v.quoted);
             self.errors
                 .push(Error::new(idx + 1, line::column(text, at), msg));
+        } else if step_text.trim().is_empty() {
+            // Right after the `]`, where the text belongs.
+            self.errors.push(Error::new(
+                idx + 1,
+                line::column(text, at + state.len() + 1),
+                format!(
+                    "empty step {n}: expected `N: [STATE] text`, with a text that says what \
+                     the step does"
+                ),
+            ));
         }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! A value runs to the first ` #` (a comment) or the end of the line; trailing spaces belong to
 //! the gap before the comment, not to the value. A value that would be misread that way is
-//! written double-quoted with `\"`, `\\`, `\n` (and `\r`, `\t`) escapes.
+//! written double-quoted with `\"`, `\\`, `\n` (and `\r`, `\t`, `\0`) escapes.
 
 /// Where a value sits in its line (byte offsets), and what it means.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,11 +70,12 @@ fn unquote(s: &str) -> Result<(String, usize), ScanError> {
                 Some((_, 'n')) => out.push('\n'),
                 Some((_, 'r')) => out.push('\r'),
                 Some((_, 't')) => out.push('\t'),
+                Some((_, '0')) => out.push('\0'),
                 Some((j, other)) => {
                     return Err((
                         j - 1,
                         format!(
-                            "unknown escape `\\{other}`: expected one of \\\" \\\\ \\n \\r \\t"
+                            "unknown escape `\\{other}`: expected one of \\\" \\\\ \\n \\r \\t \\0"
                         ),
                     ));
                 }
@@ -93,7 +94,7 @@ pub fn needs_quotes(value: &str) -> bool {
         || value.starts_with([' ', '"', '#'])
         || value.ends_with(' ')
         || value.contains(" #")
-        || value.contains(['\n', '\r', '\t'])
+        || value.contains(['\n', '\r', '\t', '\0'])
 }
 
 /// `value` double-quoted with escapes.
@@ -108,6 +109,7 @@ pub fn quote(value: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
+            '\0' => out.push_str("\\0"),
             _ => out.push(c),
         }
     }
@@ -160,6 +162,7 @@ mod tests {
             "a #b",
             "l1\nl2",
             "back\\slash \"q\"",
+            "nul\0byte",
         ] {
             let line = format!("K: {}", encode(v, false));
             assert_eq!(text(&line).as_deref(), Some(v), "{line}");
