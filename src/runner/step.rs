@@ -286,6 +286,17 @@ impl Runner {
                 after.line()
             ));
         }
+        if !report.killed_outside_group.is_empty() {
+            let who: Vec<String> = report
+                .killed_outside_group
+                .iter()
+                .map(|p| format!("{} ({})", p.pid, p.name))
+                .collect();
+            self.say(&format!(
+                "cleanup: task {task_id} left processes outside its process group; ended: {}",
+                who.join(", ")
+            ));
+        }
         let end = match report.state {
             TaskState::Timeout if report.reason.as_deref() == Some("idle") => TaskEnd::Idle,
             TaskState::Timeout => TaskEnd::Timeout,
