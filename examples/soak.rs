@@ -364,9 +364,13 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally) {
             storm_gaps = true;
             let how = rng.below(3);
             let mut n = 0;
+            wait_for(Duration::from_secs(30), || l.started(1));
             while runner.try_wait().ok().flatten().is_none() {
                 n += 1;
                 let text = l.text();
+                if text.is_empty() {
+                    continue;
+                }
                 match how {
                     0 => save_by_rename(&l.file, &format!("{text}# save {n}\n")),
                     1 => {
