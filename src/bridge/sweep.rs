@@ -9,8 +9,10 @@
 //! lives, its descendants count too (which catches one that cleared its environment).
 //!
 //! Members of the group are left to the group's own signals (`killpg`); a sweep tracks the
-//! others ("strays"), each by pid and start time, so a reused pid is never signalled. The
-//! scans read all of `/proc` and happen only when a task ends, never while it runs.
+//! others ("strays"), each by pid and start time, so a reused pid is never signalled. Scans
+//! happen only when a task ends, never while it runs: the supervisor walks its own process
+//! tree (a few reads); without a live supervisor (the guardian, `kill` of a LOST task), the
+//! scan reads all of `/proc`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -96,7 +98,14 @@ impl Sweep {
     /// Looks through `/proc` for the task's processes outside its group and adds the new
     /// ones; returns whether any stray is running.
     pub(crate) fn scan(&mut self) -> bool {
-        let stats: HashMap<i32, ProcStat> = procfs::pids()
+        // While the root (the supervisor, a subreaper) lives, every process of the task is
+        // below it: walking its tree costs a few reads, where all of /proc costs milliseconds
+        // per task end. Without a root, or where the kernel keeps no child lists, all of
+        // /proc, by environment.
+        let tree = self.root.and_then(tree);
+        let by_tree = tree.is_some();
+        let stats: HashMap<i32, ProcStat> = tree
+            .unwrap_or_else(procfs::pids)
             .into_iter()
             .filter_map(|pid| Some((pid, procfs::stat(pid)?)))
             .collect();
@@ -107,10 +116,10 @@ impl Sweep {
                 .and_then(|p| stats.get(&p))
                 .is_none_or(|s| s.start_ticks == g.leader_start)
         });
-        let descendants = self
-            .root
-            .map(|r| descendants(r, &stats))
-            .unwrap_or_default();
+        let descendants = match self.root {
+            Some(r) if !by_tree => descendants(r, &stats),
+            _ => HashSet::new(),
+        };
         for (&pid, s) in &stats {
             if !s.is_running()
                 || self.exclude.contains(&pid)
@@ -119,7 +128,7 @@ impl Sweep {
             {
                 continue;
             }
-            if descendants.contains(&pid) || procfs::env_has(pid, &self.entry) {
+            if by_tree || descendants.contains(&pid) || procfs::env_has(pid, &self.entry) {
                 self.live.push(Member {
                     pid,
                     start_ticks: s.start_ticks,
@@ -170,6 +179,36 @@ impl Sweep {
 /// `LOOP_TASK_ID=<id>`, as it reads in `/proc/<pid>/environ`.
 fn env_entry(task_id: &str) -> Vec<u8> {
     format!("{TASK_ID_ENV}={task_id}").into_bytes()
+}
+
+/// Every process below `root`, from the kernel's per-thread child lists
+/// (`/proc/PID/task/TID/children`); `None` where the kernel does not keep them.
+fn tree(root: i32) -> Option<Vec<i32>> {
+    let mut found: Vec<i32> = Vec::new();
+    let mut todo = vec![root];
+    while let Some(p) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            if p == root {
+                return None;
+            }
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Ok(list) = std::fs::read_to_string(t.path().join("children")) else {
+                if p == root {
+                    return None;
+                }
+                continue;
+            };
+            for c in list.split_ascii_whitespace().filter_map(|c| c.parse().ok()) {
+                if !found.contains(&c) {
+                    found.push(c);
+                    todo.push(c);
+                }
+            }
+        }
+    }
+    Some(found)
 }
 
 /// Every process below `root` in the current process tree.
@@ -254,6 +293,37 @@ mod tests {
             "timed out; killed outside its process group: 1 (sleep), 2 (sleep)"
         );
         assert!(describe(&strays).ends_with("10 (sleep) and 2 more"));
+    }
+
+    #[test]
+    fn the_tree_of_a_process_lists_its_children_and_theirs() {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let me = i32::try_from(std::process::id()).unwrap();
+        let sh = i32::try_from(child.id()).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let below_sh = |seen: &[i32]| {
+            seen.iter()
+                .any(|&p| procfs::stat(p).is_some_and(|s| s.ppid == sh))
+        };
+        let mut seen = Vec::new();
+        let mut grandchild = false;
+        while std::time::Instant::now() < deadline && !grandchild {
+            seen = tree(me).expect("this kernel keeps child lists");
+            grandchild = seen.contains(&sh) && below_sh(&seen);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(sh), Signal::SIGKILL);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            grandchild,
+            "the shell and its sleep are in the tree: {seen:?}"
+        );
     }
 
     #[test]

@@ -229,17 +229,18 @@ impl Ledger {
         });
     }
 
-    /// Records, durably and before M1.md says so, how a task was judged.
+    /// Records, before M1.md says so, how a task was judged. Written whole or not at all
+    /// (temporary file, rename), without an fsync: the M1.md write that follows is the
+    /// durable record, and a judgement a power cut took is made again from the exit record.
     ///
     /// # Errors
     /// When `judged.json` cannot be written.
     pub fn judge(&mut self, task_id: &str, judged: Judged) -> anyhow::Result<()> {
         let path = self.tasks_dir.join(task_id).join(JUDGED_FILE);
         let json = serde_json::to_vec_pretty(&judged).context("while encoding judged.json")?;
-        let mut f = atomic_write_file::AtomicWriteFile::open(&path)
-            .with_context(|| format!("while creating {}", path.display()))?;
-        std::io::Write::write_all(&mut f, &json)
-            .and_then(|()| f.commit())
+        let tmp = path.with_file_name(format!(".{JUDGED_FILE}.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, &json)
+            .and_then(|()| std::fs::rename(&tmp, &path))
             .with_context(|| format!("while writing {}", path.display()))?;
         if let Some(e) = self.entries.iter_mut().find(|e| e.task_id == task_id) {
             e.judged = Some(judged);
