@@ -1,0 +1,119 @@
+//! A step whose supervisor and guardian die together (kill -9 of both, an OOM killer): the
+//! task reads LOST, costs an attempt, and nothing it left runs on beside the retry,
+//! including a process that left the group with `setsid`.
+
+mod harness;
+
+use std::path::Path;
+use std::time::Duration;
+
+use harness::{Env, code, stderr, wait_until};
+use m1loop::m1::Status;
+use serde_json::json;
+
+fn read_pid(path: &Path) -> Option<i32> {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    i32::try_from(v["pid"].as_i64()?).ok()
+}
+
+fn ppid(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| !r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+fn kill9(pid: i32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+#[test]
+fn a_lost_step_leaves_nothing_running_beside_its_retry() {
+    let mut env = Env::new();
+    // The agent leaves a process outside its group, and (first call) one inside it.
+    let escapees = env.dir.path().join("escapees");
+    let agent = env.dir.path().join("agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\nsetsid sleep 600 </dev/null >/dev/null 2>&1 &\necho $! >> '{}'\nexec '{}' \"$@\"\n",
+            escapees.display(),
+            harness::sim_bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    env.extra_env
+        .push(("LOOP_AGENT".into(), agent.display().to_string()));
+    env.scenario(&json!({
+        "steps": {"1": [
+            {"sleep_ms": 60000, "heartbeat_ms": 100, "grandchild_sleep_s": 600, "result": "x\nSTEP_DONE: ok"},
+            {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}
+        ]},
+        "default": {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}
+    }));
+    let mut runner = env.spawn(&["start", "g", "--step", "a"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    let tasks = env.state().join("tasks");
+    let task = std::fs::read_dir(&tasks)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .unwrap();
+    let (mut sup, mut agent_pid) = (None, None);
+    assert!(wait_until(Duration::from_secs(20), || {
+        sup = read_pid(&task.join("supervisor.json"));
+        agent_pid = read_pid(&task.join("pid.json"));
+        sup.is_some() && agent_pid.is_some() && std::fs::read_to_string(&escapees).is_ok()
+    }));
+    let sup = sup.unwrap();
+    // The guardian: the supervisor's child that is not the agent.
+    let guardian = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .find(|&p| p != agent_pid.unwrap() && ppid(p) == Some(sup))
+        .expect("the guardian runs");
+    let first: Vec<i32> = std::fs::read_to_string(&escapees)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert!(first.iter().all(|&p| alive(p)));
+
+    kill9(sup);
+    kill9(guardian);
+
+    let status = runner.wait(Duration::from_secs(60));
+    assert!(status.success(), "{status:?}\n{}", env.log());
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done);
+    assert_eq!(env.calls_for(1), 2, "LOST costs an attempt and is retried");
+    assert_eq!(m.results[&1].attempts, Some(2));
+    let log = env.log();
+    assert!(
+        first.iter().all(|&p| !alive(p)),
+        "the first attempt's setsid process outlived its lost task: {first:?}\n{log}"
+    );
+    assert!(log.contains("lost: task"), "{log}");
+    env.assert_no_processes();
+    let out = env.run(&["status"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
