@@ -67,6 +67,21 @@ fn children_cpu() -> Duration {
     tv(u.user_time()) + tv(u.system_time())
 }
 
+/// `loop start` of a STEPS-step loop.
+fn start_args() -> Vec<String> {
+    let mut args = vec![
+        "start".to_string(),
+        "bench".into(),
+        "--max-steps".into(),
+        STEPS.to_string(),
+    ];
+    for i in 1..=STEPS {
+        args.push("--step".into());
+        args.push(format!("step {i}"));
+    }
+    args
+}
+
 /// One plain shell loop running the agent STEPS times: its wall time.
 fn shell_round() -> Duration {
     let dir = fresh(r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#);
@@ -94,16 +109,7 @@ fn shell_round() -> Duration {
 /// runner (with the short-lived process that starts each supervisor).
 fn loop_round() -> (Duration, Duration) {
     let dir = fresh(r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#);
-    let mut args = vec![
-        "start".to_string(),
-        "bench".into(),
-        "--max-steps".into(),
-        STEPS.to_string(),
-    ];
-    for i in 1..=STEPS {
-        args.push("--step".into());
-        args.push(format!("step {i}"));
-    }
+    let args = start_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let cpu = children_cpu();
     let t = Instant::now();
@@ -324,16 +330,7 @@ fn json_time(path: &Path, key: &str) -> Option<chrono::DateTime<chrono::Utc>> {
 /// One loop of STEPS steps under `how`: the gaps from each agent's exit to the next spawn.
 fn storm_round(how: Save) -> Vec<f64> {
     let dir = fresh(r#"{"default": {"sleep_ms": 30, "result": "ok\nSTEP_DONE: ok"}}"#);
-    let mut args = vec![
-        "start".to_string(),
-        "bench".into(),
-        "--max-steps".into(),
-        STEPS.to_string(),
-    ];
-    for i in 1..=STEPS {
-        args.push("--step".into());
-        args.push(format!("step {i}"));
-    }
+    let args = start_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut child = loop_cmd(&dir, &args).spawn().unwrap();
     let file = dir.join("state/M1.md");

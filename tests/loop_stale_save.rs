@@ -103,34 +103,34 @@ fn a_stale_save_of_a_text_from_before_the_step_started_does_not_run_it_again() {
     assert_each_step_once(&env, 3);
 }
 
-#[test]
-fn a_stale_save_while_the_runner_is_dead_is_repaired_from_the_task_ledger() {
+/// Kills the runner once step 3 runs, saves the text read while step `during` ran, resumes:
+/// returns the log of a loop that ended DONE with every step started once.
+fn stale_save_while_the_runner_is_dead(during: u32) -> String {
     let env = Env::new();
     env.scenario(&steady(900));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
-    let old = stale_text(&env, 2, 3);
+    let old = stale_text(&env, during, 3);
     runner.kill9();
     save_by_rename(&env.file, &old);
     let out = env.run(&["resume"]);
     assert_eq!(code(&out), 0, "{}\n{}", stderr(&out), env.log());
     assert_each_step_once(&env, 3);
-    let log = env.log();
+    env.log()
+}
+
+#[test]
+fn a_stale_save_while_the_runner_is_dead_is_repaired_from_the_task_ledger() {
+    // Step 2 RUNNING with its (since judged) task in CURRENT; step 3's task not on record.
+    let log = stale_save_while_the_runner_is_dead(2);
     assert!(log.contains("was judged already"), "{log}");
     assert!(log.contains("taken back on record"), "{log}");
 }
 
 #[test]
 fn a_stale_save_from_before_a_pass_with_the_runner_dead_does_not_rerun_the_step() {
-    let env = Env::new();
-    env.scenario(&steady(900));
-    let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
     // Step 2 PENDING and no task of it in this text; by the kill, step 2 passed and step 3 runs.
-    let old = stale_text(&env, 1, 3);
-    runner.kill9();
-    save_by_rename(&env.file, &old);
-    let out = env.run(&["resume"]);
-    assert_eq!(code(&out), 0, "{}\n{}", stderr(&out), env.log());
-    assert_each_step_once(&env, 3);
+    let log = stale_save_while_the_runner_is_dead(1);
+    assert!(log.contains("its record is put back"), "{log}");
 }
 
 #[test]
