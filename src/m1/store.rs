@@ -48,6 +48,9 @@ pub enum StoreError {
     EditsInvalid(Errors),
     /// Reading or writing failed, or the file never stopped changing.
     Io(anyhow::Error),
+    /// The file kept changing under the commit, and the caller's stop condition came true
+    /// while it waited for a pause: nothing was written.
+    Interrupted,
 }
 
 impl StoreError {
@@ -56,7 +59,7 @@ impl StoreError {
     pub fn errors(&self) -> Option<&Errors> {
         match self {
             StoreError::DiskInvalid(e) | StoreError::EditsInvalid(e) => Some(e),
-            StoreError::Io(_) => None,
+            StoreError::Io(_) | StoreError::Interrupted => None,
         }
     }
 }
@@ -72,6 +75,12 @@ impl std::fmt::Display for StoreError {
                 )
             }
             StoreError::Io(e) => write!(f, "{e:#}"),
+            StoreError::Interrupted => {
+                write!(
+                    f,
+                    "interrupted while the file kept changing; nothing was written"
+                )
+            }
         }
     }
 }
@@ -210,6 +219,19 @@ impl Store {
     /// # Errors
     /// [`StoreError`]: the file on disk is malformed, the edits would make it invalid, or I/O.
     pub fn commit(&mut self, edits: &[Edit]) -> Result<Document, StoreError> {
+        self.commit_unless(edits, &mut || false)
+    }
+
+    /// [`Store::commit`], which gives up with [`StoreError::Interrupted`] when `stop` comes
+    /// true while it waits for a file that keeps changing to pause.
+    ///
+    /// # Errors
+    /// As [`Store::commit`], plus [`StoreError::Interrupted`].
+    pub fn commit_unless(
+        &mut self,
+        edits: &[Edit],
+        stop: &mut dyn FnMut() -> bool,
+    ) -> Result<Document, StoreError> {
         // `base`: the text the edits are applied onto. `expected`: what should be on disk now.
         let mut base = self.read()?;
         let mut expected = base.clone();
@@ -230,6 +252,9 @@ impl Store {
                     )));
                 }
                 if rounds > EAGER_ROUNDS {
+                    if stop() {
+                        return Err(StoreError::Interrupted);
+                    }
                     let exp = u32::try_from(rounds - EAGER_ROUNDS)
                         .unwrap_or(u32::MAX)
                         .min(7);

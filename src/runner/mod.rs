@@ -215,8 +215,12 @@ impl Runner {
     /// help: the loop halts WAITING with the reason, and the command ends with exit 3.
     fn commit(&mut self, edits: &[Edit]) -> anyhow::Result<()> {
         let all: Vec<Edit> = self.pending.iter().chain(edits).cloned().collect();
+        let state_dir = self.state_dir.clone();
         loop {
-            match self.store.commit(&all) {
+            match self
+                .store
+                .commit_unless(&all, &mut || stopfile::present(&state_dir).is_some())
+            {
                 Ok(doc) => {
                     self.doc = doc;
                     self.pending.clear();
@@ -232,6 +236,16 @@ impl Runner {
                 }
                 Err(StoreError::EditsInvalid(errs)) => return Err(self.halt_unrecordable(&errs)),
                 Err(StoreError::Io(e)) => return Err(e),
+                Err(StoreError::Interrupted) => {
+                    let stop = stopfile::present(&self.state_dir).unwrap_or_else(stopfile::global);
+                    self.stop_while_invalid(&stop);
+                    return Err(crate::exit::Exit::waiting(format!(
+                        "stopped by {} while M1.md kept changing; the last decision was not \
+                         recorded (`loop resume` makes it again from the task's record)",
+                        stop.display()
+                    ))
+                    .into());
+                }
             }
         }
     }
@@ -279,14 +293,16 @@ impl Runner {
         self.say(&t.log);
     }
 
-    /// Writes how a task was judged into the ledger, before M1.md says it.
+    /// Writes how a task was judged into the ledger, before M1.md says it. A task is judged
+    /// once: a later stop or failed write never replaces its judgement.
     fn record_judged(
         &mut self,
         task_id: &str,
         verdict: &str,
         edits: &[Edit],
     ) -> anyhow::Result<()> {
-        if !crate::bridge::exists(&self.state_dir, task_id) {
+        if !crate::bridge::exists(&self.state_dir, task_id) || self.ledger.judged(task_id).is_some()
+        {
             return Ok(());
         }
         self.ledger
@@ -510,6 +526,7 @@ impl Runner {
         let m = self.view();
         if let Some(id) = m.current.task_id.filter(|t| !t.is_empty())
             && crate::bridge::exists(&self.state_dir, &id)
+            && self.ledger.judged(&id).is_none()
         {
             let _ = crate::bridge::kill(&self.state_dir, &id, KILL_GRACE);
             // Once the file is fixed, its TASK_ID gets the stop's record, not a judgement.
