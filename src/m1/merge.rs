@@ -22,7 +22,7 @@ use super::edit::Edit;
 pub(crate) type Fields = BTreeMap<Vec<String>, String>;
 
 /// How many earlier versions a store remembers as possible bases of a save.
-const HISTORY: usize = 16;
+const HISTORY: usize = 64;
 /// Documents larger than this are not remembered (the cost would outgrow the use).
 const MAX_REMEMBERED_BYTES: usize = 256 * 1024;
 
