@@ -121,6 +121,9 @@ fn table() -> Vec<(&'static str, ExitInfo, String)> {
         ("error-max-budget-usd", exited(1), "billing".into()),
         ("hang-killed-by-timeout", killed, "transient".into()),
         ("sigterm", exited(143), "transient".into()),
+        ("tool-removed-by-deny-rule", exited(0), "success".into()),
+        ("tool-permission-not-granted", exited(0), "success".into()),
+        ("tool-error-command-failed", exited(0), "success".into()),
     ]
 }
 
@@ -153,7 +156,7 @@ fn the_table_covers_every_row_of_the_index_and_every_capture_file() {
         })
         .collect();
     let tested: BTreeSet<String> = table().iter().map(|(s, _, _)| (*s).to_owned()).collect();
-    assert_eq!(indexed.len(), 25, "index rows: {indexed:?}");
+    assert_eq!(indexed.len(), 28, "index rows: {indexed:?}");
     assert_eq!(tested, indexed);
     assert_eq!(tested, on_disk);
 }
