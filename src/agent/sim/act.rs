@@ -123,6 +123,18 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
         (false, 0) => DEFAULT_PLAN,
         (false, _) => DEFAULT_STEP,
     };
+    for tool in &action.unavailable_tools {
+        let id = format!(
+            "toolu_sim_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..20]
+        );
+        out.event(&emit::tool_use(&session_id, model, &id, tool));
+        out.event(&emit::tool_result_error(
+            &session_id,
+            &id,
+            &emit::no_such_tool(tool),
+        ));
+    }
     let text = fill(action.result.as_deref().unwrap_or(default));
     let api_error = action.api_error_status.filter(|_| action.is_error);
     out.event(&emit::assistant(&session_id, model, &text, api_error));
