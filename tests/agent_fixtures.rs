@@ -120,7 +120,7 @@ fn table() -> Vec<(&'static str, ExitInfo, String)> {
         ("error-max-turns", exited(1), "other".into()),
         ("error-max-budget-usd", exited(1), "billing".into()),
         ("hang-killed-by-timeout", killed, "transient".into()),
-        ("sigterm", exited(143), "transient".into()),
+        ("sigterm", exited(143), "other".into()),
         ("tool-removed-by-deny-rule", exited(0), "success".into()),
         ("tool-permission-not-granted", exited(0), "success".into()),
         ("tool-error-command-failed", exited(0), "success".into()),

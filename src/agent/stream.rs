@@ -33,6 +33,10 @@ pub struct StreamSummary {
     /// which `permission_denials` does not list), deduplicated, in order of first refusal.
     /// They are merged into the result's `permission_denials` too.
     pub unavailable_tools: Vec<String>,
+    /// The API error the CLI was last retrying (`system/api_retry`, or a synthetic assistant
+    /// message carrying an API error), e.g. `429 rate_limit`: what a process killed before
+    /// its result was waiting on.
+    pub api_error: Option<String>,
     /// Lines that parsed as JSON objects.
     pub events: usize,
     /// Lines that did not (cut, binary, stray prints).
@@ -167,6 +171,16 @@ impl StreamReader {
                     }
                     return;
                 }
+                Some("api_retry") => {
+                    let status = obj.get("error_status").and_then(Value::as_u64);
+                    let error = str_field(obj, "error");
+                    s.api_error = Some(match (status, error) {
+                        (Some(st), Some(e)) => format!("{st} {e}"),
+                        (Some(st), None) => st.to_string(),
+                        (None, Some(e)) => e,
+                        (None, None) => "an API error".to_owned(),
+                    });
+                }
                 _ => {}
             },
             Some("rate_limit_event") => {
@@ -180,6 +194,9 @@ impl StreamReader {
             }
             Some("assistant") => {
                 if let Some(text) = assistant_text(obj) {
+                    if obj.get("is_api_error_message").and_then(Value::as_bool) == Some(true) {
+                        s.api_error = Some(text.clone());
+                    }
                     s.last_assistant_text = Some(text);
                 }
                 for (id, name) in tool_uses(obj) {

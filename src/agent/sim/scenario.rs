@@ -56,6 +56,9 @@ pub struct Action {
     /// answer goes on as given, and `permission_denials` stays empty, as in the capture
     /// `tool-removed-by-deny-rule`.
     pub unavailable_tools: Vec<String>,
+    /// After the work and the answer, but before the result event, the process kills itself
+    /// with this signal: an agent killed from outside (an OOM kill, a stray `kill -9`).
+    pub killed_by_signal: Option<i32>,
 }
 
 /// A file an action writes.
