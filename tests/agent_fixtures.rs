@@ -120,7 +120,10 @@ fn table() -> Vec<(&'static str, ExitInfo, String)> {
         ("error-max-turns", exited(1), "other".into()),
         ("error-max-budget-usd", exited(1), "billing".into()),
         ("hang-killed-by-timeout", killed, "transient".into()),
-        ("sigterm", exited(143), "transient".into()),
+        ("sigterm", exited(143), "other".into()),
+        ("tool-removed-by-deny-rule", exited(0), "success".into()),
+        ("tool-permission-not-granted", exited(0), "success".into()),
+        ("tool-error-command-failed", exited(0), "success".into()),
     ]
 }
 
@@ -153,7 +156,7 @@ fn the_table_covers_every_row_of_the_index_and_every_capture_file() {
         })
         .collect();
     let tested: BTreeSet<String> = table().iter().map(|(s, _, _)| (*s).to_owned()).collect();
-    assert_eq!(indexed.len(), 25, "index rows: {indexed:?}");
+    assert_eq!(indexed.len(), 28, "index rows: {indexed:?}");
     assert_eq!(tested, indexed);
     assert_eq!(tested, on_disk);
 }
@@ -258,4 +261,32 @@ fn messages_carry_the_cli_s_own_words() {
         let c = classify(&exited(1), &stderr, &s, now());
         assert!(c.to_string().contains(needle), "{stem}: {c}");
     }
+}
+
+#[test]
+fn a_tool_removed_by_a_deny_rule_counts_as_a_permission_denial() {
+    // The CLI lists nothing in `permission_denials`: only the tool_result tells.
+    let (s, _) = load("tool-removed-by-deny-rule");
+    assert_eq!(s.unavailable_tools, ["Bash"]);
+    let r = s.result.unwrap();
+    assert!(!r.is_error);
+    assert_eq!(r.permission_denials, ["Bash"]);
+}
+
+#[test]
+fn a_permission_not_granted_is_listed_once() {
+    // Listed by the CLI and said in the tool_result: one entry, not two.
+    let (s, _) = load("tool-permission-not-granted");
+    assert_eq!(s.unavailable_tools, ["Write"]);
+    assert_eq!(s.result.unwrap().permission_denials, ["Write"]);
+}
+
+#[test]
+fn an_ordinary_tool_error_is_not_a_denial() {
+    let (s, _) = load("tool-error-command-failed");
+    assert!(s.unavailable_tools.is_empty());
+    assert!(s.result.unwrap().permission_denials.is_empty());
+    // Nor are the working-directory blocks of error-max-turns (listed by the CLI itself).
+    let (s, _) = load("error-max-turns");
+    assert!(s.unavailable_tools.is_empty());
 }

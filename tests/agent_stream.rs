@@ -22,11 +22,16 @@ fn whole(bytes: &[u8]) -> StreamSummary {
 /// The fields that matter, in a comparable form.
 fn key(s: &StreamSummary) -> String {
     format!(
-        "{:?}|{:?}|{:?}|{:?}|{}|{}",
+        "{:?}|{:?}|{:?}|{:?}|{:?}|{}|{}",
         s.session_id,
-        s.result
-            .as_ref()
-            .map(|r| (&r.subtype, r.is_error, r.api_error_status, &r.result)),
+        s.result.as_ref().map(|r| (
+            &r.subtype,
+            r.is_error,
+            r.api_error_status,
+            &r.result,
+            &r.permission_denials
+        )),
+        s.unavailable_tools,
         s.rate_limit.as_ref().map(|r| (&r.status, r.resets_at)),
         s.last_assistant_text,
         s.events,
@@ -41,6 +46,7 @@ fn byte_by_byte_equals_all_at_once() {
         "usage-limit-429-five-hour",
         "error-max-turns",
         "auth-401-invalid-api-key",
+        "tool-removed-by-deny-rule",
     ] {
         let bytes = fixture(stem);
         let mut r = StreamReader::new();
@@ -167,4 +173,52 @@ proptest! {
         r.feed(&bytes[at..]);
         prop_assert_eq!(key(&r.finish()), key(&whole(&bytes)));
     }
+}
+
+fn lines(lines: &[&str]) -> StreamSummary {
+    whole(format!("{}\n", lines.join("\n")).as_bytes())
+}
+
+const RESULT: &str = r#"{"type":"result","subtype":"success","is_error":false,"result":"STEP_DONE: x","permission_denials":[]}"#;
+
+#[test]
+fn tools_the_cli_refused_in_a_tool_result_are_denials() {
+    let s = lines(&[
+        r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t1","name":"mcp__db__query","input":{}},{"type":"tool_use","id":"t2","name":"Bash","input":{}}]}}"#,
+        // Text blocks instead of a string; the name comes from the call.
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","is_error":true,"content":[{"type":"text","text":"<tool_use_error>Error: No such tool available: mcp__db__query</tool_use_error>"}]}]}}"#,
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t2","is_error":true,"content":"Permission to use Bash with command rm -rf x has been denied."}]}}"#,
+        // The same tool refused again is one denial.
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t9","is_error":true,"content":"<tool_use_error>Error: No such tool available: Bash. Bash exists but is not enabled in this context.</tool_use_error>"}]}}"#,
+        RESULT,
+    ]);
+    assert_eq!(s.unavailable_tools, ["mcp__db__query", "Bash"]);
+    assert_eq!(
+        s.result.unwrap().permission_denials,
+        ["mcp__db__query", "Bash"]
+    );
+}
+
+#[test]
+fn ordinary_tool_errors_and_quoted_words_are_not_denials() {
+    let s = lines(&[
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"a","is_error":true,"content":"Exit code 1\ngrep: No such tool available: Bash"}]}}"#,
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"b","is_error":true,"content":"<tool_use_error>File does not exist.</tool_use_error>"}]}}"#,
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"c","is_error":true,"content":"<tool_use_error>InputValidationError: Read failed</tool_use_error>"}]}}"#,
+        // Not an error: a file that happens to hold the words.
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"d","content":"No such tool available: Bash"}]}}"#,
+        RESULT,
+    ]);
+    assert!(s.unavailable_tools.is_empty());
+    assert!(s.result.unwrap().permission_denials.is_empty());
+}
+
+#[test]
+fn a_refusal_after_the_result_still_reaches_its_denials() {
+    let s = lines(&[
+        RESULT,
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t","is_error":true,"content":"Claude requested permissions to use WebFetch, but you haven't granted it yet."}]}}"#,
+    ]);
+    // No call to name it: the name comes from the text.
+    assert_eq!(s.result.unwrap().permission_denials, ["WebFetch"]);
 }

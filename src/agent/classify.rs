@@ -56,8 +56,9 @@ pub enum BugKind {
 pub enum Class {
     /// A final result without error, and a clean exit.
     Success,
-    /// Rate limit, overload, 5xx, network, or a hang that was killed: wait and retry,
-    /// without counting a failed attempt.
+    /// Rate limit, overload, 5xx, network, a hang the runner killed, or a kill while the CLI
+    /// was retrying an API error: wait and retry, without counting a failed attempt. A kill
+    /// from outside with no sign of an API error is [`Class::Other`].
     Transient(String),
     /// The subscription's usage window is spent: wait until `resets_at` (when known).
     UsageLimit {
@@ -148,7 +149,21 @@ pub fn classify(
         return Class::Transient(message);
     }
     if result.is_none() && died {
-        return Class::Transient(format!("{} before a result event", describe_exit(exit)));
+        let how = describe_exit(exit);
+        // The loop's own kill of a hang, or a kill while the CLI was retrying an API error:
+        // the outage, not the work, is what stopped it.
+        if let Some(api_error) = &stream.api_error {
+            return Class::Transient(format!(
+                "{how} before a result event, while the CLI was retrying an API error ({})",
+                one_line(api_error)
+            ));
+        }
+        if exit.killed_by_runner {
+            return Class::Transient(format!("{how} before a result event"));
+        }
+        // Killed from outside (an OOM kill, a stray `kill`, a reboot): nothing says the API
+        // is down, so this is a failed attempt, retried in the same session.
+        return Class::Other(format!("{how} before a result event"));
     }
     Class::Other(message)
 }
@@ -258,6 +273,16 @@ fn message(result: Option<&ResultEvent>, stderr: &str, exit: &ExitInfo) -> Strin
     }
 }
 
+fn one_line(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > 200 {
+        let cut: String = line.chars().take(200).collect();
+        format!("{cut}…")
+    } else {
+        line
+    }
+}
+
 fn describe_exit(exit: &ExitInfo) -> String {
     let how = match (exit.code, exit.signal) {
         (_, Some(sig)) => format!("ended by signal {sig}"),
@@ -268,5 +293,92 @@ fn describe_exit(exit: &ExitInfo) -> String {
         format!("was killed by the runner ({how})")
     } else {
         how
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::StreamReader;
+
+    fn stream(text: &str) -> StreamSummary {
+        let mut r = StreamReader::new();
+        r.feed(text.as_bytes());
+        r.finish()
+    }
+
+    fn sigterm_capture() -> StreamSummary {
+        stream(include_str!(
+            "../../tests/fixtures/claude-code/sigterm.stdout.jsonl"
+        ))
+    }
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 22, 2, 6, 51).unwrap()
+    }
+
+    #[test]
+    fn an_agent_killed_from_outside_is_a_failed_attempt_not_an_api_outage() {
+        let s = sigterm_capture();
+        assert!(s.result.is_none() && s.api_error.is_none());
+        // As Node reports it (exit 143), and as a bare signal (SIGKILL leaves no code).
+        let node_exit = ExitInfo {
+            code: Some(143),
+            ..ExitInfo::default()
+        };
+        let kill9 = ExitInfo {
+            code: None,
+            signal: Some(9),
+            killed_by_runner: false,
+        };
+        for (exit, how) in [(node_exit, "exited with code 143"), (kill9, "signal 9")] {
+            match classify(&exit, "", &s, now()) {
+                Class::Other(m) => {
+                    assert!(
+                        m.contains(how) && m.contains("before a result event"),
+                        "{m}"
+                    );
+                }
+                c => panic!("{exit:?}: {c:?}"),
+            }
+        }
+        let empty = StreamSummary::default();
+        assert!(matches!(
+            classify(&kill9, "", &empty, now()),
+            Class::Other(_)
+        ));
+    }
+
+    #[test]
+    fn an_agent_killed_while_the_cli_retried_an_api_error_waits_as_transient() {
+        let retrying = format!(
+            "{}\n{}\n",
+            include_str!("../../tests/fixtures/claude-code/sigterm.stdout.jsonl").trim_end(),
+            r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":1015,"error_status":529,"error":"overloaded","session_id":"s"}"#
+        );
+        let s = stream(&retrying);
+        assert_eq!(s.api_error.as_deref(), Some("529 overloaded"));
+        let kill9 = ExitInfo {
+            code: None,
+            signal: Some(9),
+            killed_by_runner: false,
+        };
+        match classify(&kill9, "", &s, now()) {
+            Class::Transient(m) => assert!(m.contains("529 overloaded"), "{m}"),
+            c => panic!("{c:?}"),
+        }
+    }
+
+    #[test]
+    fn the_runner_s_own_kill_of_a_hang_stays_transient() {
+        let killed = ExitInfo {
+            code: Some(143),
+            signal: None,
+            killed_by_runner: true,
+        };
+        assert!(matches!(
+            classify(&killed, "", &sigterm_capture(), now()),
+            Class::Transient(_)
+        ));
     }
 }

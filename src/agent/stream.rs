@@ -5,9 +5,12 @@
 //! chunking give the same summary) and never fails: a line that is not a JSON object is
 //! counted as garbage and skipped.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
+use std::sync::LazyLock;
 
+use regex::Regex;
 use serde_json::Value;
 
 /// A line longer than this without a newline is dropped as garbage, so a runaway writer
@@ -25,6 +28,15 @@ pub struct StreamSummary {
     pub rate_limit: Option<RateLimitInfo>,
     /// The text of the last assistant message that had any text.
     pub last_assistant_text: Option<String>,
+    /// Tools the agent called but could not use, by the CLI's own answer in the call's
+    /// `tool_result` (e.g. `No such tool available: Bash` when a deny rule removed the tool,
+    /// which `permission_denials` does not list), deduplicated, in order of first refusal.
+    /// They are merged into the result's `permission_denials` too.
+    pub unavailable_tools: Vec<String>,
+    /// The API error the CLI was last retrying (`system/api_retry`, or a synthetic assistant
+    /// message carrying an API error), e.g. `429 rate_limit`: what a process killed before
+    /// its result was waiting on.
+    pub api_error: Option<String>,
     /// Lines that parsed as JSON objects.
     pub events: usize,
     /// Lines that did not (cut, binary, stray prints).
@@ -46,7 +58,8 @@ pub struct ResultEvent {
     pub total_cost_usd: Option<f64>,
     pub num_turns: Option<u32>,
     pub duration_ms: Option<u64>,
-    /// Tool names of the calls the permission settings silently refused.
+    /// Tool names of the calls the permission settings silently refused, followed by those
+    /// of [`StreamSummary::unavailable_tools`] not listed already.
     pub permission_denials: Vec<String>,
 }
 
@@ -67,6 +80,8 @@ pub struct StreamReader {
     pending: Vec<u8>,
     /// Inside an over-long line that was already counted as garbage.
     skipping: bool,
+    /// Tool names by `tool_use` id, to name the tool a `tool_result` answers.
+    tool_names: HashMap<String, String>,
     summary: StreamSummary,
 }
 
@@ -141,19 +156,33 @@ impl StreamReader {
         let session = str_field(obj, "session_id");
         match obj.get("type").and_then(Value::as_str) {
             Some("result") => {
-                let result = result_event(obj);
+                let mut result = result_event(obj);
+                merge_denials(&mut result.permission_denials, &s.unavailable_tools);
                 if result.session_id.is_some() {
                     s.session_id.clone_from(&result.session_id);
                 }
                 s.result = Some(result);
                 return;
             }
-            Some("system") if obj.get("subtype").and_then(Value::as_str) == Some("init") => {
-                if session.is_some() {
-                    s.session_id = session;
+            Some("system") => match obj.get("subtype").and_then(Value::as_str) {
+                Some("init") => {
+                    if session.is_some() {
+                        s.session_id = session;
+                    }
+                    return;
                 }
-                return;
-            }
+                Some("api_retry") => {
+                    let status = obj.get("error_status").and_then(Value::as_u64);
+                    let error = str_field(obj, "error");
+                    s.api_error = Some(match (status, error) {
+                        (Some(st), Some(e)) => format!("{st} {e}"),
+                        (Some(st), None) => st.to_string(),
+                        (None, Some(e)) => e,
+                        (None, None) => "an API error".to_owned(),
+                    });
+                }
+                _ => {}
+            },
             Some("rate_limit_event") => {
                 if let Some(Value::Object(info)) = obj.get("rate_limit_info") {
                     s.rate_limit = Some(RateLimitInfo {
@@ -165,7 +194,23 @@ impl StreamReader {
             }
             Some("assistant") => {
                 if let Some(text) = assistant_text(obj) {
+                    if obj.get("is_api_error_message").and_then(Value::as_bool) == Some(true) {
+                        s.api_error = Some(text.clone());
+                    }
                     s.last_assistant_text = Some(text);
+                }
+                for (id, name) in tool_uses(obj) {
+                    self.tool_names.insert(id, name);
+                }
+            }
+            Some("user") => {
+                for tool in refused_tools(obj, &self.tool_names) {
+                    if !s.unavailable_tools.contains(&tool) {
+                        s.unavailable_tools.push(tool);
+                    }
+                }
+                if let Some(result) = s.result.as_mut() {
+                    merge_denials(&mut result.permission_denials, &s.unavailable_tools);
                 }
             }
             _ => {}
@@ -249,6 +294,91 @@ fn assistant_text(obj: &serde_json::Map<String, Value>) -> Option<String> {
         None
     } else {
         Some(texts.join("\n"))
+    }
+}
+
+/// Appends the tools in `unavailable` that `denials` does not name yet.
+fn merge_denials(denials: &mut Vec<String>, unavailable: &[String]) {
+    for tool in unavailable {
+        if !denials.contains(tool) {
+            denials.push(tool.clone());
+        }
+    }
+}
+
+/// `(id, name)` of each `tool_use` block of an assistant message.
+fn tool_uses(obj: &serde_json::Map<String, Value>) -> Vec<(String, String)> {
+    let Some(Value::Array(blocks)) = obj.get("message").and_then(|m| m.get("content")) else {
+        return Vec::new();
+    };
+    blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+        .filter_map(|b| {
+            let id = b.get("id").and_then(Value::as_str)?;
+            let name = b.get("name").and_then(Value::as_str)?;
+            Some((id.to_owned(), name.to_owned()))
+        })
+        .collect()
+}
+
+/// How the CLI answers a tool call it did not run because the tool may not be used: removed
+/// by a deny rule (`No such tool available: Bash. Bash exists but is not enabled in this
+/// context.`), or not permitted (`Claude requested permissions to write to F, but you haven't
+/// granted it yet.`, `Permission to use Bash with command X has been denied.`). Anchored at
+/// the start, so a command's own output that quotes these words is not taken for a refusal;
+/// ordinary tool errors (`Exit code 2 ...`, `InputValidationError: ...`, a missing file) never
+/// match.
+static REFUSAL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?s)^\s*(?:<tool_use_error>)?\s*(?:Error:\s*)?(?:No such tool available: (?P<gone>[^\s.<]+)|Permission to use (?P<denied>[^\s.]+).*has been denied|Claude requested permissions? to (?:use (?P<asked>[^\s,]+))?.*haven't granted it yet)",
+    )
+    .expect("valid regex")
+});
+
+/// The tools a `user` event's error `tool_result`s say could not be used.
+fn refused_tools(
+    obj: &serde_json::Map<String, Value>,
+    tool_names: &HashMap<String, String>,
+) -> Vec<String> {
+    let Some(Value::Array(blocks)) = obj.get("message").and_then(|m| m.get("content")) else {
+        return Vec::new();
+    };
+    blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+        .filter(|b| b.get("is_error").and_then(Value::as_bool) == Some(true))
+        .filter_map(|b| {
+            let text = tool_result_text(b.get("content")?);
+            let caps = REFUSAL.captures(&text)?;
+            let named = b
+                .get("tool_use_id")
+                .and_then(Value::as_str)
+                .and_then(|id| tool_names.get(id).cloned());
+            let said = caps
+                .name("gone")
+                .or_else(|| caps.name("denied"))
+                .or_else(|| caps.name("asked"))
+                .map(|m| m.as_str().to_owned());
+            Some(
+                named
+                    .or(said)
+                    .unwrap_or_else(|| "an unnamed tool".to_owned()),
+            )
+        })
+        .collect()
+}
+
+/// A `tool_result`'s content: a string, or text blocks.
+fn tool_result_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
     }
 }
 

@@ -123,9 +123,24 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
         (false, 0) => DEFAULT_PLAN,
         (false, _) => DEFAULT_STEP,
     };
+    for tool in &action.unavailable_tools {
+        let id = format!(
+            "toolu_sim_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..20]
+        );
+        out.event(&emit::tool_use(&session_id, model, &id, tool));
+        out.event(&emit::tool_result_error(
+            &session_id,
+            &id,
+            &emit::no_such_tool(tool),
+        ));
+    }
     let text = fill(action.result.as_deref().unwrap_or(default));
     let api_error = action.api_error_status.filter(|_| action.is_error);
     out.event(&emit::assistant(&session_id, model, &text, api_error));
+    if let Some(sig) = action.killed_by_signal {
+        return kill_self(sig);
+    }
     let exit = action.exit.unwrap_or(i32::from(action.is_error));
     if action.no_result {
         return exit;
@@ -177,6 +192,23 @@ fn replay(stem: &Path, exit: Option<i32>) -> i32 {
         let ok = reader.finish().result.is_some_and(|r| !r.is_error);
         i32::from(!ok)
     })
+}
+
+/// Ends this process with `sig`, as a kill from outside would; returns only when the signal
+/// does not end it (then with the shell's code for it, 128 + the signal).
+fn kill_self(sig: i32) -> i32 {
+    match nix::sys::signal::Signal::try_from(sig) {
+        Ok(signal) => {
+            let _ = nix::sys::signal::raise(signal);
+            // A caught or ignored signal: make sure it still ends here.
+            std::thread::sleep(Duration::from_millis(200));
+            128 + sig
+        }
+        Err(_) => {
+            eprintln!("claude-sim: killed_by_signal {sig} is not a signal");
+            SETUP_ERROR
+        }
+    }
 }
 
 /// Starts `sleep SECS` in this process's group and does not wait for it: the leftover a

@@ -1,5 +1,6 @@
 //! The simulated agent's stream-json events, shaped like the real CLI's (see the capture
-//! `success.stdout.jsonl`): `system/init`, `assistant`, `rate_limit_event`, `result`.
+//! `success.stdout.jsonl`): `system/init`, `assistant` (text or a tool call), `user` (a tool's
+//! error result), `rate_limit_event`, `result`.
 
 use serde_json::{Value, json};
 
@@ -55,6 +56,46 @@ pub fn assistant(session_id: &str, model: &str, text: &str, api_error: Option<u1
         v["api_error_status"] = json!(status);
     }
     v
+}
+
+/// An assistant message calling `tool` (with empty input) as `tool_use_id`.
+#[must_use]
+pub fn tool_use(session_id: &str, model: &str, tool_use_id: &str, tool: &str) -> Value {
+    json!({
+        "type": "assistant",
+        "message": {
+            "id": format!("msg_sim_{}", &uuid()[..8]), "type": "message", "role": "assistant",
+            "model": model,
+            "content": [{"type": "tool_use", "id": tool_use_id, "name": tool, "input": {}}],
+            "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        },
+        "parent_tool_use_id": null, "session_id": session_id, "uuid": uuid(),
+    })
+}
+
+/// The CLI's answer to a call of a tool a deny rule removed (real text, CLI 2.1.197).
+#[must_use]
+pub fn no_such_tool(tool: &str) -> String {
+    format!(
+        "<tool_use_error>Error: No such tool available: {tool}. {tool} exists but is not enabled in this context. Use one of the available tools instead.</tool_use_error>"
+    )
+}
+
+/// The `user` event carrying an error `tool_result` for `tool_use_id`.
+#[must_use]
+pub fn tool_result_error(session_id: &str, tool_use_id: &str, text: &str) -> Value {
+    let plain = text
+        .trim_start_matches("<tool_use_error>")
+        .trim_end_matches("</tool_use_error>");
+    json!({
+        "type": "user",
+        "message": {"role": "user", "content": [
+            {"type": "tool_result", "content": text, "is_error": true, "tool_use_id": tool_use_id}
+        ]},
+        "parent_tool_use_id": null, "session_id": session_id, "uuid": uuid(),
+        "tool_use_result": plain,
+    })
 }
 
 /// A `rate_limit_event` carrying `info` (given fields kept, `rateLimitType` defaulted).

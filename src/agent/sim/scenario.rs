@@ -51,6 +51,14 @@ pub struct Action {
     pub fixture: Option<String>,
     /// End without a result event.
     pub no_result: bool,
+    /// Tools the agent calls that the CLI has removed (as a deny rule in the user's settings
+    /// does): each call gets the CLI's `No such tool available` error `tool_result`, the
+    /// answer goes on as given, and `permission_denials` stays empty, as in the capture
+    /// `tool-removed-by-deny-rule`.
+    pub unavailable_tools: Vec<String>,
+    /// After the work and the answer, but before the result event, the process kills itself
+    /// with this signal: an agent killed from outside (an OOM kill, a stray `kill -9`).
+    pub killed_by_signal: Option<i32>,
 }
 
 /// A file an action writes.

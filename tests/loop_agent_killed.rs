@@ -1,0 +1,76 @@
+//! An agent killed from outside before its result (not by the loop's own timeout or stop) is
+//! a failed attempt: counted, and retried in the same session, not waited out as an API
+//! outage.
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::{Env, code, stderr, wait_until};
+use m1loop::m1::Status;
+use serde_json::json;
+
+fn done() -> serde_json::Value {
+    json!({"sleep_ms": 20, "result": "worked.\nSTEP_DONE: ok"})
+}
+
+/// The `--resume` id of a logged call, if any.
+fn resumed(call: &serde_json::Value) -> Option<String> {
+    call["resume"].as_str().map(str::to_owned)
+}
+
+fn assert_counted_and_resumed(env: &Env) {
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done);
+    let r = &m.results[&1];
+    assert_eq!(r.attempts, Some(2), "the killed attempt is counted");
+    assert_eq!(
+        r.extra.get("TRANSIENT"),
+        None,
+        "not waited out as an outage"
+    );
+    assert!(!env.log().contains("backoff"), "{}", env.log());
+    let calls: Vec<_> = env
+        .calls()
+        .into_iter()
+        .filter(|c| c["step"].as_u64() == Some(1))
+        .collect();
+    assert_eq!(calls.len(), 2);
+    let first = calls[0]["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        resumed(&calls[1]),
+        Some(first),
+        "retried in the same session"
+    );
+}
+
+#[test]
+fn an_agent_killed_by_an_outside_signal_costs_an_attempt_and_is_retried() {
+    let env = Env::new();
+    env.scenario(&json!({"steps": {"1": [{"killed_by_signal": 9}, done()]}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_counted_and_resumed(&env);
+    assert!(env.log().contains("signal 9"), "{}", env.log());
+}
+
+#[test]
+fn an_agent_killed_with_kill_minus_nine_from_outside_costs_an_attempt_and_is_retried() {
+    let env = Env::new();
+    env.scenario(&json!({"steps": {"1": [{"hang": true}, done()]}}));
+    let mut runner = env.spawn(&["start", "g", "--step", "one"]);
+    let logged = wait_until(Duration::from_secs(30), || env.calls_for(1) == 1);
+    assert!(logged, "the agent never started");
+    let pid = env.calls()[0]["pid"].as_u64().unwrap();
+    // Give it time to write its init event, as a real agent would have.
+    std::thread::sleep(Duration::from_millis(200));
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = runner.wait(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0));
+    assert_counted_and_resumed(&env);
+    env.assert_no_processes();
+}
