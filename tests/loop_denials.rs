@@ -22,7 +22,12 @@ fn a_tool_removed_by_a_deny_rule_is_not_a_false_done() {
     assert_ne!(m.plan.steps[0].state, StepState::Done);
     let last = m.last_action.unwrap();
     assert!(last.contains("denied") && last.contains("Bash"), "{last}");
-    assert!(m.next_action.unwrap().contains("allowed_tools"));
+    let how = m.next_action.unwrap();
+    assert!(how.contains("allowed_tools"), "{how}");
+    assert!(
+        how.contains("permissions.deny"),
+        "a deny rule wins over any allow, so the advice names it: {how}"
+    );
     assert_eq!(env.calls_for(1), 1, "a denial waits for a human, no retry");
     // The sim really answered as the CLI does: the tool_result, and no listed denial.
     let task_out = std::fs::read_dir(env.state().join("tasks"))

@@ -198,8 +198,9 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
         tools.dedup();
         return Judgement::Halt {
             reason: format!("the agent was denied these tools: {}", tools.join(", ")),
-            how: "allow them in loop.yaml (agent.allowed_tools) or with --allowed-tools, then \
-                  `loop resume`"
+            how: "allow them in loop.yaml (agent.allowed_tools) or with --allowed-tools; a deny \
+                  rule in your Claude settings (permissions.deny) wins over any allow, so remove \
+                  it there; then `loop resume`"
                 .into(),
         };
     }

@@ -32,8 +32,9 @@ pub const SETTLE: Duration = Duration::from_millis(100);
 /// autosave, a `>>` every few milliseconds) is never still that long: after this, a text read
 /// twice in a row a few milliseconds apart is trusted, so a read never stalls the runner.
 const SETTLE_PATIENCE: Duration = Duration::from_millis(250);
-/// The interval of those repeated reads.
-const SAMPLE: Duration = Duration::from_millis(3);
+/// The interval of those repeated reads: longer than the pause of an editor that writes in
+/// chunks, shorter than the pause between saves of the fastest autosave.
+const SAMPLE: Duration = Duration::from_millis(10);
 /// How long a store waits for a file that never reads the same twice before it takes what
 /// it read.
 const SETTLE_MAX: Duration = Duration::from_millis(600);
@@ -297,8 +298,20 @@ impl Store {
             }
             let staged = swap::stage(&self.path, &text)
                 .with_context(|| format!("while writing beside {}", self.path.display()))?;
-            // Last look before the swap: a hand edit since then means start over on it.
-            let now = self.read()?;
+            // Last look before the swap: a hand edit since then means start over on it. The
+            // bytes as they are, without waiting for the file to settle: waiting here would
+            // only let the next save in. And where the swap is an exchange, which hands back
+            // whatever it displaced, a file saved faster than a round takes is not looked at
+            // again after a few rounds: the exchange's merge covers that save, so a storm of
+            // saves cannot hold the commit off.
+            let look = rounds <= EAGER_ROUNDS || !swap::EXCHANGES;
+            let now = if look {
+                self.read_once()
+                    .map(|(b, _)| b)
+                    .with_context(|| format!("while reading {}", self.path.display()))?
+            } else {
+                expected.clone()
+            };
             if now != expected {
                 drop(staged);
                 base.clone_from(&now);
@@ -311,7 +324,7 @@ impl Store {
                 hook(&self.path);
             }
             let swapped = staged
-                .swap()
+                .swap(&expected)
                 .with_context(|| format!("while replacing {}", self.path.display()))?;
             match swapped {
                 Swapped::Replaced(old) if old != expected => {
@@ -345,7 +358,7 @@ impl Store {
             .with_context(|| format!("while restoring {}", self.path.display()))?;
         if self.read()? == ours {
             staged
-                .swap()
+                .swap(ours)
                 .with_context(|| format!("while restoring {}", self.path.display()))?;
         }
         Ok(())
@@ -363,7 +376,7 @@ impl Store {
                 .with_context(|| format!("while creating {}", dir.display()))?;
         }
         swap::stage(path, text.as_bytes())
-            .and_then(swap::Staged::swap)
+            .and_then(|s| s.swap(b""))
             .with_context(|| format!("while writing {}", path.display()))?;
         Ok((Store::new(path, text.as_bytes().to_vec(), &doc), doc))
     }
@@ -397,7 +410,10 @@ impl Store {
                 Some((was_id, was_hash)) if was_id == id && was_hash != hash
             );
             let waited = began.elapsed();
-            if bytes == self.bytes || !rewritten_in_place || waited >= SETTLE_MAX {
+            // A save in place caught halfway mostly ends mid-line: such a text is taken only
+            // once still (or at the end of patience).
+            let whole_lines = bytes.ends_with(b"\n") || bytes == self.bytes;
+            if bytes == self.bytes || (!rewritten_in_place && whole_lines) || waited >= SETTLE_MAX {
                 return Ok(bytes);
             }
             // Whole lines appended to the text we know (`>>`) cannot be a cut-off save.

@@ -12,6 +12,10 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Whether a swap here is an exchange that hands back the bytes it displaced (where the
+/// file system supports it: otherwise [`Swapped::Unknown`]).
+pub const EXCHANGES: bool = cfg!(all(target_os = "linux", target_env = "gnu"));
+
 /// What a swap replaced.
 #[derive(Debug)]
 pub enum Swapped {
@@ -60,11 +64,17 @@ pub fn stage(target: &Path, bytes: &[u8]) -> io::Result<Staged> {
 }
 
 impl Staged {
-    /// Puts the staged file at the target and fsyncs the directory.
-    pub fn swap(mut self) -> io::Result<Swapped> {
+    /// Puts the staged file at the target and fsyncs the directory. `expected`: what the
+    /// caller believes it replaces; when the displaced bytes differ, someone saved just now,
+    /// perhaps in place and not yet done (their writes go on into the displaced file): it is
+    /// read until it holds still, so that what is handed back is their whole text.
+    pub fn swap(mut self, expected: &[u8]) -> io::Result<Swapped> {
         let swapped = if exchange(&self.tmp, &self.target)? {
             // The old file now sits at the temporary path.
-            let old = std::fs::read(&self.tmp)?;
+            let mut old = std::fs::read(&self.tmp)?;
+            if old != expected {
+                old = settled(&self.tmp, old)?;
+            }
             std::fs::remove_file(&self.tmp)?;
             Swapped::Replaced(old)
         } else {
@@ -75,6 +85,29 @@ impl Staged {
         sync_dir(&self.target)?;
         Ok(swapped)
     }
+}
+
+/// Reads `path` again every few milliseconds until it holds still and ends a line (a save
+/// in place caught halfway does neither), for at most a little over half a second.
+fn settled(path: &Path, mut bytes: Vec<u8>) -> io::Result<Vec<u8>> {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_millis(600);
+    let mut still_since = std::time::Instant::now();
+    while std::time::Instant::now() < give_up {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let again = std::fs::read(path)?;
+        if again != bytes {
+            bytes = again;
+            still_since = std::time::Instant::now();
+            continue;
+        }
+        let still = still_since.elapsed();
+        if (bytes.ends_with(b"\n") && still >= std::time::Duration::from_millis(10))
+            || still >= std::time::Duration::from_millis(100)
+        {
+            break;
+        }
+    }
+    Ok(bytes)
 }
 
 impl Drop for Staged {
@@ -122,9 +155,9 @@ mod tests {
         let f = dir.path().join("M1.md");
         std::fs::write(&f, "old").unwrap();
         let s = stage(&f, b"new").unwrap();
-        std::fs::write(&f, "hand edit").unwrap();
-        match s.swap().unwrap() {
-            Swapped::Replaced(old) => assert_eq!(old, b"hand edit"),
+        std::fs::write(&f, "hand edit\n").unwrap();
+        match s.swap(b"old").unwrap() {
+            Swapped::Replaced(old) => assert_eq!(old, b"hand edit\n"),
             Swapped::Unknown => {} // platforms without exchange
         }
         assert_eq!(std::fs::read(&f).unwrap(), b"new");
@@ -138,7 +171,7 @@ mod tests {
         drop(stage(&f, b"x").unwrap());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         let s = stage(&f, b"first").unwrap();
-        assert!(matches!(s.swap().unwrap(), Swapped::Unknown));
+        assert!(matches!(s.swap(b"").unwrap(), Swapped::Unknown));
         assert_eq!(std::fs::read(&f).unwrap(), b"first");
     }
 }
