@@ -102,20 +102,32 @@ pub struct StartArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_retries: Option<u32>,
     /// Steps a plan may have (default 10).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_steps: Option<u32>,
     /// Wall-clock limit of one step (default 60m).
-    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub step_timeout: Option<Duration>,
     /// Kill a step that prints nothing for this long.
-    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub idle_timeout: Option<Duration>,
+    /// Halt the loop once its steps have cost this many US dollars.
+    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    pub max_cost_usd: Option<f64>,
     /// Tools the agent may use without asking (replaces the defaults; repeat or comma-separate).
     #[arg(long, value_delimiter = ',', value_name = "TOOL")]
     pub allowed_tools: Option<Vec<String>>,
     /// Claude Code's permission mode for every step (default acceptEdits).
     #[arg(long, value_name = "MODE")]
     pub permission_mode: Option<String>,
+    /// The model of every step (Claude Code's --model).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Agent turns one attempt may take (Claude Code's --max-turns).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: Option<u32>,
+    /// What one attempt may spend, in US dollars (Claude Code's --max-budget-usd).
+    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    pub max_budget_usd: Option<f64>,
     /// Replace a RUNNING or WAITING loop (the old M1.md is archived, never overwritten).
     #[arg(long)]
     pub force: bool,
@@ -151,6 +163,20 @@ pub struct FireArgs {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::duration::parse(s)
+}
+
+/// A limit's duration: like [`parse_duration`], and above zero.
+fn parse_limit(s: &str) -> Result<Duration, String> {
+    crate::m1::setting::duration(s)
+}
+
+fn parse_usd(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!(
+            "expected an amount in US dollars ≥ 0, e.g. 5 or 2.50, got {s:?}"
+        )),
+    }
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -191,9 +217,13 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                     max_steps: a.max_steps,
                     step_timeout: a.step_timeout,
                     idle_timeout: a.idle_timeout,
+                    max_cost_usd: a.max_cost_usd,
                     verify: a.verify,
                     allowed_tools: a.allowed_tools,
                     permission_mode: a.permission_mode,
+                    model: a.model,
+                    max_turns: a.max_turns,
+                    max_budget_usd: a.max_budget_usd,
                     ..Default::default()
                 },
                 detach: a.detach,

@@ -59,6 +59,32 @@ pub fn parse(input: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// Formats a duration exactly, in the form [`parse`] reads back: `40s`, `15m`, `1h30m`,
+/// `1m30s`, `500ms`. Never rounded (below a millisecond is dropped, as `parse` cannot say it).
+#[must_use]
+pub fn exact(d: Duration) -> String {
+    let ms = d.subsec_millis();
+    let secs = d.as_secs();
+    if ms != 0 {
+        return format!("{}ms", u128::from(secs) * 1000 + u128::from(ms));
+    }
+    if secs == 0 {
+        return "0s".into();
+    }
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if s > 0 {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
+
 /// Formats a duration compactly for people: `45s`, `12m03s`, `2h05m`.
 #[must_use]
 pub fn human(d: Duration) -> String {
@@ -93,6 +119,23 @@ mod tests {
         for bad in ["", "m", "5x", "1h30", "-5s", "1.5h"] {
             let err = parse(bad).unwrap_err();
             assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn exact_reads_back_unrounded() {
+        for (d, want) in [
+            (Duration::from_secs(40), "40s"),
+            (Duration::from_secs(3), "3s"),
+            (Duration::from_secs(900), "15m"),
+            (Duration::from_secs(3600), "1h"),
+            (Duration::from_secs(5400), "1h30m"),
+            (Duration::from_secs(90), "1m30s"),
+            (Duration::from_secs(3661), "1h1m1s"),
+            (Duration::from_millis(1500), "1500ms"),
+        ] {
+            assert_eq!(exact(d), want);
+            assert_eq!(parse(want), Ok(d));
         }
     }
 

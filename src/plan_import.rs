@@ -69,10 +69,11 @@ pub fn items(markdown: &str) -> Vec<Item> {
 /// Reads a checklist file into steps: `(done, text)` per item.
 ///
 /// # Errors
-/// The file cannot be read, or holds no `- [ ]` items (bad input, exit 2).
+/// The file cannot be read or holds no `- [ ]` items (bad input, exit 2).
 pub fn read(path: &Path) -> anyhow::Result<Vec<(bool, String)>> {
+    // A plan that cannot be read is the user's input, not the machine's failure.
     let text = std::fs::read_to_string(path)
-        .with_context(|| format!("while reading the plan {}", path.display()))?;
+        .map_err(|e| Exit::bad_input(format!("cannot read the plan {}: {e}", path.display())))?;
     let found = items(&text);
     if found.is_empty() {
         return Err(Exit::bad_input(format!(

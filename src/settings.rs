@@ -1,5 +1,9 @@
-//! Settings, highest first: flags, environment, `loop.yaml` beside M1.md, `LIMITS:` in M1.md,
-//! defaults (DESIGN §2). Resolved again at every decision, so hand edits of LIMITS apply.
+//! Settings (DESIGN §2). A new loop resolves flags, environment, `loop.yaml` beside M1.md and
+//! defaults (highest first), and `loop start` writes the result into M1.md's `LIMITS:`,
+//! `AGENT:` and `VERIFY:`. From then on M1.md wins: the runner reads those keys again at every
+//! decision, and only a key the file leaves out falls back to environment, `loop.yaml` and
+//! defaults. So a detached, resumed or revived runner runs exactly what the file says, and a
+//! hand edit takes effect at the next decision.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -10,7 +14,7 @@ use serde::Deserialize;
 use crate::agent::AgentConfig;
 use crate::engine::Caps;
 use crate::exit::Exit;
-use crate::m1::M1;
+use crate::m1::{Limits, M1};
 
 /// What an ordinary coding step needs without a denial: read, edit and write files, search,
 /// and run the usual build, test and version-control tools. `acceptEdits` lets edits through;
@@ -98,16 +102,20 @@ pub struct LimitsFile {
     pub max_cost_usd: Option<f64>,
 }
 
-/// Values given on the command line.
+/// Values given on the command line of `loop start` (written into the new M1.md).
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
     pub max_retries: Option<u32>,
     pub max_steps: Option<u32>,
     pub step_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
+    pub max_cost_usd: Option<f64>,
     pub verify: Option<String>,
     pub allowed_tools: Option<Vec<String>>,
     pub permission_mode: Option<String>,
+    pub model: Option<String>,
+    pub max_turns: Option<u32>,
+    pub max_budget_usd: Option<f64>,
     /// The agent program, above `LOOP_AGENT` (used by `loop demo`).
     pub agent_program: Option<String>,
     /// Extra variables for the agent's environment (used by `loop demo`).
@@ -115,21 +123,22 @@ pub struct Overrides {
 }
 
 /// Settings resolved for one loop.
+///
+/// Two resolutions, one rule: a new loop takes flags, environment, `loop.yaml` and defaults
+/// (highest first) and `loop start` writes the result into M1.md; from then on what M1.md
+/// says wins, and a key it leaves out falls back to environment, `loop.yaml` and defaults
+/// (those are defaults for new loops, never above the file).
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub file: FileSettings,
     pub overrides: Overrides,
+    /// How the agent is called where M1.md's `AGENT:` says nothing.
     pub agent: AgentConfig,
     pub notify_each_step: bool,
     /// Extra variables for the agent's environment.
     pub agent_env: Vec<(String, String)>,
     step_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
-}
-
-/// A duration as the whole minutes M1.md's `LIMITS:` keeps (rounded up).
-fn minutes(d: Duration) -> u64 {
-    d.as_secs().div_ceil(60)
 }
 
 /// `loop.yaml` beside M1.md.
@@ -140,10 +149,48 @@ pub fn yaml_path(state_dir: &Path) -> PathBuf {
 
 fn dur(field: &str, path: &Path, v: Option<&String>) -> anyhow::Result<Option<Duration>> {
     v.map(|s| {
-        crate::duration::parse(s)
+        crate::m1::setting::duration(s)
             .map_err(|e| Exit::bad_input(format!("{}: limits.{field}: {e}", path.display())).into())
     })
     .transpose()
+}
+
+/// How to get an agent, for the message that says it is missing.
+pub const INSTALL_HINT: &str = "install Claude Code (`npm install -g @anthropic-ai/claude-code`) \
+     or set LOOP_AGENT to the agent program";
+
+/// Where `program` would be run from: a path (with a `/`) as it is, else the first executable
+/// of that name on PATH.
+///
+/// # Errors
+/// Why it cannot be run, with how to get one.
+pub fn find_program(program: &str) -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.trim().is_empty() {
+        return Err(format!("the agent program is empty; {INSTALL_HINT}"));
+    }
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return match std::fs::metadata(&p) {
+            Err(e) => Err(format!(
+                "the agent program {program} cannot be used ({e}); {INSTALL_HINT}"
+            )),
+            Ok(_) if !runnable(&p) => Err(format!(
+                "the agent program {program} is not an executable file (`chmod +x` it?); \
+                 {INSTALL_HINT}"
+            )),
+            Ok(_) => Ok(p),
+        };
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(program))
+        .find(|p| runnable(p))
+        .ok_or_else(|| format!("the agent program `{program}` is not on PATH; {INSTALL_HINT}"))
 }
 
 impl Settings {
@@ -186,9 +233,9 @@ impl Settings {
                         .map(|s| (*s).to_string())
                         .collect()
                 }),
-            max_turns: a.max_turns,
-            max_budget_usd: a.max_budget_usd,
-            model: a.model.clone(),
+            max_turns: overrides.max_turns.or(a.max_turns),
+            max_budget_usd: overrides.max_budget_usd.or(a.max_budget_usd),
+            model: overrides.model.clone().or_else(|| a.model.clone()),
             extra_args: a.extra_args.clone(),
         };
         Ok(Self {
@@ -202,64 +249,85 @@ impl Settings {
         })
     }
 
-    /// The caps in force, given M1.md's current `LIMITS:`.
+    /// How this loop's agent is called: M1.md's `AGENT:` keys, each one it leaves out from
+    /// `LOOP_AGENT`, `loop.yaml` or the defaults. Read at every spawn, so a hand edit of the
+    /// block applies to the next attempt.
     #[must_use]
-    ///
-    /// `loop start` writes its flags' values into `LIMITS:`; a flag stands only while M1.md
-    /// still holds that value, so a person's edit of the line during the run takes effect.
+    pub fn agent_for(&self, m: &M1) -> AgentConfig {
+        let k = &m.agent;
+        let d = &self.agent;
+        AgentConfig {
+            program: k.program.clone().unwrap_or_else(|| d.program.clone()),
+            permission_mode: k
+                .permission_mode
+                .clone()
+                .or_else(|| d.permission_mode.clone()),
+            allowed_tools: k
+                .allowed_tools
+                .clone()
+                .unwrap_or_else(|| d.allowed_tools.clone()),
+            max_turns: k.max_turns.or(d.max_turns),
+            max_budget_usd: k.max_budget_usd.or(d.max_budget_usd),
+            model: k.model.clone().or_else(|| d.model.clone()),
+            extra_args: k.extra_args.clone().unwrap_or_else(|| d.extra_args.clone()),
+        }
+    }
+
+    /// The caps in force: M1.md's `LIMITS:`, each limit it leaves out from `loop.yaml`, else
+    /// the default. Read at every decision, so a hand edit applies at the next one.
+    #[must_use]
     pub fn caps(&self, m: &M1) -> Caps {
         let l = &m.limits;
-        let o = Overrides {
-            max_retries: self.overrides.max_retries.filter(|v| *v == l.max_retries),
-            max_steps: self.overrides.max_steps.filter(|v| *v == l.max_steps),
-            step_timeout: self
-                .overrides
+        let f = &self.file.limits;
+        Caps {
+            max_retries: l
+                .max_retries
+                .or(f.max_retries)
+                .unwrap_or(Limits::DEFAULT_MAX_RETRIES),
+            max_steps: l
+                .max_steps
+                .or(f.max_steps)
+                .unwrap_or(Limits::DEFAULT_MAX_STEPS),
+            max_cost_usd: l.max_cost_usd.or(f.max_cost_usd),
+            transient_cap: self.file.transient_retries.unwrap_or(8),
+            step_timeout: l
                 .step_timeout
-                .filter(|d| minutes(*d) == l.step_timeout_min),
-            idle_timeout: self
-                .overrides
-                .idle_timeout
-                .filter(|d| Some(minutes(*d)) == l.idle_timeout_min),
-            ..Overrides::default()
-        };
-        self.resolve(&o, m)
+                .or(self.step_timeout)
+                .unwrap_or(Limits::DEFAULT_STEP_TIMEOUT),
+            idle_timeout: l.idle_timeout.or(self.idle_timeout),
+        }
     }
 
     /// The caps a new M1.md is written with: flags, environment, `loop.yaml`, defaults.
     #[must_use]
     pub fn caps_for_new(&self) -> Caps {
-        self.resolve(&self.overrides, &M1::default())
-    }
-
-    fn resolve(&self, o: &Overrides, m: &M1) -> Caps {
-        let l = &m.limits;
+        let o = &self.overrides;
         let f = &self.file.limits;
         Caps {
-            max_retries: o.max_retries.or(f.max_retries).unwrap_or(l.max_retries),
-            max_steps: o.max_steps.or(f.max_steps).unwrap_or(l.max_steps),
-            max_cost_usd: f.max_cost_usd.or(l.max_cost_usd),
+            max_retries: o
+                .max_retries
+                .or(f.max_retries)
+                .unwrap_or(Limits::DEFAULT_MAX_RETRIES),
+            max_steps: o
+                .max_steps
+                .or(f.max_steps)
+                .unwrap_or(Limits::DEFAULT_MAX_STEPS),
+            max_cost_usd: o.max_cost_usd.or(f.max_cost_usd),
             transient_cap: self.file.transient_retries.unwrap_or(8),
             step_timeout: o
                 .step_timeout
                 .or(self.step_timeout)
-                .unwrap_or(Duration::from_secs(l.step_timeout_min.saturating_mul(60))),
-            idle_timeout: o.idle_timeout.or(self.idle_timeout).or_else(|| {
-                l.idle_timeout_min
-                    .map(|m| Duration::from_secs(m.saturating_mul(60)))
-            }),
+                .unwrap_or(Limits::DEFAULT_STEP_TIMEOUT),
+            idle_timeout: o.idle_timeout.or(self.idle_timeout),
         }
     }
 
-    /// The VERIFY command in force.
+    /// The VERIFY command in force: M1.md's, else `loop.yaml`'s.
     #[must_use]
-    /// As with the caps, the `--verify` flag stands only while M1.md's `VERIFY:` still says it.
     pub fn verify(&self, m: &M1) -> Option<String> {
-        self.overrides
-            .verify
+        m.verify
             .clone()
-            .filter(|v| m.verify.as_ref() == Some(v))
             .or_else(|| self.file.verify.clone())
-            .or_else(|| m.verify.clone())
             .filter(|v| !v.trim().is_empty())
     }
 

@@ -1,8 +1,14 @@
-//! `loop.yaml` beside M1.md: it sets the loop's limits, and a bad one is bad input.
+//! Settings: `loop start` writes every setting that changes what runs into M1.md, and from
+//! then on M1.md wins over `loop.yaml` and the environment, in a detached, resumed or revived
+//! runner alike. Bad values are refused before anything changes. A bad `loop.yaml` is bad
+//! input.
 
 mod harness;
 
-use harness::{Env, code, stderr};
+use std::time::Duration;
+
+use harness::{Env, code, stderr, stdout, wait_until};
+use m1loop::m1::Status;
 use serde_json::json;
 
 #[test]
@@ -42,4 +48,400 @@ fn a_malformed_or_misspelled_loop_yaml_is_bad_input_naming_the_file() {
         assert!(!env.file.exists(), "nothing started");
         assert!(env.calls().is_empty());
     }
+}
+
+/// The pid `loop start --detach` printed for its background runner.
+fn runner_pid(out: &std::process::Output) -> i32 {
+    let text = stdout(out);
+    let at = text
+        .find("(pid ")
+        .unwrap_or_else(|| panic!("no pid in {text}"))
+        + 5;
+    text[at..]
+        .split(')')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {text}"))
+}
+
+/// `kill -9 pid`, then waits until it is gone (or a zombie nobody reaps yet).
+fn kill9(pid: i32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let gone = wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+    });
+    assert!(gone, "runner {pid} survived kill -9");
+}
+
+fn argv_of(call: &serde_json::Value) -> Vec<String> {
+    call["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn value_after<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
+    let i = argv.iter().position(|a| a == flag)?;
+    argv.get(i + 1).map(String::as_str)
+}
+
+#[test]
+fn permission_mode_and_tools_survive_detach_kill_and_resume() {
+    let env = Env::new();
+    env.scenario(&json!({
+        "steps": {"1": [{"sleep_ms": 1500, "heartbeat_ms": 100, "result": "x\nSTEP_DONE: ok"}]},
+        "default": {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}
+    }));
+    // loop.yaml says otherwise for everything the flags set: it is only a default.
+    std::fs::write(
+        env.state().join("loop.yaml"),
+        "agent:\n  permission_mode: default\n  allowed_tools: [Write]\n  model: opus\n  \
+         max_turns: 99\n  max_budget_usd: 9\n  extra_args: [\"--verbose\"]\nverify: \"false\"\n",
+    )
+    .unwrap();
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--permission-mode",
+        "plan",
+        "--allowed-tools",
+        "Read,Grep",
+        "--model",
+        "sonnet",
+        "--max-turns",
+        "7",
+        "--max-budget-usd",
+        "1.5",
+        "--verify",
+        "true",
+        "--detach",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = env.text();
+    for line in [
+        "  PERMISSION_MODE: plan\n",
+        "  ALLOWED_TOOLS: Read,Grep\n",
+        "  MODEL: sonnet\n",
+        "  MAX_TURNS: 7\n",
+        "  MAX_BUDGET_USD: 1.5\n",
+        "  EXTRA_ARGS: --verbose\n",
+        "VERIFY: true\n",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from\n{text}");
+    }
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    kill9(runner_pid(&out));
+    // The file names the agent: a different LOOP_AGENT now is only a default.
+    let mut resume = env.cmd(&["resume"]);
+    resume.env("LOOP_AGENT", env.dir.path().join("no-such-agent"));
+    let status = harness::Guard(Some(resume.spawn().unwrap())).wait(Duration::from_secs(60));
+    assert!(
+        status.success(),
+        "{status:?}\n{}\n{}",
+        env.log(),
+        env.text()
+    );
+    let m = env.m1();
+    assert_eq!(
+        m.results[&2].verified,
+        Some(true),
+        "VERIFY from M1.md, not loop.yaml"
+    );
+    for step in [1, 2] {
+        let calls: Vec<_> = env
+            .calls()
+            .into_iter()
+            .filter(|c| c["step"].as_u64() == Some(step))
+            .collect();
+        assert_eq!(calls.len(), 1, "step {step}");
+        let argv = argv_of(&calls[0]);
+        assert_eq!(
+            value_after(&argv, "--permission-mode"),
+            Some("plan"),
+            "{argv:?}"
+        );
+        assert_eq!(value_after(&argv, "--model"), Some("sonnet"), "{argv:?}");
+        assert_eq!(value_after(&argv, "--max-turns"), Some("7"), "{argv:?}");
+        assert_eq!(
+            value_after(&argv, "--max-budget-usd"),
+            Some("1.5"),
+            "{argv:?}"
+        );
+        let tools = argv.iter().position(|a| a == "--allowedTools").unwrap();
+        assert_eq!(argv[tools + 1..tools + 3], ["Read", "Grep"], "{argv:?}");
+        assert!(argv[tools + 3].starts_with("--"), "{argv:?}");
+        assert_eq!(
+            argv.last().map(String::as_str),
+            Some("--verbose"),
+            "{argv:?}"
+        );
+    }
+    env.assert_no_processes();
+}
+
+#[test]
+fn max_retries_from_start_and_by_hand_win_over_loop_yaml() {
+    let failing =
+        json!({"default": {"sleep_ms": 600, "heartbeat_ms": 100, "result": "no verdict here"}});
+    // The flag, written into M1.md, holds in a detached runner.
+    let env = Env::new();
+    env.scenario(&failing);
+    std::fs::write(env.state().join("loop.yaml"), "limits:\n  max_retries: 1\n").unwrap();
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--max-retries",
+        "2",
+        "--detach",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(env.text().contains("  MAX_RETRIES: 2\n"), "{}", env.text());
+    assert!(wait_until(Duration::from_secs(30), || {
+        env.m1().status == Status::Failed
+    }));
+    assert_eq!(env.calls_for(1), 2, "M1.md allowed two attempts");
+    env.assert_no_processes();
+
+    // A hand edit of the line wins too.
+    let env = Env::new();
+    env.scenario(&failing);
+    std::fs::write(env.state().join("loop.yaml"), "limits:\n  max_retries: 1\n").unwrap();
+    let mut runner = env.spawn(&["start", "g", "--step", "a"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    let text = env.text();
+    assert!(text.contains("  MAX_RETRIES: 1\n"), "{text}");
+    std::fs::write(
+        &env.file,
+        text.replace("  MAX_RETRIES: 1\n", "  MAX_RETRIES: 3\n"),
+    )
+    .unwrap();
+    assert_eq!(runner.wait(Duration::from_secs(60)).code(), Some(1));
+    assert_eq!(env.calls_for(1), 3, "the hand edit allowed three attempts");
+}
+
+#[test]
+fn a_step_timeout_of_seconds_is_stored_exactly_and_enforced_after_a_resume() {
+    let env = Env::new();
+    env.scenario(&json!({"default": {"sleep_ms": 120_000, "heartbeat_ms": 100, "result": "x\nSTEP_DONE: ok"}}));
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--step-timeout",
+        "3s",
+        "--idle-timeout",
+        "90s",
+        "--max-cost-usd",
+        "4.5",
+        "--max-retries",
+        "2",
+        "--detach",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = env.text();
+    for line in [
+        "  STEP_TIMEOUT: 3s\n",
+        "  IDLE_TIMEOUT: 1m30s\n",
+        "  MAX_COST_USD: 4.5\n",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from\n{text}");
+    }
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    kill9(runner_pid(&out));
+    // The second attempt is the resumed runner's: it too ends after 3 s, not 60 min.
+    let started = std::time::Instant::now();
+    let out = env.run_for(&["resume"], Duration::from_secs(60));
+    assert_eq!(code(&out), 1, "{}\n{}", stderr(&out), env.log());
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(env.calls_for(1), 2);
+    let m = env.m1();
+    let err = m.results[&1].error.clone().unwrap_or_default();
+    assert!(err.contains("killed after 3 s"), "{err}");
+    env.assert_no_processes();
+}
+
+#[test]
+fn old_files_with_timeouts_in_minutes_still_run() {
+    let env = Env::new();
+    env.scenario(&json!({"default": {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}}));
+    std::fs::write(
+        &env.file,
+        "STATUS: RUNNING\nGOAL: g\nPLAN:\n  STEPS:\n    1: [PENDING] a\nLIMITS:\n  \
+         STEP_TIMEOUT_MIN: 2\n  IDLE_TIMEOUT_MIN: 1\n",
+    )
+    .unwrap();
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 0, "{}\n{}", stderr(&out), env.log());
+    assert_eq!(env.calls_for(1), 1);
+    assert!(env.text().contains("  STEP_TIMEOUT_MIN: 2\n"));
+}
+
+/// Runs `loop ARGS` in `env` (with `tweak` applied) and checks that it was refused with exit
+/// 2 and `want` in the message, and that nothing changed: the old M1.md byte for byte, no
+/// archive or other file, no agent call.
+fn refused(env: &Env, args: &[&str], tweak: impl FnOnce(&mut std::process::Command), want: &str) {
+    let listing = |dir: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = std::fs::read(&env.file).unwrap();
+    let files = listing(&env.state());
+    let mut cmd = env.cmd(args);
+    tweak(&mut cmd);
+    let out = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{args:?}: {err}");
+    assert!(err.contains(want), "{args:?}: {want:?} not in {err}");
+    assert_eq!(
+        std::fs::read(&env.file).unwrap(),
+        before,
+        "{args:?} changed M1.md"
+    );
+    assert_eq!(listing(&env.state()), files, "{args:?} wrote beside M1.md");
+    assert!(env.calls().is_empty(), "{args:?} ran the agent");
+}
+
+const OLD_LOOP: &str =
+    "STATUS: RUNNING  # an old loop\nGOAL: old\nPLAN:\n  STEPS:\n    1: [PENDING] x\n";
+
+#[test]
+fn a_zero_step_timeout_is_refused_before_anything_changes() {
+    let env = Env::new();
+    std::fs::write(&env.file, OLD_LOOP).unwrap();
+    for flag in ["--step-timeout", "--idle-timeout"] {
+        refused(
+            &env,
+            &["start", "g", "--step", "a", "--force", flag, "0s"],
+            |_| {},
+            "above zero",
+        );
+    }
+    for (flag, value) in [
+        ("--max-retries", "0"),
+        ("--max-steps", "0"),
+        ("--max-turns", "0"),
+    ] {
+        refused(
+            &env,
+            &["start", "g", "--step", "a", "--force", flag, value],
+            |_| {},
+            flag,
+        );
+    }
+    refused(
+        &env,
+        &[
+            "start",
+            "g",
+            "--step",
+            "a",
+            "--force",
+            "--permission-mode",
+            "yolo",
+        ],
+        |_| {},
+        "unknown permission mode `yolo`",
+    );
+    refused(
+        &env,
+        &["start", "g", "--force", "--plan", "missing.md"],
+        |_| {},
+        "missing.md",
+    );
+    std::fs::write(
+        env.state().join("loop.yaml"),
+        "limits:\n  step_timeout: 0s\n",
+    )
+    .unwrap();
+    refused(
+        &env,
+        &["start", "g", "--step", "a", "--force"],
+        |_| {},
+        "step_timeout",
+    );
+}
+
+#[test]
+fn a_missing_agent_is_refused_before_anything_changes_with_how_to_install_it() {
+    let env = Env::new();
+    std::fs::write(&env.file, OLD_LOOP).unwrap();
+    let install = "npm install -g @anthropic-ai/claude-code";
+    let start = ["start", "g", "--step", "a", "--force"];
+    let missing = env.dir.path().join("no-such-agent");
+    refused(
+        &env,
+        &start,
+        |c| {
+            c.env("LOOP_AGENT", &missing);
+        },
+        install,
+    );
+    let plain = env.dir.path().join("not-executable");
+    std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+    refused(
+        &env,
+        &start,
+        |c| {
+            c.env("LOOP_AGENT", &plain);
+        },
+        "not an executable",
+    );
+    let empty_path = env.dir.path().join("empty-path");
+    std::fs::create_dir(&empty_path).unwrap();
+    refused(
+        &env,
+        &start,
+        |c| {
+            c.env_remove("LOOP_AGENT").env("PATH", &empty_path);
+        },
+        "`claude` is not on PATH",
+    );
+    refused(
+        &env,
+        &["start", "g", "--step", "a", "--force", "--detach"],
+        |c| {
+            c.env("LOOP_AGENT", &missing);
+        },
+        "LOOP_AGENT",
+    );
+    // A resume checks the agent the file names before it runs anything.
+    refused(
+        &env,
+        &["resume"],
+        |c| {
+            c.env("LOOP_AGENT", &missing);
+        },
+        install,
+    );
+    refused(
+        &env,
+        &["resume", "--detach"],
+        |c| {
+            c.env("LOOP_AGENT", &missing);
+        },
+        install,
+    );
 }

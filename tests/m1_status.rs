@@ -119,7 +119,7 @@ fn json_view_of_the_seed_example() {
     );
     assert_eq!(
         v["limits"],
-        json!({"max_retries": 3, "max_steps": 10, "step_timeout_min": 60, "idle_timeout_min": null, "max_cost_usd": null})
+        json!({"max_retries": 3, "max_steps": 10, "step_timeout": "1h", "idle_timeout": null, "max_cost_usd": null})
     );
     assert_eq!(v["verify"], serde_json::Value::Null);
     assert_eq!(v["task"], serde_json::Value::Null);

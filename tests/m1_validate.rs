@@ -2,6 +2,7 @@
 //! validate` and `loop status` exit 2, and the file keeps every byte.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use assert_cmd::Command;
 use m1loop::m1::Document;
@@ -163,6 +164,74 @@ fn key_shapes_and_types() {
     assert_eq!(
         errors("STATUS: IDLE\nGOAL: g\nLIMITS:\n  MAX_COST_USD: -1\n"),
         ["4:17: MAX_COST_USD: expected a number ≥ 0, found `-1`"]
+    );
+}
+
+#[test]
+fn bad_settings_in_limits_and_agent_are_errors_at_line_and_column() {
+    let base = "STATUS: IDLE\nGOAL: g\n";
+    for (body, want) in [
+        (
+            "LIMITS:\n  STEP_TIMEOUT: 0s\n",
+            "4:17: STEP_TIMEOUT: expected a duration above zero such as `40s`, `15m` or `1h30m`, found `0s`",
+        ),
+        (
+            "LIMITS:\n  IDLE_TIMEOUT: soon\n",
+            "4:17: IDLE_TIMEOUT: expected a duration above zero such as `40s`, `15m` or `1h30m`, found `soon`",
+        ),
+        (
+            "LIMITS:\n  STEP_TIMEOUT_MIN: 0\n",
+            "4:21: STEP_TIMEOUT_MIN: expected a whole number ≥ 1, found `0`",
+        ),
+        (
+            "LIMITS:\n  STEP_TIMEOUT: 3s\n  STEP_TIMEOUT_MIN: 1\n",
+            "5:3: LIMITS has both STEP_TIMEOUT and STEP_TIMEOUT_MIN: expected one; keep STEP_TIMEOUT (e.g. `STEP_TIMEOUT: 90s`) and remove STEP_TIMEOUT_MIN",
+        ),
+        (
+            "AGENT:\n  PERMISSION_MODE: yolo\n",
+            "4:20: PERMISSION_MODE: expected one of acceptEdits, bypassPermissions, default, dontAsk, plan, found `yolo`",
+        ),
+        (
+            "AGENT:\n  ALLOWED_TOOLS: Read,,Grep\n",
+            "4:18: ALLOWED_TOOLS: expected tool names separated by commas, e.g. `Read,Grep,Bash(git:*)`, or `(none)`, found `Read,,Grep`",
+        ),
+        (
+            "AGENT:\n  MAX_TURNS: 0\n",
+            "4:14: MAX_TURNS: expected a whole number ≥ 1, found `0`",
+        ),
+        (
+            "AGENT:\n  MAX_BUDGET_USD: lots\n",
+            "4:19: MAX_BUDGET_USD: expected a number ≥ 0, found `lots`",
+        ),
+        (
+            "AGENT:\n  PROGRAM: \"\"\n",
+            "4:12: PROGRAM: expected a value, found ``",
+        ),
+    ] {
+        assert_eq!(errors(&format!("{base}{body}")), [want], "{body}");
+    }
+    let err = errors(&format!("{base}AGENT:\n  EXTRA_ARGS: [\"a\", 1]\n"));
+    assert!(
+        err[0].starts_with("4:15: EXTRA_ARGS: expected words"),
+        "{err:?}"
+    );
+    // Older files keep working; the new keys read back.
+    let doc = Document::parse(&format!(
+        "{base}LIMITS:\n  STEP_TIMEOUT_MIN: 2\n  IDLE_TIMEOUT: 40s\nAGENT:\n  PERMISSION_MODE: plan\n  \
+         ALLOWED_TOOLS: Read,Bash(git log --format=%h,%s)\n  EXTRA_ARGS: [\"--append-system-prompt\", \"be brief\"]\n"
+    ))
+    .unwrap();
+    let m = doc.view();
+    assert_eq!(m.limits.step_timeout, Some(Duration::from_secs(120)));
+    assert_eq!(m.limits.idle_timeout, Some(Duration::from_secs(40)));
+    assert_eq!(m.agent.permission_mode.as_deref(), Some("plan"));
+    assert_eq!(
+        m.agent.allowed_tools.unwrap(),
+        ["Read", "Bash(git log --format=%h,%s)"]
+    );
+    assert_eq!(
+        m.agent.extra_args.unwrap(),
+        ["--append-system-prompt", "be brief"]
     );
 }
 

@@ -16,6 +16,7 @@ pub const KNOWN_TOP: &[&str] = &[
     "CURRENT",
     "RESULTS",
     "LIMITS",
+    "AGENT",
     "LAST_ACTION",
     "NEXT_ACTION",
     "VERIFY",
@@ -37,7 +38,9 @@ pub fn expected(key: &str) -> String {
     match key {
         "STATUS" => "`STATUS: IDLE|RUNNING|WAITING|DONE|FAILED`".to_string(),
         "GOAL" => "`GOAL: what the loop should achieve`".to_string(),
-        "PLAN" | "CURRENT" | "RESULTS" | "LIMITS" => format!("`{key}:` alone on its line"),
+        "PLAN" | "CURRENT" | "RESULTS" | "LIMITS" | "AGENT" => {
+            format!("`{key}:` alone on its line")
+        }
         _ => format!("`{key}: value`"),
     }
 }

@@ -7,6 +7,7 @@ use super::document::Document;
 use super::error::Error;
 use super::hidden::{self, KNOWN_TOP};
 use super::line::{self, Kind};
+use super::setting;
 use super::steps;
 use super::syntax::{self, Fenced};
 use super::view::{Status, StepState, result_step};
@@ -23,10 +24,20 @@ enum Ty {
     Bool,
     /// A decimal ≥ 0 (money, seconds).
     Amount,
+    /// A duration above zero: `40s`, `15m`, `1h30m`.
+    Duration,
+    /// One of Claude Code's permission modes.
+    Mode,
+    /// Tool rules separated by commas, or `(none)`.
+    Tools,
+    /// Words separated by spaces, or a JSON array of strings.
+    Args,
+    /// Any text that is not empty.
+    Text,
 }
 
 const TOP_SCALARS: &[&str] = &["CONSTRAINTS", "LAST_ACTION", "NEXT_ACTION", "VERIFY"];
-const TOP_BLOCKS: &[&str] = &["PLAN", "CURRENT", "RESULTS", "LIMITS"];
+const TOP_BLOCKS: &[&str] = &["PLAN", "CURRENT", "RESULTS", "LIMITS", "AGENT"];
 const CURRENT_FIELDS: &[(&str, Ty)] = &[("CC_PID", Ty::Count), ("ATTEMPT", Ty::Count)];
 const RESULT_FIELDS: &[(&str, Ty)] = &[
     ("EXIT", Ty::Exit),
@@ -37,10 +48,22 @@ const RESULT_FIELDS: &[(&str, Ty)] = &[
 ];
 const LIMIT_FIELDS: &[(&str, Ty)] = &[
     ("MAX_RETRIES", Ty::Positive),
-    ("MAX_STEPS", Ty::Count),
-    ("STEP_TIMEOUT_MIN", Ty::Count),
-    ("IDLE_TIMEOUT_MIN", Ty::Count),
+    ("MAX_STEPS", Ty::Positive),
+    ("STEP_TIMEOUT", Ty::Duration),
+    ("IDLE_TIMEOUT", Ty::Duration),
+    // Older files: whole minutes.
+    ("STEP_TIMEOUT_MIN", Ty::Positive),
+    ("IDLE_TIMEOUT_MIN", Ty::Positive),
     ("MAX_COST_USD", Ty::Amount),
+];
+const AGENT_FIELDS: &[(&str, Ty)] = &[
+    ("PROGRAM", Ty::Text),
+    ("PERMISSION_MODE", Ty::Mode),
+    ("ALLOWED_TOOLS", Ty::Tools),
+    ("MODEL", Ty::Text),
+    ("MAX_TURNS", Ty::Positive),
+    ("MAX_BUDGET_USD", Ty::Amount),
+    ("EXTRA_ARGS", Ty::Args),
 ];
 
 /// All rule violations in `doc` (empty when it is valid).
@@ -92,6 +115,20 @@ pub fn check(doc: &Document) -> Vec<Error> {
         c.at_value(i, e.to_string());
     }
     c.fields(&["LIMITS"], LIMIT_FIELDS);
+    for key in ["STEP_TIMEOUT", "IDLE_TIMEOUT"] {
+        if doc.find(&["LIMITS", key]).is_some()
+            && let Some(i) = doc.find(&["LIMITS", &format!("{key}_MIN")])
+        {
+            c.at_key(
+                i,
+                format!(
+                    "LIMITS has both {key} and {key}_MIN: expected one; keep {key} (e.g. \
+                     `{key}: 90s`) and remove {key}_MIN"
+                ),
+            );
+        }
+    }
+    c.fields(&["AGENT"], AGENT_FIELDS);
     if let Some(r) = doc.find(&["RESULTS"]) {
         for i in doc.children(Some(r)).collect::<Vec<_>>() {
             if result_step(&doc.key_at(i).key).is_some() && c.block(i) {
@@ -263,21 +300,33 @@ impl Checker<'_> {
     fn typed(&mut self, idx: usize, ty: Ty) -> Option<String> {
         let v = self.scalar(idx)?;
         let key = self.doc.key_at(idx).key.clone();
-        let ok = match ty {
-            Ty::Count => v.parse::<u64>().is_ok(),
-            Ty::Positive => v.parse::<u64>().is_ok_and(|n| n >= 1),
-            Ty::Exit => v == "(pending)" || v.parse::<i32>().is_ok(),
-            Ty::Bool => v == "true" || v == "false",
-            Ty::Amount => v.parse::<f64>().is_ok_and(|x| x.is_finite() && x >= 0.0),
+        let positive = |v: &str| v.parse::<u64>().is_ok_and(|n| n >= 1);
+        let problem: Option<String> = match ty {
+            Ty::Count => (v.parse::<u64>().is_err()).then(|| "a whole number".into()),
+            Ty::Positive => (!positive(&v)).then(|| "a whole number ≥ 1".into()),
+            Ty::Exit => (v != "(pending)" && v.parse::<i32>().is_err())
+                .then(|| "an exit code or `(pending)`".into()),
+            Ty::Bool => (v != "true" && v != "false").then(|| "`true` or `false`".into()),
+            Ty::Amount => (!v.parse::<f64>().is_ok_and(|x| x.is_finite() && x >= 0.0))
+                .then(|| "a number ≥ 0".into()),
+            Ty::Duration => setting::duration(&v)
+                .err()
+                .map(|_| "a duration above zero such as `40s`, `15m` or `1h30m`".into()),
+            Ty::Mode => setting::permission_mode(&v)
+                .err()
+                .map(|_| format!("one of {}", setting::PERMISSION_MODES.join(", "))),
+            Ty::Tools => setting::tools(&v).err().map(|_| {
+                format!(
+                    "tool names separated by commas, e.g. `Read,Grep,Bash(git:*)`, or `{}`",
+                    setting::NONE
+                )
+            }),
+            Ty::Args => setting::args(&v)
+                .err()
+                .map(|e| format!("words separated by spaces, or a JSON array of strings ({e})")),
+            Ty::Text => v.trim().is_empty().then(|| "a value".into()),
         };
-        if !ok {
-            let expected = match ty {
-                Ty::Count => "a whole number",
-                Ty::Positive => "a whole number ≥ 1",
-                Ty::Exit => "an exit code or `(pending)`",
-                Ty::Bool => "`true` or `false`",
-                Ty::Amount => "a number ≥ 0",
-            };
+        if let Some(expected) = problem {
             self.at_value(idx, format!("{key}: expected {expected}, found `{v}`"));
             return None;
         }

@@ -4,10 +4,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use serde::Serialize;
 
 use super::document::Document;
+use super::setting;
 use super::steps;
 
 /// The loop's state, as in `STATUS:`.
@@ -130,26 +132,60 @@ pub struct StepResult {
     pub report: Option<String>,
 }
 
-/// The safety limits, with the documented defaults filled in.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// The safety limits as M1.md states them: `None` where the file leaves a limit out (the
+/// runner then takes `loop.yaml`'s, else the default). Shown by `loop status --json` with the
+/// documented defaults filled in and durations as M1.md writes them.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Limits {
-    pub max_retries: u32,
-    pub max_steps: u32,
-    pub step_timeout_min: u64,
-    pub idle_timeout_min: Option<u64>,
+    pub max_retries: Option<u32>,
+    pub max_steps: Option<u32>,
+    /// `STEP_TIMEOUT` (exact), or `STEP_TIMEOUT_MIN` of an older file.
+    pub step_timeout: Option<Duration>,
+    /// `IDLE_TIMEOUT` (exact), or `IDLE_TIMEOUT_MIN` of an older file.
+    pub idle_timeout: Option<Duration>,
     pub max_cost_usd: Option<f64>,
 }
 
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_retries: 3,
-            max_steps: 10,
-            step_timeout_min: 60,
-            idle_timeout_min: None,
-            max_cost_usd: None,
-        }
+impl Limits {
+    pub const DEFAULT_MAX_RETRIES: u32 = 3;
+    pub const DEFAULT_MAX_STEPS: u32 = 10;
+    pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+}
+
+impl Serialize for Limits {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let exact = crate::duration::exact;
+        let mut st = s.serialize_struct("Limits", 5)?;
+        st.serialize_field(
+            "max_retries",
+            &self.max_retries.unwrap_or(Self::DEFAULT_MAX_RETRIES),
+        )?;
+        st.serialize_field(
+            "max_steps",
+            &self.max_steps.unwrap_or(Self::DEFAULT_MAX_STEPS),
+        )?;
+        st.serialize_field(
+            "step_timeout",
+            &exact(self.step_timeout.unwrap_or(Self::DEFAULT_STEP_TIMEOUT)),
+        )?;
+        st.serialize_field("idle_timeout", &self.idle_timeout.map(exact))?;
+        st.serialize_field("max_cost_usd", &self.max_cost_usd)?;
+        st.end()
     }
+}
+
+/// The `AGENT:` block: how each step's agent is called. `None` where the file leaves a key
+/// out (the runner then takes `loop.yaml`, `LOOP_AGENT`, or the default).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct AgentKeys {
+    pub program: Option<String>,
+    pub permission_mode: Option<String>,
+    pub allowed_tools: Option<Vec<String>>,
+    pub model: Option<String>,
+    pub max_turns: Option<u32>,
+    pub max_budget_usd: Option<f64>,
+    pub extra_args: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -163,6 +199,7 @@ pub struct M1 {
     pub last_action: Option<String>,
     pub next_action: Option<String>,
     pub limits: Limits,
+    pub agent: AgentKeys,
     pub verify: Option<String>,
 }
 
@@ -170,7 +207,6 @@ impl M1 {
     pub(crate) fn from_document(doc: &Document) -> M1 {
         let get = |p: &[&str]| doc.get(p);
         let steps = steps::list(doc);
-        let defaults = Limits::default();
         M1 {
             status: get(&["STATUS"])
                 .and_then(|s| s.parse().ok())
@@ -196,17 +232,35 @@ impl M1 {
             last_action: get(&["LAST_ACTION"]),
             next_action: get(&["NEXT_ACTION"]),
             limits: Limits {
-                max_retries: parsed(get(&["LIMITS", "MAX_RETRIES"]))
-                    .unwrap_or(defaults.max_retries),
-                max_steps: parsed(get(&["LIMITS", "MAX_STEPS"])).unwrap_or(defaults.max_steps),
-                step_timeout_min: parsed(get(&["LIMITS", "STEP_TIMEOUT_MIN"]))
-                    .unwrap_or(defaults.step_timeout_min),
-                idle_timeout_min: parsed(get(&["LIMITS", "IDLE_TIMEOUT_MIN"])),
+                max_retries: parsed(get(&["LIMITS", "MAX_RETRIES"])),
+                max_steps: parsed(get(&["LIMITS", "MAX_STEPS"])),
+                step_timeout: timeout(doc, "STEP_TIMEOUT"),
+                idle_timeout: timeout(doc, "IDLE_TIMEOUT"),
                 max_cost_usd: parsed(get(&["LIMITS", "MAX_COST_USD"])),
+            },
+            agent: AgentKeys {
+                program: get(&["AGENT", "PROGRAM"]).filter(|p| !p.trim().is_empty()),
+                permission_mode: get(&["AGENT", "PERMISSION_MODE"]),
+                allowed_tools: get(&["AGENT", "ALLOWED_TOOLS"])
+                    .and_then(|v| setting::tools(&v).ok()),
+                model: get(&["AGENT", "MODEL"]),
+                max_turns: parsed(get(&["AGENT", "MAX_TURNS"])),
+                max_budget_usd: parsed(get(&["AGENT", "MAX_BUDGET_USD"])),
+                extra_args: get(&["AGENT", "EXTRA_ARGS"]).and_then(|v| setting::args(&v).ok()),
             },
             verify: get(&["VERIFY"]),
         }
     }
+}
+
+/// `LIMITS.<KEY>` as an exact duration, else `LIMITS.<KEY>_MIN` in minutes (older files).
+fn timeout(doc: &Document, key: &str) -> Option<Duration> {
+    doc.get(&["LIMITS", key])
+        .and_then(|v| setting::duration(&v).ok())
+        .or_else(|| {
+            parsed::<u64>(doc.get(&["LIMITS", &format!("{key}_MIN")]))
+                .map(|m| Duration::from_secs(m.saturating_mul(60)))
+        })
 }
 
 /// `RESULTS.STEP_N` blocks by step number; other keys under RESULTS are not results.

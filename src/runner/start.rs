@@ -9,7 +9,7 @@ use chrono::{SecondsFormat, Utc};
 
 use super::{RunOptions, Runner};
 use crate::exit::{Exit, Status as ExitStatus};
-use crate::m1::{Document, Edit, Status, StepState, Store};
+use crate::m1::{Document, Edit, Status, StepState, Store, setting};
 use crate::notifier::Event;
 use crate::settings::{Overrides, Settings};
 use crate::{cli, decision_log, lock, stopfile};
@@ -95,6 +95,37 @@ fn make_room(file: &Path, force: bool) -> anyhow::Result<Option<PathBuf>> {
     archive(file).map(Some)
 }
 
+/// Refuses settings a loop could not run with: an unknown permission mode, or an agent
+/// program that is missing or cannot be executed.
+fn check_agent(settings: &Settings) -> anyhow::Result<()> {
+    if let Some(mode) = &settings.agent.permission_mode {
+        setting::permission_mode(mode)
+            .map_err(|e| Exit::bad_input(format!("{e}; nothing was changed")))?;
+    }
+    crate::settings::find_program(&settings.agent.program)
+        .map_err(|e| Exit::bad_input(format!("{e}; nothing was changed")))?;
+    Ok(())
+}
+
+/// Before a resume runs anything: the agent the file names can be started (a loop that is
+/// DONE or FAILED, or a file that does not parse, is left to the runner to report).
+fn check_agent_of(file: &Path, settings: &Settings) -> anyhow::Result<()> {
+    let Ok(doc) = std::fs::read_to_string(file)
+        .map_err(drop)
+        .and_then(|t| Document::parse(&t).map_err(drop))
+    else {
+        return Ok(());
+    };
+    let m = doc.view();
+    if matches!(m.status, Status::Done | Status::Failed) {
+        return Ok(());
+    }
+    let program = settings.agent_for(&m).program;
+    crate::settings::find_program(&program)
+        .map_err(|e| Exit::bad_input(format!("{e}; then `loop resume` again")))?;
+    Ok(())
+}
+
 /// The text of a new M1.md.
 fn new_document(
     req: &StartRequest,
@@ -103,27 +134,51 @@ fn new_document(
 ) -> anyhow::Result<String> {
     let mut doc = Document::parse(TEMPLATE).map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
     let caps = settings.caps_for_new();
+    let agent = &settings.agent;
     let workdir = match &req.workdir {
         Some(w) => w.clone(),
         None => std::env::current_dir().context("while reading the current directory")?,
     };
+    let exact = crate::duration::exact;
+    // Every setting that changes what runs, so that any later runner runs the same thing.
     let mut edits = vec![
         Edit::set(&["GOAL"], req.goal.clone()),
         Edit::set(&["LIMITS", "MAX_RETRIES"], caps.max_retries.to_string()),
         Edit::set(&["LIMITS", "MAX_STEPS"], caps.max_steps.to_string()),
+        Edit::set(&["LIMITS", "STEP_TIMEOUT"], exact(caps.step_timeout)),
+        Edit::set(&["AGENT", "PROGRAM"], agent.program.clone()),
         Edit::set(
-            &["LIMITS", "STEP_TIMEOUT_MIN"],
-            caps.step_timeout.as_secs().div_ceil(60).to_string(),
+            &["AGENT", "ALLOWED_TOOLS"],
+            setting::format_tools(&agent.allowed_tools),
         ),
     ];
+    if let Some(idle) = caps.idle_timeout {
+        edits.push(Edit::set(&["LIMITS", "IDLE_TIMEOUT"], exact(idle)));
+    }
+    if let Some(usd) = caps.max_cost_usd {
+        edits.push(Edit::set(&["LIMITS", "MAX_COST_USD"], usd.to_string()));
+    }
+    edits.push(match &agent.permission_mode {
+        Some(mode) => Edit::set(&["AGENT", "PERMISSION_MODE"], mode.clone()),
+        None => Edit::Remove(vec!["AGENT".into(), "PERMISSION_MODE".into()]),
+    });
+    if let Some(model) = &agent.model {
+        edits.push(Edit::set(&["AGENT", "MODEL"], model.clone()));
+    }
+    if let Some(n) = agent.max_turns {
+        edits.push(Edit::set(&["AGENT", "MAX_TURNS"], n.to_string()));
+    }
+    if let Some(usd) = agent.max_budget_usd {
+        edits.push(Edit::set(&["AGENT", "MAX_BUDGET_USD"], usd.to_string()));
+    }
+    if !agent.extra_args.is_empty() {
+        edits.push(Edit::set(
+            &["AGENT", "EXTRA_ARGS"],
+            setting::format_args(&agent.extra_args),
+        ));
+    }
     if let Some(c) = req.constraints.as_ref().filter(|c| !c.trim().is_empty()) {
         edits.push(Edit::set(&["CONSTRAINTS"], c.clone()));
-    }
-    if let Some(idle) = caps.idle_timeout {
-        edits.push(Edit::set(
-            &["LIMITS", "IDLE_TIMEOUT_MIN"],
-            idle.as_secs().div_ceil(60).to_string(),
-        ));
     }
     if !steps.is_empty() {
         edits.push(Edit::SetSteps(
@@ -201,12 +256,22 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Resu
         ))
         .into());
     }
+    // Everything is checked before anything changes: a refusal archives nothing and writes
+    // no M1.md.
+    check_agent(&settings)?;
+    let text = new_document(req, &steps, &settings)?;
+    if let Err(errs) = Document::parse(&text) {
+        return Err(Exit::bad_input(format!(
+            "the settings given (flags, environment, loop.yaml) do not make a valid M1.md; \
+             nothing was changed:\n{errs}"
+        ))
+        .into());
+    }
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
     if let Some(old) = make_room(file, req.force)? {
         println!("archived the previous loop as {}", old.display());
     }
-    let text = new_document(req, &steps, &settings)?;
     Store::create(file, &text)?;
     let _ = decision_log::append(&state_dir, &format!("start: new loop, goal: {}", req.goal));
     if req.detach {
@@ -247,6 +312,7 @@ pub fn resume(
         let _ = nix::unistd::setsid();
     }
     let settings = Settings::load(&state_dir, overrides)?;
+    check_agent_of(file, &settings)?;
     if detach_it {
         if let Some(pid) = lock::holder(file) {
             return Err(Exit::bad_input(format!(

@@ -123,7 +123,7 @@ impl Runner {
         } else {
             Session::New(session_id.to_string())
         };
-        let inv = agent::invocation(&self.settings.agent, prompt, &session);
+        let inv = agent::invocation(&self.settings.agent_for(&m), prompt, &session);
         let mut env = inv.env_set;
         let file = std::path::absolute(&self.file).unwrap_or_else(|_| self.file.clone());
         env.push(("LOOP_STEP".into(), step.to_string()));

@@ -1,0 +1,164 @@
+//! The settings M1.md keeps for its loop (DESIGN §2), as people read and write them:
+//! `LIMITS:` durations such as `3s` or `15m`, and the `AGENT:` block's permission mode, tool
+//! list and extra arguments. Validation and the typed view read them with the same functions,
+//! and `loop start` writes them with the `format_*` ones, so what is written reads back.
+
+use std::time::Duration;
+
+/// Claude Code's permission modes (`claude --help`).
+pub const PERMISSION_MODES: &[&str] = &[
+    "acceptEdits",
+    "bypassPermissions",
+    "default",
+    "dontAsk",
+    "plan",
+];
+
+/// What an empty list is written as (`ALLOWED_TOOLS: (none)`).
+pub const NONE: &str = "(none)";
+
+/// A limit's duration: `40s`, `15m`, `1h30m`, more than zero.
+///
+/// # Errors
+/// What was expected, for an error message.
+pub fn duration(v: &str) -> Result<Duration, String> {
+    let d = crate::duration::parse(v)?;
+    if d.is_zero() {
+        return Err("expected a duration above zero, e.g. 90s, 15m, 1h30m".into());
+    }
+    Ok(d)
+}
+
+/// A permission mode Claude Code knows.
+///
+/// # Errors
+/// The modes there are.
+pub fn permission_mode(v: &str) -> Result<(), String> {
+    if PERMISSION_MODES.contains(&v) {
+        Ok(())
+    } else {
+        Err(format!(
+            "unknown permission mode `{v}`: expected one of {}",
+            PERMISSION_MODES.join(", ")
+        ))
+    }
+}
+
+/// `Read,Grep,Bash(git:*)` → the tool rules; commas inside parentheses belong to the rule.
+/// `(none)` is the empty list.
+///
+/// # Errors
+/// An empty entry.
+pub fn tools(v: &str) -> Result<Vec<String>, String> {
+    let v = v.trim();
+    if v == NONE {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    let (mut depth, mut from) = (0usize, 0usize);
+    for (i, c) in v.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                out.push(v[from..i].trim().to_string());
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(v[from..].trim().to_string());
+    if out.iter().any(String::is_empty) {
+        return Err(format!(
+            "expected tool names separated by commas, e.g. `Read,Grep,Bash(git:*)`, or `{NONE}`; \
+             found an empty one in `{v}`"
+        ));
+    }
+    Ok(out)
+}
+
+/// The tool list as `ALLOWED_TOOLS:` holds it.
+#[must_use]
+pub fn format_tools(tools: &[String]) -> String {
+    if tools.is_empty() {
+        NONE.into()
+    } else {
+        tools.join(",")
+    }
+}
+
+/// Extra agent arguments: words separated by spaces, or a JSON array of strings when an
+/// argument holds a space (`["--append-system-prompt", "be brief"]`). `(none)` is no argument.
+///
+/// # Errors
+/// A malformed JSON array.
+pub fn args(v: &str) -> Result<Vec<String>, String> {
+    let v = v.trim();
+    if v == NONE {
+        return Ok(Vec::new());
+    }
+    if v.starts_with('[') {
+        return serde_json::from_str::<Vec<String>>(v).map_err(|e| {
+            format!("expected words separated by spaces, or a JSON array of strings: {e}")
+        });
+    }
+    Ok(v.split_whitespace().map(str::to_string).collect())
+}
+
+/// The arguments as `EXTRA_ARGS:` holds them (plain words when that reads back the same).
+#[must_use]
+pub fn format_args(args: &[String]) -> String {
+    if args.is_empty() {
+        return NONE.into();
+    }
+    let plain = args.join(" ");
+    if args
+        .iter()
+        .all(|a| !a.is_empty() && !a.contains(char::is_whitespace))
+        && !plain.starts_with('[')
+        && plain != NONE
+    {
+        plain
+    } else {
+        serde_json::to_string(args).unwrap_or(plain)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_split_at_commas_outside_parentheses() {
+        assert_eq!(
+            tools("Read, Grep,Bash(git log --format=%h,%s)").unwrap(),
+            ["Read", "Grep", "Bash(git log --format=%h,%s)"]
+        );
+        assert_eq!(tools("(none)").unwrap(), Vec::<String>::new());
+        assert!(tools("Read,,Grep").is_err());
+        let t: Vec<String> = vec!["Read".into(), "Bash(a,b)".into()];
+        assert_eq!(tools(&format_tools(&t)).unwrap(), t);
+    }
+
+    #[test]
+    fn args_read_back_as_written() {
+        for a in [
+            vec!["--add-dir", "../lib"],
+            vec!["--append-system-prompt", "be brief"],
+            vec!["[x]"],
+            vec![""],
+            vec![],
+        ] {
+            let a: Vec<String> = a.into_iter().map(str::to_string).collect();
+            assert_eq!(args(&format_args(&a)).unwrap(), a, "{}", format_args(&a));
+        }
+        assert!(args("[1, 2]").is_err());
+    }
+
+    #[test]
+    fn zero_and_garbage_durations_are_refused() {
+        assert_eq!(duration("3s"), Ok(Duration::from_secs(3)));
+        assert!(duration("0s").is_err());
+        assert!(duration("soon").is_err());
+    }
+}
