@@ -229,7 +229,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                 env_remove: args.env_remove,
             };
             let id = crate::bridge::fire(&state, &req)?;
-            println!("{id}");
+            crate::outln!("{id}");
             Ok(Status::Ok)
         }
         Command::Check { id, json } => crate::bridge::commands::check(&state, &id, json),
@@ -251,7 +251,7 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(status) => ExitCode::from(status.code()),
         Err(err) => {
-            eprintln!("loop: {err:#}");
+            crate::errln!("loop: {err:#}");
             ExitCode::from(exit::status_of(&err).code())
         }
     }

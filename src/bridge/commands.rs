@@ -29,12 +29,12 @@ pub fn kill(state_dir: &Path, id: &str) -> anyhow::Result<Status> {
 
 fn print(report: &TaskReport, json: bool) -> anyhow::Result<()> {
     if json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::to_string(report).context("while encoding the report")?
         );
     } else {
-        println!("{}", report.line());
+        crate::outln!("{}", report.line());
     }
     Ok(())
 }

@@ -116,7 +116,7 @@ impl Poller {
     /// Logs a line and prints it on stderr (the bot runs in a terminal or under a supervisor).
     fn say(&self, line: &str) {
         let line = self.client.redact(line);
-        eprintln!("loop: {line}");
+        crate::errln!("loop: {line}");
         let _ = crate::decision_log::append(&self.state_dir, &line);
     }
 

@@ -37,7 +37,7 @@ impl Notifier for LogNotifier {
         let text = super::redact(&render_as(event, Format::Plain));
         let line = format!("notify ({}): {text}", event.kind());
         if let Err(e) = crate::decision_log::append(&self.state_dir, &line) {
-            eprintln!("loop: could not write a notification to the log: {e}");
+            crate::errln!("loop: could not write a notification to the log: {e}");
         }
     }
 }

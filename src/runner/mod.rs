@@ -137,7 +137,7 @@ impl Runner {
     fn say(&self, line: &str) {
         let _ = decision_log::append(&self.state_dir, line);
         if self.echo {
-            println!("{} {line}", Utc::now().format("%H:%M:%S"));
+            crate::outln!("{} {line}", Utc::now().format("%H:%M:%S"));
         }
     }
 
@@ -184,7 +184,7 @@ impl Runner {
                     self.say(&format!(
                         "invalid: M1.md was edited into an invalid state; waiting for the fix, writing nothing: {msg}"
                     ));
-                    eprintln!(
+                    crate::errln!(
                         "loop: {msg}\nloop: fix M1.md; the runner waits and writes nothing until then"
                     );
                     self.invalid_reported = Some(msg);

@@ -204,7 +204,7 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Resu
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
     if let Some(old) = make_room(file, req.force)? {
-        println!("archived the previous loop as {}", old.display());
+        crate::outln!("archived the previous loop as {}", old.display());
     }
     let text = new_document(req, &steps, &settings)?;
     Store::create(file, &text)?;
@@ -261,7 +261,7 @@ pub fn resume(
     let m = runner.view();
     match m.status {
         Status::Done => {
-            println!(
+            crate::outln!(
                 "{}: the loop is DONE ({}); nothing to resume",
                 file.display(),
                 m.goal
@@ -269,7 +269,7 @@ pub fn resume(
             return Ok(ExitStatus::Ok);
         }
         Status::Failed => {
-            println!(
+            crate::outln!(
                 "{}: the loop is FAILED: {}\nnext: {}",
                 file.display(),
                 m.last_action.unwrap_or_default(),
@@ -315,7 +315,7 @@ fn detach(file: &Path, state_dir: &Path) -> anyhow::Result<ExitStatus> {
         .stderr(out)
         .spawn()
         .context("while starting the background runner")?;
-    println!(
+    crate::outln!(
         "loop runs in the background (pid {}); follow it with `loop status --file {}`; its output \
          goes to {}",
         child.id(),
@@ -331,7 +331,7 @@ fn detach(file: &Path, state_dir: &Path) -> anyhow::Result<ExitStatus> {
 /// When the stop file cannot be created.
 pub fn stop() -> anyhow::Result<ExitStatus> {
     let p = stopfile::create().context("while creating the stop file")?;
-    println!(
+    crate::outln!(
         "created {}: running loops halt within a second and go WAITING. Remove it (`rm {}`), then \
          `loop resume`.",
         p.display(),
