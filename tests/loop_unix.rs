@@ -7,7 +7,7 @@ mod harness;
 use std::process::Stdio;
 use std::time::Duration;
 
-use harness::{Env, Guard, code};
+use harness::{Env, Guard, code, stderr, stdout, wait_until};
 use m1loop::m1::Status;
 use serde_json::json;
 
@@ -51,4 +51,60 @@ fn status_and_resume_into_a_closed_pipe_exit_as_usual() {
         let status = spawn_with_closed_output(&env, args).wait(Duration::from_secs(30));
         assert_eq!(status.code(), Some(want), "loop {args:?}: {status:?}");
     }
+}
+
+fn blocked() -> serde_json::Value {
+    json!({"default": {"result": "STEP_BLOCKED: which way?"}})
+}
+
+fn archives(env: &Env) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(env.state())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("M1.") && name != "M1.md" && name.ends_with(".md")
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn four_forced_starts_in_one_second_keep_four_archives() {
+    let env = Env::new();
+    env.scenario(&blocked());
+    assert_eq!(code(&env.run(&["start", "goal 0", "--step", "a"])), 3);
+    // Archives of this second and the next minute already exist, as after a burst of starts:
+    // whenever the starts below run, the name they would take first is taken.
+    let now = chrono::Utc::now();
+    let mut planted = Vec::new();
+    for s in 0..60 {
+        let stamp = (now + chrono::Duration::seconds(s)).format("%Y%m%dT%H%M%S");
+        let p = env.state().join(format!("M1.{stamp}.md"));
+        std::fs::write(&p, format!("planted {s}\n")).unwrap();
+        planted.push((p, format!("planted {s}\n")));
+    }
+    for g in ["A", "B", "C", "D"] {
+        let out = env.run(&["start", &format!("goal {g}"), "--step", "a", "--force"]);
+        assert_eq!(code(&out), 3, "{}", stderr(&out));
+    }
+    for (p, text) in &planted {
+        assert_eq!(&std::fs::read_to_string(p).unwrap(), text, "{p:?} replaced");
+    }
+    let goals: Vec<String> = archives(&env)
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .filter(|t| !t.starts_with("planted"))
+        .map(|t| m1loop::m1::Document::parse(&t).unwrap().view().goal)
+        .collect();
+    let mut sorted = goals.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        ["goal 0", "goal A", "goal B", "goal C"],
+        "{goals:?}"
+    );
+    assert_eq!(env.m1().goal, "goal D");
 }

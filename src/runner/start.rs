@@ -42,15 +42,51 @@ fn refuse_if_stopped(state_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Moves an old M1.md aside (`M1.<time>.md`) rather than overwriting it.
+/// Moves an old M1.md aside (`M1.<time>.md`, then `M1.<time>-2.md`, … when that name is
+/// taken) rather than overwriting it. The move never replaces a file: two archives made in
+/// the same second keep both.
 fn archive(file: &Path) -> anyhow::Result<PathBuf> {
     let stem = file
         .file_stem()
         .map_or_else(|| "M1".into(), |s| s.to_string_lossy().into_owned());
     let stamp = Utc::now().format("%Y%m%dT%H%M%S");
-    let to = file.with_file_name(format!("{stem}.{stamp}.md"));
-    std::fs::rename(file, &to).with_context(|| format!("while archiving {}", file.display()))?;
-    Ok(to)
+    for n in 1..=1000 {
+        let name = if n == 1 {
+            format!("{stem}.{stamp}.md")
+        } else {
+            format!("{stem}.{stamp}-{n}.md")
+        };
+        let to = file.with_file_name(name);
+        match rename_noreplace(file, &to) {
+            Ok(()) => return Ok(to),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("while archiving {}", file.display()));
+            }
+        }
+    }
+    anyhow::bail!(
+        "while archiving {}: a thousand archives of this second exist",
+        file.display()
+    )
+}
+
+/// `rename` that fails with `AlreadyExists` instead of replacing `to`.
+fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::errno::Errno;
+        use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+        match renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE) {
+            Ok(()) => return Ok(()),
+            // A file system without the flag: fall back to link semantics below.
+            Err(Errno::EINVAL | Errno::ENOSYS) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // A hard link never replaces its target; then the old name goes.
+    std::fs::hard_link(from, to)?;
+    std::fs::remove_file(from)
 }
 
 /// Checks what a new loop would replace; archives it when allowed.
