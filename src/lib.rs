@@ -12,6 +12,7 @@ pub mod bridge;
 pub mod cli;
 pub mod decision_log;
 pub mod demo;
+pub mod dirs;
 pub mod duration;
 pub mod engine;
 pub mod exit;

@@ -108,3 +108,45 @@ fn four_forced_starts_in_one_second_keep_four_archives() {
     );
     assert_eq!(env.m1().goal, "goal D");
 }
+
+#[test]
+fn the_state_directory_stays_out_of_the_agents_commits() {
+    let env = Env::new();
+    std::fs::remove_dir(env.state()).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(&env.project)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    env.scenario(&json!({"default": {"write": [{"path": "out.txt", "text": "made\n"}], "result": "x\nSTEP_DONE: made it"}}));
+    // What an agent does at the end of a step: commit everything.
+    let sweep = "git add -A && git -c user.name=t -c user.email=t@example.invalid commit -qm step";
+    let out = env.run(&["start", "g", "--step", "make it", "--verify", sweep]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let ignore = std::fs::read_to_string(env.state().join(".gitignore")).unwrap();
+    assert!(ignore.lines().any(|l| l == "*"), "{ignore}");
+    let tracked = git(&["ls-files"]);
+    assert_eq!(tracked.trim(), "out.txt", "{tracked}");
+}
+
+#[test]
+fn an_existing_gitignore_in_the_state_directory_is_left_as_it_is() {
+    let env = Env::new();
+    std::fs::write(env.state().join(".gitignore"), "tasks/\n").unwrap();
+    env.scenario(&json!({"default": done(20)}));
+    assert_eq!(code(&env.run(&["start", "g", "--step", "a"])), 0);
+    assert_eq!(
+        std::fs::read_to_string(env.state().join(".gitignore")).unwrap(),
+        "tasks/\n"
+    );
+}

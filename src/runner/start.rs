@@ -237,7 +237,7 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Resu
         ))
         .into());
     }
-    std::fs::create_dir_all(&state_dir)
+    crate::dirs::create_state_dir(&state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
     if let Some(old) = make_room(file, req.force)? {
         crate::outln!("archived the previous loop as {}", old.display());

@@ -1,0 +1,66 @@
+//! Where `loop` keeps its files: a loop's state directory beside its M1.md.
+
+use std::fs::OpenOptions;
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+
+/// What a state directory's `.gitignore` says: ignore everything here. The agent commits with
+/// `git add -A`; without it M1.md, the runner lock, task records and the outbox would go into
+/// the user's history.
+const GITIGNORE: &str = "# Written by loop: this is a loop's state, not part of the project.\n*\n";
+
+/// Creates the state directory `dir` (and its parents) if it is missing. When this call is
+/// what created it, it also writes a `.gitignore` holding `*` there; an existing directory,
+/// and an existing `.gitignore`, are left as they are.
+///
+/// # Errors
+/// When the directory or its `.gitignore` cannot be created.
+pub fn create_state_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        // Another process made it first; it writes the .gitignore.
+        Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.join(".gitignore"))
+    {
+        Ok(mut f) => f.write_all(GITIGNORE.as_bytes()),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_state_dir_gets_a_gitignore_and_an_existing_one_is_left_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a").join("state");
+        create_state_dir(&dir).unwrap();
+        let ignore = std::fs::read_to_string(dir.join(".gitignore")).unwrap();
+        assert!(ignore.lines().any(|l| l == "*"), "{ignore}");
+
+        let mine = tmp.path().join("mine");
+        std::fs::create_dir(&mine).unwrap();
+        create_state_dir(&mine).unwrap();
+        assert!(!mine.join(".gitignore").exists());
+
+        std::fs::write(dir.join(".gitignore"), "keep\n").unwrap();
+        create_state_dir(&dir).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join(".gitignore")).unwrap(),
+            "keep\n"
+        );
+    }
+}
