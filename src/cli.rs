@@ -32,7 +32,11 @@ pub enum Command {
         #[arg(long)]
         detach: bool,
     },
-    /// Create the stop file: every running loop halts within a second and goes WAITING.
+    /// Create the stop file and wait (at most 10s) until the runners it stops have exited.
+    ///
+    /// Every loop that obeys the stop file halts within a second and goes WAITING; `stop`
+    /// waits for the runner of --file and for every runner of this user that obeys the same
+    /// stop file, and names the loops that stopped.
     Stop,
     /// Run a whole 3-step loop with the bundled simulated agent in a temporary directory.
     Demo,
@@ -209,9 +213,11 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             &echo(),
         ),
         Command::Stop => {
-            let status = crate::runner::stop();
+            let status = crate::runner::stop(&cli.file);
             // A command a person runs by hand is a good moment to deliver a backlog.
-            let _ = crate::notifier::flush(&state);
+            if state.is_dir() {
+                let _ = crate::notifier::flush(&state);
+            }
             status
         }
         Command::Demo => crate::demo::demo(),

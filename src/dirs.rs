@@ -1,8 +1,14 @@
-//! Where `loop` keeps its files: a loop's state directory beside its M1.md.
+//! Where `loop` keeps its files: a loop's state directory beside its M1.md, and a per-user
+//! directory for what belongs to no loop (tasks fired from any shell, the runner registry).
 
 use std::fs::OpenOptions;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
+
+use crate::exit::Exit;
+
+/// The name of the per-user directory under `$XDG_STATE_HOME`.
+const APP: &str = "m1loop";
 
 /// What a state directory's `.gitignore` says: ignore everything here. The agent commits with
 /// `git add -A`; without it M1.md, the runner lock, task records and the outbox would go into
@@ -37,6 +43,31 @@ pub fn create_state_dir(dir: &Path) -> std::io::Result<()> {
         Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// The per-user state directory: `$XDG_STATE_HOME/m1loop`, else `~/.local/state/m1loop`
+/// (an `XDG_STATE_HOME` that is not absolute is ignored, as the XDG spec says).
+///
+/// # Errors
+/// Bad input when neither `XDG_STATE_HOME` nor `HOME` is set.
+pub fn user_state_dir() -> anyhow::Result<PathBuf> {
+    let xdg = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    let base = match xdg {
+        Some(p) => p,
+        None => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .map(|home| home.join(".local").join("state"))
+            .ok_or_else(|| {
+                Exit::bad_input(
+                    "neither XDG_STATE_HOME nor HOME is set, so there is no per-user directory \
+                     for files outside a loop; set one, or name a loop with --file",
+                )
+            })?,
+    };
+    Ok(base.join(APP))
 }
 
 #[cfg(test)]

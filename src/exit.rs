@@ -45,6 +45,13 @@ impl Exit {
             message: message.into(),
         }
     }
+
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self {
+            status: Status::Failed,
+            message: message.into(),
+        }
+    }
 }
 
 impl fmt::Display for Exit {

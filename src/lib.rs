@@ -23,6 +23,7 @@ pub mod notifier;
 pub mod output;
 pub mod plan_import;
 pub mod prompt;
+pub mod registry;
 pub mod runner;
 pub mod settings;
 pub mod stopfile;

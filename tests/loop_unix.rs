@@ -150,3 +150,47 @@ fn an_existing_gitignore_in_the_state_directory_is_left_as_it_is() {
         "tasks/\n"
     );
 }
+
+#[test]
+fn stop_waits_until_the_runner_has_exited() {
+    let env = Env::new();
+    let other = env.dir.path().join("other").join("state").join("M1.md");
+    let other_arg = other.to_str().unwrap();
+    env.scenario(&json!({"default": {"sleep_ms": 60_000, "result": "x\nSTEP_DONE: ok"}}));
+    let mut first = env.spawn(&["start", "g", "--step", "one"]);
+    let mut second = env.spawn(&["--file", other_arg, "start", "h", "--step", "one"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls().len() == 2));
+
+    let out = env.run(&["stop"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Both runners let go of their loops before `stop` returned, the one of another
+    // directory included, and `stop` named both.
+    assert_eq!(m1loop::lock::holder(&env.file), None);
+    assert_eq!(m1loop::lock::holder(&other), None);
+    for f in [&env.file, &other] {
+        assert!(
+            stdout(&out).contains(&format!("stopped {}", f.display())),
+            "{}",
+            stdout(&out)
+        );
+    }
+    assert_eq!(first.wait(Duration::from_secs(10)).code(), Some(3));
+    assert_eq!(second.wait(Duration::from_secs(10)).code(), Some(3));
+
+    // `loop stop; rm STOPFILE; loop resume` finds nobody in the way.
+    std::fs::remove_file(&env.stop).unwrap();
+    env.scenario(&json!({"default": done(20)}));
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(env.m1().status, Status::Done);
+    env.assert_no_processes();
+}
+
+#[test]
+fn stop_with_no_runner_says_so_and_returns_at_once() {
+    let env = Env::new();
+    let out = env.run_for(&["stop"], Duration::from_secs(5));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("no runner"), "{}", stdout(&out));
+    assert!(env.stop.exists());
+}

@@ -3,6 +3,7 @@
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
@@ -12,7 +13,7 @@ use crate::exit::{Exit, Status as ExitStatus};
 use crate::m1::{Document, Edit, Status, StepState, Store};
 use crate::notifier::Event;
 use crate::settings::{Overrides, Settings};
-use crate::{cli, decision_log, lock, stopfile};
+use crate::{cli, decision_log, lock, registry, stopfile};
 
 const TEMPLATE: &str = include_str!("../../templates/M1.md");
 
@@ -361,11 +362,19 @@ fn detach(file: &Path, state_dir: &Path) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Ok)
 }
 
-/// `loop stop`: creates the global stop file.
+/// How long `loop stop` waits for the runners it stopped: a runner sees the stop file within a
+/// second, then ends its step (a grace period, then SIGKILL) and writes WAITING.
+pub const STOP_PATIENCE: Duration = Duration::from_secs(10);
+
+/// `loop stop`: creates the global stop file, then waits (at most [`STOP_PATIENCE`]) until
+/// the runners it stops have let go of their loops, so that `rm STOPFILE; loop resume` right
+/// after it finds no runner in the way. It waits for the runner of `file` and for every
+/// runner of this user registered as obeying the same stop file ([`registry`]).
 ///
 /// # Errors
-/// When the stop file cannot be created.
-pub fn stop() -> anyhow::Result<ExitStatus> {
+/// When the stop file cannot be created; [`Exit`] with `Failed` when a runner has not exited
+/// in time.
+pub fn stop(file: &Path) -> anyhow::Result<ExitStatus> {
     let p = stopfile::create().context("while creating the stop file")?;
     crate::outln!(
         "created {}: running loops halt within a second and go WAITING. Remove it (`rm {}`), then \
@@ -373,5 +382,49 @@ pub fn stop() -> anyhow::Result<ExitStatus> {
         p.display(),
         p.display()
     );
-    Ok(ExitStatus::Ok)
+    let stop_file = std::path::absolute(&p).unwrap_or(p);
+    let mut runners: Vec<registry::Entry> = registry::live()
+        .into_iter()
+        .filter(|e| e.stop_file == stop_file)
+        .collect();
+    if let Some(pid) = lock::holder(file) {
+        let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+        if !runners.iter().any(|e| e.pid == pid && e.file == abs) {
+            runners.push(registry::Entry {
+                pid,
+                file: abs,
+                stop_file,
+            });
+        }
+    }
+    if runners.is_empty() {
+        crate::outln!("no runner of this user was running; nothing to wait for");
+    }
+    let deadline = Instant::now() + STOP_PATIENCE;
+    let mut left = runners;
+    loop {
+        left.retain(|e| {
+            let live = e.is_live();
+            if !live {
+                crate::outln!("stopped {} (runner pid {})", e.file.display(), e.pid);
+            }
+            live
+        });
+        if left.is_empty() {
+            return Ok(ExitStatus::Ok);
+        }
+        if Instant::now() >= deadline {
+            let names: Vec<String> = left
+                .iter()
+                .map(|e| format!("{} (runner pid {})", e.file.display(), e.pid))
+                .collect();
+            return Err(Exit::failed(format!(
+                "still running {}s after the stop file appeared: {}",
+                STOP_PATIENCE.as_secs(),
+                names.join(", ")
+            ))
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
