@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::exit::{self, Status};
 
@@ -50,7 +50,8 @@ pub enum Command {
     },
     /// Start a command as a supervised, detached task; print its id and return at once.
     Fire(FireArgs),
-    /// Report a task: RUNNING, DONE, FAILED, TIMEOUT, KILLED or LOST.
+    /// Report a task: RUNNING, DONE, FAILED, TIMEOUT, KILLED or LOST; the exit status says
+    /// which (0 DONE, 10 RUNNING, 11 FAILED, 12 TIMEOUT, 13 KILLED, 14 LOST).
     Check {
         /// The task id printed by `loop fire`.
         id: String,
@@ -177,6 +178,38 @@ fn echo() -> crate::runner::RunOptions {
     crate::runner::RunOptions { echo: true }
 }
 
+/// The environment variables `loop` reads, as `loop --help` shows them.
+const ENV_HELP: &str = "\
+Environment:
+  LOOP_FILE           the loop's M1.md, as --file (default state/M1.md)
+  LOOP_AGENT          the agent program (default claude)
+  LOOP_STOP_FILE      the stop file that halts every loop (default /tmp/croppy-stop);
+                      a STOP file beside M1.md halts that loop only
+  TELEGRAM_BOT_TOKEN  the Telegram bot that sends notifications (unset: they go to loop.log)
+  TELEGRAM_CHAT_ID    the chat it sends them to
+  TELEGRAM_API_BASE   the Bot API address (default https://api.telegram.org)
+  XDG_STATE_HOME      runners register in $XDG_STATE_HOME/m1loop (default
+                      ~/.local/state/m1loop) so that `loop stop` can wait for them";
+
+/// The command line as clap sees it, with the environment and the exit codes after the help.
+#[must_use]
+pub fn command() -> clap::Command {
+    Cli::command().after_help(format!("{ENV_HELP}\n\n{}", exit::HELP))
+}
+
+/// Parses `args` (program name first), as [`main`] does.
+///
+/// # Errors
+/// What clap reports: a bad flag, `--help`, `--version`.
+pub fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = command().try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
+}
+
 /// Runs one parsed command line.
 ///
 /// # Errors
@@ -253,7 +286,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
 /// Parses `std::env::args`, runs, prints any error, and returns the exit code.
 #[must_use]
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse_from(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match run(cli) {
         Ok(status) => ExitCode::from(status.code()),
         Err(err) => {

@@ -194,3 +194,39 @@ fn stop_with_no_runner_says_so_and_returns_at_once() {
     assert!(stdout(&out).contains("no runner"), "{}", stdout(&out));
     assert!(env.stop.exists());
 }
+
+#[test]
+fn an_unexpected_error_is_not_reported_as_a_failed_loop() {
+    let env = Env::new();
+    // The state directory cannot be made: a file is in the way.
+    std::fs::write(env.project.join("blocker"), "").unwrap();
+    let out = env.run(&["--file", "blocker/state/M1.md", "start", "g", "--step", "a"]);
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    assert!(stderr(&out).contains("blocker"), "{}", stderr(&out));
+}
+
+#[test]
+fn help_names_the_environment_and_every_exit_code() {
+    let env = Env::new();
+    let help = stdout(&env.run(&["--help"]));
+    for var in [
+        "LOOP_FILE",
+        "LOOP_AGENT",
+        "LOOP_STOP_FILE",
+        "TELEGRAM_BOT_TOKEN",
+        "TELEGRAM_CHAT_ID",
+        "TELEGRAM_API_BASE",
+        "XDG_STATE_HOME",
+    ] {
+        assert!(help.contains(var), "{var} missing:\n{help}");
+    }
+    for code in [
+        "0", "1", "2", "3", "10", "11", "12", "13", "14", "70", "101",
+    ] {
+        assert!(
+            help.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{code} "))),
+            "exit code {code} missing:\n{help}"
+        );
+    }
+}
