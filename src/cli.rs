@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::exit::{self, Status};
@@ -17,6 +18,11 @@ pub struct Cli {
     /// The loop's state file; its directory holds the loop's tasks, log and outbox.
     #[arg(long, global = true, env = "LOOP_FILE", default_value = "state/M1.md")]
     pub file: PathBuf,
+
+    /// Whether `--file` or `LOOP_FILE` named the loop (rather than the default): `fire`,
+    /// `check`, `kill` and `notify` then use its state directory even before it exists.
+    #[arg(skip)]
+    pub file_given: bool,
 
     #[command(subcommand)]
     pub command: Command,
@@ -188,8 +194,9 @@ Environment:
   TELEGRAM_BOT_TOKEN  the Telegram bot that sends notifications (unset: they go to loop.log)
   TELEGRAM_CHAT_ID    the chat it sends them to
   TELEGRAM_API_BASE   the Bot API address (default https://api.telegram.org)
-  XDG_STATE_HOME      runners register in $XDG_STATE_HOME/m1loop (default
-                      ~/.local/state/m1loop) so that `loop stop` can wait for them";
+  XDG_STATE_HOME      outside a loop, fire/check/kill/notify keep their files in
+                      $XDG_STATE_HOME/m1loop (default ~/.local/state/m1loop), and runners
+                      register there so that `loop stop` can wait for them";
 
 /// The command line as clap sees it, with the environment and the exit codes after the help.
 #[must_use]
@@ -207,7 +214,12 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     let matches = command().try_get_matches_from(args)?;
-    Cli::from_arg_matches(&matches)
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    cli.file_given = !matches!(
+        matches.value_source("file"),
+        None | Some(ValueSource::DefaultValue)
+    );
+    Ok(cli)
 }
 
 /// Runs one parsed command line.
@@ -216,6 +228,8 @@ where
 /// Any failure of the command; [`exit::Exit`] in the chain picks the exit status.
 pub fn run(cli: Cli) -> anyhow::Result<Status> {
     let state = state_dir(&cli.file);
+    // Files of the exec bridge and notify: never a new `state/` wherever they are run.
+    let bridge_state = || crate::dirs::bridge_state_dir(&state, cli.file_given);
     match cli.command {
         Command::Start(a) => {
             let req = crate::runner::StartRequest {
@@ -267,16 +281,16 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                 env: args.env,
                 env_remove: args.env_remove,
             };
-            let id = crate::bridge::fire(&state, &req)?;
+            let id = crate::bridge::fire(&bridge_state()?, &req)?;
             crate::outln!("{id}");
             Ok(Status::Ok)
         }
-        Command::Check { id, json } => crate::bridge::commands::check(&state, &id, json),
-        Command::Kill { id } => crate::bridge::commands::kill(&state, &id),
+        Command::Check { id, json } => crate::bridge::commands::check(&bridge_state()?, &id, json),
+        Command::Kill { id } => crate::bridge::commands::kill(&bridge_state()?, &id),
         // Without a message, clap has made sure --flush was given; with one, the backlog is
         // flushed before it anyway.
         Command::Notify { message, .. } => {
-            crate::notifier::commands::notify(&state, message.as_deref())
+            crate::notifier::commands::notify(&bridge_state()?, message.as_deref())
         }
         Command::Telegram { poll_timeout } => crate::notifier::bot::run(&cli.file, poll_timeout),
         Command::Supervise { task_dir } => crate::bridge::supervise(&task_dir),

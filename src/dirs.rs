@@ -70,6 +70,20 @@ pub fn user_state_dir() -> anyhow::Result<PathBuf> {
     Ok(base.join(APP))
 }
 
+/// Where `fire`, `check`, `kill` and `notify` keep their files: the loop's state directory
+/// `loop_dir` when `--file` (or `LOOP_FILE`) named the loop or that directory exists; else the
+/// per-user directory, so that running them anywhere never leaves a `state/` behind.
+///
+/// # Errors
+/// As [`user_state_dir`].
+pub fn bridge_state_dir(loop_dir: &Path, file_given: bool) -> anyhow::Result<PathBuf> {
+    if file_given || loop_dir.is_dir() {
+        Ok(loop_dir.to_path_buf())
+    } else {
+        user_state_dir()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

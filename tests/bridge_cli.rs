@@ -295,3 +295,57 @@ fn check_exits_with_a_code_of_its_own_for_each_state() {
 
     assert_eq!(code("task_nosuchtask").unwrap_or(-1), 2);
 }
+
+/// `loop` run in a fresh directory with no loop there and no `--file` or `LOOP_FILE`.
+fn outside_a_loop(w: &World, args: &[&str]) -> std::process::Output {
+    w.cmd()
+        .env_remove("LOOP_FILE")
+        .env_remove("TELEGRAM_BOT_TOKEN")
+        .env_remove("TELEGRAM_CHAT_ID")
+        .env_remove("TELEGRAM_API_BASE")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn fire_and_notify_outside_a_loop_leave_no_state_directory_behind() {
+    let w = World::new();
+    let out = outside_a_loop(&w, &["fire", "--", "true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let user_dir = w.path().join("xdg").join("m1loop");
+    assert!(user_dir.join("tasks").join(&id).is_dir());
+    assert!(wait_until(PATIENCE, || outside_a_loop(&w, &["check", &id])
+        .status
+        .code()
+        == Some(0)));
+    let out = outside_a_loop(&w, &["notify", "hello"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = fs::read_to_string(user_dir.join("loop.log")).unwrap();
+    assert!(log.contains("hello"), "{log}");
+    assert!(!w.state().exists(), "a state/ appeared where loop ran");
+}
+
+#[test]
+fn fire_inside_a_loops_directory_keeps_its_tasks_there() {
+    let w = World::new();
+    fs::create_dir(w.state()).unwrap();
+    let out = outside_a_loop(&w, &["fire", "--", "true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(w.task_file(&id, "spec.json").parent().unwrap().is_dir());
+    assert!(!w.path().join("xdg").exists());
+}

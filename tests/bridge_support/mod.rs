@@ -194,7 +194,8 @@ impl World {
         let mut c = Command::new(assert_cmd::cargo::cargo_bin!("loop"));
         c.current_dir(self.path())
             .env("LOOP_FILE", self.state().join("M1.md"))
-            .env("LOOP_STOP_FILE", self.path().join("stop"));
+            .env("LOOP_STOP_FILE", self.path().join("stop"))
+            .env("XDG_STATE_HOME", self.path().join("xdg"));
         c
     }
 
