@@ -30,6 +30,7 @@ fn loop_cmd(dir: &Path, args: &[&str]) -> Command {
         .env("LOOP_FILE", dir.join("state/M1.md"))
         .env("LOOP_AGENT", sim)
         .env("LOOP_STOP_FILE", dir.join("stop"))
+        .env("XDG_STATE_HOME", dir.join("xdg"))
         .env("CLAUDE_SIM_SCENARIO", dir.join("scenario.json"))
         .env_remove("TELEGRAM_BOT_TOKEN")
         .stdin(Stdio::null())

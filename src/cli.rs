@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::exit::{self, Status};
 
@@ -17,6 +18,11 @@ pub struct Cli {
     /// The loop's state file; its directory holds the loop's tasks, log and outbox.
     #[arg(long, global = true, env = "LOOP_FILE", default_value = "state/M1.md")]
     pub file: PathBuf,
+
+    /// Whether `--file` or `LOOP_FILE` named the loop (rather than the default): `fire`,
+    /// `check`, `kill` and `notify` then use its state directory even before it exists.
+    #[arg(skip)]
+    pub file_given: bool,
 
     #[command(subcommand)]
     pub command: Command,
@@ -32,7 +38,11 @@ pub enum Command {
         #[arg(long)]
         detach: bool,
     },
-    /// Create the stop file: every running loop halts within a second and goes WAITING.
+    /// Create the stop file and wait (at most 10s) until the runners it stops have exited.
+    ///
+    /// Every loop that obeys the stop file halts within a second and goes WAITING; `stop`
+    /// waits for the runner of --file and for every runner of this user that obeys the same
+    /// stop file, and names the loops that stopped.
     Stop,
     /// Run a whole 3-step loop with the bundled simulated agent in a temporary directory.
     Demo,
@@ -46,7 +56,8 @@ pub enum Command {
     },
     /// Start a command as a supervised, detached task; print its id and return at once.
     Fire(FireArgs),
-    /// Report a task: RUNNING, DONE, FAILED, TIMEOUT, KILLED or LOST.
+    /// Report a task: RUNNING, DONE, FAILED, TIMEOUT, KILLED or LOST; the exit status says
+    /// which (0 DONE, 10 RUNNING, 11 FAILED, 12 TIMEOUT, 13 KILLED, 14 LOST).
     Check {
         /// The task id printed by `loop fire`.
         id: String,
@@ -199,12 +210,52 @@ fn echo() -> crate::runner::RunOptions {
     crate::runner::RunOptions { echo: true }
 }
 
+/// The environment variables `loop` reads, as `loop --help` shows them.
+const ENV_HELP: &str = "\
+Environment:
+  LOOP_FILE           the loop's M1.md, as --file (default state/M1.md)
+  LOOP_AGENT          the agent program (default claude)
+  LOOP_STOP_FILE      the stop file that halts every loop (default /tmp/croppy-stop);
+                      a STOP file beside M1.md halts that loop only
+  TELEGRAM_BOT_TOKEN  the Telegram bot that sends notifications (unset: they go to loop.log)
+  TELEGRAM_CHAT_ID    the chat it sends them to
+  TELEGRAM_API_BASE   the Bot API address (default https://api.telegram.org)
+  XDG_STATE_HOME      outside a loop, fire/check/kill/notify keep their files in
+                      $XDG_STATE_HOME/m1loop (default ~/.local/state/m1loop), and runners
+                      register there so that `loop stop` can wait for them";
+
+/// The command line as clap sees it, with the environment and the exit codes after the help.
+#[must_use]
+pub fn command() -> clap::Command {
+    Cli::command().after_help(format!("{ENV_HELP}\n\n{}", exit::HELP))
+}
+
+/// Parses `args` (program name first), as [`main`] does.
+///
+/// # Errors
+/// What clap reports: a bad flag, `--help`, `--version`.
+pub fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = command().try_get_matches_from(args)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    cli.file_given = !matches!(
+        matches.value_source("file"),
+        None | Some(ValueSource::DefaultValue)
+    );
+    Ok(cli)
+}
+
 /// Runs one parsed command line.
 ///
 /// # Errors
 /// Any failure of the command; [`exit::Exit`] in the chain picks the exit status.
 pub fn run(cli: Cli) -> anyhow::Result<Status> {
     let state = state_dir(&cli.file);
+    // Files of the exec bridge and notify: never a new `state/` wherever they are run.
+    let bridge_state = || crate::dirs::bridge_state_dir(&state, cli.file_given);
     match cli.command {
         Command::Start(a) => {
             let req = crate::runner::StartRequest {
@@ -239,9 +290,11 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             &echo(),
         ),
         Command::Stop => {
-            let status = crate::runner::stop();
+            let status = crate::runner::stop(&cli.file);
             // A command a person runs by hand is a good moment to deliver a backlog.
-            let _ = crate::notifier::flush(&state);
+            if state.is_dir() {
+                let _ = crate::notifier::flush(&state);
+            }
             status
         }
         Command::Demo => crate::demo::demo(),
@@ -258,16 +311,16 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                 env: args.env,
                 env_remove: args.env_remove,
             };
-            let id = crate::bridge::fire(&state, &req)?;
-            println!("{id}");
+            let id = crate::bridge::fire(&bridge_state()?, &req)?;
+            crate::outln!("{id}");
             Ok(Status::Ok)
         }
-        Command::Check { id, json } => crate::bridge::commands::check(&state, &id, json),
-        Command::Kill { id } => crate::bridge::commands::kill(&state, &id),
+        Command::Check { id, json } => crate::bridge::commands::check(&bridge_state()?, &id, json),
+        Command::Kill { id } => crate::bridge::commands::kill(&bridge_state()?, &id),
         // Without a message, clap has made sure --flush was given; with one, the backlog is
         // flushed before it anyway.
         Command::Notify { message, .. } => {
-            crate::notifier::commands::notify(&state, message.as_deref())
+            crate::notifier::commands::notify(&bridge_state()?, message.as_deref())
         }
         Command::Telegram { poll_timeout } => crate::notifier::bot::run(&cli.file, poll_timeout),
         Command::Supervise { task_dir } => crate::bridge::supervise(&task_dir),
@@ -277,11 +330,14 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
 /// Parses `std::env::args`, runs, prints any error, and returns the exit code.
 #[must_use]
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse_from(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match run(cli) {
         Ok(status) => ExitCode::from(status.code()),
         Err(err) => {
-            eprintln!("loop: {err:#}");
+            crate::errln!("loop: {err:#}");
             ExitCode::from(exit::status_of(&err).code())
         }
     }

@@ -49,11 +49,11 @@ pub fn demo() -> anyhow::Result<Status> {
     let scenario = dir.join("scenario.json");
     std::fs::write(&scenario, SCENARIO)?;
     let file = dir.join("state").join("M1.md");
-    println!(
+    crate::outln!(
         "loop demo: a 3-step loop with the simulated agent in {}",
         dir.display()
     );
-    println!(
+    crate::outln!(
         "(the stop file {} halts it, as it halts any loop)\n",
         crate::stopfile::global().display()
     );
@@ -81,10 +81,10 @@ pub fn demo() -> anyhow::Result<Status> {
         ..StartRequest::default()
     };
     let status = start(&file, &req, &RunOptions { echo: true })?;
-    println!(
+    crate::outln!(
         "\nloop demo: finished with exit status {} — its M1.md:",
         status.code()
     );
-    println!("{}", file.display());
+    crate::outln!("{}", file.display());
     Ok(status)
 }

@@ -1,18 +1,79 @@
 //! Exit statuses a user or a script acts on, and the error that carries one.
+//!
+//! Every code `loop` exits with is a named constant in [`code`]; `loop --help` and the README
+//! list them ([`HELP`]). A code means one thing: a FAILED loop (1) is not an unexpected error
+//! (70), and a task `loop check` found FAILED (11) is not a `check` that failed.
 
 use std::fmt;
 
-/// The documented exit codes of `loop`.
+/// The exit codes of `loop`, one constant each.
+pub mod code {
+    /// The command did what it was asked. `start`/`resume`: the loop is DONE; `check`: the
+    /// task is DONE.
+    pub const SUCCESS: u8 = 0;
+    /// `start`/`resume`: the loop is FAILED. `notify`: a message is still pending or was
+    /// rejected. `stop`: a runner had not exited when `stop` gave up waiting.
+    pub const FAILED: u8 = 1;
+    /// Bad input: a bad flag, id or duration, an invalid M1.md, or a loop that is in the way
+    /// (another runner, a live loop `start` would replace).
+    pub const BAD_INPUT: u8 = 2;
+    /// `start`/`resume`: the loop is WAITING: stopped, needs a human, or waiting out a limit.
+    pub const WAITING: u8 = 3;
+    /// `check`: the task is still RUNNING.
+    pub const TASK_RUNNING: u8 = 10;
+    /// `check`: the task's command exited non-zero (or could not start) and is FAILED.
+    pub const TASK_FAILED: u8 = 11;
+    /// `check`: the task was killed for its wall-clock or no-output timeout (TIMEOUT).
+    pub const TASK_TIMEOUT: u8 = 12;
+    /// `check`: the task was KILLED on request (`loop kill`, a stop).
+    pub const TASK_KILLED: u8 = 13;
+    /// `check`: the task's supervisor is gone without an exit record (LOST).
+    pub const TASK_LOST: u8 = 14;
+    /// An error `loop` did not expect: an I/O failure or a bug; stderr says which. The value
+    /// is sysexits' `EX_SOFTWARE`. (A panic, always a bug, exits 101, as any Rust program.)
+    pub const INTERNAL: u8 = 70;
+}
+
+/// The exit codes, as `loop --help` shows them after the commands.
+pub const HELP: &str = "\
+Exit status:
+  0    success; start/resume: the loop is DONE; check: the task is DONE
+  1    start/resume: the loop is FAILED; notify: a message is still pending or was rejected;
+       stop: a runner had not exited within 10s
+  2    bad input: a flag, id or duration, an invalid M1.md, or a loop in the way
+  3    start/resume: the loop is WAITING (stopped, needs a human, or waiting out a limit)
+  10   check: the task is RUNNING
+  11   check: the task is FAILED (its own exit code is in `check --json`)
+  12   check: the task is TIMEOUT
+  13   check: the task is KILLED
+  14   check: the task is LOST
+  70   unexpected error (I/O failure or a bug); stderr says which
+  101  a panic: a bug, please report it";
+
+/// The documented outcomes of `loop`, each with its code from [`code`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Status {
-    /// The command did what it was asked; for `start`/`resume`: the loop is DONE.
-    Ok = 0,
-    /// `start`/`resume`: the loop is FAILED. Also any unexpected runtime error.
-    Failed = 1,
-    /// Bad input: a bad flag, id or duration, or an invalid M1.md.
-    BadInput = 2,
-    /// The loop is WAITING: stopped, needs a human, or waiting out a limit.
-    Waiting = 3,
+    /// [`code::SUCCESS`].
+    Ok = code::SUCCESS,
+    /// [`code::FAILED`].
+    Failed = code::FAILED,
+    /// [`code::BAD_INPUT`].
+    BadInput = code::BAD_INPUT,
+    /// [`code::WAITING`].
+    Waiting = code::WAITING,
+    /// [`code::TASK_RUNNING`].
+    TaskRunning = code::TASK_RUNNING,
+    /// [`code::TASK_FAILED`].
+    TaskFailed = code::TASK_FAILED,
+    /// [`code::TASK_TIMEOUT`].
+    TaskTimeout = code::TASK_TIMEOUT,
+    /// [`code::TASK_KILLED`].
+    TaskKilled = code::TASK_KILLED,
+    /// [`code::TASK_LOST`].
+    TaskLost = code::TASK_LOST,
+    /// [`code::INTERNAL`].
+    Internal = code::INTERNAL,
 }
 
 impl Status {
@@ -24,7 +85,7 @@ impl Status {
 
 /// An error that ends the command with a specific exit status.
 ///
-/// Anything else that reaches `main` exits with [`Status::Failed`].
+/// Anything else that reaches `main` exits with [`Status::Internal`].
 #[derive(Debug)]
 pub struct Exit {
     pub status: Status,
@@ -45,6 +106,13 @@ impl Exit {
             message: message.into(),
         }
     }
+
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self {
+            status: Status::Failed,
+            message: message.into(),
+        }
+    }
 }
 
 impl fmt::Display for Exit {
@@ -56,7 +124,7 @@ impl fmt::Display for Exit {
 impl std::error::Error for Exit {}
 
 /// The exit status an error asks for: the first [`Exit`] in its chain; else `BadInput` for an
-/// invalid M1.md (its errors are in the chain); else `Failed`.
+/// invalid M1.md (its errors are in the chain); else `Internal`: nothing planned for it.
 #[must_use]
 pub fn status_of(err: &anyhow::Error) -> Status {
     if let Some(e) = err.chain().find_map(|e| e.downcast_ref::<Exit>()) {
@@ -65,5 +133,36 @@ pub fn status_of(err: &anyhow::Error) -> Status {
     if err.chain().any(|e| e.is::<crate::m1::Errors>()) {
         return Status::BadInput;
     }
-    Status::Failed
+    Status::Internal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unexpected_error_is_not_a_failed_loop() {
+        let err = anyhow::anyhow!("disk on fire").context("while writing M1.md");
+        assert_eq!(status_of(&err), Status::Internal);
+        assert_ne!(Status::Internal.code(), Status::Failed.code());
+    }
+
+    #[test]
+    fn every_code_is_in_the_help() {
+        for s in [
+            Status::Ok,
+            Status::Failed,
+            Status::BadInput,
+            Status::Waiting,
+            Status::TaskRunning,
+            Status::TaskFailed,
+            Status::TaskTimeout,
+            Status::TaskKilled,
+            Status::TaskLost,
+            Status::Internal,
+        ] {
+            let line = format!("\n  {:<4} ", s.code());
+            assert!(HELP.contains(&line), "{s:?} missing from the help");
+        }
+    }
 }

@@ -42,11 +42,7 @@ fn a_nonzero_exit_is_failed_with_its_code() {
     assert_eq!(report["state"], "FAILED", "{report}");
     assert_eq!(report["exit_code"], 3);
     let out = w.run(&["check", &id]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "check answers with 0 for any known state"
-    );
+    assert_eq!(out.status.code(), Some(11), "check exits 11 for FAILED");
     let line = String::from_utf8(out.stdout).unwrap();
     assert!(
         line.contains(&format!("{id} FAILED exit 3 after ")),
@@ -271,4 +267,85 @@ fn kill_of_a_finished_task_reports_it_unchanged() {
     let line = String::from_utf8(out.stdout).unwrap();
     assert!(line.contains("FAILED exit 4"), "{line:?}");
     assert!(wait_until(PATIENCE, || w.check(&id)["state"] == "FAILED"));
+}
+
+#[test]
+fn check_exits_with_a_code_of_its_own_for_each_state() {
+    let w = World::new();
+    let code = |id: &str| w.run(&["check", id]).status.code();
+    let json_code = |id: &str| w.run(&["check", id, "--json"]).status.code();
+
+    let done = w.fire(&["--", "true"]);
+    assert_eq!(w.wait_final(&done)["state"], "DONE");
+    assert_eq!((code(&done), json_code(&done)), (Some(0), Some(0)));
+
+    let failed = w.fire(&["--", "sh", "-c", "exit 3"]);
+    assert_eq!(w.wait_final(&failed)["state"], "FAILED");
+    assert_eq!((code(&failed), json_code(&failed)), (Some(11), Some(11)));
+
+    let timeout = w.fire(&["--timeout", "200ms", "--", "sleep", "60"]);
+    assert_eq!(w.wait_final(&timeout)["state"], "TIMEOUT");
+    assert_eq!(code(&timeout), Some(12));
+
+    let running = w.fire(&["--", "sleep", "60"]);
+    assert_eq!(code(&running), Some(10));
+    assert_eq!(w.run(&["kill", &running]).status.code(), Some(0));
+    assert_eq!(w.check(&running)["state"], "KILLED");
+    assert_eq!(code(&running), Some(13));
+
+    assert_eq!(code("task_nosuchtask").unwrap_or(-1), 2);
+}
+
+/// `loop` run in a fresh directory with no loop there and no `--file` or `LOOP_FILE`.
+fn outside_a_loop(w: &World, args: &[&str]) -> std::process::Output {
+    w.cmd()
+        .env_remove("LOOP_FILE")
+        .env_remove("TELEGRAM_BOT_TOKEN")
+        .env_remove("TELEGRAM_CHAT_ID")
+        .env_remove("TELEGRAM_API_BASE")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn fire_and_notify_outside_a_loop_leave_no_state_directory_behind() {
+    let w = World::new();
+    let out = outside_a_loop(&w, &["fire", "--", "true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let user_dir = w.path().join("xdg").join("m1loop");
+    assert!(user_dir.join("tasks").join(&id).is_dir());
+    assert!(wait_until(PATIENCE, || outside_a_loop(&w, &["check", &id])
+        .status
+        .code()
+        == Some(0)));
+    let out = outside_a_loop(&w, &["notify", "hello"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = fs::read_to_string(user_dir.join("loop.log")).unwrap();
+    assert!(log.contains("hello"), "{log}");
+    assert!(!w.state().exists(), "a state/ appeared where loop ran");
+}
+
+#[test]
+fn fire_inside_a_loops_directory_keeps_its_tasks_there() {
+    let w = World::new();
+    fs::create_dir(w.state()).unwrap();
+    let out = outside_a_loop(&w, &["fire", "--", "true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(w.task_file(&id, "spec.json").parent().unwrap().is_dir());
+    assert!(!w.path().join("xdg").exists());
 }

@@ -51,6 +51,7 @@ fn run(args: &[&str], file: &Path) -> std::process::Output {
         .args(args)
         .env_remove("LOOP_FILE")
         .env("LOOP_STOP_FILE", dir.join("no-stop-file"))
+        .env("XDG_STATE_HOME", dir.join("xdg"))
         .env("LOOP_AGENT", dir.join("no-agent"))
         .env_remove("TELEGRAM_BOT_TOKEN")
         .env_remove("TELEGRAM_CHAT_ID")

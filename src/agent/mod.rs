@@ -8,6 +8,8 @@
 mod classify;
 mod invocation;
 mod reset_time;
+// The simulated agent is a stand-in for Claude Code in tests and the demo, and prints as it does.
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod sim;
 mod stream;
 mod verdict;

@@ -38,6 +38,8 @@ pub fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> anyhow::Re
     validate_task_id(id)?;
     let spec = resolve(id, req)?;
     let tasks = state_dir.join("tasks");
+    crate::dirs::create_state_dir(state_dir)
+        .with_context(|| format!("while creating {}", state_dir.display()))?;
     fs::create_dir_all(&tasks).with_context(|| format!("while creating {}", tasks.display()))?;
     let tasks = tasks
         .canonicalize()

@@ -90,7 +90,7 @@ fn guard(rx: &OwnedFd, task_id: &str) -> ! {
                 leader_start: u64::from_le_bytes(msg[8..16].try_into().unwrap_or_default()),
             }
         });
-        eprintln!(
+        crate::errln!(
             "guardian: the supervisor died without an exit record; killing group {} and \
              every other process of task {task_id}",
             group.map_or_else(|| "(none yet)".to_owned(), |g| g.pgid.to_string())
@@ -113,7 +113,7 @@ fn end_everything(task_id: &str, group: Option<Group>) {
             break;
         }
         if Instant::now() >= deadline {
-            eprintln!(
+            crate::errln!(
                 "guardian: processes survived SIGKILL for {}s; giving up",
                 GIVE_UP_AFTER.as_secs()
             );
@@ -122,7 +122,7 @@ fn end_everything(task_id: &str, group: Option<Group>) {
         std::thread::sleep(Duration::from_millis(10));
     }
     if !strays.killed().is_empty() {
-        eprintln!(
+        crate::errln!(
             "guardian: killed outside the process group of the command: {}",
             sweep::describe(strays.killed())
         );

@@ -136,7 +136,7 @@ fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
     };
     guardian.arm(&pid_rec);
     if let Err(e) = records::write_quick(&task_dir.join(records::PID_FILE), &pid_rec) {
-        eprintln!("supervisor: {e:#}");
+        crate::errln!("supervisor: {e:#}");
     }
     let ms = Duration::from_millis;
     let limits = wait_loop::Limits {
@@ -163,7 +163,7 @@ fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
     );
     let killed = strays.killed().to_vec();
     if !killed.is_empty() {
-        eprintln!(
+        crate::errln!(
             "supervisor: killed outside the process group of the command: {}",
             sweep::describe(&killed)
         );

@@ -130,7 +130,7 @@ pub(crate) fn run(
                     e.killed_at = Some(now);
                 }
                 Some(k) if now >= k + GIVE_UP_AFTER_KILL => {
-                    eprintln!(
+                    crate::errln!(
                         "supervisor: processes of group {leader} or strays {:?} survived SIGKILL; \
                          recording anyway",
                         sweep.live_pids()
@@ -215,7 +215,7 @@ fn reap(
                 *ended_at = Some(Utc::now());
             }
             Ok(WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _)) if pid == guardian => {
-                eprintln!("supervisor: the guardian process ended early");
+                crate::errln!("supervisor: the guardian process ended early");
             }
             Ok(WaitStatus::StillAlive) | Err(_) => return,
             Ok(_) => {}

@@ -15,11 +15,11 @@ use super::{Store, status_view};
 pub fn validate(file: &Path) -> anyhow::Result<Status> {
     match open(file)? {
         Ok(_) => {
-            println!("{}: ok", file.display());
+            crate::outln!("{}: ok", file.display());
             Ok(Status::Ok)
         }
         Err(errors) => {
-            eprintln!("{errors}");
+            crate::errln!("{errors}");
             Ok(Status::BadInput)
         }
     }
@@ -33,7 +33,7 @@ pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
     let doc = match open(file)? {
         Ok(doc) => doc,
         Err(errors) => {
-            eprintln!("{errors}");
+            crate::errln!("{errors}");
             return Ok(Status::BadInput);
         }
     };
@@ -56,18 +56,20 @@ pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
             .unwrap_or(serde_json::Value::Null);
         v["runner_pid"] = runner.map_or(serde_json::Value::Null, Into::into);
         v["total_cost_usd"] = crate::engine::spent(&m).into();
-        println!("{v}");
+        crate::outln!("{v}");
     } else {
-        print!("{}", status_view::human(&m, line.as_deref()));
+        crate::out!("{}", status_view::human(&m, line.as_deref()));
         match (runner, m.status) {
-            (Some(pid), _) => println!("RUNNER       pid {pid}"),
+            (Some(pid), _) => crate::outln!("RUNNER       pid {pid}"),
             (None, super::Status::Running) => {
-                println!("RUNNER       none: `loop resume` carries the loop on from this file");
+                crate::outln!(
+                    "RUNNER       none: `loop resume` carries the loop on from this file"
+                );
             }
             (None, _) => {}
         }
         if let Some(hint) = crate::notifier::setup_hint() {
-            println!("{hint}");
+            crate::outln!("{hint}");
         }
     }
     Ok(Status::Ok)

@@ -372,7 +372,7 @@ impl Store {
     pub fn create(path: &Path, text: &str) -> anyhow::Result<(Store, Document)> {
         let doc = Document::parse(text).map_err(|e| anyhow::Error::new(e.with_path(path)))?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
+            crate::dirs::create_state_dir(dir)
                 .with_context(|| format!("while creating {}", dir.display()))?;
         }
         swap::stage(path, text.as_bytes())

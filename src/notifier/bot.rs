@@ -41,7 +41,7 @@ pub fn run(file: &Path, poll_timeout: Duration) -> anyhow::Result<Status> {
                 super::setup_hint().unwrap_or_default()
             ))
         })?;
-    std::fs::create_dir_all(&state_dir)
+    crate::dirs::create_state_dir(&state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
     let lock_path = state_dir.join("telegram.lock");
     let lock = OpenOptions::new()
@@ -116,7 +116,7 @@ impl Poller {
     /// Logs a line and prints it on stderr (the bot runs in a terminal or under a supervisor).
     fn say(&self, line: &str) {
         let line = self.client.redact(line);
-        eprintln!("loop: {line}");
+        crate::errln!("loop: {line}");
         let _ = crate::decision_log::append(&self.state_dir, &line);
     }
 

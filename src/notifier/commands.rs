@@ -29,7 +29,7 @@ pub fn notify(state_dir: &Path, message: Option<&str>) -> anyhow::Result<Status>
         let hint = setup_hint().unwrap_or_default();
         if let Some(text) = message {
             LogNotifier::new(state_dir).notify(&Event::Text(text.to_string()));
-            eprintln!("loop: {hint}; the message was written to the log instead");
+            crate::errln!("loop: {hint}; the message was written to the log instead");
             return Ok(Status::Ok);
         }
         let pending = super::flush(state_dir).pending;
@@ -41,9 +41,11 @@ pub fn notify(state_dir: &Path, message: Option<&str>) -> anyhow::Result<Status>
     let notifier = TelegramNotifier::new(state_dir, config);
     let Some(text) = message else {
         let report = notifier.flush_backlog();
-        println!(
+        crate::outln!(
             "sent {}, still pending {}, rejected {}",
-            report.sent, report.pending, report.rejected
+            report.sent,
+            report.pending,
+            report.rejected
         );
         return Ok(if report.pending == 0 && report.rejected == 0 {
             Status::Ok

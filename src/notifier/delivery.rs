@@ -60,7 +60,7 @@ impl TelegramNotifier {
     /// Logs a problem and says it on stderr too, since nobody may be reading the log.
     fn report(&self, line: &str) {
         let line = self.client.redact(line);
-        eprintln!("loop: {line}");
+        crate::errln!("loop: {line}");
         let _ = crate::decision_log::append(&self.state_dir, &line);
     }
 

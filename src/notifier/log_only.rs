@@ -28,7 +28,7 @@ impl LogNotifier {
 impl Notifier for LogNotifier {
     fn notify(&mut self, event: &Event) {
         // `loop notify` may run before any loop created the state directory.
-        let _ = std::fs::create_dir_all(&self.state_dir);
+        let _ = crate::dirs::create_state_dir(&self.state_dir);
         if !HINT_WRITTEN.swap(true, Ordering::SeqCst)
             && let Some(hint) = super::setup_hint()
         {
@@ -37,7 +37,7 @@ impl Notifier for LogNotifier {
         let text = super::redact(&render_as(event, Format::Plain));
         let line = format!("notify ({}): {text}", event.kind());
         if let Err(e) = crate::decision_log::append(&self.state_dir, &line) {
-            eprintln!("loop: could not write a notification to the log: {e}");
+            crate::errln!("loop: could not write a notification to the log: {e}");
         }
     }
 }

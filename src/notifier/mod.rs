@@ -94,7 +94,7 @@ pub fn from_env(state_dir: &Path) -> Box<dyn Notifier> {
         Ok(None) => Box::new(log_only::LogNotifier::new(state_dir)),
         Err(bad) => {
             let line = redact(&format!("notify: Telegram is not used: {bad}"));
-            eprintln!("loop: {line}");
+            crate::errln!("loop: {line}");
             let _ = crate::decision_log::append(state_dir, &line);
             Box::new(log_only::LogNotifier::new(state_dir))
         }

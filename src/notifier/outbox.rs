@@ -60,7 +60,7 @@ impl Outbox {
     }
 
     fn lock(&self, name: &str) -> anyhow::Result<File> {
-        std::fs::create_dir_all(&self.dir)
+        crate::dirs::create_state_dir(&self.dir)
             .with_context(|| format!("while creating {}", self.dir.display()))?;
         let path = self.dir.join(name);
         let f = OpenOptions::new()

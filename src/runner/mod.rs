@@ -69,6 +69,8 @@ pub struct Runner {
     /// What this loop started and how each start was judged (see [`ledger`]).
     ledger: ledger::Ledger,
     _lock: lock::RunnerLock,
+    /// This runner in the per-user registry, for `loop stop` to wait on; removed on drop.
+    _registration: Option<crate::registry::Registration>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -93,6 +95,7 @@ impl Runner {
     /// The lock is held, M1.md is missing or invalid, or `loop.yaml` is malformed.
     pub fn open(file: &Path, settings: Settings, opts: &RunOptions) -> anyhow::Result<Self> {
         let lock = lock::acquire(file)?;
+        let registration = crate::registry::register(file);
         let (store, doc) = Store::open(file)?;
         let state_dir = crate::cli::state_dir(file);
         let workdir = doc
@@ -126,6 +129,7 @@ impl Runner {
             loop_id,
             ledger,
             _lock: lock,
+            _registration: registration,
         })
     }
 
@@ -137,7 +141,7 @@ impl Runner {
     fn say(&self, line: &str) {
         let _ = decision_log::append(&self.state_dir, line);
         if self.echo {
-            println!("{} {line}", Utc::now().format("%H:%M:%S"));
+            crate::outln!("{} {line}", Utc::now().format("%H:%M:%S"));
         }
     }
 
@@ -184,7 +188,7 @@ impl Runner {
                     self.say(&format!(
                         "invalid: M1.md was edited into an invalid state; waiting for the fix, writing nothing: {msg}"
                     ));
-                    eprintln!(
+                    crate::errln!(
                         "loop: {msg}\nloop: fix M1.md; the runner waits and writes nothing until then"
                     );
                     self.invalid_reported = Some(msg);

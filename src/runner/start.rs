@@ -3,6 +3,7 @@
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
@@ -12,7 +13,7 @@ use crate::exit::{Exit, Status as ExitStatus};
 use crate::m1::{Document, Edit, Status, StepState, Store, setting};
 use crate::notifier::Event;
 use crate::settings::{Overrides, Settings};
-use crate::{cli, decision_log, lock, stopfile};
+use crate::{cli, decision_log, lock, registry, stopfile};
 
 const TEMPLATE: &str = include_str!("../../templates/M1.md");
 
@@ -42,15 +43,51 @@ fn refuse_if_stopped(state_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Moves an old M1.md aside (`M1.<time>.md`) rather than overwriting it.
+/// Moves an old M1.md aside (`M1.<time>.md`, then `M1.<time>-2.md`, … when that name is
+/// taken) rather than overwriting it. The move never replaces a file: two archives made in
+/// the same second keep both.
 fn archive(file: &Path) -> anyhow::Result<PathBuf> {
     let stem = file
         .file_stem()
         .map_or_else(|| "M1".into(), |s| s.to_string_lossy().into_owned());
     let stamp = Utc::now().format("%Y%m%dT%H%M%S");
-    let to = file.with_file_name(format!("{stem}.{stamp}.md"));
-    std::fs::rename(file, &to).with_context(|| format!("while archiving {}", file.display()))?;
-    Ok(to)
+    for n in 1..=1000 {
+        let name = if n == 1 {
+            format!("{stem}.{stamp}.md")
+        } else {
+            format!("{stem}.{stamp}-{n}.md")
+        };
+        let to = file.with_file_name(name);
+        match rename_noreplace(file, &to) {
+            Ok(()) => return Ok(to),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("while archiving {}", file.display()));
+            }
+        }
+    }
+    anyhow::bail!(
+        "while archiving {}: a thousand archives of this second exist",
+        file.display()
+    )
+}
+
+/// `rename` that fails with `AlreadyExists` instead of replacing `to`.
+fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::errno::Errno;
+        use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+        match renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE) {
+            Ok(()) => return Ok(()),
+            // A file system without the flag: fall back to link semantics below.
+            Err(Errno::EINVAL | Errno::ENOSYS) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // A hard link never replaces its target; then the old name goes.
+    std::fs::hard_link(from, to)?;
+    std::fs::remove_file(from)
 }
 
 /// Checks what a new loop would replace; archives it when allowed.
@@ -263,14 +300,15 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Resu
     if let Err(errs) = Document::parse(&text) {
         return Err(Exit::bad_input(format!(
             "the settings given (flags, environment, loop.yaml) do not make a valid M1.md; \
-             nothing was changed:\n{errs}"
+             nothing was changed:
+{errs}"
         ))
         .into());
     }
-    std::fs::create_dir_all(&state_dir)
+    crate::dirs::create_state_dir(&state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
     if let Some(old) = make_room(file, req.force)? {
-        println!("archived the previous loop as {}", old.display());
+        crate::outln!("archived the previous loop as {}", old.display());
     }
     Store::create(file, &text)?;
     let _ = decision_log::append(&state_dir, &format!("start: new loop, goal: {}", req.goal));
@@ -327,7 +365,7 @@ pub fn resume(
     let m = runner.view();
     match m.status {
         Status::Done => {
-            println!(
+            crate::outln!(
                 "{}: the loop is DONE ({}); nothing to resume",
                 file.display(),
                 m.goal
@@ -335,7 +373,7 @@ pub fn resume(
             return Ok(ExitStatus::Ok);
         }
         Status::Failed => {
-            println!(
+            crate::outln!(
                 "{}: the loop is FAILED: {}\nnext: {}",
                 file.display(),
                 m.last_action.unwrap_or_default(),
@@ -381,7 +419,7 @@ fn detach(file: &Path, state_dir: &Path) -> anyhow::Result<ExitStatus> {
         .stderr(out)
         .spawn()
         .context("while starting the background runner")?;
-    println!(
+    crate::outln!(
         "loop runs in the background (pid {}); follow it with `loop status --file {}`; its output \
          goes to {}",
         child.id(),
@@ -391,17 +429,69 @@ fn detach(file: &Path, state_dir: &Path) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Ok)
 }
 
-/// `loop stop`: creates the global stop file.
+/// How long `loop stop` waits for the runners it stopped: a runner sees the stop file within a
+/// second, then ends its step (a grace period, then SIGKILL) and writes WAITING.
+pub const STOP_PATIENCE: Duration = Duration::from_secs(10);
+
+/// `loop stop`: creates the global stop file, then waits (at most [`STOP_PATIENCE`]) until
+/// the runners it stops have let go of their loops, so that `rm STOPFILE; loop resume` right
+/// after it finds no runner in the way. It waits for the runner of `file` and for every
+/// runner of this user registered as obeying the same stop file ([`registry`]).
 ///
 /// # Errors
-/// When the stop file cannot be created.
-pub fn stop() -> anyhow::Result<ExitStatus> {
+/// When the stop file cannot be created; [`Exit`] with `Failed` when a runner has not exited
+/// in time.
+pub fn stop(file: &Path) -> anyhow::Result<ExitStatus> {
     let p = stopfile::create().context("while creating the stop file")?;
-    println!(
+    crate::outln!(
         "created {}: running loops halt within a second and go WAITING. Remove it (`rm {}`), then \
          `loop resume`.",
         p.display(),
         p.display()
     );
-    Ok(ExitStatus::Ok)
+    let stop_file = std::path::absolute(&p).unwrap_or(p);
+    let mut runners: Vec<registry::Entry> = registry::live()
+        .into_iter()
+        .filter(|e| e.stop_file == stop_file)
+        .collect();
+    if let Some(pid) = lock::holder(file) {
+        let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+        if !runners.iter().any(|e| e.pid == pid && e.file == abs) {
+            runners.push(registry::Entry {
+                pid,
+                file: abs,
+                stop_file,
+            });
+        }
+    }
+    if runners.is_empty() {
+        crate::outln!("no runner of this user was running; nothing to wait for");
+    }
+    let deadline = Instant::now() + STOP_PATIENCE;
+    let mut left = runners;
+    loop {
+        left.retain(|e| {
+            let live = e.is_live();
+            if !live {
+                crate::outln!("stopped {} (runner pid {})", e.file.display(), e.pid);
+            }
+            live
+        });
+        if left.is_empty() {
+            return Ok(ExitStatus::Ok);
+        }
+        if Instant::now() >= deadline {
+            let names: Vec<String> = left
+                .iter()
+                .map(|e| format!("{} (runner pid {})", e.file.display(), e.pid))
+                .collect();
+            return Err(Exit::failed(format!(
+                "still running {}s after the stop file appeared: {}",
+                STOP_PATIENCE.as_secs(),
+                names.join(", ")
+            ))
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

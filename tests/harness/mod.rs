@@ -97,6 +97,11 @@ impl Env {
         }
     }
 
+    /// The per-user state directory's parent (`XDG_STATE_HOME`) of this test's processes.
+    pub fn xdg(&self) -> PathBuf {
+        self.dir.path().join("xdg")
+    }
+
     pub fn state(&self) -> PathBuf {
         self.project.join("state")
     }
@@ -113,6 +118,7 @@ impl Env {
             .env("LOOP_FILE", &self.file)
             .env("LOOP_AGENT", sim_bin())
             .env("LOOP_STOP_FILE", &self.stop)
+            .env("XDG_STATE_HOME", self.xdg())
             .env("CLAUDE_SIM_SCENARIO", &self.scenario)
             .env("CLAUDE_SIM_LOG", &self.sim_log)
             .env("LOOP_NOTIFY_BACKOFF_MS", "10")

@@ -1,0 +1,232 @@
+//! Unix manners: a closed pipe, exit codes, `loop stop` that waits, archives that never
+//! replace each other, a state directory git leaves alone. Each test is named after the
+//! problem it pins.
+
+mod harness;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use harness::{Env, Guard, code, stderr, stdout, wait_until};
+use m1loop::m1::Status;
+use serde_json::json;
+
+fn done(ms: u64) -> serde_json::Value {
+    json!({"sleep_ms": ms, "result": "worked.\nSTEP_DONE: ok"})
+}
+
+/// Spawns `loop ARGS` with stdout (and stderr) on pipes whose reading ends are closed at
+/// once, as `loop ARGS 2>&1 | head -0` would.
+fn spawn_with_closed_output(env: &Env, args: &[&str]) -> Guard {
+    let mut c = env.cmd(args);
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    Guard(Some(child))
+}
+
+#[test]
+fn a_closed_stdout_never_kills_the_runner() {
+    let env = Env::new();
+    env.scenario(&json!({"default": done(100)}));
+    let mut run = spawn_with_closed_output(&env, &["start", "g", "--step", "a", "--step", "b"]);
+    let status = run.wait(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0), "{status:?}\n{}", env.log());
+    assert_eq!(env.m1().status, Status::Done);
+    env.assert_no_processes();
+}
+
+#[test]
+fn status_and_resume_into_a_closed_pipe_exit_as_usual() {
+    let env = Env::new();
+    env.scenario(&json!({"default": done(20)}));
+    assert_eq!(code(&env.run(&["start", "g", "--step", "a"])), 0);
+    for (args, want) in [
+        (&["status"][..], 0),
+        (&["status", "--json"][..], 0),
+        (&["resume"][..], 0),
+        (&["validate"][..], 0),
+    ] {
+        let status = spawn_with_closed_output(&env, args).wait(Duration::from_secs(30));
+        assert_eq!(status.code(), Some(want), "loop {args:?}: {status:?}");
+    }
+}
+
+fn blocked() -> serde_json::Value {
+    json!({"default": {"result": "STEP_BLOCKED: which way?"}})
+}
+
+fn archives(env: &Env) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(env.state())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("M1.") && name != "M1.md" && name.ends_with(".md")
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn four_forced_starts_in_one_second_keep_four_archives() {
+    let env = Env::new();
+    env.scenario(&blocked());
+    assert_eq!(code(&env.run(&["start", "goal 0", "--step", "a"])), 3);
+    // Archives of this second and the next minute already exist, as after a burst of starts:
+    // whenever the starts below run, the name they would take first is taken.
+    let now = chrono::Utc::now();
+    let mut planted = Vec::new();
+    for s in 0..60 {
+        let stamp = (now + chrono::Duration::seconds(s)).format("%Y%m%dT%H%M%S");
+        let p = env.state().join(format!("M1.{stamp}.md"));
+        std::fs::write(&p, format!("planted {s}\n")).unwrap();
+        planted.push((p, format!("planted {s}\n")));
+    }
+    for g in ["A", "B", "C", "D"] {
+        let out = env.run(&["start", &format!("goal {g}"), "--step", "a", "--force"]);
+        assert_eq!(code(&out), 3, "{}", stderr(&out));
+    }
+    for (p, text) in &planted {
+        assert_eq!(&std::fs::read_to_string(p).unwrap(), text, "{p:?} replaced");
+    }
+    let goals: Vec<String> = archives(&env)
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .filter(|t| !t.starts_with("planted"))
+        .map(|t| m1loop::m1::Document::parse(&t).unwrap().view().goal)
+        .collect();
+    let mut sorted = goals.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        ["goal 0", "goal A", "goal B", "goal C"],
+        "{goals:?}"
+    );
+    assert_eq!(env.m1().goal, "goal D");
+}
+
+#[test]
+fn the_state_directory_stays_out_of_the_agents_commits() {
+    let env = Env::new();
+    std::fs::remove_dir(env.state()).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(&env.project)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    env.scenario(&json!({"default": {"write": [{"path": "out.txt", "text": "made\n"}], "result": "x\nSTEP_DONE: made it"}}));
+    // What an agent does at the end of a step: commit everything.
+    let sweep = "git add -A && git -c user.name=t -c user.email=t@example.invalid commit -qm step";
+    let out = env.run(&["start", "g", "--step", "make it", "--verify", sweep]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let ignore = std::fs::read_to_string(env.state().join(".gitignore")).unwrap();
+    assert!(ignore.lines().any(|l| l == "*"), "{ignore}");
+    let tracked = git(&["ls-files"]);
+    assert_eq!(tracked.trim(), "out.txt", "{tracked}");
+}
+
+#[test]
+fn an_existing_gitignore_in_the_state_directory_is_left_as_it_is() {
+    let env = Env::new();
+    std::fs::write(env.state().join(".gitignore"), "tasks/\n").unwrap();
+    env.scenario(&json!({"default": done(20)}));
+    assert_eq!(code(&env.run(&["start", "g", "--step", "a"])), 0);
+    assert_eq!(
+        std::fs::read_to_string(env.state().join(".gitignore")).unwrap(),
+        "tasks/\n"
+    );
+}
+
+#[test]
+fn stop_waits_until_the_runner_has_exited() {
+    let env = Env::new();
+    let other = env.dir.path().join("other").join("state").join("M1.md");
+    let other_arg = other.to_str().unwrap();
+    env.scenario(&json!({"default": {"sleep_ms": 60_000, "result": "x\nSTEP_DONE: ok"}}));
+    let mut first = env.spawn(&["start", "g", "--step", "one"]);
+    let mut second = env.spawn(&["--file", other_arg, "start", "h", "--step", "one"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls().len() == 2));
+
+    let out = env.run(&["stop"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Both runners let go of their loops before `stop` returned, the one of another
+    // directory included, and `stop` named both.
+    assert_eq!(m1loop::lock::holder(&env.file), None);
+    assert_eq!(m1loop::lock::holder(&other), None);
+    for f in [&env.file, &other] {
+        assert!(
+            stdout(&out).contains(&format!("stopped {}", f.display())),
+            "{}",
+            stdout(&out)
+        );
+    }
+    assert_eq!(first.wait(Duration::from_secs(10)).code(), Some(3));
+    assert_eq!(second.wait(Duration::from_secs(10)).code(), Some(3));
+
+    // `loop stop; rm STOPFILE; loop resume` finds nobody in the way.
+    std::fs::remove_file(&env.stop).unwrap();
+    env.scenario(&json!({"default": done(20)}));
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(env.m1().status, Status::Done);
+    env.assert_no_processes();
+}
+
+#[test]
+fn stop_with_no_runner_says_so_and_returns_at_once() {
+    let env = Env::new();
+    let out = env.run_for(&["stop"], Duration::from_secs(5));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("no runner"), "{}", stdout(&out));
+    assert!(env.stop.exists());
+}
+
+#[test]
+fn an_unexpected_error_is_not_reported_as_a_failed_loop() {
+    let env = Env::new();
+    // The state directory cannot be made: a file is in the way.
+    std::fs::write(env.project.join("blocker"), "").unwrap();
+    let out = env.run(&["--file", "blocker/state/M1.md", "start", "g", "--step", "a"]);
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    assert!(stderr(&out).contains("blocker"), "{}", stderr(&out));
+}
+
+#[test]
+fn help_names_the_environment_and_every_exit_code() {
+    let env = Env::new();
+    let help = stdout(&env.run(&["--help"]));
+    for var in [
+        "LOOP_FILE",
+        "LOOP_AGENT",
+        "LOOP_STOP_FILE",
+        "TELEGRAM_BOT_TOKEN",
+        "TELEGRAM_CHAT_ID",
+        "TELEGRAM_API_BASE",
+        "XDG_STATE_HOME",
+    ] {
+        assert!(help.contains(var), "{var} missing:\n{help}");
+    }
+    for code in [
+        "0", "1", "2", "3", "10", "11", "12", "13", "14", "70", "101",
+    ] {
+        assert!(
+            help.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{code} "))),
+            "exit code {code} missing:\n{help}"
+        );
+    }
+}
