@@ -112,6 +112,12 @@ mod tests {
             "{err}"
         );
         drop(first);
+        // Another test thread of this process may fork at any moment, and its child holds a
+        // copy of every descriptor (the lock's too) until it execs: poll, with a deadline.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while holder(&m1).is_some() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert_eq!(holder(&m1), None);
         acquire(&m1).unwrap();
     }
