@@ -47,10 +47,22 @@ pub fn acquire(m1: &Path) -> anyhow::Result<RunnerLock> {
         .truncate(false)
         .open(&path)
         .with_context(|| format!("while opening the runner lock {}", path.display()))?;
-    match file.try_lock() {
+    // A runner that was just killed still holds the lock for a moment: its threads are
+    // still exiting while its main thread already reads as a zombie. Wait for that one.
+    let dying_until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let mut result = file.try_lock();
+    while matches!(result, Err(std::fs::TryLockError::WouldBlock))
+        && std::time::Instant::now() < dying_until
+        && holder_is_gone(&mut file)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        result = file.try_lock();
+    }
+    match result {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
             let mut holder = String::new();
+            let _ = file.seek(SeekFrom::Start(0));
             let _ = file.read_to_string(&mut holder);
             let holder = holder.trim();
             let who = if holder.is_empty() {
@@ -74,6 +86,21 @@ pub fn acquire(m1: &Path) -> anyhow::Result<RunnerLock> {
     write!(file, "{}", std::process::id())?;
     file.flush()?;
     Ok(RunnerLock { _file: file, path })
+}
+
+/// Whether the pid written in the lock file names no running process (gone, or a zombie).
+fn holder_is_gone(file: &mut File) -> bool {
+    let mut text = String::new();
+    if file.seek(SeekFrom::Start(0)).is_err() || file.read_to_string(&mut text).is_err() {
+        return false;
+    }
+    let Ok(pid) = text.trim().parse::<u32>() else {
+        return false;
+    };
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
+    })
 }
 
 /// The pid written in the lock file, if a live runner holds the lock now. Never takes it.

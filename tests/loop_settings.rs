@@ -146,10 +146,13 @@ fn permission_mode_and_tools_survive_detach_kill_and_resume() {
     // The file names the agent: a different LOOP_AGENT now is only a default.
     let mut resume = env.cmd(&["resume"]);
     resume.env("LOOP_AGENT", env.dir.path().join("no-such-agent"));
+    let errors = env.dir.path().join("resume.stderr");
+    resume.stderr(std::fs::File::create(&errors).unwrap());
     let status = harness::Guard(Some(resume.spawn().unwrap())).wait(Duration::from_secs(60));
     assert!(
         status.success(),
-        "{status:?}\n{}\n{}",
+        "{status:?}\n{}\n{}\n{}",
+        std::fs::read_to_string(&errors).unwrap_or_default(),
         env.log(),
         env.text()
     );

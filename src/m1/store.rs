@@ -35,6 +35,9 @@ const SETTLE_PATIENCE: Duration = Duration::from_millis(250);
 /// The interval of those repeated reads: longer than the pause of an editor that writes in
 /// chunks, shorter than the pause between saves of the fastest autosave.
 const SAMPLE: Duration = Duration::from_millis(10);
+/// How long a store waits before it takes a text that looks cut off: the beginning of the one
+/// it knows, or one that stops mid-line.
+const CUT_COPY_PATIENCE: Duration = Duration::from_secs(5);
 /// How long a store waits for a file that never reads the same twice before it takes what
 /// it read.
 const SETTLE_MAX: Duration = Duration::from_millis(600);
@@ -101,10 +104,14 @@ impl From<std::io::Error> for StoreError {
 }
 
 /// A commit that keeps finding the file changed under it starts over at once a few times,
-/// then waits between rounds (doubling up to a second) for the saving to pause, and gives up
-/// only after this long.
+/// then waits between rounds (doubling up to a quarter second) for the saving to pause, and
+/// gives up only after this long.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
 const EAGER_ROUNDS: usize = 5;
+/// After this many rounds (about a second of saves faster than a round), the last look is
+/// left out where the swap is an exchange: the exchange hands back whatever it displaced and
+/// the commit merges onto it, so saves that never pause cannot hold a commit off.
+const TRUST_EXCHANGE_AFTER: usize = 12;
 
 /// Marks a commit that found a hand edit on disk and applied its edits onto it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -260,7 +267,7 @@ impl Store {
                         .unwrap_or(u32::MAX)
                         .min(7);
                     std::thread::sleep(
-                        Duration::from_millis(8u64 << exp).min(Duration::from_secs(1)),
+                        Duration::from_millis(8u64 << exp).min(Duration::from_millis(250)),
                     );
                     // What was read before the pause is stale by now.
                     base = self.read()?;
@@ -300,12 +307,10 @@ impl Store {
                 .with_context(|| format!("while writing beside {}", self.path.display()))?;
             // Last look before the swap: a hand edit since then means start over on it. The
             // bytes as they are, without waiting for the file to settle: waiting here would
-            // only let the next save in. And where the swap is an exchange, which hands back
-            // whatever it displaced, a file saved faster than a round takes is not looked at
-            // again after a few rounds: the exchange's merge covers that save, so a storm of
-            // saves cannot hold the commit off.
-            let look = rounds <= EAGER_ROUNDS || !swap::EXCHANGES;
-            let now = if look {
+            // only let the next save in, and a round must stay short for a commit to get
+            // through saves that come every few milliseconds. (The exchange below still
+            // catches a save in the instant after this look.)
+            let now = if rounds <= TRUST_EXCHANGE_AFTER || !swap::EXCHANGES {
                 self.read_once()
                     .map(|(b, _)| b)
                     .with_context(|| format!("while reading {}", self.path.display()))?
@@ -410,6 +415,18 @@ impl Store {
                 Some((was_id, was_hash)) if was_id == id && was_hash != hash
             );
             let waited = began.elapsed();
+            // A save in place caught halfway is, most often, a cut-off copy of the text we
+            // know (empty, right after the truncate, or its first part): however still the
+            // file seems (a writer held up on a busy machine), that is taken only after a
+            // long wait, as the deletion of the file's end it might also be.
+            // The same for a text that stops mid-line where the one we know ended its last
+            // line: the rest of a save is still to come (or the newline was taken away).
+            let cut_copy = (bytes.len() < self.bytes.len() && self.bytes.starts_with(&bytes))
+                || (!bytes.ends_with(b"\n") && self.bytes.ends_with(b"\n"));
+            if cut_copy && waited < CUT_COPY_PATIENCE {
+                std::thread::sleep(SAMPLE);
+                continue;
+            }
             // A save in place caught halfway mostly ends mid-line: such a text is taken only
             // once still (or at the end of patience).
             let whole_lines = bytes.ends_with(b"\n") || bytes == self.bytes;

@@ -73,7 +73,7 @@ impl Staged {
             // The old file now sits at the temporary path.
             let mut old = std::fs::read(&self.tmp)?;
             if old != expected {
-                old = settled(&self.tmp, old)?;
+                old = settled(&self.tmp, old, expected)?;
             }
             std::fs::remove_file(&self.tmp)?;
             Swapped::Replaced(old)
@@ -88,22 +88,24 @@ impl Staged {
 }
 
 /// Reads `path` again every few milliseconds until it holds still and ends a line (a save
-/// in place caught halfway does neither), for at most a little over half a second.
-fn settled(path: &Path, mut bytes: Vec<u8>) -> io::Result<Vec<u8>> {
-    let give_up = std::time::Instant::now() + std::time::Duration::from_millis(600);
-    let mut still_since = std::time::Instant::now();
-    while std::time::Instant::now() < give_up {
-        std::thread::sleep(std::time::Duration::from_millis(10));
+/// in place caught halfway does neither). A text that stops mid-line, where the one replaced
+/// ended its line, is waited on for up to 5 s however still it seems: on a busy machine a
+/// writer can be held up between two chunks for longer than any pause worth waiting out.
+fn settled(path: &Path, mut bytes: Vec<u8>, expected: &[u8]) -> io::Result<Vec<u8>> {
+    use std::time::{Duration, Instant};
+    let begun = Instant::now();
+    let mut still_since = Instant::now();
+    while begun.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
         let again = std::fs::read(path)?;
         if again != bytes {
             bytes = again;
-            still_since = std::time::Instant::now();
+            still_since = Instant::now();
             continue;
         }
         let still = still_since.elapsed();
-        if (bytes.ends_with(b"\n") && still >= std::time::Duration::from_millis(10))
-            || still >= std::time::Duration::from_millis(100)
-        {
+        let ends_a_line = bytes.ends_with(b"\n") || !expected.ends_with(b"\n");
+        if ends_a_line && still >= Duration::from_millis(10) {
             break;
         }
     }
