@@ -319,8 +319,10 @@ impl Store {
             };
             if now != expected {
                 drop(staged);
-                base.clone_from(&now);
-                expected = now;
+                // What the quick look saw may be a save caught halfway: the next round starts
+                // from a careful read.
+                base = self.read()?;
+                expected.clone_from(&base);
                 rounds += 1;
                 continue;
             }
