@@ -309,20 +309,7 @@ fn a_usage_limit_waits_for_its_reset_and_carries_on() {
 #[test]
 fn a_step_that_commits_has_its_new_head_recorded() {
     let env = Env::new();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-            .args(args)
-            .current_dir(&env.project)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    let git = |args: &[&str]| env.git(args).trim().to_string();
     git(&["init", "-q"]);
     git(&["commit", "-q", "--allow-empty", "-m", "start"]);
     env.scenario(&json!({"default": {"write": [{"path": "out.txt", "text": "made\n"}], "result": "x\nSTEP_DONE: made it"}}));

@@ -113,20 +113,7 @@ fn four_forced_starts_in_one_second_keep_four_archives() {
 fn the_state_directory_stays_out_of_the_agents_commits() {
     let env = Env::new();
     std::fs::remove_dir(env.state()).unwrap();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-            .args(args)
-            .current_dir(&env.project)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let git = |args: &[&str]| env.git(args);
     git(&["init", "-q"]);
     env.scenario(&json!({"default": {"write": [{"path": "out.txt", "text": "made\n"}], "result": "x\nSTEP_DONE: made it"}}));
     // What an agent does at the end of a step: commit everything.

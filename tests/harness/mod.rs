@@ -207,6 +207,23 @@ impl Env {
         assert!(ok, "processes left running: {:?}", self.processes());
     }
 
+    /// Runs git in the project directory with a throwaway identity, asserting that it
+    /// succeeded; returns its stdout.
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(&self.project)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.state().join("loop.log")).unwrap_or_default()
     }
