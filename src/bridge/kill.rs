@@ -22,7 +22,7 @@ use super::{lock, procfs, task_dir};
 
 /// Extra time, beyond the grace period, allowed for a supervisor or guardian to finish.
 const SLACK: Duration = Duration::from_secs(3);
-const TICK: Duration = Duration::from_millis(5);
+const TICK: Duration = Duration::from_millis(1);
 
 /// Ends the whole task, its process group and every process of it outside the group (those
 /// that called `setsid`, those left behind by a dead supervisor), waits until all are dead
