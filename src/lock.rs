@@ -97,10 +97,10 @@ fn holder_is_gone(file: &mut File) -> bool {
     let Ok(pid) = text.trim().parse::<u32>() else {
         return false;
     };
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
-    })
+    i32::try_from(pid)
+        .ok()
+        .and_then(crate::bridge::procfs::stat)
+        .is_none_or(|s| !s.is_running())
 }
 
 /// The pid written in the lock file, if a live runner holds the lock now. Never takes it.

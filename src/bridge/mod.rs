@@ -36,7 +36,7 @@ mod fire;
 mod guardian;
 mod kill;
 mod lock;
-mod procfs;
+pub(crate) mod procfs;
 mod records;
 mod report;
 mod supervisor;
@@ -48,6 +48,7 @@ pub use fire::{fire, fire_with_id};
 pub use kill::kill;
 pub use report::{TaskReport, TaskState, check};
 pub use supervisor::supervise;
+pub(crate) use sweep::describe;
 pub use sweep::{Stray, TASK_ID_ENV, survivors};
 
 /// Time between SIGTERM and SIGKILL when a task's process group is ended.

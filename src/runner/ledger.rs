@@ -248,14 +248,16 @@ impl Ledger {
         Ok(())
     }
 
+    /// Task `task_id`, if it is this loop's.
+    #[must_use]
+    pub fn entry(&self, task_id: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.task_id == task_id)
+    }
+
     /// How task `task_id` was judged, if it is this loop's and was.
     #[must_use]
     pub fn judged(&self, task_id: &str) -> Option<&Judged> {
-        self.entries
-            .iter()
-            .find(|e| e.task_id == task_id)?
-            .judged
-            .as_ref()
+        self.entry(task_id)?.judged.as_ref()
     }
 
     /// A task of this loop that was started and never judged: at most one exists, the one

@@ -37,14 +37,6 @@ pub fn new_loop_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
 }
 
-/// The task this runner started, as it knows it in memory (the file may be edited meanwhile).
-#[derive(Debug, Clone)]
-struct LiveTask {
-    task_id: String,
-    attempt: u32,
-    session_id: String,
-}
-
 /// A loop being driven.
 pub struct Runner {
     file: PathBuf,
@@ -57,7 +49,6 @@ pub struct Runner {
     watch: Watch,
     echo: bool,
     invalid_reported: Option<String>,
-    live: Option<LiveTask>,
     /// Edits decided but not yet written. A step's outcome waits to go into the next spawn's
     /// write-ahead record, so one atomic write says "step N done, step N+1 spawning": a step
     /// costs one M1.md write, not two. They are applied to `doc` in memory and go out with the
@@ -124,7 +115,6 @@ impl Runner {
             watch,
             echo: opts.echo,
             invalid_reported: None,
-            live: None,
             pending: Vec::new(),
             loop_id,
             ledger,

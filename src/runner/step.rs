@@ -30,6 +30,25 @@ fn verdict_name(j: &Judgement) -> &'static str {
     }
 }
 
+/// The lines that name task `task_id` of `step` as the running one: its id, the step, and,
+/// when the ledger knows them, its attempt and session.
+fn task_on_record(step: u32, task_id: &str, entry: Option<&super::ledger::Entry>) -> Vec<Edit> {
+    let mut edits = vec![
+        Edit::set(&["CURRENT", "TASK_ID"], task_id),
+        Edit::set(&["PLAN", "CURRENT_STEP"], step.to_string()),
+    ];
+    if step > 0 {
+        edits.push(Edit::StepState(step, crate::m1::StepState::Running));
+    }
+    if let Some(e) = entry {
+        edits.push(Edit::set(&["CURRENT", "ATTEMPT"], e.attempt.to_string()));
+        if let Some(sid) = &e.session_id {
+            edits.push(Edit::set(&["CURRENT", "SESSION_ID"], sid.clone()));
+        }
+    }
+    edits
+}
+
 /// A step that has run this long gets its agent's pid recorded in CURRENT.
 const PID_RECORD_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -148,11 +167,6 @@ impl Runner {
         bridge::fire_with_id(&self.state_dir, task_id, &req)
             .with_context(|| format!("while starting task {task_id}"))?;
         self.ledger.started(task_id, step, attempt, session_id);
-        self.live = Some(super::LiveTask {
-            task_id: task_id.to_string(),
-            attempt,
-            session_id: session_id.to_string(),
-        });
         let _ = std::fs::write(
             bridge::task_dir(&self.state_dir, task_id).join("prompt.md"),
             prompt,
@@ -248,20 +262,7 @@ impl Runner {
         if m.current.task_id.as_deref() == Some(task_id) || m.status != crate::m1::Status::Running {
             return Ok(());
         }
-        let mut edits = vec![
-            Edit::set(&["CURRENT", "TASK_ID"], task_id),
-            Edit::set(&["PLAN", "CURRENT_STEP"], step.to_string()),
-        ];
-        if step > 0 {
-            edits.push(Edit::StepState(step, crate::m1::StepState::Running));
-        }
-        if let Some(live) = self.live.as_ref().filter(|l| l.task_id == task_id) {
-            edits.push(Edit::set(&["CURRENT", "ATTEMPT"], live.attempt.to_string()));
-            edits.push(Edit::set(
-                &["CURRENT", "SESSION_ID"],
-                live.session_id.clone(),
-            ));
-        }
+        let edits = task_on_record(step, task_id, self.ledger.entry(task_id));
         self.say(&format!(
             "record: a save dropped task {task_id} from CURRENT while it runs; recorded it again"
         ));
@@ -287,14 +288,9 @@ impl Runner {
             ));
         }
         if !report.killed_outside_group.is_empty() {
-            let who: Vec<String> = report
-                .killed_outside_group
-                .iter()
-                .map(|p| format!("{} ({})", p.pid, p.name))
-                .collect();
             self.say(&format!(
                 "cleanup: task {task_id} left processes outside its process group; ended: {}",
-                who.join(", ")
+                bridge::describe(&report.killed_outside_group)
             ));
         }
         let end = match report.state {
@@ -465,17 +461,8 @@ impl Runner {
 
     /// Puts a task of this loop that M1.md lost track of back on record (see [`ledger`]).
     fn adopt(&mut self, e: &super::ledger::Entry) -> anyhow::Result<()> {
-        let mut edits = Vec::new();
-        if e.step > 0 {
-            edits.push(Edit::StepState(e.step, crate::m1::StepState::Running));
-        }
-        edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], e.step.to_string()));
-        edits.push(Edit::Clear(vec!["CURRENT".into()]));
-        edits.push(Edit::set(&["CURRENT", "TASK_ID"], e.task_id.clone()));
-        edits.push(Edit::set(&["CURRENT", "ATTEMPT"], e.attempt.to_string()));
-        if let Some(sid) = &e.session_id {
-            edits.push(Edit::set(&["CURRENT", "SESSION_ID"], sid.clone()));
-        }
+        let mut edits = vec![Edit::Clear(vec!["CURRENT".into()])];
+        edits.extend(task_on_record(e.step, &e.task_id, Some(e)));
         edits.push(Edit::set(
             &["LAST_ACTION"],
             format!(
