@@ -57,17 +57,6 @@ pub enum StoreError {
     Interrupted,
 }
 
-impl StoreError {
-    /// The validation errors, for the two invalid cases.
-    #[must_use]
-    pub fn errors(&self) -> Option<&Errors> {
-        match self {
-            StoreError::DiskInvalid(e) | StoreError::EditsInvalid(e) => Some(e),
-            StoreError::Io(_) | StoreError::Interrupted => None,
-        }
-    }
-}
-
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -94,12 +83,6 @@ impl std::error::Error for StoreError {}
 impl From<anyhow::Error> for StoreError {
     fn from(e: anyhow::Error) -> Self {
         StoreError::Io(e)
-    }
-}
-
-impl From<std::io::Error> for StoreError {
-    fn from(e: std::io::Error) -> Self {
-        StoreError::Io(e.into())
     }
 }
 
@@ -431,7 +414,7 @@ impl Store {
             }
             // A save in place caught halfway mostly ends mid-line: such a text is taken only
             // once still (or at the end of patience).
-            let whole_lines = bytes.ends_with(b"\n") || bytes == self.bytes;
+            let whole_lines = bytes.ends_with(b"\n");
             if bytes == self.bytes || (!rewritten_in_place && whole_lines) || waited >= SETTLE_MAX {
                 return Ok(bytes);
             }
