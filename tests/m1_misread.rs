@@ -3,10 +3,13 @@
 //! space, values that only fail once the runner acts on them. Each is either read as meant
 //! or rejected at its line and column, and a rejected file keeps every byte.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 
 use assert_cmd::Command;
 use m1loop::m1::{Document, Edit, Status, Store};
+use support::case;
 
 const SEED: &str = include_str!("fixtures/m1/seed.md");
 const TEMPLATE: &str = include_str!("../templates/M1.md");
@@ -28,18 +31,6 @@ fn seed_without(from: usize, to: usize) -> String {
         .copied()
         .collect();
     kept.join("\n") + "\n"
-}
-
-struct Case {
-    _dir: tempfile::TempDir,
-    file: PathBuf,
-}
-
-fn case(bytes: &[u8]) -> Case {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("M1.md");
-    std::fs::write(&file, bytes).unwrap();
-    Case { _dir: dir, file }
 }
 
 fn run(args: &[&str], file: &Path) -> std::process::Output {

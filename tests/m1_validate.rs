@@ -1,11 +1,13 @@
 //! Malformed files: each problem is reported as `line:column: what was expected`, `loop
 //! validate` and `loop status` exit 2, and the file keeps every byte.
 
-use std::path::PathBuf;
+mod support;
+
 use std::time::Duration;
 
 use assert_cmd::Command;
 use m1loop::m1::Document;
+use support::case;
 
 const SEED: &str = include_str!("fixtures/m1/seed.md");
 
@@ -242,18 +244,6 @@ fn prose_unknown_keys_and_a_goal_only_file_are_valid() {
 }
 
 // ---- the CLI, on real files ----
-
-struct Case {
-    _dir: tempfile::TempDir,
-    file: PathBuf,
-}
-
-fn case(bytes: &[u8]) -> Case {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("M1.md");
-    std::fs::write(&file, bytes).unwrap();
-    Case { _dir: dir, file }
-}
 
 fn run(args: &[&str], file: &std::path::Path) -> std::process::Output {
     Command::cargo_bin("loop")

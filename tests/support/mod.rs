@@ -18,3 +18,16 @@ pub fn files(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// An M1.md with the given bytes in a temporary directory of its own.
+pub struct Case {
+    _dir: tempfile::TempDir,
+    pub file: PathBuf,
+}
+
+pub fn case(bytes: &[u8]) -> Case {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("M1.md");
+    std::fs::write(&file, bytes).unwrap();
+    Case { _dir: dir, file }
+}
