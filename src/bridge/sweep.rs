@@ -184,20 +184,17 @@ fn env_entry(task_id: &str) -> Vec<u8> {
 /// Every process below `root`, from the kernel's per-thread child lists
 /// (`/proc/PID/task/TID/children`); `None` where the kernel does not keep them.
 fn tree(root: i32) -> Option<Vec<i32>> {
+    // Whether the kernel keeps child lists is read off the root's main thread; any other
+    // thread may end while it is listed, and its list is then simply gone.
+    std::fs::metadata(format!("/proc/{root}/task/{root}/children")).ok()?;
     let mut found: Vec<i32> = Vec::new();
     let mut todo = vec![root];
     while let Some(p) = todo.pop() {
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
-            if p == root {
-                return None;
-            }
             continue;
         };
         for t in tasks.flatten() {
             let Ok(list) = std::fs::read_to_string(t.path().join("children")) else {
-                if p == root {
-                    return None;
-                }
                 continue;
             };
             for c in list.split_ascii_whitespace().filter_map(|c| c.parse().ok()) {
@@ -354,7 +351,13 @@ mod tests {
         };
         let mut ours = spawn(&id);
         let mut other = spawn(&format!("{id}x"));
-        let found = survivors(&id);
+        // Until a child has exec'd, /proc shows the parent's environment: poll, with a deadline.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut found = survivors(&id);
+        while found.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            found = survivors(&id);
+        }
         let _ = ours.kill();
         let _ = other.kill();
         ours.wait().unwrap();
