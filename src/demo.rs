@@ -24,13 +24,27 @@ const SCENARIO: &str = r#"{
 }
 "#;
 
+/// The file name of the simulated agent's binary.
+pub const SIM_BINARY: &str = "claude-sim";
+
+/// Where `claude-sim` is: beside the running executable (`loop demo`), or one level up (a test
+/// binary in `target/*/deps/`). `None` when it was not built.
+#[must_use]
+pub fn locate_sim() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join(SIM_BINARY))
+        .find(|p| p.is_file())
+}
+
 /// The simulated agent, built beside the `loop` binary.
 fn sim_agent() -> anyhow::Result<PathBuf> {
-    crate::agent::sim::locate().ok_or_else(|| {
+    locate_sim().ok_or_else(|| {
         Exit::bad_input(format!(
-            "the simulated agent `{}` is not beside the loop binary; build both with `cargo \
-             build --release` (it is part of this package)",
-            crate::agent::sim::BINARY
+            "the simulated agent `{SIM_BINARY}` is not beside the loop binary; build both with \
+             `cargo build --release` (it is part of this package)"
         ))
         .into()
     })

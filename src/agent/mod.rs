@@ -2,15 +2,12 @@
 //! outcome is classified.
 //!
 //! Everything here is pure or reads files only; spawning, timeouts and kills belong to the
-//! exec bridge, decisions to the engine. [`sim`] is the simulated agent behind the
-//! `claude-sim` binary that `loop demo` and the tests run instead of the real CLI.
+//! exec bridge, decisions to the engine. The simulated agent that `loop demo` and the tests
+//! run instead of the real CLI is its own crate, `claude-sim`.
 
 mod classify;
 mod invocation;
 mod reset_time;
-// The simulated agent is a stand-in for Claude Code in tests and the demo, and prints as it does.
-#[allow(clippy::print_stdout, clippy::print_stderr)]
-pub mod sim;
 mod stream;
 mod verdict;
 

@@ -4,9 +4,9 @@
 //! Environment: `CLAUDE_SIM_SCENARIO` (a JSON scenario; absent: every call succeeds),
 //! `CLAUDE_SIM_STATE` (where per-step call counts live; default `<scenario>.state/`),
 //! `CLAUDE_SIM_LOG` (one JSON line per call, written as it starts). The scenario format is
-//! documented in `m1loop::agent::sim::scenario`.
+//! documented in `claude_sim::scenario` (crates/claude-sim).
 
 fn main() -> std::process::ExitCode {
-    let code = m1loop::agent::sim::main();
+    let code = claude_sim::main();
     std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::SETUP_ERROR;
-use super::args::SimArgs;
-use super::emit;
-use super::scenario::Action;
+use crate::SETUP_ERROR;
+use crate::args::SimArgs;
+use crate::emit;
+use crate::scenario::Action;
 
 const DEFAULT_PLAN: &str =
     r#"{"steps":["Investigate the problem","Implement the fix","Test the fix"]}"#;
@@ -186,12 +186,18 @@ fn replay(stem: &Path, exit: Option<i32>) -> i32 {
     };
     raw_stdout(&stdout);
     let _ = std::io::stderr().write_all(&stderr);
-    exit.unwrap_or_else(|| {
-        let mut reader = crate::agent::StreamReader::new();
-        reader.feed(&stdout);
-        let ok = reader.finish().result.is_some_and(|r| !r.is_error);
-        i32::from(!ok)
-    })
+    exit.unwrap_or_else(|| i32::from(!ended_well(&stdout)))
+}
+
+/// Whether a stream-json capture's last `result` event says no error. Lines that are not JSON
+/// objects (a capture cut by a kill) are skipped, as the loop's reader skips them.
+fn ended_well(stdout: &[u8]) -> bool {
+    stdout
+        .split(|&b| b == b'\n')
+        .rev()
+        .filter_map(|line| serde_json::from_slice::<Value>(line.trim_ascii()).ok())
+        .find(|event| event.get("type").and_then(Value::as_str) == Some("result"))
+        .is_some_and(|result| result.get("is_error").and_then(Value::as_bool) != Some(true))
 }
 
 /// Ends this process with `sig`, as a kill from outside would; returns only when the signal

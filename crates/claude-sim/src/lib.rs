@@ -5,6 +5,10 @@
 //! stream-json, and follows a scenario file (`CLAUDE_SIM_SCENARIO`, see [`scenario`]). Every
 //! call appends one JSON line to `CLAUDE_SIM_LOG` as it starts, so a test can see how the
 //! runner called it even when the call is killed.
+//!
+//! It is a stand-in for the real CLI and so knows nothing of the loop: it shares no code with
+//! `m1loop`, whose reader is tested against what it writes. The binary is m1loop's
+//! `claude-sim` (`src/bin/claude-sim.rs`), built beside `loop`.
 
 mod act;
 pub mod args;
@@ -57,21 +61,6 @@ impl SimEnv {
             startup_failure_results: std::env::var("CLAUDE_CODE_STARTUP_FAILURE_RESULTS").ok(),
         }
     }
-}
-
-/// The file name of the simulated agent's binary.
-pub const BINARY: &str = "claude-sim";
-
-/// Where `claude-sim` is: beside the running executable (`loop demo`), or one level up (a test
-/// binary in `target/*/deps/`). `None` when it was not built.
-#[must_use]
-pub fn locate() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    exe.ancestors()
-        .skip(1)
-        .take(2)
-        .map(|dir| dir.join(BINARY))
-        .find(|p| p.is_file())
 }
 
 /// Runs one simulated call with the process's arguments and environment; returns the exit code.
