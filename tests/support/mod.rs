@@ -1,6 +1,9 @@
-//! Helpers shared by the integration tests (`mod support;`). Each test binary uses a part.
+//! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod bridge;
+pub mod harness;
+pub mod sim;
 pub mod telegram_fake;
 
 use std::path::{Path, PathBuf};

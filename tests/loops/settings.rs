@@ -3,7 +3,7 @@
 //! runner alike. Bad values are refused before anything changes. A bad `loop.yaml` is bad
 //! input.
 
-mod harness;
+use crate::support::harness;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Malformed files: each problem is reported as `line:column: what was expected`, `loop
 //! validate` and `loop status` exit 2, and the file keeps every byte.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use assert_cmd::Command;
 use m1loop::m1::Document;
 use support::case;
 
-const SEED: &str = include_str!("fixtures/m1/seed.md");
+const SEED: &str = include_str!("../fixtures/m1/seed.md");
 
 /// The seed with line `n` (1-based) replaced.
 fn seed_with(n: usize, line: &str) -> String {

@@ -1,7 +1,7 @@
 //! The simulated agent refuses what the real CLI refuses, in its words, so the adapter's
 //! classifier recognises each refusal; hangs and leftover processes behave as real ones do.
 
-mod sim_support;
+use crate::support::sim as sim_support;
 
 use std::process::Stdio;
 

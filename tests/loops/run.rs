@@ -1,6 +1,6 @@
 //! The loop end to end with the simulated agent: passing, retrying, capping, planning, waiting.
 
-mod harness;
+use crate::support::harness;
 
 use std::time::Duration;
 

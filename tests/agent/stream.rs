@@ -159,6 +159,14 @@ fn read_stream_file_reads_a_file_and_reports_a_missing_one() {
 }
 
 proptest! {
+    // A failing case is kept beside this file, as it was while this file was a test crate of its
+    // own: proptest's default looks for a lib.rs above the file and, finding tests/lib.rs, would
+    // keep it under proptest-regressions/ at the top instead.
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
+
     #[test]
     fn any_chunking_gives_the_same_summary(cuts in proptest::collection::vec(0usize..7000, 0..20)) {
         let bytes = fixture("usage-limit-429-five-hour");

@@ -1,7 +1,7 @@
 //! `loop notify` against a loopback Bot API: delivery, retries, the outbox, splitting, and
 //! keeping the token secret. Every test has its own temp dir and its own fake server.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

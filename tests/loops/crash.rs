@@ -1,6 +1,6 @@
 //! Crash safety, hand edits and the stop file: the promises that make the loop trustworthy.
 
-mod harness;
+use crate::support::harness;
 
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Several `loop notify` processes at once share one outbox: every message arrives exactly
 //! once, none is lost to a concurrent append or to a concurrent flush marking messages sent.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 

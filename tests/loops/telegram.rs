@@ -1,7 +1,7 @@
 //! A loop's notifications through the real binary to a loopback Bot API.
 
-mod harness;
-mod support;
+use crate::support;
+use crate::support::harness;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! replace each other, a state directory git leaves alone. Each test is named after the
 //! problem it pins.
 
-mod harness;
+use crate::support::harness;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! space, values that only fail once the runner acts on them. Each is either read as meant
 //! or rejected at its line and column, and a rejected file keeps every byte.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 
@@ -11,8 +11,8 @@ use assert_cmd::Command;
 use m1loop::m1::{Document, Edit, Status, Store};
 use support::case;
 
-const SEED: &str = include_str!("fixtures/m1/seed.md");
-const TEMPLATE: &str = include_str!("../templates/M1.md");
+const SEED: &str = include_str!("../fixtures/m1/seed.md");
+const TEMPLATE: &str = include_str!("../../templates/M1.md");
 const BOM: &str = "\u{feff}";
 
 /// The seed with line `n` (1-based) replaced.

@@ -1,7 +1,7 @@
 //! The failures the bridge exists to survive: a dead runner, a dead supervisor, hangs, and
 //! process trees that try to outlive their task.
 
-mod bridge_support;
+use crate::support::bridge as bridge_support;
 
 use std::fs;
 use std::os::unix::process::CommandExt;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use m1loop::m1::{Document, Edit, Status, StepState, Store, StoreError};
 
-const SEED: &str = include_str!("fixtures/m1/seed.md");
+const SEED: &str = include_str!("../fixtures/m1/seed.md");
 
 fn seed_file() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();

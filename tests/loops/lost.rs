@@ -2,7 +2,7 @@
 //! task reads LOST, costs an attempt, and nothing it left runs on beside the retry,
 //! including a process that left the group with `setsid`.
 
-mod harness;
+use crate::support::harness;
 
 use std::path::Path;
 use std::time::Duration;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::json;
 
-const SEED: &str = include_str!("../examples/M1.md");
+const SEED: &str = include_str!("../../examples/M1.md");
 
 fn copy_of_example() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();

@@ -2,7 +2,7 @@
 //! a failed attempt: counted, and retried in the same session, not waited out as an API
 //! outage.
 
-mod harness;
+use crate::support::harness;
 
 use std::time::Duration;
 

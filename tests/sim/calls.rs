@@ -1,7 +1,7 @@
 //! The simulated agent, run as a real process: its output reads like the real CLI's to the
 //! adapter, and the scenario picks each call's behaviour by step and call number.
 
-mod sim_support;
+use crate::support::sim as sim_support;
 
 use chrono::{TimeZone, Utc};
 use m1loop::agent::{Class, ExitInfo, Verdict, classify, new_session_id, parse_plan, verdict};

@@ -1,6 +1,6 @@
 //! `loop fire`, `loop check` and `loop kill` as a user sees them: answers, files, errors.
 
-mod bridge_support;
+use crate::support::bridge as bridge_support;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -3,7 +3,7 @@
 //! Child `loop` commands go to a recording script (`LOOP_BOT_EXEC`), so these tests need
 //! neither `start` nor `resume` to exist.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

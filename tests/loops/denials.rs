@@ -1,6 +1,6 @@
 //! Tools the agent could not use stop a step from passing, however the CLI reports them.
 
-mod harness;
+use crate::support::harness;
 
 use harness::{Env, code, stderr};
 use m1loop::m1::{Status, StepState};

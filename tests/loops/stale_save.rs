@@ -2,7 +2,7 @@
 //! and a valid edit the runner's record cannot go onto. Whatever a person saves, an attempt
 //! is started once, a passed step is not run again, and the runner neither stalls nor spins.
 
-mod harness;
+use crate::support::harness;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

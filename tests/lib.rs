@@ -1,0 +1,55 @@
+//! The integration tests, as one test binary: one build, one link, and one process whose
+//! threads run every test. Each test file is a module declared here, by area; what they share
+//! is in [`support`]. A new test file goes into its area's directory and gets a line below.
+//!
+//! All tests share one process, so none may change the process's environment, current
+//! directory or signal handling: a test gives a child process what it needs (see
+//! `notifier::events` for the one test that must set its own environment).
+
+mod support;
+
+mod agent {
+    mod classify;
+    mod fixtures;
+    mod invocation;
+    mod stream;
+    mod verdict;
+}
+
+mod bridge {
+    mod cli;
+    mod survival;
+}
+
+mod loops {
+    mod agent_killed;
+    mod crash;
+    mod denials;
+    mod lost;
+    mod run;
+    mod settings;
+    mod stale_save;
+    mod telegram;
+    mod unix;
+}
+
+mod m1 {
+    mod edit;
+    mod misread;
+    mod roundtrip;
+    mod status;
+    mod store;
+    mod validate;
+}
+
+mod notifier {
+    mod bot;
+    mod delivery;
+    mod events;
+    mod outbox_concurrency;
+}
+
+mod sim {
+    mod calls;
+    mod refusals;
+}

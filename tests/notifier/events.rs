@@ -1,0 +1,74 @@
+//! The library entry point the runner uses, `notifier::from_env`, delivering a loop's events.
+//!
+//! `from_env` reads the process environment, and every test shares this binary's process, so
+//! the test runs in a process of its own (`rusty_fork_test!` starts this binary again for it
+//! alone): setting variables there cannot race with another test's thread, or reach it.
+
+use crate::support::telegram_fake::{FakeTelegram, Reply};
+use m1loop::notifier::{self, Event};
+
+rusty_fork::rusty_fork_test! {
+    #![rusty_fork(timeout_ms = 60000)]
+
+    #[test]
+    fn a_loops_started_failed_and_done_messages_arrive_with_the_right_chat_and_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let tg = FakeTelegram::start();
+        // SAFETY: the only test in this process; no other thread reads the environment.
+        unsafe {
+            std::env::set_var(
+                "TELEGRAM_BOT_TOKEN",
+                "987654:AAtokenTOKENtoken_for-events-test",
+            );
+            std::env::set_var("TELEGRAM_CHAT_ID", "-1001234567890");
+            std::env::set_var("TELEGRAM_API_BASE", tg.base_url());
+            std::env::set_var("LOOP_NOTIFY_BACKOFF_MS", "10");
+        }
+        assert_eq!(notifier::setup_hint(), None);
+
+        // A message left over from an earlier outage is delivered before anything new.
+        tg.script_send([Reply::Drop, Reply::Drop, Reply::Drop]);
+        notifier::from_env(&state).notify(&Event::Text("left over".into()));
+        assert!(tg.sent().is_empty());
+
+        let mut n = notifier::from_env(&state);
+        assert_eq!(tg.sent().len(), 1, "from_env flushes the backlog first");
+        n.notify(&Event::Started {
+            goal: "fix the SIGTERM bug".into(),
+            steps: vec!["investigate".into(), "fix".into()],
+        });
+        n.notify(&Event::Failed {
+            goal: "fix the SIGTERM bug".into(),
+            step: Some(2),
+            reason: "VERIFY exited 1".into(),
+            log_tail: vec!["test a ... ok".into(), "test b ... FAILED <panic>".into()],
+        });
+        n.notify(&Event::Done {
+            goal: "fix the SIGTERM bug".into(),
+            summaries: vec![(1, "analysis written".into()), (2, "fixed & tested".into())],
+            cost_usd: 0.42,
+            elapsed_s: 95,
+        });
+
+        let sent = tg.sent();
+        assert!(sent.iter().all(|s| s.chat_id == "-1001234567890"));
+        let texts: Vec<&str> = sent.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "left over",
+                "▶️ <b>fix the SIGTERM bug</b>\nLoop started, 2 step(s):\n1. investigate\n2. fix",
+                "❌ <b>fix the SIGTERM bug</b>\n<b>FAILED at step 2:</b> VERIFY exited 1\n\
+                 Last lines of its output:\n<pre>test a ... ok\ntest b ... FAILED &lt;panic&gt;</pre>",
+                "✅ <b>fix the SIGTERM bug</b>\n<b>DONE:</b> 2 step(s) in 1m35s, $0.42\n\
+                 1. analysis written\n2. fixed &amp; tested",
+            ]
+        );
+        let report = notifier::flush(&state);
+        assert_eq!((report.sent, report.pending, report.rejected), (0, 0, 0));
+        let log = std::fs::read_to_string(state.join("loop.log")).unwrap();
+        assert!(log.contains("sent the done message"), "{log}");
+        assert!(!log.contains("AAtokenTOKEN"), "{log}");
+    }
+}
