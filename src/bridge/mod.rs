@@ -36,7 +36,7 @@ mod fire;
 mod guardian;
 mod kill;
 mod lock;
-pub(crate) mod procfs;
+pub mod procfs;
 mod records;
 mod report;
 mod supervisor;

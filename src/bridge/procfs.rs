@@ -1,6 +1,9 @@
 //! Process identity from `/proc`: a pid alone is not an identity (pids are reused, and a
 //! zombie still answers `kill(pid, 0)`), so every check here also compares the start time
 //! and treats zombies as dead.
+//!
+//! The reading part ([`stat`], [`pids`], [`env_has`], [`name`]) is public so that the tests
+//! look at processes the way the bridge does; what signals stays inside the crate.
 
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -12,7 +15,7 @@ use nix::unistd::Pid;
 
 /// The fields of `/proc/<pid>/stat` the bridge needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ProcStat {
+pub struct ProcStat {
     /// `R`, `S`, `D`, `Z`, `T`, ...
     pub state: char,
     pub ppid: i32,
@@ -24,13 +27,15 @@ pub(crate) struct ProcStat {
 
 impl ProcStat {
     /// A zombie or a dead entry has finished running; only its parent's `wait` is missing.
-    pub(crate) fn is_running(&self) -> bool {
+    #[must_use]
+    pub fn is_running(&self) -> bool {
         !matches!(self.state, 'Z' | 'X' | 'x')
     }
 }
 
 /// Reads `/proc/<pid>/stat`; `None` when there is no such process.
-pub(crate) fn stat(pid: i32) -> Option<ProcStat> {
+#[must_use]
+pub fn stat(pid: i32) -> Option<ProcStat> {
     parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
@@ -94,7 +99,8 @@ pub(crate) fn signal_group(pgid: u32, sid: u32, leader_start: u64, signal: Signa
 }
 
 /// The numeric entries of `/proc`: every process's pid.
-pub(crate) fn pids() -> Vec<i32> {
+#[must_use]
+pub fn pids() -> Vec<i32> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -111,12 +117,14 @@ pub(crate) fn environ_has(environ: &[u8], entry: &[u8]) -> bool {
 
 /// Whether the environment `pid` was started with holds exactly `entry`. Another user's
 /// processes cannot be read and answer false.
-pub(crate) fn env_has(pid: i32, entry: &[u8]) -> bool {
+#[must_use]
+pub fn env_has(pid: i32, entry: &[u8]) -> bool {
     fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| environ_has(&env, entry))
 }
 
 /// The command name of `pid` (`/proc/<pid>/comm`), or `?`.
-pub(crate) fn name(pid: i32) -> String {
+#[must_use]
+pub fn name(pid: i32) -> String {
     fs::read_to_string(format!("/proc/{pid}/comm"))
         .map_or_else(|_| "?".to_owned(), |n| n.trim_end().to_owned())
 }
