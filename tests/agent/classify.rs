@@ -2,23 +2,9 @@
 //! succeed, a kill after the result loses nothing, refusals are told apart.
 
 use chrono::{TimeZone, Utc};
-use m1loop::agent::{BugKind, Class, ExitInfo, StreamReader, StreamSummary, classify};
+use m1loop::agent::{BugKind, Class, ExitInfo, StreamSummary, classify};
 
-fn stream(lines: &[&str]) -> StreamSummary {
-    let mut r = StreamReader::new();
-    for l in lines {
-        r.feed(l.as_bytes());
-        r.feed(b"\n");
-    }
-    r.finish()
-}
-
-fn exit(code: i32) -> ExitInfo {
-    ExitInfo {
-        code: Some(code),
-        ..ExitInfo::default()
-    }
-}
+use crate::support::{exited, stream};
 
 fn now() -> chrono::DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
@@ -32,7 +18,7 @@ fn denied_tools_still_succeed_and_are_reported() {
     let s = stream(&[
         r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","permission_denials":[{"tool_name":"Write","tool_use_id":"t","tool_input":{}}]}"#,
     ]);
-    assert_eq!(classify(&exit(0), "", &s, now()), Class::Success);
+    assert_eq!(classify(&exited(0), "", &s, now()), Class::Success);
     assert_eq!(s.result.unwrap().permission_denials, ["Write"]);
 }
 
@@ -50,7 +36,7 @@ fn a_kill_after_a_successful_result_is_success() {
 #[test]
 fn exit_code_zero_without_a_result_is_not_success() {
     let s = stream(&[r#"{"type":"system","subtype":"init","session_id":"s"}"#]);
-    match classify(&exit(0), "", &s, now()) {
+    match classify(&exited(0), "", &s, now()) {
         Class::Other(m) => assert!(
             m.contains("exited with code 0 without a result event"),
             "{m}"
@@ -61,7 +47,7 @@ fn exit_code_zero_without_a_result_is_not_success() {
 
 #[test]
 fn a_successful_result_with_a_failing_exit_is_not_success() {
-    let c = classify(&exit(1), "", &stream(&[OK]), now());
+    let c = classify(&exited(1), "", &stream(&[OK]), now());
     assert!(
         matches!(c, Class::Other(ref m) if m.contains("exited with code 1")),
         "{c:?}"
@@ -101,7 +87,7 @@ fn cli_refusals_are_told_apart() {
         ),
     ];
     for (stderr, kind) in cases {
-        match classify(&exit(1), stderr, &none, now()) {
+        match classify(&exited(1), stderr, &none, now()) {
             Class::InvocationBug { kind: k, message } => {
                 assert_eq!(k, kind, "{stderr}");
                 assert!(
@@ -120,7 +106,7 @@ fn the_older_usage_limit_text_carries_its_epoch() {
         r#"{"type":"result","subtype":"success","is_error":true,"result":"Claude AI usage limit reached|1767240000"}"#,
     ]);
     assert_eq!(
-        classify(&exit(1), "", &s, now()),
+        classify(&exited(1), "", &s, now()),
         Class::UsageLimit {
             resets_at: Some(Utc.timestamp_opt(1_767_240_000, 0).unwrap()),
             message: "Claude AI usage limit reached|1767240000".into(),
@@ -135,7 +121,7 @@ fn an_allowed_rate_limit_event_is_not_a_usage_limit() {
         r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":500,"result":"API Error: 500"}"#,
     ]);
     assert!(matches!(
-        classify(&exit(1), "", &s, now()),
+        classify(&exited(1), "", &s, now()),
         Class::Transient(_)
     ));
 }
@@ -143,7 +129,7 @@ fn an_allowed_rate_limit_event_is_not_a_usage_limit() {
 #[test]
 fn an_unknown_failure_is_other_with_stderr_s_last_words() {
     let c = classify(
-        &exit(3),
+        &exited(3),
         "warming up\nsegfault in module X\n",
         &StreamSummary::default(),
         now(),

@@ -3,14 +3,11 @@
 //! fails the suite.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use chrono::{DateTime, TimeZone, Utc};
 use m1loop::agent::{BugKind, Class, ExitInfo, StreamSummary, classify, read_stream_file};
 
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-code")
-}
+use crate::support::{captures, exited};
 
 /// The moment the usage-limit captures were taken (02:06:51Z), so text-only reset times
 /// resolve to the same day.
@@ -19,17 +16,9 @@ fn now() -> DateTime<Utc> {
 }
 
 fn load(stem: &str) -> (StreamSummary, String) {
-    let stream = read_stream_file(&dir().join(format!("{stem}.stdout.jsonl"))).unwrap();
-    let stderr = std::fs::read_to_string(dir().join(format!("{stem}.stderr"))).unwrap();
+    let stream = read_stream_file(&captures().join(format!("{stem}.stdout.jsonl"))).unwrap();
+    let stderr = std::fs::read_to_string(captures().join(format!("{stem}.stderr"))).unwrap();
     (stream, stderr)
-}
-
-fn exited(code: i32) -> ExitInfo {
-    ExitInfo {
-        code: Some(code),
-        signal: None,
-        killed_by_runner: false,
-    }
 }
 
 /// A short name of a class, as in the README's last column.
@@ -142,13 +131,13 @@ fn every_capture_is_classified_as_its_index_row_says() {
 
 #[test]
 fn the_table_covers_every_row_of_the_index_and_every_capture_file() {
-    let readme = std::fs::read_to_string(dir().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(captures().join("README.md")).unwrap();
     let indexed: BTreeSet<String> = readme
         .lines()
         .filter_map(|l| l.strip_prefix("| `"))
         .filter_map(|l| l.split_once('`').map(|(stem, _)| stem.to_owned()))
         .collect();
-    let on_disk: BTreeSet<String> = std::fs::read_dir(dir())
+    let on_disk: BTreeSet<String> = std::fs::read_dir(captures())
         .unwrap()
         .filter_map(|e| {
             let name = e.unwrap().file_name().into_string().unwrap();

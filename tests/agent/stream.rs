@@ -1,22 +1,13 @@
 //! The stream-json reader gives the same summary however the bytes arrive, and survives cut
 //! lines, garbage and CRLF without failing.
 
-use std::path::PathBuf;
-
 use m1loop::agent::{StreamReader, StreamSummary, read_stream_file};
 use proptest::prelude::*;
 
-fn fixture(stem: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/claude-code")
-        .join(format!("{stem}.stdout.jsonl"));
-    std::fs::read(path).unwrap()
-}
+use crate::support::{Temp, captures, stream, summary};
 
-fn whole(bytes: &[u8]) -> StreamSummary {
-    let mut r = StreamReader::new();
-    r.feed(bytes);
-    r.finish()
+fn fixture(stem: &str) -> Vec<u8> {
+    std::fs::read(captures().join(format!("{stem}.stdout.jsonl"))).unwrap()
 }
 
 /// The fields that matter, in a comparable form.
@@ -53,7 +44,7 @@ fn byte_by_byte_equals_all_at_once() {
         for b in &bytes {
             r.feed(std::slice::from_ref(b));
         }
-        assert_eq!(key(&r.finish()), key(&whole(&bytes)), "{stem}");
+        assert_eq!(key(&r.finish()), key(&summary(&bytes)), "{stem}");
     }
 }
 
@@ -85,7 +76,7 @@ fn garbage_and_cut_lines_are_counted_and_skipped() {
     bytes.extend(fixture("success"));
     // A kill cut the last line in the middle.
     bytes.extend_from_slice(br#"{"type":"assistant","message":{"content":[{"type":"te"#);
-    let s = whole(&bytes);
+    let s = summary(&bytes);
     assert_eq!(s.garbage_lines, 4, "three bad lines and the cut one");
     assert_eq!(s.events, 3);
     assert_eq!(
@@ -99,7 +90,7 @@ fn crlf_and_missing_final_newline_are_fine() {
     let bytes = fixture("success");
     let text = String::from_utf8(bytes).unwrap();
     let crlf = text.trim_end().replace('\n', "\r\n");
-    let s = whole(crlf.as_bytes());
+    let s = summary(crlf.as_bytes());
     assert_eq!(s.garbage_lines, 0);
     assert!(s.result.is_some());
 }
@@ -120,7 +111,7 @@ fn the_last_result_and_rate_limit_event_win() {
         r#"{"type":"result","subtype":"success","is_error":false,"result":"second","session_id":"b","permission_denials":[{"tool_name":"Write"},{"tool_name":"Bash"}]}"#,
         "\n",
     );
-    let s = whole(stream.as_bytes());
+    let s = summary(stream.as_bytes());
     let r = s.result.unwrap();
     assert_eq!(r.result.as_deref(), Some("second"));
     assert_eq!(r.permission_denials, ["Write", "Bash"]);
@@ -150,7 +141,7 @@ fn an_over_long_line_is_dropped_without_holding_it() {
 
 #[test]
 fn read_stream_file_reads_a_file_and_reports_a_missing_one() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Temp::new();
     let path = dir.path().join("out.jsonl");
     std::fs::write(&path, fixture("overloaded-529")).unwrap();
     let s = read_stream_file(&path).unwrap();
@@ -179,19 +170,15 @@ proptest! {
             at = c;
         }
         r.feed(&bytes[at..]);
-        prop_assert_eq!(key(&r.finish()), key(&whole(&bytes)));
+        prop_assert_eq!(key(&r.finish()), key(&summary(&bytes)));
     }
-}
-
-fn lines(lines: &[&str]) -> StreamSummary {
-    whole(format!("{}\n", lines.join("\n")).as_bytes())
 }
 
 const RESULT: &str = r#"{"type":"result","subtype":"success","is_error":false,"result":"STEP_DONE: x","permission_denials":[]}"#;
 
 #[test]
 fn tools_the_cli_refused_in_a_tool_result_are_denials() {
-    let s = lines(&[
+    let s = stream(&[
         r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t1","name":"mcp__db__query","input":{}},{"type":"tool_use","id":"t2","name":"Bash","input":{}}]}}"#,
         // Text blocks instead of a string; the name comes from the call.
         r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","is_error":true,"content":[{"type":"text","text":"<tool_use_error>Error: No such tool available: mcp__db__query</tool_use_error>"}]}]}}"#,
@@ -209,7 +196,7 @@ fn tools_the_cli_refused_in_a_tool_result_are_denials() {
 
 #[test]
 fn ordinary_tool_errors_and_quoted_words_are_not_denials() {
-    let s = lines(&[
+    let s = stream(&[
         r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"a","is_error":true,"content":"Exit code 1\ngrep: No such tool available: Bash"}]}}"#,
         r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"b","is_error":true,"content":"<tool_use_error>File does not exist.</tool_use_error>"}]}}"#,
         r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"c","is_error":true,"content":"<tool_use_error>InputValidationError: Read failed</tool_use_error>"}]}}"#,
@@ -223,7 +210,7 @@ fn ordinary_tool_errors_and_quoted_words_are_not_denials() {
 
 #[test]
 fn a_refusal_after_the_result_still_reaches_its_denials() {
-    let s = lines(&[
+    let s = stream(&[
         RESULT,
         r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t","is_error":true,"content":"Claude requested permissions to use WebFetch, but you haven't granted it yet."}]}}"#,
     ]);

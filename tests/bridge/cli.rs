@@ -1,19 +1,17 @@
 //! `loop fire`, `loop check` and `loop kill` as a user sees them: answers, files, errors.
 
-use crate::support::bridge as bridge_support;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use bridge_support::{PATIENCE, World, wait_until};
+use crate::support::{PATIENCE, TestLoop, run, wait_until};
 
-fn stdout_of(w: &World, id: &str) -> String {
+fn stdout_of(w: &TestLoop, id: &str) -> String {
     fs::read_to_string(w.task_file(id, "stdout")).unwrap()
 }
 
 #[test]
 fn a_command_that_exits_0_is_done_with_its_output_in_files() {
-    let w = World::new();
+    let w = TestLoop::new();
     let id = w.fire(&["--", "sh", "-c", "echo out; echo err >&2"]);
     let report = w.wait_final(&id);
     assert_eq!(report["state"], "DONE", "{report}");
@@ -36,7 +34,7 @@ fn a_command_that_exits_0_is_done_with_its_output_in_files() {
 
 #[test]
 fn a_nonzero_exit_is_failed_with_its_code() {
-    let w = World::new();
+    let w = TestLoop::new();
     let id = w.fire(&["--", "sh", "-c", "exit 3"]);
     let report = w.wait_final(&id);
     assert_eq!(report["state"], "FAILED", "{report}");
@@ -52,7 +50,7 @@ fn a_nonzero_exit_is_failed_with_its_code() {
 
 #[test]
 fn a_running_task_is_reported_with_its_pid_until_it_ends() {
-    let w = World::new();
+    let w = TestLoop::new();
     let go = w.path().join("go");
     let script = format!(
         "while [ ! -e '{}' ]; do sleep 0.02; done; echo finished",
@@ -75,7 +73,7 @@ fn a_running_task_is_reported_with_its_pid_until_it_ends() {
 
 #[test]
 fn stdin_comes_from_the_given_file_or_else_from_dev_null() {
-    let w = World::new();
+    let w = TestLoop::new();
     let input = w.path().join("prompt.txt");
     fs::write(&input, "hello from a file\n").unwrap();
     let fed = w.fire(&["--stdin", "prompt.txt", "--", "cat"]);
@@ -89,19 +87,16 @@ fn stdin_comes_from_the_given_file_or_else_from_dev_null() {
 
 #[test]
 fn env_is_set_and_removed_and_the_rest_passes_through() {
-    let w = World::new();
-    let out = w
-        .cmd()
+    let w = TestLoop::new();
+    let out = run(w
+        .cmd(&["fire", "--env", "ADDED=a=b", "--unset-env", "DROPPED", "--"])
         .env("KEPT", "kept")
         .env("DROPPED", "still here")
-        .args(["fire", "--env", "ADDED=a=b", "--unset-env", "DROPPED", "--"])
         .args([
             "sh",
             "-c",
             "echo \"$KEPT|$ADDED|${DROPPED-unset}|${LOOP_SUPERVISOR_LOCK_FD-none}\"",
-        ])
-        .output()
-        .unwrap();
+        ]));
     assert!(
         out.status.success(),
         "{}",
@@ -114,17 +109,14 @@ fn env_is_set_and_removed_and_the_rest_passes_through() {
 
 #[test]
 fn every_task_sees_its_own_id_in_loop_task_id() {
-    let w = World::new();
+    let w = TestLoop::new();
     let plain = w.fire(&["--", "sh", "-c", "echo \"$LOOP_TASK_ID\""]);
     // Neither the caller's value nor --env can change it: it is how the task's processes
     // are found.
-    let out = w
-        .cmd()
+    let out = run(w
+        .cmd(&["fire", "--env", "LOOP_TASK_ID=other", "--"])
         .env("LOOP_TASK_ID", "the_callers")
-        .args(["fire", "--env", "LOOP_TASK_ID=other", "--"])
-        .args(["sh", "-c", "echo \"$LOOP_TASK_ID\""])
-        .output()
-        .unwrap();
+        .args(["sh", "-c", "echo \"$LOOP_TASK_ID\""]));
     assert!(
         out.status.success(),
         "{}",
@@ -139,7 +131,7 @@ fn every_task_sees_its_own_id_in_loop_task_id() {
 
 #[test]
 fn cwd_is_the_callers_or_the_given_directory() {
-    let w = World::new();
+    let w = TestLoop::new();
     fs::create_dir(w.path().join("sub")).unwrap();
     let here = w.fire(&["--", "pwd"]);
     let sub = w.fire(&["--cwd", "sub", "--", "pwd"]);
@@ -155,7 +147,7 @@ fn cwd_is_the_callers_or_the_given_directory() {
 
 #[test]
 fn a_program_that_cannot_start_is_failed_with_the_reason() {
-    let w = World::new();
+    let w = TestLoop::new();
     let missing = w.fire(&["--", "./no-such-program", "arg"]);
     let script = w.path().join("not-executable.sh");
     fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
@@ -182,7 +174,7 @@ fn a_program_that_cannot_start_is_failed_with_the_reason() {
 
 #[test]
 fn bad_and_unknown_ids_are_refused_with_exit_2() {
-    let w = World::new();
+    let w = TestLoop::new();
     for args in [
         vec!["check", "../etc"],
         vec!["check", "a/b"],
@@ -207,7 +199,7 @@ fn bad_and_unknown_ids_are_refused_with_exit_2() {
 
 #[test]
 fn bad_durations_and_paths_are_refused_with_exit_2_before_anything_runs() {
-    let w = World::new();
+    let w = TestLoop::new();
     let cases: [(&[&str], &str); 6] = [
         (&["--timeout", "5x"], "invalid duration \"5x\""),
         (&["--idle-timeout", "soon"], "invalid duration \"soon\""),
@@ -217,13 +209,7 @@ fn bad_durations_and_paths_are_refused_with_exit_2_before_anything_runs() {
         (&["--env", "NOEQUALS"], "expected KEY=VALUE"),
     ];
     for (flags, expected) in cases {
-        let out = w
-            .cmd()
-            .arg("fire")
-            .args(flags)
-            .args(["--", "true"])
-            .output()
-            .unwrap();
+        let out = run(w.cmd(&["fire"]).args(flags).args(["--", "true"]));
         assert_eq!(out.status.code(), Some(2), "{flags:?}");
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(err.contains(expected), "{flags:?}: {err}");
@@ -239,7 +225,7 @@ fn bad_durations_and_paths_are_refused_with_exit_2_before_anything_runs() {
 
 #[test]
 fn the_task_directory_appears_complete_or_not_at_all() {
-    let w = World::new();
+    let w = TestLoop::new();
     let id = w.fire(&["--", "true"]);
     let spec = w
         .json(&id, "spec.json")
@@ -259,7 +245,7 @@ fn the_task_directory_appears_complete_or_not_at_all() {
 
 #[test]
 fn kill_of_a_finished_task_reports_it_unchanged() {
-    let w = World::new();
+    let w = TestLoop::new();
     let id = w.fire(&["--", "sh", "-c", "exit 4"]);
     w.wait_final(&id);
     let out = w.run(&["kill", &id]);
@@ -271,7 +257,7 @@ fn kill_of_a_finished_task_reports_it_unchanged() {
 
 #[test]
 fn check_exits_with_a_code_of_its_own_for_each_state() {
-    let w = World::new();
+    let w = TestLoop::new();
     let code = |id: &str| w.run(&["check", id]).status.code();
     let json_code = |id: &str| w.run(&["check", id, "--json"]).status.code();
 
@@ -297,20 +283,13 @@ fn check_exits_with_a_code_of_its_own_for_each_state() {
 }
 
 /// `loop` run in a fresh directory with no loop there and no `--file` or `LOOP_FILE`.
-fn outside_a_loop(w: &World, args: &[&str]) -> std::process::Output {
-    w.cmd()
-        .env_remove("LOOP_FILE")
-        .env_remove("TELEGRAM_BOT_TOKEN")
-        .env_remove("TELEGRAM_CHAT_ID")
-        .env_remove("TELEGRAM_API_BASE")
-        .args(args)
-        .output()
-        .unwrap()
+fn outside_a_loop(w: &TestLoop, args: &[&str]) -> std::process::Output {
+    run(w.cmd(args).env_remove("LOOP_FILE"))
 }
 
 #[test]
 fn fire_and_notify_outside_a_loop_leave_no_state_directory_behind() {
-    let w = World::new();
+    let w = TestLoop::new().without_state();
     let out = outside_a_loop(&w, &["fire", "--", "true"]);
     assert!(
         out.status.success(),
@@ -318,7 +297,7 @@ fn fire_and_notify_outside_a_loop_leave_no_state_directory_behind() {
         String::from_utf8_lossy(&out.stderr)
     );
     let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    let user_dir = w.path().join("xdg").join("m1loop");
+    let user_dir = w.xdg().join("m1loop");
     assert!(user_dir.join("tasks").join(&id).is_dir());
     assert!(wait_until(PATIENCE, || outside_a_loop(&w, &["check", &id])
         .status
@@ -337,7 +316,7 @@ fn fire_and_notify_outside_a_loop_leave_no_state_directory_behind() {
 
 #[test]
 fn fire_inside_a_loops_directory_keeps_its_tasks_there() {
-    let w = World::new();
+    let w = TestLoop::new().without_state();
     fs::create_dir(w.state()).unwrap();
     let out = outside_a_loop(&w, &["fire", "--", "true"]);
     assert!(
@@ -347,5 +326,5 @@ fn fire_inside_a_loops_directory_keeps_its_tasks_there() {
     );
     let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
     assert!(w.task_file(&id, "spec.json").parent().unwrap().is_dir());
-    assert!(!w.path().join("xdg").exists());
+    assert!(!w.xdg().exists());
 }

@@ -1,21 +1,17 @@
 //! The failures the bridge exists to survive: a dead runner, a dead supervisor, hangs, and
 //! process trees that try to outlive their task.
 
-use crate::support::bridge as bridge_support;
-
 use std::fs;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-
 use std::time::Duration;
 
-use bridge_support::{
-    ESCAPEES, Escapees, Guarded, PATIENCE, World, assert_nothing_survives, group_members,
-    proc_stat, running, wait_until,
-};
-use m1loop::bridge::TaskState;
+use m1loop::bridge::{TaskState, procfs};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
+
+use crate::support::procs::{ESCAPEES, Escapees, assert_nothing_survives, group_members, running};
+use crate::support::{Guard, LOOP, PATIENCE, TestLoop, wait_until};
 
 /// A command whose group holds three processes: the shell and two grandchildren.
 const TREE: &str = "sleep 300 & sleep 300 & wait";
@@ -30,7 +26,7 @@ fn wait_for_members(pgid: i32, n: usize) {
 
 #[test]
 fn the_command_runs_on_and_is_recorded_when_the_runner_is_sigkilled() {
-    let w = World::new();
+    let w = TestLoop::new();
     let go = w.path().join("go");
     let id_file = w.path().join("id");
     let script = format!(
@@ -45,14 +41,14 @@ fn the_command_runs_on_and_is_recorded_when_the_runner_is_sigkilled() {
     let mut cmd = Command::new("sh");
     cmd.args(["-c", &runner])
         .current_dir(w.path())
-        .env("LOOP", assert_cmd::cargo::cargo_bin!("loop"))
+        .env("LOOP", LOOP)
         .env("SCRIPT", &script)
         .env("LOOP_FILE", w.state().join("M1.md"))
-        .env("LOOP_STOP_FILE", w.path().join("stop"))
+        .env("LOOP_STOP_FILE", &w.stop)
         .stdin(Stdio::null())
         .process_group(0);
-    let runner = Guarded(cmd.spawn().unwrap());
-    let runner_pid = i32::try_from(runner.0.id()).unwrap();
+    let runner = Guard::spawn(&mut cmd);
+    let runner_pid = i32::try_from(runner.pid()).unwrap();
     assert!(wait_until(PATIENCE, || fs::read_to_string(&id_file)
         .is_ok_and(|s| s.ends_with('\n'))));
     let id = fs::read_to_string(&id_file).unwrap().trim().to_owned();
@@ -76,7 +72,7 @@ fn the_command_runs_on_and_is_recorded_when_the_runner_is_sigkilled() {
 
 #[test]
 fn a_sigkilled_supervisor_leaves_lost_and_nothing_running() {
-    let w = World::new();
+    let w = TestLoop::new();
     let id = w.fire(&["--", "sh", "-c", TREE]);
     let leader = w.leader(&id);
     wait_for_members(leader, 3);
@@ -96,7 +92,7 @@ fn a_sigkilled_supervisor_leaves_lost_and_nothing_running() {
 
 #[test]
 fn a_pid_reused_by_an_unrelated_process_never_revives_a_lost_task() {
-    let w = World::new();
+    let w = TestLoop::new();
     let id = w.fire(&["--", "sleep", "300"]);
     let leader = w.leader(&id);
     kill(Pid::from_raw(w.supervisor(&id)), Signal::SIGKILL).unwrap();
@@ -106,9 +102,10 @@ fn a_pid_reused_by_an_unrelated_process_never_revives_a_lost_task() {
     // keeping the original start time, as if the pid had been reused.
     let mut unrelated = Command::new("sleep");
     unrelated.arg("300").process_group(0);
-    let unrelated = Guarded(unrelated.spawn().unwrap());
-    let other = i32::try_from(unrelated.0.id()).unwrap();
-    let (_, _, other_sid, other_start) = proc_stat(other).unwrap();
+    let unrelated = Guard::spawn(&mut unrelated);
+    let other = i32::try_from(unrelated.pid()).unwrap();
+    let other_stat = procfs::stat(other).unwrap();
+    let (other_sid, other_start) = (other_stat.sid, other_stat.start_ticks);
     let mut rec = w.json(&id, "pid.json").unwrap();
     assert_ne!(
         rec["start_ticks"].as_u64().unwrap(),
@@ -132,7 +129,7 @@ fn a_pid_reused_by_an_unrelated_process_never_revives_a_lost_task() {
 
 #[test]
 fn a_timeout_kills_the_whole_group_before_the_record_is_written() {
-    let w = World::new();
+    let w = TestLoop::new();
     let id = w.fire(&["--timeout", "1s", "--", "sh", "-c", TREE]);
     let leader = w.leader(&id);
     wait_for_members(leader, 3);
@@ -148,7 +145,7 @@ fn a_timeout_kills_the_whole_group_before_the_record_is_written() {
 
 #[test]
 fn an_idle_timeout_kills_a_silent_command_but_not_a_chatty_one() {
-    let w = World::new();
+    let w = TestLoop::new();
     let silent = w.fire(&[
         "--idle-timeout",
         "1s",
@@ -186,7 +183,7 @@ fn an_idle_timeout_kills_a_silent_command_but_not_a_chatty_one() {
 
 #[test]
 fn kill_ends_the_whole_group_waits_and_records_killed() {
-    let w = World::new();
+    let w = TestLoop::new();
     let id = w.fire(&["--", "sh", "-c", TREE]);
     let leader = w.leader(&id);
     wait_for_members(leader, 3);
@@ -208,7 +205,7 @@ fn kill_ends_the_whole_group_waits_and_records_killed() {
 
 #[test]
 fn kill_escalates_to_sigkill_for_a_group_that_ignores_sigterm() {
-    let w = World::new();
+    let w = TestLoop::new();
     // `trap "" TERM` is inherited by the grandchild too.
     let id = w.fire(&["--", "sh", "-c", "trap '' TERM; sleep 300 & wait"]);
     let leader = w.leader(&id);
@@ -223,7 +220,7 @@ fn kill_escalates_to_sigkill_for_a_group_that_ignores_sigterm() {
 
 #[test]
 fn kill_during_a_timeouts_grace_period_keeps_the_first_reason() {
-    let w = World::new();
+    let w = TestLoop::new();
     let marker = w.path().join("got-term");
     // Survives SIGTERM (the trap), so the supervisor sits in its grace period.
     let script = format!(
@@ -246,14 +243,14 @@ fn kill_during_a_timeouts_grace_period_keeps_the_first_reason() {
 
 #[test]
 fn kill_of_a_lost_task_ends_what_is_left_and_records_killed() {
-    let w = World::new();
+    let w = TestLoop::new();
     let id = w.fire(&["--", "sh", "-c", TREE]);
     let leader = w.leader(&id);
     wait_for_members(leader, 3);
     // Kill supervisor and guardian together (their own group), so no one cleans up:
     // PDEATHSIG takes the leader, the grandchildren run on.
     let supervisor = w.supervisor(&id);
-    let (_, supervisor_group, ..) = proc_stat(supervisor).unwrap();
+    let supervisor_group = procfs::stat(supervisor).unwrap().pgid;
     killpg(Pid::from_raw(supervisor_group), Signal::SIGKILL).unwrap();
     assert_eq!(w.wait_final(&id)["state"], "LOST");
     assert!(
@@ -274,7 +271,7 @@ fn kill_of_a_lost_task_ends_what_is_left_and_records_killed() {
 
 #[test]
 fn processes_left_behind_by_a_finished_command_are_ended_before_the_record() {
-    let w = World::new();
+    let w = TestLoop::new();
     let id = w.fire(&["--", "sh", "-c", "sleep 300 & echo bye"]);
     let leader = w.leader(&id);
     let report = w.wait_final(&id);
@@ -317,7 +314,7 @@ fn names_the_escapee(report: &serde_json::Value, t: &Escapees) {
 
 #[test]
 fn a_setsid_child_does_not_survive_a_timeout() {
-    let w = World::new();
+    let w = TestLoop::new();
     let t = w.fire_with_escapees(&["--timeout", "2s"], ESCAPEES);
     let report = w.wait_final(&t.id);
     assert_eq!(report["state"], "TIMEOUT", "{report}");
@@ -327,7 +324,7 @@ fn a_setsid_child_does_not_survive_a_timeout() {
 
 #[test]
 fn a_setsid_child_does_not_survive_an_idle_timeout() {
-    let w = World::new();
+    let w = TestLoop::new();
     let t = w.fire_with_escapees(&["--idle-timeout", "2s"], ESCAPEES);
     let report = w.wait_final(&t.id);
     assert_eq!(report["reason"], "idle", "{report}");
@@ -337,13 +334,13 @@ fn a_setsid_child_does_not_survive_an_idle_timeout() {
 
 #[test]
 fn a_setsid_child_does_not_survive_a_kill() {
-    let w = World::new();
+    let w = TestLoop::new();
     let t = w.fire_with_escapees(&[], ESCAPEES);
     // Bystanders with a near-miss of the id must be spared.
     let bystander = |k: &str, v: String| {
         let mut c = Command::new("sleep");
         c.arg("300").env(k, v);
-        Guarded(c.spawn().unwrap())
+        Guard::spawn(&mut c)
     };
     let longer = bystander("LOOP_TASK_ID", format!("{}x", t.id));
     let inside = bystander("OTHER", format!("LOOP_TASK_ID={}", t.id));
@@ -356,7 +353,7 @@ fn a_setsid_child_does_not_survive_a_kill() {
     names_the_escapee(&w.check(&t.id), &t);
     for b in [&longer, &inside] {
         assert!(
-            running(i32::try_from(b.0.id()).unwrap()),
+            running(i32::try_from(b.pid()).unwrap()),
             "a bystander was killed"
         );
     }
@@ -367,7 +364,7 @@ fn a_setsid_child_does_not_survive_a_kill() {
 #[test]
 fn a_setsid_child_does_not_survive_a_stop() {
     // A stop is the runner calling the library's kill.
-    let w = World::new();
+    let w = TestLoop::new();
     let t = w.fire_with_escapees(&[], ESCAPEES);
     let before = m1loop::bridge::survivors(&t.id);
     assert!(
@@ -388,7 +385,7 @@ fn a_setsid_child_does_not_survive_a_stop() {
 
 #[test]
 fn a_setsid_child_does_not_survive_the_end_of_its_command() {
-    let w = World::new();
+    let w = TestLoop::new();
     let go = w.path().join("go");
     let script = format!(
         "setsid sleep 600 & sleep 600 & while [ ! -e '{}' ]; do sleep 0.02; done; echo bye",
@@ -408,7 +405,7 @@ fn a_setsid_child_does_not_survive_the_end_of_its_command() {
 
 #[test]
 fn a_setsid_child_does_not_survive_a_supervisor_kill9() {
-    let w = World::new();
+    let w = TestLoop::new();
     let t = w.fire_with_escapees(&[], ESCAPEES);
     kill(Pid::from_raw(w.supervisor(&t.id)), Signal::SIGKILL).unwrap();
     // LOST is only answered once the guardian has finished and let go of the lock.
@@ -427,7 +424,7 @@ fn a_setsid_child_does_not_survive_a_supervisor_kill9() {
 
 #[test]
 fn a_grandchild_does_not_survive_a_supervisor_and_guardian_kill9_then_kill() {
-    let w = World::new();
+    let w = TestLoop::new();
     let t = w.fire_with_escapees(&[], ESCAPEES);
     let supervisor = w.supervisor(&t.id);
     let guardian = w.guardian(&t.id);

@@ -2,13 +2,12 @@
 //! a failed attempt: counted, and retried in the same session, not waited out as an API
 //! outage.
 
-use crate::support::harness;
-
 use std::time::Duration;
 
-use harness::{Env, code, stderr, wait_until};
 use m1loop::m1::Status;
 use serde_json::json;
+
+use crate::support::{TestLoop, code, stderr, wait_until};
 
 fn done() -> serde_json::Value {
     json!({"sleep_ms": 20, "result": "worked.\nSTEP_DONE: ok"})
@@ -19,7 +18,7 @@ fn resumed(call: &serde_json::Value) -> Option<String> {
     call["resume"].as_str().map(str::to_owned)
 }
 
-fn assert_counted_and_resumed(env: &Env) {
+fn assert_counted_and_resumed(env: &TestLoop) {
     let m = env.m1();
     assert_eq!(m.status, Status::Done);
     let r = &m.results[&1];
@@ -46,7 +45,7 @@ fn assert_counted_and_resumed(env: &Env) {
 
 #[test]
 fn an_agent_killed_by_an_outside_signal_costs_an_attempt_and_is_retried() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"steps": {"1": [{"killed_by_signal": 9}, done()]}}));
     let out = env.run(&["start", "g", "--step", "one"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -56,7 +55,7 @@ fn an_agent_killed_by_an_outside_signal_costs_an_attempt_and_is_retried() {
 
 #[test]
 fn an_agent_killed_with_kill_minus_nine_from_outside_costs_an_attempt_and_is_retried() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"steps": {"1": [{"hang": true}, done()]}}));
     let mut runner = env.spawn(&["start", "g", "--step", "one"]);
     let logged = wait_until(Duration::from_secs(30), || env.calls_for(1) == 1);

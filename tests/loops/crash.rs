@@ -1,20 +1,19 @@
 //! Crash safety, hand edits and the stop file: the promises that make the loop trustworthy.
 
-use crate::support::harness;
-
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use harness::{Env, code, stderr, wait_until};
 use m1loop::m1::{Status, StepState};
 use m1loop::runner::CRASH_POINTS;
 use serde_json::json;
+
+use crate::support::{TestLoop, code, save_by_rename, stderr, wait_until};
 
 fn steady(ms: u64) -> serde_json::Value {
     json!({"default": {"sleep_ms": ms, "result": "worked\nSTEP_DONE: ok"}})
 }
 
-fn assert_complete(env: &Env, steps: u32) {
+fn assert_complete(env: &TestLoop, steps: u32) {
     let m = env.m1();
     assert_eq!(m.status, Status::Done, "{}", env.text());
     for n in 1..=steps {
@@ -30,7 +29,7 @@ fn assert_complete(env: &Env, steps: u32) {
 #[test]
 fn a_crash_at_every_point_resumes_to_done_starting_each_agent_once() {
     for point in CRASH_POINTS {
-        let env = Env::new();
+        let env = TestLoop::new();
         // Long enough, with output to wake the runner, for the CC_PID write to happen.
         env.scenario(&json!({"default": {"sleep_ms": 250, "heartbeat_ms": 40, "result": "worked\nSTEP_DONE: ok"}}));
         // Crash in the middle of the loop (step 2), or at the one DONE write.
@@ -62,7 +61,7 @@ fn a_crash_at_every_point_resumes_to_done_starting_each_agent_once() {
 
 #[test]
 fn kill_minus_nine_at_random_moments_never_loses_or_repeats_a_step() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&steady(150));
     let steps = [
         "--step", "a", "--step", "b", "--step", "c", "--step", "d", "--step", "e",
@@ -98,13 +97,6 @@ fn kill_minus_nine_at_random_moments_never_loses_or_repeats_a_step() {
     env.assert_no_processes();
 }
 
-/// How most editors save: the new text to a temporary file, then a rename over the old one.
-fn save_by_rename(path: &std::path::Path, text: &str) {
-    let tmp = path.with_extension("md.swp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
-
 /// Runs a loop of `steps` steps while a person appends `# note N` lines to M1.md, saving with
 /// `save` every `pause`, until the loop is DONE; then checks that every note survived (only
 /// the last can race the runner's final write) and that each step's agent started once.
@@ -114,7 +106,7 @@ fn edit_while_the_loop_runs(
     pause: Duration,
     save: fn(&std::path::Path, &str),
 ) {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&steady(step_ms));
     let names: Vec<String> = (1..=steps).map(|i| format!("s{i}")).collect();
     let mut args = vec!["start", "g"];
@@ -177,7 +169,7 @@ fn hand_edits_saved_in_place_at_a_human_pace_all_survive() {
 
 #[test]
 fn edits_to_steps_and_limits_take_effect_at_the_next_decision() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&steady(600));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
     assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
@@ -197,7 +189,7 @@ fn edits_to_steps_and_limits_take_effect_at_the_next_decision() {
 
 #[test]
 fn a_hand_edited_verify_or_limit_outranks_the_start_flag_that_wrote_it() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&steady(800));
     let mut runner = env.spawn(&[
         "start",
@@ -226,7 +218,7 @@ fn a_hand_edited_verify_or_limit_outranks_the_start_flag_that_wrote_it() {
 
 #[test]
 fn status_waiting_by_hand_pauses_after_the_current_step() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&steady(800));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
     assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
@@ -249,7 +241,7 @@ fn status_waiting_by_hand_pauses_after_the_current_step() {
 
 #[test]
 fn a_broken_hand_edit_is_reported_and_waited_on_never_overwritten() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&steady(700));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
     assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
@@ -269,7 +261,7 @@ fn a_broken_hand_edit_is_reported_and_waited_on_never_overwritten() {
 
 #[test]
 fn the_stop_file_halts_mid_step_kills_the_group_and_blocks_resume_until_removed() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"steps": {"1": [{"sleep_ms": 60000, "grandchild_sleep_s": 120, "result": "x\nSTEP_DONE: ok"}, {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}]},
                         "default": {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}}));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
@@ -310,7 +302,7 @@ fn the_stop_file_halts_mid_step_kills_the_group_and_blocks_resume_until_removed(
 
 #[test]
 fn a_step_timeout_kills_the_whole_group_grandchildren_included() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": {"hang": true, "grandchild_sleep_s": 120}}));
     let out = env.run_for(
         &[

@@ -1,16 +1,15 @@
 //! Tools the agent could not use stop a step from passing, however the CLI reports them.
 
-use crate::support::harness;
-
-use harness::{Env, code, stderr};
 use m1loop::m1::{Status, StepState};
 use serde_json::json;
+
+use crate::support::{TestLoop, code, stderr};
 
 #[test]
 fn a_tool_removed_by_a_deny_rule_is_not_a_false_done() {
     // A deny rule in the user's Claude settings removes Bash: the call gets "No such tool
     // available", `permission_denials` stays empty, and the answer still says STEP_DONE.
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": {
         "unavailable_tools": ["Bash"],
         "result": "I tried to make the file.\nSTEP_DONE: made it"

@@ -2,65 +2,37 @@
 //! task reads LOST, costs an attempt, and nothing it left runs on beside the retry,
 //! including a process that left the group with `setsid`.
 
-use crate::support::harness;
-
 use std::path::Path;
 use std::time::Duration;
 
-use harness::{Env, code, stderr, wait_until};
 use m1loop::m1::Status;
 use serde_json::json;
+
+use crate::support::procs::{ppid, running, sigkill};
+use crate::support::{SIM, TestLoop, code, stderr, wait_until};
 
 fn read_pid(path: &Path) -> Option<i32> {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
     i32::try_from(v["pid"].as_i64()?).ok()
 }
 
-fn ppid(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, r)| !r.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
-}
-
-fn kill9(pid: i32) {
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-}
-
 #[test]
 fn a_lost_step_leaves_nothing_running_beside_its_retry() {
-    let mut env = Env::new();
+    let env = TestLoop::new();
     // The agent leaves a process outside its group, and (first call) one inside it.
-    let escapees = env.dir.path().join("escapees");
-    let agent = env.dir.path().join("agent.sh");
+    let escapees = env.temp.path().join("escapees");
+    let agent = env.temp.path().join("agent.sh");
     std::fs::write(
         &agent,
         format!(
             "#!/bin/sh\nsetsid sleep 600 </dev/null >/dev/null 2>&1 &\necho $! >> '{}'\nexec '{}' \"$@\"\n",
             escapees.display(),
-            harness::sim_bin().display()
+            SIM
         ),
     )
     .unwrap();
     std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    env.extra_env
-        .push(("LOOP_AGENT".into(), agent.display().to_string()));
+    let env = env.env("LOOP_AGENT", &agent);
     env.scenario(&json!({
         "steps": {"1": [
             {"sleep_ms": 60000, "heartbeat_ms": 100, "grandchild_sleep_s": 600, "result": "x\nSTEP_DONE: ok"},
@@ -96,10 +68,10 @@ fn a_lost_step_leaves_nothing_running_beside_its_retry() {
         .lines()
         .filter_map(|l| l.trim().parse().ok())
         .collect();
-    assert!(first.iter().all(|&p| alive(p)));
+    assert!(first.iter().all(|&p| running(p)));
 
-    kill9(sup);
-    kill9(guardian);
+    sigkill(sup);
+    sigkill(guardian);
 
     let status = runner.wait(Duration::from_secs(60));
     assert!(status.success(), "{status:?}\n{}", env.log());
@@ -109,7 +81,7 @@ fn a_lost_step_leaves_nothing_running_beside_its_retry() {
     assert_eq!(m.results[&1].attempts, Some(2));
     let log = env.log();
     assert!(
-        first.iter().all(|&p| !alive(p)),
+        first.iter().all(|&p| !running(p)),
         "the first attempt's setsid process outlived its lost task: {first:?}\n{log}"
     );
     assert!(log.contains("lost: task"), "{log}");

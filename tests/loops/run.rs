@@ -1,12 +1,11 @@
 //! The loop end to end with the simulated agent: passing, retrying, capping, planning, waiting.
 
-use crate::support::harness;
-
 use std::time::Duration;
 
-use harness::{Env, code, stderr, stdout, wait_until};
 use m1loop::m1::{Status, StepState};
 use serde_json::json;
+
+use crate::support::{TestLoop, code, stderr, stdout, wait_until};
 
 fn done(text: &str) -> serde_json::Value {
     json!({"sleep_ms": 20, "result": format!("worked.\nSTEP_DONE: {text}")})
@@ -14,7 +13,7 @@ fn done(text: &str) -> serde_json::Value {
 
 #[test]
 fn three_steps_pass_and_every_result_is_recorded() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": done("ok")}));
     let out = env.run(&[
         "start",
@@ -43,11 +42,10 @@ fn three_steps_pass_and_every_result_is_recorded() {
 
 #[test]
 fn the_agent_gets_the_documented_invocation_and_environment() {
-    let mut env = Env::new();
-    env.extra_env.push(("CLAUDECODE".into(), "1".into()));
-    env.extra_env
-        .push(("CLAUDE_CODE_ENTRYPOINT".into(), "cli".into()));
-    env.extra_env.push(("MY_PROJECT_VAR".into(), "kept".into()));
+    let env = TestLoop::new()
+        .env("CLAUDECODE", "1")
+        .env("CLAUDE_CODE_ENTRYPOINT", "cli")
+        .env("MY_PROJECT_VAR", "kept");
     env.scenario(&json!({"default": done("ok")}));
     let out = env.run(&["start", "g", "--step", "only"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -77,12 +75,12 @@ fn the_agent_gets_the_documented_invocation_and_environment() {
     assert_eq!(c["attempt"].to_string().trim_matches('"'), "1");
     assert!(c["task_id"].as_str().unwrap().starts_with("task_"));
     assert_eq!(c["loop_file"].as_str().unwrap(), env.file.to_str().unwrap());
-    assert_eq!(c["cwd"].as_str().unwrap(), env.project.to_str().unwrap());
+    assert_eq!(c["cwd"].as_str().unwrap(), env.path().to_str().unwrap());
 }
 
 #[test]
 fn a_failed_attempt_is_retried_in_the_same_session_with_what_failed() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({
         "steps": {"2": [{"result": "I could not finish."}, done("fixed")]},
         "default": done("ok")
@@ -119,7 +117,7 @@ fn a_failed_attempt_is_retried_in_the_same_session_with_what_failed() {
 
 #[test]
 fn an_always_failing_step_makes_exactly_max_retries_calls_and_fails_the_loop() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"steps": {"1": [{"result": "nope", "exit": 0}]}}));
     let out = env.run(&[
         "start",
@@ -147,7 +145,7 @@ fn an_always_failing_step_makes_exactly_max_retries_calls_and_fails_the_loop() {
 
 #[test]
 fn a_plan_over_max_steps_is_refused_before_anything_runs() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": done("ok")}));
     let mut args = vec!["start", "g"];
     let texts: Vec<String> = (1..=11).map(|i| format!("step {i}")).collect();
@@ -168,7 +166,7 @@ fn a_plan_over_max_steps_is_refused_before_anything_runs() {
 
 #[test]
 fn without_steps_the_agent_plans_them() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({
         "plan": {"result": "Here is the plan:\n```json\n{\"steps\": [\"read\", \"write\"]}\n```"},
         "default": done("ok")
@@ -187,7 +185,7 @@ fn without_steps_the_agent_plans_them() {
 
 #[test]
 fn an_unusable_plan_is_a_planning_failure_retried() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({
         "plan": [{"result": "I would rather chat."}, {"result": "{\"steps\": [\"only\"]}"}],
         "default": done("ok")
@@ -200,9 +198,9 @@ fn an_unusable_plan_is_a_planning_failure_retried() {
 
 #[test]
 fn a_checklist_becomes_the_plan_and_done_steps_tick_their_box() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": done("ok")}));
-    let plan = env.project.join("TODO.md");
+    let plan = env.path().join("TODO.md");
     let before = "# Work\n\n- [ ] first thing\n- [x] already done\n- [ ] last thing\n";
     std::fs::write(&plan, before).unwrap();
     let out = env.run(&["start", "g", "--plan", plan.to_str().unwrap()]);
@@ -219,7 +217,7 @@ fn a_checklist_becomes_the_plan_and_done_steps_tick_their_box() {
 
 #[test]
 fn a_blocked_step_waits_for_the_human_and_resume_carries_the_answer() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({
         "steps": {"1": [{"result": "Two options.\nSTEP_BLOCKED: keep the old API?"}, done("used the answer")]}
     }));
@@ -255,7 +253,7 @@ fn a_blocked_step_waits_for_the_human_and_resume_carries_the_answer() {
 
 #[test]
 fn permission_denials_put_the_loop_in_waiting_naming_the_tool() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(
         &json!({"default": {"result": "done\nSTEP_DONE: x", "permission_denials": ["Bash"]}}),
     );
@@ -269,7 +267,7 @@ fn permission_denials_put_the_loop_in_waiting_naming_the_tool() {
 
 #[test]
 fn a_transient_error_is_waited_out_without_spending_an_attempt() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"steps": {"1": [
         {"is_error": true, "api_error_status": 529, "exit": 1,
          "result": "API Error: Repeated 529 Overloaded errors. The API is at capacity"},
@@ -288,7 +286,7 @@ fn a_transient_error_is_waited_out_without_spending_an_attempt() {
 
 #[test]
 fn a_usage_limit_waits_for_its_reset_and_carries_on() {
-    let env = Env::new();
+    let env = TestLoop::new();
     let reset = chrono::Utc::now().timestamp() + 2;
     env.scenario(&json!({"steps": {"1": [
         {"is_error": true, "api_error_status": 429, "exit": 1,
@@ -308,7 +306,7 @@ fn a_usage_limit_waits_for_its_reset_and_carries_on() {
 
 #[test]
 fn a_step_that_commits_has_its_new_head_recorded() {
-    let env = Env::new();
+    let env = TestLoop::new();
     let git = |args: &[&str]| env.git(args).trim().to_string();
     git(&["init", "-q"]);
     git(&["commit", "-q", "--allow-empty", "-m", "start"]);
@@ -323,7 +321,7 @@ fn a_step_that_commits_has_its_new_head_recorded() {
 
 #[test]
 fn a_second_runner_is_refused_naming_the_first() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": {"sleep_ms": 3000, "result": "x\nSTEP_DONE: ok"}}));
     let mut first = env.spawn(&["start", "g", "--step", "one"]);
     assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
@@ -339,7 +337,7 @@ fn a_second_runner_is_refused_naming_the_first() {
 
 #[test]
 fn resuming_a_done_loop_says_so() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": done("ok")}));
     assert_eq!(code(&env.run(&["start", "g", "--step", "one"])), 0);
     let out = env.run(&["resume"]);
@@ -350,7 +348,7 @@ fn resuming_a_done_loop_says_so() {
 
 #[test]
 fn start_refuses_to_replace_a_live_loop_without_force_and_archives_with_it() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": {"result": "STEP_BLOCKED: ?"}}));
     assert_eq!(code(&env.run(&["start", "first", "--step", "one"])), 3);
     let out = env.run(&["start", "second", "--step", "one"]);

@@ -3,24 +3,24 @@
 //! runner alike. Bad values are refused before anything changes. A bad `loop.yaml` is bad
 //! input.
 
-use crate::support::harness;
-
 use std::time::Duration;
 
-use harness::{Env, code, stderr, stdout, wait_until};
 use m1loop::m1::Status;
 use serde_json::json;
 
+use crate::support::procs::{running, sigkill};
+use crate::support::{Guard, TestLoop, code, stderr, stdout, wait_until};
+
 #[test]
 fn loop_yaml_limits_apply_below_flags() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": {"result": "no verdict here"}}));
     std::fs::write(env.state().join("loop.yaml"), "limits:\n  max_retries: 1\n").unwrap();
     let out = env.run(&["start", "g", "--step", "a"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert_eq!(env.calls_for(1), 1, "loop.yaml allowed one attempt");
 
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": {"result": "no verdict here"}}));
     std::fs::write(env.state().join("loop.yaml"), "limits:\n  max_retries: 1\n").unwrap();
     let out = env.run(&["start", "g", "--step", "a", "--max-retries", "2"]);
@@ -35,7 +35,7 @@ fn a_malformed_or_misspelled_loop_yaml_is_bad_input_naming_the_file() {
         ("limits:\n  max_retrys: 2\n", "max_retrys"),
         ("limits:\n  step_timeout: soon\n", "soon"),
     ] {
-        let env = Env::new();
+        let env = TestLoop::new();
         env.scenario(&json!({"default": {"result": "x\nSTEP_DONE: ok"}}));
         std::fs::write(env.state().join("loop.yaml"), yaml).unwrap();
         let out = env.run(&["start", "g", "--step", "a"]);
@@ -66,16 +66,8 @@ fn runner_pid(out: &std::process::Output) -> i32 {
 
 /// `kill -9 pid`, then waits until it is gone (or a zombie nobody reaps yet).
 fn kill9(pid: i32) {
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    let gone = wait_until(Duration::from_secs(10), || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
-            s.rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-        })
-    });
+    sigkill(pid);
+    let gone = wait_until(Duration::from_secs(10), || !running(pid));
     assert!(gone, "runner {pid} survived kill -9");
 }
 
@@ -95,7 +87,7 @@ fn value_after<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
 
 #[test]
 fn permission_mode_and_tools_survive_detach_kill_and_resume() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({
         "steps": {"1": [{"sleep_ms": 1500, "heartbeat_ms": 100, "result": "x\nSTEP_DONE: ok"}]},
         "default": {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}
@@ -145,10 +137,10 @@ fn permission_mode_and_tools_survive_detach_kill_and_resume() {
     kill9(runner_pid(&out));
     // The file names the agent: a different LOOP_AGENT now is only a default.
     let mut resume = env.cmd(&["resume"]);
-    resume.env("LOOP_AGENT", env.dir.path().join("no-such-agent"));
-    let errors = env.dir.path().join("resume.stderr");
+    resume.env("LOOP_AGENT", env.temp.path().join("no-such-agent"));
+    let errors = env.temp.path().join("resume.stderr");
     resume.stderr(std::fs::File::create(&errors).unwrap());
-    let status = harness::Guard(Some(resume.spawn().unwrap())).wait(Duration::from_secs(60));
+    let status = Guard::spawn(&mut resume).wait(Duration::from_secs(60));
     assert!(
         status.success(),
         "{status:?}\n{}\n{}\n{}",
@@ -199,7 +191,7 @@ fn max_retries_from_start_and_by_hand_win_over_loop_yaml() {
     let failing =
         json!({"default": {"sleep_ms": 600, "heartbeat_ms": 100, "result": "no verdict here"}});
     // The flag, written into M1.md, holds in a detached runner.
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&failing);
     std::fs::write(env.state().join("loop.yaml"), "limits:\n  max_retries: 1\n").unwrap();
     let out = env.run(&[
@@ -220,7 +212,7 @@ fn max_retries_from_start_and_by_hand_win_over_loop_yaml() {
     env.assert_no_processes();
 
     // A hand edit of the line wins too.
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&failing);
     std::fs::write(env.state().join("loop.yaml"), "limits:\n  max_retries: 1\n").unwrap();
     let mut runner = env.spawn(&["start", "g", "--step", "a"]);
@@ -238,7 +230,7 @@ fn max_retries_from_start_and_by_hand_win_over_loop_yaml() {
 
 #[test]
 fn a_step_timeout_of_seconds_is_stored_exactly_and_enforced_after_a_resume() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": {"sleep_ms": 120_000, "heartbeat_ms": 100, "result": "x\nSTEP_DONE: ok"}}));
     let out = env.run(&[
         "start",
@@ -280,7 +272,7 @@ fn a_step_timeout_of_seconds_is_stored_exactly_and_enforced_after_a_resume() {
 
 #[test]
 fn old_files_with_timeouts_in_minutes_still_run() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}}));
     std::fs::write(
         &env.file,
@@ -297,7 +289,12 @@ fn old_files_with_timeouts_in_minutes_still_run() {
 /// Runs `loop ARGS` in `env` (with `tweak` applied) and checks that it was refused with exit
 /// 2 and `want` in the message, and that nothing changed: the old M1.md byte for byte, no
 /// archive or other file, no agent call.
-fn refused(env: &Env, args: &[&str], tweak: impl FnOnce(&mut std::process::Command), want: &str) {
+fn refused(
+    env: &TestLoop,
+    args: &[&str],
+    tweak: impl FnOnce(&mut std::process::Command),
+    want: &str,
+) {
     let listing = |dir: &std::path::Path| {
         let mut v: Vec<_> = std::fs::read_dir(dir)
             .unwrap()
@@ -332,7 +329,7 @@ const OLD_LOOP: &str =
 
 #[test]
 fn a_zero_step_timeout_is_refused_before_anything_changes() {
-    let env = Env::new();
+    let env = TestLoop::new();
     std::fs::write(&env.file, OLD_LOOP).unwrap();
     for flag in ["--step-timeout", "--idle-timeout"] {
         refused(
@@ -389,11 +386,11 @@ fn a_zero_step_timeout_is_refused_before_anything_changes() {
 
 #[test]
 fn a_missing_agent_is_refused_before_anything_changes_with_how_to_install_it() {
-    let env = Env::new();
+    let env = TestLoop::new();
     std::fs::write(&env.file, OLD_LOOP).unwrap();
     let install = "npm install -g @anthropic-ai/claude-code";
     let start = ["start", "g", "--step", "a", "--force"];
-    let missing = env.dir.path().join("no-such-agent");
+    let missing = env.temp.path().join("no-such-agent");
     refused(
         &env,
         &start,
@@ -402,7 +399,7 @@ fn a_missing_agent_is_refused_before_anything_changes_with_how_to_install_it() {
         },
         install,
     );
-    let plain = env.dir.path().join("not-executable");
+    let plain = env.temp.path().join("not-executable");
     std::fs::write(&plain, "#!/bin/sh\n").unwrap();
     refused(
         &env,
@@ -412,7 +409,7 @@ fn a_missing_agent_is_refused_before_anything_changes_with_how_to_install_it() {
         },
         "not an executable",
     );
-    let empty_path = env.dir.path().join("empty-path");
+    let empty_path = env.temp.path().join("empty-path");
     std::fs::create_dir(&empty_path).unwrap();
     refused(
         &env,

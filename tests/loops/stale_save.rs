@@ -2,24 +2,17 @@
 //! and a valid edit the runner's record cannot go onto. Whatever a person saves, an attempt
 //! is started once, a passed step is not run again, and the runner neither stalls nor spins.
 
-use crate::support::harness;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use harness::{Env, code, stderr, wait_until};
 use m1loop::m1::{Status, StepState};
 use serde_json::json;
 
+use crate::support::{TestLoop, code, save_by_rename, stderr, wait_until};
+
 fn steady(ms: u64) -> serde_json::Value {
     json!({"default": {"sleep_ms": ms, "heartbeat_ms": 50, "result": "worked\nSTEP_DONE: ok"}})
-}
-
-fn save_by_rename(path: &std::path::Path, text: &str) {
-    let tmp = path.with_extension("md.swp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
 }
 
 /// Truncates and writes in two parts, 5 ms apart, as an editor writing in chunks does: a
@@ -38,7 +31,7 @@ fn save_in_place_slowly(path: &std::path::Path, text: &str) {
 }
 
 /// Each step's agent started exactly once, and every step is DONE with its result.
-fn assert_each_step_once(env: &Env, steps: u32) {
+fn assert_each_step_once(env: &TestLoop, steps: u32) {
     let m = env.m1();
     assert_eq!(m.status, Status::Done, "{}\n{}", env.text(), env.log());
     for n in 1..=steps {
@@ -61,7 +54,7 @@ fn assert_each_step_once(env: &Env, steps: u32) {
 }
 
 /// The text of M1.md while step `during` runs, saved again once step `after` has started.
-fn stale_text(env: &Env, during: u32, after: u32) -> String {
+fn stale_text(env: &TestLoop, during: u32, after: u32) -> String {
     assert!(wait_until(Duration::from_secs(30), || env
         .calls_for(during)
         == 1
@@ -74,7 +67,7 @@ fn stale_text(env: &Env, during: u32, after: u32) -> String {
 
 #[test]
 fn a_stale_save_does_not_run_a_passed_step_again_or_start_a_second_agent() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&steady(700));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
     let old = stale_text(&env, 2, 3);
@@ -92,7 +85,7 @@ fn a_stale_save_does_not_run_a_passed_step_again_or_start_a_second_agent() {
 
 #[test]
 fn a_stale_save_of_a_text_from_before_the_step_started_does_not_run_it_again() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&steady(700));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
     // Read while step 1 runs: steps 2 and 3 are PENDING in this text.
@@ -106,7 +99,7 @@ fn a_stale_save_of_a_text_from_before_the_step_started_does_not_run_it_again() {
 /// Kills the runner once step 3 runs, saves the text read while step `during` ran, resumes:
 /// returns the log of a loop that ended DONE with every step started once.
 fn stale_save_while_the_runner_is_dead(during: u32) -> String {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&steady(900));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
     let old = stale_text(&env, during, 3);
@@ -135,7 +128,7 @@ fn a_stale_save_from_before_a_pass_with_the_runner_dead_does_not_rerun_the_step(
 
 #[test]
 fn a_step_set_back_to_pending_by_hand_runs_again() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&steady(10));
     let out = env.run(&["start", "g", "--step", "a", "--step", "b"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -160,7 +153,7 @@ enum Save {
 }
 
 fn save_storm(how: Save) {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&steady(150));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
     assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
@@ -226,7 +219,7 @@ fn save_storm(how: Save) {
 }
 
 /// For each task but the last: the time from its agent's exit to the next task's spawn.
-fn exit_to_next_spawn(env: &Env) -> Vec<Duration> {
+fn exit_to_next_spawn(env: &TestLoop) -> Vec<Duration> {
     let time = |p: std::path::PathBuf, k: &str| {
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).ok()?).ok()?;
         chrono::DateTime::parse_from_rfc3339(v[k].as_str()?).ok()
@@ -264,7 +257,7 @@ fn frequent_saves_in_place_do_not_stall_the_runner() {
 
 #[test]
 fn a_valid_edit_the_runner_cannot_record_onto_halts_waiting_instead_of_spinning() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&steady(1500));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
     assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));

@@ -1,23 +1,19 @@
 //! A loop's notifications through the real binary to a loopback Bot API.
 
-use crate::support;
-use crate::support::harness;
-
 use std::time::Duration;
 
-use harness::{Env, code, stderr, stdout};
 use serde_json::json;
-use support::telegram_fake::{FakeTelegram, wait_for};
+
+use crate::support::telegram_fake::FakeTelegram;
+use crate::support::{TestLoop, code, files, stderr, stdout, wait_until};
 
 const TOKEN: &str = "424242:AAsecretSECRETsecret_loop-telegram";
 const CHAT: &str = "-100777";
 
-fn with_telegram(env: &mut Env, base: &str) {
-    env.extra_env
-        .push(("TELEGRAM_BOT_TOKEN".into(), TOKEN.into()));
-    env.extra_env.push(("TELEGRAM_CHAT_ID".into(), CHAT.into()));
-    env.extra_env
-        .push(("TELEGRAM_API_BASE".into(), base.into()));
+fn with_telegram(env: TestLoop, base: &str) -> TestLoop {
+    env.env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("TELEGRAM_CHAT_ID", CHAT)
+        .env("TELEGRAM_API_BASE", base)
 }
 
 fn texts(tg: &FakeTelegram) -> Vec<String> {
@@ -27,12 +23,11 @@ fn texts(tg: &FakeTelegram) -> Vec<String> {
 #[test]
 fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
     let tg = FakeTelegram::start();
-    let mut env = Env::new();
-    with_telegram(&mut env, &tg.base_url());
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
     env.scenario(&json!({"default": {"result": "x\nSTEP_DONE: wrote the parser"}}));
     let out = env.run(&["start", "ship the parser", "--step", "write it"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(wait_for(Duration::from_secs(10), || texts(&tg)
+    assert!(wait_until(Duration::from_secs(10), || texts(&tg)
         .iter()
         .any(|t| t.contains("DONE"))));
     let sent = tg.sent();
@@ -49,8 +44,7 @@ fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
         sent[0].text
     );
 
-    let mut env = Env::new();
-    with_telegram(&mut env, &tg.base_url());
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
     env.scenario(&json!({"default": {"result": "cannot\nSTEP_FAILED: the tests do not build"}}));
     let out = env.run(&[
         "start",
@@ -61,7 +55,7 @@ fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
         "2",
     ]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
-    assert!(wait_for(Duration::from_secs(10), || texts(&tg)
+    assert!(wait_until(Duration::from_secs(10), || texts(&tg)
         .iter()
         .any(|t| t.contains("FAILED"))));
     let failed = texts(&tg)
@@ -76,8 +70,7 @@ fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
 
 #[test]
 fn with_telegram_down_the_loop_finishes_and_the_next_command_delivers_the_backlog_once() {
-    let mut env = Env::new();
-    with_telegram(&mut env, &FakeTelegram::down_base_url());
+    let env = with_telegram(TestLoop::new(), &FakeTelegram::down_base_url());
     env.scenario(&json!({"default": {"result": "x\nSTEP_DONE: ok"}}));
     let out = env.run(&["start", "survive the outage", "--step", "a", "--step", "b"]);
     assert_eq!(
@@ -88,9 +81,7 @@ fn with_telegram_down_the_loop_finishes_and_the_next_command_delivers_the_backlo
     );
 
     let tg = FakeTelegram::start();
-    env.extra_env.retain(|(k, _)| k != "TELEGRAM_API_BASE");
-    env.extra_env
-        .push(("TELEGRAM_API_BASE".into(), tg.base_url()));
+    let env = env.env("TELEGRAM_API_BASE", tg.base_url());
     let out = env.run(&["resume"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let got = texts(&tg);
@@ -109,7 +100,7 @@ fn with_telegram_down_the_loop_finishes_and_the_next_command_delivers_the_backlo
         assert!(!stdout(o).contains(TOKEN) && !stderr(o).contains(TOKEN));
     }
     let secret = TOKEN.split(':').nth(1).unwrap();
-    for entry in support::files(&env.state()) {
+    for entry in files(&env.state()) {
         let bytes = std::fs::read(&entry).unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes);
         assert!(!text.contains(secret), "token in {}", entry.display());
@@ -119,20 +110,17 @@ fn with_telegram_down_the_loop_finishes_and_the_next_command_delivers_the_backlo
 #[test]
 fn stop_from_the_configured_chat_halts_a_running_loop_and_a_strangers_does_not() {
     let tg = FakeTelegram::start();
-    let mut env = Env::new();
-    with_telegram(&mut env, &tg.base_url());
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
     env.scenario(
         &json!({"default": {"sleep_ms": 60000, "heartbeat_ms": 500, "result": "x\nSTEP_DONE: ok"}}),
     );
     let mut runner = env.spawn(&["start", "g", "--step", "a long step"]);
-    assert!(harness::wait_until(Duration::from_secs(20), || env
-        .calls_for(1)
-        == 1));
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
     let mut bot = env.spawn(&["telegram", "--poll-timeout", "1s"]);
 
     tg.push_message(999, "/stop");
     assert!(
-        wait_for(Duration::from_secs(20), || env.log().contains("chat 999")),
+        wait_until(Duration::from_secs(20), || env.log().contains("chat 999")),
         "{}",
         env.log()
     );

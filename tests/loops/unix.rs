@@ -2,14 +2,13 @@
 //! replace each other, a state directory git leaves alone. Each test is named after the
 //! problem it pins.
 
-use crate::support::harness;
-
 use std::process::Stdio;
 use std::time::Duration;
 
-use harness::{Env, Guard, code, stderr, stdout, wait_until};
 use m1loop::m1::Status;
 use serde_json::json;
+
+use crate::support::{Guard, TestLoop, code, stderr, stdout, wait_until};
 
 fn done(ms: u64) -> serde_json::Value {
     json!({"sleep_ms": ms, "result": "worked.\nSTEP_DONE: ok"})
@@ -17,18 +16,18 @@ fn done(ms: u64) -> serde_json::Value {
 
 /// Spawns `loop ARGS` with stdout (and stderr) on pipes whose reading ends are closed at
 /// once, as `loop ARGS 2>&1 | head -0` would.
-fn spawn_with_closed_output(env: &Env, args: &[&str]) -> Guard {
+fn spawn_with_closed_output(env: &TestLoop, args: &[&str]) -> Guard {
     let mut c = env.cmd(args);
     c.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
     drop(child.stdout.take());
     drop(child.stderr.take());
-    Guard(Some(child))
+    Guard::new(child)
 }
 
 #[test]
 fn a_closed_stdout_never_kills_the_runner() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": done(100)}));
     let mut run = spawn_with_closed_output(&env, &["start", "g", "--step", "a", "--step", "b"]);
     let status = run.wait(Duration::from_secs(60));
@@ -39,7 +38,7 @@ fn a_closed_stdout_never_kills_the_runner() {
 
 #[test]
 fn status_and_resume_into_a_closed_pipe_exit_as_usual() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&json!({"default": done(20)}));
     assert_eq!(code(&env.run(&["start", "g", "--step", "a"])), 0);
     for (args, want) in [
@@ -57,7 +56,7 @@ fn blocked() -> serde_json::Value {
     json!({"default": {"result": "STEP_BLOCKED: which way?"}})
 }
 
-fn archives(env: &Env) -> Vec<std::path::PathBuf> {
+fn archives(env: &TestLoop) -> Vec<std::path::PathBuf> {
     let mut found: Vec<_> = std::fs::read_dir(env.state())
         .unwrap()
         .flatten()
@@ -73,7 +72,7 @@ fn archives(env: &Env) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn four_forced_starts_in_one_second_keep_four_archives() {
-    let env = Env::new();
+    let env = TestLoop::new();
     env.scenario(&blocked());
     assert_eq!(code(&env.run(&["start", "goal 0", "--step", "a"])), 3);
     // Archives of this second and the next minute already exist, as after a burst of starts:
@@ -111,7 +110,7 @@ fn four_forced_starts_in_one_second_keep_four_archives() {
 
 #[test]
 fn the_state_directory_stays_out_of_the_agents_commits() {
-    let env = Env::new();
+    let env = TestLoop::new();
     std::fs::remove_dir(env.state()).unwrap();
     let git = |args: &[&str]| env.git(args);
     git(&["init", "-q"]);
@@ -128,7 +127,7 @@ fn the_state_directory_stays_out_of_the_agents_commits() {
 
 #[test]
 fn an_existing_gitignore_in_the_state_directory_is_left_as_it_is() {
-    let env = Env::new();
+    let env = TestLoop::new();
     std::fs::write(env.state().join(".gitignore"), "tasks/\n").unwrap();
     env.scenario(&json!({"default": done(20)}));
     assert_eq!(code(&env.run(&["start", "g", "--step", "a"])), 0);
@@ -140,8 +139,8 @@ fn an_existing_gitignore_in_the_state_directory_is_left_as_it_is() {
 
 #[test]
 fn stop_waits_until_the_runner_has_exited() {
-    let env = Env::new();
-    let other = env.dir.path().join("other").join("state").join("M1.md");
+    let env = TestLoop::new();
+    let other = env.temp.path().join("other").join("state").join("M1.md");
     let other_arg = other.to_str().unwrap();
     env.scenario(&json!({"default": {"sleep_ms": 60_000, "result": "x\nSTEP_DONE: ok"}}));
     let mut first = env.spawn(&["start", "g", "--step", "one"]);
@@ -175,7 +174,7 @@ fn stop_waits_until_the_runner_has_exited() {
 
 #[test]
 fn stop_with_no_runner_says_so_and_returns_at_once() {
-    let env = Env::new();
+    let env = TestLoop::new();
     let out = env.run_for(&["stop"], Duration::from_secs(5));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).contains("no runner"), "{}", stdout(&out));
@@ -184,9 +183,9 @@ fn stop_with_no_runner_says_so_and_returns_at_once() {
 
 #[test]
 fn an_unexpected_error_is_not_reported_as_a_failed_loop() {
-    let env = Env::new();
+    let env = TestLoop::new();
     // The state directory cannot be made: a file is in the way.
-    std::fs::write(env.project.join("blocker"), "").unwrap();
+    std::fs::write(env.path().join("blocker"), "").unwrap();
     let out = env.run(&["--file", "blocker/state/M1.md", "start", "g", "--step", "a"]);
     assert_eq!(code(&out), 70, "{}", stderr(&out));
     assert!(stderr(&out).contains("blocker"), "{}", stderr(&out));
@@ -194,7 +193,7 @@ fn an_unexpected_error_is_not_reported_as_a_failed_loop() {
 
 #[test]
 fn help_names_the_environment_and_every_exit_code() {
-    let env = Env::new();
+    let env = TestLoop::new();
     let help = stdout(&env.run(&["--help"]));
     for var in [
         "LOOP_FILE",

@@ -4,7 +4,7 @@
 use m1loop::m1::{Document, Edit, Status, StepState};
 use proptest::prelude::*;
 
-const SEED: &str = include_str!("../fixtures/m1/seed.md");
+use crate::support::SEED;
 
 /// The changed region between two texts: (first changed line, 1-based), removed lines, added
 /// lines. Edits touch one contiguous region, so common prefix and suffix are the rest.

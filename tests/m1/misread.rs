@@ -3,24 +3,12 @@
 //! space, values that only fail once the runner acts on them. Each is either read as meant
 //! or rejected at its line and column, and a rejected file keeps every byte.
 
-use crate::support;
-
-use std::path::Path;
-
-use assert_cmd::Command;
 use m1loop::m1::{Document, Edit, Status, Store};
-use support::case;
 
-const SEED: &str = include_str!("../fixtures/m1/seed.md");
+use crate::support::{SEED, Temp, case, loop_with_file, seed_with};
+
 const TEMPLATE: &str = include_str!("../../templates/M1.md");
 const BOM: &str = "\u{feff}";
-
-/// The seed with line `n` (1-based) replaced.
-fn seed_with(n: usize, line: &str) -> String {
-    let mut lines: Vec<&str> = SEED.lines().collect();
-    lines[n - 1] = line;
-    lines.join("\n") + "\n"
-}
 
 /// The seed without lines `from..=to` (1-based).
 fn seed_without(from: usize, to: usize) -> String {
@@ -33,29 +21,11 @@ fn seed_without(from: usize, to: usize) -> String {
     kept.join("\n") + "\n"
 }
 
-fn run(args: &[&str], file: &Path) -> std::process::Output {
-    let dir = file.parent().unwrap();
-    Command::cargo_bin("loop")
-        .unwrap()
-        .arg("--file")
-        .arg(file)
-        .args(args)
-        .env_remove("LOOP_FILE")
-        .env("LOOP_STOP_FILE", dir.join("no-stop-file"))
-        .env("XDG_STATE_HOME", dir.join("xdg"))
-        .env("LOOP_AGENT", dir.join("no-agent"))
-        .env_remove("TELEGRAM_BOT_TOKEN")
-        .env_remove("TELEGRAM_CHAT_ID")
-        .env_remove("TELEGRAM_API_BASE")
-        .output()
-        .unwrap()
-}
-
 /// `loop validate` on `text`: exit 2, nothing on stdout, the file byte for byte as it was
 /// and nothing written beside it. Returns the errors without the `path:` prefix.
 fn rejected(text: &str) -> Vec<String> {
     let c = case(text.as_bytes());
-    let out = run(&["validate"], &c.file);
+    let out = loop_with_file(&["validate"], &c.file);
     assert_eq!(out.status.code(), Some(2), "accepted:\n{text}");
     assert!(out.stdout.is_empty());
     assert_eq!(std::fs::read(&c.file).unwrap(), text.as_bytes());
@@ -118,8 +88,11 @@ fn a_bom_before_status_is_kept_and_read() {
 
     // On disk: validate and status read it, a commit keeps it.
     let c = case(text.as_bytes());
-    assert_eq!(run(&["validate"], &c.file).status.code(), Some(0));
-    let out = run(&["status", "--json"], &c.file);
+    assert_eq!(
+        loop_with_file(&["validate"], &c.file).status.code(),
+        Some(0)
+    );
+    let out = loop_with_file(&["status", "--json"], &c.file);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["status"], "RUNNING");
     let (mut store, _) = Store::open(&c.file).unwrap();
@@ -131,7 +104,7 @@ fn a_bom_before_status_is_kept_and_read() {
 fn a_done_loop_with_a_bom_stays_done_on_resume() {
     let text = format!("{BOM}{}", SEED.replacen("RUNNING ", "DONE    ", 1));
     let c = case(text.as_bytes());
-    let out = run(&["resume"], &c.file);
+    let out = loop_with_file(&["resume"], &c.file);
     assert_eq!(out.status.code(), Some(0));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("the loop is DONE"),
@@ -351,9 +324,9 @@ fn zero_max_retries_is_an_error_at_its_value() {
     );
     Document::parse(&text.replace("MAX_RETRIES: 0", "MAX_RETRIES: 1")).unwrap();
     // `loop start` refuses to write one.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Temp::new();
     let file = dir.path().join("M1.md");
-    let out = run(&["start", "g", "--step", "a", "--max-retries", "0"], &file);
+    let out = loop_with_file(&["start", "g", "--step", "a", "--max-retries", "0"], &file);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--max-retries"));
     assert!(!file.exists());
@@ -442,7 +415,7 @@ fn resume_exits_2_on_a_misread_file_and_writes_nothing() {
         let text = seed_with(n, line);
         let c = case(text.as_bytes());
         for args in [&["validate"][..], &["status"], &["resume"]] {
-            let out = run(args, &c.file);
+            let out = loop_with_file(args, &c.file);
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{args:?} {line:?}: {err}");
             assert!(
@@ -455,7 +428,7 @@ fn resume_exits_2_on_a_misread_file_and_writes_nothing() {
     // No STATUS at all: resume used to append one and run the loop again.
     let text = seed_without(1, 1);
     let c = case(text.as_bytes());
-    let out = run(&["resume"], &c.file);
+    let out = loop_with_file(&["resume"], &c.file);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains(":1:1: missing STATUS"));
     assert_eq!(std::fs::read(&c.file).unwrap(), text.as_bytes());

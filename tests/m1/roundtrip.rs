@@ -5,7 +5,7 @@
 use m1loop::m1::{Document, value};
 use proptest::prelude::*;
 
-const SEED: &str = include_str!("../fixtures/m1/seed.md");
+use crate::support::SEED;
 
 #[test]
 fn seed_example_renders_byte_identical() {

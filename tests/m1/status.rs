@@ -1,31 +1,20 @@
 //! `loop status` on the seed's example: the human view, the JSON view, and no writes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::json;
+
+use crate::support::{Case, case, loop_with_file};
 
 const SEED: &str = include_str!("../../examples/M1.md");
 
-fn copy_of_example() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("M1.md");
-    std::fs::write(&file, SEED).unwrap();
-    (dir, file)
-}
-
 fn status(file: &Path, json: bool) -> String {
-    let mut cmd = Command::cargo_bin("loop").unwrap();
-    cmd.arg("status")
-        .arg("--file")
-        .arg(file)
-        .env_remove("LOOP_FILE")
-        .env_remove("TELEGRAM_BOT_TOKEN")
-        .env_remove("TELEGRAM_CHAT_ID");
-    if json {
-        cmd.arg("--json");
-    }
-    let out = cmd.output().unwrap();
+    let args: &[&str] = if json {
+        &["status", "--json"]
+    } else {
+        &["status"]
+    };
+    let out = loop_with_file(args, file);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -50,7 +39,7 @@ fn untouched(dir: &Path, file: &Path) {
 
 #[test]
 fn human_view_of_the_seed_example() {
-    let (dir, file) = copy_of_example();
+    let Case { dir, file } = case(SEED);
     assert_eq!(
         status(&file, false),
         "\
@@ -73,7 +62,7 @@ RUNNER       none: `loop resume` carries the loop on from this file
 
 #[test]
 fn json_view_of_the_seed_example() {
-    let (dir, file) = copy_of_example();
+    let Case { dir, file } = case(SEED);
     let out = status(&file, true);
     assert_eq!(out.lines().count(), 1, "one object on one line");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -128,9 +117,7 @@ fn json_view_of_the_seed_example() {
 
 #[test]
 fn a_status_and_goal_only_file_shows_no_plan_and_runner_keys_show_up() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("M1.md");
-    std::fs::write(&file, "STATUS: IDLE\nGOAL: ship\n").unwrap();
+    let Case { dir: _dir, file } = case("STATUS: IDLE\nGOAL: ship\n");
     assert_eq!(
         status(&file, false),
         format!("GOAL         ship\nSTATUS       IDLE\nPLAN         (no steps yet)\n{HINT}\n")

@@ -4,20 +4,13 @@
 #![cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use m1loop::m1::{Document, Edit, Status, StepState, Store, StoreError};
 
-const SEED: &str = include_str!("../fixtures/m1/seed.md");
-
-fn seed_file() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("M1.md");
-    std::fs::write(&file, SEED).unwrap();
-    (dir, file)
-}
+use crate::support::{Case, SEED, Temp, case, save_by_rename};
 
 fn entries(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
@@ -28,16 +21,9 @@ fn entries(dir: &Path) -> Vec<String> {
     v
 }
 
-/// Saves like an editor does: a temporary file beside it, then a rename.
-fn hand_save(file: &Path, text: &str) {
-    let tmp = file.with_extension("md.hand~");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, file).unwrap();
-}
-
 #[test]
 fn commit_replaces_the_file_atomically_and_keeps_its_mode() {
-    let (dir, file) = seed_file();
+    let Case { dir, file } = case(SEED);
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
     let inode = std::fs::metadata(&file).unwrap().ino();
     let (mut store, _) = Store::open(&file).unwrap();
@@ -62,7 +48,7 @@ fn commit_replaces_the_file_atomically_and_keeps_its_mode() {
 
 #[test]
 fn a_commit_that_changes_nothing_does_not_write() {
-    let (_dir, file) = seed_file();
+    let Case { dir: _dir, file } = case(SEED);
     let inode = std::fs::metadata(&file).unwrap().ino();
     let (mut store, _) = Store::open(&file).unwrap();
     store.commit(&[Edit::Status(Status::Running)]).unwrap();
@@ -71,7 +57,7 @@ fn a_commit_that_changes_nothing_does_not_write() {
 
 #[test]
 fn a_hand_edit_since_the_last_read_is_merged_not_overwritten() {
-    let (_dir, file) = seed_file();
+    let Case { dir: _dir, file } = case(SEED);
     let (mut store, _) = Store::open(&file).unwrap();
     let hand = SEED
         .replace(
@@ -80,7 +66,7 @@ fn a_hand_edit_since_the_last_read_is_merged_not_overwritten() {
         )
         .replace("3: [PENDING] 実戦テスト", "3: [PENDING] 本番テスト")
         .replace("\nCURRENT:", "\n<!-- 人間のメモ -->\nCURRENT:");
-    hand_save(&file, &hand);
+    save_by_rename(&file, &hand);
     let doc = store
         .commit(&[
             Edit::StepState(2, StepState::Done),
@@ -103,10 +89,10 @@ fn a_hand_edit_since_the_last_read_is_merged_not_overwritten() {
 
 #[test]
 fn a_malformed_file_on_disk_is_reported_and_left_alone() {
-    let (_dir, file) = seed_file();
+    let Case { dir: _dir, file } = case(SEED);
     let (mut store, _) = Store::open(&file).unwrap();
     let broken = SEED.replace("  TOTAL_STEPS: 3", "   TOTAL_STEPS: 3");
-    hand_save(&file, &broken);
+    save_by_rename(&file, &broken);
     let err = store.commit(&[Edit::Status(Status::Done)]).unwrap_err();
     let StoreError::DiskInvalid(errors) = &err else {
         panic!("expected DiskInvalid, got {err:#}")
@@ -120,7 +106,7 @@ fn a_malformed_file_on_disk_is_reported_and_left_alone() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), broken);
     // Reload reports the same until the file is fixed; then the fix is picked up.
     assert!(store.reload().is_err());
-    hand_save(&file, &SEED.replace("RUNNING ", "WAITING "));
+    save_by_rename(&file, &SEED.replace("RUNNING ", "WAITING "));
     let doc = store.reload().unwrap().expect("changed");
     assert_eq!(doc.view().status, Status::Waiting);
     assert!(store.reload().unwrap().is_none());
@@ -128,7 +114,7 @@ fn a_malformed_file_on_disk_is_reported_and_left_alone() {
 
 #[test]
 fn edits_that_would_make_the_file_invalid_write_nothing() {
-    let (_dir, file) = seed_file();
+    let Case { dir: _dir, file } = case(SEED);
     let (mut store, _) = Store::open(&file).unwrap();
     let err = store
         .commit(&[Edit::set(&["PLAN", "CURRENT_STEP"], "7")])
@@ -143,7 +129,7 @@ fn edits_that_would_make_the_file_invalid_write_nothing() {
 
 #[test]
 fn create_writes_a_new_file_with_its_directories_and_refuses_invalid_text() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Temp::new();
     let file = dir.path().join("a/b/M1.md");
     let (mut store, doc) = Store::create(&file, "STATUS: IDLE\nGOAL: 新しい目標\n").unwrap();
     assert_eq!(doc.view().goal, "新しい目標");
@@ -217,7 +203,7 @@ fn save(how: Saver, file: &Path, i: u64) {
 /// runner's write replaces that write; that is the editor's race, not one the runner can close.
 fn race(how: Saver) {
     const COMMITS: u64 = 40;
-    let (dir, file) = seed_file();
+    let Case { dir, file } = case(SEED);
     let started = Arc::new(AtomicU64::new(0));
     let saved = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));

@@ -1,22 +1,11 @@
 //! Malformed files: each problem is reported as `line:column: what was expected`, `loop
 //! validate` and `loop status` exit 2, and the file keeps every byte.
 
-use crate::support;
-
 use std::time::Duration;
 
-use assert_cmd::Command;
 use m1loop::m1::Document;
-use support::case;
 
-const SEED: &str = include_str!("../fixtures/m1/seed.md");
-
-/// The seed with line `n` (1-based) replaced.
-fn seed_with(n: usize, line: &str) -> String {
-    let mut lines: Vec<&str> = SEED.lines().collect();
-    lines[n - 1] = line;
-    lines.join("\n") + "\n"
-}
+use crate::support::{SEED, Temp, case, loop_with_file, seed_with};
 
 fn errors(text: &str) -> Vec<String> {
     match Document::parse(text) {
@@ -245,24 +234,13 @@ fn prose_unknown_keys_and_a_goal_only_file_are_valid() {
 
 // ---- the CLI, on real files ----
 
-fn run(args: &[&str], file: &std::path::Path) -> std::process::Output {
-    Command::cargo_bin("loop")
-        .unwrap()
-        .args(args)
-        .arg("--file")
-        .arg(file)
-        .env_remove("LOOP_FILE")
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn cli_reports_path_line_column_exits_2_and_leaves_the_file_alone() {
     let bad = seed_with(1, "STATUS: GO").replace("CURRENT_STEP: 2", "CURRENT_STEP: 9");
     let c = case(bad.as_bytes());
     let path = c.file.display().to_string();
     for args in [&["validate"][..], &["status"], &["status", "--json"]] {
-        let out = run(args, &c.file);
+        let out = loop_with_file(args, &c.file);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(out.stdout.is_empty(), "{args:?}");
         assert_eq!(
@@ -286,7 +264,7 @@ fn cli_reports_invalid_utf8_at_its_position() {
     let mut bytes = b"GOAL: ok\nCONSTRAINTS: ab".to_vec();
     bytes.extend([0xff, b'\n']);
     let c = case(&bytes);
-    let out = run(&["validate"], &c.file);
+    let out = loop_with_file(&["validate"], &c.file);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8(out.stderr).unwrap(),
@@ -301,7 +279,7 @@ fn cli_reports_invalid_utf8_at_its_position() {
 #[test]
 fn cli_accepts_the_seed_example_without_changing_it() {
     let c = case(SEED.as_bytes());
-    let out = run(&["validate"], &c.file);
+    let out = loop_with_file(&["validate"], &c.file);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
@@ -312,10 +290,10 @@ fn cli_accepts_the_seed_example_without_changing_it() {
 
 #[test]
 fn cli_missing_file_says_how_to_start() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Temp::new();
     let file = dir.path().join("state/M1.md");
     for args in [&["validate"][..], &["status"]] {
-        let out = run(args, &file);
+        let out = loop_with_file(args, &file);
         assert_eq!(out.status.code(), Some(2));
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(

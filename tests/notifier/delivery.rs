@@ -1,82 +1,50 @@
 //! `loop notify` against a loopback Bot API: delivery, retries, the outbox, splitting, and
 //! keeping the token secret. Every test has its own temp dir and its own fake server.
 
-use crate::support;
+use std::process::Output;
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-
-use support::telegram_fake::{FakeTelegram, Reply};
+use crate::support::telegram_fake::{FakeTelegram, Reply};
+use crate::support::{TestLoop, files, run, stderr};
 
 const TOKEN: &str = "123456789:AAHsecretSECRETsecret0123456789abcd";
 const CHAT: &str = "4242";
 
-struct Env {
-    dir: tempfile::TempDir,
+/// `loop --file state/M1.md ARGS` with Telegram pointed at `base` (None: not configured).
+fn loop_cmd(env: &TestLoop, base: Option<&str>, args: &[&str]) -> Output {
+    let mut cmd = env.cmd(&["--file", "state/M1.md"]);
+    cmd.args(args);
+    if let Some(base) = base {
+        cmd.env("TELEGRAM_BOT_TOKEN", TOKEN)
+            .env("TELEGRAM_CHAT_ID", CHAT)
+            .env("TELEGRAM_API_BASE", base);
+    }
+    run(cmd)
 }
 
-impl Env {
-    fn new() -> Self {
-        Self {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn state(&self) -> PathBuf {
-        self.dir.path().join("state")
-    }
-
-    /// `loop --file state/M1.md ARGS` with Telegram pointed at `base` (None: not configured).
-    fn loop_cmd(&self, base: Option<&str>, args: &[&str]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_loop"));
-        cmd.current_dir(self.dir.path())
-            .arg("--file")
-            .arg(self.state().join("M1.md"))
-            .args(args)
-            .env_remove("TELEGRAM_BOT_TOKEN")
-            .env_remove("TELEGRAM_CHAT_ID")
-            .env_remove("TELEGRAM_API_BASE")
-            .env("LOOP_STOP_FILE", self.dir.path().join("stop"))
-            .env("LOOP_NOTIFY_BACKOFF_MS", "10");
-        if let Some(base) = base {
-            cmd.env("TELEGRAM_BOT_TOKEN", TOKEN)
-                .env("TELEGRAM_CHAT_ID", CHAT)
-                .env("TELEGRAM_API_BASE", base);
-        }
-        cmd.output().unwrap()
-    }
-
-    fn pending(&self) -> usize {
-        let text = std::fs::read_to_string(self.state().join("outbox.jsonl")).unwrap_or_default();
-        let lines: Vec<serde_json::Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        let settled: Vec<&str> = lines
-            .iter()
-            .filter(|v| v["kind"] != "message")
-            .map(|v| v["id"].as_str().unwrap())
-            .collect();
-        lines
-            .iter()
-            .filter(|v| v["kind"] == "message" && !settled.contains(&v["id"].as_str().unwrap()))
-            .count()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.state().join("loop.log")).unwrap_or_default()
-    }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+/// Messages in the outbox not yet settled (sent or rejected).
+fn pending(env: &TestLoop) -> usize {
+    let text = std::fs::read_to_string(env.state().join("outbox.jsonl")).unwrap_or_default();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let settled: Vec<&str> = lines
+        .iter()
+        .filter(|v| v["kind"] != "message")
+        .map(|v| v["id"].as_str().unwrap())
+        .collect();
+    lines
+        .iter()
+        .filter(|v| v["kind"] == "message" && !settled.contains(&v["id"].as_str().unwrap()))
+        .count()
 }
 
 #[test]
 fn a_message_arrives_in_the_configured_chat_as_escaped_html() {
-    let env = Env::new();
+    let env = TestLoop::new();
     let tg = FakeTelegram::start();
-    let out = env.loop_cmd(
+    let out = loop_cmd(
+        &env,
         Some(&tg.base_url()),
         &["notify", "build <ok> & tests green"],
     );
@@ -87,28 +55,28 @@ fn a_message_arrives_in_the_configured_chat_as_escaped_html() {
     assert_eq!(sent[0].text, "build &lt;ok&gt; &amp; tests green");
     assert_eq!(sent[0].parse_mode.as_deref(), Some("HTML"));
     assert!(tg.requests().iter().all(|r| r.token == TOKEN));
-    assert_eq!(env.pending(), 0);
+    assert_eq!(pending(&env), 0);
 }
 
 #[test]
 fn two_429s_with_retry_after_then_accepted_arrives_once() {
-    let env = Env::new();
+    let env = TestLoop::new();
     let tg = FakeTelegram::start();
     tg.script_send([Reply::RetryAfter(1), Reply::RetryAfter(1)]);
-    let out = env.loop_cmd(Some(&tg.base_url()), &["notify", "once"]);
+    let out = loop_cmd(&env, Some(&tg.base_url()), &["notify", "once"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(tg.count("sendMessage"), 3);
     assert_eq!(tg.sent().len(), 1);
     assert_eq!(tg.sent()[0].text, "once");
-    assert_eq!(env.pending(), 0);
+    assert_eq!(pending(&env), 0);
 }
 
 #[test]
 fn server_down_loses_nothing_and_the_next_flush_delivers_each_message_once() {
-    let env = Env::new();
+    let env = TestLoop::new();
     let down = FakeTelegram::down_base_url();
     for msg in ["first", "second"] {
-        let out = env.loop_cmd(Some(&down), &["notify", msg]);
+        let out = loop_cmd(&env, Some(&down), &["notify", msg]);
         assert_eq!(out.status.code(), Some(1), "not delivered is exit 1");
         assert!(
             stderr(&out).contains("not delivered yet"),
@@ -116,10 +84,10 @@ fn server_down_loses_nothing_and_the_next_flush_delivers_each_message_once() {
             stderr(&out)
         );
     }
-    assert_eq!(env.pending(), 2);
+    assert_eq!(pending(&env), 2);
 
     let tg = FakeTelegram::start();
-    let out = env.loop_cmd(Some(&tg.base_url()), &["notify", "--flush"]);
+    let out = loop_cmd(&env, Some(&tg.base_url()), &["notify", "--flush"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
@@ -129,7 +97,7 @@ fn server_down_loses_nothing_and_the_next_flush_delivers_each_message_once() {
     assert_eq!(texts, ["first", "second"]);
 
     // Settled: a later command sends only its own message.
-    let out = env.loop_cmd(Some(&tg.base_url()), &["notify", "third"]);
+    let out = loop_cmd(&env, Some(&tg.base_url()), &["notify", "third"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let texts: Vec<String> = tg.sent().into_iter().map(|s| s.text).collect();
     assert_eq!(texts, ["first", "second", "third"]);
@@ -137,10 +105,10 @@ fn server_down_loses_nothing_and_the_next_flush_delivers_each_message_once() {
 
 #[test]
 fn a_new_message_sends_the_backlog_first() {
-    let env = Env::new();
+    let env = TestLoop::new();
     let tg = FakeTelegram::start();
     tg.script_send([Reply::ServerError, Reply::ServerError, Reply::ServerError]);
-    let out = env.loop_cmd(Some(&tg.base_url()), &["notify", "old"]);
+    let out = loop_cmd(&env, Some(&tg.base_url()), &["notify", "old"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("500"), "{}", stderr(&out));
     assert_eq!(
@@ -148,9 +116,9 @@ fn a_new_message_sends_the_backlog_first() {
         3,
         "3 tries, then it waits in the outbox"
     );
-    assert_eq!(env.pending(), 1);
+    assert_eq!(pending(&env), 1);
 
-    let out = env.loop_cmd(Some(&tg.base_url()), &["notify", "new"]);
+    let out = loop_cmd(&env, Some(&tg.base_url()), &["notify", "new"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let texts: Vec<String> = tg.sent().into_iter().map(|s| s.text).collect();
     assert_eq!(texts, ["old", "new"]);
@@ -158,14 +126,14 @@ fn a_new_message_sends_the_backlog_first() {
 
 #[test]
 fn a_5000_character_message_arrives_as_two_messages_in_order() {
-    let env = Env::new();
+    let env = TestLoop::new();
     let tg = FakeTelegram::start();
     let lines: Vec<String> = (0..50)
         .map(|i| format!("{i:02} {}", "y".repeat(97)))
         .collect();
     let text = lines.join("\n");
     assert!(text.chars().count() >= 5000);
-    let out = env.loop_cmd(Some(&tg.base_url()), &["notify", &text]);
+    let out = loop_cmd(&env, Some(&tg.base_url()), &["notify", &text]);
     assert!(out.status.success(), "{}", stderr(&out));
     let sent: Vec<String> = tg.sent().into_iter().map(|s| s.text).collect();
     assert_eq!(sent.len(), 2);
@@ -179,10 +147,10 @@ fn a_5000_character_message_arrives_as_two_messages_in_order() {
 
 #[test]
 fn a_400_is_reported_once_with_the_apis_description_and_not_retried() {
-    let env = Env::new();
+    let env = TestLoop::new();
     let tg = FakeTelegram::start();
     tg.script_send([Reply::BadRequest("Bad Request: chat not found".into())]);
-    let out = env.loop_cmd(Some(&tg.base_url()), &["notify", "hello"]);
+    let out = loop_cmd(&env, Some(&tg.base_url()), &["notify", "hello"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("Bad Request: chat not found"),
@@ -191,7 +159,7 @@ fn a_400_is_reported_once_with_the_apis_description_and_not_retried() {
     );
     assert_eq!(tg.count("sendMessage"), 1);
 
-    let out = env.loop_cmd(Some(&tg.base_url()), &["notify", "--flush"]);
+    let out = loop_cmd(&env, Some(&tg.base_url()), &["notify", "--flush"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         tg.count("sendMessage"),
@@ -208,7 +176,7 @@ fn a_400_is_reported_once_with_the_apis_description_and_not_retried() {
 
 #[test]
 fn the_token_appears_in_no_state_file_and_no_output() {
-    let env = Env::new();
+    let env = TestLoop::new();
     let secret = TOKEN.split_once(':').unwrap().1;
     let tg = FakeTelegram::start();
     // An API that quotes the URL back, as error pages and clients do.
@@ -216,15 +184,20 @@ fn the_token_appears_in_no_state_file_and_no_output() {
         "Bad Request: in POST /bot{TOKEN}/sendMessage"
     ))]);
     let mut outputs = vec![
-        env.loop_cmd(
+        loop_cmd(
+            &env,
             Some(&FakeTelegram::down_base_url()),
             &["notify", "unreachable"],
         ),
-        env.loop_cmd(Some("http://bad host:1/"), &["notify", "bad url"]),
-        env.loop_cmd(Some(&tg.base_url()), &["notify", "rejected"]),
-        env.loop_cmd(Some(&FakeTelegram::down_base_url()), &["notify", "--flush"]),
+        loop_cmd(&env, Some("http://bad host:1/"), &["notify", "bad url"]),
+        loop_cmd(&env, Some(&tg.base_url()), &["notify", "rejected"]),
+        loop_cmd(
+            &env,
+            Some(&FakeTelegram::down_base_url()),
+            &["notify", "--flush"],
+        ),
     ];
-    outputs.push(env.loop_cmd(Some("ftp://x"), &["notify", "bad base"]));
+    outputs.push(loop_cmd(&env, Some("ftp://x"), &["notify", "bad base"]));
     for o in &outputs {
         let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(o));
         assert!(!all.contains(secret), "token in output: {all}");
@@ -243,7 +216,7 @@ fn the_token_appears_in_no_state_file_and_no_output() {
         "{}",
         stderr(&outputs[4])
     );
-    for f in support::files(&env.state()) {
+    for f in files(&env.state()) {
         let bytes = std::fs::read(&f).unwrap();
         assert!(
             !String::from_utf8_lossy(&bytes).contains(secret),
@@ -255,8 +228,8 @@ fn the_token_appears_in_no_state_file_and_no_output() {
 
 #[test]
 fn without_a_token_the_message_goes_to_the_log_with_one_hint() {
-    let env = Env::new();
-    let out = env.loop_cmd(None, &["notify", "hello"]);
+    let env = TestLoop::new();
+    let out = loop_cmd(&env, None, &["notify", "hello"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("TELEGRAM_BOT_TOKEN"),
@@ -272,28 +245,25 @@ fn without_a_token_the_message_goes_to_the_log_with_one_hint() {
         "{log}"
     );
 
-    let out = env.loop_cmd(None, &["notify", "--flush"]);
+    let out = loop_cmd(&env, None, &["notify", "--flush"]);
     assert_eq!(
         out.status.code(),
         Some(2),
         "flush without Telegram is a usage error"
     );
-    let out = env.loop_cmd(None, &["notify", "  "]);
+    let out = loop_cmd(&env, None, &["notify", "  "]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("empty"), "{}", stderr(&out));
 }
 
 #[test]
 fn a_bad_chat_id_is_named_in_the_error() {
-    let env = Env::new();
-    let out = Command::new(env!("CARGO_BIN_EXE_loop"))
-        .current_dir(env.dir.path())
-        .args(["notify", "x"])
+    let env = TestLoop::new();
+    let out = run(env
+        .cmd(&["notify", "x"])
         .env("TELEGRAM_BOT_TOKEN", TOKEN)
         .env("TELEGRAM_CHAT_ID", "my chat")
-        .env("TELEGRAM_API_BASE", FakeTelegram::down_base_url())
-        .output()
-        .unwrap();
+        .env("TELEGRAM_API_BASE", FakeTelegram::down_base_url()));
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("TELEGRAM_CHAT_ID=\"my chat\" is not a chat id"),

@@ -4,15 +4,17 @@
 //! the test runs in a process of its own (`rusty_fork_test!` starts this binary again for it
 //! alone): setting variables there cannot race with another test's thread, or reach it.
 
-use crate::support::telegram_fake::{FakeTelegram, Reply};
 use m1loop::notifier::{self, Event};
+
+use crate::support::Temp;
+use crate::support::telegram_fake::{FakeTelegram, Reply};
 
 rusty_fork::rusty_fork_test! {
     #![rusty_fork(timeout_ms = 60000)]
 
     #[test]
     fn a_loops_started_failed_and_done_messages_arrive_with_the_right_chat_and_text() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = Temp::new();
         let state = dir.path().join("state");
         let tg = FakeTelegram::start();
         // SAFETY: the only test in this process; no other thread reads the environment.

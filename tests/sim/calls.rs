@@ -1,11 +1,19 @@
 //! The simulated agent, run as a real process: its output reads like the real CLI's to the
 //! adapter, and the scenario picks each call's behaviour by step and call number.
 
-use crate::support::sim as sim_support;
-
 use chrono::{TimeZone, Utc};
 use m1loop::agent::{Class, ExitInfo, Verdict, classify, new_session_id, parse_plan, verdict};
-use sim_support::{SimDir, events, run, stderr, summary};
+
+use crate::support::{Temp, captures, run, stderr, summary};
+
+/// Every stdout line as JSON (the sim writes nothing else in stream-json mode).
+fn events(out: &std::process::Output) -> Vec<serde_json::Value> {
+    String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
 
 fn exit_of(out: &std::process::Output) -> ExitInfo {
     ExitInfo {
@@ -16,14 +24,14 @@ fn exit_of(out: &std::process::Output) -> ExitInfo {
 
 fn class_of(out: &std::process::Output) -> Class {
     let now = Utc.with_ymd_and_hms(2026, 11, 22, 2, 0, 0).unwrap();
-    classify(&exit_of(out), &stderr(out), &summary(out), now)
+    classify(&exit_of(out), &stderr(out), &summary(&out.stdout), now)
 }
 
 #[test]
 fn without_a_scenario_every_step_succeeds_with_a_verdict() {
-    let d = SimDir::new();
+    let d = Temp::new();
     let id = new_session_id();
-    let out = run(d.cmd(3, &["--session-id", &id]));
+    let out = run(d.sim(3, &["--session-id", &id]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let ev = events(&out);
     let kinds: Vec<&str> = ev.iter().map(|e| e["type"].as_str().unwrap()).collect();
@@ -33,7 +41,7 @@ fn without_a_scenario_every_step_succeeds_with_a_verdict() {
         ev[0]["cwd"],
         d.path().canonicalize().unwrap().display().to_string()
     );
-    let s = summary(&out);
+    let s = summary(&out.stdout);
     assert_eq!(s.session_id.as_deref(), Some(id.as_str()));
     let r = s.result.clone().unwrap();
     assert_eq!(r.total_cost_usd, Some(0.01));
@@ -46,9 +54,9 @@ fn without_a_scenario_every_step_succeeds_with_a_verdict() {
 
 #[test]
 fn the_planning_call_answers_a_plan() {
-    let d = SimDir::new();
-    let out = run(d.cmd(0, &[]));
-    let text = summary(&out).result.unwrap().result.unwrap();
+    let d = Temp::new();
+    let out = run(d.sim(0, &[]));
+    let text = summary(&out.stdout).result.unwrap().result.unwrap();
     assert_eq!(
         parse_plan(&text).unwrap(),
         [
@@ -61,7 +69,7 @@ fn the_planning_call_answers_a_plan() {
 
 #[test]
 fn each_call_of_a_step_takes_the_next_entry_and_the_last_repeats() {
-    let d = SimDir::new();
+    let d = Temp::new();
     d.scenario(
         r#"{"steps": {"2": [
             {"result": "attempt {attempt} in {session_id}\nSTEP_FAILED: not yet"},
@@ -70,14 +78,14 @@ fn each_call_of_a_step_takes_the_next_entry_and_the_last_repeats() {
         ]}, "default": {"result": "STEP_DONE: default"}}"#,
     );
     let id = new_session_id();
-    let mut first = d.cmd(2, &["--session-id", &id]);
+    let mut first = d.sim(2, &["--session-id", &id]);
     first.env("LOOP_ATTEMPT", "1");
     let out = run(first);
     assert_eq!(
-        summary(&out).result.unwrap().result.unwrap(),
+        summary(&out.stdout).result.unwrap().result.unwrap(),
         format!("attempt 1 in {id}\nSTEP_FAILED: not yet")
     );
-    let out = run(d.cmd(2, &["--resume", &id]));
+    let out = run(d.sim(2, &["--resume", &id]));
     assert_eq!(out.status.code(), Some(1));
     assert!(
         matches!(class_of(&out), Class::Transient(_)),
@@ -85,21 +93,21 @@ fn each_call_of_a_step_takes_the_next_entry_and_the_last_repeats() {
         class_of(&out)
     );
     assert_eq!(
-        summary(&out).session_id.as_deref(),
+        summary(&out.stdout).session_id.as_deref(),
         Some(id.as_str()),
         "resume keeps the id"
     );
     for _ in 0..2 {
-        let out = run(d.cmd(2, &["--resume", &id]));
+        let out = run(d.sim(2, &["--resume", &id]));
         assert_eq!(
-            verdict(&summary(&out).result.unwrap().result.unwrap()),
+            verdict(&summary(&out.stdout).result.unwrap().result.unwrap()),
             Verdict::Done("third".into())
         );
     }
     // Other steps are counted separately and fall back to "default".
-    let out = run(d.cmd(1, &[]));
+    let out = run(d.sim(1, &[]));
     assert_eq!(
-        summary(&out).result.unwrap().result.unwrap(),
+        summary(&out.stdout).result.unwrap().result.unwrap(),
         "STEP_DONE: default"
     );
     let state = d.path().join("scenario.json.state");
@@ -116,7 +124,7 @@ fn each_call_of_a_step_takes_the_next_entry_and_the_last_repeats() {
         "1"
     );
     let calls: Vec<u64> = d
-        .log_lines()
+        .calls()
         .iter()
         .map(|l| l["call"].as_u64().unwrap())
         .collect();
@@ -125,10 +133,10 @@ fn each_call_of_a_step_takes_the_next_entry_and_the_last_repeats() {
 
 #[test]
 fn the_state_dir_can_be_named() {
-    let d = SimDir::new();
+    let d = Temp::new();
     d.scenario("{}");
     let state = d.path().join("elsewhere");
-    let mut cmd = d.cmd(5, &[]);
+    let mut cmd = d.sim(5, &[]);
     cmd.env("CLAUDE_SIM_STATE", &state);
     assert!(run(cmd).status.success());
     assert_eq!(
@@ -141,16 +149,16 @@ fn the_state_dir_can_be_named() {
 
 #[test]
 fn the_log_line_tells_how_the_runner_called() {
-    let d = SimDir::new();
+    let d = Temp::new();
     let id = new_session_id();
-    let mut cmd = d.cmd(2, &["--session-id", &id, "--model", "opus"]);
+    let mut cmd = d.sim(2, &["--session-id", &id, "--model", "opus"]);
     cmd.env("LOOP_ATTEMPT", "1")
         .env("LOOP_TASK_ID", "task_1")
         .env("LOOP_FILE", "/x/M1.md")
         .env("CLAUDE_CODE_STARTUP_FAILURE_RESULTS", "1");
     let out = run(cmd);
     assert!(out.status.success());
-    let log = d.log_lines();
+    let log = d.calls();
     assert_eq!(log.len(), 1);
     let l = &log[0];
     assert_eq!(l["argv"][0], "-p");
@@ -175,14 +183,14 @@ fn the_log_line_tells_how_the_runner_called() {
 
 #[test]
 fn the_prompt_can_come_from_a_stdin_file_and_a_pipe_is_noticed() {
-    let d = SimDir::new();
+    let d = Temp::new();
     let prompt = d.path().join("prompt.txt");
     std::fs::write(&prompt, "the step's prompt").unwrap();
-    let mut cmd2 = d.cmd_raw(1, &["-p", "--output-format", "stream-json", "--verbose"]);
+    let mut cmd2 = d.sim_raw(1, &["-p", "--output-format", "stream-json", "--verbose"]);
     cmd2.stdin(std::fs::File::open(&prompt).unwrap());
     let out = cmd2.output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(d.log_lines()[0]["stdin_tty_or_pipe"], false);
+    assert_eq!(d.calls()[0]["stdin_tty_or_pipe"], false);
 
     // No prompt and nothing on stdin: the real CLI's error.
     cmd2.stdin(std::process::Stdio::null());
@@ -194,20 +202,20 @@ fn the_prompt_can_come_from_a_stdin_file_and_a_pipe_is_noticed() {
     );
 
     // A pipe is reported (a runner must never give one), and read to its end.
-    let mut cmd = d.cmd(1, &[]);
+    let mut cmd = d.sim(1, &[]);
     cmd.stdin(std::process::Stdio::piped());
     let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
-    assert_eq!(d.log_lines()[2]["stdin_tty_or_pipe"], true);
+    assert_eq!(d.calls()[2]["stdin_tty_or_pipe"], true);
 }
 
 #[test]
 fn heartbeats_tick_while_working_then_the_result_comes() {
-    let d = SimDir::new();
+    let d = Temp::new();
     d.scenario(r#"{"default": {"sleep_ms": 300, "heartbeat_ms": 50}}"#);
-    let out = run(d.cmd(1, &[]));
+    let out = run(d.sim(1, &[]));
     let ev = events(&out);
     let assistants = ev.iter().filter(|e| e["type"] == "assistant").count();
     assert_eq!(
@@ -221,13 +229,13 @@ fn heartbeats_tick_while_working_then_the_result_comes() {
 
 #[test]
 fn files_are_touched_and_written_in_the_working_directory() {
-    let d = SimDir::new();
+    let d = Temp::new();
     d.scenario(
         r#"{"default": {"touch": ["out/made-{step}.txt"],
             "write": [{"path": "notes.md", "text": "step {step}\n"},
                       {"path": "notes.md", "text": "more\n", "append": true}]}}"#,
     );
-    assert!(run(d.cmd(4, &[])).status.success());
+    assert!(run(d.sim(4, &[])).status.success());
     assert!(d.path().join("out/made-4.txt").is_file());
     assert_eq!(
         std::fs::read_to_string(d.path().join("notes.md")).unwrap(),
@@ -237,7 +245,7 @@ fn files_are_touched_and_written_in_the_working_directory() {
 
 #[test]
 fn limits_denials_and_missing_results_are_emitted_as_the_cli_does() {
-    let d = SimDir::new();
+    let d = Temp::new();
     d.scenario(
         r#"{"steps": {
             "1": {"is_error": true, "api_error_status": 429,
@@ -248,7 +256,7 @@ fn limits_denials_and_missing_results_are_emitted_as_the_cli_does() {
             "4": {"subtype": "error_max_turns", "is_error": true, "result": "Reached maximum number of turns (3)"}
         }}"#,
     );
-    let out = run(d.cmd(1, &[]));
+    let out = run(d.sim(1, &[]));
     assert_eq!(
         class_of(&out),
         Class::UsageLimit {
@@ -256,17 +264,17 @@ fn limits_denials_and_missing_results_are_emitted_as_the_cli_does() {
             message: "You've hit your session limit · resets 5:06am (UTC) (API status 429)".into(),
         }
     );
-    let out = run(d.cmd(2, &[]));
+    let out = run(d.sim(2, &[]));
     assert_eq!(class_of(&out), Class::Success);
     assert_eq!(
-        summary(&out).result.unwrap().permission_denials,
+        summary(&out.stdout).result.unwrap().permission_denials,
         ["Write", "Bash"]
     );
-    let out = run(d.cmd(3, &[]));
-    assert!(summary(&out).result.is_none());
+    let out = run(d.sim(3, &[]));
+    assert!(summary(&out.stdout).result.is_none());
     assert!(matches!(class_of(&out), Class::Other(_)));
-    let out = run(d.cmd(4, &[]));
-    let r = summary(&out).result.unwrap();
+    let out = run(d.sim(4, &[]));
+    let r = summary(&out.stdout).result.unwrap();
     assert_eq!(
         (r.result, r.errors),
         (None, vec!["Reached maximum number of turns (3)".to_owned()])
@@ -275,14 +283,13 @@ fn limits_denials_and_missing_results_are_emitted_as_the_cli_does() {
 
 #[test]
 fn a_real_capture_is_replayed_verbatim() {
-    let d = SimDir::new();
-    let stem = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/claude-code/resume-no-conversation-startup-results");
+    let d = Temp::new();
+    let stem = captures().join("resume-no-conversation-startup-results");
     d.scenario(&format!(
         r#"{{"default": {{"fixture": {:?}}}}}"#,
         stem.display().to_string()
     ));
-    let out = run(d.cmd(1, &["--resume", "11111111-2222-3333-4444-555555555555"]));
+    let out = run(d.sim(1, &["--resume", "11111111-2222-3333-4444-555555555555"]));
     let mut want = stem.clone().into_os_string();
     want.push(".stdout.jsonl");
     assert_eq!(out.stdout, std::fs::read(&want).unwrap());
@@ -302,12 +309,12 @@ fn a_real_capture_is_replayed_verbatim() {
 
 #[test]
 fn json_and_text_formats_print_only_the_outcome() {
-    let d = SimDir::new();
-    let out = run(d.cmd_raw(1, &["-p", "x", "--output-format", "json"]));
+    let d = Temp::new();
+    let out = run(d.sim_raw(1, &["-p", "x", "--output-format", "json"]));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["type"], "result");
     assert_eq!(v["is_error"], false);
-    let out = run(d.cmd_raw(1, &["-p", "x"]));
+    let out = run(d.sim_raw(1, &["-p", "x"]));
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
         "Simulated work on step 1.\nSTEP_DONE: simulated step 1 done\n"

@@ -1,15 +1,16 @@
 //! The simulated agent refuses what the real CLI refuses, in its words, so the adapter's
 //! classifier recognises each refusal; hangs and leftover processes behave as real ones do.
 
-use crate::support::sim as sim_support;
-
 use std::process::Stdio;
+use std::time::Duration;
 
 use chrono::Utc;
 use m1loop::agent::{
     AgentConfig, BugKind, Class, ExitInfo, Session, classify, invocation, new_session_id,
 };
-use sim_support::{KillOnDrop, KillPid, SIM, SimDir, run, stderr, summary, wait_until};
+use m1loop::bridge::procfs;
+
+use crate::support::{Guard, SIM, Temp, run, stderr, summary, wait_until};
 
 fn refused(out: &std::process::Output) -> (i32, String, BugKind) {
     let exit = ExitInfo {
@@ -18,7 +19,7 @@ fn refused(out: &std::process::Output) -> (i32, String, BugKind) {
     };
     assert!(out.stdout.is_empty(), "a refusal prints nothing on stdout");
     let err = stderr(out);
-    match classify(&exit, &err, &summary(out), Utc::now()) {
+    match classify(&exit, &err, &summary(&out.stdout), Utc::now()) {
         Class::InvocationBug { kind, .. } => (out.status.code().unwrap(), err, kind),
         other => panic!("{err}: classified {other:?}"),
     }
@@ -26,7 +27,7 @@ fn refused(out: &std::process::Output) -> (i32, String, BugKind) {
 
 #[test]
 fn each_refusal_has_the_cli_s_text_and_class() {
-    let d = SimDir::new();
+    let d = Temp::new();
     let id = new_session_id();
     let cases: Vec<(Vec<&str>, &str, BugKind)> = vec![
         (
@@ -51,15 +52,15 @@ fn each_refusal_has_the_cli_s_text_and_class() {
         ),
     ];
     for (extra, text, kind) in cases {
-        let out = run(d.cmd(1, &extra));
+        let out = run(d.sim(1, &extra));
         assert_eq!(refused(&out), (1, text.to_owned(), kind), "{extra:?}");
     }
 }
 
 #[test]
 fn stream_json_without_verbose_is_refused() {
-    let d = SimDir::new();
-    let out = run(d.cmd_raw(1, &["-p", "x", "--output-format", "stream-json"]));
+    let d = Temp::new();
+    let out = run(d.sim_raw(1, &["-p", "x", "--output-format", "stream-json"]));
     let want = "Error: When using --print, --output-format=stream-json requires --verbose\n";
     assert_eq!(
         refused(&out),
@@ -69,8 +70,8 @@ fn stream_json_without_verbose_is_refused() {
 
 #[test]
 fn a_nested_call_is_refused_and_the_log_says_why() {
-    let d = SimDir::new();
-    let mut cmd = d.cmd(1, &[]);
+    let d = Temp::new();
+    let mut cmd = d.sim(1, &[]);
     cmd.env("CLAUDECODE", "1")
         .env("CLAUDE_CODE_ENTRYPOINT", "cli");
     let out = run(cmd);
@@ -80,14 +81,14 @@ fn a_nested_call_is_refused_and_the_log_says_why() {
         err.contains("unset the CLAUDECODE environment variable"),
         "{err}"
     );
-    let log = d.log_lines();
+    let log = d.calls();
     assert_eq!(log[0]["claudecode_env"], true);
     assert_eq!(log[0]["entrypoint_env"], true);
 }
 
 #[test]
 fn the_adapter_s_own_invocation_is_accepted() {
-    let d = SimDir::new();
+    let d = Temp::new();
     let cfg = AgentConfig {
         program: SIM.to_owned(),
         permission_mode: Some("acceptEdits".into()),
@@ -97,7 +98,7 @@ fn the_adapter_s_own_invocation_is_accepted() {
         model: Some("sonnet".into()),
         extra_args: vec!["--dangerously-skip-permissions".into()],
     };
-    let template = d.cmd(1, &[]);
+    let template = d.sim(1, &[]);
     let (new, resumed) = (new_session_id(), new_session_id());
     for session in [Session::New(new.clone()), Session::Resume(resumed.clone())] {
         let mut cmd = invocation(&cfg, "-leading dash prompt", &session).command();
@@ -113,9 +114,12 @@ fn the_adapter_s_own_invocation_is_accepted() {
             .output()
             .unwrap();
         assert!(out.status.success(), "{session:?}: {}", stderr(&out));
-        assert_eq!(summary(&out).session_id.as_deref(), Some(session.id()));
+        assert_eq!(
+            summary(&out.stdout).session_id.as_deref(),
+            Some(session.id())
+        );
     }
-    let log = d.log_lines();
+    let log = d.calls();
     assert_eq!(log[0]["startup_failure_results"], "1");
     assert_eq!(log[0]["argv"][1], " -leading dash prompt");
     assert_eq!(
@@ -130,9 +134,9 @@ fn the_adapter_s_own_invocation_is_accepted() {
 
 #[test]
 fn a_broken_scenario_is_reported_with_where_it_is_wrong() {
-    let d = SimDir::new();
+    let d = Temp::new();
     d.scenario(r#"{"steps": {"1": [{"sleep_ms": "long"}]}}"#);
-    let out = run(d.cmd(1, &[]));
+    let out = run(d.sim(1, &[]));
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(
@@ -143,25 +147,31 @@ fn a_broken_scenario_is_reported_with_where_it_is_wrong() {
 
 #[test]
 fn a_hang_is_logged_at_start_and_dies_by_signal() {
-    let d = SimDir::new();
+    let d = Temp::new();
     d.scenario(r#"{"default": {"hang": true, "heartbeat_ms": 20}}"#);
-    let mut cmd = d.cmd(1, &[]);
+    let mut cmd = d.sim(1, &[]);
     let out_path = d.path().join("stdout.jsonl");
     cmd.stdout(std::fs::File::create(&out_path).unwrap());
-    let mut child = KillOnDrop(cmd.spawn().unwrap());
-    wait_until("the call's log line", || d.log_lines().len() == 1);
-    assert_eq!(d.log_lines()[0]["pid"], child.0.id());
+    let mut child = Guard::spawn(&mut cmd);
+    assert!(
+        wait_until(Duration::from_secs(30), || d.calls().len() == 1),
+        "timed out waiting for the call's log line"
+    );
+    assert_eq!(d.calls()[0]["pid"], child.pid());
     // Heartbeats keep coming; the result never does.
-    wait_until("three heartbeats", || {
-        let s = m1loop::agent::read_stream_file(&out_path).unwrap();
-        s.events >= 4
-    });
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let s = m1loop::agent::read_stream_file(&out_path).unwrap();
+            s.events >= 4
+        }),
+        "timed out waiting for three heartbeats"
+    );
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(child.0.id()).unwrap()),
+        nix::unistd::Pid::from_raw(i32::try_from(child.pid()).unwrap()),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let status = child.0.wait().unwrap();
+    let status = child.wait(Duration::from_secs(30));
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(15));
     let s = m1loop::agent::read_stream_file(&out_path).unwrap();
@@ -180,9 +190,9 @@ fn a_hang_is_logged_at_start_and_dies_by_signal() {
 #[test]
 fn a_grandchild_is_left_behind_in_the_call_s_process_group() {
     use std::os::unix::process::CommandExt;
-    let d = SimDir::new();
+    let d = Temp::new();
     d.scenario(r#"{"default": {"grandchild_sleep_s": 60}}"#);
-    let mut cmd = d.cmd(1, &[]);
+    let mut cmd = d.sim(1, &[]);
     cmd.process_group(0);
     let out = run(cmd);
     assert!(out.status.success());
@@ -193,18 +203,17 @@ fn a_grandchild_is_left_behind_in_the_call_s_process_group() {
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no grandchild pid in {err:?}"));
-    let _guard = KillPid(pid);
-    let sim_pid = d.log_lines()[0]["pid"].as_i64().unwrap();
-    // /proc/PID/stat: "pid (comm) state ppid pgrp ..."; the sim has exited, the sleep lives on.
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat.rsplit(") ").next().unwrap().split(' ').collect();
-    assert_ne!(fields[0], "Z", "the grandchild is alive: {stat}");
+    let _guard = Guard::of_pid(pid);
+    let sim_pid = d.calls()[0]["pid"].as_i64().unwrap();
+    // The sim has exited, the sleep lives on.
+    let stat = procfs::stat(pid).unwrap();
+    assert_ne!(stat.state, 'Z', "the grandchild is alive: {stat:?}");
     assert_eq!(
-        fields[2].parse::<i64>().unwrap(),
+        i64::from(stat.pgid),
         sim_pid,
         "same process group as the call"
     );
-    assert!(stat.contains("(sleep)"), "{stat}");
+    assert_eq!(procfs::name(pid), "sleep", "{stat:?}");
 }
 
 #[test]

@@ -1,12 +1,321 @@
-//! Helpers shared by the integration tests.
-#![allow(dead_code)]
+//! What the tests share: the binaries, one temporary directory ([`Temp`]) and a temporary loop
+//! built on it ([`TestLoop`]), one guard for a process a test starts ([`Guard`]), one way to
+//! wait ([`wait_until`]) and to run a command to its end ([`run`]), and a look at `/proc`
+//! through the library's own reader ([`procs`]).
 
-pub mod bridge;
-pub mod harness;
-pub mod sim;
+pub mod procs;
 pub mod telegram_fake;
+mod test_loop;
 
+use std::borrow::BorrowMut;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use m1loop::agent::{ExitInfo, StreamReader, StreamSummary};
+use serde_json::Value;
+
+pub use test_loop::TestLoop;
+
+/// The `loop` binary.
+pub const LOOP: &str = env!("CARGO_BIN_EXE_loop");
+
+/// The simulated agent, built beside `loop`.
+pub const SIM: &str = env!("CARGO_BIN_EXE_claude-sim");
+
+/// Generous: the machine may be busy. Only failing tests ever wait this long.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// The seed example of M1.md.
+pub const SEED: &str = include_str!("../fixtures/m1/seed.md");
+
+/// Polls `cond` every 10 ms until it holds; false if `within` passes first.
+pub fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A process a test started, killed with SIGKILL (and reaped, when it is the test's child) as
+/// the guard is dropped, however the test ends.
+pub struct Guard {
+    pid: u32,
+    /// The child until it is waited for; `None` for a process the test did not spawn itself.
+    child: Option<Child>,
+    ended: bool,
+}
+
+impl Guard {
+    pub fn new(child: Child) -> Self {
+        Self {
+            pid: child.id(),
+            child: Some(child),
+            ended: false,
+        }
+    }
+
+    pub fn spawn(cmd: &mut Command) -> Self {
+        Self::new(cmd.spawn().unwrap())
+    }
+
+    /// A process the test did not spawn itself (a grandchild), killed by its pid.
+    pub fn of_pid(pid: i32) -> Self {
+        Self {
+            pid: pid.cast_unsigned(),
+            child: None,
+            ended: false,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The child's exit status if it has exited, as [`Child::try_wait`] says.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        let child = self.child.as_mut().expect("child already waited");
+        let status = child.try_wait();
+        if matches!(status, Ok(Some(_))) {
+            self.child = None;
+            self.ended = true;
+        }
+        status
+    }
+
+    /// Waits for the exit with a deadline; panics (after killing it) if it does not come.
+    pub fn wait(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                self.kill9();
+                panic!("process {} did not exit within {within:?}", self.pid);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        } else if !self.ended {
+            procs::sigkill(self.pid.cast_signed());
+        }
+        self.ended = true;
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Runs `cmd` to its end with stdout and stderr captured (stdin as `cmd` says); panics, after
+/// killing it, if that takes over a minute.
+pub fn run(cmd: impl BorrowMut<Command>) -> Output {
+    run_within(cmd, Duration::from_secs(60))
+}
+
+/// [`run`] with a deadline of `within`.
+pub fn run_within(mut cmd: impl BorrowMut<Command>, within: Duration) -> Output {
+    let cmd = cmd.borrow_mut();
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(within) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            procs::sigkill(pid.cast_signed());
+            let args: Vec<_> = cmd.get_args().collect();
+            panic!(
+                "{:?} {args:?} did not finish within {within:?}",
+                cmd.get_program()
+            );
+        }
+    }
+}
+
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A temporary directory, removed with all it holds when dropped: what every test that writes
+/// files stands on. The simulated agent run here ([`Temp::sim`]) finds its scenario
+/// ([`Temp::scenario`]) here and logs its calls here ([`Temp::calls`]).
+pub struct Temp(tempfile::TempDir);
+
+impl Temp {
+    pub fn new() -> Self {
+        Self(tempfile::tempdir().unwrap())
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    pub fn join(&self, path: impl AsRef<Path>) -> PathBuf {
+        self.path().join(path)
+    }
+
+    /// Writes `contents` to `name`, its directories created; returns its path.
+    pub fn write(&self, name: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+
+    /// Writes the simulated agent's scenario (JSON); returns its path.
+    pub fn scenario(&self, json: &str) -> PathBuf {
+        self.write("scenario.json", json)
+    }
+
+    /// Where the simulated agent logs its calls.
+    pub fn sim_log(&self) -> PathBuf {
+        self.join("calls.jsonl")
+    }
+
+    /// Every agent call, as the simulated agent logged it when it started.
+    pub fn calls(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.sim_log())
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// A call of the simulated agent for `step` with the headless flags the runner uses, then
+    /// `extra`.
+    pub fn sim(&self, step: u32, extra: &[&str]) -> Command {
+        let mut cmd = self.sim_raw(
+            step,
+            &[
+                "-p",
+                "do the step",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+            ],
+        );
+        cmd.args(extra);
+        cmd
+    }
+
+    /// A call of the simulated agent with exactly `args`, run in this directory with its log
+    /// and scenario (if written), no inherited `CLAUDECODE` (the test itself may run inside
+    /// Claude Code) and stdin from /dev/null.
+    pub fn sim_raw(&self, step: u32, args: &[&str]) -> Command {
+        let mut cmd = Command::new(SIM);
+        cmd.args(args)
+            .current_dir(self.path())
+            .env_remove("CLAUDECODE")
+            .env_remove("CLAUDE_CODE_ENTRYPOINT")
+            .env_remove("CLAUDE_SIM_STATE")
+            .env_remove("LOOP_ATTEMPT")
+            .env_remove("LOOP_TASK_ID")
+            .env_remove("LOOP_FILE")
+            .env("CLAUDE_SIM_LOG", self.sim_log())
+            .env("LOOP_STEP", step.to_string())
+            .stdin(Stdio::null());
+        let scenario = self.join("scenario.json");
+        if scenario.exists() {
+            cmd.env("CLAUDE_SIM_SCENARIO", scenario);
+        } else {
+            cmd.env_remove("CLAUDE_SIM_SCENARIO");
+        }
+        cmd
+    }
+}
+
+/// An M1.md with the given bytes in a temporary directory of its own.
+pub struct Case {
+    pub dir: Temp,
+    pub file: PathBuf,
+}
+
+pub fn case(bytes: impl AsRef<[u8]>) -> Case {
+    let dir = Temp::new();
+    let file = dir.write("M1.md", bytes);
+    Case { dir, file }
+}
+
+/// The seed with line `n` (1-based) replaced.
+pub fn seed_with(n: usize, line: &str) -> String {
+    let mut lines: Vec<&str> = SEED.lines().collect();
+    lines[n - 1] = line;
+    lines.join("\n") + "\n"
+}
+
+/// `loop --file FILE ARGS` run to its end, for an M1.md outside any loop: no `LOOP_FILE` or
+/// Telegram settings of the test's environment, and the stop file, per-user directory and
+/// agent in the file's directory.
+pub fn loop_with_file(args: &[&str], file: &Path) -> Output {
+    let dir = file.parent().unwrap();
+    run(Command::new(LOOP)
+        .arg("--file")
+        .arg(file)
+        .args(args)
+        .env_remove("LOOP_FILE")
+        .env("LOOP_STOP_FILE", dir.join("no-stop-file"))
+        .env("XDG_STATE_HOME", dir.join("xdg"))
+        .env("LOOP_AGENT", dir.join("no-agent"))
+        .env_remove("TELEGRAM_BOT_TOKEN")
+        .env_remove("TELEGRAM_CHAT_ID")
+        .env_remove("TELEGRAM_API_BASE")
+        .stdin(Stdio::null()))
+}
+
+/// Where the captures of the real CLI are.
+pub fn captures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-code")
+}
+
+/// What the stream-json reader makes of `bytes`.
+pub fn summary(bytes: &[u8]) -> StreamSummary {
+    let mut r = StreamReader::new();
+    r.feed(bytes);
+    r.finish()
+}
+
+/// What the stream-json reader makes of these lines.
+pub fn stream(lines: &[&str]) -> StreamSummary {
+    summary(format!("{}\n", lines.join("\n")).as_bytes())
+}
+
+/// An agent that exited with `code`.
+pub fn exited(code: i32) -> ExitInfo {
+    ExitInfo {
+        code: Some(code),
+        ..ExitInfo::default()
+    }
+}
 
 /// Every file under `dir`, recursively.
 pub fn files(dir: &Path) -> Vec<PathBuf> {
@@ -22,15 +331,9 @@ pub fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// An M1.md with the given bytes in a temporary directory of its own.
-pub struct Case {
-    _dir: tempfile::TempDir,
-    pub file: PathBuf,
-}
-
-pub fn case(bytes: &[u8]) -> Case {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("M1.md");
-    std::fs::write(&file, bytes).unwrap();
-    Case { _dir: dir, file }
+/// How most editors save: the new text to a temporary file beside it, then a rename over it.
+pub fn save_by_rename(path: &Path, text: &str) {
+    let tmp = path.with_extension("md.swp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
 }

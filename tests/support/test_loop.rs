@@ -1,0 +1,356 @@
+//! [`TestLoop`]: a loop in a temporary directory, with the real `loop` binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use m1loop::bridge::procfs;
+use m1loop::m1::{Document, M1};
+use serde_json::Value;
+
+use super::procs::{self, Escapees, Proc, task_processes};
+use super::{Guard, LOOP, PATIENCE, SIM, Temp, run, run_within, wait_until};
+
+/// A loop in a temporary directory. Build it as the test needs it, then drive `loop`:
+///
+/// ```ignore
+/// let env = TestLoop::new().env("CLAUDECODE", "1");
+/// env.scenario(&json!({"default": {"result": "x\nSTEP_DONE: ok"}}));
+/// let out = env.run(&["start", "g", "--step", "one"]);
+/// ```
+///
+/// `project/` is where `loop` runs, with the loop's `state/M1.md`. Outside the project (and
+/// its git) are the stop file, the per-user directory `xdg/`, and the simulated agent's
+/// scenario and call log ([`Temp`]). Every `loop` run from here has the simulated agent as its
+/// agent, this stop file and per-user directory, no Telegram, and no input. Dropping it kills
+/// whatever its loops and tasks left running.
+pub struct TestLoop {
+    /// The temporary directory: the project, the stop file, the per-user directory, the
+    /// scenario and the agent's log.
+    pub temp: Temp,
+    project: PathBuf,
+    pub file: PathBuf,
+    pub stop: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl TestLoop {
+    /// A project with an empty `state/` and no loop yet.
+    pub fn new() -> Self {
+        let temp = Temp::new();
+        let project = temp.join("project");
+        std::fs::create_dir_all(project.join("state")).unwrap();
+        Self {
+            file: project.join("state").join("M1.md"),
+            stop: temp.join("croppy-stop"),
+            project,
+            temp,
+            env: Vec::new(),
+        }
+    }
+
+    /// Without `state/`, as a directory where no loop ever ran.
+    pub fn without_state(self) -> Self {
+        std::fs::remove_dir(self.state()).unwrap();
+        self
+    }
+
+    /// Sets `key` for every `loop` run from here, over what it is given otherwise.
+    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
+        let value = value.as_ref().to_string_lossy().into_owned();
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_owned(), value));
+        self
+    }
+
+    /// The project directory, where `loop` runs.
+    pub fn path(&self) -> &Path {
+        &self.project
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.project.join("state")
+    }
+
+    /// The per-user state directory's parent (`XDG_STATE_HOME`) of this test's processes.
+    pub fn xdg(&self) -> PathBuf {
+        self.temp.join("xdg")
+    }
+
+    /// Writes the simulated agent's scenario.
+    pub fn scenario(&self, json: &Value) {
+        self.temp.scenario(&json.to_string());
+    }
+
+    /// `loop ARGS` as this loop runs it, with no input and its output discarded.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(LOOP);
+        c.args(args)
+            .current_dir(&self.project)
+            .env("LOOP_FILE", &self.file)
+            .env("LOOP_AGENT", SIM)
+            .env("LOOP_STOP_FILE", &self.stop)
+            .env("XDG_STATE_HOME", self.xdg())
+            .env("CLAUDE_SIM_SCENARIO", self.temp.join("scenario.json"))
+            .env("CLAUDE_SIM_LOG", self.temp.sim_log())
+            .env("LOOP_NOTIFY_BACKOFF_MS", "10")
+            .env_remove("TELEGRAM_BOT_TOKEN")
+            .env_remove("TELEGRAM_CHAT_ID")
+            .env_remove("TELEGRAM_API_BASE")
+            .env_remove("LOOP_CRASH_AT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    /// Runs `loop ARGS` to its end (at most `timeout`).
+    pub fn run_for(&self, args: &[&str], timeout: Duration) -> Output {
+        run_within(self.cmd(args), timeout)
+    }
+
+    /// Runs `loop ARGS` to its end (at most a minute).
+    pub fn run(&self, args: &[&str]) -> Output {
+        run(self.cmd(args))
+    }
+
+    pub fn spawn(&self, args: &[&str]) -> Guard {
+        Guard::spawn(&mut self.cmd(args))
+    }
+
+    pub fn text(&self) -> String {
+        std::fs::read_to_string(&self.file).unwrap()
+    }
+
+    pub fn m1(&self) -> M1 {
+        let text = self.text();
+        Document::parse(&text)
+            .unwrap_or_else(|e| panic!("M1.md invalid: {e}\n{text}"))
+            .view()
+    }
+
+    /// Every agent call, as the simulated agent logged it when it started.
+    pub fn calls(&self) -> Vec<Value> {
+        self.temp.calls()
+    }
+
+    pub fn calls_for(&self, step: u32) -> usize {
+        let want = step.to_string();
+        self.calls()
+            .iter()
+            .filter(|c| {
+                c["step"].as_str() == Some(want.as_str())
+                    || c["step"].as_u64() == Some(u64::from(step))
+            })
+            .count()
+    }
+
+    /// Live processes started for this test: their working directory or command line is
+    /// inside its temporary directory.
+    pub fn processes(&self) -> Vec<String> {
+        procs::live_processes_under(self.temp.path())
+    }
+
+    pub fn assert_no_processes(&self) {
+        let ok = wait_until(Duration::from_secs(10), || self.processes().is_empty());
+        assert!(ok, "processes left running: {:?}", self.processes());
+    }
+
+    /// Runs git in the project directory with a throwaway identity, asserting that it
+    /// succeeded; returns its stdout.
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = run(Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(&self.project)
+            .stdin(Stdio::null()));
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.state().join("loop.log")).unwrap_or_default()
+    }
+}
+
+/// The exec bridge's tasks of this loop: `loop fire`, `check`, and their records.
+impl TestLoop {
+    pub fn task_file(&self, id: &str, name: &str) -> PathBuf {
+        self.state().join("tasks").join(id).join(name)
+    }
+
+    pub fn json(&self, id: &str, name: &str) -> Option<Value> {
+        let text = std::fs::read_to_string(self.task_file(id, name)).ok()?;
+        Some(serde_json::from_str(&text).unwrap())
+    }
+
+    /// `loop fire ARGS`, which must succeed; the task id.
+    pub fn fire(&self, args: &[&str]) -> String {
+        let mut fire = vec!["fire"];
+        fire.extend(args);
+        let out = self.run(&fire);
+        assert!(
+            out.status.success(),
+            "fire failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        assert!(id.starts_with("task_"), "fire printed {id:?}");
+        id
+    }
+
+    /// `loop check ID --json`, which must answer (exit 0 for DONE, 10 to 14 for the other
+    /// states).
+    pub fn check(&self, id: &str) -> Value {
+        let out = self.run(&["check", id, "--json"]);
+        let code = out.status.code().unwrap_or(-1);
+        assert!(
+            code == 0 || (10..=14).contains(&code),
+            "check failed with {code}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Polls `check` until the task has left RUNNING; the final report.
+    pub fn wait_final(&self, id: &str) -> Value {
+        let mut last = Value::Null;
+        let ended = wait_until(PATIENCE, || {
+            last = self.check(id);
+            last["state"] != "RUNNING"
+        });
+        assert!(ended, "task {id} still running: {last}");
+        last
+    }
+
+    /// The command's pid (= process group), once the supervisor has recorded it.
+    pub fn leader(&self, id: &str) -> i32 {
+        assert!(
+            wait_until(PATIENCE, || self.json(id, "pid.json").is_some()),
+            "no pid.json"
+        );
+        let pid = self.json(id, "pid.json").unwrap()["pid"].as_i64().unwrap();
+        i32::try_from(pid).unwrap()
+    }
+
+    /// `loop fire OPTS -- sh -c SCRIPT`, where SCRIPT starts a `setsid` child and a plain
+    /// background child (as [`procs::ESCAPEES`] does); returns once both run as `sleep`, the
+    /// escapee in a session of its own, the grandchild in the task's group.
+    pub fn fire_with_escapees(&self, opts: &[&str], script: &str) -> Escapees {
+        procs::require_setsid();
+        let mut args = opts.to_vec();
+        args.extend(["--", "sh", "-c", script]);
+        let id = self.fire(&args);
+        let leader = self.leader(&id);
+        let mut found = None;
+        let ready = wait_until(PATIENCE, || {
+            let procs = task_processes(&id);
+            let sleeping = |p: &&Proc| p.name == "sleep";
+            let escapee = procs
+                .iter()
+                .filter(sleeping)
+                .find(|p| p.sid == p.pid && p.pgid != leader);
+            let grandchild = procs.iter().filter(sleeping).find(|p| p.pgid == leader);
+            found = escapee.cloned().zip(grandchild.cloned());
+            found.is_some()
+        });
+        assert!(
+            ready,
+            "no escapee and grandchild: {:?}",
+            task_processes(&id)
+        );
+        let (escapee, grandchild) = found.unwrap();
+        Escapees {
+            id,
+            leader,
+            escapee,
+            grandchild,
+        }
+    }
+
+    /// The guardian: the supervisor's child that is not the command.
+    pub fn guardian(&self, id: &str) -> i32 {
+        let supervisor = self.supervisor(id);
+        let leader = self.leader(id);
+        let children: Vec<i32> = procfs::pids()
+            .into_iter()
+            .filter(|&p| p != leader && procs::ppid(p) == Some(supervisor))
+            .collect();
+        assert_eq!(
+            children.len(),
+            1,
+            "supervisor children besides the command: {children:?}"
+        );
+        children[0]
+    }
+
+    pub fn supervisor(&self, id: &str) -> i32 {
+        let pid = self
+            .json(id, "supervisor.json")
+            .expect("no supervisor.json")["pid"]
+            .as_i64();
+        i32::try_from(pid.unwrap()).unwrap()
+    }
+}
+
+impl Drop for TestLoop {
+    /// Nothing a test started may outlive it: first whatever its tasks left (supervisors,
+    /// guardians, command groups, by their records and by their task id), then every process
+    /// whose working directory or command line is in its temporary directory.
+    fn drop(&mut self) {
+        if let Ok(tasks) = std::fs::read_dir(self.state().join("tasks")) {
+            for task in tasks.flatten() {
+                end_task(&task.path());
+            }
+        }
+        for line in procs::live_processes_under(self.temp.path()) {
+            if let Some(pid) = line.split_whitespace().next() {
+                procs::sigkill(pid.parse().unwrap());
+            }
+        }
+    }
+}
+
+/// Kills what the task in `dir` left: its processes by task id, its supervisor and the
+/// members of its command's group. Each is recognised by more than its pid: by the end of a
+/// test, its pids may belong to another test's processes.
+fn end_task(dir: &Path) {
+    if let Some(id) = dir.file_name().and_then(|n| n.to_str()) {
+        procs::kill_task_processes(id);
+    }
+    let read = |name: &str| -> Option<Value> {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(name)).ok()?).ok()
+    };
+    if let Some(rec) = read("supervisor.json")
+        && let (Some(pid), Some(start)) = (rec["pid"].as_i64(), rec["start_ticks"].as_u64())
+    {
+        let pid = i32::try_from(pid).unwrap();
+        if procfs::stat(pid).is_some_and(|s| s.start_ticks == start) {
+            procs::sigkill(pid);
+        }
+    }
+    if let Some(rec) = read("pid.json")
+        && let (Some(pgid), Some(sid), Some(start)) = (
+            rec["pid"].as_i64(),
+            rec["sid"].as_i64(),
+            rec["start_ticks"].as_u64(),
+        )
+    {
+        // The group's members: its id, the command's session, started no earlier than it.
+        let (pgid, sid) = (i32::try_from(pgid).unwrap(), i32::try_from(sid).unwrap());
+        for pid in procfs::pids() {
+            if procfs::stat(pid)
+                .is_some_and(|s| s.pgid == pgid && s.sid == sid && s.start_ticks >= start)
+            {
+                procs::sigkill(pid);
+            }
+        }
+    }
+}
