@@ -37,6 +37,9 @@ pub enum Command {
         /// Run in the background and return at once.
         #[arg(long)]
         detach: bool,
+        /// Print decisions only, not the live line of what the agent is doing.
+        #[arg(long, short)]
+        quiet: bool,
     },
     /// Create the stop file and wait (at most 10s) until the runners it stops have exited.
     ///
@@ -45,7 +48,14 @@ pub enum Command {
     /// stop file, and names the loops that stopped.
     Stop,
     /// Run a whole 3-step loop with the bundled simulated agent in a temporary directory.
-    Demo,
+    ///
+    /// With --file, the demo's M1.md goes there (a RUNNING loop there is refused, as by
+    /// `start`); the simulated project stays in the temporary directory.
+    Demo {
+        /// Print decisions only, not the live line of what the agent is doing.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Check M1.md; errors are printed as file:line:column. Exit 2 when invalid.
     Validate,
     /// Show what M1.md says, plus whether the step's process is alive. Never writes.
@@ -145,6 +155,9 @@ pub struct StartArgs {
     /// Run in the background and return at once.
     #[arg(long)]
     pub detach: bool,
+    /// Print decisions only, not the live line of what the agent is doing.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -206,8 +219,17 @@ pub fn state_dir(file: &Path) -> PathBuf {
     }
 }
 
-fn echo() -> crate::runner::RunOptions {
-    crate::runner::RunOptions { echo: true }
+/// A foreground runner's output: every decision, and unless `quiet` the live line of what
+/// the agent does (in place on a terminal, a line per change elsewhere).
+fn echo(quiet: bool) -> crate::runner::RunOptions {
+    crate::runner::RunOptions {
+        echo: true,
+        progress: if quiet {
+            crate::runner::ProgressMode::Off
+        } else {
+            crate::runner::ProgressMode::for_stdout()
+        },
+    }
 }
 
 /// The environment variables `loop` reads, as `loop --help` shows them.
@@ -281,13 +303,13 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                 force: a.force,
                 workdir: None,
             };
-            crate::runner::start(&cli.file, &req, &echo())
+            crate::runner::start(&cli.file, &req, &echo(a.quiet))
         }
-        Command::Resume { detach } => crate::runner::resume(
+        Command::Resume { detach, quiet } => crate::runner::resume(
             &cli.file,
             detach,
             crate::settings::Overrides::default(),
-            &echo(),
+            &echo(quiet),
         ),
         Command::Stop => {
             let status = crate::runner::stop(&cli.file);
@@ -297,7 +319,9 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             }
             status
         }
-        Command::Demo => crate::demo::demo(),
+        Command::Demo { quiet } => {
+            crate::demo::demo(cli.file_given.then_some(cli.file.as_path()), &echo(quiet))
+        }
         Command::Validate => crate::m1::commands::validate(&cli.file),
         Command::Status { json } => crate::m1::commands::status(&cli.file, json),
         Command::Fire(args) => {

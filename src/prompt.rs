@@ -5,6 +5,7 @@ use crate::m1::{M1, StepState};
 const STEP: &str = include_str!("../templates/step.md");
 const FIX: &str = include_str!("../templates/fix.md");
 const PLAN: &str = include_str!("../templates/plan.md");
+const INTERRUPTED: &str = include_str!("../templates/interrupted.md");
 
 fn fill(template: &str, vars: &[(&str, String)]) -> String {
     let mut out = template.to_string();
@@ -73,6 +74,24 @@ pub fn fix(m: &M1, n: u32, attempt: u32, max_retries: u32, failure: &str) -> Str
             ("attempt", attempt.to_string()),
             ("max_retries", max_retries.to_string()),
             ("failure", failure.to_string()),
+        ],
+    )
+}
+
+/// The prompt after an API error cut a run off and the loop waited it out: carry on, in the
+/// same session. `failure` is the step's last real failure, still to be fixed, if any.
+#[must_use]
+pub fn interrupted(m: &M1, n: u32, reason: &str, failure: Option<&str>) -> String {
+    let still_open = failure.map_or_else(String::new, |f| {
+        format!("\nThe attempt before it had not passed, and that still needs fixing:\n{f}\n")
+    });
+    fill(
+        INTERRUPTED,
+        &[
+            ("step", n.to_string()),
+            ("step_text", step_text(m, n).to_string()),
+            ("reason", reason.to_string()),
+            ("still_open", still_open),
         ],
     )
 }

@@ -14,11 +14,15 @@ fn copy_of_example() -> (tempfile::TempDir, PathBuf) {
     (dir, file)
 }
 
-fn status(file: &Path, json: bool) -> String {
+/// `loop status` as one user, whose per-user state (where the Telegram hint, once shown, is
+/// remembered) is the directory `user` (none: a fresh one, so the hint shows).
+fn status_as(file: &Path, json: bool, user: Option<&Path>) -> String {
+    let fresh = tempfile::tempdir().unwrap();
     let mut cmd = Command::cargo_bin("loop").unwrap();
     cmd.arg("status")
         .arg("--file")
         .arg(file)
+        .env("XDG_STATE_HOME", user.unwrap_or(fresh.path()))
         .env_remove("LOOP_FILE")
         .env_remove("TELEGRAM_BOT_TOKEN")
         .env_remove("TELEGRAM_CHAT_ID");
@@ -34,6 +38,10 @@ fn status(file: &Path, json: bool) -> String {
     );
     assert!(out.stderr.is_empty());
     String::from_utf8(out.stdout).unwrap()
+}
+
+fn status(file: &Path, json: bool) -> String {
+    status_as(file, json, None)
 }
 
 /// With no Telegram settings, the human view ends with how to set them up.
@@ -158,4 +166,21 @@ fn a_status_and_goal_only_file_shows_no_plan_and_runner_keys_show_up() {
     assert_eq!(v["results"]["1"]["attempts"], 2);
     assert_eq!(v["results"]["1"]["cost_usd"], 0.5);
     assert_eq!(v["results"]["1"]["error"], "verify failed");
+}
+
+#[test]
+fn the_telegram_hint_is_shown_once_per_user_not_on_every_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = tempfile::tempdir().unwrap();
+    let file = dir.path().join("M1.md");
+    std::fs::write(&file, "STATUS: IDLE\nGOAL: ship\n").unwrap();
+    let first = status_as(&file, false, Some(user.path()));
+    assert!(first.ends_with(&format!("{HINT}\n")), "{first}");
+    let second = status_as(&file, false, Some(user.path()));
+    assert!(!second.contains("Telegram"), "{second}");
+    assert_eq!(
+        status_as(&file, false, None),
+        first,
+        "another user is told too"
+    );
 }

@@ -149,9 +149,9 @@ pub fn judge(a: &Attempt<'_>) -> Judgement {
             if n > a.caps.transient_cap {
                 Judgement::Halt {
                     reason: format!(
-                        "{} transient errors in a row on step {}; last: {}",
-                        a.transients,
+                        "{n} transient errors on step {}, over the cap of {}; last: {}",
                         a.step,
+                        a.caps.transient_cap,
                         one_line(&why, 200)
                     ),
                     how: "check the network and the API status, then `loop resume`".into(),
@@ -218,13 +218,10 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
                 },
                 Some(verify::Outcome::Failed { code, tail }) => {
                     let code = code.map_or_else(|| "a signal".into(), |c| format!("exit {c}"));
-                    failed(
-                        a,
-                        format!("VERIFY failed ({code}): {}", last_lines(tail, 5)),
-                    )
+                    failed(a, format!("VERIFY failed ({code}){}", said(tail)))
                 }
                 Some(verify::Outcome::TimedOut { tail }) => {
-                    failed(a, format!("VERIFY timed out: {}", last_lines(tail, 5)))
+                    failed(a, format!("VERIFY timed out{}", said(tail)))
                 }
                 // A stop during VERIFY is handled by the runner before it judges.
                 Some(verify::Outcome::Stopped) => Judgement::NeedsVerify,
@@ -238,6 +235,17 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
             a,
             "the answer did not end with a STEP_DONE / STEP_BLOCKED / STEP_FAILED line".into(),
         ),
+    }
+}
+
+/// What a VERIFY run printed, to follow its outcome: `: last | lines`, or that it printed
+/// nothing.
+fn said(tail: &str) -> String {
+    let lines = last_lines(tail, 5);
+    if lines.is_empty() {
+        " and printed nothing".into()
+    } else {
+        format!(": {lines}")
     }
 }
 

@@ -9,7 +9,9 @@ mod transitions;
 pub use judge::{Attempt, Judgement, TaskEnd, failed_attempt, judge};
 pub use next::{Next, SessionPlan, next};
 pub use next::{open_step, spent, wait_until};
-pub use transitions::{Facts, Outcome, Transition, exhausted, halt, record, spawn, stopped};
+pub use transitions::{
+    Facts, Outcome, Transition, complete, exhausted, halt, record, spawn, stopped,
+};
 
 use std::time::Duration;
 

@@ -535,3 +535,118 @@ fn a_backoff_records_when_to_try_again() {
         "a transient error spends no attempt"
     );
 }
+
+#[test]
+fn the_transient_halt_counts_the_error_that_halts_and_resets_the_count_for_the_resume() {
+    let caps = Caps {
+        transient_cap: 3,
+        ..Caps::default()
+    };
+    let a = attempt(&caps, Class::Transient("529".into()), Verdict::Missing);
+    let j = judge(&Attempt { transients: 3, ..a });
+    let Judgement::Halt { reason, .. } = &j else {
+        panic!("{j:?}")
+    };
+    assert!(
+        reason.starts_with("4 transient errors on step 2, over the cap of 3"),
+        "{reason}"
+    );
+    let before = BASE.replace(
+        "RESULTS:\n",
+        "RESULTS:\n  STEP_2:\n    TRANSIENT: 3\n    INTERRUPTED: 529\n",
+    );
+    let facts = Facts {
+        step: 2,
+        attempt: 1,
+        now: Some(now()),
+        ..Facts::default()
+    };
+    let m = view(&applied(&before, &record(&j, &facts)));
+    assert_eq!(m.status, Status::Waiting);
+    assert_eq!(
+        m.results[&2].extra.get("TRANSIENT"),
+        None,
+        "a resume starts from zero"
+    );
+    assert_eq!(m.results[&2].extra.get("INTERRUPTED"), None);
+}
+
+#[test]
+fn a_wait_is_recorded_as_an_interruption_not_as_a_failure() {
+    let before = BASE.replace(
+        "RESULTS:\n",
+        "RESULTS:\n  STEP_2:\n    ERROR: VERIFY failed (exit 1)\n",
+    );
+    let facts = Facts {
+        step: 2,
+        attempt: 2,
+        now: Some(now()),
+        ..Facts::default()
+    };
+    for j in [
+        Judgement::Backoff {
+            delay: Duration::from_secs(2),
+            reason: "529 overloaded".into(),
+        },
+        Judgement::UsageWait {
+            until: now() + chrono::Duration::hours(1),
+            reason: "usage limit".into(),
+        },
+    ] {
+        let m = view(&applied(&before, &record(&j, &facts)));
+        let r = &m.results[&2];
+        assert!(r.extra.contains_key("INTERRUPTED"), "{j:?}");
+        assert_eq!(
+            r.error.as_deref(),
+            Some("VERIFY failed (exit 1)"),
+            "the last real failure is kept: {j:?}"
+        );
+    }
+}
+
+#[test]
+fn a_stop_during_planning_says_planning_runs_again_not_step_0() {
+    let t = stopped(0, "/tmp/x-stop", Some("task_1"));
+    let m = view(&applied(BASE, &t));
+    let last = m.last_action.unwrap();
+    assert!(last.contains("planning runs again on resume"), "{last}");
+    assert!(!last.contains("step 0"), "{last}");
+}
+
+#[test]
+fn done_counts_the_steps_and_names_skipped_ones_only_when_there_are_some() {
+    let m = view(&applied(BASE, &complete(&view(BASE))));
+    assert_eq!(m.status, Status::Done);
+    assert_eq!(m.last_action.as_deref(), Some("All 3 steps done"));
+    let skipped = with(&[("[PENDING] test", "[SKIPPED] test")]);
+    let t = complete(&skipped);
+    assert_eq!(t.outcome, Outcome::Exit(Exit::Ok));
+    let m = view(&applied(BASE, &t));
+    assert_eq!(
+        m.last_action.as_deref(),
+        Some("All 3 steps done (2 run, 1 skipped)")
+    );
+    let one = "STATUS: RUNNING\nGOAL: g\nPLAN:\n  STEPS:\n    1: [DONE] only\n";
+    let m = view(&applied(one, &complete(&view(one))));
+    assert_eq!(m.last_action.as_deref(), Some("The only step is done"));
+}
+
+#[test]
+fn a_verify_that_printed_nothing_is_said_so() {
+    let caps = Caps::default();
+    let out = verify::Outcome::Failed {
+        code: Some(1),
+        tail: "\n \n".into(),
+    };
+    let a = Attempt {
+        verify_configured: true,
+        verify: Some(&out),
+        ..attempt(&caps, Class::Success, Verdict::Done("ok".into()))
+    };
+    assert_eq!(
+        judge(&a),
+        Judgement::Retry {
+            reason: "VERIFY failed (exit 1) and printed nothing".into()
+        }
+    );
+}

@@ -5,7 +5,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::{Judgement, one_line};
 use crate::exit::Status as Exit;
-use crate::m1::{Edit, Status, StepState};
+use crate::m1::{Edit, M1, Status, StepState};
 
 /// What the runner does after writing a transition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +137,8 @@ fn common(f: &Facts, edits: &mut Vec<Edit>) {
     if let Some(r) = &f.report {
         edits.push(results(s, "REPORT", r.clone()));
     }
+    // An interruption is about the attempt before this one; a wait below says it again.
+    edits.push(results_remove(s, "INTERRUPTED"));
 }
 
 fn name(step: u32) -> String {
@@ -273,6 +275,9 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
             let t = halt_edits(s, reason, how);
             edits.extend(t);
             edits.push(results(s, "ERROR", one_line(reason, 300)));
+            // A human looks before the loop goes on: the transient errors counted so far
+            // (perhaps what halted it) start again from zero.
+            edits.push(results_remove(s, "TRANSIENT"));
             (
                 format!("halt: {who}: {reason}"),
                 Outcome::Exit(Exit::Waiting),
@@ -314,9 +319,11 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
     }
 }
 
+/// A wait is not a failure: the reason goes to INTERRUPTED (so the next run is told to carry
+/// on, not to fix), and ERROR keeps the step's last real failure, if any.
 fn wait_edits(edits: &mut Vec<Edit>, s: u32, until: DateTime<Utc>, reason: &str, transients: u32) {
     edits.push(results(s, "TRANSIENT", transients.to_string()));
-    edits.push(results(s, "ERROR", one_line(reason, 300)));
+    edits.push(results(s, "INTERRUPTED", one_line(reason, 300)));
     if s > 0 {
         edits.push(Edit::StepState(s, StepState::Pending));
     }
@@ -360,16 +367,56 @@ pub fn stopped(step: u32, stop_file: &str, task_id: Option<&str>) -> Transition 
     edits.push(Edit::Clear(vec!["CURRENT".into()]));
     edits.push(Edit::Status(Status::Waiting));
     let killed = task_id.map_or_else(String::new, |t| format!("; task {t} killed"));
+    let again = if step == 0 {
+        "planning runs again on resume".to_string()
+    } else {
+        format!("step {step} back to PENDING")
+    };
     edits.extend(actions(
-        &format!(
-            "Stopped by {stop_file}{killed}; step {step} back to PENDING, attempt not counted"
-        ),
+        &format!("Stopped by {stop_file}{killed}; {again}, attempt not counted"),
         &format!("Remove {stop_file}, then `loop resume`"),
     ));
     Transition {
         edits,
         log: format!("stop: {stop_file} seen{killed}"),
         outcome: Outcome::Exit(Exit::Waiting),
+    }
+}
+
+/// Every step is DONE or SKIPPED: the loop is DONE.
+#[must_use]
+pub fn complete(m: &M1) -> Transition {
+    let total = m.plan.steps.len();
+    let skipped = m
+        .plan
+        .steps
+        .iter()
+        .filter(|s| s.state == StepState::Skipped)
+        .count();
+    let all = match total {
+        1 => "The only step is done".to_string(),
+        n => format!("All {n} steps done"),
+    };
+    let last = if skipped == 0 {
+        all
+    } else {
+        format!("{all} ({} run, {skipped} skipped)", total - skipped)
+    };
+    let mut edits = vec![
+        Edit::Status(Status::Done),
+        Edit::Clear(vec!["CURRENT".into()]),
+    ];
+    edits.extend(actions(&last, "Nothing: the goal is reached"));
+    Transition {
+        edits,
+        log: format!(
+            "done: {} DONE or SKIPPED; the goal is reached",
+            match total {
+                1 => "the only step is".to_string(),
+                n => format!("all {n} steps are"),
+            }
+        ),
+        outcome: Outcome::Exit(Exit::Ok),
     }
 }
 

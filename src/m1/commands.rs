@@ -48,6 +48,14 @@ pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
         .and_then(|id| crate::bridge::check(&state_dir, id).ok());
     let runner = crate::lock::holder(file);
     let line = report.as_ref().map(crate::bridge::TaskReport::line);
+    // What the agent did last, as the foreground runner's live line shows it.
+    let activity = report.as_ref().and_then(|r| {
+        Some((
+            crate::agent::last_activity(&r.stdout_path)?,
+            age(&r.stdout_path),
+        ))
+    });
+    let stop = crate::stopfile::present(&state_dir);
     if json {
         let mut v = status_view::json(&m, line.as_deref());
         v["task"] = report
@@ -56,9 +64,19 @@ pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
             .unwrap_or(serde_json::Value::Null);
         v["runner_pid"] = runner.map_or(serde_json::Value::Null, Into::into);
         v["total_cost_usd"] = crate::engine::spent(&m).into();
+        v["activity"] = activity
+            .as_ref()
+            .map_or(serde_json::Value::Null, |(a, _)| a.as_str().into());
+        v["stop_file"] = stop
+            .as_ref()
+            .map_or(serde_json::Value::Null, |p| p.display().to_string().into());
         crate::outln!("{v}");
     } else {
         crate::out!("{}", status_view::human(&m, line.as_deref()));
+        if let Some((a, ago)) = &activity {
+            let ago = ago.map_or_else(String::new, |d| format!(" ({}s ago)", d.as_secs()));
+            crate::outln!("ACTIVITY     {a}{ago}");
+        }
         match (runner, m.status) {
             (Some(pid), _) => crate::outln!("RUNNER       pid {pid}"),
             (None, super::Status::Running) => {
@@ -68,11 +86,45 @@ pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
             }
             (None, _) => {}
         }
-        if let Some(hint) = crate::notifier::setup_hint() {
+        if let Some(p) = &stop {
+            crate::outln!(
+                "STOP         {} exists: a running loop halts within a second, and none starts \
+                 or resumes until it is removed (`rm {}`)",
+                p.display(),
+                p.display()
+            );
+        }
+        if let Some(hint) = crate::notifier::setup_hint()
+            && first_time("telegram-hint-shown")
+        {
             crate::outln!("{hint}");
         }
     }
     Ok(Status::Ok)
+}
+
+/// How long ago a file last changed.
+fn age(path: &Path) -> Option<std::time::Duration> {
+    std::fs::metadata(path)
+        .ok()?
+        .modified()
+        .ok()?
+        .elapsed()
+        .ok()
+}
+
+/// Whether this is the first time this user is told `what`: a marker in the per-user state
+/// directory says it was. Where no marker can be written, every time is the first.
+fn first_time(what: &str) -> bool {
+    let Ok(dir) = crate::dirs::user_state_dir() else {
+        return true;
+    };
+    let marker = dir.join(what);
+    if marker.exists() {
+        return false;
+    }
+    let _ = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&marker, b""));
+    true
 }
 
 /// Opens the file read-only: the document, or its validation errors (with the path).

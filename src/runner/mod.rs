@@ -4,6 +4,7 @@
 
 mod crash;
 mod ledger;
+mod progress;
 mod start;
 mod step;
 
@@ -22,6 +23,7 @@ use crate::watch::{Wake, Watch};
 use crate::{decision_log, lock, stopfile};
 
 pub use crash::POINTS as CRASH_POINTS;
+pub use progress::Mode as ProgressMode;
 pub use start::{StartRequest, resume, start, stop};
 
 /// How often the runner re-checks what it waits for when no file event arrives (the poll
@@ -48,6 +50,8 @@ pub struct Runner {
     notifier: Box<dyn Notifier>,
     watch: Watch,
     echo: bool,
+    /// The live line while a step runs (foreground runners only).
+    progress: progress::Progress,
     invalid_reported: Option<String>,
     /// Edits decided but not yet written. A step's outcome waits to go into the next spawn's
     /// write-ahead record, so one atomic write says "step N done, step N+1 spawning": a step
@@ -55,6 +59,9 @@ pub struct Runner {
     /// next commit of any kind; a runner that dies first loses only a decision it can remake
     /// from the task's exit record.
     pending: Vec<Edit>,
+    /// The end of the wait this runner last logged (when it recorded it, or when it came to
+    /// it), so that a wait is logged once however often the runner wakes during it.
+    announced_wait: Option<chrono::DateTime<Utc>>,
     /// The loop's identity (`LOOP_ID`), which its tasks carry in their environment.
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
@@ -77,6 +84,8 @@ impl std::fmt::Debug for Runner {
 pub struct RunOptions {
     /// Print each decision on stdout, as well as logging it.
     pub echo: bool,
+    /// Show what the agent does while a step runs (see [`ProgressMode`]).
+    pub progress: ProgressMode,
 }
 
 impl Runner {
@@ -114,8 +123,10 @@ impl Runner {
             notifier,
             watch,
             echo: opts.echo,
+            progress: progress::Progress::new(opts.progress),
             invalid_reported: None,
             pending: Vec::new(),
+            announced_wait: None,
             loop_id,
             ledger,
             _lock: lock,
@@ -131,6 +142,7 @@ impl Runner {
     fn say(&self, line: &str) {
         let _ = decision_log::append(&self.state_dir, line);
         if self.echo {
+            self.progress.clear();
             crate::outln!("{} {line}", Utc::now().format("%H:%M:%S"));
         }
     }
@@ -359,7 +371,10 @@ impl Runner {
                 Next::Complete => Some(self.complete(&m)?),
                 Next::Await { step, task_id } => self.await_task(step, &task_id)?,
                 Next::WaitUntil { until, reason } => {
-                    self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
+                    if self.announced_wait != Some(until) {
+                        self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
+                        self.announced_wait = Some(until);
+                    }
                     self.wait_until(until)?
                 }
                 Next::Plan { attempt, session } => self.spawn(0, attempt, &session)?,
@@ -414,28 +429,7 @@ impl Runner {
 
     fn complete(&mut self, m: &M1) -> anyhow::Result<Exit> {
         crash::point("before-done-write");
-        let done = m
-            .plan
-            .steps
-            .iter()
-            .filter(|s| s.state == crate::m1::StepState::Done)
-            .count();
-        let t = Transition {
-            edits: vec![
-                Edit::Status(Status::Done),
-                Edit::Clear(vec!["CURRENT".into()]),
-                Edit::set(
-                    &["LAST_ACTION"],
-                    format!(
-                        "All {} steps done ({done} run, the rest skipped)",
-                        m.plan.steps.len()
-                    ),
-                ),
-                Edit::set(&["NEXT_ACTION"], "Nothing: the goal is reached"),
-            ],
-            log: format!("done: all {} steps DONE or SKIPPED", m.plan.steps.len()),
-            outcome: Outcome::Exit(Exit::Ok),
-        };
+        let t = engine::complete(m);
         self.apply(&t)?;
         crash::point("after-done-write");
         let summaries = m

@@ -413,6 +413,8 @@ fn detach(file: &Path, state_dir: &Path) -> anyhow::Result<ExitStatus> {
         .arg("--file")
         .arg(&abs)
         .arg("resume")
+        // Its output is a file: decisions only (`loop status` shows the agent's activity).
+        .arg("--quiet")
         .env("LOOP_DETACHED", "1")
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)

@@ -77,8 +77,10 @@ impl Runner {
         if let Some(q) = extra(m, step, "BLOCKED") {
             return prompt::answered(m, step, q);
         }
-        match m.results.get(&step).and_then(|r| r.error.as_deref()) {
-            Some(err) if resumed => prompt::fix(m, step, attempt, caps.max_retries, err),
+        let error = m.results.get(&step).and_then(|r| r.error.as_deref());
+        match (extra(m, step, "INTERRUPTED"), error) {
+            (Some(why), _) if resumed => prompt::interrupted(m, step, why, error),
+            (None, Some(err)) if resumed => prompt::fix(m, step, attempt, caps.max_retries, err),
             _ => prompt::step(m, step),
         }
     }
@@ -207,8 +209,23 @@ impl Runner {
         let dir = bridge::task_dir(&self.state_dir, task_id);
         self.watch.set_task_dir(Some(&dir));
         let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
+        let mut watching = false;
         let report = loop {
             let report = bridge::check(&self.state_dir, task_id)?;
+            if !watching {
+                watching = true;
+                let m = self.view();
+                let what = if step == 0 {
+                    "planning".to_string()
+                } else {
+                    format!("step {step}")
+                };
+                let label = format!("{what} attempt {}", m.current.attempt.unwrap_or(1));
+                let spent = engine::spent(&m);
+                self.progress
+                    .begin(label, &report.stdout_path, report.elapsed, spent);
+            }
+            self.progress.update();
             if let Some(pid) = report.pid
                 && report.state == TaskState::Running
                 && report.elapsed >= PID_RECORD_AFTER
@@ -241,16 +258,19 @@ impl Runner {
                         }
                     }
                     Wake::Task if !exit_record.exists() && checked.elapsed() < PID_RECORD_AFTER => {
+                        self.progress.update();
                     }
                     Wake::Stop | Wake::Task | Wake::Timeout => break,
                 }
             }
             if let Some(stop) = stopfile::present(&self.state_dir) {
                 self.watch.set_task_dir(None);
+                self.progress.end();
                 return self.stop_now(&stop).map(Some);
             }
         };
         self.watch.set_task_dir(None);
+        self.progress.end();
         self.evaluate(step, task_id, &report)
     }
 
@@ -433,7 +453,10 @@ impl Runner {
             prior_duration_s: prior.and_then(|r| r.duration_s).unwrap_or(0.0),
             transients,
             commit: head_now.filter(|h| Some(h) != head_before.as_ref()),
-            verified: matches!(verify_outcome, Some(verify::Outcome::Passed)),
+            // Every check that applies passed: exit, result and verdict (or there would be
+            // no pass to record), and VERIFY when one is set.
+            verified: verify_cmd.is_none()
+                || matches!(verify_outcome, Some(verify::Outcome::Passed)),
             report: Some(format!("tasks/{task_id}/stdout")),
             next_step: if step == 0 { None } else { next_step },
             now: Some(Utc::now()),
@@ -455,6 +478,12 @@ impl Runner {
             self.apply(&t)?
         };
         crash::point("after-record-write");
+        if matches!(
+            judgement,
+            Judgement::Backoff { .. } | Judgement::UsageWait { .. }
+        ) {
+            self.announced_wait = engine::wait_until(&self.view());
+        }
         self.after_record(&m, step, &judgement);
         Ok(exit)
     }
