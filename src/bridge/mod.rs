@@ -46,7 +46,7 @@ mod wait_loop;
 
 pub use fire::{fire, fire_with_id};
 pub use kill::kill;
-pub use report::{TaskReport, TaskState, check};
+pub use report::{TaskEnd, TaskReport, TaskState, check};
 pub use supervisor::supervise;
 pub(crate) use sweep::describe;
 pub use sweep::{Stray, TASK_ID_ENV, survivors};

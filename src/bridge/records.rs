@@ -60,18 +60,6 @@ pub(crate) enum Reason {
     SpawnFailed,
 }
 
-impl Reason {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Reason::Exited => "exited",
-            Reason::Timeout => "timeout",
-            Reason::Idle => "idle",
-            Reason::Killed => "killed",
-            Reason::SpawnFailed => "spawn_failed",
-        }
-    }
-}
-
 /// `exit.json`: how the task ended. Its presence is what makes a task finished.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct ExitRecord {

@@ -8,22 +8,7 @@ use super::{Caps, backoff, one_line};
 use crate::agent::{BugKind, Class, Verdict};
 use crate::verify;
 
-/// How the step's task ended, as the exec bridge saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TaskEnd {
-    /// The agent exited by itself (code, or `None` when a signal ended it).
-    Exited(Option<i32>),
-    /// The wall-clock limit killed it.
-    Timeout,
-    /// The no-output limit killed it.
-    Idle,
-    /// Someone ran `loop kill` on it.
-    Killed,
-    /// Its supervisor vanished without an exit record (reboot, SIGKILL).
-    Lost,
-    /// The agent program could not be started.
-    SpawnFailed(String),
-}
+pub use crate::bridge::TaskEnd;
 
 /// Everything known about one finished attempt.
 #[derive(Debug, Clone)]
@@ -33,7 +18,9 @@ pub struct Attempt<'a> {
     pub end: TaskEnd,
     /// The agent adapter's class of the outcome (`None` when there was no process to read).
     pub class: Option<Class>,
-    pub verdict: Verdict,
+    /// The agent's final answer (the result event's text): its verdict line, or, for the
+    /// planning call, the plan.
+    pub answer: &'a str,
     pub denials: &'a [String],
     /// Whether a VERIFY command is configured.
     pub verify_configured: bool,
@@ -52,6 +39,8 @@ pub struct Attempt<'a> {
 pub enum Judgement {
     /// The step is done.
     Pass { summary: String },
+    /// The planning call answered with a usable plan.
+    Planned { steps: Vec<String> },
     /// So far so good: run VERIFY, then judge again with its outcome.
     NeedsVerify,
     /// A failed attempt; another follows in the same session.
@@ -138,7 +127,7 @@ pub fn judge(a: &Attempt<'_>) -> Judgement {
                         .into(),
             };
         }
-        TaskEnd::Exited(_) => {}
+        TaskEnd::Exited { .. } => {}
     }
 
     match a.class.clone() {
@@ -204,7 +193,14 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
                 .into(),
         };
     }
-    match &a.verdict {
+    if a.step == 0 {
+        // The planning call answers with a JSON plan, not a verdict line.
+        return match crate::agent::parse_plan(a.answer) {
+            Ok(steps) => Judgement::Planned { steps },
+            Err(e) => failed(a, format!("the planning answer held no usable plan: {e}")),
+        };
+    }
+    match &crate::agent::verdict(a.answer) {
         Verdict::Done(summary) => {
             if !a.verify_configured {
                 return Judgement::Pass {

@@ -44,6 +44,19 @@ pub enum Next {
     Halt { reason: String, how: String },
 }
 
+impl Next {
+    /// Whether a decision held for the next spawn's write ([`super::Write::WithNextSpawn`])
+    /// must be written before this one is carried out: no write follows at once (the runner
+    /// ends, waits, or watches a task).
+    #[must_use]
+    pub fn writes_held_first(&self) -> bool {
+        matches!(
+            self,
+            Next::Finished(_) | Next::Paused(_) | Next::Await { .. } | Next::WaitUntil { .. }
+        )
+    }
+}
+
 fn session_for(m: &M1, step: u32) -> SessionPlan {
     m.results
         .get(&step)

@@ -5,7 +5,7 @@ use std::path::Path;
 use crate::exit::{Exit, Status};
 
 use super::error::Errors;
-use super::{Store, status_view};
+use super::{Store, StoreError, status_view};
 
 /// `loop validate`: `path: ok`, or every error as `path:line:column: message` on stderr and
 /// exit status 2.
@@ -139,9 +139,7 @@ fn open(file: &Path) -> anyhow::Result<Result<super::Document, Errors>> {
     }
     match Store::open(file) {
         Ok((_, doc)) => Ok(Ok(doc)),
-        Err(err) => match err.downcast::<Errors>() {
-            Ok(errors) => Ok(Err(errors)),
-            Err(other) => Err(other),
-        },
+        Err(StoreError::DiskInvalid(errors)) => Ok(Err(errors)),
+        Err(other) => Err(other.into()),
     }
 }

@@ -78,7 +78,16 @@ impl std::fmt::Display for StoreError {
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for StoreError {
+    /// The validation errors of an invalid file, so that [`crate::exit::status_of`] finds
+    /// them and a command ends with exit 2.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::DiskInvalid(e) | StoreError::EditsInvalid(e) => Some(e),
+            StoreError::Io(_) | StoreError::Interrupted => None,
+        }
+    }
+}
 
 impl From<anyhow::Error> for StoreError {
     fn from(e: anyhow::Error) -> Self {
@@ -129,11 +138,12 @@ impl Store {
     /// Reads and parses the file. Errors carry the path ([`Errors::with_path`]).
     ///
     /// # Errors
-    /// The file cannot be read, or is not a valid M1.md (downcastable to [`Errors`]).
-    pub fn open(path: &Path) -> anyhow::Result<(Store, Document)> {
+    /// [`StoreError::Io`] when the file cannot be read, [`StoreError::DiskInvalid`] when it
+    /// is not a valid M1.md.
+    pub fn open(path: &Path) -> Result<(Store, Document), StoreError> {
         let bytes =
             std::fs::read(path).with_context(|| format!("while reading {}", path.display()))?;
-        let doc = decode(path, &bytes).map_err(anyhow::Error::new)?;
+        let doc = decode(path, &bytes).map_err(StoreError::DiskInvalid)?;
         Ok((Store::new(path, bytes, &doc), doc))
     }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use chrono::Utc;
 
-use crate::engine::{self, Next, Outcome, Transition};
+use crate::engine::{self, Effect, Next, Outcome, Transition, Write};
 use crate::exit::Status as Exit;
 use crate::m1::{Document, Edit, M1, Status, Store, StoreError};
 use crate::notifier::{self, Event, Notifier};
@@ -260,43 +260,22 @@ impl Runner {
     /// (STATUS WAITING and the reason, nothing else) and end with exit 3.
     fn halt_unrecordable(&mut self, errs: &crate::m1::Errors) -> anyhow::Error {
         self.pending.clear();
-        let what = engine::one_line(&errs.to_string(), 240);
-        let reason =
-            format!("M1.md was edited so that the runner's record would make it invalid ({what})");
-        let how = "fix M1.md (the plan, CURRENT_STEP, the step lines), then `loop resume`";
-        let edits = [
-            Edit::Status(Status::Waiting),
-            Edit::set(
-                &["LAST_ACTION"],
-                engine::one_line(&format!("Waiting: {reason}"), 300),
-            ),
-            Edit::set(&["NEXT_ACTION"], how),
-        ];
-        let written = match self.store.commit(&edits) {
+        let t = engine::unrecordable(&errs.to_string());
+        let written = match self.store.commit(&t.edits) {
             Ok(doc) => {
                 self.doc = doc;
                 "STATUS WAITING written"
             }
             Err(_) => "nothing written",
         };
-        self.say(&format!("halt: {reason}; {written}"));
+        self.say(&format!("{}; {written}", t.log));
         let m = self.view();
-        self.notify(&Event::Waiting {
-            goal: m.goal,
-            reason: reason.clone(),
-            how_to_continue: how.into(),
-        });
-        crate::exit::Exit::waiting(format!("{reason}; {how}")).into()
-    }
-
-    /// Holds a transition for the next write (see `pending`); only for outcomes after which
-    /// the loop goes on.
-    fn defer(&mut self, t: &Transition) {
-        for e in &t.edits {
-            self.doc.apply(e);
-        }
-        self.pending.extend(t.edits.iter().cloned());
-        self.say(&t.log);
+        self.carry_out(&m, &t.effects);
+        let why = match t.effects.first() {
+            Some(Effect::Waiting { reason, how }) => format!("{reason}; {how}"),
+            _ => t.log.clone(),
+        };
+        crate::exit::Exit::waiting(why).into()
     }
 
     /// Writes how a task was judged into the ledger, before M1.md says it. A task is judged
@@ -324,13 +303,77 @@ impl Runner {
         self.commit(&[])
     }
 
+    /// Carries a transition out: writes it (or holds it for the next spawn's write, see
+    /// `pending`), logs it, and does what follows it.
     fn apply(&mut self, t: &Transition) -> anyhow::Result<Option<Exit>> {
-        self.commit(&t.edits)?;
+        let before = self.view();
+        match (t.write, &t.outcome) {
+            (Write::WithNextSpawn, Outcome::Continue) => {
+                for e in &t.edits {
+                    self.doc.apply(e);
+                }
+                self.pending.extend(t.edits.iter().cloned());
+            }
+            _ => self.commit(&t.edits)?,
+        }
         self.say(&t.log);
+        self.carry_out(&before, &t.effects);
         Ok(match t.outcome {
             Outcome::Exit(s) => Some(s),
             Outcome::Continue => None,
         })
+    }
+
+    /// Does what follows a recorded transition: notifications, ticking a checklist. `before`
+    /// is the loop as it was before the transition (its goal, its plan).
+    fn carry_out(&mut self, before: &M1, effects: &[Effect]) {
+        let goal = before.goal.clone();
+        for effect in effects {
+            let event = match effect {
+                Effect::Waiting { reason, how } => Event::Waiting {
+                    goal: goal.clone(),
+                    reason: reason.clone(),
+                    how_to_continue: how.clone(),
+                },
+                Effect::Failed { step, reason } => Event::Failed {
+                    goal: goal.clone(),
+                    step: (*step > 0).then_some(*step),
+                    reason: reason.clone(),
+                    log_tail: self.failure_tail(before),
+                },
+                Effect::StepDone { step, summary } => Event::StepDone {
+                    goal: goal.clone(),
+                    step: *step,
+                    total: u32::try_from(before.plan.steps.len()).unwrap_or(0),
+                    summary: summary.clone(),
+                },
+                Effect::Planned => Event::Started {
+                    goal: goal.clone(),
+                    steps: self
+                        .view()
+                        .plan
+                        .steps
+                        .iter()
+                        .map(|s| s.text.clone())
+                        .collect(),
+                },
+                Effect::UsageWait {
+                    step,
+                    until,
+                    reason,
+                } => Event::Text(format!(
+                    "{goal}\nUsage limit hit on step {step} ({reason}). Waiting until {} UTC, \
+                     then carrying on.",
+                    until.format("%Y-%m-%d %H:%M")
+                )),
+                Effect::Done => self.done_event(before),
+                Effect::TickPlanFile(step) => {
+                    self.tick_plan_file(*step);
+                    continue;
+                }
+            };
+            self.notify(&event);
+        }
     }
 
     /// Drives the loop until it is DONE, FAILED or WAITING.
@@ -349,10 +392,7 @@ impl Runner {
             let caps = self.settings.caps(&m);
             let next = engine::next(&m, &caps, Utc::now());
             // A held outcome rides on the next write; where none follows at once, write it now.
-            if matches!(
-                next,
-                Next::Finished(_) | Next::Paused(_) | Next::Await { .. } | Next::WaitUntil { .. }
-            ) {
+            if next.writes_held_first() {
                 self.flush()?;
             }
             let exit = match next {
@@ -384,20 +424,10 @@ impl Runner {
                     session,
                 } => self.spawn(step, attempt, &session)?,
                 Next::Exhausted { step, reason } => {
-                    let t = engine::exhausted(step, &reason);
-                    let exit = self.apply(&t)?;
-                    self.notify_failed(&m, step, &reason);
-                    exit
+                    self.apply(&engine::exhausted(step, &reason))?
                 }
                 Next::Halt { reason, how } => {
-                    let t = engine::halt(m.plan.current_step, &reason, &how);
-                    let exit = self.apply(&t)?;
-                    self.notify(&Event::Waiting {
-                        goal: m.goal.clone(),
-                        reason,
-                        how_to_continue: how,
-                    });
-                    exit
+                    self.apply(&engine::halt(m.plan.current_step, &reason, &how))?
                 }
             };
             if let Some(exit) = exit {
@@ -430,8 +460,15 @@ impl Runner {
     fn complete(&mut self, m: &M1) -> anyhow::Result<Exit> {
         crash::point("before-done-write");
         let t = engine::complete(m);
-        self.apply(&t)?;
+        self.commit(&t.edits)?;
+        self.say(&t.log);
         crash::point("after-done-write");
+        self.carry_out(m, &t.effects);
+        Ok(Exit::Ok)
+    }
+
+    /// The DONE notification: each step's summary, the cost, the time since the loop started.
+    fn done_event(&self, m: &M1) -> Event {
         let summaries = m
             .plan
             .steps
@@ -451,18 +488,17 @@ impl Runner {
         let elapsed_s = started.map_or(0, |t| {
             u64::try_from((Utc::now() - t.with_timezone(&Utc)).num_seconds()).unwrap_or(0)
         });
-        self.notify(&Event::Done {
+        Event::Done {
             goal: m.goal.clone(),
             summaries,
             cost_usd: engine::spent(m),
             elapsed_s,
-        });
-        Ok(Exit::Ok)
+        }
     }
 
-    fn notify_failed(&mut self, m: &M1, step: u32, reason: &str) {
-        let log_tail = m
-            .current
+    /// The end of what the failed step printed (its stderr), else of the decision log.
+    fn failure_tail(&self, m: &M1) -> Vec<String> {
+        m.current
             .task_id
             .as_deref()
             .map(|id| {
@@ -472,13 +508,19 @@ impl Runner {
                 )
             })
             .filter(|t| !t.is_empty())
-            .unwrap_or_else(|| decision_log::tail(&self.state_dir, 5));
-        self.notify(&Event::Failed {
-            goal: m.goal.clone(),
-            step: (step > 0).then_some(step),
-            reason: reason.to_string(),
-            log_tail,
-        });
+            .unwrap_or_else(|| decision_log::tail(&self.state_dir, 5))
+    }
+
+    /// Ticks the step's box in the `--plan` file it came from, if any (one byte changes).
+    fn tick_plan_file(&mut self, step: u32) {
+        let Some(path) = self.doc.get(&["PLAN_FILE"]) else {
+            return;
+        };
+        if let Err(e) = crate::plan_import::tick(Path::new(&path), step) {
+            self.say(&format!(
+                "plan file: could not tick step {step} in {path}: {e:#}"
+            ));
+        }
     }
 
     /// The stop file appeared: kill the step's whole group, confirm it dead, then write WAITING.
@@ -500,11 +542,6 @@ impl Runner {
             self.record_judged(id, "stopped", &t.edits)?;
         }
         let exit = self.apply(&t)?;
-        self.notify(&Event::Waiting {
-            goal: m.goal.clone(),
-            reason: format!("stopped by {}", stop.display()),
-            how_to_continue: format!("remove {} and run `loop resume`", stop.display()),
-        });
         Ok(exit.unwrap_or(Exit::Waiting))
     }
 

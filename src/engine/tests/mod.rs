@@ -190,13 +190,28 @@ fn no_steps_means_planning_and_the_cost_cap_halts() {
     );
 }
 
+/// An answer that ends with the verdict line `verdict` stands for.
+fn answer(verdict: &Verdict) -> &'static str {
+    match verdict {
+        Verdict::Done(s) if s == "did it" => "I did it.\nSTEP_DONE: did it",
+        Verdict::Done(s) if s == "ok" => "Worked.\nSTEP_DONE: ok",
+        Verdict::Done(_) => "Worked.\nSTEP_DONE: x",
+        Verdict::Failed(_) => "Tried.\nSTEP_FAILED: no",
+        Verdict::Blocked(_) => "Unsure.\nSTEP_BLOCKED: which file?",
+        Verdict::Missing => "I think it is done.",
+    }
+}
+
 fn attempt<'a>(caps: &'a Caps, class: Class, verdict: Verdict) -> Attempt<'a> {
     Attempt {
         step: 2,
         attempt: 1,
-        end: TaskEnd::Exited(Some(0)),
+        end: TaskEnd::Exited {
+            code: Some(0),
+            signal: None,
+        },
         class: Some(class),
-        verdict,
+        answer: answer(&verdict),
         denials: &[],
         verify_configured: false,
         verify: None,
@@ -432,7 +447,7 @@ fn a_pass_records_results_clears_current_and_moves_on_changing_only_its_lines() 
         duration_s: 12.0,
         verified: true,
         next_step: Some((3, "test".into())),
-        now: Some(now()),
+        now: now(),
         ..Facts::default()
     };
     let t = record(
@@ -490,7 +505,16 @@ fn the_last_failed_attempt_fails_step_and_loop() {
 
 #[test]
 fn a_spawn_is_recorded_before_it_happens_and_a_stop_undoes_it() {
-    let t = spawn(2, 1, "task_a", "uuid-1", "do the fix\nplease", now());
+    let t = spawn(&SpawnFacts {
+        step: 2,
+        attempt: 1,
+        task_id: "task_a",
+        session_id: "uuid-1",
+        command: "do the fix\nplease",
+        git_head: None,
+        new_loop_id: None,
+        now: now(),
+    });
     let after = applied(BASE, &t);
     let m = view(&after);
     assert_eq!(m.plan.steps[1].state, StepState::Running);
@@ -518,7 +542,7 @@ fn a_backoff_records_when_to_try_again() {
     let facts = Facts {
         step: 2,
         attempt: 1,
-        now: Some(now()),
+        now: now(),
         ..Facts::default()
     };
     let t = record(
@@ -558,7 +582,7 @@ fn the_transient_halt_counts_the_error_that_halts_and_resets_the_count_for_the_r
     let facts = Facts {
         step: 2,
         attempt: 1,
-        now: Some(now()),
+        now: now(),
         ..Facts::default()
     };
     let m = view(&applied(&before, &record(&j, &facts)));
@@ -580,7 +604,7 @@ fn a_wait_is_recorded_as_an_interruption_not_as_a_failure() {
     let facts = Facts {
         step: 2,
         attempt: 2,
-        now: Some(now()),
+        now: now(),
         ..Facts::default()
     };
     for j in [
@@ -650,3 +674,5 @@ fn a_verify_that_printed_nothing_is_said_so() {
         }
     );
 }
+
+mod records;
