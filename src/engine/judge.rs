@@ -95,88 +95,110 @@ fn minutes(d: Duration) -> String {
 /// then its permission denials and verdict, then VERIFY.
 #[must_use]
 pub fn judge(a: &Attempt<'_>) -> Judgement {
-    match &a.end {
-        TaskEnd::Timeout => {
-            return failed(
-                a,
-                format!(
-                    "step timeout: killed after {}",
-                    minutes(a.caps.step_timeout)
-                ),
-            );
-        }
+    if let Some(j) = judge_end(a) {
+        return j;
+    }
+    match a.class.clone() {
+        None => failed(a, "the agent left no output to judge".into()),
+        Some(Class::Success) => judge_success(a),
+        Some(Class::Other(msg)) => failed(a, msg),
+        Some(class) => judge_failure(a, class),
+    }
+}
+
+/// How the process ended, when that alone decides: the loop's limits or a kill ended it, it
+/// was lost, or it never started. `None` when it exited by itself.
+fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
+    Some(match &a.end {
+        TaskEnd::Timeout => failed(
+            a,
+            format!(
+                "step timeout: killed after {}",
+                minutes(a.caps.step_timeout)
+            ),
+        ),
         TaskEnd::Idle => {
             let idle = a
                 .caps
                 .idle_timeout
                 .map_or_else(|| "the idle limit".into(), minutes);
-            return failed(a, format!("idle timeout: no output for {idle}, killed"));
+            failed(a, format!("idle timeout: no output for {idle}, killed"))
         }
-        TaskEnd::Killed => return failed(a, "the step's task was killed (loop kill)".into()),
-        TaskEnd::Lost => {
-            return failed(
-                a,
-                "the step's task was lost (its supervisor died: reboot or kill -9)".into(),
-            );
-        }
-        TaskEnd::SpawnFailed(msg) => {
-            return Judgement::Halt {
-                reason: format!("the agent could not be started: {}", one_line(msg, 200)),
-                how:
-                    "install Claude Code or set LOOP_AGENT to the agent program, then `loop resume`"
-                        .into(),
-            };
-        }
-        TaskEnd::Exited { .. } => {}
-    }
-
-    match a.class.clone() {
-        None => failed(a, "the agent left no output to judge".into()),
-        Some(Class::Success) => judge_success(a),
-        Some(Class::Transient(why)) => {
-            let n = a.transients + 1;
-            if n > a.caps.transient_cap {
-                Judgement::Halt {
-                    reason: format!(
-                        "{n} transient errors on step {}, over the cap of {}; last: {}",
-                        a.step,
-                        a.caps.transient_cap,
-                        one_line(&why, 200)
-                    ),
-                    how: "check the network and the API status, then `loop resume`".into(),
-                }
-            } else {
-                Judgement::Backoff { delay: backoff(n), reason: one_line(&why, 200) }
-            }
-        }
-        Some(Class::UsageLimit { resets_at, message }) => {
-            let until = resets_at
-                .filter(|t| *t > a.now)
-                .unwrap_or_else(|| a.now + chrono::Duration::from_std(UNKNOWN_RESET_WAIT).unwrap_or_default());
-            Judgement::UsageWait { until, reason: one_line(&message, 200) }
-        }
-        Some(Class::Auth(msg)) => Judgement::Halt {
-            reason: format!("authentication failed: {}", one_line(&msg, 200)),
-            how: "log in to Claude Code (`claude /login`) or fix ANTHROPIC_API_KEY, then `loop resume`"
+        TaskEnd::Killed => failed(a, "the step's task was killed (loop kill)".into()),
+        TaskEnd::Lost => failed(
+            a,
+            "the step's task was lost (its supervisor died: reboot or kill -9)".into(),
+        ),
+        TaskEnd::SpawnFailed(msg) => Judgement::Halt {
+            reason: format!("the agent could not be started: {}", one_line(msg, 200)),
+            how: "install Claude Code or set LOOP_AGENT to the agent program, then `loop resume`"
                 .into(),
         },
-        Some(Class::Billing(msg)) => Judgement::Halt {
-            reason: format!("billing: {}", one_line(&msg, 200)),
-            how: "add credit or raise the budget, then `loop resume`".into(),
-        },
-        Some(Class::InvocationBug { kind, message }) => match kind {
-            BugKind::UnknownSession if a.resumed => {
-                Judgement::FreshSession { reason: one_line(&message, 200) }
+        TaskEnd::Exited { .. } => return None,
+    })
+}
+
+/// A failure of a class that is not the work's fault: wait it out, or hand it to a human.
+fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
+    let halt = |reason: String, how: &str| Judgement::Halt {
+        reason,
+        how: how.into(),
+    };
+    match class {
+        Class::Transient(why) => {
+            let n = a.transients + 1;
+            if n > a.caps.transient_cap {
+                let reason = format!(
+                    "{n} transient errors on step {}, over the cap of {}; last: {}",
+                    a.step,
+                    a.caps.transient_cap,
+                    one_line(&why, 200)
+                );
+                halt(
+                    reason,
+                    "check the network and the API status, then `loop resume`",
+                )
+            } else {
+                Judgement::Backoff {
+                    delay: backoff(n),
+                    reason: one_line(&why, 200),
+                }
             }
-            BugKind::SessionInUse if !a.resumed => {
-                Judgement::ResumeSession { reason: one_line(&message, 200) }
+        }
+        Class::UsageLimit { resets_at, message } => {
+            let unknown = chrono::Duration::from_std(UNKNOWN_RESET_WAIT).unwrap_or_default();
+            let until = resets_at
+                .filter(|t| *t > a.now)
+                .unwrap_or_else(|| a.now + unknown);
+            Judgement::UsageWait {
+                until,
+                reason: one_line(&message, 200),
             }
-            _ => Judgement::Halt {
-                reason: format!("the agent refused its invocation: {}", one_line(&message, 200)),
-                how: "fix the agent settings in loop.yaml (flags, model), then `loop resume`".into(),
+        }
+        Class::Auth(msg) => halt(
+            format!("authentication failed: {}", one_line(&msg, 200)),
+            "log in to Claude Code (`claude /login`) or fix ANTHROPIC_API_KEY, then `loop resume`",
+        ),
+        Class::Billing(msg) => halt(
+            format!("billing: {}", one_line(&msg, 200)),
+            "add credit or raise the budget, then `loop resume`",
+        ),
+        Class::InvocationBug { kind, message } => match kind {
+            BugKind::UnknownSession if a.resumed => Judgement::FreshSession {
+                reason: one_line(&message, 200),
             },
+            BugKind::SessionInUse if !a.resumed => Judgement::ResumeSession {
+                reason: one_line(&message, 200),
+            },
+            _ => halt(
+                format!(
+                    "the agent refused its invocation: {}",
+                    one_line(&message, 200)
+                ),
+                "fix the agent settings in loop.yaml (flags, model), then `loop resume`",
+            ),
         },
-        Some(Class::Other(msg)) => failed(a, msg),
+        Class::Success | Class::Other(_) => failed(a, class.to_string()),
     }
 }
 

@@ -75,8 +75,9 @@ pub fn spent(m: &M1) -> f64 {
     m.results.values().filter_map(|r| r.cost_usd).sum()
 }
 
-/// Decides the next action from the document alone. `running` is true for a runner that is
-/// already driving the loop (a WAITING it did not write means a human paused it).
+/// Decides the next action from the document alone: the status, then a task on record or a
+/// wait, then planning, then the plan's caps and its first open step (pueue's restore rules
+/// written as cases: each is one early return, each has its test).
 #[must_use]
 pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
     match m.status {
@@ -91,7 +92,6 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
         Status::Idle => return Next::Paused("STATUS is IDLE: run `loop resume` to start".into()),
         Status::Running => {}
     }
-
     // A task on record comes first: it may be running, finished, or never spawned.
     if let Some(task_id) = m.current.task_id.clone().filter(|t| !t.is_empty()) {
         return Next::Await {
@@ -110,21 +110,29 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
             .unwrap_or_else(|| "waiting".into());
         return Next::WaitUntil { until, reason };
     }
-
     if m.plan.steps.is_empty() {
-        let attempts = attempts_of(m, 0);
-        if attempts >= caps.max_retries {
-            return Next::Exhausted {
-                step: 0,
-                reason: format!("planning failed {attempts} times"),
-            };
-        }
-        return Next::Plan {
-            attempt: attempts + 1,
-            session: session_for(m, 0),
+        return planning(m, caps);
+    }
+    next_step(m, caps)
+}
+
+/// No steps yet: plan them, unless planning already failed MAX_RETRIES times.
+fn planning(m: &M1, caps: &Caps) -> Next {
+    let attempts = attempts_of(m, 0);
+    if attempts >= caps.max_retries {
+        return Next::Exhausted {
+            step: 0,
+            reason: format!("planning failed {attempts} times"),
         };
     }
+    Next::Plan {
+        attempt: attempts + 1,
+        session: session_for(m, 0),
+    }
+}
 
+/// The plan's first open step, within the caps on steps, attempts and cost.
+fn next_step(m: &M1, caps: &Caps) -> Next {
     let count = u32::try_from(m.plan.steps.len()).unwrap_or(u32::MAX);
     if count > caps.max_steps {
         return Next::Halt {
@@ -135,7 +143,6 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
             how: "shorten PLAN.STEPS or raise LIMITS.MAX_STEPS in M1.md, then `loop resume`".into(),
         };
     }
-
     let Some(step) = open_step(m, 0) else {
         return Next::Complete;
     };

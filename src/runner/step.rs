@@ -226,38 +226,50 @@ impl Runner {
             return Ok(None);
         }
         if !bridge::exists(&self.state_dir, task_id) {
-            let m = self.view();
-            let attempt = m.current.attempt.unwrap_or(1);
-            let session_id = m
-                .current
-                .session_id
-                .clone()
-                .unwrap_or_else(agent::new_session_id);
-            let resumed = resumes(&m, step, Some(&session_id));
-            self.say(&format!(
-                "resume: task {task_id} was recorded but never started; starting it now"
-            ));
-            let prompt = self.prompt_for(&m, step, attempt, resumed);
-            self.fire(step, attempt, task_id, &session_id, resumed, &prompt)?;
+            self.start_recorded(step, task_id)?;
         }
         let dir = bridge::task_dir(&self.state_dir, task_id);
         self.watch.set_task_dir(Some(&dir));
-        let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
-        let mut watching = false;
-        let report = loop {
+        let watched = self.watch_task(step, task_id);
+        self.watch.set_task_dir(None);
+        self.progress.end();
+        match watched? {
+            Ok(report) => self.evaluate(step, task_id, &report),
+            Err(stop) => self.stop_now(&stop).map(Some),
+        }
+    }
+
+    /// Starts a task whose spawn was recorded (write-ahead) but never happened: a runner died
+    /// between the record and the start.
+    fn start_recorded(&mut self, step: u32, task_id: &str) -> anyhow::Result<()> {
+        let m = self.view();
+        let attempt = m.current.attempt.unwrap_or(1);
+        let session_id = m
+            .current
+            .session_id
+            .clone()
+            .unwrap_or_else(agent::new_session_id);
+        let resumed = resumes(&m, step, Some(&session_id));
+        self.say(&format!(
+            "resume: task {task_id} was recorded but never started; starting it now"
+        ));
+        let prompt = self.prompt_for(&m, step, attempt, resumed);
+        self.fire(step, attempt, task_id, &session_id, resumed, &prompt)
+    }
+
+    /// Watches a running task until it ends (its report) or a stop file appears (its path),
+    /// keeping it on record and its pid in CURRENT, and the live line up to date.
+    fn watch_task(
+        &mut self,
+        step: u32,
+        task_id: &str,
+    ) -> anyhow::Result<Result<TaskReport, std::path::PathBuf>> {
+        let mut first = true;
+        loop {
             let report = bridge::check(&self.state_dir, task_id)?;
-            if !watching {
-                watching = true;
-                let m = self.view();
-                let what = if step == 0 {
-                    "planning".to_string()
-                } else {
-                    format!("step {step}")
-                };
-                let label = format!("{what} attempt {}", m.current.attempt.unwrap_or(1));
-                let spent = engine::spent(&m);
-                self.progress
-                    .begin(label, &report.stdout_path, report.elapsed, spent);
+            if first {
+                first = false;
+                self.begin_progress(step, &report);
             }
             self.progress.update();
             if let Some(pid) = report.pid
@@ -270,41 +282,59 @@ impl Runner {
                 crash::point("after-pid-write");
             }
             if report.state != TaskState::Running {
-                break report;
+                return Ok(Ok(report));
             }
-            let checked = std::time::Instant::now();
-            // Output makes the task directory busy; between full checks (at most every
-            // PID_RECORD_AFTER, and on each poll) a wake costs one look for the exit record.
-            // A full check comes at least every POLL by the clock, however often M1.md is
-            // saved: its events never keep the runner from seeing the task end.
-            loop {
-                let left = POLL.saturating_sub(checked.elapsed());
-                if left.is_zero() {
-                    break;
-                }
-                match self.watch.wait(left) {
-                    Wake::M1Changed => {
-                        // A broken or half-written file is reported and waited out later, by
-                        // the write that needs it; the task is watched on meanwhile.
-                        if self.reload()? {
-                            self.keep_task_on_record(step, task_id)?;
-                        }
-                    }
-                    Wake::Task if !exit_record.exists() && checked.elapsed() < PID_RECORD_AFTER => {
-                        self.progress.update();
-                    }
-                    Wake::Stop | Wake::Task | Wake::Timeout => break,
-                }
-            }
+            self.until_next_check(step, task_id)?;
             if let Some(stop) = stopfile::present(&self.state_dir) {
-                self.watch.set_task_dir(None);
-                self.progress.end();
-                return self.stop_now(&stop).map(Some);
+                return Ok(Err(stop));
             }
+        }
+    }
+
+    /// Sleeps on events until the next full check of a running task. Output makes the task
+    /// directory busy; between full checks (at most every PID_RECORD_AFTER, and on each poll)
+    /// a wake costs one look for the exit record. A full check comes at least every POLL by
+    /// the clock, however often M1.md is saved: its events never keep the runner from seeing
+    /// the task end.
+    fn until_next_check(&mut self, step: u32, task_id: &str) -> anyhow::Result<()> {
+        let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
+        let checked = std::time::Instant::now();
+        loop {
+            let left = POLL.saturating_sub(checked.elapsed());
+            if left.is_zero() {
+                return Ok(());
+            }
+            match self.watch.wait(left) {
+                Wake::M1Changed => {
+                    // A broken or half-written file is reported and waited out later, by the
+                    // write that needs it; the task is watched on meanwhile.
+                    if self.reload()? {
+                        self.keep_task_on_record(step, task_id)?;
+                    }
+                }
+                Wake::Task if !exit_record.exists() && checked.elapsed() < PID_RECORD_AFTER => {
+                    self.progress.update();
+                }
+                Wake::Stop | Wake::Task | Wake::Timeout => return Ok(()),
+            }
+        }
+    }
+
+    /// Starts the live line for a task just found (or re-adopted) running.
+    fn begin_progress(&mut self, step: u32, report: &TaskReport) {
+        let m = self.view();
+        let what = if step == 0 {
+            "planning".to_string()
+        } else {
+            format!("step {step}")
         };
-        self.watch.set_task_dir(None);
-        self.progress.end();
-        self.evaluate(step, task_id, &report)
+        let label = format!("{what} attempt {}", m.current.attempt.unwrap_or(1));
+        self.progress.begin(
+            label,
+            &report.stdout_path,
+            report.elapsed,
+            engine::spent(&m),
+        );
     }
 
     /// A save made from a text read before the runner recorded this task (an editor that
@@ -343,38 +373,11 @@ impl Runner {
         let transients = extra(&m, step, "TRANSIENT")
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
-        let verify_cmd = if step == 0 {
-            None
-        } else {
-            self.settings.verify(&m)
-        };
-        let mut verify_outcome = None;
-        let judgement = loop {
-            let j = engine::judge(&Attempt {
-                step,
-                attempt,
-                end: run.end.clone(),
-                class: run.class.clone(),
-                answer: &run.answer,
-                denials: &run.denials,
-                verify_configured: verify_cmd.is_some(),
-                verify: verify_outcome.as_ref(),
-                transients,
-                resumed: resumes(&m, step, m.current.session_id.as_deref()),
-                caps: &caps,
-                now: Utc::now(),
-            });
-            if j != Judgement::NeedsVerify {
-                break j;
-            }
-            let cmd = verify_cmd.clone().unwrap_or_default();
-            match self.verify(step, attempt, task_id, &cmd, caps.step_timeout)? {
-                verify::Outcome::Stopped => {
-                    let stop = stopfile::present(&self.state_dir).unwrap_or_else(stopfile::global);
-                    return self.stop_now(&stop).map(Some);
-                }
-                outcome => verify_outcome = Some(outcome),
-            }
+        let Some((judgement, verified)) =
+            self.judge(&m, &caps, step, task_id, &run, attempt, transients)?
+        else {
+            let stop = stopfile::present(&self.state_dir).unwrap_or_else(stopfile::global);
+            return self.stop_now(&stop).map(Some);
         };
         let prior = m.results.get(&step);
         let head_before = m.current.extra.get("GIT_HEAD").cloned();
@@ -389,10 +392,7 @@ impl Runner {
             prior_duration_s: prior.and_then(|r| r.duration_s).unwrap_or(0.0),
             transients,
             commit: crate::git::head(&self.workdir).filter(|h| Some(h) != head_before.as_ref()),
-            // Every check that applies passed: exit, result and verdict (or there would be
-            // no pass to record), and VERIFY when one is set.
-            verified: verify_cmd.is_none()
-                || matches!(verify_outcome, Some(verify::Outcome::Passed)),
+            verified,
             report: Some(format!("tasks/{task_id}/stdout")),
             next_step: engine::open_step(&m, step)
                 .filter(|_| step > 0)
@@ -412,6 +412,54 @@ impl Runner {
             self.announced_wait = engine::wait_until(&self.view());
         }
         Ok(exit)
+    }
+
+    /// Asks the engine for its judgement of an attempt, running VERIFY when it asks for it:
+    /// the judgement, and whether every check that applies passed (exit, result and verdict,
+    /// or there would be no pass; VERIFY when one is set). `None` when a stop ended VERIFY.
+    #[allow(clippy::too_many_arguments)]
+    fn judge(
+        &mut self,
+        m: &M1,
+        caps: &engine::Caps,
+        step: u32,
+        task_id: &str,
+        run: &Run,
+        attempt: u32,
+        transients: u32,
+    ) -> anyhow::Result<Option<(Judgement, bool)>> {
+        let verify_cmd = if step == 0 {
+            None
+        } else {
+            self.settings.verify(m)
+        };
+        let mut verify_outcome = None;
+        loop {
+            let j = engine::judge(&Attempt {
+                step,
+                attempt,
+                end: run.end.clone(),
+                class: run.class.clone(),
+                answer: &run.answer,
+                denials: &run.denials,
+                verify_configured: verify_cmd.is_some(),
+                verify: verify_outcome.as_ref(),
+                transients,
+                resumed: resumes(m, step, m.current.session_id.as_deref()),
+                caps,
+                now: Utc::now(),
+            });
+            if j != Judgement::NeedsVerify {
+                let verified =
+                    verify_cmd.is_none() || matches!(verify_outcome, Some(verify::Outcome::Passed));
+                return Ok(Some((j, verified)));
+            }
+            let cmd = verify_cmd.clone().unwrap_or_default();
+            match self.verify(step, attempt, task_id, &cmd, caps.step_timeout)? {
+                verify::Outcome::Stopped => return Ok(None),
+                outcome => verify_outcome = Some(outcome),
+            }
+        }
     }
 
     /// Ends what is left of a task before it is judged: a LOST task's processes (its
