@@ -138,8 +138,8 @@ impl Poller {
                 &body(offset),
                 self.poll_timeout + Duration::from_secs(15),
             );
-            let problem = match reply {
-                Ok(r) if r.ok && r.status == 200 => {
+            let (kind, problem) = match polled(reply)? {
+                Polled::Updates(updates) => {
                     if backoff.failures() > 0 {
                         self.say(&format!(
                             "telegram: getUpdates works again after {} failure(s)",
@@ -147,58 +147,23 @@ impl Poller {
                         ));
                         backoff.reset();
                     }
-                    let updates = r
-                        .result
-                        .as_ref()
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
                     for update in &updates {
                         offset = self.take(bot, update, offset);
                     }
                     continue;
                 }
-                Ok(r) if r.status == 401 || r.status == 404 => {
-                    return Err(Exit::bad_input(format!(
-                        "Telegram refused the bot token ({}): check TELEGRAM_BOT_TOKEN",
-                        r.summary()
-                    ))
-                    .into());
-                }
-                Ok(r) if r.status == 409 => (
-                    "conflict",
-                    format!(
-                        "Telegram says another client is reading this bot's updates ({}): stop the \
-                     other `loop telegram` (or other bot program) using this token, or remove \
-                     its webhook with deleteWebhook; retrying",
-                        r.summary()
-                    ),
-                ),
-                Ok(r) if r.status == 429 => {
-                    let secs = r
-                        .parameters
-                        .as_ref()
-                        .and_then(|p| p.retry_after)
-                        .unwrap_or(5);
+                Polled::RateLimited { secs, summary } => {
                     self.say(&format!(
-                        "telegram: rate limited, waiting {secs}s ({})",
-                        r.summary()
+                        "telegram: rate limited, waiting {secs}s ({summary})"
                     ));
                     std::thread::sleep(Duration::from_secs(secs));
                     continue;
                 }
-                Ok(r) => (
-                    "api",
-                    format!("getUpdates failed: {}; retrying", r.summary()),
-                ),
-                Err(transport) => (
-                    "network",
-                    format!("getUpdates failed: {transport}; retrying"),
-                ),
+                Polled::Problem { kind, message } => (kind, message),
             };
-            if reported != Some(problem.0) {
-                self.say(&format!("telegram: {}", problem.1));
-                reported = Some(problem.0);
+            if reported != Some(kind) {
+                self.say(&format!("telegram: {problem}"));
+                reported = Some(kind);
             }
             std::thread::sleep(backoff.next_wait());
         }
@@ -254,4 +219,64 @@ fn incoming(update: &Value) -> Option<Incoming> {
             .map(str::to_string),
         text: msg.get("text")?.as_str()?.to_string(),
     })
+}
+
+/// What one getUpdates call came to.
+enum Polled {
+    Updates(Vec<Value>),
+    /// 429: wait as Telegram says.
+    RateLimited {
+        secs: u64,
+        summary: String,
+    },
+    /// Retry after a backoff; `kind` names the problem, said once until polling works again.
+    Problem {
+        kind: &'static str,
+        message: String,
+    },
+}
+
+/// Reads a getUpdates reply. A refused token ends the bot (bad input); anything else is
+/// retried.
+fn polled(reply: Result<super::telegram::ApiReply, String>) -> anyhow::Result<Polled> {
+    let problem = |kind, message| Ok(Polled::Problem { kind, message });
+    match reply {
+        Ok(r) if r.ok && r.status == 200 => Ok(Polled::Updates(
+            r.result
+                .as_ref()
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+        )),
+        Ok(r) if r.status == 401 || r.status == 404 => Err(Exit::bad_input(format!(
+            "Telegram refused the bot token ({}): check TELEGRAM_BOT_TOKEN",
+            r.summary()
+        ))
+        .into()),
+        Ok(r) if r.status == 409 => problem(
+            "conflict",
+            format!(
+                "Telegram says another client is reading this bot's updates ({}): stop the \
+                 other `loop telegram` (or other bot program) using this token, or remove its \
+                 webhook with deleteWebhook; retrying",
+                r.summary()
+            ),
+        ),
+        Ok(r) if r.status == 429 => Ok(Polled::RateLimited {
+            secs: r
+                .parameters
+                .as_ref()
+                .and_then(|p| p.retry_after)
+                .unwrap_or(5),
+            summary: r.summary(),
+        }),
+        Ok(r) => problem(
+            "api",
+            format!("getUpdates failed: {}; retrying", r.summary()),
+        ),
+        Err(transport) => problem(
+            "network",
+            format!("getUpdates failed: {transport}; retrying"),
+        ),
+    }
 }

@@ -163,23 +163,13 @@ fn check_agent_of(file: &Path, settings: &Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The text of a new M1.md.
-fn new_document(
-    req: &StartRequest,
-    steps: &[(bool, String)],
-    settings: &Settings,
-) -> anyhow::Result<String> {
-    let mut doc = Document::parse(TEMPLATE).map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
+/// Every setting that changes what runs, so that any later runner runs the same thing:
+/// `LIMITS:` with exact durations, and `AGENT:`.
+fn settings_edits(settings: &Settings) -> Vec<Edit> {
     let caps = settings.caps_for_new();
     let agent = &settings.agent;
-    let workdir = match &req.workdir {
-        Some(w) => w.clone(),
-        None => std::env::current_dir().context("while reading the current directory")?,
-    };
     let exact = crate::duration::exact;
-    // Every setting that changes what runs, so that any later runner runs the same thing.
     let mut edits = vec![
-        Edit::set(&["GOAL"], req.goal.clone()),
         Edit::set(&["LIMITS", "MAX_RETRIES"], caps.max_retries.to_string()),
         Edit::set(&["LIMITS", "MAX_STEPS"], caps.max_steps.to_string()),
         Edit::set(&["LIMITS", "STEP_TIMEOUT"], exact(caps.step_timeout)),
@@ -214,6 +204,22 @@ fn new_document(
             setting::format_args(&agent.extra_args),
         ));
     }
+    edits
+}
+
+/// The text of a new M1.md.
+fn new_document(
+    req: &StartRequest,
+    steps: &[(bool, String)],
+    settings: &Settings,
+) -> anyhow::Result<String> {
+    let mut doc = Document::parse(TEMPLATE).map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
+    let workdir = match &req.workdir {
+        Some(w) => w.clone(),
+        None => std::env::current_dir().context("while reading the current directory")?,
+    };
+    let mut edits = settings_edits(settings);
+    edits.insert(0, Edit::set(&["GOAL"], req.goal.clone()));
     if let Some(c) = req.constraints.as_ref().filter(|c| !c.trim().is_empty()) {
         edits.push(Edit::set(&["CONSTRAINTS"], c.clone()));
     }
