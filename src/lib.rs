@@ -18,6 +18,7 @@ pub mod engine;
 pub mod exit;
 pub mod git;
 pub mod lock;
+pub mod lockfile;
 pub mod m1;
 pub mod notifier;
 pub mod output;

@@ -6,7 +6,6 @@
 //! `state/telegram.offset` *before* a command runs, so after a crash or restart no command
 //! runs twice; at worst one is lost, which is the safe side for `/loop`.
 
-use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -44,19 +43,13 @@ pub fn run(file: &Path, poll_timeout: Duration) -> anyhow::Result<Status> {
     crate::dirs::create_state_dir(&state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
     let lock_path = state_dir.join("telegram.lock");
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("while opening {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
+    let Ok(_lock) = crate::lockfile::try_exclusive(&lock_path)? else {
         anyhow::bail!(
             "another `loop telegram` is already running for {} (it holds {})",
             state_dir.display(),
             lock_path.display()
         );
-    }
+    };
     let offset = read_offset(&state_dir)?;
     let runner = ExeRunner::from_env(file, &state_dir).context("while finding the loop binary")?;
     let bot = Bot {

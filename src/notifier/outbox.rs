@@ -9,7 +9,7 @@
 //! `outbox.send.lock` by the one process that is sending, so no message is sent twice by two
 //! flushers. Settled records are dropped by [`Outbox::compact`], an atomic rewrite under the lock.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -46,7 +46,7 @@ pub(crate) struct Outbox {
 
 /// Holding this means this process is the only one sending from the outbox.
 #[derive(Debug)]
-pub(crate) struct SendGuard(#[allow(dead_code)] File);
+pub(crate) struct SendGuard(#[allow(dead_code)] crate::lockfile::Held);
 
 impl Outbox {
     pub fn new(state_dir: &Path) -> Self {
@@ -59,19 +59,10 @@ impl Outbox {
         self.dir.join("outbox.jsonl")
     }
 
-    fn lock(&self, name: &str) -> anyhow::Result<File> {
+    fn lock(&self, name: &str) -> anyhow::Result<crate::lockfile::Held> {
         crate::dirs::create_state_dir(&self.dir)
             .with_context(|| format!("while creating {}", self.dir.display()))?;
-        let path = self.dir.join(name);
-        let f = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .with_context(|| format!("while opening {}", path.display()))?;
-        f.lock()
-            .with_context(|| format!("while locking {}", path.display()))?;
-        Ok(f)
+        crate::lockfile::exclusive(&self.dir.join(name))
     }
 
     /// Blocks until no other process is sending from this outbox.
