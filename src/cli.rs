@@ -1,6 +1,6 @@
 //! The command line: parsing, and turning each command's outcome into an exit code.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -210,15 +210,6 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// The directory that holds a loop's runtime files: the one M1.md is in.
-#[must_use]
-pub fn state_dir(file: &Path) -> PathBuf {
-    match file.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
 /// A foreground runner's output: every decision, and unless `quiet` the live line of what
 /// the agent does (in place on a terminal, a line per change elsewhere).
 fn echo(quiet: bool) -> crate::runner::RunOptions {
@@ -275,7 +266,9 @@ where
 /// # Errors
 /// Any failure of the command; [`exit::Exit`] in the chain picks the exit status.
 pub fn run(cli: Cli) -> anyhow::Result<Status> {
-    let state = state_dir(&cli.file);
+    let state = crate::layout::Layout::of(&cli.file)
+        .state_dir()
+        .to_path_buf();
     // Files of the exec bridge and notify: never a new `state/` wherever they are run.
     let bridge_state = || crate::dirs::bridge_state_dir(&state, cli.file_given);
     match cli.command {

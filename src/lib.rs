@@ -17,6 +17,7 @@ pub mod duration;
 pub mod engine;
 pub mod exit;
 pub mod git;
+pub mod layout;
 pub mod lock;
 pub mod lockfile;
 pub mod m1;

@@ -12,12 +12,7 @@ pub type RunnerLock = Held;
 /// The lock file of the loop whose state file is `m1`.
 #[must_use]
 pub fn path_for(m1: &Path) -> PathBuf {
-    let mut name = m1
-        .file_name()
-        .map(std::ffi::OsString::from)
-        .unwrap_or_default();
-    name.push(".lock");
-    m1.with_file_name(name)
+    crate::layout::Layout::runner_lock(m1)
 }
 
 /// Takes the runner lock of `m1`, or fails with exit status 2 naming the pid that holds it.

@@ -144,7 +144,7 @@ pub struct Settings {
 /// `loop.yaml` beside M1.md.
 #[must_use]
 pub fn yaml_path(state_dir: &Path) -> PathBuf {
-    state_dir.join("loop.yaml")
+    crate::layout::Layout::dir(state_dir).settings()
 }
 
 fn dur(field: &str, path: &Path, v: Option<&String>) -> anyhow::Result<Option<Duration>> {

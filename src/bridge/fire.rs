@@ -37,7 +37,7 @@ pub fn fire(state_dir: &Path, req: &FireRequest) -> anyhow::Result<String> {
 pub fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> anyhow::Result<()> {
     validate_task_id(id)?;
     let spec = resolve(id, req)?;
-    let tasks = state_dir.join("tasks");
+    let tasks = crate::layout::Layout::dir(state_dir).tasks();
     crate::dirs::create_state_dir(state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
     fs::create_dir_all(&tasks).with_context(|| format!("while creating {}", tasks.display()))?;

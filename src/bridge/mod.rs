@@ -46,6 +46,7 @@ mod wait_loop;
 
 pub use fire::{fire, fire_with_id};
 pub use kill::kill;
+pub(crate) use records::SPEC_FILE;
 pub use report::{TaskEnd, TaskReport, TaskState, check};
 pub use supervisor::supervise;
 pub(crate) use sweep::describe;
@@ -124,7 +125,7 @@ pub fn validate_task_id(id: &str) -> Result<(), crate::exit::Exit> {
 /// The directory of task `id`: `state_dir/tasks/id`.
 #[must_use]
 pub fn task_dir(state_dir: &Path, id: &str) -> PathBuf {
-    state_dir.join("tasks").join(id)
+    crate::layout::Layout::dir(state_dir).task(id)
 }
 
 /// Whether the task directory exists. Because it is created by an atomic rename, this also

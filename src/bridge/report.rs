@@ -135,7 +135,7 @@ pub fn check(state_dir: &Path, id: &str) -> anyhow::Result<TaskReport> {
     validate_task_id(id)?;
     let dir = task_dir(state_dir, id);
     if !dir.is_dir() {
-        let tasks = state_dir.join("tasks");
+        let tasks = crate::layout::Layout::dir(state_dir).tasks();
         return Err(Exit::bad_input(format!("no task {id:?} in {}", tasks.display())).into());
     }
     let exit_path = dir.join(records::EXIT_FILE);

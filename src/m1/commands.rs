@@ -38,7 +38,7 @@ pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
         }
     };
     let m = doc.view();
-    let state_dir = crate::cli::state_dir(file);
+    let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     // What the exec bridge knows of the task on record: alive or not, elapsed, exit.
     let report = m
         .current

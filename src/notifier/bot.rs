@@ -22,7 +22,7 @@ use crate::exit::{Exit, Status};
 /// The file that remembers the next update to ask for.
 #[must_use]
 pub fn offset_path(state_dir: &Path) -> PathBuf {
-    state_dir.join("telegram.offset")
+    crate::layout::Layout::dir(state_dir).telegram("offset")
 }
 
 /// Runs the bot for the loop whose state file is `file`, until killed.
@@ -31,7 +31,7 @@ pub fn offset_path(state_dir: &Path) -> PathBuf {
 /// Bad or missing Telegram settings, a token Telegram refuses, an unreadable offset file, or
 /// another bot already running for this state directory.
 pub fn run(file: &Path, poll_timeout: Duration) -> anyhow::Result<Status> {
-    let state_dir = crate::cli::state_dir(file);
+    let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     let config = Config::from_env()
         .map_err(|bad| Exit::bad_input(super::redact(&bad)))?
         .ok_or_else(|| {
@@ -42,7 +42,7 @@ pub fn run(file: &Path, poll_timeout: Duration) -> anyhow::Result<Status> {
         })?;
     crate::dirs::create_state_dir(&state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
-    let lock_path = state_dir.join("telegram.lock");
+    let lock_path = crate::layout::Layout::dir(&state_dir).telegram("lock");
     let Ok(_lock) = crate::lockfile::try_exclusive(&lock_path)? else {
         anyhow::bail!(
             "another `loop telegram` is already running for {} (it holds {})",

@@ -89,7 +89,7 @@ impl Runner for ExeRunner {
         };
         // Output goes to a file, not a pipe: a detached loop that inherited a pipe would keep
         // it open and hang us.
-        let out_path = self.state_dir.join("telegram.cmd.out");
+        let out_path = crate::layout::Layout::dir(&self.state_dir).telegram("cmd.out");
         let out = match File::create(&out_path) {
             Ok(f) => f,
             Err(e) => return failed(format!("could not create {}: {e}", out_path.display())),

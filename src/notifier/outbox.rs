@@ -56,18 +56,20 @@ impl Outbox {
     }
 
     pub fn path(&self) -> PathBuf {
-        self.dir.join("outbox.jsonl")
+        crate::layout::Layout::dir(&self.dir).outbox()
     }
 
-    fn lock(&self, name: &str) -> anyhow::Result<crate::lockfile::Held> {
+    fn lock(&self, path: &Path) -> anyhow::Result<crate::lockfile::Held> {
         crate::dirs::create_state_dir(&self.dir)
             .with_context(|| format!("while creating {}", self.dir.display()))?;
-        crate::lockfile::exclusive(&self.dir.join(name))
+        crate::lockfile::exclusive(path)
     }
 
     /// Blocks until no other process is sending from this outbox.
     pub fn lock_sending(&self) -> anyhow::Result<SendGuard> {
-        Ok(SendGuard(self.lock("outbox.send.lock")?))
+        Ok(SendGuard(self.lock(
+            &crate::layout::Layout::dir(&self.dir).outbox_send_lock(),
+        )?))
     }
 
     /// Queues `messages`, durably, in order.
@@ -89,7 +91,7 @@ impl Outbox {
     }
 
     fn append_records(&self, records: &[Record]) -> anyhow::Result<()> {
-        let _lock = self.lock("outbox.lock")?;
+        let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
         let path = self.path();
         let mut f = OpenOptions::new()
             .create(true)
@@ -118,7 +120,7 @@ impl Outbox {
 
     /// Messages not yet sent or rejected, oldest first.
     pub fn pending(&self) -> anyhow::Result<Vec<Message>> {
-        let _lock = self.lock("outbox.lock")?;
+        let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
         Ok(pending_in(&self.read()?))
     }
 
@@ -133,7 +135,7 @@ impl Outbox {
     /// Drops settled records, keeping pending messages in order (an atomic rewrite under the
     /// lock, so a concurrent append either lands before it and is kept, or waits for it).
     pub fn compact(&self) -> anyhow::Result<()> {
-        let _lock = self.lock("outbox.lock")?;
+        let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
         let text = self.read()?;
         let pending = pending_in(&text);
         if text.lines().filter(|l| !l.trim().is_empty()).count() == pending.len() {

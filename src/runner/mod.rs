@@ -97,7 +97,7 @@ impl Runner {
         let lock = lock::acquire(file)?;
         let registration = crate::registry::register(file);
         let (store, doc) = Store::open(file)?;
-        let state_dir = crate::cli::state_dir(file);
+        let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
         let workdir = doc
             .get(&["WORKDIR"])
             .map(PathBuf::from)
@@ -503,7 +503,7 @@ impl Runner {
             .as_deref()
             .map(|id| {
                 decision_log::last_lines(
-                    &crate::bridge::task_dir(&self.state_dir, id).join("stderr"),
+                    &crate::layout::Layout::dir(&self.state_dir).task_stderr(id),
                     10,
                 )
             })

@@ -13,7 +13,7 @@ use crate::exit::{Exit, Status as ExitStatus};
 use crate::m1::{Document, Edit, Status, StepState, Store, setting};
 use crate::notifier::Event;
 use crate::settings::{Overrides, Settings};
-use crate::{cli, decision_log, lock, registry, stopfile};
+use crate::{decision_log, lock, registry, stopfile};
 
 const TEMPLATE: &str = include_str!("../../templates/M1.md");
 
@@ -266,7 +266,7 @@ fn new_document(
 /// # Errors
 /// Bad input (exit 2), a stop file (exit 3), or I/O failures.
 pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Result<ExitStatus> {
-    let state_dir = cli::state_dir(file);
+    let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     refuse_if_stopped(&state_dir)?;
     if req.goal.trim().is_empty() {
         return Err(Exit::bad_input("the goal is empty; say what the loop should achieve").into());
@@ -342,7 +342,7 @@ pub fn resume(
     overrides: Overrides,
     opts: &RunOptions,
 ) -> anyhow::Result<ExitStatus> {
-    let state_dir = cli::state_dir(file);
+    let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     if !file.exists() {
         return Err(Exit::bad_input(format!(
             "no loop at {}: start one with `loop start \"GOAL\"`",
@@ -409,7 +409,7 @@ pub fn resume(
 fn detach(file: &Path, state_dir: &Path) -> anyhow::Result<ExitStatus> {
     let exe = std::env::current_exe().context("while finding the loop binary")?;
     let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
-    let out_path = state_dir.join("runner.out");
+    let out_path = crate::layout::Layout::dir(state_dir).runner_out();
     let out = OpenOptions::new()
         .create(true)
         .append(true)

@@ -204,7 +204,7 @@ impl Runner {
             .with_context(|| format!("while starting task {task_id}"))?;
         self.ledger.started(task_id, step, attempt, session_id);
         let _ = std::fs::write(
-            bridge::task_dir(&self.state_dir, task_id).join("prompt.md"),
+            crate::layout::Layout::dir(&self.state_dir).task_prompt(task_id),
             prompt,
         );
         crash::point("after-fire");
