@@ -79,8 +79,7 @@ impl std::fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {
-    /// The validation errors of an invalid file, so that [`crate::exit::status_of`] finds
-    /// them and a command ends with exit 2.
+    /// The validation errors of an invalid file or edit.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             StoreError::DiskInvalid(e) | StoreError::EditsInvalid(e) => Some(e),

@@ -96,7 +96,11 @@ impl Runner {
     pub fn open(file: &Path, settings: Settings, opts: &RunOptions) -> anyhow::Result<Self> {
         let lock = lock::acquire(file)?;
         let registration = crate::registry::register(file);
-        let (store, doc) = Store::open(file)?;
+        let (store, doc) = Store::open(file).map_err(|e| match e {
+            // Bad input the person fixes: exit 2, with every error at its line and column.
+            StoreError::DiskInvalid(errs) => crate::exit::Exit::bad_input(errs.to_string()).into(),
+            other => anyhow::Error::new(other),
+        })?;
         let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
         let workdir = doc
             .get(&["WORKDIR"])
