@@ -31,7 +31,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub mod commands;
 mod fire;
 mod guardian;
 mod kill;

@@ -3,10 +3,18 @@
 //! write. It blocks on file events and timers; while a step runs it does no work at all.
 
 mod crash;
+pub mod git;
 mod ledger;
+pub mod lock;
+pub mod plan_import;
 mod progress;
+pub mod prompt;
+pub mod registry;
+pub mod settings;
 mod start;
 mod step;
+pub mod stopfile;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,13 +22,13 @@ use std::time::Duration;
 use anyhow::Context;
 use chrono::Utc;
 
+use crate::decision_log;
 use crate::engine::{self, Effect, Next, Outcome, Transition, Write};
 use crate::exit::Status as Exit;
 use crate::m1::{Document, Edit, M1, Status, Store, StoreError};
 use crate::notifier::{self, Event, Notifier};
-use crate::settings::Settings;
-use crate::watch::{Wake, Watch};
-use crate::{decision_log, lock, stopfile};
+use crate::runner::settings::Settings;
+use crate::runner::watch::{Wake, Watch};
 
 pub use crash::POINTS as CRASH_POINTS;
 pub use progress::Mode as ProgressMode;
@@ -68,7 +76,7 @@ pub struct Runner {
     ledger: ledger::Ledger,
     _lock: lock::RunnerLock,
     /// This runner in the per-user registry, for `loop stop` to wait on; removed on drop.
-    _registration: Option<crate::registry::Registration>,
+    _registration: Option<crate::runner::registry::Registration>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -95,7 +103,7 @@ impl Runner {
     /// The lock is held, M1.md is missing or invalid, or `loop.yaml` is malformed.
     pub fn open(file: &Path, settings: Settings, opts: &RunOptions) -> anyhow::Result<Self> {
         let lock = lock::acquire(file)?;
-        let registration = crate::registry::register(file);
+        let registration = crate::runner::registry::register(file);
         let (store, doc) = Store::open(file).map_err(|e| match e {
             // Bad input the person fixes: exit 2, with every error at its line and column.
             StoreError::DiskInvalid(errs) => crate::exit::Exit::bad_input(errs.to_string()).into(),
@@ -520,7 +528,7 @@ impl Runner {
         let Some(path) = self.doc.get(&["PLAN_FILE"]) else {
             return;
         };
-        if let Err(e) = crate::plan_import::tick(Path::new(&path), step) {
+        if let Err(e) = crate::runner::plan_import::tick(Path::new(&path), step) {
             self.say(&format!(
                 "plan file: could not tick step {step} in {path}: {e:#}"
             ));

@@ -9,11 +9,12 @@ use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
 
 use super::{RunOptions, Runner};
+use super::{lock, registry, stopfile};
+use crate::decision_log;
 use crate::exit::{Exit, Status as ExitStatus};
 use crate::m1::{Document, Edit, Status, StepState, Store, setting};
 use crate::notifier::Event;
-use crate::settings::{Overrides, Settings};
-use crate::{decision_log, lock, registry, stopfile};
+use crate::runner::settings::{Overrides, Settings};
 
 const TEMPLATE: &str = include_str!("../../templates/M1.md");
 
@@ -139,7 +140,7 @@ fn check_agent(settings: &Settings) -> anyhow::Result<()> {
         setting::permission_mode(mode)
             .map_err(|e| Exit::bad_input(format!("{e}; nothing was changed")))?;
     }
-    crate::settings::find_program(&settings.agent.program)
+    crate::runner::settings::find_program(&settings.agent.program)
         .map_err(|e| Exit::bad_input(format!("{e}; nothing was changed")))?;
     Ok(())
 }
@@ -158,7 +159,7 @@ fn check_agent_of(file: &Path, settings: &Settings) -> anyhow::Result<()> {
         return Ok(());
     }
     let program = settings.agent_for(&m).program;
-    crate::settings::find_program(&program)
+    crate::runner::settings::find_program(&program)
         .map_err(|e| Exit::bad_input(format!("{e}; then `loop resume` again")))?;
     Ok(())
 }
@@ -280,7 +281,7 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Resu
             ))
             .into());
         }
-        Some(p) => crate::plan_import::read(p)?,
+        Some(p) => crate::runner::plan_import::read(p)?,
         None => req
             .steps
             .iter()

@@ -4,13 +4,14 @@ use anyhow::Context;
 use chrono::Utc;
 
 use super::{POLL, Runner, crash};
+use super::{prompt, stopfile};
 use crate::agent::{self, ExitInfo, Session};
 use crate::bridge::{self, FireRequest, TaskReport, TaskState};
 use crate::engine::{self, Attempt, Facts, Judgement, OnRecord, SessionPlan, SpawnFacts, TaskEnd};
 use crate::exit::Status as Exit;
 use crate::m1::M1;
-use crate::watch::Wake;
-use crate::{prompt, stopfile, verify};
+use crate::runner::watch::Wake;
+use crate::verify;
 
 /// The ledger's name of a judgement.
 fn verdict_name(j: &Judgement) -> &'static str {
@@ -151,7 +152,7 @@ impl Runner {
             task_id: &task_id,
             session_id: &session_id,
             command: &prompt,
-            git_head: crate::git::head(&self.workdir),
+            git_head: crate::runner::git::head(&self.workdir),
             new_loop_id: (recorded_id.as_deref() != Some(self.loop_id.as_str()))
                 .then_some(self.loop_id.as_str()),
             now: Utc::now(),
@@ -391,7 +392,8 @@ impl Runner {
             prior_cost_usd: prior.and_then(|r| r.cost_usd).unwrap_or(0.0),
             prior_duration_s: prior.and_then(|r| r.duration_s).unwrap_or(0.0),
             transients,
-            commit: crate::git::head(&self.workdir).filter(|h| Some(h) != head_before.as_ref()),
+            commit: crate::runner::git::head(&self.workdir)
+                .filter(|h| Some(h) != head_before.as_ref()),
             verified,
             report: Some(format!("tasks/{task_id}/stdout")),
             next_step: engine::open_step(&m, step)

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::exit::{Exit, Status};
+use crate::runner::settings::Overrides;
 use crate::runner::{RunOptions, StartRequest, start};
-use crate::settings::Overrides;
 
 const SCENARIO: &str = r#"{
   "steps": {
@@ -57,7 +57,7 @@ pub fn demo(file: Option<&Path>, opts: &RunOptions) -> anyhow::Result<Status> {
     );
     crate::outln!(
         "(the stop file {} halts it, as it halts any loop)\n",
-        crate::stopfile::global().display()
+        crate::runner::stopfile::global().display()
     );
     let req = StartRequest {
         goal: "Demo: investigate, fix and test a (simulated) bug".into(),

@@ -1,5 +1,12 @@
 //! The command line: parsing, and turning each command's outcome into an exit code.
 
+pub mod bridge;
+pub mod demo;
+pub mod notify;
+pub mod status;
+mod status_view;
+pub mod telegram;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -278,7 +285,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                 steps: a.steps,
                 plan: a.plan,
                 constraints: a.constraints,
-                overrides: crate::settings::Overrides {
+                overrides: crate::runner::settings::Overrides {
                     max_retries: a.max_retries,
                     max_steps: a.max_steps,
                     step_timeout: a.step_timeout,
@@ -301,7 +308,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         Command::Resume { detach, quiet } => crate::runner::resume(
             &cli.file,
             detach,
-            crate::settings::Overrides::default(),
+            crate::runner::settings::Overrides::default(),
             &echo(quiet),
         ),
         Command::Stop => {
@@ -313,10 +320,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             status
         }
         Command::Demo { quiet } => {
-            crate::demo::demo(cli.file_given.then_some(cli.file.as_path()), &echo(quiet))
+            crate::cli::demo::demo(cli.file_given.then_some(cli.file.as_path()), &echo(quiet))
         }
-        Command::Validate => crate::m1::commands::validate(&cli.file),
-        Command::Status { json } => crate::m1::commands::status(&cli.file, json),
+        Command::Validate => crate::cli::status::validate(&cli.file),
+        Command::Status { json } => crate::cli::status::status(&cli.file, json),
         Command::Fire(args) => {
             let req = crate::bridge::FireRequest {
                 command: args.command,
@@ -332,14 +339,14 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             crate::outln!("{id}");
             Ok(Status::Ok)
         }
-        Command::Check { id, json } => crate::bridge::commands::check(&bridge_state()?, &id, json),
-        Command::Kill { id } => crate::bridge::commands::kill(&bridge_state()?, &id),
+        Command::Check { id, json } => crate::cli::bridge::check(&bridge_state()?, &id, json),
+        Command::Kill { id } => crate::cli::bridge::kill(&bridge_state()?, &id),
         // Without a message, clap has made sure --flush was given; with one, the backlog is
         // flushed before it anyway.
         Command::Notify { message, .. } => {
-            crate::notifier::commands::notify(&bridge_state()?, message.as_deref())
+            crate::cli::notify::notify(&bridge_state()?, message.as_deref())
         }
-        Command::Telegram { poll_timeout } => crate::notifier::bot::run(&cli.file, poll_timeout),
+        Command::Telegram { poll_timeout } => crate::cli::telegram::run(&cli.file, poll_timeout),
         Command::Supervise { task_dir } => crate::bridge::supervise(&task_dir),
     }
 }

@@ -2,10 +2,10 @@
 
 use crate::m1::{M1, StepState};
 
-const STEP: &str = include_str!("../templates/step.md");
-const FIX: &str = include_str!("../templates/fix.md");
-const PLAN: &str = include_str!("../templates/plan.md");
-const INTERRUPTED: &str = include_str!("../templates/interrupted.md");
+const STEP: &str = include_str!("../../templates/step.md");
+const FIX: &str = include_str!("../../templates/fix.md");
+const PLAN: &str = include_str!("../../templates/plan.md");
+const INTERRUPTED: &str = include_str!("../../templates/interrupted.md");
 
 fn fill(template: &str, vars: &[(&str, String)]) -> String {
     let mut out = template.to_string();

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::view::{M1, StepResult};
+use crate::m1::{M1, StepResult};
 
 /// The human view. `task` is the exec bridge's line about the running task, when known.
 #[must_use]

@@ -4,8 +4,8 @@ use std::path::Path;
 
 use crate::exit::{Exit, Status};
 
-use super::error::Errors;
-use super::{Store, StoreError, status_view};
+use super::status_view;
+use crate::m1::{Errors, Store, StoreError};
 
 /// `loop validate`: `path: ok`, or every error as `path:line:column: message` on stderr and
 /// exit status 2.
@@ -46,7 +46,7 @@ pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
         .as_deref()
         .filter(|id| crate::bridge::exists(&state_dir, id))
         .and_then(|id| crate::bridge::check(&state_dir, id).ok());
-    let runner = crate::lock::holder(file);
+    let runner = crate::runner::lock::holder(file);
     let line = report.as_ref().map(crate::bridge::TaskReport::line);
     // What the agent did last, as the foreground runner's live line shows it.
     let activity = report.as_ref().and_then(|r| {
@@ -55,7 +55,7 @@ pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
             age(&r.stdout_path),
         ))
     });
-    let stop = crate::stopfile::present(&state_dir);
+    let stop = crate::runner::stopfile::present(&state_dir);
     if json {
         let mut v = status_view::json(&m, line.as_deref());
         v["task"] = report
@@ -79,7 +79,7 @@ pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
         }
         match (runner, m.status) {
             (Some(pid), _) => crate::outln!("RUNNER       pid {pid}"),
-            (None, super::Status::Running) => {
+            (None, crate::m1::Status::Running) => {
                 crate::outln!(
                     "RUNNER       none: `loop resume` carries the loop on from this file"
                 );
@@ -129,7 +129,7 @@ fn first_time(what: &str) -> bool {
 
 /// Opens the file read-only: the document, or its validation errors (with the path).
 /// A missing file is bad input that says how to start a loop.
-fn open(file: &Path) -> anyhow::Result<Result<super::Document, Errors>> {
+fn open(file: &Path) -> anyhow::Result<Result<crate::m1::Document, Errors>> {
     if !file.exists() {
         return Err(Exit::bad_input(format!(
             "{} does not exist; start a loop with `loop start \"GOAL\"` (or pass --file PATH)",

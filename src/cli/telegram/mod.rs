@@ -6,6 +6,8 @@
 //! `state/telegram.offset` *before* a command runs, so after a crash or restart no command
 //! runs twice; at worst one is lost, which is the safe side for `/loop`.
 
+mod commands;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,11 +15,11 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::backoff::Backoff;
-use super::bot_commands::{Bot, ExeRunner, Incoming, Runner};
-use super::delivery::TelegramNotifier;
-use super::telegram::{Client, Config};
 use crate::exit::{Exit, Status};
+use crate::notifier::backoff::Backoff;
+use crate::notifier::delivery::TelegramNotifier;
+use crate::notifier::telegram::{Client, Config};
+use commands::{Bot, Exec, Incoming, LoopBinary};
 
 /// The file that remembers the next update to ask for.
 #[must_use]
@@ -33,11 +35,11 @@ pub fn offset_path(state_dir: &Path) -> PathBuf {
 pub fn run(file: &Path, poll_timeout: Duration) -> anyhow::Result<Status> {
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     let config = Config::from_env()
-        .map_err(|bad| Exit::bad_input(super::redact(&bad)))?
+        .map_err(|bad| Exit::bad_input(crate::notifier::redact(&bad)))?
         .ok_or_else(|| {
             Exit::bad_input(format!(
                 "loop telegram needs TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID: {}",
-                super::setup_hint().unwrap_or_default()
+                crate::notifier::setup_hint().unwrap_or_default()
             ))
         })?;
     crate::dirs::create_state_dir(&state_dir)
@@ -51,11 +53,11 @@ pub fn run(file: &Path, poll_timeout: Duration) -> anyhow::Result<Status> {
         );
     };
     let offset = read_offset(&state_dir)?;
-    let runner = ExeRunner::from_env(file, &state_dir).context("while finding the loop binary")?;
+    let exec = LoopBinary::from_env(file, &state_dir).context("while finding the loop binary")?;
     let bot = Bot {
         chat_id: config.chat_id.clone(),
         state_dir: state_dir.clone(),
-        runner,
+        exec,
     };
     let poller = Poller {
         client: Client::new(config.clone()),
@@ -113,7 +115,7 @@ impl Poller {
         let _ = crate::decision_log::append(&self.state_dir, &line);
     }
 
-    fn serve<R: Runner>(&self, bot: &Bot<R>, mut offset: Option<i64>) -> anyhow::Result<Status> {
+    fn serve<E: Exec>(&self, bot: &Bot<E>, mut offset: Option<i64>) -> anyhow::Result<Status> {
         let mut backoff = Backoff::new(self.client.config.backoff_base, Duration::from_secs(60));
         // The kind of the last problem reported: each new kind is said once, then quiet until
         // polling works again, so an outage does not flood the log.
@@ -163,7 +165,7 @@ impl Poller {
     }
 
     /// Handles one update; returns the offset to ask for next.
-    fn take<R: Runner>(&self, bot: &Bot<R>, update: &Value, offset: Option<i64>) -> Option<i64> {
+    fn take<E: Exec>(&self, bot: &Bot<E>, update: &Value, offset: Option<i64>) -> Option<i64> {
         let Some(id) = update.get("update_id").and_then(Value::as_i64) else {
             self.say("telegram: skipped an update without update_id");
             return offset;
@@ -231,7 +233,7 @@ enum Polled {
 
 /// Reads a getUpdates reply. A refused token ends the bot (bad input); anything else is
 /// retried.
-fn polled(reply: Result<super::telegram::ApiReply, String>) -> anyhow::Result<Polled> {
+fn polled(reply: Result<crate::notifier::telegram::ApiReply, String>) -> anyhow::Result<Polled> {
     let problem = |kind, message| Ok(Polled::Problem { kind, message });
     match reply {
         Ok(r) if r.ok && r.status == 200 => Ok(Polled::Updates(
