@@ -45,7 +45,8 @@ const JOINED_OUTPUT: &str = r#"exec 2>&1; exec sh -c "$1""#;
 /// Runs `command` with `sh -c` in `cwd` with `env` added, as task `<step_task>.verify` of
 /// the exec bridge in `state_dir` (`LOOP_TASK_ID` is that task's id), and waits for it,
 /// asking `should_stop` about every 50 ms. On a stop, the whole task is killed and
-/// confirmed dead before this returns.
+/// confirmed dead before this returns. `env` must not carry `LOOP_ID`: the runner's ledger
+/// takes the tasks whose spec has its loop's id for steps' tasks.
 ///
 /// # Errors
 /// When the task cannot be created or started, the shell cannot be started, or a stop
