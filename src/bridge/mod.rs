@@ -43,9 +43,9 @@ mod sweep;
 mod time_serde;
 mod wait_loop;
 
-pub use fire::{fire, fire_with_id};
+pub use fire::{fire, fire_with_id, use_loop_binary};
 pub use kill::kill;
-pub(crate) use records::SPEC_FILE;
+pub(crate) use records::{SPEC_FILE, STDOUT_FILE};
 pub use report::{TaskEnd, TaskReport, TaskState, check};
 pub use supervisor::supervise;
 pub(crate) use sweep::describe;

@@ -496,16 +496,21 @@ impl Runner {
     ) -> anyhow::Result<verify::Outcome> {
         crash::point("before-verify");
         self.say(&format!("verify: step {step}: running `{cmd}`"));
-        let log = bridge::task_dir(&self.state_dir, task_id).join("verify.log");
         let state_dir = self.state_dir.clone();
         let env = [
             ("LOOP_STEP".to_string(), step.to_string()),
             ("LOOP_ATTEMPT".to_string(), attempt.to_string()),
             ("LOOP_TASK_ID".to_string(), task_id.to_string()),
         ];
-        verify::run(cmd, &self.workdir, &env, &log, timeout, &mut || {
-            stopfile::present(&state_dir).is_some()
-        })
+        verify::run(
+            cmd,
+            &self.workdir,
+            &env,
+            &self.state_dir,
+            task_id,
+            timeout,
+            &mut || stopfile::present(&state_dir).is_some(),
+        )
     }
 
     /// Puts a task of this loop that M1.md lost track of back on record (see [`ledger`]).
