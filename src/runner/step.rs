@@ -500,7 +500,6 @@ impl Runner {
         let env = [
             ("LOOP_STEP".to_string(), step.to_string()),
             ("LOOP_ATTEMPT".to_string(), attempt.to_string()),
-            ("LOOP_TASK_ID".to_string(), task_id.to_string()),
         ];
         verify::run(
             cmd,
