@@ -136,6 +136,42 @@ impl Layout {
     }
 }
 
+/// Longest accepted task id; ids become directory names.
+pub(crate) const MAX_ID_LEN: usize = 128;
+
+/// Checks that `id` can only name a directory directly under `tasks/`.
+///
+/// # Errors
+/// A bad-input [`crate::exit::Exit`] quoting the id and saying what is allowed.
+pub fn validate_task_id(id: &str) -> Result<(), crate::exit::Exit> {
+    let fail = |why: &str| {
+        Err(crate::exit::Exit::bad_input(format!(
+            "invalid task id {id:?}: {why} (ids look like task_20260217T053000_a1b2c3)"
+        )))
+    };
+    if id.is_empty() {
+        return fail("it is empty");
+    }
+    if id.len() > MAX_ID_LEN {
+        return fail(&format!("longer than {MAX_ID_LEN} characters"));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        return fail(&format!(
+            "{c:?} is not allowed; use letters, digits, '_', '-' and '.'"
+        ));
+    }
+    if !id.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return fail("it must start with a letter or a digit");
+    }
+    if id.contains("..") {
+        return fail("it must not contain \"..\"");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,3 +34,6 @@ pub mod runner;
 // The command line and the other front ends (`status`, the exec bridge, `notify`, the chat
 // bot, `demo`).
 pub mod cli;
+
+#[cfg(test)]
+mod architecture;

@@ -85,41 +85,7 @@ pub fn new_task_id() -> String {
     format!("task_{stamp}_{}", &random[..6])
 }
 
-/// Longest accepted task id; ids become directory names.
-const MAX_ID_LEN: usize = 128;
-
-/// Checks that `id` can only name a directory directly under `tasks/`.
-///
-/// # Errors
-/// A bad-input [`crate::exit::Exit`] quoting the id and saying what is allowed.
-pub fn validate_task_id(id: &str) -> Result<(), crate::exit::Exit> {
-    let fail = |why: &str| {
-        Err(crate::exit::Exit::bad_input(format!(
-            "invalid task id {id:?}: {why} (ids look like task_20260217T053000_a1b2c3)"
-        )))
-    };
-    if id.is_empty() {
-        return fail("it is empty");
-    }
-    if id.len() > MAX_ID_LEN {
-        return fail(&format!("longer than {MAX_ID_LEN} characters"));
-    }
-    if let Some(c) = id
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
-    {
-        return fail(&format!(
-            "{c:?} is not allowed; use letters, digits, '_', '-' and '.'"
-        ));
-    }
-    if !id.starts_with(|c: char| c.is_ascii_alphanumeric()) {
-        return fail("it must start with a letter or a digit");
-    }
-    if id.contains("..") {
-        return fail("it must not contain \"..\"");
-    }
-    Ok(())
-}
+pub use crate::layout::validate_task_id;
 
 /// The directory of task `id`: `state_dir/tasks/id`.
 #[must_use]
@@ -160,8 +126,8 @@ mod tests {
             assert_eq!(err.status, crate::exit::Status::BadInput);
             assert!(err.message.contains(&format!("{bad:?}")), "{}", err.message);
         }
-        validate_task_id(&"a".repeat(MAX_ID_LEN)).unwrap();
-        validate_task_id(&"a".repeat(MAX_ID_LEN + 1)).unwrap_err();
+        validate_task_id(&"a".repeat(crate::layout::MAX_ID_LEN)).unwrap();
+        validate_task_id(&"a".repeat(crate::layout::MAX_ID_LEN + 1)).unwrap_err();
         validate_task_id("task_20260217T053000_a1b2c3").unwrap();
         validate_task_id("step-2.retry_1").unwrap();
     }
