@@ -300,6 +300,12 @@ mod tests {
         );
     }
 
+    /// Runs `cmd` as step `step`'s VERIFY in `dir` (20 s limit) until `stop` says to stop.
+    fn run_stoppable(dir: &Path, step: &str, cmd: &str, stop: &mut dyn FnMut() -> bool) -> Outcome {
+        use_loop_binary();
+        run(cmd, dir, &[], dir, step, Duration::from_secs(20), stop).unwrap()
+    }
+
     #[test]
     fn stop_kills_the_group() {
         use_loop_binary();
@@ -309,19 +315,10 @@ mod tests {
         let marker = dir.path().join("pid");
         let cmd = format!("sleep 30 & echo $! > {}; wait", marker.display());
         let mut polls = 0;
-        let got = run(
-            &cmd,
-            dir.path(),
-            &[],
-            dir.path(),
-            &step,
-            Duration::from_secs(20),
-            &mut || {
-                polls += 1;
-                marker.exists() && polls > 2
-            },
-        )
-        .unwrap();
+        let got = run_stoppable(dir.path(), &step, &cmd, &mut || {
+            polls += 1;
+            marker.exists() && polls > 2
+        });
         assert_eq!(got, Outcome::Stopped);
         let pid = read_pid(&marker);
         // The grandchild `sleep` was in the group and must be gone (or a zombie being reaped
@@ -391,47 +388,33 @@ mod tests {
     }
 
     #[test]
-    fn a_setsid_process_does_not_outlive_a_pass() {
-        let dir = tempfile::tempdir().unwrap();
-        let step = bridge::new_task_id();
-        let _reaper = Reaper(format!("{step}.verify"));
-        let (cmd, pid_file) = escaping(dir.path(), "exit 0");
-        assert_eq!(
-            run_in(dir.path(), &step, &cmd, Duration::from_secs(20)),
-            Outcome::Passed
-        );
-        assert_escaped_one_ended(dir.path(), &step, &pid_file);
-    }
-
-    #[test]
-    fn a_setsid_process_does_not_outlive_a_failure() {
-        let dir = tempfile::tempdir().unwrap();
-        let step = bridge::new_task_id();
-        let _reaper = Reaper(format!("{step}.verify"));
-        let (cmd, pid_file) = escaping(dir.path(), "echo broken; exit 4");
-        assert_eq!(
-            run_in(dir.path(), &step, &cmd, Duration::from_secs(20)),
-            Outcome::Failed {
-                code: Some(4),
-                tail: "broken".into()
-            }
-        );
-        assert_escaped_one_ended(dir.path(), &step, &pid_file);
-    }
-
-    #[test]
-    fn a_setsid_process_does_not_outlive_a_timeout() {
-        let dir = tempfile::tempdir().unwrap();
-        let step = bridge::new_task_id();
-        let _reaper = Reaper(format!("{step}.verify"));
-        let (cmd, pid_file) = escaping(dir.path(), "sleep 30");
-        assert_eq!(
-            run_in(dir.path(), &step, &cmd, Duration::from_secs(1)),
-            Outcome::TimedOut {
-                tail: String::new()
-            }
-        );
-        assert_escaped_one_ended(dir.path(), &step, &pid_file);
+    fn a_setsid_process_does_not_outlive_a_pass_a_failure_or_a_timeout() {
+        let cases = [
+            ("exit 0", Duration::from_secs(20), Outcome::Passed),
+            (
+                "echo broken; exit 4",
+                Duration::from_secs(20),
+                Outcome::Failed {
+                    code: Some(4),
+                    tail: "broken".into(),
+                },
+            ),
+            (
+                "sleep 30",
+                Duration::from_secs(1),
+                Outcome::TimedOut {
+                    tail: String::new(),
+                },
+            ),
+        ];
+        for (script, timeout, want) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let step = bridge::new_task_id();
+            let _reaper = Reaper(format!("{step}.verify"));
+            let (cmd, pid_file) = escaping(dir.path(), script);
+            assert_eq!(run_in(dir.path(), &step, &cmd, timeout), want, "{script}");
+            assert_escaped_one_ended(dir.path(), &step, &pid_file);
+        }
     }
 
     #[test]
@@ -442,22 +425,13 @@ mod tests {
         let _reaper = Reaper(format!("{step}.verify"));
         let (cmd, pid_file) = escaping(dir.path(), "sleep 30");
         let mut seen = None;
-        let got = run(
-            &cmd,
-            dir.path(),
-            &[],
-            dir.path(),
-            &step,
-            Duration::from_secs(20),
-            &mut || {
-                let stop = pid_file.exists();
-                if stop {
-                    seen.get_or_insert_with(Instant::now);
-                }
-                stop
-            },
-        )
-        .unwrap();
+        let got = run_stoppable(dir.path(), &step, &cmd, &mut || {
+            let stop = pid_file.exists();
+            if stop {
+                seen.get_or_insert_with(Instant::now);
+            }
+            stop
+        });
         let took = seen.unwrap().elapsed();
         assert_eq!(got, Outcome::Stopped);
         assert_escaped_one_ended(dir.path(), &step, &pid_file);

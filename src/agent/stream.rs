@@ -394,12 +394,7 @@ const TELLING_INPUTS: [&str; 6] = [
 /// Each `tool_use` block of an assistant message as `Tool: what` (`Bash: cargo test`,
 /// `Edit: src/main.rs`), or the tool's name alone when no input tells more.
 fn tool_calls(obj: &serde_json::Map<String, Value>) -> Vec<String> {
-    let Some(Value::Array(blocks)) = obj.get("message").and_then(|m| m.get("content")) else {
-        return Vec::new();
-    };
-    blocks
-        .iter()
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+    tool_use_blocks(obj)
         .filter_map(|b| {
             let name = b.get("name").and_then(Value::as_str)?;
             let input = b.get("input");
@@ -415,6 +410,16 @@ fn tool_calls(obj: &serde_json::Map<String, Value>) -> Vec<String> {
         .collect()
 }
 
+/// The `tool_use` blocks of an assistant message's content.
+fn tool_use_blocks(obj: &serde_json::Map<String, Value>) -> impl Iterator<Item = &Value> {
+    obj.get("message")
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+}
+
 /// Appends the tools in `unavailable` that `denials` does not name yet.
 fn merge_denials(denials: &mut Vec<String>, unavailable: &[String]) {
     for tool in unavailable {
@@ -426,12 +431,7 @@ fn merge_denials(denials: &mut Vec<String>, unavailable: &[String]) {
 
 /// `(id, name)` of each `tool_use` block of an assistant message.
 fn tool_uses(obj: &serde_json::Map<String, Value>) -> Vec<(String, String)> {
-    let Some(Value::Array(blocks)) = obj.get("message").and_then(|m| m.get("content")) else {
-        return Vec::new();
-    };
-    blocks
-        .iter()
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+    tool_use_blocks(obj)
         .filter_map(|b| {
             let id = b.get("id").and_then(Value::as_str)?;
             let name = b.get("name").and_then(Value::as_str)?;

@@ -655,24 +655,4 @@ fn done_counts_the_steps_and_names_skipped_ones_only_when_there_are_some() {
     assert_eq!(m.last_action.as_deref(), Some("The only step is done"));
 }
 
-#[test]
-fn a_verify_that_printed_nothing_is_said_so() {
-    let caps = Caps::default();
-    let out = verify::Outcome::Failed {
-        code: Some(1),
-        tail: "\n \n".into(),
-    };
-    let a = Attempt {
-        verify_configured: true,
-        verify: Some(&out),
-        ..attempt(&caps, Class::Success, Verdict::Done("ok".into()))
-    };
-    assert_eq!(
-        judge(&a),
-        Judgement::Retry {
-            reason: "VERIFY failed (exit 1) and printed nothing".into()
-        }
-    );
-}
-
 mod records;

@@ -54,22 +54,36 @@ fn an_idle_loop_pauses_until_resumed() {
 }
 
 #[test]
-fn a_verify_that_timed_out_is_a_failed_attempt_with_its_output() {
+fn a_verify_that_failed_or_timed_out_is_a_failed_attempt_with_what_it_printed() {
     let caps = Caps::default();
-    let out = verify::Outcome::TimedOut {
-        tail: "still running tests".into(),
-    };
-    let a = Attempt {
-        verify_configured: true,
-        verify: Some(&out),
-        ..attempt(&caps, Class::Success, Verdict::Done("ok".into()))
-    };
-    assert_eq!(
-        judge(&a),
-        Judgement::Retry {
-            reason: "VERIFY timed out: still running tests".into()
-        }
-    );
+    let cases = [
+        (
+            verify::Outcome::TimedOut {
+                tail: "still running tests".into(),
+            },
+            "VERIFY timed out: still running tests",
+        ),
+        (
+            verify::Outcome::Failed {
+                code: Some(1),
+                tail: "\n \n".into(),
+            },
+            "VERIFY failed (exit 1) and printed nothing",
+        ),
+    ];
+    for (out, want) in cases {
+        let a = Attempt {
+            verify_configured: true,
+            verify: Some(&out),
+            ..attempt(&caps, Class::Success, Verdict::Done("ok".into()))
+        };
+        assert_eq!(
+            judge(&a),
+            Judgement::Retry {
+                reason: want.into()
+            }
+        );
+    }
 }
 
 #[test]
