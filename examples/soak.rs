@@ -115,6 +115,8 @@ impl Loop {
             .env("LOOP_AGENT", self.dir.join("agent.sh"))
             .env("LOOP_STOP_FILE", self.dir.join("stop"))
             .env("XDG_STATE_HOME", self.dir.join("xdg"))
+            // The soak resumes every runner it kills itself, and counts what that does.
+            .env("LOOP_REVIVE", "off")
             .env("CLAUDE_SIM_SCENARIO", self.dir.join("scenario.json"))
             .env("CLAUDE_SIM_LOG", &self.sim_log)
             .env_remove("TELEGRAM_BOT_TOKEN")

@@ -95,6 +95,12 @@ impl Layout {
         self.dir.join("outbox.send.lock")
     }
 
+    /// When a revived runner took the loop over, and who revived it: one line each.
+    #[must_use]
+    pub fn revivals(&self) -> PathBuf {
+        self.dir.join("revivals.log")
+    }
+
     #[must_use]
     pub fn runner_out(&self) -> PathBuf {
         self.dir.join("runner.out")

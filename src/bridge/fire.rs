@@ -128,6 +128,8 @@ fn resolve(id: &str, req: &FireRequest) -> anyhow::Result<TaskSpec> {
         idle_exempt_marker: req.idle_exempt_marker.clone(),
         grace_ms: ms(DEFAULT_GRACE),
         created_at: chrono::Utc::now(),
+        on_exit: req.on_exit.clone(),
+        on_exit_unless_held: req.on_exit_unless_held.clone(),
     })
 }
 

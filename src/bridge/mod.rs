@@ -75,6 +75,13 @@ pub struct FireRequest {
     pub env: Vec<(String, String)>,
     /// Variables to remove from the command's environment.
     pub env_remove: Vec<String>,
+    /// A command the supervisor starts once the exit record is written (empty: none), in a
+    /// session of its own and not waited for: how a loop comes back when its runner died
+    /// while the step ran.
+    pub on_exit: Vec<String>,
+    /// The on-exit command is started only if nobody holds this lock file then (the loop's
+    /// runner lock: a live runner judges the task itself).
+    pub on_exit_unless_held: Option<PathBuf>,
 }
 
 /// A new task id, `task_<UTC yyyymmddThhmmss>_<6 hex>`: sorts by creation time, safe in paths.

@@ -42,6 +42,10 @@ pub(crate) struct TaskSpec {
     pub grace_ms: u64,
     #[serde(with = "super::time_serde")]
     pub created_at: DateTime<Utc>,
+    #[serde(default)]
+    pub on_exit: Vec<String>,
+    #[serde(default)]
+    pub on_exit_unless_held: Option<PathBuf>,
 }
 
 /// Why a task ended.

@@ -1,8 +1,10 @@
 //! The command line: parsing, and turning each command's outcome into an exit code.
 
 pub mod bridge;
+pub mod daemon;
 pub mod demo;
 pub mod notify;
+pub mod service;
 pub mod status;
 mod status_view;
 pub mod telegram;
@@ -47,6 +49,9 @@ pub enum Command {
         /// Print decisions only, not the live line of what the agent is doing.
         #[arg(long, short)]
         quiet: bool,
+        /// Internal: this runner revives a loop whose runner died (who revived it).
+        #[arg(long, hide = true, value_name = "WHO")]
+        revived_by: Option<String>,
     },
     /// Create the stop file and wait (at most 10s) until the runners it stops have exited.
     ///
@@ -101,6 +106,24 @@ pub enum Command {
         /// How long one getUpdates long poll waits for a message (e.g. 50s).
         #[arg(long, value_parser = parse_duration, default_value = "50s")]
         poll_timeout: Duration,
+    },
+    /// Keep loops running: revive each loop given (and each one `loop service install` named)
+    /// that is RUNNING with no runner, at once or when its wait ends.
+    ///
+    /// Meant to run under systemd, tmux or cron (`loop service install` sets it up); costs
+    /// nothing while the loops run.
+    Daemon(DaemonArgs),
+    /// Install, inspect or remove the per-user service that runs `loop daemon`.
+    Service {
+        #[command(subcommand)]
+        action: ServiceAction,
+    },
+    /// Internal: revive the loop if its runner died (started by a step's supervisor).
+    #[command(name = "__revive", hide = true)]
+    Revive {
+        /// Who asks, for the log.
+        #[arg(long)]
+        by: String,
     },
     /// Internal: the supervisor of one task (started by `fire`).
     #[command(name = "__supervise", hide = true)]
@@ -165,6 +188,35 @@ pub struct StartArgs {
     /// Print decisions only, not the live line of what the agent is doing.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// A loop to keep running (repeat for more); the loops `loop service install` named are
+    /// kept too.
+    #[arg(long = "loop", value_name = "M1.md")]
+    pub loops: Vec<PathBuf>,
+    /// Also run the Telegram bot (`loop telegram`) for the first loop, and restart it if it ends.
+    #[arg(long)]
+    pub telegram: bool,
+    /// Look at the loops at least this often (a runner's death between steps is seen within it).
+    #[arg(long, value_parser = parse_limit, default_value = "5s")]
+    pub every: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServiceAction {
+    /// Write and enable a systemd user unit running `loop daemon` for --file (and the loops
+    /// installed before); where there is no systemd, print a tmux and a cron line instead.
+    Install {
+        /// Also run the Telegram bot under the daemon.
+        #[arg(long)]
+        telegram: bool,
+    },
+    /// Say whether the service runs, and how each of its loops stands.
+    Status,
+    /// Disable and remove the unit; forget the loops.
+    Uninstall,
 }
 
 #[derive(Debug, Args)]
@@ -305,12 +357,20 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             };
             crate::runner::start(&cli.file, &req, &echo(a.quiet))
         }
-        Command::Resume { detach, quiet } => crate::runner::resume(
+        Command::Resume {
+            detach,
+            quiet,
+            revived_by,
+        } => crate::runner::resume_as(
             &cli.file,
             detach,
             crate::runner::settings::Overrides::default(),
             &echo(quiet),
+            revived_by.as_deref(),
         ),
+        Command::Daemon(args) => crate::cli::daemon::run(&args),
+        Command::Service { action } => crate::cli::service::run(&cli.file, &action),
+        Command::Revive { by } => crate::runner::revive::command(&cli.file, &by),
         Command::Stop => {
             let status = crate::runner::stop(&cli.file);
             // A command a person runs by hand is a good moment to deliver a backlog.
@@ -334,6 +394,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                 stdin: args.stdin,
                 env: args.env,
                 env_remove: args.env_remove,
+                on_exit: Vec::new(),
+                on_exit_unless_held: None,
             };
             let id = crate::bridge::fire(&bridge_state()?, &req)?;
             crate::outln!("{id}");

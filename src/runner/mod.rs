@@ -10,6 +10,7 @@ pub mod plan_import;
 mod progress;
 pub mod prompt;
 pub mod registry;
+pub mod revive;
 pub mod settings;
 mod start;
 mod step;
@@ -32,7 +33,7 @@ use crate::runner::watch::{Wake, Watch};
 
 pub use crash::POINTS as CRASH_POINTS;
 pub use progress::Mode as ProgressMode;
-pub use start::{StartRequest, resume, start, stop};
+pub use start::{StartRequest, resume, resume_as, start, stop};
 
 /// How often the runner re-checks what it waits for when no file event arrives (the poll
 /// fallback of DESIGN §4). One stat or two per second: no measurable CPU.
@@ -575,6 +576,36 @@ impl Runner {
             stop.display()
         ));
         Exit::Waiting
+    }
+
+    /// This runner took over a loop whose runner died: recorded (for the guard against a
+    /// runner that keeps dying), logged with who revived it, and told to the human.
+    fn revived(&mut self, by: &str) {
+        revive::record(&self.file, by);
+        let m = self.view();
+        let at = match m.plan.current_step {
+            0 => "while planning".to_string(),
+            n => format!("at step {n}"),
+        };
+        self.say(&format!(
+            "revive: the runner had died {at}; resumed by itself (revived by {by})"
+        ));
+        self.notify(&Event::Text(format!(
+            "{}\nThe runner died {at}; the loop resumed by itself (revived by {by}).",
+            m.goal
+        )));
+        crash::point("after-revival");
+    }
+
+    /// Halts the loop WAITING with `reason` (and `how` to go on), telling the human.
+    ///
+    /// # Errors
+    /// When M1.md cannot be written.
+    pub fn halt(&mut self, reason: &str, how: &str) -> anyhow::Result<Exit> {
+        let step = self.view().plan.current_step;
+        Ok(self
+            .apply(&engine::halt(step, reason, how))?
+            .unwrap_or(Exit::Waiting))
     }
 
     /// The path of M1.md.

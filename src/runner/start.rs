@@ -320,7 +320,7 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Resu
     Store::create(file, &text)?;
     let _ = decision_log::append(&state_dir, &format!("start: new loop, goal: {}", req.goal));
     if req.detach {
-        return detach(file, &state_dir);
+        return detach(file, None);
     }
     let mut runner = Runner::open(file, settings, opts)?;
     if !steps.is_empty() {
@@ -342,6 +342,20 @@ pub fn resume(
     detach_it: bool,
     overrides: Overrides,
     opts: &RunOptions,
+) -> anyhow::Result<ExitStatus> {
+    resume_as(file, detach_it, overrides, opts, None)
+}
+
+/// `loop resume`, by a person (`revived_by` none) or as a revival of a loop whose runner died.
+///
+/// # Errors
+/// As [`resume`].
+pub fn resume_as(
+    file: &Path,
+    detach_it: bool,
+    overrides: Overrides,
+    opts: &RunOptions,
+    revived_by: Option<&str>,
 ) -> anyhow::Result<ExitStatus> {
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     if !file.exists() {
@@ -366,7 +380,7 @@ pub fn resume(
             ))
             .into());
         }
-        return detach(file, &state_dir);
+        return detach(file, revived_by);
     }
     let mut runner = Runner::open(file, settings, opts)?;
     let m = runner.view();
@@ -401,23 +415,30 @@ pub fn resume(
                 m.status.as_str()
             ));
         }
-        Status::Running => runner.say("resume: STATUS RUNNING; carrying on from M1.md"),
+        Status::Running => match revived_by {
+            Some(by) => runner.revived(by),
+            None => runner.say("resume: STATUS RUNNING; carrying on from M1.md"),
+        },
+    }
+    if revived_by.is_none() {
+        super::revive::forget(file);
     }
     runner.drive()
 }
 
 /// Runs `loop resume` for `file` in the background, in its own session, and returns at once.
-fn detach(file: &Path, state_dir: &Path) -> anyhow::Result<ExitStatus> {
+/// A revival says `revived_by` whom, and prints nothing.
+pub(super) fn detach(file: &Path, revived_by: Option<&str>) -> anyhow::Result<ExitStatus> {
     let exe = std::env::current_exe().context("while finding the loop binary")?;
     let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
-    let out_path = crate::layout::Layout::dir(state_dir).runner_out();
+    let out_path = crate::layout::Layout::of(file).runner_out();
     let out = OpenOptions::new()
         .create(true)
         .append(true)
         .open(&out_path)
         .with_context(|| format!("while opening {}", out_path.display()))?;
-    let child = Command::new(exe)
-        .arg("--file")
+    let mut cmd = Command::new(exe);
+    cmd.arg("--file")
         .arg(&abs)
         .arg("resume")
         // Its output is a file: decisions only (`loop status` shows the agent's activity).
@@ -425,9 +446,16 @@ fn detach(file: &Path, state_dir: &Path) -> anyhow::Result<ExitStatus> {
         .env("LOOP_DETACHED", "1")
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)
-        .stderr(out)
+        .stderr(out);
+    if let Some(by) = revived_by {
+        cmd.arg("--revived-by").arg(by);
+    }
+    let child = cmd
         .spawn()
         .context("while starting the background runner")?;
+    if revived_by.is_some() {
+        return Ok(ExitStatus::Ok);
+    }
     crate::outln!(
         "loop runs in the background (pid {}); follow it with `loop status --file {}`; its output \
          goes to {}",

@@ -200,6 +200,22 @@ impl Runner {
             stdin: None,
             env,
             env_remove: inv.env_remove,
+            // Should this runner die while the step runs, the step's end brings it back.
+            on_exit: std::env::current_exe()
+                .ok()
+                .filter(|_| super::revive::by_steps())
+                .map(|exe| {
+                    vec![
+                        exe.display().to_string(),
+                        "--file".into(),
+                        file.display().to_string(),
+                        "__revive".into(),
+                        "--by".into(),
+                        format!("the supervisor of task {task_id}"),
+                    ]
+                })
+                .unwrap_or_default(),
+            on_exit_unless_held: Some(super::lock::path_for(&file)),
         };
         bridge::fire_with_id(&self.state_dir, task_id, &req)
             .with_context(|| format!("while starting task {task_id}"))?;

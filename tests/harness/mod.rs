@@ -122,6 +122,8 @@ impl Env {
             .env("CLAUDE_SIM_SCENARIO", &self.scenario)
             .env("CLAUDE_SIM_LOG", &self.sim_log)
             .env("LOOP_NOTIFY_BACKOFF_MS", "10")
+            // A test that kills a runner resumes it itself; tests of revival turn it on.
+            .env("LOOP_REVIVE", "off")
             .env_remove("TELEGRAM_BOT_TOKEN")
             .env_remove("TELEGRAM_CHAT_ID")
             .env_remove("TELEGRAM_API_BASE")
