@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use chrono::Utc;
+use std::fmt::Write as _;
 
 use super::{POLL, Runner, crash};
 use super::{prompt, stopfile};
@@ -100,7 +101,7 @@ impl Runner {
         if step == 0 {
             let mut p = prompt::plan(m, caps.max_steps);
             if let Some(err) = m.results.get(&0).and_then(|r| r.error.as_deref()) {
-                p.push_str(&format!("\n\nYour previous answer was not usable: {err}\n"));
+                let _ = writeln!(p, "\n\nYour previous answer was not usable: {err}");
             }
             return p;
         }
