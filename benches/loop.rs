@@ -2,7 +2,7 @@
 //! - overhead per step with an instant agent, against a plain shell loop that runs the same
 //!   agent the same number of times, measured in the same run;
 //! - time from the stop file appearing to the step's group dead and STATUS written;
-//! - the runner's CPU time and memory while a step sleeps (BENCH_SLEEP_S, default 30);
+//! - the runner's CPU time and memory while a step sleeps (`BENCH_SLEEP_S`, default 30);
 //! - under a save of M1.md every 20 ms (by rename, by `>>`, by truncate and a write in two halves 5 ms apart), the time
 //!   from one step's agent exiting to the next one's spawn (judging, recording, spawning),
 //!   against the same loop with no saves.

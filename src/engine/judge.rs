@@ -45,7 +45,7 @@ pub enum Judgement {
     NeedsVerify,
     /// A failed attempt; another follows in the same session.
     Retry { reason: String },
-    /// A failed attempt, the last one MAX_RETRIES allows: the step and the loop fail.
+    /// A failed attempt, the last one `MAX_RETRIES` allows: the step and the loop fail.
     Exhausted { reason: String },
     /// A transient error: wait, then run the same attempt again.
     Backoff { delay: Duration, reason: String },
@@ -71,7 +71,7 @@ fn failed(a: &Attempt<'_>, reason: String) -> Judgement {
     failed_attempt(a.attempt, a.caps.max_retries, &reason)
 }
 
-/// A failed attempt: retried, unless it was the last one MAX_RETRIES allows.
+/// A failed attempt: retried, unless it was the last one `MAX_RETRIES` allows.
 #[must_use]
 pub fn failed_attempt(attempt: u32, max_retries: u32, reason: &str) -> Judgement {
     let reason = one_line(reason, 300);

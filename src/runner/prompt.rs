@@ -97,7 +97,7 @@ pub fn interrupted(m: &M1, n: u32, reason: &str, failure: Option<&str>) -> Strin
     )
 }
 
-/// The prompt after a human answered a STEP_BLOCKED question by editing M1.md.
+/// The prompt after a human answered a `STEP_BLOCKED` question by editing M1.md.
 #[must_use]
 pub fn answered(m: &M1, n: u32, question: &str) -> String {
     format!(

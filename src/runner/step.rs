@@ -294,7 +294,7 @@ impl Runner {
     }
 
     /// Sleeps on events until the next full check of a running task. Output makes the task
-    /// directory busy; between full checks (at most every PID_RECORD_AFTER, and on each poll)
+    /// directory busy; between full checks (at most every `PID_RECORD_AFTER`, and on each poll)
     /// a wake costs one look for the exit record. A full check comes at least every POLL by
     /// the clock, however often M1.md is saved: its events never keep the runner from seeing
     /// the task end.
