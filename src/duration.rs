@@ -26,8 +26,7 @@ pub fn parse(input: &str) -> Result<Duration, String> {
             .unwrap_or(rest.len());
         if digits == 0 {
             return Err(format!(
-                "invalid duration {input:?}: expected a number at {:?}",
-                rest
+                "invalid duration {input:?}: expected a number at {rest:?}"
             ));
         }
         let n: u64 = rest[..digits]

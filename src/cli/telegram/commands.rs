@@ -116,7 +116,7 @@ impl Exec for LoopBinary {
             match child.try_wait() {
                 Ok(Some(status)) => break Some(status),
                 Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50))
+                    std::thread::sleep(Duration::from_millis(50));
                 }
                 Ok(None) | Err(_) => {
                     let _ = child.kill();
