@@ -9,6 +9,9 @@
 //!
 //! Run: `cargo bench --bench loop` (or name sections: `-- overhead stop idle storm`).
 
+// Counts and sizes become f64 only to be printed, far below where f64 loses precision.
+#![allow(clippy::cast_precision_loss)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -116,7 +119,7 @@ fn loop_round() -> (Duration, Duration) {
     let t = Instant::now();
     let status = loop_cmd(&dir, &args).status().unwrap();
     let took = t.elapsed();
-    let cpu = children_cpu() - cpu;
+    let cpu = children_cpu().saturating_sub(cpu); // never less: CPU time only grows
     assert!(status.success(), "loop failed: see {}", dir.display());
     let _ = std::fs::remove_dir_all(&dir);
     (took, cpu)
@@ -182,20 +185,16 @@ fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 }
 
 fn agent_started(dir: &Path) -> bool {
-    std::fs::read_dir(dir.join("state/tasks"))
-        .map(|mut d| {
-            d.any(|e| {
-                e.map(|e| {
-                    e.path()
-                        .join("stdout")
-                        .metadata()
-                        .map(|m| m.len() > 0)
-                        .unwrap_or(false)
-                })
-                .unwrap_or(false)
+    std::fs::read_dir(dir.join("state/tasks")).is_ok_and(|mut d| {
+        d.any(|e| {
+            e.is_ok_and(|e| {
+                e.path()
+                    .join("stdout")
+                    .metadata()
+                    .is_ok_and(|m| m.len() > 0)
             })
         })
-        .unwrap_or(false)
+    })
 }
 
 fn stop_latency() {
@@ -230,7 +229,7 @@ fn stop_latency() {
 
 fn proc_cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
     // Fields after the command: state is [0]; utime [11], stime [12].
     f.get(11).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
