@@ -100,7 +100,9 @@ fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
     std::env::set_current_dir("/").context("while leaving the caller's directory")?;
     let guardian = Guardian::start(&spec.id)?;
     let mut mask = SigSet::empty();
-    HANDLED.iter().for_each(|&s| mask.add(s));
+    for s in HANDLED {
+        mask.add(s);
+    }
     mask.thread_block().context("while blocking signals")?;
     let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .context("while creating the signalfd")?;

@@ -69,6 +69,7 @@ pub enum Command {
         quiet: bool,
     },
     /// Check M1.md; errors are printed as file:line:column. Exit 2 when invalid.
+    #[allow(clippy::doc_markdown)] // `--help` text, shown as written
     Validate,
     /// Show what M1.md says, plus whether the step's process is alive. Never writes.
     Status {

@@ -5,6 +5,7 @@
 //! The loops the daemon keeps are listed in `$XDG_STATE_HOME/m1loop/daemon.loops`, one
 //! absolute path a line, so installing another loop does not touch the unit.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -83,14 +84,15 @@ pub fn unit_text(exe: &Path, telegram: bool, env: &[(String, String)], env_file:
     let mut text = String::from(
         "[Unit]\nDescription=m1loop: keeps loops running (loop daemon)\n\n[Service]\nType=simple\n",
     );
-    text.push_str(&format!("ExecStart={exec}\n"));
+    let _ = writeln!(text, "ExecStart={exec}");
     for (k, v) in env {
-        text.push_str(&format!("Environment={}\n", quoted(&format!("{k}={v}"))));
+        let _ = writeln!(text, "Environment={}", quoted(&format!("{k}={v}")));
     }
-    text.push_str(&format!(
+    let _ = write!(
+        text,
         "EnvironmentFile=-{}\nRestart=always\nRestartSec=5\n\n[Install]\nWantedBy=default.target\n",
         env_file.display()
-    ));
+    );
     text
 }
 
@@ -156,7 +158,10 @@ fn install(file: &Path, telegram: bool) -> anyhow::Result<Status> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("while creating {}", dir.display()))?;
     }
-    let text: String = loops.iter().map(|p| format!("{}\n", p.display())).collect();
+    let mut text = String::new();
+    for p in &loops {
+        let _ = writeln!(text, "{}", p.display());
+    }
     std::fs::write(&list, text).with_context(|| format!("while writing {}", list.display()))?;
     crate::outln!(
         "loop service: keeps {} (list: {})",

@@ -109,6 +109,6 @@ fn result_facts(r: &StepResult) -> String {
 #[must_use]
 pub fn json(m: &M1, task: Option<&str>) -> serde_json::Value {
     let mut v = serde_json::to_value(m).expect("M1 serializes");
-    v["task"] = task.map_or(serde_json::Value::Null, |t| t.into());
+    v["task"] = task.map_or(serde_json::Value::Null, Into::into);
     v
 }

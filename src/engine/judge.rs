@@ -45,7 +45,7 @@ pub enum Judgement {
     NeedsVerify,
     /// A failed attempt; another follows in the same session.
     Retry { reason: String },
-    /// A failed attempt, the last one MAX_RETRIES allows: the step and the loop fail.
+    /// A failed attempt, the last one `MAX_RETRIES` allows: the step and the loop fail.
     Exhausted { reason: String },
     /// A transient error: wait, then run the same attempt again.
     Backoff { delay: Duration, reason: String },
@@ -67,11 +67,11 @@ pub enum Judgement {
 /// When the reset time of a usage limit is unknown, wait this long before trying again.
 pub const UNKNOWN_RESET_WAIT: Duration = Duration::from_secs(30 * 60);
 
-fn failed(a: &Attempt<'_>, reason: String) -> Judgement {
-    failed_attempt(a.attempt, a.caps.max_retries, &reason)
+fn failed(a: &Attempt<'_>, reason: &str) -> Judgement {
+    failed_attempt(a.attempt, a.caps.max_retries, reason)
 }
 
-/// A failed attempt: retried, unless it was the last one MAX_RETRIES allows.
+/// A failed attempt: retried, unless it was the last one `MAX_RETRIES` allows.
 #[must_use]
 pub fn failed_attempt(attempt: u32, max_retries: u32, reason: &str) -> Judgement {
     let reason = one_line(reason, 300);
@@ -99,9 +99,9 @@ pub fn judge(a: &Attempt<'_>) -> Judgement {
         return j;
     }
     match a.class.clone() {
-        None => failed(a, "the agent left no output to judge".into()),
+        None => failed(a, "the agent left no output to judge"),
         Some(Class::Success) => judge_success(a),
-        Some(Class::Other(msg)) => failed(a, msg),
+        Some(Class::Other(msg)) => failed(a, &msg),
         Some(class) => judge_failure(a, class),
     }
 }
@@ -112,7 +112,7 @@ fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
     Some(match &a.end {
         TaskEnd::Timeout => failed(
             a,
-            format!(
+            &format!(
                 "step timeout: killed after {}",
                 minutes(a.caps.step_timeout)
             ),
@@ -122,12 +122,12 @@ fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
                 .caps
                 .idle_timeout
                 .map_or_else(|| "the idle limit".into(), minutes);
-            failed(a, format!("idle timeout: no output for {idle}, killed"))
+            failed(a, &format!("idle timeout: no output for {idle}, killed"))
         }
-        TaskEnd::Killed => failed(a, "the step's task was killed (loop kill)".into()),
+        TaskEnd::Killed => failed(a, "the step's task was killed (loop kill)"),
         TaskEnd::Lost => failed(
             a,
-            "the step's task was lost (its supervisor died: reboot or kill -9)".into(),
+            "the step's task was lost (its supervisor died: reboot or kill -9)",
         ),
         TaskEnd::SpawnFailed(msg) => Judgement::Halt {
             reason: format!("the agent could not be started: {}", one_line(msg, 200)),
@@ -198,7 +198,7 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
                 "fix the agent settings in loop.yaml (flags, model), then `loop resume`",
             ),
         },
-        Class::Success | Class::Other(_) => failed(a, class.to_string()),
+        Class::Success | Class::Other(_) => failed(a, &class.to_string()),
     }
 }
 
@@ -219,7 +219,7 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
         // The planning call answers with a JSON plan, not a verdict line.
         return match crate::agent::parse_plan(a.answer) {
             Ok(steps) => Judgement::Planned { steps },
-            Err(e) => failed(a, format!("the planning answer held no usable plan: {e}")),
+            Err(e) => failed(a, &format!("the planning answer held no usable plan: {e}")),
         };
     }
     match &crate::agent::verdict(a.answer) {
@@ -230,28 +230,27 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
                 };
             }
             match a.verify {
-                None => Judgement::NeedsVerify,
+                // Not run yet. A stop during VERIFY is handled by the runner before it judges.
+                None | Some(verify::Outcome::Stopped) => Judgement::NeedsVerify,
                 Some(verify::Outcome::Passed) => Judgement::Pass {
                     summary: summary.clone(),
                 },
                 Some(verify::Outcome::Failed { code, tail }) => {
                     let code = code.map_or_else(|| "a signal".into(), |c| format!("exit {c}"));
-                    failed(a, format!("VERIFY failed ({code}){}", said(tail)))
+                    failed(a, &format!("VERIFY failed ({code}){}", said(tail)))
                 }
                 Some(verify::Outcome::TimedOut { tail }) => {
-                    failed(a, format!("VERIFY timed out{}", said(tail)))
+                    failed(a, &format!("VERIFY timed out{}", said(tail)))
                 }
-                // A stop during VERIFY is handled by the runner before it judges.
-                Some(verify::Outcome::Stopped) => Judgement::NeedsVerify,
             }
         }
         Verdict::Blocked(question) => Judgement::Blocked {
             question: one_line(question, 500),
         },
-        Verdict::Failed(reason) => failed(a, format!("the agent reported STEP_FAILED: {reason}")),
+        Verdict::Failed(reason) => failed(a, &format!("the agent reported STEP_FAILED: {reason}")),
         Verdict::Missing => failed(
             a,
-            "the answer did not end with a STEP_DONE / STEP_BLOCKED / STEP_FAILED line".into(),
+            "the answer did not end with a STEP_DONE / STEP_BLOCKED / STEP_FAILED line",
         ),
     }
 }

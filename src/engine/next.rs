@@ -38,7 +38,7 @@ pub enum Next {
         attempt: u32,
         session: SessionPlan,
     },
-    /// A step reached MAX_RETRIES (or was set FAILED by hand): the loop fails.
+    /// A step reached `MAX_RETRIES` (or was set FAILED by hand): the loop fails.
     Exhausted { step: u32, reason: String },
     /// The runner cannot go on without a human: write WAITING with this reason.
     Halt { reason: String, how: String },
@@ -116,7 +116,7 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
     next_step(m, caps)
 }
 
-/// No steps yet: plan them, unless planning already failed MAX_RETRIES times.
+/// No steps yet: plan them, unless planning already failed `MAX_RETRIES` times.
 fn planning(m: &M1, caps: &Caps) -> Next {
     let attempts = attempts_of(m, 0);
     if attempts >= caps.max_retries {
@@ -187,7 +187,7 @@ pub fn open_step(m: &M1, after: u32) -> Option<&Step> {
         .find(|s| s.n > after && !matches!(s.state, StepState::Done | StepState::Skipped))
 }
 
-/// CURRENT.WAIT_UNTIL, when set and readable.
+/// `CURRENT.WAIT_UNTIL`, when set and readable.
 #[must_use]
 pub fn wait_until(m: &M1) -> Option<DateTime<Utc>> {
     let raw = m.current.extra.get("WAIT_UNTIL")?;

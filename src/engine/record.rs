@@ -248,7 +248,7 @@ fn retry(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     (log, Outcome::Continue, Write::WithNextSpawn)
 }
 
-/// The last failed attempt MAX_RETRIES allows: the step and the loop fail.
+/// The last failed attempt `MAX_RETRIES` allows: the step and the loop fail.
 fn failed(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     let s = f.step;
     edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));

@@ -154,7 +154,7 @@ pub struct SpawnFacts<'a> {
 }
 
 /// The write-ahead record of an attempt about to be spawned: from here on, a crash leaves a
-/// TASK_ID that resume can look up (no task directory means the spawn never happened).
+/// `TASK_ID` that resume can look up (no task directory means the spawn never happened).
 #[must_use]
 pub fn spawn(f: &SpawnFacts<'_>) -> Transition {
     let what = name(f.step);
@@ -188,7 +188,7 @@ pub fn spawn(f: &SpawnFacts<'_>) -> Transition {
     Transition::now(edits, log)
 }
 
-/// The agent's pid (the seed's CC_PID), for a step that runs long enough for a person to look.
+/// The agent's pid (the seed's `CC_PID`), for a step that runs long enough for a person to look.
 #[must_use]
 pub fn pid_recorded(pid: u32) -> Transition {
     Transition::now(
@@ -362,7 +362,7 @@ pub fn complete(m: &M1) -> Transition {
     Transition::exit(edits, log, Exit::Ok).then(Effect::Done)
 }
 
-/// A step that cannot be tried again (MAX_RETRIES spent, or set FAILED by hand): the loop fails.
+/// A step that cannot be tried again (`MAX_RETRIES` spent, or set FAILED by hand): the loop fails.
 #[must_use]
 pub fn exhausted(step: u32, reason: &str) -> Transition {
     let log = format!("fail: {}: {reason}", name(step));

@@ -355,13 +355,13 @@ impl Store {
         edits: &[Edit],
     ) -> Result<(Vec<u8>, Document), StoreError> {
         let mut doc = decode(&self.path, base).map_err(StoreError::DiskInvalid)?;
-        if base != self.bytes {
-            // Someone else's save: what a stale one reverted goes back first.
-            self.owed = self.put_back(&mut doc);
-        } else {
+        if base == self.bytes {
             for e in &self.owed {
                 doc.apply(e);
             }
+        } else {
+            // Someone else's save: what a stale one reverted goes back first.
+            self.owed = self.put_back(&mut doc);
         }
         for e in edits {
             doc.apply(e);
@@ -470,7 +470,7 @@ impl Store {
                 return Ok(bytes);
             }
             let pause = if waited < SETTLE_PATIENCE {
-                SETTLE - age
+                SETTLE.saturating_sub(age) // age < SETTLE, checked above
             } else {
                 SAMPLE
             };
@@ -525,6 +525,7 @@ impl FileId {
 fn decode(path: &Path, bytes: &[u8]) -> Result<Document, Errors> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         let good = &bytes[..e.valid_up_to()];
+        #[allow(clippy::naive_bytecount)] // an error path; not worth the `bytecount` crate
         let line = good.iter().filter(|b| **b == b'\n').count() + 1;
         let start = good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         // A byte order mark is no column an editor shows.

@@ -4,6 +4,7 @@
 //! only when the runner wakes anyway (task output, or the one-second check), so a silent
 //! agent still costs nothing.
 
+use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -141,7 +142,7 @@ fn render(label: &str, elapsed: Duration, activity: Option<&str>, cost: f64) -> 
         line.push_str(&crate::engine::one_line(a, 80));
     }
     if cost > 0.0 {
-        line.push_str(&format!(" · ${cost:.2} spent"));
+        let _ = write!(line, " · ${cost:.2} spent");
     }
     line
 }

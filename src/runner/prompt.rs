@@ -1,6 +1,7 @@
 //! The prompts a step is given, rendered from `templates/`.
 
 use crate::m1::{M1, StepState};
+use std::fmt::Write as _;
 
 const STEP: &str = include_str!("../../templates/step.md");
 const FIX: &str = include_str!("../../templates/fix.md");
@@ -27,11 +28,11 @@ fn constraints(m: &M1) -> String {
 pub fn plan_listing(m: &M1) -> String {
     let mut out = String::new();
     for s in &m.plan.steps {
-        out.push_str(&format!("  {}: [{}] {}\n", s.n, s.state.as_str(), s.text));
+        let _ = writeln!(out, "  {}: [{}] {}", s.n, s.state.as_str(), s.text);
         if s.state == StepState::Done
             && let Some(sum) = m.results.get(&s.n).and_then(|r| r.summary.as_deref())
         {
-            out.push_str(&format!("     reported: {sum}\n"));
+            let _ = writeln!(out, "     reported: {sum}");
         }
     }
     out.trim_end().to_string()
@@ -96,7 +97,7 @@ pub fn interrupted(m: &M1, n: u32, reason: &str, failure: Option<&str>) -> Strin
     )
 }
 
-/// The prompt after a human answered a STEP_BLOCKED question by editing M1.md.
+/// The prompt after a human answered a `STEP_BLOCKED` question by editing M1.md.
 #[must_use]
 pub fn answered(m: &M1, n: u32, question: &str) -> String {
     format!(

@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use chrono::Utc;
+use std::fmt::Write as _;
 
 use super::{POLL, Runner, crash};
 use super::{prompt, stopfile};
@@ -100,7 +101,7 @@ impl Runner {
         if step == 0 {
             let mut p = prompt::plan(m, caps.max_steps);
             if let Some(err) = m.results.get(&0).and_then(|r| r.error.as_deref()) {
-                p.push_str(&format!("\n\nYour previous answer was not usable: {err}\n"));
+                let _ = writeln!(p, "\n\nYour previous answer was not usable: {err}");
             }
             return p;
         }
@@ -309,7 +310,7 @@ impl Runner {
     }
 
     /// Sleeps on events until the next full check of a running task. Output makes the task
-    /// directory busy; between full checks (at most every PID_RECORD_AFTER, and on each poll)
+    /// directory busy; between full checks (at most every `PID_RECORD_AFTER`, and on each poll)
     /// a wake costs one look for the exit record. A full check comes at least every POLL by
     /// the clock, however often M1.md is saved: its events never keep the runner from seeing
     /// the task end.

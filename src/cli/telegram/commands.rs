@@ -2,6 +2,7 @@
 //! every other one, and run loop commands as child processes of the `loop` binary itself, so
 //! the bot depends only on the command line.
 
+use std::fmt::Write as _;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -115,7 +116,7 @@ impl Exec for LoopBinary {
             match child.try_wait() {
                 Ok(Some(status)) => break Some(status),
                 Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50))
+                    std::thread::sleep(Duration::from_millis(50));
                 }
                 Ok(None) | Err(_) => {
                     let _ = child.kill();
@@ -126,7 +127,7 @@ impl Exec for LoopBinary {
         };
         let mut output = std::fs::read_to_string(&out_path).unwrap_or_default();
         if status.is_none() {
-            output.push_str(&format!("\n(killed after {}s)", self.timeout.as_secs()));
+            let _ = write!(output, "\n(killed after {}s)", self.timeout.as_secs());
         }
         ChildOutput {
             code: status.and_then(|s| s.code()),
@@ -196,14 +197,15 @@ impl<E: Exec> Bot<E> {
                 let mut reply = String::new();
                 for path in crate::runner::stopfile::paths(&self.state_dir) {
                     if path.exists() && std::fs::remove_file(&path).is_ok() {
-                        reply.push_str(&format!(
-                            "Removed the stop file <code>{}</code>\n",
+                        let _ = writeln!(
+                            reply,
+                            "Removed the stop file <code>{}</code>",
                             escape(&path.display().to_string())
-                        ));
+                        );
                     }
                 }
                 let out = self.exec.run(&["resume".into(), "--detach".into()]);
-                reply.push_str(&format!("▶️ Resuming\n{}", show(&out)));
+                let _ = write!(reply, "▶️ Resuming\n{}", show(&out));
                 (
                     reply,
                     format!("ran `loop resume --detach` ({})", code(&out)),
@@ -233,7 +235,7 @@ fn show(out: &ChildOutput) -> String {
         format!("<pre>{}</pre>", escape(&tail))
     };
     if out.code != Some(0) {
-        s.push_str(&format!("\n({})", code(out)));
+        let _ = write!(s, "\n({})", code(out));
     }
     s
 }

@@ -202,7 +202,7 @@ fn answer(verdict: &Verdict) -> &'static str {
     }
 }
 
-fn attempt<'a>(caps: &'a Caps, class: Class, verdict: Verdict) -> Attempt<'a> {
+fn attempt<'a>(caps: &'a Caps, class: Class, verdict: &Verdict) -> Attempt<'a> {
     Attempt {
         step: 2,
         attempt: 1,
@@ -211,7 +211,7 @@ fn attempt<'a>(caps: &'a Caps, class: Class, verdict: Verdict) -> Attempt<'a> {
             signal: None,
         },
         class: Some(class),
-        answer: answer(&verdict),
+        answer: answer(verdict),
         denials: &[],
         verify_configured: false,
         verify: None,
@@ -225,7 +225,7 @@ fn attempt<'a>(caps: &'a Caps, class: Class, verdict: Verdict) -> Attempt<'a> {
 #[test]
 fn success_with_a_done_verdict_passes_and_verify_is_asked_for_when_set() {
     let caps = Caps::default();
-    let a = attempt(&caps, Class::Success, Verdict::Done("did it".into()));
+    let a = attempt(&caps, Class::Success, &Verdict::Done("did it".into()));
     assert_eq!(
         judge(&a),
         Judgement::Pass {
@@ -273,16 +273,16 @@ fn success_with_a_done_verdict_passes_and_verify_is_asked_for_when_set() {
 fn a_missing_or_failed_verdict_is_a_failed_attempt_and_blocked_asks_the_human() {
     let caps = Caps::default();
     assert!(
-        matches!(judge(&attempt(&caps, Class::Success, Verdict::Missing)), Judgement::Retry { reason } if reason.contains("STEP_DONE"))
+        matches!(judge(&attempt(&caps, Class::Success, &Verdict::Missing)), Judgement::Retry { reason } if reason.contains("STEP_DONE"))
     );
     assert!(
-        matches!(judge(&attempt(&caps, Class::Success, Verdict::Failed("no".into()))), Judgement::Retry { reason } if reason.contains("STEP_FAILED: no"))
+        matches!(judge(&attempt(&caps, Class::Success, &Verdict::Failed("no".into()))), Judgement::Retry { reason } if reason.contains("STEP_FAILED: no"))
     );
     assert_eq!(
         judge(&attempt(
             &caps,
             Class::Success,
-            Verdict::Blocked("which file?".into())
+            &Verdict::Blocked("which file?".into()),
         )),
         Judgement::Blocked {
             question: "which file?".into()
@@ -300,7 +300,7 @@ fn permission_denials_halt_naming_the_tools_even_with_a_done_verdict() {
     ];
     let a = Attempt {
         denials: &denials,
-        ..attempt(&caps, Class::Success, Verdict::Done("x".into()))
+        ..attempt(&caps, Class::Success, &Verdict::Done("x".into()))
     };
     let Judgement::Halt { reason, how } = judge(&a) else {
         panic!()
@@ -318,7 +318,7 @@ fn transient_errors_back_off_then_halt_at_the_cap() {
     let a = attempt(
         &caps,
         Class::Transient("529 overloaded".into()),
-        Verdict::Missing,
+        &Verdict::Missing,
     );
     assert_eq!(
         judge(&a),
@@ -346,7 +346,7 @@ fn a_usage_limit_waits_until_its_reset_or_half_an_hour_when_unknown() {
             resets_at: Some(reset),
             message: "limit".into(),
         },
-        Verdict::Missing,
+        &Verdict::Missing,
     );
     assert_eq!(
         judge(&a),
@@ -361,7 +361,7 @@ fn a_usage_limit_waits_until_its_reset_or_half_an_hour_when_unknown() {
             resets_at: None,
             message: "limit".into(),
         },
-        Verdict::Missing,
+        &Verdict::Missing,
     );
     assert!(
         matches!(judge(&a), Judgement::UsageWait { until, .. } if until == now() + chrono::Duration::minutes(30))
@@ -376,7 +376,7 @@ fn auth_billing_and_bad_invocations_halt_but_session_trouble_is_repaired() {
         Class::Billing("Credit balance is too low".into()),
     ] {
         assert!(matches!(
-            judge(&attempt(&caps, class, Verdict::Missing)),
+            judge(&attempt(&caps, class, &Verdict::Missing)),
             Judgement::Halt { .. }
         ));
     }
@@ -386,7 +386,7 @@ fn auth_billing_and_bad_invocations_halt_but_session_trouble_is_repaired() {
     };
     let a = Attempt {
         resumed: true,
-        ..attempt(&caps, unknown, Verdict::Missing)
+        ..attempt(&caps, unknown, &Verdict::Missing)
     };
     assert!(matches!(judge(&a), Judgement::FreshSession { .. }));
     let in_use = Class::InvocationBug {
@@ -394,7 +394,7 @@ fn auth_billing_and_bad_invocations_halt_but_session_trouble_is_repaired() {
         message: "in use".into(),
     };
     assert!(matches!(
-        judge(&attempt(&caps, in_use, Verdict::Missing)),
+        judge(&attempt(&caps, in_use, &Verdict::Missing)),
         Judgement::ResumeSession { .. }
     ));
 }
@@ -402,7 +402,7 @@ fn auth_billing_and_bad_invocations_halt_but_session_trouble_is_repaired() {
 #[test]
 fn timeouts_and_lost_tasks_are_failed_attempts_and_a_missing_agent_halts() {
     let caps = Caps::default();
-    let base = attempt(&caps, Class::Success, Verdict::Missing);
+    let base = attempt(&caps, Class::Success, &Verdict::Missing);
     for (end, want) in [
         (TaskEnd::Timeout, "step timeout"),
         (TaskEnd::Idle, "idle timeout"),
@@ -566,7 +566,7 @@ fn the_transient_halt_counts_the_error_that_halts_and_resets_the_count_for_the_r
         transient_cap: 3,
         ..Caps::default()
     };
-    let a = attempt(&caps, Class::Transient("529".into()), Verdict::Missing);
+    let a = attempt(&caps, Class::Transient("529".into()), &Verdict::Missing);
     let j = judge(&Attempt { transients: 3, ..a });
     let Judgement::Halt { reason, .. } = &j else {
         panic!("{j:?}")

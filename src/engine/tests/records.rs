@@ -26,7 +26,7 @@ fn a_task_killed_by_loop_kill_is_a_failed_attempt() {
     let a = Attempt {
         end: TaskEnd::Killed,
         class: None,
-        ..attempt(&caps, Class::Success, Verdict::Missing)
+        ..attempt(&caps, Class::Success, &Verdict::Missing)
     };
     assert!(matches!(judge(&a), Judgement::Retry { reason } if reason.contains("killed")));
 }
@@ -37,7 +37,7 @@ fn any_other_failure_of_the_agent_is_a_failed_attempt_carrying_its_message() {
     let a = attempt(
         &caps,
         Class::Other("boom (exited with code 1)".into()),
-        Verdict::Missing,
+        &Verdict::Missing,
     );
     assert_eq!(
         judge(&a),
@@ -75,7 +75,7 @@ fn a_verify_that_failed_or_timed_out_is_a_failed_attempt_with_what_it_printed() 
         let a = Attempt {
             verify_configured: true,
             verify: Some(&out),
-            ..attempt(&caps, Class::Success, Verdict::Done("ok".into()))
+            ..attempt(&caps, Class::Success, &Verdict::Done("ok".into()))
         };
         assert_eq!(
             judge(&a),
@@ -201,7 +201,7 @@ fn a_plan_becomes_the_steps_and_step_1_is_next() {
     let a = Attempt {
         step: 0,
         answer: r#"{"steps": ["read", "write"]}"#,
-        ..attempt(&caps, Class::Success, Verdict::Missing)
+        ..attempt(&caps, Class::Success, &Verdict::Missing)
     };
     let j = judge(&a);
     assert_eq!(
@@ -226,7 +226,7 @@ fn a_planning_answer_without_a_plan_is_a_failed_attempt() {
     let a = Attempt {
         step: 0,
         answer: "Here is my plan: first read, then write.",
-        ..attempt(&caps, Class::Success, Verdict::Missing)
+        ..attempt(&caps, Class::Success, &Verdict::Missing)
     };
     assert!(matches!(judge(&a), Judgement::Retry { reason } if reason.contains("no usable plan")));
 }
