@@ -7,7 +7,7 @@
 //! - the supervisor's (and guardian's) memory, and their CPU time and wakeups while a
 //!   long command runs, with no timeout and with both timeouts set.
 //!
-//! `cargo bench --bench bridge` (BRIDGE_BENCH_SECS sets the long command's length, 30 s).
+//! `cargo bench --bench bridge` (`BRIDGE_BENCH_SECS` sets the long command's length, 30 s).
 
 use std::fs;
 use std::path::Path;

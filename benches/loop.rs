@@ -2,12 +2,15 @@
 //! - overhead per step with an instant agent, against a plain shell loop that runs the same
 //!   agent the same number of times, measured in the same run;
 //! - time from the stop file appearing to the step's group dead and STATUS written;
-//! - the runner's CPU time and memory while a step sleeps (BENCH_SLEEP_S, default 30);
+//! - the runner's CPU time and memory while a step sleeps (`BENCH_SLEEP_S`, default 30);
 //! - under a save of M1.md every 20 ms (by rename, by `>>`, by truncate and a write in two halves 5 ms apart), the time
 //!   from one step's agent exiting to the next one's spawn (judging, recording, spawning),
 //!   against the same loop with no saves.
 //!
 //! Run: `cargo bench --bench loop` (or name sections: `-- overhead stop idle storm`).
+
+// Counts and sizes become f64 only to be printed, far below where f64 loses precision.
+#![allow(clippy::cast_precision_loss)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -116,7 +119,7 @@ fn loop_round() -> (Duration, Duration) {
     let t = Instant::now();
     let status = loop_cmd(&dir, &args).status().unwrap();
     let took = t.elapsed();
-    let cpu = children_cpu() - cpu;
+    let cpu = children_cpu().saturating_sub(cpu); // never less: CPU time only grows
     assert!(status.success(), "loop failed: see {}", dir.display());
     let _ = std::fs::remove_dir_all(&dir);
     (took, cpu)
@@ -182,20 +185,16 @@ fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 }
 
 fn agent_started(dir: &Path) -> bool {
-    std::fs::read_dir(dir.join("state/tasks"))
-        .map(|mut d| {
-            d.any(|e| {
-                e.map(|e| {
-                    e.path()
-                        .join("stdout")
-                        .metadata()
-                        .map(|m| m.len() > 0)
-                        .unwrap_or(false)
-                })
-                .unwrap_or(false)
+    std::fs::read_dir(dir.join("state/tasks")).is_ok_and(|mut d| {
+        d.any(|e| {
+            e.is_ok_and(|e| {
+                e.path()
+                    .join("stdout")
+                    .metadata()
+                    .is_ok_and(|m| m.len() > 0)
             })
         })
-        .unwrap_or(false)
+    })
 }
 
 fn stop_latency() {
@@ -230,7 +229,7 @@ fn stop_latency() {
 
 fn proc_cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
     // Fields after the command: state is [0]; utime [11], stime [12].
     f.get(11).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)

@@ -2,6 +2,10 @@
 //! Run with `cargo bench --bench m1`. The seed example should take well under 100 µs, and
 //! µs per KB should stay flat as files grow (cost linear in size).
 
+// Counts and sizes become f64 only to be printed, far below where f64 loses precision.
+#![allow(clippy::cast_precision_loss)]
+
+use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -15,25 +19,26 @@ fn file(steps: usize, prose_lines: usize) -> String {
     let mut s = String::from(
         "# ループ\n\nSTATUS: RUNNING              # IDLE / RUNNING / WAITING / DONE / FAILED\nGOAL: 大きなファイルの性能を測る\n\n",
     );
-    s.push_str(&format!(
-        "PLAN:\n  TOTAL_STEPS: {steps}\n  CURRENT_STEP: 1\n  STEPS:\n"
-    ));
+    let _ = writeln!(
+        s,
+        "PLAN:\n  TOTAL_STEPS: {steps}\n  CURRENT_STEP: 1\n  STEPS:"
+    );
     for n in 1..=steps {
-        s.push_str(&format!(
-            "    {n}: [DONE] ステップ {n} を実装 → src/mod_{n}.rs\n"
-        ));
+        let _ = writeln!(s, "    {n}: [DONE] ステップ {n} を実装 → src/mod_{n}.rs");
     }
     s.push_str("\nRESULTS:\n");
     for n in 1..=steps {
-        s.push_str(&format!(
-            "  STEP_{n}:\n    EXIT: 0\n    COMMIT: a690fb{n:x}\n    SUMMARY: \"完了 # {n}: 5つの修正案\"   # note\n    VERIFIED: true\n    ATTEMPTS: 1\n    COST_USD: 0.{n}\n"
-        ));
+        let _ = writeln!(
+            s,
+            "  STEP_{n}:\n    EXIT: 0\n    COMMIT: a690fb{n:x}\n    SUMMARY: \"完了 # {n}: 5つの修正案\"   # note\n    VERIFIED: true\n    ATTEMPTS: 1\n    COST_USD: 0.{n}"
+        );
     }
     s.push_str("\n## Notes\n\n");
     for i in 0..prose_lines {
-        s.push_str(&format!(
-            "- 観察 {i}: the agent edited a file and the tests passed 🚀\n"
-        ));
+        let _ = writeln!(
+            s,
+            "- 観察 {i}: the agent edited a file and the tests passed 🚀"
+        );
     }
     s.push_str("\nLAST_ACTION: Step 1 spawned\n");
     s

@@ -9,6 +9,9 @@
 //! Run: `cargo build --release && cargo run --release --example soak -- --loops 100`
 //! (`--seed N` for another sequence of faults; `--keep` keeps the directories of failures).
 
+// Counts and sizes become f64 only to be printed, far below where f64 loses precision.
+#![allow(clippy::cast_precision_loss)]
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -115,6 +118,8 @@ impl Loop {
             .env("LOOP_AGENT", self.dir.join("agent.sh"))
             .env("LOOP_STOP_FILE", self.dir.join("stop"))
             .env("XDG_STATE_HOME", self.dir.join("xdg"))
+            // The soak resumes every runner it kills itself, and counts what that does.
+            .env("LOOP_REVIVE", "off")
             .env("CLAUDE_SIM_SCENARIO", self.dir.join("scenario.json"))
             .env("CLAUDE_SIM_LOG", &self.sim_log)
             .env_remove("TELEGRAM_BOT_TOKEN")
@@ -458,6 +463,8 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
         return 0.0;
     }
     v.sort_by(f64::total_cmp);
+    // p is a fraction in 0..=1, so the rounded index is in 0..len.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let i = ((v.len() - 1) as f64 * p).round() as usize;
     v[i]
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// The log file of the loop whose state directory is `state_dir`.
 #[must_use]
 pub fn path(state_dir: &Path) -> PathBuf {
-    state_dir.join("loop.log")
+    crate::layout::Layout::dir(state_dir).log()
 }
 
 /// Appends `line` with a UTC timestamp. Newlines in `line` are folded so that one decision is

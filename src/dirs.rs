@@ -37,7 +37,7 @@ pub fn create_state_dir(dir: &Path) -> std::io::Result<()> {
     match OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(dir.join(".gitignore"))
+        .open(crate::layout::Layout::dir(dir).gitignore())
     {
         Ok(mut f) => f.write_all(GITIGNORE.as_bytes()),
         Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),

@@ -1,6 +1,7 @@
 //! Durations as users write them on the command line and in M1.md: `90`, `90s`, `5m`,
 //! `1h30m`, `2h`, `500ms`. A bare number is seconds.
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Parses a duration such as `90s`, `5m`, `1h30m` or `500ms`; a bare number is seconds.
@@ -25,8 +26,7 @@ pub fn parse(input: &str) -> Result<Duration, String> {
             .unwrap_or(rest.len());
         if digits == 0 {
             return Err(format!(
-                "invalid duration {input:?}: expected a number at {:?}",
-                rest
+                "invalid duration {input:?}: expected a number at {rest:?}"
             ));
         }
         let n: u64 = rest[..digits]
@@ -74,13 +74,13 @@ pub fn exact(d: Duration) -> String {
     let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
     let mut out = String::new();
     if h > 0 {
-        out.push_str(&format!("{h}h"));
+        let _ = write!(out, "{h}h");
     }
     if m > 0 {
-        out.push_str(&format!("{m}m"));
+        let _ = write!(out, "{m}m");
     }
     if s > 0 {
-        out.push_str(&format!("{s}s"));
+        let _ = write!(out, "{s}s");
     }
     out
 }

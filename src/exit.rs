@@ -123,17 +123,13 @@ impl fmt::Display for Exit {
 
 impl std::error::Error for Exit {}
 
-/// The exit status an error asks for: the first [`Exit`] in its chain; else `BadInput` for an
-/// invalid M1.md (its errors are in the chain); else `Internal`: nothing planned for it.
+/// The exit status an error asks for: the first [`Exit`] in its chain; else `Internal`:
+/// nothing planned for it.
 #[must_use]
 pub fn status_of(err: &anyhow::Error) -> Status {
-    if let Some(e) = err.chain().find_map(|e| e.downcast_ref::<Exit>()) {
-        return e.status;
-    }
-    if err.chain().any(|e| e.is::<crate::m1::Errors>()) {
-        return Status::BadInput;
-    }
-    Status::Internal
+    err.chain()
+        .find_map(|e| e.downcast_ref::<Exit>())
+        .map_or(Status::Internal, |e| e.status)
 }
 
 #[cfg(test)]

@@ -7,25 +7,33 @@
 // pipe reader goes away, and a runner must outlive `loop start | head -1`.
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
-pub mod agent;
-pub mod bridge;
-pub mod cli;
+// Foundations: each depends on nothing else in the crate but `exit` and `output`.
 pub mod decision_log;
-pub mod demo;
 pub mod dirs;
 pub mod duration;
-pub mod engine;
 pub mod exit;
-pub mod git;
-pub mod lock;
-pub mod m1;
-pub mod notifier;
+pub mod layout;
+pub mod lockfile;
 pub mod output;
-pub mod plan_import;
-pub mod prompt;
-pub mod registry;
-pub mod runner;
-pub mod settings;
-pub mod stopfile;
+
+// The state file: M1.md, lossless, typed, edited line by line, saved by compare-and-swap.
+pub mod m1;
+
+// The outside world: Claude Code, supervised processes, VERIFY, Telegram.
+pub mod agent;
+pub mod bridge;
+pub mod notifier;
 pub mod verify;
-pub mod watch;
+
+// Every decision of the loop, as pure functions over M1.md's typed view.
+pub mod engine;
+
+// The one owner of a loop's state: gathers facts, asks the engine, carries transitions out.
+pub mod runner;
+
+// The command line and the other front ends (`status`, the exec bridge, `notify`, the chat
+// bot, `demo`).
+pub mod cli;
+
+#[cfg(test)]
+mod architecture;

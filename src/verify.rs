@@ -1,17 +1,18 @@
 //! The VERIFY command: a shell command that must exit 0 after every step.
 //!
-//! It runs in its own process group with its output in a file, so a stop or a timeout can end
-//! it and everything it started, and the failure's tail can go into the fix prompt.
+//! It runs as an exec bridge task of its own, `tasks/<step task>.verify`, so it is ended the
+//! way a step is: its own process group under a supervisor and a guardian, the timeout that
+//! ends the whole group (SIGTERM, the bridge's grace, SIGKILL), the cleanup of processes that
+//! left the group (`setsid`), and an exit record. Its stdout and stderr go, together and in
+//! order, to the task's `stdout`; the step's task directory links to it as `verify.log`, and
+//! a failure's tail goes into the fix prompt.
 
-use std::fs::File;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+
+use crate::bridge::{self, FireRequest, TaskEnd, TaskReport, TaskState};
 
 /// How a VERIFY run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,71 +27,148 @@ pub enum Outcome {
     Stopped,
 }
 
-/// Runs `command` with `sh -c` in `cwd` with `env` added, output to `log`. Polls
-/// `should_stop` every 100 ms.
+/// Lines of output a failure carries.
+const TAIL_LINES: usize = 40;
+/// The first wait between looks for the task's end, doubled up to [`POLL_MAX`]: a quick
+/// command is seen ending soon, a long one costs one look (and one `should_stop`) per
+/// [`POLL_MAX`].
+const POLL_FIRST: Duration = Duration::from_millis(2);
+const POLL_MAX: Duration = Duration::from_millis(50);
+/// How often the task's lock is probed as well, for a supervisor that died leaving no
+/// record (LOST).
+const LOST_CHECK: Duration = Duration::from_secs(1);
+
+/// The shell that runs the command with stderr joined to stdout, so the output keeps its
+/// order; the inner `sh -c` reads the command exactly as a plain `sh -c COMMAND` would.
+const JOINED_OUTPUT: &str = r#"exec 2>&1; exec sh -c "$1""#;
+
+/// Runs `command` with `sh -c` in `cwd` with `env` added, as task `<step_task>.verify` of
+/// the exec bridge in `state_dir` (`LOOP_TASK_ID` is that task's id), and waits for it,
+/// asking `should_stop` about every 50 ms. On a stop, the whole task is killed and
+/// confirmed dead before this returns. `env` must not carry `LOOP_ID`: the runner's ledger
+/// takes the tasks whose spec has its loop's id for steps' tasks.
 ///
 /// # Errors
-/// When the shell cannot be started or the log cannot be written.
+/// When the task cannot be created or started, the shell cannot be started, or a stop
+/// cannot confirm the task dead.
 pub fn run(
     command: &str,
     cwd: &Path,
     env: &[(String, String)],
-    log: &Path,
+    state_dir: &Path,
+    step_task: &str,
     timeout: Duration,
     should_stop: &mut dyn FnMut() -> bool,
 ) -> anyhow::Result<Outcome> {
-    let out = File::create(log).with_context(|| format!("while creating {}", log.display()))?;
-    let err = out.try_clone()?;
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .process_group(0)
-        .spawn()
+    let id = new_task_id(state_dir, step_task)?;
+    let req = FireRequest {
+        command: ["sh", "-c", JOINED_OUTPUT, "sh", command]
+            .map(String::from)
+            .to_vec(),
+        // The bridge refuses a zero limit; the shortest one it takes means the same.
+        timeout: Some(timeout.max(Duration::from_millis(1))),
+        cwd: Some(cwd.to_path_buf()),
+        env: env.to_vec(),
+        ..FireRequest::default()
+    };
+    bridge::fire_with_id(state_dir, &id, &req)
         .with_context(|| format!("while starting VERIFY `{command}`"))?;
-    let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-    let deadline = Instant::now() + timeout;
+    link_log(state_dir, step_task, &id);
+    let exit_record = bridge::exit_record_path(state_dir, &id);
+    let mut wait = POLL_FIRST;
+    let mut probed = Instant::now();
+    let report = loop {
+        if exit_record.exists() {
+            break bridge::check(state_dir, &id)?;
+        }
+        if probed.elapsed() >= LOST_CHECK {
+            probed = Instant::now();
+            let report = bridge::check(state_dir, &id)?;
+            if report.state.is_final() {
+                break report;
+            }
+        }
+        if should_stop() {
+            bridge::kill(state_dir, &id, bridge::DEFAULT_GRACE)
+                .with_context(|| format!("while ending VERIFY task {id} for a stop"))?;
+            return Ok(Outcome::Stopped);
+        }
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(POLL_MAX);
+    };
+    if report.state == TaskState::Lost {
+        // Its supervisor and guardian died: what is left of it is ended and confirmed dead.
+        bridge::kill(state_dir, &id, bridge::DEFAULT_GRACE)
+            .with_context(|| format!("while ending what is left of lost VERIFY task {id}"))?;
+    }
+    outcome(&report, command)
+}
+
+/// The id of a new VERIFY task of step task `step_task`: `<step_task>.verify`, or
+/// `.verify-2`, `.verify-3`... when VERIFY ran for it before (a runner resumed after a
+/// crash). One that still runs is ended first: no two VERIFY runs of a step overlap.
+fn new_task_id(state_dir: &Path, step_task: &str) -> anyhow::Result<String> {
+    let mut n = 1u32;
     loop {
-        if let Some(status) = child.try_wait()? {
-            // The shell is gone; anything it left running in its group goes too.
-            let _ = killpg(pgid, Signal::SIGKILL);
-            if status.success() {
-                return Ok(Outcome::Passed);
-            }
-            return Ok(Outcome::Failed {
-                code: status.code(),
-                tail: tail(log, 40),
-            });
+        let id = match n {
+            1 => format!("{step_task}.verify"),
+            n => format!("{step_task}.verify-{n}"),
+        };
+        if !bridge::exists(state_dir, &id) {
+            return Ok(id);
         }
-        let stop = should_stop();
-        if stop || Instant::now() >= deadline {
-            kill_group(pgid, &mut child);
-            if stop {
-                return Ok(Outcome::Stopped);
-            }
-            return Ok(Outcome::TimedOut {
-                tail: tail(log, 40),
-            });
+        let state = bridge::check(state_dir, &id)?.state;
+        if matches!(state, TaskState::Running | TaskState::Lost) {
+            bridge::kill(state_dir, &id, bridge::DEFAULT_GRACE)
+                .with_context(|| format!("while ending the earlier VERIFY task {id}"))?;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        n += 1;
     }
 }
 
-fn kill_group(pgid: Pid, child: &mut std::process::Child) {
-    let _ = killpg(pgid, Signal::SIGTERM);
-    let grace = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < grace {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+/// `verify.log` in the step's task directory: a link to the VERIFY task's output, where a
+/// person looking at the step finds it.
+fn link_log(state_dir: &Path, step_task: &str, id: &str) {
+    let dir = bridge::task_dir(state_dir, step_task);
+    if !dir.is_dir() {
+        return;
     }
-    let _ = killpg(pgid, Signal::SIGKILL);
-    let _ = child.wait();
+    let link = dir.join("verify.log");
+    let _ = std::fs::remove_file(&link);
+    let target = Path::new("..").join(id).join(bridge::STDOUT_FILE);
+    let _ = std::os::unix::fs::symlink(target, &link);
+}
+
+fn outcome(report: &TaskReport, command: &str) -> anyhow::Result<Outcome> {
+    let tail = || output_tail(report);
+    Ok(match &report.end {
+        Some(TaskEnd::Exited { code: Some(0), .. }) => Outcome::Passed,
+        Some(TaskEnd::Exited { code, .. }) => Outcome::Failed {
+            code: *code,
+            tail: tail(),
+        },
+        Some(TaskEnd::Timeout | TaskEnd::Idle) => Outcome::TimedOut { tail: tail() },
+        Some(TaskEnd::SpawnFailed(why)) => {
+            anyhow::bail!("VERIFY `{command}` could not be started: {why}")
+        }
+        // Ended from outside (`loop kill`) or with its supervisor (LOST): not an exit of the
+        // command's own.
+        Some(TaskEnd::Killed | TaskEnd::Lost) | None => Outcome::Failed {
+            code: None,
+            tail: tail(),
+        },
+    })
+}
+
+/// The last lines of the task's output: stdout, which holds stderr too, then whatever the
+/// outer shell wrote to stderr before joining them.
+fn output_tail(report: &TaskReport) -> String {
+    let mut lines = crate::decision_log::last_lines(&report.stdout_path, TAIL_LINES);
+    lines.extend(crate::decision_log::last_lines(
+        &report.stderr_path,
+        TAIL_LINES,
+    ));
+    lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n")
 }
 
 /// The last `n` lines of a file (lossy UTF-8), for messages and fix prompts.
@@ -103,18 +181,106 @@ pub fn tail(path: &Path, n: usize) -> String {
 mod tests {
     use super::*;
 
+    /// VERIFY's tasks are supervised by `loop __supervise`, and this test binary is not
+    /// `loop`: use the one beside it (`target/<profile>/loop`, which `cargo test` builds for
+    /// the integration tests).
+    fn use_loop_binary() {
+        let exe = std::env::current_exe().unwrap();
+        let bin = exe
+            .parent()
+            .and_then(Path::parent)
+            .unwrap()
+            .join(format!("loop{}", std::env::consts::EXE_SUFFIX));
+        assert!(
+            bin.is_file(),
+            "{} is missing: VERIFY's tests need the loop binary (cargo build, or all of cargo test)",
+            bin.display()
+        );
+        bridge::use_loop_binary(bin);
+    }
+
+    /// Runs `cmd` for step task `step` with the state directory `state` as its cwd.
+    fn run_in(state: &Path, step: &str, cmd: &str, timeout: Duration) -> Outcome {
+        use_loop_binary();
+        run(cmd, state, &[], state, step, timeout, &mut || false).unwrap()
+    }
+
     fn run_simple(cmd: &str) -> Outcome {
         let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("verify.log");
-        run(
-            cmd,
-            dir.path(),
-            &[],
-            &log,
-            Duration::from_secs(20),
-            &mut || false,
-        )
-        .unwrap()
+        let step = bridge::new_task_id();
+        let _reaper = Reaper(format!("{step}.verify"));
+        run_in(dir.path(), &step, cmd, Duration::from_secs(20))
+    }
+
+    fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if cond() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Whether `pid` runs (a zombie does not).
+    fn alive(pid: i32) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        !stat.is_empty() && !stat.contains(") Z ")
+    }
+
+    /// Ends, when dropped, whatever of VERIFY task `id` still runs, so a failing test leaves
+    /// nothing behind. (Every test has step tasks of its own: processes are found by task id
+    /// machine-wide, and tests run side by side.)
+    struct Reaper(String);
+
+    impl Drop for Reaper {
+        fn drop(&mut self) {
+            for pid in bridge::survivors(&self.0) {
+                let pid = nix::unistd::Pid::from_raw(pid.cast_signed());
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+    }
+
+    /// A VERIFY command that first leaves a `setsid` process behind (outside its process
+    /// group) and has it write its pid, then does `then`.
+    fn escaping(dir: &Path, then: &str) -> (String, std::path::PathBuf) {
+        let pid_file = dir.join("escaped.pid");
+        let cmd = format!(
+            "setsid sh -c 'echo $$ > {p}.tmp; mv {p}.tmp {p}; exec sleep 300' & \
+             while [ ! -s {p} ]; do sleep 0.01; done; {then}",
+            p = pid_file.display()
+        );
+        (cmd, pid_file)
+    }
+
+    fn read_pid(path: &Path) -> i32 {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// The escaped process is dead when `run` returns, and the VERIFY task's record names it
+    /// among those killed outside the group: it was the bridge's cleanup that ended it.
+    fn assert_escaped_one_ended(state: &Path, step: &str, pid_file: &Path) {
+        let pid = read_pid(pid_file);
+        assert!(!alive(pid), "the setsid process {pid} outlived VERIFY");
+        let id = format!("{step}.verify");
+        assert_eq!(bridge::survivors(&id), Vec::<u32>::new());
+        let report = bridge::check(state, &id).unwrap();
+        assert!(
+            report
+                .killed_outside_group
+                .iter()
+                .any(|s| i64::from(s.pid) == i64::from(pid)),
+            "{:?}",
+            report.killed_outside_group
+        );
     }
 
     #[test]
@@ -134,42 +300,214 @@ mod tests {
         );
     }
 
+    /// Runs `cmd` as step `step`'s VERIFY in `dir` (20 s limit) until `stop` says to stop.
+    fn run_stoppable(dir: &Path, step: &str, cmd: &str, stop: &mut dyn FnMut() -> bool) -> Outcome {
+        use_loop_binary();
+        run(cmd, dir, &[], dir, step, Duration::from_secs(20), stop).unwrap()
+    }
+
     #[test]
     fn stop_kills_the_group() {
+        use_loop_binary();
         let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("verify.log");
+        let step = bridge::new_task_id();
+        let _reaper = Reaper(format!("{step}.verify"));
         let marker = dir.path().join("pid");
         let cmd = format!("sleep 30 & echo $! > {}; wait", marker.display());
         let mut polls = 0;
-        let got = run(
-            &cmd,
-            dir.path(),
-            &[],
-            &log,
-            Duration::from_secs(20),
-            &mut || {
-                polls += 1;
-                marker.exists() && polls > 2
-            },
-        )
-        .unwrap();
+        let got = run_stoppable(dir.path(), &step, &cmd, &mut || {
+            polls += 1;
+            marker.exists() && polls > 2
+        });
         assert_eq!(got, Outcome::Stopped);
-        let pid: i32 = std::fs::read_to_string(&marker)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let pid = read_pid(&marker);
         // The grandchild `sleep` was in the group and must be gone (or a zombie being reaped
         // by init); poll for it with a deadline.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let alive = !stat.is_empty() && !stat.contains(") Z ");
-            if !alive {
-                break;
+        assert!(
+            wait_until(Duration::from_secs(10), || !alive(pid)),
+            "grandchild {pid} still alive"
+        );
+    }
+
+    #[test]
+    fn output_keeps_its_order_and_its_last_40_lines() {
+        let got = run_simple("echo out1; echo err1 >&2; echo out2; exit 1");
+        assert_eq!(
+            got,
+            Outcome::Failed {
+                code: Some(1),
+                tail: "out1\nerr1\nout2".into()
             }
-            assert!(Instant::now() < deadline, "grandchild {pid} still alive");
-            std::thread::sleep(Duration::from_millis(20));
+        );
+        let got = run_simple("seq 1 100; echo last >&2; exit 2");
+        let want: Vec<String> = (62..=100)
+            .map(|i| i.to_string())
+            .chain(["last".into()])
+            .collect();
+        assert_eq!(
+            got,
+            Outcome::Failed {
+                code: Some(2),
+                tail: want.join("\n")
+            }
+        );
+    }
+
+    #[test]
+    fn a_command_killed_by_a_signal_fails_without_a_code() {
+        assert_eq!(
+            run_simple("echo dying; kill -9 $$"),
+            Outcome::Failed {
+                code: None,
+                tail: "dying".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_timeout_ends_the_group_and_keeps_the_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let step = bridge::new_task_id();
+        let _reaper = Reaper(format!("{step}.verify"));
+        let pid_file = dir.path().join("pid");
+        let cmd = format!(
+            "echo working; echo still >&2; sleep 30 & echo $! > {}; wait",
+            pid_file.display()
+        );
+        let got = run_in(dir.path(), &step, &cmd, Duration::from_millis(500));
+        assert_eq!(
+            got,
+            Outcome::TimedOut {
+                tail: "working\nstill".into()
+            }
+        );
+        assert!(
+            !alive(read_pid(&pid_file)),
+            "the group's sleep outlived VERIFY"
+        );
+    }
+
+    #[test]
+    fn a_setsid_process_does_not_outlive_a_pass_a_failure_or_a_timeout() {
+        let cases = [
+            ("exit 0", Duration::from_secs(20), Outcome::Passed),
+            (
+                "echo broken; exit 4",
+                Duration::from_secs(20),
+                Outcome::Failed {
+                    code: Some(4),
+                    tail: "broken".into(),
+                },
+            ),
+            (
+                "sleep 30",
+                Duration::from_secs(1),
+                Outcome::TimedOut {
+                    tail: String::new(),
+                },
+            ),
+        ];
+        for (script, timeout, want) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let step = bridge::new_task_id();
+            let _reaper = Reaper(format!("{step}.verify"));
+            let (cmd, pid_file) = escaping(dir.path(), script);
+            assert_eq!(run_in(dir.path(), &step, &cmd, timeout), want, "{script}");
+            assert_escaped_one_ended(dir.path(), &step, &pid_file);
         }
+    }
+
+    #[test]
+    fn a_setsid_process_does_not_outlive_a_stop_which_is_prompt() {
+        use_loop_binary();
+        let dir = tempfile::tempdir().unwrap();
+        let step = bridge::new_task_id();
+        let _reaper = Reaper(format!("{step}.verify"));
+        let (cmd, pid_file) = escaping(dir.path(), "sleep 30");
+        let mut seen = None;
+        let got = run_stoppable(dir.path(), &step, &cmd, &mut || {
+            let stop = pid_file.exists();
+            if stop {
+                seen.get_or_insert_with(Instant::now);
+            }
+            stop
+        });
+        let took = seen.unwrap().elapsed();
+        assert_eq!(got, Outcome::Stopped);
+        assert_escaped_one_ended(dir.path(), &step, &pid_file);
+        // Everything here ends at SIGTERM: the stop never waited for the grace period.
+        assert!(took < bridge::DEFAULT_GRACE / 2, "the stop took {took:?}");
+    }
+
+    #[test]
+    fn the_command_sees_its_task_and_the_step_links_its_output() {
+        use_loop_binary();
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path();
+        let step = bridge::new_task_id();
+        let _reaper = Reaper(format!("{step}.verify"));
+        std::fs::create_dir_all(bridge::task_dir(state, &step)).unwrap();
+        let env = [("LOOP_STEP".to_string(), "3".to_string())];
+        let cmd = format!(
+            "echo \"step $LOOP_STEP task $LOOP_TASK_ID in $(pwd)\"; [ \"$LOOP_TASK_ID\" = {step}.verify ]"
+        );
+        let got = run(
+            &cmd,
+            state,
+            &env,
+            state,
+            &step,
+            Duration::from_secs(20),
+            &mut || false,
+        )
+        .unwrap();
+        assert_eq!(got, Outcome::Passed);
+        let log = bridge::task_dir(state, &step).join("verify.log");
+        let text = std::fs::read_to_string(&log).unwrap();
+        let here = state.canonicalize().unwrap();
+        assert_eq!(
+            text.trim(),
+            format!("step 3 task {step}.verify in {}", here.display())
+        );
+    }
+
+    #[test]
+    fn a_second_run_for_the_same_step_ends_the_first_and_takes_a_new_task() {
+        use_loop_binary();
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path();
+        let step = bridge::new_task_id();
+        let first_id = format!("{step}.verify");
+        let _reapers = [Reaper(first_id.clone()), Reaper(format!("{step}.verify-2"))];
+        std::thread::scope(|s| {
+            let first = s.spawn(|| {
+                run_in(
+                    state,
+                    &step,
+                    "echo first; sleep 30",
+                    Duration::from_secs(60),
+                )
+            });
+            assert!(wait_until(Duration::from_secs(20), || {
+                bridge::check(state, &first_id).is_ok_and(|r| {
+                    std::fs::read_to_string(&r.stdout_path).is_ok_and(|t| t == "first\n")
+                })
+            }));
+            assert_eq!(
+                run_in(state, &step, "echo second", Duration::from_secs(20)),
+                Outcome::Passed
+            );
+            // The first was ended before the second started, and reads as a failure.
+            assert_eq!(
+                first.join().unwrap(),
+                Outcome::Failed {
+                    code: None,
+                    tail: "first".into()
+                }
+            );
+        });
+        let second = bridge::check(state, &format!("{step}.verify-2")).unwrap();
+        assert_eq!(second.state, TaskState::Done);
+        assert_eq!(bridge::survivors(&first_id), Vec::<u32>::new());
     }
 }

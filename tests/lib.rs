@@ -31,6 +31,7 @@ mod loops {
     mod stale_save;
     mod telegram;
     mod unix;
+    mod visible;
 }
 
 mod m1 {

@@ -165,7 +165,7 @@ pub fn classify(
         // is down, so this is a failed attempt, retried in the same session.
         return Class::Other(format!("{how} before a result event"));
     }
-    Class::Other(message)
+    Class::Other(failed_run(message, exit, stderr))
 }
 
 static USAGE_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
@@ -253,12 +253,7 @@ fn message(result: Option<&ResultEvent>, stderr: &str, exit: &ExitInfo) -> Strin
         })
     });
     let text = from_result.unwrap_or_else(|| {
-        let tail: Vec<&str> = stderr
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect();
-        let tail = tail[tail.len().saturating_sub(3)..].join(" / ");
+        let tail = stderr_tail(stderr);
         if tail.is_empty() {
             format!("{} without a result event", describe_exit(exit))
         } else {
@@ -280,6 +275,29 @@ fn one_line(text: &str) -> String {
         format!("{cut}…")
     } else {
         line
+    }
+}
+
+/// The last three non-blank lines of stderr, joined.
+fn stderr_tail(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(3)..].join(" / ")
+}
+
+/// A failed run as a person needs it to act: what it said, how it exited, and the end of its
+/// stderr (a [`message`] taken from the result carries neither).
+fn failed_run(message: String, exit: &ExitInfo, stderr: &str) -> String {
+    let how = describe_exit(exit);
+    if message.contains(&how) {
+        return message;
+    }
+    match stderr_tail(stderr) {
+        tail if tail.is_empty() || message.contains(&tail) => format!("{message} ({how})"),
+        tail => format!("{message} ({how}; stderr: {})", one_line(&tail)),
     }
 }
 
@@ -315,6 +333,34 @@ mod tests {
 
     fn now() -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 11, 22, 2, 6, 51).unwrap()
+    }
+
+    #[test]
+    fn a_failed_run_is_reported_with_its_exit_code_and_stderr_tail() {
+        let s = stream(
+            r#"{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["the tool crashed"]}"#,
+        );
+        let exit = ExitInfo {
+            code: Some(1),
+            ..ExitInfo::default()
+        };
+        let stderr = "starting\nwarning: x\nfatal: disk full\n";
+        match classify(&exit, stderr, &s, now()) {
+            Class::Other(m) => assert_eq!(
+                m,
+                "the tool crashed (exited with code 1; stderr: starting / warning: x / fatal: disk full)"
+            ),
+            c => panic!("{c:?}"),
+        }
+        // With nothing on stderr, the exit code alone; never said twice.
+        match classify(&exit, "", &s, now()) {
+            Class::Other(m) => assert_eq!(m, "the tool crashed (exited with code 1)"),
+            c => panic!("{c:?}"),
+        }
+        match classify(&exit, "fatal: disk full", &stream(""), now()) {
+            Class::Other(m) => assert_eq!(m, "fatal: disk full (exited with code 1)"),
+            c => panic!("{c:?}"),
+        }
     }
 
     #[test]

@@ -17,7 +17,10 @@ pub use invocation::{
     new_session_id,
 };
 pub use reset_time::reset_from_text;
-pub use stream::{RateLimitInfo, ResultEvent, StreamReader, StreamSummary, read_stream_file};
+pub use stream::{
+    RateLimitInfo, ResultEvent, StreamFollower, StreamReader, StreamSummary, last_activity,
+    read_stream_file,
+};
 pub use verdict::{Verdict, parse_plan, verdict};
 
 /// What marks the CLI's final `result` event in stream-json output (its keys come in no fixed

@@ -28,6 +28,9 @@ pub struct StreamSummary {
     pub rate_limit: Option<RateLimitInfo>,
     /// The text of the last assistant message that had any text.
     pub last_assistant_text: Option<String>,
+    /// What the agent did last, in one short line: a tool call (`Bash: cargo test`), the
+    /// first line of its latest text, or the result. Shown live while a step runs.
+    pub last_activity: Option<String>,
     /// Tools the agent called but could not use, by the CLI's own answer in the call's
     /// `tool_result` (e.g. `No such tool available: Bash` when a deny rule removed the tool,
     /// which `permission_denials` does not list), deduplicated, in order of first refusal.
@@ -161,6 +164,11 @@ impl StreamReader {
                 if result.session_id.is_some() {
                     s.session_id.clone_from(&result.session_id);
                 }
+                s.last_activity = Some(if result.is_error {
+                    "result: an error".to_owned()
+                } else {
+                    "result: done".to_owned()
+                });
                 s.result = Some(result);
                 return;
             }
@@ -197,7 +205,11 @@ impl StreamReader {
                     if obj.get("is_api_error_message").and_then(Value::as_bool) == Some(true) {
                         s.api_error = Some(text.clone());
                     }
+                    s.last_activity = first_line(&text).map(str::to_owned);
                     s.last_assistant_text = Some(text);
+                }
+                if let Some(call) = tool_calls(obj).last() {
+                    s.last_activity = Some(call.clone());
                 }
                 for (id, name) in tool_uses(obj) {
                     self.tool_names.insert(id, name);
@@ -236,6 +248,73 @@ pub fn read_stream_file(path: &Path) -> std::io::Result<StreamSummary> {
         }
         reader.feed(&buf[..n]);
     }
+}
+
+/// Follows a stream-json file that is still being written: each [`poll`](Self::poll) reads
+/// only the bytes added since the last one.
+#[derive(Debug)]
+pub struct StreamFollower {
+    path: std::path::PathBuf,
+    offset: u64,
+    reader: StreamReader,
+}
+
+impl StreamFollower {
+    #[must_use]
+    pub fn new(path: &Path) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            offset: 0,
+            reader: StreamReader::new(),
+        }
+    }
+
+    /// Reads what was appended since the last call; whether anything was. A file not there
+    /// yet reads as empty.
+    pub fn poll(&mut self) -> bool {
+        use std::io::{Seek, SeekFrom};
+        let Ok(mut file) = std::fs::File::open(&self.path) else {
+            return false;
+        };
+        if file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return false;
+        }
+        let mut buf = Vec::new();
+        let n = file.read_to_end(&mut buf).unwrap_or(0);
+        self.offset += n as u64;
+        self.reader.feed(&buf[..n]);
+        n > 0
+    }
+
+    /// The summary of the complete lines read so far.
+    #[must_use]
+    pub fn summary(&self) -> &StreamSummary {
+        self.reader.summary()
+    }
+}
+
+/// What the agent did last, from the end of a stream-json file (at most its last 256 KiB):
+/// for `loop status`, which looks once and must not read an hour of output.
+#[must_use]
+pub fn last_activity(path: &Path) -> Option<String> {
+    use std::io::{Seek, SeekFrom};
+    const TAIL: u64 = 256 * 1024;
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let start = len.saturating_sub(TAIL);
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut buf = Vec::new();
+    file.read_to_end(&mut buf).ok()?;
+    // Begun mid-file: the first line is cut, so reading starts after it.
+    let whole = if start > 0 {
+        let cut = buf.iter().position(|&b| b == b'\n')?;
+        &buf[cut + 1..]
+    } else {
+        &buf[..]
+    };
+    let mut reader = StreamReader::new();
+    reader.feed(whole);
+    reader.summary().last_activity.clone()
 }
 
 fn result_event(obj: &serde_json::Map<String, Value>) -> ResultEvent {
@@ -297,6 +376,50 @@ fn assistant_text(obj: &serde_json::Map<String, Value>) -> Option<String> {
     }
 }
 
+/// The first non-blank line of a text, for a one-line activity.
+fn first_line(text: &str) -> Option<&str> {
+    text.lines().map(str::trim).find(|l| !l.is_empty())
+}
+
+/// The input of a tool call that says most about it, by the names Claude Code's tools use.
+const TELLING_INPUTS: [&str; 6] = [
+    "command",
+    "file_path",
+    "pattern",
+    "url",
+    "description",
+    "path",
+];
+
+/// Each `tool_use` block of an assistant message as `Tool: what` (`Bash: cargo test`,
+/// `Edit: src/main.rs`), or the tool's name alone when no input tells more.
+fn tool_calls(obj: &serde_json::Map<String, Value>) -> Vec<String> {
+    tool_use_blocks(obj)
+        .filter_map(|b| {
+            let name = b.get("name").and_then(Value::as_str)?;
+            let input = b.get("input");
+            let what = TELLING_INPUTS
+                .iter()
+                .find_map(|k| input?.get(k)?.as_str())
+                .and_then(first_line);
+            Some(match what {
+                Some(w) => format!("{name}: {w}"),
+                None => name.to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// The `tool_use` blocks of an assistant message's content.
+fn tool_use_blocks(obj: &serde_json::Map<String, Value>) -> impl Iterator<Item = &Value> {
+    obj.get("message")
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+}
+
 /// Appends the tools in `unavailable` that `denials` does not name yet.
 fn merge_denials(denials: &mut Vec<String>, unavailable: &[String]) {
     for tool in unavailable {
@@ -308,12 +431,7 @@ fn merge_denials(denials: &mut Vec<String>, unavailable: &[String]) {
 
 /// `(id, name)` of each `tool_use` block of an assistant message.
 fn tool_uses(obj: &serde_json::Map<String, Value>) -> Vec<(String, String)> {
-    let Some(Value::Array(blocks)) = obj.get("message").and_then(|m| m.get("content")) else {
-        return Vec::new();
-    };
-    blocks
-        .iter()
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+    tool_use_blocks(obj)
         .filter_map(|b| {
             let id = b.get("id").and_then(Value::as_str)?;
             let name = b.get("name").and_then(Value::as_str)?;
@@ -402,4 +520,85 @@ fn as_u64_lenient(v: &Value) -> Option<u64> {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     v.as_u64()
         .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/claude-code")
+            .join(format!("{name}.stdout.jsonl"))
+    }
+
+    fn activities(stream: &str) -> Vec<Option<String>> {
+        let mut reader = StreamReader::new();
+        stream
+            .lines()
+            .map(|l| {
+                reader.feed(format!("{l}\n").as_bytes());
+                reader.summary().last_activity.clone()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_latest_activity_follows_tool_calls_text_and_the_result_of_a_real_capture() {
+        let text = std::fs::read_to_string(fixture("success-after-tool-use")).unwrap();
+        let seen: Vec<String> = activities(&text).into_iter().flatten().collect();
+        assert_eq!(seen.first().unwrap(), "Bash: touch created_by_tool.txt");
+        assert!(
+            seen.contains(&"Hello from mock. n_messages=4".to_owned()),
+            "{seen:?}"
+        );
+        assert_eq!(seen.last().unwrap(), "result: done");
+    }
+
+    #[test]
+    fn a_tool_call_without_a_telling_input_is_named_alone_and_text_gives_its_first_line() {
+        let call = r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"TodoWrite","input":{"todos":[]}}]}}"#;
+        let text = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"\n  Reading the code.\nThen more."}]}}"#;
+        let got = activities(&format!("{call}\n{text}"));
+        assert_eq!(got[0].as_deref(), Some("TodoWrite"));
+        assert_eq!(got[1].as_deref(), Some("Reading the code."));
+    }
+
+    #[test]
+    fn the_follower_reads_only_what_was_appended_and_a_cut_line_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stdout");
+        let mut f = StreamFollower::new(&path);
+        assert!(!f.poll(), "no file yet reads as nothing");
+        let call = r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"Read","input":{"file_path":"src/lib.rs"}}]}}"#;
+        std::fs::write(&path, &call[..20]).unwrap();
+        assert!(f.poll());
+        assert_eq!(
+            f.summary().last_activity,
+            None,
+            "half a line is not an event"
+        );
+        std::fs::write(&path, format!("{call}\n")).unwrap();
+        assert!(f.poll());
+        assert_eq!(
+            f.summary().last_activity.as_deref(),
+            Some("Read: src/lib.rs")
+        );
+        assert!(!f.poll(), "nothing new");
+    }
+
+    #[test]
+    fn last_activity_reads_the_tail_of_a_long_stream_past_a_cut_first_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stdout");
+        let filler = format!(
+            "{{\"type\":\"assistant\",\"message\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}}}\n",
+            "x".repeat(1000)
+        );
+        let call = r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"Bash","input":{"command":"cargo test\nand more"}}]}}"#;
+        std::fs::write(&path, format!("{}{call}\n", filler.repeat(600))).unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() > 256 * 1024);
+        assert_eq!(last_activity(&path).as_deref(), Some("Bash: cargo test"));
+        assert_eq!(last_activity(&dir.path().join("missing")), None);
+    }
 }

@@ -1,6 +1,6 @@
 //! The agent's own answer: its verdict on a step, and the plan of a planning call.
 //!
-//! Both are read strictly. An agent that writes "I will print STEP_DONE when finished" in
+//! Both are read strictly. An agent that writes "I will print `STEP_DONE` when finished" in
 //! prose has not finished; only the final line counts, and only in the exact form.
 
 use std::sync::LazyLock;

@@ -4,8 +4,9 @@ use std::fs::{self, File};
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -17,6 +18,17 @@ use crate::exit::Exit;
 
 /// Names the inherited file descriptor that carries the task lock into the supervisor.
 pub(crate) const LOCK_FD_ENV: &str = "LOOP_SUPERVISOR_LOCK_FD";
+
+/// The `loop` binary a program other than `loop` fires tasks with (see [`use_loop_binary`]).
+static LOOP_BINARY: OnceLock<PathBuf> = OnceLock::new();
+
+/// Names the `loop` binary whose `loop __supervise` supervises the tasks this process fires.
+/// Only a program that is not `loop` itself and fires tasks in-process (a test, a benchmark)
+/// needs it; `loop` starts its own binary. The first call wins.
+#[doc(hidden)]
+pub fn use_loop_binary(path: PathBuf) {
+    let _ = LOOP_BINARY.set(path);
+}
 
 /// Creates the task directory, starts its supervisor, and returns the new task id at once.
 ///
@@ -37,7 +49,7 @@ pub fn fire(state_dir: &Path, req: &FireRequest) -> anyhow::Result<String> {
 pub fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> anyhow::Result<()> {
     validate_task_id(id)?;
     let spec = resolve(id, req)?;
-    let tasks = state_dir.join("tasks");
+    let tasks = crate::layout::Layout::dir(state_dir).tasks();
     crate::dirs::create_state_dir(state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
     fs::create_dir_all(&tasks).with_context(|| format!("while creating {}", tasks.display()))?;
@@ -116,6 +128,8 @@ fn resolve(id: &str, req: &FireRequest) -> anyhow::Result<TaskSpec> {
         idle_exempt_marker: req.idle_exempt_marker.clone(),
         grace_ms: ms(DEFAULT_GRACE),
         created_at: chrono::Utc::now(),
+        on_exit: req.on_exit.clone(),
+        on_exit_unless_held: req.on_exit_unless_held.clone(),
     })
 }
 
@@ -159,7 +173,10 @@ fn publish(tasks: &Path, dir: &Path, spec: &TaskSpec) -> anyhow::Result<File> {
 /// so the supervisor is never our child (no zombie, nothing for our `wait` calls to see)
 /// and the lock is never free while the task runs.
 fn start_supervisor(dir: &Path, lock: &File) -> anyhow::Result<()> {
-    let exe = std::env::current_exe().context("while locating the loop binary")?;
+    let exe = match LOOP_BINARY.get() {
+        Some(exe) => exe.clone(),
+        None => std::env::current_exe().context("while locating the loop binary")?,
+    };
     let log_path = dir.join(SUPERVISOR_LOG);
     let log = File::create(&log_path).context("while creating supervisor.log")?;
     let lock_fd = lock.as_raw_fd();

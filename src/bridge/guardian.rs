@@ -3,9 +3,9 @@
 //! process of the task (see [`super::sweep`]).
 //!
 //! `PR_SET_PDEATHSIG` only reaches the command's leader, not the processes it started; if
-//! the supervisor is SIGKILLed those would run on, orphaned. The guardian blocks in `read`
-//! on a pipe whose write end only the supervisor holds (zero CPU, no timers). EOF without a
-//! final "done" byte means the supervisor died abnormally. It also keeps the task lock
+//! the supervisor is killed by `SIGKILL` those would run on, orphaned. The guardian blocks
+//! in `read` on a pipe whose write end only the supervisor holds (zero CPU, no timers). EOF
+//! without a final "done" byte means the supervisor died abnormally. It also keeps the task lock
 //! (inherited across `fork`) until the group is dead, so `check` says LOST only when
 //! nothing is left running.
 

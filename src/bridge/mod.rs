@@ -31,7 +31,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub mod commands;
 mod fire;
 mod guardian;
 mod kill;
@@ -44,9 +43,10 @@ mod sweep;
 mod time_serde;
 mod wait_loop;
 
-pub use fire::{fire, fire_with_id};
+pub use fire::{fire, fire_with_id, use_loop_binary};
 pub use kill::kill;
-pub use report::{TaskReport, TaskState, check};
+pub(crate) use records::{SPEC_FILE, STDOUT_FILE};
+pub use report::{TaskEnd, TaskReport, TaskState, check};
 pub use supervisor::supervise;
 pub(crate) use sweep::describe;
 pub use sweep::{Stray, TASK_ID_ENV, survivors};
@@ -75,6 +75,13 @@ pub struct FireRequest {
     pub env: Vec<(String, String)>,
     /// Variables to remove from the command's environment.
     pub env_remove: Vec<String>,
+    /// A command the supervisor starts once the exit record is written (empty: none), in a
+    /// session of its own and not waited for: how a loop comes back when its runner died
+    /// while the step ran.
+    pub on_exit: Vec<String>,
+    /// The on-exit command is started only if nobody holds this lock file then (the loop's
+    /// runner lock: a live runner judges the task itself).
+    pub on_exit_unless_held: Option<PathBuf>,
 }
 
 /// A new task id, `task_<UTC yyyymmddThhmmss>_<6 hex>`: sorts by creation time, safe in paths.
@@ -85,46 +92,12 @@ pub fn new_task_id() -> String {
     format!("task_{stamp}_{}", &random[..6])
 }
 
-/// Longest accepted task id; ids become directory names.
-const MAX_ID_LEN: usize = 128;
-
-/// Checks that `id` can only name a directory directly under `tasks/`.
-///
-/// # Errors
-/// A bad-input [`crate::exit::Exit`] quoting the id and saying what is allowed.
-pub fn validate_task_id(id: &str) -> Result<(), crate::exit::Exit> {
-    let fail = |why: &str| {
-        Err(crate::exit::Exit::bad_input(format!(
-            "invalid task id {id:?}: {why} (ids look like task_20260217T053000_a1b2c3)"
-        )))
-    };
-    if id.is_empty() {
-        return fail("it is empty");
-    }
-    if id.len() > MAX_ID_LEN {
-        return fail(&format!("longer than {MAX_ID_LEN} characters"));
-    }
-    if let Some(c) = id
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
-    {
-        return fail(&format!(
-            "{c:?} is not allowed; use letters, digits, '_', '-' and '.'"
-        ));
-    }
-    if !id.starts_with(|c: char| c.is_ascii_alphanumeric()) {
-        return fail("it must start with a letter or a digit");
-    }
-    if id.contains("..") {
-        return fail("it must not contain \"..\"");
-    }
-    Ok(())
-}
+pub use crate::layout::validate_task_id;
 
 /// The directory of task `id`: `state_dir/tasks/id`.
 #[must_use]
 pub fn task_dir(state_dir: &Path, id: &str) -> PathBuf {
-    state_dir.join("tasks").join(id)
+    crate::layout::Layout::dir(state_dir).task(id)
 }
 
 /// Whether the task directory exists. Because it is created by an atomic rename, this also
@@ -160,8 +133,8 @@ mod tests {
             assert_eq!(err.status, crate::exit::Status::BadInput);
             assert!(err.message.contains(&format!("{bad:?}")), "{}", err.message);
         }
-        validate_task_id(&"a".repeat(MAX_ID_LEN)).unwrap();
-        validate_task_id(&"a".repeat(MAX_ID_LEN + 1)).unwrap_err();
+        validate_task_id(&"a".repeat(crate::layout::MAX_ID_LEN)).unwrap();
+        validate_task_id(&"a".repeat(crate::layout::MAX_ID_LEN + 1)).unwrap_err();
         validate_task_id("task_20260217T053000_a1b2c3").unwrap();
         validate_task_id("step-2.retry_1").unwrap();
     }

@@ -42,6 +42,10 @@ pub(crate) struct TaskSpec {
     pub grace_ms: u64,
     #[serde(with = "super::time_serde")]
     pub created_at: DateTime<Utc>,
+    #[serde(default)]
+    pub on_exit: Vec<String>,
+    #[serde(default)]
+    pub on_exit_unless_held: Option<PathBuf>,
 }
 
 /// Why a task ended.
@@ -58,18 +62,6 @@ pub(crate) enum Reason {
     Killed,
     /// The command could not be started.
     SpawnFailed,
-}
-
-impl Reason {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Reason::Exited => "exited",
-            Reason::Timeout => "timeout",
-            Reason::Idle => "idle",
-            Reason::Killed => "killed",
-            Reason::SpawnFailed => "spawn_failed",
-        }
-    }
 }
 
 /// `exit.json`: how the task ended. Its presence is what makes a task finished.

@@ -51,6 +51,48 @@ impl TaskState {
     }
 }
 
+/// How a task ended; what `check --json` calls its `reason` (`exited`, `timeout`, `idle`,
+/// `killed`, `spawn_failed`, `lost`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// The command ended by itself: its exit code, or the signal that ended it.
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    /// The wall-clock timeout killed it.
+    Timeout,
+    /// The no-output timeout killed it.
+    Idle,
+    /// Someone ended it (`loop kill`, a stop).
+    Killed,
+    /// The command could not be started, for this reason.
+    SpawnFailed(String),
+    /// Its supervisor vanished without an exit record (a reboot, a SIGKILL).
+    Lost,
+}
+
+impl TaskEnd {
+    /// The name `check --json` gives it.
+    #[must_use]
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TaskEnd::Exited { .. } => "exited",
+            TaskEnd::Timeout => "timeout",
+            TaskEnd::Idle => "idle",
+            TaskEnd::Killed => "killed",
+            TaskEnd::SpawnFailed(_) => "spawn_failed",
+            TaskEnd::Lost => "lost",
+        }
+    }
+}
+
+impl Serialize for TaskEnd {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// Everything known about one task.
 #[derive(Clone, Debug, Serialize)]
 pub struct TaskReport {
@@ -58,8 +100,9 @@ pub struct TaskReport {
     pub state: TaskState,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
-    /// exited / timeout / idle / killed / spawn_failed / lost
-    pub reason: Option<String>,
+    /// How it ended; `None` while it runs.
+    #[serde(rename = "reason")]
+    pub end: Option<TaskEnd>,
     /// e.g. the spawn error text
     pub message: Option<String>,
     /// The command's pid (= its process group id).
@@ -92,7 +135,7 @@ pub fn check(state_dir: &Path, id: &str) -> anyhow::Result<TaskReport> {
     validate_task_id(id)?;
     let dir = task_dir(state_dir, id);
     if !dir.is_dir() {
-        let tasks = state_dir.join("tasks");
+        let tasks = crate::layout::Layout::dir(state_dir).tasks();
         return Err(Exit::bad_input(format!("no task {id:?} in {}", tasks.display())).into());
     }
     let exit_path = dir.join(records::EXIT_FILE);
@@ -109,17 +152,17 @@ pub fn check(state_dir: &Path, id: &str) -> anyhow::Result<TaskReport> {
         Some(p) => Some(p.started_at),
         None => records::read::<TaskSpec>(&dir.join(SPEC_FILE))?.map(|s| s.created_at),
     };
-    let (state, reason) = if running {
+    let (state, end) = if running {
         (TaskState::Running, None)
     } else {
-        (TaskState::Lost, Some("lost".to_owned()))
+        (TaskState::Lost, Some(TaskEnd::Lost))
     };
     Ok(TaskReport {
         id: id.to_owned(),
         state,
         exit_code: None,
         signal: None,
-        reason,
+        end,
         message: (!running).then(|| "the supervisor is gone and left no exit record".to_owned()),
         pid: pid.map(|p| p.pid),
         started_at,
@@ -145,7 +188,16 @@ fn finished(id: &str, dir: &Path, rec: &ExitRecord) -> TaskReport {
         state,
         exit_code: rec.exit_code,
         signal: rec.signal,
-        reason: Some(rec.reason.as_str().to_owned()),
+        end: Some(match rec.reason {
+            Reason::Exited => TaskEnd::Exited {
+                code: rec.exit_code,
+                signal: rec.signal,
+            },
+            Reason::Timeout => TaskEnd::Timeout,
+            Reason::Idle => TaskEnd::Idle,
+            Reason::Killed => TaskEnd::Killed,
+            Reason::SpawnFailed => TaskEnd::SpawnFailed(rec.message.clone().unwrap_or_default()),
+        }),
         message: rec.message.clone(),
         pid: rec.pid,
         started_at: Some(rec.started_at),

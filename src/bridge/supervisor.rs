@@ -100,7 +100,9 @@ fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
     std::env::set_current_dir("/").context("while leaving the caller's directory")?;
     let guardian = Guardian::start(&spec.id)?;
     let mut mask = SigSet::empty();
-    HANDLED.iter().for_each(|&s| mask.add(s));
+    for s in HANDLED {
+        mask.add(s);
+    }
     mask.thread_block().context("while blocking signals")?;
     let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .context("while creating the signalfd")?;
@@ -180,6 +182,40 @@ fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
     };
     records::write_durable(&task_dir.join(records::EXIT_FILE), &rec)?;
     guardian.done();
+    let held = spec
+        .on_exit_unless_held
+        .as_deref()
+        .is_some_and(|lock| crate::lockfile::is_held(lock).unwrap_or(true));
+    if !spec.on_exit.is_empty()
+        && !held
+        && let Err(e) = start_on_exit(&spec.on_exit)
+    {
+        crate::errln!("supervisor: could not start the on-exit command: {e:#}");
+    }
+    Ok(())
+}
+
+/// Starts the task's on-exit command in a session of its own, output to nowhere, and does not
+/// wait for it. It carries nothing of the task's (no `LOOP_TASK_ID`), so the task's cleanup
+/// never takes it for one of the task's processes.
+fn start_on_exit(command: &[String]) -> anyhow::Result<()> {
+    let mut cmd = Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .env_remove(TASK_ID_ENV)
+        .env_remove(LOCK_FD_ENV);
+    // SAFETY: setsid and the signal mask are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            SigSet::empty().thread_set_mask()?;
+            nix::unistd::setsid()?;
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .with_context(|| format!("while starting {:?}", command[0]))?;
     Ok(())
 }
 

@@ -15,6 +15,7 @@
 //! scan reads all of `/proc`.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
 
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
@@ -235,7 +236,7 @@ pub(crate) fn describe(strays: &[Stray]) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     if strays.len() > NAMED_IN_MESSAGE {
-        text.push_str(&format!(" and {} more", strays.len() - NAMED_IN_MESSAGE));
+        let _ = write!(text, " and {} more", strays.len() - NAMED_IN_MESSAGE);
     }
     text
 }

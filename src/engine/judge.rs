@@ -8,22 +8,7 @@ use super::{Caps, backoff, one_line};
 use crate::agent::{BugKind, Class, Verdict};
 use crate::verify;
 
-/// How the step's task ended, as the exec bridge saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TaskEnd {
-    /// The agent exited by itself (code, or `None` when a signal ended it).
-    Exited(Option<i32>),
-    /// The wall-clock limit killed it.
-    Timeout,
-    /// The no-output limit killed it.
-    Idle,
-    /// Someone ran `loop kill` on it.
-    Killed,
-    /// Its supervisor vanished without an exit record (reboot, SIGKILL).
-    Lost,
-    /// The agent program could not be started.
-    SpawnFailed(String),
-}
+pub use crate::bridge::TaskEnd;
 
 /// Everything known about one finished attempt.
 #[derive(Debug, Clone)]
@@ -33,7 +18,9 @@ pub struct Attempt<'a> {
     pub end: TaskEnd,
     /// The agent adapter's class of the outcome (`None` when there was no process to read).
     pub class: Option<Class>,
-    pub verdict: Verdict,
+    /// The agent's final answer (the result event's text): its verdict line, or, for the
+    /// planning call, the plan.
+    pub answer: &'a str,
     pub denials: &'a [String],
     /// Whether a VERIFY command is configured.
     pub verify_configured: bool,
@@ -52,11 +39,13 @@ pub struct Attempt<'a> {
 pub enum Judgement {
     /// The step is done.
     Pass { summary: String },
+    /// The planning call answered with a usable plan.
+    Planned { steps: Vec<String> },
     /// So far so good: run VERIFY, then judge again with its outcome.
     NeedsVerify,
     /// A failed attempt; another follows in the same session.
     Retry { reason: String },
-    /// A failed attempt, the last one MAX_RETRIES allows: the step and the loop fail.
+    /// A failed attempt, the last one `MAX_RETRIES` allows: the step and the loop fail.
     Exhausted { reason: String },
     /// A transient error: wait, then run the same attempt again.
     Backoff { delay: Duration, reason: String },
@@ -78,11 +67,11 @@ pub enum Judgement {
 /// When the reset time of a usage limit is unknown, wait this long before trying again.
 pub const UNKNOWN_RESET_WAIT: Duration = Duration::from_secs(30 * 60);
 
-fn failed(a: &Attempt<'_>, reason: String) -> Judgement {
-    failed_attempt(a.attempt, a.caps.max_retries, &reason)
+fn failed(a: &Attempt<'_>, reason: &str) -> Judgement {
+    failed_attempt(a.attempt, a.caps.max_retries, reason)
 }
 
-/// A failed attempt: retried, unless it was the last one MAX_RETRIES allows.
+/// A failed attempt: retried, unless it was the last one `MAX_RETRIES` allows.
 #[must_use]
 pub fn failed_attempt(attempt: u32, max_retries: u32, reason: &str) -> Judgement {
     let reason = one_line(reason, 300);
@@ -106,88 +95,110 @@ fn minutes(d: Duration) -> String {
 /// then its permission denials and verdict, then VERIFY.
 #[must_use]
 pub fn judge(a: &Attempt<'_>) -> Judgement {
-    match &a.end {
-        TaskEnd::Timeout => {
-            return failed(
-                a,
-                format!(
-                    "step timeout: killed after {}",
-                    minutes(a.caps.step_timeout)
-                ),
-            );
-        }
+    if let Some(j) = judge_end(a) {
+        return j;
+    }
+    match a.class.clone() {
+        None => failed(a, "the agent left no output to judge"),
+        Some(Class::Success) => judge_success(a),
+        Some(Class::Other(msg)) => failed(a, &msg),
+        Some(class) => judge_failure(a, class),
+    }
+}
+
+/// How the process ended, when that alone decides: the loop's limits or a kill ended it, it
+/// was lost, or it never started. `None` when it exited by itself.
+fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
+    Some(match &a.end {
+        TaskEnd::Timeout => failed(
+            a,
+            &format!(
+                "step timeout: killed after {}",
+                minutes(a.caps.step_timeout)
+            ),
+        ),
         TaskEnd::Idle => {
             let idle = a
                 .caps
                 .idle_timeout
                 .map_or_else(|| "the idle limit".into(), minutes);
-            return failed(a, format!("idle timeout: no output for {idle}, killed"));
+            failed(a, &format!("idle timeout: no output for {idle}, killed"))
         }
-        TaskEnd::Killed => return failed(a, "the step's task was killed (loop kill)".into()),
-        TaskEnd::Lost => {
-            return failed(
-                a,
-                "the step's task was lost (its supervisor died: reboot or kill -9)".into(),
-            );
-        }
-        TaskEnd::SpawnFailed(msg) => {
-            return Judgement::Halt {
-                reason: format!("the agent could not be started: {}", one_line(msg, 200)),
-                how:
-                    "install Claude Code or set LOOP_AGENT to the agent program, then `loop resume`"
-                        .into(),
-            };
-        }
-        TaskEnd::Exited(_) => {}
-    }
-
-    match a.class.clone() {
-        None => failed(a, "the agent left no output to judge".into()),
-        Some(Class::Success) => judge_success(a),
-        Some(Class::Transient(why)) => {
-            let n = a.transients + 1;
-            if n > a.caps.transient_cap {
-                Judgement::Halt {
-                    reason: format!(
-                        "{} transient errors in a row on step {}; last: {}",
-                        a.transients,
-                        a.step,
-                        one_line(&why, 200)
-                    ),
-                    how: "check the network and the API status, then `loop resume`".into(),
-                }
-            } else {
-                Judgement::Backoff { delay: backoff(n), reason: one_line(&why, 200) }
-            }
-        }
-        Some(Class::UsageLimit { resets_at, message }) => {
-            let until = resets_at
-                .filter(|t| *t > a.now)
-                .unwrap_or_else(|| a.now + chrono::Duration::from_std(UNKNOWN_RESET_WAIT).unwrap_or_default());
-            Judgement::UsageWait { until, reason: one_line(&message, 200) }
-        }
-        Some(Class::Auth(msg)) => Judgement::Halt {
-            reason: format!("authentication failed: {}", one_line(&msg, 200)),
-            how: "log in to Claude Code (`claude /login`) or fix ANTHROPIC_API_KEY, then `loop resume`"
+        TaskEnd::Killed => failed(a, "the step's task was killed (loop kill)"),
+        TaskEnd::Lost => failed(
+            a,
+            "the step's task was lost (its supervisor died: reboot or kill -9)",
+        ),
+        TaskEnd::SpawnFailed(msg) => Judgement::Halt {
+            reason: format!("the agent could not be started: {}", one_line(msg, 200)),
+            how: "install Claude Code or set LOOP_AGENT to the agent program, then `loop resume`"
                 .into(),
         },
-        Some(Class::Billing(msg)) => Judgement::Halt {
-            reason: format!("billing: {}", one_line(&msg, 200)),
-            how: "add credit or raise the budget, then `loop resume`".into(),
-        },
-        Some(Class::InvocationBug { kind, message }) => match kind {
-            BugKind::UnknownSession if a.resumed => {
-                Judgement::FreshSession { reason: one_line(&message, 200) }
+        TaskEnd::Exited { .. } => return None,
+    })
+}
+
+/// A failure of a class that is not the work's fault: wait it out, or hand it to a human.
+fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
+    let halt = |reason: String, how: &str| Judgement::Halt {
+        reason,
+        how: how.into(),
+    };
+    match class {
+        Class::Transient(why) => {
+            let n = a.transients + 1;
+            if n > a.caps.transient_cap {
+                let reason = format!(
+                    "{n} transient errors on step {}, over the cap of {}; last: {}",
+                    a.step,
+                    a.caps.transient_cap,
+                    one_line(&why, 200)
+                );
+                halt(
+                    reason,
+                    "check the network and the API status, then `loop resume`",
+                )
+            } else {
+                Judgement::Backoff {
+                    delay: backoff(n),
+                    reason: one_line(&why, 200),
+                }
             }
-            BugKind::SessionInUse if !a.resumed => {
-                Judgement::ResumeSession { reason: one_line(&message, 200) }
+        }
+        Class::UsageLimit { resets_at, message } => {
+            let unknown = chrono::Duration::from_std(UNKNOWN_RESET_WAIT).unwrap_or_default();
+            let until = resets_at
+                .filter(|t| *t > a.now)
+                .unwrap_or_else(|| a.now + unknown);
+            Judgement::UsageWait {
+                until,
+                reason: one_line(&message, 200),
             }
-            _ => Judgement::Halt {
-                reason: format!("the agent refused its invocation: {}", one_line(&message, 200)),
-                how: "fix the agent settings in loop.yaml (flags, model), then `loop resume`".into(),
+        }
+        Class::Auth(msg) => halt(
+            format!("authentication failed: {}", one_line(&msg, 200)),
+            "log in to Claude Code (`claude /login`) or fix ANTHROPIC_API_KEY, then `loop resume`",
+        ),
+        Class::Billing(msg) => halt(
+            format!("billing: {}", one_line(&msg, 200)),
+            "add credit or raise the budget, then `loop resume`",
+        ),
+        Class::InvocationBug { kind, message } => match kind {
+            BugKind::UnknownSession if a.resumed => Judgement::FreshSession {
+                reason: one_line(&message, 200),
             },
+            BugKind::SessionInUse if !a.resumed => Judgement::ResumeSession {
+                reason: one_line(&message, 200),
+            },
+            _ => halt(
+                format!(
+                    "the agent refused its invocation: {}",
+                    one_line(&message, 200)
+                ),
+                "fix the agent settings in loop.yaml (flags, model), then `loop resume`",
+            ),
         },
-        Some(Class::Other(msg)) => failed(a, msg),
+        Class::Success | Class::Other(_) => failed(a, &class.to_string()),
     }
 }
 
@@ -204,7 +215,14 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
                 .into(),
         };
     }
-    match &a.verdict {
+    if a.step == 0 {
+        // The planning call answers with a JSON plan, not a verdict line.
+        return match crate::agent::parse_plan(a.answer) {
+            Ok(steps) => Judgement::Planned { steps },
+            Err(e) => failed(a, &format!("the planning answer held no usable plan: {e}")),
+        };
+    }
+    match &crate::agent::verdict(a.answer) {
         Verdict::Done(summary) => {
             if !a.verify_configured {
                 return Judgement::Pass {
@@ -212,32 +230,39 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
                 };
             }
             match a.verify {
-                None => Judgement::NeedsVerify,
+                // Not run yet. A stop during VERIFY is handled by the runner before it judges.
+                None | Some(verify::Outcome::Stopped) => Judgement::NeedsVerify,
                 Some(verify::Outcome::Passed) => Judgement::Pass {
                     summary: summary.clone(),
                 },
                 Some(verify::Outcome::Failed { code, tail }) => {
                     let code = code.map_or_else(|| "a signal".into(), |c| format!("exit {c}"));
-                    failed(
-                        a,
-                        format!("VERIFY failed ({code}): {}", last_lines(tail, 5)),
-                    )
+                    failed(a, &format!("VERIFY failed ({code}){}", said(tail)))
                 }
                 Some(verify::Outcome::TimedOut { tail }) => {
-                    failed(a, format!("VERIFY timed out: {}", last_lines(tail, 5)))
+                    failed(a, &format!("VERIFY timed out{}", said(tail)))
                 }
-                // A stop during VERIFY is handled by the runner before it judges.
-                Some(verify::Outcome::Stopped) => Judgement::NeedsVerify,
             }
         }
         Verdict::Blocked(question) => Judgement::Blocked {
             question: one_line(question, 500),
         },
-        Verdict::Failed(reason) => failed(a, format!("the agent reported STEP_FAILED: {reason}")),
+        Verdict::Failed(reason) => failed(a, &format!("the agent reported STEP_FAILED: {reason}")),
         Verdict::Missing => failed(
             a,
-            "the answer did not end with a STEP_DONE / STEP_BLOCKED / STEP_FAILED line".into(),
+            "the answer did not end with a STEP_DONE / STEP_BLOCKED / STEP_FAILED line",
         ),
+    }
+}
+
+/// What a VERIFY run printed, to follow its outcome: `: last | lines`, or that it printed
+/// nothing.
+fn said(tail: &str) -> String {
+    let lines = last_lines(tail, 5);
+    if lines.is_empty() {
+        " and printed nothing".into()
+    } else {
+        format!(": {lines}")
     }
 }
 

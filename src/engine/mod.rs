@@ -4,12 +4,17 @@
 
 mod judge;
 mod next;
+mod record;
 mod transitions;
 
 pub use judge::{Attempt, Judgement, TaskEnd, failed_attempt, judge};
 pub use next::{Next, SessionPlan, next};
 pub use next::{open_step, spent, wait_until};
-pub use transitions::{Facts, Outcome, Transition, exhausted, halt, record, spawn, stopped};
+pub use record::{Facts, record};
+pub use transitions::{
+    Effect, OnRecord, Outcome, SpawnFacts, Transition, Write, adopted, complete, exhausted, halt,
+    kept_on_record, pid_recorded, spawn, stopped, unrecordable,
+};
 
 use std::time::Duration;
 

@@ -38,10 +38,23 @@ pub enum Next {
         attempt: u32,
         session: SessionPlan,
     },
-    /// A step reached MAX_RETRIES (or was set FAILED by hand): the loop fails.
+    /// A step reached `MAX_RETRIES` (or was set FAILED by hand): the loop fails.
     Exhausted { step: u32, reason: String },
     /// The runner cannot go on without a human: write WAITING with this reason.
     Halt { reason: String, how: String },
+}
+
+impl Next {
+    /// Whether a decision held for the next spawn's write ([`super::Write::WithNextSpawn`])
+    /// must be written before this one is carried out: no write follows at once (the runner
+    /// ends, waits, or watches a task).
+    #[must_use]
+    pub fn writes_held_first(&self) -> bool {
+        matches!(
+            self,
+            Next::Finished(_) | Next::Paused(_) | Next::Await { .. } | Next::WaitUntil { .. }
+        )
+    }
 }
 
 fn session_for(m: &M1, step: u32) -> SessionPlan {
@@ -62,8 +75,9 @@ pub fn spent(m: &M1) -> f64 {
     m.results.values().filter_map(|r| r.cost_usd).sum()
 }
 
-/// Decides the next action from the document alone. `running` is true for a runner that is
-/// already driving the loop (a WAITING it did not write means a human paused it).
+/// Decides the next action from the document alone: the status, then a task on record or a
+/// wait, then planning, then the plan's caps and its first open step (pueue's restore rules
+/// written as cases: each is one early return, each has its test).
 #[must_use]
 pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
     match m.status {
@@ -78,7 +92,6 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
         Status::Idle => return Next::Paused("STATUS is IDLE: run `loop resume` to start".into()),
         Status::Running => {}
     }
-
     // A task on record comes first: it may be running, finished, or never spawned.
     if let Some(task_id) = m.current.task_id.clone().filter(|t| !t.is_empty()) {
         return Next::Await {
@@ -97,21 +110,29 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
             .unwrap_or_else(|| "waiting".into());
         return Next::WaitUntil { until, reason };
     }
-
     if m.plan.steps.is_empty() {
-        let attempts = attempts_of(m, 0);
-        if attempts >= caps.max_retries {
-            return Next::Exhausted {
-                step: 0,
-                reason: format!("planning failed {attempts} times"),
-            };
-        }
-        return Next::Plan {
-            attempt: attempts + 1,
-            session: session_for(m, 0),
+        return planning(m, caps);
+    }
+    next_step(m, caps)
+}
+
+/// No steps yet: plan them, unless planning already failed `MAX_RETRIES` times.
+fn planning(m: &M1, caps: &Caps) -> Next {
+    let attempts = attempts_of(m, 0);
+    if attempts >= caps.max_retries {
+        return Next::Exhausted {
+            step: 0,
+            reason: format!("planning failed {attempts} times"),
         };
     }
+    Next::Plan {
+        attempt: attempts + 1,
+        session: session_for(m, 0),
+    }
+}
 
+/// The plan's first open step, within the caps on steps, attempts and cost.
+fn next_step(m: &M1, caps: &Caps) -> Next {
     let count = u32::try_from(m.plan.steps.len()).unwrap_or(u32::MAX);
     if count > caps.max_steps {
         return Next::Halt {
@@ -122,7 +143,6 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
             how: "shorten PLAN.STEPS or raise LIMITS.MAX_STEPS in M1.md, then `loop resume`".into(),
         };
     }
-
     let Some(step) = open_step(m, 0) else {
         return Next::Complete;
     };
@@ -167,7 +187,7 @@ pub fn open_step(m: &M1, after: u32) -> Option<&Step> {
         .find(|s| s.n > after && !matches!(s.state, StepState::Done | StepState::Skipped))
 }
 
-/// CURRENT.WAIT_UNTIL, when set and readable.
+/// `CURRENT.WAIT_UNTIL`, when set and readable.
 #[must_use]
 pub fn wait_until(m: &M1) -> Option<DateTime<Utc>> {
     let raw = m.current.extra.get("WAIT_UNTIL")?;

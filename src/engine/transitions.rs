@@ -3,9 +3,9 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
-use super::{Judgement, one_line};
+use super::one_line;
 use crate::exit::Status as Exit;
-use crate::m1::{Edit, Status, StepState};
+use crate::m1::{Edit, M1, Status, StepState};
 
 /// What the runner does after writing a transition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,130 +16,120 @@ pub enum Outcome {
     Exit(Exit),
 }
 
-/// A decision: the edits that record it, a line for the decision log, and what follows.
+/// When a transition's edits go to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// At once.
+    Now,
+    /// With the next spawn's write-ahead record, which follows at once: one atomic write then
+    /// says "step N done, step N+1 spawning", so a step costs one write, not two. A runner
+    /// that dies before it loses only a decision it remakes from the task's exit record.
+    WithNextSpawn,
+}
+
+/// What the runner does beyond writing M1.md once a transition is recorded. The runner adds
+/// what only I/O can tell (the goal's notification text, a log tail, the time since start).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Tell the human the loop waits for them.
+    Waiting { reason: String, how: String },
+    /// Tell the human the loop FAILED at `step` (0: planning), with the end of its output.
+    Failed { step: u32, reason: String },
+    /// Tell the human a step passed (sent only where each step is to be told).
+    StepDone { step: u32, summary: String },
+    /// Tell the human the plan the loop starts with.
+    Planned,
+    /// Tell the human, once per limit, that the loop waits for the usage limit to reset.
+    UsageWait {
+        step: u32,
+        until: DateTime<Utc>,
+        reason: String,
+    },
+    /// Tell the human the goal is reached.
+    Done,
+    /// Tick the step's box in the `--plan` checklist it came from.
+    TickPlanFile(u32),
+}
+
+/// A decision: the edits that record it, a line for the decision log, what follows, when it
+/// is written, and what else is done once it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
     pub edits: Vec<Edit>,
     pub log: String,
     pub outcome: Outcome,
+    pub write: Write,
+    pub effects: Vec<Effect>,
 }
 
-fn results(step: u32, key: &str, value: impl Into<String>) -> Edit {
+impl Transition {
+    /// A transition written at once, after which the loop goes on.
+    pub(super) fn now(edits: Vec<Edit>, log: String) -> Self {
+        Self {
+            edits,
+            log,
+            outcome: Outcome::Continue,
+            write: Write::Now,
+            effects: Vec::new(),
+        }
+    }
+
+    /// A transition written at once that ends the command with `status`.
+    pub(super) fn exit(edits: Vec<Edit>, log: String, status: Exit) -> Self {
+        Self {
+            outcome: Outcome::Exit(status),
+            ..Self::now(edits, log)
+        }
+    }
+
+    /// The same, followed by `effect`.
+    #[must_use]
+    pub(super) fn then(mut self, effect: Effect) -> Self {
+        self.effects.push(effect);
+        self
+    }
+}
+
+/// The human is told the loop waits: `reason`, and `how` to go on.
+fn waiting(reason: &str, how: &str) -> Effect {
+    Effect::Waiting {
+        reason: reason.to_owned(),
+        how: how.to_owned(),
+    }
+}
+
+pub(super) fn results(step: u32, key: &str, value: impl Into<String>) -> Edit {
     Edit::Set(
         vec!["RESULTS".into(), format!("STEP_{step}"), key.into()],
         value.into(),
     )
 }
 
-fn results_remove(step: u32, key: &str) -> Edit {
+pub(super) fn results_remove(step: u32, key: &str) -> Edit {
     Edit::Remove(vec!["RESULTS".into(), format!("STEP_{step}"), key.into()])
 }
 
-fn current(key: &str, value: impl Into<String>) -> Edit {
+pub(super) fn current(key: &str, value: impl Into<String>) -> Edit {
     Edit::Set(vec!["CURRENT".into(), key.into()], value.into())
 }
 
-fn actions(last: &str, next: &str) -> [Edit; 2] {
+/// A step line's new state; the planning call (step 0) has no line.
+pub(super) fn step_state(step: u32, state: StepState) -> Option<Edit> {
+    (step > 0).then_some(Edit::StepState(step, state))
+}
+
+pub(super) fn actions(last: &str, next: &str) -> [Edit; 2] {
     [
         Edit::set(&["LAST_ACTION"], one_line(last, 300)),
         Edit::set(&["NEXT_ACTION"], one_line(next, 300)),
     ]
 }
 
-fn stamp(t: DateTime<Utc>) -> String {
+pub(super) fn stamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-/// The write-ahead record of an attempt about to be spawned: from here on, a crash leaves a
-/// TASK_ID that resume can look up (no task directory means the spawn never happened).
-#[must_use]
-pub fn spawn(
-    step: u32,
-    attempt: u32,
-    task_id: &str,
-    session_id: &str,
-    command: &str,
-    now: DateTime<Utc>,
-) -> Transition {
-    let what = if step == 0 {
-        "Planning".to_string()
-    } else {
-        format!("Step {step}")
-    };
-    let mut edits = Vec::new();
-    if step > 0 {
-        edits.push(Edit::StepState(step, StepState::Running));
-    }
-    edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], step.to_string()));
-    edits.push(Edit::Clear(vec!["CURRENT".into()]));
-    edits.push(current("TASK_ID", task_id));
-    edits.push(current("SPAWN_TIME", stamp(now)));
-    edits.push(current("ATTEMPT", attempt.to_string()));
-    edits.push(current("SESSION_ID", session_id));
-    edits.push(current("COMMAND", one_line(command, 160)));
-    edits.push(results(step, "EXIT", "(pending)"));
-    edits.extend(actions(
-        &format!("{what} attempt {attempt} spawned as task {task_id}"),
-        &format!(
-            "loop check {task_id} until it ends, then verify {}",
-            what.to_lowercase()
-        ),
-    ));
-    Transition {
-        edits,
-        log: format!("spawn: {what} attempt {attempt} as {task_id} (session {session_id})"),
-        outcome: Outcome::Continue,
-    }
-}
-
-/// The facts about a finished attempt that go into RESULTS.
-#[derive(Debug, Clone, Default)]
-pub struct Facts {
-    pub step: u32,
-    pub attempt: u32,
-    pub exit_code: Option<i32>,
-    pub session_id: Option<String>,
-    /// This attempt's cost and duration; added to what RESULTS already holds.
-    pub cost_usd: f64,
-    pub duration_s: f64,
-    pub prior_cost_usd: f64,
-    pub prior_duration_s: f64,
-    /// Transient errors this step waited out before this one.
-    pub transients: u32,
-    pub commit: Option<String>,
-    pub verified: bool,
-    pub report: Option<String>,
-    /// The step that comes next (after a pass), with its text.
-    pub next_step: Option<(u32, String)>,
-    pub now: Option<DateTime<Utc>>,
-}
-
-fn common(f: &Facts, edits: &mut Vec<Edit>) {
-    let s = f.step;
-    // No exit code (killed by a signal, lost, never ran): the key goes; ERROR says why.
-    edits.push(match f.exit_code {
-        Some(c) => results(s, "EXIT", c.to_string()),
-        None => results_remove(s, "EXIT"),
-    });
-    if let Some(sid) = &f.session_id {
-        edits.push(results(s, "SESSION_ID", sid.clone()));
-    }
-    edits.push(results(
-        s,
-        "COST_USD",
-        format!("{:.4}", f.prior_cost_usd + f.cost_usd),
-    ));
-    edits.push(results(
-        s,
-        "DURATION_S",
-        format!("{:.1}", f.prior_duration_s + f.duration_s),
-    ));
-    if let Some(r) = &f.report {
-        edits.push(results(s, "REPORT", r.clone()));
-    }
-}
-
-fn name(step: u32) -> String {
+pub(super) fn name(step: u32) -> String {
     if step == 0 {
         "Planning".into()
     } else {
@@ -147,189 +137,149 @@ fn name(step: u32) -> String {
     }
 }
 
-/// Records a judged attempt. `Pass` of step 0 (planning) is recorded by the runner together
-/// with the plan, through [`record`] plus its own `SetSteps` edit.
+/// What is known when an attempt is about to be spawned.
+#[derive(Debug, Clone)]
+pub struct SpawnFacts<'a> {
+    pub step: u32,
+    pub attempt: u32,
+    pub task_id: &'a str,
+    pub session_id: &'a str,
+    /// The prompt; its start is recorded as COMMAND.
+    pub command: &'a str,
+    /// The project's git HEAD before the attempt (what the step's COMMIT is compared with).
+    pub git_head: Option<String>,
+    /// The loop's id, when M1.md does not say it yet (a hand-written or older file).
+    pub new_loop_id: Option<&'a str>,
+    pub now: DateTime<Utc>,
+}
+
+/// The write-ahead record of an attempt about to be spawned: from here on, a crash leaves a
+/// `TASK_ID` that resume can look up (no task directory means the spawn never happened).
 #[must_use]
-pub fn record(j: &Judgement, f: &Facts) -> Transition {
-    let s = f.step;
-    let who = name(s);
-    let mut edits = Vec::new();
-    common(f, &mut edits);
-    let now = f.now.unwrap_or_else(Utc::now);
-    let (log, outcome) = match j {
-        Judgement::Pass { summary } => {
-            if s > 0 {
-                edits.push(Edit::StepState(s, StepState::Done));
-            }
-            edits.push(results(s, "SUMMARY", one_line(summary, 300)));
-            edits.push(results(s, "VERIFIED", f.verified.to_string()));
-            edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
-            if let Some(c) = &f.commit {
-                edits.push(results(s, "COMMIT", c.clone()));
-            }
-            edits.push(results_remove(s, "ERROR"));
-            edits.push(results_remove(s, "BLOCKED"));
-            edits.push(Edit::Clear(vec!["CURRENT".into()]));
-            let next = match &f.next_step {
-                Some((n, text)) => {
-                    edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], n.to_string()));
-                    format!("Step {n}: {text}")
-                }
-                None => "All steps done".into(),
-            };
-            edits.extend(actions(&format!("{who} done: {summary}"), &next));
-            (
-                format!("pass: {who} attempt {}: {summary}", f.attempt),
-                Outcome::Continue,
-            )
-        }
-        // The runner runs VERIFY and judges again before recording; nothing to write yet.
-        Judgement::NeedsVerify => {
-            edits.clear();
-            (
-                format!("verify: {who} attempt {} reported done", f.attempt),
-                Outcome::Continue,
-            )
-        }
-        Judgement::Retry { reason } | Judgement::Exhausted { reason } => {
-            let last = matches!(j, Judgement::Exhausted { .. });
-            edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
-            edits.push(results(s, "ERROR", one_line(reason, 300)));
-            edits.push(Edit::Clear(vec!["CURRENT".into()]));
-            if last {
-                let why = format!("attempt {} of {}: {reason}", f.attempt, f.attempt);
-                edits.extend(exhausted(s, &why).edits);
-                (
-                    format!("fail: {who} attempt {}: {reason}", f.attempt),
-                    Outcome::Exit(Exit::Failed),
-                )
-            } else {
-                if s > 0 {
-                    edits.push(Edit::StepState(s, StepState::Pending));
-                }
-                edits.extend(actions(
-                    &format!("{who} attempt {} failed: {reason}", f.attempt),
-                    &format!(
-                        "Retry {} (attempt {}) with a fix prompt",
-                        who.to_lowercase(),
-                        f.attempt + 1
-                    ),
-                ));
-                (
-                    format!("retry: {who} attempt {}: {reason}", f.attempt),
-                    Outcome::Continue,
-                )
-            }
-        }
-        Judgement::Backoff { delay, reason } => {
-            let until = now + chrono::Duration::from_std(*delay).unwrap_or_default();
-            wait_edits(&mut edits, s, until, reason, f.transients + 1);
-            edits.extend(actions(
-                &format!("{who} hit a transient error: {reason}"),
-                &format!(
-                    "Wait until {} ({}s backoff), then run it again",
-                    stamp(until),
-                    delay.as_secs()
-                ),
-            ));
-            (
-                format!("backoff {}s: {who}: {reason}", delay.as_secs()),
-                Outcome::Continue,
-            )
-        }
-        Judgement::UsageWait { until, reason } => {
-            wait_edits(&mut edits, s, *until, reason, f.transients);
-            edits.extend(actions(
-                &format!("{who} hit the usage limit: {reason}"),
-                &format!(
-                    "Wait until the limit resets at {}, then carry on by itself",
-                    stamp(*until)
-                ),
-            ));
-            (
-                format!("usage limit: {who} waits until {}", stamp(*until)),
-                Outcome::Continue,
-            )
-        }
-        Judgement::Blocked { question } => {
-            if s > 0 {
-                edits.push(Edit::StepState(s, StepState::Pending));
-            }
-            edits.push(results(s, "BLOCKED", one_line(question, 300)));
-            edits.push(Edit::Clear(vec!["CURRENT".into()]));
-            edits.push(Edit::Status(Status::Waiting));
-            edits.extend(actions(
-                &format!("{who} is blocked and asks: {question}"),
-                &format!(
-                    "Answer in M1.md (e.g. in CONSTRAINTS), then `loop resume`. Question: {question}"
-                ),
-            ));
-            (
-                format!("blocked: {who}: {question}"),
-                Outcome::Exit(Exit::Waiting),
-            )
-        }
-        Judgement::Halt { reason, how } => {
-            let t = halt_edits(s, reason, how);
-            edits.extend(t);
-            edits.push(results(s, "ERROR", one_line(reason, 300)));
-            (
-                format!("halt: {who}: {reason}"),
-                Outcome::Exit(Exit::Waiting),
-            )
-        }
-        Judgement::FreshSession { reason } | Judgement::ResumeSession { reason } => {
-            let fresh = matches!(j, Judgement::FreshSession { .. });
-            edits.retain(
-                |e| !matches!(e, Edit::Set(p, _) if p.last().is_some_and(|k| k == "SESSION_ID")),
-            );
-            if fresh {
-                edits.push(results_remove(s, "SESSION_ID"));
-            } else if let Some(sid) = &f.session_id {
-                edits.push(results(s, "SESSION_ID", sid.clone()));
-            }
-            if s > 0 {
-                edits.push(Edit::StepState(s, StepState::Pending));
-            }
-            edits.push(Edit::Clear(vec!["CURRENT".into()]));
-            let how = if fresh {
-                "in a fresh session"
-            } else {
-                "resuming its session"
-            };
-            edits.extend(actions(
-                &format!("{who}: {reason}"),
-                &format!("Run it again {how}"),
-            ));
-            (
-                format!("session: {who}: {reason}; again {how}"),
-                Outcome::Continue,
-            )
-        }
-    };
-    Transition {
-        edits,
-        log,
-        outcome,
-    }
-}
-
-fn wait_edits(edits: &mut Vec<Edit>, s: u32, until: DateTime<Utc>, reason: &str, transients: u32) {
-    edits.push(results(s, "TRANSIENT", transients.to_string()));
-    edits.push(results(s, "ERROR", one_line(reason, 300)));
-    if s > 0 {
-        edits.push(Edit::StepState(s, StepState::Pending));
-    }
+pub fn spawn(f: &SpawnFacts<'_>) -> Transition {
+    let what = name(f.step);
+    let (attempt, task_id) = (f.attempt, f.task_id);
+    let mut edits: Vec<Edit> = step_state(f.step, StepState::Running).into_iter().collect();
+    edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], f.step.to_string()));
     edits.push(Edit::Clear(vec!["CURRENT".into()]));
-    edits.push(current("WAIT_UNTIL", stamp(until)));
-    edits.push(current("WAIT_REASON", one_line(reason, 200)));
+    edits.push(current("TASK_ID", task_id));
+    edits.push(current("SPAWN_TIME", stamp(f.now)));
+    edits.push(current("ATTEMPT", attempt.to_string()));
+    edits.push(current("SESSION_ID", f.session_id));
+    edits.push(current("COMMAND", one_line(f.command, 160)));
+    if let Some(head) = &f.git_head {
+        edits.push(current("GIT_HEAD", head.clone()));
+    }
+    if let Some(id) = f.new_loop_id {
+        edits.push(Edit::set(&["LOOP_ID"], id));
+    }
+    edits.push(results(f.step, "EXIT", "(pending)"));
+    edits.extend(actions(
+        &format!("{what} attempt {attempt} spawned as task {task_id}"),
+        &format!(
+            "loop check {task_id} until it ends, then verify {}",
+            what.to_lowercase()
+        ),
+    ));
+    let log = format!(
+        "spawn: {what} attempt {attempt} as {task_id} (session {})",
+        f.session_id
+    );
+    Transition::now(edits, log)
 }
 
-fn halt_edits(step: u32, reason: &str, how: &str) -> Vec<Edit> {
-    let mut edits = Vec::new();
-    if step > 0 {
-        edits.push(Edit::StepState(step, StepState::Pending));
+/// The agent's pid (the seed's `CC_PID`), for a step that runs long enough for a person to look.
+#[must_use]
+pub fn pid_recorded(pid: u32) -> Transition {
+    Transition::now(
+        vec![current("CC_PID", pid.to_string())],
+        format!("pid: the agent runs as pid {pid}"),
+    )
+}
+
+/// A task the ledger knows was started, as M1.md's running one.
+#[derive(Debug, Clone)]
+pub struct OnRecord<'a> {
+    pub step: u32,
+    pub task_id: &'a str,
+    /// From the ledger, when it knows them.
+    pub attempt: Option<u32>,
+    pub session_id: Option<&'a str>,
+}
+
+impl OnRecord<'_> {
+    fn edits(&self) -> Vec<Edit> {
+        let mut edits = vec![
+            current("TASK_ID", self.task_id),
+            Edit::set(&["PLAN", "CURRENT_STEP"], self.step.to_string()),
+        ];
+        edits.extend(step_state(self.step, StepState::Running));
+        if let Some(a) = self.attempt {
+            edits.push(current("ATTEMPT", a.to_string()));
+        }
+        if let Some(sid) = self.session_id {
+            edits.push(current("SESSION_ID", sid));
+        }
+        edits
     }
+}
+
+/// A save made from a text read before the runner recorded a running task dropped it from
+/// CURRENT: it goes back, or a later decision would start a second agent for the same step.
+#[must_use]
+pub fn kept_on_record(t: &OnRecord<'_>) -> Transition {
+    Transition::now(
+        t.edits(),
+        format!(
+            "record: a save dropped task {} from CURRENT while it runs; recorded it again",
+            t.task_id
+        ),
+    )
+}
+
+/// A task of this loop that M1.md lost track of (a save of an older text) is taken back on
+/// record instead of another being started.
+#[must_use]
+pub fn adopted(t: &OnRecord<'_>) -> Transition {
+    let attempt = t.attempt.unwrap_or(1);
+    let mut edits = vec![Edit::Clear(vec!["CURRENT".into()])];
+    edits.extend(t.edits());
+    edits.push(Edit::set(
+        &["LAST_ACTION"],
+        format!(
+            "Task {} (step {} attempt {attempt}) taken back on record from the task ledger",
+            t.task_id, t.step
+        ),
+    ));
+    let log = format!(
+        "ledger: task {} (step {} attempt {attempt}) was started but M1.md no longer named it \
+         (a save of an older text); taken back on record instead of starting another",
+        t.task_id, t.step
+    );
+    Transition::now(edits, log)
+}
+
+/// The runner's record cannot go into the file as a person left it (a valid edit took away
+/// what it is about): say so (STATUS WAITING and the reason, nothing else) and wait for them.
+#[must_use]
+pub fn unrecordable(errors: &str) -> Transition {
+    let what = one_line(errors, 240);
+    let reason =
+        format!("M1.md was edited so that the runner's record would make it invalid ({what})");
+    let how = "fix M1.md (the plan, CURRENT_STEP, the step lines), then `loop resume`";
+    let edits = vec![
+        Edit::Status(Status::Waiting),
+        Edit::set(
+            &["LAST_ACTION"],
+            one_line(&format!("Waiting: {reason}"), 300),
+        ),
+        Edit::set(&["NEXT_ACTION"], how),
+    ];
+    Transition::exit(edits, format!("halt: {reason}"), Exit::Waiting).then(waiting(&reason, how))
+}
+
+pub(super) fn halt_edits(step: u32, reason: &str, how: &str) -> Vec<Edit> {
+    let mut edits: Vec<Edit> = step_state(step, StepState::Pending).into_iter().collect();
     edits.push(Edit::Clear(vec!["CURRENT".into()]));
     edits.push(Edit::Status(Status::Waiting));
     edits.extend(actions(&format!("Waiting: {reason}"), how));
@@ -339,20 +289,18 @@ fn halt_edits(step: u32, reason: &str, how: &str) -> Vec<Edit> {
 /// WAITING because the runner cannot decide (a cap, a refused plan, the agent missing).
 #[must_use]
 pub fn halt(step: u32, reason: &str, how: &str) -> Transition {
-    Transition {
-        edits: halt_edits(step, reason, how),
-        log: format!("halt: {reason}"),
-        outcome: Outcome::Exit(Exit::Waiting),
-    }
+    Transition::exit(
+        halt_edits(step, reason, how),
+        format!("halt: {reason}"),
+        Exit::Waiting,
+    )
+    .then(waiting(reason, how))
 }
 
 /// A stop file ended the step: its group is dead; the attempt does not count.
 #[must_use]
 pub fn stopped(step: u32, stop_file: &str, task_id: Option<&str>) -> Transition {
-    let mut edits = Vec::new();
-    if step > 0 {
-        edits.push(Edit::StepState(step, StepState::Pending));
-    }
+    let mut edits: Vec<Edit> = step_state(step, StepState::Pending).into_iter().collect();
     // The killed attempt has no exit to report (its spawn wrote `(pending)`).
     if task_id.is_some() {
         edits.push(results_remove(step, "EXIT"));
@@ -360,27 +308,73 @@ pub fn stopped(step: u32, stop_file: &str, task_id: Option<&str>) -> Transition 
     edits.push(Edit::Clear(vec!["CURRENT".into()]));
     edits.push(Edit::Status(Status::Waiting));
     let killed = task_id.map_or_else(String::new, |t| format!("; task {t} killed"));
+    let again = if step == 0 {
+        "planning runs again on resume".to_string()
+    } else {
+        format!("step {step} back to PENDING")
+    };
     edits.extend(actions(
-        &format!(
-            "Stopped by {stop_file}{killed}; step {step} back to PENDING, attempt not counted"
-        ),
+        &format!("Stopped by {stop_file}{killed}; {again}, attempt not counted"),
         &format!("Remove {stop_file}, then `loop resume`"),
     ));
-    Transition {
+    Transition::exit(
         edits,
-        log: format!("stop: {stop_file} seen{killed}"),
-        outcome: Outcome::Exit(Exit::Waiting),
-    }
+        format!("stop: {stop_file} seen{killed}"),
+        Exit::Waiting,
+    )
+    .then(waiting(
+        &format!("stopped by {stop_file}"),
+        &format!("remove {stop_file} and run `loop resume`"),
+    ))
 }
 
-/// A step that cannot be tried again (MAX_RETRIES spent, or set FAILED by hand): the loop fails.
+/// Every step is DONE or SKIPPED: the loop is DONE.
+#[must_use]
+pub fn complete(m: &M1) -> Transition {
+    let total = m.plan.steps.len();
+    let skipped = m
+        .plan
+        .steps
+        .iter()
+        .filter(|s| s.state == StepState::Skipped)
+        .count();
+    let all = match total {
+        1 => "The only step is done".to_string(),
+        n => format!("All {n} steps done"),
+    };
+    let last = if skipped == 0 {
+        all
+    } else {
+        format!("{all} ({} run, {skipped} skipped)", total - skipped)
+    };
+    let mut edits = vec![
+        Edit::Status(Status::Done),
+        Edit::Clear(vec!["CURRENT".into()]),
+    ];
+    edits.extend(actions(&last, "Nothing: the goal is reached"));
+    let log = format!(
+        "done: {} DONE or SKIPPED; the goal is reached",
+        match total {
+            1 => "the only step is".to_string(),
+            n => format!("all {n} steps are"),
+        }
+    );
+    Transition::exit(edits, log, Exit::Ok).then(Effect::Done)
+}
+
+/// A step that cannot be tried again (`MAX_RETRIES` spent, or set FAILED by hand): the loop fails.
 #[must_use]
 pub fn exhausted(step: u32, reason: &str) -> Transition {
+    let log = format!("fail: {}: {reason}", name(step));
+    Transition::exit(exhausted_edits(step, reason), log, Exit::Failed).then(Effect::Failed {
+        step,
+        reason: reason.to_owned(),
+    })
+}
+
+pub(super) fn exhausted_edits(step: u32, reason: &str) -> Vec<Edit> {
     let who = name(step);
-    let mut edits = Vec::new();
-    if step > 0 {
-        edits.push(Edit::StepState(step, StepState::Failed));
-    }
+    let mut edits: Vec<Edit> = step_state(step, StepState::Failed).into_iter().collect();
     edits.push(Edit::Clear(vec!["CURRENT".into()]));
     edits.push(Edit::Status(Status::Failed));
     edits.extend(actions(
@@ -391,9 +385,5 @@ pub fn exhausted(step: u32, reason: &str) -> Transition {
             who.to_lowercase()
         ),
     ));
-    Transition {
-        edits,
-        log: format!("fail: {who}: {reason}"),
-        outcome: Outcome::Exit(Exit::Failed),
-    }
+    edits
 }

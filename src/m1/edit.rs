@@ -26,7 +26,7 @@ pub enum Edit {
     StepState(u32, StepState),
     /// Set a step's text, keeping its state. No-op when the step does not exist.
     StepText(u32, String),
-    /// Replace the whole step list (planning); also sets PLAN.TOTAL_STEPS. Creates
+    /// Replace the whole step list (planning); also sets `PLAN.TOTAL_STEPS`. Creates
     /// PLAN/STEPS if missing.
     SetSteps(Vec<(StepState, String)>),
 }

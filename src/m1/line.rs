@@ -81,19 +81,16 @@ pub fn split(text: &str) -> Vec<(&str, Eol)> {
     let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
-        match rest.find('\n') {
-            Some(i) => {
-                let (body, eol) = match rest[..i].strip_suffix('\r') {
-                    Some(b) => (b, Eol::CrLf),
-                    None => (&rest[..i], Eol::Lf),
-                };
-                out.push((body, eol));
-                rest = &rest[i + 1..];
-            }
-            None => {
-                out.push((rest, Eol::None));
-                rest = "";
-            }
+        if let Some(i) = rest.find('\n') {
+            let (body, eol) = match rest[..i].strip_suffix('\r') {
+                Some(b) => (b, Eol::CrLf),
+                None => (&rest[..i], Eol::Lf),
+            };
+            out.push((body, eol));
+            rest = &rest[i + 1..];
+        } else {
+            out.push((rest, Eol::None));
+            rest = "";
         }
     }
     out

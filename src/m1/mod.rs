@@ -3,7 +3,6 @@
 //! The file is people's as much as the runner's, so it is kept as its lines: parsing then
 //! rendering gives the same bytes, and an edit rewrites only the lines it is about.
 
-pub mod commands;
 mod document;
 mod edit;
 mod error;
@@ -11,7 +10,6 @@ mod hidden;
 mod line;
 mod merge;
 pub mod setting;
-mod status_view;
 mod steps;
 mod store;
 mod swap;

@@ -78,7 +78,15 @@ impl std::fmt::Display for StoreError {
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for StoreError {
+    /// The validation errors of an invalid file or edit.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::DiskInvalid(e) | StoreError::EditsInvalid(e) => Some(e),
+            StoreError::Io(_) | StoreError::Interrupted => None,
+        }
+    }
+}
 
 impl From<anyhow::Error> for StoreError {
     fn from(e: anyhow::Error) -> Self {
@@ -129,11 +137,12 @@ impl Store {
     /// Reads and parses the file. Errors carry the path ([`Errors::with_path`]).
     ///
     /// # Errors
-    /// The file cannot be read, or is not a valid M1.md (downcastable to [`Errors`]).
-    pub fn open(path: &Path) -> anyhow::Result<(Store, Document)> {
+    /// [`StoreError::Io`] when the file cannot be read, [`StoreError::DiskInvalid`] when it
+    /// is not a valid M1.md.
+    pub fn open(path: &Path) -> Result<(Store, Document), StoreError> {
         let bytes =
             std::fs::read(path).with_context(|| format!("while reading {}", path.display()))?;
-        let doc = decode(path, &bytes).map_err(anyhow::Error::new)?;
+        let doc = decode(path, &bytes).map_err(StoreError::DiskInvalid)?;
         Ok((Store::new(path, bytes, &doc), doc))
     }
 
@@ -233,53 +242,16 @@ impl Store {
         // the next round puts it back, so that round neither waits nor gives up.
         let mut repairing = false;
         loop {
-            if !repairing {
-                if Instant::now() >= give_up {
-                    return Err(StoreError::Io(anyhow::anyhow!(
-                        "{} kept changing for {} while the runner tried to save it ({rounds} \
-                         rounds); the runner's edits were not written",
-                        self.path.display(),
-                        crate::duration::human(GIVE_UP_AFTER),
-                    )));
-                }
-                if rounds > EAGER_ROUNDS {
-                    if stop() {
-                        return Err(StoreError::Interrupted);
-                    }
-                    let exp = u32::try_from(rounds - EAGER_ROUNDS)
-                        .unwrap_or(u32::MAX)
-                        .min(7);
-                    std::thread::sleep(
-                        Duration::from_millis(8u64 << exp).min(Duration::from_millis(250)),
-                    );
-                    // What was read before the pause is stale by now.
-                    base = self.read()?;
-                    expected.clone_from(&base);
-                }
+            if !repairing && self.pace(rounds, give_up, stop)? {
+                // What was read before the pause is stale by now.
+                base = self.read()?;
+                expected.clone_from(&base);
             }
             repairing = false;
             if rounds > 0 {
                 self.merged = Some(ConflictMerged { rounds });
             }
-            let mut doc = decode(&self.path, &base).map_err(StoreError::DiskInvalid)?;
-            if base != self.bytes {
-                // Someone else's save: what a stale one reverted goes back first.
-                self.owed = self.put_back(&mut doc);
-            } else {
-                for e in &self.owed {
-                    doc.apply(e);
-                }
-            }
-            for e in edits {
-                doc.apply(e);
-            }
-            let text = doc.render().into_bytes();
-            let written = std::str::from_utf8(&text)
-                .map_err(|e| StoreError::Io(e.into()))
-                .and_then(|t| {
-                    Document::parse(t)
-                        .map_err(|errs| StoreError::EditsInvalid(errs.with_path(&self.path)))
-                })?;
+            let (text, written) = self.apply_onto(&base, edits)?;
             if text == base && base == expected {
                 self.bytes = base;
                 self.owed.clear();
@@ -288,19 +260,7 @@ impl Store {
             }
             let staged = swap::stage(&self.path, &text)
                 .with_context(|| format!("while writing beside {}", self.path.display()))?;
-            // Last look before the swap: a hand edit since then means start over on it. The
-            // bytes as they are, without waiting for the file to settle: waiting here would
-            // only let the next save in, and a round must stay short for a commit to get
-            // through saves that come every few milliseconds. (The exchange below still
-            // catches a save in the instant after this look.)
-            let now = if rounds <= TRUST_EXCHANGE_AFTER || !swap::EXCHANGES {
-                self.read_once()
-                    .map(|(b, _)| b)
-                    .with_context(|| format!("while reading {}", self.path.display()))?
-            } else {
-                expected.clone()
-            };
-            if now != expected {
+            if self.last_look(rounds, &expected)? != expected {
                 drop(staged);
                 // What the quick look saw may be a save caught halfway: the next round starts
                 // from a careful read.
@@ -339,6 +299,81 @@ impl Store {
                 }
             }
         }
+    }
+
+    /// The last look before the swap: a hand edit since then means start over on it. The
+    /// bytes as they are, without waiting for the file to settle: waiting here would only let
+    /// the next save in, and a round must stay short for a commit to get through saves that
+    /// come every few milliseconds. (The exchange still catches a save in the instant after
+    /// this look; after [`TRUST_EXCHANGE_AFTER`] rounds it alone guards the swap.)
+    fn last_look(&self, rounds: usize, expected: &[u8]) -> Result<Vec<u8>, StoreError> {
+        if rounds <= TRUST_EXCHANGE_AFTER || !swap::EXCHANGES {
+            Ok(self
+                .read_once()
+                .map(|(b, _)| b)
+                .with_context(|| format!("while reading {}", self.path.display()))?)
+        } else {
+            Ok(expected.to_vec())
+        }
+    }
+
+    /// Paces the rounds of a commit that keeps losing to saves: gives up after
+    /// [`GIVE_UP_AFTER`], and past [`EAGER_ROUNDS`] pauses (doubling from 8 ms to 250 ms)
+    /// unless `stop` says to give up now. Whether it paused.
+    fn pace(
+        &self,
+        rounds: usize,
+        give_up: Instant,
+        stop: &mut dyn FnMut() -> bool,
+    ) -> Result<bool, StoreError> {
+        if Instant::now() >= give_up {
+            return Err(StoreError::Io(anyhow::anyhow!(
+                "{} kept changing for {} while the runner tried to save it ({rounds} rounds); \
+                 the runner's edits were not written",
+                self.path.display(),
+                crate::duration::human(GIVE_UP_AFTER),
+            )));
+        }
+        if rounds <= EAGER_ROUNDS {
+            return Ok(false);
+        }
+        if stop() {
+            return Err(StoreError::Interrupted);
+        }
+        let exp = u32::try_from(rounds - EAGER_ROUNDS)
+            .unwrap_or(u32::MAX)
+            .min(7);
+        std::thread::sleep(Duration::from_millis(8u64 << exp).min(Duration::from_millis(250)));
+        Ok(true)
+    }
+
+    /// The edits applied onto the text `base` (after what a stale save reverted, or what is
+    /// still owed from one): the new bytes and their document, checked valid.
+    fn apply_onto(
+        &mut self,
+        base: &[u8],
+        edits: &[Edit],
+    ) -> Result<(Vec<u8>, Document), StoreError> {
+        let mut doc = decode(&self.path, base).map_err(StoreError::DiskInvalid)?;
+        if base == self.bytes {
+            for e in &self.owed {
+                doc.apply(e);
+            }
+        } else {
+            // Someone else's save: what a stale one reverted goes back first.
+            self.owed = self.put_back(&mut doc);
+        }
+        for e in edits {
+            doc.apply(e);
+        }
+        let text = doc.render().into_bytes();
+        let written = std::str::from_utf8(&text)
+            .map_err(|e| StoreError::Io(e.into()))
+            .and_then(|t| {
+                Document::parse(t)
+                    .map_err(|errs| StoreError::EditsInvalid(errs.with_path(&self.path)))
+            })?;
+        Ok((text, written))
     }
 
     /// Puts a malformed hand save back in place of our write (unless yet another save
@@ -435,7 +470,7 @@ impl Store {
                 return Ok(bytes);
             }
             let pause = if waited < SETTLE_PATIENCE {
-                SETTLE - age
+                SETTLE.saturating_sub(age) // age < SETTLE, checked above
             } else {
                 SAMPLE
             };
@@ -490,6 +525,7 @@ impl FileId {
 fn decode(path: &Path, bytes: &[u8]) -> Result<Document, Errors> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         let good = &bytes[..e.valid_up_to()];
+        #[allow(clippy::naive_bytecount)] // an error path; not worth the `bytecount` crate
         let line = good.iter().filter(|b| **b == b'\n').count() + 1;
         let start = good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         // A byte order mark is no column an editor shows.

@@ -110,7 +110,7 @@ pub fn check(doc: &Document) -> Vec<Error> {
     c.fields(&["CURRENT"], CURRENT_FIELDS);
     if let Some(i) = doc.find(&["CURRENT", "TASK_ID"])
         && let Some(id) = c.scalar(i)
-        && let Err(e) = crate::bridge::validate_task_id(&id)
+        && let Err(e) = crate::layout::validate_task_id(&id)
     {
         c.at_value(i, e.to_string());
     }

@@ -21,6 +21,10 @@ pub type ScanError = (usize, String);
 
 /// Reads the value that starts at byte `from` of `line` (just after `KEY:`).
 /// `Ok(None)` when there is no value (a block key, possibly with a comment).
+///
+/// # Errors
+///
+/// A malformed value: where in the line, and what was expected there.
 pub fn scan(line: &str, from: usize) -> Result<Option<Scalar>, ScanError> {
     let rest = &line[from..];
     let lead = rest.len() - rest.trim_start_matches(' ').len();

@@ -111,7 +111,7 @@ pub struct Current {
     pub command: Option<String>,
     pub session_id: Option<String>,
     pub attempt: Option<u32>,
-    /// Every other scalar key of CURRENT (the runner's WAIT_UNTIL, GIT_HEAD, ...), by name.
+    /// Every other scalar key of CURRENT (the runner's `WAIT_UNTIL`, `GIT_HEAD`, ...), by name.
     pub extra: BTreeMap<String, String>,
 }
 

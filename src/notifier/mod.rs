@@ -6,15 +6,12 @@
 //! A notification never fails the loop: every failure is logged (with the bot token redacted)
 //! and the caller carries on.
 
-mod backoff;
-pub mod bot;
-mod bot_commands;
-pub mod commands;
-mod delivery;
-mod log_only;
-mod outbox;
+pub(crate) mod backoff;
+pub(crate) mod delivery;
+pub(crate) mod log_only;
+pub(crate) mod outbox;
 mod redact;
-mod render;
+pub(crate) mod render;
 mod split;
 pub mod telegram;
 

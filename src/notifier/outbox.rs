@@ -9,7 +9,7 @@
 //! `outbox.send.lock` by the one process that is sending, so no message is sent twice by two
 //! flushers. Settled records are dropped by [`Outbox::compact`], an atomic rewrite under the lock.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -46,7 +46,7 @@ pub(crate) struct Outbox {
 
 /// Holding this means this process is the only one sending from the outbox.
 #[derive(Debug)]
-pub(crate) struct SendGuard(#[allow(dead_code)] File);
+pub(crate) struct SendGuard(#[allow(dead_code)] crate::lockfile::Held);
 
 impl Outbox {
     pub fn new(state_dir: &Path) -> Self {
@@ -56,27 +56,20 @@ impl Outbox {
     }
 
     pub fn path(&self) -> PathBuf {
-        self.dir.join("outbox.jsonl")
+        crate::layout::Layout::dir(&self.dir).outbox()
     }
 
-    fn lock(&self, name: &str) -> anyhow::Result<File> {
+    fn lock(&self, path: &Path) -> anyhow::Result<crate::lockfile::Held> {
         crate::dirs::create_state_dir(&self.dir)
             .with_context(|| format!("while creating {}", self.dir.display()))?;
-        let path = self.dir.join(name);
-        let f = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .with_context(|| format!("while opening {}", path.display()))?;
-        f.lock()
-            .with_context(|| format!("while locking {}", path.display()))?;
-        Ok(f)
+        crate::lockfile::exclusive(path)
     }
 
     /// Blocks until no other process is sending from this outbox.
     pub fn lock_sending(&self) -> anyhow::Result<SendGuard> {
-        Ok(SendGuard(self.lock("outbox.send.lock")?))
+        Ok(SendGuard(self.lock(
+            &crate::layout::Layout::dir(&self.dir).outbox_send_lock(),
+        )?))
     }
 
     /// Queues `messages`, durably, in order.
@@ -98,7 +91,7 @@ impl Outbox {
     }
 
     fn append_records(&self, records: &[Record]) -> anyhow::Result<()> {
-        let _lock = self.lock("outbox.lock")?;
+        let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
         let path = self.path();
         let mut f = OpenOptions::new()
             .create(true)
@@ -127,7 +120,7 @@ impl Outbox {
 
     /// Messages not yet sent or rejected, oldest first.
     pub fn pending(&self) -> anyhow::Result<Vec<Message>> {
-        let _lock = self.lock("outbox.lock")?;
+        let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
         Ok(pending_in(&self.read()?))
     }
 
@@ -142,7 +135,7 @@ impl Outbox {
     /// Drops settled records, keeping pending messages in order (an atomic rewrite under the
     /// lock, so a concurrent append either lands before it and is kept, or waits for it).
     pub fn compact(&self) -> anyhow::Result<()> {
-        let _lock = self.lock("outbox.lock")?;
+        let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
         let text = self.read()?;
         let pending = pending_in(&text);
         if text.lines().filter(|l| !l.trim().is_empty()).count() == pending.len() {

@@ -2,6 +2,7 @@
 //! line. Telegram gets Bot API HTML (every piece of loop or agent text escaped, so an `<` in a
 //! step summary cannot break the message); the log gets the same text without markup.
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::Event;
@@ -114,21 +115,28 @@ impl Msg {
     fn headline(&mut self, icon: &str, goal: &str) {
         let goal = cut(goal.trim(), GOAL_MAX);
         match self.format {
-            Format::Html => self
-                .out
-                .push_str(&format!("{icon} <b>{}</b>\n", escape(&goal))),
-            Format::Plain => self.out.push_str(&format!("{icon} {goal}\n")),
+            Format::Html => {
+                let _ = writeln!(self.out, "{icon} <b>{}</b>", escape(&goal));
+            }
+            Format::Plain => {
+                let _ = writeln!(self.out, "{icon} {goal}");
+            }
         }
     }
 
     fn bold_line(&mut self, label: &str, rest: &str) {
         match self.format {
-            Format::Html => self.out.push_str(&format!(
-                "<b>{}</b>{}\n",
-                escape(label.trim_end()),
-                escape(&format!(" {rest}"))
-            )),
-            Format::Plain => self.out.push_str(&format!("{label}{rest}\n")),
+            Format::Html => {
+                let _ = writeln!(
+                    self.out,
+                    "<b>{}</b>{}",
+                    escape(label.trim_end()),
+                    escape(&format!(" {rest}"))
+                );
+            }
+            Format::Plain => {
+                let _ = writeln!(self.out, "{label}{rest}");
+            }
         }
     }
 
@@ -143,10 +151,12 @@ impl Msg {
     fn pre(&mut self, lines: &[String]) {
         let body = lines.join("\n");
         match self.format {
-            Format::Html => self
-                .out
-                .push_str(&format!("<pre>{}</pre>\n", escape(&body))),
-            Format::Plain => self.out.push_str(&format!("{body}\n")),
+            Format::Html => {
+                let _ = writeln!(self.out, "<pre>{}</pre>", escape(&body));
+            }
+            Format::Plain => {
+                let _ = writeln!(self.out, "{body}");
+            }
         }
     }
 }

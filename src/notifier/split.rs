@@ -2,6 +2,8 @@
 //! boundaries, without breaking the HTML: a `<pre>` block cut in two is closed at the end of
 //! one part and reopened at the start of the next, and no cut falls inside a tag or an entity.
 
+use std::fmt::Write as _;
+
 /// The Bot API's limit on one message's text.
 pub(crate) const LIMIT: usize = 4096;
 
@@ -49,14 +51,17 @@ fn finish(current: &str, open: &[String], html: bool) -> String {
     let mut part = current.trim_end().to_string();
     if html {
         for tag in open.iter().rev() {
-            part.push_str(&format!("</{tag}>"));
+            let _ = write!(part, "</{tag}>");
         }
     }
     part
 }
 
 fn reopen(open: &[String]) -> String {
-    open.iter().map(|t| format!("<{t}>")).collect()
+    open.iter().fold(String::new(), |mut out, t| {
+        let _ = write!(out, "<{t}>");
+        out
+    })
 }
 
 /// A line as one piece, or, when it is longer than `max`, cut into pieces of at most `max`

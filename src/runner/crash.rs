@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Every crash point, in the order a step passes them.
+/// (A revived runner also passes `after-revival`, right after it took the loop over.)
 pub const POINTS: &[&str] = &[
     "before-spawn-write",
     "after-spawn-write",

@@ -175,7 +175,7 @@ impl Ledger {
     /// archived one, a plain `loop fire`) are not this loop's.
     #[must_use]
     pub fn load(state_dir: &Path, loop_id: &str) -> Self {
-        let tasks_dir = state_dir.join("tasks");
+        let tasks_dir = crate::layout::Layout::dir(state_dir).tasks();
         let mut found: Vec<(String, Entry)> = Vec::new();
         if let Ok(dir) = std::fs::read_dir(&tasks_dir) {
             for e in dir.flatten() {
@@ -183,7 +183,7 @@ impl Ledger {
                 if id.starts_with('.') {
                     continue;
                 }
-                let Some(spec) = std::fs::read(e.path().join("spec.json"))
+                let Some(spec) = std::fs::read(e.path().join(crate::bridge::SPEC_FILE))
                     .ok()
                     .and_then(|b| serde_json::from_slice::<SpecFields>(&b).ok())
                 else {

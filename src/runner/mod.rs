@@ -3,9 +3,19 @@
 //! write. It blocks on file events and timers; while a step runs it does no work at all.
 
 mod crash;
+pub mod git;
 mod ledger;
+pub mod lock;
+pub mod plan_import;
+mod progress;
+pub mod prompt;
+pub mod registry;
+pub mod revive;
+pub mod settings;
 mod start;
 mod step;
+pub mod stopfile;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,16 +23,17 @@ use std::time::Duration;
 use anyhow::Context;
 use chrono::Utc;
 
-use crate::engine::{self, Next, Outcome, Transition};
+use crate::decision_log;
+use crate::engine::{self, Effect, Next, Outcome, Transition, Write};
 use crate::exit::Status as Exit;
 use crate::m1::{Document, Edit, M1, Status, Store, StoreError};
 use crate::notifier::{self, Event, Notifier};
-use crate::settings::Settings;
-use crate::watch::{Wake, Watch};
-use crate::{decision_log, lock, stopfile};
+use crate::runner::settings::Settings;
+use crate::runner::watch::{Wake, Watch};
 
 pub use crash::POINTS as CRASH_POINTS;
-pub use start::{StartRequest, resume, start, stop};
+pub use progress::Mode as ProgressMode;
+pub use start::{StartRequest, resume, resume_as, start, stop};
 
 /// How often the runner re-checks what it waits for when no file event arrives (the poll
 /// fallback of DESIGN §4). One stat or two per second: no measurable CPU.
@@ -48,6 +59,8 @@ pub struct Runner {
     notifier: Box<dyn Notifier>,
     watch: Watch,
     echo: bool,
+    /// The live line while a step runs (foreground runners only).
+    progress: progress::Progress,
     invalid_reported: Option<String>,
     /// Edits decided but not yet written. A step's outcome waits to go into the next spawn's
     /// write-ahead record, so one atomic write says "step N done, step N+1 spawning": a step
@@ -55,13 +68,16 @@ pub struct Runner {
     /// next commit of any kind; a runner that dies first loses only a decision it can remake
     /// from the task's exit record.
     pending: Vec<Edit>,
+    /// The end of the wait this runner last logged (when it recorded it, or when it came to
+    /// it), so that a wait is logged once however often the runner wakes during it.
+    announced_wait: Option<chrono::DateTime<Utc>>,
     /// The loop's identity (`LOOP_ID`), which its tasks carry in their environment.
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
     ledger: ledger::Ledger,
     _lock: lock::RunnerLock,
     /// This runner in the per-user registry, for `loop stop` to wait on; removed on drop.
-    _registration: Option<crate::registry::Registration>,
+    _registration: Option<crate::runner::registry::Registration>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -77,6 +93,8 @@ impl std::fmt::Debug for Runner {
 pub struct RunOptions {
     /// Print each decision on stdout, as well as logging it.
     pub echo: bool,
+    /// Show what the agent does while a step runs (see [`ProgressMode`]).
+    pub progress: ProgressMode,
 }
 
 impl Runner {
@@ -86,9 +104,13 @@ impl Runner {
     /// The lock is held, M1.md is missing or invalid, or `loop.yaml` is malformed.
     pub fn open(file: &Path, settings: Settings, opts: &RunOptions) -> anyhow::Result<Self> {
         let lock = lock::acquire(file)?;
-        let registration = crate::registry::register(file);
-        let (store, doc) = Store::open(file)?;
-        let state_dir = crate::cli::state_dir(file);
+        let registration = crate::runner::registry::register(file);
+        let (store, doc) = Store::open(file).map_err(|e| match e {
+            // Bad input the person fixes: exit 2, with every error at its line and column.
+            StoreError::DiskInvalid(errs) => crate::exit::Exit::bad_input(errs.to_string()).into(),
+            other => anyhow::Error::new(other),
+        })?;
+        let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
         let workdir = doc
             .get(&["WORKDIR"])
             .map(PathBuf::from)
@@ -114,8 +136,10 @@ impl Runner {
             notifier,
             watch,
             echo: opts.echo,
+            progress: progress::Progress::new(opts.progress),
             invalid_reported: None,
             pending: Vec::new(),
+            announced_wait: None,
             loop_id,
             ledger,
             _lock: lock,
@@ -131,6 +155,7 @@ impl Runner {
     fn say(&self, line: &str) {
         let _ = decision_log::append(&self.state_dir, line);
         if self.echo {
+            self.progress.clear();
             crate::outln!("{} {line}", Utc::now().format("%H:%M:%S"));
         }
     }
@@ -248,43 +273,22 @@ impl Runner {
     /// (STATUS WAITING and the reason, nothing else) and end with exit 3.
     fn halt_unrecordable(&mut self, errs: &crate::m1::Errors) -> anyhow::Error {
         self.pending.clear();
-        let what = engine::one_line(&errs.to_string(), 240);
-        let reason =
-            format!("M1.md was edited so that the runner's record would make it invalid ({what})");
-        let how = "fix M1.md (the plan, CURRENT_STEP, the step lines), then `loop resume`";
-        let edits = [
-            Edit::Status(Status::Waiting),
-            Edit::set(
-                &["LAST_ACTION"],
-                engine::one_line(&format!("Waiting: {reason}"), 300),
-            ),
-            Edit::set(&["NEXT_ACTION"], how),
-        ];
-        let written = match self.store.commit(&edits) {
+        let t = engine::unrecordable(&errs.to_string());
+        let written = match self.store.commit(&t.edits) {
             Ok(doc) => {
                 self.doc = doc;
                 "STATUS WAITING written"
             }
             Err(_) => "nothing written",
         };
-        self.say(&format!("halt: {reason}; {written}"));
+        self.say(&format!("{}; {written}", t.log));
         let m = self.view();
-        self.notify(&Event::Waiting {
-            goal: m.goal,
-            reason: reason.clone(),
-            how_to_continue: how.into(),
-        });
-        crate::exit::Exit::waiting(format!("{reason}; {how}")).into()
-    }
-
-    /// Holds a transition for the next write (see `pending`); only for outcomes after which
-    /// the loop goes on.
-    fn defer(&mut self, t: &Transition) {
-        for e in &t.edits {
-            self.doc.apply(e);
-        }
-        self.pending.extend(t.edits.iter().cloned());
-        self.say(&t.log);
+        self.carry_out(&m, &t.effects);
+        let why = match t.effects.first() {
+            Some(Effect::Waiting { reason, how }) => format!("{reason}; {how}"),
+            _ => t.log.clone(),
+        };
+        crate::exit::Exit::waiting(why).into()
     }
 
     /// Writes how a task was judged into the ledger, before M1.md says it. A task is judged
@@ -312,13 +316,77 @@ impl Runner {
         self.commit(&[])
     }
 
+    /// Carries a transition out: writes it (or holds it for the next spawn's write, see
+    /// `pending`), logs it, and does what follows it.
     fn apply(&mut self, t: &Transition) -> anyhow::Result<Option<Exit>> {
-        self.commit(&t.edits)?;
+        let before = self.view();
+        match (t.write, &t.outcome) {
+            (Write::WithNextSpawn, Outcome::Continue) => {
+                for e in &t.edits {
+                    self.doc.apply(e);
+                }
+                self.pending.extend(t.edits.iter().cloned());
+            }
+            _ => self.commit(&t.edits)?,
+        }
         self.say(&t.log);
+        self.carry_out(&before, &t.effects);
         Ok(match t.outcome {
             Outcome::Exit(s) => Some(s),
             Outcome::Continue => None,
         })
+    }
+
+    /// Does what follows a recorded transition: notifications, ticking a checklist. `before`
+    /// is the loop as it was before the transition (its goal, its plan).
+    fn carry_out(&mut self, before: &M1, effects: &[Effect]) {
+        let goal = before.goal.clone();
+        for effect in effects {
+            let event = match effect {
+                Effect::Waiting { reason, how } => Event::Waiting {
+                    goal: goal.clone(),
+                    reason: reason.clone(),
+                    how_to_continue: how.clone(),
+                },
+                Effect::Failed { step, reason } => Event::Failed {
+                    goal: goal.clone(),
+                    step: (*step > 0).then_some(*step),
+                    reason: reason.clone(),
+                    log_tail: self.failure_tail(before),
+                },
+                Effect::StepDone { step, summary } => Event::StepDone {
+                    goal: goal.clone(),
+                    step: *step,
+                    total: u32::try_from(before.plan.steps.len()).unwrap_or(0),
+                    summary: summary.clone(),
+                },
+                Effect::Planned => Event::Started {
+                    goal: goal.clone(),
+                    steps: self
+                        .view()
+                        .plan
+                        .steps
+                        .iter()
+                        .map(|s| s.text.clone())
+                        .collect(),
+                },
+                Effect::UsageWait {
+                    step,
+                    until,
+                    reason,
+                } => Event::Text(format!(
+                    "{goal}\nUsage limit hit on step {step} ({reason}). Waiting until {} UTC, \
+                     then carrying on.",
+                    until.format("%Y-%m-%d %H:%M")
+                )),
+                Effect::Done => self.done_event(before),
+                Effect::TickPlanFile(step) => {
+                    self.tick_plan_file(*step);
+                    continue;
+                }
+            };
+            self.notify(&event);
+        }
     }
 
     /// Drives the loop until it is DONE, FAILED or WAITING.
@@ -337,10 +405,7 @@ impl Runner {
             let caps = self.settings.caps(&m);
             let next = engine::next(&m, &caps, Utc::now());
             // A held outcome rides on the next write; where none follows at once, write it now.
-            if matches!(
-                next,
-                Next::Finished(_) | Next::Paused(_) | Next::Await { .. } | Next::WaitUntil { .. }
-            ) {
+            if next.writes_held_first() {
                 self.flush()?;
             }
             let exit = match next {
@@ -359,7 +424,10 @@ impl Runner {
                 Next::Complete => Some(self.complete(&m)?),
                 Next::Await { step, task_id } => self.await_task(step, &task_id)?,
                 Next::WaitUntil { until, reason } => {
-                    self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
+                    if self.announced_wait != Some(until) {
+                        self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
+                        self.announced_wait = Some(until);
+                    }
                     self.wait_until(until)?
                 }
                 Next::Plan { attempt, session } => self.spawn(0, attempt, &session)?,
@@ -369,20 +437,10 @@ impl Runner {
                     session,
                 } => self.spawn(step, attempt, &session)?,
                 Next::Exhausted { step, reason } => {
-                    let t = engine::exhausted(step, &reason);
-                    let exit = self.apply(&t)?;
-                    self.notify_failed(&m, step, &reason);
-                    exit
+                    self.apply(&engine::exhausted(step, &reason))?
                 }
                 Next::Halt { reason, how } => {
-                    let t = engine::halt(m.plan.current_step, &reason, &how);
-                    let exit = self.apply(&t)?;
-                    self.notify(&Event::Waiting {
-                        goal: m.goal.clone(),
-                        reason,
-                        how_to_continue: how,
-                    });
-                    exit
+                    self.apply(&engine::halt(m.plan.current_step, &reason, &how))?
                 }
             };
             if let Some(exit) = exit {
@@ -414,30 +472,16 @@ impl Runner {
 
     fn complete(&mut self, m: &M1) -> anyhow::Result<Exit> {
         crash::point("before-done-write");
-        let done = m
-            .plan
-            .steps
-            .iter()
-            .filter(|s| s.state == crate::m1::StepState::Done)
-            .count();
-        let t = Transition {
-            edits: vec![
-                Edit::Status(Status::Done),
-                Edit::Clear(vec!["CURRENT".into()]),
-                Edit::set(
-                    &["LAST_ACTION"],
-                    format!(
-                        "All {} steps done ({done} run, the rest skipped)",
-                        m.plan.steps.len()
-                    ),
-                ),
-                Edit::set(&["NEXT_ACTION"], "Nothing: the goal is reached"),
-            ],
-            log: format!("done: all {} steps DONE or SKIPPED", m.plan.steps.len()),
-            outcome: Outcome::Exit(Exit::Ok),
-        };
-        self.apply(&t)?;
+        let t = engine::complete(m);
+        self.commit(&t.edits)?;
+        self.say(&t.log);
         crash::point("after-done-write");
+        self.carry_out(m, &t.effects);
+        Ok(Exit::Ok)
+    }
+
+    /// The DONE notification: each step's summary, the cost, the time since the loop started.
+    fn done_event(&self, m: &M1) -> Event {
         let summaries = m
             .plan
             .steps
@@ -457,34 +501,39 @@ impl Runner {
         let elapsed_s = started.map_or(0, |t| {
             u64::try_from((Utc::now() - t.with_timezone(&Utc)).num_seconds()).unwrap_or(0)
         });
-        self.notify(&Event::Done {
+        Event::Done {
             goal: m.goal.clone(),
             summaries,
             cost_usd: engine::spent(m),
             elapsed_s,
-        });
-        Ok(Exit::Ok)
+        }
     }
 
-    fn notify_failed(&mut self, m: &M1, step: u32, reason: &str) {
-        let log_tail = m
-            .current
+    /// The end of what the failed step printed (its stderr), else of the decision log.
+    fn failure_tail(&self, m: &M1) -> Vec<String> {
+        m.current
             .task_id
             .as_deref()
             .map(|id| {
                 decision_log::last_lines(
-                    &crate::bridge::task_dir(&self.state_dir, id).join("stderr"),
+                    &crate::layout::Layout::dir(&self.state_dir).task_stderr(id),
                     10,
                 )
             })
             .filter(|t| !t.is_empty())
-            .unwrap_or_else(|| decision_log::tail(&self.state_dir, 5));
-        self.notify(&Event::Failed {
-            goal: m.goal.clone(),
-            step: (step > 0).then_some(step),
-            reason: reason.to_string(),
-            log_tail,
-        });
+            .unwrap_or_else(|| decision_log::tail(&self.state_dir, 5))
+    }
+
+    /// Ticks the step's box in the `--plan` file it came from, if any (one byte changes).
+    fn tick_plan_file(&mut self, step: u32) {
+        let Some(path) = self.doc.get(&["PLAN_FILE"]) else {
+            return;
+        };
+        if let Err(e) = crate::runner::plan_import::tick(Path::new(&path), step) {
+            self.say(&format!(
+                "plan file: could not tick step {step} in {path}: {e:#}"
+            ));
+        }
     }
 
     /// The stop file appeared: kill the step's whole group, confirm it dead, then write WAITING.
@@ -506,11 +555,6 @@ impl Runner {
             self.record_judged(id, "stopped", &t.edits)?;
         }
         let exit = self.apply(&t)?;
-        self.notify(&Event::Waiting {
-            goal: m.goal.clone(),
-            reason: format!("stopped by {}", stop.display()),
-            how_to_continue: format!("remove {} and run `loop resume`", stop.display()),
-        });
         Ok(exit.unwrap_or(Exit::Waiting))
     }
 
@@ -532,6 +576,36 @@ impl Runner {
             stop.display()
         ));
         Exit::Waiting
+    }
+
+    /// This runner took over a loop whose runner died: recorded (for the guard against a
+    /// runner that keeps dying), logged with who revived it, and told to the human.
+    fn revived(&mut self, by: &str) {
+        revive::record(&self.file, by);
+        let m = self.view();
+        let at = match m.plan.current_step {
+            0 => "while planning".to_string(),
+            n => format!("at step {n}"),
+        };
+        self.say(&format!(
+            "revive: the runner had died {at}; resumed by itself (revived by {by})"
+        ));
+        self.notify(&Event::Text(format!(
+            "{}\nThe runner died {at}; the loop resumed by itself (revived by {by}).",
+            m.goal
+        )));
+        crash::point("after-revival");
+    }
+
+    /// Halts the loop WAITING with `reason` (and `how` to go on), telling the human.
+    ///
+    /// # Errors
+    /// When M1.md cannot be written.
+    pub fn halt(&mut self, reason: &str, how: &str) -> anyhow::Result<Exit> {
+        let step = self.view().plan.current_step;
+        Ok(self
+            .apply(&engine::halt(step, reason, how))?
+            .unwrap_or(Exit::Waiting))
     }
 
     /// The path of M1.md.

@@ -9,11 +9,12 @@ use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
 
 use super::{RunOptions, Runner};
+use super::{lock, registry, stopfile};
+use crate::decision_log;
 use crate::exit::{Exit, Status as ExitStatus};
 use crate::m1::{Document, Edit, Status, StepState, Store, setting};
 use crate::notifier::Event;
-use crate::settings::{Overrides, Settings};
-use crate::{cli, decision_log, lock, registry, stopfile};
+use crate::runner::settings::{Overrides, Settings};
 
 const TEMPLATE: &str = include_str!("../../templates/M1.md");
 
@@ -139,7 +140,7 @@ fn check_agent(settings: &Settings) -> anyhow::Result<()> {
         setting::permission_mode(mode)
             .map_err(|e| Exit::bad_input(format!("{e}; nothing was changed")))?;
     }
-    crate::settings::find_program(&settings.agent.program)
+    crate::runner::settings::find_program(&settings.agent.program)
         .map_err(|e| Exit::bad_input(format!("{e}; nothing was changed")))?;
     Ok(())
 }
@@ -158,28 +159,18 @@ fn check_agent_of(file: &Path, settings: &Settings) -> anyhow::Result<()> {
         return Ok(());
     }
     let program = settings.agent_for(&m).program;
-    crate::settings::find_program(&program)
+    crate::runner::settings::find_program(&program)
         .map_err(|e| Exit::bad_input(format!("{e}; then `loop resume` again")))?;
     Ok(())
 }
 
-/// The text of a new M1.md.
-fn new_document(
-    req: &StartRequest,
-    steps: &[(bool, String)],
-    settings: &Settings,
-) -> anyhow::Result<String> {
-    let mut doc = Document::parse(TEMPLATE).map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
+/// Every setting that changes what runs, so that any later runner runs the same thing:
+/// `LIMITS:` with exact durations, and `AGENT:`.
+fn settings_edits(settings: &Settings) -> Vec<Edit> {
     let caps = settings.caps_for_new();
     let agent = &settings.agent;
-    let workdir = match &req.workdir {
-        Some(w) => w.clone(),
-        None => std::env::current_dir().context("while reading the current directory")?,
-    };
     let exact = crate::duration::exact;
-    // Every setting that changes what runs, so that any later runner runs the same thing.
     let mut edits = vec![
-        Edit::set(&["GOAL"], req.goal.clone()),
         Edit::set(&["LIMITS", "MAX_RETRIES"], caps.max_retries.to_string()),
         Edit::set(&["LIMITS", "MAX_STEPS"], caps.max_steps.to_string()),
         Edit::set(&["LIMITS", "STEP_TIMEOUT"], exact(caps.step_timeout)),
@@ -214,6 +205,22 @@ fn new_document(
             setting::format_args(&agent.extra_args),
         ));
     }
+    edits
+}
+
+/// The text of a new M1.md.
+fn new_document(
+    req: &StartRequest,
+    steps: &[(bool, String)],
+    settings: &Settings,
+) -> anyhow::Result<String> {
+    let mut doc = Document::parse(TEMPLATE).map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
+    let workdir = match &req.workdir {
+        Some(w) => w.clone(),
+        None => std::env::current_dir().context("while reading the current directory")?,
+    };
+    let mut edits = settings_edits(settings);
+    edits.insert(0, Edit::set(&["GOAL"], req.goal.clone()));
     if let Some(c) = req.constraints.as_ref().filter(|c| !c.trim().is_empty()) {
         edits.push(Edit::set(&["CONSTRAINTS"], c.clone()));
     }
@@ -260,7 +267,7 @@ fn new_document(
 /// # Errors
 /// Bad input (exit 2), a stop file (exit 3), or I/O failures.
 pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Result<ExitStatus> {
-    let state_dir = cli::state_dir(file);
+    let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     refuse_if_stopped(&state_dir)?;
     if req.goal.trim().is_empty() {
         return Err(Exit::bad_input("the goal is empty; say what the loop should achieve").into());
@@ -274,7 +281,7 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Resu
             ))
             .into());
         }
-        Some(p) => crate::plan_import::read(p)?,
+        Some(p) => crate::runner::plan_import::read(p)?,
         None => req
             .steps
             .iter()
@@ -313,7 +320,7 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Resu
     Store::create(file, &text)?;
     let _ = decision_log::append(&state_dir, &format!("start: new loop, goal: {}", req.goal));
     if req.detach {
-        return detach(file, &state_dir);
+        return detach(file, None);
     }
     let mut runner = Runner::open(file, settings, opts)?;
     if !steps.is_empty() {
@@ -336,7 +343,21 @@ pub fn resume(
     overrides: Overrides,
     opts: &RunOptions,
 ) -> anyhow::Result<ExitStatus> {
-    let state_dir = cli::state_dir(file);
+    resume_as(file, detach_it, overrides, opts, None)
+}
+
+/// `loop resume`, by a person (`revived_by` none) or as a revival of a loop whose runner died.
+///
+/// # Errors
+/// As [`resume`].
+pub fn resume_as(
+    file: &Path,
+    detach_it: bool,
+    overrides: Overrides,
+    opts: &RunOptions,
+    revived_by: Option<&str>,
+) -> anyhow::Result<ExitStatus> {
+    let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     if !file.exists() {
         return Err(Exit::bad_input(format!(
             "no loop at {}: start one with `loop start \"GOAL\"`",
@@ -359,7 +380,7 @@ pub fn resume(
             ))
             .into());
         }
-        return detach(file, &state_dir);
+        return detach(file, revived_by);
     }
     let mut runner = Runner::open(file, settings, opts)?;
     let m = runner.view();
@@ -394,31 +415,47 @@ pub fn resume(
                 m.status.as_str()
             ));
         }
-        Status::Running => runner.say("resume: STATUS RUNNING; carrying on from M1.md"),
+        Status::Running => match revived_by {
+            Some(by) => runner.revived(by),
+            None => runner.say("resume: STATUS RUNNING; carrying on from M1.md"),
+        },
+    }
+    if revived_by.is_none() {
+        super::revive::forget(file);
     }
     runner.drive()
 }
 
 /// Runs `loop resume` for `file` in the background, in its own session, and returns at once.
-fn detach(file: &Path, state_dir: &Path) -> anyhow::Result<ExitStatus> {
+/// A revival says `revived_by` whom, and prints nothing.
+pub(super) fn detach(file: &Path, revived_by: Option<&str>) -> anyhow::Result<ExitStatus> {
     let exe = std::env::current_exe().context("while finding the loop binary")?;
     let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
-    let out_path = state_dir.join("runner.out");
+    let out_path = crate::layout::Layout::of(file).runner_out();
     let out = OpenOptions::new()
         .create(true)
         .append(true)
         .open(&out_path)
         .with_context(|| format!("while opening {}", out_path.display()))?;
-    let child = Command::new(exe)
-        .arg("--file")
+    let mut cmd = Command::new(exe);
+    cmd.arg("--file")
         .arg(&abs)
         .arg("resume")
+        // Its output is a file: decisions only (`loop status` shows the agent's activity).
+        .arg("--quiet")
         .env("LOOP_DETACHED", "1")
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)
-        .stderr(out)
+        .stderr(out);
+    if let Some(by) = revived_by {
+        cmd.arg("--revived-by").arg(by);
+    }
+    let child = cmd
         .spawn()
         .context("while starting the background runner")?;
+    if revived_by.is_some() {
+        return Ok(ExitStatus::Ok);
+    }
     crate::outln!(
         "loop runs in the background (pid {}); follow it with `loop status --file {}`; its output \
          goes to {}",

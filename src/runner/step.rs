@@ -1,24 +1,23 @@
 //! One attempt of one step: write-ahead, spawn through the exec bridge, wait, judge, record.
 
-use std::path::Path;
-
 use anyhow::Context;
 use chrono::Utc;
+use std::fmt::Write as _;
 
 use super::{POLL, Runner, crash};
-use crate::agent::{self, ExitInfo, Session, Verdict};
+use super::{prompt, stopfile};
+use crate::agent::{self, ExitInfo, Session};
 use crate::bridge::{self, FireRequest, TaskReport, TaskState};
-use crate::engine::{self, Attempt, Facts, Judgement, SessionPlan, TaskEnd};
+use crate::engine::{self, Attempt, Facts, Judgement, OnRecord, SessionPlan, SpawnFacts, TaskEnd};
 use crate::exit::Status as Exit;
-use crate::m1::{Edit, M1};
-use crate::notifier::Event;
-use crate::watch::Wake;
-use crate::{prompt, stopfile, verify};
+use crate::m1::M1;
+use crate::runner::watch::Wake;
+use crate::verify;
 
 /// The ledger's name of a judgement.
 fn verdict_name(j: &Judgement) -> &'static str {
     match j {
-        Judgement::Pass { .. } => "pass",
+        Judgement::Pass { .. } | Judgement::Planned { .. } => "pass",
         Judgement::NeedsVerify => "verify",
         Judgement::Retry { .. } => "retry",
         Judgement::Exhausted { .. } => "failed",
@@ -30,23 +29,55 @@ fn verdict_name(j: &Judgement) -> &'static str {
     }
 }
 
-/// The lines that name task `task_id` of `step` as the running one: its id, the step, and,
-/// when the ledger knows them, its attempt and session.
-fn task_on_record(step: u32, task_id: &str, entry: Option<&super::ledger::Entry>) -> Vec<Edit> {
-    let mut edits = vec![
-        Edit::set(&["CURRENT", "TASK_ID"], task_id),
-        Edit::set(&["PLAN", "CURRENT_STEP"], step.to_string()),
-    ];
-    if step > 0 {
-        edits.push(Edit::StepState(step, crate::m1::StepState::Running));
+/// Task `e` of the ledger as the running one.
+fn on_record(e: &super::ledger::Entry) -> OnRecord<'_> {
+    OnRecord {
+        step: e.step,
+        task_id: &e.task_id,
+        attempt: Some(e.attempt),
+        session_id: e.session_id.as_deref(),
     }
-    if let Some(e) = entry {
-        edits.push(Edit::set(&["CURRENT", "ATTEMPT"], e.attempt.to_string()));
-        if let Some(sid) = &e.session_id {
-            edits.push(Edit::set(&["CURRENT", "SESSION_ID"], sid.clone()));
+}
+
+/// What an ended task left for the judge: how it ended, and what its agent said.
+struct Run {
+    end: TaskEnd,
+    class: Option<agent::Class>,
+    answer: String,
+    denials: Vec<String>,
+    session_id: Option<String>,
+    cost_usd: f64,
+}
+
+impl Run {
+    /// Reads the task's stream-json and stderr.
+    fn read(report: &TaskReport) -> Self {
+        // A task still running has no end; it is judged only once it has one (LOST if none).
+        let end = report.end.clone().unwrap_or(TaskEnd::Lost);
+        let stream = agent::read_stream_file(&report.stdout_path).unwrap_or_default();
+        let stderr =
+            String::from_utf8_lossy(&std::fs::read(&report.stderr_path).unwrap_or_default())
+                .into_owned();
+        let class = matches!(end, TaskEnd::Exited { .. }).then(|| {
+            let exit = ExitInfo {
+                code: report.exit_code,
+                signal: report.signal,
+                killed_by_runner: false,
+            };
+            agent::classify(&exit, &stderr, &stream, Utc::now())
+        });
+        let result = stream.result.as_ref();
+        Self {
+            end,
+            class,
+            answer: result.and_then(|r| r.result.clone()).unwrap_or_default(),
+            denials: result
+                .map(|r| r.permission_denials.clone())
+                .unwrap_or_default(),
+            cost_usd: result.and_then(|r| r.total_cost_usd).unwrap_or(0.0),
+            session_id: stream.session_id,
         }
     }
-    edits
 }
 
 /// A step that has run this long gets its agent's pid recorded in CURRENT.
@@ -70,15 +101,17 @@ impl Runner {
         if step == 0 {
             let mut p = prompt::plan(m, caps.max_steps);
             if let Some(err) = m.results.get(&0).and_then(|r| r.error.as_deref()) {
-                p.push_str(&format!("\n\nYour previous answer was not usable: {err}\n"));
+                let _ = writeln!(p, "\n\nYour previous answer was not usable: {err}");
             }
             return p;
         }
         if let Some(q) = extra(m, step, "BLOCKED") {
             return prompt::answered(m, step, q);
         }
-        match m.results.get(&step).and_then(|r| r.error.as_deref()) {
-            Some(err) if resumed => prompt::fix(m, step, attempt, caps.max_retries, err),
+        let error = m.results.get(&step).and_then(|r| r.error.as_deref());
+        match (extra(m, step, "INTERRUPTED"), error) {
+            (Some(why), _) if resumed => prompt::interrupted(m, step, why, error),
+            (None, Some(err)) if resumed => prompt::fix(m, step, attempt, caps.max_retries, err),
             _ => prompt::step(m, step),
         }
     }
@@ -113,13 +146,18 @@ impl Runner {
         let prompt = self.prompt_for(&m, step, attempt, resumed);
         let task_id = bridge::new_task_id();
         crash::point("before-spawn-write");
-        let mut t = engine::spawn(step, attempt, &task_id, &session_id, &prompt, Utc::now());
-        if let Some(head) = crate::git::head(&self.workdir) {
-            t.edits.push(Edit::set(&["CURRENT", "GIT_HEAD"], head));
-        }
-        if self.doc.get(&["LOOP_ID"]).as_deref() != Some(self.loop_id.as_str()) {
-            t.edits.push(Edit::set(&["LOOP_ID"], self.loop_id.clone()));
-        }
+        let recorded_id = self.doc.get(&["LOOP_ID"]);
+        let t = engine::spawn(&SpawnFacts {
+            step,
+            attempt,
+            task_id: &task_id,
+            session_id: &session_id,
+            command: &prompt,
+            git_head: crate::runner::git::head(&self.workdir),
+            new_loop_id: (recorded_id.as_deref() != Some(self.loop_id.as_str()))
+                .then_some(self.loop_id.as_str()),
+            now: Utc::now(),
+        });
         self.apply(&t)?;
         crash::point("after-spawn-write");
         self.fire(step, attempt, &task_id, &session_id, resumed, &prompt)?;
@@ -163,12 +201,28 @@ impl Runner {
             stdin: None,
             env,
             env_remove: inv.env_remove,
+            // Should this runner die while the step runs, the step's end brings it back.
+            on_exit: std::env::current_exe()
+                .ok()
+                .filter(|_| super::revive::by_steps())
+                .map(|exe| {
+                    vec![
+                        exe.display().to_string(),
+                        "--file".into(),
+                        file.display().to_string(),
+                        "__revive".into(),
+                        "--by".into(),
+                        format!("the supervisor of task {task_id}"),
+                    ]
+                })
+                .unwrap_or_default(),
+            on_exit_unless_held: Some(super::lock::path_for(&file)),
         };
         bridge::fire_with_id(&self.state_dir, task_id, &req)
             .with_context(|| format!("while starting task {task_id}"))?;
         self.ledger.started(task_id, step, attempt, session_id);
         let _ = std::fs::write(
-            bridge::task_dir(&self.state_dir, task_id).join("prompt.md"),
+            crate::layout::Layout::dir(&self.state_dir).task_prompt(task_id),
             prompt,
         );
         crash::point("after-fire");
@@ -190,85 +244,139 @@ impl Runner {
             return Ok(None);
         }
         if !bridge::exists(&self.state_dir, task_id) {
-            let m = self.view();
-            let attempt = m.current.attempt.unwrap_or(1);
-            let session_id = m
-                .current
-                .session_id
-                .clone()
-                .unwrap_or_else(agent::new_session_id);
-            let resumed = resumes(&m, step, Some(&session_id));
-            self.say(&format!(
-                "resume: task {task_id} was recorded but never started; starting it now"
-            ));
-            let prompt = self.prompt_for(&m, step, attempt, resumed);
-            self.fire(step, attempt, task_id, &session_id, resumed, &prompt)?;
+            self.start_recorded(step, task_id)?;
         }
         let dir = bridge::task_dir(&self.state_dir, task_id);
         self.watch.set_task_dir(Some(&dir));
-        let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
-        let report = loop {
+        let watched = self.watch_task(step, task_id);
+        self.watch.set_task_dir(None);
+        self.progress.end();
+        match watched? {
+            Ok(report) => self.evaluate(step, task_id, &report),
+            Err(stop) => self.stop_now(&stop).map(Some),
+        }
+    }
+
+    /// Starts a task whose spawn was recorded (write-ahead) but never happened: a runner died
+    /// between the record and the start.
+    fn start_recorded(&mut self, step: u32, task_id: &str) -> anyhow::Result<()> {
+        let m = self.view();
+        let attempt = m.current.attempt.unwrap_or(1);
+        let session_id = m
+            .current
+            .session_id
+            .clone()
+            .unwrap_or_else(agent::new_session_id);
+        let resumed = resumes(&m, step, Some(&session_id));
+        self.say(&format!(
+            "resume: task {task_id} was recorded but never started; starting it now"
+        ));
+        let prompt = self.prompt_for(&m, step, attempt, resumed);
+        self.fire(step, attempt, task_id, &session_id, resumed, &prompt)
+    }
+
+    /// Watches a running task until it ends (its report) or a stop file appears (its path),
+    /// keeping it on record and its pid in CURRENT, and the live line up to date.
+    fn watch_task(
+        &mut self,
+        step: u32,
+        task_id: &str,
+    ) -> anyhow::Result<Result<TaskReport, std::path::PathBuf>> {
+        let mut first = true;
+        loop {
             let report = bridge::check(&self.state_dir, task_id)?;
+            if first {
+                first = false;
+                self.begin_progress(step, &report);
+            }
+            self.progress.update();
             if let Some(pid) = report.pid
                 && report.state == TaskState::Running
                 && report.elapsed >= PID_RECORD_AFTER
                 && self.view().current.cc_pid != Some(pid)
             {
-                // The agent's pid (seed: CC_PID), for a step that runs long enough for a person
-                // to look; an instant one is spared the write.
-                self.commit(&[Edit::set(&["CURRENT", "CC_PID"], pid.to_string())])?;
+                // An instant step is spared the write.
+                self.commit(&engine::pid_recorded(pid).edits)?;
                 crash::point("after-pid-write");
             }
             if report.state != TaskState::Running {
-                break report;
+                return Ok(Ok(report));
             }
-            let checked = std::time::Instant::now();
-            // Output makes the task directory busy; between full checks (at most every
-            // PID_RECORD_AFTER, and on each poll) a wake costs one look for the exit record.
-            // A full check comes at least every POLL by the clock, however often M1.md is
-            // saved: its events never keep the runner from seeing the task end.
-            loop {
-                let left = POLL.saturating_sub(checked.elapsed());
-                if left.is_zero() {
-                    break;
-                }
-                match self.watch.wait(left) {
-                    Wake::M1Changed => {
-                        // A broken or half-written file is reported and waited out later, by
-                        // the write that needs it; the task is watched on meanwhile.
-                        if self.reload()? {
-                            self.keep_task_on_record(step, task_id)?;
-                        }
-                    }
-                    Wake::Task if !exit_record.exists() && checked.elapsed() < PID_RECORD_AFTER => {
-                    }
-                    Wake::Stop | Wake::Task | Wake::Timeout => break,
-                }
-            }
+            self.until_next_check(step, task_id)?;
             if let Some(stop) = stopfile::present(&self.state_dir) {
-                self.watch.set_task_dir(None);
-                return self.stop_now(&stop).map(Some);
+                return Ok(Err(stop));
             }
+        }
+    }
+
+    /// Sleeps on events until the next full check of a running task. Output makes the task
+    /// directory busy; between full checks (at most every `PID_RECORD_AFTER`, and on each poll)
+    /// a wake costs one look for the exit record. A full check comes at least every POLL by
+    /// the clock, however often M1.md is saved: its events never keep the runner from seeing
+    /// the task end.
+    fn until_next_check(&mut self, step: u32, task_id: &str) -> anyhow::Result<()> {
+        let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
+        let checked = std::time::Instant::now();
+        loop {
+            let left = POLL.saturating_sub(checked.elapsed());
+            if left.is_zero() {
+                return Ok(());
+            }
+            match self.watch.wait(left) {
+                Wake::M1Changed => {
+                    // A broken or half-written file is reported and waited out later, by the
+                    // write that needs it; the task is watched on meanwhile.
+                    if self.reload()? {
+                        self.keep_task_on_record(step, task_id)?;
+                    }
+                }
+                Wake::Task if !exit_record.exists() && checked.elapsed() < PID_RECORD_AFTER => {
+                    self.progress.update();
+                }
+                Wake::Stop | Wake::Task | Wake::Timeout => return Ok(()),
+            }
+        }
+    }
+
+    /// Starts the live line for a task just found (or re-adopted) running.
+    fn begin_progress(&mut self, step: u32, report: &TaskReport) {
+        let m = self.view();
+        let what = if step == 0 {
+            "planning".to_string()
+        } else {
+            format!("step {step}")
         };
-        self.watch.set_task_dir(None);
-        self.evaluate(step, task_id, &report)
+        let label = format!("{what} attempt {}", m.current.attempt.unwrap_or(1));
+        self.progress.begin(
+            label,
+            &report.stdout_path,
+            report.elapsed,
+            engine::spent(&m),
+        );
     }
 
     /// A save made from a text read before the runner recorded this task (an editor that
-    /// ignores the change on disk) drops the record; the task still runs, so the record goes
-    /// back, or a later decision would start a second agent for the same step.
+    /// ignores the change on disk) drops the record while the task runs: it goes back.
     fn keep_task_on_record(&mut self, step: u32, task_id: &str) -> anyhow::Result<()> {
         let m = self.view();
         if m.current.task_id.as_deref() == Some(task_id) || m.status != crate::m1::Status::Running {
             return Ok(());
         }
-        let edits = task_on_record(step, task_id, self.ledger.entry(task_id));
-        self.say(&format!(
-            "record: a save dropped task {task_id} from CURRENT while it runs; recorded it again"
+        let entry = self.ledger.entry(task_id).cloned();
+        let t = engine::kept_on_record(&entry.as_ref().map_or(
+            OnRecord {
+                step,
+                task_id,
+                attempt: None,
+                session_id: None,
+            },
+            on_record,
         ));
-        self.commit(&edits)
+        self.apply(&t).map(|_| ())
     }
 
+    /// Judges a task that ended and records the judgement: gather what it left (I/O), ask the
+    /// engine (running VERIFY when it asks for it), carry the transition out.
     fn evaluate(
         &mut self,
         step: u32,
@@ -277,9 +385,107 @@ impl Runner {
     ) -> anyhow::Result<Option<Exit>> {
         let m = self.view();
         let caps = self.settings.caps(&m);
+        self.clean_up_after(task_id, report)?;
+        let run = Run::read(report);
+        let attempt = m.current.attempt.unwrap_or(1);
+        let transients = extra(&m, step, "TRANSIENT")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let Some((judgement, verified)) =
+            self.judge(&m, &caps, step, task_id, &run, attempt, transients)?
+        else {
+            let stop = stopfile::present(&self.state_dir).unwrap_or_else(stopfile::global);
+            return self.stop_now(&stop).map(Some);
+        };
+        let prior = m.results.get(&step);
+        let head_before = m.current.extra.get("GIT_HEAD").cloned();
+        let facts = Facts {
+            step,
+            attempt,
+            exit_code: report.exit_code,
+            session_id: run.session_id.or_else(|| m.current.session_id.clone()),
+            cost_usd: run.cost_usd,
+            duration_s: report.elapsed.as_secs_f64(),
+            prior_cost_usd: prior.and_then(|r| r.cost_usd).unwrap_or(0.0),
+            prior_duration_s: prior.and_then(|r| r.duration_s).unwrap_or(0.0),
+            transients,
+            commit: crate::runner::git::head(&self.workdir)
+                .filter(|h| Some(h) != head_before.as_ref()),
+            verified,
+            report: Some(format!("tasks/{task_id}/stdout")),
+            next_step: engine::open_step(&m, step)
+                .filter(|_| step > 0)
+                .map(|s| (s.n, s.text.clone())),
+            notify_each_step: self.settings.notify_each_step,
+            now: Utc::now(),
+        };
+        let t = engine::record(&judgement, &facts);
+        self.record_judged(task_id, verdict_name(&judgement), &t.edits)?;
+        crash::point("before-record-write");
+        let exit = self.apply(&t)?;
+        crash::point("after-record-write");
+        if matches!(
+            judgement,
+            Judgement::Backoff { .. } | Judgement::UsageWait { .. }
+        ) {
+            self.announced_wait = engine::wait_until(&self.view());
+        }
+        Ok(exit)
+    }
+
+    /// Asks the engine for its judgement of an attempt, running VERIFY when it asks for it:
+    /// the judgement, and whether every check that applies passed (exit, result and verdict,
+    /// or there would be no pass; VERIFY when one is set). `None` when a stop ended VERIFY.
+    #[allow(clippy::too_many_arguments)]
+    fn judge(
+        &mut self,
+        m: &M1,
+        caps: &engine::Caps,
+        step: u32,
+        task_id: &str,
+        run: &Run,
+        attempt: u32,
+        transients: u32,
+    ) -> anyhow::Result<Option<(Judgement, bool)>> {
+        let verify_cmd = if step == 0 {
+            None
+        } else {
+            self.settings.verify(m)
+        };
+        let mut verify_outcome = None;
+        loop {
+            let j = engine::judge(&Attempt {
+                step,
+                attempt,
+                end: run.end.clone(),
+                class: run.class.clone(),
+                answer: &run.answer,
+                denials: &run.denials,
+                verify_configured: verify_cmd.is_some(),
+                verify: verify_outcome.as_ref(),
+                transients,
+                resumed: resumes(m, step, m.current.session_id.as_deref()),
+                caps,
+                now: Utc::now(),
+            });
+            if j != Judgement::NeedsVerify {
+                let verified =
+                    verify_cmd.is_none() || matches!(verify_outcome, Some(verify::Outcome::Passed));
+                return Ok(Some((j, verified)));
+            }
+            let cmd = verify_cmd.clone().unwrap_or_default();
+            match self.verify(step, attempt, task_id, &cmd, caps.step_timeout)? {
+                verify::Outcome::Stopped => return Ok(None),
+                outcome => verify_outcome = Some(outcome),
+            }
+        }
+    }
+
+    /// Ends what is left of a task before it is judged: a LOST task's processes (its
+    /// supervisor and guardian died), and processes that left its group, which are named.
+    fn clean_up_after(&mut self, task_id: &str, report: &TaskReport) -> anyhow::Result<()> {
         if report.state == TaskState::Lost {
-            // Its supervisor and guardian died: whatever of the task still runs is ended, and
-            // confirmed dead, before any retry can start beside it.
+            // Ended, and confirmed dead, before any retry can start beside them.
             let after = bridge::kill(&self.state_dir, task_id, super::KILL_GRACE)
                 .with_context(|| format!("while ending what is left of lost task {task_id}"))?;
             self.say(&format!(
@@ -293,249 +499,38 @@ impl Runner {
                 bridge::describe(&report.killed_outside_group)
             ));
         }
-        let end = match report.state {
-            TaskState::Timeout if report.reason.as_deref() == Some("idle") => TaskEnd::Idle,
-            TaskState::Timeout => TaskEnd::Timeout,
-            TaskState::Killed => TaskEnd::Killed,
-            TaskState::Lost => TaskEnd::Lost,
-            _ if report.reason.as_deref() == Some("spawn_failed") => {
-                TaskEnd::SpawnFailed(report.message.clone().unwrap_or_default())
-            }
-            _ => TaskEnd::Exited(report.exit_code),
-        };
-        let stream = agent::read_stream_file(&report.stdout_path).unwrap_or_default();
-        let stderr =
-            String::from_utf8_lossy(&std::fs::read(&report.stderr_path).unwrap_or_default())
-                .into_owned();
-        let class = matches!(end, TaskEnd::Exited(_)).then(|| {
-            let exit = ExitInfo {
-                code: report.exit_code,
-                signal: report.signal,
-                killed_by_runner: false,
-            };
-            agent::classify(&exit, &stderr, &stream, Utc::now())
-        });
-        let result_text = stream
-            .result
-            .as_ref()
-            .and_then(|r| r.result.clone())
-            .unwrap_or_default();
-        let verdict = if step == 0 {
-            // The planning call answers with JSON, not a verdict line.
-            Verdict::Done("plan".into())
-        } else {
-            agent::verdict(&result_text)
-        };
-        let denials = stream
-            .result
-            .as_ref()
-            .map(|r| r.permission_denials.clone())
-            .unwrap_or_default();
-        let attempt = m.current.attempt.unwrap_or(1);
-        let session_id = stream
-            .session_id
-            .clone()
-            .or_else(|| m.current.session_id.clone());
-        let resumed = resumes(&m, step, m.current.session_id.as_deref());
-        let transients = extra(&m, step, "TRANSIENT")
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let verify_cmd = if step == 0 {
-            None
-        } else {
-            self.settings.verify(&m)
-        };
-        let mut verify_outcome = None;
-        let mut judgement;
-        loop {
-            let a = Attempt {
-                step,
-                attempt,
-                end: end.clone(),
-                class: class.clone(),
-                verdict: verdict.clone(),
-                denials: &denials,
-                verify_configured: verify_cmd.is_some(),
-                verify: verify_outcome.as_ref(),
-                transients,
-                resumed,
-                caps: &caps,
-                now: Utc::now(),
-            };
-            judgement = engine::judge(&a);
-            if judgement != Judgement::NeedsVerify {
-                break;
-            }
-            crash::point("before-verify");
-            let cmd = verify_cmd.clone().unwrap_or_default();
-            self.say(&format!("verify: step {step}: running `{cmd}`"));
-            let log = bridge::task_dir(&self.state_dir, task_id).join("verify.log");
-            let state_dir = self.state_dir.clone();
-            let env = [
-                ("LOOP_STEP".to_string(), step.to_string()),
-                ("LOOP_ATTEMPT".to_string(), attempt.to_string()),
-                ("LOOP_TASK_ID".to_string(), task_id.to_string()),
-            ];
-            let outcome = verify::run(
-                &cmd,
-                &self.workdir,
-                &env,
-                &log,
-                caps.step_timeout,
-                &mut || stopfile::present(&state_dir).is_some(),
-            )?;
-            if outcome == verify::Outcome::Stopped {
-                let stop = stopfile::present(&self.state_dir).unwrap_or_else(stopfile::global);
-                return self.stop_now(&stop).map(Some);
-            }
-            verify_outcome = Some(outcome);
-        }
+        Ok(())
+    }
 
-        let mut plan_edits = Vec::new();
-        if step == 0
-            && let Judgement::Pass { .. } = judgement
-        {
-            match agent::parse_plan(&result_text) {
-                Ok(steps) => {
-                    judgement = Judgement::Pass {
-                        summary: format!("planned {} steps", steps.len()),
-                    };
-                    plan_edits.push(Edit::SetSteps(
-                        steps
-                            .into_iter()
-                            .map(|s| (crate::m1::StepState::Pending, s))
-                            .collect(),
-                    ));
-                }
-                Err(e) => {
-                    let reason = format!("the planning answer held no usable plan: {e}");
-                    judgement = engine::failed_attempt(attempt, caps.max_retries, &reason);
-                }
-            }
-        }
-
-        let prior = m.results.get(&step);
-        let next_step = engine::open_step(&m, step).map(|s| (s.n, s.text.clone()));
-        let head_now = crate::git::head(&self.workdir);
-        let head_before = m.current.extra.get("GIT_HEAD").cloned();
-        let facts = Facts {
-            step,
-            attempt,
-            exit_code: report.exit_code,
-            session_id,
-            cost_usd: stream
-                .result
-                .as_ref()
-                .and_then(|r| r.total_cost_usd)
-                .unwrap_or(0.0),
-            duration_s: report.elapsed.as_secs_f64(),
-            prior_cost_usd: prior.and_then(|r| r.cost_usd).unwrap_or(0.0),
-            prior_duration_s: prior.and_then(|r| r.duration_s).unwrap_or(0.0),
-            transients,
-            commit: head_now.filter(|h| Some(h) != head_before.as_ref()),
-            verified: matches!(verify_outcome, Some(verify::Outcome::Passed)),
-            report: Some(format!("tasks/{task_id}/stdout")),
-            next_step: if step == 0 { None } else { next_step },
-            now: Some(Utc::now()),
-        };
-        let mut t = engine::record(&judgement, &facts);
-        if step == 0 && !plan_edits.is_empty() {
-            t.edits.extend(plan_edits);
-            t.edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], "1"));
-        }
-        self.record_judged(task_id, verdict_name(&judgement), &t.edits)?;
-        crash::point("before-record-write");
-        // A pass or a retry is followed at once by a spawn, whose write-ahead record carries it.
-        let exit = if t.outcome == engine::Outcome::Continue
-            && matches!(judgement, Judgement::Pass { .. } | Judgement::Retry { .. })
-        {
-            self.defer(&t);
-            None
-        } else {
-            self.apply(&t)?
-        };
-        crash::point("after-record-write");
-        self.after_record(&m, step, &judgement);
-        Ok(exit)
+    /// Runs the VERIFY command of a step whose attempt reported done.
+    fn verify(
+        &mut self,
+        step: u32,
+        attempt: u32,
+        task_id: &str,
+        cmd: &str,
+        timeout: std::time::Duration,
+    ) -> anyhow::Result<verify::Outcome> {
+        crash::point("before-verify");
+        self.say(&format!("verify: step {step}: running `{cmd}`"));
+        let state_dir = self.state_dir.clone();
+        let env = [
+            ("LOOP_STEP".to_string(), step.to_string()),
+            ("LOOP_ATTEMPT".to_string(), attempt.to_string()),
+        ];
+        verify::run(
+            cmd,
+            &self.workdir,
+            &env,
+            &self.state_dir,
+            task_id,
+            timeout,
+            &mut || stopfile::present(&state_dir).is_some(),
+        )
     }
 
     /// Puts a task of this loop that M1.md lost track of back on record (see [`ledger`]).
     fn adopt(&mut self, e: &super::ledger::Entry) -> anyhow::Result<()> {
-        let mut edits = vec![Edit::Clear(vec!["CURRENT".into()])];
-        edits.extend(task_on_record(e.step, &e.task_id, Some(e)));
-        edits.push(Edit::set(
-            &["LAST_ACTION"],
-            format!(
-                "Task {} (step {} attempt {}) taken back on record from the task ledger",
-                e.task_id, e.step, e.attempt
-            ),
-        ));
-        self.commit(&edits)?;
-        self.say(&format!(
-            "ledger: task {} (step {} attempt {}) was started but M1.md no longer named it (a \
-             save of an older text); taken back on record instead of starting another",
-            e.task_id, e.step, e.attempt
-        ));
-        Ok(())
-    }
-
-    /// Notifications and side effects that follow a recorded judgement.
-    fn after_record(&mut self, before: &M1, step: u32, j: &Judgement) {
-        let goal = before.goal.clone();
-        match j {
-            Judgement::Pass { .. } if step == 0 => {
-                let steps = self
-                    .view()
-                    .plan
-                    .steps
-                    .iter()
-                    .map(|s| s.text.clone())
-                    .collect();
-                self.notify(&Event::Started { goal, steps });
-            }
-            Judgement::Pass { summary } => {
-                self.tick_plan_file(step);
-                if self.settings.notify_each_step {
-                    let total = u32::try_from(before.plan.steps.len()).unwrap_or(0);
-                    self.notify(&Event::StepDone {
-                        goal,
-                        step,
-                        total,
-                        summary: summary.clone(),
-                    });
-                }
-            }
-            Judgement::Exhausted { reason } => self.notify_failed(before, step, reason),
-            Judgement::Blocked { question } => self.notify(&Event::Waiting {
-                goal,
-                reason: format!("step {step} asks: {question}"),
-                how_to_continue: "answer in M1.md (e.g. CONSTRAINTS), then `loop resume`".into(),
-            }),
-            Judgement::Halt { reason, how } => self.notify(&Event::Waiting {
-                goal,
-                reason: reason.clone(),
-                how_to_continue: how.clone(),
-            }),
-            Judgement::UsageWait { until, reason } => {
-                // Once per limit: a resumed runner that finds the same wait does not repeat it.
-                self.notify(&Event::Text(format!(
-                    "{goal}\nUsage limit hit on step {step} ({reason}). Waiting until {} UTC, then carrying on.",
-                    until.format("%Y-%m-%d %H:%M")
-                )));
-            }
-            _ => {}
-        }
-    }
-
-    /// Ticks the step's box in the `--plan` file it came from, if any (one byte changes).
-    fn tick_plan_file(&mut self, step: u32) {
-        let Some(path) = self.doc.get(&["PLAN_FILE"]) else {
-            return;
-        };
-        if let Err(e) = crate::plan_import::tick(Path::new(&path), step) {
-            self.say(&format!(
-                "plan file: could not tick step {step} in {path}: {e:#}"
-            ));
-        }
+        self.apply(&engine::adopted(&on_record(e))).map(|_| ())
     }
 }

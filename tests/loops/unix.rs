@@ -151,8 +151,8 @@ fn stop_waits_until_the_runner_has_exited() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     // Both runners let go of their loops before `stop` returned, the one of another
     // directory included, and `stop` named both.
-    assert_eq!(m1loop::lock::holder(&env.file), None);
-    assert_eq!(m1loop::lock::holder(&other), None);
+    assert_eq!(m1loop::runner::lock::holder(&env.file), None);
+    assert_eq!(m1loop::runner::lock::holder(&other), None);
     for f in [&env.file, &other] {
         assert!(
             stdout(&out).contains(&format!("stopped {}", f.display())),

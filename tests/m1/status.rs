@@ -4,17 +4,20 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::support::{Case, case, loop_with_file};
+use crate::support::{Case, Temp, case, loop_on_file, run};
 
 const SEED: &str = include_str!("../../examples/M1.md");
 
-fn status(file: &Path, json: bool) -> String {
+/// `loop status` as one user, whose per-user state (where the Telegram hint, once shown, is
+/// remembered) is the directory `user` (none: a fresh one, so the hint shows).
+fn status_as(file: &Path, json: bool, user: Option<&Path>) -> String {
+    let fresh = Temp::new();
     let args: &[&str] = if json {
         &["status", "--json"]
     } else {
         &["status"]
     };
-    let out = loop_with_file(args, file);
+    let out = run(loop_on_file(args, file).env("XDG_STATE_HOME", user.unwrap_or(fresh.path())));
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -23,6 +26,10 @@ fn status(file: &Path, json: bool) -> String {
     );
     assert!(out.stderr.is_empty());
     String::from_utf8(out.stdout).unwrap()
+}
+
+fn status(file: &Path, json: bool) -> String {
+    status_as(file, json, None)
 }
 
 /// With no Telegram settings, the human view ends with how to set them up.
@@ -145,4 +152,19 @@ fn a_status_and_goal_only_file_shows_no_plan_and_runner_keys_show_up() {
     assert_eq!(v["results"]["1"]["attempts"], 2);
     assert_eq!(v["results"]["1"]["cost_usd"], 0.5);
     assert_eq!(v["results"]["1"]["error"], "verify failed");
+}
+
+#[test]
+fn the_telegram_hint_is_shown_once_per_user_not_on_every_call() {
+    let Case { dir: _dir, file } = case("STATUS: IDLE\nGOAL: ship\n");
+    let user = Temp::new();
+    let first = status_as(&file, false, Some(user.path()));
+    assert!(first.ends_with(&format!("{HINT}\n")), "{first}");
+    let second = status_as(&file, false, Some(user.path()));
+    assert!(!second.contains("Telegram"), "{second}");
+    assert_eq!(
+        status_as(&file, false, None),
+        first,
+        "another user is told too"
+    );
 }

@@ -222,6 +222,6 @@ fn the_sim_binary_sits_beside_the_loop_binary() {
     let lp = std::path::Path::new(env!("CARGO_BIN_EXE_loop"));
     assert_eq!(sim.parent(), lp.parent());
     // A test binary lives in deps/, one level below; `locate` finds it from there too.
-    let found = m1loop::demo::locate_sim().expect("claude-sim is built");
+    let found = m1loop::cli::demo::locate_sim().expect("claude-sim is built");
     assert_eq!(found.canonicalize().unwrap(), sim.canonicalize().unwrap());
 }

@@ -146,8 +146,8 @@ pub fn run_within(mut cmd: impl BorrowMut<Command>, within: Duration) -> Output 
             procs::sigkill(pid.cast_signed());
             let args: Vec<_> = cmd.get_args().collect();
             panic!(
-                "{:?} {args:?} did not finish within {within:?}",
-                cmd.get_program()
+                "{} {args:?} did not finish within {within:?}",
+                cmd.get_program().display()
             );
         }
     }
@@ -273,13 +273,13 @@ pub fn seed_with(n: usize, line: &str) -> String {
     lines.join("\n") + "\n"
 }
 
-/// `loop --file FILE ARGS` run to its end, for an M1.md outside any loop: no `LOOP_FILE` or
-/// Telegram settings of the test's environment, and the stop file, per-user directory and
-/// agent in the file's directory.
-pub fn loop_with_file(args: &[&str], file: &Path) -> Output {
+/// `loop --file FILE ARGS`, for an M1.md outside any loop: no `LOOP_FILE` or Telegram
+/// settings of the test's environment, and the stop file, per-user directory and agent in the
+/// file's directory.
+pub fn loop_on_file(args: &[&str], file: &Path) -> Command {
     let dir = file.parent().unwrap();
-    run(Command::new(LOOP)
-        .arg("--file")
+    let mut cmd = Command::new(LOOP);
+    cmd.arg("--file")
         .arg(file)
         .args(args)
         .env_remove("LOOP_FILE")
@@ -289,7 +289,13 @@ pub fn loop_with_file(args: &[&str], file: &Path) -> Output {
         .env_remove("TELEGRAM_BOT_TOKEN")
         .env_remove("TELEGRAM_CHAT_ID")
         .env_remove("TELEGRAM_API_BASE")
-        .stdin(Stdio::null()))
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// [`loop_on_file`] run to its end.
+pub fn loop_with_file(args: &[&str], file: &Path) -> Output {
+    run(loop_on_file(args, file))
 }
 
 /// Where the captures of the real CLI are.

@@ -94,6 +94,8 @@ impl TestLoop {
             .env("CLAUDE_SIM_SCENARIO", self.temp.join("scenario.json"))
             .env("CLAUDE_SIM_LOG", self.temp.sim_log())
             .env("LOOP_NOTIFY_BACKOFF_MS", "10")
+            // A test that kills a runner resumes it itself; tests of revival turn it on.
+            .env("LOOP_REVIVE", "off")
             .env_remove("TELEGRAM_BOT_TOKEN")
             .env_remove("TELEGRAM_CHAT_ID")
             .env_remove("TELEGRAM_API_BASE")

@@ -140,7 +140,7 @@ impl Watch {
     }
 
     /// Blocks until an event or `timeout`. Events already queued are coalesced; the most
-    /// urgent (Stop, then Task, then M1Changed) is returned.
+    /// urgent (Stop, then Task, then `M1Changed`) is returned.
     #[must_use]
     pub fn wait(&self, timeout: Duration) -> Wake {
         let first = match self.rx.recv_timeout(timeout) {

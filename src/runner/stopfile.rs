@@ -17,7 +17,7 @@ pub fn global() -> PathBuf {
 /// The per-loop stop file beside M1.md.
 #[must_use]
 pub fn local(state_dir: &Path) -> PathBuf {
-    state_dir.join("STOP")
+    crate::layout::Layout::dir(state_dir).stop_file()
 }
 
 /// Both stop files that apply to the loop in `state_dir`.

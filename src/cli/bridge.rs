@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::{DEFAULT_GRACE, TaskReport, TaskState};
+use crate::bridge::{DEFAULT_GRACE, TaskReport, TaskState};
 use crate::exit::Status;
 
 /// `loop check ID [--json]`: exits with the task's state (see [`status_for`]), so a script
@@ -13,7 +13,7 @@ use crate::exit::Status;
 /// # Errors
 /// Bad input for an invalid or unknown id; I/O errors reading the task.
 pub fn check(state_dir: &Path, id: &str, json: bool) -> anyhow::Result<Status> {
-    let report = super::check(state_dir, id)?;
+    let report = crate::bridge::check(state_dir, id)?;
     print(&report, json)?;
     Ok(status_for(report.state))
 }
@@ -38,7 +38,7 @@ pub fn status_for(state: TaskState) -> Status {
 /// # Errors
 /// As [`check`], plus failures to end the task.
 pub fn kill(state_dir: &Path, id: &str) -> anyhow::Result<Status> {
-    let report = super::kill(state_dir, id, DEFAULT_GRACE)?;
+    let report = crate::bridge::kill(state_dir, id, DEFAULT_GRACE)?;
     print(&report, false)?;
     Ok(Status::Ok)
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::view::{M1, StepResult};
+use crate::m1::{M1, StepResult};
 
 /// The human view. `task` is the exec bridge's line about the running task, when known.
 #[must_use]
@@ -99,6 +99,9 @@ fn result_facts(r: &StepResult) -> String {
     if let Some(e) = &r.error {
         f.push(format!("error: {e}"));
     }
+    if let Some(i) = r.extra.get("INTERRUPTED") {
+        f.push(format!("interrupted: {i}"));
+    }
     f.join(", ")
 }
 
@@ -106,6 +109,6 @@ fn result_facts(r: &StepResult) -> String {
 #[must_use]
 pub fn json(m: &M1, task: Option<&str>) -> serde_json::Value {
     let mut v = serde_json::to_value(m).expect("M1 serializes");
-    v["task"] = task.map_or(serde_json::Value::Null, |t| t.into());
+    v["task"] = task.map_or(serde_json::Value::Null, Into::into);
     v
 }

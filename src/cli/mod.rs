@@ -1,6 +1,15 @@
 //! The command line: parsing, and turning each command's outcome into an exit code.
 
-use std::path::{Path, PathBuf};
+pub mod bridge;
+pub mod daemon;
+pub mod demo;
+pub mod notify;
+pub mod service;
+pub mod status;
+mod status_view;
+pub mod telegram;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -37,6 +46,12 @@ pub enum Command {
         /// Run in the background and return at once.
         #[arg(long)]
         detach: bool,
+        /// Print decisions only, not the live line of what the agent is doing.
+        #[arg(long, short)]
+        quiet: bool,
+        /// Internal: this runner revives a loop whose runner died (who revived it).
+        #[arg(long, hide = true, value_name = "WHO")]
+        revived_by: Option<String>,
     },
     /// Create the stop file and wait (at most 10s) until the runners it stops have exited.
     ///
@@ -45,8 +60,16 @@ pub enum Command {
     /// stop file, and names the loops that stopped.
     Stop,
     /// Run a whole 3-step loop with the bundled simulated agent in a temporary directory.
-    Demo,
+    ///
+    /// With --file, the demo's M1.md goes there (a RUNNING loop there is refused, as by
+    /// `start`); the simulated project stays in the temporary directory.
+    Demo {
+        /// Print decisions only, not the live line of what the agent is doing.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Check M1.md; errors are printed as file:line:column. Exit 2 when invalid.
+    #[allow(clippy::doc_markdown)] // `--help` text, shown as written
     Validate,
     /// Show what M1.md says, plus whether the step's process is alive. Never writes.
     Status {
@@ -84,6 +107,24 @@ pub enum Command {
         /// How long one getUpdates long poll waits for a message (e.g. 50s).
         #[arg(long, value_parser = parse_duration, default_value = "50s")]
         poll_timeout: Duration,
+    },
+    /// Keep loops running: revive each loop given (and each one `loop service install` named)
+    /// that is RUNNING with no runner, at once or when its wait ends.
+    ///
+    /// Meant to run under systemd, tmux or cron (`loop service install` sets it up); costs
+    /// nothing while the loops run.
+    Daemon(DaemonArgs),
+    /// Install, inspect or remove the per-user service that runs `loop daemon`.
+    Service {
+        #[command(subcommand)]
+        action: ServiceAction,
+    },
+    /// Internal: revive the loop if its runner died (started by a step's supervisor).
+    #[command(name = "__revive", hide = true)]
+    Revive {
+        /// Who asks, for the log.
+        #[arg(long)]
+        by: String,
     },
     /// Internal: the supervisor of one task (started by `fire`).
     #[command(name = "__supervise", hide = true)]
@@ -145,6 +186,38 @@ pub struct StartArgs {
     /// Run in the background and return at once.
     #[arg(long)]
     pub detach: bool,
+    /// Print decisions only, not the live line of what the agent is doing.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// A loop to keep running (repeat for more); the loops `loop service install` named are
+    /// kept too.
+    #[arg(long = "loop", value_name = "M1.md")]
+    pub loops: Vec<PathBuf>,
+    /// Also run the Telegram bot (`loop telegram`) for the first loop, and restart it if it ends.
+    #[arg(long)]
+    pub telegram: bool,
+    /// Look at the loops at least this often (a runner's death between steps is seen within it).
+    #[arg(long, value_parser = parse_limit, default_value = "5s")]
+    pub every: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServiceAction {
+    /// Write and enable a systemd user unit running `loop daemon` for --file (and the loops
+    /// installed before); where there is no systemd, print a tmux and a cron line instead.
+    Install {
+        /// Also run the Telegram bot under the daemon.
+        #[arg(long)]
+        telegram: bool,
+    },
+    /// Say whether the service runs, and how each of its loops stands.
+    Status,
+    /// Disable and remove the unit; forget the loops.
+    Uninstall,
 }
 
 #[derive(Debug, Args)]
@@ -197,17 +270,17 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// The directory that holds a loop's runtime files: the one M1.md is in.
-#[must_use]
-pub fn state_dir(file: &Path) -> PathBuf {
-    match file.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
+/// A foreground runner's output: every decision, and unless `quiet` the live line of what
+/// the agent does (in place on a terminal, a line per change elsewhere).
+fn echo(quiet: bool) -> crate::runner::RunOptions {
+    crate::runner::RunOptions {
+        echo: true,
+        progress: if quiet {
+            crate::runner::ProgressMode::Off
+        } else {
+            crate::runner::ProgressMode::for_stdout()
+        },
     }
-}
-
-fn echo() -> crate::runner::RunOptions {
-    crate::runner::RunOptions { echo: true }
 }
 
 /// The environment variables `loop` reads, as `loop --help` shows them.
@@ -253,7 +326,9 @@ where
 /// # Errors
 /// Any failure of the command; [`exit::Exit`] in the chain picks the exit status.
 pub fn run(cli: Cli) -> anyhow::Result<Status> {
-    let state = state_dir(&cli.file);
+    let state = crate::layout::Layout::of(&cli.file)
+        .state_dir()
+        .to_path_buf();
     // Files of the exec bridge and notify: never a new `state/` wherever they are run.
     let bridge_state = || crate::dirs::bridge_state_dir(&state, cli.file_given);
     match cli.command {
@@ -263,7 +338,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                 steps: a.steps,
                 plan: a.plan,
                 constraints: a.constraints,
-                overrides: crate::settings::Overrides {
+                overrides: crate::runner::settings::Overrides {
                     max_retries: a.max_retries,
                     max_steps: a.max_steps,
                     step_timeout: a.step_timeout,
@@ -281,14 +356,22 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                 force: a.force,
                 workdir: None,
             };
-            crate::runner::start(&cli.file, &req, &echo())
+            crate::runner::start(&cli.file, &req, &echo(a.quiet))
         }
-        Command::Resume { detach } => crate::runner::resume(
+        Command::Resume {
+            detach,
+            quiet,
+            revived_by,
+        } => crate::runner::resume_as(
             &cli.file,
             detach,
-            crate::settings::Overrides::default(),
-            &echo(),
+            crate::runner::settings::Overrides::default(),
+            &echo(quiet),
+            revived_by.as_deref(),
         ),
+        Command::Daemon(args) => crate::cli::daemon::run(&args),
+        Command::Service { action } => crate::cli::service::run(&cli.file, &action),
+        Command::Revive { by } => crate::runner::revive::command(&cli.file, &by),
         Command::Stop => {
             let status = crate::runner::stop(&cli.file);
             // A command a person runs by hand is a good moment to deliver a backlog.
@@ -297,9 +380,11 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             }
             status
         }
-        Command::Demo => crate::demo::demo(),
-        Command::Validate => crate::m1::commands::validate(&cli.file),
-        Command::Status { json } => crate::m1::commands::status(&cli.file, json),
+        Command::Demo { quiet } => {
+            crate::cli::demo::demo(cli.file_given.then_some(cli.file.as_path()), &echo(quiet))
+        }
+        Command::Validate => crate::cli::status::validate(&cli.file),
+        Command::Status { json } => crate::cli::status::status(&cli.file, json),
         Command::Fire(args) => {
             let req = crate::bridge::FireRequest {
                 command: args.command,
@@ -310,19 +395,21 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                 stdin: args.stdin,
                 env: args.env,
                 env_remove: args.env_remove,
+                on_exit: Vec::new(),
+                on_exit_unless_held: None,
             };
             let id = crate::bridge::fire(&bridge_state()?, &req)?;
             crate::outln!("{id}");
             Ok(Status::Ok)
         }
-        Command::Check { id, json } => crate::bridge::commands::check(&bridge_state()?, &id, json),
-        Command::Kill { id } => crate::bridge::commands::kill(&bridge_state()?, &id),
+        Command::Check { id, json } => crate::cli::bridge::check(&bridge_state()?, &id, json),
+        Command::Kill { id } => crate::cli::bridge::kill(&bridge_state()?, &id),
         // Without a message, clap has made sure --flush was given; with one, the backlog is
         // flushed before it anyway.
         Command::Notify { message, .. } => {
-            crate::notifier::commands::notify(&bridge_state()?, message.as_deref())
+            crate::cli::notify::notify(&bridge_state()?, message.as_deref())
         }
-        Command::Telegram { poll_timeout } => crate::notifier::bot::run(&cli.file, poll_timeout),
+        Command::Telegram { poll_timeout } => crate::cli::telegram::run(&cli.file, poll_timeout),
         Command::Supervise { task_dir } => crate::bridge::supervise(&task_dir),
     }
 }

@@ -2,23 +2,23 @@
 //! newcomer sees it work with no Claude account. Three steps; the second one's first attempt
 //! claims success without producing its file, VERIFY catches it, and the retry fixes it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
 use crate::exit::{Exit, Status};
+use crate::runner::settings::Overrides;
 use crate::runner::{RunOptions, StartRequest, start};
-use crate::settings::Overrides;
 
 const SCENARIO: &str = r#"{
   "steps": {
-    "1": [{"sleep_ms": 400, "write": [{"path": "step1.txt", "text": "findings\n"}],
+    "1": [{"sleep_ms": 400, "heartbeat_ms": 150, "write": [{"path": "step1.txt", "text": "findings\n"}],
            "result": "Looked at the code and wrote step1.txt.\nSTEP_DONE: investigation written to step1.txt"}],
-    "2": [{"sleep_ms": 400,
+    "2": [{"sleep_ms": 400, "heartbeat_ms": 150,
            "result": "I think the fix is in place.\nSTEP_DONE: fix applied"},
-          {"sleep_ms": 400, "write": [{"path": "step2.txt", "text": "fixed\n"}],
+          {"sleep_ms": 400, "heartbeat_ms": 150, "write": [{"path": "step2.txt", "text": "fixed\n"}],
            "result": "The file was missing; wrote step2.txt.\nSTEP_DONE: fix written to step2.txt"}],
-    "3": [{"sleep_ms": 400, "write": [{"path": "step3.txt", "text": "tested\n"}],
+    "3": [{"sleep_ms": 400, "heartbeat_ms": 150, "write": [{"path": "step3.txt", "text": "tested\n"}],
            "result": "Ran the checks.\nSTEP_DONE: tests pass, step3.txt written"}]
   }
 }
@@ -54,7 +54,7 @@ fn sim_agent() -> anyhow::Result<PathBuf> {
 ///
 /// # Errors
 /// When the simulated agent is missing or the temporary directory cannot be made.
-pub fn demo() -> anyhow::Result<Status> {
+pub fn demo(file: Option<&Path>, opts: &RunOptions) -> anyhow::Result<Status> {
     let sim = sim_agent()?;
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
     let dir = std::env::temp_dir().join(format!("loop-demo-{stamp}-{}", std::process::id()));
@@ -62,14 +62,16 @@ pub fn demo() -> anyhow::Result<Status> {
         .with_context(|| format!("while creating {}", dir.display()))?;
     let scenario = dir.join("scenario.json");
     std::fs::write(&scenario, SCENARIO)?;
-    let file = dir.join("state").join("M1.md");
+    // `--file` puts the demo's M1.md (and so its state directory) where a person asked; the
+    // project the simulated agent works in stays the temporary directory.
+    let file = file.map_or_else(|| dir.join("state").join("M1.md"), Path::to_path_buf);
     crate::outln!(
         "loop demo: a 3-step loop with the simulated agent in {}",
         dir.display()
     );
     crate::outln!(
         "(the stop file {} halts it, as it halts any loop)\n",
-        crate::stopfile::global().display()
+        crate::runner::stopfile::global().display()
     );
     let req = StartRequest {
         goal: "Demo: investigate, fix and test a (simulated) bug".into(),
@@ -94,7 +96,7 @@ pub fn demo() -> anyhow::Result<Status> {
         workdir: Some(dir.clone()),
         ..StartRequest::default()
     };
-    let status = start(&file, &req, &RunOptions { echo: true })?;
+    let status = start(&file, &req, opts)?;
     crate::outln!(
         "\nloop demo: finished with exit status {} — its M1.md:",
         status.code()

@@ -4,8 +4,8 @@ use std::path::Path;
 
 use crate::exit::{Exit, Status};
 
-use super::error::Errors;
-use super::{Store, status_view};
+use super::status_view;
+use crate::m1::{Errors, Store, StoreError};
 
 /// `loop validate`: `path: ok`, or every error as `path:line:column: message` on stderr and
 /// exit status 2.
@@ -38,7 +38,7 @@ pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
         }
     };
     let m = doc.view();
-    let state_dir = crate::cli::state_dir(file);
+    let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     // What the exec bridge knows of the task on record: alive or not, elapsed, exit.
     let report = m
         .current
@@ -46,8 +46,16 @@ pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
         .as_deref()
         .filter(|id| crate::bridge::exists(&state_dir, id))
         .and_then(|id| crate::bridge::check(&state_dir, id).ok());
-    let runner = crate::lock::holder(file);
+    let runner = crate::runner::lock::holder(file);
     let line = report.as_ref().map(crate::bridge::TaskReport::line);
+    // What the agent did last, as the foreground runner's live line shows it.
+    let activity = report.as_ref().and_then(|r| {
+        Some((
+            crate::agent::last_activity(&r.stdout_path)?,
+            age(&r.stdout_path),
+        ))
+    });
+    let stop = crate::runner::stopfile::present(&state_dir);
     if json {
         let mut v = status_view::json(&m, line.as_deref());
         v["task"] = report
@@ -56,28 +64,72 @@ pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
             .unwrap_or(serde_json::Value::Null);
         v["runner_pid"] = runner.map_or(serde_json::Value::Null, Into::into);
         v["total_cost_usd"] = crate::engine::spent(&m).into();
+        v["activity"] = activity
+            .as_ref()
+            .map_or(serde_json::Value::Null, |(a, _)| a.as_str().into());
+        v["stop_file"] = stop
+            .as_ref()
+            .map_or(serde_json::Value::Null, |p| p.display().to_string().into());
         crate::outln!("{v}");
     } else {
         crate::out!("{}", status_view::human(&m, line.as_deref()));
+        if let Some((a, ago)) = &activity {
+            let ago = ago.map_or_else(String::new, |d| format!(" ({}s ago)", d.as_secs()));
+            crate::outln!("ACTIVITY     {a}{ago}");
+        }
         match (runner, m.status) {
             (Some(pid), _) => crate::outln!("RUNNER       pid {pid}"),
-            (None, super::Status::Running) => {
+            (None, crate::m1::Status::Running) => {
                 crate::outln!(
                     "RUNNER       none: `loop resume` carries the loop on from this file"
                 );
             }
             (None, _) => {}
         }
-        if let Some(hint) = crate::notifier::setup_hint() {
+        if let Some(p) = &stop {
+            crate::outln!(
+                "STOP         {} exists: a running loop halts within a second, and none starts \
+                 or resumes until it is removed (`rm {}`)",
+                p.display(),
+                p.display()
+            );
+        }
+        if let Some(hint) = crate::notifier::setup_hint()
+            && first_time("telegram-hint-shown")
+        {
             crate::outln!("{hint}");
         }
     }
     Ok(Status::Ok)
 }
 
+/// How long ago a file last changed.
+fn age(path: &Path) -> Option<std::time::Duration> {
+    std::fs::metadata(path)
+        .ok()?
+        .modified()
+        .ok()?
+        .elapsed()
+        .ok()
+}
+
+/// Whether this is the first time this user is told `what`: a marker in the per-user state
+/// directory says it was. Where no marker can be written, every time is the first.
+fn first_time(what: &str) -> bool {
+    let Ok(dir) = crate::dirs::user_state_dir() else {
+        return true;
+    };
+    let marker = dir.join(what);
+    if marker.exists() {
+        return false;
+    }
+    let _ = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&marker, b""));
+    true
+}
+
 /// Opens the file read-only: the document, or its validation errors (with the path).
 /// A missing file is bad input that says how to start a loop.
-fn open(file: &Path) -> anyhow::Result<Result<super::Document, Errors>> {
+fn open(file: &Path) -> anyhow::Result<Result<crate::m1::Document, Errors>> {
     if !file.exists() {
         return Err(Exit::bad_input(format!(
             "{} does not exist; start a loop with `loop start \"GOAL\"` (or pass --file PATH)",
@@ -87,9 +139,7 @@ fn open(file: &Path) -> anyhow::Result<Result<super::Document, Errors>> {
     }
     match Store::open(file) {
         Ok((_, doc)) => Ok(Ok(doc)),
-        Err(err) => match err.downcast::<Errors>() {
-            Ok(errors) => Ok(Err(errors)),
-            Err(other) => Err(other),
-        },
+        Err(StoreError::DiskInvalid(errors)) => Ok(Err(errors)),
+        Err(other) => Err(other.into()),
     }
 }

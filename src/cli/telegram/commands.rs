@@ -2,12 +2,13 @@
 //! every other one, and run loop commands as child processes of the `loop` binary itself, so
 //! the bot depends only on the command line.
 
+use std::fmt::Write as _;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::render::escape;
+use crate::notifier::render::escape;
 
 /// A chat message, as far as the bot reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,20 +54,20 @@ pub(crate) struct ChildOutput {
 }
 
 /// Runs `loop <args>`; injectable so tests can check the exact command line.
-pub(crate) trait Runner {
+pub(crate) trait Exec {
     fn run(&self, args: &[String]) -> ChildOutput;
 }
 
 /// Runs the `loop` binary (or `LOOP_BOT_EXEC`, for tests) with `--file FILE` and the args.
 #[derive(Debug)]
-pub(crate) struct ExeRunner {
+pub(crate) struct LoopBinary {
     pub program: PathBuf,
     pub file: PathBuf,
     pub state_dir: PathBuf,
     pub timeout: Duration,
 }
 
-impl ExeRunner {
+impl LoopBinary {
     pub fn from_env(file: &Path, state_dir: &Path) -> std::io::Result<Self> {
         let program = match std::env::var_os("LOOP_BOT_EXEC").filter(|v| !v.is_empty()) {
             Some(p) => PathBuf::from(p),
@@ -81,7 +82,7 @@ impl ExeRunner {
     }
 }
 
-impl Runner for ExeRunner {
+impl Exec for LoopBinary {
     fn run(&self, args: &[String]) -> ChildOutput {
         let failed = |why: String| ChildOutput {
             code: None,
@@ -89,7 +90,7 @@ impl Runner for ExeRunner {
         };
         // Output goes to a file, not a pipe: a detached loop that inherited a pipe would keep
         // it open and hang us.
-        let out_path = self.state_dir.join("telegram.cmd.out");
+        let out_path = crate::layout::Layout::dir(&self.state_dir).telegram("cmd.out");
         let out = match File::create(&out_path) {
             Ok(f) => f,
             Err(e) => return failed(format!("could not create {}: {e}", out_path.display())),
@@ -115,7 +116,7 @@ impl Runner for ExeRunner {
             match child.try_wait() {
                 Ok(Some(status)) => break Some(status),
                 Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50))
+                    std::thread::sleep(Duration::from_millis(50));
                 }
                 Ok(None) | Err(_) => {
                     let _ = child.kill();
@@ -126,7 +127,7 @@ impl Runner for ExeRunner {
         };
         let mut output = std::fs::read_to_string(&out_path).unwrap_or_default();
         if status.is_none() {
-            output.push_str(&format!("\n(killed after {}s)", self.timeout.as_secs()));
+            let _ = write!(output, "\n(killed after {}s)", self.timeout.as_secs());
         }
         ChildOutput {
             code: status.and_then(|s| s.code()),
@@ -136,13 +137,13 @@ impl Runner for ExeRunner {
 }
 
 /// The configured chat and what it may drive.
-pub(crate) struct Bot<R> {
+pub(crate) struct Bot<E> {
     pub chat_id: String,
     pub state_dir: PathBuf,
-    pub runner: R,
+    pub exec: E,
 }
 
-impl<R: Runner> Bot<R> {
+impl<E: Exec> Bot<E> {
     /// Whether `msg` comes from the configured chat (a number, or `@username` of a channel).
     pub fn is_ours(&self, msg: &Incoming) -> bool {
         match self.chat_id.strip_prefix('@') {
@@ -160,7 +161,7 @@ impl<R: Runner> Bot<R> {
         match parse(&msg.text) {
             BotCommand::Loop(goal) => {
                 let out = self
-                    .runner
+                    .exec
                     .run(&["start".into(), "--detach".into(), goal.clone()]);
                 let reply = format!(
                     "▶️ Starting a loop: <b>{}</b>\n{}",
@@ -170,10 +171,10 @@ impl<R: Runner> Bot<R> {
                 (reply, format!("ran `loop start --detach` ({})", code(&out)))
             }
             BotCommand::Status => {
-                let out = self.runner.run(&["status".into()]);
+                let out = self.exec.run(&["status".into()]);
                 (show(&out), format!("ran `loop status` ({})", code(&out)))
             }
-            BotCommand::Stop => match crate::stopfile::create() {
+            BotCommand::Stop => match crate::runner::stopfile::create() {
                 Ok(path) => (
                     format!(
                         "⏹ Stop file created: <code>{}</code>\nRunning steps are being stopped. \
@@ -185,7 +186,7 @@ impl<R: Runner> Bot<R> {
                 Err(e) => {
                     let why = format!(
                         "could not create the stop file {}: {e}",
-                        crate::stopfile::global().display()
+                        crate::runner::stopfile::global().display()
                     );
                     (format!("⚠️ {}", escape(&why)), why)
                 }
@@ -194,16 +195,17 @@ impl<R: Runner> Bot<R> {
                 // The user pressed /stop from a phone and now asks to carry on: the stop file
                 // would make `resume` refuse, and a phone cannot delete it.
                 let mut reply = String::new();
-                for path in crate::stopfile::paths(&self.state_dir) {
+                for path in crate::runner::stopfile::paths(&self.state_dir) {
                     if path.exists() && std::fs::remove_file(&path).is_ok() {
-                        reply.push_str(&format!(
-                            "Removed the stop file <code>{}</code>\n",
+                        let _ = writeln!(
+                            reply,
+                            "Removed the stop file <code>{}</code>",
                             escape(&path.display().to_string())
-                        ));
+                        );
                     }
                 }
-                let out = self.runner.run(&["resume".into(), "--detach".into()]);
-                reply.push_str(&format!("▶️ Resuming\n{}", show(&out)));
+                let out = self.exec.run(&["resume".into(), "--detach".into()]);
+                let _ = write!(reply, "▶️ Resuming\n{}", show(&out));
                 (
                     reply,
                     format!("ran `loop resume --detach` ({})", code(&out)),
@@ -233,7 +235,7 @@ fn show(out: &ChildOutput) -> String {
         format!("<pre>{}</pre>", escape(&tail))
     };
     if out.code != Some(0) {
-        s.push_str(&format!("\n({})", code(out)));
+        let _ = write!(s, "\n({})", code(out));
     }
     s
 }
@@ -258,7 +260,7 @@ mod tests {
     }
 
     struct Recorder(RefCell<Vec<Vec<String>>>);
-    impl Runner for &Recorder {
+    impl Exec for &Recorder {
         fn run(&self, args: &[String]) -> ChildOutput {
             self.0.borrow_mut().push(args.to_vec());
             ChildOutput {
@@ -282,14 +284,14 @@ mod tests {
         let bot = Bot {
             chat_id: "-100123".into(),
             state_dir: PathBuf::from("."),
-            runner: &rec,
+            exec: &rec,
         };
         assert!(bot.is_ours(&msg(-100_123, None, "/status")));
         assert!(!bot.is_ours(&msg(100_123, None, "/status")));
         let channel = Bot {
             chat_id: "@MyLoops".into(),
             state_dir: PathBuf::from("."),
-            runner: &rec,
+            exec: &rec,
         };
         assert!(channel.is_ours(&msg(-5, Some("myloops"), "/status")));
         assert!(!channel.is_ours(&msg(-5, Some("other"), "/status")));
@@ -302,7 +304,7 @@ mod tests {
         let bot = Bot {
             chat_id: "1".into(),
             state_dir: PathBuf::from("."),
-            runner: &rec,
+            exec: &rec,
         };
         let (reply, log) = bot.handle(&msg(1, None, "/loop a <b> goal"));
         assert_eq!(rec.0.borrow()[0], ["start", "--detach", "a <b> goal"]);

@@ -5,9 +5,9 @@ use std::path::Path;
 
 use crate::exit::{Exit, Status};
 
-use super::delivery::TelegramNotifier;
-use super::telegram::Config;
-use super::{Event, Notifier, log_only::LogNotifier, setup_hint};
+use crate::notifier::delivery::TelegramNotifier;
+use crate::notifier::telegram::Config;
+use crate::notifier::{Event, Notifier, log_only::LogNotifier, setup_hint};
 
 /// `loop notify MSG`, or with no message `loop notify --flush` (a message flushes the backlog
 /// too, oldest first). Exit 0 when the message (and the backlog) went out, or went
@@ -24,7 +24,8 @@ pub fn notify(state_dir: &Path, message: Option<&str>) -> anyhow::Result<Status>
             Exit::bad_input("loop notify: the message is empty; give the text to send").into(),
         );
     }
-    let config = Config::from_env().map_err(|bad| Exit::bad_input(super::redact(&bad)))?;
+    let config =
+        Config::from_env().map_err(|bad| Exit::bad_input(crate::notifier::redact(&bad)))?;
     let Some(config) = config else {
         let hint = setup_hint().unwrap_or_default();
         if let Some(text) = message {
@@ -32,7 +33,7 @@ pub fn notify(state_dir: &Path, message: Option<&str>) -> anyhow::Result<Status>
             crate::errln!("loop: {hint}; the message was written to the log instead");
             return Ok(Status::Ok);
         }
-        let pending = super::flush(state_dir).pending;
+        let pending = crate::notifier::flush(state_dir).pending;
         return Err(Exit::bad_input(format!(
             "loop notify --flush: {hint} ({pending} message(s) pending)"
         ))
@@ -54,7 +55,7 @@ pub fn notify(state_dir: &Path, message: Option<&str>) -> anyhow::Result<Status>
         });
     };
     let (ids, report) = notifier.send_event(&Event::Text(text.to_string()));
-    let pending_ids = super::outbox::Outbox::new(state_dir)
+    let pending_ids = crate::notifier::outbox::Outbox::new(state_dir)
         .pending()
         .map(|p| p.into_iter().map(|m| m.id).collect::<Vec<_>>())
         .unwrap_or_default();

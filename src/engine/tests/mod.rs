@@ -190,13 +190,28 @@ fn no_steps_means_planning_and_the_cost_cap_halts() {
     );
 }
 
-fn attempt<'a>(caps: &'a Caps, class: Class, verdict: Verdict) -> Attempt<'a> {
+/// An answer that ends with the verdict line `verdict` stands for.
+fn answer(verdict: &Verdict) -> &'static str {
+    match verdict {
+        Verdict::Done(s) if s == "did it" => "I did it.\nSTEP_DONE: did it",
+        Verdict::Done(s) if s == "ok" => "Worked.\nSTEP_DONE: ok",
+        Verdict::Done(_) => "Worked.\nSTEP_DONE: x",
+        Verdict::Failed(_) => "Tried.\nSTEP_FAILED: no",
+        Verdict::Blocked(_) => "Unsure.\nSTEP_BLOCKED: which file?",
+        Verdict::Missing => "I think it is done.",
+    }
+}
+
+fn attempt<'a>(caps: &'a Caps, class: Class, verdict: &Verdict) -> Attempt<'a> {
     Attempt {
         step: 2,
         attempt: 1,
-        end: TaskEnd::Exited(Some(0)),
+        end: TaskEnd::Exited {
+            code: Some(0),
+            signal: None,
+        },
         class: Some(class),
-        verdict,
+        answer: answer(verdict),
         denials: &[],
         verify_configured: false,
         verify: None,
@@ -210,7 +225,7 @@ fn attempt<'a>(caps: &'a Caps, class: Class, verdict: Verdict) -> Attempt<'a> {
 #[test]
 fn success_with_a_done_verdict_passes_and_verify_is_asked_for_when_set() {
     let caps = Caps::default();
-    let a = attempt(&caps, Class::Success, Verdict::Done("did it".into()));
+    let a = attempt(&caps, Class::Success, &Verdict::Done("did it".into()));
     assert_eq!(
         judge(&a),
         Judgement::Pass {
@@ -258,16 +273,16 @@ fn success_with_a_done_verdict_passes_and_verify_is_asked_for_when_set() {
 fn a_missing_or_failed_verdict_is_a_failed_attempt_and_blocked_asks_the_human() {
     let caps = Caps::default();
     assert!(
-        matches!(judge(&attempt(&caps, Class::Success, Verdict::Missing)), Judgement::Retry { reason } if reason.contains("STEP_DONE"))
+        matches!(judge(&attempt(&caps, Class::Success, &Verdict::Missing)), Judgement::Retry { reason } if reason.contains("STEP_DONE"))
     );
     assert!(
-        matches!(judge(&attempt(&caps, Class::Success, Verdict::Failed("no".into()))), Judgement::Retry { reason } if reason.contains("STEP_FAILED: no"))
+        matches!(judge(&attempt(&caps, Class::Success, &Verdict::Failed("no".into()))), Judgement::Retry { reason } if reason.contains("STEP_FAILED: no"))
     );
     assert_eq!(
         judge(&attempt(
             &caps,
             Class::Success,
-            Verdict::Blocked("which file?".into())
+            &Verdict::Blocked("which file?".into()),
         )),
         Judgement::Blocked {
             question: "which file?".into()
@@ -285,7 +300,7 @@ fn permission_denials_halt_naming_the_tools_even_with_a_done_verdict() {
     ];
     let a = Attempt {
         denials: &denials,
-        ..attempt(&caps, Class::Success, Verdict::Done("x".into()))
+        ..attempt(&caps, Class::Success, &Verdict::Done("x".into()))
     };
     let Judgement::Halt { reason, how } = judge(&a) else {
         panic!()
@@ -303,7 +318,7 @@ fn transient_errors_back_off_then_halt_at_the_cap() {
     let a = attempt(
         &caps,
         Class::Transient("529 overloaded".into()),
-        Verdict::Missing,
+        &Verdict::Missing,
     );
     assert_eq!(
         judge(&a),
@@ -331,7 +346,7 @@ fn a_usage_limit_waits_until_its_reset_or_half_an_hour_when_unknown() {
             resets_at: Some(reset),
             message: "limit".into(),
         },
-        Verdict::Missing,
+        &Verdict::Missing,
     );
     assert_eq!(
         judge(&a),
@@ -346,7 +361,7 @@ fn a_usage_limit_waits_until_its_reset_or_half_an_hour_when_unknown() {
             resets_at: None,
             message: "limit".into(),
         },
-        Verdict::Missing,
+        &Verdict::Missing,
     );
     assert!(
         matches!(judge(&a), Judgement::UsageWait { until, .. } if until == now() + chrono::Duration::minutes(30))
@@ -361,7 +376,7 @@ fn auth_billing_and_bad_invocations_halt_but_session_trouble_is_repaired() {
         Class::Billing("Credit balance is too low".into()),
     ] {
         assert!(matches!(
-            judge(&attempt(&caps, class, Verdict::Missing)),
+            judge(&attempt(&caps, class, &Verdict::Missing)),
             Judgement::Halt { .. }
         ));
     }
@@ -371,7 +386,7 @@ fn auth_billing_and_bad_invocations_halt_but_session_trouble_is_repaired() {
     };
     let a = Attempt {
         resumed: true,
-        ..attempt(&caps, unknown, Verdict::Missing)
+        ..attempt(&caps, unknown, &Verdict::Missing)
     };
     assert!(matches!(judge(&a), Judgement::FreshSession { .. }));
     let in_use = Class::InvocationBug {
@@ -379,7 +394,7 @@ fn auth_billing_and_bad_invocations_halt_but_session_trouble_is_repaired() {
         message: "in use".into(),
     };
     assert!(matches!(
-        judge(&attempt(&caps, in_use, Verdict::Missing)),
+        judge(&attempt(&caps, in_use, &Verdict::Missing)),
         Judgement::ResumeSession { .. }
     ));
 }
@@ -387,7 +402,7 @@ fn auth_billing_and_bad_invocations_halt_but_session_trouble_is_repaired() {
 #[test]
 fn timeouts_and_lost_tasks_are_failed_attempts_and_a_missing_agent_halts() {
     let caps = Caps::default();
-    let base = attempt(&caps, Class::Success, Verdict::Missing);
+    let base = attempt(&caps, Class::Success, &Verdict::Missing);
     for (end, want) in [
         (TaskEnd::Timeout, "step timeout"),
         (TaskEnd::Idle, "idle timeout"),
@@ -432,7 +447,7 @@ fn a_pass_records_results_clears_current_and_moves_on_changing_only_its_lines() 
         duration_s: 12.0,
         verified: true,
         next_step: Some((3, "test".into())),
-        now: Some(now()),
+        now: now(),
         ..Facts::default()
     };
     let t = record(
@@ -490,7 +505,16 @@ fn the_last_failed_attempt_fails_step_and_loop() {
 
 #[test]
 fn a_spawn_is_recorded_before_it_happens_and_a_stop_undoes_it() {
-    let t = spawn(2, 1, "task_a", "uuid-1", "do the fix\nplease", now());
+    let t = spawn(&SpawnFacts {
+        step: 2,
+        attempt: 1,
+        task_id: "task_a",
+        session_id: "uuid-1",
+        command: "do the fix\nplease",
+        git_head: None,
+        new_loop_id: None,
+        now: now(),
+    });
     let after = applied(BASE, &t);
     let m = view(&after);
     assert_eq!(m.plan.steps[1].state, StepState::Running);
@@ -518,7 +542,7 @@ fn a_backoff_records_when_to_try_again() {
     let facts = Facts {
         step: 2,
         attempt: 1,
-        now: Some(now()),
+        now: now(),
         ..Facts::default()
     };
     let t = record(
@@ -535,3 +559,100 @@ fn a_backoff_records_when_to_try_again() {
         "a transient error spends no attempt"
     );
 }
+
+#[test]
+fn the_transient_halt_counts_the_error_that_halts_and_resets_the_count_for_the_resume() {
+    let caps = Caps {
+        transient_cap: 3,
+        ..Caps::default()
+    };
+    let a = attempt(&caps, Class::Transient("529".into()), &Verdict::Missing);
+    let j = judge(&Attempt { transients: 3, ..a });
+    let Judgement::Halt { reason, .. } = &j else {
+        panic!("{j:?}")
+    };
+    assert!(
+        reason.starts_with("4 transient errors on step 2, over the cap of 3"),
+        "{reason}"
+    );
+    let before = BASE.replace(
+        "RESULTS:\n",
+        "RESULTS:\n  STEP_2:\n    TRANSIENT: 3\n    INTERRUPTED: 529\n",
+    );
+    let facts = Facts {
+        step: 2,
+        attempt: 1,
+        now: now(),
+        ..Facts::default()
+    };
+    let m = view(&applied(&before, &record(&j, &facts)));
+    assert_eq!(m.status, Status::Waiting);
+    assert_eq!(
+        m.results[&2].extra.get("TRANSIENT"),
+        None,
+        "a resume starts from zero"
+    );
+    assert_eq!(m.results[&2].extra.get("INTERRUPTED"), None);
+}
+
+#[test]
+fn a_wait_is_recorded_as_an_interruption_not_as_a_failure() {
+    let before = BASE.replace(
+        "RESULTS:\n",
+        "RESULTS:\n  STEP_2:\n    ERROR: VERIFY failed (exit 1)\n",
+    );
+    let facts = Facts {
+        step: 2,
+        attempt: 2,
+        now: now(),
+        ..Facts::default()
+    };
+    for j in [
+        Judgement::Backoff {
+            delay: Duration::from_secs(2),
+            reason: "529 overloaded".into(),
+        },
+        Judgement::UsageWait {
+            until: now() + chrono::Duration::hours(1),
+            reason: "usage limit".into(),
+        },
+    ] {
+        let m = view(&applied(&before, &record(&j, &facts)));
+        let r = &m.results[&2];
+        assert!(r.extra.contains_key("INTERRUPTED"), "{j:?}");
+        assert_eq!(
+            r.error.as_deref(),
+            Some("VERIFY failed (exit 1)"),
+            "the last real failure is kept: {j:?}"
+        );
+    }
+}
+
+#[test]
+fn a_stop_during_planning_says_planning_runs_again_not_step_0() {
+    let t = stopped(0, "/tmp/x-stop", Some("task_1"));
+    let m = view(&applied(BASE, &t));
+    let last = m.last_action.unwrap();
+    assert!(last.contains("planning runs again on resume"), "{last}");
+    assert!(!last.contains("step 0"), "{last}");
+}
+
+#[test]
+fn done_counts_the_steps_and_names_skipped_ones_only_when_there_are_some() {
+    let m = view(&applied(BASE, &complete(&view(BASE))));
+    assert_eq!(m.status, Status::Done);
+    assert_eq!(m.last_action.as_deref(), Some("All 3 steps done"));
+    let skipped = with(&[("[PENDING] test", "[SKIPPED] test")]);
+    let t = complete(&skipped);
+    assert_eq!(t.outcome, Outcome::Exit(Exit::Ok));
+    let m = view(&applied(BASE, &t));
+    assert_eq!(
+        m.last_action.as_deref(),
+        Some("All 3 steps done (2 run, 1 skipped)")
+    );
+    let one = "STATUS: RUNNING\nGOAL: g\nPLAN:\n  STEPS:\n    1: [DONE] only\n";
+    let m = view(&applied(one, &complete(&view(one))));
+    assert_eq!(m.last_action.as_deref(), Some("The only step is done"));
+}
+
+mod records;

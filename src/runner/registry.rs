@@ -25,7 +25,7 @@ impl Entry {
     /// Whether the runner still holds its loop's lock.
     #[must_use]
     pub fn is_live(&self) -> bool {
-        crate::lock::holder(&self.file) == Some(self.pid)
+        crate::runner::lock::holder(&self.file) == Some(self.pid)
     }
 }
 
@@ -57,7 +57,7 @@ pub fn register(m1: &Path) -> Option<Registration> {
     let entry = Entry {
         pid: std::process::id(),
         file: std::path::absolute(m1).ok()?,
-        stop_file: std::path::absolute(crate::stopfile::global()).ok()?,
+        stop_file: std::path::absolute(crate::runner::stopfile::global()).ok()?,
     };
     let path = dir.join(format!("{}.json", entry.pid));
     let tmp = dir.join(format!("{}.json.tmp", entry.pid));

@@ -1,10 +1,12 @@
 //! The prompts a step is given, rendered from `templates/`.
 
 use crate::m1::{M1, StepState};
+use std::fmt::Write as _;
 
-const STEP: &str = include_str!("../templates/step.md");
-const FIX: &str = include_str!("../templates/fix.md");
-const PLAN: &str = include_str!("../templates/plan.md");
+const STEP: &str = include_str!("../../templates/step.md");
+const FIX: &str = include_str!("../../templates/fix.md");
+const PLAN: &str = include_str!("../../templates/plan.md");
+const INTERRUPTED: &str = include_str!("../../templates/interrupted.md");
 
 fn fill(template: &str, vars: &[(&str, String)]) -> String {
     let mut out = template.to_string();
@@ -26,11 +28,11 @@ fn constraints(m: &M1) -> String {
 pub fn plan_listing(m: &M1) -> String {
     let mut out = String::new();
     for s in &m.plan.steps {
-        out.push_str(&format!("  {}: [{}] {}\n", s.n, s.state.as_str(), s.text));
+        let _ = writeln!(out, "  {}: [{}] {}", s.n, s.state.as_str(), s.text);
         if s.state == StepState::Done
             && let Some(sum) = m.results.get(&s.n).and_then(|r| r.summary.as_deref())
         {
-            out.push_str(&format!("     reported: {sum}\n"));
+            let _ = writeln!(out, "     reported: {sum}");
         }
     }
     out.trim_end().to_string()
@@ -77,7 +79,25 @@ pub fn fix(m: &M1, n: u32, attempt: u32, max_retries: u32, failure: &str) -> Str
     )
 }
 
-/// The prompt after a human answered a STEP_BLOCKED question by editing M1.md.
+/// The prompt after an API error cut a run off and the loop waited it out: carry on, in the
+/// same session. `failure` is the step's last real failure, still to be fixed, if any.
+#[must_use]
+pub fn interrupted(m: &M1, n: u32, reason: &str, failure: Option<&str>) -> String {
+    let still_open = failure.map_or_else(String::new, |f| {
+        format!("\nThe attempt before it had not passed, and that still needs fixing:\n{f}\n")
+    });
+    fill(
+        INTERRUPTED,
+        &[
+            ("step", n.to_string()),
+            ("step_text", step_text(m, n).to_string()),
+            ("reason", reason.to_string()),
+            ("still_open", still_open),
+        ],
+    )
+}
+
+/// The prompt after a human answered a `STEP_BLOCKED` question by editing M1.md.
 #[must_use]
 pub fn answered(m: &M1, n: u32, question: &str) -> String {
     format!(

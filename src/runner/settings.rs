@@ -144,7 +144,7 @@ pub struct Settings {
 /// `loop.yaml` beside M1.md.
 #[must_use]
 pub fn yaml_path(state_dir: &Path) -> PathBuf {
-    state_dir.join("loop.yaml")
+    crate::layout::Layout::dir(state_dir).settings()
 }
 
 fn dur(field: &str, path: &Path, v: Option<&String>) -> anyhow::Result<Option<Duration>> {
@@ -278,47 +278,47 @@ impl Settings {
     #[must_use]
     pub fn caps(&self, m: &M1) -> Caps {
         let l = &m.limits;
-        let f = &self.file.limits;
-        Caps {
-            max_retries: l
-                .max_retries
-                .or(f.max_retries)
-                .unwrap_or(Limits::DEFAULT_MAX_RETRIES),
-            max_steps: l
-                .max_steps
-                .or(f.max_steps)
-                .unwrap_or(Limits::DEFAULT_MAX_STEPS),
-            max_cost_usd: l.max_cost_usd.or(f.max_cost_usd),
-            transient_cap: self.file.transient_retries.unwrap_or(8),
-            step_timeout: l
-                .step_timeout
-                .or(self.step_timeout)
-                .unwrap_or(Limits::DEFAULT_STEP_TIMEOUT),
-            idle_timeout: l.idle_timeout.or(self.idle_timeout),
-        }
+        self.caps_under(&Top {
+            max_retries: l.max_retries,
+            max_steps: l.max_steps,
+            max_cost_usd: l.max_cost_usd,
+            step_timeout: l.step_timeout,
+            idle_timeout: l.idle_timeout,
+        })
     }
 
     /// The caps a new M1.md is written with: flags, environment, `loop.yaml`, defaults.
     #[must_use]
     pub fn caps_for_new(&self) -> Caps {
         let o = &self.overrides;
+        self.caps_under(&Top {
+            max_retries: o.max_retries,
+            max_steps: o.max_steps,
+            max_cost_usd: o.max_cost_usd,
+            step_timeout: o.step_timeout,
+            idle_timeout: o.idle_timeout,
+        })
+    }
+
+    /// The caps with `top` first, then `loop.yaml` (and the environment), then the defaults.
+    fn caps_under(&self, top: &Top) -> Caps {
         let f = &self.file.limits;
         Caps {
-            max_retries: o
+            max_retries: top
                 .max_retries
                 .or(f.max_retries)
                 .unwrap_or(Limits::DEFAULT_MAX_RETRIES),
-            max_steps: o
+            max_steps: top
                 .max_steps
                 .or(f.max_steps)
                 .unwrap_or(Limits::DEFAULT_MAX_STEPS),
-            max_cost_usd: o.max_cost_usd.or(f.max_cost_usd),
+            max_cost_usd: top.max_cost_usd.or(f.max_cost_usd),
             transient_cap: self.file.transient_retries.unwrap_or(8),
-            step_timeout: o
+            step_timeout: top
                 .step_timeout
                 .or(self.step_timeout)
                 .unwrap_or(Limits::DEFAULT_STEP_TIMEOUT),
-            idle_timeout: o.idle_timeout.or(self.idle_timeout),
+            idle_timeout: top.idle_timeout.or(self.idle_timeout),
         }
     }
 
@@ -340,4 +340,13 @@ impl Settings {
             .or_else(|| self.file.verify.clone())
             .filter(|v| !v.trim().is_empty())
     }
+}
+
+/// The limits that win over `loop.yaml`: M1.md's for a running loop, the flags for a new one.
+struct Top {
+    max_retries: Option<u32>,
+    max_steps: Option<u32>,
+    max_cost_usd: Option<f64>,
+    step_timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
 }

@@ -6,7 +6,8 @@
 //! `state/telegram.offset` *before* a command runs, so after a crash or restart no command
 //! runs twice; at worst one is lost, which is the safe side for `/loop`.
 
-use std::fs::OpenOptions;
+mod commands;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,16 +15,16 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::backoff::Backoff;
-use super::bot_commands::{Bot, ExeRunner, Incoming, Runner};
-use super::delivery::TelegramNotifier;
-use super::telegram::{Client, Config};
 use crate::exit::{Exit, Status};
+use crate::notifier::backoff::Backoff;
+use crate::notifier::delivery::TelegramNotifier;
+use crate::notifier::telegram::{Client, Config};
+use commands::{Bot, Exec, Incoming, LoopBinary};
 
 /// The file that remembers the next update to ask for.
 #[must_use]
 pub fn offset_path(state_dir: &Path) -> PathBuf {
-    state_dir.join("telegram.offset")
+    crate::layout::Layout::dir(state_dir).telegram("offset")
 }
 
 /// Runs the bot for the loop whose state file is `file`, until killed.
@@ -32,37 +33,31 @@ pub fn offset_path(state_dir: &Path) -> PathBuf {
 /// Bad or missing Telegram settings, a token Telegram refuses, an unreadable offset file, or
 /// another bot already running for this state directory.
 pub fn run(file: &Path, poll_timeout: Duration) -> anyhow::Result<Status> {
-    let state_dir = crate::cli::state_dir(file);
+    let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     let config = Config::from_env()
-        .map_err(|bad| Exit::bad_input(super::redact(&bad)))?
+        .map_err(|bad| Exit::bad_input(crate::notifier::redact(&bad)))?
         .ok_or_else(|| {
             Exit::bad_input(format!(
                 "loop telegram needs TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID: {}",
-                super::setup_hint().unwrap_or_default()
+                crate::notifier::setup_hint().unwrap_or_default()
             ))
         })?;
     crate::dirs::create_state_dir(&state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
-    let lock_path = state_dir.join("telegram.lock");
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("while opening {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
+    let lock_path = crate::layout::Layout::dir(&state_dir).telegram("lock");
+    let Ok(_lock) = crate::lockfile::try_exclusive(&lock_path)? else {
         anyhow::bail!(
             "another `loop telegram` is already running for {} (it holds {})",
             state_dir.display(),
             lock_path.display()
         );
-    }
+    };
     let offset = read_offset(&state_dir)?;
-    let runner = ExeRunner::from_env(file, &state_dir).context("while finding the loop binary")?;
+    let exec = LoopBinary::from_env(file, &state_dir).context("while finding the loop binary")?;
     let bot = Bot {
         chat_id: config.chat_id.clone(),
         state_dir: state_dir.clone(),
-        runner,
+        exec,
     };
     let poller = Poller {
         client: Client::new(config.clone()),
@@ -120,7 +115,7 @@ impl Poller {
         let _ = crate::decision_log::append(&self.state_dir, &line);
     }
 
-    fn serve<R: Runner>(&self, bot: &Bot<R>, mut offset: Option<i64>) -> anyhow::Result<Status> {
+    fn serve<E: Exec>(&self, bot: &Bot<E>, mut offset: Option<i64>) -> anyhow::Result<Status> {
         let mut backoff = Backoff::new(self.client.config.backoff_base, Duration::from_secs(60));
         // The kind of the last problem reported: each new kind is said once, then quiet until
         // polling works again, so an outage does not flood the log.
@@ -138,8 +133,8 @@ impl Poller {
                 &body(offset),
                 self.poll_timeout + Duration::from_secs(15),
             );
-            let problem = match reply {
-                Ok(r) if r.ok && r.status == 200 => {
+            let (kind, problem) = match polled(reply)? {
+                Polled::Updates(updates) => {
                     if backoff.failures() > 0 {
                         self.say(&format!(
                             "telegram: getUpdates works again after {} failure(s)",
@@ -147,65 +142,30 @@ impl Poller {
                         ));
                         backoff.reset();
                     }
-                    let updates = r
-                        .result
-                        .as_ref()
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
                     for update in &updates {
                         offset = self.take(bot, update, offset);
                     }
                     continue;
                 }
-                Ok(r) if r.status == 401 || r.status == 404 => {
-                    return Err(Exit::bad_input(format!(
-                        "Telegram refused the bot token ({}): check TELEGRAM_BOT_TOKEN",
-                        r.summary()
-                    ))
-                    .into());
-                }
-                Ok(r) if r.status == 409 => (
-                    "conflict",
-                    format!(
-                        "Telegram says another client is reading this bot's updates ({}): stop the \
-                     other `loop telegram` (or other bot program) using this token, or remove \
-                     its webhook with deleteWebhook; retrying",
-                        r.summary()
-                    ),
-                ),
-                Ok(r) if r.status == 429 => {
-                    let secs = r
-                        .parameters
-                        .as_ref()
-                        .and_then(|p| p.retry_after)
-                        .unwrap_or(5);
+                Polled::RateLimited { secs, summary } => {
                     self.say(&format!(
-                        "telegram: rate limited, waiting {secs}s ({})",
-                        r.summary()
+                        "telegram: rate limited, waiting {secs}s ({summary})"
                     ));
                     std::thread::sleep(Duration::from_secs(secs));
                     continue;
                 }
-                Ok(r) => (
-                    "api",
-                    format!("getUpdates failed: {}; retrying", r.summary()),
-                ),
-                Err(transport) => (
-                    "network",
-                    format!("getUpdates failed: {transport}; retrying"),
-                ),
+                Polled::Problem { kind, message } => (kind, message),
             };
-            if reported != Some(problem.0) {
-                self.say(&format!("telegram: {}", problem.1));
-                reported = Some(problem.0);
+            if reported != Some(kind) {
+                self.say(&format!("telegram: {problem}"));
+                reported = Some(kind);
             }
             std::thread::sleep(backoff.next_wait());
         }
     }
 
     /// Handles one update; returns the offset to ask for next.
-    fn take<R: Runner>(&self, bot: &Bot<R>, update: &Value, offset: Option<i64>) -> Option<i64> {
+    fn take<E: Exec>(&self, bot: &Bot<E>, update: &Value, offset: Option<i64>) -> Option<i64> {
         let Some(id) = update.get("update_id").and_then(Value::as_i64) else {
             self.say("telegram: skipped an update without update_id");
             return offset;
@@ -254,4 +214,64 @@ fn incoming(update: &Value) -> Option<Incoming> {
             .map(str::to_string),
         text: msg.get("text")?.as_str()?.to_string(),
     })
+}
+
+/// What one getUpdates call came to.
+enum Polled {
+    Updates(Vec<Value>),
+    /// 429: wait as Telegram says.
+    RateLimited {
+        secs: u64,
+        summary: String,
+    },
+    /// Retry after a backoff; `kind` names the problem, said once until polling works again.
+    Problem {
+        kind: &'static str,
+        message: String,
+    },
+}
+
+/// Reads a getUpdates reply. A refused token ends the bot (bad input); anything else is
+/// retried.
+fn polled(reply: Result<crate::notifier::telegram::ApiReply, String>) -> anyhow::Result<Polled> {
+    let problem = |kind, message| Ok(Polled::Problem { kind, message });
+    match reply {
+        Ok(r) if r.ok && r.status == 200 => Ok(Polled::Updates(
+            r.result
+                .as_ref()
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+        )),
+        Ok(r) if r.status == 401 || r.status == 404 => Err(Exit::bad_input(format!(
+            "Telegram refused the bot token ({}): check TELEGRAM_BOT_TOKEN",
+            r.summary()
+        ))
+        .into()),
+        Ok(r) if r.status == 409 => problem(
+            "conflict",
+            format!(
+                "Telegram says another client is reading this bot's updates ({}): stop the \
+                 other `loop telegram` (or other bot program) using this token, or remove its \
+                 webhook with deleteWebhook; retrying",
+                r.summary()
+            ),
+        ),
+        Ok(r) if r.status == 429 => Ok(Polled::RateLimited {
+            secs: r
+                .parameters
+                .as_ref()
+                .and_then(|p| p.retry_after)
+                .unwrap_or(5),
+            summary: r.summary(),
+        }),
+        Ok(r) => problem(
+            "api",
+            format!("getUpdates failed: {}; retrying", r.summary()),
+        ),
+        Err(transport) => problem(
+            "network",
+            format!("getUpdates failed: {transport}; retrying"),
+        ),
+    }
 }

@@ -1,0 +1,293 @@
+//! `loop service install|status|uninstall`: a per-user service that runs `loop daemon`, so
+//! loops come back after a reboot. With systemd: a user unit, enabled and started. Without:
+//! the tmux and cron lines that do the same.
+//!
+//! The loops the daemon keeps are listed in `$XDG_STATE_HOME/m1loop/daemon.loops`, one
+//! absolute path a line, so installing another loop does not touch the unit.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::Context;
+
+use super::ServiceAction;
+use crate::exit::{Exit, Status};
+use crate::runner::revive::{self, Revival};
+
+/// The unit's name.
+pub const UNIT: &str = "m1loop.service";
+
+/// The loops `loop service install` named.
+#[must_use]
+pub fn installed_loops() -> Vec<PathBuf> {
+    let Ok(list) = loops_file() else {
+        return Vec::new();
+    };
+    std::fs::read_to_string(list)
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(PathBuf::from)
+        .collect()
+}
+
+fn loops_file() -> anyhow::Result<PathBuf> {
+    Ok(crate::dirs::user_state_dir()?.join("daemon.loops"))
+}
+
+/// `$XDG_CONFIG_HOME` (default `~/.config`).
+fn config_home() -> anyhow::Result<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .map(|h| h.join(".config"))
+        })
+        .ok_or_else(|| Exit::bad_input("neither XDG_CONFIG_HOME nor HOME is set").into())
+}
+
+/// Where the unit goes.
+fn unit_path() -> anyhow::Result<PathBuf> {
+    Ok(config_home()?.join("systemd").join("user").join(UNIT))
+}
+
+/// The file the unit reads secrets from (`TELEGRAM_BOT_TOKEN=…`), which `install` never
+/// writes: a token does not belong in a unit file.
+fn env_file() -> anyhow::Result<PathBuf> {
+    Ok(config_home()?.join("m1loop").join("env"))
+}
+
+/// A value for systemd's `Environment=` or `ExecStart=`: quoted, `%` doubled.
+fn quoted(value: &str) -> String {
+    let escaped = value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('%', "%%");
+    format!("\"{escaped}\"")
+}
+
+/// The environment a loop needs that a user service does not have: where programs are
+/// (`claude`), which agent and stop file, where the per-user state is.
+const PASSED_ENV: [&str; 4] = ["PATH", "LOOP_AGENT", "LOOP_STOP_FILE", "XDG_STATE_HOME"];
+
+/// The unit's text: `loop daemon` (with `--telegram`), restarted whenever it ends.
+#[must_use]
+pub fn unit_text(exe: &Path, telegram: bool, env: &[(String, String)], env_file: &Path) -> String {
+    let mut exec = format!("{} daemon", quoted(&exe.display().to_string()));
+    if telegram {
+        exec.push_str(" --telegram");
+    }
+    let mut text = String::from(
+        "[Unit]\nDescription=m1loop: keeps loops running (loop daemon)\n\n[Service]\nType=simple\n",
+    );
+    let _ = writeln!(text, "ExecStart={exec}");
+    for (k, v) in env {
+        let _ = writeln!(text, "Environment={}", quoted(&format!("{k}={v}")));
+    }
+    let _ = write!(
+        text,
+        "EnvironmentFile=-{}\nRestart=always\nRestartSec=5\n\n[Install]\nWantedBy=default.target\n",
+        env_file.display()
+    );
+    text
+}
+
+/// The systemctl to use: `LOOP_SYSTEMCTL` (empty: none), else `systemctl` where it exists.
+fn systemctl() -> Option<PathBuf> {
+    let name = std::env::var("LOOP_SYSTEMCTL").unwrap_or_else(|_| "systemctl".into());
+    if name.is_empty() {
+        return None;
+    }
+    crate::runner::settings::find_program(&name).ok()
+}
+
+/// Runs `systemctl --user ARGS`; its combined output, or why it failed.
+fn user_systemctl(program: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(program)
+        .arg("--user")
+        .args(args)
+        .output()
+        .map_err(|e| format!("{}: {e}", program.display()))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(text.trim().to_owned())
+    } else {
+        Err(format!(
+            "`systemctl --user {}` failed: {}",
+            args.join(" "),
+            text.trim()
+        ))
+    }
+}
+
+/// `loop service ACTION` for the loop at `file`.
+///
+/// # Errors
+/// No per-user directories, or a unit or list that cannot be written.
+pub fn run(file: &Path, action: &ServiceAction) -> anyhow::Result<Status> {
+    match action {
+        ServiceAction::Install { telegram } => install(file, *telegram),
+        ServiceAction::Status => status(),
+        ServiceAction::Uninstall => uninstall(),
+    }
+}
+
+fn install(file: &Path, telegram: bool) -> anyhow::Result<Status> {
+    if !file.exists() {
+        return Err(Exit::bad_input(format!(
+            "no loop at {}: name one with --file (or LOOP_FILE)",
+            file.display()
+        ))
+        .into());
+    }
+    let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    let mut loops = installed_loops();
+    if !loops.contains(&abs) {
+        loops.push(abs.clone());
+    }
+    let list = loops_file()?;
+    if let Some(dir) = list.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("while creating {}", dir.display()))?;
+    }
+    let mut text = String::new();
+    for p in &loops {
+        let _ = writeln!(text, "{}", p.display());
+    }
+    std::fs::write(&list, text).with_context(|| format!("while writing {}", list.display()))?;
+    crate::outln!(
+        "loop service: keeps {} (list: {})",
+        abs.display(),
+        list.display()
+    );
+    let exe = std::env::current_exe().context("while finding the loop binary")?;
+    let Some(ctl) = systemctl() else {
+        print_alternatives(&exe, telegram);
+        return Ok(Status::Ok);
+    };
+    let env: Vec<(String, String)> = PASSED_ENV
+        .iter()
+        .filter_map(|k| Some(((*k).to_owned(), std::env::var(k).ok()?)))
+        .collect();
+    let unit = unit_path()?;
+    if let Some(dir) = unit.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("while creating {}", dir.display()))?;
+    }
+    let secrets = env_file()?;
+    std::fs::write(&unit, unit_text(&exe, telegram, &env, &secrets))
+        .with_context(|| format!("while writing {}", unit.display()))?;
+    crate::outln!("loop service: wrote {}", unit.display());
+    if telegram {
+        crate::outln!(
+            "loop service: put TELEGRAM_BOT_TOKEN=… and TELEGRAM_CHAT_ID=… in {} (chmod 600)",
+            secrets.display()
+        );
+    }
+    for args in [&["daemon-reload"][..], &["enable", "--now", UNIT]] {
+        if let Err(e) = user_systemctl(&ctl, args) {
+            crate::errln!("loop service: {e}");
+            print_alternatives(&exe, telegram);
+            return Ok(Status::Failed);
+        }
+    }
+    crate::outln!(
+        "loop service: {UNIT} enabled and started; it starts again at every login and boot (with `loginctl enable-linger` for boots without a login)"
+    );
+    Ok(Status::Ok)
+}
+
+/// Where there is no systemd: the lines that keep `loop daemon` running by other means.
+fn print_alternatives(exe: &Path, telegram: bool) {
+    let daemon = format!(
+        "{} daemon{}",
+        exe.display(),
+        if telegram { " --telegram" } else { "" }
+    );
+    let out = crate::dirs::user_state_dir()
+        .map_or_else(|_| PathBuf::from("daemon.out"), |d| d.join("daemon.out"));
+    crate::outln!(
+        "loop service: no systemd here; keep `loop daemon` running with either of:\n  tmux new-session -d -s m1loop '{daemon}'\n  crontab -e, then add:  @reboot {daemon} >> {} 2>&1",
+        out.display()
+    );
+}
+
+fn status() -> anyhow::Result<Status> {
+    let unit = unit_path()?;
+    let state = match (unit.exists(), systemctl()) {
+        (false, _) => "not installed".to_owned(),
+        (true, None) => "installed, but there is no systemctl here".to_owned(),
+        (true, Some(ctl)) => user_systemctl(&ctl, &["is-active", UNIT]).unwrap_or_else(|e| e),
+    };
+    crate::outln!("service  {UNIT}: {state} ({})", unit.display());
+    let now = chrono::Utc::now();
+    for file in installed_loops() {
+        let what = match revive::look(&file, now) {
+            Revival::Driven => "a runner drives it".to_owned(),
+            Revival::Idle => "not RUNNING (nothing to keep)".to_owned(),
+            Revival::Stopped => "a stop file holds it".to_owned(),
+            Revival::WaitsUntil(t) => format!("waits until {}; revived then", t.to_rfc3339()),
+            Revival::Started | Revival::Halted(_) => {
+                "RUNNING with no runner: revived at the next look".to_owned()
+            }
+        };
+        crate::outln!("loop     {}: {what}", file.display());
+    }
+    Ok(Status::Ok)
+}
+
+fn uninstall() -> anyhow::Result<Status> {
+    let unit = unit_path()?;
+    if let Some(ctl) = systemctl()
+        && unit.exists()
+        && let Err(e) = user_systemctl(&ctl, &["disable", "--now", UNIT])
+    {
+        crate::errln!("loop service: {e}");
+    }
+    for path in [unit.clone(), loops_file()?] {
+        match std::fs::remove_file(&path) {
+            Ok(()) => crate::outln!("loop service: removed {}", path.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("while removing {}", path.display())),
+        }
+    }
+    if let Some(ctl) = systemctl() {
+        let _ = user_systemctl(&ctl, &["daemon-reload"]);
+    }
+    Ok(Status::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unit_runs_the_daemon_restarts_it_and_quotes_what_needs_it() {
+        let text = unit_text(
+            Path::new("/opt/my tools/loop"),
+            true,
+            &[("PATH".into(), "/usr/bin:/home/a b/bin".into())],
+            Path::new("/home/a/.config/m1loop/env"),
+        );
+        assert!(
+            text.contains("ExecStart=\"/opt/my tools/loop\" daemon --telegram\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Environment=\"PATH=/usr/bin:/home/a b/bin\"\n"),
+            "{text}"
+        );
+        assert!(text.contains("EnvironmentFile=-/home/a/.config/m1loop/env\n"));
+        assert!(text.contains("Restart=always\n"));
+        assert!(text.contains("[Install]\nWantedBy=default.target\n"));
+        assert_eq!(quoted("50% \"x\""), "\"50%% \\\"x\\\"\"");
+    }
+}

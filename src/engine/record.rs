@@ -1,0 +1,316 @@
+//! How a judged attempt is recorded in M1.md: the RESULTS of the step, the plan, CURRENT, and
+//! what the loop does next. One transition per judgement, written in one go.
+
+use chrono::{DateTime, Utc};
+
+use super::transitions::{
+    Effect, Outcome, Transition, Write, actions, current, exhausted_edits, halt_edits, name,
+    results, results_remove, stamp, step_state,
+};
+use super::{Judgement, one_line};
+use crate::exit::Status as Exit;
+use crate::m1::{Edit, Status, StepState};
+
+/// The facts about a finished attempt that go into RESULTS.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    pub step: u32,
+    pub attempt: u32,
+    pub exit_code: Option<i32>,
+    pub session_id: Option<String>,
+    /// This attempt's cost and duration; added to what RESULTS already holds.
+    pub cost_usd: f64,
+    pub duration_s: f64,
+    pub prior_cost_usd: f64,
+    pub prior_duration_s: f64,
+    /// Transient errors this step waited out before this one.
+    pub transients: u32,
+    pub commit: Option<String>,
+    /// Every check that applies passed (exit, result, verdict, and VERIFY when set).
+    pub verified: bool,
+    pub report: Option<String>,
+    /// The step that comes next (after a pass), with its text.
+    pub next_step: Option<(u32, String)>,
+    /// Whether the human is told of every step that passes.
+    pub notify_each_step: bool,
+    pub now: DateTime<Utc>,
+}
+
+/// What every judged attempt records: its exit, session, cost, time and report.
+fn common(f: &Facts) -> Vec<Edit> {
+    let s = f.step;
+    let mut edits = Vec::new();
+    // No exit code (killed by a signal, lost, never ran): the key goes; ERROR says why.
+    edits.push(match f.exit_code {
+        Some(c) => results(s, "EXIT", c.to_string()),
+        None => results_remove(s, "EXIT"),
+    });
+    if let Some(sid) = &f.session_id {
+        edits.push(results(s, "SESSION_ID", sid.clone()));
+    }
+    edits.push(results(
+        s,
+        "COST_USD",
+        format!("{:.4}", f.prior_cost_usd + f.cost_usd),
+    ));
+    edits.push(results(
+        s,
+        "DURATION_S",
+        format!("{:.1}", f.prior_duration_s + f.duration_s),
+    ));
+    if let Some(r) = &f.report {
+        edits.push(results(s, "REPORT", r.clone()));
+    }
+    // An interruption is about the attempt before this one; a wait below says it again.
+    edits.push(results_remove(s, "INTERRUPTED"));
+    edits
+}
+
+/// Records a judged attempt. A pass or a retry goes on at once with a spawn, so it is held for
+/// that spawn's write-ahead record ([`Write::WithNextSpawn`]); everything else is written now.
+#[must_use]
+pub fn record(j: &Judgement, f: &Facts) -> Transition {
+    let mut edits = common(f);
+    let (log, outcome, write) = match j {
+        Judgement::Pass { summary } => passed(f, summary, &mut edits),
+        Judgement::Planned { steps } => planned(f, steps, &mut edits),
+        // The runner runs VERIFY and judges again before recording; nothing to write yet.
+        Judgement::NeedsVerify => {
+            edits.clear();
+            let log = format!(
+                "verify: {} attempt {} reported done",
+                name(f.step),
+                f.attempt
+            );
+            (log, Outcome::Continue, Write::Now)
+        }
+        Judgement::Retry { reason } => retry(f, reason, &mut edits),
+        Judgement::Exhausted { reason } => failed(f, reason, &mut edits),
+        Judgement::Backoff { delay, reason } => {
+            let until = f.now + chrono::Duration::from_std(*delay).unwrap_or_default();
+            let wait = format!(
+                "Wait until {} ({}s backoff), then run it again",
+                stamp(until),
+                delay.as_secs()
+            );
+            edits.extend(wait_edits(f.step, until, reason, f.transients + 1));
+            edits.extend(actions(
+                &format!("{} hit a transient error: {reason}", name(f.step)),
+                &wait,
+            ));
+            let log = format!("backoff {}s: {}: {reason}", delay.as_secs(), name(f.step));
+            (log, Outcome::Continue, Write::Now)
+        }
+        Judgement::UsageWait { until, reason } => {
+            let wait = format!(
+                "Wait until the limit resets at {}, then carry on by itself",
+                stamp(*until)
+            );
+            edits.extend(wait_edits(f.step, *until, reason, f.transients));
+            edits.extend(actions(
+                &format!("{} hit the usage limit: {reason}", name(f.step)),
+                &wait,
+            ));
+            let log = format!(
+                "usage limit: {} waits until {}",
+                name(f.step),
+                stamp(*until)
+            );
+            (log, Outcome::Continue, Write::Now)
+        }
+        Judgement::Blocked { question } => blocked(f.step, question, &mut edits),
+        Judgement::Halt { reason, how } => {
+            edits.extend(halt_edits(f.step, reason, how));
+            edits.push(results(f.step, "ERROR", one_line(reason, 300)));
+            // A human looks before the loop goes on: the transient errors counted so far
+            // (perhaps what halted it) start again from zero.
+            edits.push(results_remove(f.step, "TRANSIENT"));
+            let log = format!("halt: {}: {reason}", name(f.step));
+            (log, Outcome::Exit(Exit::Waiting), Write::Now)
+        }
+        Judgement::FreshSession { reason } => session(f, reason, true, &mut edits),
+        Judgement::ResumeSession { reason } => session(f, reason, false, &mut edits),
+    };
+    Transition {
+        edits,
+        log,
+        outcome,
+        write,
+        effects: effects(j, f),
+    }
+}
+
+/// What follows a recorded judgement beyond the write.
+fn effects(j: &Judgement, f: &Facts) -> Vec<Effect> {
+    let s = f.step;
+    match j {
+        Judgement::Pass { summary } => {
+            let mut e = vec![Effect::TickPlanFile(s)];
+            if f.notify_each_step {
+                e.push(Effect::StepDone {
+                    step: s,
+                    summary: summary.clone(),
+                });
+            }
+            e
+        }
+        Judgement::Planned { .. } => vec![Effect::Planned],
+        Judgement::Exhausted { reason } => vec![Effect::Failed {
+            step: s,
+            reason: reason.clone(),
+        }],
+        Judgement::Blocked { question } => vec![Effect::Waiting {
+            reason: format!("step {s} asks: {question}"),
+            how: "answer in M1.md (e.g. CONSTRAINTS), then `loop resume`".into(),
+        }],
+        Judgement::Halt { reason, how } => vec![Effect::Waiting {
+            reason: reason.clone(),
+            how: how.clone(),
+        }],
+        Judgement::UsageWait { until, reason } => vec![Effect::UsageWait {
+            step: s,
+            until: *until,
+            reason: reason.clone(),
+        }],
+        Judgement::NeedsVerify
+        | Judgement::Retry { .. }
+        | Judgement::Backoff { .. }
+        | Judgement::FreshSession { .. }
+        | Judgement::ResumeSession { .. } => Vec::new(),
+    }
+}
+
+type Recorded = (String, Outcome, Write);
+
+fn passed(f: &Facts, summary: &str, edits: &mut Vec<Edit>) -> Recorded {
+    let s = f.step;
+    let who = name(s);
+    edits.extend(step_state(s, StepState::Done));
+    edits.push(results(s, "SUMMARY", one_line(summary, 300)));
+    edits.push(results(s, "VERIFIED", f.verified.to_string()));
+    edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
+    if let Some(c) = &f.commit {
+        edits.push(results(s, "COMMIT", c.clone()));
+    }
+    edits.push(results_remove(s, "ERROR"));
+    edits.push(results_remove(s, "BLOCKED"));
+    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    let next = match &f.next_step {
+        Some((n, text)) => {
+            edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], n.to_string()));
+            format!("Step {n}: {text}")
+        }
+        None => "All steps done".into(),
+    };
+    edits.extend(actions(&format!("{who} done: {summary}"), &next));
+    let log = format!("pass: {who} attempt {}: {summary}", f.attempt);
+    (log, Outcome::Continue, Write::WithNextSpawn)
+}
+
+/// The planning call's plan becomes the steps, all PENDING, and step 1 is next.
+fn planned(f: &Facts, steps: &[String], edits: &mut Vec<Edit>) -> Recorded {
+    let summary = format!("planned {} steps", steps.len());
+    edits.push(results(0, "SUMMARY", summary.clone()));
+    edits.push(results(0, "VERIFIED", f.verified.to_string()));
+    edits.push(results(0, "ATTEMPTS", f.attempt.to_string()));
+    edits.push(results_remove(0, "ERROR"));
+    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.push(Edit::SetSteps(
+        steps
+            .iter()
+            .map(|s| (StepState::Pending, s.clone()))
+            .collect(),
+    ));
+    edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], "1"));
+    let first = steps
+        .first()
+        .map_or_else(String::new, |t| format!("Step 1: {t}"));
+    edits.extend(actions(&format!("Planning done: {summary}"), &first));
+    let log = format!("pass: Planning attempt {}: {summary}", f.attempt);
+    (log, Outcome::Continue, Write::WithNextSpawn)
+}
+
+fn retry(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
+    let (s, who) = (f.step, name(f.step));
+    edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
+    edits.push(results(s, "ERROR", one_line(reason, 300)));
+    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.extend(step_state(s, StepState::Pending));
+    edits.extend(actions(
+        &format!("{who} attempt {} failed: {reason}", f.attempt),
+        &format!(
+            "Retry {} (attempt {}) with a fix prompt",
+            who.to_lowercase(),
+            f.attempt + 1
+        ),
+    ));
+    let log = format!("retry: {who} attempt {}: {reason}", f.attempt);
+    (log, Outcome::Continue, Write::WithNextSpawn)
+}
+
+/// The last failed attempt `MAX_RETRIES` allows: the step and the loop fail.
+fn failed(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
+    let s = f.step;
+    edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
+    edits.push(results(s, "ERROR", one_line(reason, 300)));
+    let why = format!("attempt {} of {}: {reason}", f.attempt, f.attempt);
+    edits.extend(exhausted_edits(s, &why));
+    let log = format!("fail: {} attempt {}: {reason}", name(s), f.attempt);
+    (log, Outcome::Exit(Exit::Failed), Write::Now)
+}
+
+fn blocked(s: u32, question: &str, edits: &mut Vec<Edit>) -> Recorded {
+    let who = name(s);
+    edits.extend(step_state(s, StepState::Pending));
+    edits.push(results(s, "BLOCKED", one_line(question, 300)));
+    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.push(Edit::Status(Status::Waiting));
+    edits.extend(actions(
+        &format!("{who} is blocked and asks: {question}"),
+        &format!("Answer in M1.md (e.g. in CONSTRAINTS), then `loop resume`. Question: {question}"),
+    ));
+    let log = format!("blocked: {who}: {question}");
+    (log, Outcome::Exit(Exit::Waiting), Write::Now)
+}
+
+/// The session cannot be used as planned: run again in a fresh one, or resuming the one that
+/// exists; the attempt does not count.
+fn session(f: &Facts, reason: &str, fresh: bool, edits: &mut Vec<Edit>) -> Recorded {
+    let (s, who) = (f.step, name(f.step));
+    edits.retain(|e| !matches!(e, Edit::Set(p, _) if p.last().is_some_and(|k| k == "SESSION_ID")));
+    if fresh {
+        edits.push(results_remove(s, "SESSION_ID"));
+    } else if let Some(sid) = &f.session_id {
+        edits.push(results(s, "SESSION_ID", sid.clone()));
+    }
+    edits.extend(step_state(s, StepState::Pending));
+    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    let how = if fresh {
+        "in a fresh session"
+    } else {
+        "resuming its session"
+    };
+    edits.extend(actions(
+        &format!("{who}: {reason}"),
+        &format!("Run it again {how}"),
+    ));
+    (
+        format!("session: {who}: {reason}; again {how}"),
+        Outcome::Continue,
+        Write::Now,
+    )
+}
+
+/// A wait is not a failure: the reason goes to INTERRUPTED (so the next run is told to carry
+/// on, not to fix), and ERROR keeps the step's last real failure, if any.
+fn wait_edits(s: u32, until: DateTime<Utc>, reason: &str, transients: u32) -> Vec<Edit> {
+    let mut edits: Vec<Edit> = step_state(s, StepState::Pending).into_iter().collect();
+    edits.extend([
+        results(s, "TRANSIENT", transients.to_string()),
+        results(s, "INTERRUPTED", one_line(reason, 300)),
+        Edit::Clear(vec!["CURRENT".into()]),
+        current("WAIT_UNTIL", stamp(until)),
+        current("WAIT_REASON", one_line(reason, 200)),
+    ]);
+    edits
+}

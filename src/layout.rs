@@ -1,0 +1,201 @@
+//! Where a loop keeps its files: every path rule of a state directory, in one place.
+//!
+//! A loop is its `M1.md`; the directory that holds it is the loop's state directory:
+//!
+//! ```text
+//! state/
+//!   M1.md            the loop's state (any name: --file)
+//!   M1.md.lock       the runner's lock, with its pid
+//!   STOP             stops this loop only
+//!   loop.yaml        defaults for new loops
+//!   loop.log         every decision, with its reason
+//!   outbox.jsonl     notifications, until Telegram took them
+//!   runner.out       a detached runner's output
+//!   tasks/<id>/      one per agent run (and per VERIFY run): spec, output, exit record
+//!   telegram.*       the chat bot's offset, lock and command output
+//! ```
+//!
+//! `fire`, `check`, `kill` and `notify` outside a loop use the same layout in the per-user
+//! state directory ([`crate::dirs`]).
+
+use std::path::{Path, PathBuf};
+
+/// The files of one state directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    dir: PathBuf,
+}
+
+impl Layout {
+    /// The layout of the loop whose state file is `m1`: the directory it is in.
+    #[must_use]
+    pub fn of(m1: &Path) -> Self {
+        let dir = match m1.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        Self { dir }
+    }
+
+    /// The layout of a state directory.
+    #[must_use]
+    pub fn dir(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// The state directory.
+    #[must_use]
+    pub fn state_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The runner's lock of the loop whose state file is `m1` (`M1.md.lock` beside it).
+    #[must_use]
+    pub fn runner_lock(m1: &Path) -> PathBuf {
+        let mut name = m1
+            .file_name()
+            .map(std::ffi::OsString::from)
+            .unwrap_or_default();
+        name.push(".lock");
+        m1.with_file_name(name)
+    }
+
+    /// The stop file of this loop only.
+    #[must_use]
+    pub fn stop_file(&self) -> PathBuf {
+        self.dir.join("STOP")
+    }
+
+    #[must_use]
+    pub fn settings(&self) -> PathBuf {
+        self.dir.join("loop.yaml")
+    }
+
+    #[must_use]
+    pub fn log(&self) -> PathBuf {
+        self.dir.join("loop.log")
+    }
+
+    #[must_use]
+    pub fn outbox(&self) -> PathBuf {
+        self.dir.join("outbox.jsonl")
+    }
+
+    /// The outbox's lock for writing it.
+    #[must_use]
+    pub fn outbox_lock(&self) -> PathBuf {
+        self.dir.join("outbox.lock")
+    }
+
+    /// The outbox's lock for sending from it.
+    #[must_use]
+    pub fn outbox_send_lock(&self) -> PathBuf {
+        self.dir.join("outbox.send.lock")
+    }
+
+    /// When a revived runner took the loop over, and who revived it: one line each.
+    #[must_use]
+    pub fn revivals(&self) -> PathBuf {
+        self.dir.join("revivals.log")
+    }
+
+    #[must_use]
+    pub fn runner_out(&self) -> PathBuf {
+        self.dir.join("runner.out")
+    }
+
+    #[must_use]
+    pub fn tasks(&self) -> PathBuf {
+        self.dir.join("tasks")
+    }
+
+    /// The directory of task `id`.
+    #[must_use]
+    pub fn task(&self, id: &str) -> PathBuf {
+        self.tasks().join(id)
+    }
+
+    /// The prompt an agent run was given (a copy for people; the spec holds the command).
+    #[must_use]
+    pub fn task_prompt(&self, id: &str) -> PathBuf {
+        self.task(id).join("prompt.md")
+    }
+
+    /// What a task printed on stderr.
+    #[must_use]
+    pub fn task_stderr(&self, id: &str) -> PathBuf {
+        self.task(id).join("stderr")
+    }
+
+    /// A file of the chat bot (`offset`, `lock`, `cmd.out`).
+    #[must_use]
+    pub fn telegram(&self, what: &str) -> PathBuf {
+        self.dir.join(format!("telegram.{what}"))
+    }
+
+    /// The `.gitignore` a state directory the loop creates gets.
+    #[must_use]
+    pub fn gitignore(&self) -> PathBuf {
+        self.dir.join(".gitignore")
+    }
+}
+
+/// Longest accepted task id; ids become directory names.
+pub(crate) const MAX_ID_LEN: usize = 128;
+
+/// Checks that `id` can only name a directory directly under `tasks/`.
+///
+/// # Errors
+/// A bad-input [`crate::exit::Exit`] quoting the id and saying what is allowed.
+pub fn validate_task_id(id: &str) -> Result<(), crate::exit::Exit> {
+    let fail = |why: &str| {
+        Err(crate::exit::Exit::bad_input(format!(
+            "invalid task id {id:?}: {why} (ids look like task_20260217T053000_a1b2c3)"
+        )))
+    };
+    if id.is_empty() {
+        return fail("it is empty");
+    }
+    if id.len() > MAX_ID_LEN {
+        return fail(&format!("longer than {MAX_ID_LEN} characters"));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        return fail(&format!(
+            "{c:?} is not allowed; use letters, digits, '_', '-' and '.'"
+        ));
+    }
+    if !id.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return fail("it must start with a letter or a digit");
+    }
+    if id.contains("..") {
+        return fail("it must not contain \"..\"");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loop_keeps_its_files_beside_its_m1() {
+        let l = Layout::of(Path::new("proj/state/M1.md"));
+        assert_eq!(l.state_dir(), Path::new("proj/state"));
+        assert_eq!(l.task("task_1"), Path::new("proj/state/tasks/task_1"));
+        assert_eq!(l.log(), Path::new("proj/state/loop.log"));
+        assert_eq!(
+            l.outbox_send_lock(),
+            Path::new("proj/state/outbox.send.lock")
+        );
+        assert_eq!(
+            Layout::runner_lock(Path::new("proj/state/M1.md")),
+            Path::new("proj/state/M1.md.lock")
+        );
+        assert_eq!(Layout::of(Path::new("M1.md")).state_dir(), Path::new("."));
+    }
+}

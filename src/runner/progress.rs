@@ -1,0 +1,188 @@
+//! The live line of a foreground runner while a step runs: elapsed time, what the agent did
+//! last (from its stream-json), and what the loop has spent. On a terminal it is one line
+//! rewritten in place; into a pipe or a file, a line each time the activity changes. It reads
+//! only when the runner wakes anyway (task output, or the one-second check), so a silent
+//! agent still costs nothing.
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::agent::StreamFollower;
+
+/// How the live line is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Not at all (`--quiet`, a detached runner, an embedding caller).
+    #[default]
+    Off,
+    /// One line rewritten in place.
+    Terminal,
+    /// A line per change of activity.
+    Lines,
+}
+
+impl Mode {
+    /// The mode for this process's stdout: in place on a terminal, lines otherwise.
+    #[must_use]
+    pub fn for_stdout() -> Self {
+        if std::io::stdout().is_terminal() {
+            Self::Terminal
+        } else {
+            Self::Lines
+        }
+    }
+}
+
+/// The step being watched.
+#[derive(Debug)]
+struct Watched {
+    label: String,
+    follower: StreamFollower,
+    started: Instant,
+    spent_before: f64,
+}
+
+/// The live line's state.
+#[derive(Debug)]
+pub struct Progress {
+    mode: Mode,
+    watched: Option<Watched>,
+    /// The activity last printed (lines mode), so each is printed once.
+    printed: Option<String>,
+    /// A line is on the terminal and must be cleared before other output.
+    on_screen: std::cell::Cell<bool>,
+}
+
+impl Progress {
+    #[must_use]
+    pub fn new(mode: Mode) -> Self {
+        Self {
+            mode,
+            watched: None,
+            printed: None,
+            on_screen: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Starts watching a step's stream. `elapsed` is how long its task has run already (a
+    /// re-adopted step began before this runner); `spent_before` what the loop had spent.
+    pub fn begin(&mut self, label: String, stdout: &Path, elapsed: Duration, spent_before: f64) {
+        if self.mode == Mode::Off {
+            return;
+        }
+        self.watched = Some(Watched {
+            label,
+            follower: StreamFollower::new(stdout),
+            started: Instant::now()
+                .checked_sub(elapsed)
+                .unwrap_or_else(Instant::now),
+            spent_before,
+        });
+        self.printed = None;
+    }
+
+    /// Reads new output and shows the line: rewritten on a terminal (so the clock moves),
+    /// printed again elsewhere only when the activity changed.
+    pub fn update(&mut self) {
+        let Some(w) = self.watched.as_mut() else {
+            return;
+        };
+        w.follower.poll();
+        let summary = w.follower.summary();
+        let activity = summary.last_activity.clone();
+        let cost = w.spent_before
+            + summary
+                .result
+                .as_ref()
+                .and_then(|r| r.total_cost_usd)
+                .unwrap_or(0.0);
+        let line = render(&w.label, w.started.elapsed(), activity.as_deref(), cost);
+        match self.mode {
+            Mode::Off => {}
+            Mode::Terminal => {
+                write_out(&format!("\r\x1b[2K{line}"));
+                self.on_screen.set(true);
+            }
+            Mode::Lines => {
+                if activity.is_some() && activity != self.printed {
+                    write_out(&format!("{line}\n"));
+                    self.printed = activity;
+                }
+            }
+        }
+    }
+
+    /// Stops watching (the step ended) and clears the terminal line.
+    pub fn end(&mut self) {
+        self.clear();
+        self.watched = None;
+    }
+
+    /// Clears the terminal line so that other output starts on a clean one.
+    pub fn clear(&self) {
+        if self.on_screen.replace(false) {
+            write_out("\r\x1b[2K");
+        }
+    }
+}
+
+/// `  … step 2 attempt 1 · 0:42 · Bash: cargo test · $0.31 spent`
+fn render(label: &str, elapsed: Duration, activity: Option<&str>, cost: f64) -> String {
+    let secs = elapsed.as_secs();
+    let clock = if secs >= 3600 {
+        format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+    } else {
+        format!("{}:{:02}", secs / 60, secs % 60)
+    };
+    let mut line = format!("  … {label} · {clock}");
+    if let Some(a) = activity {
+        line.push_str(" · ");
+        line.push_str(&crate::engine::one_line(a, 80));
+    }
+    if cost > 0.0 {
+        let _ = write!(line, " · ${cost:.2} spent");
+    }
+    line
+}
+
+/// Writes and flushes, ignoring a closed stdout (see [`crate::output`]).
+fn write_out(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_says_step_clock_activity_and_cost() {
+        let l = render(
+            "step 2 attempt 1",
+            Duration::from_secs(42),
+            Some("Bash: cargo test"),
+            0.3141,
+        );
+        assert_eq!(
+            l,
+            "  … step 2 attempt 1 · 0:42 · Bash: cargo test · $0.31 spent"
+        );
+    }
+
+    #[test]
+    fn an_hour_shows_hours_and_nothing_unknown_is_shown() {
+        let l = render("planning", Duration::from_secs(3723), None, 0.0);
+        assert_eq!(l, "  … planning · 1:02:03");
+    }
+
+    #[test]
+    fn a_long_activity_is_cut_to_one_short_line() {
+        let long = "x".repeat(200);
+        let l = render("step 1 attempt 1", Duration::ZERO, Some(&long), 0.0);
+        assert!(l.chars().count() < 120, "{l}");
+        assert!(l.ends_with('…'));
+    }
+}

@@ -1,0 +1,233 @@
+//! What a person sees of a loop: the live line while a step runs, `loop status`, the words
+//! the loop records, and the prompt after a wait.
+
+use std::time::Duration;
+
+use m1loop::m1::Status;
+use serde_json::json;
+
+use crate::support::{TestLoop, code, stderr, stdout, wait_until};
+
+/// The `-p` prompt the agent was given on call `n` (0-based) of the simulated agent.
+fn prompt_of(env: &TestLoop, n: usize) -> String {
+    let calls = env.calls();
+    let argv = calls[n]["argv"].as_array().unwrap();
+    let at = argv.iter().position(|a| a == "-p").unwrap();
+    argv[at + 1].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_foreground_runner_shows_what_the_agent_is_doing_while_a_step_runs() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {"sleep_ms": 600, "heartbeat_ms": 100,
+        "result": "worked.\nSTEP_DONE: ok"}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    // Piped: one line per change of activity, each with the step, its clock and what it did.
+    let live: Vec<&str> = text.lines().filter(|l| l.starts_with("  … ")).collect();
+    assert!(
+        live.iter()
+            .any(|l| l.starts_with("  … step 1 attempt 1 · 0:0")
+                && l.contains("Working on step 1")),
+        "{text}"
+    );
+    assert!(
+        !text.contains('\r'),
+        "no in-place rewrites into a pipe: {text:?}"
+    );
+    let mut seen = live.clone();
+    seen.dedup();
+    assert_eq!(seen.len(), live.len(), "each activity once: {text}");
+
+    let quiet = TestLoop::new();
+    quiet.scenario(&json!({"default": {"sleep_ms": 600, "heartbeat_ms": 100,
+        "result": "worked.\nSTEP_DONE: ok"}}));
+    let out = quiet.run(&["start", "g", "--step", "one", "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!stdout(&out).contains("  … "), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("pass: Step 1"),
+        "decisions still print"
+    );
+}
+
+#[test]
+fn status_shows_the_agents_last_activity_while_a_step_runs() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {"sleep_ms": 20000, "heartbeat_ms": 100,
+        "result": "worked.\nSTEP_DONE: ok"}}));
+    let mut runner = env.spawn(&["start", "g", "--step", "one"]);
+    let mut last = String::new();
+    let seen = wait_until(Duration::from_secs(20), || {
+        last = stdout(&env.run(&["status"]));
+        last.lines()
+            .any(|l| l.starts_with("ACTIVITY     Working on step 1 (") && l.ends_with("s ago)"))
+    });
+    assert!(seen, "{last}");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&env.run(&["status", "--json"])))
+        .expect("status --json is one JSON object");
+    assert!(
+        v["activity"]
+            .as_str()
+            .unwrap()
+            .starts_with("Working on step 1"),
+        "{v}"
+    );
+    assert_eq!(v["stop_file"], serde_json::Value::Null);
+    std::fs::write(env.state().join("STOP"), "").unwrap();
+    runner.wait(Duration::from_secs(20));
+    env.assert_no_processes();
+}
+
+#[test]
+fn status_says_when_a_stop_file_is_present_and_which() {
+    let env = TestLoop::new();
+    std::fs::write(
+        &env.file,
+        "STATUS: WAITING\nGOAL: g\nLAST_ACTION: paused by hand\n",
+    )
+    .unwrap();
+    let out = stdout(&env.run(&["status"]));
+    assert!(!out.contains("STOP "), "{out}");
+    assert!(out.contains("LAST_ACTION  paused by hand"), "{out}");
+    std::fs::write(&env.stop, "").unwrap();
+    let out = stdout(&env.run(&["status"]));
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("STOP         "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.contains(&format!("{} exists", env.stop.display())),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!("rm {}", env.stop.display())),
+        "{line}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&env.run(&["status", "--json"]))).unwrap();
+    assert_eq!(v["stop_file"], env.stop.display().to_string());
+    assert_eq!(v["last_action"], "paused by hand");
+}
+
+#[test]
+fn a_step_that_passes_every_check_that_applies_is_verified_without_a_verify_command() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok"}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(env.m1().results[&1].verified, Some(true));
+    assert!(stdout(&env.run(&["status"])).contains("verified"));
+}
+
+#[test]
+fn the_run_after_a_rate_limit_wait_is_told_to_carry_on_not_to_fix_its_work() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"steps": {"1": [
+        {"is_error": true, "api_error_status": 529, "exit": 1,
+         "result": "API Error: Repeated 529 Overloaded errors. The API is at capacity"},
+        {"result": "worked.\nSTEP_DONE: ok"}
+    ]}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(env.calls().len(), 2);
+    let again = prompt_of(&env, 1);
+    assert!(again.contains("cut off by an API error"), "{again}");
+    assert!(again.contains("529"), "{again}");
+    assert!(
+        !again.contains("did not pass"),
+        "a wait is no failure: {again}"
+    );
+    assert_eq!(env.calls()[1]["resume"], env.calls()[0]["session_id"]);
+    let m = env.m1();
+    assert_eq!(m.results[&1].error, None);
+    assert_eq!(
+        m.results[&1].extra.get("INTERRUPTED"),
+        None,
+        "the pass clears it"
+    );
+    // The wait is logged once: where the runner records it.
+    let log = env.log();
+    let waits = log
+        .lines()
+        .filter(|l| l.contains("backoff") || l.contains("wait: until"))
+        .count();
+    assert_eq!(waits, 1, "{log}");
+}
+
+#[test]
+fn a_failed_run_is_recorded_with_its_exit_code_and_stderr_tail() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"steps": {"1": [
+        {"is_error": true, "exit": 1, "subtype": "error_during_execution",
+         "stderr": "fatal: the disk is full\n", "result": "the tool crashed"},
+        {"result": "worked.\nSTEP_DONE: ok"}
+    ]}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let log = env.log();
+    let retry = log
+        .lines()
+        .find(|l| l.contains("retry: Step 1 attempt 1"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        retry.contains("the tool crashed (exited with code 1; stderr: fatal: the disk is full)"),
+        "{retry}"
+    );
+}
+
+#[test]
+fn a_verify_command_that_prints_nothing_is_said_to_have_printed_nothing() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok"}}));
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--verify",
+        "false",
+        "--max-retries",
+        "1",
+    ]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let m = env.m1();
+    assert_eq!(m.status, Status::Failed);
+    assert_eq!(
+        m.results[&1].error.as_deref(),
+        Some("VERIFY failed (exit 1) and printed nothing")
+    );
+}
+
+#[test]
+fn one_step_done_is_not_called_all_1_steps_and_nothing_skipped_is_not_mentioned() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok"}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        env.m1().last_action.as_deref(),
+        Some("The only step is done")
+    );
+    let two = TestLoop::new();
+    two.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok"}}));
+    let out = two.run(&["start", "g", "--step", "one", "--step", "two"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(two.m1().last_action.as_deref(), Some("All 2 steps done"));
+    assert!(!two.log().contains("skipped"), "{}", two.log());
+}
+
+#[test]
+fn loop_demo_honours_file() {
+    let env = TestLoop::new();
+    let file = env.temp.path().join("elsewhere").join("M1.md");
+    let out = env.run_for(
+        &["demo", "--quiet", "--file", file.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let text = std::fs::read_to_string(&file).expect("the demo's M1.md is where --file says");
+    assert!(text.starts_with("STATUS: DONE"), "{text}");
+    assert!(stdout(&out).contains(&file.display().to_string()));
+}
