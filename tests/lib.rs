@@ -26,6 +26,7 @@ mod loops {
     mod crash;
     mod denials;
     mod lost;
+    mod revive;
     mod run;
     mod settings;
     mod stale_save;

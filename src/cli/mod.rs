@@ -293,6 +293,8 @@ Environment:
   TELEGRAM_BOT_TOKEN  the Telegram bot that sends notifications (unset: they go to loop.log)
   TELEGRAM_CHAT_ID    the chat it sends them to
   TELEGRAM_API_BASE   the Bot API address (default https://api.telegram.org)
+  LOOP_REVIVE         off: the steps of a runner started with it do not revive it should it
+                      die (`loop daemon` still revives the loops it keeps)
   XDG_STATE_HOME      outside a loop, fire/check/kill/notify keep their files in
                       $XDG_STATE_HOME/m1loop (default ~/.local/state/m1loop), and runners
                       register there so that `loop stop` can wait for them";

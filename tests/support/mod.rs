@@ -337,6 +337,24 @@ pub fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Writes an executable script. A child process writes it, so that no thread of this process
+/// holds it open for writing while another thread forks: the fork's child would keep it open
+/// until it execs, and running the script meanwhile fails with "text file busy".
+pub fn write_executable(path: &Path, text: &str) {
+    let ok = Command::new("sh")
+        .args([
+            "-c",
+            "printf '%s' \"$1\" > \"$2\" && chmod 755 \"$2\"",
+            "sh",
+            text,
+        ])
+        .arg(path)
+        .stdin(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ok.success(), "could not write {}", path.display());
+}
+
 /// How most editors save: the new text to a temporary file beside it, then a rename over it.
 pub fn save_by_rename(path: &Path, text: &str) {
     let tmp = path.with_extension("md.swp");
