@@ -9,7 +9,7 @@ use m1loop::m1::Status;
 use serde_json::json;
 
 use crate::support::procs::{ppid, running, sigkill};
-use crate::support::{SIM, TestLoop, code, stderr, wait_until};
+use crate::support::{SIM, TestLoop, code, stderr, wait_until, write_executable};
 
 fn read_pid(path: &Path) -> Option<i32> {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
@@ -22,16 +22,14 @@ fn a_lost_step_leaves_nothing_running_beside_its_retry() {
     // The agent leaves a process outside its group, and (first call) one inside it.
     let escapees = env.temp.path().join("escapees");
     let agent = env.temp.path().join("agent.sh");
-    std::fs::write(
+    write_executable(
         &agent,
-        format!(
+        &format!(
             "#!/bin/sh\nsetsid sleep 600 </dev/null >/dev/null 2>&1 &\necho $! >> '{}'\nexec '{}' \"$@\"\n",
             escapees.display(),
             SIM
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     let env = env.env("LOOP_AGENT", &agent);
     env.scenario(&json!({
         "steps": {"1": [

@@ -4,11 +4,10 @@
 //! neither `start` nor `resume` to exist.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use crate::support::telegram_fake::{FakeTelegram, Reply};
-use crate::support::{Guard, TestLoop, run, wait_until};
+use crate::support::{Guard, TestLoop, run, wait_until, write_executable};
 
 const TOKEN: &str = "55555:AAbotTOKENsecret_for-the-bot-tests-xyz";
 const CHAT: i64 = 4242;
@@ -29,20 +28,8 @@ impl Bot {
 /// A loop's directory with a recording script in place of `loop` for the bot's child commands.
 fn setup() -> TestLoop {
     let s = TestLoop::new();
-    // Written by a child process, so no test thread holds the file open for writing while
-    // another forks (which would make exec fail with "text file busy").
     let script = "#!/bin/sh\nprintf '%s|' \"$@\" >> \"$FAKE_LOOP_RECORD\"\nprintf '\\n' >> \"$FAKE_LOOP_RECORD\"\necho \"fake loop: $*\"\n";
-    let ok = Command::new("sh")
-        .args([
-            "-c",
-            "printf '%s' \"$1\" > \"$2\" && chmod 755 \"$2\"",
-            "sh",
-            script,
-        ])
-        .arg(fake_loop(&s))
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    write_executable(&fake_loop(&s), script);
     s
 }
 
