@@ -99,7 +99,7 @@ fn plan() -> impl Strategy<Value = Piece> {
             ];
             let mut promises = Vec::new();
             for (i, (s, t, c)) in steps.iter().enumerate() {
-                // A step says what it does: an empty text is invalid (tested in m1_validate).
+                // A step says what it does: an empty text is invalid (tested in `m1::validate`).
                 let t = if t.trim().is_empty() {
                     "調査"
                 } else {
@@ -126,7 +126,7 @@ fn block(key: &'static str, fields: &'static [&'static str]) -> impl Strategy<Va
             let mut lines = vec![format!("{key}:")];
             let mut promises = Vec::new();
             for (f, (written, v)) in chosen.iter().zip(vals) {
-                // Task ids have their own alphabet (tested in m1_validate).
+                // Task ids have their own alphabet (tested in `m1::validate`).
                 let (written, v) = if *f == "TASK_ID" {
                     let id: String = v.chars().filter(char::is_ascii_alphanumeric).collect();
                     let id = format!("task_{id}");
@@ -145,7 +145,7 @@ fn block(key: &'static str, fields: &'static [&'static str]) -> impl Strategy<Va
 }
 
 /// RESULTS for step `n`, or for the planning call (step 0) when the plan has fewer steps: a
-/// result for a step the plan does not list means the plan was lost (tested in m1_validate).
+/// result for a step the plan does not list means the plan was lost (tested in `m1::validate`).
 fn results() -> impl Strategy<Value = (u32, (String, String), &'static str)> {
     (
         1u32..4,
@@ -211,8 +211,8 @@ fn document() -> impl Strategy<Value = (String, Vec<(Vec<String>, String)>)> {
             let mut k = shuffle;
             for i in (1..items.len()).rev() {
                 k = k
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
                 items.swap(i, (k >> 33) as usize % (i + 1));
             }
             let mut lines = Vec::new();

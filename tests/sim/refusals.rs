@@ -1,6 +1,7 @@
 //! The simulated agent refuses what the real CLI refuses, in its words, so the adapter's
 //! classifier recognises each refusal; hangs and leftover processes behave as real ones do.
 
+use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -172,7 +173,6 @@ fn a_hang_is_logged_at_start_and_dies_by_signal() {
     )
     .unwrap();
     let status = child.wait(Duration::from_secs(30));
-    use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(15));
     let s = m1loop::agent::read_stream_file(&out_path).unwrap();
     assert!(s.result.is_none());

@@ -140,17 +140,15 @@ pub fn run_within(mut cmd: impl BorrowMut<Command>, within: Duration) -> Output 
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    match rx.recv_timeout(within) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            procs::sigkill(pid.cast_signed());
-            let args: Vec<_> = cmd.get_args().collect();
-            panic!(
-                "{} {args:?} did not finish within {within:?}",
-                cmd.get_program().display()
-            );
-        }
-    }
+    let Ok(out) = rx.recv_timeout(within) else {
+        procs::sigkill(pid.cast_signed());
+        let args: Vec<_> = cmd.get_args().collect();
+        panic!(
+            "{} {args:?} did not finish within {within:?}",
+            cmd.get_program().display()
+        );
+    };
+    out.unwrap()
 }
 
 pub fn code(out: &Output) -> i32 {

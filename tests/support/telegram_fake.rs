@@ -121,7 +121,7 @@ impl FakeTelegram {
     /// Queues a text message from `chat_id`; returns its update id.
     pub fn push_message(&self, chat_id: i64, text: &str) -> i64 {
         let mut s = self.state.lock().unwrap();
-        let id = 1000 + s.updates.len() as i64;
+        let id = 1000 + i64::try_from(s.updates.len()).unwrap();
         s.updates.push(json!({
             "update_id": id,
             "message": {
@@ -199,7 +199,9 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
     };
     let answer = answer(&req, state);
     state.lock().unwrap().requests.push(req);
-    let Some((status, json)) = answer else { return }; // Reply::Drop: hang up
+    let Answer::Respond(status, json) = answer else {
+        return;
+    };
     let text = json.to_string();
     let reason = match status {
         200 => "OK",
@@ -216,33 +218,42 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
     );
 }
 
-fn error(status: u16, description: &str) -> Option<(u16, Value)> {
-    Some((
-        status,
-        json!({"ok": false, "error_code": status, "description": description}),
-    ))
+/// What the server does with a request.
+enum Answer {
+    /// An HTTP status and a JSON body.
+    Respond(u16, Value),
+    /// Close the connection without answering.
+    HangUp,
 }
 
-fn scripted(reply: Reply) -> Option<Option<(u16, Value)>> {
+fn error(status: u16, description: &str) -> Answer {
+    Answer::Respond(
+        status,
+        json!({"ok": false, "error_code": status, "description": description}),
+    )
+}
+
+/// The scripted answer; `None` for [`Reply::Ok`], which is what the real API would do.
+fn scripted(reply: Reply) -> Option<Answer> {
     match reply {
         Reply::Ok => None,
-        Reply::RetryAfter(s) => Some(Some((
+        Reply::RetryAfter(s) => Some(Answer::Respond(
             429,
             json!({"ok": false, "error_code": 429,
                    "description": format!("Too Many Requests: retry after {s}"),
                    "parameters": {"retry_after": s}}),
-        ))),
+        )),
         Reply::ServerError => Some(error(500, "Internal Server Error")),
         Reply::BadRequest(d) => Some(error(400, &d)),
         Reply::Conflict => Some(error(
             409,
             "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
         )),
-        Reply::Drop => Some(None),
+        Reply::Drop => Some(Answer::HangUp),
     }
 }
 
-fn answer(req: &Request, state: &Mutex<State>) -> Option<(u16, Value)> {
+fn answer(req: &Request, state: &Mutex<State>) -> Answer {
     match req.method.as_str() {
         "sendMessage" => {
             let mut s = state.lock().unwrap();
@@ -264,10 +275,10 @@ fn answer(req: &Request, state: &Mutex<State>) -> Option<(u16, Value)> {
                 parse_mode,
             });
             let id = s.sent.len();
-            Some((
+            Answer::Respond(
                 200,
                 json!({"ok": true, "result": {"message_id": id, "text": text}}),
-            ))
+            )
         }
         "getUpdates" => {
             if let Some(r) = state
@@ -292,7 +303,7 @@ fn answer(req: &Request, state: &Mutex<State>) -> Option<(u16, Value)> {
                     .cloned()
                     .collect();
                 if !found.is_empty() || Instant::now() > deadline {
-                    return Some((200, json!({"ok": true, "result": found})));
+                    return Answer::Respond(200, json!({"ok": true, "result": found}));
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }

@@ -203,18 +203,14 @@ fn ended_well(stdout: &[u8]) -> bool {
 /// Ends this process with `sig`, as a kill from outside would; returns only when the signal
 /// does not end it (then with the shell's code for it, 128 + the signal).
 fn kill_self(sig: i32) -> i32 {
-    match nix::sys::signal::Signal::try_from(sig) {
-        Ok(signal) => {
-            let _ = nix::sys::signal::raise(signal);
-            // A caught or ignored signal: make sure it still ends here.
-            std::thread::sleep(Duration::from_millis(200));
-            128 + sig
-        }
-        Err(_) => {
-            eprintln!("claude-sim: killed_by_signal {sig} is not a signal");
-            SETUP_ERROR
-        }
-    }
+    let Ok(signal) = nix::sys::signal::Signal::try_from(sig) else {
+        eprintln!("claude-sim: killed_by_signal {sig} is not a signal");
+        return SETUP_ERROR;
+    };
+    let _ = nix::sys::signal::raise(signal);
+    // A caught or ignored signal: make sure it still ends here.
+    std::thread::sleep(Duration::from_millis(200));
+    128 + sig
 }
 
 /// Starts `sleep SECS` in this process's group and does not wait for it: the leftover a
