@@ -20,8 +20,8 @@ use super::{Guard, LOOP, PATIENCE, SIM, Temp, run, run_within, wait_until};
 /// ```
 ///
 /// `project/` is where `loop` runs, with the loop's `state/M1.md`. Outside the project (and
-/// its git) are the stop file, the per-user directory `xdg/`, and the simulated agent's
-/// scenario and call log ([`Temp`]). Every `loop` run from here has the simulated agent as its
+/// its git) are the stop file, the per-user directory `xdg/`, the temporary directory `tmp/`,
+/// and the simulated agent's scenario and call log ([`Temp`]). Every `loop` run from here has the simulated agent as its
 /// agent, this stop file and per-user directory, no Telegram, and no input. Dropping it kills
 /// whatever its loops and tasks left running.
 pub struct TestLoop {
@@ -40,6 +40,7 @@ impl TestLoop {
         let temp = Temp::new();
         let project = temp.join("project");
         std::fs::create_dir_all(project.join("state")).unwrap();
+        std::fs::create_dir(temp.join("tmp")).unwrap();
         Self {
             file: project.join("state").join("M1.md"),
             stop: temp.join("croppy-stop"),
@@ -91,6 +92,8 @@ impl TestLoop {
             .env("LOOP_AGENT", SIM)
             .env("LOOP_STOP_FILE", &self.stop)
             .env("XDG_STATE_HOME", self.xdg())
+            // What a loop puts in the temporary directory (the demo's project) goes with the test's.
+            .env("TMPDIR", self.temp.join("tmp"))
             .env("CLAUDE_SIM_SCENARIO", self.temp.join("scenario.json"))
             .env("CLAUDE_SIM_LOG", self.temp.sim_log())
             .env("LOOP_NOTIFY_BACKOFF_MS", "10")
