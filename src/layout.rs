@@ -129,6 +129,12 @@ impl Layout {
         self.task(id).join("stderr")
     }
 
+    /// The handoff note an agent writes for a fresh session of `step` (`STEP_RESTART`).
+    #[must_use]
+    pub fn handoff(&self, step: u32) -> PathBuf {
+        self.dir.join(format!("handoff-step-{step}.md"))
+    }
+
     /// A file of the chat bot (`offset`, `lock`, `cmd.out`).
     #[must_use]
     pub fn telegram(&self, what: &str) -> PathBuf {

@@ -28,6 +28,7 @@ mod loops {
     mod lost;
     mod revive;
     mod run;
+    mod sessions;
     mod settings;
     mod stale_save;
     mod telegram;

@@ -40,6 +40,12 @@ pub struct StreamSummary {
     /// message carrying an API error), e.g. `429 rate_limit`: what a process killed before
     /// its result was waiting on.
     pub api_error: Option<String>,
+    /// Tokens in the session's context at its last assistant message: that message's input,
+    /// cache reads and cache writes (what the model read to answer).
+    pub context_tokens: Option<u64>,
+    /// The model's context window, from the result's `modelUsage` (the largest, if several
+    /// models answered).
+    pub context_window: Option<u64>,
     /// Lines that parsed as JSON objects.
     pub events: usize,
     /// Lines that did not (cut, binary, stray prints).
@@ -159,6 +165,13 @@ impl StreamReader {
         let session = str_field(obj, "session_id");
         match obj.get("type").and_then(Value::as_str) {
             Some("result") => {
+                let windows = obj
+                    .get("modelUsage")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flat_map(|m| m.values())
+                    .filter_map(|u| u.get("contextWindow").and_then(Value::as_u64));
+                s.context_window = windows.max().or(s.context_window);
                 let mut result = result_event(obj);
                 merge_denials(&mut result.permission_denials, &s.unavailable_tools);
                 if result.session_id.is_some() {
@@ -201,6 +214,9 @@ impl StreamReader {
                 }
             }
             Some("assistant") => {
+                if let Some(used) = context_used(obj) {
+                    s.context_tokens = Some(used);
+                }
                 if let Some(text) = assistant_text(obj) {
                     if obj.get("is_api_error_message").and_then(Value::as_bool) == Some(true) {
                         s.api_error = Some(text.clone());
@@ -373,6 +389,25 @@ fn assistant_text(obj: &serde_json::Map<String, Value>) -> Option<String> {
         None
     } else {
         Some(texts.join("\n"))
+    }
+}
+
+/// What the model read to write this assistant message: its usage's input tokens, cache
+/// reads and cache writes.
+fn context_used(obj: &serde_json::Map<String, Value>) -> Option<u64> {
+    let usage = obj.get("message")?.get("usage")?;
+    let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+    Some(n("input_tokens") + n("cache_read_input_tokens") + n("cache_creation_input_tokens"))
+}
+
+impl StreamSummary {
+    /// How full the context was at the end, in percent of the model's window (200,000 tokens
+    /// when the stream does not say).
+    #[must_use]
+    pub fn context_pct(&self) -> Option<u32> {
+        let used = self.context_tokens?;
+        let window = self.context_window.filter(|w| *w > 0).unwrap_or(200_000);
+        u32::try_from(used.saturating_mul(100) / window).ok()
     }
 }
 

@@ -17,6 +17,9 @@ pub enum Verdict {
     Blocked(String),
     /// `STEP_FAILED: <reason>`.
     Failed(String),
+    /// `STEP_RESTART: <reason>`: go on in a fresh session, from the handoff note the agent
+    /// wrote.
+    Restart(String),
     /// No valid verdict line at the end.
     Missing,
 }
@@ -26,7 +29,7 @@ const MARKUP: &str = r"(?:\*\*|__|`)?";
 
 static LINE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"^{MARKUP}(STEP_DONE|STEP_BLOCKED|STEP_FAILED){MARKUP}:{MARKUP}[ \t]*(.*)$"
+        r"^{MARKUP}(STEP_DONE|STEP_BLOCKED|STEP_FAILED|STEP_RESTART){MARKUP}:{MARKUP}[ \t]*(.*)$"
     ))
     .expect("valid regex")
 });
@@ -54,6 +57,7 @@ pub fn verdict(result_text: &str) -> Verdict {
     match &caps[1] {
         "STEP_DONE" => Verdict::Done(text),
         "STEP_BLOCKED" => Verdict::Blocked(text),
+        "STEP_RESTART" => Verdict::Restart(text),
         _ => Verdict::Failed(text),
     }
 }

@@ -28,6 +28,8 @@ pub struct Attempt<'a> {
     pub verify: Option<&'a verify::Outcome>,
     /// Transient errors this step already waited out.
     pub transients: u32,
+    /// Fresh sessions this step already asked for (`STEP_RESTART`).
+    pub restarts: u32,
     /// The attempt resumed an earlier session (`--resume`).
     pub resumed: bool,
     pub caps: &'a Caps,
@@ -56,6 +58,9 @@ pub enum Judgement {
     },
     /// The agent asks the human a question.
     Blocked { question: String },
+    /// The agent wrote a handoff note and asks to go on in a fresh session; the attempt does
+    /// not count.
+    Restart { reason: String },
     /// The runner cannot go on without a human.
     Halt { reason: String, how: String },
     /// The session cannot be resumed: start a fresh one, attempt not counted.
@@ -248,6 +253,16 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
             question: one_line(question, 500),
         },
         Verdict::Failed(reason) => failed(a, &format!("the agent reported STEP_FAILED: {reason}")),
+        Verdict::Restart(reason) if a.restarts >= a.caps.max_restarts => failed(
+            a,
+            &format!(
+                "the agent asked for a fresh session past MAX_RESTARTS {} (STEP_RESTART: {reason})",
+                a.caps.max_restarts
+            ),
+        ),
+        Verdict::Restart(reason) => Judgement::Restart {
+            reason: one_line(reason, 300),
+        },
         Verdict::Missing => failed(
             a,
             "the answer did not end with a STEP_DONE / STEP_BLOCKED / STEP_FAILED line",

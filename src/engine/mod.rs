@@ -33,6 +33,12 @@ pub struct Caps {
     pub step_timeout: Duration,
     /// No-output limit of one step.
     pub idle_timeout: Option<Duration>,
+    /// Fresh sessions one step may ask for with `STEP_RESTART`.
+    pub max_restarts: u32,
+    /// Percent of the model's context window past which a retry starts a fresh session.
+    pub context_threshold: u32,
+    /// Time in one session past which a retry starts a fresh session.
+    pub max_session: Option<Duration>,
 }
 
 impl Default for Caps {
@@ -44,6 +50,9 @@ impl Default for Caps {
             transient_cap: 8,
             step_timeout: Duration::from_secs(60 * 60),
             idle_timeout: None,
+            max_restarts: 3,
+            context_threshold: 70,
+            max_session: None,
         }
     }
 }
@@ -53,6 +62,34 @@ impl Default for Caps {
 pub fn backoff(n: u32) -> Duration {
     let exp = n.saturating_sub(1).min(6);
     Duration::from_secs((2u64 << exp).min(60))
+}
+
+/// Why the next attempt of a step must start a fresh session with a handoff rather than resume
+/// its session: the session's context passed [`Caps::context_threshold`] percent of the model's
+/// window, or it ran longer than [`Caps::max_session`]. `None`: resume it.
+#[must_use]
+pub fn handoff_reason(
+    caps: &Caps,
+    context_pct: Option<u32>,
+    in_session: Duration,
+) -> Option<String> {
+    if let Some(pct) = context_pct
+        && pct >= caps.context_threshold
+    {
+        return Some(format!(
+            "the session's context reached {pct}% of the model's window (CONTEXT_THRESHOLD {}%)",
+            caps.context_threshold
+        ));
+    }
+    caps.max_session
+        .filter(|max| in_session >= *max)
+        .map(|max| {
+            format!(
+                "the session ran {} (MAX_SESSION {})",
+                crate::duration::human(in_session),
+                crate::duration::human(max)
+            )
+        })
 }
 
 /// One line, at most `max` characters: for M1.md values, which are single lines.

@@ -25,6 +25,15 @@ pub struct Facts {
     pub prior_duration_s: f64,
     /// Transient errors this step waited out before this one.
     pub transients: u32,
+    /// Fresh sessions this step asked for before this attempt.
+    pub restarts: u32,
+    /// Why the next attempt, should there be one, starts a fresh session with a handoff
+    /// instead of resuming this one ([`super::handoff_reason`]).
+    pub handoff: Option<String>,
+    /// How full the session's context was at its end, in percent of the model's window.
+    pub context_pct: Option<u32>,
+    /// Seconds the step's session had run before this attempt (0 for a fresh session).
+    pub prior_session_s: f64,
     pub commit: Option<String>,
     /// Every check that applies passed (exit, result, verdict, and VERIFY when set).
     pub verified: bool,
@@ -61,8 +70,18 @@ fn common(f: &Facts) -> Vec<Edit> {
     if let Some(r) = &f.report {
         edits.push(results(s, "REPORT", r.clone()));
     }
-    // An interruption is about the attempt before this one; a wait below says it again.
+    if let Some(pct) = f.context_pct {
+        edits.push(results(s, "CONTEXT_PCT", pct.to_string()));
+    }
+    edits.push(results(
+        s,
+        "SESSION_S",
+        format!("{:.1}", f.prior_session_s + f.duration_s),
+    ));
+    // An interruption or a handoff is about the attempt before this one; a wait, a restart
+    // or a retry in a fresh session below says it again.
     edits.push(results_remove(s, "INTERRUPTED"));
+    edits.push(results_remove(s, "HANDOFF"));
     edits
 }
 
@@ -85,6 +104,7 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
             (log, Outcome::Continue, Write::Now)
         }
         Judgement::Retry { reason } => retry(f, reason, &mut edits),
+        Judgement::Restart { reason } => restart(f, reason, &mut edits),
         Judgement::Exhausted { reason } => failed(f, reason, &mut edits),
         Judgement::Backoff { delay, reason } => {
             let until = f.now + chrono::Duration::from_std(*delay).unwrap_or_default();
@@ -174,6 +194,7 @@ fn effects(j: &Judgement, f: &Facts) -> Vec<Effect> {
         }],
         Judgement::NeedsVerify
         | Judgement::Retry { .. }
+        | Judgement::Restart { .. }
         | Judgement::Backoff { .. }
         | Judgement::FreshSession { .. }
         | Judgement::ResumeSession { .. } => Vec::new(),
@@ -236,15 +257,57 @@ fn retry(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     edits.push(results(s, "ERROR", one_line(reason, 300)));
     edits.push(Edit::Clear(vec!["CURRENT".into()]));
     edits.extend(step_state(s, StepState::Pending));
+    let how = match &f.handoff {
+        Some(why) => {
+            fresh_session(s, why, edits);
+            "in a fresh session with a handoff"
+        }
+        None => "with a fix prompt",
+    };
     edits.extend(actions(
         &format!("{who} attempt {} failed: {reason}", f.attempt),
         &format!(
-            "Retry {} (attempt {}) with a fix prompt",
+            "Retry {} (attempt {}) {how}",
             who.to_lowercase(),
             f.attempt + 1
         ),
     ));
     let log = format!("retry: {who} attempt {}: {reason}", f.attempt);
+    (log, Outcome::Continue, Write::WithNextSpawn)
+}
+
+/// The step goes on in a fresh session whose first prompt carries `why` and the handoff:
+/// the session's id goes, HANDOFF says why.
+fn fresh_session(s: u32, why: &str, edits: &mut Vec<Edit>) {
+    edits.retain(|e| !matches!(e, Edit::Set(p, _) if p.last().is_some_and(|k| k == "SESSION_ID")));
+    edits.push(results_remove(s, "SESSION_ID"));
+    edits.push(results(s, "HANDOFF", one_line(why, 300)));
+}
+
+/// The agent asked for a fresh session (`STEP_RESTART`): counted in RESTARTS, not as an
+/// attempt; the next one starts a fresh session from its handoff note.
+fn restart(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
+    let (s, who) = (f.step, name(f.step));
+    let n = f.restarts + 1;
+    edits.push(results(s, "RESTARTS", n.to_string()));
+    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.extend(step_state(s, StepState::Pending));
+    fresh_session(
+        s,
+        &format!("the agent asked for a fresh session: {reason}"),
+        edits,
+    );
+    edits.extend(actions(
+        &format!("{who} asked for a fresh session ({reason})"),
+        &format!(
+            "Run {} again in a fresh session from its handoff",
+            who.to_lowercase()
+        ),
+    ));
+    let log = format!(
+        "restart: {who} attempt {} (restart {n}): {reason}",
+        f.attempt
+    );
     (log, Outcome::Continue, Write::WithNextSpawn)
 }
 

@@ -55,6 +55,9 @@ const LIMIT_FIELDS: &[(&str, Ty)] = &[
     ("STEP_TIMEOUT_MIN", Ty::Positive),
     ("IDLE_TIMEOUT_MIN", Ty::Positive),
     ("MAX_COST_USD", Ty::Amount),
+    ("MAX_RESTARTS", Ty::Count),
+    ("CONTEXT_THRESHOLD", Ty::Positive),
+    ("MAX_SESSION", Ty::Duration),
 ];
 const AGENT_FIELDS: &[(&str, Ty)] = &[
     ("PROGRAM", Ty::Text),

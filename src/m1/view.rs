@@ -144,6 +144,13 @@ pub struct Limits {
     /// `IDLE_TIMEOUT` (exact), or `IDLE_TIMEOUT_MIN` of an older file.
     pub idle_timeout: Option<Duration>,
     pub max_cost_usd: Option<f64>,
+    /// Fresh sessions a step may ask for with `STEP_RESTART` (default 3).
+    pub max_restarts: Option<u32>,
+    /// Percent of the model's context window past which a retry starts a fresh session with
+    /// a handoff instead of resuming (default 70).
+    pub context_threshold: Option<u32>,
+    /// Time in one session past which a retry starts a fresh one with a handoff.
+    pub max_session: Option<Duration>,
 }
 
 impl Limits {
@@ -171,6 +178,16 @@ impl Serialize for Limits {
         )?;
         st.serialize_field("idle_timeout", &self.idle_timeout.map(exact))?;
         st.serialize_field("max_cost_usd", &self.max_cost_usd)?;
+        // The session limits only where the file sets them.
+        if let Some(n) = self.max_restarts {
+            st.serialize_field("max_restarts", &n)?;
+        }
+        if let Some(p) = self.context_threshold {
+            st.serialize_field("context_threshold", &p)?;
+        }
+        if let Some(d) = self.max_session {
+            st.serialize_field("max_session", &exact(d))?;
+        }
         st.end()
     }
 }
@@ -237,6 +254,10 @@ impl M1 {
                 step_timeout: timeout(doc, "STEP_TIMEOUT"),
                 idle_timeout: timeout(doc, "IDLE_TIMEOUT"),
                 max_cost_usd: parsed(get(&["LIMITS", "MAX_COST_USD"])),
+                max_restarts: parsed(get(&["LIMITS", "MAX_RESTARTS"])),
+                context_threshold: parsed(get(&["LIMITS", "CONTEXT_THRESHOLD"])),
+                max_session: get(&["LIMITS", "MAX_SESSION"])
+                    .and_then(|v| setting::duration(&v).ok()),
             },
             agent: AgentKeys {
                 program: get(&["AGENT", "PROGRAM"]).filter(|p| !p.trim().is_empty()),

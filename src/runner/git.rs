@@ -20,6 +20,22 @@ fn git_dir(dir: &Path) -> Option<PathBuf> {
     None
 }
 
+/// `git diff --stat HEAD` in `dir`'s repository: what the working tree changed since the last
+/// commit, for a handoff. `None` outside a repository, or when nothing changed.
+#[must_use]
+pub fn diff_stat(dir: &Path) -> Option<String> {
+    git_dir(dir)?;
+    let out = std::process::Command::new("git")
+        .args(["diff", "--stat", "HEAD"])
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim_end().to_owned();
+    (out.status.success() && !text.is_empty()).then_some(text)
+}
+
 /// The short hash of HEAD, or `None` outside a repository or on an unborn branch.
 #[must_use]
 pub fn head(dir: &Path) -> Option<String> {

@@ -7,9 +7,11 @@ const STEP: &str = include_str!("../../templates/step.md");
 const FIX: &str = include_str!("../../templates/fix.md");
 const PLAN: &str = include_str!("../../templates/plan.md");
 const INTERRUPTED: &str = include_str!("../../templates/interrupted.md");
+const HANDOFF: &str = include_str!("../../templates/handoff.md");
+const VERDICTS: &str = include_str!("../../templates/verdicts.md");
 
 fn fill(template: &str, vars: &[(&str, String)]) -> String {
-    let mut out = template.to_string();
+    let mut out = template.replace("{verdicts}", VERDICTS.trim_end());
     for (k, v) in vars {
         out = out.replace(&format!("{{{k}}}"), v);
     }
@@ -48,64 +50,72 @@ fn step_text(m: &M1, n: u32) -> &str {
 
 /// The prompt of a step's first attempt.
 #[must_use]
-pub fn step(m: &M1, n: u32) -> String {
-    let text = step_text(m, n);
-    fill(
-        STEP,
-        &[
-            ("goal", m.goal.clone()),
-            ("constraints", constraints(m)),
-            ("total", m.plan.steps.len().to_string()),
-            ("plan", plan_listing(m)),
-            ("step_text", text.to_string()),
-            ("step", n.to_string()),
-        ],
-    )
+/// `handoff` is where the agent writes its note before `STEP_RESTART`.
+pub fn step(m: &M1, n: u32, handoff: &str) -> String {
+    fill(STEP, &step_vars(m, n, handoff))
+}
+
+/// What every prompt of step `n` may name.
+fn step_vars(m: &M1, n: u32, handoff: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("goal", m.goal.clone()),
+        ("constraints", constraints(m)),
+        ("total", m.plan.steps.len().to_string()),
+        ("plan", plan_listing(m)),
+        ("step_text", step_text(m, n).to_string()),
+        ("step", n.to_string()),
+        ("handoff", handoff.to_string()),
+    ]
+}
+
+/// The first prompt of a fresh session that carries a step on: `why` the earlier session
+/// ended, and the `note` it (and the loop) left.
+#[must_use]
+pub fn handoff(m: &M1, n: u32, why: &str, note: &str, handoff: &str) -> String {
+    let mut vars = step_vars(m, n, handoff);
+    vars.push(("reason", why.to_string()));
+    vars.push(("note", note.to_string()));
+    fill(HANDOFF, &vars)
 }
 
 /// The prompt of a retry, in the same session, carrying what failed.
 #[must_use]
-pub fn fix(m: &M1, n: u32, attempt: u32, max_retries: u32, failure: &str) -> String {
-    let text = step_text(m, n);
-    fill(
-        FIX,
-        &[
-            ("step", n.to_string()),
-            ("step_text", text.to_string()),
-            ("attempt", attempt.to_string()),
-            ("max_retries", max_retries.to_string()),
-            ("failure", failure.to_string()),
-        ],
-    )
+pub fn fix(
+    m: &M1,
+    n: u32,
+    (attempt, max_retries): (u32, u32),
+    failure: &str,
+    handoff: &str,
+) -> String {
+    let mut vars = step_vars(m, n, handoff);
+    vars.push(("attempt", attempt.to_string()));
+    vars.push(("max_retries", max_retries.to_string()));
+    vars.push(("failure", failure.to_string()));
+    fill(FIX, &vars)
 }
 
 /// The prompt after an API error cut a run off and the loop waited it out: carry on, in the
 /// same session. `failure` is the step's last real failure, still to be fixed, if any.
 #[must_use]
-pub fn interrupted(m: &M1, n: u32, reason: &str, failure: Option<&str>) -> String {
+pub fn interrupted(m: &M1, n: u32, reason: &str, failure: Option<&str>, handoff: &str) -> String {
     let still_open = failure.map_or_else(String::new, |f| {
         format!("\nThe attempt before it had not passed, and that still needs fixing:\n{f}\n")
     });
-    fill(
-        INTERRUPTED,
-        &[
-            ("step", n.to_string()),
-            ("step_text", step_text(m, n).to_string()),
-            ("reason", reason.to_string()),
-            ("still_open", still_open),
-        ],
-    )
+    let mut vars = step_vars(m, n, handoff);
+    vars.push(("reason", reason.to_string()));
+    vars.push(("still_open", still_open));
+    fill(INTERRUPTED, &vars)
 }
 
 /// The prompt after a human answered a `STEP_BLOCKED` question by editing M1.md.
 #[must_use]
-pub fn answered(m: &M1, n: u32, question: &str) -> String {
+pub fn answered(m: &M1, n: u32, question: &str, handoff: &str) -> String {
     format!(
         "You asked: {question}\n\nThe human has answered by editing the loop's state. \
          The goal and constraints now read:\nGOAL: {}\nCONSTRAINTS: {}\n\n{}",
         m.goal,
         constraints(m),
-        step(m, n)
+        step(m, n, handoff)
     )
 }
 

@@ -278,13 +278,19 @@ impl Settings {
     #[must_use]
     pub fn caps(&self, m: &M1) -> Caps {
         let l = &m.limits;
-        self.caps_under(&Top {
-            max_retries: l.max_retries,
-            max_steps: l.max_steps,
-            max_cost_usd: l.max_cost_usd,
-            step_timeout: l.step_timeout,
-            idle_timeout: l.idle_timeout,
-        })
+        let defaults = Caps::default();
+        Caps {
+            max_restarts: l.max_restarts.unwrap_or(defaults.max_restarts),
+            context_threshold: l.context_threshold.unwrap_or(defaults.context_threshold),
+            max_session: l.max_session,
+            ..self.caps_under(&Top {
+                max_retries: l.max_retries,
+                max_steps: l.max_steps,
+                max_cost_usd: l.max_cost_usd,
+                step_timeout: l.step_timeout,
+                idle_timeout: l.idle_timeout,
+            })
+        }
     }
 
     /// The caps a new M1.md is written with: flags, environment, `loop.yaml`, defaults.
@@ -319,6 +325,7 @@ impl Settings {
                 .or(self.step_timeout)
                 .unwrap_or(Limits::DEFAULT_STEP_TIMEOUT),
             idle_timeout: top.idle_timeout.or(self.idle_timeout),
+            ..Caps::default()
         }
     }
 

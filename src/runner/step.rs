@@ -26,6 +26,7 @@ fn verdict_name(j: &Judgement) -> &'static str {
         Judgement::Blocked { .. } => "blocked",
         Judgement::Halt { .. } => "halt",
         Judgement::FreshSession { .. } | Judgement::ResumeSession { .. } => "session",
+        Judgement::Restart { .. } => "restart",
     }
 }
 
@@ -47,6 +48,7 @@ struct Run {
     denials: Vec<String>,
     session_id: Option<String>,
     cost_usd: f64,
+    context_pct: Option<u32>,
 }
 
 impl Run {
@@ -75,6 +77,7 @@ impl Run {
                 .map(|r| r.permission_denials.clone())
                 .unwrap_or_default(),
             cost_usd: result.and_then(|r| r.total_cost_usd).unwrap_or(0.0),
+            context_pct: stream.context_pct(),
             session_id: stream.session_id,
         }
     }
@@ -105,15 +108,58 @@ impl Runner {
             }
             return p;
         }
+        let note = crate::layout::Layout::dir(&self.state_dir).handoff(step);
+        let note = note.display().to_string();
         if let Some(q) = extra(m, step, "BLOCKED") {
-            return prompt::answered(m, step, q);
+            return prompt::answered(m, step, q, &note);
         }
         let error = m.results.get(&step).and_then(|r| r.error.as_deref());
-        match (extra(m, step, "INTERRUPTED"), error) {
-            (Some(why), _) if resumed => prompt::interrupted(m, step, why, error),
-            (None, Some(err)) if resumed => prompt::fix(m, step, attempt, caps.max_retries, err),
-            _ => prompt::step(m, step),
+        if let Some(why) = extra(m, step, "HANDOFF").filter(|_| !resumed) {
+            return prompt::handoff(m, step, why, &self.handoff_note(m, step), &note);
         }
+        match (extra(m, step, "INTERRUPTED"), error) {
+            (Some(why), _) if resumed => prompt::interrupted(m, step, why, error, &note),
+            (None, Some(err)) if resumed => {
+                prompt::fix(m, step, (attempt, caps.max_retries), err, &note)
+            }
+            _ => prompt::step(m, step, &note),
+        }
+    }
+
+    /// What a fresh session of `step` is handed: the agent's own note (from `STEP_RESTART`),
+    /// then what the loop knows: the last failure, the last answer, the files changed.
+    fn handoff_note(&self, m: &M1, step: u32) -> String {
+        let layout = crate::layout::Layout::dir(&self.state_dir);
+        let mut note = String::new();
+        if let Ok(own) = std::fs::read_to_string(layout.handoff(step)) {
+            let _ = writeln!(
+                note,
+                "Your note from the previous session:\n{}\n",
+                own.trim()
+            );
+        }
+        let r = m.results.get(&step);
+        if let Some(err) = r.and_then(|r| r.error.as_deref()) {
+            let _ = writeln!(note, "What failed last: {err}\n");
+        }
+        let last = r
+            .and_then(|r| r.report.as_ref())
+            .and_then(|p| agent::read_stream_file(&self.state_dir.join(p)).ok())
+            .and_then(|s| s.result.and_then(|r| r.result));
+        if let Some(text) = last.filter(|t| !t.trim().is_empty()) {
+            let _ = writeln!(
+                note,
+                "The previous session's last answer:\n{}\n",
+                text.trim()
+            );
+        }
+        if let Some(stat) = crate::runner::git::diff_stat(&self.workdir) {
+            let _ = writeln!(
+                note,
+                "Files changed in the working tree (git diff --stat):\n{stat}"
+            );
+        }
+        note
     }
 
     /// Starts an attempt: record it first (write-ahead), then fire.
@@ -388,17 +434,36 @@ impl Runner {
         self.clean_up_after(task_id, report)?;
         let run = Run::read(report);
         let attempt = m.current.attempt.unwrap_or(1);
-        let transients = extra(&m, step, "TRANSIENT")
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let Some((judgement, verified)) =
-            self.judge(&m, &caps, step, task_id, &run, attempt, transients)?
+        let counted = |key: &str| -> u32 {
+            extra(&m, step, key)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0)
+        };
+        let (transients, restarts) = (counted("TRANSIENT"), counted("RESTARTS"));
+        let Some((judgement, verified)) = self.judge(
+            &m,
+            &caps,
+            step,
+            task_id,
+            &run,
+            attempt,
+            (transients, restarts),
+        )?
         else {
             let stop = stopfile::present(&self.state_dir).unwrap_or_else(stopfile::global);
             return self.stop_now(&stop).map(Some);
         };
         let prior = m.results.get(&step);
         let head_before = m.current.extra.get("GIT_HEAD").cloned();
+        // The session goes on only if this attempt resumed it.
+        let resumed = resumes(&m, step, m.current.session_id.as_deref());
+        let prior_session_s = extra(&m, step, "SESSION_S")
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|_| resumed)
+            .unwrap_or(0.0);
+        let in_session =
+            std::time::Duration::try_from_secs_f64(prior_session_s + report.elapsed.as_secs_f64())
+                .unwrap_or_default();
         let facts = Facts {
             step,
             attempt,
@@ -409,6 +474,10 @@ impl Runner {
             prior_cost_usd: prior.and_then(|r| r.cost_usd).unwrap_or(0.0),
             prior_duration_s: prior.and_then(|r| r.duration_s).unwrap_or(0.0),
             transients,
+            restarts,
+            handoff: engine::handoff_reason(&caps, run.context_pct, in_session),
+            context_pct: run.context_pct,
+            prior_session_s,
             commit: crate::runner::git::head(&self.workdir)
                 .filter(|h| Some(h) != head_before.as_ref()),
             verified,
@@ -424,6 +493,10 @@ impl Runner {
         crash::point("before-record-write");
         let exit = self.apply(&t)?;
         crash::point("after-record-write");
+        if matches!(judgement, Judgement::Restart { .. }) {
+            // Recorded (held for the next spawn's write), the fresh session not begun.
+            crash::point("after-restart");
+        }
         if matches!(
             judgement,
             Judgement::Backoff { .. } | Judgement::UsageWait { .. }
@@ -445,7 +518,7 @@ impl Runner {
         task_id: &str,
         run: &Run,
         attempt: u32,
-        transients: u32,
+        (transients, restarts): (u32, u32),
     ) -> anyhow::Result<Option<(Judgement, bool)>> {
         let verify_cmd = if step == 0 {
             None
@@ -464,6 +537,7 @@ impl Runner {
                 verify_configured: verify_cmd.is_some(),
                 verify: verify_outcome.as_ref(),
                 transients,
+                restarts,
                 resumed: resumes(m, step, m.current.session_id.as_deref()),
                 caps,
                 now: Utc::now(),

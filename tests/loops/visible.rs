@@ -8,14 +8,6 @@ use serde_json::json;
 
 use crate::support::{TestLoop, code, stderr, stdout, wait_until};
 
-/// The `-p` prompt the agent was given on call `n` (0-based) of the simulated agent.
-fn prompt_of(env: &TestLoop, n: usize) -> String {
-    let calls = env.calls();
-    let argv = calls[n]["argv"].as_array().unwrap();
-    let at = argv.iter().position(|a| a == "-p").unwrap();
-    argv[at + 1].as_str().unwrap().to_string()
-}
-
 #[test]
 fn a_foreground_runner_shows_what_the_agent_is_doing_while_a_step_runs() {
     let env = TestLoop::new();
@@ -132,7 +124,7 @@ fn the_run_after_a_rate_limit_wait_is_told_to_carry_on_not_to_fix_its_work() {
     let out = env.run(&["start", "g", "--step", "one"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(env.calls().len(), 2);
-    let again = prompt_of(&env, 1);
+    let again = env.prompt(1);
     assert!(again.contains("cut off by an API error"), "{again}");
     assert!(again.contains("529"), "{again}");
     assert!(

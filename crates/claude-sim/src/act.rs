@@ -137,7 +137,11 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
     }
     let text = fill(action.result.as_deref().unwrap_or(default));
     let api_error = action.api_error_status.filter(|_| action.is_error);
-    out.event(&emit::assistant(&session_id, model, &text, api_error));
+    let mut answer = emit::assistant(&session_id, model, &text, api_error);
+    if let Some(tokens) = action.context_tokens {
+        answer["message"]["usage"]["cache_read_input_tokens"] = serde_json::json!(tokens);
+    }
+    out.event(&answer);
     if let Some(sig) = action.killed_by_signal {
         return kill_self(sig);
     }

@@ -142,6 +142,8 @@ pub fn result(r: &ResultSpec<'_>) -> Value {
         "usage": {"input_tokens": 10, "cache_creation_input_tokens": 0,
                   "cache_read_input_tokens": 0, "output_tokens": 5},
         "permission_denials": denials, "terminal_reason": terminal, "uuid": uuid(),
+        "modelUsage": {"claude-sim": {"inputTokens": 10, "outputTokens": 5,
+                       "costUSD": r.cost_usd, "contextWindow": 200_000}},
     });
     if r.subtype == "success" {
         v["result"] = json!(r.text);

@@ -51,6 +51,9 @@ pub struct Action {
     pub fixture: Option<String>,
     /// End without a result event.
     pub no_result: bool,
+    /// Tokens the session's context holds when the answer is written: the answer's usage
+    /// reads them from the cache (the window, in the result's `modelUsage`, is 200,000).
+    pub context_tokens: Option<u64>,
     /// Tools the agent calls that the CLI has removed (as a deny rule in the user's settings
     /// does): each call gets the CLI's `No such tool available` error `tool_result`, the
     /// answer goes on as given, and `permission_denials` stays empty, as in the capture

@@ -199,6 +199,9 @@ fn answer(verdict: &Verdict) -> &'static str {
         Verdict::Failed(_) => "Tried.\nSTEP_FAILED: no",
         Verdict::Blocked(_) => "Unsure.\nSTEP_BLOCKED: which file?",
         Verdict::Missing => "I think it is done.",
+        Verdict::Restart(_) => {
+            "Context is full; wrote the note.\nSTEP_RESTART: context nearly full"
+        }
     }
 }
 
@@ -216,6 +219,7 @@ fn attempt<'a>(caps: &'a Caps, class: Class, verdict: &Verdict) -> Attempt<'a> {
         verify_configured: false,
         verify: None,
         transients: 0,
+        restarts: 0,
         resumed: false,
         caps,
         now: now(),
@@ -656,3 +660,4 @@ fn done_counts_the_steps_and_names_skipped_ones_only_when_there_are_some() {
 }
 
 mod records;
+mod sessions;

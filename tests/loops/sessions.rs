@@ -1,0 +1,118 @@
+//! A step that goes on in a fresh session with a handoff: when the agent asks
+//! (`STEP_RESTART`), and when its session's context passed the threshold.
+
+use m1loop::m1::Status;
+use serde_json::json;
+
+use crate::support::{TestLoop, code, stderr};
+
+fn restart(note: &str) -> serde_json::Value {
+    json!({"write": [{"path": "state/handoff-step-1.md", "text": note}],
+           "result": "Half done; my context is nearly full.\nSTEP_RESTART: context nearly full"})
+}
+
+fn done() -> serde_json::Value {
+    json!({"result": "Finished.\nSTEP_DONE: ok"})
+}
+
+#[test]
+fn step_restart_goes_on_in_a_fresh_session_from_the_agents_handoff_note() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"steps": {"1": [restart("did the parser; left: the tests"), done()]}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let calls = env.calls();
+    assert_eq!(calls.len(), 2);
+    assert!(
+        calls[1]["resume"].is_null(),
+        "a fresh session, not --resume"
+    );
+    assert_ne!(calls[1]["session_id"], calls[0]["session_id"]);
+    let first = env.prompt(0);
+    assert!(
+        first.contains("STEP_RESTART") && first.contains("handoff-step-1.md"),
+        "{first}"
+    );
+    let second = env.prompt(1);
+    assert!(
+        second.contains("did the parser; left: the tests"),
+        "{second}"
+    );
+    assert!(second.contains("context nearly full"), "{second}");
+    let r = &env.m1().results[&1];
+    assert_eq!(r.extra.get("RESTARTS").map(String::as_str), Some("1"));
+    assert_eq!(r.attempts, Some(1), "a restart is not a failed attempt");
+}
+
+#[test]
+fn step_restart_past_max_restarts_counts_as_a_failed_attempt() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": restart("again")}));
+    let out = env.run(&["start", "g", "--step", "one", "--max-retries", "1"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let m = env.m1();
+    assert_eq!(m.status, Status::Failed);
+    let r = &m.results[&1];
+    assert_eq!(r.extra.get("RESTARTS").map(String::as_str), Some("3"));
+    assert!(
+        r.error.as_deref().unwrap().contains("MAX_RESTARTS 3"),
+        "{r:?}"
+    );
+    assert_eq!(
+        env.calls().len(),
+        4,
+        "three fresh sessions, then the one that failed"
+    );
+}
+
+#[test]
+fn a_crash_between_the_restart_and_the_fresh_session_resumes_into_one_fresh_session() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"steps": {"1": [restart("note"), done()]}}));
+    let mut c = env.cmd(&["start", "g", "--step", "one"]);
+    c.env("LOOP_CRASH_AT", "after-restart");
+    let status = c.status().unwrap();
+    assert!(!status.success(), "the runner crashed at after-restart");
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let calls = env.calls();
+    assert_eq!(calls.len(), 2, "{}", env.log());
+    assert!(calls[1]["resume"].is_null());
+    assert!(env.prompt(1).contains("note"));
+    let r = &env.m1().results[&1];
+    assert_eq!(
+        r.extra.get("RESTARTS").map(String::as_str),
+        Some("1"),
+        "counted once"
+    );
+}
+
+#[test]
+fn a_retry_of_a_session_past_the_context_threshold_is_a_fresh_session_with_a_handoff() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"steps": {"1": [
+        {"context_tokens": 150_000, "result": "I think it works now."},
+        done()
+    ]}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let calls = env.calls();
+    assert_eq!(calls.len(), 2);
+    assert!(
+        calls[1]["resume"].is_null(),
+        "not --resume of a full session"
+    );
+    let second = env.prompt(1);
+    assert!(
+        second.contains("reached 75% of the model's window"),
+        "{second}"
+    );
+    assert!(
+        second.contains("I think it works now."),
+        "the last answer is handed over"
+    );
+    assert!(
+        second.contains("did not end with a STEP_DONE"),
+        "what failed is handed over"
+    );
+}
