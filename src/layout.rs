@@ -135,6 +135,18 @@ impl Layout {
         self.dir.join(format!("handoff-step-{step}.md"))
     }
 
+    /// The settings every agent run of this loop gets (`claude --settings`): the loop's hooks.
+    #[must_use]
+    pub fn agent_settings(&self) -> PathBuf {
+        self.dir.join("claude-settings.json")
+    }
+
+    /// Where a task's agent notes each compaction of its context (the `PreCompact` hook).
+    #[must_use]
+    pub fn task_compactions(&self, id: &str) -> PathBuf {
+        self.task(id).join("compactions")
+    }
+
     /// A file of the chat bot (`offset`, `lock`, `cmd.out`).
     #[must_use]
     pub fn telegram(&self, what: &str) -> PathBuf {

@@ -25,6 +25,7 @@ mod loops {
     mod agent_killed;
     mod crash;
     mod denials;
+    mod hooks;
     mod lost;
     mod revive;
     mod run;

@@ -73,6 +73,21 @@ pub struct Invocation {
 }
 
 impl Invocation {
+    /// The same call with `--settings FILE`: settings for this run only (the loop's hooks),
+    /// which Claude Code merges with the user's and the project's. Placed right after
+    /// `--verbose`, before any flag that takes a variable number of values.
+    #[must_use]
+    pub fn with_settings(mut self, file: &str) -> Self {
+        let at = self
+            .args
+            .iter()
+            .position(|a| a == "--verbose")
+            .map_or(self.args.len(), |i| i + 1);
+        self.args
+            .splice(at..at, ["--settings".to_owned(), file.to_owned()]);
+        self
+    }
+
     /// A `Command` with program, arguments and environment changes applied; stdio, working
     /// directory and the `LOOP_*` variables are left to the caller.
     #[must_use]
@@ -156,4 +171,26 @@ pub fn invocation(cfg: &AgentConfig, prompt: &str, session: &Session) -> Invocat
 #[must_use]
 pub fn new_session_id() -> String {
     uuid::Uuid::new_v4().to_string()
+}
+
+/// The per-run settings every agent call of a loop gets: the loop's two hooks, run by `exe`.
+#[must_use]
+pub fn hook_settings(exe: &std::path::Path) -> serde_json::Value {
+    let command = |what: &str| format!("{} hook {what}", shell_quoted(&exe.display().to_string()));
+    serde_json::json!({"hooks": {
+        "SessionStart": [{"hooks": [{"type": "command", "command": command("session-start")}]}],
+        "PreCompact": [{"hooks": [{"type": "command", "command": command("pre-compact")}]}],
+    }})
+}
+
+/// `'…'` for a shell, unless the text needs no quoting.
+fn shell_quoted(text: &str) -> String {
+    if text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:".contains(c))
+    {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }

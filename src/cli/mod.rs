@@ -3,6 +3,8 @@
 pub mod bridge;
 pub mod daemon;
 pub mod demo;
+pub mod hook;
+mod hook_install;
 pub mod notify;
 pub mod service;
 pub mod status;
@@ -119,6 +121,11 @@ pub enum Command {
         #[command(subcommand)]
         action: ServiceAction,
     },
+    /// Claude Code hooks that keep an agent inside its loop (see the README's hooks section).
+    Hook {
+        #[command(subcommand)]
+        action: HookAction,
+    },
     /// Internal: revive the loop if its runner died (started by a step's supervisor).
     #[command(name = "__revive", hide = true)]
     Revive {
@@ -203,6 +210,21 @@ pub struct DaemonArgs {
     /// Look at the loops at least this often (a runner's death between steps is seen within it).
     #[arg(long, value_parser = parse_limit, default_value = "5s")]
     pub every: Duration,
+}
+
+// These doc comments are `--help` text, where backticks would show.
+#[allow(clippy::doc_markdown)]
+#[derive(Debug, Subcommand)]
+pub enum HookAction {
+    /// Print the loop's state as a SessionStart hook's additionalContext (nothing when there
+    /// is no RUNNING or WAITING loop, or M1.md cannot be read).
+    SessionStart,
+    /// Note a compaction of a step's context (the PreCompact hook).
+    PreCompact,
+    /// Add the SessionStart hook to this project's .claude/settings.local.json.
+    Install,
+    /// Remove it again, leaving everything else in the file as it was.
+    Uninstall,
 }
 
 #[derive(Debug, Subcommand)]
@@ -373,6 +395,12 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
         ),
         Command::Daemon(args) => crate::cli::daemon::run(&args),
         Command::Service { action } => crate::cli::service::run(&cli.file, &action),
+        Command::Hook { action } => match action {
+            HookAction::SessionStart => Ok(crate::cli::hook::session_start(&cli.file)),
+            HookAction::PreCompact => Ok(crate::cli::hook::pre_compact(&cli.file)),
+            HookAction::Install => hook_install::install(&std::env::current_dir()?),
+            HookAction::Uninstall => hook_install::uninstall(&std::env::current_dir()?),
+        },
         Command::Revive { by } => crate::runner::revive::command(&cli.file, &by),
         Command::Stop => {
             let status = crate::runner::stop(&cli.file);

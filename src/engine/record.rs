@@ -32,6 +32,8 @@ pub struct Facts {
     pub handoff: Option<String>,
     /// How full the session's context was at its end, in percent of the model's window.
     pub context_pct: Option<u32>,
+    /// Compactions of the step's context so far, this attempt's included.
+    pub compactions: u32,
     /// Seconds the step's session had run before this attempt (0 for a fresh session).
     pub prior_session_s: f64,
     pub commit: Option<String>,
@@ -72,6 +74,9 @@ fn common(f: &Facts) -> Vec<Edit> {
     }
     if let Some(pct) = f.context_pct {
         edits.push(results(s, "CONTEXT_PCT", pct.to_string()));
+    }
+    if f.compactions > 0 {
+        edits.push(results(s, "COMPACTIONS", f.compactions.to_string()));
     }
     edits.push(results(
         s,

@@ -131,3 +131,36 @@ pub fn plan(m: &M1, max_steps: u32) -> String {
         ],
     )
 }
+
+/// What a session working on `step` of the loop in `file` is told when it starts, resumes or
+/// was compacted (the `SessionStart` hook): the goal, the plan and what earlier steps
+/// reported, its step, and how to end it.
+#[must_use]
+pub fn session_context(m: &M1, step: u32, file: &str, handoff: &str) -> String {
+    let mut out = format!(
+        "You work inside an autonomous loop (m1loop). Its state is in {file}; only the loop \
+         writes it.\nSTATUS: {}\nGOAL: {}\nCONSTRAINTS: {}\n\nPLAN:\n{}\n",
+        m.status.as_str(),
+        m.goal,
+        constraints(m),
+        plan_listing(m)
+    );
+    if step > 0 {
+        let _ = write!(
+            out,
+            "\nYOUR STEP ({step}): {}\nDo this step, and only this step.",
+            step_text(m, step)
+        );
+        if let Some(err) = m.results.get(&step).and_then(|r| r.error.as_deref()) {
+            let _ = write!(out, " Its last attempt did not pass: {err}");
+        }
+        let verdicts = VERDICTS.trim_end().replace("{handoff}", handoff);
+        let _ = write!(
+            out,
+            "\n\nYour answer's LAST line must be exactly one of these, with nothing after it:\n{verdicts}\n"
+        );
+    } else if let Some(next) = &m.next_action {
+        let _ = write!(out, "\nNEXT_ACTION: {next}\n");
+    }
+    out
+}

@@ -49,6 +49,8 @@ struct Run {
     session_id: Option<String>,
     cost_usd: f64,
     context_pct: Option<u32>,
+    /// Compactions of its context the `PreCompact` hook noted.
+    compactions: u32,
 }
 
 impl Run {
@@ -78,6 +80,11 @@ impl Run {
                 .unwrap_or_default(),
             cost_usd: result.and_then(|r| r.total_cost_usd).unwrap_or(0.0),
             context_pct: stream.context_pct(),
+            compactions: report
+                .stdout_path
+                .parent()
+                .and_then(|dir| std::fs::read_to_string(dir.join("compactions")).ok())
+                .map_or(0, |t| u32::try_from(t.lines().count()).unwrap_or(u32::MAX)),
             session_id: stream.session_id,
         }
     }
@@ -124,6 +131,20 @@ impl Runner {
             }
             _ => prompt::step(m, step, &note),
         }
+    }
+
+    /// The settings file every agent call of this loop gets (its hooks), written when missing
+    /// or out of date; its path.
+    fn agent_settings(&self) -> anyhow::Result<String> {
+        let path = crate::layout::Layout::dir(&self.state_dir).agent_settings();
+        let exe = std::env::current_exe().context("while finding the loop binary")?;
+        let text = serde_json::to_string_pretty(&agent::hook_settings(&exe))?;
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            std::fs::write(&path, &text)
+                .with_context(|| format!("while writing {}", path.display()))?;
+        }
+        let abs = std::path::absolute(&path).unwrap_or(path);
+        Ok(abs.display().to_string())
     }
 
     /// What a fresh session of `step` is handed: the agent's own note (from `STEP_RESTART`),
@@ -226,7 +247,8 @@ impl Runner {
         } else {
             Session::New(session_id.to_string())
         };
-        let inv = agent::invocation(&self.settings.agent_for(&m), prompt, &session);
+        let inv = agent::invocation(&self.settings.agent_for(&m), prompt, &session)
+            .with_settings(&self.agent_settings()?);
         let mut env = inv.env_set;
         let file = std::path::absolute(&self.file).unwrap_or_else(|_| self.file.clone());
         env.push(("LOOP_STEP".into(), step.to_string()));
@@ -477,6 +499,7 @@ impl Runner {
             restarts,
             handoff: engine::handoff_reason(&caps, run.context_pct, in_session),
             context_pct: run.context_pct,
+            compactions: counted("COMPACTIONS") + run.compactions,
             prior_session_s,
             commit: crate::runner::git::head(&self.workdir)
                 .filter(|h| Some(h) != head_before.as_ref()),

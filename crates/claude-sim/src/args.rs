@@ -17,6 +17,8 @@ pub struct SimArgs {
     pub max_budget_usd: Option<String>,
     pub model: Option<String>,
     pub skip_permissions: bool,
+    /// `--settings FILE-OR-JSON`: settings for this run.
+    pub settings: Option<String>,
 }
 
 /// A refusal: the text for stderr and the exit code.
@@ -87,6 +89,7 @@ pub fn parse(argv: &[String]) -> (SimArgs, Option<Refusal>) {
             "--max-turns" => &mut a.max_turns,
             "--max-budget-usd" => &mut a.max_budget_usd,
             "--model" => &mut a.model,
+            "--settings" => &mut a.settings,
             _ => return (a, Some(refuse(format!("error: unknown option '{name}'")))),
         };
         let value = match inline {

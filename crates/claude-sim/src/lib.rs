@@ -175,6 +175,7 @@ fn log_line(
         "loop_file": env.loop_file,
         "session_id": args.session_id,
         "resume": args.resume,
+        "settings": args.settings,
         "claudecode_env": env.claudecode,
         "entrypoint_env": env.entrypoint,
         "startup_failure_results": env.startup_failure_results,

@@ -16,6 +16,8 @@ use serde_json::Value;
 /// One call's behaviour. Every field is optional.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+// Each flag is a field of the JSON scenario format, set independently of the others.
+#[allow(clippy::struct_excessive_bools)]
 pub struct Action {
     /// Time to "work" before the result.
     pub sleep_ms: u64,
@@ -51,6 +53,10 @@ pub struct Action {
     pub fixture: Option<String>,
     /// End without a result event.
     pub no_result: bool,
+    /// Compact the context while working, as the CLI does when it fills up: run the
+    /// `PreCompact` hooks of the call's `--settings`, then its `SessionStart` hooks with source
+    /// `compact`, and note what they printed in `<CLAUDE_SIM_LOG>.hooks.jsonl`.
+    pub compact: bool,
     /// Tokens the session's context holds when the answer is written: the answer's usage
     /// reads them from the cache (the window, in the result's `modelUsage`, is 200,000).
     pub context_tokens: Option<u64>,

@@ -1,0 +1,102 @@
+//! `loop hook …`: the Claude Code hooks that keep an agent inside its loop, even after its
+//! context was compacted or its session resumed.
+//!
+//! - `session-start` prints, as the hook's `additionalContext`, the loop's goal, constraints,
+//!   plan with what earlier steps reported, the step at hand and how to end it.
+//! - `pre-compact` notes a compaction of a step's context (the runner counts them in
+//!   `RESULTS.STEP_N.COMPACTIONS`).
+//! - `install` / `uninstall` add (remove) the `SessionStart` hook in the project's
+//!   `.claude/settings.local.json`, for people working in the project interactively.
+//!
+//! A hook must never stand in the agent's way: whatever goes wrong (no loop, M1.md mid-write
+//! or invalid), it prints nothing and exits 0.
+
+use std::io::{IsTerminal, Read};
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::exit::Status;
+use crate::layout::Layout;
+use crate::m1::{Document, M1, Status as LoopStatus};
+
+/// The hook input Claude Code gives on stdin (`source`, `trigger`, …); empty when run by hand.
+fn input() -> Value {
+    let mut text = String::new();
+    if !std::io::stdin().is_terminal() {
+        let _ = std::io::stdin().read_to_string(&mut text);
+    }
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+fn read_loop(file: &Path) -> Option<M1> {
+    let text = std::fs::read_to_string(file).ok()?;
+    Document::parse(&text).ok().map(|d| d.view())
+}
+
+/// `loop hook session-start`: the loop's state as the session's added context.
+#[must_use]
+pub fn session_start(file: &Path) -> Status {
+    let _ = input();
+    if let Some(text) = context(file) {
+        let out = json!({"hookSpecificOutput": {
+            "hookEventName": "SessionStart",
+            "additionalContext": text,
+        }});
+        crate::outln!("{out}");
+    }
+    Status::Ok
+}
+
+/// The text `session-start` adds, for a loop that is RUNNING or WAITING.
+#[must_use]
+pub fn context(file: &Path) -> Option<String> {
+    let m = read_loop(file)?;
+    if !matches!(m.status, LoopStatus::Running | LoopStatus::Waiting) {
+        return None;
+    }
+    // A step's own agent knows its step from its environment; a person's session gets the
+    // loop's current one.
+    let step = std::env::var("LOOP_STEP")
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .unwrap_or(m.plan.current_step);
+    let handoff = Layout::of(file).handoff(step);
+    let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    Some(crate::runner::prompt::session_context(
+        &m,
+        step,
+        &abs.display().to_string(),
+        &handoff.display().to_string(),
+    ))
+}
+
+/// `loop hook pre-compact`: notes the compaction for the step's task, and in the log.
+#[must_use]
+pub fn pre_compact(file: &Path) -> Status {
+    let trigger = input()
+        .get("trigger")
+        .and_then(Value::as_str)
+        .unwrap_or("auto")
+        .to_owned();
+    let layout = Layout::of(file);
+    if let Ok(task) = std::env::var(crate::bridge::TASK_ID_ENV)
+        && crate::layout::validate_task_id(&task).is_ok()
+        && layout.task(&task).is_dir()
+    {
+        let line = format!("{} {trigger}\n", chrono::Utc::now().to_rfc3339());
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(layout.task_compactions(&task))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+        let step = std::env::var("LOOP_STEP").unwrap_or_default();
+        let _ = crate::decision_log::append(
+            layout.state_dir(),
+            &format!(
+                "compaction: step {step}'s session (task {task}) compacts its context ({trigger})"
+            ),
+        );
+    }
+    Status::Ok
+}

@@ -1,0 +1,144 @@
+//! The hooks every agent call gets: the loop's state when a session starts, resumes or was
+//! compacted, and compactions counted; `loop hook install` for interactive sessions.
+
+use serde_json::{Value, json};
+
+use crate::support::{TestLoop, code, stderr, stdout};
+
+fn done() -> Value {
+    json!({"result": "Finished.\nSTEP_DONE: ok"})
+}
+
+/// What the simulated agent's hooks printed, one JSON object a hook run.
+fn hook_runs(env: &TestLoop) -> Vec<Value> {
+    let mut path = env.temp.sim_log().into_os_string();
+    path.push(".hooks.jsonl");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn every_agent_call_gets_the_loops_hooks_in_its_own_settings() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": done()}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let settings = env.calls()[0]["settings"]
+        .as_str()
+        .expect("--settings reaches the agent")
+        .to_owned();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    for (event, what) in [
+        ("SessionStart", "hook session-start"),
+        ("PreCompact", "hook pre-compact"),
+    ] {
+        let command = v["hooks"][event][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap();
+        assert!(command.ends_with(what), "{event}: {command}");
+    }
+}
+
+#[test]
+fn after_a_compaction_the_agent_is_told_its_step_again_and_the_compaction_is_counted() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"steps": {
+        "1": done(),
+        "2": {"compact": true, "result": "Finished.\nSTEP_DONE: ok"}
+    }}));
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "read the code",
+        "--step",
+        "fix the parser",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let runs = hook_runs(&env);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0]["hook"], "PreCompact");
+    let said: Value = serde_json::from_str(runs[1]["stdout"].as_str().unwrap()).unwrap();
+    let context = said["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(
+        context.contains("YOUR STEP (2): fix the parser"),
+        "{context}"
+    );
+    assert!(
+        context.contains("STEP_DONE: <one-line summary"),
+        "{context}"
+    );
+    assert!(context.contains("GOAL: g"), "{context}");
+    let m = env.m1();
+    assert_eq!(
+        m.results[&2].extra.get("COMPACTIONS").map(String::as_str),
+        Some("1")
+    );
+    assert!(!m.results[&1].extra.contains_key("COMPACTIONS"));
+    assert!(
+        env.log().contains("compaction: step 2's session"),
+        "{}",
+        env.log()
+    );
+}
+
+#[test]
+fn session_start_speaks_for_a_running_or_waiting_loop_and_is_silent_otherwise() {
+    let env = TestLoop::new();
+    let hook = |step: Option<&str>| {
+        let mut c = env.cmd(&["hook", "session-start"]);
+        c.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        if let Some(s) = step {
+            c.env("LOOP_STEP", s);
+        }
+        c.output().unwrap()
+    };
+    let out = hook(None);
+    assert_eq!((code(&out), stdout(&out)), (0, String::new()), "no loop");
+    let text = "STATUS: RUNNING\nGOAL: ship it\nPLAN:\n  CURRENT_STEP: 1\n  STEPS:\n    1: [RUNNING] write\n    2: [PENDING] test\n";
+    std::fs::write(&env.file, text).unwrap();
+    let out = hook(Some("2"));
+    assert_eq!(code(&out), 0);
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["hookEventName"], "SessionStart");
+    let context = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(context.contains("GOAL: ship it") && context.contains("YOUR STEP (2): test"));
+    std::fs::write(&env.file, text.replace("RUNNING\nGOAL", "WAITING\nGOAL")).unwrap();
+    assert!(stdout(&hook(None)).contains("YOUR STEP (1): write"));
+    std::fs::write(&env.file, text.replace("STATUS: RUNNING", "STATUS: DONE")).unwrap();
+    assert_eq!(stdout(&hook(None)), "", "a finished loop says nothing");
+    std::fs::write(&env.file, "STATUS: RUNNING\nGOAL: x\n  broken: [\n").unwrap();
+    let out = hook(None);
+    assert_eq!(
+        (code(&out), stdout(&out), stderr(&out)),
+        (0, String::new(), String::new())
+    );
+}
+
+#[test]
+fn hook_install_adds_only_our_hook_and_uninstall_takes_only_it_out() {
+    let env = TestLoop::new();
+    let settings = env.path().join(".claude/settings.local.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    let theirs = "{\n  \"model\": \"opus\",\n  \"permissions\": {\n    \"allow\": []\n  }\n}\n";
+    std::fs::write(&settings, theirs).unwrap();
+    let out = env.run(&["hook", "install"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(v["model"], "opus");
+    let command = v["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap();
+    assert!(command.ends_with(" hook session-start"), "{command}");
+    let out = env.run(&["hook", "uninstall"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), theirs);
+}
