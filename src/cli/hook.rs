@@ -61,8 +61,8 @@ pub fn context(file: &Path) -> Option<String> {
         .ok()
         .and_then(|s| s.parse::<u32>().ok())
         .unwrap_or(m.plan.current_step);
-    let handoff = Layout::of(file).handoff(step);
     let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    let handoff = Layout::of(&abs).handoff(step);
     Some(crate::runner::prompt::session_context(
         &m,
         step,
