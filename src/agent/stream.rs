@@ -46,6 +46,10 @@ pub struct StreamSummary {
     /// The model's context window, from the result's `modelUsage` (the largest, if several
     /// models answered).
     pub context_window: Option<u64>,
+    /// Background tasks of the session (a `run_in_background` shell, …) that the CLI stopped
+    /// after its result: work the agent left running when it answered, cut off unfinished
+    /// (since 2.1.163 `-p` stops them about 5 s after the result). Their descriptions.
+    pub background_stopped: Vec<String>,
     /// Lines that parsed as JSON objects.
     pub events: usize,
     /// Lines that did not (cut, binary, stray prints).
@@ -91,6 +95,8 @@ pub struct StreamReader {
     skipping: bool,
     /// Tool names by `tool_use` id, to name the tool a `tool_result` answers.
     tool_names: HashMap<String, String>,
+    /// Background tasks by id: what each is (description, else command).
+    background: HashMap<String, String>,
     summary: StreamSummary,
 }
 
@@ -189,6 +195,31 @@ impl StreamReader {
                 Some("init") => {
                     if session.is_some() {
                         s.session_id = session;
+                    }
+                    return;
+                }
+                Some("task_started") => {
+                    if let Some(id) = str_field(obj, "task_id") {
+                        let what = str_field(obj, "description")
+                            .or_else(|| str_field(obj, "command"))
+                            .unwrap_or_else(|| id.clone());
+                        self.background.insert(id, what);
+                    }
+                    return;
+                }
+                Some("task_updated" | "task_notification") => {
+                    let status = obj
+                        .get("patch")
+                        .and_then(|p| p.get("status"))
+                        .or_else(|| obj.get("status"))
+                        .and_then(Value::as_str);
+                    if s.result.is_some()
+                        && matches!(status, Some("killed" | "stopped"))
+                        && let Some(what) = str_field(obj, "task_id")
+                            .and_then(|id| self.background.get(&id).cloned())
+                        && !s.background_stopped.contains(&what)
+                    {
+                        s.background_stopped.push(what);
                     }
                     return;
                 }
@@ -588,6 +619,15 @@ mod tests {
             "{seen:?}"
         );
         assert_eq!(seen.last().unwrap(), "result: done");
+    }
+
+    #[test]
+    fn background_work_the_cli_stopped_after_the_result_is_read_from_a_real_capture() {
+        let stopped = read_stream_file(&fixture("background-task-stopped-after-result")).unwrap();
+        assert_eq!(stopped.background_stopped, ["long job"]);
+        assert!(stopped.result.is_some_and(|r| !r.is_error));
+        let plain = read_stream_file(&fixture("success-after-tool-use")).unwrap();
+        assert!(plain.background_stopped.is_empty());
     }
 
     #[test]

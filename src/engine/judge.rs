@@ -22,6 +22,9 @@ pub struct Attempt<'a> {
     /// planning call, the plan.
     pub answer: &'a str,
     pub denials: &'a [String],
+    /// Background work the CLI stopped after the answer (see
+    /// [`crate::agent::StreamSummary::background_stopped`]).
+    pub background_stopped: &'a [String],
     /// Whether a VERIFY command is configured.
     pub verify_configured: bool,
     /// The VERIFY run, once it ran.
@@ -228,6 +231,14 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
         };
     }
     match &crate::agent::verdict(a.answer) {
+        Verdict::Done(_) if !a.background_stopped.is_empty() => failed(
+            a,
+            &format!(
+                "the step's background work was still running when it answered, and the CLI \
+                 stopped it unfinished: {}; run it to its end in the foreground, then answer",
+                a.background_stopped.join(", ")
+            ),
+        ),
         Verdict::Done(summary) => {
             if !a.verify_configured {
                 return Judgement::Pass {

@@ -46,6 +46,7 @@ struct Run {
     class: Option<agent::Class>,
     answer: String,
     denials: Vec<String>,
+    background_stopped: Vec<String>,
     session_id: Option<String>,
     cost_usd: f64,
     context_pct: Option<u32>,
@@ -80,6 +81,7 @@ impl Run {
                 .unwrap_or_default(),
             cost_usd: result.and_then(|r| r.total_cost_usd).unwrap_or(0.0),
             context_pct: stream.context_pct(),
+            background_stopped: stream.background_stopped.clone(),
             compactions: report
                 .stdout_path
                 .parent()
@@ -557,6 +559,7 @@ impl Runner {
                 class: run.class.clone(),
                 answer: &run.answer,
                 denials: &run.denials,
+                background_stopped: &run.background_stopped,
                 verify_configured: verify_cmd.is_some(),
                 verify: verify_outcome.as_ref(),
                 transients,

@@ -116,3 +116,26 @@ fn a_retry_of_a_session_past_the_context_threshold_is_a_fresh_session_with_a_han
         "what failed is handed over"
     );
 }
+
+#[test]
+fn a_step_whose_background_work_the_cli_stopped_is_retried_in_its_session() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"steps": {"1": [
+        {"background_task": "run the migration", "result": "Started it.\nSTEP_DONE: migrated"},
+        done()
+    ]}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let calls = env.calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(
+        calls[1]["resume"], calls[0]["session_id"],
+        "the same session goes on"
+    );
+    let again = env.prompt(1);
+    assert!(
+        again.contains("stopped it unfinished: run the migration"),
+        "{again}"
+    );
+    assert_eq!(env.m1().results[&1].attempts, Some(2));
+}

@@ -140,6 +140,9 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
     }
     let text = fill(action.result.as_deref().unwrap_or(default));
     let api_error = action.api_error_status.filter(|_| action.is_error);
+    if let Some(what) = &action.background_task {
+        out.event(&emit::task(&session_id, "task_started", what, None));
+    }
     let mut answer = emit::assistant(&session_id, model, &text, api_error);
     if let Some(tokens) = action.context_tokens {
         answer["message"]["usage"]["cache_read_input_tokens"] = serde_json::json!(tokens);
@@ -163,7 +166,23 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
         permission_denials: &action.permission_denials,
     });
     match format {
-        "stream-json" => out.event(&result),
+        "stream-json" => {
+            out.event(&result);
+            if let Some(what) = &action.background_task {
+                out.event(&emit::task(
+                    &session_id,
+                    "task_updated",
+                    what,
+                    Some("killed"),
+                ));
+                out.event(&emit::task(
+                    &session_id,
+                    "task_notification",
+                    what,
+                    Some("stopped"),
+                ));
+            }
+        }
         "json" => raw_stdout(format!("{result}\n").as_bytes()),
         _ => raw_stdout(format!("{text}\n").as_bytes()),
     }

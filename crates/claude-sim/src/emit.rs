@@ -152,3 +152,18 @@ pub fn result(r: &ResultSpec<'_>) -> Value {
     }
     v
 }
+
+/// A background task's event: `task_started`, or a `task_updated` / `task_notification`
+/// with its new `status`, as the CLI writes them (task id `b_sim`).
+#[must_use]
+pub fn task(session_id: &str, subtype: &str, description: &str, status: Option<&str>) -> Value {
+    let mut v = json!({"type": "system", "subtype": subtype, "task_id": "b_sim",
+        "tool_use_id": "toolu_sim_bg", "description": description, "uuid": uuid(),
+        "session_id": session_id});
+    match (subtype, status) {
+        ("task_updated", Some(s)) => v["patch"] = json!({"status": s}),
+        (_, Some(s)) => v["status"] = json!(s),
+        _ => v["task_type"] = json!("local_bash"),
+    }
+    v
+}

@@ -57,6 +57,10 @@ pub struct Action {
     /// `PreCompact` hooks of the call's `--settings`, then its `SessionStart` hooks with source
     /// `compact`, and note what they printed in `<CLAUDE_SIM_LOG>.hooks.jsonl`.
     pub compact: bool,
+    /// Leave a background task (this description) running when answering: the stream shows
+    /// it started, and, after the result, stopped by the CLI (as in the capture
+    /// `background-task-stopped-after-result`).
+    pub background_task: Option<String>,
     /// Tokens the session's context holds when the answer is written: the answer's usage
     /// reads them from the cache (the window, in the result's `modelUsage`, is 200,000).
     pub context_tokens: Option<u64>,

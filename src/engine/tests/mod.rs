@@ -216,6 +216,7 @@ fn attempt<'a>(caps: &'a Caps, class: Class, verdict: &Verdict) -> Attempt<'a> {
         class: Some(class),
         answer: answer(verdict),
         denials: &[],
+        background_stopped: &[],
         verify_configured: false,
         verify: None,
         transients: 0,

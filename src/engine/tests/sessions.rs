@@ -114,3 +114,16 @@ fn a_session_past_the_context_threshold_or_its_time_is_handed_off_not_resumed() 
     assert_eq!(m.results[&2].session_id.as_deref(), Some("sess-2"));
     assert!(!m.results[&2].extra.contains_key("HANDOFF"));
 }
+
+#[test]
+fn a_done_step_whose_background_work_was_stopped_unfinished_is_not_done() {
+    let caps = Caps::default();
+    let stopped = ["long job".to_owned()];
+    let a = Attempt {
+        background_stopped: &stopped,
+        ..attempt(&caps, Class::Success, &Verdict::Done("ok".into()))
+    };
+    assert!(
+        matches!(judge(&a), Judgement::Retry { reason } if reason.contains("stopped it unfinished: long job"))
+    );
+}
