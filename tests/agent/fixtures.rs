@@ -111,7 +111,11 @@ fn table() -> Vec<(&'static str, ExitInfo, String)> {
         ("hang-killed-by-timeout", killed, "transient".into()),
         ("sigterm", exited(143), "other".into()),
         ("tool-removed-by-deny-rule", exited(0), "success".into()),
-        ("background-task-stopped-after-result", exited(0), "success".into()),
+        (
+            "background-task-stopped-after-result",
+            exited(0),
+            "success".into(),
+        ),
         ("tool-permission-not-granted", exited(0), "success".into()),
         ("tool-error-command-failed", exited(0), "success".into()),
     ]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use m1loop::m1::Status;
 use serde_json::json;
 
-use crate::support::{TestLoop, code, stderr, stdout, wait_until, write_executable};
+use crate::support::{Guard, TestLoop, code, stderr, stdout, wait_until, write_executable};
 
 /// A loop whose runners are revived by their steps (`TestLoop` turns that off).
 fn reviving() -> TestLoop {
@@ -23,6 +23,19 @@ fn revivals(env: &TestLoop) -> Vec<String> {
 
 fn done(ms: u64) -> serde_json::Value {
     json!({"sleep_ms": ms, "result": "worked.\nSTEP_DONE: ok"})
+}
+
+/// Starts `loop daemon` for the loop (looking every second) and waits until the loop is DONE;
+/// the daemon, to end when the test does.
+fn daemon_until_done(env: &TestLoop) -> Guard {
+    let file = env.file.display().to_string();
+    let daemon = env.spawn(&["daemon", "--loop", &file, "--every", "1s"]);
+    assert!(
+        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
+        "{}",
+        env.log()
+    );
+    daemon
 }
 
 #[test]
@@ -73,13 +86,7 @@ fn the_daemon_revives_a_runner_killed_during_a_backoff_at_its_deadline() {
     }));
     runner.kill9();
     let until = chrono::DateTime::parse_from_rfc3339(&until.unwrap()).unwrap();
-    let file = env.file.display().to_string();
-    let _daemon = env.spawn(&["daemon", "--loop", &file, "--every", "1s"]);
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    let _daemon = daemon_until_done(&env);
     assert_eq!(
         env.calls_for(1),
         2,
@@ -109,13 +116,7 @@ fn the_daemon_resumes_a_running_loop_whose_runner_died_between_steps() {
     let status = c.status().unwrap();
     assert!(!status.success());
     assert_eq!(env.m1().status, Status::Running);
-    let file = env.file.display().to_string();
-    let _daemon = env.spawn(&["daemon", "--loop", &file, "--every", "1s"]);
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    let _daemon = daemon_until_done(&env);
     assert_eq!((env.calls_for(1), env.calls_for(2)), (1, 1));
 }
 

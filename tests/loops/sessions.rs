@@ -2,7 +2,7 @@
 //! (`STEP_RESTART`), and when its session's context passed the threshold.
 
 use m1loop::m1::Status;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{TestLoop, code, stderr};
 
@@ -15,10 +15,9 @@ fn done() -> serde_json::Value {
     json!({"result": "Finished.\nSTEP_DONE: ok"})
 }
 
-#[test]
-fn step_restart_goes_on_in_a_fresh_session_from_the_agents_handoff_note() {
-    let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [restart("did the parser; left: the tests"), done()]}}));
+/// Runs a one-step loop to DONE in two agent calls, the second in a fresh session (no
+/// `--resume`); the calls.
+fn two_calls_the_second_fresh(env: &TestLoop) -> Vec<Value> {
     let out = env.run(&["start", "g", "--step", "one"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let calls = env.calls();
@@ -27,6 +26,14 @@ fn step_restart_goes_on_in_a_fresh_session_from_the_agents_handoff_note() {
         calls[1]["resume"].is_null(),
         "a fresh session, not --resume"
     );
+    calls
+}
+
+#[test]
+fn step_restart_goes_on_in_a_fresh_session_from_the_agents_handoff_note() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"steps": {"1": [restart("did the parser; left: the tests"), done()]}}));
+    let calls = two_calls_the_second_fresh(&env);
     assert_ne!(calls[1]["session_id"], calls[0]["session_id"]);
     let first = env.prompt(0);
     assert!(
@@ -94,14 +101,7 @@ fn a_retry_of_a_session_past_the_context_threshold_is_a_fresh_session_with_a_han
         {"context_tokens": 150_000, "result": "I think it works now."},
         done()
     ]}}));
-    let out = env.run(&["start", "g", "--step", "one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let calls = env.calls();
-    assert_eq!(calls.len(), 2);
-    assert!(
-        calls[1]["resume"].is_null(),
-        "not --resume of a full session"
-    );
+    two_calls_the_second_fresh(&env);
     let second = env.prompt(1);
     assert!(
         second.contains("reached 75% of the model's window"),
