@@ -212,19 +212,6 @@ mod tests {
         run_in(dir.path(), &step, cmd, Duration::from_secs(20))
     }
 
-    fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-        let deadline = Instant::now() + limit;
-        loop {
-            if cond() {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
     /// Whether `pid` runs (a zombie does not).
     fn alive(pid: i32) -> bool {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -324,7 +311,7 @@ mod tests {
         // The grandchild `sleep` was in the group and must be gone (or a zombie being reaped
         // by init); poll for it with a deadline.
         assert!(
-            wait_until(Duration::from_secs(10), || !alive(pid)),
+            bridge::wait_until(Instant::now() + Duration::from_secs(10), || !alive(pid)),
             "grandchild {pid} still alive"
         );
     }
@@ -488,11 +475,14 @@ mod tests {
                     Duration::from_secs(60),
                 )
             });
-            assert!(wait_until(Duration::from_secs(20), || {
-                bridge::check(state, &first_id).is_ok_and(|r| {
-                    std::fs::read_to_string(&r.stdout_path).is_ok_and(|t| t == "first\n")
-                })
-            }));
+            assert!(bridge::wait_until(
+                Instant::now() + Duration::from_secs(20),
+                || {
+                    bridge::check(state, &first_id).is_ok_and(|r| {
+                        std::fs::read_to_string(&r.stdout_path).is_ok_and(|t| t == "first\n")
+                    })
+                }
+            ));
             assert_eq!(
                 run_in(state, &step, "echo second", Duration::from_secs(20)),
                 Outcome::Passed

@@ -144,7 +144,7 @@ fn end_orphaned_task(dir: &Path, id: &str, grace: Duration) -> anyhow::Result<()
 }
 
 /// Polls `cond` until it holds or `deadline` passes; returns whether it held.
-fn wait_until(deadline: Instant, mut cond: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_until(deadline: Instant, mut cond: impl FnMut() -> bool) -> bool {
     loop {
         if cond() {
             return true;

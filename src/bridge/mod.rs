@@ -45,6 +45,8 @@ mod wait_loop;
 
 pub use fire::{fire, fire_with_id, use_loop_binary};
 pub use kill::kill;
+#[cfg(test)]
+pub(crate) use kill::wait_until;
 pub(crate) use records::{SPEC_FILE, STDOUT_FILE};
 pub use report::{TaskEnd, TaskReport, TaskState, check};
 pub use supervisor::supervise;
