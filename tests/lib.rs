@@ -27,6 +27,7 @@ mod loops {
     mod denials;
     mod hooks;
     mod lost;
+    mod review;
     mod revive;
     mod run;
     mod sessions;

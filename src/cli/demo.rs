@@ -1,6 +1,7 @@
 //! `loop demo`: a whole loop with the bundled simulated agent in a temporary directory, so a
-//! newcomer sees it work with no Claude account. Three steps; the second one's first attempt
-//! claims success without producing its file, VERIFY catches it, and the retry fixes it.
+//! newcomer sees it work with no Claude account. Three steps, each reviewed; the second one's
+//! first attempt claims success without producing its file, VERIFY catches it, the retry
+//! fixes it, and the review asks for a change before it approves.
 
 use std::path::{Path, PathBuf};
 
@@ -13,13 +14,21 @@ use crate::runner::{RunOptions, StartRequest, start};
 const SCENARIO: &str = r#"{
   "steps": {
     "1": [{"sleep_ms": 400, "heartbeat_ms": 150, "write": [{"path": "step1.txt", "text": "findings\n"}],
-           "result": "Looked at the code and wrote step1.txt.\nSTEP_DONE: investigation written to step1.txt"}],
+           "result": "Looked at the code and wrote step1.txt.\nSTEP_DONE: investigation written to step1.txt"},
+          {"sleep_ms": 300, "result": "The findings are there.\nREVIEW_APPROVE: step1.txt holds the investigation"}],
     "2": [{"sleep_ms": 400, "heartbeat_ms": 150,
            "result": "I think the fix is in place.\nSTEP_DONE: fix applied"},
           {"sleep_ms": 400, "heartbeat_ms": 150, "write": [{"path": "step2.txt", "text": "fixed\n"}],
-           "result": "The file was missing; wrote step2.txt.\nSTEP_DONE: fix written to step2.txt"}],
+           "result": "The file was missing; wrote step2.txt.\nSTEP_DONE: fix written to step2.txt"},
+          {"sleep_ms": 300,
+           "result": "step2.txt says only 'fixed'.\nREVIEW_CHANGES: step2.txt must say what was fixed and how"},
+          {"sleep_ms": 400, "heartbeat_ms": 150,
+           "write": [{"path": "step2.txt", "text": "fixed: SIGTERM now stops the child before exit\n"}],
+           "result": "Said what was fixed.\nSTEP_DONE: step2.txt explains the fix"},
+          {"sleep_ms": 300, "result": "Clear now.\nREVIEW_APPROVE: step2.txt explains the fix"}],
     "3": [{"sleep_ms": 400, "heartbeat_ms": 150, "write": [{"path": "step3.txt", "text": "tested\n"}],
-           "result": "Ran the checks.\nSTEP_DONE: tests pass, step3.txt written"}]
+           "result": "Ran the checks.\nSTEP_DONE: tests pass, step3.txt written"},
+          {"sleep_ms": 300, "result": "The test record is there.\nREVIEW_APPROVE: step3.txt records the run"}]
   }
 }
 "#;
@@ -83,6 +92,7 @@ pub fn demo(file: Option<&Path>, opts: &RunOptions) -> anyhow::Result<Status> {
         constraints: Some("touch only files in the demo directory".into()),
         overrides: Overrides {
             verify: Some("test -f step$LOOP_STEP.txt".into()),
+            review: true,
             agent_program: Some(sim.display().to_string()),
             agent_env: vec![
                 ("CLAUDE_SIM_SCENARIO".into(), scenario.display().to_string()),

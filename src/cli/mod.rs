@@ -141,6 +141,8 @@ pub enum Command {
     },
 }
 
+// Each flag is one of `loop start`'s, set independently of the others.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Args)]
 pub struct StartArgs {
     /// What the loop should achieve, in one line.
@@ -187,6 +189,13 @@ pub struct StartArgs {
     /// What one attempt may spend, in US dollars (Claude Code's --max-budget-usd).
     #[arg(long, value_name = "USD", value_parser = parse_usd)]
     pub max_budget_usd: Option<f64>,
+    /// Review every step that passes its checks with a separate, read-only agent run before
+    /// it is DONE (REVIEW: on in M1.md).
+    #[arg(long)]
+    pub review: bool,
+    /// The reviewer's model (Claude Code's --model for reviews).
+    #[arg(long, value_name = "MODEL")]
+    pub review_model: Option<String>,
     /// Replace a RUNNING or WAITING loop (the old M1.md is archived, never overwritten).
     #[arg(long)]
     pub force: bool,
@@ -374,6 +383,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
                     model: a.model,
                     max_turns: a.max_turns,
                     max_budget_usd: a.max_budget_usd,
+                    review: a.review || a.review_model.is_some(),
+                    review_model: a.review_model,
                     ..Default::default()
                 },
                 detach: a.detach,

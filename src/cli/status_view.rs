@@ -99,6 +99,9 @@ fn result_facts(r: &StepResult) -> String {
     if let Some(e) = &r.error {
         f.push(format!("error: {e}"));
     }
+    if let Some(review) = r.extra.get("REVIEW") {
+        f.push(format!("review {review}"));
+    }
     if let Some(i) = r.extra.get("INTERRUPTED") {
         f.push(format!("interrupted: {i}"));
     }

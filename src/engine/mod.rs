@@ -5,12 +5,14 @@
 mod judge;
 mod next;
 mod record;
+pub mod review;
 mod transitions;
 
 pub use judge::{Attempt, Judgement, TaskEnd, failed_attempt, judge};
 pub use next::{Next, SessionPlan, next};
 pub use next::{open_step, spent, wait_until};
 pub use record::{Facts, record};
+pub use review::{ReviewFacts, ReviewVerdict, judge_review, record_review, review_spawn};
 pub use transitions::{
     Effect, OnRecord, Outcome, SpawnFacts, Transition, Write, adopted, complete, exhausted, halt,
     kept_on_record, pid_recorded, spawn, stopped, unrecordable,
@@ -39,6 +41,10 @@ pub struct Caps {
     pub context_threshold: u32,
     /// Time in one session past which a retry starts a fresh session.
     pub max_session: Option<Duration>,
+    /// Every step that passes is reviewed before it is DONE.
+    pub review: bool,
+    /// Reviews that may ask one step for changes; past them, a human decides.
+    pub max_retakes: u32,
 }
 
 impl Default for Caps {
@@ -53,6 +59,8 @@ impl Default for Caps {
             max_restarts: 3,
             context_threshold: 70,
             max_session: None,
+            review: false,
+            max_retakes: 3,
         }
     }
 }

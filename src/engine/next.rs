@@ -32,6 +32,8 @@ pub enum Next {
     },
     /// No steps yet: the planning call (step 0).
     Plan { attempt: u32, session: SessionPlan },
+    /// Review a step that passed its checks: a fresh, read-only agent run (its `attempt`-th).
+    Review { step: u32, attempt: u32 },
     /// Start an attempt of a step.
     Spawn {
         step: u32,
@@ -152,12 +154,23 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
             reason: format!("step {} is FAILED", step.n),
         };
     }
+    let counted = |key: &str| -> u32 {
+        m.results
+            .get(&step.n)
+            .and_then(|r| r.extra.get(key))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    // The attempt under review passed; the others failed, but for the retakes (a review
+    // asked for changes: an attempt used, not failed).
+    let pending = super::review::pending(m, step.n);
     let attempts = attempts_of(m, step.n);
-    if attempts >= caps.max_retries {
+    let failed = attempts.saturating_sub(counted("RETAKES") + u32::from(pending));
+    if failed >= caps.max_retries {
         return Next::Exhausted {
             step: step.n,
             reason: format!(
-                "step {} already failed {attempts} of MAX_RETRIES {} attempts",
+                "step {} already failed {failed} of MAX_RETRIES {} attempts",
                 step.n, caps.max_retries
             ),
         };
@@ -170,6 +183,23 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
                 how: "raise LIMITS.MAX_COST_USD in M1.md, then `loop resume`".into(),
             };
         }
+    }
+    if pending {
+        let runs = counted("REVIEW_RUNS");
+        if runs >= caps.max_retries {
+            return Next::Halt {
+                reason: format!(
+                    "the review of step {} gave no REVIEW_APPROVE / REVIEW_CHANGES verdict in {runs} runs",
+                    step.n
+                ),
+                how: "look at the review tasks' output, then `loop resume` (or set REVIEW: off)"
+                    .into(),
+            };
+        }
+        return Next::Review {
+            step: step.n,
+            attempt: runs + 1,
+        };
     }
     Next::Spawn {
         step: step.n,

@@ -44,6 +44,10 @@ pub struct Facts {
     pub next_step: Option<(u32, String)>,
     /// Whether the human is told of every step that passes.
     pub notify_each_step: bool,
+    /// A step that passes is reviewed before it is DONE (`REVIEW: on`).
+    pub review: bool,
+    /// The git HEAD the step began from (what its review's diff starts at).
+    pub base_head: Option<String>,
     pub now: DateTime<Utc>,
 }
 
@@ -169,6 +173,7 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
 fn effects(j: &Judgement, f: &Facts) -> Vec<Effect> {
     let s = f.step;
     match j {
+        Judgement::Pass { .. } if f.review && s > 0 => Vec::new(),
         Judgement::Pass { summary } => {
             let mut e = vec![Effect::TickPlanFile(s)];
             if f.notify_each_step {
@@ -211,6 +216,9 @@ type Recorded = (String, Outcome, Write);
 fn passed(f: &Facts, summary: &str, edits: &mut Vec<Edit>) -> Recorded {
     let s = f.step;
     let who = name(s);
+    if f.review && s > 0 {
+        return passed_to_review(f, summary, edits);
+    }
     edits.extend(step_state(s, StepState::Done));
     edits.push(results(s, "SUMMARY", one_line(summary, 300)));
     edits.push(results(s, "VERIFIED", f.verified.to_string()));
@@ -230,6 +238,33 @@ fn passed(f: &Facts, summary: &str, edits: &mut Vec<Edit>) -> Recorded {
     };
     edits.extend(actions(&format!("{who} done: {summary}"), &next));
     let log = format!("pass: {who} attempt {}: {summary}", f.attempt);
+    (log, Outcome::Continue, Write::WithNextSpawn)
+}
+
+/// A pass under `REVIEW: on`: recorded, and the step waits for its review (still RUNNING).
+fn passed_to_review(f: &Facts, summary: &str, edits: &mut Vec<Edit>) -> Recorded {
+    let s = f.step;
+    edits.push(results(s, "SUMMARY", one_line(summary, 300)));
+    edits.push(results(s, "VERIFIED", f.verified.to_string()));
+    edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
+    if let Some(c) = &f.commit {
+        edits.push(results(s, "COMMIT", c.clone()));
+    }
+    if let Some(base) = &f.base_head {
+        edits.push(results(s, "BASE_HEAD", base.clone()));
+    }
+    edits.push(results(s, "REVIEW", "pending"));
+    edits.push(results_remove(s, "REVIEW_RUNS"));
+    edits.push(results_remove(s, "ERROR"));
+    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.extend(actions(
+        &format!("Step {s} passed its checks: {summary}"),
+        &format!("Review step {s} in a fresh, read-only session"),
+    ));
+    let log = format!(
+        "pass: Step {s} attempt {}: {summary}; its review follows",
+        f.attempt
+    );
     (log, Outcome::Continue, Write::WithNextSpawn)
 }
 

@@ -36,7 +36,13 @@ enum Ty {
     Text,
 }
 
-const TOP_SCALARS: &[&str] = &["CONSTRAINTS", "LAST_ACTION", "NEXT_ACTION", "VERIFY"];
+const TOP_SCALARS: &[&str] = &[
+    "CONSTRAINTS",
+    "LAST_ACTION",
+    "NEXT_ACTION",
+    "VERIFY",
+    "REVIEW",
+];
 const TOP_BLOCKS: &[&str] = &["PLAN", "CURRENT", "RESULTS", "LIMITS", "AGENT"];
 const CURRENT_FIELDS: &[(&str, Ty)] = &[("CC_PID", Ty::Count), ("ATTEMPT", Ty::Count)];
 const RESULT_FIELDS: &[(&str, Ty)] = &[
@@ -58,9 +64,11 @@ const LIMIT_FIELDS: &[(&str, Ty)] = &[
     ("MAX_RESTARTS", Ty::Count),
     ("CONTEXT_THRESHOLD", Ty::Positive),
     ("MAX_SESSION", Ty::Duration),
+    ("MAX_RETAKES", Ty::Count),
 ];
 const AGENT_FIELDS: &[(&str, Ty)] = &[
     ("PROGRAM", Ty::Text),
+    ("REVIEW_MODEL", Ty::Text),
     ("PERMISSION_MODE", Ty::Mode),
     ("ALLOWED_TOOLS", Ty::Tools),
     ("MODEL", Ty::Text),

@@ -151,6 +151,8 @@ pub struct Limits {
     pub context_threshold: Option<u32>,
     /// Time in one session past which a retry starts a fresh one with a handoff.
     pub max_session: Option<Duration>,
+    /// Reviews that may ask a step for changes before a human decides (default 3).
+    pub max_retakes: Option<u32>,
 }
 
 impl Limits {
@@ -203,6 +205,8 @@ pub struct AgentKeys {
     pub max_turns: Option<u32>,
     pub max_budget_usd: Option<f64>,
     pub extra_args: Option<Vec<String>>,
+    /// The reviewer's model (`REVIEW_MODEL`), when not the steps' own.
+    pub review_model: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -218,6 +222,8 @@ pub struct M1 {
     pub limits: Limits,
     pub agent: AgentKeys,
     pub verify: Option<String>,
+    /// `REVIEW: on`: every step that passes is reviewed by a separate, read-only agent run.
+    pub review: bool,
 }
 
 impl M1 {
@@ -258,6 +264,7 @@ impl M1 {
                 context_threshold: parsed(get(&["LIMITS", "CONTEXT_THRESHOLD"])),
                 max_session: get(&["LIMITS", "MAX_SESSION"])
                     .and_then(|v| setting::duration(&v).ok()),
+                max_retakes: parsed(get(&["LIMITS", "MAX_RETAKES"])),
             },
             agent: AgentKeys {
                 program: get(&["AGENT", "PROGRAM"]).filter(|p| !p.trim().is_empty()),
@@ -268,8 +275,10 @@ impl M1 {
                 max_turns: parsed(get(&["AGENT", "MAX_TURNS"])),
                 max_budget_usd: parsed(get(&["AGENT", "MAX_BUDGET_USD"])),
                 extra_args: get(&["AGENT", "EXTRA_ARGS"]).and_then(|v| setting::args(&v).ok()),
+                review_model: get(&["AGENT", "REVIEW_MODEL"]),
             },
             verify: get(&["VERIFY"]),
+            review: get(&["REVIEW"]).is_some_and(|v| matches!(v.trim(), "on" | "true" | "yes")),
         }
     }
 }

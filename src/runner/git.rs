@@ -1,6 +1,7 @@
 //! The project's git HEAD, read from `.git` directly: a step records the commit it made
 //! (`COMMIT`), and starting `git` twice per step would cost more than the rest of the runner.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The repository directory of `dir`'s work tree: `.git` itself, or where a `.git` file (a
@@ -34,6 +35,65 @@ pub fn diff_stat(dir: &Path) -> Option<String> {
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout).trim_end().to_owned();
     (out.status.success() && !text.is_empty()).then_some(text)
+}
+
+/// What changed in `dir`'s repository since `base` (a commit; HEAD when `None`): `git diff`
+/// against it, then each untracked file in full, cut at `cap` bytes with a note; nothing under
+/// `skip` (the loop's own state directory). `None` outside a repository.
+#[must_use]
+pub fn review_diff(dir: &Path, base: Option<&str>, skip: &Path, cap: usize) -> Option<String> {
+    git_dir(dir)?;
+    let git = |args: &[&str]| -> String {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    let skip = std::path::absolute(skip).unwrap_or_else(|_| skip.to_path_buf());
+    let here = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let exclude = skip
+        .strip_prefix(&here)
+        .ok()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(|p| format!(":(exclude){}", p.display()));
+    let mut paths = vec![".".to_owned()];
+    paths.extend(exclude);
+    let with = |args: &[&str]| -> String {
+        let mut all: Vec<&str> = args.to_vec();
+        all.push("--");
+        all.extend(paths.iter().map(String::as_str));
+        git(&all)
+    };
+    let mut diff = with(&["diff", base.unwrap_or("HEAD")]);
+    for file in with(&["ls-files", "--others", "--exclude-standard"]).lines() {
+        let text = std::fs::read(dir.join(file))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        let _ = write!(diff, "\n--- new file (untracked): {file}\n{text}");
+    }
+    if diff.len() > cap {
+        let mut cut = cap;
+        while !diff.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let total = diff.len();
+        diff.truncate(cut);
+        let _ = write!(
+            diff,
+            "\n[… cut here: the diff has {total} bytes, {cap} shown; read the files for the rest]"
+        );
+    }
+    Some(if diff.trim().is_empty() {
+        "(no changes)".into()
+    } else {
+        diff
+    })
 }
 
 /// The short hash of HEAD, or `None` outside a repository or on an unborn branch.

@@ -10,6 +10,7 @@ pub mod plan_import;
 mod progress;
 pub mod prompt;
 pub mod registry;
+pub mod review;
 pub mod revive;
 pub mod settings;
 mod start;
@@ -431,6 +432,7 @@ impl Runner {
                     self.wait_until(until)?
                 }
                 Next::Plan { attempt, session } => self.spawn(0, attempt, &session)?,
+                Next::Review { step, attempt } => self.spawn_review(step, attempt)?,
                 Next::Spawn {
                     step,
                     attempt,
@@ -487,10 +489,19 @@ impl Runner {
             .steps
             .iter()
             .map(|s| {
-                let sum = m.results.get(&s.n).and_then(|r| r.summary.clone());
+                let r = m.results.get(&s.n);
+                let sum = r.and_then(|r| r.summary.clone());
+                let reviewed = r
+                    .and_then(|r| r.extra.get("REVIEW"))
+                    .is_some_and(|v| v.starts_with("approved"));
+                let sum = sum.unwrap_or_else(|| format!("[{}] {}", s.state.as_str(), s.text));
                 (
                     s.n,
-                    sum.unwrap_or_else(|| format!("[{}] {}", s.state.as_str(), s.text)),
+                    if reviewed {
+                        format!("{sum} (reviewed)")
+                    } else {
+                        sum
+                    },
                 )
             })
             .collect();

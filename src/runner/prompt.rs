@@ -9,6 +9,7 @@ const PLAN: &str = include_str!("../../templates/plan.md");
 const INTERRUPTED: &str = include_str!("../../templates/interrupted.md");
 const HANDOFF: &str = include_str!("../../templates/handoff.md");
 const VERDICTS: &str = include_str!("../../templates/verdicts.md");
+const REVIEW: &str = include_str!("../../templates/review.md");
 
 fn fill(template: &str, vars: &[(&str, String)]) -> String {
     let mut out = template.replace("{verdicts}", VERDICTS.trim_end());
@@ -163,4 +164,15 @@ pub fn session_context(m: &M1, step: u32, file: &str, handoff: &str) -> String {
         let _ = write!(out, "\nNEXT_ACTION: {next}\n");
     }
     out
+}
+
+/// The prompt of a review of step `n`: what it was to do, what its agent claims, what VERIFY
+/// said, and the diff.
+#[must_use]
+pub fn review(m: &M1, n: u32, summary: &str, verify: &str, diff: &str) -> String {
+    let mut vars = step_vars(m, n, "");
+    vars.push(("summary", summary.to_string()));
+    vars.push(("verify", verify.to_string()));
+    vars.push(("diff", diff.to_string()));
+    fill(REVIEW, &vars)
 }

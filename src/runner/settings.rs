@@ -75,6 +75,19 @@ pub struct FileSettings {
     pub verify: Option<String>,
     pub notify_each_step: Option<bool>,
     pub transient_retries: Option<u32>,
+    /// `review: true`, or `review: {model: M, max_retakes: N}`.
+    pub review: Option<ReviewFile>,
+}
+
+/// The `review:` of `loop.yaml`: on or off, or its settings (which turn it on).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ReviewFile {
+    On(bool),
+    With {
+        model: Option<String>,
+        max_retakes: Option<u32>,
+    },
 }
 
 /// The `agent:` section of `loop.yaml`.
@@ -116,6 +129,10 @@ pub struct Overrides {
     pub model: Option<String>,
     pub max_turns: Option<u32>,
     pub max_budget_usd: Option<f64>,
+    /// `--review`: review every step that passes.
+    pub review: bool,
+    /// `--review-model`: the reviewer's model.
+    pub review_model: Option<String>,
     /// The agent program, above `LOOP_AGENT` (used by `loop demo`).
     pub agent_program: Option<String>,
     /// Extra variables for the agent's environment (used by `loop demo`).
@@ -283,6 +300,8 @@ impl Settings {
             max_restarts: l.max_restarts.unwrap_or(defaults.max_restarts),
             context_threshold: l.context_threshold.unwrap_or(defaults.context_threshold),
             max_session: l.max_session,
+            review: m.review,
+            max_retakes: l.max_retakes.unwrap_or(defaults.max_retakes),
             ..self.caps_under(&Top {
                 max_retries: l.max_retries,
                 max_steps: l.max_steps,
@@ -336,6 +355,22 @@ impl Settings {
             .clone()
             .or_else(|| self.file.verify.clone())
             .filter(|v| !v.trim().is_empty())
+    }
+
+    /// Whether a new loop reviews its steps, with which model, and how many retakes: flags,
+    /// then `loop.yaml`.
+    #[must_use]
+    pub fn review_for_new(&self) -> (bool, Option<String>, Option<u32>) {
+        let (on, model, retakes) = match &self.file.review {
+            None | Some(ReviewFile::On(false)) => (false, None, None),
+            Some(ReviewFile::On(true)) => (true, None, None),
+            Some(ReviewFile::With { model, max_retakes }) => (true, model.clone(), *max_retakes),
+        };
+        (
+            on || self.overrides.review,
+            self.overrides.review_model.clone().or(model),
+            retakes,
+        )
     }
 
     /// The VERIFY command a new M1.md is written with.

@@ -246,6 +246,16 @@ fn new_document(
     if let Some(v) = settings.verify_for_new() {
         edits.push(Edit::set(&["VERIFY"], v));
     }
+    let (review, review_model, max_retakes) = settings.review_for_new();
+    if review {
+        edits.push(Edit::set(&["REVIEW"], "on"));
+    }
+    if let Some(model) = review_model {
+        edits.push(Edit::set(&["AGENT", "REVIEW_MODEL"], model));
+    }
+    if let Some(n) = max_retakes {
+        edits.push(Edit::set(&["LIMITS", "MAX_RETAKES"], n.to_string()));
+    }
     edits.push(Edit::set(&["WORKDIR"], workdir.display().to_string()));
     edits.push(Edit::set(&["LOOP_ID"], super::new_loop_id()));
     if let Some(p) = &req.plan {

@@ -41,14 +41,14 @@ fn on_record(e: &super::ledger::Entry) -> OnRecord<'_> {
 }
 
 /// What an ended task left for the judge: how it ended, and what its agent said.
-struct Run {
-    end: TaskEnd,
-    class: Option<agent::Class>,
-    answer: String,
+pub(super) struct Run {
+    pub(super) end: TaskEnd,
+    pub(super) class: Option<agent::Class>,
+    pub(super) answer: String,
     denials: Vec<String>,
     background_stopped: Vec<String>,
     session_id: Option<String>,
-    cost_usd: f64,
+    pub(super) cost_usd: f64,
     context_pct: Option<u32>,
     /// Compactions of its context the `PreCompact` hook noted.
     compactions: u32,
@@ -56,7 +56,7 @@ struct Run {
 
 impl Run {
     /// Reads the task's stream-json and stderr.
-    fn read(report: &TaskReport) -> Self {
+    pub(super) fn read(report: &TaskReport) -> Self {
         // A task still running has no end; it is judged only once it has one (LOST if none).
         let end = report.end.clone().unwrap_or(TaskEnd::Lost);
         let stream = agent::read_stream_file(&report.stdout_path).unwrap_or_default();
@@ -233,7 +233,7 @@ impl Runner {
         Ok(None)
     }
 
-    fn fire(
+    pub(super) fn fire(
         &mut self,
         step: u32,
         attempt: u32,
@@ -242,6 +242,20 @@ impl Runner {
         resumed: bool,
         prompt: &str,
     ) -> anyhow::Result<()> {
+        self.fire_as(step, attempt, (task_id, session_id), resumed, prompt, false)
+    }
+
+    /// Starts an agent run: a step's attempt, or (`review`) a review of the step, read-only,
+    /// in a fresh session, outside the task ledger (reviews are not attempts).
+    pub(super) fn fire_as(
+        &mut self,
+        step: u32,
+        attempt: u32,
+        (task_id, session_id): (&str, &str),
+        resumed: bool,
+        prompt: &str,
+        review: bool,
+    ) -> anyhow::Result<()> {
         let m = self.view();
         let caps = self.settings.caps(&m);
         let session = if resumed {
@@ -249,15 +263,23 @@ impl Runner {
         } else {
             Session::New(session_id.to_string())
         };
-        let inv = agent::invocation(&self.settings.agent_for(&m), prompt, &session)
-            .with_settings(&self.agent_settings()?);
+        let mut agent_cfg = self.settings.agent_for(&m);
+        if review {
+            agent_cfg = super::review::reviewer(agent_cfg, &m);
+        }
+        let inv =
+            agent::invocation(&agent_cfg, prompt, &session).with_settings(&self.agent_settings()?);
         let mut env = inv.env_set;
         let file = std::path::absolute(&self.file).unwrap_or_else(|_| self.file.clone());
         env.push(("LOOP_STEP".into(), step.to_string()));
         env.push(("LOOP_ATTEMPT".into(), attempt.to_string()));
         env.push(("LOOP_TASK_ID".into(), task_id.to_string()));
         env.push(("LOOP_FILE".into(), file.display().to_string()));
-        env.push(("LOOP_ID".into(), self.loop_id.clone()));
+        if review {
+            env.push(("LOOP_REVIEW".into(), "1".into()));
+        } else {
+            env.push(("LOOP_ID".into(), self.loop_id.clone()));
+        }
         env.push(("LOOP_SESSION_ID".into(), session_id.to_string()));
         env.extend(self.settings.agent_env.iter().cloned());
         let mut command = vec![inv.program];
@@ -290,7 +312,9 @@ impl Runner {
         };
         bridge::fire_with_id(&self.state_dir, task_id, &req)
             .with_context(|| format!("while starting task {task_id}"))?;
-        self.ledger.started(task_id, step, attempt, session_id);
+        if !review {
+            self.ledger.started(task_id, step, attempt, session_id);
+        }
         let _ = std::fs::write(
             crate::layout::Layout::dir(&self.state_dir).task_prompt(task_id),
             prompt,
@@ -331,6 +355,9 @@ impl Runner {
     /// between the record and the start.
     fn start_recorded(&mut self, step: u32, task_id: &str) -> anyhow::Result<()> {
         let m = self.view();
+        if super::review::is_review(&m) {
+            return self.start_recorded_review(step, task_id);
+        }
         let attempt = m.current.attempt.unwrap_or(1);
         let session_id = m
             .current
@@ -454,6 +481,9 @@ impl Runner {
         report: &TaskReport,
     ) -> anyhow::Result<Option<Exit>> {
         let m = self.view();
+        if super::review::is_review(&m) {
+            return self.evaluate_review(step, task_id, report);
+        }
         let caps = self.settings.caps(&m);
         self.clean_up_after(task_id, report)?;
         let run = Run::read(report);
@@ -511,6 +541,8 @@ impl Runner {
                 .filter(|_| step > 0)
                 .map(|s| (s.n, s.text.clone())),
             notify_each_step: self.settings.notify_each_step,
+            review: caps.review,
+            base_head: extra(&m, step, "BASE_HEAD").cloned().or(head_before),
             now: Utc::now(),
         };
         let t = engine::record(&judgement, &facts);
@@ -583,7 +615,11 @@ impl Runner {
 
     /// Ends what is left of a task before it is judged: a LOST task's processes (its
     /// supervisor and guardian died), and processes that left its group, which are named.
-    fn clean_up_after(&mut self, task_id: &str, report: &TaskReport) -> anyhow::Result<()> {
+    pub(super) fn clean_up_after(
+        &mut self,
+        task_id: &str,
+        report: &TaskReport,
+    ) -> anyhow::Result<()> {
         if report.state == TaskState::Lost {
             // Ended, and confirmed dead, before any retry can start beside them.
             let after = bridge::kill(&self.state_dir, task_id, super::KILL_GRACE)

@@ -661,4 +661,5 @@ fn done_counts_the_steps_and_names_skipped_ones_only_when_there_are_some() {
 }
 
 mod records;
+mod review;
 mod sessions;

@@ -1,0 +1,219 @@
+//! The review of a step that passed its checks (Plan D's quality control): a separate,
+//! read-only agent run in a fresh session reads the step's diff and says
+//! `REVIEW_APPROVE: reason` or `REVIEW_CHANGES: what must change`. Approved, the step is DONE;
+//! changes go back to the step's own session as a fix, counted as a retake; past
+//! `MAX_RETAKES`, a human decides.
+
+use chrono::{DateTime, Utc};
+
+use super::transitions::{
+    Effect, Outcome, Transition, Write, actions, current, name, results, results_remove, stamp,
+    step_state,
+};
+use super::{Caps, one_line};
+use crate::exit::Status as Exit;
+use crate::m1::{Edit, M1, Status, StepState};
+
+/// Whether step `n` passed its checks and waits for its review.
+#[must_use]
+pub fn pending(m: &M1, n: u32) -> bool {
+    m.results
+        .get(&n)
+        .and_then(|r| r.extra.get("REVIEW"))
+        .is_some_and(|v| v == "pending")
+}
+
+/// What a review run concluded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReviewVerdict {
+    Approve(String),
+    Changes(String),
+    /// No verdict: the run failed or its answer did not end with one (why).
+    Missing(String),
+}
+
+/// The reviewer's verdict: its answer's last non-empty line, exactly `REVIEW_APPROVE: …` or
+/// `REVIEW_CHANGES: …` with a text; `ended` says whether the run ended with a usable answer.
+#[must_use]
+pub fn judge_review(ended: Result<(), String>, answer: &str) -> ReviewVerdict {
+    if let Err(why) = ended {
+        return ReviewVerdict::Missing(why);
+    }
+    let last = answer
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or_default();
+    let said = |prefix: &str| {
+        last.strip_prefix(prefix)
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+    };
+    if let Some(reason) = said("REVIEW_APPROVE:") {
+        ReviewVerdict::Approve(reason)
+    } else if let Some(what) = said("REVIEW_CHANGES:") {
+        ReviewVerdict::Changes(what)
+    } else {
+        ReviewVerdict::Missing(
+            "the review did not end with a REVIEW_APPROVE / REVIEW_CHANGES line".into(),
+        )
+    }
+}
+
+/// The write-ahead record of a review run about to be spawned.
+#[must_use]
+pub fn review_spawn(
+    step: u32,
+    run: u32,
+    task_id: &str,
+    session_id: &str,
+    now: DateTime<Utc>,
+) -> Transition {
+    let edits = vec![
+        Edit::Clear(vec!["CURRENT".into()]),
+        current("TASK_ID", task_id),
+        current("SPAWN_TIME", stamp(now)),
+        current("ATTEMPT", run.to_string()),
+        current("SESSION_ID", session_id),
+        current("REVIEW", "true"),
+        Edit::set(&["PLAN", "CURRENT_STEP"], step.to_string()),
+        Edit::set(
+            &["LAST_ACTION"],
+            format!("Review {run} of step {step} spawned as task {task_id}"),
+        ),
+        Edit::set(
+            &["NEXT_ACTION"],
+            format!("loop check {task_id} until it ends, then read the reviewer's verdict"),
+        ),
+    ];
+    Transition::now(
+        edits,
+        format!("review: step {step} review {run} as {task_id} (session {session_id})"),
+    )
+}
+
+/// The facts of a finished review run.
+#[derive(Debug, Clone, Default)]
+pub struct ReviewFacts {
+    pub step: u32,
+    pub run: u32,
+    /// The reviewer's cost, added to the step's.
+    pub cost_usd: f64,
+    pub prior_cost_usd: f64,
+    /// Retakes the step had before this review.
+    pub retakes: u32,
+    /// What the step reported done, to carry into its DONE record.
+    pub summary: String,
+    pub next_step: Option<(u32, String)>,
+    pub notify_each_step: bool,
+}
+
+/// Records a review's verdict.
+#[must_use]
+pub fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transition {
+    let s = f.step;
+    let mut edits = vec![
+        results(
+            s,
+            "COST_USD",
+            format!("{:.4}", f.prior_cost_usd + f.cost_usd),
+        ),
+        Edit::Clear(vec!["CURRENT".into()]),
+    ];
+    match v {
+        ReviewVerdict::Approve(reason) => approved(f, reason, edits),
+        ReviewVerdict::Changes(what) if f.retakes >= caps.max_retakes => {
+            let reason = format!(
+                "the review asked step {s} for changes {} times, past MAX_RETAKES {}; last: {}",
+                f.retakes + 1,
+                caps.max_retakes,
+                one_line(what, 200)
+            );
+            let how = "read the reviewer's words in RESULTS, decide (fix by hand, change the step, \
+                       or SKIPPED), then `loop resume`";
+            edits.push(results(
+                s,
+                "REVIEW",
+                one_line(&format!("changes ({}): {what}", f.retakes + 1), 300),
+            ));
+            edits.extend(step_state(s, StepState::Pending));
+            edits.push(Edit::Status(Status::Waiting));
+            edits.extend(actions(&format!("Waiting: {reason}"), how));
+            Transition::exit(edits, format!("review: halt: {reason}"), Exit::Waiting).then(
+                Effect::Waiting {
+                    reason,
+                    how: how.into(),
+                },
+            )
+        }
+        ReviewVerdict::Changes(what) => {
+            let n = f.retakes + 1;
+            edits.push(results(s, "RETAKES", n.to_string()));
+            edits.push(results(
+                s,
+                "REVIEW",
+                one_line(&format!("changes ({n}): {what}"), 300),
+            ));
+            edits.push(results(
+                s,
+                "ERROR",
+                one_line(&format!("the review asked for changes: {what}"), 300),
+            ));
+            edits.push(results_remove(s, "REVIEW_RUNS"));
+            edits.extend(step_state(s, StepState::Pending));
+            edits.extend(actions(
+                &format!("Step {s}: the review asked for changes ({n}): {what}"),
+                &format!("Retake step {s} in its session with the reviewer's words"),
+            ));
+            Transition {
+                write: Write::WithNextSpawn,
+                ..Transition::now(edits, format!("review: step {s} changes ({n}): {what}"))
+            }
+        }
+        ReviewVerdict::Missing(why) => {
+            edits.push(results(s, "REVIEW_RUNS", f.run.to_string()));
+            edits.extend(actions(
+                &format!("Review {} of step {s} gave no verdict: {why}", f.run),
+                &format!("Review step {s} again in a fresh session"),
+            ));
+            Transition::now(edits, format!("review: step {s} run {}: {why}", f.run))
+        }
+    }
+}
+
+fn approved(f: &ReviewFacts, reason: &str, mut edits: Vec<Edit>) -> Transition {
+    let s = f.step;
+    edits.extend(step_state(s, StepState::Done));
+    edits.push(results(
+        s,
+        "REVIEW",
+        one_line(&format!("approved: {reason}"), 300),
+    ));
+    edits.push(results_remove(s, "REVIEW_RUNS"));
+    edits.push(results_remove(s, "ERROR"));
+    let next = match &f.next_step {
+        Some((n, text)) => {
+            edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], n.to_string()));
+            format!("Step {n}: {text}")
+        }
+        None => "All steps done".into(),
+    };
+    edits.extend(actions(
+        &format!("{} done and reviewed: {}", name(s), f.summary),
+        &next,
+    ));
+    let mut t = Transition {
+        write: Write::WithNextSpawn,
+        outcome: Outcome::Continue,
+        ..Transition::now(edits, format!("review: step {s} approved: {reason}"))
+    };
+    t.effects.push(Effect::TickPlanFile(s));
+    if f.notify_each_step {
+        t.effects.push(Effect::StepDone {
+            step: s,
+            summary: f.summary.clone(),
+        });
+    }
+    t
+}

@@ -1,0 +1,143 @@
+//! Carrying out a review (see [`crate::engine::review`]): the reviewer's call, its prompt
+//! with the step's diff, and reading its verdict.
+
+use chrono::Utc;
+
+use super::step::Run;
+use super::{Runner, crash};
+use crate::agent::{self, AgentConfig, Class};
+use crate::bridge::{TaskEnd, TaskReport};
+use crate::engine::{self, ReviewFacts};
+use crate::exit::Status as Exit;
+use crate::m1::M1;
+
+/// The tools a reviewer may use: reading, and looking at git. Nothing that changes a file.
+const READ_ONLY: [&str; 7] = [
+    "Read",
+    "Grep",
+    "Glob",
+    "LS",
+    "Bash(git diff:*)",
+    "Bash(git status:*)",
+    "Bash(git log:*)",
+];
+
+/// The diff a reviewer reads at most, in bytes; longer ones are cut with a note.
+const DIFF_CAP: usize = 60_000;
+
+/// The reviewer's call: the steps' agent, read-only (plan mode, reading tools), with the
+/// review model when one is set.
+#[must_use]
+pub fn reviewer(mut cfg: AgentConfig, m: &M1) -> AgentConfig {
+    cfg.permission_mode = Some("plan".into());
+    cfg.allowed_tools = READ_ONLY.iter().map(|t| (*t).to_owned()).collect();
+    if let Some(model) = &m.agent.review_model {
+        cfg.model = Some(model.clone());
+    }
+    cfg
+}
+
+/// Whether the task on record is a review (its CURRENT says so).
+#[must_use]
+pub fn is_review(m: &M1) -> bool {
+    m.current.extra.get("REVIEW").is_some_and(|v| v == "true")
+}
+
+impl Runner {
+    /// The prompt of a review of `step`, from M1.md, the step's last task and git.
+    fn review_prompt(&self, m: &M1, step: u32) -> String {
+        let r = m.results.get(&step);
+        let summary = r.and_then(|r| r.summary.clone()).unwrap_or_default();
+        let verify = match self.settings.verify(m) {
+            None => "(no VERIFY command is set)".to_owned(),
+            Some(cmd) => {
+                let out = r
+                    .and_then(|r| r.report.as_deref())
+                    .and_then(|p| {
+                        std::path::Path::new(p)
+                            .parent()
+                            .map(|d| d.join("verify.log"))
+                    })
+                    .map(|p| crate::verify::tail(&self.state_dir.join(p), 40))
+                    .unwrap_or_default();
+                format!("`{cmd}` passed; its output ended:\n{out}")
+            }
+        };
+        let base = r.and_then(|r| r.extra.get("BASE_HEAD")).map(String::as_str);
+        let diff = super::git::review_diff(&self.workdir, base, &self.state_dir, DIFF_CAP)
+            .unwrap_or_else(|| "(the project is not a git repository: read the files)".into());
+        super::prompt::review(m, step, &summary, &verify, &diff)
+    }
+
+    /// Starts review `run` of `step`: recorded first (write-ahead), then fired.
+    pub(super) fn spawn_review(&mut self, step: u32, run: u32) -> anyhow::Result<Option<Exit>> {
+        let m = self.view();
+        let prompt = self.review_prompt(&m, step);
+        let task_id = crate::bridge::new_task_id();
+        let session = agent::new_session_id();
+        crash::point("before-review-spawn-write");
+        let t = engine::review_spawn(step, run, &task_id, &session, Utc::now());
+        self.apply(&t)?;
+        crash::point("after-review-spawn-write");
+        self.fire_as(step, run, (&task_id, &session), false, &prompt, true)?;
+        crash::point("after-review-fire");
+        Ok(None)
+    }
+
+    /// A review whose spawn was recorded but never happened.
+    pub(super) fn start_recorded_review(&mut self, step: u32, task_id: &str) -> anyhow::Result<()> {
+        let m = self.view();
+        let run = m.current.attempt.unwrap_or(1);
+        let session = m
+            .current
+            .session_id
+            .clone()
+            .unwrap_or_else(agent::new_session_id);
+        self.say(&format!(
+            "resume: review task {task_id} was recorded but never started; starting it now"
+        ));
+        let prompt = self.review_prompt(&m, step);
+        self.fire_as(step, run, (task_id, &session), false, &prompt, true)
+    }
+
+    /// Reads a finished review's verdict and records it.
+    pub(super) fn evaluate_review(
+        &mut self,
+        step: u32,
+        task_id: &str,
+        report: &TaskReport,
+    ) -> anyhow::Result<Option<Exit>> {
+        let m = self.view();
+        let caps = self.settings.caps(&m);
+        self.clean_up_after(task_id, report)?;
+        let run = Run::read(report);
+        let ended = match (&run.end, &run.class) {
+            (TaskEnd::Exited { .. }, Some(Class::Success)) => Ok(()),
+            (TaskEnd::Exited { .. }, Some(class)) => Err(format!("the review run failed: {class}")),
+            (end, _) => Err(format!("the review run ended: {}", end.as_str())),
+        };
+        let verdict = engine::judge_review(ended, &run.answer);
+        let r = m.results.get(&step);
+        let count = |key: &str| -> u32 {
+            r.and_then(|r| r.extra.get(key))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        let facts = ReviewFacts {
+            step,
+            run: m.current.attempt.unwrap_or(1),
+            cost_usd: run.cost_usd,
+            prior_cost_usd: r.and_then(|r| r.cost_usd).unwrap_or(0.0),
+            retakes: count("RETAKES"),
+            summary: r.and_then(|r| r.summary.clone()).unwrap_or_default(),
+            next_step: engine::open_step(&m, step).map(|s| (s.n, s.text.clone())),
+            notify_each_step: self.settings.notify_each_step,
+        };
+        let t = engine::record_review(&verdict, &facts, &caps);
+        self.record_judged(task_id, "review", &t.edits)?;
+        crash::point("before-review-record-write");
+        let exit = self.apply(&t)?;
+        crash::point("after-review-record-write");
+        Ok(exit)
+    }
+}

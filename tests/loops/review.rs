@@ -1,0 +1,204 @@
+//! `--review`: every step that passes its checks is reviewed by a separate, read-only agent
+//! run in a fresh session before it is DONE.
+
+use m1loop::m1::Status;
+use serde_json::{Value, json};
+
+use crate::support::{TestLoop, code, stderr, stdout};
+
+fn work(text: &str) -> Value {
+    json!({"write": [{"path": "a.txt", "text": format!("{text}\n")}],
+           "result": format!("Wrote it.\nSTEP_DONE: a.txt says {text}"), "cost_usd": 0.10})
+}
+
+fn approve() -> Value {
+    json!({"result": "Checked.\nREVIEW_APPROVE: a.txt is right", "cost_usd": 0.02})
+}
+
+fn changes() -> Value {
+    json!({"result": "Not yet.\nREVIEW_CHANGES: a.txt must say whole", "cost_usd": 0.02})
+}
+
+/// A loop in a git project (so the review sees a diff).
+fn project() -> TestLoop {
+    let env = TestLoop::new();
+    env.git(&["init", "-q"]);
+    env.git(&["commit", "-q", "--allow-empty", "-m", "start"]);
+    env
+}
+
+fn is_review(call: &Value) -> bool {
+    let argv: Vec<&str> = call["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    argv.windows(2).any(|w| w == ["--permission-mode", "plan"])
+}
+
+/// Agent calls with their place in the call log.
+type Calls = Vec<(usize, Value)>;
+
+/// (step calls, review calls), in order.
+fn split(env: &TestLoop) -> (Calls, Calls) {
+    env.calls()
+        .into_iter()
+        .enumerate()
+        .partition(|(_, c)| !is_review(c))
+}
+
+#[test]
+fn an_approved_step_is_done_and_its_review_was_read_only_fresh_and_paid_for() {
+    let env = project();
+    env.scenario(&json!({"steps": {"1": [work("whole"), approve()]}}));
+    let out = env.run(&["start", "g", "--step", "write a.txt", "--review"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done);
+    let r = &m.results[&1];
+    assert_eq!(
+        r.extra.get("REVIEW").map(String::as_str),
+        Some("approved: a.txt is right")
+    );
+    assert!((r.cost_usd.unwrap() - 0.12).abs() < 1e-9, "{r:?}");
+    let (steps, reviews) = split(&env);
+    assert_eq!((steps.len(), reviews.len()), (1, 1));
+    let (at, review) = &reviews[0];
+    assert!(review["resume"].is_null());
+    assert_ne!(review["session_id"], steps[0].1["session_id"]);
+    let argv: Vec<&str> = review["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let from = argv.iter().position(|a| *a == "--allowedTools").unwrap() + 1;
+    let tools: Vec<&str> = argv[from..]
+        .iter()
+        .take_while(|a| !a.starts_with("--"))
+        .copied()
+        .collect();
+    assert!(tools.contains(&"Bash(git diff:*)"), "{tools:?}");
+    assert!(
+        !tools
+            .iter()
+            .any(|t| ["Write", "Edit", "Bash(git:*)"].contains(t)),
+        "{tools:?}"
+    );
+    let prompt_text = env.prompt(*at);
+    assert!(
+        !prompt_text.contains("state/M1.md"),
+        "the loop's own files are not the step's diff"
+    );
+    let prompt = env.prompt(*at);
+    assert!(prompt.contains("a.txt says whole"), "the claim: {prompt}");
+    assert!(
+        prompt.contains("new file (untracked): a.txt\nwhole"),
+        "the diff: {prompt}"
+    );
+    assert!(stdout(&env.run(&["status"])).contains("review approved: a.txt is right"));
+    assert!(env.log().contains("(reviewed)"), "the DONE message says so");
+}
+
+#[test]
+fn changes_go_back_to_the_steps_session_as_a_retake_and_each_review_is_fresh() {
+    let env = project();
+    env.scenario(&json!({"steps": {"1": [work("half"), changes(), work("whole"), approve()]}}));
+    let out = env.run(&["start", "g", "--step", "write a.txt", "--review"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (steps, reviews) = split(&env);
+    assert_eq!((steps.len(), reviews.len()), (2, 2));
+    let step_session = &steps[0].1["session_id"];
+    assert_eq!(
+        &steps[1].1["resume"], step_session,
+        "the fix resumes the step's session"
+    );
+    let fix = env.prompt(steps[1].0);
+    assert!(fix.contains("a.txt must say whole"), "{fix}");
+    assert_ne!(reviews[0].1["session_id"], reviews[1].1["session_id"]);
+    for (_, r) in &reviews {
+        assert_ne!(&r["session_id"], step_session);
+    }
+    let r = &env.m1().results[&1];
+    assert_eq!(r.extra.get("RETAKES").map(String::as_str), Some("1"));
+    assert_eq!(r.attempts, Some(2));
+}
+
+#[test]
+fn past_max_retakes_the_step_waits_for_a_human_with_the_reviewers_last_words() {
+    let env = project();
+    std::fs::write(env.state().join("loop.yaml"), "review:\n  max_retakes: 1\n").unwrap();
+    env.scenario(
+        &json!({"steps": {"1": [work("half"), changes(), work("half"),
+        {"result": "Still not.\nREVIEW_CHANGES: still half", "cost_usd": 0.02}]}}),
+    );
+    let out = env.run(&["start", "g", "--step", "write a.txt"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let m = env.m1();
+    assert_eq!(m.status, Status::Waiting);
+    assert!(m.last_action.unwrap().contains("still half"));
+    assert_ne!(m.plan.steps[0].state, m1loop::m1::StepState::Failed);
+}
+
+#[test]
+fn a_review_without_a_verdict_is_a_failed_review_run_and_is_run_again() {
+    let env = project();
+    env.scenario(&json!({"steps": {"1": [work("whole"),
+        {"result": "Looks fine to me."}, approve()]}}));
+    let out = env.run(&["start", "g", "--step", "write a.txt", "--review"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (steps, reviews) = split(&env);
+    assert_eq!(
+        (steps.len(), reviews.len()),
+        (1, 2),
+        "not taken for an approval"
+    );
+    assert!(
+        env.log().contains("gave no verdict")
+            || env.log().contains("did not end with a REVIEW_APPROVE"),
+        "{}",
+        env.log()
+    );
+    assert_eq!(env.m1().status, Status::Done);
+}
+
+#[test]
+fn a_crash_at_each_write_point_of_a_review_neither_reviews_twice_nor_reruns_the_step() {
+    for point in [
+        "before-review-spawn-write",
+        "after-review-spawn-write",
+        "after-review-fire",
+        "before-review-record-write",
+        "after-review-record-write",
+    ] {
+        let env = project();
+        env.scenario(
+            &json!({"steps": {"1": [work("whole"), approve()], "2": [work("more"), approve()]}}),
+        );
+        let mut c = env.cmd(&["start", "g", "--step", "one", "--step", "two", "--review"]);
+        c.env("LOOP_CRASH_AT", point);
+        let status = c.status().unwrap();
+        assert!(!status.success(), "{point}: the runner did not crash");
+        let out = env.run(&["resume"]);
+        assert_eq!(code(&out), 0, "{point}: {}", stderr(&out));
+        let (steps, reviews) = split(&env);
+        assert_eq!(
+            (steps.len(), reviews.len()),
+            (2, 2),
+            "{point}: {}",
+            env.log()
+        );
+        assert_eq!(env.m1().status, Status::Done, "{point}");
+    }
+}
+
+#[test]
+fn without_review_nothing_is_reviewed() {
+    let env = project();
+    env.scenario(&json!({"steps": {"1": [work("whole")]}}));
+    let out = env.run(&["start", "g", "--step", "write a.txt"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(env.calls().len(), 1);
+    assert!(!env.text().contains("REVIEW"));
+}
