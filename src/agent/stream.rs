@@ -167,102 +167,31 @@ impl StreamReader {
     }
 
     fn event(&mut self, obj: &serde_json::Map<String, Value>) {
-        let s = &mut self.summary;
         let session = str_field(obj, "session_id");
-        match obj.get("type").and_then(Value::as_str) {
+        // The result and the system events that name the session set it themselves; any other
+        // event's session id is taken only while none is known.
+        let named = match obj.get("type").and_then(Value::as_str) {
             Some("result") => {
-                let windows = obj
-                    .get("modelUsage")
-                    .and_then(Value::as_object)
-                    .into_iter()
-                    .flat_map(|m| m.values())
-                    .filter_map(|u| u.get("contextWindow").and_then(Value::as_u64));
-                s.context_window = windows.max().or(s.context_window);
-                let mut result = result_event(obj);
-                merge_denials(&mut result.permission_denials, &s.unavailable_tools);
-                if result.session_id.is_some() {
-                    s.session_id.clone_from(&result.session_id);
-                }
-                s.last_activity = Some(if result.is_error {
-                    "result: an error".to_owned()
-                } else {
-                    "result: done".to_owned()
-                });
-                s.result = Some(result);
-                return;
+                self.result(obj);
+                true
             }
-            Some("system") => match obj.get("subtype").and_then(Value::as_str) {
-                Some("init") => {
-                    if session.is_some() {
-                        s.session_id = session;
-                    }
-                    return;
-                }
-                Some("task_started") => {
-                    if let Some(id) = str_field(obj, "task_id") {
-                        let what = str_field(obj, "description")
-                            .or_else(|| str_field(obj, "command"))
-                            .unwrap_or_else(|| id.clone());
-                        self.background.insert(id, what);
-                    }
-                    return;
-                }
-                Some("task_updated" | "task_notification") => {
-                    let status = obj
-                        .get("patch")
-                        .and_then(|p| p.get("status"))
-                        .or_else(|| obj.get("status"))
-                        .and_then(Value::as_str);
-                    if s.result.is_some()
-                        && matches!(status, Some("killed" | "stopped"))
-                        && let Some(what) = str_field(obj, "task_id")
-                            .and_then(|id| self.background.get(&id).cloned())
-                        && !s.background_stopped.contains(&what)
-                    {
-                        s.background_stopped.push(what);
-                    }
-                    return;
-                }
-                Some("api_retry") => {
-                    let status = obj.get("error_status").and_then(Value::as_u64);
-                    let error = str_field(obj, "error");
-                    s.api_error = Some(match (status, error) {
-                        (Some(st), Some(e)) => format!("{st} {e}"),
-                        (Some(st), None) => st.to_string(),
-                        (None, Some(e)) => e,
-                        (None, None) => "an API error".to_owned(),
-                    });
-                }
-                _ => {}
-            },
+            Some("system") => self.system(obj, session.clone()),
             Some("rate_limit_event") => {
                 if let Some(Value::Object(info)) = obj.get("rate_limit_info") {
-                    s.rate_limit = Some(RateLimitInfo {
+                    self.summary.rate_limit = Some(RateLimitInfo {
                         status: str_field(info, "status").unwrap_or_default(),
                         resets_at: info.get("resetsAt").and_then(as_i64),
                         kind: str_field(info, "rateLimitType"),
                     });
                 }
+                false
             }
             Some("assistant") => {
-                if let Some(used) = context_used(obj) {
-                    s.context_tokens = Some(used);
-                }
-                if let Some(text) = assistant_text(obj) {
-                    if obj.get("is_api_error_message").and_then(Value::as_bool) == Some(true) {
-                        s.api_error = Some(text.clone());
-                    }
-                    s.last_activity = first_line(&text).map(str::to_owned);
-                    s.last_assistant_text = Some(text);
-                }
-                if let Some(call) = tool_calls(obj).last() {
-                    s.last_activity = Some(call.clone());
-                }
-                for (id, name) in tool_uses(obj) {
-                    self.tool_names.insert(id, name);
-                }
+                self.assistant(obj);
+                false
             }
             Some("user") => {
+                let s = &mut self.summary;
                 for tool in refused_tools(obj, &self.tool_names) {
                     if !s.unavailable_tools.contains(&tool) {
                         s.unavailable_tools.push(tool);
@@ -271,11 +200,104 @@ impl StreamReader {
                 if let Some(result) = s.result.as_mut() {
                     merge_denials(&mut result.permission_denials, &s.unavailable_tools);
                 }
+                false
             }
-            _ => {}
+            _ => false,
+        };
+        if !named && self.summary.session_id.is_none() {
+            self.summary.session_id = session;
         }
-        if s.session_id.is_none() {
-            s.session_id = session;
+    }
+
+    fn result(&mut self, obj: &serde_json::Map<String, Value>) {
+        let s = &mut self.summary;
+        let windows = obj
+            .get("modelUsage")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|m| m.values())
+            .filter_map(|u| u.get("contextWindow").and_then(Value::as_u64));
+        s.context_window = windows.max().or(s.context_window);
+        let mut result = result_event(obj);
+        merge_denials(&mut result.permission_denials, &s.unavailable_tools);
+        if result.session_id.is_some() {
+            s.session_id.clone_from(&result.session_id);
+        }
+        s.last_activity = Some(if result.is_error {
+            "result: an error".to_owned()
+        } else {
+            "result: done".to_owned()
+        });
+        s.result = Some(result);
+    }
+
+    /// A `system` event; whether it took care of the session id.
+    fn system(&mut self, obj: &serde_json::Map<String, Value>, session: Option<String>) -> bool {
+        let s = &mut self.summary;
+        match obj.get("subtype").and_then(Value::as_str) {
+            Some("init") => {
+                if session.is_some() {
+                    s.session_id = session;
+                }
+                true
+            }
+            Some("task_started") => {
+                if let Some(id) = str_field(obj, "task_id") {
+                    let what = str_field(obj, "description")
+                        .or_else(|| str_field(obj, "command"))
+                        .unwrap_or_else(|| id.clone());
+                    self.background.insert(id, what);
+                }
+                true
+            }
+            Some("task_updated" | "task_notification") => {
+                let status = obj
+                    .get("patch")
+                    .and_then(|p| p.get("status"))
+                    .or_else(|| obj.get("status"))
+                    .and_then(Value::as_str);
+                if s.result.is_some()
+                    && matches!(status, Some("killed" | "stopped"))
+                    && let Some(what) =
+                        str_field(obj, "task_id").and_then(|id| self.background.get(&id).cloned())
+                    && !s.background_stopped.contains(&what)
+                {
+                    s.background_stopped.push(what);
+                }
+                true
+            }
+            Some("api_retry") => {
+                let status = obj.get("error_status").and_then(Value::as_u64);
+                let error = str_field(obj, "error");
+                s.api_error = Some(match (status, error) {
+                    (Some(st), Some(e)) => format!("{st} {e}"),
+                    (Some(st), None) => st.to_string(),
+                    (None, Some(e)) => e,
+                    (None, None) => "an API error".to_owned(),
+                });
+                false
+            }
+            _ => false,
+        }
+    }
+
+    fn assistant(&mut self, obj: &serde_json::Map<String, Value>) {
+        let s = &mut self.summary;
+        if let Some(used) = context_used(obj) {
+            s.context_tokens = Some(used);
+        }
+        if let Some(text) = assistant_text(obj) {
+            if obj.get("is_api_error_message").and_then(Value::as_bool) == Some(true) {
+                s.api_error = Some(text.clone());
+            }
+            s.last_activity = first_line(&text).map(str::to_owned);
+            s.last_assistant_text = Some(text);
+        }
+        if let Some(call) = tool_calls(obj).last() {
+            s.last_activity = Some(call.clone());
+        }
+        for (id, name) in tool_uses(obj) {
+            self.tool_names.insert(id, name);
         }
     }
 }

@@ -113,21 +113,7 @@ fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
     let started_at = Utc::now();
     let leader = match spawn(task_dir, spec) {
         Ok(child) => child,
-        Err(e) => {
-            let rec = ExitRecord {
-                reason: Reason::SpawnFailed,
-                exit_code: None,
-                signal: None,
-                message: Some(format!("{e:#}")),
-                pid: None,
-                started_at,
-                ended_at: Utc::now(),
-                killed_outside_group: Vec::new(),
-            };
-            records::write_durable(&task_dir.join(records::EXIT_FILE), &rec)?;
-            guardian.done();
-            return Ok(());
-        }
+        Err(e) => return record_spawn_failure(task_dir, guardian, started_at, &e),
     };
     let pid = leader.id();
     let pid_rec = PidRecord {
@@ -182,6 +168,12 @@ fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
     };
     records::write_durable(&task_dir.join(records::EXIT_FILE), &rec)?;
     guardian.done();
+    after_exit(spec);
+    Ok(())
+}
+
+/// Once the exit record is written: the task's on-exit command, unless its lock is held.
+fn after_exit(spec: &TaskSpec) {
     let held = spec
         .on_exit_unless_held
         .as_deref()
@@ -192,7 +184,6 @@ fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
     {
         crate::errln!("supervisor: could not start the on-exit command: {e:#}");
     }
-    Ok(())
 }
 
 /// Starts the task's on-exit command in a session of its own, output to nowhere, and does not
@@ -216,6 +207,28 @@ fn start_on_exit(command: &[String]) -> anyhow::Result<()> {
     }
     cmd.spawn()
         .with_context(|| format!("while starting {:?}", command[0]))?;
+    Ok(())
+}
+
+/// The command could not be started: its exit record says why.
+fn record_spawn_failure(
+    task_dir: &Path,
+    guardian: Guardian,
+    started_at: chrono::DateTime<Utc>,
+    e: &anyhow::Error,
+) -> anyhow::Result<()> {
+    let rec = ExitRecord {
+        reason: Reason::SpawnFailed,
+        exit_code: None,
+        signal: None,
+        message: Some(format!("{e:#}")),
+        pid: None,
+        started_at,
+        ended_at: Utc::now(),
+        killed_outside_group: Vec::new(),
+    };
+    records::write_durable(&task_dir.join(records::EXIT_FILE), &rec)?;
+    guardian.done();
     Ok(())
 }
 

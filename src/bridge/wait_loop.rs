@@ -66,103 +66,36 @@ pub(crate) fn run(
     sweep: &mut Sweep,
 ) -> Outcome {
     let start = Instant::now();
-    let wall = limits.timeout.map(|t| start + t);
-    let mut idle = limits
-        .idle
-        .map(|limit| IdleWatch::new(limit, task_dir, start, limits.idle_exempt_marker.clone()));
-    let mut status: Option<(Option<i32>, Option<i32>)> = None;
-    let mut ended_at = None;
-    let mut ending: Option<Ending> = None;
+    let mut w = Waiting {
+        leader,
+        limits,
+        wall: limits.timeout.map(|t| start + t),
+        idle: limits
+            .idle
+            .map(|limit| IdleWatch::new(limit, task_dir, start, limits.idle_exempt_marker.clone())),
+        status: None,
+        ended_at: None,
+        ending: None,
+    };
     loop {
-        reap(leader, guardian, &mut status, &mut ended_at);
+        reap(leader, guardian, &mut w.status, &mut w.ended_at);
         let now = Instant::now();
-        if let Some(e) = &ending {
-            if status.is_some() && !group_alive(leader) && !sweep.any_alive() {
-                // All known dead: one more look, for processes started in the meantime.
-                if !sweep.scan() {
-                    break;
-                }
-                let late = if e.killed_at.is_some() {
-                    Signal::SIGKILL
-                } else {
-                    Signal::SIGTERM
-                };
-                sweep.signal(late);
-            }
-        } else if status.is_some() {
-            // The command has ended: whatever it left running, in its group or not, ends too.
-            if !sweep.scan() && !group_alive(leader) {
-                break;
-            }
-            ending = Some(begin(
-                leader,
-                sweep,
-                Reason::Exited,
-                Some("processes the command left behind were ended".into()),
-                limits.grace,
-            ));
-        } else if let Some(t) = limits.timeout.filter(|_| wall.is_some_and(|w| now >= w)) {
-            let msg = format!(
-                "ran longer than the timeout of {}",
-                crate::duration::human(t)
-            );
-            ending = Some(begin(
-                leader,
-                sweep,
-                Reason::Timeout,
-                Some(msg),
-                limits.grace,
-            ));
-        } else if let Some(limit) = idle
-            .as_mut()
-            .and_then(|w| w.expired(now).then_some(w.limit))
-        {
-            let msg = format!("no output for {}", crate::duration::human(limit));
-            ending = Some(begin(leader, sweep, Reason::Idle, Some(msg), limits.grace));
+        if w.settled(sweep, now) || w.gave_up(sweep, now) {
+            break;
         }
-        let wait;
-        if let Some(e) = &mut ending {
-            match e.killed_at {
-                None if now >= e.kill_at => {
-                    let _ = killpg(leader, Signal::SIGKILL);
-                    sweep.scan();
-                    sweep.signal(Signal::SIGKILL);
-                    e.killed_at = Some(now);
-                }
-                Some(k) if now >= k + GIVE_UP_AFTER_KILL => {
-                    crate::errln!(
-                        "supervisor: processes of group {leader} or strays {:?} survived SIGKILL; \
-                         recording anyway",
-                        sweep.live_pids()
-                    );
-                    e.message = Some(format!(
-                        "{} (some processes of the group could not be killed)",
-                        e.message.as_deref().unwrap_or("ended")
-                    ));
-                    break;
-                }
-                _ => {}
-            }
-            wait = Some(ENDING_TICK);
-        } else {
-            let until_wall = wall.map(|w| w.saturating_duration_since(now));
-            let until_idle = idle
-                .as_ref()
-                .map(|w| w.next_check.saturating_duration_since(now));
-            wait = [until_wall, until_idle].into_iter().flatten().min();
-        }
+        let wait = w.next_wait(now);
         wait_for_signals(sigfd, wait, |sig| {
             if matches!(sig, Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP)
-                && ending.is_none()
-                && status.is_none()
+                && w.ending.is_none()
+                && w.status.is_none()
             {
                 let (grace, message) = kill_request(task_dir, sig, limits.grace);
-                ending = Some(begin(leader, sweep, Reason::Killed, Some(message), grace));
+                w.ending = Some(begin(leader, sweep, Reason::Killed, Some(message), grace));
             }
         });
     }
-    let (exit_code, signal) = status.unwrap_or((None, None));
-    let (reason, message) = match ending {
+    let (exit_code, signal) = w.status.unwrap_or((None, None));
+    let (reason, message) = match w.ending {
         Some(e) => (e.reason, e.message),
         None => (Reason::Exited, None),
     };
@@ -171,7 +104,110 @@ pub(crate) fn run(
         exit_code,
         signal,
         message,
-        ended_at: ended_at.unwrap_or_else(Utc::now),
+        ended_at: w.ended_at.unwrap_or_else(Utc::now),
+    }
+}
+
+/// What the supervisor knows while it waits for a task to end.
+struct Waiting<'a> {
+    leader: Pid,
+    limits: &'a Limits,
+    wall: Option<Instant>,
+    idle: Option<IdleWatch>,
+    /// The leader's exit (code, signal), once reaped.
+    status: Option<(Option<i32>, Option<i32>)>,
+    ended_at: Option<DateTime<Utc>>,
+    ending: Option<Ending>,
+}
+
+impl Waiting<'_> {
+    /// Whether everything of the task is gone; else begins ending it when a reason came
+    /// (the command ended leaving processes, the timeout, the idle limit).
+    fn settled(&mut self, sweep: &mut Sweep, now: Instant) -> bool {
+        let (leader, grace) = (self.leader, self.limits.grace);
+        if let Some(e) = &self.ending {
+            if self.status.is_some() && !group_alive(leader) && !sweep.any_alive() {
+                // All known dead: one more look, for processes started in the meantime.
+                if !sweep.scan() {
+                    return true;
+                }
+                let late = if e.killed_at.is_some() {
+                    Signal::SIGKILL
+                } else {
+                    Signal::SIGTERM
+                };
+                sweep.signal(late);
+            }
+        } else if self.status.is_some() {
+            // The command has ended: whatever it left running, in its group or not, ends too.
+            if !sweep.scan() && !group_alive(leader) {
+                return true;
+            }
+            let msg = "processes the command left behind were ended".into();
+            self.ending = Some(begin(leader, sweep, Reason::Exited, Some(msg), grace));
+        } else if let Some(t) = self
+            .limits
+            .timeout
+            .filter(|_| self.wall.is_some_and(|w| now >= w))
+        {
+            let msg = format!(
+                "ran longer than the timeout of {}",
+                crate::duration::human(t)
+            );
+            self.ending = Some(begin(leader, sweep, Reason::Timeout, Some(msg), grace));
+        } else if let Some(limit) = self
+            .idle
+            .as_mut()
+            .and_then(|w| w.expired(now).then_some(w.limit))
+        {
+            let msg = format!("no output for {}", crate::duration::human(limit));
+            self.ending = Some(begin(leader, sweep, Reason::Idle, Some(msg), grace));
+        }
+        false
+    }
+
+    /// While ending: SIGKILL when the grace is over; whether to stop waiting for processes
+    /// that survive even that.
+    fn gave_up(&mut self, sweep: &mut Sweep, now: Instant) -> bool {
+        let leader = self.leader;
+        let Some(e) = &mut self.ending else {
+            return false;
+        };
+        match e.killed_at {
+            None if now >= e.kill_at => {
+                let _ = killpg(leader, Signal::SIGKILL);
+                sweep.scan();
+                sweep.signal(Signal::SIGKILL);
+                e.killed_at = Some(now);
+                false
+            }
+            Some(k) if now >= k + GIVE_UP_AFTER_KILL => {
+                crate::errln!(
+                    "supervisor: processes of group {leader} or strays {:?} survived SIGKILL; \
+                     recording anyway",
+                    sweep.live_pids()
+                );
+                e.message = Some(format!(
+                    "{} (some processes of the group could not be killed)",
+                    e.message.as_deref().unwrap_or("ended")
+                ));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// How long to sleep on signals: a tick while ending, else until the next limit.
+    fn next_wait(&self, now: Instant) -> Option<Duration> {
+        if self.ending.is_some() {
+            return Some(ENDING_TICK);
+        }
+        let until_wall = self.wall.map(|w| w.saturating_duration_since(now));
+        let until_idle = self
+            .idle
+            .as_ref()
+            .map(|w| w.next_check.saturating_duration_since(now));
+        [until_wall, until_idle].into_iter().flatten().min()
     }
 }
 

@@ -354,6 +354,35 @@ where
     Ok(cli)
 }
 
+/// What `loop start` was given, for the runner.
+fn start_request(a: StartArgs) -> crate::runner::StartRequest {
+    crate::runner::StartRequest {
+        goal: a.goal,
+        steps: a.steps,
+        plan: a.plan,
+        constraints: a.constraints,
+        overrides: crate::runner::settings::Overrides {
+            max_retries: a.max_retries,
+            max_steps: a.max_steps,
+            step_timeout: a.step_timeout,
+            idle_timeout: a.idle_timeout,
+            max_cost_usd: a.max_cost_usd,
+            verify: a.verify,
+            allowed_tools: a.allowed_tools,
+            permission_mode: a.permission_mode,
+            model: a.model,
+            max_turns: a.max_turns,
+            max_budget_usd: a.max_budget_usd,
+            review: a.review || a.review_model.is_some(),
+            review_model: a.review_model,
+            ..Default::default()
+        },
+        detach: a.detach,
+        force: a.force,
+        workdir: None,
+    }
+}
+
 /// Runs one parsed command line.
 ///
 /// # Errors
@@ -366,32 +395,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
     let bridge_state = || crate::dirs::bridge_state_dir(&state, cli.file_given);
     match cli.command {
         Command::Start(a) => {
-            let req = crate::runner::StartRequest {
-                goal: a.goal,
-                steps: a.steps,
-                plan: a.plan,
-                constraints: a.constraints,
-                overrides: crate::runner::settings::Overrides {
-                    max_retries: a.max_retries,
-                    max_steps: a.max_steps,
-                    step_timeout: a.step_timeout,
-                    idle_timeout: a.idle_timeout,
-                    max_cost_usd: a.max_cost_usd,
-                    verify: a.verify,
-                    allowed_tools: a.allowed_tools,
-                    permission_mode: a.permission_mode,
-                    model: a.model,
-                    max_turns: a.max_turns,
-                    max_budget_usd: a.max_budget_usd,
-                    review: a.review || a.review_model.is_some(),
-                    review_model: a.review_model,
-                    ..Default::default()
-                },
-                detach: a.detach,
-                force: a.force,
-                workdir: None,
-            };
-            crate::runner::start(&cli.file, &req, &echo(a.quiet))
+            let quiet = a.quiet;
+            crate::runner::start(&cli.file, &start_request(a), &echo(quiet))
         }
         Command::Resume {
             detach,

@@ -99,6 +99,20 @@ fn extra<'a>(m: &'a M1, step: u32, key: &str) -> Option<&'a String> {
     m.results.get(&step).and_then(|r| r.extra.get(key))
 }
 
+/// How long the step's session had run before this attempt (seconds; 0 when the attempt
+/// began a fresh one), and with it.
+fn session_time(m: &M1, step: u32, elapsed: std::time::Duration) -> (f64, std::time::Duration) {
+    // The session goes on only if this attempt resumed it.
+    let resumed = resumes(m, step, m.current.session_id.as_deref());
+    let before = extra(m, step, "SESSION_S")
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|_| resumed)
+        .unwrap_or(0.0);
+    let total =
+        std::time::Duration::try_from_secs_f64(before + elapsed.as_secs_f64()).unwrap_or_default();
+    (before, total)
+}
+
 /// Whether an attempt in `session` continues the step's recorded session (`--resume`) rather
 /// than starting a fresh one.
 fn resumes(m: &M1, step: u32, session: Option<&str>) -> bool {
@@ -509,15 +523,7 @@ impl Runner {
         };
         let prior = m.results.get(&step);
         let head_before = m.current.extra.get("GIT_HEAD").cloned();
-        // The session goes on only if this attempt resumed it.
-        let resumed = resumes(&m, step, m.current.session_id.as_deref());
-        let prior_session_s = extra(&m, step, "SESSION_S")
-            .and_then(|s| s.parse::<f64>().ok())
-            .filter(|_| resumed)
-            .unwrap_or(0.0);
-        let in_session =
-            std::time::Duration::try_from_secs_f64(prior_session_s + report.elapsed.as_secs_f64())
-                .unwrap_or_default();
+        let (prior_session_s, in_session) = session_time(&m, step, report.elapsed);
         let facts = Facts {
             step,
             attempt,
