@@ -51,6 +51,10 @@ pub fn session_start(file: &Path) -> Status {
 /// The text `session-start` adds, for a loop that is RUNNING or WAITING.
 #[must_use]
 pub fn context(file: &Path) -> Option<String> {
+    // A reviewer (which may still load the project's hooks) is told its task by its prompt.
+    if std::env::var_os("LOOP_REVIEW").is_some() {
+        return None;
+    }
     let m = read_loop(file)?;
     if !matches!(m.status, LoopStatus::Running | LoopStatus::Waiting) {
         return None;

@@ -281,8 +281,12 @@ impl Runner {
         if review {
             agent_cfg = super::review::reviewer(agent_cfg, &m);
         }
-        let inv =
-            agent::invocation(&agent_cfg, prompt, &session).with_settings(&self.agent_settings()?);
+        let mut inv = agent::invocation(&agent_cfg, prompt, &session);
+        // The hooks keep a step's agent on its step; a reviewer is told its task by its prompt
+        // alone (the step's verdict lines would contradict it).
+        if !review {
+            inv = inv.with_settings(&self.agent_settings()?);
+        }
         let mut env = inv.env_set;
         let file = std::path::absolute(&self.file).unwrap_or_else(|_| self.file.clone());
         env.push(("LOOP_STEP".into(), step.to_string()));

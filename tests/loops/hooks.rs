@@ -111,6 +111,15 @@ fn session_start_speaks_for_a_running_or_waiting_loop_and_is_silent_otherwise() 
         .as_str()
         .unwrap();
     assert!(context.contains("GOAL: ship it") && context.contains("YOUR STEP (2): test"));
+    let mut review = env.cmd(&["hook", "session-start"]);
+    review
+        .env("LOOP_REVIEW", "1")
+        .stdout(std::process::Stdio::piped());
+    assert_eq!(
+        stdout(&review.output().unwrap()),
+        "",
+        "a reviewer is not told a step"
+    );
     std::fs::write(&env.file, text.replace("RUNNING\nGOAL", "WAITING\nGOAL")).unwrap();
     assert!(stdout(&hook(None)).contains("YOUR STEP (1): write"));
     std::fs::write(&env.file, text.replace("STATUS: RUNNING", "STATUS: DONE")).unwrap();

@@ -66,6 +66,7 @@ fn an_approved_step_is_done_and_its_review_was_read_only_fresh_and_paid_for() {
     assert_eq!((steps.len(), reviews.len()), (1, 1));
     let (at, review) = &reviews[0];
     assert!(review["resume"].is_null());
+    assert!(review["settings"].is_null(), "no step hooks for a reviewer");
     assert_ne!(review["session_id"], steps[0].1["session_id"]);
     let argv: Vec<&str> = review["argv"]
         .as_array()
