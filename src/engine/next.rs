@@ -154,18 +154,11 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
             reason: format!("step {} is FAILED", step.n),
         };
     }
-    let counted = |key: &str| -> u32 {
-        m.results
-            .get(&step.n)
-            .and_then(|r| r.extra.get(key))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
     // The attempt under review passed; the others failed, but for the retakes (a review
     // asked for changes: an attempt used, not failed).
     let pending = super::review::pending(m, step.n);
     let attempts = attempts_of(m, step.n);
-    let failed = attempts.saturating_sub(counted("RETAKES") + u32::from(pending));
+    let failed = attempts.saturating_sub(m.count(step.n, "RETAKES") + u32::from(pending));
     if failed >= caps.max_retries {
         return Next::Exhausted {
             step: step.n,
@@ -185,7 +178,7 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
         }
     }
     if pending {
-        let runs = counted("REVIEW_RUNS");
+        let runs = m.count(step.n, "REVIEW_RUNS");
         if runs >= caps.max_retries {
             return Next::Halt {
                 reason: format!(

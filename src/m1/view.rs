@@ -227,6 +227,17 @@ pub struct M1 {
 }
 
 impl M1 {
+    /// A counter the runner keeps in `RESULTS.STEP_n` (`RETAKES`, `TRANSIENT`, …); 0 when the
+    /// step has none or it is not a number.
+    #[must_use]
+    pub fn count(&self, step: u32, key: &str) -> u32 {
+        self.results
+            .get(&step)
+            .and_then(|r| r.extra.get(key))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
     pub(crate) fn from_document(doc: &Document) -> M1 {
         let get = |p: &[&str]| doc.get(p);
         let steps = steps::list(doc);

@@ -45,7 +45,7 @@ pub fn is_review(m: &M1) -> bool {
 
 impl Runner {
     /// The prompt of a review of `step`, from M1.md, the step's last task and git.
-    fn review_prompt(&self, m: &M1, step: u32) -> String {
+    pub(super) fn review_prompt(&self, m: &M1, step: u32) -> String {
         let r = m.results.get(&step);
         let summary = r.and_then(|r| r.summary.clone()).unwrap_or_default();
         let verify = match self.settings.verify(m) {
@@ -84,22 +84,6 @@ impl Runner {
         Ok(None)
     }
 
-    /// A review whose spawn was recorded but never happened.
-    pub(super) fn start_recorded_review(&mut self, step: u32, task_id: &str) -> anyhow::Result<()> {
-        let m = self.view();
-        let run = m.current.attempt.unwrap_or(1);
-        let session = m
-            .current
-            .session_id
-            .clone()
-            .unwrap_or_else(agent::new_session_id);
-        self.say(&format!(
-            "resume: review task {task_id} was recorded but never started; starting it now"
-        ));
-        let prompt = self.review_prompt(&m, step);
-        self.fire_as(step, run, (task_id, &session), false, &prompt, true)
-    }
-
     /// Reads a finished review's verdict and records it.
     pub(super) fn evaluate_review(
         &mut self,
@@ -110,7 +94,7 @@ impl Runner {
         let m = self.view();
         let caps = self.settings.caps(&m);
         self.clean_up_after(task_id, report)?;
-        let run = Run::read(report);
+        let run = Run::read(report, &crate::layout::Layout::dir(&self.state_dir));
         let ended = match (&run.end, &run.class) {
             (TaskEnd::Exited { .. }, Some(Class::Success)) => Ok(()),
             (TaskEnd::Exited { .. }, Some(class)) => Err(format!("the review run failed: {class}")),
@@ -118,17 +102,12 @@ impl Runner {
         };
         let verdict = engine::judge_review(ended, &run.answer);
         let r = m.results.get(&step);
-        let count = |key: &str| -> u32 {
-            r.and_then(|r| r.extra.get(key))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0)
-        };
         let facts = ReviewFacts {
             step,
             run: m.current.attempt.unwrap_or(1),
             cost_usd: run.cost_usd,
             prior_cost_usd: r.and_then(|r| r.cost_usd).unwrap_or(0.0),
-            retakes: count("RETAKES"),
+            retakes: m.count(step, "RETAKES"),
             summary: r.and_then(|r| r.summary.clone()).unwrap_or_default(),
             next_step: engine::open_step(&m, step).map(|s| (s.n, s.text.clone())),
             notify_each_step: self.settings.notify_each_step,

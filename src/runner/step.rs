@@ -55,8 +55,8 @@ pub(super) struct Run {
 }
 
 impl Run {
-    /// Reads the task's stream-json and stderr.
-    pub(super) fn read(report: &TaskReport) -> Self {
+    /// Reads the task's stream-json and stderr, and the compactions its hook noted.
+    pub(super) fn read(report: &TaskReport, layout: &crate::layout::Layout) -> Self {
         // A task still running has no end; it is judged only once it has one (LOST if none).
         let end = report.end.clone().unwrap_or(TaskEnd::Lost);
         let stream = agent::read_stream_file(&report.stdout_path).unwrap_or_default();
@@ -82,10 +82,7 @@ impl Run {
             cost_usd: result.and_then(|r| r.total_cost_usd).unwrap_or(0.0),
             context_pct: stream.context_pct(),
             background_stopped: stream.background_stopped.clone(),
-            compactions: report
-                .stdout_path
-                .parent()
-                .and_then(|dir| std::fs::read_to_string(dir.join("compactions")).ok())
+            compactions: std::fs::read_to_string(layout.task_compactions(&report.id))
                 .map_or(0, |t| u32::try_from(t.lines().count()).unwrap_or(u32::MAX)),
             session_id: stream.session_id,
         }
@@ -373,21 +370,32 @@ impl Runner {
     /// between the record and the start.
     fn start_recorded(&mut self, step: u32, task_id: &str) -> anyhow::Result<()> {
         let m = self.view();
-        if super::review::is_review(&m) {
-            return self.start_recorded_review(step, task_id);
-        }
         let attempt = m.current.attempt.unwrap_or(1);
         let session_id = m
             .current
             .session_id
             .clone()
             .unwrap_or_else(agent::new_session_id);
-        let resumed = resumes(&m, step, Some(&session_id));
+        let review = super::review::is_review(&m);
+        // A review's session is always a fresh one.
+        let resumed = !review && resumes(&m, step, Some(&session_id));
         self.say(&format!(
-            "resume: task {task_id} was recorded but never started; starting it now"
+            "resume: {}task {task_id} was recorded but never started; starting it now",
+            if review { "review " } else { "" }
         ));
-        let prompt = self.prompt_for(&m, step, attempt, resumed);
-        self.fire(step, attempt, task_id, &session_id, resumed, &prompt)
+        let prompt = if review {
+            self.review_prompt(&m, step)
+        } else {
+            self.prompt_for(&m, step, attempt, resumed)
+        };
+        self.fire_as(
+            step,
+            attempt,
+            (task_id, &session_id),
+            resumed,
+            &prompt,
+            review,
+        )
     }
 
     /// Watches a running task until it ends (its report) or a stop file appears (its path),
@@ -504,14 +512,9 @@ impl Runner {
         }
         let caps = self.settings.caps(&m);
         self.clean_up_after(task_id, report)?;
-        let run = Run::read(report);
+        let run = Run::read(report, &crate::layout::Layout::dir(&self.state_dir));
         let attempt = m.current.attempt.unwrap_or(1);
-        let counted = |key: &str| -> u32 {
-            extra(&m, step, key)
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0)
-        };
-        let (transients, restarts) = (counted("TRANSIENT"), counted("RESTARTS"));
+        let (transients, restarts) = (m.count(step, "TRANSIENT"), m.count(step, "RESTARTS"));
         let Some((judgement, verified)) = self.judge(
             &m,
             &caps,
@@ -541,7 +544,7 @@ impl Runner {
             restarts,
             handoff: engine::handoff_reason(&caps, run.context_pct, in_session),
             context_pct: run.context_pct,
-            compactions: counted("COMPACTIONS") + run.compactions,
+            compactions: m.count(step, "COMPACTIONS") + run.compactions,
             prior_session_s,
             commit: crate::runner::git::head(&self.workdir)
                 .filter(|h| Some(h) != head_before.as_ref()),
