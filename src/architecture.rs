@@ -6,6 +6,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("decision_log", 0),
     ("dirs", 0),
     ("duration", 0),
+    ("error", 0),
     ("exit", 0),
     ("layout", 0),
     ("lockfile", 0),
@@ -104,7 +105,7 @@ fn every_module_of_lib_rs_has_a_layer() {
 #[test]
 fn groups_and_paths_are_read_as_the_modules_they_name() {
     assert_eq!(
-        referred("use crate::{exit::Exit, runner::lock}; crate::outln!(\"x\");"),
-        ["exit", "runner", "outln"]
+        referred("use crate::{error::Error, runner::lock}; crate::outln!(\"x\");"),
+        ["error", "runner", "outln"]
     );
 }

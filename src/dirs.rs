@@ -5,7 +5,7 @@ use std::fs::OpenOptions;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
-use crate::exit::Exit;
+use crate::error::Error;
 
 /// The name of the per-user directory under `$XDG_STATE_HOME`.
 const APP: &str = "m1loop";
@@ -50,7 +50,7 @@ pub fn create_state_dir(dir: &Path) -> std::io::Result<()> {
 ///
 /// # Errors
 /// Bad input when neither `XDG_STATE_HOME` nor `HOME` is set.
-pub fn user_state_dir() -> anyhow::Result<PathBuf> {
+pub fn user_state_dir() -> crate::error::Result<PathBuf> {
     let xdg = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute());
@@ -61,7 +61,7 @@ pub fn user_state_dir() -> anyhow::Result<PathBuf> {
             .filter(|p| p.is_absolute())
             .map(|home| home.join(".local").join("state"))
             .ok_or_else(|| {
-                Exit::bad_input(
+                Error::bad_input(
                     "neither XDG_STATE_HOME nor HOME is set, so there is no per-user directory \
                      for files outside a loop; set one, or name a loop with --file",
                 )
@@ -76,7 +76,7 @@ pub fn user_state_dir() -> anyhow::Result<PathBuf> {
 ///
 /// # Errors
 /// As [`user_state_dir`].
-pub fn bridge_state_dir(loop_dir: &Path, file_given: bool) -> anyhow::Result<PathBuf> {
+pub fn bridge_state_dir(loop_dir: &Path, file_given: bool) -> crate::error::Result<PathBuf> {
     if file_given || loop_dir.is_dir() {
         Ok(loop_dir.to_path_buf())
     } else {

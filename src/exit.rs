@@ -1,10 +1,9 @@
-//! Exit statuses a user or a script acts on, and the error that carries one.
+//! Exit statuses a user or a script acts on; [`crate::error::Error`] says which one a failure
+//! asks for.
 //!
 //! Every code `loop` exits with is a named constant in [`code`]; `loop --help` and the README
 //! list them ([`HELP`]). A code means one thing: a FAILED loop (1) is not an unexpected error
 //! (70), and a task `loop check` found FAILED (11) is not a `check` that failed.
-
-use std::fmt;
 
 /// The exit codes of `loop`, one constant each.
 pub mod code {
@@ -83,65 +82,9 @@ impl Status {
     }
 }
 
-/// An error that ends the command with a specific exit status.
-///
-/// Anything else that reaches `main` exits with [`Status::Internal`].
-#[derive(Debug)]
-pub struct Exit {
-    pub status: Status,
-    pub message: String,
-}
-
-impl Exit {
-    pub fn bad_input(message: impl Into<String>) -> Self {
-        Self {
-            status: Status::BadInput,
-            message: message.into(),
-        }
-    }
-
-    pub fn waiting(message: impl Into<String>) -> Self {
-        Self {
-            status: Status::Waiting,
-            message: message.into(),
-        }
-    }
-
-    pub fn failed(message: impl Into<String>) -> Self {
-        Self {
-            status: Status::Failed,
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for Exit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Exit {}
-
-/// The exit status an error asks for: the first [`Exit`] in its chain; else `Internal`:
-/// nothing planned for it.
-#[must_use]
-pub fn status_of(err: &anyhow::Error) -> Status {
-    err.chain()
-        .find_map(|e| e.downcast_ref::<Exit>())
-        .map_or(Status::Internal, |e| e.status)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_unexpected_error_is_not_a_failed_loop() {
-        let err = anyhow::anyhow!("disk on fire").context("while writing M1.md");
-        assert_eq!(status_of(&err), Status::Internal);
-        assert_ne!(Status::Internal.code(), Status::Failed.code());
-    }
 
     #[test]
     fn every_code_is_in_the_help() {

@@ -166,10 +166,10 @@ pub(crate) const MAX_ID_LEN: usize = 128;
 /// Checks that `id` can only name a directory directly under `tasks/`.
 ///
 /// # Errors
-/// A bad-input [`crate::exit::Exit`] quoting the id and saying what is allowed.
-pub fn validate_task_id(id: &str) -> Result<(), crate::exit::Exit> {
+/// [`crate::error::Error::BadInput`], quoting the id and saying what is allowed.
+pub fn validate_task_id(id: &str) -> crate::error::Result<()> {
     let fail = |why: &str| {
-        Err(crate::exit::Exit::bad_input(format!(
+        Err(crate::error::Error::bad_input(format!(
             "invalid task id {id:?}: {why} (ids look like task_20260217T053000_a1b2c3)"
         )))
     };

@@ -7,10 +7,11 @@
 // pipe reader goes away, and a runner must outlive `loop start | head -1`.
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
-// Foundations: each depends on nothing else in the crate but `exit` and `output`.
+// Foundations: each depends on nothing else in the crate but `error`, `exit` and `output`.
 pub mod decision_log;
 pub mod dirs;
 pub mod duration;
+pub mod error;
 pub mod exit;
 pub mod layout;
 pub mod lockfile;

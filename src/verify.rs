@@ -10,8 +10,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-
 use crate::bridge::{self, FireRequest, TaskEnd, TaskReport, TaskState};
 
 /// How a VERIFY run ended.
@@ -59,7 +57,7 @@ pub fn run(
     step_task: &str,
     timeout: Duration,
     should_stop: &mut dyn FnMut() -> bool,
-) -> anyhow::Result<Outcome> {
+) -> crate::error::Result<Outcome> {
     let id = new_task_id(state_dir, step_task)?;
     let req = FireRequest {
         command: ["sh", "-c", JOINED_OUTPUT, "sh", command]
@@ -72,7 +70,7 @@ pub fn run(
         ..FireRequest::default()
     };
     bridge::fire_with_id(state_dir, &id, &req)
-        .with_context(|| format!("while starting VERIFY `{command}`"))?;
+        .map_err(|e| e.context(format!("while starting VERIFY `{command}`")))?;
     link_log(state_dir, step_task, &id);
     let exit_record = bridge::exit_record_path(state_dir, &id);
     let mut wait = POLL_FIRST;
@@ -90,7 +88,7 @@ pub fn run(
         }
         if should_stop() {
             bridge::kill(state_dir, &id, bridge::DEFAULT_GRACE)
-                .with_context(|| format!("while ending VERIFY task {id} for a stop"))?;
+                .map_err(|e| e.context(format!("while ending VERIFY task {id} for a stop")))?;
             return Ok(Outcome::Stopped);
         }
         std::thread::sleep(wait);
@@ -98,16 +96,19 @@ pub fn run(
     };
     if report.state == TaskState::Lost {
         // Its supervisor and guardian died: what is left of it is ended and confirmed dead.
-        bridge::kill(state_dir, &id, bridge::DEFAULT_GRACE)
-            .with_context(|| format!("while ending what is left of lost VERIFY task {id}"))?;
+        bridge::kill(state_dir, &id, bridge::DEFAULT_GRACE).map_err(|e| {
+            e.context(format!(
+                "while ending what is left of lost VERIFY task {id}"
+            ))
+        })?;
     }
-    outcome(&report, command)
+    Ok(outcome(&report, command)?)
 }
 
 /// The id of a new VERIFY task of step task `step_task`: `<step_task>.verify`, or
 /// `.verify-2`, `.verify-3`... when VERIFY ran for it before (a runner resumed after a
 /// crash). One that still runs is ended first: no two VERIFY runs of a step overlap.
-fn new_task_id(state_dir: &Path, step_task: &str) -> anyhow::Result<String> {
+fn new_task_id(state_dir: &Path, step_task: &str) -> crate::error::Result<String> {
     let mut n = 1u32;
     loop {
         let id = match n {
@@ -120,7 +121,7 @@ fn new_task_id(state_dir: &Path, step_task: &str) -> anyhow::Result<String> {
         let state = bridge::check(state_dir, &id)?.state;
         if matches!(state, TaskState::Running | TaskState::Lost) {
             bridge::kill(state_dir, &id, bridge::DEFAULT_GRACE)
-                .with_context(|| format!("while ending the earlier VERIFY task {id}"))?;
+                .map_err(|e| e.context(format!("while ending the earlier VERIFY task {id}")))?;
         }
         n += 1;
     }

@@ -14,7 +14,7 @@ use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
 
 use super::records::{LOCK_FILE, SPEC_FILE, SUPERVISOR_LOG, TaskSpec};
 use super::{DEFAULT_GRACE, FireRequest, new_task_id, validate_task_id};
-use crate::exit::Exit;
+use crate::error::{Error, Result};
 
 /// Names the inherited file descriptor that carries the task lock into the supervisor.
 pub(crate) const LOCK_FD_ENV: &str = "LOOP_SUPERVISOR_LOCK_FD";
@@ -35,7 +35,7 @@ pub fn use_loop_binary(path: PathBuf) {
 /// # Errors
 /// Bad input (exit 2) for an empty command, a missing `cwd` or `stdin`, a zero timeout or a
 /// bad variable name; otherwise any failure to create the directory or start the supervisor.
-pub fn fire(state_dir: &Path, req: &FireRequest) -> anyhow::Result<String> {
+pub fn fire(state_dir: &Path, req: &FireRequest) -> Result<String> {
     let id = new_task_id();
     fire_with_id(state_dir, &id, req)?;
     Ok(id)
@@ -46,7 +46,7 @@ pub fn fire(state_dir: &Path, req: &FireRequest) -> anyhow::Result<String> {
 ///
 /// # Errors
 /// As [`fire`]; also bad input when `id` is invalid or already used.
-pub fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> anyhow::Result<()> {
+pub fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> Result<()> {
     validate_task_id(id)?;
     let spec = resolve(id, req)?;
     let tasks = crate::layout::Layout::dir(state_dir).tasks();
@@ -58,19 +58,21 @@ pub fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> anyhow::Re
         .with_context(|| format!("while resolving {}", tasks.display()))?;
     let dir = tasks.join(id);
     if dir.exists() {
-        return Err(
-            Exit::bad_input(format!("task {id:?} already exists in {}", tasks.display())).into(),
-        );
+        return Err(Error::bad_input(format!(
+            "task {id:?} already exists in {}",
+            tasks.display()
+        )));
     }
     let lock = publish(&tasks, &dir, &spec)?;
     start_supervisor(&dir, &lock)
-        .with_context(|| format!("while starting the supervisor of task {id}"))
+        .with_context(|| format!("while starting the supervisor of task {id}"))?;
+    Ok(())
 }
 
 /// Checks the request and makes every path absolute, so the supervisor depends on nothing
 /// of the caller but its environment.
-fn resolve(id: &str, req: &FireRequest) -> anyhow::Result<TaskSpec> {
-    let bad = |m: String| -> anyhow::Error { Exit::bad_input(m).into() };
+fn resolve(id: &str, req: &FireRequest) -> Result<TaskSpec> {
+    let bad = Error::BadInput;
     if req.command.first().is_none_or(String::is_empty) {
         return Err(bad(
             "nothing to run: the command is empty (use: loop fire -- CMD [ARGS]...)".into(),
@@ -135,9 +137,9 @@ fn resolve(id: &str, req: &FireRequest) -> anyhow::Result<TaskSpec> {
 
 /// Builds the directory under a temporary name (locked lock file, fsynced spec) and renames
 /// it into place without replacing anything. Returns the held lock.
-fn publish(tasks: &Path, dir: &Path, spec: &TaskSpec) -> anyhow::Result<File> {
+fn publish(tasks: &Path, dir: &Path, spec: &TaskSpec) -> Result<File> {
     let tmp = tasks.join(format!(".{}.{}.tmp", spec.id, std::process::id()));
-    let built = (|| -> anyhow::Result<File> {
+    let built = (|| -> Result<File> {
         fs::create_dir(&tmp).with_context(|| format!("while creating {}", tmp.display()))?;
         let lock = File::create(tmp.join(LOCK_FILE)).context("while creating the lock file")?;
         lock.try_lock()
@@ -149,13 +151,11 @@ fn publish(tasks: &Path, dir: &Path, spec: &TaskSpec) -> anyhow::Result<File> {
             .context("while writing spec.json")?;
         renameat2(AT_FDCWD, &tmp, AT_FDCWD, dir, RenameFlags::RENAME_NOREPLACE).map_err(|e| {
             if e == nix::errno::Errno::EEXIST || e == nix::errno::Errno::ENOTEMPTY {
-                anyhow::Error::from(Exit::bad_input(format!(
-                    "task {:?} already exists",
-                    spec.id
-                )))
+                Error::bad_input(format!("task {:?} already exists", spec.id))
             } else {
                 anyhow::Error::from(e)
                     .context(format!("while renaming {} into place", tmp.display()))
+                    .into()
             }
         })?;
         Ok(lock)

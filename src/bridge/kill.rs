@@ -34,7 +34,7 @@ const TICK: Duration = Duration::from_millis(1);
 /// # Errors
 /// As [`check`], plus failures to write the kill request or the fallback exit record, and
 /// processes of a LOST task that are still running after SIGKILL (named in the error).
-pub fn kill(state_dir: &Path, id: &str, grace: Duration) -> anyhow::Result<TaskReport> {
+pub fn kill(state_dir: &Path, id: &str, grace: Duration) -> crate::error::Result<TaskReport> {
     let report = check(state_dir, id)?;
     let dir = task_dir(state_dir, id);
     let done = |dir: &Path| dir.join(records::EXIT_FILE).exists();

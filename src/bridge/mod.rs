@@ -132,8 +132,8 @@ mod tests {
     fn bad_ids_are_refused_with_the_id_quoted() {
         for bad in ["", "a/b", "..", "a..b", ".hidden", "-x", "a b", "é", "x\0"] {
             let err = validate_task_id(bad).unwrap_err();
-            assert_eq!(err.status, crate::exit::Status::BadInput);
-            assert!(err.message.contains(&format!("{bad:?}")), "{}", err.message);
+            assert_eq!(err.code(), crate::exit::Status::BadInput);
+            assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
         }
         validate_task_id(&"a".repeat(crate::layout::MAX_ID_LEN)).unwrap();
         validate_task_id(&"a".repeat(crate::layout::MAX_ID_LEN + 1)).unwrap_err();

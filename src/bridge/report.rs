@@ -11,7 +11,7 @@ use super::records::{
 };
 use super::sweep::Stray;
 use super::{lock, task_dir, validate_task_id};
-use crate::exit::Exit;
+use crate::error::Error;
 
 /// The answer of `loop check`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -131,12 +131,15 @@ fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 ///
 /// # Errors
 /// Bad input (exit 2) for an invalid id or no such task; I/O errors reading its files.
-pub fn check(state_dir: &Path, id: &str) -> anyhow::Result<TaskReport> {
+pub fn check(state_dir: &Path, id: &str) -> crate::error::Result<TaskReport> {
     validate_task_id(id)?;
     let dir = task_dir(state_dir, id);
     if !dir.is_dir() {
         let tasks = crate::layout::Layout::dir(state_dir).tasks();
-        return Err(Exit::bad_input(format!("no task {id:?} in {}", tasks.display())).into());
+        return Err(Error::bad_input(format!(
+            "no task {id:?} in {}",
+            tasks.display()
+        )));
     }
     let exit_path = dir.join(records::EXIT_FILE);
     if let Some(rec) = records::read::<ExitRecord>(&exit_path)? {

@@ -12,7 +12,7 @@ use crate::exit::Status;
 ///
 /// # Errors
 /// Bad input for an invalid or unknown id; I/O errors reading the task.
-pub fn check(state_dir: &Path, id: &str, json: bool) -> anyhow::Result<Status> {
+pub fn check(state_dir: &Path, id: &str, json: bool) -> crate::error::Result<Status> {
     let report = crate::bridge::check(state_dir, id)?;
     print(&report, json)?;
     Ok(status_for(report.state))
@@ -37,13 +37,13 @@ pub fn status_for(state: TaskState) -> Status {
 ///
 /// # Errors
 /// As [`check`], plus failures to end the task.
-pub fn kill(state_dir: &Path, id: &str) -> anyhow::Result<Status> {
+pub fn kill(state_dir: &Path, id: &str) -> crate::error::Result<Status> {
     let report = crate::bridge::kill(state_dir, id, DEFAULT_GRACE)?;
     print(&report, false)?;
     Ok(Status::Ok)
 }
 
-fn print(report: &TaskReport, json: bool) -> anyhow::Result<()> {
+fn print(report: &TaskReport, json: bool) -> crate::error::Result<()> {
     if json {
         crate::outln!(
             "{}",

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use super::DaemonArgs;
-use crate::exit::{Exit, Status};
+use crate::error::Error;
+use crate::exit::Status;
 use crate::runner::revive::{self, Revival};
 
 /// The longest a loop that will not come back waits between two revivals.
@@ -29,16 +30,15 @@ struct Tries {
 ///
 /// # Errors
 /// No loop to keep, or the Telegram bot cannot be started.
-pub fn run(args: &DaemonArgs) -> anyhow::Result<Status> {
+pub fn run(args: &DaemonArgs) -> crate::error::Result<Status> {
     let mut tries: HashMap<PathBuf, Tries> = HashMap::new();
     let mut bot: Option<(Child, Instant)> = None;
     let first = loops(args);
     if first.is_empty() {
-        return Err(Exit::bad_input(
+        return Err(Error::bad_input(
             "no loop to keep running: pass --loop M1.md, or run `loop service install --file \
              M1.md` first",
-        )
-        .into());
+        ));
     }
     say(&format!(
         "keeping {} loop(s) running: {}",

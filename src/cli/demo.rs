@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::exit::{Exit, Status};
+use crate::error::Error;
+use crate::exit::Status;
 use crate::runner::settings::Overrides;
 use crate::runner::{RunOptions, StartRequest, start};
 
@@ -49,13 +50,12 @@ pub fn locate_sim() -> Option<PathBuf> {
 }
 
 /// The simulated agent, built beside the `loop` binary.
-fn sim_agent() -> anyhow::Result<PathBuf> {
+fn sim_agent() -> crate::error::Result<PathBuf> {
     locate_sim().ok_or_else(|| {
-        Exit::bad_input(format!(
+        Error::bad_input(format!(
             "the simulated agent `{SIM_BINARY}` is not beside the loop binary; build both with \
              `cargo build --release` (it is part of this package)"
         ))
-        .into()
     })
 }
 
@@ -63,7 +63,7 @@ fn sim_agent() -> anyhow::Result<PathBuf> {
 ///
 /// # Errors
 /// When the simulated agent is missing or the temporary directory cannot be made.
-pub fn demo(file: Option<&Path>, opts: &RunOptions) -> anyhow::Result<Status> {
+pub fn demo(file: Option<&Path>, opts: &RunOptions) -> crate::error::Result<Status> {
     let sim = sim_agent()?;
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
     let dir = std::env::temp_dir().join(format!("loop-demo-{stamp}-{}", std::process::id()));

@@ -12,7 +12,8 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::exit::{Exit, Status};
+use crate::error::Error;
+use crate::exit::Status;
 
 /// What marks our hook among the person's: its command ends with this.
 const OURS: &str = " hook session-start";
@@ -85,20 +86,23 @@ fn members(text: &str) -> Result<Vec<(String, String)>, serde_json::Error> {
         .collect())
 }
 
-fn read(file: &Path) -> anyhow::Result<Vec<(String, String)>> {
+fn read(file: &Path) -> crate::error::Result<Vec<(String, String)>> {
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("while reading {}", file.display())),
+        Err(e) => {
+            return Err(anyhow::Error::from(e)
+                .context(format!("while reading {}", file.display()))
+                .into());
+        }
     };
     members(&text).map_err(|e| {
-        Exit::bad_input(format!(
+        Error::bad_input(format!(
             "{}:{}:{}: not a JSON object ({e}); fix it, nothing was changed",
             file.display(),
             e.line(),
             e.column()
         ))
-        .into()
     })
 }
 
@@ -112,8 +116,8 @@ fn is_ours(entry: &Value) -> bool {
 
 /// The `hooks` object's text (at depth 1) with our `SessionStart` entry taken out, and put
 /// back when `add`; every other event and entry keeps its text. `None` when it ends up empty.
-fn edited_hooks(hooks: Option<&str>, add: Option<&str>) -> anyhow::Result<Option<String>> {
-    let bad = || Exit::bad_input("its `hooks` is not an object of arrays; nothing was changed");
+fn edited_hooks(hooks: Option<&str>, add: Option<&str>) -> crate::error::Result<Option<String>> {
+    let bad = || Error::bad_input("its `hooks` is not an object of arrays; nothing was changed");
     let mut events = match hooks {
         Some(text) => members(text).map_err(|_| bad())?,
         None => Vec::new(),
@@ -144,7 +148,7 @@ fn edited_hooks(hooks: Option<&str>, add: Option<&str>) -> anyhow::Result<Option
 }
 
 /// Puts our hook in (`command`), or takes it out (`None`); the file as it then reads.
-fn edit(dir: &Path, command: Option<&str>) -> anyhow::Result<PathBuf> {
+fn edit(dir: &Path, command: Option<&str>) -> crate::error::Result<PathBuf> {
     let file = settings_file(dir);
     let mut members = read(&file)?;
     let at = members.iter().position(|(k, _)| k == "hooks");
@@ -170,7 +174,7 @@ fn edit(dir: &Path, command: Option<&str>) -> anyhow::Result<PathBuf> {
 ///
 /// # Errors
 /// A settings file that is not a JSON object (left as it is), or one that cannot be written.
-pub fn install(dir: &Path) -> anyhow::Result<Status> {
+pub fn install(dir: &Path) -> crate::error::Result<Status> {
     let exe = std::env::current_exe().context("while finding the loop binary")?;
     let command = format!("{}{OURS}", exe.display());
     let file = edit(dir, Some(&command))?;
@@ -186,7 +190,7 @@ pub fn install(dir: &Path) -> anyhow::Result<Status> {
 ///
 /// # Errors
 /// As [`install`].
-pub fn uninstall(dir: &Path) -> anyhow::Result<Status> {
+pub fn uninstall(dir: &Path) -> crate::error::Result<Status> {
     let file = edit(dir, None)?;
     crate::outln!(
         "loop hook: removed the loop's SessionStart hook from {}",

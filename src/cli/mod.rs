@@ -386,8 +386,8 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
 /// Runs one parsed command line.
 ///
 /// # Errors
-/// Any failure of the command; [`exit::Exit`] in the chain picks the exit status.
-pub fn run(cli: Cli) -> anyhow::Result<Status> {
+/// Any failure of the command; its variant picks the exit status ([`Error::code`](crate::error::Error::code)).
+pub fn run(cli: Cli) -> crate::error::Result<Status> {
     let state = crate::layout::Layout::of(&cli.file)
         .state_dir()
         .to_path_buf();
@@ -456,7 +456,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Status> {
             crate::cli::notify::notify(&bridge_state()?, message.as_deref())
         }
         Command::Telegram { poll_timeout } => crate::cli::telegram::run(&cli.file, poll_timeout),
-        Command::Supervise { task_dir } => crate::bridge::supervise(&task_dir),
+        Command::Supervise { task_dir } => Ok(crate::bridge::supervise(&task_dir)?),
     }
 }
 
@@ -470,8 +470,8 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(status) => ExitCode::from(status.code()),
         Err(err) => {
-            crate::errln!("loop: {err:#}");
-            ExitCode::from(exit::status_of(&err).code())
+            crate::errln!("loop: {err}");
+            ExitCode::from(err.code().code())
         }
     }
 }

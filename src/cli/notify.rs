@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use crate::exit::{Exit, Status};
+use crate::error::Error;
+use crate::exit::Status;
 
 use crate::notifier::delivery::TelegramNotifier;
 use crate::notifier::telegram::Config;
@@ -15,17 +16,17 @@ use crate::notifier::{Event, Notifier, log_only::LogNotifier, setup_hint};
 /// rejected (already reported on stderr); 2 for an empty message or bad settings.
 ///
 /// # Errors
-/// [`Exit`] with `BadInput` for an empty message, bad Telegram settings, or `--flush` with
+/// [`Error::BadInput`] for an empty message, bad Telegram settings, or `--flush` with
 /// no Telegram configured.
-pub fn notify(state_dir: &Path, message: Option<&str>) -> anyhow::Result<Status> {
+pub fn notify(state_dir: &Path, message: Option<&str>) -> crate::error::Result<Status> {
     let message = message.map(str::trim);
     if message == Some("") {
-        return Err(
-            Exit::bad_input("loop notify: the message is empty; give the text to send").into(),
-        );
+        return Err(Error::bad_input(
+            "loop notify: the message is empty; give the text to send",
+        ));
     }
     let config =
-        Config::from_env().map_err(|bad| Exit::bad_input(crate::notifier::redact(&bad)))?;
+        Config::from_env().map_err(|bad| Error::bad_input(crate::notifier::redact(&bad)))?;
     let Some(config) = config else {
         let hint = setup_hint().unwrap_or_default();
         if let Some(text) = message {
@@ -34,10 +35,9 @@ pub fn notify(state_dir: &Path, message: Option<&str>) -> anyhow::Result<Status>
             return Ok(Status::Ok);
         }
         let pending = crate::notifier::flush(state_dir).pending;
-        return Err(Exit::bad_input(format!(
+        return Err(Error::bad_input(format!(
             "loop notify --flush: {hint} ({pending} message(s) pending)"
-        ))
-        .into());
+        )));
     };
     let notifier = TelegramNotifier::new(state_dir, config);
     let Some(text) = message else {

@@ -12,7 +12,8 @@ use std::process::Command;
 use anyhow::Context;
 
 use super::ServiceAction;
-use crate::exit::{Exit, Status};
+use crate::error::Error;
+use crate::exit::Status;
 use crate::runner::revive::{self, Revival};
 
 /// The unit's name.
@@ -33,12 +34,12 @@ pub fn installed_loops() -> Vec<PathBuf> {
         .collect()
 }
 
-fn loops_file() -> anyhow::Result<PathBuf> {
+fn loops_file() -> crate::error::Result<PathBuf> {
     Ok(crate::dirs::user_state_dir()?.join("daemon.loops"))
 }
 
 /// `$XDG_CONFIG_HOME` (default `~/.config`).
-fn config_home() -> anyhow::Result<PathBuf> {
+fn config_home() -> crate::error::Result<PathBuf> {
     std::env::var_os("XDG_CONFIG_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
@@ -47,17 +48,17 @@ fn config_home() -> anyhow::Result<PathBuf> {
                 .map(PathBuf::from)
                 .map(|h| h.join(".config"))
         })
-        .ok_or_else(|| Exit::bad_input("neither XDG_CONFIG_HOME nor HOME is set").into())
+        .ok_or_else(|| Error::bad_input("neither XDG_CONFIG_HOME nor HOME is set"))
 }
 
 /// Where the unit goes.
-fn unit_path() -> anyhow::Result<PathBuf> {
+fn unit_path() -> crate::error::Result<PathBuf> {
     Ok(config_home()?.join("systemd").join("user").join(UNIT))
 }
 
 /// The file the unit reads secrets from (`TELEGRAM_BOT_TOKEN=…`), which `install` never
 /// writes: a token does not belong in a unit file.
-fn env_file() -> anyhow::Result<PathBuf> {
+fn env_file() -> crate::error::Result<PathBuf> {
     Ok(config_home()?.join("m1loop").join("env"))
 }
 
@@ -132,7 +133,7 @@ fn user_systemctl(program: &Path, args: &[&str]) -> Result<String, String> {
 ///
 /// # Errors
 /// No per-user directories, or a unit or list that cannot be written.
-pub fn run(file: &Path, action: &ServiceAction) -> anyhow::Result<Status> {
+pub fn run(file: &Path, action: &ServiceAction) -> crate::error::Result<Status> {
     match action {
         ServiceAction::Install { telegram } => install(file, *telegram),
         ServiceAction::Status => status(),
@@ -140,13 +141,12 @@ pub fn run(file: &Path, action: &ServiceAction) -> anyhow::Result<Status> {
     }
 }
 
-fn install(file: &Path, telegram: bool) -> anyhow::Result<Status> {
+fn install(file: &Path, telegram: bool) -> crate::error::Result<Status> {
     if !file.exists() {
-        return Err(Exit::bad_input(format!(
+        return Err(Error::bad_input(format!(
             "no loop at {}: name one with --file (or LOOP_FILE)",
             file.display()
-        ))
-        .into());
+        )));
     }
     let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
     let mut loops = installed_loops();
@@ -220,7 +220,7 @@ fn print_alternatives(exe: &Path, telegram: bool) {
     );
 }
 
-fn status() -> anyhow::Result<Status> {
+fn status() -> crate::error::Result<Status> {
     let unit = unit_path()?;
     let state = match (unit.exists(), systemctl()) {
         (false, _) => "not installed".to_owned(),
@@ -244,7 +244,7 @@ fn status() -> anyhow::Result<Status> {
     Ok(Status::Ok)
 }
 
-fn uninstall() -> anyhow::Result<Status> {
+fn uninstall() -> crate::error::Result<Status> {
     let unit = unit_path()?;
     if let Some(ctl) = systemctl()
         && unit.exists()
@@ -256,7 +256,11 @@ fn uninstall() -> anyhow::Result<Status> {
         match std::fs::remove_file(&path) {
             Ok(()) => crate::outln!("loop service: removed {}", path.display()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("while removing {}", path.display())),
+            Err(e) => {
+                return Err(anyhow::Error::from(e)
+                    .context(format!("while removing {}", path.display()))
+                    .into());
+            }
         }
     }
     if let Some(ctl) = systemctl() {

@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use crate::exit::{Exit, Status};
+use crate::error::Error;
+use crate::exit::Status;
 
 use super::status_view;
 use crate::m1::{Errors, Store, StoreError};
@@ -12,7 +13,7 @@ use crate::m1::{Errors, Store, StoreError};
 ///
 /// # Errors
 /// A missing or unreadable file.
-pub fn validate(file: &Path) -> anyhow::Result<Status> {
+pub fn validate(file: &Path) -> crate::error::Result<Status> {
     match open(file)? {
         Ok(_) => {
             crate::outln!("{}: ok", file.display());
@@ -29,7 +30,7 @@ pub fn validate(file: &Path) -> anyhow::Result<Status> {
 ///
 /// # Errors
 /// A missing or unreadable file.
-pub fn status(file: &Path, json: bool) -> anyhow::Result<Status> {
+pub fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
     let doc = match open(file)? {
         Ok(doc) => doc,
         Err(errors) => {
@@ -129,17 +130,16 @@ fn first_time(what: &str) -> bool {
 
 /// Opens the file read-only: the document, or its validation errors (with the path).
 /// A missing file is bad input that says how to start a loop.
-fn open(file: &Path) -> anyhow::Result<Result<crate::m1::Document, Errors>> {
+fn open(file: &Path) -> crate::error::Result<Result<crate::m1::Document, Errors>> {
     if !file.exists() {
-        return Err(Exit::bad_input(format!(
+        return Err(Error::bad_input(format!(
             "{} does not exist; start a loop with `loop start \"GOAL\"` (or pass --file PATH)",
             file.display()
-        ))
-        .into());
+        )));
     }
     match Store::open(file) {
         Ok((_, doc)) => Ok(Ok(doc)),
         Err(StoreError::DiskInvalid(errors)) => Ok(Err(errors)),
-        Err(other) => Err(other.into()),
+        Err(other) => Err(anyhow::Error::new(other).into()),
     }
 }

@@ -235,7 +235,7 @@ impl Ledger {
     ///
     /// # Errors
     /// When `judged.json` cannot be written.
-    pub fn judge(&mut self, task_id: &str, judged: Judged) -> anyhow::Result<()> {
+    pub fn judge(&mut self, task_id: &str, judged: Judged) -> crate::error::Result<()> {
         let path = self.tasks_dir.join(task_id).join(JUDGED_FILE);
         let json = serde_json::to_vec_pretty(&judged).context("while encoding judged.json")?;
         let tmp = path.with_file_name(format!(".{JUDGED_FILE}.{}.tmp", std::process::id()));

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::exit::Exit;
+use crate::error::Error;
 use crate::lockfile::{self, Held};
 
 /// The held lock; dropping it (or the process dying) releases it.
@@ -18,8 +18,8 @@ pub fn path_for(m1: &Path) -> PathBuf {
 /// Takes the runner lock of `m1`, or fails with exit status 2 naming the pid that holds it.
 ///
 /// # Errors
-/// [`Exit`] (bad input) when another runner holds it; I/O errors otherwise.
-pub fn acquire(m1: &Path) -> anyhow::Result<RunnerLock> {
+/// [`Error::BadInput`](crate::error::Error::BadInput) when another runner holds it; I/O errors otherwise.
+pub fn acquire(m1: &Path) -> crate::error::Result<RunnerLock> {
     let path = path_for(m1);
     // A runner that was just killed still holds the lock for a moment: its threads are
     // still exiting while its main thread already reads as a zombie. Wait for that one.
@@ -38,12 +38,11 @@ pub fn acquire(m1: &Path) -> anyhow::Result<RunnerLock> {
                 } else {
                     format!("another runner (pid {holder})")
                 };
-                return Err(Exit::bad_input(format!(
+                return Err(Error::bad_input(format!(
                     "{who} already runs the loop of {} (lock {}); watch it with `loop status`",
                     m1.display(),
                     path.display()
-                ))
-                .into());
+                )));
             }
         }
     };
@@ -84,7 +83,7 @@ mod tests {
         let first = acquire(&m1).unwrap();
         assert_eq!(holder(&m1), Some(std::process::id()));
         let err = acquire(&m1).unwrap_err();
-        assert_eq!(crate::exit::status_of(&err), crate::exit::Status::BadInput);
+        assert_eq!(err.code(), crate::exit::Status::BadInput);
         assert!(
             err.to_string()
                 .contains(&format!("pid {}", std::process::id())),

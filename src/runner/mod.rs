@@ -103,13 +103,13 @@ impl Runner {
     ///
     /// # Errors
     /// The lock is held, M1.md is missing or invalid, or `loop.yaml` is malformed.
-    pub fn open(file: &Path, settings: Settings, opts: &RunOptions) -> anyhow::Result<Self> {
+    pub fn open(file: &Path, settings: Settings, opts: &RunOptions) -> crate::error::Result<Self> {
         let lock = lock::acquire(file)?;
         let registration = crate::runner::registry::register(file);
         let (store, doc) = Store::open(file).map_err(|e| match e {
             // Bad input the person fixes: exit 2, with every error at its line and column.
-            StoreError::DiskInvalid(errs) => crate::exit::Exit::bad_input(errs.to_string()).into(),
-            other => anyhow::Error::new(other),
+            StoreError::DiskInvalid(errs) => crate::error::Error::bad_input(errs.to_string()),
+            other => anyhow::Error::new(other).into(),
         })?;
         let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
         let workdir = doc
@@ -167,7 +167,7 @@ impl Runner {
 
     /// Re-reads M1.md. A hand edit that broke it: report `file:line:column` once, write
     /// nothing, and wait for the fix (or a stop file).
-    fn refresh(&mut self) -> anyhow::Result<Option<Exit>> {
+    fn refresh(&mut self) -> crate::error::Result<Option<Exit>> {
         while !self.reload()? {
             if let Some(stop) = stopfile::present(&self.state_dir) {
                 return Ok(Some(self.stop_while_invalid(&stop)));
@@ -181,7 +181,7 @@ impl Runner {
     /// One look at M1.md, never blocking on a broken file: `false` when it is invalid (the
     /// problem is reported once). A stale save (an old text saved over newer records) comes
     /// back with what it reverted put back, and that is written at once.
-    fn reload(&mut self) -> anyhow::Result<bool> {
+    fn reload(&mut self) -> crate::error::Result<bool> {
         match self.store.reload() {
             Ok(Some(doc)) => {
                 self.doc = doc;
@@ -211,7 +211,7 @@ impl Runner {
                 }
                 Ok(false)
             }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(anyhow::Error::new(e).into()),
         }
     }
 
@@ -233,7 +233,7 @@ impl Runner {
     /// edits wait (nothing is written, nothing is dropped) until it is fixed. If a valid hand
     /// edit took away what they are about (so they would make it invalid), retrying cannot
     /// help: the loop halts WAITING with the reason, and the command ends with exit 3.
-    fn commit(&mut self, edits: &[Edit]) -> anyhow::Result<()> {
+    fn commit(&mut self, edits: &[Edit]) -> crate::error::Result<()> {
         let all: Vec<Edit> = self.pending.iter().chain(edits).cloned().collect();
         let state_dir = self.state_dir.clone();
         loop {
@@ -249,22 +249,21 @@ impl Runner {
                 }
                 Err(StoreError::DiskInvalid(_)) => {
                     if let Some(Exit::Waiting) = self.refresh()? {
-                        anyhow::bail!(
-                            "stopped while M1.md was invalid; the last decision was not recorded"
-                        );
+                        return Err(crate::error::Error::waiting(
+                            "stopped while M1.md was invalid; the last decision was not recorded",
+                        ));
                     }
                 }
                 Err(StoreError::EditsInvalid(errs)) => return Err(self.halt_unrecordable(&errs)),
-                Err(StoreError::Io(e)) => return Err(e),
+                Err(StoreError::Io(e)) => return Err(e.into()),
                 Err(StoreError::Interrupted) => {
                     let stop = stopfile::present(&self.state_dir).unwrap_or_else(stopfile::global);
                     self.stop_while_invalid(&stop);
-                    return Err(crate::exit::Exit::waiting(format!(
+                    return Err(crate::error::Error::waiting(format!(
                         "stopped by {} while M1.md kept changing; the last decision was not \
                          recorded (`loop resume` makes it again from the task's record)",
                         stop.display()
-                    ))
-                    .into());
+                    )));
                 }
             }
         }
@@ -272,7 +271,7 @@ impl Runner {
 
     /// The runner's record cannot go into the file as a person left it: say so in the file
     /// (STATUS WAITING and the reason, nothing else) and end with exit 3.
-    fn halt_unrecordable(&mut self, errs: &crate::m1::Errors) -> anyhow::Error {
+    fn halt_unrecordable(&mut self, errs: &crate::m1::Errors) -> crate::error::Error {
         self.pending.clear();
         let t = engine::unrecordable(&errs.to_string());
         let written = match self.store.commit(&t.edits) {
@@ -289,7 +288,7 @@ impl Runner {
             Some(Effect::Waiting { reason, how }) => format!("{reason}; {how}"),
             _ => t.log.clone(),
         };
-        crate::exit::Exit::waiting(why).into()
+        crate::error::Error::waiting(why)
     }
 
     /// Writes how a task was judged into the ledger, before M1.md says it. A task is judged
@@ -299,18 +298,18 @@ impl Runner {
         task_id: &str,
         verdict: &str,
         edits: &[Edit],
-    ) -> anyhow::Result<()> {
+    ) -> crate::error::Result<()> {
         if !crate::bridge::exists(&self.state_dir, task_id) || self.ledger.judged(task_id).is_some()
         {
             return Ok(());
         }
         self.ledger
             .judge(task_id, ledger::Judged::new(verdict, edits))
-            .with_context(|| format!("while recording the judgement of task {task_id}"))
+            .map_err(|e| e.context(format!("while recording the judgement of task {task_id}")))
     }
 
     /// Writes held edits now: before the runner waits, pauses or exits.
-    fn flush(&mut self) -> anyhow::Result<()> {
+    fn flush(&mut self) -> crate::error::Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -319,7 +318,7 @@ impl Runner {
 
     /// Carries a transition out: writes it (or holds it for the next spawn's write, see
     /// `pending`), logs it, and does what follows it.
-    fn apply(&mut self, t: &Transition) -> anyhow::Result<Option<Exit>> {
+    fn apply(&mut self, t: &Transition) -> crate::error::Result<Option<Exit>> {
         let before = self.view();
         match (t.write, &t.outcome) {
             (Write::WithNextSpawn, Outcome::Continue) => {
@@ -394,7 +393,7 @@ impl Runner {
     ///
     /// # Errors
     /// I/O failures the runner cannot work around; the loop's own outcomes are statuses.
-    pub fn drive(&mut self) -> anyhow::Result<Exit> {
+    pub fn drive(&mut self) -> crate::error::Result<Exit> {
         loop {
             if let Some(stop) = stopfile::present(&self.state_dir) {
                 return self.stop_now(&stop);
@@ -452,7 +451,7 @@ impl Runner {
     }
 
     /// Waits out a backoff or a usage limit, watching for stops and hand edits.
-    fn wait_until(&mut self, until: chrono::DateTime<Utc>) -> anyhow::Result<Option<Exit>> {
+    fn wait_until(&mut self, until: chrono::DateTime<Utc>) -> crate::error::Result<Option<Exit>> {
         loop {
             let left = (until - Utc::now()).to_std().unwrap_or_default();
             if left.is_zero() {
@@ -472,7 +471,7 @@ impl Runner {
         }
     }
 
-    fn complete(&mut self, m: &M1) -> anyhow::Result<Exit> {
+    fn complete(&mut self, m: &M1) -> crate::error::Result<Exit> {
         crash::point("before-done-write");
         let t = engine::complete(m);
         self.commit(&t.edits)?;
@@ -548,14 +547,14 @@ impl Runner {
     }
 
     /// The stop file appeared: kill the step's whole group, confirm it dead, then write WAITING.
-    fn stop_now(&mut self, stop: &Path) -> anyhow::Result<Exit> {
+    fn stop_now(&mut self, stop: &Path) -> crate::error::Result<Exit> {
         let m = self.view();
         let task = m.current.task_id.clone().filter(|t| !t.is_empty());
         if let Some(id) = &task
             && crate::bridge::exists(&self.state_dir, id)
         {
             crate::bridge::kill(&self.state_dir, id, KILL_GRACE)
-                .with_context(|| format!("while killing task {id} for the stop file"))?;
+                .map_err(|e| e.context(format!("while killing task {id} for the stop file")))?;
         }
         let t = engine::stopped(
             m.plan.current_step,
@@ -612,7 +611,7 @@ impl Runner {
     ///
     /// # Errors
     /// When M1.md cannot be written.
-    pub fn halt(&mut self, reason: &str, how: &str) -> anyhow::Result<Exit> {
+    pub fn halt(&mut self, reason: &str, how: &str) -> crate::error::Result<Exit> {
         let step = self.view().plan.current_step;
         Ok(self
             .apply(&engine::halt(step, reason, how))?

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
-use crate::exit::Exit;
+use crate::error::Error;
 
 /// One task-list item: its text, whether it is ticked, and where its `[ ]` marker is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,25 +70,23 @@ pub fn items(markdown: &str) -> Vec<Item> {
 ///
 /// # Errors
 /// The file cannot be read or holds no `- [ ]` items (bad input, exit 2).
-pub fn read(path: &Path) -> anyhow::Result<Vec<(bool, String)>> {
+pub fn read(path: &Path) -> crate::error::Result<Vec<(bool, String)>> {
     // A plan that cannot be read is the user's input, not the machine's failure.
     let text = std::fs::read_to_string(path)
-        .map_err(|e| Exit::bad_input(format!("cannot read the plan {}: {e}", path.display())))?;
+        .map_err(|e| Error::bad_input(format!("cannot read the plan {}: {e}", path.display())))?;
     let found = items(&text);
     if found.is_empty() {
-        return Err(Exit::bad_input(format!(
+        return Err(Error::bad_input(format!(
             "{}: no task-list items found; expected lines like `- [ ] do this`",
             path.display()
-        ))
-        .into());
+        )));
     }
     if let Some((i, _)) = found.iter().enumerate().find(|(_, it)| it.text.is_empty()) {
-        return Err(Exit::bad_input(format!(
+        return Err(Error::bad_input(format!(
             "{}: task-list item {} is empty",
             path.display(),
             i + 1
-        ))
-        .into());
+        )));
     }
     Ok(found.into_iter().map(|it| (it.checked, it.text)).collect())
 }
@@ -174,7 +172,7 @@ mod tests {
         let p = dir.path().join("plan.md");
         std::fs::write(&p, "# nothing\n- plain\n").unwrap();
         let err = read(&p).unwrap_err();
-        assert_eq!(crate::exit::status_of(&err), crate::exit::Status::BadInput);
+        assert_eq!(err.code(), crate::exit::Status::BadInput);
         assert!(err.to_string().contains("no task-list items"), "{err}");
     }
 }

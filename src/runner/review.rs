@@ -70,7 +70,11 @@ impl Runner {
     }
 
     /// Starts review `run` of `step`: recorded first (write-ahead), then fired.
-    pub(super) fn spawn_review(&mut self, step: u32, run: u32) -> anyhow::Result<Option<Exit>> {
+    pub(super) fn spawn_review(
+        &mut self,
+        step: u32,
+        run: u32,
+    ) -> crate::error::Result<Option<Exit>> {
         let m = self.view();
         let prompt = self.review_prompt(&m, step);
         let task_id = crate::bridge::new_task_id();
@@ -90,7 +94,7 @@ impl Runner {
         step: u32,
         task_id: &str,
         report: &TaskReport,
-    ) -> anyhow::Result<Option<Exit>> {
+    ) -> crate::error::Result<Option<Exit>> {
         let m = self.view();
         let caps = self.settings.caps(&m);
         self.clean_up_after(task_id, report)?;

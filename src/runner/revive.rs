@@ -87,7 +87,7 @@ fn read(file: &Path) -> Option<M1> {
 ///
 /// # Errors
 /// When the background runner cannot be started, or the halt cannot be written.
-pub fn revive(file: &Path, by: &str) -> anyhow::Result<Revival> {
+pub fn revive(file: &Path, by: &str) -> crate::error::Result<Revival> {
     let now = Utc::now();
     let found = look(file, now);
     if found != Revival::Started {
@@ -103,7 +103,7 @@ pub fn revive(file: &Path, by: &str) -> anyhow::Result<Revival> {
 
 /// The loop's runner died too often: write WAITING with the reason and tell the human, as
 /// the runner (holding its lock), so that nothing else ever writes M1.md.
-fn halt_storm(file: &Path, by: &str, recent: &[String]) -> anyhow::Result<Revival> {
+fn halt_storm(file: &Path, by: &str, recent: &[String]) -> crate::error::Result<Revival> {
     let state_dir = Layout::of(file).state_dir().to_path_buf();
     let settings =
         super::settings::Settings::load(&state_dir, super::settings::Overrides::default())?;
@@ -162,7 +162,7 @@ pub(super) fn forget(file: &Path) {
 ///
 /// # Errors
 /// As [`revive`].
-pub fn command(file: &Path, by: &str) -> anyhow::Result<ExitStatus> {
+pub fn command(file: &Path, by: &str) -> crate::error::Result<ExitStatus> {
     // The revived runner logs its start, and a halt is logged as any: nothing more to say.
     revive(file, by)?;
     Ok(ExitStatus::Ok)

@@ -8,12 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context;
 use serde::Deserialize;
 
 use crate::agent::AgentConfig;
 use crate::engine::Caps;
-use crate::exit::Exit;
+use crate::error::Error;
 use crate::m1::{Limits, M1};
 
 /// What an ordinary coding step needs without a denial: read, edit and write files, search,
@@ -164,10 +163,10 @@ pub fn yaml_path(state_dir: &Path) -> PathBuf {
     crate::layout::Layout::dir(state_dir).settings()
 }
 
-fn dur(field: &str, path: &Path, v: Option<&String>) -> anyhow::Result<Option<Duration>> {
+fn dur(field: &str, path: &Path, v: Option<&String>) -> crate::error::Result<Option<Duration>> {
     v.map(|s| {
         crate::m1::setting::duration(s)
-            .map_err(|e| Exit::bad_input(format!("{}: limits.{field}: {e}", path.display())).into())
+            .map_err(|e| Error::bad_input(format!("{}: limits.{field}: {e}", path.display())))
     })
     .transpose()
 }
@@ -215,14 +214,18 @@ impl Settings {
     ///
     /// # Errors
     /// A malformed `loop.yaml`, as bad input naming the file and position.
-    pub fn load(state_dir: &Path, overrides: Overrides) -> anyhow::Result<Self> {
+    pub fn load(state_dir: &Path, overrides: Overrides) -> crate::error::Result<Self> {
         let path = yaml_path(state_dir);
         let file: FileSettings = match std::fs::read_to_string(&path) {
             Ok(text) if text.trim().is_empty() => FileSettings::default(),
             Ok(text) => serde_saphyr::from_str(&text)
-                .map_err(|e| Exit::bad_input(format!("{}: {e}", path.display())))?,
+                .map_err(|e| Error::bad_input(format!("{}: {e}", path.display())))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => FileSettings::default(),
-            Err(e) => return Err(e).with_context(|| format!("while reading {}", path.display())),
+            Err(e) => {
+                return Err(anyhow::Error::from(e)
+                    .context(format!("while reading {}", path.display()))
+                    .into());
+            }
         };
         let step_timeout = dur("step_timeout", &path, file.limits.step_timeout.as_ref())?;
         let idle_timeout = dur("idle_timeout", &path, file.limits.idle_timeout.as_ref())?;

@@ -11,7 +11,8 @@ use chrono::{SecondsFormat, Utc};
 use super::{RunOptions, Runner};
 use super::{lock, registry, stopfile};
 use crate::decision_log;
-use crate::exit::{Exit, Status as ExitStatus};
+use crate::error::{Error, Result};
+use crate::exit::Status as ExitStatus;
 use crate::m1::{Document, Edit, Status, StepState, Store, setting};
 use crate::notifier::Event;
 use crate::runner::settings::{Overrides, Settings};
@@ -32,14 +33,13 @@ pub struct StartRequest {
     pub workdir: Option<PathBuf>,
 }
 
-fn refuse_if_stopped(state_dir: &Path) -> anyhow::Result<()> {
+fn refuse_if_stopped(state_dir: &Path) -> Result<()> {
     if let Some(stop) = stopfile::present(state_dir) {
-        return Err(Exit::waiting(format!(
+        return Err(Error::waiting(format!(
             "the stop file {} exists, so no loop may run; remove it (`rm {}`) and try again",
             stop.display(),
             stop.display()
-        ))
-        .into());
+        )));
     }
     Ok(())
 }
@@ -92,16 +92,15 @@ fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 /// Checks what a new loop would replace; archives it when allowed.
-fn make_room(file: &Path, force: bool) -> anyhow::Result<Option<PathBuf>> {
+fn make_room(file: &Path, force: bool) -> Result<Option<PathBuf>> {
     if !file.exists() {
         return Ok(None);
     }
     if let Some(pid) = lock::holder(file) {
-        return Err(Exit::bad_input(format!(
+        return Err(Error::bad_input(format!(
             "a runner (pid {pid}) is driving {}; stop it first (`loop stop`)",
             file.display()
-        ))
-        .into());
+        )));
     }
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("while reading {}", file.display()))?;
@@ -109,45 +108,43 @@ fn make_room(file: &Path, force: bool) -> anyhow::Result<Option<PathBuf>> {
         Ok(doc) => {
             let m = doc.view();
             if matches!(m.status, Status::Running | Status::Waiting) && !force {
-                return Err(Exit::bad_input(format!(
+                return Err(Error::bad_input(format!(
                     "{} holds a loop that is {} (goal: {}); `loop resume` carries it on, \
                      `loop start --force` archives it and starts anew",
                     file.display(),
                     m.status.as_str(),
                     m.goal
-                ))
-                .into());
+                )));
             }
         }
         Err(errs) if !force => {
-            return Err(Exit::bad_input(format!(
+            return Err(Error::bad_input(format!(
                 "{} is not a valid M1.md, and is left as it is; fix it, or use --force to archive it \
                  and start anew:\n{}",
                 file.display(),
                 errs.with_path(file)
-            ))
-            .into());
+            )));
         }
         Err(_) => {}
     }
-    archive(file).map(Some)
+    Ok(Some(archive(file)?))
 }
 
 /// Refuses settings a loop could not run with: an unknown permission mode, or an agent
 /// program that is missing or cannot be executed.
-fn check_agent(settings: &Settings) -> anyhow::Result<()> {
+fn check_agent(settings: &Settings) -> Result<()> {
     if let Some(mode) = &settings.agent.permission_mode {
         setting::permission_mode(mode)
-            .map_err(|e| Exit::bad_input(format!("{e}; nothing was changed")))?;
+            .map_err(|e| Error::bad_input(format!("{e}; nothing was changed")))?;
     }
     crate::runner::settings::find_program(&settings.agent.program)
-        .map_err(|e| Exit::bad_input(format!("{e}; nothing was changed")))?;
+        .map_err(|e| Error::bad_input(format!("{e}; nothing was changed")))?;
     Ok(())
 }
 
 /// Before a resume runs anything: the agent the file names can be started (a loop that is
 /// DONE or FAILED, or a file that does not parse, is left to the runner to report).
-fn check_agent_of(file: &Path, settings: &Settings) -> anyhow::Result<()> {
+fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
     let Ok(doc) = std::fs::read_to_string(file)
         .map_err(drop)
         .and_then(|t| Document::parse(&t).map_err(drop))
@@ -160,7 +157,7 @@ fn check_agent_of(file: &Path, settings: &Settings) -> anyhow::Result<()> {
     }
     let program = settings.agent_for(&m).program;
     crate::runner::settings::find_program(&program)
-        .map_err(|e| Exit::bad_input(format!("{e}; then `loop resume` again")))?;
+        .map_err(|e| Error::bad_input(format!("{e}; then `loop resume` again")))?;
     Ok(())
 }
 
@@ -276,20 +273,21 @@ fn new_document(
 ///
 /// # Errors
 /// Bad input (exit 2), a stop file (exit 3), or I/O failures.
-pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Result<ExitStatus> {
+pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Result<ExitStatus> {
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     refuse_if_stopped(&state_dir)?;
     if req.goal.trim().is_empty() {
-        return Err(Exit::bad_input("the goal is empty; say what the loop should achieve").into());
+        return Err(Error::bad_input(
+            "the goal is empty; say what the loop should achieve",
+        ));
     }
     let settings = Settings::load(&state_dir, req.overrides.clone())?;
     let steps: Vec<(bool, String)> = match &req.plan {
         Some(p) if !req.steps.is_empty() => {
-            return Err(Exit::bad_input(format!(
+            return Err(Error::bad_input(format!(
                 "give the steps either with --step or with --plan {}, not both",
                 p.display()
-            ))
-            .into());
+            )));
         }
         Some(p) => crate::runner::plan_import::read(p)?,
         None => req
@@ -299,28 +297,26 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> anyhow::Resu
             .collect(),
     };
     if let Some((i, _)) = steps.iter().enumerate().find(|(_, (_, t))| t.is_empty()) {
-        return Err(Exit::bad_input(format!("step {} is empty", i + 1)).into());
+        return Err(Error::bad_input(format!("step {} is empty", i + 1)));
     }
     let max = settings.caps_for_new().max_steps;
     if steps.len() > usize::try_from(max).unwrap_or(usize::MAX) {
-        return Err(Exit::bad_input(format!(
+        return Err(Error::bad_input(format!(
             "the plan has {} steps, over MAX_STEPS {max}; nothing was started (split the goal, or \
              raise the cap with --max-steps)",
             steps.len()
-        ))
-        .into());
+        )));
     }
     // Everything is checked before anything changes: a refusal archives nothing and writes
     // no M1.md.
     check_agent(&settings)?;
     let text = new_document(req, &steps, &settings)?;
     if let Err(errs) = Document::parse(&text) {
-        return Err(Exit::bad_input(format!(
+        return Err(Error::bad_input(format!(
             "the settings given (flags, environment, loop.yaml) do not make a valid M1.md; \
              nothing was changed:
 {errs}"
-        ))
-        .into());
+        )));
     }
     crate::dirs::create_state_dir(&state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
@@ -352,7 +348,7 @@ pub fn resume(
     detach_it: bool,
     overrides: Overrides,
     opts: &RunOptions,
-) -> anyhow::Result<ExitStatus> {
+) -> Result<ExitStatus> {
     resume_as(file, detach_it, overrides, opts, None)
 }
 
@@ -366,14 +362,13 @@ pub fn resume_as(
     overrides: Overrides,
     opts: &RunOptions,
     revived_by: Option<&str>,
-) -> anyhow::Result<ExitStatus> {
+) -> Result<ExitStatus> {
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     if !file.exists() {
-        return Err(Exit::bad_input(format!(
+        return Err(Error::bad_input(format!(
             "no loop at {}: start one with `loop start \"GOAL\"`",
             file.display()
-        ))
-        .into());
+        )));
     }
     refuse_if_stopped(&state_dir)?;
     if std::env::var_os("LOOP_DETACHED").is_some() {
@@ -384,11 +379,10 @@ pub fn resume_as(
     check_agent_of(file, &settings)?;
     if detach_it {
         if let Some(pid) = lock::holder(file) {
-            return Err(Exit::bad_input(format!(
+            return Err(Error::bad_input(format!(
                 "a runner (pid {pid}) already drives {}",
                 file.display()
-            ))
-            .into());
+            )));
         }
         return detach(file, revived_by);
     }
@@ -438,7 +432,7 @@ pub fn resume_as(
 
 /// Runs `loop resume` for `file` in the background, in its own session, and returns at once.
 /// A revival says `revived_by` whom, and prints nothing.
-pub(super) fn detach(file: &Path, revived_by: Option<&str>) -> anyhow::Result<ExitStatus> {
+pub(super) fn detach(file: &Path, revived_by: Option<&str>) -> Result<ExitStatus> {
     let exe = std::env::current_exe().context("while finding the loop binary")?;
     let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
     let out_path = crate::layout::Layout::of(file).runner_out();
@@ -486,9 +480,9 @@ pub const STOP_PATIENCE: Duration = Duration::from_secs(10);
 /// runner of this user registered as obeying the same stop file ([`registry`]).
 ///
 /// # Errors
-/// When the stop file cannot be created; [`Exit`] with `Failed` when a runner has not exited
+/// When the stop file cannot be created; [`Error::Failed`] when a runner has not exited
 /// in time.
-pub fn stop(file: &Path) -> anyhow::Result<ExitStatus> {
+pub fn stop(file: &Path) -> Result<ExitStatus> {
     let p = stopfile::create().context("while creating the stop file")?;
     crate::outln!(
         "created {}: running loops halt within a second and go WAITING. Remove it (`rm {}`), then \
@@ -532,12 +526,11 @@ pub fn stop(file: &Path) -> anyhow::Result<ExitStatus> {
                 .iter()
                 .map(|e| format!("{} (runner pid {})", e.file.display(), e.pid))
                 .collect();
-            return Err(Exit::failed(format!(
+            return Err(Error::failed(format!(
                 "still running {}s after the stop file appeared: {}",
                 STOP_PATIENCE.as_secs(),
                 names.join(", ")
-            ))
-            .into());
+            )));
         }
         std::thread::sleep(Duration::from_millis(50));
     }

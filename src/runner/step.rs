@@ -148,10 +148,11 @@ impl Runner {
 
     /// The settings file every agent call of this loop gets (its hooks), written when missing
     /// or out of date; its path.
-    fn agent_settings(&self) -> anyhow::Result<String> {
+    fn agent_settings(&self) -> crate::error::Result<String> {
         let path = crate::layout::Layout::dir(&self.state_dir).agent_settings();
         let exe = std::env::current_exe().context("while finding the loop binary")?;
-        let text = serde_json::to_string_pretty(&agent::hook_settings(&exe))?;
+        let text = serde_json::to_string_pretty(&agent::hook_settings(&exe))
+            .context("while encoding the agent settings")?;
         if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
             std::fs::write(&path, &text)
                 .with_context(|| format!("while writing {}", path.display()))?;
@@ -202,7 +203,7 @@ impl Runner {
         step: u32,
         attempt: u32,
         session: &SessionPlan,
-    ) -> anyhow::Result<Option<Exit>> {
+    ) -> crate::error::Result<Option<Exit>> {
         let m = self.view();
         // What was started cannot be unstarted: a task of this loop that no judgement covers
         // is taken back on record, never started a second time.
@@ -252,7 +253,7 @@ impl Runner {
         session_id: &str,
         resumed: bool,
         prompt: &str,
-    ) -> anyhow::Result<()> {
+    ) -> crate::error::Result<()> {
         self.fire_as(step, attempt, (task_id, session_id), resumed, prompt, false)
     }
 
@@ -266,7 +267,7 @@ impl Runner {
         resumed: bool,
         prompt: &str,
         review: bool,
-    ) -> anyhow::Result<()> {
+    ) -> crate::error::Result<()> {
         let m = self.view();
         let caps = self.settings.caps(&m);
         let session = if resumed {
@@ -326,7 +327,7 @@ impl Runner {
             on_exit_unless_held: Some(super::lock::path_for(&file)),
         };
         bridge::fire_with_id(&self.state_dir, task_id, &req)
-            .with_context(|| format!("while starting task {task_id}"))?;
+            .map_err(|e| e.context(format!("while starting task {task_id}")))?;
         if !review {
             self.ledger.started(task_id, step, attempt, session_id);
         }
@@ -340,7 +341,11 @@ impl Runner {
 
     /// A task is on record: re-adopt it if it runs, judge it if it ended, spawn it if the
     /// spawn never happened, count an attempt if it was lost.
-    pub(super) fn await_task(&mut self, step: u32, task_id: &str) -> anyhow::Result<Option<Exit>> {
+    pub(super) fn await_task(
+        &mut self,
+        step: u32,
+        task_id: &str,
+    ) -> crate::error::Result<Option<Exit>> {
         if let Some(j) = self.ledger.judged(task_id).cloned() {
             // Judged before (M1.md was saved from a text older than that record, or the
             // runner died between the two writes): the same record again, not a new judgement.
@@ -368,7 +373,7 @@ impl Runner {
 
     /// Starts a task whose spawn was recorded (write-ahead) but never happened: a runner died
     /// between the record and the start.
-    fn start_recorded(&mut self, step: u32, task_id: &str) -> anyhow::Result<()> {
+    fn start_recorded(&mut self, step: u32, task_id: &str) -> crate::error::Result<()> {
         let m = self.view();
         let attempt = m.current.attempt.unwrap_or(1);
         let session_id = m
@@ -404,7 +409,7 @@ impl Runner {
         &mut self,
         step: u32,
         task_id: &str,
-    ) -> anyhow::Result<Result<TaskReport, std::path::PathBuf>> {
+    ) -> crate::error::Result<Result<TaskReport, std::path::PathBuf>> {
         let mut first = true;
         loop {
             let report = bridge::check(&self.state_dir, task_id)?;
@@ -437,7 +442,7 @@ impl Runner {
     /// a wake costs one look for the exit record. A full check comes at least every POLL by
     /// the clock, however often M1.md is saved: its events never keep the runner from seeing
     /// the task end.
-    fn until_next_check(&mut self, step: u32, task_id: &str) -> anyhow::Result<()> {
+    fn until_next_check(&mut self, step: u32, task_id: &str) -> crate::error::Result<()> {
         let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
         let checked = std::time::Instant::now();
         loop {
@@ -480,7 +485,7 @@ impl Runner {
 
     /// A save made from a text read before the runner recorded this task (an editor that
     /// ignores the change on disk) drops the record while the task runs: it goes back.
-    fn keep_task_on_record(&mut self, step: u32, task_id: &str) -> anyhow::Result<()> {
+    fn keep_task_on_record(&mut self, step: u32, task_id: &str) -> crate::error::Result<()> {
         let m = self.view();
         if m.current.task_id.as_deref() == Some(task_id) || m.status != crate::m1::Status::Running {
             return Ok(());
@@ -505,7 +510,7 @@ impl Runner {
         step: u32,
         task_id: &str,
         report: &TaskReport,
-    ) -> anyhow::Result<Option<Exit>> {
+    ) -> crate::error::Result<Option<Exit>> {
         let m = self.view();
         if super::review::is_review(&m) {
             return self.evaluate_review(step, task_id, report);
@@ -589,7 +594,7 @@ impl Runner {
         run: &Run,
         attempt: u32,
         (transients, restarts): (u32, u32),
-    ) -> anyhow::Result<Option<(Judgement, bool)>> {
+    ) -> crate::error::Result<Option<(Judgement, bool)>> {
         let verify_cmd = if step == 0 {
             None
         } else {
@@ -632,11 +637,12 @@ impl Runner {
         &mut self,
         task_id: &str,
         report: &TaskReport,
-    ) -> anyhow::Result<()> {
+    ) -> crate::error::Result<()> {
         if report.state == TaskState::Lost {
             // Ended, and confirmed dead, before any retry can start beside them.
-            let after = bridge::kill(&self.state_dir, task_id, super::KILL_GRACE)
-                .with_context(|| format!("while ending what is left of lost task {task_id}"))?;
+            let after = bridge::kill(&self.state_dir, task_id, super::KILL_GRACE).map_err(|e| {
+                e.context(format!("while ending what is left of lost task {task_id}"))
+            })?;
             self.say(&format!(
                 "lost: task {task_id} lost its supervisor; its processes were ended ({})",
                 after.line()
@@ -659,7 +665,7 @@ impl Runner {
         task_id: &str,
         cmd: &str,
         timeout: std::time::Duration,
-    ) -> anyhow::Result<verify::Outcome> {
+    ) -> crate::error::Result<verify::Outcome> {
         crash::point("before-verify");
         self.say(&format!("verify: step {step}: running `{cmd}`"));
         let state_dir = self.state_dir.clone();
@@ -679,7 +685,7 @@ impl Runner {
     }
 
     /// Puts a task of this loop that M1.md lost track of back on record (see [`ledger`]).
-    fn adopt(&mut self, e: &super::ledger::Entry) -> anyhow::Result<()> {
+    fn adopt(&mut self, e: &super::ledger::Entry) -> crate::error::Result<()> {
         self.apply(&engine::adopted(&on_record(e))).map(|_| ())
     }
 }

@@ -214,3 +214,29 @@ fn without_settings_the_bot_says_what_is_missing() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("TELEGRAM_BOT_TOKEN is not"), "{err}");
 }
+
+#[test]
+fn a_second_bot_for_the_same_loop_is_a_loop_in_the_way_not_an_internal_error() {
+    let s = setup();
+    let tg = FakeTelegram::start();
+    let mut first = start_bot(&s, &tg.base_url());
+    assert!(
+        wait_until(DEADLINE, || s.log().contains("polling for commands")),
+        "{}{}",
+        s.log(),
+        first.stderr()
+    );
+    let file = s.file.display().to_string();
+    let out = run(s
+        .cmd(&["--file", &file, "telegram", "--poll-timeout", "1s"])
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("TELEGRAM_CHAT_ID", CHAT.to_string())
+        .env("TELEGRAM_API_BASE", tg.base_url()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("already running"), "{err}");
+    assert!(
+        first.child.try_wait().unwrap().is_none(),
+        "the first bot exited"
+    );
+}

@@ -15,7 +15,8 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use crate::exit::{Exit, Status};
+use crate::error::Error;
+use crate::exit::Status;
 use crate::notifier::backoff::Backoff;
 use crate::notifier::delivery::TelegramNotifier;
 use crate::notifier::telegram::{Client, Config};
@@ -32,12 +33,12 @@ pub fn offset_path(state_dir: &Path) -> PathBuf {
 /// # Errors
 /// Bad or missing Telegram settings, a token Telegram refuses, an unreadable offset file, or
 /// another bot already running for this state directory.
-pub fn run(file: &Path, poll_timeout: Duration) -> anyhow::Result<Status> {
+pub fn run(file: &Path, poll_timeout: Duration) -> crate::error::Result<Status> {
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     let config = Config::from_env()
-        .map_err(|bad| Exit::bad_input(crate::notifier::redact(&bad)))?
+        .map_err(|bad| Error::bad_input(crate::notifier::redact(&bad)))?
         .ok_or_else(|| {
-            Exit::bad_input(format!(
+            Error::bad_input(format!(
                 "loop telegram needs TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID: {}",
                 crate::notifier::setup_hint().unwrap_or_default()
             ))
@@ -46,11 +47,11 @@ pub fn run(file: &Path, poll_timeout: Duration) -> anyhow::Result<Status> {
         .with_context(|| format!("while creating {}", state_dir.display()))?;
     let lock_path = crate::layout::Layout::dir(&state_dir).telegram("lock");
     let Ok(_lock) = crate::lockfile::try_exclusive(&lock_path)? else {
-        anyhow::bail!(
+        return Err(Error::bad_input(format!(
             "another `loop telegram` is already running for {} (it holds {})",
             state_dir.display(),
             lock_path.display()
-        );
+        )));
     };
     let offset = read_offset(&state_dir)?;
     let exec = LoopBinary::from_env(file, &state_dir).context("while finding the loop binary")?;
@@ -74,30 +75,32 @@ pub fn run(file: &Path, poll_timeout: Duration) -> anyhow::Result<Status> {
 }
 
 /// The next update id to ask for, if the bot has run before.
-fn read_offset(state_dir: &Path) -> anyhow::Result<Option<i64>> {
+fn read_offset(state_dir: &Path) -> crate::error::Result<Option<i64>> {
     let path = offset_path(state_dir);
     match std::fs::read_to_string(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("while reading {}", path.display())),
+        Err(e) => Err(anyhow::Error::from(e)
+            .context(format!("while reading {}", path.display()))
+            .into()),
         Ok(text) => text.trim().parse::<i64>().map(Some).map_err(|_| {
-            Exit::bad_input(format!(
+            Error::bad_input(format!(
                 "{} holds {:?}, not an update id: fix it, or delete it (which may repeat \
                  commands sent in the last 24 hours)",
                 path.display(),
                 text.trim()
             ))
-            .into()
         }),
     }
 }
 
-fn write_offset(state_dir: &Path, offset: i64) -> anyhow::Result<()> {
+fn write_offset(state_dir: &Path, offset: i64) -> crate::error::Result<()> {
     let path = offset_path(state_dir);
     let mut f = atomic_write_file::AtomicWriteFile::open(&path)
         .with_context(|| format!("while writing {}", path.display()))?;
     f.write_all(format!("{offset}\n").as_bytes())?;
     f.commit()
-        .with_context(|| format!("while writing {}", path.display()))
+        .with_context(|| format!("while writing {}", path.display()))?;
+    Ok(())
 }
 
 struct Poller {
@@ -115,7 +118,11 @@ impl Poller {
         let _ = crate::decision_log::append(&self.state_dir, &line);
     }
 
-    fn serve<E: Exec>(&self, bot: &Bot<E>, mut offset: Option<i64>) -> anyhow::Result<Status> {
+    fn serve<E: Exec>(
+        &self,
+        bot: &Bot<E>,
+        mut offset: Option<i64>,
+    ) -> crate::error::Result<Status> {
         let mut backoff = Backoff::new(self.client.config.backoff_base, Duration::from_secs(60));
         // The kind of the last problem reported: each new kind is said once, then quiet until
         // polling works again, so an outage does not flood the log.
@@ -233,7 +240,9 @@ enum Polled {
 
 /// Reads a getUpdates reply. A refused token ends the bot (bad input); anything else is
 /// retried.
-fn polled(reply: Result<crate::notifier::telegram::ApiReply, String>) -> anyhow::Result<Polled> {
+fn polled(
+    reply: Result<crate::notifier::telegram::ApiReply, String>,
+) -> crate::error::Result<Polled> {
     let problem = |kind, message| Ok(Polled::Problem { kind, message });
     match reply {
         Ok(r) if r.ok && r.status == 200 => Ok(Polled::Updates(
@@ -243,11 +252,10 @@ fn polled(reply: Result<crate::notifier::telegram::ApiReply, String>) -> anyhow:
                 .cloned()
                 .unwrap_or_default(),
         )),
-        Ok(r) if r.status == 401 || r.status == 404 => Err(Exit::bad_input(format!(
+        Ok(r) if r.status == 401 || r.status == 404 => Err(Error::bad_input(format!(
             "Telegram refused the bot token ({}): check TELEGRAM_BOT_TOKEN",
             r.summary()
-        ))
-        .into()),
+        ))),
         Ok(r) if r.status == 409 => problem(
             "conflict",
             format!(
