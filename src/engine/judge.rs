@@ -103,14 +103,49 @@ fn minutes(d: Duration) -> String {
 /// then its permission denials and verdict, then VERIFY.
 #[must_use]
 pub fn judge(a: &Attempt<'_>) -> Judgement {
-    if let Some(j) = judge_end(a) {
-        return j;
-    }
-    match a.class.clone() {
-        None => failed(a, "the agent left no output to judge"),
-        Some(Class::Success) => judge_success(a),
-        Some(Class::Other(msg)) => failed(a, &msg),
-        Some(class) => judge_failure(a, class),
+    cut_off(a).unwrap_or_else(|| judge_success(a))
+}
+
+/// What ended a run before its answer could count: how the process ended, or the agent's
+/// class when it is not a success. `None`: the run ended by itself with a result, and its
+/// answer decides. A step's attempt and a review run are cut off by the same things.
+pub(super) fn cut_off(a: &Attempt<'_>) -> Option<Judgement> {
+    judge_end(a).or_else(|| match a.class.clone() {
+        None => Some(failed(a, "the agent left no output to judge")),
+        Some(Class::Success) => None,
+        Some(Class::Other(msg)) => Some(failed(a, &msg)),
+        Some(class) => Some(judge_failure(a, class)),
+    })
+}
+
+/// What cut a run off that is not the run's doing: an API error to wait out, the usage
+/// limit, or something only a human can fix (the login, the bill, the agent itself).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Interruption {
+    Backoff {
+        delay: Duration,
+        reason: String,
+    },
+    UsageWait {
+        until: DateTime<Utc>,
+        reason: String,
+    },
+    Halt {
+        reason: String,
+        how: String,
+    },
+}
+
+impl Judgement {
+    /// This judgement as an [`Interruption`], when it is one.
+    #[must_use]
+    pub fn interruption(&self) -> Option<Interruption> {
+        match self.clone() {
+            Self::Backoff { delay, reason } => Some(Interruption::Backoff { delay, reason }),
+            Self::UsageWait { until, reason } => Some(Interruption::UsageWait { until, reason }),
+            Self::Halt { reason, how } => Some(Interruption::Halt { reason, how }),
+            _ => None,
+        }
     }
 }
 

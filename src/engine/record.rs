@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::judge::Interruption;
 use super::transitions::{
     Effect, Outcome, Transition, Write, actions, current, exhausted_edits, halt_edits, name,
     results, results_remove, stamp, step_state,
@@ -99,6 +100,9 @@ fn common(f: &Facts) -> Vec<Edit> {
 #[must_use]
 pub fn record(j: &Judgement, f: &Facts) -> Transition {
     let mut edits = common(f);
+    if let Some(i) = j.interruption() {
+        return interrupted(&i, f.step, &name(f.step), f.transients, f.now).after(edits);
+    }
     let (log, outcome, write) = match j {
         Judgement::Pass { summary } => passed(f, summary, &mut edits),
         Judgement::Planned { steps } => planned(f, steps, &mut edits),
@@ -115,50 +119,13 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
         Judgement::Retry { reason } => retry(f, reason, &mut edits),
         Judgement::Restart { reason } => restart(f, reason, &mut edits),
         Judgement::Exhausted { reason } => failed(f, reason, &mut edits),
-        Judgement::Backoff { delay, reason } => {
-            let until = f.now + chrono::Duration::from_std(*delay).unwrap_or_default();
-            let wait = format!(
-                "Wait until {} ({}s backoff), then run it again",
-                stamp(until),
-                delay.as_secs()
-            );
-            edits.extend(wait_edits(f.step, until, reason, f.transients + 1));
-            edits.extend(actions(
-                &format!("{} hit a transient error: {reason}", name(f.step)),
-                &wait,
-            ));
-            let log = format!("backoff {}s: {}: {reason}", delay.as_secs(), name(f.step));
-            (log, Outcome::Continue, Write::Now)
-        }
-        Judgement::UsageWait { until, reason } => {
-            let wait = format!(
-                "Wait until the limit resets at {}, then carry on by itself",
-                stamp(*until)
-            );
-            edits.extend(wait_edits(f.step, *until, reason, f.transients));
-            edits.extend(actions(
-                &format!("{} hit the usage limit: {reason}", name(f.step)),
-                &wait,
-            ));
-            let log = format!(
-                "usage limit: {} waits until {}",
-                name(f.step),
-                stamp(*until)
-            );
-            (log, Outcome::Continue, Write::Now)
-        }
         Judgement::Blocked { question } => blocked(f.step, question, &mut edits),
-        Judgement::Halt { reason, how } => {
-            edits.extend(halt_edits(f.step, reason, how));
-            edits.push(results(f.step, "ERROR", one_line(reason, 300)));
-            // A human looks before the loop goes on: the transient errors counted so far
-            // (perhaps what halted it) start again from zero.
-            edits.push(results_remove(f.step, "TRANSIENT"));
-            let log = format!("halt: {}: {reason}", name(f.step));
-            (log, Outcome::Exit(Exit::Waiting), Write::Now)
-        }
         Judgement::FreshSession { reason } => session(f, reason, true, &mut edits),
         Judgement::ResumeSession { reason } => session(f, reason, false, &mut edits),
+        // Recorded by `interrupted` above.
+        Judgement::Backoff { .. } | Judgement::UsageWait { .. } | Judgement::Halt { .. } => {
+            unreachable!("an interruption is recorded by `interrupted`")
+        }
     };
     Transition {
         edits,
@@ -193,19 +160,12 @@ fn effects(j: &Judgement, f: &Facts) -> Vec<Effect> {
             reason: format!("step {s} asks: {question}"),
             how: "answer in M1.md (e.g. CONSTRAINTS), then `loop resume`".into(),
         }],
-        Judgement::Halt { reason, how } => vec![Effect::Waiting {
-            reason: reason.clone(),
-            how: how.clone(),
-        }],
-        Judgement::UsageWait { until, reason } => vec![Effect::UsageWait {
-            step: s,
-            until: *until,
-            reason: reason.clone(),
-        }],
         Judgement::NeedsVerify
         | Judgement::Retry { .. }
         | Judgement::Restart { .. }
         | Judgement::Backoff { .. }
+        | Judgement::UsageWait { .. }
+        | Judgement::Halt { .. }
         | Judgement::FreshSession { .. }
         | Judgement::ResumeSession { .. } => Vec::new(),
     }
@@ -402,6 +362,69 @@ fn session(f: &Facts, reason: &str, fresh: bool, edits: &mut Vec<Edit>) -> Recor
         Outcome::Continue,
         Write::Now,
     )
+}
+
+/// The record of a run `who` ("Step 2", "the review of step 2") that something not of its
+/// doing cut off: a wait until `WAIT_UNTIL`, after which step `s` carries on by itself, or
+/// WAITING for a human. Neither is a failed attempt. `transients`: the step's count so far.
+#[must_use]
+pub(super) fn interrupted(
+    i: &Interruption,
+    s: u32,
+    who: &str,
+    transients: u32,
+    now: DateTime<Utc>,
+) -> Transition {
+    match i {
+        Interruption::Backoff { delay, reason } => {
+            let until = now + chrono::Duration::from_std(*delay).unwrap_or_default();
+            let mut edits = wait_edits(s, until, reason, transients + 1);
+            edits.extend(actions(
+                &format!("{who} hit a transient error: {reason}"),
+                &format!(
+                    "Wait until {} ({}s backoff), then run it again",
+                    stamp(until),
+                    delay.as_secs()
+                ),
+            ));
+            Transition::now(
+                edits,
+                format!("backoff {}s: {who}: {reason}", delay.as_secs()),
+            )
+        }
+        Interruption::UsageWait { until, reason } => {
+            let mut edits = wait_edits(s, *until, reason, transients);
+            edits.extend(actions(
+                &format!("{who} hit the usage limit: {reason}"),
+                &format!(
+                    "Wait until the limit resets at {}, then carry on by itself",
+                    stamp(*until)
+                ),
+            ));
+            Transition::now(
+                edits,
+                format!("usage limit: {who} waits until {}", stamp(*until)),
+            )
+            .then(Effect::UsageWait {
+                step: s,
+                until: *until,
+                reason: reason.clone(),
+            })
+        }
+        Interruption::Halt { reason, how } => {
+            let mut edits = halt_edits(s, reason, how);
+            edits.push(results(s, "ERROR", one_line(reason, 300)));
+            // A human looks before the loop goes on: the transient errors counted so far
+            // (perhaps what halted it) start again from zero.
+            edits.push(results_remove(s, "TRANSIENT"));
+            Transition::exit(edits, format!("halt: {who}: {reason}"), Exit::Waiting).then(
+                Effect::Waiting {
+                    reason: reason.clone(),
+                    how: how.clone(),
+                },
+            )
+        }
+    }
 }
 
 /// A wait is not a failure: the reason goes to INTERRUPTED (so the next run is told to carry

@@ -6,6 +6,8 @@
 
 use chrono::{DateTime, Utc};
 
+use super::judge::{Attempt, Interruption, Judgement, cut_off};
+use super::record::interrupted;
 use super::transitions::{
     Effect, Outcome, Transition, Write, actions, current, name, results, results_remove, stamp,
     step_state,
@@ -24,22 +26,39 @@ pub fn pending(m: &M1, n: u32) -> bool {
 }
 
 /// What a review run concluded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ReviewVerdict {
     Approve(String),
     Changes(String),
-    /// No verdict: the run failed or its answer did not end with one (why).
+    /// No verdict: the run failed or its answer did not end with one (why). The review is run
+    /// again, fresh, up to `MAX_RETRIES` runs.
     Missing(String),
+    /// Cut off by what a step's attempt is cut off by too (an API error, the usage limit, a
+    /// login or an agent that needs a human): waited out or handed over as for a step, and not
+    /// a review run.
+    Interrupted(Interruption),
 }
 
-/// The reviewer's verdict: its answer's last non-empty line, exactly `REVIEW_APPROVE: …` or
-/// `REVIEW_CHANGES: …` with a text; `ended` says whether the run ended with a usable answer.
+/// Judges a finished review run: first what could cut it off, exactly as for a step's
+/// attempt; then its answer's last non-empty line, which must be exactly `REVIEW_APPROVE: …`
+/// or `REVIEW_CHANGES: …` with a text.
 #[must_use]
-pub fn judge_review(ended: Result<(), String>, answer: &str) -> ReviewVerdict {
-    if let Err(why) = ended {
-        return ReviewVerdict::Missing(why);
+pub fn judge_review(a: &Attempt<'_>) -> ReviewVerdict {
+    if let Some(j) = cut_off(a) {
+        return match (j.interruption(), j) {
+            (Some(i), _) => ReviewVerdict::Interrupted(i),
+            (
+                None,
+                Judgement::Retry { reason }
+                | Judgement::Exhausted { reason }
+                | Judgement::FreshSession { reason }
+                | Judgement::ResumeSession { reason },
+            ) => ReviewVerdict::Missing(format!("the review run failed: {reason}")),
+            (None, other) => ReviewVerdict::Missing(format!("the review run failed: {other:?}")),
+        };
     }
-    let last = answer
+    let last = a
+        .answer
         .lines()
         .map(str::trim)
         .rfind(|l| !l.is_empty())
@@ -70,7 +89,7 @@ pub fn review_spawn(
     session_id: &str,
     now: DateTime<Utc>,
 ) -> Transition {
-    let edits = vec![
+    let mut edits = vec![
         Edit::Clear(vec!["CURRENT".into()]),
         current("TASK_ID", task_id),
         current("SPAWN_TIME", stamp(now)),
@@ -87,6 +106,8 @@ pub fn review_spawn(
             format!("loop check {task_id} until it ends, then read the reviewer's verdict"),
         ),
     ];
+    // Under review the step is RUNNING, also after a wait or a halt set it back to PENDING.
+    edits.extend(step_state(step, StepState::Running));
     Transition::now(
         edits,
         format!("review: step {step} review {run} as {task_id} (session {session_id})"),
@@ -107,6 +128,9 @@ pub struct ReviewFacts {
     pub summary: String,
     pub next_step: Option<(u32, String)>,
     pub notify_each_step: bool,
+    /// Transient errors the step (its attempts and reviews) waited out so far.
+    pub transients: u32,
+    pub now: DateTime<Utc>,
 }
 
 /// Records a review's verdict.
@@ -120,8 +144,18 @@ pub fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transit
             format!("{:.4}", f.prior_cost_usd + f.cost_usd),
         ),
         Edit::Clear(vec!["CURRENT".into()]),
+        // An interruption is about the run before this one; a wait below says it again.
+        results_remove(s, "INTERRUPTED"),
     ];
     match v {
+        ReviewVerdict::Interrupted(cut) => {
+            let who = format!("the review of step {s}");
+            let t = interrupted(cut, s, &who, f.transients, f.now).after(edits);
+            Transition {
+                log: format!("review: {}", t.log),
+                ..t
+            }
+        }
         ReviewVerdict::Approve(reason) => approved(f, reason, edits),
         ReviewVerdict::Changes(what) if f.retakes >= caps.max_retakes => {
             let reason = format!(

@@ -88,6 +88,14 @@ impl Transition {
         self.effects.push(effect);
         self
     }
+
+    /// The same, with `first` written before its own edits.
+    #[must_use]
+    pub(super) fn after(mut self, mut first: Vec<Edit>) -> Self {
+        first.append(&mut self.edits);
+        self.edits = first;
+        self
+    }
 }
 
 /// The human is told the loop waits: `reason`, and `how` to go on.

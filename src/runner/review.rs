@@ -5,9 +5,9 @@ use chrono::Utc;
 
 use super::step::Run;
 use super::{Runner, crash};
-use crate::agent::{self, AgentConfig, Class};
-use crate::bridge::{TaskEnd, TaskReport};
-use crate::engine::{self, ReviewFacts};
+use crate::agent::{self, AgentConfig};
+use crate::bridge::TaskReport;
+use crate::engine::{self, Attempt, ReviewFacts};
 use crate::exit::Status as Exit;
 use crate::m1::M1;
 
@@ -99,22 +99,38 @@ impl Runner {
         let caps = self.settings.caps(&m);
         self.clean_up_after(task_id, report)?;
         let run = Run::read(report, &crate::layout::Layout::dir(&self.state_dir));
-        let ended = match (&run.end, &run.class) {
-            (TaskEnd::Exited { .. }, Some(Class::Success)) => Ok(()),
-            (TaskEnd::Exited { .. }, Some(class)) => Err(format!("the review run failed: {class}")),
-            (end, _) => Err(format!("the review run ended: {}", end.as_str())),
-        };
-        let verdict = engine::judge_review(ended, &run.answer);
+        let run_n = m.current.attempt.unwrap_or(1);
+        let transients = m.count(step, "TRANSIENT");
+        let now = Utc::now();
+        let verdict = engine::judge_review(&Attempt {
+            step,
+            attempt: run_n,
+            end: run.end.clone(),
+            class: run.class.clone(),
+            answer: &run.answer,
+            denials: &[],
+            background_stopped: &[],
+            verify_configured: false,
+            verify: None,
+            transients,
+            restarts: 0,
+            // Every review run is a fresh session.
+            resumed: false,
+            caps: &caps,
+            now,
+        });
         let r = m.results.get(&step);
         let facts = ReviewFacts {
             step,
-            run: m.current.attempt.unwrap_or(1),
+            run: run_n,
             cost_usd: run.cost_usd,
             prior_cost_usd: r.and_then(|r| r.cost_usd).unwrap_or(0.0),
             retakes: m.count(step, "RETAKES"),
             summary: r.and_then(|r| r.summary.clone()).unwrap_or_default(),
             next_step: engine::open_step(&m, step).map(|s| (s.n, s.text.clone())),
             notify_each_step: self.settings.notify_each_step,
+            transients,
+            now,
         };
         let t = engine::record_review(&verdict, &facts, &caps);
         self.record_judged(task_id, "review", &t.edits)?;

@@ -203,3 +203,89 @@ fn without_review_nothing_is_reviewed() {
     assert_eq!(env.calls().len(), 1);
     assert!(!env.text().contains("REVIEW"));
 }
+
+/// A review run the API cut off: it answered nothing the reviewer is to blame for.
+fn api_error(status: u16, result: &str) -> Value {
+    json!({"is_error": true, "api_error_status": status, "exit": 1, "result": result})
+}
+
+#[test]
+fn a_review_cut_off_by_the_usage_limit_waits_for_the_reset_instead_of_halting() {
+    let env = project();
+    let reset = chrono::Utc::now().timestamp() + 2;
+    let mut limited = api_error(429, "You've hit your 5-hour limit · resets 5:06am (UTC)");
+    limited["rate_limit"] = json!({"status": "rejected", "resetsAt": reset});
+    env.scenario(&json!({"steps": {"1": [work("whole"), limited, approve()]}}));
+    // One failed review run would be all MAX_RETRIES allows: a wait must not count as one.
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "write a.txt",
+        "--review",
+        "--max-retries",
+        "1",
+    ]);
+    assert_eq!(code(&out), 0, "{}{}", stderr(&out), env.log());
+    assert!(
+        chrono::Utc::now().timestamp() >= reset,
+        "it waited for the reset"
+    );
+    assert!(env.log().contains("usage limit"), "{}", env.log());
+    let (steps, reviews) = split(&env);
+    assert_eq!((steps.len(), reviews.len()), (1, 2));
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done);
+    assert_eq!(
+        m.results[&1].extra.get("REVIEW").map(String::as_str),
+        Some("approved: a.txt is right")
+    );
+    assert_eq!(m.results[&1].extra.get("INTERRUPTED"), None);
+}
+
+#[test]
+fn a_review_cut_off_by_an_overloaded_api_backs_off_and_reviews_again() {
+    let env = project();
+    env.scenario(&json!({"steps": {"1": [work("whole"),
+        api_error(529, "API Error: Repeated 529 Overloaded errors. The API is at capacity"),
+        approve()]}}));
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "write a.txt",
+        "--review",
+        "--max-retries",
+        "1",
+    ]);
+    assert_eq!(code(&out), 0, "{}{}", stderr(&out), env.log());
+    assert!(env.log().contains("backoff 2s"), "{}", env.log());
+    let (steps, reviews) = split(&env);
+    assert_eq!((steps.len(), reviews.len()), (1, 2));
+    assert_eq!(env.m1().status, Status::Done);
+}
+
+#[test]
+fn a_review_refused_for_bad_credentials_halts_at_once_with_that_reason() {
+    let env = project();
+    let auth = || api_error(401, "Invalid API key · Fix external API key");
+    env.scenario(&json!({"steps": {"1": [work("whole"), auth(), auth(), auth(), approve()]}}));
+    let out = env.run(&["start", "g", "--step", "write a.txt", "--review"]);
+    assert_eq!(code(&out), 3, "{}{}", stderr(&out), env.log());
+    let (_, reviews) = split(&env);
+    assert_eq!(
+        reviews.len(),
+        1,
+        "running it again cannot log it in: {}",
+        env.log()
+    );
+    let m = env.m1();
+    assert_eq!(m.status, Status::Waiting);
+    let last = m.last_action.unwrap_or_default();
+    assert!(last.contains("authentication"), "{last}");
+    assert_eq!(
+        m.results[&1].extra.get("REVIEW").map(String::as_str),
+        Some("pending"),
+        "still to be reviewed once a human fixed the login"
+    );
+}

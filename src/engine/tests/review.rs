@@ -29,17 +29,31 @@ fn facts() -> ReviewFacts {
         summary: "wrote it".into(),
         next_step: Some((3, "test".into())),
         notify_each_step: false,
+        transients: 0,
+        now: now(),
     }
+}
+
+/// A review run that ended with `class` and answered `answer`.
+fn review_run<'a>(caps: &'a Caps, class: Class, answer: &'a str) -> Attempt<'a> {
+    Attempt {
+        answer,
+        ..attempt(caps, class, &Verdict::Missing)
+    }
+}
+
+fn judged(class: Class, answer: &str) -> ReviewVerdict {
+    judge_review(&review_run(&Caps::default(), class, answer))
 }
 
 #[test]
 fn only_a_strict_last_line_is_a_review_verdict() {
     assert_eq!(
-        judge_review(Ok(()), "ok\nREVIEW_APPROVE: done right"),
+        judged(Class::Success, "ok\nREVIEW_APPROVE: done right"),
         ReviewVerdict::Approve("done right".into())
     );
     assert_eq!(
-        judge_review(Ok(()), "REVIEW_CHANGES: add tests\n\n"),
+        judged(Class::Success, "REVIEW_CHANGES: add tests\n\n"),
         ReviewVerdict::Changes("add tests".into())
     );
     for answer in [
@@ -48,14 +62,103 @@ fn only_a_strict_last_line_is_a_review_verdict() {
         "looks good",
     ] {
         assert!(
-            matches!(judge_review(Ok(()), answer), ReviewVerdict::Missing(_)),
+            matches!(judged(Class::Success, answer), ReviewVerdict::Missing(_)),
             "{answer}"
         );
     }
+    let caps = Caps::default();
+    let killed = Attempt {
+        end: TaskEnd::Killed,
+        ..review_run(&caps, Class::Success, "REVIEW_APPROVE: x")
+    };
     assert!(matches!(
-        judge_review(Err("killed".into()), "REVIEW_APPROVE: x"),
-        ReviewVerdict::Missing(w) if w == "killed"
+        judge_review(&killed),
+        ReviewVerdict::Missing(w) if w.contains("killed")
     ));
+    assert!(matches!(
+        judged(Class::Other("the tool crashed".into()), "REVIEW_APPROVE: x"),
+        ReviewVerdict::Missing(w) if w.contains("the tool crashed")
+    ));
+}
+
+#[test]
+fn a_review_cut_off_by_the_usage_limit_waits_for_the_reset_and_is_not_a_review_run() {
+    let until = now() + chrono::Duration::minutes(40);
+    let v = judged(
+        Class::UsageLimit {
+            resets_at: Some(until),
+            message: "5-hour limit".into(),
+        },
+        "",
+    );
+    assert!(matches!(&v, ReviewVerdict::Interrupted(_)), "{v:?}");
+    let f = ReviewFacts {
+        now: now(),
+        ..facts()
+    };
+    let t = record_review(&v, &f, &Caps::default());
+    assert!(matches!(
+        &t.effects[..],
+        [Effect::UsageWait { step: 2, .. }]
+    ));
+    let m = view(&applied(UNDER_REVIEW, &t));
+    assert_eq!(m.status, Status::Running);
+    assert!(crate::engine::review::pending(&m, 2));
+    assert_eq!(m.results[&2].extra.get("REVIEW_RUNS"), None);
+    assert_eq!(wait_until(&m), Some(until));
+    assert!(matches!(
+        next(&m, &Caps::default(), now()),
+        Next::WaitUntil { .. }
+    ));
+    assert_eq!(
+        next(&m, &Caps::default(), until),
+        Next::Review {
+            step: 2,
+            attempt: 1
+        }
+    );
+    // The wait set the step back to PENDING; its review makes it RUNNING again.
+    assert_eq!(m.plan.steps[1].state, StepState::Pending);
+    let after = applied(
+        &applied(UNDER_REVIEW, &t),
+        &review_spawn(2, 1, "task_r", "sid", until),
+    );
+    assert_eq!(view(&after).plan.steps[1].state, StepState::Running);
+}
+
+#[test]
+fn a_review_cut_off_by_a_transient_error_backs_off_counted_with_the_steps_transients() {
+    let caps = Caps::default();
+    let run = review_run(&caps, Class::Transient("529 overloaded".into()), "");
+    let v = judge_review(&run);
+    let t = record_review(&v, &facts(), &caps);
+    let m = view(&applied(UNDER_REVIEW, &t));
+    assert!(t.log.starts_with("review: backoff 2s"), "{}", t.log);
+    assert_eq!(
+        m.results[&2].extra.get("TRANSIENT").map(String::as_str),
+        Some("1")
+    );
+    assert!(crate::engine::review::pending(&m, 2));
+    let over = Attempt {
+        transients: caps.transient_cap,
+        ..run
+    };
+    assert!(matches!(
+        judge_review(&over),
+        ReviewVerdict::Interrupted(Interruption::Halt { .. })
+    ));
+}
+
+#[test]
+fn a_review_refused_for_bad_credentials_halts_with_that_reason_and_stays_pending() {
+    let v = judged(Class::Auth("Invalid API key".into()), "");
+    let t = record_review(&v, &facts(), &Caps::default());
+    assert_eq!(t.outcome, Outcome::Exit(Exit::Waiting));
+    let m = view(&applied(UNDER_REVIEW, &t));
+    assert_eq!(m.status, Status::Waiting);
+    assert!(m.last_action.as_deref().unwrap().contains("authentication"));
+    assert!(crate::engine::review::pending(&m, 2));
+    assert_eq!(m.results[&2].extra.get("REVIEW_RUNS"), None);
 }
 
 #[test]
