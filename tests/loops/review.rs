@@ -204,6 +204,30 @@ fn without_review_nothing_is_reviewed() {
     assert!(!env.text().contains("REVIEW"));
 }
 
+/// Runs a reviewed one-step loop under `MAX_RETRIES` 1, where one failed review run would be
+/// all that is allowed: a wait must not count as one. The step ran once, was reviewed twice
+/// (cut off, then approved), and the loop is DONE.
+fn reviewed_to_the_end_with_one_review_run_allowed(env: &TestLoop) {
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "write a.txt",
+        "--review",
+        "--max-retries",
+        "1",
+    ]);
+    assert_eq!(code(&out), 0, "{}{}", stderr(&out), env.log());
+    let (steps, reviews) = split(env);
+    assert_eq!((steps.len(), reviews.len()), (1, 2));
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done);
+    assert_eq!(
+        m.results[&1].extra.get("REVIEW").map(String::as_str),
+        Some("approved: a.txt is right")
+    );
+}
+
 /// A review run the API cut off: it answered nothing the reviewer is to blame for.
 fn api_error(status: u16, result: &str) -> Value {
     json!({"is_error": true, "api_error_status": status, "exit": 1, "result": result})
@@ -216,31 +240,13 @@ fn a_review_cut_off_by_the_usage_limit_waits_for_the_reset_instead_of_halting() 
     let mut limited = api_error(429, "You've hit your 5-hour limit · resets 5:06am (UTC)");
     limited["rate_limit"] = json!({"status": "rejected", "resetsAt": reset});
     env.scenario(&json!({"steps": {"1": [work("whole"), limited, approve()]}}));
-    // One failed review run would be all MAX_RETRIES allows: a wait must not count as one.
-    let out = env.run(&[
-        "start",
-        "g",
-        "--step",
-        "write a.txt",
-        "--review",
-        "--max-retries",
-        "1",
-    ]);
-    assert_eq!(code(&out), 0, "{}{}", stderr(&out), env.log());
+    reviewed_to_the_end_with_one_review_run_allowed(&env);
     assert!(
         chrono::Utc::now().timestamp() >= reset,
         "it waited for the reset"
     );
     assert!(env.log().contains("usage limit"), "{}", env.log());
-    let (steps, reviews) = split(&env);
-    assert_eq!((steps.len(), reviews.len()), (1, 2));
-    let m = env.m1();
-    assert_eq!(m.status, Status::Done);
-    assert_eq!(
-        m.results[&1].extra.get("REVIEW").map(String::as_str),
-        Some("approved: a.txt is right")
-    );
-    assert_eq!(m.results[&1].extra.get("INTERRUPTED"), None);
+    assert_eq!(env.m1().results[&1].extra.get("INTERRUPTED"), None);
 }
 
 #[test]
@@ -249,20 +255,8 @@ fn a_review_cut_off_by_an_overloaded_api_backs_off_and_reviews_again() {
     env.scenario(&json!({"steps": {"1": [work("whole"),
         api_error(529, "API Error: Repeated 529 Overloaded errors. The API is at capacity"),
         approve()]}}));
-    let out = env.run(&[
-        "start",
-        "g",
-        "--step",
-        "write a.txt",
-        "--review",
-        "--max-retries",
-        "1",
-    ]);
-    assert_eq!(code(&out), 0, "{}{}", stderr(&out), env.log());
+    reviewed_to_the_end_with_one_review_run_allowed(&env);
     assert!(env.log().contains("backoff 2s"), "{}", env.log());
-    let (steps, reviews) = split(&env);
-    assert_eq!((steps.len(), reviews.len()), (1, 2));
-    assert_eq!(env.m1().status, Status::Done);
 }
 
 #[test]
