@@ -11,6 +11,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("layout", 0),
     ("lockfile", 0),
     ("output", 0),
+    ("text", 0),
     ("m1", 1),
     ("agent", 2),
     ("bridge", 2),

@@ -16,6 +16,7 @@ pub mod exit;
 pub mod layout;
 pub mod lockfile;
 pub mod output;
+pub mod text;
 
 // The state file: M1.md, lossless, typed, edited line by line, saved by compare-and-swap.
 pub mod m1;

@@ -155,7 +155,7 @@ pub fn classify(
         if let Some(api_error) = &stream.api_error {
             return Class::Transient(format!(
                 "{how} before a result event, while the CLI was retrying an API error ({})",
-                one_line(api_error)
+                crate::text::one_line(api_error, 200)
             ));
         }
         if exit.killed_by_runner {
@@ -260,22 +260,7 @@ fn message(result: Option<&ResultEvent>, stderr: &str, exit: &ExitInfo) -> Strin
             format!("{tail} ({})", describe_exit(exit))
         }
     });
-    if text.chars().count() > MAX {
-        let cut: String = text.chars().take(MAX).collect();
-        format!("{cut}…")
-    } else {
-        text
-    }
-}
-
-fn one_line(text: &str) -> String {
-    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() > 200 {
-        let cut: String = line.chars().take(200).collect();
-        format!("{cut}…")
-    } else {
-        line
-    }
+    crate::text::cut(&text, MAX)
 }
 
 /// The last three non-blank lines of stderr, joined.
@@ -297,7 +282,10 @@ fn failed_run(message: String, exit: &ExitInfo, stderr: &str) -> String {
     }
     match stderr_tail(stderr) {
         tail if tail.is_empty() || message.contains(&tail) => format!("{message} ({how})"),
-        tail => format!("{message} ({how}; stderr: {})", one_line(&tail)),
+        tail => format!(
+            "{message} ({how}; stderr: {})",
+            crate::text::one_line(&tail, 200)
+        ),
     }
 }
 

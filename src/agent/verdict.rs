@@ -110,7 +110,7 @@ pub fn parse_plan(result_text: &str) -> Result<Vec<String>, String> {
                     kind_of(item)
                 ));
             };
-            let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let folded = crate::text::fold(text);
             if folded.is_empty() {
                 return Err(format!("step {n} is empty"));
             }

@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::{Caps, backoff, one_line};
+use super::{Caps, backoff};
 use crate::agent::{BugKind, Class, Verdict};
+use crate::text::one_line;
 use crate::verify;
 
 pub use crate::bridge::TaskEnd;

@@ -100,18 +100,6 @@ pub fn handoff_reason(
         })
 }
 
-/// One line, at most `max` characters: for M1.md values, which are single lines.
-#[must_use]
-pub fn one_line(text: &str, max: usize) -> String {
-    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if joined.chars().count() <= max {
-        joined
-    } else {
-        let cut: String = joined.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
-    }
-}
-
 #[cfg(test)]
 mod unit {
     use super::*;
@@ -120,12 +108,6 @@ mod unit {
     fn backoff_doubles_from_two_seconds_to_a_minute() {
         let secs: Vec<u64> = (1..=8).map(|n| backoff(n).as_secs()).collect();
         assert_eq!(secs, [2, 4, 8, 16, 32, 60, 60, 60]);
-    }
-
-    #[test]
-    fn one_line_folds_and_cuts() {
-        assert_eq!(one_line("a\n b\tc", 10), "a b c");
-        assert_eq!(one_line("abcdefghij", 5), "abcd…");
     }
 }
 

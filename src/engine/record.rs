@@ -3,14 +3,15 @@
 
 use chrono::{DateTime, Utc};
 
+use super::Judgement;
 use super::judge::Interruption;
 use super::transitions::{
     Effect, Outcome, Transition, Write, actions, current, exhausted_edits, halt_edits, name,
     results, results_remove, stamp, step_state,
 };
-use super::{Judgement, one_line};
 use crate::exit::Status as Exit;
 use crate::m1::{Edit, Status, StepState};
+use crate::text::one_line;
 
 /// The facts about a finished attempt that go into RESULTS.
 #[derive(Debug, Clone, Default)]

@@ -6,15 +6,16 @@
 
 use chrono::{DateTime, Utc};
 
+use super::Caps;
 use super::judge::{Attempt, Interruption, Judgement, cut_off};
 use super::record::interrupted;
 use super::transitions::{
     Effect, Outcome, Transition, Write, actions, current, name, results, results_remove, stamp,
     step_state,
 };
-use super::{Caps, one_line};
 use crate::exit::Status as Exit;
 use crate::m1::{Edit, M1, Status, StepState};
+use crate::text::one_line;
 
 /// Whether step `n` passed its checks and waits for its review.
 #[must_use]

@@ -3,9 +3,9 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
-use super::one_line;
 use crate::exit::Status as Exit;
 use crate::m1::{Edit, M1, Status, StepState};
+use crate::text::one_line;
 
 /// What the runner does after writing a transition.
 #[derive(Debug, Clone, PartialEq, Eq)]

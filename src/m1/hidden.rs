@@ -102,15 +102,10 @@ pub fn lookalike(body: &str) -> Option<Lookalike> {
     })
 }
 
-/// The start of a line as an error quotes it: up to a comment, at most 40 characters.
+/// The start of a line as an error quotes it: up to a comment, at most 40 characters and an ellipsis.
 fn shown(rest: &str) -> String {
     let cut = rest.find(" #").unwrap_or(rest.len());
-    let t = rest[..cut].trim_end();
-    if t.chars().count() > 40 {
-        format!("{}…", t.chars().take(40).collect::<String>())
-    } else {
-        t.to_string()
-    }
+    crate::text::cut(rest[..cut].trim_end(), 41)
 }
 
 /// Whether `body` looks like a step line, `N: [STATE] text`, whatever its indentation.

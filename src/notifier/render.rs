@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::Event;
+use crate::text::cut;
 
 /// How a message is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,16 +175,6 @@ pub(crate) fn escape(text: &str) -> String {
         }
     }
     out
-}
-
-/// `text` cut to `max` characters, with an ellipsis when something was cut.
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut s: String = text.chars().take(max.saturating_sub(1)).collect();
-    s.push('…');
-    s
 }
 
 #[cfg(test)]

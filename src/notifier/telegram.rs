@@ -199,10 +199,7 @@ impl Client {
             .read_to_string()
             .map_err(|e| self.redact(&format!("reading the reply of {method}: {e}")))?;
         let mut reply = serde_json::from_str::<ApiReply>(&text).unwrap_or_else(|_| ApiReply {
-            description: Some(format!(
-                "non-JSON reply: {}",
-                text.chars().take(200).collect::<String>()
-            )),
+            description: Some(format!("non-JSON reply: {}", crate::text::cut(&text, 200))),
             ..ApiReply::default()
         });
         reply.status = status;

@@ -61,7 +61,7 @@ pub fn items(markdown: &str) -> Vec<Item> {
         }
     }
     for it in &mut out {
-        it.text = it.text.split_whitespace().collect::<Vec<_>>().join(" ");
+        it.text = crate::text::fold(&it.text);
     }
     out
 }

@@ -139,7 +139,7 @@ fn render(label: &str, elapsed: Duration, activity: Option<&str>, cost: f64) -> 
     let mut line = format!("  … {label} · {clock}");
     if let Some(a) = activity {
         line.push_str(" · ");
-        line.push_str(&crate::engine::one_line(a, 80));
+        line.push_str(&crate::text::one_line(a, 80));
     }
     if cost > 0.0 {
         let _ = write!(line, " · ${cost:.2} spent");

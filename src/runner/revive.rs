@@ -144,7 +144,7 @@ pub(super) fn record(file: &Path, by: &str) {
     let line = format!(
         "{} {}\n",
         Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        crate::engine::one_line(by, 200)
+        crate::text::one_line(by, 200)
     );
     let _ = std::fs::OpenOptions::new()
         .create(true)

@@ -1,0 +1,45 @@
+//! Text made to fit: M1.md values and log lines are single lines, and a message, an error or a
+//! status line has room for so many characters.
+
+/// `text` with every run of whitespace (newlines included) made one space, and no space at
+/// either end.
+#[must_use]
+pub fn fold(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `text` cut to at most `max` characters, the last of them an ellipsis when something was
+/// cut.
+#[must_use]
+pub fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(max.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
+/// `text` as one line of at most `max` characters: [`fold`], then [`cut`].
+#[must_use]
+pub fn one_line(text: &str, max: usize) -> String {
+    cut(&fold(text), max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_folds_and_cuts() {
+        assert_eq!(one_line("a\n  b\tc ", 10), "a b c");
+        assert_eq!(one_line("abcdefghij", 5), "abcd…");
+        assert_eq!(one_line("abcde", 5), "abcde");
+    }
+
+    #[test]
+    fn cut_counts_characters_not_bytes() {
+        assert_eq!(cut("ééééé", 3), "éé…");
+        assert_eq!(cut("ééé", 3), "ééé");
+    }
+}
