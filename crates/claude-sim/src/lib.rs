@@ -42,6 +42,8 @@ pub struct SimEnv {
     pub claudecode: bool,
     pub entrypoint: bool,
     pub startup_failure_results: Option<String>,
+    /// The call is a reviewer's (`LOOP_REVIEW`), answered from the scenario's `review`.
+    pub review: bool,
 }
 
 impl SimEnv {
@@ -59,6 +61,7 @@ impl SimEnv {
             claudecode: std::env::var_os("CLAUDECODE").is_some(),
             entrypoint: std::env::var_os("CLAUDE_CODE_ENTRYPOINT").is_some(),
             startup_failure_results: std::env::var("CLAUDE_CODE_STARTUP_FAILURE_RESULTS").ok(),
+            review: std::env::var_os("LOOP_REVIEW").is_some(),
         }
     }
 }
@@ -87,9 +90,15 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
             PathBuf::from(s)
         })
     });
-    let call = match (&step, &state_dir) {
-        (Ok(step), Some(dir)) => scenario::next_call(dir, *step)
-            .map_err(|e| format!("cannot count calls in {}: {e}", dir.display())),
+    let loaded = match &env.scenario {
+        Some(path) => Scenario::load(path),
+        None => Ok(Scenario::default()),
+    };
+    let call = match (&step, &state_dir, &loaded) {
+        (Ok(step), Some(dir), Ok(scenario)) => {
+            scenario::next_call(dir, &scenario.counter(*step, env.review))
+                .map_err(|e| format!("cannot count calls in {}: {e}", dir.display()))
+        }
         _ => Ok(1),
     };
     let stdin_open = stdin_tty_or_pipe();
@@ -118,10 +127,6 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
         eprintln!("{}", refusal.message);
         return refusal.code;
     }
-    let loaded = match &env.scenario {
-        Some(path) => Scenario::load(path),
-        None => Ok(Scenario::default()),
-    };
     let (step, call, scenario) = match (step, call, loaded) {
         (Ok(step), Ok(call), Ok(scenario)) => (step, call, scenario),
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
@@ -141,7 +146,7 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
         );
         return 1;
     }
-    let action = scenario.select(step, call);
+    let action = scenario.select(step, call, env.review);
     act::perform(
         &act::Call {
             args: &args,

@@ -1,9 +1,11 @@
 //! What the simulated agent does on each call: a JSON scenario
-//! `{"plan": ACTION, "steps": {"2": [ACTION, ...]}, "default": ACTION}`.
+//! `{"plan": ACTION, "steps": {"2": [ACTION, ...]}, "review": ACTION, "default": ACTION}`.
 //!
 //! Step 0 (the planning call) uses `plan`; step N uses `steps["N"]`, indexed by how many
 //! times that step has been called (the count lives in a state directory, so it survives
 //! the process); past the end the last entry repeats. Anything not listed uses `default`.
+//! A reviewer's call (`LOOP_REVIEW` set) uses `review`, indexed by the reviews of its step,
+//! when the scenario has one; else it is a call of its step like any other.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -90,6 +92,7 @@ pub struct WriteFile {
 pub struct Scenario {
     pub plan: Vec<Action>,
     pub steps: BTreeMap<u32, Vec<Action>>,
+    pub review: Vec<Action>,
     pub default: Option<Action>,
     /// Where relative fixture stems are found.
     pub base_dir: PathBuf,
@@ -115,11 +118,16 @@ impl Scenario {
     pub fn parse(text: &str) -> Result<Self, String> {
         let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
         let Value::Object(mut top) = value else {
-            return Err("must be a JSON object {\"plan\", \"steps\", \"default\"}".to_owned());
+            return Err(
+                "must be a JSON object {\"plan\", \"steps\", \"review\", \"default\"}".to_owned(),
+            );
         };
         let mut s = Self::default();
         if let Some(plan) = top.remove("plan") {
             s.plan = actions(plan, "plan")?;
+        }
+        if let Some(review) = top.remove("review") {
+            s.review = actions(review, "review")?;
         }
         if let Some(default) = top.remove("default") {
             s.default = Some(action(default, "default")?);
@@ -139,16 +147,30 @@ impl Scenario {
         }
         if let Some(key) = top.keys().next() {
             return Err(format!(
-                "unknown key \"{key}\" (expected plan, steps, default)"
+                "unknown key \"{key}\" (expected plan, steps, review, default)"
             ));
         }
         Ok(s)
     }
 
-    /// The action for the `call`-th call (1-based) of `step` (0 = planning).
+    /// Which calls a call is counted among, for [`next_call`]: its step's, or, for a reviewer
+    /// when the scenario lists `review`, the reviews of its step.
     #[must_use]
-    pub fn select(&self, step: u32, call: u32) -> Action {
-        let listed = if step == 0 {
+    pub fn counter(&self, step: u32, review: bool) -> String {
+        if review && !self.review.is_empty() {
+            format!("review-{step}")
+        } else {
+            format!("step-{step}")
+        }
+    }
+
+    /// The action for the `call`-th call (1-based) of `step` (0 = planning), or of its reviews
+    /// when `review` (see [`Scenario::counter`]).
+    #[must_use]
+    pub fn select(&self, step: u32, call: u32, review: bool) -> Action {
+        let listed = if review && !self.review.is_empty() {
+            Some(&self.review)
+        } else if step == 0 {
             Some(&self.plan)
         } else {
             self.steps.get(&step)
@@ -179,14 +201,15 @@ fn action(v: Value, at: &str) -> Result<Action, String> {
     serde_json::from_value(v).map_err(|e| format!("{at}: {e}"))
 }
 
-/// Counts one more call of `step` in `state_dir` and returns its number (1 for the first).
-/// The count file is locked while it is updated, so concurrent calls get distinct numbers.
+/// Counts one more call among `counter`'s ([`Scenario::counter`]) in `state_dir` and returns
+/// its number (1 for the first). The count file is locked while it is updated, so concurrent
+/// calls get distinct numbers.
 ///
 /// # Errors
 /// When the state directory or count file cannot be used.
-pub fn next_call(state_dir: &Path, step: u32) -> std::io::Result<u32> {
+pub fn next_call(state_dir: &Path, counter: &str) -> std::io::Result<u32> {
     std::fs::create_dir_all(state_dir)?;
-    let path = state_dir.join(format!("step-{step}.calls"));
+    let path = state_dir.join(format!("{counter}.calls"));
     let mut file: File = OpenOptions::new()
         .read(true)
         .write(true)
@@ -215,13 +238,31 @@ mod tests {
                 "default": {"result": "D"}}"#,
         )
         .unwrap();
-        let r = |step, call| s.select(step, call).result.unwrap();
+        let r = |step, call| s.select(step, call, false).result.unwrap();
         assert_eq!(r(0, 1), "P");
         assert_eq!(r(0, 5), "P");
         assert_eq!(r(2, 1), "a");
         assert_eq!(r(2, 2), "b");
         assert_eq!(r(2, 3), "b");
         assert_eq!(r(1, 1), "D");
+    }
+
+    #[test]
+    fn a_reviewer_answers_from_review_when_listed_else_as_a_call_of_its_step() {
+        let s = Scenario::parse(
+            r#"{"steps": {"2": [{"result": "a"}, {"result": "b"}]},
+                "review": [{"result": "R1"}, {"result": "R2"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(s.select(2, 1, true).result.unwrap(), "R1");
+        assert_eq!(s.select(2, 9, true).result.unwrap(), "R2");
+        assert_eq!(s.select(2, 1, false).result.unwrap(), "a");
+        assert_eq!(s.counter(2, true), "review-2");
+        assert_eq!(s.counter(2, false), "step-2");
+        let without =
+            Scenario::parse(r#"{"steps": {"2": [{"result": "a"}, {"result": "b"}]}}"#).unwrap();
+        assert_eq!(without.counter(2, true), "step-2");
+        assert_eq!(without.select(2, 2, true).result.unwrap(), "b");
     }
 
     #[test]
@@ -237,9 +278,9 @@ mod tests {
     #[test]
     fn call_numbers_persist_per_step() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(next_call(dir.path(), 1).unwrap(), 1);
-        assert_eq!(next_call(dir.path(), 1).unwrap(), 2);
-        assert_eq!(next_call(dir.path(), 2).unwrap(), 1);
-        assert_eq!(next_call(dir.path(), 1).unwrap(), 3);
+        assert_eq!(next_call(dir.path(), "step-1").unwrap(), 1);
+        assert_eq!(next_call(dir.path(), "step-1").unwrap(), 2);
+        assert_eq!(next_call(dir.path(), "step-2").unwrap(), 1);
+        assert_eq!(next_call(dir.path(), "step-1").unwrap(), 3);
     }
 }
