@@ -213,6 +213,8 @@ pub struct OnRecord<'a> {
     /// From the ledger, when it knows them.
     pub attempt: Option<u32>,
     pub session_id: Option<&'a str>,
+    /// The task is a run of the step's review.
+    pub review: bool,
 }
 
 impl OnRecord<'_> {
@@ -228,7 +230,16 @@ impl OnRecord<'_> {
         if let Some(sid) = self.session_id {
             edits.push(current("SESSION_ID", sid));
         }
+        if self.review {
+            edits.push(current("REVIEW", "true"));
+        }
         edits
+    }
+
+    /// "step 2 attempt 1", or "step 2 review 1".
+    fn what(&self) -> String {
+        let kind = if self.review { "review" } else { "attempt" };
+        format!("step {} {kind} {}", self.step, self.attempt.unwrap_or(1))
     }
 }
 
@@ -249,20 +260,21 @@ pub fn kept_on_record(t: &OnRecord<'_>) -> Transition {
 /// record instead of another being started.
 #[must_use]
 pub fn adopted(t: &OnRecord<'_>) -> Transition {
-    let attempt = t.attempt.unwrap_or(1);
     let mut edits = vec![Edit::Clear(vec!["CURRENT".into()])];
     edits.extend(t.edits());
     edits.push(Edit::set(
         &["LAST_ACTION"],
         format!(
-            "Task {} (step {} attempt {attempt}) taken back on record from the task ledger",
-            t.task_id, t.step
+            "Task {} ({}) taken back on record from the task ledger",
+            t.task_id,
+            t.what()
         ),
     ));
     let log = format!(
-        "ledger: task {} (step {} attempt {attempt}) was started but M1.md no longer named it \
-         (a save of an older text); taken back on record instead of starting another",
-        t.task_id, t.step
+        "ledger: task {} ({}) was started but M1.md no longer named it (a save of an older \
+         text); taken back on record instead of starting another",
+        t.task_id,
+        t.what()
     );
     Transition::now(edits, log)
 }

@@ -4,12 +4,14 @@
 //! M1.md is the loop's state, but a person may save an old text of it at any moment. What
 //! was started cannot be unstarted, so the runner keeps its own record beside each task:
 //! the spec `fire` wrote says which loop, step and attempt a task is (`LOOP_ID`, `LOOP_STEP`,
-//! `LOOP_ATTEMPT`, `LOOP_SESSION_ID` in its environment), and `judged.json`, written before
-//! the judgement goes into M1.md, says how the runner judged it and which edits recorded
-//! that. Before any spawn the runner consults the ledger: a task of this loop that was
-//! started and not judged is re-adopted, never started again; a task that was judged is
-//! never judged again (its recorded edits are put back instead); and a DONE step that an
-//! old text reverted is restored from its recorded pass.
+//! `LOOP_ATTEMPT`, `LOOP_SESSION_ID` in its environment, and `LOOP_REVIEW` for a run of a
+//! step's review, whose number is its `LOOP_ATTEMPT`), and `judged.json`, written before the
+//! judgement goes into M1.md, says how the runner judged it and which edits recorded that.
+//! Before any spawn the runner consults the ledger: a task of this loop that was started and
+//! not judged is re-adopted, never started again; a task that was judged is never judged
+//! again (its recorded edits are put back instead, with those of every task judged after
+//! it); and a DONE step that an old text reverted is restored from its recorded pass and
+//! reviews.
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +30,8 @@ pub struct Entry {
     pub step: u32,
     pub attempt: u32,
     pub session_id: Option<String>,
+    /// A review run of the step (`attempt` is the run's number), not an attempt.
+    pub review: bool,
     pub judged: Option<Judged>,
 }
 
@@ -203,6 +207,7 @@ impl Ledger {
                     spec.created_at,
                     Entry {
                         session_id: env_of(&spec.env, "LOOP_SESSION_ID").map(String::from),
+                        review: env_of(&spec.env, "LOOP_REVIEW") == Some("1"),
                         task_id: id,
                         step,
                         attempt,
@@ -218,13 +223,20 @@ impl Ledger {
         }
     }
 
-    /// Notes a task this runner just started.
-    pub fn started(&mut self, task_id: &str, step: u32, attempt: u32, session_id: &str) {
+    /// Notes a task this runner just started: an attempt of a step, or a run of its review.
+    pub fn started(
+        &mut self,
+        task_id: &str,
+        (step, attempt): (u32, u32),
+        session_id: &str,
+        review: bool,
+    ) {
         self.entries.push(Entry {
             task_id: task_id.into(),
             step,
             attempt,
             session_id: Some(session_id.into()),
+            review,
             judged: None,
         });
     }
@@ -260,6 +272,19 @@ impl Ledger {
         self.entry(task_id)?.judged.as_ref()
     }
 
+    /// The tasks of this loop judged after task `task_id` was started, oldest first, with
+    /// their judgements.
+    #[must_use]
+    pub fn judged_after(&self, task_id: &str) -> Vec<(&String, &Judged)> {
+        let Some(at) = self.entries.iter().position(|e| e.task_id == task_id) else {
+            return Vec::new();
+        };
+        self.entries[at + 1..]
+            .iter()
+            .filter_map(|e| Some((&e.task_id, e.judged.as_ref()?)))
+            .collect()
+    }
+
     /// A task of this loop that was started and never judged: at most one exists, the one
     /// that runs or ran last.
     #[must_use]
@@ -269,18 +294,19 @@ impl Ledger {
 
     /// For a step about to be spawned: the edits that restore its recorded pass when the
     /// text lost it (an older text saved over the record: its RESULTS no longer say what the
-    /// pass wrote). A step whose line alone was set back to PENDING, its RESULTS still those
-    /// of the pass, was set back on purpose and runs again: `None`.
+    /// pass wrote), with what the step's reviews recorded after it. A step whose line alone
+    /// was set back to PENDING, its RESULTS still those of the pass, was set back on purpose
+    /// and runs again: `None`.
     #[must_use]
     pub fn lost_pass(&self, m: &M1, step: u32) -> Option<(&Entry, Vec<Edit>)> {
         if step == 0 {
             return None;
         }
-        let last = self
+        let at = self
             .entries
             .iter()
-            .rev()
-            .find(|e| e.step == step && e.judged.is_some())?;
+            .rposition(|e| e.step == step && !e.review && e.judged.is_some())?;
+        let last = &self.entries[at];
         let j = last.judged.as_ref()?;
         if j.verdict != "pass" {
             return None;
@@ -293,7 +319,13 @@ impl Ledger {
         if same {
             return None;
         }
-        Some((last, j.step_record(step)))
+        let mut edits = j.step_record(step);
+        for e in &self.entries[at + 1..] {
+            if let Some(review) = e.judged.as_ref().filter(|_| e.review && e.step == step) {
+                edits.extend(review.step_record(step));
+            }
+        }
+        Some((last, edits))
     }
 }
 
@@ -315,6 +347,64 @@ mod tests {
         let j = Judged::new("pass", &edits);
         let back: Judged = serde_json::from_slice(&serde_json::to_vec(&j).unwrap()).unwrap();
         assert_eq!(back.edits(), edits);
+    }
+
+    fn entry(task_id: &str, review: bool, judged: Judged) -> Entry {
+        Entry {
+            task_id: task_id.into(),
+            step: 2,
+            attempt: 1,
+            session_id: None,
+            review,
+            judged: Some(judged),
+        }
+    }
+
+    #[test]
+    fn a_lost_pass_comes_back_with_what_its_reviews_recorded_after_it() {
+        let set = |k: &str, v: &str| Edit::set(&["RESULTS", "STEP_2", k], v);
+        let pass = Judged::new(
+            "pass",
+            &[
+                set("ATTEMPTS", "1"),
+                set("SUMMARY", "s"),
+                set("REVIEW", "pending"),
+            ],
+        );
+        let review = Judged::new(
+            "review",
+            &[
+                Edit::StepState(2, StepState::Done),
+                set("REVIEW", "approved: fine"),
+                Edit::set(&["PLAN", "CURRENT_STEP"], "3"),
+            ],
+        );
+        let ledger = Ledger {
+            tasks_dir: PathBuf::new(),
+            entries: vec![entry("t1", false, pass), entry("t2", true, review)],
+        };
+        let old = "STATUS: RUNNING\nGOAL: g\nPLAN:\n  CURRENT_STEP: 2\n  STEPS:\n    1: [DONE] a\n    2: [RUNNING] b\n    3: [PENDING] c\n";
+        let m = crate::m1::Document::parse(old).unwrap().view();
+        let (e, edits) = ledger.lost_pass(&m, 2).expect("the pass is lost");
+        assert_eq!(e.task_id, "t1");
+        assert_eq!(
+            edits,
+            vec![
+                set("ATTEMPTS", "1"),
+                set("SUMMARY", "s"),
+                set("REVIEW", "pending"),
+                Edit::StepState(2, StepState::Done),
+                set("REVIEW", "approved: fine"),
+            ]
+        );
+        assert_eq!(
+            ledger
+                .judged_after("t1")
+                .iter()
+                .map(|(id, _)| id.as_str())
+                .collect::<Vec<_>>(),
+            ["t2"]
+        );
     }
 
     #[test]

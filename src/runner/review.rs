@@ -75,6 +75,9 @@ impl Runner {
         step: u32,
         run: u32,
     ) -> crate::error::Result<Option<Exit>> {
+        if self.adopt_unjudged()? {
+            return Ok(None);
+        }
         let m = self.view();
         let prompt = self.review_prompt(&m, step);
         let task_id = crate::bridge::new_task_id();

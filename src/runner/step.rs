@@ -37,6 +37,7 @@ fn on_record(e: &super::ledger::Entry) -> OnRecord<'_> {
         task_id: &e.task_id,
         attempt: Some(e.attempt),
         session_id: e.session_id.as_deref(),
+        review: e.review,
     }
 }
 
@@ -205,10 +206,7 @@ impl Runner {
         session: &SessionPlan,
     ) -> crate::error::Result<Option<Exit>> {
         let m = self.view();
-        // What was started cannot be unstarted: a task of this loop that no judgement covers
-        // is taken back on record, never started a second time.
-        if let Some(e) = self.ledger.unjudged().cloned() {
-            self.adopt(&e)?;
+        if self.adopt_unjudged()? {
             return Ok(None);
         }
         if let Some((e, edits)) = self.ledger.lost_pass(&m, step) {
@@ -291,10 +289,9 @@ impl Runner {
         env.push(("LOOP_ATTEMPT".into(), attempt.to_string()));
         env.push(("LOOP_TASK_ID".into(), task_id.to_string()));
         env.push(("LOOP_FILE".into(), file.display().to_string()));
+        env.push(("LOOP_ID".into(), self.loop_id.clone()));
         if review {
             env.push(("LOOP_REVIEW".into(), "1".into()));
-        } else {
-            env.push(("LOOP_ID".into(), self.loop_id.clone()));
         }
         env.push(("LOOP_SESSION_ID".into(), session_id.to_string()));
         env.extend(self.settings.agent_env.iter().cloned());
@@ -328,9 +325,8 @@ impl Runner {
         };
         bridge::fire_with_id(&self.state_dir, task_id, &req)
             .map_err(|e| e.context(format!("while starting task {task_id}")))?;
-        if !review {
-            self.ledger.started(task_id, step, attempt, session_id);
-        }
+        self.ledger
+            .started(task_id, (step, attempt), session_id, review);
         let _ = std::fs::write(
             crate::layout::Layout::dir(&self.state_dir).task_prompt(task_id),
             prompt,
@@ -349,10 +345,26 @@ impl Runner {
         if let Some(j) = self.ledger.judged(task_id).cloned() {
             // Judged before (M1.md was saved from a text older than that record, or the
             // runner died between the two writes): the same record again, not a new judgement.
-            self.commit(&j.edits())?;
+            // The text is older than every judgement after it too (a review of the step, the
+            // next steps): those go back as well, in order, or they would be made again.
+            let mut edits = j.edits();
+            let mut ids = Vec::new();
+            for (id, later) in self.ledger.judged_after(task_id) {
+                edits.extend(later.edits());
+                ids.push(id.clone());
+            }
+            self.commit(&edits)?;
+            let also = if ids.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", with those of the tasks judged after it ({})",
+                    ids.join(", ")
+                )
+            };
             self.say(&format!(
-                "ledger: task {task_id} was judged already ({}); its record is put back, it is \
-                 not judged or run again",
+                "ledger: task {task_id} was judged already ({}); its record is put back{also}; \
+                 nothing is judged or run again",
                 j.verdict
             ));
             return Ok(None);
@@ -497,6 +509,7 @@ impl Runner {
                 task_id,
                 attempt: None,
                 session_id: None,
+                review: false,
             },
             on_record,
         ));
@@ -684,8 +697,14 @@ impl Runner {
         )
     }
 
-    /// Puts a task of this loop that M1.md lost track of back on record (see [`ledger`]).
-    fn adopt(&mut self, e: &super::ledger::Entry) -> crate::error::Result<()> {
-        self.apply(&engine::adopted(&on_record(e))).map(|_| ())
+    /// What was started cannot be unstarted: before a spawn, a task of this loop that no
+    /// judgement covers (an attempt or a review run that M1.md lost track of) is taken back
+    /// on record, never started a second time (see [`ledger`]). Whether there was one.
+    pub(super) fn adopt_unjudged(&mut self) -> crate::error::Result<bool> {
+        let Some(e) = self.ledger.unjudged().cloned() else {
+            return Ok(false);
+        };
+        self.apply(&engine::adopted(&on_record(&e)))?;
+        Ok(true)
     }
 }

@@ -4,7 +4,11 @@
 use m1loop::m1::Status;
 use serde_json::{Value, json};
 
-use crate::support::{TestLoop, code, stderr, stdout};
+use std::time::Duration;
+
+use m1loop::m1::StepState;
+
+use crate::support::{TestLoop, code, save_by_rename, stderr, stdout, wait_until};
 
 fn work(text: &str) -> Value {
     json!({"write": [{"path": "a.txt", "text": format!("{text}\n")}],
@@ -282,4 +286,51 @@ fn a_review_refused_for_bad_credentials_halts_at_once_with_that_reason() {
         Some("pending"),
         "still to be reviewed once a human fixed the login"
     );
+}
+
+/// Every call of the loop, as (step, attempt or review run, whether a review): each must be
+/// made once.
+fn assert_each_call_once(env: &TestLoop) {
+    let mut seen = std::collections::BTreeMap::new();
+    for c in env.calls() {
+        let key = (c["step"].as_u64(), c["attempt"].as_u64(), is_review(&c));
+        *seen.entry(key).or_insert(0) += 1;
+    }
+    assert!(seen.values().all(|n| *n == 1), "{seen:?}\n{}", env.log());
+}
+
+#[test]
+fn a_stale_save_with_the_runner_dead_neither_reviews_a_step_again_nor_reruns_it() {
+    // The text read while step 1 runs or is reviewed, saved once step 3 runs: everything the
+    // runner judged since is in the task ledger, the reviews included.
+    for during in [1, 2] {
+        let env = project();
+        env.scenario(&json!({
+            "default": {"sleep_ms": 600, "heartbeat_ms": 50, "result": "worked\nSTEP_DONE: ok"},
+            "review": {"sleep_ms": 300, "result": "checked\nREVIEW_APPROVE: fine"}}));
+        let mut runner = env.spawn(&[
+            "start", "g", "--step", "a", "--step", "b", "--step", "c", "--review",
+        ]);
+        let deadline = Duration::from_secs(30);
+        assert!(wait_until(deadline, || env.calls_for(during) >= 1
+            && env.m1().plan.steps[during as usize - 1].state
+                == StepState::Running));
+        let old = env.text();
+        assert!(wait_until(deadline, || env.calls_for(3) >= 1));
+        runner.kill9();
+        save_by_rename(&env.file, &old);
+        let out = env.run(&["resume"]);
+        assert_eq!(code(&out), 0, "{}\n{}", stderr(&out), env.log());
+        assert_each_call_once(&env);
+        let m = env.m1();
+        for n in 1..=3 {
+            assert_eq!(
+                m.results[&n].extra.get("REVIEW").map(String::as_str),
+                Some("approved: fine"),
+                "step {n}\n{}",
+                env.text()
+            );
+        }
+        env.assert_no_processes();
+    }
 }

@@ -256,6 +256,7 @@ fn a_task_the_file_lost_goes_back_on_record_with_its_attempt_and_session() {
         task_id: "task_20261122T030000_abcdef",
         attempt: Some(2),
         session_id: Some("sess-2"),
+        review: false,
     };
     for t in [kept_on_record(&task), adopted(&task)] {
         let m = view(&applied(BASE, &t));
@@ -270,6 +271,24 @@ fn a_task_the_file_lost_goes_back_on_record_with_its_attempt_and_session() {
         );
         assert_eq!(t.write, Write::Now);
     }
+}
+
+#[test]
+fn a_review_run_the_file_lost_goes_back_on_record_as_a_review() {
+    let task = OnRecord {
+        step: 2,
+        task_id: "task_20261122T030000_abcdef",
+        attempt: Some(1),
+        session_id: Some("sess-r"),
+        review: true,
+    };
+    let t = adopted(&task);
+    let m = view(&applied(BASE, &t));
+    assert_eq!(
+        m.current.extra.get("REVIEW").map(String::as_str),
+        Some("true")
+    );
+    assert!(t.log.contains("step 2 review 1"), "{}", t.log);
 }
 
 #[test]
