@@ -2,9 +2,11 @@
 //! of the runner at random moments, stale saves of M1.md (an old text saved over newer
 //! records, with the runner alive or dead), kill -9 of a step's supervisor and guardian
 //! together, an agent that leaves a `setsid` process and a grandchild behind, and saves of
-//! M1.md every 20 ms. Counts, for every loop: double starts (an attempt of a step started
-//! twice), lost results (a loop not DONE, a step without its result), orphans (a process of
-//! the loop alive after it ended), and the time from an agent's exit to the next spawn.
+//! M1.md every 20 ms; every other group of five loops runs `--review`, so the faults also hit
+//! review runs. Counts, for every loop: double starts (an attempt of a step, or a run of its
+//! review, started twice), lost results (a loop not DONE, a step without its result or, when
+//! reviewed, its approval), orphans (a process of the loop alive after it ended), and the
+//! time from an agent's exit to the next spawn.
 //!
 //! Run: `cargo build --release && cargo run --release --example soak -- --loops 100`
 //! (`--seed N` for another sequence of faults; `--keep` keeps the directories of failures).
@@ -41,6 +43,7 @@ struct Tally {
     supervisor_guardian_kills: usize,
     setsid_escapes: usize,
     storms: usize,
+    reviewed: usize,
     double_starts: usize,
     lost_results: usize,
     orphans: usize,
@@ -69,7 +72,7 @@ struct Loop {
 }
 
 impl Loop {
-    fn new(root: &Path, i: usize, sleep_ms: u64, leave_behind: bool) -> Self {
+    fn new(root: &Path, i: usize, sleep_ms: u64, leave_behind: bool, review: bool) -> Self {
         let dir = root.join(format!("loop-{i:04}"));
         let project = dir.join("project");
         std::fs::create_dir_all(project.join("state")).unwrap();
@@ -79,11 +82,15 @@ impl Loop {
         } else {
             ""
         };
+        let work = format!(r#""sleep_ms": {sleep_ms}, "heartbeat_ms": 50{grandchild}"#);
+        let reviewer = if review {
+            format!(r#", "review": {{{work}, "result": "checked\nREVIEW_APPROVE: fine"}}"#)
+        } else {
+            String::new()
+        };
         std::fs::write(
             &scenario,
-            format!(
-                r#"{{"default": {{"sleep_ms": {sleep_ms}, "heartbeat_ms": 50{grandchild}, "result": "worked\nSTEP_DONE: ok"}}}}"#
-            ),
+            format!(r#"{{"default": {{{work}, "result": "worked\nSTEP_DONE: ok"}}{reviewer}}}"#),
         )
         .unwrap();
         // The agent: a process that leaves the group with setsid, then the simulated agent.
@@ -314,11 +321,18 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally) {
     let kind = i % 5;
     let leave_behind = rng.below(2) == 0 || kind == 3;
     let sleep_ms = 200 + rng.below(300);
-    let l = Loop::new(root, i, sleep_ms, leave_behind);
+    // Every fault with and without a review of each step, on a sequence of faults that does
+    // not depend on it.
+    let review = (i / 5) % 2 == 1;
+    let l = Loop::new(root, i, sleep_ms, leave_behind, review);
     if leave_behind {
         t.setsid_escapes += 1;
     }
-    let start = ["start", "soak", "--step", "a", "--step", "b", "--step", "c"];
+    let mut start = vec!["start", "soak", "--step", "a", "--step", "b", "--step", "c"];
+    if review {
+        start.push("--review");
+        t.reviewed += 1;
+    }
     let mut runner = l.cmd(&start).spawn().unwrap();
     let mut storm_gaps = false;
     match kind {
@@ -409,10 +423,15 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally) {
     }
     t.loops += 1;
     let mut bad = Vec::new();
-    let mut seen: HashMap<(u64, u64), usize> = HashMap::new();
+    // (step, attempt or review run, whether a review).
+    let mut seen: HashMap<(u64, u64, bool), usize> = HashMap::new();
     for c in l.calls() {
         if let (Some(s), Some(a)) = (c["step"].as_u64(), c["attempt"].as_u64()) {
-            *seen.entry((s, a)).or_default() += 1;
+            let argv = c["argv"].as_array().cloned().unwrap_or_default();
+            let plan = argv
+                .windows(2)
+                .any(|w| w[0] == "--permission-mode" && w[1] == "plan");
+            *seen.entry((s, a, plan)).or_default() += 1;
         }
     }
     let doubles: usize = seen.values().map(|n| n - 1).sum();
@@ -421,8 +440,10 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally) {
         bad.push(format!("{doubles} double start(s): {seen:?}"));
     }
     let text = l.text();
+    let approved = text.matches("REVIEW: approved").count() as u64;
     let results_ok = (1..=STEPS)
-        .all(|s| text.contains(&format!("{s}: [DONE]")) && text.contains(&format!("STEP_{s}:")));
+        .all(|s| text.contains(&format!("{s}: [DONE]")) && text.contains(&format!("STEP_{s}:")))
+        && approved == if review { STEPS } else { 0 };
     if !l.done() || !results_ok {
         t.lost_results += 1;
         bad.push(format!("not DONE with every result (runner {status:?})"));
@@ -497,13 +518,14 @@ fn main() {
         began.elapsed().as_secs_f64()
     );
     println!(
-        "  faults: runner kill -9 {}, stale saves {} ({} with the runner dead), supervisor+guardian kill -9 {}, setsid escapes tried {}, save storms {}",
+        "  faults: runner kill -9 {}, stale saves {} ({} with the runner dead), supervisor+guardian kill -9 {}, setsid escapes tried {}, save storms {}; {} loops reviewed",
         t.runner_kills,
         t.stale_saves,
         t.stale_saves_dead_runner,
         t.supervisor_guardian_kills,
         t.setsid_escapes,
-        t.storms
+        t.storms,
+        t.reviewed
     );
     println!(
         "  double starts {}, lost results {}, orphans {}",
