@@ -9,11 +9,17 @@ fn stdout_of(w: &TestLoop, id: &str) -> String {
     fs::read_to_string(w.task_file(id, "stdout")).unwrap()
 }
 
+/// Fires `sh -c script` and waits until it ends: its id and its final report.
+fn ran(w: &TestLoop, script: &str) -> (String, serde_json::Value) {
+    let id = w.fire(&["--", "sh", "-c", script]);
+    let report = w.wait_final(&id);
+    (id, report)
+}
+
 #[test]
 fn a_command_that_exits_0_is_done_with_its_output_in_files() {
     let w = TestLoop::new();
-    let id = w.fire(&["--", "sh", "-c", "echo out; echo err >&2"]);
-    let report = w.wait_final(&id);
+    let (id, report) = ran(&w, "echo out; echo err >&2");
     assert_eq!(report["state"], "DONE", "{report}");
     assert_eq!(report["exit_code"], 0);
     assert_eq!(report["reason"], "exited");
@@ -35,8 +41,7 @@ fn a_command_that_exits_0_is_done_with_its_output_in_files() {
 #[test]
 fn a_nonzero_exit_is_failed_with_its_code() {
     let w = TestLoop::new();
-    let id = w.fire(&["--", "sh", "-c", "exit 3"]);
-    let report = w.wait_final(&id);
+    let (id, report) = ran(&w, "exit 3");
     assert_eq!(report["state"], "FAILED", "{report}");
     assert_eq!(report["exit_code"], 3);
     let out = w.run(&["check", &id]);
@@ -246,8 +251,7 @@ fn the_task_directory_appears_complete_or_not_at_all() {
 #[test]
 fn kill_of_a_finished_task_reports_it_unchanged() {
     let w = TestLoop::new();
-    let id = w.fire(&["--", "sh", "-c", "exit 4"]);
-    w.wait_final(&id);
+    let (id, _) = ran(&w, "exit 4");
     let out = w.run(&["kill", &id]);
     assert_eq!(out.status.code(), Some(0));
     let line = String::from_utf8(out.stdout).unwrap();
@@ -287,28 +291,28 @@ fn outside_a_loop(w: &TestLoop, args: &[&str]) -> std::process::Output {
     run(w.cmd(args).env_remove("LOOP_FILE"))
 }
 
-#[test]
-fn fire_and_notify_outside_a_loop_leave_no_state_directory_behind() {
-    let w = TestLoop::new().without_state();
-    let out = outside_a_loop(&w, &["fire", "--", "true"]);
+/// [`outside_a_loop`] for a command that must succeed: what it printed, trimmed.
+fn ok_outside_a_loop(w: &TestLoop, args: &[&str]) -> String {
+    let out = outside_a_loop(w, args);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn fire_and_notify_outside_a_loop_leave_no_state_directory_behind() {
+    let w = TestLoop::new().without_state();
+    let id = ok_outside_a_loop(&w, &["fire", "--", "true"]);
     let user_dir = w.xdg().join("m1loop");
     assert!(user_dir.join("tasks").join(&id).is_dir());
     assert!(wait_until(PATIENCE, || outside_a_loop(&w, &["check", &id])
         .status
         .code()
         == Some(0)));
-    let out = outside_a_loop(&w, &["notify", "hello"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok_outside_a_loop(&w, &["notify", "hello"]);
     let log = fs::read_to_string(user_dir.join("loop.log")).unwrap();
     assert!(log.contains("hello"), "{log}");
     assert!(!w.state().exists(), "a state/ appeared where loop ran");
@@ -318,13 +322,7 @@ fn fire_and_notify_outside_a_loop_leave_no_state_directory_behind() {
 fn fire_inside_a_loops_directory_keeps_its_tasks_there() {
     let w = TestLoop::new().without_state();
     fs::create_dir(w.state()).unwrap();
-    let out = outside_a_loop(&w, &["fire", "--", "true"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let id = ok_outside_a_loop(&w, &["fire", "--", "true"]);
     assert!(w.task_file(&id, "spec.json").parent().unwrap().is_dir());
     assert!(!w.xdg().exists());
 }

@@ -47,14 +47,7 @@ fn a_crash_at_every_point_resumes_to_done_starting_each_agent_once() {
         let out = env.run(&["resume"]);
         assert_eq!(code(&out), 0, "{point}: {}", stderr(&out));
         assert_complete(&env, 3);
-        for n in 1..=3 {
-            assert_eq!(
-                env.calls_for(n),
-                1,
-                "{point}: step {n} started {} times",
-                env.calls_for(n)
-            );
-        }
+        env.assert_each_step_started_once(3, point);
         env.assert_no_processes();
     }
 }
@@ -86,14 +79,7 @@ fn kill_minus_nine_at_random_moments_never_loses_or_repeats_a_step() {
     let status = last.wait(Duration::from_secs(60));
     assert!(status.success(), "final resume: {status:?}\n{}", env.log());
     assert_complete(&env, 5);
-    for n in 1..=5 {
-        assert_eq!(
-            env.calls_for(n),
-            1,
-            "after {kills} kills, step {n} started {} times",
-            env.calls_for(n)
-        );
-    }
+    env.assert_each_step_started_once(5, &format!("after {kills} kills"));
     env.assert_no_processes();
 }
 
@@ -146,9 +132,7 @@ fn edit_while_the_loop_runs(
     }
     let steps = u32::try_from(steps).unwrap();
     assert_complete(&env, steps);
-    for s in 1..=steps {
-        assert_eq!(env.calls_for(s), 1, "step {s}");
-    }
+    env.assert_each_step_started_once(steps, "after the hand edits");
 }
 
 /// How editors that truncate and rewrite save: a reader can catch the file half written.

@@ -161,6 +161,20 @@ impl TestLoop {
             .count()
     }
 
+    /// The agent of each of steps 1 to `steps` was started exactly once; `context` says
+    /// after what.
+    pub fn assert_each_step_started_once(&self, steps: u32, context: &str) {
+        for n in 1..=steps {
+            let calls = self.calls_for(n);
+            assert_eq!(
+                calls,
+                1,
+                "{context}: step {n} started {calls} times\n{}",
+                self.log()
+            );
+        }
+    }
+
     /// Live processes started for this test: their working directory or command line is
     /// inside its temporary directory.
     pub fn processes(&self) -> Vec<String> {
