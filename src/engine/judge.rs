@@ -53,24 +53,26 @@ pub enum Judgement {
     Retry { reason: String },
     /// A failed attempt, the last one `MAX_RETRIES` allows: the step and the loop fail.
     Exhausted { reason: String },
-    /// A transient error: wait, then run the same attempt again.
-    Backoff { delay: Duration, reason: String },
-    /// The usage limit: wait until it resets, then carry on.
-    UsageWait {
-        until: DateTime<Utc>,
-        reason: String,
-    },
+    /// Cut off by what is not the attempt's doing: a wait, then the same attempt again; or a
+    /// human first. Not a failed attempt.
+    Interrupted(Interruption),
     /// The agent asks the human a question.
     Blocked { question: String },
     /// The agent wrote a handoff note and asks to go on in a fresh session; the attempt does
     /// not count.
     Restart { reason: String },
-    /// The runner cannot go on without a human.
-    Halt { reason: String, how: String },
     /// The session cannot be resumed: start a fresh one, attempt not counted.
     FreshSession { reason: String },
     /// The session id is taken: resume it instead, attempt not counted.
     ResumeSession { reason: String },
+}
+
+/// The runner cannot go on without a human: `reason`, and `how` to go on.
+fn halt(reason: String, how: &str) -> Judgement {
+    Judgement::Interrupted(Interruption::Halt {
+        reason,
+        how: how.into(),
+    })
 }
 
 /// When the reset time of a usage limit is unknown, wait this long before trying again.
@@ -123,31 +125,15 @@ pub(super) fn cut_off(a: &Attempt<'_>) -> Option<Judgement> {
 /// limit, or something only a human can fix (the login, the bill, the agent itself).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Interruption {
-    Backoff {
-        delay: Duration,
-        reason: String,
-    },
+    /// A transient error: wait `delay`, then run again.
+    Backoff { delay: Duration, reason: String },
+    /// The usage limit: wait until it resets, then carry on.
     UsageWait {
         until: DateTime<Utc>,
         reason: String,
     },
-    Halt {
-        reason: String,
-        how: String,
-    },
-}
-
-impl Judgement {
-    /// This judgement as an [`Interruption`], when it is one.
-    #[must_use]
-    pub fn interruption(&self) -> Option<Interruption> {
-        match self.clone() {
-            Self::Backoff { delay, reason } => Some(Interruption::Backoff { delay, reason }),
-            Self::UsageWait { until, reason } => Some(Interruption::UsageWait { until, reason }),
-            Self::Halt { reason, how } => Some(Interruption::Halt { reason, how }),
-            _ => None,
-        }
-    }
+    /// The runner cannot go on without a human.
+    Halt { reason: String, how: String },
 }
 
 /// How the process ended, when that alone decides: the loop's limits or a kill ended it, it
@@ -173,21 +159,16 @@ fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
             a,
             "the step's task was lost (its supervisor died: reboot or kill -9)",
         ),
-        TaskEnd::SpawnFailed(msg) => Judgement::Halt {
-            reason: format!("the agent could not be started: {}", one_line(msg, 200)),
-            how: "install Claude Code or set LOOP_AGENT to the agent program, then `loop resume`"
-                .into(),
-        },
+        TaskEnd::SpawnFailed(msg) => halt(
+            format!("the agent could not be started: {}", one_line(msg, 200)),
+            "install Claude Code or set LOOP_AGENT to the agent program, then `loop resume`",
+        ),
         TaskEnd::Exited { .. } => return None,
     })
 }
 
 /// A failure of a class that is not the work's fault: wait it out, or hand it to a human.
 fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
-    let halt = |reason: String, how: &str| Judgement::Halt {
-        reason,
-        how: how.into(),
-    };
     match class {
         Class::Transient(why) => {
             let n = a.transients + 1;
@@ -203,10 +184,10 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
                     "check the network and the API status, then `loop resume`",
                 )
             } else {
-                Judgement::Backoff {
+                Judgement::Interrupted(Interruption::Backoff {
                     delay: backoff(n),
                     reason: one_line(&why, 200),
-                }
+                })
             }
         }
         Class::UsageLimit { resets_at, message } => {
@@ -214,10 +195,10 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
             let until = resets_at
                 .filter(|t| *t > a.now)
                 .unwrap_or_else(|| a.now + unknown);
-            Judgement::UsageWait {
+            Judgement::Interrupted(Interruption::UsageWait {
                 until,
                 reason: one_line(&message, 200),
-            }
+            })
         }
         Class::Auth(msg) => halt(
             format!("authentication failed: {}", one_line(&msg, 200)),
@@ -251,13 +232,12 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
         let mut tools: Vec<&str> = a.denials.iter().map(String::as_str).collect();
         tools.sort_unstable();
         tools.dedup();
-        return Judgement::Halt {
-            reason: format!("the agent was denied these tools: {}", tools.join(", ")),
-            how: "allow them in loop.yaml (agent.allowed_tools) or with --allowed-tools; a deny \
-                  rule in your Claude settings (permissions.deny) wins over any allow, so remove \
-                  it there; then `loop resume`"
-                .into(),
-        };
+        return halt(
+            format!("the agent was denied these tools: {}", tools.join(", ")),
+            "allow them in loop.yaml (agent.allowed_tools) or with --allowed-tools; a deny rule \
+             in your Claude settings (permissions.deny) wins over any allow, so remove it there; \
+             then `loop resume`",
+        );
     }
     if a.step == 0 {
         // The planning call answers with a JSON plan, not a verdict line.

@@ -101,10 +101,10 @@ fn common(f: &Facts) -> Vec<Edit> {
 #[must_use]
 pub fn record(j: &Judgement, f: &Facts) -> Transition {
     let mut edits = common(f);
-    if let Some(i) = j.interruption() {
-        return interrupted(&i, f.step, &name(f.step), f.transients, f.now).after(edits);
-    }
     let (log, outcome, write) = match j {
+        Judgement::Interrupted(i) => {
+            return interrupted(i, f.step, &name(f.step), f.transients, f.now).after(edits);
+        }
         Judgement::Pass { summary } => passed(f, summary, &mut edits),
         Judgement::Planned { steps } => planned(f, steps, &mut edits),
         // The runner runs VERIFY and judges again before recording; nothing to write yet.
@@ -123,10 +123,6 @@ pub fn record(j: &Judgement, f: &Facts) -> Transition {
         Judgement::Blocked { question } => blocked(f.step, question, &mut edits),
         Judgement::FreshSession { reason } => session(f, reason, true, &mut edits),
         Judgement::ResumeSession { reason } => session(f, reason, false, &mut edits),
-        // Recorded by `interrupted` above.
-        Judgement::Backoff { .. } | Judgement::UsageWait { .. } | Judgement::Halt { .. } => {
-            unreachable!("an interruption is recorded by `interrupted`")
-        }
     };
     Transition {
         edits,
@@ -164,9 +160,8 @@ fn effects(j: &Judgement, f: &Facts) -> Vec<Effect> {
         Judgement::NeedsVerify
         | Judgement::Retry { .. }
         | Judgement::Restart { .. }
-        | Judgement::Backoff { .. }
-        | Judgement::UsageWait { .. }
-        | Judgement::Halt { .. }
+        // Its effects come with its record (`interrupted`).
+        | Judgement::Interrupted(_)
         | Judgement::FreshSession { .. }
         | Judgement::ResumeSession { .. } => Vec::new(),
     }

@@ -46,16 +46,16 @@ pub enum ReviewVerdict {
 #[must_use]
 pub fn judge_review(a: &Attempt<'_>) -> ReviewVerdict {
     if let Some(j) = cut_off(a) {
-        return match (j.interruption(), j) {
-            (Some(i), _) => ReviewVerdict::Interrupted(i),
-            (
-                None,
-                Judgement::Retry { reason }
-                | Judgement::Exhausted { reason }
-                | Judgement::FreshSession { reason }
-                | Judgement::ResumeSession { reason },
-            ) => ReviewVerdict::Missing(format!("the review run failed: {reason}")),
-            (None, other) => ReviewVerdict::Missing(format!("the review run failed: {other:?}")),
+        return match j {
+            Judgement::Interrupted(i) => ReviewVerdict::Interrupted(i),
+            Judgement::Retry { reason }
+            | Judgement::Exhausted { reason }
+            | Judgement::FreshSession { reason }
+            | Judgement::ResumeSession { reason } => {
+                ReviewVerdict::Missing(format!("the review run failed: {reason}"))
+            }
+            // `cut_off` gives none of these; a run that ended by itself is read below.
+            other => ReviewVerdict::Missing(format!("the review run failed: {other:?}")),
         };
     }
     let last = a

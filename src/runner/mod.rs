@@ -330,6 +330,14 @@ impl Runner {
             _ => self.commit(&t.edits)?,
         }
         self.say(&t.log);
+        // A transition that records a wait (a step's or a review's) has just logged it.
+        let records_wait = t
+            .edits
+            .iter()
+            .any(|e| matches!(e, crate::m1::Edit::Set(p, _) if p[..] == ["CURRENT", "WAIT_UNTIL"]));
+        if records_wait {
+            self.announced_wait = engine::wait_until(&self.view());
+        }
         self.carry_out(&before, &t.effects);
         Ok(match t.outcome {
             Outcome::Exit(s) => Some(s),

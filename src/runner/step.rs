@@ -8,7 +8,9 @@ use super::{POLL, Runner, crash};
 use super::{prompt, stopfile};
 use crate::agent::{self, ExitInfo, Session};
 use crate::bridge::{self, FireRequest, TaskReport, TaskState};
-use crate::engine::{self, Attempt, Facts, Judgement, OnRecord, SessionPlan, SpawnFacts, TaskEnd};
+use crate::engine::{
+    self, Attempt, Facts, Interruption, Judgement, OnRecord, SessionPlan, SpawnFacts, TaskEnd,
+};
 use crate::exit::Status as Exit;
 use crate::m1::M1;
 use crate::runner::watch::Wake;
@@ -21,10 +23,10 @@ fn verdict_name(j: &Judgement) -> &'static str {
         Judgement::NeedsVerify => "verify",
         Judgement::Retry { .. } => "retry",
         Judgement::Exhausted { .. } => "failed",
-        Judgement::Backoff { .. } => "backoff",
-        Judgement::UsageWait { .. } => "usage_wait",
+        Judgement::Interrupted(Interruption::Backoff { .. }) => "backoff",
+        Judgement::Interrupted(Interruption::UsageWait { .. }) => "usage_wait",
         Judgement::Blocked { .. } => "blocked",
-        Judgement::Halt { .. } => "halt",
+        Judgement::Interrupted(Interruption::Halt { .. }) => "halt",
         Judgement::FreshSession { .. } | Judgement::ResumeSession { .. } => "session",
         Judgement::Restart { .. } => "restart",
     }
@@ -584,12 +586,6 @@ impl Runner {
         if matches!(judgement, Judgement::Restart { .. }) {
             // Recorded (held for the next spawn's write), the fresh session not begun.
             crash::point("after-restart");
-        }
-        if matches!(
-            judgement,
-            Judgement::Backoff { .. } | Judgement::UsageWait { .. }
-        ) {
-            self.announced_wait = engine::wait_until(&self.view());
         }
         Ok(exit)
     }

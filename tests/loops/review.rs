@@ -261,6 +261,7 @@ fn a_review_cut_off_by_an_overloaded_api_backs_off_and_reviews_again() {
         approve()]}}));
     reviewed_to_the_end_with_one_review_run_allowed(&env);
     assert!(env.log().contains("backoff 2s"), "{}", env.log());
+    env.assert_one_wait_logged();
 }
 
 #[test]

@@ -139,13 +139,7 @@ fn the_run_after_a_rate_limit_wait_is_told_to_carry_on_not_to_fix_its_work() {
         None,
         "the pass clears it"
     );
-    // The wait is logged once: where the runner records it.
-    let log = env.log();
-    let waits = log
-        .lines()
-        .filter(|l| l.contains("backoff") || l.contains("wait: until"))
-        .count();
-    assert_eq!(waits, 1, "{log}");
+    env.assert_one_wait_logged();
 }
 
 #[test]

@@ -161,6 +161,17 @@ impl TestLoop {
             .count()
     }
 
+    /// The loop waited once (a backoff or a usage limit) and `loop.log` says so once: where
+    /// the runner recorded the wait, not again when it came to wait.
+    pub fn assert_one_wait_logged(&self) {
+        let log = self.log();
+        let waits = log
+            .lines()
+            .filter(|l| l.contains("backoff") || l.contains("wait: until"))
+            .count();
+        assert_eq!(waits, 1, "{log}");
+    }
+
     /// The agent of each of steps 1 to `steps` was started exactly once; `context` says
     /// after what.
     pub fn assert_each_step_started_once(&self, steps: u32, context: &str) {

@@ -307,7 +307,7 @@ fn permission_denials_halt_naming_the_tools_even_with_a_done_verdict() {
         denials: &denials,
         ..attempt(&caps, Class::Success, &Verdict::Done("x".into()))
     };
-    let Judgement::Halt { reason, how } = judge(&a) else {
+    let Judgement::Interrupted(Interruption::Halt { reason, how }) = judge(&a) else {
         panic!()
     };
     assert!(reason.ends_with("Bash, WebFetch"), "{reason}");
@@ -327,17 +327,17 @@ fn transient_errors_back_off_then_halt_at_the_cap() {
     );
     assert_eq!(
         judge(&a),
-        Judgement::Backoff {
+        Judgement::Interrupted(Interruption::Backoff {
             delay: Duration::from_secs(2),
             reason: "529 overloaded".into()
-        }
+        })
     );
     assert!(
-        matches!(judge(&Attempt { transients: 2, ..a.clone() }), Judgement::Backoff { delay, .. } if delay == Duration::from_secs(8))
+        matches!(judge(&Attempt { transients: 2, ..a.clone() }), Judgement::Interrupted(Interruption::Backoff { delay, .. }) if delay == Duration::from_secs(8))
     );
     assert!(matches!(
         judge(&Attempt { transients: 3, ..a }),
-        Judgement::Halt { .. }
+        Judgement::Interrupted(Interruption::Halt { .. })
     ));
 }
 
@@ -355,10 +355,10 @@ fn a_usage_limit_waits_until_its_reset_or_half_an_hour_when_unknown() {
     );
     assert_eq!(
         judge(&a),
-        Judgement::UsageWait {
+        Judgement::Interrupted(Interruption::UsageWait {
             until: reset,
             reason: "limit".into()
-        }
+        })
     );
     let a = attempt(
         &caps,
@@ -369,7 +369,7 @@ fn a_usage_limit_waits_until_its_reset_or_half_an_hour_when_unknown() {
         &Verdict::Missing,
     );
     assert!(
-        matches!(judge(&a), Judgement::UsageWait { until, .. } if until == now() + chrono::Duration::minutes(30))
+        matches!(judge(&a), Judgement::Interrupted(Interruption::UsageWait { until, .. }) if until == now() + chrono::Duration::minutes(30))
     );
 }
 
@@ -382,7 +382,7 @@ fn auth_billing_and_bad_invocations_halt_but_session_trouble_is_repaired() {
     ] {
         assert!(matches!(
             judge(&attempt(&caps, class, &Verdict::Missing)),
-            Judgement::Halt { .. }
+            Judgement::Interrupted(Interruption::Halt { .. })
         ));
     }
     let unknown = Class::InvocationBug {
@@ -427,7 +427,9 @@ fn timeouts_and_lost_tasks_are_failed_attempts_and_a_missing_agent_halts() {
         class: None,
         ..base
     };
-    assert!(matches!(judge(&a), Judgement::Halt { how, .. } if how.contains("LOOP_AGENT")));
+    assert!(
+        matches!(judge(&a), Judgement::Interrupted(Interruption::Halt { how, .. }) if how.contains("LOOP_AGENT"))
+    );
 }
 
 fn applied(text: &str, t: &Transition) -> String {
@@ -551,10 +553,10 @@ fn a_backoff_records_when_to_try_again() {
         ..Facts::default()
     };
     let t = record(
-        &Judgement::Backoff {
+        &Judgement::Interrupted(Interruption::Backoff {
             delay: Duration::from_secs(4),
             reason: "529".into(),
-        },
+        }),
         &facts,
     );
     let m = view(&applied(BASE, &t));
@@ -573,7 +575,7 @@ fn the_transient_halt_counts_the_error_that_halts_and_resets_the_count_for_the_r
     };
     let a = attempt(&caps, Class::Transient("529".into()), &Verdict::Missing);
     let j = judge(&Attempt { transients: 3, ..a });
-    let Judgement::Halt { reason, .. } = &j else {
+    let Judgement::Interrupted(Interruption::Halt { reason, .. }) = &j else {
         panic!("{j:?}")
     };
     assert!(
@@ -613,14 +615,14 @@ fn a_wait_is_recorded_as_an_interruption_not_as_a_failure() {
         ..Facts::default()
     };
     for j in [
-        Judgement::Backoff {
+        Judgement::Interrupted(Interruption::Backoff {
             delay: Duration::from_secs(2),
             reason: "529 overloaded".into(),
-        },
-        Judgement::UsageWait {
+        }),
+        Judgement::Interrupted(Interruption::UsageWait {
             until: now() + chrono::Duration::hours(1),
             reason: "usage limit".into(),
-        },
+        }),
     ] {
         let m = view(&applied(&before, &record(&j, &facts)));
         let r = &m.results[&2];

@@ -107,10 +107,10 @@ fn a_retry_puts_the_step_back_counts_the_attempt_and_rides_on_the_next_spawn() {
 #[test]
 fn a_usage_wait_records_its_end_spends_no_attempt_and_tells_the_human_once() {
     let until = now() + chrono::Duration::hours(2);
-    let j = Judgement::UsageWait {
+    let j = Judgement::Interrupted(Interruption::UsageWait {
         until,
         reason: "5-hour limit".into(),
-    };
+    });
     let (t, m) = recorded(&j, &facts(2, 1));
     assert_eq!(t.write, Write::Now);
     assert_eq!(wait_until(&m), Some(until));
@@ -140,10 +140,10 @@ fn a_blocked_step_waits_for_the_human_with_its_question() {
 
 #[test]
 fn a_halt_waits_with_the_reason_in_error_and_next_action() {
-    let j = Judgement::Halt {
+    let j = Judgement::Interrupted(Interruption::Halt {
         reason: "authentication failed".into(),
         how: "log in, then `loop resume`".into(),
-    };
+    });
     let (t, m) = recorded(&j, &facts(2, 1));
     assert_eq!(
         (m.status, m.plan.steps[1].state),
