@@ -9,9 +9,9 @@
 //! judgement goes into M1.md, says how the runner judged it and which edits recorded that.
 //! Before any spawn the runner consults the ledger: a task of this loop that was started and
 //! not judged is re-adopted, never started again; a task that was judged is never judged
-//! again (its recorded edits are put back instead, with those of every task judged after
-//! it); and a DONE step that an old text reverted is restored from its recorded pass and
-//! reviews.
+//! again (its recorded edits are put back instead, with those of every task judged after it
+//! but for a STATUS they wrote); and a DONE step that an old text reverted is restored from
+//! its recorded pass and reviews.
 
 use std::path::{Path, PathBuf};
 
@@ -272,17 +272,33 @@ impl Ledger {
         self.entry(task_id)?.judged.as_ref()
     }
 
-    /// The tasks of this loop judged after task `task_id` was started, oldest first, with
-    /// their judgements.
+    /// For a text that names task `task_id`, judged already: the edits that put back its
+    /// record and those of every task of this loop judged after it, in order (such a text is
+    /// older than all of them), and the ids of those later tasks. A `STATUS` a later judgement
+    /// wrote is left out: the loop went on after it (someone resumed it), or no runner would
+    /// be reading this text now.
     #[must_use]
-    pub fn judged_after(&self, task_id: &str) -> Vec<(&String, &Judged)> {
+    pub fn record_since(&self, task_id: &str) -> (Vec<Edit>, Vec<String>) {
         let Some(at) = self.entries.iter().position(|e| e.task_id == task_id) else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
-        self.entries[at + 1..]
-            .iter()
-            .filter_map(|e| Some((&e.task_id, e.judged.as_ref()?)))
-            .collect()
+        let mut edits = self.entries[at]
+            .judged
+            .as_ref()
+            .map(Judged::edits)
+            .unwrap_or_default();
+        let mut later = Vec::new();
+        for e in &self.entries[at + 1..] {
+            if let Some(j) = &e.judged {
+                edits.extend(
+                    j.edits()
+                        .into_iter()
+                        .filter(|e| !matches!(e, Edit::Status(_))),
+                );
+                later.push(e.task_id.clone());
+            }
+        }
+        (edits, later)
     }
 
     /// A task of this loop that was started and never judged: at most one exists, the one
@@ -397,14 +413,28 @@ mod tests {
                 set("REVIEW", "approved: fine"),
             ]
         );
-        assert_eq!(
-            ledger
-                .judged_after("t1")
-                .iter()
-                .map(|(id, _)| id.as_str())
-                .collect::<Vec<_>>(),
-            ["t2"]
+    }
+
+    #[test]
+    fn a_text_naming_a_judged_task_gets_back_every_later_record_but_its_status() {
+        let set = |k: &str, v: &str| Edit::set(&["RESULTS", "STEP_2", k], v);
+        let pass = Judged::new("pass", &[set("SUMMARY", "s")]);
+        let halt = Judged::new(
+            "halt",
+            &[Edit::Status(Status::Waiting), set("ERROR", "billing")],
         );
+        let unjudged = Entry {
+            judged: None,
+            ..entry("t3", false, Judged::new("pass", &[]))
+        };
+        let ledger = Ledger {
+            tasks_dir: PathBuf::new(),
+            entries: vec![entry("t1", false, pass), entry("t2", true, halt), unjudged],
+        };
+        let (edits, later) = ledger.record_since("t1");
+        assert_eq!(edits, vec![set("SUMMARY", "s"), set("ERROR", "billing")]);
+        assert_eq!(later, ["t2"]);
+        assert_eq!(ledger.record_since("t9"), (Vec::new(), Vec::new()));
     }
 
     #[test]

@@ -349,12 +349,7 @@ impl Runner {
             // runner died between the two writes): the same record again, not a new judgement.
             // The text is older than every judgement after it too (a review of the step, the
             // next steps): those go back as well, in order, or they would be made again.
-            let mut edits = j.edits();
-            let mut ids = Vec::new();
-            for (id, later) in self.ledger.judged_after(task_id) {
-                edits.extend(later.edits());
-                ids.push(id.clone());
-            }
+            let (edits, ids) = self.ledger.record_since(task_id);
             self.commit(&edits)?;
             let also = if ids.is_empty() {
                 String::new()
