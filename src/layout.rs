@@ -6,6 +6,7 @@
 //! state/
 //!   M1.md            the loop's state (any name: --file)
 //!   M1.md.lock       the runner's lock, with its pid
+//!   M1.md.versions   the versions of M1.md runners have known (to tell a stale save)
 //!   STOP             stops this loop only
 //!   loop.yaml        defaults for new loops
 //!   loop.log         every decision, with its reason
@@ -59,6 +60,19 @@ impl Layout {
             .map(std::ffi::OsString::from)
             .unwrap_or_default();
         name.push(".lock");
+        m1.with_file_name(name)
+    }
+
+    /// The versions of the loop whose state file is `m1` that its runners have known
+    /// (`M1.md.versions` beside it): the history that tells a stale save from a hand edit,
+    /// shared by every runner of the loop.
+    #[must_use]
+    pub fn versions(m1: &Path) -> PathBuf {
+        let mut name = m1
+            .file_name()
+            .map(std::ffi::OsString::from)
+            .unwrap_or_default();
+        name.push(".versions");
         m1.with_file_name(name)
     }
 

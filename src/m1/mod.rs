@@ -7,6 +7,7 @@ mod document;
 mod edit;
 mod error;
 mod hidden;
+mod journal;
 mod line;
 mod merge;
 pub mod setting;

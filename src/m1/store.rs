@@ -146,6 +146,27 @@ impl Store {
         Ok((Store::new(path, bytes, &doc), doc))
     }
 
+    /// [`Store::open`] for a runner: with the versions every runner of this loop has known
+    /// (the journal beside the file, [`crate::layout::Layout::versions`]), which this store
+    /// goes on keeping. A text saved while no runner was watching is read against them as
+    /// any save is: when it is a stale one, it comes back with what it reverted put back
+    /// ([`Store::take_restored`] says what), and those edits go out with the next commit.
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn open_with_history(path: &Path) -> Result<(Store, Document), StoreError> {
+        let (mut store, mut doc) = Store::open(path)?;
+        let versions = crate::layout::Layout::versions(path);
+        store.history = History::journaled(versions, &doc);
+        if !store.history.is_empty() {
+            store.owed = store.put_back(&mut doc);
+        }
+        if store.owed.is_empty() {
+            store.history.push(&doc, store.bytes.len());
+        }
+        Ok((store, doc))
+    }
+
     fn new(path: &Path, bytes: Vec<u8>, doc: &Document) -> Store {
         let mut history = History::default();
         history.push(doc, bytes.len());
@@ -403,7 +424,11 @@ impl Store {
         swap::stage(path, text.as_bytes())
             .and_then(|s| s.swap(b""))
             .with_context(|| format!("while writing {}", path.display()))?;
-        Ok((Store::new(path, text.as_bytes().to_vec(), &doc), doc))
+        let mut store = Store::new(path, text.as_bytes().to_vec(), &doc);
+        // A new loop: the versions of the one before it are no base of a save of this one.
+        store.history = History::journaled(crate::layout::Layout::versions(path), &doc);
+        store.history.restart(&doc, text.len());
+        Ok((store, doc))
     }
 
     #[must_use]
@@ -588,5 +613,60 @@ mod tests {
             std::fs::read_to_string(&file).unwrap(),
             "GOAL: x\n  BROKEN\n"
         );
+    }
+
+    #[test]
+    fn a_stale_save_made_while_no_store_watched_is_read_against_the_versions_one_knew() {
+        let (_dir, file) = seed();
+        let (mut first, _) = Store::open_with_history(&file).unwrap();
+        first
+            .commit(&[Edit::set(&["NEXT_ACTION"], "step 3 next")])
+            .unwrap();
+        first.commit(&[Edit::Status(Status::Done)]).unwrap();
+        drop(first);
+        // The seed as an editor loaded it before both writes, with a line typed into it.
+        let theirs = SEED.replace("GOAL: /edit", "GOAL: /EDIT");
+        save_by_rename(&file, &theirs);
+        let (mut second, doc) = Store::open_with_history(&file).unwrap();
+        let r = second.take_restored().expect("read as a stale save");
+        assert_eq!(r.versions_back, 2, "{r:?}");
+        assert_eq!(
+            doc.get(&["GOAL"]).as_deref(),
+            Some("/EDITのSIGTERMバグを修正")
+        );
+        assert_eq!(doc.view().status, Status::Done);
+        second.commit(&[]).unwrap();
+        let on_disk = std::fs::read_to_string(&file).unwrap();
+        assert!(on_disk.contains("NEXT_ACTION: step 3 next"), "{on_disk}");
+        // A plain open (`loop status`) neither reads nor writes the versions.
+        let (mut plain, _) = Store::open(&file).unwrap();
+        assert!(plain.take_restored().is_none());
+    }
+
+    #[test]
+    fn a_hand_edit_of_the_newest_text_made_while_no_store_watched_is_taken_as_it_is() {
+        let (_dir, file) = seed();
+        let (mut first, _) = Store::open_with_history(&file).unwrap();
+        first.commit(&[Edit::Status(Status::Done)]).unwrap();
+        drop(first);
+        let theirs = std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("GOAL: /edit", "GOAL: /EDIT");
+        save_by_rename(&file, &theirs);
+        let (mut second, doc) = Store::open_with_history(&file).unwrap();
+        assert!(second.take_restored().is_none());
+        assert_eq!(doc.render(), theirs);
+    }
+
+    #[test]
+    fn a_new_loop_forgets_the_versions_of_the_one_before() {
+        let (_dir, file) = seed();
+        let (mut first, _) = Store::open_with_history(&file).unwrap();
+        first.commit(&[Edit::Status(Status::Done)]).unwrap();
+        drop(first);
+        Store::create(&file, SEED).unwrap();
+        let (mut second, doc) = Store::open_with_history(&file).unwrap();
+        assert!(second.take_restored().is_none());
+        assert_eq!(doc.render(), SEED);
     }
 }

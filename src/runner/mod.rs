@@ -106,7 +106,7 @@ impl Runner {
     pub fn open(file: &Path, settings: Settings, opts: &RunOptions) -> crate::error::Result<Self> {
         let lock = lock::acquire(file)?;
         let registration = crate::runner::registry::register(file);
-        let (store, doc) = Store::open(file).map_err(|e| match e {
+        let (store, doc) = Store::open_with_history(file).map_err(|e| match e {
             // Bad input the person fixes: exit 2, with every error at its line and column.
             StoreError::DiskInvalid(errs) => crate::error::Error::bad_input(errs.to_string()),
             other => anyhow::Error::new(other).into(),
@@ -127,7 +127,7 @@ impl Runner {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(new_loop_id);
         let ledger = ledger::Ledger::load(&state_dir, &loop_id);
-        Ok(Self {
+        let mut runner = Self {
             file: file.to_path_buf(),
             state_dir,
             workdir,
@@ -145,7 +145,12 @@ impl Runner {
             ledger,
             _lock: lock,
             _registration: registration,
-        })
+        };
+        // An old text saved while no runner watched: what it reverted goes back at once.
+        if runner.note_restored() {
+            runner.commit(&[])?;
+        }
+        Ok(runner)
     }
 
     fn view(&self) -> M1 {
