@@ -7,6 +7,7 @@
 //!   M1.md            the loop's state (any name: --file)
 //!   M1.md.lock       the runner's lock, with its pid
 //!   M1.md.versions   the versions of M1.md runners have known (to tell a stale save)
+//!   .M1.md.displaced the text a runner's write replaced, watched for a late save into it
 //!   STOP             stops this loop only
 //!   loop.yaml        defaults for new loops
 //!   loop.log         every decision, with its reason
@@ -74,6 +75,16 @@ impl Layout {
             .unwrap_or_default();
         name.push(".versions");
         m1.with_file_name(name)
+    }
+
+    /// Where the file a runner's write of `m1` displaced stays open for a few seconds, for a
+    /// save in place still being written into it (`.M1.md.displaced` beside it).
+    #[must_use]
+    pub fn displaced(m1: &Path) -> PathBuf {
+        let name = m1
+            .file_name()
+            .map_or_else(|| "M1.md".into(), |n| n.to_string_lossy());
+        m1.with_file_name(format!(".{name}.displaced"))
     }
 
     /// The stop file of this loop only.

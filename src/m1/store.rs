@@ -7,10 +7,14 @@
 //! text. On Linux the swap is an exchange that hands back the exact bytes it replaced (see
 //! [`super::swap`]): if a person saved in the instant between the comparison and the swap,
 //! their text comes back and the edits are applied onto it and swapped in again, so a save
-//! by rename (what most editors do) is never lost. What remains is the editor's own race: a
-//! save computed from a text read *before* the runner's write replaces that write, as it
-//! would with any other program; and on platforms without the exchange, a save in the
-//! microseconds between comparison and rename can be replaced.
+//! by rename (what most editors do) is never lost. A save in place (truncate, then write) by
+//! an editor that opened the file just before the swap goes on into the file the swap
+//! displaced: that file is watched for a few seconds, and what arrives in it is put on the
+//! file and read like any other save. What remains is the editor's own race: a save computed
+//! from a text read *before* the runner's write replaces that write, as it would with any
+//! other program (a stale save, see [`super::merge`], which puts the runner's record back);
+//! and on platforms without the exchange, a save in the microseconds between comparison and
+//! rename can be replaced.
 
 use std::cell::Cell;
 use std::io::Read;
@@ -24,7 +28,7 @@ use super::document::Document;
 use super::edit::Edit;
 use super::error::{Error, Errors};
 use super::merge::{History, Restored};
-use super::swap::{self, Swapped};
+use super::swap::{self, Displaced, Swapped};
 
 /// How long a changed file must have been still before its text is trusted.
 pub const SETTLE: Duration = Duration::from_millis(100);
@@ -41,6 +45,11 @@ const CUT_COPY_PATIENCE: Duration = Duration::from_secs(5);
 /// How long a store waits for a file that never reads the same twice before it takes what
 /// it read.
 const SETTLE_MAX: Duration = Duration::from_millis(600);
+/// How long a file a swap displaced is watched for a save in place still being written into
+/// it (by an editor that opened the file just before the swap), and how many such files at
+/// most: in a storm of saves only the newest few can still be written into.
+const DISPLACED_WATCH: Duration = Duration::from_secs(5);
+const DISPLACED_MAX: usize = 4;
 
 /// Why a read or a commit of M1.md failed: the three cases a caller acts on differently.
 #[derive(Debug)]
@@ -104,6 +113,14 @@ const EAGER_ROUNDS: usize = 5;
 /// the commit merges onto it, so saves that never pause cannot hold a commit off.
 const TRUST_EXCHANGE_AFTER: usize = 12;
 
+/// A file one of our swaps displaced: what it held, and since when it is watched.
+#[derive(Debug)]
+struct Watched {
+    file: Displaced,
+    seen: Vec<u8>,
+    since: Instant,
+}
+
 /// Marks a commit that found a hand edit on disk and applied its edits onto it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConflictMerged {
@@ -127,6 +144,10 @@ pub struct Store {
     /// save in place, which may be caught half written; another file is a complete one
     /// renamed in.
     seen: Cell<Option<(FileId, u64)>>,
+    /// Files our swaps displaced, watched for a while for a save written into them late.
+    displaced: Vec<Watched>,
+    /// A late save found in a displaced file that could not be put on the file yet.
+    late: Option<Vec<u8>>,
     /// Test seam: runs between the last comparison and the swap, to land a hand save in the
     /// one instant no timing can reliably hit.
     #[cfg(test)]
@@ -178,6 +199,8 @@ impl Store {
             owed: Vec::new(),
             restored: None,
             seen: Cell::new(None),
+            displaced: Vec::new(),
+            late: None,
             #[cfg(test)]
             before_swap: None,
         }
@@ -193,11 +216,24 @@ impl Store {
     /// last read or write.
     ///
     /// A stale save (a text made from an older version, see [`super::merge`]) comes back
-    /// with what it reverted put back; those edits go out with the next commit.
+    /// with what it reverted put back; those edits go out with the next commit. A save that
+    /// arrived late in a file one of our swaps displaced is put on the file first, and read
+    /// the same way.
     ///
     /// # Errors
     /// The file cannot be read or is invalid; the store still remembers the last good bytes.
     pub fn reload(&mut self) -> Result<Option<Document>, StoreError> {
+        let late = self.late.take().or_else(|| self.late_save());
+        let mut changed = self.reload_disk()?;
+        if let Some(late) = late
+            && self.put_on_file(late)?
+        {
+            changed = self.reload_disk()?.or(changed);
+        }
+        Ok(changed)
+    }
+
+    fn reload_disk(&mut self) -> Result<Option<Document>, StoreError> {
         let bytes = self.read()?;
         if bytes == self.bytes {
             return Ok(None);
@@ -209,6 +245,67 @@ impl Store {
         }
         self.bytes = bytes;
         Ok(Some(doc))
+    }
+
+    /// A save written into a file one of our swaps displaced, since we last looked: an editor
+    /// that opened the file just before the swap and wrote after it. Files watched longer
+    /// than [`DISPLACED_WATCH`] are let go.
+    fn late_save(&mut self) -> Option<Vec<u8>> {
+        self.displaced
+            .retain(|w| w.since.elapsed() < DISPLACED_WATCH);
+        for w in &mut self.displaced {
+            let Ok(now) = w.file.read() else { continue };
+            if now == w.seen {
+                continue;
+            }
+            let whole = w.file.settled(now, &w.seen).ok()?;
+            w.seen.clone_from(&whole);
+            if whole != self.bytes {
+                return Some(whole);
+            }
+        }
+        None
+    }
+
+    /// Puts a late save on the file, as if it had landed there, so that it is read as any
+    /// save is (a stale one gets what it reverted put back). Only over our own text: when
+    /// someone saved again meanwhile, it waits for the next look. Whether it was put there.
+    fn put_on_file(&mut self, late: Vec<u8>) -> Result<bool, StoreError> {
+        let staged = swap::stage(&self.path, &late)
+            .with_context(|| format!("while writing beside {}", self.path.display()))?;
+        let now = self
+            .read_once()
+            .map(|(b, _)| b)
+            .with_context(|| format!("while reading {}", self.path.display()))?;
+        if now != self.bytes {
+            self.late = Some(late);
+            return Ok(false);
+        }
+        let swapped = staged
+            .swap(&self.bytes)
+            .with_context(|| format!("while replacing {}", self.path.display()))?;
+        if let Swapped::Replaced(old, d) = swapped {
+            // Yet another save in that instant is displaced in turn: it is found late too.
+            let seen = if old == self.bytes {
+                old
+            } else {
+                self.bytes.clone()
+            };
+            self.watch(d, seen);
+        }
+        Ok(true)
+    }
+
+    /// Keeps a displaced file open and watched, `seen` being what it held when displaced.
+    fn watch(&mut self, file: Displaced, seen: Vec<u8>) {
+        if self.displaced.len() == DISPLACED_MAX {
+            self.displaced.remove(0);
+        }
+        self.displaced.push(Watched {
+            file,
+            seen,
+            since: Instant::now(),
+        });
     }
 
     /// Applies onto someone else's save what it reverted, if it is stale; returns the edits.
@@ -298,20 +395,24 @@ impl Store {
                 .swap(&expected)
                 .with_context(|| format!("while replacing {}", self.path.display()))?;
             match swapped {
-                Swapped::Replaced(old) if old != expected => {
+                Swapped::Replaced(old, displaced) if old != expected => {
                     // Saved by hand in the instant before the swap: merge onto it, or put it
                     // back untouched if it is malformed.
                     if let Err(err) = decode(&self.path, &old) {
                         self.restore(&old, &text)?;
                         return Err(StoreError::DiskInvalid(err));
                     }
+                    self.watch(displaced, old.clone());
                     self.bytes.clone_from(&text);
                     base = old;
                     expected = text;
                     rounds += 1;
                     repairing = true;
                 }
-                _ => {
+                swapped => {
+                    if let Swapped::Replaced(old, displaced) = swapped {
+                        self.watch(displaced, old);
+                    }
                     self.note_written(&text);
                     self.owed.clear();
                     self.history.push(&written, text.len());
@@ -668,5 +769,49 @@ mod tests {
         let (mut second, doc) = Store::open_with_history(&file).unwrap();
         assert!(second.take_restored().is_none());
         assert_eq!(doc.render(), SEED);
+    }
+
+    thread_local! {
+        /// The editor's open file, for the hook below.
+        static EDITOR: std::cell::RefCell<Option<std::fs::File>> = const { std::cell::RefCell::new(None) };
+    }
+
+    /// An editor that saves in place opens the file before the swap (its path still names
+    /// the old file) and truncates and writes it after: into the file the swap displaced.
+    fn open_before_the_swap(p: &Path) {
+        let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+        EDITOR.with(|e| *e.borrow_mut() = Some(f));
+    }
+
+    fn write_through_the_editor(text: &str) {
+        use std::io::{Seek, Write};
+        EDITOR.with(|e| {
+            let mut e = e.borrow_mut();
+            let f = e.as_mut().unwrap();
+            f.set_len(0).unwrap();
+            f.rewind().unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+        });
+    }
+
+    #[test]
+    fn an_in_place_save_that_overlaps_the_runners_write_is_not_lost() {
+        let (_dir, file) = seed();
+        let (mut store, _) = Store::open_with_history(&file).unwrap();
+        store.before_swap = Some(open_before_the_swap);
+        store.commit(&[Edit::Status(Status::Done)]).unwrap();
+        // The editor's save lands in the displaced file, after the runner's write.
+        let theirs = SEED.replace("GOAL: /edit", "GOAL: /EDIT");
+        write_through_the_editor(&theirs);
+        let doc = store.reload().unwrap().expect("the save is seen");
+        assert_eq!(
+            doc.get(&["GOAL"]).as_deref(),
+            Some("/EDITのSIGTERMバグを修正")
+        );
+        assert_eq!(doc.view().status, Status::Done, "{}", doc.render());
+        store.commit(&[]).unwrap();
+        let on_disk = std::fs::read_to_string(&file).unwrap();
+        assert!(on_disk.contains("GOAL: /EDIT"), "{on_disk}");
+        assert!(on_disk.contains("STATUS: DONE"), "{on_disk}");
     }
 }

@@ -26,6 +26,8 @@ pub enum Wake {
 #[derive(Debug, Default)]
 struct Targets {
     m1: PathBuf,
+    /// Where the text the runner's last write replaced is watched for a late save.
+    displaced: PathBuf,
     stops: Vec<PathBuf>,
     task: Option<PathBuf>,
 }
@@ -48,7 +50,7 @@ impl std::fmt::Debug for Watch {
 }
 
 fn classify(targets: &Targets, path: &Path) -> Option<Wake> {
-    if path == targets.m1 {
+    if path == targets.m1 || path == targets.displaced {
         return Some(Wake::M1Changed);
     }
     if targets.stops.iter().any(|s| s == path) {
@@ -74,6 +76,7 @@ impl Watch {
         let (tx, rx) = channel();
         let targets = Arc::new(Mutex::new(Targets {
             m1: absolute(m1),
+            displaced: absolute(&crate::layout::Layout::displaced(m1)),
             stops: stops.iter().map(|p| absolute(p)).collect(),
             task: None,
         }));

@@ -217,6 +217,17 @@ fn save_storm(how: Save) {
         env.log()
     );
     assert_each_step_once(&env, 3);
+    // Every save is in the text: none was lost to a write of the runner's, however they
+    // overlapped (an in-place save or an append can land in the file a swap displaced).
+    let text = env.text();
+    let made = saves.load(Ordering::SeqCst);
+    let lost: Vec<usize> = (1..=made)
+        .filter(|n| !text.contains(&format!("# save {n}\n")))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{how:?}: saves lost {lost:?} of {made}\n{text}"
+    );
     // Not a speed target (that is `cargo bench --bench loop -- storm`): a stall detector,
     // with room for a loaded machine. Stalled, a step waited for the saving to pause.
     let gaps = exit_to_next_spawn(&env);
