@@ -34,6 +34,8 @@ pub struct Attempt<'a> {
     pub transients: u32,
     /// Fresh sessions this step already asked for (`STEP_RESTART`).
     pub restarts: u32,
+    /// Retakes of the step a review asked for: attempts used, not failed.
+    pub retakes: u32,
     /// The attempt resumed an earlier session (`--resume`).
     pub resumed: bool,
     pub caps: &'a Caps,
@@ -79,14 +81,22 @@ fn halt(reason: String, how: &str) -> Judgement {
 pub const UNKNOWN_RESET_WAIT: Duration = Duration::from_secs(30 * 60);
 
 fn failed(a: &Attempt<'_>, reason: &str) -> Judgement {
-    failed_attempt(a.attempt, a.caps.max_retries, reason)
+    failed_attempt(failures(a.attempt, a.retakes), a.caps.max_retries, reason)
 }
 
-/// A failed attempt: retried, unless it was the last one `MAX_RETRIES` allows.
+/// How many of a step's attempts up to `attempt` failed: all but the retakes a review asked
+/// for (each retake follows an attempt that passed its checks).
 #[must_use]
-pub fn failed_attempt(attempt: u32, max_retries: u32, reason: &str) -> Judgement {
+pub fn failures(attempt: u32, retakes: u32) -> u32 {
+    attempt.saturating_sub(retakes)
+}
+
+/// A failed attempt, the `failures`-th of the step: retried, unless it was the last one
+/// `MAX_RETRIES` allows.
+#[must_use]
+pub fn failed_attempt(failures: u32, max_retries: u32, reason: &str) -> Judgement {
     let reason = one_line(reason, 300);
-    if attempt >= max_retries {
+    if failures >= max_retries {
         Judgement::Exhausted { reason }
     } else {
         Judgement::Retry { reason }

@@ -8,7 +8,7 @@ mod record;
 pub mod review;
 mod transitions;
 
-pub use judge::{Attempt, Interruption, Judgement, TaskEnd, failed_attempt, judge};
+pub use judge::{Attempt, Interruption, Judgement, TaskEnd, failed_attempt, failures, judge};
 pub use next::{Next, SessionPlan, next};
 pub use next::{open_step, spent, wait_until};
 pub use record::{Facts, record};

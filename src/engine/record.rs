@@ -29,6 +29,8 @@ pub struct Facts {
     pub transients: u32,
     /// Fresh sessions this step asked for before this attempt.
     pub restarts: u32,
+    /// Retakes a review asked of this step (attempts used, not failed).
+    pub retakes: u32,
     /// Why the next attempt, should there be one, starts a fresh session with a handoff
     /// instead of resuming this one ([`super::handoff_reason`]).
     pub handoff: Option<String>,
@@ -251,6 +253,8 @@ fn retry(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     let (s, who) = (f.step, name(f.step));
     edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
     edits.push(results(s, "ERROR", one_line(reason, 300)));
+    // Whatever an earlier attempt passed, this one did not (a retake a review asked for).
+    edits.push(results(s, "VERIFIED", "false"));
     edits.push(Edit::Clear(vec!["CURRENT".into()]));
     edits.extend(step_state(s, StepState::Pending));
     let how = match &f.handoff {
@@ -312,7 +316,9 @@ fn failed(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     let s = f.step;
     edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
     edits.push(results(s, "ERROR", one_line(reason, 300)));
-    let why = format!("attempt {} of {}: {reason}", f.attempt, f.attempt);
+    edits.push(results(s, "VERIFIED", "false"));
+    let n = super::failures(f.attempt, f.retakes);
+    let why = format!("failed attempt {n} of {n} allowed: {reason}");
     edits.extend(exhausted_edits(s, &why));
     let log = format!("fail: {} attempt {}: {reason}", name(s), f.attempt);
     (log, Outcome::Exit(Exit::Failed), Write::Now)

@@ -143,7 +143,9 @@ impl Runner {
         match (extra(m, step, "INTERRUPTED"), error) {
             (Some(why), _) if resumed => prompt::interrupted(m, step, why, error, &note),
             (None, Some(err)) if resumed => {
-                prompt::fix(m, step, (attempt, caps.max_retries), err, &note)
+                // The retakes a review asked for are not failed attempts.
+                let nth = engine::failures(attempt, m.count(step, "RETAKES"));
+                prompt::fix(m, step, (nth, caps.max_retries), err, &note)
             }
             _ => prompt::step(m, step, &note),
         }
@@ -557,6 +559,7 @@ impl Runner {
             prior_duration_s: prior.and_then(|r| r.duration_s).unwrap_or(0.0),
             transients,
             restarts,
+            retakes: m.count(step, "RETAKES"),
             handoff: engine::handoff_reason(&caps, run.context_pct, in_session),
             context_pct: run.context_pct,
             compactions: m.count(step, "COMPACTIONS") + run.compactions,
@@ -618,6 +621,7 @@ impl Runner {
                 verify: verify_outcome.as_ref(),
                 transients,
                 restarts,
+                retakes: m.count(step, "RETAKES"),
                 resumed: resumes(m, step, m.current.session_id.as_deref()),
                 caps,
                 now: Utc::now(),
