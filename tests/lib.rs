@@ -33,6 +33,7 @@ mod loops {
     mod sessions;
     mod settings;
     mod stale_save;
+    mod stop;
     mod telegram;
     mod unix;
     mod visible;

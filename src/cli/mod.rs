@@ -55,12 +55,17 @@ pub enum Command {
         #[arg(long, hide = true, value_name = "WHO")]
         revived_by: Option<String>,
     },
-    /// Create the stop file and wait (at most 10s) until the runners it stops have exited.
+    /// Stop this loop: its step ends, the attempt is not counted, it goes WAITING.
     ///
-    /// Every loop that obeys the stop file halts within a second and goes WAITING; `stop`
-    /// waits for the runner of --file and for every runner of this user that obeys the same
-    /// stop file, and names the loops that stopped.
-    Stop,
+    /// Returns once its runner has exited (at most 10s); `loop resume` then carries on at once.
+    /// With --all, creates the stop file that every loop on this machine obeys (the emergency
+    /// brake), waits for this user's runners, and names the loops that stopped; no loop may
+    /// run until the file is removed.
+    Stop {
+        /// Stop every loop on this machine: create the stop file (`LOOP_STOP_FILE`).
+        #[arg(long)]
+        all: bool,
+    },
     /// Run a whole 3-step loop with the bundled simulated agent in a temporary directory.
     ///
     /// With --file, the demo's M1.md goes there (a RUNNING loop there is refused, as by
@@ -319,8 +324,8 @@ const ENV_HELP: &str = "\
 Environment:
   LOOP_FILE           the loop's M1.md, as --file (default state/M1.md)
   LOOP_AGENT          the agent program (default claude)
-  LOOP_STOP_FILE      the stop file that halts every loop (default /tmp/croppy-stop);
-                      a STOP file beside M1.md halts that loop only
+  LOOP_STOP_FILE      the stop file that halts every loop, `loop stop --all` (default
+                      /tmp/croppy-stop); a STOP file beside M1.md halts that loop only
   TELEGRAM_BOT_TOKEN  the Telegram bot that sends notifications (unset: they go to loop.log)
   TELEGRAM_CHAT_ID    the chat it sends them to
   TELEGRAM_API_BASE   the Bot API address (default https://api.telegram.org)
@@ -418,8 +423,8 @@ pub fn run(cli: Cli) -> crate::error::Result<Status> {
             HookAction::Uninstall => hook_install::uninstall(&std::env::current_dir()?),
         },
         Command::Revive { by } => crate::runner::revive::command(&cli.file, &by),
-        Command::Stop => {
-            let status = crate::runner::stop(&cli.file);
+        Command::Stop { all } => {
+            let status = crate::runner::stop(&cli.file, all);
             // A command a person runs by hand is a good moment to deliver a backlog.
             if state.is_dir() {
                 let _ = crate::notifier::flush(&state);

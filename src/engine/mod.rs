@@ -14,8 +14,8 @@ pub use next::{open_step, spent, wait_until};
 pub use record::{Facts, record};
 pub use review::{ReviewFacts, ReviewVerdict, judge_review, record_review, review_spawn};
 pub use transitions::{
-    Effect, OnRecord, Outcome, SpawnFacts, Transition, Write, adopted, complete, exhausted, halt,
-    kept_on_record, pid_recorded, spawn, stopped, unrecordable,
+    Effect, OnRecord, Outcome, SpawnFacts, Stop, Transition, Write, adopted, complete, exhausted,
+    halt, kept_on_record, pid_recorded, spawn, stopped, unrecordable,
 };
 
 use std::time::Duration;

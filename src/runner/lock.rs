@@ -39,9 +39,11 @@ pub fn acquire(m1: &Path) -> crate::error::Result<RunnerLock> {
                     format!("another runner (pid {holder})")
                 };
                 return Err(Error::bad_input(format!(
-                    "{who} already runs the loop of {} (lock {}); watch it with `loop status`",
+                    "{who} already runs the loop of {} (lock {}); watch it with `loop status`, \
+                     stop it with {}",
                     m1.display(),
-                    path.display()
+                    path.display(),
+                    crate::runner::stop::command_for(m1)
                 )));
             }
         }

@@ -15,6 +15,7 @@ pub mod revive;
 pub mod settings;
 mod start;
 mod step;
+pub mod stop;
 pub mod stopfile;
 pub mod watch;
 
@@ -34,7 +35,8 @@ use crate::runner::watch::{Wake, Watch};
 
 pub use crash::POINTS as CRASH_POINTS;
 pub use progress::Mode as ProgressMode;
-pub use start::{StartRequest, resume, resume_as, start, stop};
+pub use start::{StartRequest, resume, resume_as, start};
+pub use stop::{STOP_PATIENCE, stop};
 
 /// How often the runner re-checks what it waits for when no file event arrives (the poll
 /// fallback of DESIGN §4). One stat or two per second: no measurable CPU.
@@ -174,7 +176,7 @@ impl Runner {
     /// nothing, and wait for the fix (or a stop file).
     fn refresh(&mut self) -> crate::error::Result<Option<Exit>> {
         while !self.reload()? {
-            if let Some(stop) = stopfile::present(&self.state_dir) {
+            if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return Ok(Some(self.stop_while_invalid(&stop)));
             }
             // Any wake (or a second) is a reason to look again.
@@ -244,7 +246,7 @@ impl Runner {
         loop {
             match self
                 .store
-                .commit_unless(&all, &mut || stopfile::present(&state_dir).is_some())
+                .commit_unless(&all, &mut || stopfile::requested(&state_dir).is_some())
             {
                 Ok(doc) => {
                     self.doc = doc;
@@ -262,12 +264,12 @@ impl Runner {
                 Err(StoreError::EditsInvalid(errs)) => return Err(self.halt_unrecordable(&errs)),
                 Err(StoreError::Io(e)) => return Err(e.into()),
                 Err(StoreError::Interrupted) => {
-                    let stop = stopfile::present(&self.state_dir).unwrap_or_else(stopfile::global);
+                    let stop = self.stop_cause();
                     self.stop_while_invalid(&stop);
                     return Err(crate::error::Error::waiting(format!(
                         "stopped by {} while M1.md kept changing; the last decision was not \
                          recorded (`loop resume` makes it again from the task's record)",
-                        stop.display()
+                        stop.by()
                     )));
                 }
             }
@@ -408,7 +410,7 @@ impl Runner {
     /// I/O failures the runner cannot work around; the loop's own outcomes are statuses.
     pub fn drive(&mut self) -> crate::error::Result<Exit> {
         loop {
-            if let Some(stop) = stopfile::present(&self.state_dir) {
+            if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return self.stop_now(&stop);
             }
             if let Some(exit) = self.refresh()? {
@@ -476,7 +478,7 @@ impl Runner {
                 // A hand edit may have changed the wait: decide again.
                 Wake::M1Changed => return Ok(None),
                 Wake::Stop | Wake::Task | Wake::Timeout => {
-                    if let Some(stop) = stopfile::present(&self.state_dir) {
+                    if let Some(stop) = stopfile::requested(&self.state_dir) {
                         return self.stop_now(&stop).map(Some);
                     }
                 }
@@ -559,31 +561,43 @@ impl Runner {
         }
     }
 
-    /// The stop file appeared: kill the step's whole group, confirm it dead, then write WAITING.
-    fn stop_now(&mut self, stop: &Path) -> crate::error::Result<Exit> {
+    /// What asks this loop to stop, now; the global stop file when nothing does any more (a
+    /// wait that gave up because of a stop that has since been taken away).
+    fn stop_cause(&self) -> engine::Stop {
+        stopfile::requested(&self.state_dir)
+            .unwrap_or_else(|| engine::Stop::File(stopfile::global().display().to_string()))
+    }
+
+    /// A stop (a stop file, `loop stop`, Ctrl-C): kill the step's whole group, confirm it dead,
+    /// then write WAITING, and say so in one line.
+    fn stop_now(&mut self, stop: &engine::Stop) -> crate::error::Result<Exit> {
         let m = self.view();
         let task = m.current.task_id.clone().filter(|t| !t.is_empty());
         if let Some(id) = &task
             && crate::bridge::exists(&self.state_dir, id)
         {
-            crate::bridge::kill(&self.state_dir, id, KILL_GRACE)
-                .map_err(|e| e.context(format!("while killing task {id} for the stop file")))?;
+            crate::bridge::kill(&self.state_dir, id, KILL_GRACE).map_err(|e| {
+                e.context(format!(
+                    "while killing task {id} for a stop ({})",
+                    stop.by()
+                ))
+            })?;
         }
-        let t = engine::stopped(
-            m.plan.current_step,
-            &stop.display().to_string(),
-            task.as_deref(),
-        );
+        let t = engine::stopped(m.plan.current_step, stop, task.as_deref());
         if let Some(id) = &task {
             self.record_judged(id, "stopped", &t.edits)?;
         }
         let exit = self.apply(&t)?;
+        if self.echo {
+            self.progress.clear();
+            crate::errln!("loop: stopped by {}; {}", stop.by(), stop.how());
+        }
         Ok(exit.unwrap_or(Exit::Waiting))
     }
 
     /// A stop while M1.md is invalid: kill the task known from the last valid text, write
     /// nothing (the file is the human's to fix), and end WAITING.
-    fn stop_while_invalid(&mut self, stop: &Path) -> Exit {
+    fn stop_while_invalid(&mut self, stop: &engine::Stop) -> Exit {
         let m = self.view();
         if let Some(id) = m.current.task_id.filter(|t| !t.is_empty())
             && crate::bridge::exists(&self.state_dir, &id)
@@ -591,12 +605,12 @@ impl Runner {
         {
             let _ = crate::bridge::kill(&self.state_dir, &id, KILL_GRACE);
             // Once the file is fixed, its TASK_ID gets the stop's record, not a judgement.
-            let t = engine::stopped(m.plan.current_step, &stop.display().to_string(), Some(&id));
+            let t = engine::stopped(m.plan.current_step, stop, Some(&id));
             let _ = self.record_judged(&id, "stopped", &t.edits);
         }
         self.say(&format!(
             "stop: {} seen while M1.md is invalid; step killed, nothing written",
-            stop.display()
+            stop.by()
         ));
         Exit::Waiting
     }

@@ -3,13 +3,12 @@
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
 
 use super::{RunOptions, Runner};
-use super::{lock, registry, stopfile};
+use super::{lock, stopfile};
 use crate::decision_log;
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
@@ -98,8 +97,9 @@ fn make_room(file: &Path, force: bool) -> Result<Option<PathBuf>> {
     }
     if let Some(pid) = lock::holder(file) {
         return Err(Error::bad_input(format!(
-            "a runner (pid {pid}) is driving {}; stop it first (`loop stop`)",
-            file.display()
+            "a runner (pid {pid}) is driving {}; stop it first ({})",
+            file.display(),
+            super::stop::command_for(file)
         )));
     }
     let text = std::fs::read_to_string(file)
@@ -274,6 +274,9 @@ fn new_document(
 /// # Errors
 /// Bad input (exit 2), a stop file (exit 3), or I/O failures.
 pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Result<ExitStatus> {
+    if !req.detach {
+        stopfile::block_interrupt();
+    }
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     refuse_if_stopped(&state_dir)?;
     if req.goal.trim().is_empty() {
@@ -329,6 +332,7 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Result<ExitS
         return detach(file, None);
     }
     let mut runner = Runner::open(file, settings, opts)?;
+    stopfile::catch_interrupt(runner.watch.waker());
     if !steps.is_empty() {
         let m = runner.view();
         runner.notify(&Event::Started {
@@ -363,6 +367,9 @@ pub fn resume_as(
     opts: &RunOptions,
     revived_by: Option<&str>,
 ) -> Result<ExitStatus> {
+    if !detach_it {
+        stopfile::block_interrupt();
+    }
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     if !file.exists() {
         return Err(Error::bad_input(format!(
@@ -380,13 +387,15 @@ pub fn resume_as(
     if detach_it {
         if let Some(pid) = lock::holder(file) {
             return Err(Error::bad_input(format!(
-                "a runner (pid {pid}) already drives {}",
-                file.display()
+                "a runner (pid {pid}) already drives {}; stop it first ({})",
+                file.display(),
+                super::stop::command_for(file)
             )));
         }
         return detach(file, revived_by);
     }
     let mut runner = Runner::open(file, settings, opts)?;
+    stopfile::catch_interrupt(runner.watch.waker());
     let m = runner.view();
     match m.status {
         Status::Done => {
@@ -468,70 +477,4 @@ pub(super) fn detach(file: &Path, revived_by: Option<&str>) -> Result<ExitStatus
         out_path.display()
     );
     Ok(ExitStatus::Ok)
-}
-
-/// How long `loop stop` waits for the runners it stopped: a runner sees the stop file within a
-/// second, then ends its step (a grace period, then SIGKILL) and writes WAITING.
-pub const STOP_PATIENCE: Duration = Duration::from_secs(10);
-
-/// `loop stop`: creates the global stop file, then waits (at most [`STOP_PATIENCE`]) until
-/// the runners it stops have let go of their loops, so that `rm STOPFILE; loop resume` right
-/// after it finds no runner in the way. It waits for the runner of `file` and for every
-/// runner of this user registered as obeying the same stop file ([`registry`]).
-///
-/// # Errors
-/// When the stop file cannot be created; [`Error::Failed`] when a runner has not exited
-/// in time.
-pub fn stop(file: &Path) -> Result<ExitStatus> {
-    let p = stopfile::create().context("while creating the stop file")?;
-    crate::outln!(
-        "created {}: running loops halt within a second and go WAITING. Remove it (`rm {}`), then \
-         `loop resume`.",
-        p.display(),
-        p.display()
-    );
-    let stop_file = std::path::absolute(&p).unwrap_or(p);
-    let mut runners: Vec<registry::Entry> = registry::live()
-        .into_iter()
-        .filter(|e| e.stop_file == stop_file)
-        .collect();
-    if let Some(pid) = lock::holder(file) {
-        let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
-        if !runners.iter().any(|e| e.pid == pid && e.file == abs) {
-            runners.push(registry::Entry {
-                pid,
-                file: abs,
-                stop_file,
-            });
-        }
-    }
-    if runners.is_empty() {
-        crate::outln!("no runner of this user was running; nothing to wait for");
-    }
-    let deadline = Instant::now() + STOP_PATIENCE;
-    let mut left = runners;
-    loop {
-        left.retain(|e| {
-            let live = e.is_live();
-            if !live {
-                crate::outln!("stopped {} (runner pid {})", e.file.display(), e.pid);
-            }
-            live
-        });
-        if left.is_empty() {
-            return Ok(ExitStatus::Ok);
-        }
-        if Instant::now() >= deadline {
-            let names: Vec<String> = left
-                .iter()
-                .map(|e| format!("{} (runner pid {})", e.file.display(), e.pid))
-                .collect();
-            return Err(Error::failed(format!(
-                "still running {}s after the stop file appeared: {}",
-                STOP_PATIENCE.as_secs(),
-                names.join(", ")
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

@@ -420,7 +420,7 @@ impl Runner {
         &mut self,
         step: u32,
         task_id: &str,
-    ) -> crate::error::Result<Result<TaskReport, std::path::PathBuf>> {
+    ) -> crate::error::Result<Result<TaskReport, engine::Stop>> {
         let mut first = true;
         loop {
             let report = bridge::check(&self.state_dir, task_id)?;
@@ -442,7 +442,7 @@ impl Runner {
                 return Ok(Ok(report));
             }
             self.until_next_check(step, task_id)?;
-            if let Some(stop) = stopfile::present(&self.state_dir) {
+            if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return Ok(Err(stop));
             }
         }
@@ -542,7 +542,7 @@ impl Runner {
             (transients, restarts),
         )?
         else {
-            let stop = stopfile::present(&self.state_dir).unwrap_or_else(stopfile::global);
+            let stop = self.stop_cause();
             return self.stop_now(&stop).map(Some);
         };
         let prior = m.results.get(&step);
@@ -688,7 +688,7 @@ impl Runner {
             &self.state_dir,
             task_id,
             timeout,
-            &mut || stopfile::present(&state_dir).is_some(),
+            &mut || stopfile::requested(&state_dir).is_some(),
         )
     }
 

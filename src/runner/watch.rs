@@ -36,6 +36,8 @@ struct Targets {
 pub struct Watch {
     watcher: Option<RecommendedWatcher>,
     rx: Receiver<Wake>,
+    /// For others to wake the runner (Ctrl-C).
+    tx: Sender<Wake>,
     targets: Arc<Mutex<Targets>>,
     watched_dirs: Vec<PathBuf>,
     task_dir: Option<PathBuf>,
@@ -80,10 +82,11 @@ impl Watch {
             stops: stops.iter().map(|p| absolute(p)).collect(),
             task: None,
         }));
-        let watcher = make_watcher(tx, Arc::clone(&targets));
+        let watcher = make_watcher(tx.clone(), Arc::clone(&targets));
         let mut me = Self {
             watcher,
             rx,
+            tx,
             targets,
             watched_dirs: Vec::new(),
             task_dir: None,
@@ -114,6 +117,12 @@ impl Watch {
         {
             self.watched_dirs.push(dir.to_path_buf());
         }
+    }
+
+    /// A way to wake the runner from another thread.
+    #[must_use]
+    pub fn waker(&self) -> Sender<Wake> {
+        self.tx.clone()
     }
 
     /// Watches `dir` (a task directory) instead of the previous one; `None` stops watching it.
