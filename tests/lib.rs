@@ -27,6 +27,7 @@ mod loops {
     mod denials;
     mod hooks;
     mod lost;
+    mod retry;
     mod review;
     mod revive;
     mod run;

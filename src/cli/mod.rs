@@ -55,6 +55,21 @@ pub enum Command {
         #[arg(long, hide = true, value_name = "WHO")]
         revived_by: Option<String>,
     },
+    /// Try a step again: a fresh budget of attempts for the FAILED or waiting step (or step N),
+    /// then run the loop on. On a DONE step, run it again.
+    ///
+    /// The deliberate way to re-run a step: loop.log records it as a person's decision, and no
+    /// stale text or task record takes it back.
+    Retry {
+        /// The step (default: the FAILED one, or the one a WAITING loop stopped at).
+        step: Option<u32>,
+        /// Run in the background and return at once.
+        #[arg(long)]
+        detach: bool,
+        /// Print decisions only, not the live line of what the agent is doing.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Stop this loop: its step ends, the attempt is not counted, it goes WAITING.
     ///
     /// Returns once its runner has exited (at most 10s); `loop resume` then carries on at once.
@@ -423,6 +438,11 @@ pub fn run(cli: Cli) -> crate::error::Result<Status> {
             HookAction::Uninstall => hook_install::uninstall(&std::env::current_dir()?),
         },
         Command::Revive { by } => crate::runner::revive::command(&cli.file, &by),
+        Command::Retry {
+            step,
+            detach,
+            quiet,
+        } => crate::runner::retry(&cli.file, step, detach, &echo(quiet)),
         Command::Stop { all } => {
             let status = crate::runner::stop(&cli.file, all);
             // A command a person runs by hand is a good moment to deliver a backlog.

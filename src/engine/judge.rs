@@ -34,8 +34,9 @@ pub struct Attempt<'a> {
     pub transients: u32,
     /// Fresh sessions this step already asked for (`STEP_RESTART`).
     pub restarts: u32,
-    /// Retakes of the step a review asked for: attempts used, not failed.
-    pub retakes: u32,
+    /// Attempts of the step that do not count against `MAX_RETRIES` ([`super::uncounted`]):
+    /// retakes a review asked for, and those before a person's `loop retry`.
+    pub uncounted: u32,
     /// The attempt resumed an earlier session (`--resume`).
     pub resumed: bool,
     pub caps: &'a Caps,
@@ -81,14 +82,14 @@ fn halt(reason: String, how: &str) -> Judgement {
 pub const UNKNOWN_RESET_WAIT: Duration = Duration::from_secs(30 * 60);
 
 fn failed(a: &Attempt<'_>, reason: &str) -> Judgement {
-    failed_attempt(failures(a.attempt, a.retakes), a.caps.max_retries, reason)
+    failed_attempt(failures(a.attempt, a.uncounted), a.caps.max_retries, reason)
 }
 
-/// How many of a step's attempts up to `attempt` failed: all but the retakes a review asked
-/// for (each retake follows an attempt that passed its checks).
+/// How many of a step's attempts up to `attempt` count as failed: all but the `uncounted`
+/// ones (see [`super::uncounted`]).
 #[must_use]
-pub fn failures(attempt: u32, retakes: u32) -> u32 {
-    attempt.saturating_sub(retakes)
+pub fn failures(attempt: u32, uncounted: u32) -> u32 {
+    attempt.saturating_sub(uncounted)
 }
 
 /// A failed attempt, the `failures`-th of the step: retried, unless it was the last one

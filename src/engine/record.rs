@@ -29,8 +29,8 @@ pub struct Facts {
     pub transients: u32,
     /// Fresh sessions this step asked for before this attempt.
     pub restarts: u32,
-    /// Retakes a review asked of this step (attempts used, not failed).
-    pub retakes: u32,
+    /// Attempts of this step that do not count against `MAX_RETRIES` ([`super::uncounted`]).
+    pub uncounted: u32,
     /// Why the next attempt, should there be one, starts a fresh session with a handoff
     /// instead of resuming this one ([`super::handoff_reason`]).
     pub handoff: Option<String>,
@@ -317,7 +317,7 @@ fn failed(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
     edits.push(results(s, "ERROR", one_line(reason, 300)));
     edits.push(results(s, "VERIFIED", "false"));
-    let n = super::failures(f.attempt, f.retakes);
+    let n = super::failures(f.attempt, f.uncounted);
     let why = format!("failed attempt {n} of {n} allowed: {reason}");
     edits.extend(exhausted_edits(s, &why));
     let log = format!("fail: {} attempt {}: {reason}", name(s), f.attempt);

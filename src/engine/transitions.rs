@@ -427,11 +427,16 @@ pub(super) fn exhausted_edits(step: u32, reason: &str) -> Vec<Edit> {
     edits.push(Edit::Status(Status::Failed));
     edits.extend(actions(
         &format!("{who} failed: {reason}"),
-        &format!(
-            "A human decides. To try {} again: set it back to PENDING, delete its RESULTS \
-             ATTEMPTS line (or raise LIMITS.MAX_RETRIES), set STATUS: RUNNING, then `loop resume`",
-            who.to_lowercase()
-        ),
+        &if step == 0 {
+            "A human decides: `loop retry` plans again with a fresh budget of attempts (or write \
+             the steps under PLAN by hand, set STATUS: RUNNING, then `loop resume`)"
+                .to_string()
+        } else {
+            format!(
+                "A human decides: `loop retry` gives step {step} a fresh budget of attempts (or \
+                 change its text, or set it [SKIPPED] and STATUS: RUNNING, then `loop resume`)"
+            )
+        },
     ));
     edits
 }

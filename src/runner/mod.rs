@@ -10,6 +10,7 @@ pub mod plan_import;
 mod progress;
 pub mod prompt;
 pub mod registry;
+mod retry;
 pub mod review;
 pub mod revive;
 pub mod settings;
@@ -35,6 +36,7 @@ use crate::runner::watch::{Wake, Watch};
 
 pub use crash::POINTS as CRASH_POINTS;
 pub use progress::Mode as ProgressMode;
+pub use retry::retry;
 pub use start::{StartRequest, resume, resume_as, start};
 pub use stop::{STOP_PATIENCE, stop};
 

@@ -117,7 +117,7 @@ impl Runner {
             verify: None,
             transients,
             restarts: 0,
-            retakes: 0,
+            uncounted: 0,
             // Every review run is a fresh session.
             resumed: false,
             caps: &caps,

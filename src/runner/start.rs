@@ -32,7 +32,7 @@ pub struct StartRequest {
     pub workdir: Option<PathBuf>,
 }
 
-fn refuse_if_stopped(state_dir: &Path) -> Result<()> {
+pub(super) fn refuse_if_stopped(state_dir: &Path) -> Result<()> {
     if let Some(stop) = stopfile::present(state_dir) {
         return Err(Error::waiting(format!(
             "the stop file {} exists, so no loop may run; remove it (`rm {}`) and try again",
@@ -144,7 +144,7 @@ fn check_agent(settings: &Settings) -> Result<()> {
 
 /// Before a resume runs anything: the agent the file names can be started (a loop that is
 /// DONE or FAILED, or a file that does not parse, is left to the runner to report).
-fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
+pub(super) fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
     let Ok(doc) = std::fs::read_to_string(file)
         .map_err(drop)
         .and_then(|t| Document::parse(&t).map_err(drop))

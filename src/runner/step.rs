@@ -143,8 +143,7 @@ impl Runner {
         match (extra(m, step, "INTERRUPTED"), error) {
             (Some(why), _) if resumed => prompt::interrupted(m, step, why, error, &note),
             (None, Some(err)) if resumed => {
-                // The retakes a review asked for are not failed attempts.
-                let nth = engine::failures(attempt, m.count(step, "RETAKES"));
+                let nth = engine::failures(attempt, engine::uncounted(m, step));
                 prompt::fix(m, step, (nth, caps.max_retries), err, &note)
             }
             _ => prompt::step(m, step, &note),
@@ -559,7 +558,7 @@ impl Runner {
             prior_duration_s: prior.and_then(|r| r.duration_s).unwrap_or(0.0),
             transients,
             restarts,
-            retakes: m.count(step, "RETAKES"),
+            uncounted: engine::uncounted(&m, step),
             handoff: engine::handoff_reason(&caps, run.context_pct, in_session),
             context_pct: run.context_pct,
             compactions: m.count(step, "COMPACTIONS") + run.compactions,
@@ -621,7 +620,7 @@ impl Runner {
                 verify: verify_outcome.as_ref(),
                 transients,
                 restarts,
-                retakes: m.count(step, "RETAKES"),
+                uncounted: engine::uncounted(m, step),
                 resumed: resumes(m, step, m.current.session_id.as_deref()),
                 caps,
                 now: Utc::now(),

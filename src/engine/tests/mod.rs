@@ -221,7 +221,7 @@ fn attempt<'a>(caps: &'a Caps, class: Class, verdict: &Verdict) -> Attempt<'a> {
         verify: None,
         transients: 0,
         restarts: 0,
-        retakes: 0,
+        uncounted: 0,
         resumed: false,
         caps,
         now: now(),
