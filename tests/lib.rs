@@ -25,6 +25,7 @@ mod loops {
     mod agent_killed;
     mod crash;
     mod denials;
+    mod find;
     mod hooks;
     mod lost;
     mod retry;

@@ -35,6 +35,11 @@ pub struct Cli {
     #[arg(skip)]
     pub file_given: bool,
 
+    /// Whether the loop was found in a parent of the current directory (`state/M1.md` there,
+    /// as git finds `.git`), neither `--file` nor `LOOP_FILE` naming one.
+    #[arg(skip)]
+    pub found_above: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -371,7 +376,24 @@ where
         matches.value_source("file"),
         None | Some(ValueSource::DefaultValue)
     );
+    if !cli.file_given
+        && !cli.file.exists()
+        && let Some(found) = find_upward(&cli.file)
+    {
+        cli.file = found;
+        cli.found_above = true;
+    }
     Ok(cli)
+}
+
+/// The loop of the nearest parent of the current directory that has `default` (`state/M1.md`),
+/// as git finds `.git`: so every command run below a project's directory is about its loop.
+fn find_upward(default: &std::path::Path) -> Option<PathBuf> {
+    let here = std::env::current_dir().ok()?;
+    here.ancestors()
+        .skip(1)
+        .map(|dir| dir.join(default))
+        .find(|f| f.is_file())
 }
 
 /// What `loop start` was given, for the runner.
@@ -416,7 +438,20 @@ pub fn run(cli: Cli) -> crate::error::Result<Status> {
     match cli.command {
         Command::Start(a) => {
             let quiet = a.quiet;
-            crate::runner::start(&cli.file, &start_request(a), &echo(quiet))
+            let mut req = start_request(a);
+            if cli.found_above {
+                // The project is the directory that holds the loop's `state/`.
+                req.workdir = cli
+                    .file
+                    .parent()
+                    .and_then(|s| s.parent())
+                    .map(PathBuf::from);
+                crate::errln!(
+                    "loop: this directory is inside the project of {}",
+                    cli.file.display()
+                );
+            }
+            crate::runner::start(&cli.file, &req, &echo(quiet))
         }
         Command::Resume {
             detach,

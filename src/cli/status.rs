@@ -132,8 +132,13 @@ fn first_time(what: &str) -> bool {
 /// A missing file is bad input that says how to start a loop.
 fn open(file: &Path) -> crate::error::Result<Result<crate::m1::Document, Errors>> {
     if !file.exists() {
+        let here = if file.is_relative() {
+            " (here or in a parent directory)"
+        } else {
+            ""
+        };
         return Err(Error::bad_input(format!(
-            "{} does not exist; start a loop with `loop start \"GOAL\"` (or pass --file PATH)",
+            "{} does not exist{here}; start a loop with `loop start \"GOAL\"` (or pass --file PATH)",
             file.display()
         )));
     }
