@@ -224,6 +224,10 @@ pub struct StartArgs {
     /// Replace a RUNNING or WAITING loop (the old M1.md is archived, never overwritten).
     #[arg(long)]
     pub force: bool,
+    /// Plan (or take the steps given), write M1.md, print the steps and run none; `loop
+    /// resume` runs them.
+    #[arg(long)]
+    pub plan_only: bool,
     /// Run in the background and return at once.
     #[arg(long)]
     pub detach: bool,
@@ -421,6 +425,7 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
         },
         detach: a.detach,
         force: a.force,
+        plan_only: a.plan_only,
         workdir: None,
     }
 }

@@ -15,6 +15,10 @@ use crate::text::one_line;
 
 /// The facts about a finished attempt that go into RESULTS.
 #[derive(Debug, Clone, Default)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each is an independent fact of the attempt or the loop, not a state machine"
+)]
 pub struct Facts {
     pub step: u32,
     pub attempt: u32,
@@ -50,6 +54,9 @@ pub struct Facts {
     pub notify_each_step: bool,
     /// A step that passes is reviewed before it is DONE (`REVIEW: on`).
     pub review: bool,
+    /// The loop was started to plan only (`PLAN_ONLY: on`): once planned, it waits for
+    /// `loop resume` instead of running step 1.
+    pub plan_only: bool,
     /// The git HEAD the step began from (what its review's diff starts at).
     pub base_head: Option<String>,
     pub now: DateTime<Utc>,
@@ -241,11 +248,21 @@ fn planned(f: &Facts, steps: &[String], edits: &mut Vec<Edit>) -> Recorded {
             .collect(),
     ));
     edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], "1"));
+    let log = format!("pass: Planning attempt {}: {summary}", f.attempt);
+    if f.plan_only {
+        // Planned, and nothing more: the person reads (and may edit) the plan first.
+        edits.push(Edit::Remove(vec!["PLAN_ONLY".into()]));
+        edits.push(Edit::Status(Status::Idle));
+        edits.extend(actions(
+            &format!("Planning done: {summary} (--plan-only)"),
+            "Read the plan in M1.md (edit it if you like), then `loop resume` runs it",
+        ));
+        return (log, Outcome::Exit(Exit::Ok), Write::Now);
+    }
     let first = steps
         .first()
         .map_or_else(String::new, |t| format!("Step 1: {t}"));
     edits.extend(actions(&format!("Planning done: {summary}"), &first));
-    let log = format!("pass: Planning attempt {}: {summary}", f.attempt);
     (log, Outcome::Continue, Write::WithNextSpawn)
 }
 

@@ -47,6 +47,17 @@ pub const POLL: Duration = Duration::from_secs(1);
 /// Grace between SIGTERM and SIGKILL when the runner ends a step.
 pub const KILL_GRACE: Duration = Duration::from_secs(3);
 
+/// A plan as a person reads it: a line saying how many steps, then one line each.
+#[must_use]
+pub fn plan_lines(steps: &[String]) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!("plan: {} step(s)", steps.len());
+    for (i, s) in steps.iter().enumerate() {
+        let _ = write!(out, "\n  {}. {s}", i + 1);
+    }
+    out
+}
+
 /// A new loop id: 12 hex digits, enough to tell loops of one state directory apart.
 #[must_use]
 pub fn new_loop_id() -> String {
@@ -377,16 +388,23 @@ impl Runner {
                     total: u32::try_from(before.plan.steps.len()).unwrap_or(0),
                     summary: summary.clone(),
                 },
-                Effect::Planned => Event::Started {
-                    goal: goal.clone(),
-                    steps: self
+                Effect::Planned => {
+                    let steps: Vec<String> = self
                         .view()
                         .plan
                         .steps
                         .iter()
                         .map(|s| s.text.clone())
-                        .collect(),
-                },
+                        .collect();
+                    if self.echo {
+                        self.progress.clear();
+                        crate::outln!("{}", plan_lines(&steps));
+                    }
+                    Event::Started {
+                        goal: goal.clone(),
+                        steps,
+                    }
+                }
                 Effect::UsageWait {
                     step,
                     until,

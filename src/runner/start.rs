@@ -28,6 +28,9 @@ pub struct StartRequest {
     pub overrides: Overrides,
     pub detach: bool,
     pub force: bool,
+    /// Plan (or take the steps given), write M1.md, show the plan, and run no step: the loop
+    /// waits IDLE for `loop resume`.
+    pub plan_only: bool,
     /// The project directory the agent works in (default: the current directory).
     pub workdir: Option<PathBuf>,
 }
@@ -259,6 +262,18 @@ fn new_document(
         let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
         edits.push(Edit::set(&["PLAN_FILE"], abs.display().to_string()));
     }
+    if req.plan_only {
+        if steps.is_empty() {
+            // The planning call runs, and the loop stops once it has planned.
+            edits.push(Edit::set(&["PLAN_ONLY"], "on"));
+        } else {
+            edits.push(Edit::Status(Status::Idle));
+            edits.push(Edit::set(
+                &["NEXT_ACTION"],
+                "Read the plan (edit it if you like), then `loop resume` runs it",
+            ));
+        }
+    }
     edits.push(Edit::set(
         &["STARTED_AT"],
         Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true),
@@ -328,6 +343,12 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Result<ExitS
     }
     Store::create(file, &text)?;
     let _ = decision_log::append(&state_dir, &format!("start: new loop, goal: {}", req.goal));
+    if req.plan_only && !steps.is_empty() {
+        let texts: Vec<String> = steps.into_iter().map(|(_, t)| t).collect();
+        crate::outln!("{}", super::plan_lines(&texts));
+        crate::outln!("nothing runs yet: `loop resume` runs the plan");
+        return Ok(ExitStatus::Ok);
+    }
     if req.detach {
         return detach(file, None);
     }

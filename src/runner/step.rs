@@ -572,6 +572,7 @@ impl Runner {
                 .map(|s| (s.n, s.text.clone())),
             notify_each_step: self.settings.notify_each_step,
             review: caps.review,
+            plan_only: self.doc.get(&["PLAN_ONLY"]).is_some_and(|v| v == "on"),
             base_head: extra(&m, step, "BASE_HEAD").cloned().or(head_before),
             now: Utc::now(),
         };

@@ -183,6 +183,59 @@ fn without_steps_the_agent_plans_them() {
     );
 }
 
+fn planned() -> serde_json::Value {
+    json!({
+        "plan": {"result": "Here is the plan:\n```json\n{\"steps\": [\"read\", \"write\"]}\n```"},
+        "default": done("ok")
+    })
+}
+
+#[test]
+fn a_planned_loop_prints_its_plan_before_it_spends_on_step_one() {
+    let env = TestLoop::new();
+    env.scenario(&planned());
+    let out = env.run(&["start", "g", "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    let plan = text
+        .find("plan: 2 step(s)\n  1. read\n  2. write")
+        .expect(&text);
+    let step1 = text.find("spawn: Step 1").expect(&text);
+    assert!(plan < step1, "{text}");
+}
+
+#[test]
+fn plan_only_plans_shows_the_plan_and_runs_no_step_until_resume() {
+    let env = TestLoop::new();
+    env.scenario(&planned());
+    let out = env.run(&["start", "g", "--plan-only"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("  2. write"), "{}", stdout(&out));
+    let m = env.m1();
+    assert_eq!(m.status, m1loop::m1::Status::Idle, "{}", env.text());
+    assert_eq!(m.plan.steps.len(), 2);
+    assert!(m.next_action.unwrap().contains("loop resume"));
+    assert_eq!((env.calls_for(0), env.calls_for(1)), (1, 0));
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(env.m1().status, m1loop::m1::Status::Done);
+    assert_eq!(
+        (env.calls_for(0), env.calls_for(1), env.calls_for(2)),
+        (1, 1, 1)
+    );
+}
+
+#[test]
+fn plan_only_with_steps_given_writes_the_loop_and_calls_no_agent() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": done("ok")}));
+    let out = env.run(&["start", "g", "--step", "a", "--step", "b", "--plan-only"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("  1. a\n  2. b"), "{}", stdout(&out));
+    assert_eq!(env.m1().status, m1loop::m1::Status::Idle);
+    assert!(env.calls().is_empty());
+}
+
 #[test]
 fn an_unusable_plan_is_a_planning_failure_retried() {
     let env = TestLoop::new();
