@@ -376,12 +376,16 @@ impl Runner {
                     reason: reason.clone(),
                     how_to_continue: how.clone(),
                 },
-                Effect::Failed { step, reason } => Event::Failed {
-                    goal: goal.clone(),
-                    step: (*step > 0).then_some(*step),
-                    reason: reason.clone(),
-                    log_tail: self.failure_tail(before),
-                },
+                Effect::Failed { step, reason } => {
+                    let (answer, stderr_tail) = self.failure_detail(*step);
+                    Event::Failed {
+                        goal: goal.clone(),
+                        step: (*step > 0).then_some(*step),
+                        reason: reason.clone(),
+                        answer,
+                        stderr_tail,
+                    }
+                }
                 Effect::StepDone { step, summary } => Event::StepDone {
                     goal: goal.clone(),
                     step: *step,
@@ -554,19 +558,23 @@ impl Runner {
         }
     }
 
-    /// The end of what the failed step printed (its stderr), else of the decision log.
-    fn failure_tail(&self, m: &M1) -> Vec<String> {
-        m.current
-            .task_id
-            .as_deref()
-            .map(|id| {
-                decision_log::last_lines(
-                    &crate::layout::Layout::dir(&self.state_dir).task_stderr(id),
-                    10,
-                )
-            })
-            .filter(|t| !t.is_empty())
-            .unwrap_or_else(|| decision_log::tail(&self.state_dir, 5))
+    /// What the failed step's last run said: its agent's answer without the verdict line, and
+    /// the end of its stderr (the run's report is on record in RESULTS by now).
+    fn failure_detail(&self, step: u32) -> (Option<String>, Vec<String>) {
+        let m = self.view();
+        let Some(report) = m.results.get(&step).and_then(|r| r.report.clone()) else {
+            return (None, Vec::new());
+        };
+        let stdout = self.state_dir.join(&report);
+        let answer = crate::agent::read_stream_file(&stdout)
+            .ok()
+            .and_then(|s| s.result.and_then(|r| r.result))
+            .map(|a| crate::agent::without_verdict(&a));
+        let stderr = stdout
+            .parent()
+            .map(|d| decision_log::last_lines(&d.join("stderr"), 10))
+            .unwrap_or_default();
+        (answer, stderr)
     }
 
     /// Ticks the step's box in the `--plan` file it came from, if any (one byte changes).

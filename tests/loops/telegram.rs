@@ -45,7 +45,9 @@ fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
     );
 
     let env = with_telegram(TestLoop::new(), &tg.base_url());
-    env.scenario(&json!({"default": {"result": "cannot\nSTEP_FAILED: the tests do not build"}}));
+    env.scenario(&json!({"default": {
+        "result": "I changed parse.rs, but `cargo build` still says: expected `;`\nSTEP_FAILED: the tests do not build"
+    }}));
     let out = env.run(&[
         "start",
         "fix the build",
@@ -66,6 +68,14 @@ fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
         failed.contains("fix the build") && failed.contains("the tests do not build"),
         "{failed}"
     );
+    // The agent's own last answer, not the loop's log of task and session ids.
+    assert!(
+        failed.contains("The agent&#39;s last answer")
+            || failed.contains("The agent's last answer"),
+        "{failed}"
+    );
+    assert!(failed.contains("I changed parse.rs"), "{failed}");
+    assert!(!failed.contains("session"), "{failed}");
 }
 
 #[test]
