@@ -120,6 +120,7 @@ impl Runner {
             uncounted: 0,
             // Every review run is a fresh session.
             resumed: false,
+            allowed_tools: &[],
             caps: &caps,
             now,
         });

@@ -608,6 +608,7 @@ impl Runner {
             self.settings.verify(m)
         };
         let mut verify_outcome = None;
+        let allowed = self.settings.agent_for(m).allowed_tools;
         loop {
             let j = engine::judge(&Attempt {
                 step,
@@ -623,6 +624,7 @@ impl Runner {
                 restarts,
                 uncounted: engine::uncounted(m, step),
                 resumed: resumes(m, step, m.current.session_id.as_deref()),
+                allowed_tools: &allowed,
                 caps,
                 now: Utc::now(),
             });

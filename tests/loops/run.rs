@@ -315,7 +315,11 @@ fn permission_denials_put_the_loop_in_waiting_naming_the_tool() {
     let m = env.m1();
     assert_eq!(m.status, Status::Waiting);
     assert!(m.last_action.unwrap().contains("Bash"));
-    assert!(m.next_action.unwrap().contains("allowed_tools"));
+    assert!(
+        m.next_action
+            .unwrap()
+            .contains("`ALLOWED_TOOLS:` under AGENT")
+    );
 }
 
 #[test]

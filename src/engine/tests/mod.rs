@@ -223,6 +223,7 @@ fn attempt<'a>(caps: &'a Caps, class: Class, verdict: &Verdict) -> Attempt<'a> {
         restarts: 0,
         uncounted: 0,
         resumed: false,
+        allowed_tools: &[],
         caps,
         now: now(),
     }
@@ -312,7 +313,45 @@ fn permission_denials_halt_naming_the_tools_even_with_a_done_verdict() {
         panic!()
     };
     assert!(reason.ends_with("Bash, WebFetch"), "{reason}");
-    assert!(how.contains("allowed_tools"), "{how}");
+    assert!(
+        how.contains("make the line under AGENT `ALLOWED_TOOLS: Bash,WebFetch`"),
+        "{how}"
+    );
+    let allowed = vec!["Read".to_string(), "WebFetch".to_string()];
+    let Judgement::Interrupted(Interruption::Halt { how, .. }) = judge(&Attempt {
+        allowed_tools: &allowed,
+        ..a
+    }) else {
+        panic!()
+    };
+    assert!(how.contains("add `,Bash` to the end of the line"), "{how}");
+}
+
+#[test]
+fn every_halt_says_what_to_edit_in_m1_or_what_to_run() {
+    let caps = Caps::default();
+    let budget = Class::Billing("Reached maximum budget ($0.0001)".into());
+    let credit = Class::Billing("Credit balance is too low".into());
+    let refused = Class::InvocationBug {
+        kind: BugKind::UnknownOption,
+        message: "error: unknown option '--frobnicate'".into(),
+    };
+    for (class, want) in [
+        (budget, "AGENT.MAX_BUDGET_USD"),
+        (credit, "add credit"),
+        (refused, "AGENT block"),
+    ] {
+        let Judgement::Interrupted(Interruption::Halt { how, .. }) =
+            judge(&attempt(&caps, class, &Verdict::Missing))
+        else {
+            panic!()
+        };
+        assert!(how.contains(want), "{how}");
+        assert!(
+            !how.contains("loop.yaml ("),
+            "loop.yaml changes no existing loop: {how}"
+        );
+    }
 }
 
 #[test]
