@@ -27,6 +27,7 @@ mod loops {
     mod denials;
     mod find;
     mod hooks;
+    mod inputs;
     mod lost;
     mod retry;
     mod review;

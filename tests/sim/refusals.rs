@@ -2,7 +2,6 @@
 //! classifier recognises each refusal; hangs and leftover processes behave as real ones do.
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::Stdio;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -102,7 +101,9 @@ fn the_adapter_s_own_invocation_is_accepted() {
     let template = d.sim(1, &[]);
     let (new, resumed) = (new_session_id(), new_session_id());
     for session in [Session::New(new.clone()), Session::Resume(resumed.clone())] {
-        let mut cmd = invocation(&cfg, "-leading dash prompt", &session).command();
+        let inv = invocation(&cfg, "-leading dash prompt", &session);
+        let input = d.write("input", &inv.input);
+        let mut cmd = inv.command();
         for (k, v) in template.get_envs() {
             match v {
                 Some(v) => cmd.env(k, v),
@@ -111,7 +112,7 @@ fn the_adapter_s_own_invocation_is_accepted() {
         }
         let out = cmd
             .current_dir(d.path())
-            .stdin(Stdio::null())
+            .stdin(std::fs::File::open(&input).unwrap())
             .output()
             .unwrap();
         assert!(out.status.success(), "{session:?}: {}", stderr(&out));
@@ -122,7 +123,7 @@ fn the_adapter_s_own_invocation_is_accepted() {
     }
     let log = d.calls();
     assert_eq!(log[0]["startup_failure_results"], "1");
-    assert_eq!(log[0]["argv"][1], " -leading dash prompt");
+    assert_eq!(log[0]["prompt"], "-leading dash prompt");
     assert_eq!(
         (&log[0]["session_id"], &log[0]["resume"]),
         (&new.into(), &serde_json::Value::Null)
