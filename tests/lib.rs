@@ -44,6 +44,7 @@ mod loops {
 
 mod m1 {
     mod edit;
+    mod file;
     mod misread;
     mod roundtrip;
     mod status;

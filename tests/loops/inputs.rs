@@ -1,9 +1,12 @@
-//! Inputs that `loop validate` accepts must run: a prompt of any length reaches the agent.
+//! Inputs that `loop validate` accepts must run, and those that cannot run are refused: a
+//! prompt of any length reaches the agent; a path that names no M1.md is never read.
+
+use std::time::Duration;
 
 use m1loop::m1::Status;
 use serde_json::json;
 
-use crate::support::{TestLoop, code, stderr, stdout};
+use crate::support::{TestLoop, code, save_by_rename, stderr, stdout, wait_until};
 
 /// A goal past Linux's 128 KiB cap on one argument (`MAX_ARG_STRLEN`), in many languages, and
 /// starting with a dash, as an option would.
@@ -37,5 +40,30 @@ fn a_goal_over_128_kib_reaches_the_agent_whole() {
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     assert_eq!(env.m1().status, Status::Done);
     assert!(env.prompt(0).contains(&goal), "the goal was cut or mangled");
+    env.assert_no_processes();
+}
+
+#[test]
+fn a_fifo_put_in_place_of_m1_md_while_a_step_runs_is_waited_out_not_read() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {
+        "sleep_ms": 1500, "heartbeat_ms": 50, "result": "worked\nSTEP_DONE: ok"
+    }}));
+    let mut runner = env.spawn(&["start", "g", "--step", "a"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls().len() == 1));
+    let text = env.text();
+    let fifo = env.state().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    std::fs::rename(&fifo, &env.file).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || env
+            .log()
+            .contains("not a regular file but a FIFO")),
+        "{}",
+        env.log()
+    );
+    save_by_rename(&env.file, &text);
+    assert_eq!(runner.wait(Duration::from_secs(30)).code(), Some(0));
+    assert_eq!(env.m1().status, Status::Done);
     env.assert_no_processes();
 }
