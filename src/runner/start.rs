@@ -138,8 +138,12 @@ fn check_agent(settings: &Settings) -> Result<()> {
         setting::permission_mode(mode)
             .map_err(|e| Error::bad_input(format!("{e}; nothing was changed")))?;
     }
-    crate::runner::settings::find_program(&settings.agent.program)
-        .map_err(|e| Error::bad_input(format!("{e}; nothing was changed")))?;
+    crate::runner::settings::find_program(&settings.agent.program).map_err(|e| {
+        Error::bad_input(format!(
+            "{e}; {}; nothing was changed",
+            crate::runner::settings::INSTALL_HINT
+        ))
+    })?;
     Ok(())
 }
 
@@ -153,9 +157,15 @@ pub(super) fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
     if matches!(m.status, Status::Done | Status::Failed) {
         return Ok(());
     }
+    crate::runner::settings::check_program_in(&doc, file)
+        .map_err(|errs| Error::bad_input(format!("{errs}; then `loop resume` again")))?;
     let program = settings.agent_for(&m).program;
-    crate::runner::settings::find_program(&program)
-        .map_err(|e| Error::bad_input(format!("{e}; then `loop resume` again")))?;
+    crate::runner::settings::find_program(&program).map_err(|e| {
+        Error::bad_input(format!(
+            "{e}; {}; then `loop resume` again",
+            crate::runner::settings::INSTALL_HINT
+        ))
+    })?;
     Ok(())
 }
 

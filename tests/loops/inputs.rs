@@ -67,3 +67,51 @@ fn a_fifo_put_in_place_of_m1_md_while_a_step_runs_is_waited_out_not_read() {
     assert_eq!(env.m1().status, Status::Done);
     env.assert_no_processes();
 }
+
+#[test]
+fn a_timeout_flag_too_long_to_hold_is_refused_not_clamped() {
+    let env = TestLoop::new();
+    for args in [
+        &[
+            "start",
+            "g",
+            "--step",
+            "a",
+            "--step-timeout",
+            "99999999999999999h",
+        ][..],
+        &["fire", "--timeout", "99999999999999999h", "--", "true"],
+    ] {
+        let out = env.run(args);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{args:?}: {err}");
+        assert!(err.contains("longer than a year"), "{args:?}: {err}");
+    }
+    assert!(!env.file.exists());
+    assert!(env.calls().is_empty());
+}
+
+#[test]
+fn an_agent_program_that_cannot_run_is_an_error_at_its_line_in_validate_and_resume() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok"}}));
+    for program in ["/nonexistent/claude", "clau de"] {
+        let text = format!(
+            "STATUS: RUNNING\nGOAL: g\n\nPLAN:\n  TOTAL_STEPS: 1\n  CURRENT_STEP: 0\n  STEPS:\n    \
+             1: [PENDING] a\n\nAGENT:\n  PROGRAM: {program}\n"
+        );
+        std::fs::write(&env.file, &text).unwrap();
+        let at = format!("{}:11:12: AGENT.PROGRAM: ", env.file.display());
+        for args in [&["validate"][..], &["resume"]] {
+            let out = env.run(args);
+            let err = stderr(&out);
+            assert_eq!(code(&out), 2, "{program}, {args:?}: {err}");
+            assert!(
+                err.contains(&at) && err.contains(program),
+                "{program}, {args:?}: {err}"
+            );
+        }
+        assert_eq!(env.text(), text, "left as it was");
+    }
+    assert!(env.calls().is_empty());
+}
