@@ -86,6 +86,10 @@ const AGENT_FIELDS: &[(&str, Ty)] = &[
     ("EXTRA_ARGS", Ty::Args),
 ];
 
+/// The longest argument a program can be given on Linux (`MAX_ARG_STRLEN`, 128 KiB with its
+/// closing NUL): `VERIFY` runs as one, so a longer command could never start.
+const MAX_ARGUMENT: usize = 128 * 1024 - 1;
+
 /// All rule violations in `doc` (empty when it is valid).
 pub fn check(doc: &Document) -> Vec<Error> {
     let mut c = Checker {
@@ -119,6 +123,20 @@ pub fn check(doc: &Document) -> Vec<Error> {
         if let Some(i) = doc.child(None, key) {
             c.scalar(i);
         }
+    }
+    if let Some(i) = doc.child(None, "VERIFY")
+        && let Some(v) = c.scalar(i)
+        && v.len() > MAX_ARGUMENT
+    {
+        c.at_value(
+            i,
+            format!(
+                "VERIFY: a command of {} bytes, longer than the {MAX_ARGUMENT} one argument may \
+                 be (Linux's limit, and `sh -c` takes the command as one): put it in a script, \
+                 and make VERIFY run that",
+                v.len()
+            ),
+        );
     }
     for key in TOP_BLOCKS {
         if let Some(i) = doc.child(None, key) {

@@ -263,6 +263,25 @@ fn a_duration_too_long_to_hold_is_an_error_not_clamped() {
 }
 
 #[test]
+fn a_verify_over_128_kib_is_an_error_at_its_line_not_a_command_that_cannot_start() {
+    let verify = |n: usize| {
+        format!(
+            "STATUS: IDLE\nGOAL: g\nVERIFY: true||{}\n",
+            "x".repeat(n - 6)
+        )
+    };
+    assert_eq!(
+        errors(&verify(131_072)),
+        [
+            "3:9: VERIFY: a command of 131072 bytes, longer than the 131071 one argument may be \
+             (Linux's limit, and `sh -c` takes the command as one): put it in a script, and make \
+             VERIFY run that"
+        ]
+    );
+    Document::parse(&verify(131_071)).unwrap();
+}
+
+#[test]
 fn prose_unknown_keys_and_a_goal_only_file_are_valid() {
     let text = "# Notes\nSome text: fine.\n\nSTATUS: IDLE\nGOAL: g\nMY_KEY: x\nEXTRA:\n  ANY: y  # c\n  # note\n";
     Document::parse(text).unwrap();
