@@ -189,6 +189,29 @@ fn a_hang_is_logged_at_start_and_dies_by_signal() {
 }
 
 #[test]
+fn a_call_told_to_end_slowly_outlives_sigterm_by_that_long() {
+    let d = Temp::new();
+    d.scenario(r#"{"default": {"hang": true, "sigterm_exit_ms": 400}}"#);
+    let mut cmd = d.sim(1, &[]);
+    let out_path = d.path().join("stdout.jsonl");
+    cmd.stdout(std::fs::File::create(&out_path).unwrap());
+    let mut child = Guard::spawn(&mut cmd);
+    // The init event comes after SIGTERM is taken in hand.
+    assert!(wait_until(Duration::from_secs(30), || {
+        m1loop::agent::read_stream_file(&out_path).is_ok_and(|s| s.events >= 1)
+    }));
+    let sent = std::time::Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.pid()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait(Duration::from_secs(30));
+    assert!(sent.elapsed() >= Duration::from_millis(400));
+    assert_eq!(status.code(), Some(143));
+}
+
+#[test]
 fn a_grandchild_is_left_behind_in_the_call_s_process_group() {
     use std::os::unix::process::CommandExt;
     let d = Temp::new();
