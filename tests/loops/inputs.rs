@@ -115,3 +115,17 @@ fn an_agent_program_that_cannot_run_is_an_error_at_its_line_in_validate_and_resu
     }
     assert!(env.calls().is_empty());
 }
+
+#[test]
+fn a_fifo_as_stop_beside_m1_md_stops_the_loop_instead_of_blocking_it() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {
+        "sleep_ms": 60000, "heartbeat_ms": 50, "result": "worked\nSTEP_DONE: ok"
+    }}));
+    let mut runner = env.spawn(&["start", "g", "--step", "a"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls().len() == 1));
+    nix::unistd::mkfifo(&env.state().join("STOP"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    assert_eq!(runner.wait(Duration::from_secs(30)).code(), Some(3));
+    assert_eq!(env.m1().status, Status::Waiting);
+    env.assert_no_processes();
+}
