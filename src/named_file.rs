@@ -105,7 +105,7 @@ fn accept(meta: &Metadata, limit: u64) -> Result<(), ReadError> {
     } else if t.is_socket() {
         Some("a socket")
     } else {
-        Some("not a file")
+        Some("something else")
     };
     if let Some(kind) = kind {
         return Err(ReadError::Refused(Refused::NotRegular(kind)));

@@ -159,7 +159,7 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::Io`] when the file cannot be read, [`StoreError::DiskInvalid`] when it
-    /// is not a valid M1.md.
+    /// is not a valid M1.md (or the path names no regular file of at most 4 MiB).
     pub fn open(path: &Path) -> Result<(Store, Document), StoreError> {
         let (bytes, _) = source::read(path)?;
         let doc = decode(path, &bytes).map_err(StoreError::DiskInvalid)?;
