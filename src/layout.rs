@@ -142,10 +142,10 @@ impl Layout {
         self.tasks().join(id)
     }
 
-    /// The prompt an agent run was given (a copy for people; the spec holds the command).
+    /// The prompt an agent run was given: its standard input.
     #[must_use]
     pub fn task_prompt(&self, id: &str) -> PathBuf {
-        self.task(id).join("prompt.md")
+        self.task(id).join("stdin")
     }
 
     /// What a task printed on stderr.

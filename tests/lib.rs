@@ -27,6 +27,7 @@ mod loops {
     mod denials;
     mod find;
     mod hooks;
+    mod inputs;
     mod lost;
     mod retry;
     mod review;
@@ -43,6 +44,7 @@ mod loops {
 
 mod m1 {
     mod edit;
+    mod file;
     mod misread;
     mod roundtrip;
     mod status;

@@ -504,6 +504,7 @@ pub fn run(cli: Cli) -> crate::error::Result<Status> {
                 idle_exempt_marker: None,
                 cwd: args.cwd,
                 stdin: args.stdin,
+                input: None,
                 env: args.env,
                 env_remove: args.env_remove,
                 on_exit: Vec::new(),

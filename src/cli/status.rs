@@ -14,7 +14,10 @@ use crate::m1::{Errors, Store, StoreError};
 /// # Errors
 /// A missing or unreadable file.
 pub fn validate(file: &Path) -> crate::error::Result<Status> {
-    match open(file)? {
+    // A file that reads well but names an agent that cannot run here cannot run either.
+    let checked = open(file)?
+        .and_then(|doc| crate::runner::settings::check_program_in(&doc, file).map(|()| doc));
+    match checked {
         Ok(_) => {
             crate::outln!("{}: ok", file.display());
             Ok(Status::Ok)

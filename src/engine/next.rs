@@ -221,7 +221,5 @@ pub fn open_step(m: &M1, after: u32) -> Option<&Step> {
 #[must_use]
 pub fn wait_until(m: &M1) -> Option<DateTime<Utc>> {
     let raw = m.current.extra.get("WAIT_UNTIL")?;
-    DateTime::parse_from_rfc3339(raw)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
+    crate::m1::setting::time(raw).ok()
 }

@@ -17,7 +17,6 @@
 //! rename can be replaced.
 
 use std::cell::Cell;
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -28,6 +27,7 @@ use super::document::Document;
 use super::edit::Edit;
 use super::error::{Error, Errors};
 use super::merge::{History, Restored};
+use super::source;
 use super::swap::{self, Displaced, Swapped};
 
 /// How long a changed file must have been still before its text is trusted.
@@ -159,10 +159,9 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::Io`] when the file cannot be read, [`StoreError::DiskInvalid`] when it
-    /// is not a valid M1.md.
+    /// is not a valid M1.md (or the path names no regular file of at most 4 MiB).
     pub fn open(path: &Path) -> Result<(Store, Document), StoreError> {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("while reading {}", path.display()))?;
+        let (bytes, _) = source::read(path)?;
         let doc = decode(path, &bytes).map_err(StoreError::DiskInvalid)?;
         Ok((Store::new(path, bytes, &doc), doc))
     }
@@ -430,10 +429,7 @@ impl Store {
     /// this look; after [`TRUST_EXCHANGE_AFTER`] rounds it alone guards the swap.)
     fn last_look(&self, rounds: usize, expected: &[u8]) -> Result<Vec<u8>, StoreError> {
         if rounds <= TRUST_EXCHANGE_AFTER || !swap::EXCHANGES {
-            Ok(self
-                .read_once()
-                .map(|(b, _)| b)
-                .with_context(|| format!("while reading {}", self.path.display()))?)
+            Ok(self.read_once()?.0)
         } else {
             Ok(expected.to_vec())
         }
@@ -546,12 +542,10 @@ impl Store {
     /// The file's bytes. Bytes this store did not write are trusted only once the file has
     /// been still for [`SETTLE`]: an editor that saves in place (truncate, then write) shows a
     /// reader an empty or cut text for a moment, and merging onto that would lose the rest.
-    fn read(&self) -> anyhow::Result<Vec<u8>> {
+    fn read(&self) -> Result<Vec<u8>, StoreError> {
         let began = Instant::now();
         loop {
-            let (bytes, meta) = self
-                .read_once()
-                .with_context(|| format!("while reading {}", self.path.display()))?;
+            let (bytes, meta) = self.read_once()?;
             let id = FileId::of(&meta);
             let hash = hash(&bytes);
             // Same file, other bytes than at the last look: a save in place, maybe half done.
@@ -605,12 +599,8 @@ impl Store {
     }
 
     /// The bytes and the metadata of one open file, so both describe the same inode.
-    fn read_once(&self) -> std::io::Result<(Vec<u8>, std::fs::Metadata)> {
-        let mut f = std::fs::File::open(&self.path)?;
-        let meta = f.metadata()?;
-        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-        f.read_to_end(&mut bytes)?;
-        Ok((bytes, meta))
+    fn read_once(&self) -> Result<(Vec<u8>, std::fs::Metadata), StoreError> {
+        source::read(&self.path)
     }
 
     /// Remembers the file now at the path (after this store replaced it with `bytes`).
@@ -648,7 +638,7 @@ impl FileId {
 }
 
 /// Parses file bytes; invalid UTF-8 is reported at its line and column like any other error.
-fn decode(path: &Path, bytes: &[u8]) -> Result<Document, Errors> {
+pub(super) fn decode(path: &Path, bytes: &[u8]) -> Result<Document, Errors> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         let good = &bytes[..e.valid_up_to()];
         #[allow(clippy::naive_bytecount)] // an error path; not worth the `bytecount` crate

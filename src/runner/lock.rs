@@ -74,6 +74,21 @@ pub fn holder(m1: &Path) -> Option<u32> {
     lockfile::content(&mut file).parse().ok()
 }
 
+/// Waits, at most `within`, until no runner holds the lock of `m1`: how a command that stopped
+/// a runner knows it has let go of its loop (its step ended, WAITING written), whatever stopped
+/// it. The holder's pid when one still holds it then.
+#[must_use]
+pub fn wait_released(m1: &Path, within: std::time::Duration) -> Option<u32> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let holder = holder(m1)?;
+        if std::time::Instant::now() >= deadline {
+            return Some(holder);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use super::{lock, stopfile};
 use crate::decision_log;
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
-use crate::m1::{Document, Edit, Status, StepState, Store, setting};
+use crate::m1::{Document, Edit, Status, StepState, Store, StoreError, setting};
 use crate::notifier::Event;
 use crate::runner::settings::{Overrides, Settings};
 
@@ -105,9 +105,7 @@ fn make_room(file: &Path, force: bool) -> Result<Option<PathBuf>> {
             super::stop::command_for(file)
         )));
     }
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("while reading {}", file.display()))?;
-    match Document::parse(&text) {
+    match crate::m1::load(file) {
         Ok(doc) => {
             let m = doc.view();
             if matches!(m.status, Status::Running | Status::Waiting) && !force {
@@ -120,15 +118,15 @@ fn make_room(file: &Path, force: bool) -> Result<Option<PathBuf>> {
                 )));
             }
         }
-        Err(errs) if !force => {
+        Err(StoreError::DiskInvalid(errs)) if !force => {
             return Err(Error::bad_input(format!(
                 "{} is not a valid M1.md, and is left as it is; fix it, or use --force to archive it \
-                 and start anew:\n{}",
+                 and start anew:\n{errs}",
                 file.display(),
-                errs.with_path(file)
             )));
         }
-        Err(_) => {}
+        Err(StoreError::DiskInvalid(_)) => {}
+        Err(e) => return Err(anyhow::Error::new(e).into()),
     }
     Ok(Some(archive(file)?))
 }
@@ -140,27 +138,34 @@ fn check_agent(settings: &Settings) -> Result<()> {
         setting::permission_mode(mode)
             .map_err(|e| Error::bad_input(format!("{e}; nothing was changed")))?;
     }
-    crate::runner::settings::find_program(&settings.agent.program)
-        .map_err(|e| Error::bad_input(format!("{e}; nothing was changed")))?;
+    crate::runner::settings::find_program(&settings.agent.program).map_err(|e| {
+        Error::bad_input(format!(
+            "{e}; {}; nothing was changed",
+            crate::runner::settings::INSTALL_HINT
+        ))
+    })?;
     Ok(())
 }
 
 /// Before a resume runs anything: the agent the file names can be started (a loop that is
 /// DONE or FAILED, or a file that does not parse, is left to the runner to report).
 pub(super) fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
-    let Ok(doc) = std::fs::read_to_string(file)
-        .map_err(drop)
-        .and_then(|t| Document::parse(&t).map_err(drop))
-    else {
+    let Ok(doc) = crate::m1::load(file) else {
         return Ok(());
     };
     let m = doc.view();
     if matches!(m.status, Status::Done | Status::Failed) {
         return Ok(());
     }
+    crate::runner::settings::check_program_in(&doc, file)
+        .map_err(|errs| Error::bad_input(format!("{errs}; then `loop resume` again")))?;
     let program = settings.agent_for(&m).program;
-    crate::runner::settings::find_program(&program)
-        .map_err(|e| Error::bad_input(format!("{e}; then `loop resume` again")))?;
+    crate::runner::settings::find_program(&program).map_err(|e| {
+        Error::bad_input(format!(
+            "{e}; {}; then `loop resume` again",
+            crate::runner::settings::INSTALL_HINT
+        ))
+    })?;
     Ok(())
 }
 

@@ -307,6 +307,7 @@ impl Runner {
             idle_exempt_marker: Some(agent::RESULT_MARKER.into()),
             cwd: Some(self.workdir.clone()),
             stdin: None,
+            input: Some(inv.input),
             env,
             env_remove: inv.env_remove,
             // Should this runner die while the step runs, the step's end brings it back.
@@ -330,10 +331,6 @@ impl Runner {
             .map_err(|e| e.context(format!("while starting task {task_id}")))?;
         self.ledger
             .started(task_id, (step, attempt), session_id, review);
-        let _ = std::fs::write(
-            crate::layout::Layout::dir(&self.state_dir).task_prompt(task_id),
-            prompt,
-        );
         crash::point("after-fire");
         Ok(())
     }

@@ -77,7 +77,7 @@ pub fn create_local(state_dir: &Path) -> std::io::Result<PathBuf> {
 /// Removes the loop's `STOP` if `loop stop` put it there.
 pub fn clear_local(state_dir: &Path) {
     let p = local(state_dir);
-    if std::fs::read_to_string(&p).is_ok_and(|t| t.starts_with(BY_COMMAND)) {
+    if crate::named_file::read(&p, 4096).is_ok_and(|(t, _)| t.starts_with(BY_COMMAND.as_bytes())) {
         let _ = std::fs::remove_file(&p);
     }
 }
@@ -98,8 +98,9 @@ pub fn requested(state_dir: &Path) -> Option<crate::engine::Stop> {
         return Some(Stop::File(global.display().to_string()));
     }
     let local = local(state_dir);
-    match std::fs::read_to_string(&local) {
-        Ok(t) if t.starts_with(BY_COMMAND) => Some(Stop::Command),
+    // Read as a named file: a FIFO put there would block a plain read, and the runner with it.
+    match crate::named_file::read(&local, 4096) {
+        Ok((t, _)) if t.starts_with(BY_COMMAND.as_bytes()) => Some(Stop::Command),
         _ if local.exists() => Some(Stop::File(local.display().to_string())),
         _ => None,
     }

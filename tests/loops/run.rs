@@ -68,6 +68,12 @@ fn the_agent_gets_the_documented_invocation_and_environment() {
         assert!(argv.contains(&flag), "{flag} missing from {argv:?}");
     }
     assert!(!argv.contains(&"--resume"));
+    // The prompt comes on standard input, from the task's file of it.
+    assert_eq!(c["stdin_tty_or_pipe"], json!(false));
+    let task = c["task_id"].as_str().unwrap();
+    let input = m1loop::layout::Layout::of(&env.file).task_prompt(task);
+    assert_eq!(std::fs::read_to_string(input).unwrap(), env.prompt(0));
+    assert!(env.prompt(0).contains("only"));
     assert_eq!(c["claudecode_env"], json!(false));
     assert_eq!(c["entrypoint_env"], json!(false));
     assert_eq!(c["startup_failure_results"], json!("1"));
@@ -106,11 +112,10 @@ fn a_failed_attempt_is_retried_in_the_same_session_with_what_failed() {
         .expect("retry resumes");
     assert_eq!(argv2[i + 1], first_session);
     assert!(!argv2.contains(&"--session-id".to_string()));
-    let p = argv2.iter().position(|a| a == "-p").unwrap();
+    let prompt = calls[1]["prompt"].as_str().unwrap();
     assert!(
-        argv2[p + 1].contains("STEP_DONE / STEP_BLOCKED / STEP_FAILED"),
-        "fix prompt: {}",
-        argv2[p + 1]
+        prompt.contains("STEP_DONE / STEP_BLOCKED / STEP_FAILED"),
+        "fix prompt: {prompt}"
     );
     assert_eq!(env.m1().results[&2].attempts, Some(2));
 }
@@ -285,17 +290,9 @@ fn a_blocked_step_waits_for_the_human_and_resume_carries_the_answer() {
     std::fs::write(&env.file, text).unwrap();
     let out = env.run(&["resume"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let last = env.calls().pop().unwrap();
-    let argv: Vec<String> = last["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect();
-    let p = argv.iter().position(|a| a == "-p").unwrap();
+    let prompt = env.prompt(env.calls().len() - 1);
     assert!(
-        argv[p + 1].contains("keep the old API?")
-            && argv[p + 1].contains("CONSTRAINTS: keep the old API")
+        prompt.contains("keep the old API?") && prompt.contains("CONSTRAINTS: keep the old API")
     );
     assert_eq!(
         env.m1().results[&1].attempts,
