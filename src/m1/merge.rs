@@ -49,6 +49,22 @@ fn walk(doc: &Document, parent: Option<usize>, path: &mut Vec<String>, out: &mut
     }
 }
 
+/// The fields that differ from `before` to `after`, each as `PATH: old → new` (`(none)` for a
+/// field that was not there, or is gone), in key order.
+#[must_use]
+pub fn changes(before: &Document, after: &Document) -> Vec<String> {
+    field_changes(&fields(before), &fields(after))
+}
+
+fn field_changes(a: &Fields, b: &Fields) -> Vec<String> {
+    let keys: std::collections::BTreeSet<&Vec<String>> = a.keys().chain(b.keys()).collect();
+    let show = |v: Option<&String>| v.map_or_else(|| "(none)".to_string(), Clone::clone);
+    keys.into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| format!("{}: {} → {}", k.join("."), show(a.get(k)), show(b.get(k))))
+        .collect()
+}
+
 /// Whether two versions can be of one loop: not when both name a `LOOP_ID`, and not the same.
 fn same_loop(a: &Fields, b: &Fields) -> bool {
     let id = |f: &Fields| f.get(&vec!["LOOP_ID".to_string()]).cloned();
@@ -97,6 +113,14 @@ impl History {
             versions,
             journal: Some(journal),
         }
+    }
+
+    /// What `doc` changed against the newest version known (nothing when none is known).
+    pub(crate) fn changes_since_newest(&self, doc: &Document) -> Vec<String> {
+        self.versions
+            .back()
+            .map(|newest| field_changes(newest, &fields(doc)))
+            .unwrap_or_default()
     }
 
     /// Whether the history knows no version yet.

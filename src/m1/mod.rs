@@ -23,7 +23,7 @@ mod view;
 pub use document::Document;
 pub use edit::Edit;
 pub use error::{Error, Errors};
-pub use merge::Restored;
+pub use merge::{Restored, changes};
 pub use source::{MAX_BYTES, load};
 pub use store::{ConflictMerged, Store, StoreError};
 pub use view::{AgentKeys, Current, Limits, M1, Plan, Status, Step, StepResult, StepState};

@@ -140,6 +140,9 @@ pub struct Store {
     owed: Vec<Edit>,
     /// The last stale save found, until the caller takes it.
     restored: Option<Restored>,
+    /// What a person changed while no runner watched the file (found at
+    /// [`Store::open_with_history`]), until the caller takes it.
+    edited_while_away: Vec<String>,
     /// The file as last seen (identity, hash of its bytes): new bytes in the same file are a
     /// save in place, which may be caught half written; another file is a complete one
     /// renamed in.
@@ -182,6 +185,7 @@ impl Store {
             store.owed = store.put_back(&mut doc);
         }
         if store.owed.is_empty() {
+            store.edited_while_away = store.history.changes_since_newest(&doc);
             store.history.push(&doc, store.bytes.len());
         }
         Ok((store, doc))
@@ -197,12 +201,19 @@ impl Store {
             history,
             owed: Vec::new(),
             restored: None,
+            edited_while_away: Vec::new(),
             seen: Cell::new(None),
             displaced: Vec::new(),
             late: None,
             #[cfg(test)]
             before_swap: None,
         }
+    }
+
+    /// What a person changed in the file while no runner watched it, as `PATH: old → new`
+    /// (see [`Store::open_with_history`]). Taken once.
+    pub fn take_edited_while_away(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.edited_while_away)
     }
 
     /// What the last stale save reverted (see [`super::merge`]): the runner logs it. Taken

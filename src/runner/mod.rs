@@ -47,6 +47,20 @@ pub const POLL: Duration = Duration::from_secs(1);
 /// Grace between SIGTERM and SIGKILL when the runner ends a step.
 pub const KILL_GRACE: Duration = Duration::from_secs(3);
 
+/// Field changes for the log: the first few, each cut to a line.
+fn shown_changes(changes: &[String]) -> String {
+    const SHOWN: usize = 8;
+    let mut shown: Vec<String> = changes
+        .iter()
+        .take(SHOWN)
+        .map(|c| crate::text::one_line(c, 160))
+        .collect();
+    if changes.len() > SHOWN {
+        shown.push(format!("and {} more", changes.len() - SHOWN));
+    }
+    shown.join("; ")
+}
+
 /// A plan as a person reads it: a line saying how many steps, then one line each.
 #[must_use]
 pub fn plan_lines(steps: &[String]) -> String {
@@ -165,6 +179,13 @@ impl Runner {
         if runner.note_restored() {
             runner.commit(&[])?;
         }
+        let away = runner.store.take_edited_while_away();
+        if !away.is_empty() {
+            runner.say(&format!(
+                "edit: M1.md was changed by hand while no runner ran: {}",
+                shown_changes(&away)
+            ));
+        }
         Ok(runner)
     }
 
@@ -204,10 +225,11 @@ impl Runner {
     fn reload(&mut self) -> crate::error::Result<bool> {
         match self.store.reload() {
             Ok(Some(doc)) => {
-                self.doc = doc;
+                let before = std::mem::replace(&mut self.doc, doc);
                 for e in &self.pending {
                     self.doc.apply(e);
                 }
+                self.note_hand_edit(&before);
                 self.invalid_reported = None;
                 if self.note_restored() {
                     self.commit(&[])?;
@@ -232,6 +254,18 @@ impl Runner {
                 Ok(false)
             }
             Err(e) => Err(anyhow::Error::new(e).into()),
+        }
+    }
+
+    /// Logs what a person changed in M1.md (every decision is in loop.log, a person's too): the
+    /// fields that changed from what the runner knew to the text it reads now.
+    fn note_hand_edit(&self, before: &Document) {
+        let changes = crate::m1::changes(before, &self.doc);
+        if !changes.is_empty() {
+            self.say(&format!(
+                "edit: M1.md was changed by hand: {}",
+                shown_changes(&changes)
+            ));
         }
     }
 
@@ -428,6 +462,59 @@ impl Runner {
         }
     }
 
+    /// [`Runner::drive`] for a person watching (a foreground runner): a line first saying
+    /// where the loop's file and log are and how to stop it, and one at the end saying how it
+    /// stands, what it spent and how long it took, and what comes next.
+    ///
+    /// # Errors
+    /// As [`Runner::drive`].
+    pub fn drive_in_view(&mut self) -> crate::error::Result<Exit> {
+        if self.echo {
+            let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+            crate::errln!(
+                "loop: {} (M1.md {}, log {}); Ctrl-C or {} stops it",
+                self.view().goal,
+                abs(&self.file).display(),
+                abs(&crate::layout::Layout::dir(&self.state_dir).log()).display(),
+                stop::command_for(&self.file)
+            );
+        }
+        let exit = self.drive();
+        if self.echo {
+            self.progress.clear();
+            crate::errln!("loop: {}", self.closing_line());
+        }
+        exit
+    }
+
+    /// How the loop stands, in one line: its status, what it spent and in how long, and what
+    /// comes next unless it is DONE.
+    fn closing_line(&self) -> String {
+        let m = self.view();
+        let started = self
+            .doc
+            .get(&["STARTED_AT"])
+            .and_then(|s| chrono::DateTime::parse_from_rfc3339(&s).ok());
+        let took = started.map_or_else(String::new, |t| {
+            let secs = (Utc::now() - t.with_timezone(&Utc)).num_seconds();
+            let d = Duration::from_secs(u64::try_from(secs).unwrap_or(0));
+            format!(" in {}", crate::duration::human(d))
+        });
+        let spent = format!("${:.2}{took}", engine::spent(&m));
+        match m.status {
+            Status::Done => {
+                let n = m.plan.steps.len();
+                format!("DONE: {n} step(s), {spent}")
+            }
+            status => format!(
+                "{}: {} ({spent}); next: {}",
+                status.as_str(),
+                m.last_action.unwrap_or_default(),
+                m.next_action.unwrap_or_default()
+            ),
+        }
+    }
+
     /// Drives the loop until it is DONE, FAILED or WAITING.
     ///
     /// # Errors
@@ -616,10 +703,6 @@ impl Runner {
             self.record_judged(id, "stopped", &t.edits)?;
         }
         let exit = self.apply(&t)?;
-        if self.echo {
-            self.progress.clear();
-            crate::errln!("loop: stopped by {}; {}", stop.by(), stop.how());
-        }
         Ok(exit.unwrap_or(Exit::Waiting))
     }
 

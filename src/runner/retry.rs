@@ -65,7 +65,7 @@ pub fn retry(
         return detach(file, None);
     }
     stopfile::catch_interrupt(runner.watch.waker());
-    runner.drive()
+    runner.drive_in_view()
 }
 
 /// The step a retry is about: the one named, which must be in the plan; else the failed or

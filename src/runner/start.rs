@@ -366,7 +366,7 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Result<ExitS
             steps: m.plan.steps.iter().map(|s| s.text.clone()).collect(),
         });
     }
-    runner.drive()
+    runner.drive_in_view()
 }
 
 /// `loop resume`.
@@ -462,7 +462,7 @@ pub fn resume_as(
     if revived_by.is_none() {
         super::revive::forget(file);
     }
-    runner.drive()
+    runner.drive_in_view()
 }
 
 /// Runs `loop resume` for `file` in the background, in its own session, and returns at once.

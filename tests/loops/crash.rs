@@ -168,6 +168,20 @@ fn edits_to_steps_and_limits_take_effect_at_the_next_decision() {
     assert_eq!(m.plan.steps[1].state, StepState::Skipped);
     let last = env.prompt(env.calls().len() - 1);
     assert!(last.contains("c, edited"), "{last}");
+    // A person's decisions are in loop.log like the runner's.
+    let log = env.log();
+    let edit = log
+        .lines()
+        .find(|l| l.contains("edit: M1.md was changed by hand"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        edit.contains("PLAN.STEPS.2: [PENDING] b → [SKIPPED] b"),
+        "{edit}"
+    );
+    assert!(
+        edit.contains("PLAN.STEPS.3: [PENDING] c → [PENDING] c, edited"),
+        "{edit}"
+    );
 }
 
 #[test]

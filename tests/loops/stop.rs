@@ -202,7 +202,10 @@ fn ctrl_c_on_a_foreground_runner_stops_the_loop_as_loop_stop_does() {
     let out = ctrl_c(runner);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     let err = stderr(&out);
-    let said: Vec<&str> = err.lines().filter(|l| l.contains("Ctrl-C")).collect();
+    let said: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("Stopped by Ctrl-C"))
+        .collect();
     assert_eq!(said.len(), 1, "{err}");
     assert!(said[0].contains("loop resume"), "{}", said[0]);
     assert_stopped(&env, "Stopped by Ctrl-C");

@@ -217,3 +217,36 @@ fn loop_demo_honours_file() {
     assert!(text.starts_with("STATUS: DONE"), "{text}");
     assert!(stdout(&out).contains(&file.display().to_string()));
 }
+
+#[test]
+fn a_foreground_run_says_where_its_files_are_how_to_stop_it_and_ends_with_cost_and_time() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok", "cost_usd": 0.25}}));
+    let out = env.run(&["start", "ship it", "--step", "one", "--step", "two"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    let first = err.lines().next().unwrap_or_default();
+    assert!(first.contains("ship it"), "{err}");
+    assert!(first.contains(&env.file.display().to_string()), "{err}");
+    assert!(first.contains("loop.log"), "{err}");
+    assert!(
+        first.contains("Ctrl-C") && first.contains("loop stop"),
+        "{err}"
+    );
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("loop: DONE: 2 step(s), $0.50 in "),
+        "{err}"
+    );
+
+    // A loop that needs a human ends with why and what to do.
+    env.scenario(&json!({"default": {"result": "unsure\nSTEP_BLOCKED: which file?"}}));
+    let out = env.run(&["start", "ask", "--step", "one", "--force"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let last = stderr(&out).lines().last().unwrap_or_default().to_owned();
+    assert!(last.starts_with("loop: WAITING: "), "{last}");
+    assert!(
+        last.contains("which file?") && last.contains("next: "),
+        "{last}"
+    );
+}
