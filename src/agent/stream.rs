@@ -24,6 +24,11 @@ pub struct StreamSummary {
     pub session_id: Option<String>,
     /// The last `result` event.
     pub result: Option<ResultEvent>,
+    /// What this run cost, in dollars. Not the result's `total_cost_usd`: after `--resume`,
+    /// 2.1.330 reports the whole session's total there, and only its
+    /// `model_usage_since_last_result` says what was spent since the result before (summed
+    /// over every result of the run). Older CLIs report each run alone in `total_cost_usd`.
+    pub cost_usd: Option<f64>,
     /// The last `rate_limit_event` (the machine-readable usage-limit reset time).
     pub rate_limit: Option<RateLimitInfo>,
     /// The text of the last assistant message that had any text.
@@ -219,6 +224,19 @@ impl StreamReader {
             .filter_map(|u| u.get("contextWindow").and_then(Value::as_u64));
         s.context_window = windows.max().or(s.context_window);
         let mut result = result_event(obj);
+        s.cost_usd = match obj
+            .get("model_usage_since_last_result")
+            .and_then(Value::as_object)
+        {
+            Some(since) => {
+                let spent: f64 = since
+                    .values()
+                    .filter_map(|u| u.get("costUSD").and_then(Value::as_f64))
+                    .sum();
+                Some(s.cost_usd.unwrap_or(0.0) + spent)
+            }
+            None => result.total_cost_usd,
+        };
         merge_denials(&mut result.permission_denials, &s.unavailable_tools);
         if result.session_id.is_some() {
             s.session_id.clone_from(&result.session_id);

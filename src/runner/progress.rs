@@ -92,12 +92,7 @@ impl Progress {
         w.follower.poll();
         let summary = w.follower.summary();
         let activity = summary.last_activity.clone();
-        let cost = w.spent_before
-            + summary
-                .result
-                .as_ref()
-                .and_then(|r| r.total_cost_usd)
-                .unwrap_or(0.0);
+        let cost = w.spent_before + summary.cost_usd.unwrap_or(0.0);
         let line = render(&w.label, w.started.elapsed(), activity.as_deref(), cost);
         match self.mode {
             Mode::Off => {}

@@ -82,7 +82,7 @@ impl Run {
             denials: result
                 .map(|r| r.permission_denials.clone())
                 .unwrap_or_default(),
-            cost_usd: result.and_then(|r| r.total_cost_usd).unwrap_or(0.0),
+            cost_usd: stream.cost_usd.unwrap_or(0.0),
             context_pct: stream.context_pct(),
             background_stopped: stream.background_stopped.clone(),
             compactions: std::fs::read_to_string(layout.task_compactions(&report.id))

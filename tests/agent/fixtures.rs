@@ -118,6 +118,10 @@ fn table() -> Vec<(&'static str, ExitInfo, String)> {
         ),
         ("tool-permission-not-granted", exited(0), "success".into()),
         ("tool-error-command-failed", exited(0), "success".into()),
+        ("cost-first-run", exited(0), "success".into()),
+        ("cost-resumed-run", exited(0), "success".into()),
+        ("cost-first-run-2.1.197", exited(0), "success".into()),
+        ("cost-resumed-run-2.1.197", exited(0), "success".into()),
     ]
 }
 
@@ -150,7 +154,7 @@ fn the_table_covers_every_row_of_the_index_and_every_capture_file() {
         })
         .collect();
     let tested: BTreeSet<String> = table().iter().map(|(s, _, _)| (*s).to_owned()).collect();
-    assert_eq!(indexed.len(), 29, "index rows: {indexed:?}");
+    assert_eq!(indexed.len(), 33, "index rows: {indexed:?}");
     assert_eq!(tested, indexed);
     assert_eq!(tested, on_disk);
 }
@@ -178,6 +182,29 @@ fn success_fields_are_extracted() {
     );
     assert_eq!(s.events, 3);
     assert_eq!(s.garbage_lines, 0);
+}
+
+/// Whether two dollar figures agree to a hundredth of a cent.
+fn same_cost(got: Option<f64>, want: f64) -> bool {
+    got.is_some_and(|g| (g - want).abs() < 1e-6)
+}
+
+#[test]
+fn a_resumed_run_costs_what_it_spent_not_the_session_s_total() {
+    // 2.1.330 reports the session's total after `--resume` ($0.84 after two runs of $0.42);
+    // what the run itself spent is in `model_usage_since_last_result`.
+    for (stem, total, own) in [
+        ("cost-first-run", 0.42, 0.42),
+        ("cost-resumed-run", 0.84, 0.42),
+        // 2.1.197 reports each run alone.
+        ("cost-first-run-2.1.197", 0.525, 0.525),
+        ("cost-resumed-run-2.1.197", 0.525, 0.525),
+    ] {
+        let (s, _) = load(stem);
+        let reported = s.result.as_ref().and_then(|r| r.total_cost_usd);
+        assert!(same_cost(reported, total), "{stem}: {reported:?}");
+        assert!(same_cost(s.cost_usd, own), "{stem}: {:?}", s.cost_usd);
+    }
 }
 
 #[test]

@@ -25,6 +25,8 @@ pub struct Call<'a> {
     pub attempt: String,
     /// Where relative fixture stems are found.
     pub base_dir: PathBuf,
+    /// Where the simulation keeps what outlives a call (each session's cost so far).
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Writes events to stdout in the requested format, flushing every line so that a reader
@@ -155,6 +157,7 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
     if action.no_result {
         return exit;
     }
+    let cost_usd = action.cost_usd.unwrap_or(0.01);
     let result = emit::result(&emit::ResultSpec {
         session_id: &session_id,
         subtype: action.subtype.as_deref().unwrap_or("success"),
@@ -162,7 +165,8 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
         api_error_status: action.api_error_status,
         text: &text,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        cost_usd: action.cost_usd.unwrap_or(0.01),
+        cost_usd,
+        session_cost_usd: session_cost(call.state_dir.as_deref(), &session_id, cost_usd),
         permission_denials: &action.permission_denials,
     });
     match format {
@@ -187,6 +191,20 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
         _ => raw_stdout(format!("{text}\n").as_bytes()),
     }
     exit
+}
+
+/// What session `id` has cost so far, this call's `cost` included: the CLI (2.1.330) reports
+/// that total after `--resume`. Kept in the state directory, one file per session.
+fn session_cost(state_dir: Option<&Path>, id: &str, cost: f64) -> f64 {
+    let Some(dir) = state_dir else { return cost };
+    let path = dir.join(format!("session-{id}.cost"));
+    let before: f64 = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0.0);
+    let total = before + cost;
+    let _ = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, format!("{total}\n")));
+    total
 }
 
 fn sleep_ms(ms: u64) {

@@ -116,11 +116,16 @@ pub struct ResultSpec<'a> {
     pub api_error_status: Option<u16>,
     pub text: &'a str,
     pub duration_ms: u64,
+    /// What this call cost.
     pub cost_usd: f64,
+    /// What its session cost so far, this call included.
+    pub session_cost_usd: f64,
     pub permission_denials: &'a [String],
 }
 
-/// The final event. As in the real CLI, `error_*` subtypes carry `errors` instead of `result`.
+/// The final event. As in the real CLI, `error_*` subtypes carry `errors` instead of `result`;
+/// as in 2.1.330 (capture `cost-resumed-run`), `total_cost_usd` and `modelUsage` are the
+/// session's totals and `model_usage_since_last_result` is this call's share.
 #[must_use]
 pub fn result(r: &ResultSpec<'_>) -> Value {
     let denials: Vec<Value> = r
@@ -138,11 +143,14 @@ pub fn result(r: &ResultSpec<'_>) -> Value {
         "type": "result", "subtype": r.subtype, "is_error": r.is_error,
         "api_error_status": r.api_error_status, "duration_ms": r.duration_ms,
         "duration_api_ms": r.duration_ms / 2, "num_turns": 1,
-        "session_id": r.session_id, "total_cost_usd": r.cost_usd,
+        "session_id": r.session_id, "total_cost_usd": r.session_cost_usd,
         "usage": {"input_tokens": 10, "cache_creation_input_tokens": 0,
                   "cache_read_input_tokens": 0, "output_tokens": 5},
         "permission_denials": denials, "terminal_reason": terminal, "uuid": uuid(),
         "modelUsage": {"claude-sim": {"inputTokens": 10, "outputTokens": 5,
+                       "costUSD": r.session_cost_usd, "contextWindow": 200_000}},
+        "result_index": 0,
+        "model_usage_since_last_result": {"claude-sim": {"inputTokens": 10, "outputTokens": 5,
                        "costUSD": r.cost_usd, "contextWindow": 200_000}},
     });
     if r.subtype == "success" {

@@ -153,6 +153,7 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
             step,
             attempt: env.attempt.clone().unwrap_or_else(|| "1".to_owned()),
             base_dir: scenario.base_dir.clone(),
+            state_dir,
         },
         &action,
     )
