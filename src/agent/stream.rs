@@ -51,6 +51,9 @@ pub struct StreamSummary {
     /// The model's context window, from the result's `modelUsage` (the largest, if several
     /// models answered).
     pub context_window: Option<u64>,
+    /// Each model of the result's `modelUsage` with its context window: a `[1m]` model's
+    /// window is not what a `--resume` gets (see [`StreamSummary::context_pct`]).
+    pub model_windows: Vec<(String, u64)>,
     /// Background tasks of the session (a `run_in_background` shell, …) that the CLI stopped
     /// after its result: work the agent left running when it answered, cut off unfinished
     /// (since 2.1.163 `-p` stops them about 5 s after the result). Their descriptions.
@@ -216,13 +219,17 @@ impl StreamReader {
 
     fn result(&mut self, obj: &serde_json::Map<String, Value>) {
         let s = &mut self.summary;
-        let windows = obj
+        let windows: Vec<(String, u64)> = obj
             .get("modelUsage")
             .and_then(Value::as_object)
             .into_iter()
-            .flat_map(|m| m.values())
-            .filter_map(|u| u.get("contextWindow").and_then(Value::as_u64));
-        s.context_window = windows.max().or(s.context_window);
+            .flatten()
+            .filter_map(|(model, u)| Some((model.clone(), u.get("contextWindow")?.as_u64()?)))
+            .collect();
+        if !windows.is_empty() {
+            s.context_window = windows.iter().map(|(_, w)| *w).max();
+            s.model_windows = windows;
+        }
         let mut result = result_event(obj);
         s.cost_usd = match obj
             .get("model_usage_since_last_result")
@@ -464,20 +471,46 @@ fn assistant_text(obj: &serde_json::Map<String, Value>) -> Option<String> {
 }
 
 /// What the model read to write this assistant message: its usage's input tokens, cache
-/// reads and cache writes.
+/// reads and cache writes. `None` for the CLI's own `<synthetic>` messages (an API error, a
+/// prompt too long): their usage is zero and says nothing of the context.
 fn context_used(obj: &serde_json::Map<String, Value>) -> Option<u64> {
-    let usage = obj.get("message")?.get("usage")?;
+    let message = obj.get("message")?;
+    if message.get("model").and_then(Value::as_str) == Some("<synthetic>") {
+        return None;
+    }
+    let usage = message.get("usage")?;
     let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
     Some(n("input_tokens") + n("cache_read_input_tokens") + n("cache_creation_input_tokens"))
 }
 
+/// The context window of a model that does not say, and of a `[1m]` model resumed without
+/// asking for the 1M variant.
+const STANDARD_WINDOW: u64 = 200_000;
+
 impl StreamSummary {
-    /// How full the context was at the end, in percent of the model's window (200,000 tokens
-    /// when the stream does not say).
+    /// How full the context was at the end, in percent of the window a `--resume` of the
+    /// session will have, called with `--model resume_model` (`None`: no `--model`). That is not
+    /// always the window this run had: 2.1.197 runs a fresh session without `--model` as the 1M
+    /// variant (`claude-opus-4-8[1m]`) and its resume as the plain model, with 200,000 tokens
+    /// (captures `context-250k-fresh-2.1.197`, `cost-resumed-run-2.1.197`); a resume that
+    /// names a `[1m]` model itself keeps it. 2.1.330 names no `[1m]` and keeps its window.
     #[must_use]
-    pub fn context_pct(&self) -> Option<u32> {
+    pub fn context_pct(&self, resume_model: Option<&str>) -> Option<u32> {
         let used = self.context_tokens?;
-        let window = self.context_window.filter(|w| *w > 0).unwrap_or(200_000);
+        let keeps_1m = resume_model.is_some_and(|m| m.ends_with("[1m]"));
+        let window = self
+            .model_windows
+            .iter()
+            .map(|(model, w)| {
+                if model.ends_with("[1m]") && !keeps_1m {
+                    STANDARD_WINDOW.min(*w)
+                } else {
+                    *w
+                }
+            })
+            .filter(|w| *w > 0)
+            .max()
+            .unwrap_or(STANDARD_WINDOW);
         u32::try_from(used.saturating_mul(100) / window).ok()
     }
 }

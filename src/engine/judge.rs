@@ -212,6 +212,14 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
             BugKind::UnknownSession if a.resumed => Judgement::FreshSession {
                 reason: one_line(&message, 200),
             },
+            // Past the window its resume runs with (2.1.197 resumes a 1M session with 200k):
+            // every resume would fail alike, so the step goes on fresh, from a handoff.
+            BugKind::ContextTooLong if a.resumed => Judgement::FreshSession {
+                reason: format!(
+                    "the session's context does not fit the model's window on resume: {}",
+                    one_line(&message, 200)
+                ),
+            },
             BugKind::SessionInUse if !a.resumed => Judgement::ResumeSession {
                 reason: one_line(&message, 200),
             },

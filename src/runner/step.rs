@@ -59,7 +59,13 @@ pub(super) struct Run {
 
 impl Run {
     /// Reads the task's stream-json and stderr, and the compactions its hook noted.
-    pub(super) fn read(report: &TaskReport, layout: &crate::layout::Layout) -> Self {
+    /// `resume_model`: the `--model` a resume of its session would be called with, which
+    /// decides the window its context is measured against.
+    pub(super) fn read(
+        report: &TaskReport,
+        layout: &crate::layout::Layout,
+        resume_model: Option<&str>,
+    ) -> Self {
         // A task still running has no end; it is judged only once it has one (LOST if none).
         let end = report.end.clone().unwrap_or(TaskEnd::Lost);
         let stream = agent::read_stream_file(&report.stdout_path).unwrap_or_default();
@@ -83,7 +89,7 @@ impl Run {
                 .map(|r| r.permission_denials.clone())
                 .unwrap_or_default(),
             cost_usd: stream.cost_usd.unwrap_or(0.0),
-            context_pct: stream.context_pct(),
+            context_pct: stream.context_pct(resume_model),
             background_stopped: stream.background_stopped.clone(),
             compactions: std::fs::read_to_string(layout.task_compactions(&report.id))
                 .map_or(0, |t| u32::try_from(t.lines().count()).unwrap_or(u32::MAX)),
@@ -527,7 +533,12 @@ impl Runner {
         }
         let caps = self.settings.caps(&m);
         self.clean_up_after(task_id, report)?;
-        let run = Run::read(report, &crate::layout::Layout::dir(&self.state_dir));
+        let model = self.settings.agent_for(&m).model;
+        let run = Run::read(
+            report,
+            &crate::layout::Layout::dir(&self.state_dir),
+            model.as_deref(),
+        );
         let attempt = m.current.attempt.unwrap_or(1);
         let (transients, restarts) = (m.count(step, "TRANSIENT"), m.count(step, "RESTARTS"));
         let Some((judgement, verified)) = self.judge(

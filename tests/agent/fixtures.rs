@@ -122,6 +122,17 @@ fn table() -> Vec<(&'static str, ExitInfo, String)> {
         ("cost-resumed-run", exited(0), "success".into()),
         ("cost-first-run-2.1.197", exited(0), "success".into()),
         ("cost-resumed-run-2.1.197", exited(0), "success".into()),
+        ("context-250k-fresh-2.1.197", exited(0), "success".into()),
+        (
+            "prompt-too-long-on-resume-2.1.197",
+            exited(1),
+            bug(BugKind::ContextTooLong),
+        ),
+        (
+            "prompt-too-long-on-resume",
+            exited(1),
+            bug(BugKind::ContextTooLong),
+        ),
     ]
 }
 
@@ -154,7 +165,7 @@ fn the_table_covers_every_row_of_the_index_and_every_capture_file() {
         })
         .collect();
     let tested: BTreeSet<String> = table().iter().map(|(s, _, _)| (*s).to_owned()).collect();
-    assert_eq!(indexed.len(), 33, "index rows: {indexed:?}");
+    assert_eq!(indexed.len(), 36, "index rows: {indexed:?}");
     assert_eq!(tested, indexed);
     assert_eq!(tested, on_disk);
 }
@@ -205,6 +216,26 @@ fn a_resumed_run_costs_what_it_spent_not_the_session_s_total() {
         assert!(same_cost(reported, total), "{stem}: {reported:?}");
         assert!(same_cost(s.cost_usd, own), "{stem}: {:?}", s.cost_usd);
     }
+}
+
+#[test]
+fn a_context_is_measured_against_the_window_its_resume_will_have() {
+    // 2.1.197 runs a fresh session without `--model` as `claude-opus-4-8[1m]` (1M), and its
+    // `--resume` as `claude-opus-4-8` (200k): 250k tokens are 25 % now and 125 % then.
+    let (fresh, _) = load("context-250k-fresh-2.1.197");
+    assert_eq!(fresh.context_window, Some(1_000_000));
+    assert_eq!(fresh.context_pct(None), Some(125));
+    assert_eq!(fresh.context_pct(Some("sonnet")), Some(125));
+    // A resume that asks for the 1M variant itself keeps it.
+    assert_eq!(fresh.context_pct(Some("opus[1m]")), Some(25));
+    // 2.1.330 resumes with the window the session began with.
+    let (resumed, _) = load("cost-resumed-run");
+    assert_eq!(resumed.context_pct(None), Some(10));
+    let (resumed, _) = load("cost-resumed-run-2.1.197");
+    assert_eq!(resumed.context_pct(None), Some(50));
+    // The CLI's own message for an error says nothing of the context (its usage is zero).
+    let (too_long, _) = load("prompt-too-long-on-resume-2.1.197");
+    assert_eq!(too_long.context_tokens, None);
 }
 
 #[test]

@@ -74,7 +74,11 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
     let out = Out {
         stream: format == "stream-json",
     };
-    let model = args.model.as_deref().unwrap_or("claude-sim");
+    let model = action
+        .model
+        .as_deref()
+        .or(args.model.as_deref())
+        .unwrap_or("claude-sim");
     let cwd = std::env::current_dir()
         .map(|d| d.display().to_string())
         .unwrap_or_default();
@@ -165,6 +169,8 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
         api_error_status: action.api_error_status,
         text: &text,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        model,
+        context_window: action.context_window.unwrap_or(200_000),
         cost_usd,
         session_cost_usd: session_cost(call.state_dir.as_deref(), &session_id, cost_usd),
         permission_denials: &action.permission_denials,

@@ -116,6 +116,9 @@ pub struct ResultSpec<'a> {
     pub api_error_status: Option<u16>,
     pub text: &'a str,
     pub duration_ms: u64,
+    /// The model `modelUsage` names, and its context window.
+    pub model: &'a str,
+    pub context_window: u64,
     /// What this call cost.
     pub cost_usd: f64,
     /// What its session cost so far, this call included.
@@ -147,11 +150,11 @@ pub fn result(r: &ResultSpec<'_>) -> Value {
         "usage": {"input_tokens": 10, "cache_creation_input_tokens": 0,
                   "cache_read_input_tokens": 0, "output_tokens": 5},
         "permission_denials": denials, "terminal_reason": terminal, "uuid": uuid(),
-        "modelUsage": {"claude-sim": {"inputTokens": 10, "outputTokens": 5,
-                       "costUSD": r.session_cost_usd, "contextWindow": 200_000}},
+        "modelUsage": {r.model: {"inputTokens": 10, "outputTokens": 5,
+                       "costUSD": r.session_cost_usd, "contextWindow": r.context_window}},
         "result_index": 0,
-        "model_usage_since_last_result": {"claude-sim": {"inputTokens": 10, "outputTokens": 5,
-                       "costUSD": r.cost_usd, "contextWindow": 200_000}},
+        "model_usage_since_last_result": {r.model: {"inputTokens": 10, "outputTokens": 5,
+                       "costUSD": r.cost_usd, "contextWindow": r.context_window}},
     });
     if r.subtype == "success" {
         v["result"] = json!(r.text);

@@ -64,8 +64,14 @@ pub struct Action {
     /// `background-task-stopped-after-result`).
     pub background_task: Option<String>,
     /// Tokens the session's context holds when the answer is written: the answer's usage
-    /// reads them from the cache (the window, in the result's `modelUsage`, is 200,000).
+    /// reads them from the cache.
     pub context_tokens: Option<u64>,
+    /// The model the answer and the result's `modelUsage` name (default: `--model`, else
+    /// `claude-sim`), e.g. `claude-opus-4-8[1m]`, the 1M variant 2.1.197 runs a fresh session
+    /// with.
+    pub model: Option<String>,
+    /// The context window `modelUsage` reports (default 200,000).
+    pub context_window: Option<u64>,
     /// Tools the agent calls that the CLI has removed (as a deny rule in the user's settings
     /// does): each call gets the CLI's `No such tool available` error `tool_result`, the
     /// answer goes on as given, and `permission_denials` stays empty, as in the capture
