@@ -141,7 +141,8 @@ impl Layout {
         self.dir.join("claude-settings.json")
     }
 
-    /// Where a task's agent notes each compaction of its context (the `PreCompact` hook).
+    /// Where a task's agent notes each compaction of its context it starts (the `PreCompact`
+    /// hook). Some fail: what happened is counted from the stream.
     #[must_use]
     pub fn task_compactions(&self, id: &str) -> PathBuf {
         self.task(id).join("compactions")

@@ -23,6 +23,7 @@ mod bridge {
 
 mod loops {
     mod agent_killed;
+    mod auth;
     mod crash;
     mod denials;
     mod hooks;

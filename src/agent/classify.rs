@@ -151,6 +151,14 @@ pub fn classify(
     if matches!(status, Some(408 | 409 | 429 | 500..=599)) || TRANSIENT.is_match(&text) {
         return Class::Transient(message);
     }
+    if result.is_none() && died && stream.auth_failing() {
+        // Ended while the CLI retried a refused key (by the runner, which does not wait out
+        // its 3 minutes of retries): only a human can fix that.
+        return Class::Auth(format!(
+            "the CLI was retrying an authentication error ({}) when it was ended",
+            crate::text::one_line(stream.api_error.as_deref().unwrap_or("401"), 200)
+        ));
+    }
     if result.is_none() && died {
         let how = describe_exit(exit);
         // The loop's own kill of a hang, or a kill while the CLI was retrying an API error:

@@ -45,6 +45,15 @@ pub struct StreamSummary {
     /// message carrying an API error), e.g. `429 rate_limit`: what a process killed before
     /// its result was waiting on.
     pub api_error: Option<String>,
+    /// The HTTP status of the API error the CLI was last retrying (`system/api_retry`'s
+    /// `error_status`).
+    pub api_error_status: Option<u16>,
+    /// Compactions of the session's context that happened (`system/compact_boundary`). The
+    /// `PreCompact` hook runs before a compaction that may still fail.
+    pub compactions: u32,
+    /// Why each compaction that was tried failed (`system/status` with `compact_result`
+    /// `failed`: `Not enough messages to compact.`, `too_few_groups`, …).
+    pub compactions_failed: Vec<String>,
     /// Tokens in the session's context at its last assistant message: that message's input,
     /// cache reads and cache writes (what the model read to answer).
     pub context_tokens: Option<u64>,
@@ -293,6 +302,7 @@ impl StreamReader {
             }
             Some("api_retry") => {
                 let status = obj.get("error_status").and_then(Value::as_u64);
+                s.api_error_status = status.and_then(|n| u16::try_from(n).ok());
                 let error = str_field(obj, "error");
                 s.api_error = Some(match (status, error) {
                     (Some(st), Some(e)) => format!("{st} {e}"),
@@ -300,6 +310,17 @@ impl StreamReader {
                     (None, Some(e)) => e,
                     (None, None) => "an API error".to_owned(),
                 });
+                false
+            }
+            Some("compact_boundary") => {
+                s.compactions += 1;
+                false
+            }
+            Some("status") => {
+                if obj.get("compact_result").and_then(Value::as_str) == Some("failed") {
+                    let why = str_field(obj, "compact_error").unwrap_or_else(|| "failed".into());
+                    s.compactions_failed.push(why);
+                }
                 false
             }
             _ => false,
@@ -310,6 +331,8 @@ impl StreamReader {
         let s = &mut self.summary;
         if let Some(used) = context_used(obj) {
             s.context_tokens = Some(used);
+            // The API answered: whatever the CLI was retrying is behind it.
+            s.api_error_status = None;
         }
         if let Some(text) = assistant_text(obj) {
             if obj.get("is_api_error_message").and_then(Value::as_bool) == Some(true) {
@@ -488,6 +511,13 @@ fn context_used(obj: &serde_json::Map<String, Value>) -> Option<u64> {
 const STANDARD_WINDOW: u64 = 200_000;
 
 impl StreamSummary {
+    /// Whether the CLI is retrying an authentication error (401, 403) before any result:
+    /// it retries a revoked key for about 3 minutes, though only a human can fix it.
+    #[must_use]
+    pub fn auth_failing(&self) -> bool {
+        matches!(self.api_error_status, Some(401 | 403))
+    }
+
     /// How full the context was at the end, in percent of the window a `--resume` of the
     /// session will have, called with `--model resume_model` (`None`: no `--model`). That is not
     /// always the window this run had: 2.1.197 runs a fresh session without `--model` as the 1M
@@ -701,6 +731,17 @@ mod tests {
         assert!(stopped.result.is_some_and(|r| !r.is_error));
         let plain = read_stream_file(&fixture("success-after-tool-use")).unwrap();
         assert!(plain.background_stopped.is_empty());
+    }
+
+    #[test]
+    fn an_auth_error_the_api_then_answered_is_no_longer_failing() {
+        let retry = r#"{"type":"system","subtype":"api_retry","attempt":1,"error_status":401,"error":"authentication_failed"}"#;
+        let answer = r#"{"type":"assistant","message":{"model":"m","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":10}}}"#;
+        let mut reader = StreamReader::new();
+        reader.feed(format!("{retry}\n").as_bytes());
+        assert!(reader.summary().auth_failing());
+        reader.feed(format!("{answer}\n").as_bytes());
+        assert!(!reader.summary().auth_failing());
     }
 
     #[test]

@@ -154,6 +154,9 @@ fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
                 .map_or_else(|| "the idle limit".into(), minutes);
             failed(a, &format!("idle timeout: no output for {idle}, killed"))
         }
+        // Ended (by the runner, or `loop kill`) while the CLI retried a refused key: the class
+        // says so, and only a human can fix it.
+        TaskEnd::Killed if matches!(a.class, Some(Class::Auth(_))) => return None,
         TaskEnd::Killed => failed(a, "the step's task was killed (loop kill)"),
         TaskEnd::Lost => failed(
             a,

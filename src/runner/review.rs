@@ -102,7 +102,7 @@ impl Runner {
         let caps = self.settings.caps(&m);
         self.clean_up_after(task_id, report)?;
         // A review's session is never resumed: its context does not matter.
-        let run = Run::read(report, &crate::layout::Layout::dir(&self.state_dir), None);
+        let run = Run::read(report, None);
         let run_n = m.current.attempt.unwrap_or(1);
         let transients = m.count(step, "TRANSIENT");
         let now = Utc::now();

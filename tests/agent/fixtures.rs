@@ -133,6 +133,14 @@ fn table() -> Vec<(&'static str, ExitInfo, String)> {
             exited(1),
             bug(BugKind::ContextTooLong),
         ),
+        ("auth-401-retrying-killed-2.1.197", killed, "auth".into()),
+        (
+            "compact-failed-not-enough-messages-2.1.197",
+            exited(0),
+            "success".into(),
+        ),
+        ("compact-manual-2.1.197", exited(0), "success".into()),
+        ("compact-manual", exited(0), "success".into()),
     ]
 }
 
@@ -165,7 +173,7 @@ fn the_table_covers_every_row_of_the_index_and_every_capture_file() {
         })
         .collect();
     let tested: BTreeSet<String> = table().iter().map(|(s, _, _)| (*s).to_owned()).collect();
-    assert_eq!(indexed.len(), 36, "index rows: {indexed:?}");
+    assert_eq!(indexed.len(), 40, "index rows: {indexed:?}");
     assert_eq!(tested, indexed);
     assert_eq!(tested, on_disk);
 }
@@ -236,6 +244,36 @@ fn a_context_is_measured_against_the_window_its_resume_will_have() {
     // The CLI's own message for an error says nothing of the context (its usage is zero).
     let (too_long, _) = load("prompt-too-long-on-resume-2.1.197");
     assert_eq!(too_long.context_tokens, None);
+}
+
+#[test]
+fn an_auth_error_the_cli_is_still_retrying_is_read_from_its_api_retry_events() {
+    // 2.1.197 retries a 401 for about 3 minutes; each retry is in the stream as it happens.
+    let (s, _) = load("auth-401-retrying-killed-2.1.197");
+    assert!(s.result.is_none());
+    assert_eq!(s.api_error_status, Some(401));
+    assert!(s.auth_failing());
+    // A retried overload is no auth failure; neither is a finished run's.
+    let (s, _) = load("overloaded-529");
+    assert!(!s.auth_failing());
+}
+
+#[test]
+fn only_compactions_that_happened_are_counted() {
+    for (stem, happened, failed) in [
+        ("compact-failed-not-enough-messages-2.1.197", 0, 1),
+        ("compact-manual-2.1.197", 1, 0),
+        ("compact-manual", 1, 0),
+        // The CLI's try to compact a context too long for its window failed too.
+        ("prompt-too-long-on-resume-2.1.197", 0, 1),
+        ("success", 0, 0),
+    ] {
+        let (s, _) = load(stem);
+        assert_eq!(s.compactions, happened, "{stem}");
+        assert_eq!(s.compactions_failed.len(), failed, "{stem}");
+    }
+    let (s, _) = load("compact-failed-not-enough-messages-2.1.197");
+    assert_eq!(s.compactions_failed, ["Not enough messages to compact."]);
 }
 
 #[test]

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::SETUP_ERROR;
 use crate::args::SimArgs;
 use crate::emit;
+use crate::hooks;
 use crate::scenario::Action;
 
 const DEFAULT_PLAN: &str =
@@ -84,6 +85,9 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
         .unwrap_or_default();
     let mode = args.permission_mode.as_deref().unwrap_or("default");
     out.event(&emit::init(&session_id, &cwd, model, mode));
+    for (n, retry) in (1..).zip(&action.api_retries) {
+        out.event(&emit::api_retry(&session_id, n, retry));
+    }
     if let Some(secs) = action.grandchild_sleep_s {
         leave_grandchild(secs);
     }
@@ -122,7 +126,14 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
         return code;
     }
     if action.compact {
-        compact(call.args.settings.as_deref(), &session_id);
+        let events = hooks::compact(
+            call.args.settings.as_deref(),
+            &session_id,
+            action.compact_error.as_deref(),
+        );
+        for event in &events {
+            out.event(event);
+        }
     }
     if let Some(info) = &action.rate_limit {
         out.event(&emit::rate_limit(&session_id, info));
@@ -323,64 +334,4 @@ fn make_parent(path: &Path) -> std::io::Result<()> {
         Some(p) if !p.as_os_str().is_empty() => std::fs::create_dir_all(p),
         _ => Ok(()),
     }
-}
-
-/// A compaction, as far as hooks see it: `PreCompact`, then `SessionStart` with source
-/// `compact`, each hook given its input on stdin; what each printed is noted.
-fn compact(settings: Option<&str>, session_id: &str) {
-    let Some(settings) = settings else { return };
-    let text = std::fs::read_to_string(settings).unwrap_or_else(|_| settings.to_owned());
-    let Ok(settings) = serde_json::from_str::<Value>(&text) else {
-        return;
-    };
-    for (event, extra) in [
-        ("PreCompact", ("trigger", "auto")),
-        ("SessionStart", ("source", "compact")),
-    ] {
-        let input = serde_json::json!({"session_id": session_id, "hook_event_name": event, extra.0: extra.1});
-        let commands = settings["hooks"][event]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|m| m["hooks"].as_array().into_iter().flatten())
-            .filter_map(|h| h["command"].as_str().map(str::to_owned));
-        for command in commands {
-            let out = run_hook(&command, &input);
-            note_hook(&serde_json::json!({"hook": event, "command": command, "stdout": out}));
-        }
-    }
-}
-
-fn run_hook(command: &str, input: &Value) -> String {
-    use std::io::Write as _;
-    let Ok(mut child) = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-    else {
-        return String::new();
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(input.to_string().as_bytes());
-    }
-    child
-        .wait_with_output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default()
-}
-
-fn note_hook(line: &Value) {
-    use std::io::Write as _;
-    let Some(log) = std::env::var_os("CLAUDE_SIM_LOG") else {
-        return;
-    };
-    let mut path = std::path::PathBuf::from(log).into_os_string();
-    path.push(".hooks.jsonl");
-    let _ = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
 }

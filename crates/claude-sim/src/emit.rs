@@ -107,6 +107,19 @@ pub fn rate_limit(session_id: &str, info: &serde_json::Map<String, Value>) -> Va
            "uuid": uuid(), "session_id": session_id})
 }
 
+/// The CLI's note that it retries a failed request (`attempt` of 10), carrying `info`'s
+/// `error_status` and `error`.
+#[must_use]
+pub fn api_retry(session_id: &str, attempt: u32, info: &serde_json::Map<String, Value>) -> Value {
+    let mut v = json!({"type": "system", "subtype": "api_retry", "attempt": attempt,
+        "max_retries": 10, "retry_delay_ms": 500 << attempt.min(6),
+        "session_id": session_id, "uuid": uuid()});
+    if let Some(v) = v.as_object_mut() {
+        v.extend(info.clone());
+    }
+    v
+}
+
 /// What goes into the final `result` event.
 #[derive(Clone, Debug, Default)]
 pub struct ResultSpec<'a> {

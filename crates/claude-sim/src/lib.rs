@@ -13,6 +13,7 @@
 mod act;
 pub mod args;
 pub mod emit;
+mod hooks;
 pub mod scenario;
 
 use std::fs::OpenOptions;

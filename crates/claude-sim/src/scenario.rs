@@ -27,6 +27,10 @@ pub struct Action {
     pub heartbeat_ms: Option<u64>,
     /// Emit `system/init`, then never finish.
     pub hang: bool,
+    /// `system/api_retry` events right after `system/init`, one per retry of a failed request,
+    /// e.g. `{"error_status": 401, "error": "authentication_failed"}` (as in the capture
+    /// `auth-401-retrying-killed-2.1.197`); with `hang`, the CLI is still retrying.
+    pub api_retries: Vec<serde_json::Map<String, Value>>,
     /// Exit code; default 0, or 1 when `is_error`.
     pub exit: Option<i32>,
     /// The result text; `{step}`, `{attempt}` and `{session_id}` are filled in.
@@ -59,6 +63,9 @@ pub struct Action {
     /// `PreCompact` hooks of the call's `--settings`, then its `SessionStart` hooks with source
     /// `compact`, and note what they printed in `<CLAUDE_SIM_LOG>.hooks.jsonl`.
     pub compact: bool,
+    /// The compaction fails, with this reason (as `Not enough messages to compact.`): the
+    /// `PreCompact` hooks still run, nothing else does, and no `compact_boundary` follows.
+    pub compact_error: Option<String>,
     /// Leave a background task (this description) running when answering: the stream shows
     /// it started, and, after the result, stopped by the CLI (as in the capture
     /// `background-task-stopped-after-result`).
