@@ -28,6 +28,7 @@ mod loops {
     mod denials;
     mod hooks;
     mod lost;
+    mod read_only;
     mod review;
     mod revive;
     mod run;
@@ -53,6 +54,11 @@ mod notifier {
     mod delivery;
     mod events;
     mod outbox_concurrency;
+}
+
+/// Against the real Claude Code CLI, installed from npm (skipped, saying so, where it cannot be).
+mod real {
+    mod review;
 }
 
 mod sim {

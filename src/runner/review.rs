@@ -11,26 +11,15 @@ use crate::engine::{self, Attempt, ReviewFacts};
 use crate::exit::Status as Exit;
 use crate::m1::M1;
 
-/// The tools a reviewer may use: reading, and looking at git. Nothing that changes a file.
-const READ_ONLY: [&str; 7] = [
-    "Read",
-    "Grep",
-    "Glob",
-    "LS",
-    "Bash(git diff:*)",
-    "Bash(git status:*)",
-    "Bash(git log:*)",
-];
-
 /// The diff a reviewer reads at most, in bytes; longer ones are cut with a note.
 const DIFF_CAP: usize = 60_000;
 
-/// The reviewer's call: the steps' agent, read-only (plan mode, reading tools), with the
-/// review model when one is set.
+/// The reviewer's call: the steps' agent, offered only tools that read (it gets the diff in
+/// its prompt, so it needs no `git`), in plan mode, with the review model when one is set.
 #[must_use]
-pub fn reviewer(mut cfg: AgentConfig, m: &M1) -> AgentConfig {
+pub fn reviewer(cfg: AgentConfig, m: &M1) -> AgentConfig {
+    let mut cfg = cfg.read_only();
     cfg.permission_mode = Some("plan".into());
-    cfg.allowed_tools = READ_ONLY.iter().map(|t| (*t).to_owned()).collect();
     if let Some(model) = &m.agent.review_model {
         cfg.model = Some(model.clone());
     }

@@ -284,6 +284,9 @@ impl Runner {
         let mut agent_cfg = self.settings.agent_for(&m);
         if review {
             agent_cfg = super::review::reviewer(agent_cfg, &m);
+        } else if step == 0 {
+            // Planning reads the project and answers with a plan: it changes nothing.
+            agent_cfg = agent_cfg.read_only();
         }
         let mut inv = agent::invocation(&agent_cfg, prompt, &session);
         // The hooks keep a step's agent on its step; a reviewer is told its task by its prompt

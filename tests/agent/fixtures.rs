@@ -5,7 +5,9 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, TimeZone, Utc};
-use m1loop::agent::{BugKind, Class, ExitInfo, StreamSummary, classify, read_stream_file};
+use m1loop::agent::{
+    BugKind, Class, ExitInfo, READ_ONLY_TOOLS, StreamSummary, classify, read_stream_file,
+};
 
 use crate::support::{captures, exited};
 
@@ -141,6 +143,24 @@ fn table() -> Vec<(&'static str, ExitInfo, String)> {
         ),
         ("compact-manual-2.1.197", exited(0), "success".into()),
         ("compact-manual", exited(0), "success".into()),
+        ("reviewer-plan-mode-allow-rule", exited(0), "success".into()),
+        (
+            "reviewer-plan-mode-allow-rule-2.1.197",
+            exited(0),
+            "success".into(),
+        ),
+        ("reviewer-tools-read-only", exited(0), "success".into()),
+        (
+            "reviewer-tools-read-only-2.1.197",
+            exited(0),
+            "success".into(),
+        ),
+        ("tools-pattern-is-no-tool", exited(0), "success".into()),
+        (
+            "tools-pattern-is-no-tool-2.1.197",
+            exited(0),
+            "success".into(),
+        ),
     ]
 }
 
@@ -173,7 +193,7 @@ fn the_table_covers_every_row_of_the_index_and_every_capture_file() {
         })
         .collect();
     let tested: BTreeSet<String> = table().iter().map(|(s, _, _)| (*s).to_owned()).collect();
-    assert_eq!(indexed.len(), 40, "index rows: {indexed:?}");
+    assert_eq!(indexed.len(), 46, "index rows: {indexed:?}");
     assert_eq!(tested, indexed);
     assert_eq!(tested, on_disk);
 }
@@ -274,6 +294,34 @@ fn only_compactions_that_happened_are_counted() {
     }
     let (s, _) = load("compact-failed-not-enough-messages-2.1.197");
     assert_eq!(s.compactions_failed, ["Not enough messages to compact."]);
+}
+
+/// The tools a capture's `system/init` says the model was offered.
+fn offered(stem: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(captures().join(format!("{stem}.stdout.jsonl"))).unwrap();
+    let init: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let mut tools: Vec<String> = serde_json::from_value(init["tools"].clone()).unwrap();
+    tools.sort();
+    tools
+}
+
+#[test]
+fn only_tools_flag_keeps_a_reviewer_from_tools_a_user_rule_allows() {
+    let mut read_only: Vec<String> = READ_ONLY_TOOLS.iter().map(|t| (*t).to_owned()).collect();
+    read_only.sort();
+    for v in ["", "-2.1.197"] {
+        // Plan mode and an allow list: Bash and Write were offered, and the Bash call ran.
+        let plan = offered(&format!("reviewer-plan-mode-allow-rule{v}"));
+        assert!(plan.iter().any(|t| t == "Bash") && plan.iter().any(|t| t == "Write"));
+        let (ran, _) = load(&format!("reviewer-plan-mode-allow-rule{v}"));
+        assert!(ran.unavailable_tools.is_empty(), "{v}");
+        // `--tools` with exactly the loop's read-only list: nothing else, whatever allowed it.
+        assert_eq!(offered(&format!("reviewer-tools-read-only{v}")), read_only);
+        let (refused, _) = load(&format!("reviewer-tools-read-only{v}"));
+        assert_eq!(refused.unavailable_tools, ["Bash"], "{v}");
+        // A rule is not a name: it leaves no tool at all.
+        assert!(offered(&format!("tools-pattern-is-no-tool{v}")).is_empty());
+    }
 }
 
 #[test]

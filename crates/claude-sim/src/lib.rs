@@ -183,6 +183,7 @@ fn log_line(
         "session_id": args.session_id,
         "resume": args.resume,
         "settings": args.settings,
+        "tools": args.tools,
         "claudecode_env": env.claudecode,
         "entrypoint_env": env.entrypoint,
         "startup_failure_results": env.startup_failure_results,
