@@ -148,6 +148,13 @@ impl Layout {
         self.task(id).join("compactions")
     }
 
+    /// The work tree as review task `id` found it, beside its task directory (written before
+    /// the task starts, so before the directory exists).
+    #[must_use]
+    pub fn review_tree(&self, id: &str) -> PathBuf {
+        self.tasks().join(format!("{id}.tree-before.json"))
+    }
+
     /// A file of the chat bot (`offset`, `lock`, `cmd.out`).
     #[must_use]
     pub fn telegram(&self, what: &str) -> PathBuf {

@@ -16,6 +16,7 @@ pub mod settings;
 mod start;
 mod step;
 pub mod stopfile;
+mod tree;
 pub mod watch;
 
 use std::path::{Path, PathBuf};

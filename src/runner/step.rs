@@ -334,6 +334,9 @@ impl Runner {
                 .unwrap_or_default(),
             on_exit_unless_held: Some(super::lock::path_for(&file)),
         };
+        if review {
+            self.note_tree_before_review(task_id)?;
+        }
         bridge::fire_with_id(&self.state_dir, task_id, &req)
             .map_err(|e| e.context(format!("while starting task {task_id}")))?;
         self.ledger
