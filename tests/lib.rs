@@ -58,6 +58,7 @@ mod notifier {
 
 /// Against the real Claude Code CLI, installed from npm (skipped, saying so, where it cannot be).
 mod real {
+    mod auth;
     mod review;
 }
 
