@@ -263,6 +263,19 @@ impl Runner {
         self.fire_as(step, attempt, (task_id, session_id), resumed, prompt, false)
     }
 
+    /// How the agent is called for `step`: a step's agent as the settings say; a reviewer and
+    /// the planning call, which change nothing, offered only tools that read.
+    fn agent_config(&self, m: &M1, step: u32, review: bool) -> agent::AgentConfig {
+        let cfg = self.settings.agent_for(m);
+        if review {
+            super::review::reviewer(cfg, m)
+        } else if step == 0 {
+            cfg.read_only()
+        } else {
+            cfg
+        }
+    }
+
     /// Starts an agent run: a step's attempt, or (`review`) a review of the step, read-only,
     /// in a fresh session, outside the task ledger (reviews are not attempts).
     pub(super) fn fire_as(
@@ -281,14 +294,7 @@ impl Runner {
         } else {
             Session::New(session_id.to_string())
         };
-        let mut agent_cfg = self.settings.agent_for(&m);
-        if review {
-            agent_cfg = super::review::reviewer(agent_cfg, &m);
-        } else if step == 0 {
-            // Planning reads the project and answers with a plan: it changes nothing.
-            agent_cfg = agent_cfg.read_only();
-        }
-        let mut inv = agent::invocation(&agent_cfg, prompt, &session);
+        let mut inv = agent::invocation(&self.agent_config(&m, step, review), prompt, &session);
         // The hooks keep a step's agent on its step; a reviewer is told its task by its prompt
         // alone (the step's verdict lines would contradict it).
         if !review {
