@@ -1,12 +1,16 @@
 //! Fault injection against whole loops, with real processes and the simulated agent: kill -9
 //! of the runner at random moments, stale saves of M1.md (an old text saved over newer
-//! records, with the runner alive or dead), kill -9 of a step's supervisor and guardian
-//! together, an agent that leaves a `setsid` process and a grandchild behind, and saves of
-//! M1.md every 20 ms; every other group of five loops runs `--review`, so the faults also hit
-//! review runs. Counts, for every loop: double starts (an attempt of a step, or a run of its
-//! review, started twice), lost results (a loop not DONE, a step without its result or, when
-//! reviewed, its approval), orphans (a process of the loop alive after it ended), and the
-//! time from an agent's exit to the next spawn.
+//! records, with the runner alive, dead, or after another runner took the loop over: revived
+//! by itself or resumed by hand), kill -9 of a step's supervisor and guardian together, an
+//! agent that leaves a `setsid` process and a grandchild behind, and saves of M1.md every
+//! 20 ms (by rename, by append, and in place in two chunks); every other group of six loops
+//! runs `--review`, so the faults also hit review runs. Counts, for every loop: double starts
+//! (an attempt of a step, or a run of its review, started twice), re-runs of passed steps (an
+//! attempt started after one of the same step was judged a pass), lost results (a loop not
+//! DONE, a step without its result or, when reviewed, its approval), lost edits (a save of the
+//! storm whose line is not in the final text; in-place saves that landed in the file a
+//! runner's write displaced are counted apart), orphans (a process of the loop alive after it
+//! ended), and the time from an agent's exit to the next spawn.
 //!
 //! Run: `cargo build --release && cargo run --release --example soak -- --loops 100`
 //! (`--seed N` for another sequence of faults; `--keep` keeps the directories of failures).
@@ -40,6 +44,13 @@ struct Tally {
     runner_kills: usize,
     stale_saves: usize,
     stale_saves_dead_runner: usize,
+    stale_saves_after_takeover: usize,
+    takeovers_revived: usize,
+    storm_saves: usize,
+    in_place_saves: usize,
+    displaced_saves: usize,
+    reruns: usize,
+    lost_edits: usize,
     supervisor_guardian_kills: usize,
     setsid_escapes: usize,
     storms: usize,
@@ -69,6 +80,8 @@ struct Loop {
     dir: PathBuf,
     file: PathBuf,
     sim_log: PathBuf,
+    /// Whether a killed runner comes back by itself (the step's end revives it).
+    revive: bool,
 }
 
 impl Loop {
@@ -114,6 +127,7 @@ impl Loop {
             file: project.join("state/M1.md"),
             sim_log: dir.join("calls.jsonl"),
             dir,
+            revive: false,
         }
     }
 
@@ -125,8 +139,9 @@ impl Loop {
             .env("LOOP_AGENT", self.dir.join("agent.sh"))
             .env("LOOP_STOP_FILE", self.dir.join("stop"))
             .env("XDG_STATE_HOME", self.dir.join("xdg"))
-            // The soak resumes every runner it kills itself, and counts what that does.
-            .env("LOOP_REVIVE", "off")
+            // The soak resumes every runner it kills itself, and counts what that does, but
+            // for the loops left to revive themselves.
+            .env("LOOP_REVIVE", if self.revive { "on" } else { "off" })
             .env("CLAUDE_SIM_SCENARIO", self.dir.join("scenario.json"))
             .env("CLAUDE_SIM_LOG", &self.sim_log)
             .env_remove("TELEGRAM_BOT_TOKEN")
@@ -201,6 +216,45 @@ impl Loop {
             .map(|e| e.path())
             .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
             .collect()
+    }
+
+    /// Attempts started after an attempt of the same step was judged a pass, from the task
+    /// ledger (each task's spec and judgement).
+    fn reruns(&self) -> usize {
+        let json = |p: PathBuf| -> Option<serde_json::Value> {
+            serde_json::from_slice(&std::fs::read(p).ok()?).ok()
+        };
+        let mut tasks: Vec<(String, u64, bool, bool)> = self
+            .task_dirs()
+            .into_iter()
+            .filter_map(|d| {
+                let spec = json(d.join("spec.json"))?;
+                let env = spec["env"].as_array()?.clone();
+                let var = |k: &str| {
+                    env.iter()
+                        .rev()
+                        .find(|p| p[0] == k)
+                        .and_then(|p| p[1].as_str().map(String::from))
+                };
+                let step = var("LOOP_STEP")?.parse().ok()?;
+                let review = var("LOOP_REVIEW").as_deref() == Some("1");
+                let pass = json(d.join("judged.json")).is_some_and(|j| j["verdict"] == "pass");
+                Some((spec["created_at"].as_str()?.to_string(), step, review, pass))
+            })
+            .filter(|(_, step, review, _)| *step > 0 && !review)
+            .collect();
+        tasks.sort();
+        let mut passed = std::collections::HashSet::new();
+        let mut reruns = 0;
+        for (_, step, _, pass) in tasks {
+            if passed.contains(&step) {
+                reruns += 1;
+            }
+            if pass {
+                passed.insert(step);
+            }
+        }
+        reruns
     }
 
     /// The gaps between one agent's exit and the next spawn, in ms.
@@ -317,14 +371,18 @@ fn kill_supervisor_and_guardian(l: &Loop) -> bool {
 
 const STEPS: u64 = 3;
 
+const KINDS: usize = 6;
+
 fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally) {
-    let kind = i % 5;
+    let kind = i % KINDS;
     let leave_behind = rng.below(2) == 0 || kind == 3;
     let sleep_ms = 200 + rng.below(300);
     // Every fault with and without a review of each step, on a sequence of faults that does
     // not depend on it.
-    let review = (i / 5) % 2 == 1;
-    let l = Loop::new(root, i, sleep_ms, leave_behind, review);
+    let review = (i / KINDS) % 2 == 1;
+    let mut l = Loop::new(root, i, sleep_ms, leave_behind, review);
+    // Half the takeovers are revivals by the step's end, half a `loop resume` by hand.
+    l.revive = kind == 5 && (i / KINDS) % 4 < 2;
     if leave_behind {
         t.setsid_escapes += 1;
     }
@@ -335,6 +393,7 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally) {
     }
     let mut runner = l.cmd(&start).spawn().unwrap();
     let mut storm_gaps = false;
+    let mut saves = 0;
     match kind {
         // kill -9 of the runner at random moments, then resume, until DONE.
         0 => {
@@ -378,42 +437,38 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally) {
                 }
             }
         }
+        // A stale save once another runner took the loop over: a text read during step 1,
+        // the runner killed during step 2 and revived (by itself, or by hand), the text saved
+        // once step 3 runs.
+        5 => {
+            let ok = wait_for(Duration::from_secs(30), || l.step_running(1));
+            let old = l.text();
+            if ok && wait_for(Duration::from_secs(30), || l.step_running(2)) {
+                kill9(runner.id());
+                let _ = runner.wait();
+                t.runner_kills += 1;
+                if l.revive {
+                    t.takeovers_revived += 1;
+                } else {
+                    runner = l.cmd(&["resume"]).spawn().unwrap();
+                }
+                if wait_for(Duration::from_secs(30), || l.started(3)) {
+                    save_by_rename(&l.file, &old);
+                    t.stale_saves += 1;
+                    t.stale_saves_after_takeover += 1;
+                }
+            }
+        }
         // A save every 20 ms until the loop ends.
         _ => {
             t.storms += 1;
             storm_gaps = true;
-            let how = rng.below(3);
-            let mut n = 0;
-            wait_for(Duration::from_secs(30), || l.started(1));
-            while runner.try_wait().ok().flatten().is_none() {
-                n += 1;
-                let text = l.text();
-                if text.is_empty() {
-                    continue;
-                }
-                match how {
-                    0 => save_by_rename(&l.file, &format!("{text}# save {n}\n")),
-                    1 => {
-                        use std::io::Write;
-                        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&l.file) {
-                            let _ = writeln!(f, "# save {n}");
-                        }
-                    }
-                    _ => {
-                        // Truncate, half, 5 ms, the rest: an editor writing in chunks.
-                        use std::io::Write;
-                        let text = format!("{text}# save {n}\n");
-                        let cut = text.len() / 2;
-                        if let Ok(mut f) = std::fs::File::create(&l.file) {
-                            let _ = f.write_all(&text.as_bytes()[..cut]);
-                            std::thread::sleep(Duration::from_millis(5));
-                            let _ = f.write_all(&text.as_bytes()[cut..]);
-                        }
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            saves = storm(&l, &mut runner, rng.below(3), t);
         }
+    }
+    if l.revive {
+        // A revived runner is not ours to reap: its loop ends by itself.
+        wait_for(Duration::from_secs(120), || l.done());
     }
     let status = reap(&mut runner, Duration::from_secs(120));
     // A runner killed last, or a loop that halted: one more resume, as a person would.
@@ -439,7 +494,19 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally) {
         t.double_starts += doubles;
         bad.push(format!("{doubles} double start(s): {seen:?}"));
     }
+    let reruns = l.reruns();
+    if reruns > 0 {
+        t.reruns += reruns;
+        bad.push(format!("{reruns} re-run(s) of a passed step"));
+    }
     let text = l.text();
+    let lost: Vec<usize> = (1..=saves)
+        .filter(|n| !text.contains(&format!("# save {n}\n")))
+        .collect();
+    if !lost.is_empty() {
+        t.lost_edits += lost.len();
+        bad.push(format!("saves lost: {lost:?}"));
+    }
     let approved = text.matches("REVIEW: approved").count() as u64;
     let results_ok = (1..=STEPS)
         .all(|s| text.contains(&format!("{s}: [DONE]")) && text.contains(&format!("STEP_{s}:")))
@@ -477,6 +544,49 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally) {
             bad.join("; ")
         ));
     }
+}
+
+/// Saves M1.md every 20 ms until the runner exits, `how`: by rename, by append, or in place in
+/// two chunks 5 ms apart (an editor writing in chunks). Each save adds a line `# save N`; the
+/// number of saves.
+fn storm(l: &Loop, runner: &mut Child, how: u64, t: &mut Tally) -> usize {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    let mut n = 0;
+    wait_for(Duration::from_secs(30), || l.started(1));
+    while runner.try_wait().ok().flatten().is_none() {
+        let text = l.text();
+        if text.is_empty() {
+            continue;
+        }
+        n += 1;
+        match how {
+            0 => save_by_rename(&l.file, &format!("{text}# save {n}\n")),
+            1 => {
+                if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&l.file) {
+                    let _ = writeln!(f, "# save {n}");
+                }
+            }
+            _ => {
+                let text = format!("{text}# save {n}\n");
+                let cut = text.len() / 2;
+                if let Ok(mut f) = std::fs::File::create(&l.file) {
+                    let _ = f.write_all(&text.as_bytes()[..cut]);
+                    std::thread::sleep(Duration::from_millis(5));
+                    let _ = f.write_all(&text.as_bytes()[cut..]);
+                    t.in_place_saves += 1;
+                    // Written into a file the runner's swap had already displaced?
+                    let ours = f.metadata().map(|m| m.ino()).ok();
+                    if ours != std::fs::metadata(&l.file).map(|m| m.ino()).ok() {
+                        t.displaced_saves += 1;
+                    }
+                }
+            }
+        }
+        t.storm_saves += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    n
 }
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -518,18 +628,23 @@ fn main() {
         began.elapsed().as_secs_f64()
     );
     println!(
-        "  faults: runner kill -9 {}, stale saves {} ({} with the runner dead), supervisor+guardian kill -9 {}, setsid escapes tried {}, save storms {}; {} loops reviewed",
+        "  faults: runner kill -9 {}, stale saves {} ({} with the runner dead, {} after another runner took over: {} revived by itself), supervisor+guardian kill -9 {}, setsid escapes tried {}, save storms {} ({} saves, {} in place, {} of them into a displaced file); {} loops reviewed",
         t.runner_kills,
         t.stale_saves,
         t.stale_saves_dead_runner,
+        t.stale_saves_after_takeover,
+        t.takeovers_revived,
         t.supervisor_guardian_kills,
         t.setsid_escapes,
         t.storms,
+        t.storm_saves,
+        t.in_place_saves,
+        t.displaced_saves,
         t.reviewed
     );
     println!(
-        "  double starts {}, lost results {}, orphans {}",
-        t.double_starts, t.lost_results, t.orphans
+        "  double starts {}, re-runs of passed steps {}, lost results {}, lost edits {}, orphans {}",
+        t.double_starts, t.reruns, t.lost_results, t.lost_edits, t.orphans
     );
     println!(
         "  agent exit → next spawn: loops with a stale save median {:.1} ms; under a save every 20 ms median {:.1} ms, p99 {:.1} ms, max {:.1} ms",

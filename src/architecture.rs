@@ -10,6 +10,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("exit", 0),
     ("layout", 0),
     ("lockfile", 0),
+    ("named_file", 0),
     ("output", 0),
     ("text", 0),
     ("m1", 1),

@@ -4,21 +4,39 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-/// Parses a duration such as `90s`, `5m`, `1h30m` or `500ms`; a bare number is seconds.
+/// The longest duration [`parse`] takes: a year. A limit (a step's timeout, a task's) is a
+/// watchdog, and a longer one means "none"; what is longer is refused, not cut to fit, so that
+/// a value is either used exactly as written or not at all.
+pub const MAX: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Parses a duration such as `90s`, `5m`, `1h30m` or `500ms`; a bare number is seconds. At
+/// most [`MAX`].
 ///
 /// # Errors
 /// A message that quotes the input and says what was expected.
 pub fn parse(input: &str) -> Result<Duration, String> {
+    let d = parse_any(input)?;
+    match d {
+        Some(d) if d <= MAX => Ok(d),
+        _ => Err(format!(
+            "invalid duration {input:?}: longer than a year ({}), the longest a duration may be",
+            exact(MAX)
+        )),
+    }
+}
+
+/// [`parse`] without its cap: `None` for a duration too long for any cap.
+fn parse_any(input: &str) -> Result<Option<Duration>, String> {
     let s = input.trim();
     if s.is_empty() {
         return Err(format!(
             "invalid duration {input:?}: expected e.g. 90s, 5m, 1h30m"
         ));
     }
-    if let Ok(secs) = s.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
+    if s.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(s.parse::<u64>().ok().map(Duration::from_secs));
     }
-    let mut total = Duration::ZERO;
+    let mut total = Some(Duration::ZERO);
     let mut rest = s;
     while !rest.is_empty() {
         let digits = rest
@@ -29,23 +47,24 @@ pub fn parse(input: &str) -> Result<Duration, String> {
                 "invalid duration {input:?}: expected a number at {rest:?}"
             ));
         }
-        let n: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("invalid duration {input:?}: number too large"))?;
+        let number = &rest[..digits];
+        // Digits alone: only too many of them fail to parse.
+        let n: Option<u64> = number.parse().ok();
         rest = &rest[digits..];
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit())
             .unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
+        let scaled = |secs: u64| n.and_then(|n| n.checked_mul(secs)).map(Duration::from_secs);
         let part = match unit {
-            "ms" => Duration::from_millis(n),
-            "s" | "sec" | "secs" => Duration::from_secs(n),
-            "m" | "min" | "mins" => Duration::from_secs(n.saturating_mul(60)),
-            "h" | "hr" | "hrs" => Duration::from_secs(n.saturating_mul(3600)),
+            "ms" => n.map(Duration::from_millis),
+            "s" | "sec" | "secs" => scaled(1),
+            "m" | "min" | "mins" => scaled(60),
+            "h" | "hr" | "hrs" => scaled(3600),
             "" => {
                 return Err(format!(
-                    "invalid duration {input:?}: missing unit after {n} (use ms, s, m or h)"
+                    "invalid duration {input:?}: missing unit after {number} (use ms, s, m or h)"
                 ));
             }
             other => {
@@ -54,7 +73,7 @@ pub fn parse(input: &str) -> Result<Duration, String> {
                 ));
             }
         };
-        total = total.saturating_add(part);
+        total = total.zip(part).and_then(|(t, p)| t.checked_add(p));
     }
     Ok(total)
 }
@@ -119,6 +138,21 @@ mod tests {
         for bad in ["", "m", "5x", "1h30", "-5s", "1.5h"] {
             let err = parse(bad).unwrap_err();
             assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_duration_past_a_year_is_refused_not_cut_to_fit() {
+        assert_eq!(parse("8760h"), Ok(MAX));
+        for long in [
+            "8760h1s",
+            "31536001",
+            "99999999999999999h",
+            "99999999999999999999999ms",
+            "18446744073709551615s1s",
+        ] {
+            let err = parse(long).unwrap_err();
+            assert!(err.contains("longer than a year (8760h)"), "{long}: {err}");
         }
     }
 

@@ -6,6 +6,8 @@
 //! state/
 //!   M1.md            the loop's state (any name: --file)
 //!   M1.md.lock       the runner's lock, with its pid
+//!   M1.md.versions   the versions of M1.md runners have known (to tell a stale save)
+//!   .M1.md.displaced the text a runner's write replaced, watched for a late save into it
 //!   STOP             stops this loop only
 //!   loop.yaml        defaults for new loops
 //!   loop.log         every decision, with its reason
@@ -60,6 +62,29 @@ impl Layout {
             .unwrap_or_default();
         name.push(".lock");
         m1.with_file_name(name)
+    }
+
+    /// The versions of the loop whose state file is `m1` that its runners have known
+    /// (`M1.md.versions` beside it): the history that tells a stale save from a hand edit,
+    /// shared by every runner of the loop.
+    #[must_use]
+    pub fn versions(m1: &Path) -> PathBuf {
+        let mut name = m1
+            .file_name()
+            .map(std::ffi::OsString::from)
+            .unwrap_or_default();
+        name.push(".versions");
+        m1.with_file_name(name)
+    }
+
+    /// Where the file a runner's write of `m1` displaced stays open for a few seconds, for a
+    /// save in place still being written into it (`.M1.md.displaced` beside it).
+    #[must_use]
+    pub fn displaced(m1: &Path) -> PathBuf {
+        let name = m1
+            .file_name()
+            .map_or_else(|| "M1.md".into(), |n| n.to_string_lossy());
+        m1.with_file_name(format!(".{name}.displaced"))
     }
 
     /// The stop file of this loop only.
@@ -117,10 +142,10 @@ impl Layout {
         self.tasks().join(id)
     }
 
-    /// The prompt an agent run was given (a copy for people; the spec holds the command).
+    /// The prompt an agent run was given: its standard input.
     #[must_use]
     pub fn task_prompt(&self, id: &str) -> PathBuf {
-        self.task(id).join("prompt.md")
+        self.task(id).join("stdin")
     }
 
     /// What a task printed on stderr.

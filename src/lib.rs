@@ -15,6 +15,7 @@ pub mod error;
 pub mod exit;
 pub mod layout;
 pub mod lockfile;
+pub mod named_file;
 pub mod output;
 pub mod text;
 

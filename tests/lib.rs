@@ -26,15 +26,19 @@ mod loops {
     mod auth;
     mod crash;
     mod denials;
+    mod find;
     mod hooks;
+    mod inputs;
     mod lost;
     mod read_only;
+    mod retry;
     mod review;
     mod revive;
     mod run;
     mod sessions;
     mod settings;
     mod stale_save;
+    mod stop;
     mod telegram;
     mod unix;
     mod visible;
@@ -42,6 +46,7 @@ mod loops {
 
 mod m1 {
     mod edit;
+    mod file;
     mod misread;
     mod roundtrip;
     mod status;

@@ -1,8 +1,8 @@
 //! The command line and environment that start one agent call (DESIGN §3).
 //!
 //! Pure: nothing here spawns. The runner hands an [`Invocation`] to the exec bridge, which
-//! owns standard input (/dev/null or the prompt file, never an open pipe), the working
-//! directory and the `LOOP_*` variables.
+//! owns standard input (the prompt, as a file in the task directory: never an open pipe), the
+//! working directory and the `LOOP_*` variables.
 
 use serde::{Deserialize, Serialize};
 
@@ -85,14 +85,19 @@ impl Session {
     }
 }
 
-/// A ready-to-spawn agent call: program, arguments, and the environment changes on top of the
-/// runner's own environment.
+/// A ready-to-spawn agent call: program, arguments, the environment changes on top of the
+/// runner's own environment, and the prompt for its standard input.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invocation {
     pub program: String,
     pub args: Vec<String>,
     pub env_set: Vec<(String, String)>,
     pub env_remove: Vec<String>,
+    /// The prompt, whole, for standard input: the CLI reads its prompt from there when `-p`
+    /// has none. In an argument it would be capped at 128 KiB (Linux's `MAX_ARG_STRLEN`: a
+    /// longer goal could not start), shown to every user in `ps`, and read as an option when
+    /// it starts with `-`.
+    pub input: String,
 }
 
 impl Invocation {
@@ -111,8 +116,9 @@ impl Invocation {
         self
     }
 
-    /// A `Command` with program, arguments and environment changes applied; stdio, working
-    /// directory and the `LOOP_*` variables are left to the caller.
+    /// A `Command` with program, arguments and environment changes applied; stdio (the
+    /// prompt in [`Invocation::input`] included), working directory and the `LOOP_*`
+    /// variables are left to the caller.
     #[must_use]
     pub fn command(&self) -> std::process::Command {
         let mut cmd = std::process::Command::new(&self.program);
@@ -136,24 +142,16 @@ pub const ENV_REMOVE: [&str; 2] = ["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"];
 pub const ENV_STARTUP_FAILURE_RESULTS: (&str, &str) = ("CLAUDE_CODE_STARTUP_FAILURE_RESULTS", "1");
 
 /// The call for `prompt` in `session`:
-/// `PROGRAM -p PROMPT --output-format stream-json --verbose [--allowedTools ...] [--tools A,B]
+/// `PROGRAM -p --output-format stream-json --verbose [--allowedTools ...] [--tools A,B]
 /// (--session-id ID | --resume ID) [--permission-mode X] [--max-turns N]
-/// [--max-budget-usd X] [--model M] [EXTRA...]`.
+/// [--max-budget-usd X] [--model M] [EXTRA...]`, with `prompt` on standard input.
 ///
 /// `--allowedTools` and `--tools` take a variable number of values, so they are placed where
-/// the session flag always follows them: a value can never swallow a later argument. A prompt that starts with
-/// `-` would be read as an option by the CLI's parser, so it gets one leading space. The prompt
-/// travels in argv, which Linux caps at 128 KiB per argument.
+/// the session flag always follows them: a value can never swallow a later argument.
 #[must_use]
 pub fn invocation(cfg: &AgentConfig, prompt: &str, session: &Session) -> Invocation {
-    let prompt = if prompt.starts_with('-') {
-        format!(" {prompt}")
-    } else {
-        prompt.to_owned()
-    };
     let mut args: Vec<String> = vec![
         "-p".into(),
-        prompt,
         "--output-format".into(),
         "stream-json".into(),
         "--verbose".into(),
@@ -190,6 +188,7 @@ pub fn invocation(cfg: &AgentConfig, prompt: &str, session: &Session) -> Invocat
             ENV_STARTUP_FAILURE_RESULTS.1.to_owned(),
         )],
         env_remove: ENV_REMOVE.iter().map(|s| (*s).to_owned()).collect(),
+        input: prompt.to_owned(),
     }
 }
 

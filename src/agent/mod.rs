@@ -21,7 +21,7 @@ pub use stream::{
     RateLimitInfo, ResultEvent, StreamFollower, StreamReader, StreamSummary, last_activity,
     read_stream_file,
 };
-pub use verdict::{Verdict, parse_plan, verdict};
+pub use verdict::{Verdict, parse_plan, verdict, without_verdict};
 
 /// What marks the CLI's final `result` event in stream-json output (its keys come in no fixed
 /// order, and inside a string the quotes would be escaped): once a step's stdout holds it, the

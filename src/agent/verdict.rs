@@ -62,6 +62,20 @@ pub fn verdict(result_text: &str) -> Verdict {
     }
 }
 
+/// The answer without its verdict line (and what follows it), for a person to read what the
+/// agent said; the whole text when it has no verdict line.
+#[must_use]
+pub fn without_verdict(result_text: &str) -> String {
+    let lines: Vec<&str> = result_text.lines().collect();
+    let at = lines
+        .iter()
+        .rposition(|l| !l.trim().is_empty() && !is_fence(l.trim()));
+    match at {
+        Some(i) if LINE.is_match(lines[i].trim()) => lines[..i].join("\n").trim_end().to_owned(),
+        _ => result_text.trim_end().to_owned(),
+    }
+}
+
 fn is_fence(line: &str) -> bool {
     line.len() >= 3 && (line.chars().all(|c| c == '`') || line.chars().all(|c| c == '~'))
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
 
-use super::records::{LOCK_FILE, SPEC_FILE, SUPERVISOR_LOG, TaskSpec};
+use super::records::{LOCK_FILE, SPEC_FILE, STDIN_FILE, SUPERVISOR_LOG, TaskSpec};
 use super::{DEFAULT_GRACE, FireRequest, new_task_id, validate_task_id};
 use crate::error::{Error, Result};
 
@@ -33,8 +33,9 @@ pub fn use_loop_binary(path: PathBuf) {
 /// Creates the task directory, starts its supervisor, and returns the new task id at once.
 ///
 /// # Errors
-/// Bad input (exit 2) for an empty command, a missing `cwd` or `stdin`, a zero timeout or a
-/// bad variable name; otherwise any failure to create the directory or start the supervisor.
+/// Bad input (exit 2) for an empty command, a missing `cwd` or `stdin`, both `stdin` and
+/// `input`, a zero timeout or a bad variable name; otherwise any failure to create the
+/// directory or start the supervisor.
 pub fn fire(state_dir: &Path, req: &FireRequest) -> Result<String> {
     let id = new_task_id();
     fire_with_id(state_dir, &id, req)?;
@@ -48,7 +49,7 @@ pub fn fire(state_dir: &Path, req: &FireRequest) -> Result<String> {
 /// As [`fire`]; also bad input when `id` is invalid or already used.
 pub fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> Result<()> {
     validate_task_id(id)?;
-    let spec = resolve(id, req)?;
+    let mut spec = resolve(id, req)?;
     let tasks = crate::layout::Layout::dir(state_dir).tasks();
     crate::dirs::create_state_dir(state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
@@ -63,7 +64,10 @@ pub fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> Result<()>
             tasks.display()
         )));
     }
-    let lock = publish(&tasks, &dir, &spec)?;
+    if req.input.is_some() {
+        spec.stdin = Some(dir.join(STDIN_FILE));
+    }
+    let lock = publish(&tasks, &dir, &spec, req.input.as_deref())?;
     start_supervisor(&dir, &lock)
         .with_context(|| format!("while starting the supervisor of task {id}"))?;
     Ok(())
@@ -90,6 +94,11 @@ fn resolve(id: &str, req: &FireRequest) -> Result<TaskSpec> {
         None => here.clone(),
     };
     let stdin = match &req.stdin {
+        Some(_) if req.input.is_some() => {
+            return Err(bad(
+                "standard input can come from a file or from a text, not both".into(),
+            ));
+        }
         Some(f) => {
             let f = here.join(f);
             File::open(&f).map_err(|e| bad(format!("--stdin {}: {e}", f.display())))?;
@@ -135,9 +144,10 @@ fn resolve(id: &str, req: &FireRequest) -> Result<TaskSpec> {
     })
 }
 
-/// Builds the directory under a temporary name (locked lock file, fsynced spec) and renames
-/// it into place without replacing anything. Returns the held lock.
-fn publish(tasks: &Path, dir: &Path, spec: &TaskSpec) -> Result<File> {
+/// Builds the directory under a temporary name (locked lock file, fsynced spec, the `input`
+/// for standard input) and renames it into place without replacing anything. Returns the held
+/// lock.
+fn publish(tasks: &Path, dir: &Path, spec: &TaskSpec, input: Option<&str>) -> Result<File> {
     let tmp = tasks.join(format!(".{}.{}.tmp", spec.id, std::process::id()));
     let built = (|| -> Result<File> {
         fs::create_dir(&tmp).with_context(|| format!("while creating {}", tmp.display()))?;
@@ -149,6 +159,11 @@ fn publish(tasks: &Path, dir: &Path, spec: &TaskSpec) -> Result<File> {
         std::io::Write::write_all(&mut f, &json)
             .and_then(|()| f.sync_all())
             .context("while writing spec.json")?;
+        // Not fsynced, like the records of a running task: a power cut ends the task too, and
+        // an ended task is never started again from its directory.
+        if let Some(text) = input {
+            fs::write(tmp.join(STDIN_FILE), text).context("while writing the task's input")?;
+        }
         renameat2(AT_FDCWD, &tmp, AT_FDCWD, dir, RenameFlags::RENAME_NOREPLACE).map_err(|e| {
             if e == nix::errno::Errno::EEXIST || e == nix::errno::Errno::ENOTEMPTY {
                 Error::bad_input(format!("task {:?} already exists", spec.id))
@@ -212,4 +227,22 @@ fn start_supervisor(dir: &Path, lock: &File) -> anyhow::Result<()> {
         "the supervisor failed to start ({status}): {}",
         log_text.trim()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standard_input_from_a_file_and_from_a_text_at_once_is_refused() {
+        let req = FireRequest {
+            command: vec!["cat".into()],
+            stdin: Some(PathBuf::from("/dev/null")),
+            input: Some("the prompt".into()),
+            ..FireRequest::default()
+        };
+        let err = resolve("task_x", &req).unwrap_err();
+        assert_eq!(err.code(), crate::exit::Status::BadInput);
+        assert!(err.to_string().contains("not both"), "{err}");
+    }
 }

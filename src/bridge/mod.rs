@@ -25,8 +25,9 @@
 //!   free means LOST. No pid is trusted for liveness, so pid reuse and zombies cannot make a
 //!   dead task look alive.
 //!
-//! Files of a task directory: `spec.json`, `lock`, `supervisor.json`, `pid.json`, `stdout`,
-//! `stderr`, `supervisor.log`, `kill.json` (a kill request), `exit.json` (the exit record).
+//! Files of a task directory: `spec.json`, `lock`, `supervisor.json`, `pid.json`, `stdin` (the
+//! input the task was given as text), `stdout`, `stderr`, `supervisor.log`, `kill.json` (a
+//! kill request), `exit.json` (the exit record).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -72,6 +73,10 @@ pub struct FireRequest {
     pub cwd: Option<PathBuf>,
     /// Standard input from this file (default: /dev/null).
     pub stdin: Option<PathBuf>,
+    /// Standard input from this text instead: it is written into the task directory
+    /// (`stdin`) before the command starts, so the input is there whole, from a file that
+    /// ends (never a pipe that could stay open), and stays for people to read.
+    pub input: Option<String>,
     /// Variables to set in the command's environment. `LOOP_TASK_ID` is always set to the
     /// task's id, whatever this says: it is how the task's processes are found.
     pub env: Vec<(String, String)>,

@@ -22,6 +22,7 @@ pub(crate) const PID_FILE: &str = "pid.json";
 pub(crate) const SUPERVISOR_FILE: &str = "supervisor.json";
 pub(crate) const KILL_FILE: &str = "kill.json";
 pub(crate) const LOCK_FILE: &str = "lock";
+pub(crate) const STDIN_FILE: &str = "stdin";
 pub(crate) const STDOUT_FILE: &str = "stdout";
 pub(crate) const STDERR_FILE: &str = "stderr";
 pub(crate) const SUPERVISOR_LOG: &str = "supervisor.log";

@@ -79,8 +79,8 @@ pub fn demo(file: Option<&Path>, opts: &RunOptions) -> crate::error::Result<Stat
         dir.display()
     );
     crate::outln!(
-        "(the stop file {} halts it, as it halts any loop)\n",
-        crate::runner::stopfile::global().display()
+        "(Ctrl-C stops it; `loop resume --file {}` carries it on)\n",
+        file.display()
     );
     let req = StartRequest {
         goal: "Demo: investigate, fix and test a (simulated) bug".into(),

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::exit::Status;
 use crate::layout::Layout;
-use crate::m1::{Document, M1, Status as LoopStatus};
+use crate::m1::{M1, Status as LoopStatus};
 
 /// The hook input Claude Code gives on stdin (`source`, `trigger`, …); empty when run by hand.
 fn input() -> Value {
@@ -30,8 +30,7 @@ fn input() -> Value {
 }
 
 fn read_loop(file: &Path) -> Option<M1> {
-    let text = std::fs::read_to_string(file).ok()?;
-    Document::parse(&text).ok().map(|d| d.view())
+    crate::m1::load(file).ok().map(|d| d.view())
 }
 
 /// `loop hook session-start`: the loop's state as the session's added context.

@@ -35,6 +35,11 @@ pub struct Cli {
     #[arg(skip)]
     pub file_given: bool,
 
+    /// Whether the loop was found in a parent of the current directory (`state/M1.md` there,
+    /// as git finds `.git`), neither `--file` nor `LOOP_FILE` naming one.
+    #[arg(skip)]
+    pub found_above: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -55,12 +60,32 @@ pub enum Command {
         #[arg(long, hide = true, value_name = "WHO")]
         revived_by: Option<String>,
     },
-    /// Create the stop file and wait (at most 10s) until the runners it stops have exited.
+    /// Try a step again: a fresh budget of attempts for the FAILED or waiting step (or step N),
+    /// then run the loop on. On a DONE step, run it again.
     ///
-    /// Every loop that obeys the stop file halts within a second and goes WAITING; `stop`
-    /// waits for the runner of --file and for every runner of this user that obeys the same
-    /// stop file, and names the loops that stopped.
-    Stop,
+    /// The deliberate way to re-run a step: loop.log records it as a person's decision, and no
+    /// stale text or task record takes it back.
+    Retry {
+        /// The step (default: the FAILED one, or the one a WAITING loop stopped at).
+        step: Option<u32>,
+        /// Run in the background and return at once.
+        #[arg(long)]
+        detach: bool,
+        /// Print decisions only, not the live line of what the agent is doing.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Stop this loop: its step ends, the attempt is not counted, it goes WAITING.
+    ///
+    /// Returns once its runner has exited (at most 10s); `loop resume` then carries on at once.
+    /// With --all, creates the stop file that every loop on this machine obeys (the emergency
+    /// brake), waits for this user's runners, and names the loops that stopped; no loop may
+    /// run until the file is removed.
+    Stop {
+        /// Stop every loop on this machine: create the stop file (`LOOP_STOP_FILE`).
+        #[arg(long)]
+        all: bool,
+    },
     /// Run a whole 3-step loop with the bundled simulated agent in a temporary directory.
     ///
     /// With --file, the demo's M1.md goes there (a RUNNING loop there is refused, as by
@@ -199,6 +224,10 @@ pub struct StartArgs {
     /// Replace a RUNNING or WAITING loop (the old M1.md is archived, never overwritten).
     #[arg(long)]
     pub force: bool,
+    /// Plan (or take the steps given), write M1.md, print the steps and run none; `loop
+    /// resume` runs them.
+    #[arg(long)]
+    pub plan_only: bool,
     /// Run in the background and return at once.
     #[arg(long)]
     pub detach: bool,
@@ -319,8 +348,8 @@ const ENV_HELP: &str = "\
 Environment:
   LOOP_FILE           the loop's M1.md, as --file (default state/M1.md)
   LOOP_AGENT          the agent program (default claude)
-  LOOP_STOP_FILE      the stop file that halts every loop (default /tmp/croppy-stop);
-                      a STOP file beside M1.md halts that loop only
+  LOOP_STOP_FILE      the stop file that halts every loop, `loop stop --all` (default
+                      /tmp/croppy-stop); a STOP file beside M1.md halts that loop only
   TELEGRAM_BOT_TOKEN  the Telegram bot that sends notifications (unset: they go to loop.log)
   TELEGRAM_CHAT_ID    the chat it sends them to
   TELEGRAM_API_BASE   the Bot API address (default https://api.telegram.org)
@@ -351,7 +380,24 @@ where
         matches.value_source("file"),
         None | Some(ValueSource::DefaultValue)
     );
+    if !cli.file_given
+        && !cli.file.exists()
+        && let Some(found) = find_upward(&cli.file)
+    {
+        cli.file = found;
+        cli.found_above = true;
+    }
     Ok(cli)
+}
+
+/// The loop of the nearest parent of the current directory that has `default` (`state/M1.md`),
+/// as git finds `.git`: so every command run below a project's directory is about its loop.
+fn find_upward(default: &std::path::Path) -> Option<PathBuf> {
+    let here = std::env::current_dir().ok()?;
+    here.ancestors()
+        .skip(1)
+        .map(|dir| dir.join(default))
+        .find(|f| f.is_file())
 }
 
 /// What `loop start` was given, for the runner.
@@ -379,6 +425,7 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
         },
         detach: a.detach,
         force: a.force,
+        plan_only: a.plan_only,
         workdir: None,
     }
 }
@@ -396,7 +443,20 @@ pub fn run(cli: Cli) -> crate::error::Result<Status> {
     match cli.command {
         Command::Start(a) => {
             let quiet = a.quiet;
-            crate::runner::start(&cli.file, &start_request(a), &echo(quiet))
+            let mut req = start_request(a);
+            if cli.found_above {
+                // The project is the directory that holds the loop's `state/`.
+                req.workdir = cli
+                    .file
+                    .parent()
+                    .and_then(|s| s.parent())
+                    .map(PathBuf::from);
+                crate::errln!(
+                    "loop: this directory is inside the project of {}",
+                    cli.file.display()
+                );
+            }
+            crate::runner::start(&cli.file, &req, &echo(quiet))
         }
         Command::Resume {
             detach,
@@ -418,8 +478,13 @@ pub fn run(cli: Cli) -> crate::error::Result<Status> {
             HookAction::Uninstall => hook_install::uninstall(&std::env::current_dir()?),
         },
         Command::Revive { by } => crate::runner::revive::command(&cli.file, &by),
-        Command::Stop => {
-            let status = crate::runner::stop(&cli.file);
+        Command::Retry {
+            step,
+            detach,
+            quiet,
+        } => crate::runner::retry(&cli.file, step, detach, &echo(quiet)),
+        Command::Stop { all } => {
+            let status = crate::runner::stop(&cli.file, all);
             // A command a person runs by hand is a good moment to deliver a backlog.
             if state.is_dir() {
                 let _ = crate::notifier::flush(&state);
@@ -439,6 +504,7 @@ pub fn run(cli: Cli) -> crate::error::Result<Status> {
                 idle_exempt_marker: None,
                 cwd: args.cwd,
                 stdin: args.stdin,
+                input: None,
                 env: args.env,
                 env_remove: args.env_remove,
                 on_exit: Vec::new(),

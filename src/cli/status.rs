@@ -14,7 +14,10 @@ use crate::m1::{Errors, Store, StoreError};
 /// # Errors
 /// A missing or unreadable file.
 pub fn validate(file: &Path) -> crate::error::Result<Status> {
-    match open(file)? {
+    // A file that reads well but names an agent that cannot run here cannot run either.
+    let checked = open(file)?
+        .and_then(|doc| crate::runner::settings::check_program_in(&doc, file).map(|()| doc));
+    match checked {
         Ok(_) => {
             crate::outln!("{}: ok", file.display());
             Ok(Status::Ok)
@@ -132,8 +135,13 @@ fn first_time(what: &str) -> bool {
 /// A missing file is bad input that says how to start a loop.
 fn open(file: &Path) -> crate::error::Result<Result<crate::m1::Document, Errors>> {
     if !file.exists() {
+        let here = if file.is_relative() {
+            " (here or in a parent directory)"
+        } else {
+            ""
+        };
         return Err(Error::bad_input(format!(
-            "{} does not exist; start a loop with `loop start \"GOAL\"` (or pass --file PATH)",
+            "{} does not exist{here}; start a loop with `loop start \"GOAL\"` (or pass --file PATH)",
             file.display()
         )));
     }

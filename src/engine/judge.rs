@@ -34,8 +34,14 @@ pub struct Attempt<'a> {
     pub transients: u32,
     /// Fresh sessions this step already asked for (`STEP_RESTART`).
     pub restarts: u32,
+    /// Attempts of the step that do not count against `MAX_RETRIES` ([`super::uncounted`]):
+    /// retakes a review asked for, and those before a person's `loop retry`.
+    pub uncounted: u32,
     /// The attempt resumed an earlier session (`--resume`).
     pub resumed: bool,
+    /// The tools the agent was allowed (`AGENT.ALLOWED_TOOLS` in force), for the advice after
+    /// a denial.
+    pub allowed_tools: &'a [String],
     pub caps: &'a Caps,
     pub now: DateTime<Utc>,
 }
@@ -79,14 +85,22 @@ fn halt(reason: String, how: &str) -> Judgement {
 pub const UNKNOWN_RESET_WAIT: Duration = Duration::from_secs(30 * 60);
 
 fn failed(a: &Attempt<'_>, reason: &str) -> Judgement {
-    failed_attempt(a.attempt, a.caps.max_retries, reason)
+    failed_attempt(failures(a.attempt, a.uncounted), a.caps.max_retries, reason)
 }
 
-/// A failed attempt: retried, unless it was the last one `MAX_RETRIES` allows.
+/// How many of a step's attempts up to `attempt` count as failed: all but the `uncounted`
+/// ones (see [`super::uncounted`]).
 #[must_use]
-pub fn failed_attempt(attempt: u32, max_retries: u32, reason: &str) -> Judgement {
+pub fn failures(attempt: u32, uncounted: u32) -> u32 {
+    attempt.saturating_sub(uncounted)
+}
+
+/// A failed attempt, the `failures`-th of the step: retried, unless it was the last one
+/// `MAX_RETRIES` allows.
+#[must_use]
+pub fn failed_attempt(failures: u32, max_retries: u32, reason: &str) -> Judgement {
     let reason = one_line(reason, 300);
-    if attempt >= max_retries {
+    if failures >= max_retries {
         Judgement::Exhausted { reason }
     } else {
         Judgement::Retry { reason }
@@ -164,7 +178,9 @@ fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
         ),
         TaskEnd::SpawnFailed(msg) => halt(
             format!("the agent could not be started: {}", one_line(msg, 200)),
-            "install Claude Code or set LOOP_AGENT to the agent program, then `loop resume`",
+            "install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set \
+             AGENT.PROGRAM in M1.md to the agent program (a loop runs what its M1.md says; \
+             LOOP_AGENT is for new loops), then `loop resume`",
         ),
         TaskEnd::Exited { .. } => return None,
     })
@@ -207,9 +223,15 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
             format!("authentication failed: {}", one_line(&msg, 200)),
             "log in to Claude Code (`claude /login`) or fix ANTHROPIC_API_KEY, then `loop resume`",
         ),
+        Class::Billing(msg) if msg.contains("maximum budget") => halt(
+            format!("the attempt reached its budget: {}", one_line(&msg, 200)),
+            "raise AGENT.MAX_BUDGET_USD in M1.md (the cap of one attempt, in US dollars), or \
+             remove that line for none, then `loop resume`",
+        ),
         Class::Billing(msg) => halt(
             format!("billing: {}", one_line(&msg, 200)),
-            "add credit or raise the budget, then `loop resume`",
+            "add credit to the account the agent uses (the Claude Console's billing page), \
+             then `loop resume`",
         ),
         Class::InvocationBug { kind, message } => match kind {
             BugKind::UnknownSession if a.resumed => Judgement::FreshSession {
@@ -231,11 +253,44 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
                     "the agent refused its invocation: {}",
                     one_line(&message, 200)
                 ),
-                "fix the agent settings in loop.yaml (flags, model), then `loop resume`",
+                "fix the agent's settings in M1.md's AGENT block (PROGRAM, MODEL, \
+                 PERMISSION_MODE, EXTRA_ARGS: a loop runs what its M1.md says, loop.yaml is for \
+                 new loops), then `loop resume`",
             ),
         },
         Class::Success | Class::Other(_) => failed(a, &class.to_string()),
     }
+}
+
+/// What to change after a denial: the exact text that allows the denied tools on M1.md's
+/// `AGENT.ALLOWED_TOOLS` line (a loop runs what its M1.md says: `loop.yaml` and
+/// `--allowed-tools` are for new loops).
+fn allow_advice(allowed: &[String], denied: &[&str]) -> String {
+    let missing: Vec<&str> = denied
+        .iter()
+        .copied()
+        .filter(|t| !allowed.iter().any(|a| a == t))
+        .collect();
+    let edit = if allowed.is_empty() {
+        format!(
+            "make the line under AGENT `ALLOWED_TOOLS: {}`",
+            missing.join(",")
+        )
+    } else {
+        format!(
+            "add `,{}` to the end of the line `ALLOWED_TOOLS:` under AGENT",
+            missing.join(",")
+        )
+    };
+    let bash = if missing.contains(&"Bash") {
+        " (`Bash` allows every command, `Bash(make:*)` one)"
+    } else {
+        ""
+    };
+    format!(
+        "in M1.md, {edit}{bash}, then `loop resume`; a deny rule in your Claude settings \
+         (permissions.deny) wins over any allow: remove it there"
+    )
 }
 
 fn judge_success(a: &Attempt<'_>) -> Judgement {
@@ -245,9 +300,7 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
         tools.dedup();
         return halt(
             format!("the agent was denied these tools: {}", tools.join(", ")),
-            "allow them in loop.yaml (agent.allowed_tools) or with --allowed-tools; a deny rule \
-             in your Claude settings (permissions.deny) wins over any allow, so remove it there; \
-             then `loop resume`",
+            &allow_advice(a.allowed_tools, &tools),
         );
     }
     if a.step == 0 {

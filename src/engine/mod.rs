@@ -5,17 +5,19 @@
 mod judge;
 mod next;
 mod record;
+mod retry;
 pub mod review;
 mod transitions;
 
-pub use judge::{Attempt, Interruption, Judgement, TaskEnd, failed_attempt, judge};
+pub use judge::{Attempt, Interruption, Judgement, TaskEnd, failed_attempt, failures, judge};
 pub use next::{Next, SessionPlan, next};
-pub use next::{open_step, spent, wait_until};
+pub use next::{open_step, spent, uncounted, wait_until};
 pub use record::{Facts, record};
+pub use retry::{retried, retry_target};
 pub use review::{ReviewFacts, ReviewVerdict, judge_review, record_review, review_spawn};
 pub use transitions::{
-    Effect, OnRecord, Outcome, SpawnFacts, Transition, Write, adopted, complete, exhausted, halt,
-    kept_on_record, pid_recorded, spawn, stopped, unrecordable,
+    Effect, OnRecord, Outcome, SpawnFacts, Stop, Transition, Write, adopted, complete, exhausted,
+    halt, kept_on_record, pid_recorded, spawn, stopped, unrecordable,
 };
 
 use std::time::Duration;

@@ -121,7 +121,7 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
 /// No steps yet: plan them, unless planning already failed `MAX_RETRIES` times.
 fn planning(m: &M1, caps: &Caps) -> Next {
     let attempts = attempts_of(m, 0);
-    if attempts >= caps.max_retries {
+    if attempts.saturating_sub(uncounted(m, 0)) >= caps.max_retries {
         return Next::Exhausted {
             step: 0,
             reason: format!("planning failed {attempts} times"),
@@ -154,11 +154,10 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
             reason: format!("step {} is FAILED", step.n),
         };
     }
-    // The attempt under review passed; the others failed, but for the retakes (a review
-    // asked for changes: an attempt used, not failed).
+    // The attempt under review passed; the others failed, but for those that do not count.
     let pending = super::review::pending(m, step.n);
     let attempts = attempts_of(m, step.n);
-    let failed = attempts.saturating_sub(m.count(step.n, "RETAKES") + u32::from(pending));
+    let failed = attempts.saturating_sub(uncounted(m, step.n) + u32::from(pending));
     if failed >= caps.max_retries {
         return Next::Exhausted {
             step: step.n,
@@ -201,6 +200,14 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
     }
 }
 
+/// Attempts of step `n` that do not count against `MAX_RETRIES`: the retakes a review asked
+/// for (each follows an attempt that passed its checks), and the attempts before a person's
+/// `loop retry` gave the step a fresh budget (`RETRIED`).
+#[must_use]
+pub fn uncounted(m: &M1, n: u32) -> u32 {
+    m.count(n, "RETAKES") + m.count(n, "RETRIED")
+}
+
 /// The first step after step `after` that is neither DONE nor SKIPPED.
 #[must_use]
 pub fn open_step(m: &M1, after: u32) -> Option<&Step> {
@@ -214,7 +221,5 @@ pub fn open_step(m: &M1, after: u32) -> Option<&Step> {
 #[must_use]
 pub fn wait_until(m: &M1) -> Option<DateTime<Utc>> {
     let raw = m.current.extra.get("WAIT_UNTIL")?;
-    DateTime::parse_from_rfc3339(raw)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
+    crate::m1::setting::time(raw).ok()
 }

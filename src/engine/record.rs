@@ -15,6 +15,10 @@ use crate::text::one_line;
 
 /// The facts about a finished attempt that go into RESULTS.
 #[derive(Debug, Clone, Default)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each is an independent fact of the attempt or the loop, not a state machine"
+)]
 pub struct Facts {
     pub step: u32,
     pub attempt: u32,
@@ -29,6 +33,8 @@ pub struct Facts {
     pub transients: u32,
     /// Fresh sessions this step asked for before this attempt.
     pub restarts: u32,
+    /// Attempts of this step that do not count against `MAX_RETRIES` ([`super::uncounted`]).
+    pub uncounted: u32,
     /// Why the next attempt, should there be one, starts a fresh session with a handoff
     /// instead of resuming this one ([`super::handoff_reason`]).
     pub handoff: Option<String>,
@@ -48,6 +54,9 @@ pub struct Facts {
     pub notify_each_step: bool,
     /// A step that passes is reviewed before it is DONE (`REVIEW: on`).
     pub review: bool,
+    /// The loop was started to plan only (`PLAN_ONLY: on`): once planned, it waits for
+    /// `loop resume` instead of running step 1.
+    pub plan_only: bool,
     /// The git HEAD the step began from (what its review's diff starts at).
     pub base_head: Option<String>,
     pub now: DateTime<Utc>,
@@ -239,11 +248,21 @@ fn planned(f: &Facts, steps: &[String], edits: &mut Vec<Edit>) -> Recorded {
             .collect(),
     ));
     edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], "1"));
+    let log = format!("pass: Planning attempt {}: {summary}", f.attempt);
+    if f.plan_only {
+        // Planned, and nothing more: the person reads (and may edit) the plan first.
+        edits.push(Edit::Remove(vec!["PLAN_ONLY".into()]));
+        edits.push(Edit::Status(Status::Idle));
+        edits.extend(actions(
+            &format!("Planning done: {summary} (--plan-only)"),
+            "Read the plan in M1.md (edit it if you like), then `loop resume` runs it",
+        ));
+        return (log, Outcome::Exit(Exit::Ok), Write::Now);
+    }
     let first = steps
         .first()
         .map_or_else(String::new, |t| format!("Step 1: {t}"));
     edits.extend(actions(&format!("Planning done: {summary}"), &first));
-    let log = format!("pass: Planning attempt {}: {summary}", f.attempt);
     (log, Outcome::Continue, Write::WithNextSpawn)
 }
 
@@ -251,6 +270,8 @@ fn retry(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     let (s, who) = (f.step, name(f.step));
     edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
     edits.push(results(s, "ERROR", one_line(reason, 300)));
+    // Whatever an earlier attempt passed, this one did not (a retake a review asked for).
+    edits.push(results(s, "VERIFIED", "false"));
     edits.push(Edit::Clear(vec!["CURRENT".into()]));
     edits.extend(step_state(s, StepState::Pending));
     let how = match &f.handoff {
@@ -312,7 +333,9 @@ fn failed(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     let s = f.step;
     edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
     edits.push(results(s, "ERROR", one_line(reason, 300)));
-    let why = format!("attempt {} of {}: {reason}", f.attempt, f.attempt);
+    edits.push(results(s, "VERIFIED", "false"));
+    let n = super::failures(f.attempt, f.uncounted);
+    let why = format!("failed attempt {n} of {n} allowed: {reason}");
     edits.extend(exhausted_edits(s, &why));
     let log = format!("fail: {} attempt {}: {reason}", name(s), f.attempt);
     (log, Outcome::Exit(Exit::Failed), Write::Now)

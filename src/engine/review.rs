@@ -187,8 +187,11 @@ pub fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transit
                 caps.max_retakes,
                 one_line(what, 200)
             );
-            let how = "read the reviewer's words in RESULTS, decide (fix by hand, change the step, \
-                       or SKIPPED), then `loop resume`";
+            let how = format!(
+                "read the reviewer's words in RESULTS.STEP_{s}.REVIEW, then decide: `loop retry \
+                 {s}` runs the step again with a fresh budget of retakes; or fix it by hand and set \
+                 REVIEW: off (or the step [SKIPPED]) in M1.md, then `loop resume`"
+            );
             edits.push(results(
                 s,
                 "REVIEW",
@@ -196,13 +199,9 @@ pub fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transit
             ));
             edits.extend(step_state(s, StepState::Pending));
             edits.push(Edit::Status(Status::Waiting));
-            edits.extend(actions(&format!("Waiting: {reason}"), how));
-            Transition::exit(edits, format!("review: halt: {reason}"), Exit::Waiting).then(
-                Effect::Waiting {
-                    reason,
-                    how: how.into(),
-                },
-            )
+            edits.extend(actions(&format!("Waiting: {reason}"), &how));
+            Transition::exit(edits, format!("review: halt: {reason}"), Exit::Waiting)
+                .then(Effect::Waiting { reason, how })
         }
         ReviewVerdict::Changes(what) => {
             let n = f.retakes + 1;

@@ -317,9 +317,43 @@ pub fn halt(step: u32, reason: &str, how: &str) -> Transition {
     .then(waiting(reason, how))
 }
 
-/// A stop file ended the step: its group is dead; the attempt does not count.
+/// Who asked a loop to stop: each says what happened and how to go on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// A stop file: the machine-wide one (`loop stop --all`, `LOOP_STOP_FILE`) or a `STOP`
+    /// beside M1.md put there by hand; it stays until someone removes it.
+    File(String),
+    /// `loop stop`, for this loop only; it clears its own stop once the runner is gone.
+    Command,
+    /// Ctrl-C on the runner in the foreground.
+    Interrupt,
+}
+
+impl Stop {
+    /// What stopped the loop, for a sentence: "stopped by …".
+    #[must_use]
+    pub fn by(&self) -> String {
+        match self {
+            Stop::File(p) => p.clone(),
+            Stop::Command => "`loop stop`".into(),
+            Stop::Interrupt => "Ctrl-C".into(),
+        }
+    }
+
+    /// How to go on after it.
+    #[must_use]
+    pub fn how(&self) -> String {
+        match self {
+            Stop::File(p) => format!("Remove {p}, then `loop resume`"),
+            Stop::Command | Stop::Interrupt => "`loop resume` carries on".into(),
+        }
+    }
+}
+
+/// The loop was stopped (a stop file, `loop stop`, Ctrl-C): the step's processes are dead,
+/// the attempt is not counted, and the loop waits.
 #[must_use]
-pub fn stopped(step: u32, stop_file: &str, task_id: Option<&str>) -> Transition {
+pub fn stopped(step: u32, stop: &Stop, task_id: Option<&str>) -> Transition {
     let mut edits: Vec<Edit> = step_state(step, StepState::Pending).into_iter().collect();
     // The killed attempt has no exit to report (its spawn wrote `(pending)`).
     if task_id.is_some() {
@@ -333,19 +367,13 @@ pub fn stopped(step: u32, stop_file: &str, task_id: Option<&str>) -> Transition 
     } else {
         format!("step {step} back to PENDING")
     };
+    let (by, how) = (stop.by(), stop.how());
     edits.extend(actions(
-        &format!("Stopped by {stop_file}{killed}; {again}, attempt not counted"),
-        &format!("Remove {stop_file}, then `loop resume`"),
+        &format!("Stopped by {by}{killed}; {again}, attempt not counted"),
+        &how,
     ));
-    Transition::exit(
-        edits,
-        format!("stop: {stop_file} seen{killed}"),
-        Exit::Waiting,
-    )
-    .then(waiting(
-        &format!("stopped by {stop_file}"),
-        &format!("remove {stop_file} and run `loop resume`"),
-    ))
+    Transition::exit(edits, format!("stop: {by}{killed}"), Exit::Waiting)
+        .then(waiting(&format!("stopped by {by}"), &how))
 }
 
 /// Every step is DONE or SKIPPED: the loop is DONE.
@@ -399,11 +427,16 @@ pub(super) fn exhausted_edits(step: u32, reason: &str) -> Vec<Edit> {
     edits.push(Edit::Status(Status::Failed));
     edits.extend(actions(
         &format!("{who} failed: {reason}"),
-        &format!(
-            "A human decides. To try {} again: set it back to PENDING, delete its RESULTS \
-             ATTEMPTS line (or raise LIMITS.MAX_RETRIES), set STATUS: RUNNING, then `loop resume`",
-            who.to_lowercase()
-        ),
+        &if step == 0 {
+            "A human decides: `loop retry` plans again with a fresh budget of attempts (or write \
+             the steps under PLAN by hand, set STATUS: RUNNING, then `loop resume`)"
+                .to_string()
+        } else {
+            format!(
+                "A human decides: `loop retry` gives step {step} a fresh budget of attempts (or \
+                 change its text, or set it [SKIPPED] and STATUS: RUNNING, then `loop resume`)"
+            )
+        },
     ));
     edits
 }

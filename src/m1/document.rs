@@ -110,6 +110,20 @@ impl Document {
         self.key_at(idx).value.as_ref().map(|v| v.text.clone())
     }
 
+    /// Where the value at `path` is, as errors name it: line and column (1-based; the column
+    /// in characters). `None` when the key is absent.
+    #[must_use]
+    pub fn position(&self, path: &[&str]) -> Option<(usize, usize)> {
+        self.find(path).map(|i| self.value_position(i))
+    }
+
+    /// [`Document::position`] of the key line at `idx`: its value, or right after its colon.
+    pub(crate) fn value_position(&self, idx: usize) -> (usize, usize) {
+        let k = self.key_at(idx);
+        let at = k.value.as_ref().map_or(k.colon + 1, |v| v.start);
+        (idx + 1, super::line::column(&self.lines[idx].text, at))
+    }
+
     /// Whether a key (scalar or block) exists at `path`.
     #[must_use]
     pub fn contains(&self, path: &[&str]) -> bool {

@@ -21,10 +21,23 @@ impl Error {
             message: message.into(),
         }
     }
+
+    /// A problem of the whole file (what the path names, its size), at no line: line and
+    /// column 0, shown as `path: message`.
+    pub fn whole_file(message: impl Into<String>) -> Self {
+        Self::new(0, 0, message)
+    }
+
+    fn is_whole_file(&self) -> bool {
+        self.line == 0
+    }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_whole_file() {
+            return f.write_str(&self.message);
+        }
         write!(f, "{}:{}: {}", self.line, self.column, self.message)
     }
 }
@@ -63,8 +76,10 @@ impl fmt::Display for Errors {
             if i > 0 {
                 f.write_str("\n")?;
             }
-            if let Some(p) = &self.1 {
-                write!(f, "{}:", p.display())?;
+            match &self.1 {
+                Some(p) if e.is_whole_file() => write!(f, "{}: ", p.display())?,
+                Some(p) => write!(f, "{}:", p.display())?,
+                None => {}
             }
             write!(f, "{e}")?;
         }
@@ -84,5 +99,11 @@ mod tests {
         assert_eq!(errs.to_string(), "1:2: a\n3:4: b");
         let errs = errs.with_path(Path::new("state/M1.md"));
         assert_eq!(errs.to_string(), "state/M1.md:1:2: a\nstate/M1.md:3:4: b");
+        let whole = Errors::new(vec![Error::whole_file("a FIFO")]);
+        assert_eq!(whole.to_string(), "a FIFO");
+        assert_eq!(
+            whole.with_path(Path::new("M1.md")).to_string(),
+            "M1.md: a FIFO"
+        );
     }
 }

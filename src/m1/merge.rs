@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::document::Document;
 use super::edit::Edit;
+use super::journal::Journal;
 
 /// Every scalar of a document by key path (step lines included: `PLAN STEPS 2`).
 pub(crate) type Fields = BTreeMap<Vec<String>, String>;
@@ -48,6 +49,15 @@ fn walk(doc: &Document, parent: Option<usize>, path: &mut Vec<String>, out: &mut
     }
 }
 
+/// Whether two versions can be of one loop: not when both name a `LOOP_ID`, and not the same.
+fn same_loop(a: &Fields, b: &Fields) -> bool {
+    let id = |f: &Fields| f.get(&vec!["LOOP_ID".to_string()]).cloned();
+    match (id(a), id(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    }
+}
+
 /// How many fields differ between two versions.
 fn distance(a: &Fields, b: &Fields) -> usize {
     let mut n = a.iter().filter(|(k, v)| b.get(*k) != Some(*v)).count();
@@ -55,10 +65,12 @@ fn distance(a: &Fields, b: &Fields) -> usize {
     n
 }
 
-/// The versions a store has known, oldest first; the last is the newest.
+/// The versions a store has known, oldest first; the last is the newest. With a journal,
+/// they are those every runner of the loop has known (see [`super::journal`]).
 #[derive(Debug, Default)]
 pub(crate) struct History {
     versions: VecDeque<Fields>,
+    journal: Option<Journal>,
 }
 
 /// What a stale save would have reverted, and the edits that put it back.
@@ -72,10 +84,42 @@ pub struct Restored {
 }
 
 impl History {
+    /// The versions in the journal at `path`, which this history goes on writing to. Versions
+    /// of another loop (another `LOOP_ID` than `doc`'s) are not this file's history.
+    pub(crate) fn journaled(path: std::path::PathBuf, doc: &Document) -> Self {
+        let (journal, versions) = Journal::load(path, HISTORY);
+        let ours = fields(doc);
+        let versions = versions
+            .into_iter()
+            .filter(|v| same_loop(v, &ours))
+            .collect();
+        Self {
+            versions,
+            journal: Some(journal),
+        }
+    }
+
+    /// Whether the history knows no version yet.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.versions.is_empty()
+    }
+
+    /// Forgets every version (of the journal too): a new loop begins with `doc`.
+    pub(crate) fn restart(&mut self, doc: &Document, len: usize) {
+        self.versions.clear();
+        if let Some(j) = &mut self.journal {
+            j.rewrite(std::iter::empty());
+        }
+        self.push(doc, len);
+    }
+
     /// Remembers `doc` as the newest version.
     pub(crate) fn push(&mut self, doc: &Document, len: usize) {
         if len > MAX_REMEMBERED_BYTES {
             self.versions.clear();
+            if let Some(j) = &mut self.journal {
+                j.rewrite(std::iter::empty());
+            }
             return;
         }
         let f = fields(doc);
@@ -86,6 +130,9 @@ impl History {
             self.versions.pop_front();
         }
         self.versions.push_back(f);
+        if let (Some(j), Some(f)) = (&mut self.journal, self.versions.back()) {
+            j.append(f, self.versions.iter(), HISTORY);
+        }
     }
 
     /// For a text saved by someone else: `None` when it is a hand edit of the newest version
@@ -104,6 +151,7 @@ impl History {
             .rev()
             .enumerate()
             .skip(1)
+            .filter(|(_, v)| same_loop(v, &t))
             .map(|(back, v)| (back, v, distance(&t, v)))
             .filter(|(_, _, d)| *d < d_newest)
             .min_by_key(|(back, _, d)| (*d, *back))
@@ -190,5 +238,13 @@ mod tests {
         let h = history(&[V1, V2]);
         assert_eq!(h.stale(&doc(V2)), None);
         assert_eq!(History::default().stale(&doc(V1)), None);
+    }
+
+    #[test]
+    fn a_text_of_another_loop_is_no_stale_save_of_this_one() {
+        let with_id = |v: &str, id: &str| format!("LOOP_ID: {id}\n{v}");
+        let h = history(&[&with_id(V1, "aaa"), &with_id(V2, "aaa")]);
+        assert!(h.stale(&doc(&with_id(V1, "aaa"))).is_some());
+        assert_eq!(h.stale(&doc(&with_id(V1, "bbb"))), None);
     }
 }

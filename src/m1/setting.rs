@@ -29,6 +29,32 @@ pub fn duration(v: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A limit in whole minutes, as older files give it (`STEP_TIMEOUT_MIN: 60`): held to the
+/// same bounds as [`duration`].
+///
+/// # Errors
+/// What was expected, for an error message.
+pub fn minutes(v: &str) -> Result<Duration, String> {
+    let v = v.trim();
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("expected a whole number of minutes, found `{v}`"));
+    }
+    duration(&format!("{v}m"))
+}
+
+/// A moment as the runner writes one (`WAIT_UNTIL`): RFC 3339, `2026-11-22T03:00:30Z`.
+///
+/// # Errors
+/// What was expected, for an error message.
+pub fn time(v: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(v.trim())
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|_| format!("expected a time such as `{TIME_EXAMPLE}`, found `{v}`"))
+}
+
+/// How [`time`] reads, for messages.
+pub const TIME_EXAMPLE: &str = "2026-11-22T03:00:30Z";
+
 /// A permission mode Claude Code knows.
 ///
 /// # Errors

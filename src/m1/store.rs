@@ -7,13 +7,16 @@
 //! text. On Linux the swap is an exchange that hands back the exact bytes it replaced (see
 //! [`super::swap`]): if a person saved in the instant between the comparison and the swap,
 //! their text comes back and the edits are applied onto it and swapped in again, so a save
-//! by rename (what most editors do) is never lost. What remains is the editor's own race: a
-//! save computed from a text read *before* the runner's write replaces that write, as it
-//! would with any other program; and on platforms without the exchange, a save in the
-//! microseconds between comparison and rename can be replaced.
+//! by rename (what most editors do) is never lost. A save in place (truncate, then write) by
+//! an editor that opened the file just before the swap goes on into the file the swap
+//! displaced: that file is watched for a few seconds, and what arrives in it is put on the
+//! file and read like any other save. What remains is the editor's own race: a save computed
+//! from a text read *before* the runner's write replaces that write, as it would with any
+//! other program (a stale save, see [`super::merge`], which puts the runner's record back);
+//! and on platforms without the exchange, a save in the microseconds between comparison and
+//! rename can be replaced.
 
 use std::cell::Cell;
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -24,7 +27,8 @@ use super::document::Document;
 use super::edit::Edit;
 use super::error::{Error, Errors};
 use super::merge::{History, Restored};
-use super::swap::{self, Swapped};
+use super::source;
+use super::swap::{self, Displaced, Swapped};
 
 /// How long a changed file must have been still before its text is trusted.
 pub const SETTLE: Duration = Duration::from_millis(100);
@@ -41,6 +45,11 @@ const CUT_COPY_PATIENCE: Duration = Duration::from_secs(5);
 /// How long a store waits for a file that never reads the same twice before it takes what
 /// it read.
 const SETTLE_MAX: Duration = Duration::from_millis(600);
+/// How long a file a swap displaced is watched for a save in place still being written into
+/// it (by an editor that opened the file just before the swap), and how many such files at
+/// most: in a storm of saves only the newest few can still be written into.
+const DISPLACED_WATCH: Duration = Duration::from_secs(5);
+const DISPLACED_MAX: usize = 4;
 
 /// Why a read or a commit of M1.md failed: the three cases a caller acts on differently.
 #[derive(Debug)]
@@ -104,6 +113,14 @@ const EAGER_ROUNDS: usize = 5;
 /// the commit merges onto it, so saves that never pause cannot hold a commit off.
 const TRUST_EXCHANGE_AFTER: usize = 12;
 
+/// A file one of our swaps displaced: what it held, and since when it is watched.
+#[derive(Debug)]
+struct Watched {
+    file: Displaced,
+    seen: Vec<u8>,
+    since: Instant,
+}
+
 /// Marks a commit that found a hand edit on disk and applied its edits onto it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConflictMerged {
@@ -127,6 +144,10 @@ pub struct Store {
     /// save in place, which may be caught half written; another file is a complete one
     /// renamed in.
     seen: Cell<Option<(FileId, u64)>>,
+    /// Files our swaps displaced, watched for a while for a save written into them late.
+    displaced: Vec<Watched>,
+    /// A late save found in a displaced file that could not be put on the file yet.
+    late: Option<Vec<u8>>,
     /// Test seam: runs between the last comparison and the swap, to land a hand save in the
     /// one instant no timing can reliably hit.
     #[cfg(test)]
@@ -138,12 +159,32 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::Io`] when the file cannot be read, [`StoreError::DiskInvalid`] when it
-    /// is not a valid M1.md.
+    /// is not a valid M1.md (or the path names no regular file of at most 4 MiB).
     pub fn open(path: &Path) -> Result<(Store, Document), StoreError> {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("while reading {}", path.display()))?;
+        let (bytes, _) = source::read(path)?;
         let doc = decode(path, &bytes).map_err(StoreError::DiskInvalid)?;
         Ok((Store::new(path, bytes, &doc), doc))
+    }
+
+    /// [`Store::open`] for a runner: with the versions every runner of this loop has known
+    /// (the journal beside the file, [`crate::layout::Layout::versions`]), which this store
+    /// goes on keeping. A text saved while no runner was watching is read against them as
+    /// any save is: when it is a stale one, it comes back with what it reverted put back
+    /// ([`Store::take_restored`] says what), and those edits go out with the next commit.
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn open_with_history(path: &Path) -> Result<(Store, Document), StoreError> {
+        let (mut store, mut doc) = Store::open(path)?;
+        let versions = crate::layout::Layout::versions(path);
+        store.history = History::journaled(versions, &doc);
+        if !store.history.is_empty() {
+            store.owed = store.put_back(&mut doc);
+        }
+        if store.owed.is_empty() {
+            store.history.push(&doc, store.bytes.len());
+        }
+        Ok((store, doc))
     }
 
     fn new(path: &Path, bytes: Vec<u8>, doc: &Document) -> Store {
@@ -157,6 +198,8 @@ impl Store {
             owed: Vec::new(),
             restored: None,
             seen: Cell::new(None),
+            displaced: Vec::new(),
+            late: None,
             #[cfg(test)]
             before_swap: None,
         }
@@ -172,11 +215,24 @@ impl Store {
     /// last read or write.
     ///
     /// A stale save (a text made from an older version, see [`super::merge`]) comes back
-    /// with what it reverted put back; those edits go out with the next commit.
+    /// with what it reverted put back; those edits go out with the next commit. A save that
+    /// arrived late in a file one of our swaps displaced is put on the file first, and read
+    /// the same way.
     ///
     /// # Errors
     /// The file cannot be read or is invalid; the store still remembers the last good bytes.
     pub fn reload(&mut self) -> Result<Option<Document>, StoreError> {
+        let late = self.late.take().or_else(|| self.late_save());
+        let mut changed = self.reload_disk()?;
+        if let Some(late) = late
+            && self.put_on_file(late)?
+        {
+            changed = self.reload_disk()?.or(changed);
+        }
+        Ok(changed)
+    }
+
+    fn reload_disk(&mut self) -> Result<Option<Document>, StoreError> {
         let bytes = self.read()?;
         if bytes == self.bytes {
             return Ok(None);
@@ -188,6 +244,67 @@ impl Store {
         }
         self.bytes = bytes;
         Ok(Some(doc))
+    }
+
+    /// A save written into a file one of our swaps displaced, since we last looked: an editor
+    /// that opened the file just before the swap and wrote after it. Files watched longer
+    /// than [`DISPLACED_WATCH`] are let go.
+    fn late_save(&mut self) -> Option<Vec<u8>> {
+        self.displaced
+            .retain(|w| w.since.elapsed() < DISPLACED_WATCH);
+        for w in &mut self.displaced {
+            let Ok(now) = w.file.read() else { continue };
+            if now == w.seen {
+                continue;
+            }
+            let whole = w.file.settled(now, &w.seen).ok()?;
+            w.seen.clone_from(&whole);
+            if whole != self.bytes {
+                return Some(whole);
+            }
+        }
+        None
+    }
+
+    /// Puts a late save on the file, as if it had landed there, so that it is read as any
+    /// save is (a stale one gets what it reverted put back). Only over our own text: when
+    /// someone saved again meanwhile, it waits for the next look. Whether it was put there.
+    fn put_on_file(&mut self, late: Vec<u8>) -> Result<bool, StoreError> {
+        let staged = swap::stage(&self.path, &late)
+            .with_context(|| format!("while writing beside {}", self.path.display()))?;
+        let now = self
+            .read_once()
+            .map(|(b, _)| b)
+            .with_context(|| format!("while reading {}", self.path.display()))?;
+        if now != self.bytes {
+            self.late = Some(late);
+            return Ok(false);
+        }
+        let swapped = staged
+            .swap(&self.bytes)
+            .with_context(|| format!("while replacing {}", self.path.display()))?;
+        if let Swapped::Replaced(old, d) = swapped {
+            // Yet another save in that instant is displaced in turn: it is found late too.
+            let seen = if old == self.bytes {
+                old
+            } else {
+                self.bytes.clone()
+            };
+            self.watch(d, seen);
+        }
+        Ok(true)
+    }
+
+    /// Keeps a displaced file open and watched, `seen` being what it held when displaced.
+    fn watch(&mut self, file: Displaced, seen: Vec<u8>) {
+        if self.displaced.len() == DISPLACED_MAX {
+            self.displaced.remove(0);
+        }
+        self.displaced.push(Watched {
+            file,
+            seen,
+            since: Instant::now(),
+        });
     }
 
     /// Applies onto someone else's save what it reverted, if it is stale; returns the edits.
@@ -277,20 +394,24 @@ impl Store {
                 .swap(&expected)
                 .with_context(|| format!("while replacing {}", self.path.display()))?;
             match swapped {
-                Swapped::Replaced(old) if old != expected => {
+                Swapped::Replaced(old, displaced) if old != expected => {
                     // Saved by hand in the instant before the swap: merge onto it, or put it
                     // back untouched if it is malformed.
                     if let Err(err) = decode(&self.path, &old) {
                         self.restore(&old, &text)?;
                         return Err(StoreError::DiskInvalid(err));
                     }
+                    self.watch(displaced, old.clone());
                     self.bytes.clone_from(&text);
                     base = old;
                     expected = text;
                     rounds += 1;
                     repairing = true;
                 }
-                _ => {
+                swapped => {
+                    if let Swapped::Replaced(old, displaced) = swapped {
+                        self.watch(displaced, old);
+                    }
                     self.note_written(&text);
                     self.owed.clear();
                     self.history.push(&written, text.len());
@@ -308,10 +429,7 @@ impl Store {
     /// this look; after [`TRUST_EXCHANGE_AFTER`] rounds it alone guards the swap.)
     fn last_look(&self, rounds: usize, expected: &[u8]) -> Result<Vec<u8>, StoreError> {
         if rounds <= TRUST_EXCHANGE_AFTER || !swap::EXCHANGES {
-            Ok(self
-                .read_once()
-                .map(|(b, _)| b)
-                .with_context(|| format!("while reading {}", self.path.display()))?)
+            Ok(self.read_once()?.0)
         } else {
             Ok(expected.to_vec())
         }
@@ -403,7 +521,11 @@ impl Store {
         swap::stage(path, text.as_bytes())
             .and_then(|s| s.swap(b""))
             .with_context(|| format!("while writing {}", path.display()))?;
-        Ok((Store::new(path, text.as_bytes().to_vec(), &doc), doc))
+        let mut store = Store::new(path, text.as_bytes().to_vec(), &doc);
+        // A new loop: the versions of the one before it are no base of a save of this one.
+        store.history = History::journaled(crate::layout::Layout::versions(path), &doc);
+        store.history.restart(&doc, text.len());
+        Ok((store, doc))
     }
 
     #[must_use]
@@ -420,12 +542,10 @@ impl Store {
     /// The file's bytes. Bytes this store did not write are trusted only once the file has
     /// been still for [`SETTLE`]: an editor that saves in place (truncate, then write) shows a
     /// reader an empty or cut text for a moment, and merging onto that would lose the rest.
-    fn read(&self) -> anyhow::Result<Vec<u8>> {
+    fn read(&self) -> Result<Vec<u8>, StoreError> {
         let began = Instant::now();
         loop {
-            let (bytes, meta) = self
-                .read_once()
-                .with_context(|| format!("while reading {}", self.path.display()))?;
+            let (bytes, meta) = self.read_once()?;
             let id = FileId::of(&meta);
             let hash = hash(&bytes);
             // Same file, other bytes than at the last look: a save in place, maybe half done.
@@ -479,12 +599,8 @@ impl Store {
     }
 
     /// The bytes and the metadata of one open file, so both describe the same inode.
-    fn read_once(&self) -> std::io::Result<(Vec<u8>, std::fs::Metadata)> {
-        let mut f = std::fs::File::open(&self.path)?;
-        let meta = f.metadata()?;
-        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-        f.read_to_end(&mut bytes)?;
-        Ok((bytes, meta))
+    fn read_once(&self) -> Result<(Vec<u8>, std::fs::Metadata), StoreError> {
+        source::read(&self.path)
     }
 
     /// Remembers the file now at the path (after this store replaced it with `bytes`).
@@ -522,7 +638,7 @@ impl FileId {
 }
 
 /// Parses file bytes; invalid UTF-8 is reported at its line and column like any other error.
-fn decode(path: &Path, bytes: &[u8]) -> Result<Document, Errors> {
+pub(super) fn decode(path: &Path, bytes: &[u8]) -> Result<Document, Errors> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         let good = &bytes[..e.valid_up_to()];
         #[allow(clippy::naive_bytecount)] // an error path; not worth the `bytecount` crate
@@ -588,5 +704,104 @@ mod tests {
             std::fs::read_to_string(&file).unwrap(),
             "GOAL: x\n  BROKEN\n"
         );
+    }
+
+    #[test]
+    fn a_stale_save_made_while_no_store_watched_is_read_against_the_versions_one_knew() {
+        let (_dir, file) = seed();
+        let (mut first, _) = Store::open_with_history(&file).unwrap();
+        first
+            .commit(&[Edit::set(&["NEXT_ACTION"], "step 3 next")])
+            .unwrap();
+        first.commit(&[Edit::Status(Status::Done)]).unwrap();
+        drop(first);
+        // The seed as an editor loaded it before both writes, with a line typed into it.
+        let theirs = SEED.replace("GOAL: /edit", "GOAL: /EDIT");
+        save_by_rename(&file, &theirs);
+        let (mut second, doc) = Store::open_with_history(&file).unwrap();
+        let r = second.take_restored().expect("read as a stale save");
+        assert_eq!(r.versions_back, 2, "{r:?}");
+        assert_eq!(
+            doc.get(&["GOAL"]).as_deref(),
+            Some("/EDITのSIGTERMバグを修正")
+        );
+        assert_eq!(doc.view().status, Status::Done);
+        second.commit(&[]).unwrap();
+        let on_disk = std::fs::read_to_string(&file).unwrap();
+        assert!(on_disk.contains("NEXT_ACTION: step 3 next"), "{on_disk}");
+        // A plain open (`loop status`) neither reads nor writes the versions.
+        let (mut plain, _) = Store::open(&file).unwrap();
+        assert!(plain.take_restored().is_none());
+    }
+
+    #[test]
+    fn a_hand_edit_of_the_newest_text_made_while_no_store_watched_is_taken_as_it_is() {
+        let (_dir, file) = seed();
+        let (mut first, _) = Store::open_with_history(&file).unwrap();
+        first.commit(&[Edit::Status(Status::Done)]).unwrap();
+        drop(first);
+        let theirs = std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("GOAL: /edit", "GOAL: /EDIT");
+        save_by_rename(&file, &theirs);
+        let (mut second, doc) = Store::open_with_history(&file).unwrap();
+        assert!(second.take_restored().is_none());
+        assert_eq!(doc.render(), theirs);
+    }
+
+    #[test]
+    fn a_new_loop_forgets_the_versions_of_the_one_before() {
+        let (_dir, file) = seed();
+        let (mut first, _) = Store::open_with_history(&file).unwrap();
+        first.commit(&[Edit::Status(Status::Done)]).unwrap();
+        drop(first);
+        Store::create(&file, SEED).unwrap();
+        let (mut second, doc) = Store::open_with_history(&file).unwrap();
+        assert!(second.take_restored().is_none());
+        assert_eq!(doc.render(), SEED);
+    }
+
+    thread_local! {
+        /// The editor's open file, for the hook below.
+        static EDITOR: std::cell::RefCell<Option<std::fs::File>> = const { std::cell::RefCell::new(None) };
+    }
+
+    /// An editor that saves in place opens the file before the swap (its path still names
+    /// the old file) and truncates and writes it after: into the file the swap displaced.
+    fn open_before_the_swap(p: &Path) {
+        let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+        EDITOR.with(|e| *e.borrow_mut() = Some(f));
+    }
+
+    fn write_through_the_editor(text: &str) {
+        use std::io::{Seek, Write};
+        EDITOR.with(|e| {
+            let mut e = e.borrow_mut();
+            let f = e.as_mut().unwrap();
+            f.set_len(0).unwrap();
+            f.rewind().unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+        });
+    }
+
+    #[test]
+    fn an_in_place_save_that_overlaps_the_runners_write_is_not_lost() {
+        let (_dir, file) = seed();
+        let (mut store, _) = Store::open_with_history(&file).unwrap();
+        store.before_swap = Some(open_before_the_swap);
+        store.commit(&[Edit::Status(Status::Done)]).unwrap();
+        // The editor's save lands in the displaced file, after the runner's write.
+        let theirs = SEED.replace("GOAL: /edit", "GOAL: /EDIT");
+        write_through_the_editor(&theirs);
+        let doc = store.reload().unwrap().expect("the save is seen");
+        assert_eq!(
+            doc.get(&["GOAL"]).as_deref(),
+            Some("/EDITのSIGTERMバグを修正")
+        );
+        assert_eq!(doc.view().status, Status::Done, "{}", doc.render());
+        store.commit(&[]).unwrap();
+        let on_disk = std::fs::read_to_string(&file).unwrap();
+        assert!(on_disk.contains("GOAL: /EDIT"), "{on_disk}");
+        assert!(on_disk.contains("STATUS: DONE"), "{on_disk}");
     }
 }

@@ -6,9 +6,15 @@
 //! sees exactly the bytes it displaced — including a hand edit saved a moment before — and
 //! can merge them instead of losing them. Elsewhere (or on a file system without exchange) it
 //! is a plain rename, and a save in the instant before it is not seen.
+//!
+//! An editor that saves in place may have opened the file just before the exchange and write
+//! into it just after: its save lands in the displaced file. So the displaced file is not
+//! deleted at once: it stays open, under a name beside the target that the runner's watch
+//! sees ([`crate::layout::Layout::displaced`]), for the store to notice a write that arrives late.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,10 +25,45 @@ pub const EXCHANGES: bool = cfg!(all(target_os = "linux", target_env = "gnu"));
 /// What a swap replaced.
 #[derive(Debug)]
 pub enum Swapped {
-    /// The exact bytes that were at the target at the instant of the swap.
-    Replaced(Vec<u8>),
+    /// The exact bytes that were at the target at the instant of the swap, and the file that
+    /// held them.
+    Replaced(Vec<u8>, Displaced),
     /// There was no file, or the platform cannot say what was replaced.
     Unknown,
+}
+
+/// The file a swap displaced, still open. Dropping it removes its name, unless a later swap
+/// gave the name to another file.
+#[derive(Debug)]
+pub struct Displaced {
+    file: File,
+    path: PathBuf,
+    ino: u64,
+}
+
+impl Displaced {
+    /// The whole file as it is now.
+    pub fn read(&mut self) -> io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        self.file.rewind()?;
+        self.file.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// Its bytes once they hold still and look whole (see [`settled`]), starting from what
+    /// was read last.
+    pub fn settled(&mut self, last: Vec<u8>, reference: &[u8]) -> io::Result<Vec<u8>> {
+        settled(|| self.read(), last, reference)
+    }
+}
+
+impl Drop for Displaced {
+    fn drop(&mut self) {
+        let ours = std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.ino);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// A written, fsynced temporary file waiting to replace `target`. Dropping it removes it.
@@ -70,13 +111,18 @@ impl Staged {
     /// read until it holds still, so that what is handed back is their whole text.
     pub fn swap(mut self, expected: &[u8]) -> io::Result<Swapped> {
         let swapped = if exchange(&self.tmp, &self.target)? {
-            // The old file now sits at the temporary path.
-            let mut old = std::fs::read(&self.tmp)?;
+            // The old file now sits at the temporary path: kept open, and under the name the
+            // runner watches, for a save still being written into it.
+            let file = File::open(&self.tmp)?;
+            let ino = file.metadata()?.ino();
+            let path = crate::layout::Layout::displaced(&self.target);
+            std::fs::rename(&self.tmp, &path)?;
+            let mut displaced = Displaced { file, path, ino };
+            let mut old = displaced.read()?;
             if old != expected {
-                old = settled(&self.tmp, old, expected)?;
+                old = displaced.settled(old, expected)?;
             }
-            std::fs::remove_file(&self.tmp)?;
-            Swapped::Replaced(old)
+            Swapped::Replaced(old, displaced)
         } else {
             std::fs::rename(&self.tmp, &self.target)?;
             Swapped::Unknown
@@ -87,25 +133,31 @@ impl Staged {
     }
 }
 
-/// Reads `path` again every few milliseconds until it holds still and ends a line (a save
-/// in place caught halfway does neither). A text that stops mid-line, where the one replaced
-/// ended its line, is waited on for up to 5 s however still it seems: on a busy machine a
-/// writer can be held up between two chunks for longer than any pause worth waiting out.
-fn settled(path: &Path, mut bytes: Vec<u8>, expected: &[u8]) -> io::Result<Vec<u8>> {
+/// Reads again every few milliseconds until the bytes hold still and look whole: a save in
+/// place caught halfway is empty, or stops mid-line, or is the beginning of the text it
+/// replaces (`reference`; an editor's text mostly begins as the one it loaded). Such a text
+/// is waited on for up to 5 s however still it seems: on a busy machine a writer can be held
+/// up between two chunks for longer than any pause worth waiting out.
+fn settled(
+    mut read: impl FnMut() -> io::Result<Vec<u8>>,
+    mut bytes: Vec<u8>,
+    reference: &[u8],
+) -> io::Result<Vec<u8>> {
     use std::time::{Duration, Instant};
     let begun = Instant::now();
     let mut still_since = Instant::now();
     while begun.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(10));
-        let again = std::fs::read(path)?;
+        let again = read()?;
         if again != bytes {
             bytes = again;
             still_since = Instant::now();
             continue;
         }
         let still = still_since.elapsed();
-        let ends_a_line = bytes.ends_with(b"\n") || !expected.ends_with(b"\n");
-        if ends_a_line && still >= Duration::from_millis(10) {
+        let ends_a_line = bytes.ends_with(b"\n") || !reference.ends_with(b"\n");
+        let cut_copy = bytes.len() < reference.len() && reference.starts_with(&bytes);
+        if ends_a_line && !cut_copy && still >= Duration::from_millis(10) {
             break;
         }
     }
@@ -159,7 +211,11 @@ mod tests {
         let s = stage(&f, b"new").unwrap();
         std::fs::write(&f, "hand edit\n").unwrap();
         match s.swap(b"old").unwrap() {
-            Swapped::Replaced(old) => assert_eq!(old, b"hand edit\n"),
+            Swapped::Replaced(old, displaced) => {
+                assert_eq!(old, b"hand edit\n");
+                assert!(crate::layout::Layout::displaced(&f).exists());
+                drop(displaced);
+            }
             Swapped::Unknown => {} // platforms without exchange
         }
         assert_eq!(std::fs::read(&f).unwrap(), b"new");

@@ -26,6 +26,10 @@ enum Ty {
     Amount,
     /// A duration above zero: `40s`, `15m`, `1h30m`.
     Duration,
+    /// A moment: `2026-11-22T03:00:30Z`.
+    Time,
+    /// Whole minutes above zero (older files' `STEP_TIMEOUT_MIN`).
+    Minutes,
     /// One of Claude Code's permission modes.
     Mode,
     /// Tool rules separated by commas, or `(none)`.
@@ -44,7 +48,12 @@ const TOP_SCALARS: &[&str] = &[
     "REVIEW",
 ];
 const TOP_BLOCKS: &[&str] = &["PLAN", "CURRENT", "RESULTS", "LIMITS", "AGENT"];
-const CURRENT_FIELDS: &[(&str, Ty)] = &[("CC_PID", Ty::Count), ("ATTEMPT", Ty::Count)];
+const CURRENT_FIELDS: &[(&str, Ty)] = &[
+    ("CC_PID", Ty::Count),
+    ("ATTEMPT", Ty::Count),
+    // The runner waits until then: a time it cannot read would end the wait at once.
+    ("WAIT_UNTIL", Ty::Time),
+];
 const RESULT_FIELDS: &[(&str, Ty)] = &[
     ("EXIT", Ty::Exit),
     ("VERIFIED", Ty::Bool),
@@ -58,8 +67,8 @@ const LIMIT_FIELDS: &[(&str, Ty)] = &[
     ("STEP_TIMEOUT", Ty::Duration),
     ("IDLE_TIMEOUT", Ty::Duration),
     // Older files: whole minutes.
-    ("STEP_TIMEOUT_MIN", Ty::Positive),
-    ("IDLE_TIMEOUT_MIN", Ty::Positive),
+    ("STEP_TIMEOUT_MIN", Ty::Minutes),
+    ("IDLE_TIMEOUT_MIN", Ty::Minutes),
     ("MAX_COST_USD", Ty::Amount),
     ("MAX_RESTARTS", Ty::Count),
     ("CONTEXT_THRESHOLD", Ty::Positive),
@@ -76,6 +85,10 @@ const AGENT_FIELDS: &[(&str, Ty)] = &[
     ("MAX_BUDGET_USD", Ty::Amount),
     ("EXTRA_ARGS", Ty::Args),
 ];
+
+/// The longest argument a program can be given on Linux (`MAX_ARG_STRLEN`, 128 KiB with its
+/// closing NUL): `VERIFY` runs as one, so a longer command could never start.
+const MAX_ARGUMENT: usize = 128 * 1024 - 1;
 
 /// All rule violations in `doc` (empty when it is valid).
 pub fn check(doc: &Document) -> Vec<Error> {
@@ -110,6 +123,20 @@ pub fn check(doc: &Document) -> Vec<Error> {
         if let Some(i) = doc.child(None, key) {
             c.scalar(i);
         }
+    }
+    if let Some(i) = doc.child(None, "VERIFY")
+        && let Some(v) = c.scalar(i)
+        && v.len() > MAX_ARGUMENT
+    {
+        c.at_value(
+            i,
+            format!(
+                "VERIFY: a command of {} bytes, longer than the {MAX_ARGUMENT} one argument may \
+                 be (Linux's limit, and `sh -c` takes the command as one): put it in a script, \
+                 and make VERIFY run that",
+                v.len()
+            ),
+        );
     }
     for key in TOP_BLOCKS {
         if let Some(i) = doc.child(None, key) {
@@ -268,11 +295,8 @@ impl Checker<'_> {
     }
 
     fn at_value(&mut self, idx: usize, msg: impl Into<String>) {
-        let l = &self.doc.lines[idx];
-        let k = self.doc.key_at(idx);
-        let at = k.value.as_ref().map_or(k.colon + 1, |v| v.start);
-        self.errors
-            .push(Error::new(idx + 1, line::column(&l.text, at), msg));
+        let (line, column) = self.doc.value_position(idx);
+        self.errors.push(Error::new(line, column, msg));
     }
 
     fn at_key(&mut self, idx: usize, msg: impl Into<String>) {
@@ -320,9 +344,25 @@ impl Checker<'_> {
             Ty::Bool => (v != "true" && v != "false").then(|| "`true` or `false`".into()),
             Ty::Amount => (!v.parse::<f64>().is_ok_and(|x| x.is_finite() && x >= 0.0))
                 .then(|| "a number ≥ 0".into()),
-            Ty::Duration => setting::duration(&v)
-                .err()
-                .map(|_| "a duration above zero such as `40s`, `15m` or `1h30m`".into()),
+            Ty::Duration => setting::duration(&v).err().map(|_| {
+                format!(
+                    "a duration above zero and at most a year ({}), such as `40s`, `15m` or \
+                     `1h30m`",
+                    crate::duration::exact(crate::duration::MAX)
+                )
+            }),
+            Ty::Minutes => setting::minutes(&v).err().map(|_| {
+                format!(
+                    "a whole number of minutes from 1 to {} (a year)",
+                    crate::duration::MAX.as_secs() / 60
+                )
+            }),
+            Ty::Time => setting::time(&v).err().map(|_| {
+                format!(
+                    "a time such as `{}` (RFC 3339, as the runner writes it)",
+                    setting::TIME_EXAMPLE
+                )
+            }),
             Ty::Mode => setting::permission_mode(&v)
                 .err()
                 .map(|_| format!("one of {}", setting::PERMISSION_MODES.join(", "))),

@@ -299,8 +299,8 @@ fn timeout(doc: &Document, key: &str) -> Option<Duration> {
     doc.get(&["LIMITS", key])
         .and_then(|v| setting::duration(&v).ok())
         .or_else(|| {
-            parsed::<u64>(doc.get(&["LIMITS", &format!("{key}_MIN")]))
-                .map(|m| Duration::from_secs(m.saturating_mul(60)))
+            doc.get(&["LIMITS", &format!("{key}_MIN")])
+                .and_then(|v| setting::minutes(&v).ok())
         })
 }
 

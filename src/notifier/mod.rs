@@ -43,7 +43,10 @@ pub enum Event {
         goal: String,
         step: Option<u32>,
         reason: String,
-        log_tail: Vec<String>,
+        /// What the agent last said before its verdict line, if it said anything.
+        answer: Option<String>,
+        /// The end of what the agent printed on stderr (often nothing for `claude -p`).
+        stderr_tail: Vec<String>,
     },
     Done {
         goal: String,

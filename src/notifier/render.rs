@@ -25,6 +25,15 @@ const LINE_MAX: usize = 400;
 const TAIL_LINES: usize = 15;
 const TAIL_LINE_MAX: usize = 300;
 
+/// The last [`TAIL_LINES`] non-empty lines of `text`, each cut to fit a phone.
+fn last_lines(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(TAIL_LINES)..]
+        .iter()
+        .map(|l| cut(l, TAIL_LINE_MAX))
+        .collect()
+}
+
 /// The message text for `event`, in Telegram HTML with proper escaping.
 #[must_use]
 pub fn render(event: &Event) -> String {
@@ -70,17 +79,19 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
             goal,
             step,
             reason,
-            log_tail,
+            answer,
+            stderr_tail,
         } => {
             m.headline("❌", goal);
             let at = step.map(|s| format!(" at step {s}")).unwrap_or_default();
             m.bold_line(&format!("FAILED{at}: "), &cut(reason, LINE_MAX));
-            let tail: Vec<String> = log_tail[log_tail.len().saturating_sub(TAIL_LINES)..]
-                .iter()
-                .map(|l| cut(l, TAIL_LINE_MAX))
-                .collect();
+            if let Some(answer) = answer.as_deref().filter(|a| !a.trim().is_empty()) {
+                m.line("The agent's last answer:");
+                m.pre(&last_lines(answer));
+            }
+            let tail = last_lines(&stderr_tail.join("\n"));
             if !tail.is_empty() {
-                m.line("Last lines of its output:");
+                m.line("The end of its stderr:");
                 m.pre(&tail);
             }
         }
@@ -187,14 +198,17 @@ mod tests {
             goal: "fix <edit> & co".into(),
             step: Some(2),
             reason: "verify: a < b".into(),
-            log_tail: vec!["error: <eof>".into(), "exit 1".into()],
+            answer: Some("I changed a.rs.\nThe build still fails on <eof>.".into()),
+            stderr_tail: vec!["error: <eof>".into(), "exit 1".into()],
         };
         let html = render(&e);
         assert_eq!(
             html,
             "❌ <b>fix &lt;edit&gt; &amp; co</b>\n\
              <b>FAILED at step 2:</b> verify: a &lt; b\n\
-             Last lines of its output:\n\
+             The agent's last answer:\n\
+             <pre>I changed a.rs.\nThe build still fails on &lt;eof&gt;.</pre>\n\
+             The end of its stderr:\n\
              <pre>error: &lt;eof&gt;\nexit 1</pre>"
         );
         let plain = render_as(&e, Format::Plain);

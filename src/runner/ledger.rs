@@ -11,7 +11,8 @@
 //! not judged is re-adopted, never started again; a task that was judged is never judged
 //! again (its recorded edits are put back instead, with those of every task judged after it
 //! but for a STATUS they wrote); and a DONE step that an old text reverted is restored from
-//! its recorded pass and reviews.
+//! its recorded pass and reviews, unless a person ran the step again with `loop retry`
+//! (`retried.json` beside the pass).
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +24,10 @@ use crate::m1::{Edit, M1, Status, StepState};
 /// The file a judged task gets.
 pub const JUDGED_FILE: &str = "judged.json";
 
+/// The file a pass gets when a person's `loop retry` ran its step again: it no longer says
+/// the step is done.
+pub const RETRIED_FILE: &str = "retried.json";
+
 /// One task of this loop.
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -33,6 +38,8 @@ pub struct Entry {
     /// A review run of the step (`attempt` is the run's number), not an attempt.
     pub review: bool,
     pub judged: Option<Judged>,
+    /// A person ran the step again after this task (`loop retry`).
+    pub retried: bool,
 }
 
 /// How a task was judged, and the M1.md edits that recorded it.
@@ -208,6 +215,7 @@ impl Ledger {
                     Entry {
                         session_id: env_of(&spec.env, "LOOP_SESSION_ID").map(String::from),
                         review: env_of(&spec.env, "LOOP_REVIEW") == Some("1"),
+                        retried: e.path().join(RETRIED_FILE).exists(),
                         task_id: id,
                         step,
                         attempt,
@@ -238,7 +246,27 @@ impl Ledger {
             session_id: Some(session_id.into()),
             review,
             judged: None,
+            retried: false,
         });
+    }
+
+    /// Marks the passes of `step` as undone by a person's `loop retry`, before M1.md says the
+    /// step runs again: from then on, no text is taken to have lost them.
+    ///
+    /// # Errors
+    /// When a mark cannot be written.
+    pub fn mark_retried(&mut self, step: u32, when: &str) -> crate::error::Result<()> {
+        for e in &mut self.entries {
+            let pass = e.judged.as_ref().is_some_and(|j| j.verdict == "pass");
+            if e.step == step && !e.review && pass && !e.retried {
+                let path = self.tasks_dir.join(&e.task_id).join(RETRIED_FILE);
+                let json = serde_json::json!({ "retried_at": when }).to_string();
+                std::fs::write(&path, json)
+                    .with_context(|| format!("while writing {}", path.display()))?;
+                e.retried = true;
+            }
+        }
+        Ok(())
     }
 
     /// Records, before M1.md says so, how a task was judged. Written whole or not at all
@@ -324,7 +352,7 @@ impl Ledger {
             .rposition(|e| e.step == step && !e.review && e.judged.is_some())?;
         let last = &self.entries[at];
         let j = last.judged.as_ref()?;
-        if j.verdict != "pass" {
+        if j.verdict != "pass" || last.retried {
             return None;
         }
         let r = m.results.get(&step);
@@ -373,6 +401,7 @@ mod tests {
             session_id: None,
             review,
             judged: Some(judged),
+            retried: false,
         }
     }
 
@@ -456,5 +485,20 @@ mod tests {
             ]
         );
         assert_eq!(j.result(2, "SUMMARY"), Some("s"));
+    }
+
+    #[test]
+    fn a_pass_a_person_retried_is_not_taken_for_a_lost_one() {
+        let pass = Judged::new("pass", &[Edit::set(&["RESULTS", "STEP_2", "SUMMARY"], "s")]);
+        let mut ledger = Ledger {
+            tasks_dir: PathBuf::new(),
+            entries: vec![entry("t1", false, pass)],
+        };
+        let text =
+            "STATUS: RUNNING\nGOAL: g\nPLAN:\n  STEPS:\n    1: [DONE] a\n    2: [PENDING] b\n";
+        let m = crate::m1::Document::parse(text).unwrap().view();
+        assert!(ledger.lost_pass(&m, 2).is_some());
+        ledger.entries[0].retried = true;
+        assert!(ledger.lost_pass(&m, 2).is_none());
     }
 }

@@ -39,9 +39,11 @@ pub fn acquire(m1: &Path) -> crate::error::Result<RunnerLock> {
                     format!("another runner (pid {holder})")
                 };
                 return Err(Error::bad_input(format!(
-                    "{who} already runs the loop of {} (lock {}); watch it with `loop status`",
+                    "{who} already runs the loop of {} (lock {}); watch it with `loop status`, \
+                     stop it with {}",
                     m1.display(),
-                    path.display()
+                    path.display(),
+                    crate::runner::stop::command_for(m1)
                 )));
             }
         }
@@ -70,6 +72,21 @@ pub fn holder(m1: &Path) -> Option<u32> {
     }
     let mut file = std::fs::File::open(&path).ok()?;
     lockfile::content(&mut file).parse().ok()
+}
+
+/// Waits, at most `within`, until no runner holds the lock of `m1`: how a command that stopped
+/// a runner knows it has let go of its loop (its step ended, WAITING written), whatever stopped
+/// it. The holder's pid when one still holds it then.
+#[must_use]
+pub fn wait_released(m1: &Path, within: std::time::Duration) -> Option<u32> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let holder = holder(m1)?;
+        if std::time::Instant::now() >= deadline {
+            return Some(holder);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 #[cfg(test)]

@@ -10,11 +10,13 @@ pub mod plan_import;
 mod progress;
 pub mod prompt;
 pub mod registry;
+mod retry;
 pub mod review;
 pub mod revive;
 pub mod settings;
 mod start;
 mod step;
+pub mod stop;
 pub mod stopfile;
 mod tree;
 pub mod watch;
@@ -35,7 +37,9 @@ use crate::runner::watch::{Wake, Watch};
 
 pub use crash::POINTS as CRASH_POINTS;
 pub use progress::Mode as ProgressMode;
-pub use start::{StartRequest, resume, resume_as, start, stop};
+pub use retry::retry;
+pub use start::{StartRequest, resume, resume_as, start};
+pub use stop::{STOP_PATIENCE, stop};
 
 /// How often the runner re-checks what it waits for when no file event arrives (the poll
 /// fallback of DESIGN §4). One stat or two per second: no measurable CPU.
@@ -43,6 +47,17 @@ pub const POLL: Duration = Duration::from_secs(1);
 
 /// Grace between SIGTERM and SIGKILL when the runner ends a step.
 pub const KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// A plan as a person reads it: a line saying how many steps, then one line each.
+#[must_use]
+pub fn plan_lines(steps: &[String]) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!("plan: {} step(s)", steps.len());
+    for (i, s) in steps.iter().enumerate() {
+        let _ = write!(out, "\n  {}. {s}", i + 1);
+    }
+    out
+}
 
 /// A new loop id: 12 hex digits, enough to tell loops of one state directory apart.
 #[must_use]
@@ -107,7 +122,7 @@ impl Runner {
     pub fn open(file: &Path, settings: Settings, opts: &RunOptions) -> crate::error::Result<Self> {
         let lock = lock::acquire(file)?;
         let registration = crate::runner::registry::register(file);
-        let (store, doc) = Store::open(file).map_err(|e| match e {
+        let (store, doc) = Store::open_with_history(file).map_err(|e| match e {
             // Bad input the person fixes: exit 2, with every error at its line and column.
             StoreError::DiskInvalid(errs) => crate::error::Error::bad_input(errs.to_string()),
             other => anyhow::Error::new(other).into(),
@@ -128,7 +143,7 @@ impl Runner {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(new_loop_id);
         let ledger = ledger::Ledger::load(&state_dir, &loop_id);
-        Ok(Self {
+        let mut runner = Self {
             file: file.to_path_buf(),
             state_dir,
             workdir,
@@ -146,7 +161,12 @@ impl Runner {
             ledger,
             _lock: lock,
             _registration: registration,
-        })
+        };
+        // An old text saved while no runner watched: what it reverted goes back at once.
+        if runner.note_restored() {
+            runner.commit(&[])?;
+        }
+        Ok(runner)
     }
 
     fn view(&self) -> M1 {
@@ -170,7 +190,7 @@ impl Runner {
     /// nothing, and wait for the fix (or a stop file).
     fn refresh(&mut self) -> crate::error::Result<Option<Exit>> {
         while !self.reload()? {
-            if let Some(stop) = stopfile::present(&self.state_dir) {
+            if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return Ok(Some(self.stop_while_invalid(&stop)));
             }
             // Any wake (or a second) is a reason to look again.
@@ -240,7 +260,7 @@ impl Runner {
         loop {
             match self
                 .store
-                .commit_unless(&all, &mut || stopfile::present(&state_dir).is_some())
+                .commit_unless(&all, &mut || stopfile::requested(&state_dir).is_some())
             {
                 Ok(doc) => {
                     self.doc = doc;
@@ -258,12 +278,12 @@ impl Runner {
                 Err(StoreError::EditsInvalid(errs)) => return Err(self.halt_unrecordable(&errs)),
                 Err(StoreError::Io(e)) => return Err(e.into()),
                 Err(StoreError::Interrupted) => {
-                    let stop = stopfile::present(&self.state_dir).unwrap_or_else(stopfile::global);
+                    let stop = self.stop_cause();
                     self.stop_while_invalid(&stop);
                     return Err(crate::error::Error::waiting(format!(
                         "stopped by {} while M1.md kept changing; the last decision was not \
                          recorded (`loop resume` makes it again from the task's record)",
-                        stop.display()
+                        stop.by()
                     )));
                 }
             }
@@ -357,28 +377,39 @@ impl Runner {
                     reason: reason.clone(),
                     how_to_continue: how.clone(),
                 },
-                Effect::Failed { step, reason } => Event::Failed {
-                    goal: goal.clone(),
-                    step: (*step > 0).then_some(*step),
-                    reason: reason.clone(),
-                    log_tail: self.failure_tail(before),
-                },
+                Effect::Failed { step, reason } => {
+                    let (answer, stderr_tail) = self.failure_detail(*step);
+                    Event::Failed {
+                        goal: goal.clone(),
+                        step: (*step > 0).then_some(*step),
+                        reason: reason.clone(),
+                        answer,
+                        stderr_tail,
+                    }
+                }
                 Effect::StepDone { step, summary } => Event::StepDone {
                     goal: goal.clone(),
                     step: *step,
                     total: u32::try_from(before.plan.steps.len()).unwrap_or(0),
                     summary: summary.clone(),
                 },
-                Effect::Planned => Event::Started {
-                    goal: goal.clone(),
-                    steps: self
+                Effect::Planned => {
+                    let steps: Vec<String> = self
                         .view()
                         .plan
                         .steps
                         .iter()
                         .map(|s| s.text.clone())
-                        .collect(),
-                },
+                        .collect();
+                    if self.echo {
+                        self.progress.clear();
+                        crate::outln!("{}", plan_lines(&steps));
+                    }
+                    Event::Started {
+                        goal: goal.clone(),
+                        steps,
+                    }
+                }
                 Effect::UsageWait {
                     step,
                     until,
@@ -404,7 +435,7 @@ impl Runner {
     /// I/O failures the runner cannot work around; the loop's own outcomes are statuses.
     pub fn drive(&mut self) -> crate::error::Result<Exit> {
         loop {
-            if let Some(stop) = stopfile::present(&self.state_dir) {
+            if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return self.stop_now(&stop);
             }
             if let Some(exit) = self.refresh()? {
@@ -472,7 +503,7 @@ impl Runner {
                 // A hand edit may have changed the wait: decide again.
                 Wake::M1Changed => return Ok(None),
                 Wake::Stop | Wake::Task | Wake::Timeout => {
-                    if let Some(stop) = stopfile::present(&self.state_dir) {
+                    if let Some(stop) = stopfile::requested(&self.state_dir) {
                         return self.stop_now(&stop).map(Some);
                     }
                 }
@@ -528,19 +559,23 @@ impl Runner {
         }
     }
 
-    /// The end of what the failed step printed (its stderr), else of the decision log.
-    fn failure_tail(&self, m: &M1) -> Vec<String> {
-        m.current
-            .task_id
-            .as_deref()
-            .map(|id| {
-                decision_log::last_lines(
-                    &crate::layout::Layout::dir(&self.state_dir).task_stderr(id),
-                    10,
-                )
-            })
-            .filter(|t| !t.is_empty())
-            .unwrap_or_else(|| decision_log::tail(&self.state_dir, 5))
+    /// What the failed step's last run said: its agent's answer without the verdict line, and
+    /// the end of its stderr (the run's report is on record in RESULTS by now).
+    fn failure_detail(&self, step: u32) -> (Option<String>, Vec<String>) {
+        let m = self.view();
+        let Some(report) = m.results.get(&step).and_then(|r| r.report.clone()) else {
+            return (None, Vec::new());
+        };
+        let stdout = self.state_dir.join(&report);
+        let answer = crate::agent::read_stream_file(&stdout)
+            .ok()
+            .and_then(|s| s.result.and_then(|r| r.result))
+            .map(|a| crate::agent::without_verdict(&a));
+        let stderr = stdout
+            .parent()
+            .map(|d| decision_log::last_lines(&d.join("stderr"), 10))
+            .unwrap_or_default();
+        (answer, stderr)
     }
 
     /// Ticks the step's box in the `--plan` file it came from, if any (one byte changes).
@@ -555,31 +590,43 @@ impl Runner {
         }
     }
 
-    /// The stop file appeared: kill the step's whole group, confirm it dead, then write WAITING.
-    fn stop_now(&mut self, stop: &Path) -> crate::error::Result<Exit> {
+    /// What asks this loop to stop, now; the global stop file when nothing does any more (a
+    /// wait that gave up because of a stop that has since been taken away).
+    fn stop_cause(&self) -> engine::Stop {
+        stopfile::requested(&self.state_dir)
+            .unwrap_or_else(|| engine::Stop::File(stopfile::global().display().to_string()))
+    }
+
+    /// A stop (a stop file, `loop stop`, Ctrl-C): kill the step's whole group, confirm it dead,
+    /// then write WAITING, and say so in one line.
+    fn stop_now(&mut self, stop: &engine::Stop) -> crate::error::Result<Exit> {
         let m = self.view();
         let task = m.current.task_id.clone().filter(|t| !t.is_empty());
         if let Some(id) = &task
             && crate::bridge::exists(&self.state_dir, id)
         {
-            crate::bridge::kill(&self.state_dir, id, KILL_GRACE)
-                .map_err(|e| e.context(format!("while killing task {id} for the stop file")))?;
+            crate::bridge::kill(&self.state_dir, id, KILL_GRACE).map_err(|e| {
+                e.context(format!(
+                    "while killing task {id} for a stop ({})",
+                    stop.by()
+                ))
+            })?;
         }
-        let t = engine::stopped(
-            m.plan.current_step,
-            &stop.display().to_string(),
-            task.as_deref(),
-        );
+        let t = engine::stopped(m.plan.current_step, stop, task.as_deref());
         if let Some(id) = &task {
             self.record_judged(id, "stopped", &t.edits)?;
         }
         let exit = self.apply(&t)?;
+        if self.echo {
+            self.progress.clear();
+            crate::errln!("loop: stopped by {}; {}", stop.by(), stop.how());
+        }
         Ok(exit.unwrap_or(Exit::Waiting))
     }
 
     /// A stop while M1.md is invalid: kill the task known from the last valid text, write
     /// nothing (the file is the human's to fix), and end WAITING.
-    fn stop_while_invalid(&mut self, stop: &Path) -> Exit {
+    fn stop_while_invalid(&mut self, stop: &engine::Stop) -> Exit {
         let m = self.view();
         if let Some(id) = m.current.task_id.filter(|t| !t.is_empty())
             && crate::bridge::exists(&self.state_dir, &id)
@@ -587,12 +634,12 @@ impl Runner {
         {
             let _ = crate::bridge::kill(&self.state_dir, &id, KILL_GRACE);
             // Once the file is fixed, its TASK_ID gets the stop's record, not a judgement.
-            let t = engine::stopped(m.plan.current_step, &stop.display().to_string(), Some(&id));
+            let t = engine::stopped(m.plan.current_step, stop, Some(&id));
             let _ = self.record_judged(&id, "stopped", &t.edits);
         }
         self.say(&format!(
             "stop: {} seen while M1.md is invalid; step killed, nothing written",
-            stop.display()
+            stop.by()
         ));
         Exit::Waiting
     }

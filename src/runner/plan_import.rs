@@ -66,13 +66,25 @@ pub fn items(markdown: &str) -> Vec<Item> {
     out
 }
 
+/// The plan's text. Only a regular file is read (a FIFO would hold `loop start` for ever), and
+/// no more than an M1.md may hold, which its steps go into.
+fn read_text(path: &Path) -> Result<String, crate::named_file::ReadError> {
+    let (bytes, _) = crate::named_file::read(path, crate::m1::MAX_BYTES)?;
+    String::from_utf8(bytes).map_err(|_| {
+        crate::named_file::ReadError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ))
+    })
+}
+
 /// Reads a checklist file into steps: `(done, text)` per item.
 ///
 /// # Errors
 /// The file cannot be read or holds no `- [ ]` items (bad input, exit 2).
 pub fn read(path: &Path) -> crate::error::Result<Vec<(bool, String)>> {
     // A plan that cannot be read is the user's input, not the machine's failure.
-    let text = std::fs::read_to_string(path)
+    let text = read_text(path)
         .map_err(|e| Error::bad_input(format!("cannot read the plan {}: {e}", path.display())))?;
     let found = items(&text);
     if found.is_empty() {
@@ -96,8 +108,7 @@ pub fn read(path: &Path) -> crate::error::Result<Vec<(bool, String)>> {
 /// # Errors
 /// The file cannot be read or written, or has fewer than `n` items.
 pub fn tick(path: &Path, n: u32) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("while reading {}", path.display()))?;
+    let text = read_text(path).with_context(|| format!("while reading {}", path.display()))?;
     let found = items(&text);
     let idx = usize::try_from(n).unwrap_or(usize::MAX).saturating_sub(1);
     let item = found

@@ -139,8 +139,10 @@ impl Runner {
                 verify: None,
                 transients,
                 restarts: 0,
+                uncounted: 0,
                 // Every review run is a fresh session.
                 resumed: false,
+                allowed_tools: &[],
                 caps: &caps,
                 now,
             })

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use super::{RunOptions, Runner, lock, stopfile};
 use crate::exit::Status as ExitStatus;
 use crate::layout::Layout;
-use crate::m1::{Document, M1, Status};
+use crate::m1::{M1, Status};
 
 /// Revivals of one loop within [`REVIVAL_WINDOW`] after which it is not revived again.
 pub const MAX_REVIVALS: usize = 3;
@@ -77,8 +77,7 @@ pub fn look(file: &Path, now: DateTime<Utc>) -> Revival {
 }
 
 fn read(file: &Path) -> Option<M1> {
-    let text = std::fs::read_to_string(file).ok()?;
-    Document::parse(&text).ok().map(|d| d.view())
+    crate::m1::load(file).ok().map(|d| d.view())
 }
 
 /// Revives the loop at `file` if it needs it (see [`look`]): starts `loop resume` in the

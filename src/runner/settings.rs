@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::agent::AgentConfig;
 use crate::engine::Caps;
 use crate::error::Error;
-use crate::m1::{Limits, M1};
+use crate::m1::{Document, Error as M1Error, Errors, Limits, M1};
 
 /// What an ordinary coding step needs without a denial: read, edit and write files, search,
 /// and run the usual build, test and version-control tools. `acceptEdits` lets edits through;
@@ -179,24 +179,21 @@ pub const INSTALL_HINT: &str = "install Claude Code (`npm install -g @anthropic-
 /// of that name on PATH.
 ///
 /// # Errors
-/// Why it cannot be run, with how to get one.
+/// Why it cannot be run (the caller says how to get one: where the name came from decides).
 pub fn find_program(program: &str) -> Result<PathBuf, String> {
     use std::os::unix::fs::PermissionsExt;
     let runnable = |p: &Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     if program.trim().is_empty() {
-        return Err(format!("the agent program is empty; {INSTALL_HINT}"));
+        return Err("the agent program is empty".to_owned());
     }
     if program.contains('/') {
         let p = PathBuf::from(program);
         return match std::fs::metadata(&p) {
-            Err(e) => Err(format!(
-                "the agent program {program} cannot be used ({e}); {INSTALL_HINT}"
-            )),
+            Err(e) => Err(format!("the agent program {program} cannot be used ({e})")),
             Ok(_) if !runnable(&p) => Err(format!(
-                "the agent program {program} is not an executable file (`chmod +x` it?); \
-                 {INSTALL_HINT}"
+                "the agent program {program} is not an executable file (`chmod +x` it?)"
             )),
             Ok(_) => Ok(p),
         };
@@ -206,7 +203,27 @@ pub fn find_program(program: &str) -> Result<PathBuf, String> {
         .flat_map(std::env::split_paths)
         .map(|d| d.join(program))
         .find(|p| runnable(p))
-        .ok_or_else(|| format!("the agent program `{program}` is not on PATH; {INSTALL_HINT}"))
+        .ok_or_else(|| format!("the agent program `{program}` is not on PATH"))
+}
+
+/// The agent program M1.md names (`AGENT.PROGRAM`), when it cannot be run here: an error at
+/// its line and column. The file outranks `LOOP_AGENT` and `loop.yaml`, so that line is what
+/// to fix.
+///
+/// # Errors
+/// That error, with `file`'s path.
+pub fn check_program_in(doc: &Document, file: &Path) -> Result<(), Errors> {
+    let at = ["AGENT", "PROGRAM"];
+    let (Some(program), Some((line, column))) = (doc.get(&at), doc.position(&at)) else {
+        return Ok(());
+    };
+    find_program(&program).map(drop).map_err(|why| {
+        let msg = format!(
+            "AGENT.PROGRAM: {why}; fix this line (it outranks LOOP_AGENT and loop.yaml), or \
+             install Claude Code (`npm install -g @anthropic-ai/claude-code`)"
+        );
+        Errors::new(vec![M1Error::new(line, column, msg)]).with_path(file)
+    })
 }
 
 impl Settings {

@@ -3,17 +3,16 @@
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
 
 use super::{RunOptions, Runner};
-use super::{lock, registry, stopfile};
+use super::{lock, stopfile};
 use crate::decision_log;
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
-use crate::m1::{Document, Edit, Status, StepState, Store, setting};
+use crate::m1::{Document, Edit, Status, StepState, Store, StoreError, setting};
 use crate::notifier::Event;
 use crate::runner::settings::{Overrides, Settings};
 
@@ -29,11 +28,14 @@ pub struct StartRequest {
     pub overrides: Overrides,
     pub detach: bool,
     pub force: bool,
+    /// Plan (or take the steps given), write M1.md, show the plan, and run no step: the loop
+    /// waits IDLE for `loop resume`.
+    pub plan_only: bool,
     /// The project directory the agent works in (default: the current directory).
     pub workdir: Option<PathBuf>,
 }
 
-fn refuse_if_stopped(state_dir: &Path) -> Result<()> {
+pub(super) fn refuse_if_stopped(state_dir: &Path) -> Result<()> {
     if let Some(stop) = stopfile::present(state_dir) {
         return Err(Error::waiting(format!(
             "the stop file {} exists, so no loop may run; remove it (`rm {}`) and try again",
@@ -98,13 +100,12 @@ fn make_room(file: &Path, force: bool) -> Result<Option<PathBuf>> {
     }
     if let Some(pid) = lock::holder(file) {
         return Err(Error::bad_input(format!(
-            "a runner (pid {pid}) is driving {}; stop it first (`loop stop`)",
-            file.display()
+            "a runner (pid {pid}) is driving {}; stop it first ({})",
+            file.display(),
+            super::stop::command_for(file)
         )));
     }
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("while reading {}", file.display()))?;
-    match Document::parse(&text) {
+    match crate::m1::load(file) {
         Ok(doc) => {
             let m = doc.view();
             if matches!(m.status, Status::Running | Status::Waiting) && !force {
@@ -117,15 +118,15 @@ fn make_room(file: &Path, force: bool) -> Result<Option<PathBuf>> {
                 )));
             }
         }
-        Err(errs) if !force => {
+        Err(StoreError::DiskInvalid(errs)) if !force => {
             return Err(Error::bad_input(format!(
                 "{} is not a valid M1.md, and is left as it is; fix it, or use --force to archive it \
-                 and start anew:\n{}",
+                 and start anew:\n{errs}",
                 file.display(),
-                errs.with_path(file)
             )));
         }
-        Err(_) => {}
+        Err(StoreError::DiskInvalid(_)) => {}
+        Err(e) => return Err(anyhow::Error::new(e).into()),
     }
     Ok(Some(archive(file)?))
 }
@@ -137,27 +138,34 @@ fn check_agent(settings: &Settings) -> Result<()> {
         setting::permission_mode(mode)
             .map_err(|e| Error::bad_input(format!("{e}; nothing was changed")))?;
     }
-    crate::runner::settings::find_program(&settings.agent.program)
-        .map_err(|e| Error::bad_input(format!("{e}; nothing was changed")))?;
+    crate::runner::settings::find_program(&settings.agent.program).map_err(|e| {
+        Error::bad_input(format!(
+            "{e}; {}; nothing was changed",
+            crate::runner::settings::INSTALL_HINT
+        ))
+    })?;
     Ok(())
 }
 
 /// Before a resume runs anything: the agent the file names can be started (a loop that is
 /// DONE or FAILED, or a file that does not parse, is left to the runner to report).
-fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
-    let Ok(doc) = std::fs::read_to_string(file)
-        .map_err(drop)
-        .and_then(|t| Document::parse(&t).map_err(drop))
-    else {
+pub(super) fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
+    let Ok(doc) = crate::m1::load(file) else {
         return Ok(());
     };
     let m = doc.view();
     if matches!(m.status, Status::Done | Status::Failed) {
         return Ok(());
     }
+    crate::runner::settings::check_program_in(&doc, file)
+        .map_err(|errs| Error::bad_input(format!("{errs}; then `loop resume` again")))?;
     let program = settings.agent_for(&m).program;
-    crate::runner::settings::find_program(&program)
-        .map_err(|e| Error::bad_input(format!("{e}; then `loop resume` again")))?;
+    crate::runner::settings::find_program(&program).map_err(|e| {
+        Error::bad_input(format!(
+            "{e}; {}; then `loop resume` again",
+            crate::runner::settings::INSTALL_HINT
+        ))
+    })?;
     Ok(())
 }
 
@@ -259,6 +267,18 @@ fn new_document(
         let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
         edits.push(Edit::set(&["PLAN_FILE"], abs.display().to_string()));
     }
+    if req.plan_only {
+        if steps.is_empty() {
+            // The planning call runs, and the loop stops once it has planned.
+            edits.push(Edit::set(&["PLAN_ONLY"], "on"));
+        } else {
+            edits.push(Edit::Status(Status::Idle));
+            edits.push(Edit::set(
+                &["NEXT_ACTION"],
+                "Read the plan (edit it if you like), then `loop resume` runs it",
+            ));
+        }
+    }
     edits.push(Edit::set(
         &["STARTED_AT"],
         Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true),
@@ -274,6 +294,9 @@ fn new_document(
 /// # Errors
 /// Bad input (exit 2), a stop file (exit 3), or I/O failures.
 pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Result<ExitStatus> {
+    if !req.detach {
+        stopfile::block_interrupt();
+    }
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     refuse_if_stopped(&state_dir)?;
     if req.goal.trim().is_empty() {
@@ -325,10 +348,17 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Result<ExitS
     }
     Store::create(file, &text)?;
     let _ = decision_log::append(&state_dir, &format!("start: new loop, goal: {}", req.goal));
+    if req.plan_only && !steps.is_empty() {
+        let texts: Vec<String> = steps.into_iter().map(|(_, t)| t).collect();
+        crate::outln!("{}", super::plan_lines(&texts));
+        crate::outln!("nothing runs yet: `loop resume` runs the plan");
+        return Ok(ExitStatus::Ok);
+    }
     if req.detach {
         return detach(file, None);
     }
     let mut runner = Runner::open(file, settings, opts)?;
+    stopfile::catch_interrupt(runner.watch.waker());
     if !steps.is_empty() {
         let m = runner.view();
         runner.notify(&Event::Started {
@@ -363,6 +393,9 @@ pub fn resume_as(
     opts: &RunOptions,
     revived_by: Option<&str>,
 ) -> Result<ExitStatus> {
+    if !detach_it {
+        stopfile::block_interrupt();
+    }
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     if !file.exists() {
         return Err(Error::bad_input(format!(
@@ -380,13 +413,15 @@ pub fn resume_as(
     if detach_it {
         if let Some(pid) = lock::holder(file) {
             return Err(Error::bad_input(format!(
-                "a runner (pid {pid}) already drives {}",
-                file.display()
+                "a runner (pid {pid}) already drives {}; stop it first ({})",
+                file.display(),
+                super::stop::command_for(file)
             )));
         }
         return detach(file, revived_by);
     }
     let mut runner = Runner::open(file, settings, opts)?;
+    stopfile::catch_interrupt(runner.watch.waker());
     let m = runner.view();
     match m.status {
         Status::Done => {
@@ -468,70 +503,4 @@ pub(super) fn detach(file: &Path, revived_by: Option<&str>) -> Result<ExitStatus
         out_path.display()
     );
     Ok(ExitStatus::Ok)
-}
-
-/// How long `loop stop` waits for the runners it stopped: a runner sees the stop file within a
-/// second, then ends its step (a grace period, then SIGKILL) and writes WAITING.
-pub const STOP_PATIENCE: Duration = Duration::from_secs(10);
-
-/// `loop stop`: creates the global stop file, then waits (at most [`STOP_PATIENCE`]) until
-/// the runners it stops have let go of their loops, so that `rm STOPFILE; loop resume` right
-/// after it finds no runner in the way. It waits for the runner of `file` and for every
-/// runner of this user registered as obeying the same stop file ([`registry`]).
-///
-/// # Errors
-/// When the stop file cannot be created; [`Error::Failed`] when a runner has not exited
-/// in time.
-pub fn stop(file: &Path) -> Result<ExitStatus> {
-    let p = stopfile::create().context("while creating the stop file")?;
-    crate::outln!(
-        "created {}: running loops halt within a second and go WAITING. Remove it (`rm {}`), then \
-         `loop resume`.",
-        p.display(),
-        p.display()
-    );
-    let stop_file = std::path::absolute(&p).unwrap_or(p);
-    let mut runners: Vec<registry::Entry> = registry::live()
-        .into_iter()
-        .filter(|e| e.stop_file == stop_file)
-        .collect();
-    if let Some(pid) = lock::holder(file) {
-        let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
-        if !runners.iter().any(|e| e.pid == pid && e.file == abs) {
-            runners.push(registry::Entry {
-                pid,
-                file: abs,
-                stop_file,
-            });
-        }
-    }
-    if runners.is_empty() {
-        crate::outln!("no runner of this user was running; nothing to wait for");
-    }
-    let deadline = Instant::now() + STOP_PATIENCE;
-    let mut left = runners;
-    loop {
-        left.retain(|e| {
-            let live = e.is_live();
-            if !live {
-                crate::outln!("stopped {} (runner pid {})", e.file.display(), e.pid);
-            }
-            live
-        });
-        if left.is_empty() {
-            return Ok(ExitStatus::Ok);
-        }
-        if Instant::now() >= deadline {
-            let names: Vec<String> = left
-                .iter()
-                .map(|e| format!("{} (runner pid {})", e.file.display(), e.pid))
-                .collect();
-            return Err(Error::failed(format!(
-                "still running {}s after the stop file appeared: {}",
-                STOP_PATIENCE.as_secs(),
-                names.join(", ")
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

@@ -149,7 +149,8 @@ impl Runner {
         match (extra(m, step, "INTERRUPTED"), error) {
             (Some(why), _) if resumed => prompt::interrupted(m, step, why, error, &note),
             (None, Some(err)) if resumed => {
-                prompt::fix(m, step, (attempt, caps.max_retries), err, &note)
+                let nth = engine::failures(attempt, engine::uncounted(m, step));
+                prompt::fix(m, step, (nth, caps.max_retries), err, &note)
             }
             _ => prompt::step(m, step, &note),
         }
@@ -321,6 +322,7 @@ impl Runner {
             idle_exempt_marker: Some(agent::RESULT_MARKER.into()),
             cwd: Some(self.workdir.clone()),
             stdin: None,
+            input: Some(inv.input),
             env,
             env_remove: inv.env_remove,
             // Should this runner die while the step runs, the step's end brings it back.
@@ -347,10 +349,6 @@ impl Runner {
             .map_err(|e| e.context(format!("while starting task {task_id}")))?;
         self.ledger
             .started(task_id, (step, attempt), session_id, review);
-        let _ = std::fs::write(
-            crate::layout::Layout::dir(&self.state_dir).task_prompt(task_id),
-            prompt,
-        );
         crash::point("after-fire");
         Ok(())
     }
@@ -438,7 +436,7 @@ impl Runner {
         &mut self,
         step: u32,
         task_id: &str,
-    ) -> crate::error::Result<Result<TaskReport, std::path::PathBuf>> {
+    ) -> crate::error::Result<Result<TaskReport, engine::Stop>> {
         let mut stream: Option<StreamFollower> = None;
         loop {
             let report = bridge::check(&self.state_dir, task_id)?;
@@ -464,7 +462,7 @@ impl Runner {
                 return Ok(Ok(report));
             }
             self.until_next_check(step, task_id, stream)?;
-            if let Some(stop) = stopfile::present(&self.state_dir) {
+            if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return Ok(Err(stop));
             }
         }
@@ -596,7 +594,7 @@ impl Runner {
             (transients, restarts),
         )?
         else {
-            let stop = stopfile::present(&self.state_dir).unwrap_or_else(stopfile::global);
+            let stop = self.stop_cause();
             return self.stop_now(&stop).map(Some);
         };
         let prior = m.results.get(&step);
@@ -613,6 +611,7 @@ impl Runner {
             prior_duration_s: prior.and_then(|r| r.duration_s).unwrap_or(0.0),
             transients,
             restarts,
+            uncounted: engine::uncounted(&m, step),
             handoff: engine::handoff_reason(&caps, run.context_pct, in_session),
             context_pct: run.context_pct,
             compactions: m.count(step, "COMPACTIONS") + run.compactions,
@@ -626,6 +625,7 @@ impl Runner {
                 .map(|s| (s.n, s.text.clone())),
             notify_each_step: self.settings.notify_each_step,
             review: caps.review,
+            plan_only: self.doc.get(&["PLAN_ONLY"]).is_some_and(|v| v == "on"),
             base_head: extra(&m, step, "BASE_HEAD").cloned().or(head_before),
             now: Utc::now(),
         };
@@ -661,6 +661,7 @@ impl Runner {
             self.settings.verify(m)
         };
         let mut verify_outcome = None;
+        let allowed = self.settings.agent_for(m).allowed_tools;
         loop {
             let j = engine::judge(&Attempt {
                 step,
@@ -674,7 +675,9 @@ impl Runner {
                 verify: verify_outcome.as_ref(),
                 transients,
                 restarts,
+                uncounted: engine::uncounted(m, step),
                 resumed: resumes(m, step, m.current.session_id.as_deref()),
+                allowed_tools: &allowed,
                 caps,
                 now: Utc::now(),
             });
@@ -740,7 +743,7 @@ impl Runner {
             &self.state_dir,
             task_id,
             timeout,
-            &mut || stopfile::present(&state_dir).is_some(),
+            &mut || stopfile::requested(&state_dir).is_some(),
         )
     }
 

@@ -1,5 +1,7 @@
-//! The emergency stop: `LOOP_STOP_FILE` (default `/tmp/croppy-stop`) stops every loop, and a
-//! `STOP` file beside M1.md stops that loop only.
+//! Stopping loops: `LOOP_STOP_FILE` (default `/tmp/croppy-stop`, `loop stop --all`) is the
+//! emergency brake every loop obeys; a `STOP` file beside M1.md stops that loop only (`loop
+//! stop` puts one there and takes it away once the runner is gone); Ctrl-C stops the loop of a
+//! runner in the foreground.
 
 use std::path::{Path, PathBuf};
 
@@ -46,4 +48,83 @@ pub fn create() -> std::io::Result<PathBuf> {
         ),
     )?;
     Ok(p)
+}
+
+/// What `loop stop` writes into the loop's `STOP`: a stop of its own, which it removes once
+/// the runner is gone (one put there by hand stays until its author removes it).
+const BY_COMMAND: &str = "stopped by loop stop";
+
+/// Puts the `STOP` of `loop stop` beside M1.md; returns its path.
+///
+/// # Errors
+/// When the file cannot be created.
+pub fn create_local(state_dir: &Path) -> std::io::Result<PathBuf> {
+    let p = local(state_dir);
+    // Whole or not at all: a runner that sees the file must read who put it there.
+    let tmp = p.with_file_name(format!(".STOP.{}.tmp", std::process::id()));
+    std::fs::write(
+        &tmp,
+        format!(
+            "{BY_COMMAND} (pid {}) at {}\n",
+            std::process::id(),
+            chrono::Utc::now().to_rfc3339()
+        ),
+    )?;
+    std::fs::rename(&tmp, &p)?;
+    Ok(p)
+}
+
+/// Removes the loop's `STOP` if `loop stop` put it there.
+pub fn clear_local(state_dir: &Path) {
+    let p = local(state_dir);
+    if crate::named_file::read(&p, 4096).is_ok_and(|(t, _)| t.starts_with(BY_COMMAND.as_bytes())) {
+        let _ = std::fs::remove_file(&p);
+    }
+}
+
+/// Set by Ctrl-C on a foreground runner (see [`catch_interrupt`]).
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the loop in `state_dir` is asked to stop, and by whom: Ctrl-C, the machine-wide
+/// stop file, or its own `STOP` (by `loop stop`, or by hand).
+#[must_use]
+pub fn requested(state_dir: &Path) -> Option<crate::engine::Stop> {
+    use crate::engine::Stop;
+    if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+        return Some(Stop::Interrupt);
+    }
+    let global = global();
+    if global.exists() {
+        return Some(Stop::File(global.display().to_string()));
+    }
+    let local = local(state_dir);
+    // Read as a named file: a FIFO put there would block a plain read, and the runner with it.
+    match crate::named_file::read(&local, 4096) {
+        Ok((t, _)) if t.starts_with(BY_COMMAND.as_bytes()) => Some(Stop::Command),
+        _ if local.exists() => Some(Stop::File(local.display().to_string())),
+        _ => None,
+    }
+}
+
+/// Blocks SIGINT in this thread and every thread it starts from now on: call it first thing,
+/// before any thread exists, in a runner that will [`catch_interrupt`]. (Child processes get
+/// the default mask back when they start.)
+pub fn block_interrupt() {
+    let mut set = nix::sys::signal::SigSet::empty();
+    set.add(nix::sys::signal::Signal::SIGINT);
+    let _ = set.thread_block();
+}
+
+/// Turns Ctrl-C (SIGINT, blocked by [`block_interrupt`]) into a stop of this loop: a thread
+/// waits for it, marks the stop, and wakes the runner through `wake`. A person's decision,
+/// not a crash: the runner ends the step and goes WAITING, as `loop stop` makes it.
+pub fn catch_interrupt(wake: std::sync::mpsc::Sender<crate::runner::watch::Wake>) {
+    let mut set = nix::sys::signal::SigSet::empty();
+    set.add(nix::sys::signal::Signal::SIGINT);
+    std::thread::spawn(move || {
+        while set.wait().is_ok() {
+            INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = wake.send(crate::runner::watch::Wake::Stop);
+        }
+    });
 }

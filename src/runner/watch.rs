@@ -26,6 +26,8 @@ pub enum Wake {
 #[derive(Debug, Default)]
 struct Targets {
     m1: PathBuf,
+    /// Where the text the runner's last write replaced is watched for a late save.
+    displaced: PathBuf,
     stops: Vec<PathBuf>,
     task: Option<PathBuf>,
 }
@@ -34,6 +36,8 @@ struct Targets {
 pub struct Watch {
     watcher: Option<RecommendedWatcher>,
     rx: Receiver<Wake>,
+    /// For others to wake the runner (Ctrl-C).
+    tx: Sender<Wake>,
     targets: Arc<Mutex<Targets>>,
     watched_dirs: Vec<PathBuf>,
     task_dir: Option<PathBuf>,
@@ -48,7 +52,7 @@ impl std::fmt::Debug for Watch {
 }
 
 fn classify(targets: &Targets, path: &Path) -> Option<Wake> {
-    if path == targets.m1 {
+    if path == targets.m1 || path == targets.displaced {
         return Some(Wake::M1Changed);
     }
     if targets.stops.iter().any(|s| s == path) {
@@ -74,13 +78,15 @@ impl Watch {
         let (tx, rx) = channel();
         let targets = Arc::new(Mutex::new(Targets {
             m1: absolute(m1),
+            displaced: absolute(&crate::layout::Layout::displaced(m1)),
             stops: stops.iter().map(|p| absolute(p)).collect(),
             task: None,
         }));
-        let watcher = make_watcher(tx, Arc::clone(&targets));
+        let watcher = make_watcher(tx.clone(), Arc::clone(&targets));
         let mut me = Self {
             watcher,
             rx,
+            tx,
             targets,
             watched_dirs: Vec::new(),
             task_dir: None,
@@ -111,6 +117,12 @@ impl Watch {
         {
             self.watched_dirs.push(dir.to_path_buf());
         }
+    }
+
+    /// A way to wake the runner from another thread.
+    #[must_use]
+    pub fn waker(&self) -> Sender<Wake> {
+        self.tx.clone()
     }
 
     /// Watches `dir` (a task directory) instead of the previous one; `None` stops watching it.

@@ -28,7 +28,6 @@ fn a_first_attempt_names_a_new_session() {
         inv.args,
         [
             "-p",
-            "do step 1",
             "--output-format",
             "stream-json",
             "--verbose",
@@ -37,6 +36,7 @@ fn a_first_attempt_names_a_new_session() {
         ]
     );
     assert_eq!(count(&inv, "--resume"), 0);
+    assert_eq!(inv.input, "do step 1");
 }
 
 #[test]
@@ -105,13 +105,15 @@ fn configured_flags_follow_and_allowed_tools_cannot_swallow_arguments() {
 }
 
 #[test]
-fn a_prompt_that_looks_like_a_flag_stays_a_prompt() {
+fn the_prompt_goes_whole_to_standard_input_never_into_an_argument() {
+    let long = format!("--help me {}", "x".repeat(200 * 1024));
     let inv = invocation(
         &AgentConfig::default(),
-        "--help me",
+        &long,
         &Session::New(new_session_id()),
     );
-    assert_eq!(inv.args[1], " --help me");
+    assert_eq!(inv.input, long, "verbatim, a leading dash and all");
+    assert!(inv.args.iter().all(|a| !a.contains("help me")));
 }
 
 #[test]

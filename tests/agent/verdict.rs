@@ -1,7 +1,7 @@
 //! The agent's verdict and plan are read strictly: only the exact last line counts, and a plan
 //! is a JSON list of non-empty strings.
 
-use m1loop::agent::{Verdict, parse_plan, verdict};
+use m1loop::agent::{Verdict, parse_plan, verdict, without_verdict};
 
 #[test]
 fn the_last_line_decides() {
@@ -127,4 +127,13 @@ fn bad_plans_say_what_is_wrong() {
     assert!(err(r#"{"steps": ["a", 2]}"#).contains("step 2 must be a string, but it is a number"));
     assert!(err(r#"{"steps": ["a", "  "]}"#).contains("step 2 is empty"));
     assert!(err(r#"{"steps": ["a", "b""#).contains("no JSON object"));
+}
+
+#[test]
+fn the_answer_without_its_verdict_is_what_a_person_reads() {
+    assert_eq!(
+        without_verdict("I tried.\nThe build fails.\nSTEP_FAILED: no build"),
+        "I tried.\nThe build fails."
+    );
+    assert_eq!(without_verdict("no verdict here\n"), "no verdict here");
 }

@@ -22,7 +22,10 @@ fn a_tool_removed_by_a_deny_rule_is_not_a_false_done() {
     let last = m.last_action.unwrap();
     assert!(last.contains("denied") && last.contains("Bash"), "{last}");
     let how = m.next_action.unwrap();
-    assert!(how.contains("allowed_tools"), "{how}");
+    assert!(
+        how.contains("add `,Bash` to the end of the line `ALLOWED_TOOLS:`"),
+        "{how}"
+    );
     assert!(
         how.contains("permissions.deny"),
         "a deny rule wins over any allow, so the advice names it: {how}"
@@ -40,4 +43,45 @@ fn a_tool_removed_by_a_deny_rule_is_not_a_false_done() {
             && task_out.contains(r#""permission_denials":[]"#),
         "{task_out}"
     );
+}
+
+#[test]
+fn the_advice_after_a_denial_is_the_m1_line_that_allows_it_and_following_it_works() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"steps": {"1": [
+        {"permission_denials": ["Write"], "result": "I could not write it.\nSTEP_DONE: tried"},
+        {"result": "Wrote it.\nSTEP_DONE: written"}
+    ]}}));
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "write it",
+        "--allowed-tools",
+        "Read,Edit",
+    ]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let how = env.m1().next_action.unwrap();
+    assert!(
+        how.contains("add `,Write` to the end of the line `ALLOWED_TOOLS:` under AGENT"),
+        "{how}"
+    );
+    let line = "ALLOWED_TOOLS: Read,Edit,Write";
+    assert!(
+        !how.contains("loop.yaml"),
+        "loop.yaml changes no existing loop: {how}"
+    );
+    // Do exactly what it says.
+    let text = env.text();
+    let old = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("ALLOWED_TOOLS:"))
+        .unwrap()
+        .to_string();
+    let indent = &old[..old.len() - old.trim_start().len()];
+    std::fs::write(&env.file, text.replace(&old, &format!("{indent}{line}"))).unwrap();
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let argv = env.calls()[1]["argv"].to_string();
+    assert!(argv.contains("Write"), "{argv}");
 }

@@ -117,6 +117,55 @@ fn changes_go_back_to_the_steps_session_as_a_retake_and_each_review_is_fresh() {
 }
 
 #[test]
+fn a_review_retake_does_not_cost_a_failed_attempt() {
+    let env = project();
+    let broken =
+        json!({"result": "Tried.\nSTEP_FAILED: the file would not write", "cost_usd": 0.01});
+    env.scenario(&json!({"steps": {"1": [
+        work("half"), changes(), broken, work("whole"), approve()
+    ]}}));
+    // One failed attempt of two allowed: the retake that failed is retried, not the last.
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "write a.txt",
+        "--review",
+        "--max-retries",
+        "2",
+    ]);
+    assert_eq!(code(&out), 0, "{}\n{}", stderr(&out), env.log());
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done, "{}", env.text());
+    let r = &m.results[&1];
+    assert_eq!(r.attempts, Some(3), "{}", env.text());
+    assert_eq!(r.extra.get("RETAKES").map(String::as_str), Some("1"));
+}
+
+#[test]
+fn a_failed_retake_is_not_shown_as_verified() {
+    let env = project();
+    let broken =
+        json!({"result": "Tried.\nSTEP_FAILED: the file would not write", "cost_usd": 0.01});
+    env.scenario(&json!({"steps": {"1": [work("half"), changes(), broken]}}));
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "write a.txt",
+        "--review",
+        "--max-retries",
+        "1",
+    ]);
+    assert_eq!(code(&out), 1, "{}\n{}", stderr(&out), env.log());
+    let m = env.m1();
+    assert_eq!(m.plan.steps[0].state, StepState::Failed, "{}", env.text());
+    assert_eq!(m.results[&1].verified, Some(false), "{}", env.text());
+    let status = stdout(&env.run(&["status"]));
+    assert!(status.contains("not verified"), "{status}");
+}
+
+#[test]
 fn past_max_retakes_the_step_waits_for_a_human_with_the_reviewers_last_words() {
     let env = project();
     std::fs::write(env.state().join("loop.yaml"), "review:\n  max_retakes: 1\n").unwrap();

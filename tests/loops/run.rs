@@ -68,6 +68,12 @@ fn the_agent_gets_the_documented_invocation_and_environment() {
         assert!(argv.contains(&flag), "{flag} missing from {argv:?}");
     }
     assert!(!argv.contains(&"--resume"));
+    // The prompt comes on standard input, from the task's file of it.
+    assert_eq!(c["stdin_tty_or_pipe"], json!(false));
+    let task = c["task_id"].as_str().unwrap();
+    let input = m1loop::layout::Layout::of(&env.file).task_prompt(task);
+    assert_eq!(std::fs::read_to_string(input).unwrap(), env.prompt(0));
+    assert!(env.prompt(0).contains("only"));
     assert_eq!(c["claudecode_env"], json!(false));
     assert_eq!(c["entrypoint_env"], json!(false));
     assert_eq!(c["startup_failure_results"], json!("1"));
@@ -106,11 +112,10 @@ fn a_failed_attempt_is_retried_in_the_same_session_with_what_failed() {
         .expect("retry resumes");
     assert_eq!(argv2[i + 1], first_session);
     assert!(!argv2.contains(&"--session-id".to_string()));
-    let p = argv2.iter().position(|a| a == "-p").unwrap();
+    let prompt = calls[1]["prompt"].as_str().unwrap();
     assert!(
-        argv2[p + 1].contains("STEP_DONE / STEP_BLOCKED / STEP_FAILED"),
-        "fix prompt: {}",
-        argv2[p + 1]
+        prompt.contains("STEP_DONE / STEP_BLOCKED / STEP_FAILED"),
+        "fix prompt: {prompt}"
     );
     assert_eq!(env.m1().results[&2].attempts, Some(2));
 }
@@ -183,6 +188,59 @@ fn without_steps_the_agent_plans_them() {
     );
 }
 
+fn planned() -> serde_json::Value {
+    json!({
+        "plan": {"result": "Here is the plan:\n```json\n{\"steps\": [\"read\", \"write\"]}\n```"},
+        "default": done("ok")
+    })
+}
+
+#[test]
+fn a_planned_loop_prints_its_plan_before_it_spends_on_step_one() {
+    let env = TestLoop::new();
+    env.scenario(&planned());
+    let out = env.run(&["start", "g", "--quiet"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    let plan = text
+        .find("plan: 2 step(s)\n  1. read\n  2. write")
+        .expect(&text);
+    let step1 = text.find("spawn: Step 1").expect(&text);
+    assert!(plan < step1, "{text}");
+}
+
+#[test]
+fn plan_only_plans_shows_the_plan_and_runs_no_step_until_resume() {
+    let env = TestLoop::new();
+    env.scenario(&planned());
+    let out = env.run(&["start", "g", "--plan-only"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("  2. write"), "{}", stdout(&out));
+    let m = env.m1();
+    assert_eq!(m.status, m1loop::m1::Status::Idle, "{}", env.text());
+    assert_eq!(m.plan.steps.len(), 2);
+    assert!(m.next_action.unwrap().contains("loop resume"));
+    assert_eq!((env.calls_for(0), env.calls_for(1)), (1, 0));
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(env.m1().status, m1loop::m1::Status::Done);
+    assert_eq!(
+        (env.calls_for(0), env.calls_for(1), env.calls_for(2)),
+        (1, 1, 1)
+    );
+}
+
+#[test]
+fn plan_only_with_steps_given_writes_the_loop_and_calls_no_agent() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": done("ok")}));
+    let out = env.run(&["start", "g", "--step", "a", "--step", "b", "--plan-only"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("  1. a\n  2. b"), "{}", stdout(&out));
+    assert_eq!(env.m1().status, m1loop::m1::Status::Idle);
+    assert!(env.calls().is_empty());
+}
+
 #[test]
 fn an_unusable_plan_is_a_planning_failure_retried() {
     let env = TestLoop::new();
@@ -232,17 +290,9 @@ fn a_blocked_step_waits_for_the_human_and_resume_carries_the_answer() {
     std::fs::write(&env.file, text).unwrap();
     let out = env.run(&["resume"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let last = env.calls().pop().unwrap();
-    let argv: Vec<String> = last["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect();
-    let p = argv.iter().position(|a| a == "-p").unwrap();
+    let prompt = env.prompt(env.calls().len() - 1);
     assert!(
-        argv[p + 1].contains("keep the old API?")
-            && argv[p + 1].contains("CONSTRAINTS: keep the old API")
+        prompt.contains("keep the old API?") && prompt.contains("CONSTRAINTS: keep the old API")
     );
     assert_eq!(
         env.m1().results[&1].attempts,
@@ -262,7 +312,11 @@ fn permission_denials_put_the_loop_in_waiting_naming_the_tool() {
     let m = env.m1();
     assert_eq!(m.status, Status::Waiting);
     assert!(m.last_action.unwrap().contains("Bash"));
-    assert!(m.next_action.unwrap().contains("allowed_tools"));
+    assert!(
+        m.next_action
+            .unwrap()
+            .contains("`ALLOWED_TOOLS:` under AGENT")
+    );
 }
 
 #[test]

@@ -91,14 +91,19 @@ fn a_stale_save_of_a_text_from_before_the_step_started_does_not_run_it_again() {
 }
 
 /// Kills the runner once step 3 runs, saves the text read while step `during` ran, resumes:
-/// returns the log of a loop that ended DONE with every step started once.
-fn stale_save_while_the_runner_is_dead(during: u32) -> String {
+/// returns the log of a loop that ended DONE with every step started once. Without the
+/// `journal` (the versions runners knew: lost, or a loop of an older version), the task
+/// ledger alone must repair it.
+fn stale_save_while_the_runner_is_dead(during: u32, journal: bool) -> String {
     let env = TestLoop::new();
     env.scenario(&steady(900));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
     let old = stale_text(&env, during, 3);
     runner.kill9();
     save_by_rename(&env.file, &old);
+    if !journal {
+        std::fs::remove_file(env.state().join("M1.md.versions")).unwrap();
+    }
     let out = env.run(&["resume"]);
     assert_eq!(code(&out), 0, "{}\n{}", stderr(&out), env.log());
     assert_each_step_once(&env, 3);
@@ -106,9 +111,20 @@ fn stale_save_while_the_runner_is_dead(during: u32) -> String {
 }
 
 #[test]
+fn a_stale_save_while_the_runner_is_dead_is_read_against_the_versions_runners_knew() {
+    for during in [1, 2] {
+        let log = stale_save_while_the_runner_is_dead(during, true);
+        assert!(
+            log.contains("stale save: M1.md was saved from a text"),
+            "{log}"
+        );
+    }
+}
+
+#[test]
 fn a_stale_save_while_the_runner_is_dead_is_repaired_from_the_task_ledger() {
     // Step 2 RUNNING with its (since judged) task in CURRENT; step 3's task not on record.
-    let log = stale_save_while_the_runner_is_dead(2);
+    let log = stale_save_while_the_runner_is_dead(2, false);
     assert!(log.contains("was judged already"), "{log}");
     assert!(log.contains("taken back on record"), "{log}");
 }
@@ -116,7 +132,7 @@ fn a_stale_save_while_the_runner_is_dead_is_repaired_from_the_task_ledger() {
 #[test]
 fn a_stale_save_from_before_a_pass_with_the_runner_dead_does_not_rerun_the_step() {
     // Step 2 PENDING and no task of it in this text; by the kill, step 2 passed and step 3 runs.
-    let log = stale_save_while_the_runner_is_dead(1);
+    let log = stale_save_while_the_runner_is_dead(1, false);
     assert!(log.contains("its record is put back"), "{log}");
 }
 
@@ -201,6 +217,17 @@ fn save_storm(how: Save) {
         env.log()
     );
     assert_each_step_once(&env, 3);
+    // Every save is in the text: none was lost to a write of the runner's, however they
+    // overlapped (an in-place save or an append can land in the file a swap displaced).
+    let text = env.text();
+    let made = saves.load(Ordering::SeqCst);
+    let lost: Vec<usize> = (1..=made)
+        .filter(|n| !text.contains(&format!("# save {n}\n")))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{how:?}: saves lost {lost:?} of {made}\n{text}"
+    );
     // Not a speed target (that is `cargo bench --bench loop -- storm`): a stall detector,
     // with room for a loaded machine. Stalled, a step waited for the saving to pause.
     let gaps = exit_to_next_spawn(&env);
@@ -269,4 +296,32 @@ fn a_valid_edit_the_runner_cannot_record_onto_halts_waiting_instead_of_spinning(
         env.text()
     );
     assert!(env.log().contains("would make it invalid"), "{}", env.log());
+}
+
+/// Copies the text while step 1 runs, kills the runner once step 3 runs, resumes it by hand,
+/// and saves the copy once the new runner has started step 4: the new runner judged step 3
+/// itself, and knows nothing of the text the copy was made from but what the first one wrote.
+#[test]
+fn a_passed_step_is_not_run_again_after_a_stale_save_once_another_runner_took_over() {
+    let env = TestLoop::new();
+    env.scenario(&steady(600));
+    let steps = ["a", "b", "c", "d", "e"];
+    let mut args = vec!["start", "g"];
+    for s in &steps {
+        args.extend(["--step", s]);
+    }
+    let mut first = env.spawn(&args);
+    let old = stale_text(&env, 1, 3);
+    first.kill9();
+    let mut second = env.spawn(&["resume"]);
+    assert!(wait_until(Duration::from_secs(30), || env.calls_for(4) == 1));
+    save_by_rename(&env.file, &old);
+    let status = second.wait(Duration::from_secs(60));
+    assert!(
+        status.success(),
+        "{status:?}\n{}\n{}",
+        env.text(),
+        env.log()
+    );
+    assert_each_step_once(&env, 5);
 }

@@ -45,7 +45,9 @@ fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
     );
 
     let env = with_telegram(TestLoop::new(), &tg.base_url());
-    env.scenario(&json!({"default": {"result": "cannot\nSTEP_FAILED: the tests do not build"}}));
+    env.scenario(&json!({"default": {
+        "result": "I changed parse.rs, but `cargo build` still says: expected `;`\nSTEP_FAILED: the tests do not build"
+    }}));
     let out = env.run(&[
         "start",
         "fix the build",
@@ -66,6 +68,14 @@ fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
         failed.contains("fix the build") && failed.contains("the tests do not build"),
         "{failed}"
     );
+    // The agent's own last answer, not the loop's log of task and session ids.
+    assert!(
+        failed.contains("The agent&#39;s last answer")
+            || failed.contains("The agent's last answer"),
+        "{failed}"
+    );
+    assert!(failed.contains("I changed parse.rs"), "{failed}");
+    assert!(!failed.contains("session"), "{failed}");
 }
 
 #[test]
@@ -130,6 +140,55 @@ fn stop_from_the_configured_chat_halts_a_running_loop_and_a_strangers_does_not()
     let status = runner.wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(3), "{}", env.log());
     assert_eq!(env.m1().status, m1loop::m1::Status::Waiting);
+    bot.kill9();
+    env.assert_no_processes();
+}
+
+#[test]
+fn resume_right_after_stop_waits_for_the_stopped_runner_instead_of_meeting_it() {
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
+    // The stopped step takes a second to end, as the real CLI may: its runner lets go of the
+    // loop only then, long after the bot has read both messages.
+    env.scenario(&json!({"steps": {"1": [
+        {"sleep_ms": 60000, "heartbeat_ms": 500, "sigterm_exit_ms": 1000,
+         "result": "x\nSTEP_DONE: ok"},
+        {"result": "x\nSTEP_DONE: ok"}
+    ]}}));
+    let mut runner = env.spawn(&["start", "g", "--step", "a long step"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    let mut bot = env.spawn(&["telegram", "--poll-timeout", "1s"]);
+
+    let chat = CHAT.parse().unwrap();
+    tg.push_message(chat, "/stop");
+    tg.push_message(chat, "/resume");
+    assert!(
+        wait_until(Duration::from_secs(30), || texts(&tg)
+            .iter()
+            .any(|t| t.contains("Resuming"))),
+        "{:?}",
+        texts(&tg)
+    );
+    let reply = texts(&tg)
+        .into_iter()
+        .find(|t| t.contains("Resuming"))
+        .unwrap();
+    assert!(
+        !reply.contains("already runs") && !reply.contains("(exit"),
+        "{reply}"
+    );
+    assert_eq!(
+        runner.wait(Duration::from_secs(30)).code(),
+        Some(3),
+        "stopped"
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || env.m1().status
+            == m1loop::m1::Status::Done),
+        "{}",
+        env.log()
+    );
+    assert!(!env.stop.exists());
     bot.kill9();
     env.assert_no_processes();
 }

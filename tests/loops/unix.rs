@@ -1,4 +1,4 @@
-//! Unix manners: a closed pipe, exit codes, `loop stop` that waits, archives that never
+//! Unix manners: a closed pipe, exit codes, archives that never
 //! replace each other, a state directory git leaves alone. Each test is named after the
 //! problem it pins.
 
@@ -8,7 +8,7 @@ use std::time::Duration;
 use m1loop::m1::Status;
 use serde_json::json;
 
-use crate::support::{Guard, TestLoop, code, stderr, stdout, wait_until};
+use crate::support::{Guard, TestLoop, code, stderr, stdout};
 
 fn done(ms: u64) -> serde_json::Value {
     json!({"sleep_ms": ms, "result": "worked.\nSTEP_DONE: ok"})
@@ -135,50 +135,6 @@ fn an_existing_gitignore_in_the_state_directory_is_left_as_it_is() {
         std::fs::read_to_string(env.state().join(".gitignore")).unwrap(),
         "tasks/\n"
     );
-}
-
-#[test]
-fn stop_waits_until_the_runner_has_exited() {
-    let env = TestLoop::new();
-    let other = env.temp.path().join("other").join("state").join("M1.md");
-    let other_arg = other.to_str().unwrap();
-    env.scenario(&json!({"default": {"sleep_ms": 60_000, "result": "x\nSTEP_DONE: ok"}}));
-    let mut first = env.spawn(&["start", "g", "--step", "one"]);
-    let mut second = env.spawn(&["--file", other_arg, "start", "h", "--step", "one"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls().len() == 2));
-
-    let out = env.run(&["stop"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    // Both runners let go of their loops before `stop` returned, the one of another
-    // directory included, and `stop` named both.
-    assert_eq!(m1loop::runner::lock::holder(&env.file), None);
-    assert_eq!(m1loop::runner::lock::holder(&other), None);
-    for f in [&env.file, &other] {
-        assert!(
-            stdout(&out).contains(&format!("stopped {}", f.display())),
-            "{}",
-            stdout(&out)
-        );
-    }
-    assert_eq!(first.wait(Duration::from_secs(10)).code(), Some(3));
-    assert_eq!(second.wait(Duration::from_secs(10)).code(), Some(3));
-
-    // `loop stop; rm STOPFILE; loop resume` finds nobody in the way.
-    std::fs::remove_file(&env.stop).unwrap();
-    env.scenario(&json!({"default": done(20)}));
-    let out = env.run(&["resume"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert_eq!(env.m1().status, Status::Done);
-    env.assert_no_processes();
-}
-
-#[test]
-fn stop_with_no_runner_says_so_and_returns_at_once() {
-    let env = TestLoop::new();
-    let out = env.run_for(&["stop"], Duration::from_secs(5));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(stdout(&out).contains("no runner"), "{}", stdout(&out));
-    assert!(env.stop.exists());
 }
 
 #[test]

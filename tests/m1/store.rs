@@ -38,12 +38,15 @@ fn commit_replaces_the_file_atomically_and_keeps_its_mode() {
         "replaced by rename, not rewritten in place"
     );
     assert_eq!(meta.permissions().mode() & 0o777, 0o640);
+    // The file the swap displaced stays, watched for a late save, while the store lives.
+    assert_eq!(entries(dir.path()), [".M1.md.displaced", "M1.md"]);
+    assert!(store.last_merge().is_none());
+    drop(store);
     assert_eq!(
         entries(dir.path()),
         ["M1.md"],
         "no temporary file left behind"
     );
-    assert!(store.last_merge().is_none());
 }
 
 #[test]
@@ -275,6 +278,7 @@ fn race(how: Saver) {
             Some(format!("runner {COMMITS}"))
         );
     }
+    drop(store);
     assert_eq!(
         entries(dir.path()),
         ["M1.md"],

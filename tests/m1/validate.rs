@@ -164,15 +164,15 @@ fn bad_settings_in_limits_and_agent_are_errors_at_line_and_column() {
     for (body, want) in [
         (
             "LIMITS:\n  STEP_TIMEOUT: 0s\n",
-            "4:17: STEP_TIMEOUT: expected a duration above zero such as `40s`, `15m` or `1h30m`, found `0s`",
+            "4:17: STEP_TIMEOUT: expected a duration above zero and at most a year (8760h), such as `40s`, `15m` or `1h30m`, found `0s`",
         ),
         (
             "LIMITS:\n  IDLE_TIMEOUT: soon\n",
-            "4:17: IDLE_TIMEOUT: expected a duration above zero such as `40s`, `15m` or `1h30m`, found `soon`",
+            "4:17: IDLE_TIMEOUT: expected a duration above zero and at most a year (8760h), such as `40s`, `15m` or `1h30m`, found `soon`",
         ),
         (
             "LIMITS:\n  STEP_TIMEOUT_MIN: 0\n",
-            "4:21: STEP_TIMEOUT_MIN: expected a whole number ≥ 1, found `0`",
+            "4:21: STEP_TIMEOUT_MIN: expected a whole number of minutes from 1 to 525600 (a year), found `0`",
         ),
         (
             "LIMITS:\n  STEP_TIMEOUT: 3s\n  STEP_TIMEOUT_MIN: 1\n",
@@ -224,6 +224,61 @@ fn bad_settings_in_limits_and_agent_are_errors_at_line_and_column() {
         m.agent.extra_args.unwrap(),
         ["--append-system-prompt", "be brief"]
     );
+}
+
+#[test]
+fn a_wait_until_that_is_no_time_is_an_error_not_ignored() {
+    assert_eq!(
+        errors("STATUS: RUNNING\nGOAL: g\nCURRENT:\n  WAIT_UNTIL: garbage\n"),
+        [
+            "4:15: WAIT_UNTIL: expected a time such as `2026-11-22T03:00:30Z` (RFC 3339, as the \
+             runner writes it), found `garbage`"
+        ]
+    );
+    Document::parse("STATUS: RUNNING\nGOAL: g\nCURRENT:\n  WAIT_UNTIL: 2026-11-22T03:00:30Z\n")
+        .unwrap();
+}
+
+#[test]
+fn a_duration_too_long_to_hold_is_an_error_not_clamped() {
+    assert_eq!(
+        errors("STATUS: IDLE\nGOAL: g\nLIMITS:\n  STEP_TIMEOUT: 99999999999999999h\n"),
+        [
+            "4:17: STEP_TIMEOUT: expected a duration above zero and at most a year (8760h), such \
+             as `40s`, `15m` or `1h30m`, found `99999999999999999h`"
+        ]
+    );
+    assert_eq!(
+        errors("STATUS: IDLE\nGOAL: g\nLIMITS:\n  IDLE_TIMEOUT_MIN: 99999999999999999\n"),
+        [
+            "4:21: IDLE_TIMEOUT_MIN: expected a whole number of minutes from 1 to 525600 (a \
+             year), found `99999999999999999`"
+        ]
+    );
+    let doc = Document::parse("STATUS: IDLE\nGOAL: g\nLIMITS:\n  STEP_TIMEOUT: 8760h\n").unwrap();
+    assert_eq!(
+        doc.view().limits.step_timeout,
+        Some(Duration::from_secs(8760 * 3600))
+    );
+}
+
+#[test]
+fn a_verify_over_128_kib_is_an_error_at_its_line_not_a_command_that_cannot_start() {
+    let verify = |n: usize| {
+        format!(
+            "STATUS: IDLE\nGOAL: g\nVERIFY: true||{}\n",
+            "x".repeat(n - 6)
+        )
+    };
+    assert_eq!(
+        errors(&verify(131_072)),
+        [
+            "3:9: VERIFY: a command of 131072 bytes, longer than the 131071 one argument may be \
+             (Linux's limit, and `sh -c` takes the command as one): put it in a script, and make \
+             VERIFY run that"
+        ]
+    );
+    Document::parse(&verify(131_071)).unwrap();
 }
 
 #[test]

@@ -131,6 +131,23 @@ fn loop_status_and_resume_run_the_exact_child_commands() {
 }
 
 #[test]
+fn resume_while_a_runner_holds_the_loop_waits_for_it_then_says_so_and_keeps_the_stop_file() {
+    let s = setup();
+    let _runner = m1loop::runner::lock::acquire(&s.file).unwrap();
+    std::fs::write(&s.stop, "stop").unwrap();
+    let tg = FakeTelegram::start();
+    let _bot = start_bot(&s, &tg.base_url());
+    let asked = std::time::Instant::now();
+    tg.push_message(CHAT, "/resume");
+    assert!(wait_until(DEADLINE, || replies(&tg)
+        .iter()
+        .any(|t| t.contains("still drives the loop 10s later"))));
+    assert!(asked.elapsed() >= Duration::from_secs(10), "it waited");
+    assert!(record(&s).is_empty(), "`resume` was not run");
+    assert!(exists(&s.stop), "the stop may still be under way");
+}
+
+#[test]
 fn a_restarted_bot_runs_no_command_twice() {
     let s = setup();
     let tg = FakeTelegram::start();

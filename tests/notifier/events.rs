@@ -44,7 +44,8 @@ rusty_fork::rusty_fork_test! {
             goal: "fix the SIGTERM bug".into(),
             step: Some(2),
             reason: "VERIFY exited 1".into(),
-            log_tail: vec!["test a ... ok".into(), "test b ... FAILED <panic>".into()],
+            answer: None,
+            stderr_tail: vec!["test a ... ok".into(), "test b ... FAILED <panic>".into()],
         });
         n.notify(&Event::Done {
             goal: "fix the SIGTERM bug".into(),
@@ -62,7 +63,7 @@ rusty_fork::rusty_fork_test! {
                 "left over",
                 "▶️ <b>fix the SIGTERM bug</b>\nLoop started, 2 step(s):\n1. investigate\n2. fix",
                 "❌ <b>fix the SIGTERM bug</b>\n<b>FAILED at step 2:</b> VERIFY exited 1\n\
-                 Last lines of its output:\n<pre>test a ... ok\ntest b ... FAILED &lt;panic&gt;</pre>",
+                 The end of its stderr:\n<pre>test a ... ok\ntest b ... FAILED &lt;panic&gt;</pre>",
                 "✅ <b>fix the SIGTERM bug</b>\n<b>DONE:</b> 2 step(s) in 1m35s, $0.42\n\
                  1. analysis written\n2. fixed &amp; tested",
             ]

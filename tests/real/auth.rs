@@ -28,7 +28,7 @@ fn a_revoked_key_halts_the_loop(version: &str) {
         ],
     };
     let cmd = env.cmd(&["start", "g", "--step", "one", "--quiet"]);
-    let out = run_with_mock(&cmd, &mock, WELL_BEFORE_THE_RETRIES_END);
+    let out = run_with_mock(&cmd, &mock, None, WELL_BEFORE_THE_RETRIES_END);
     assert_eq!(code(&out), 3, "{version}: {}\n{}", stderr(&out), env.log());
     let m = env.m1();
     assert_eq!(m.status, Status::Waiting);

@@ -50,7 +50,8 @@ fn reviewer_runs_touch(version: &str) {
         command: "touch made_by_reviewer.txt",
         env: &[],
     };
-    let out = run_with_mock(&cmd, &mock, PATIENCE);
+    let prompt = t.write("prompt.md", &inv.input);
+    let out = run_with_mock(&cmd, &mock, Some(&prompt), PATIENCE);
     let stream = summary(&out.stdout);
     assert!(
         stream.result.as_ref().is_some_and(|r| !r.is_error),

@@ -163,6 +163,7 @@ fn the_log_line_tells_how_the_runner_called() {
     let l = &log[0];
     assert_eq!(l["argv"][0], "-p");
     assert_eq!(l["argv"][1], "do the step");
+    assert_eq!(l["prompt"], "do the step");
     assert_eq!(l["step"], 2);
     assert_eq!(l["attempt"], 1);
     assert_eq!(l["task_id"], "task_1");
@@ -191,6 +192,7 @@ fn the_prompt_can_come_from_a_stdin_file_and_a_pipe_is_noticed() {
     let out = cmd2.output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(d.calls()[0]["stdin_tty_or_pipe"], false);
+    assert_eq!(d.calls()[0]["prompt"], "the step's prompt");
 
     // No prompt and nothing on stdin: the real CLI's error.
     cmd2.stdin(std::process::Stdio::null());
@@ -209,6 +211,12 @@ fn the_prompt_can_come_from_a_stdin_file_and_a_pipe_is_noticed() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     assert_eq!(d.calls()[2]["stdin_tty_or_pipe"], true);
+
+    // Both: the argument, then standard input on the next line, as the real CLI joins them.
+    let mut both = d.sim(1, &[]);
+    both.stdin(std::fs::File::open(&prompt).unwrap());
+    assert!(run(both).status.success());
+    assert_eq!(d.calls()[3]["prompt"], "do the step\nthe step's prompt");
 }
 
 #[test]

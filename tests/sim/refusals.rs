@@ -2,7 +2,6 @@
 //! classifier recognises each refusal; hangs and leftover processes behave as real ones do.
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::Stdio;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -103,7 +102,9 @@ fn the_adapter_s_own_invocation_is_accepted() {
     let template = d.sim(1, &[]);
     let (new, resumed) = (new_session_id(), new_session_id());
     for session in [Session::New(new.clone()), Session::Resume(resumed.clone())] {
-        let mut cmd = invocation(&cfg, "-leading dash prompt", &session).command();
+        let inv = invocation(&cfg, "-leading dash prompt", &session);
+        let input = d.write("input", &inv.input);
+        let mut cmd = inv.command();
         for (k, v) in template.get_envs() {
             match v {
                 Some(v) => cmd.env(k, v),
@@ -112,7 +113,7 @@ fn the_adapter_s_own_invocation_is_accepted() {
         }
         let out = cmd
             .current_dir(d.path())
-            .stdin(Stdio::null())
+            .stdin(std::fs::File::open(&input).unwrap())
             .output()
             .unwrap();
         assert!(out.status.success(), "{session:?}: {}", stderr(&out));
@@ -123,7 +124,7 @@ fn the_adapter_s_own_invocation_is_accepted() {
     }
     let log = d.calls();
     assert_eq!(log[0]["startup_failure_results"], "1");
-    assert_eq!(log[0]["argv"][1], " -leading dash prompt");
+    assert_eq!(log[0]["prompt"], "-leading dash prompt");
     assert_eq!(
         (&log[0]["session_id"], &log[0]["resume"]),
         (&new.into(), &serde_json::Value::Null)
@@ -186,6 +187,29 @@ fn a_hang_is_logged_at_start_and_dies_by_signal() {
         classify(&exit, "", &s, Utc::now()),
         Class::Transient(_)
     ));
+}
+
+#[test]
+fn a_call_told_to_end_slowly_outlives_sigterm_by_that_long() {
+    let d = Temp::new();
+    d.scenario(r#"{"default": {"hang": true, "sigterm_exit_ms": 400}}"#);
+    let mut cmd = d.sim(1, &[]);
+    let out_path = d.path().join("stdout.jsonl");
+    cmd.stdout(std::fs::File::create(&out_path).unwrap());
+    let mut child = Guard::spawn(&mut cmd);
+    // The init event comes after SIGTERM is taken in hand.
+    assert!(wait_until(Duration::from_secs(30), || {
+        m1loop::agent::read_stream_file(&out_path).is_ok_and(|s| s.events >= 1)
+    }));
+    let sent = std::time::Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.pid()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait(Duration::from_secs(30));
+    assert!(sent.elapsed() >= Duration::from_millis(400));
+    assert_eq!(status.code(), Some(143));
 }
 
 #[test]

@@ -108,8 +108,14 @@ pub struct Mock<'a> {
 /// Starts the mock on a free loopback port, then `cmd` with `ANTHROPIC_BASE_URL` pointing at it
 /// and `ANTHROPIC_API_KEY=dummy`, in a network namespace of its own when the machine allows;
 /// ends the mock once `cmd` exited. `cmd`'s program, arguments, environment and directory are
-/// kept; its output is captured. Panics if it takes longer than `within`.
-pub fn run_with_mock(cmd: &Command, mock: &Mock<'_>, within: Duration) -> Output {
+/// kept; its standard input is `input` (else /dev/null), its output is captured. Panics if it
+/// takes longer than `within`.
+pub fn run_with_mock(
+    cmd: &Command,
+    mock: &Mock<'_>,
+    input: Option<&Path>,
+    within: Duration,
+) -> Output {
     let port = free_port();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/mock-messages-api.py");
     let mut run = match namespace() {
@@ -134,7 +140,9 @@ pub fn run_with_mock(cmd: &Command, mock: &Mock<'_>, within: Duration) -> Output
         .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1")
-        .stdin(Stdio::null());
+        .stdin(input.map_or_else(Stdio::null, |p| {
+            std::fs::File::open(p).map_or_else(|e| panic!("{}: {e}", p.display()), Stdio::from)
+        }));
     for (k, v) in mock.env {
         run.env(k, v);
     }

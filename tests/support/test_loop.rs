@@ -142,12 +142,9 @@ impl TestLoop {
         self.temp.calls()
     }
 
-    /// The `-p` prompt of agent call `n` (0-based), as the simulated agent logged it.
+    /// The prompt of agent call `n` (0-based), as the simulated agent logged it.
     pub fn prompt(&self, n: usize) -> String {
-        let calls = self.calls();
-        let argv = calls[n]["argv"].as_array().unwrap();
-        let at = argv.iter().position(|a| a == "-p").unwrap();
-        argv[at + 1].as_str().unwrap().to_string()
+        self.calls()[n]["prompt"].as_str().unwrap().to_string()
     }
 
     pub fn calls_for(&self, step: u32) -> usize {

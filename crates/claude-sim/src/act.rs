@@ -50,8 +50,28 @@ fn raw_stdout(bytes: &[u8]) {
     let _ = out.write_all(bytes).and_then(|()| out.flush());
 }
 
+/// Takes SIGTERM away from every thread (and every later child: a grandchild left behind
+/// ignores it too) and gives it to one that waits for it, then ends the process `ms` later.
+fn end_slowly_on_sigterm(ms: u64) {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+    let mut term = SigSet::empty();
+    term.add(Signal::SIGTERM);
+    if pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&term), None).is_err() {
+        return;
+    }
+    std::thread::spawn(move || {
+        if term.wait().is_ok() {
+            sleep_ms(ms);
+            std::process::exit(128 + Signal::SIGTERM as i32);
+        }
+    });
+}
+
 /// Performs `action` for `call` and returns the exit code.
 pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
+    if let Some(ms) = action.sigterm_exit_ms {
+        end_slowly_on_sigterm(ms);
+    }
     let started = Instant::now();
     let args = call.args;
     let session_id = args

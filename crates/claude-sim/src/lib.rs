@@ -103,14 +103,21 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
         _ => Ok(1),
     };
     let stdin_open = stdin_tty_or_pipe();
+    // Like the real CLI, read standard input to its end when it is not a terminal. A file (or
+    // /dev/null) is read before the call is logged, so the log shows the whole prompt; a pipe
+    // after, so that a never-closed one, which blocks the call as it would block Claude, still
+    // leaves its line in the log.
+    let mut piped = String::new();
+    if !stdin_open {
+        let _ = std::io::stdin().read_to_string(&mut piped);
+    }
     if let Some(log) = &env.log {
         let line = log_line(
             argv,
             env,
             &args,
-            step.as_ref().ok(),
-            call.as_ref().ok(),
-            stdin_open,
+            (step.as_ref().ok(), call.as_ref().ok()),
+            (stdin_open, &prompt_of(&args, &piped)),
         );
         if let Err(e) = append_line(log, &line) {
             eprintln!(
@@ -135,10 +142,7 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
             return SETUP_ERROR;
         }
     };
-    // Like the real CLI, read standard input to its end when it is not a terminal: the prompt
-    // when none is given, and a never-closed pipe blocks the call, as it would block Claude.
-    let mut piped = String::new();
-    if !std::io::stdin().is_terminal() {
+    if stdin_open && !std::io::stdin().is_terminal() {
         let _ = std::io::stdin().read_to_string(&mut piped);
     }
     if args.prompt.is_none() && piped.trim().is_empty() {
@@ -160,13 +164,23 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
     )
 }
 
+/// The prompt as the real CLI takes it: the argument, then what standard input held, on the
+/// next line (as 2.1.330 does when it is given both).
+fn prompt_of(args: &args::SimArgs, stdin: &str) -> Option<String> {
+    match (&args.prompt, stdin.is_empty()) {
+        (Some(p), true) => Some(p.clone()),
+        (Some(p), false) => Some(format!("{p}\n{stdin}")),
+        (None, false) => Some(stdin.to_owned()),
+        (None, true) => None,
+    }
+}
+
 fn log_line(
     argv: &[String],
     env: &SimEnv,
     args: &args::SimArgs,
-    step: Option<&u32>,
-    call: Option<&u32>,
-    stdin_open: bool,
+    (step, call): (Option<&u32>, Option<&u32>),
+    (stdin_open, prompt): (bool, &Option<String>),
 ) -> Value {
     let number_or_text = |v: &Option<String>| match v.as_deref().map(str::parse::<u64>) {
         Some(Ok(n)) => json!(n),
@@ -188,6 +202,7 @@ fn log_line(
         "entrypoint_env": env.entrypoint,
         "startup_failure_results": env.startup_failure_results,
         "stdin_tty_or_pipe": stdin_open,
+        "prompt": prompt,
         "call": call,
     })
 }

@@ -87,6 +87,10 @@ pub struct Action {
     /// After the work and the answer, but before the result event, the process kills itself
     /// with this signal: an agent killed from outside (an OOM kill, a stray `kill -9`).
     pub killed_by_signal: Option<i32>,
+    /// On SIGTERM, end only this long after it (with 143, as a process the signal killed
+    /// reports), as an agent that first writes its session out does: whoever stops the call
+    /// waits that long for it.
+    pub sigterm_exit_ms: Option<u64>,
 }
 
 /// A file an action writes.

@@ -139,6 +139,8 @@ impl Exec for LoopBinary {
 /// The configured chat and what it may drive.
 pub(crate) struct Bot<E> {
     pub chat_id: String,
+    /// The loop's M1.md.
+    pub file: PathBuf,
     pub state_dir: PathBuf,
     pub exec: E,
 }
@@ -191,31 +193,53 @@ impl<E: Exec> Bot<E> {
                     (format!("⚠️ {}", escape(&why)), why)
                 }
             },
-            BotCommand::Resume => {
-                // The user pressed /stop from a phone and now asks to carry on: the stop file
-                // would make `resume` refuse, and a phone cannot delete it.
-                let mut reply = String::new();
-                for path in crate::runner::stopfile::paths(&self.state_dir) {
-                    if path.exists() && std::fs::remove_file(&path).is_ok() {
-                        let _ = writeln!(
-                            reply,
-                            "Removed the stop file <code>{}</code>",
-                            escape(&path.display().to_string())
-                        );
-                    }
-                }
-                let out = self.exec.run(&["resume".into(), "--detach".into()]);
-                let _ = write!(reply, "▶️ Resuming\n{}", show(&out));
-                (
-                    reply,
-                    format!("ran `loop resume --detach` ({})", code(&out)),
-                )
-            }
+            BotCommand::Resume => self.resume(),
             BotCommand::Help => (
                 HELP.to_string(),
                 "answered with the command list".to_string(),
             ),
         }
+    }
+}
+
+impl<E: Exec> Bot<E> {
+    /// `/resume`. Right after a `/stop`, the stopped runner still holds the loop while it ends
+    /// its step and writes WAITING, and `resume` would meet it: so this first waits (as long as
+    /// `loop stop` does) for the loop's runner lock to be free, whatever stopped the runner,
+    /// with the stop file still in place so that the stop goes through. Then it removes the
+    /// stop file (`resume` refuses while one exists, and a phone cannot delete it) and resumes.
+    fn resume(&self) -> (String, String) {
+        let patience = crate::runner::STOP_PATIENCE;
+        if let Some(pid) = crate::runner::lock::wait_released(&self.file, patience) {
+            let why = format!(
+                "a runner (pid {pid}) still drives the loop {}s later, so nothing was resumed \
+                 and any stop file is left in place",
+                patience.as_secs()
+            );
+            return (
+                format!(
+                    "⏳ {}.\n/status shows what it does; once it is WAITING, /resume again.",
+                    escape(&why)
+                ),
+                why,
+            );
+        }
+        let mut reply = String::new();
+        for path in crate::runner::stopfile::paths(&self.state_dir) {
+            if path.exists() && std::fs::remove_file(&path).is_ok() {
+                let _ = writeln!(
+                    reply,
+                    "Removed the stop file <code>{}</code>",
+                    escape(&path.display().to_string())
+                );
+            }
+        }
+        let out = self.exec.run(&["resume".into(), "--detach".into()]);
+        let _ = write!(reply, "▶️ Resuming\n{}", show(&out));
+        (
+            reply,
+            format!("ran `loop resume --detach` ({})", code(&out)),
+        )
     }
 }
 
@@ -283,6 +307,7 @@ mod tests {
         let rec = Recorder(RefCell::new(Vec::new()));
         let bot = Bot {
             chat_id: "-100123".into(),
+            file: PathBuf::from("M1.md"),
             state_dir: PathBuf::from("."),
             exec: &rec,
         };
@@ -290,6 +315,7 @@ mod tests {
         assert!(!bot.is_ours(&msg(100_123, None, "/status")));
         let channel = Bot {
             chat_id: "@MyLoops".into(),
+            file: PathBuf::from("M1.md"),
             state_dir: PathBuf::from("."),
             exec: &rec,
         };
@@ -303,6 +329,7 @@ mod tests {
         let rec = Recorder(RefCell::new(Vec::new()));
         let bot = Bot {
             chat_id: "1".into(),
+            file: PathBuf::from("M1.md"),
             state_dir: PathBuf::from("."),
             exec: &rec,
         };

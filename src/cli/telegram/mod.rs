@@ -57,6 +57,7 @@ pub fn run(file: &Path, poll_timeout: Duration) -> crate::error::Result<Status> 
     let exec = LoopBinary::from_env(file, &state_dir).context("while finding the loop binary")?;
     let bot = Bot {
         chat_id: config.chat_id.clone(),
+        file: file.to_path_buf(),
         state_dir: state_dir.clone(),
         exec,
     };

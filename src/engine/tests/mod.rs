@@ -221,7 +221,9 @@ fn attempt<'a>(caps: &'a Caps, class: Class, verdict: &Verdict) -> Attempt<'a> {
         verify: None,
         transients: 0,
         restarts: 0,
+        uncounted: 0,
         resumed: false,
+        allowed_tools: &[],
         caps,
         now: now(),
     }
@@ -311,7 +313,45 @@ fn permission_denials_halt_naming_the_tools_even_with_a_done_verdict() {
         panic!()
     };
     assert!(reason.ends_with("Bash, WebFetch"), "{reason}");
-    assert!(how.contains("allowed_tools"), "{how}");
+    assert!(
+        how.contains("make the line under AGENT `ALLOWED_TOOLS: Bash,WebFetch`"),
+        "{how}"
+    );
+    let allowed = vec!["Read".to_string(), "WebFetch".to_string()];
+    let Judgement::Interrupted(Interruption::Halt { how, .. }) = judge(&Attempt {
+        allowed_tools: &allowed,
+        ..a
+    }) else {
+        panic!()
+    };
+    assert!(how.contains("add `,Bash` to the end of the line"), "{how}");
+}
+
+#[test]
+fn every_halt_says_what_to_edit_in_m1_or_what_to_run() {
+    let caps = Caps::default();
+    let budget = Class::Billing("Reached maximum budget ($0.0001)".into());
+    let credit = Class::Billing("Credit balance is too low".into());
+    let refused = Class::InvocationBug {
+        kind: BugKind::UnknownOption,
+        message: "error: unknown option '--frobnicate'".into(),
+    };
+    for (class, want) in [
+        (budget, "AGENT.MAX_BUDGET_USD"),
+        (credit, "add credit"),
+        (refused, "AGENT block"),
+    ] {
+        let Judgement::Interrupted(Interruption::Halt { how, .. }) =
+            judge(&attempt(&caps, class, &Verdict::Missing))
+        else {
+            panic!()
+        };
+        assert!(how.contains(want), "{how}");
+        assert!(
+            !how.contains("loop.yaml ("),
+            "loop.yaml changes no existing loop: {how}"
+        );
+    }
 }
 
 #[test]
@@ -529,7 +569,7 @@ fn a_spawn_is_recorded_before_it_happens_and_a_stop_undoes_it() {
     assert_eq!(m.current.session_id.as_deref(), Some("uuid-1"));
     assert_eq!(m.current.attempt, Some(1));
     assert_eq!(m.current.command.as_deref(), Some("do the fix please"));
-    let s = stopped(2, "/tmp/x-stop", Some("task_a"));
+    let s = stopped(2, &Stop::File("/tmp/x-stop".into()), Some("task_a"));
     assert_eq!(s.outcome, Outcome::Exit(Exit::Waiting));
     let m = view(&applied(&after, &s));
     assert_eq!(
@@ -637,7 +677,7 @@ fn a_wait_is_recorded_as_an_interruption_not_as_a_failure() {
 
 #[test]
 fn a_stop_during_planning_says_planning_runs_again_not_step_0() {
-    let t = stopped(0, "/tmp/x-stop", Some("task_1"));
+    let t = stopped(0, &Stop::Interrupt, Some("task_1"));
     let m = view(&applied(BASE, &t));
     let last = m.last_action.unwrap();
     assert!(last.contains("planning runs again on resume"), "{last}");

@@ -1,0 +1,170 @@
+//! Reading a file that a person named (`--file`, `--plan`): only a regular file, and only up to
+//! a cap. A path can name anything: a FIFO holds a reader until someone writes to it (for ever,
+//! for a `loop status`), and a device such as /dev/zero never ends, so a plain read of either
+//! hangs or takes all the memory there is. A symlink to a regular file is a regular file here.
+
+use std::fmt;
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Why a file is not read: said to the person, who can change it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// Not a regular file: what it is instead (`a FIFO (named pipe)`, `a directory`, …).
+    NotRegular(&'static str),
+    /// More than `limit` bytes: `len` of them, or at least that many.
+    TooLarge { len: u64, limit: u64 },
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refused::NotRegular(kind) => write!(f, "not a regular file but {kind}"),
+            Refused::TooLarge { len, limit } => {
+                write!(f, "{len} bytes, more than the {}", size(*limit))
+            }
+        }
+    }
+}
+
+/// `4 MiB`, or the bytes when that is not a whole number of MiB.
+#[must_use]
+pub fn size(bytes: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    if bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// A file that cannot be read: refused, or an I/O error (missing, no permission, …).
+#[derive(Debug)]
+pub enum ReadError {
+    Refused(Refused),
+    Io(io::Error),
+}
+
+impl From<io::Error> for ReadError {
+    fn from(e: io::Error) -> Self {
+        ReadError::Io(e)
+    }
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Refused(r) => r.fmt(f),
+            ReadError::Io(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// The bytes of the regular file at `path` (at most `limit` of them), and its metadata, both
+/// of the one file opened.
+///
+/// # Errors
+/// [`ReadError::Refused`] for anything but a regular file, or one over `limit` bytes;
+/// [`ReadError::Io`] when it cannot be read.
+pub fn read(path: &Path, limit: u64) -> Result<(Vec<u8>, Metadata), ReadError> {
+    // Looked at before it is opened: opening a device may already do something.
+    accept(&std::fs::metadata(path)?, limit)?;
+    // And opened without waiting, should a FIFO have taken the path's place since.
+    let mut file: File = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)?;
+    let meta = file.metadata()?;
+    accept(&meta, limit)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    (&mut file).take(limit + 1).read_to_end(&mut bytes)?;
+    // It grew while it was read.
+    let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    if read > limit {
+        return Err(ReadError::Refused(Refused::TooLarge { len: read, limit }));
+    }
+    Ok((bytes, meta))
+}
+
+fn accept(meta: &Metadata, limit: u64) -> Result<(), ReadError> {
+    let t = meta.file_type();
+    let kind = if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if t.is_char_device() {
+        Some("a character device")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("something else")
+    };
+    if let Some(kind) = kind {
+        return Err(ReadError::Refused(Refused::NotRegular(kind)));
+    }
+    if meta.len() > limit {
+        return Err(ReadError::Refused(Refused::TooLarge {
+            len: meta.len(),
+            limit,
+        }));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_regular_file_is_read_whole_and_a_larger_one_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"12345").unwrap();
+        assert_eq!(read(&p, 5).unwrap().0, b"12345");
+        let err = read(&p, 4).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ReadError::Refused(Refused::TooLarge { len: 5, limit: 4 })
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            Refused::TooLarge {
+                len: 5 << 20,
+                limit: 4 << 20
+            }
+            .to_string(),
+            "5242880 bytes, more than the 4 MiB"
+        );
+    }
+
+    #[test]
+    fn what_is_not_a_regular_file_says_what_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        for (path, kind) in [
+            (fifo.as_path(), "a FIFO (named pipe)"),
+            (Path::new("/dev/zero"), "a character device"),
+            (dir.path(), "a directory"),
+        ] {
+            match read(path, 1 << 20) {
+                Err(ReadError::Refused(Refused::NotRegular(k))) => assert_eq!(k, kind),
+                other => panic!("{}: {other:?}", path.display()),
+            }
+        }
+        assert!(matches!(
+            read(&dir.path().join("missing"), 1),
+            Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound
+        ));
+    }
+}

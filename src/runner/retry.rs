@@ -1,0 +1,96 @@
+//! `loop retry [N]`: a person's decision to try a step again, recorded as one (see
+//! [`crate::engine::retried`]), then the loop runs on as `loop resume` runs it.
+
+use std::path::Path;
+
+use chrono::Utc;
+
+use super::settings::{Overrides, Settings};
+use super::start::{check_agent_of, detach, refuse_if_stopped};
+use super::{RunOptions, Runner, lock, stopfile};
+use crate::engine;
+use crate::error::{Error, Result};
+use crate::exit::Status as ExitStatus;
+use crate::m1::StepState;
+
+/// `loop retry [N] [--detach]`.
+///
+/// # Errors
+/// No loop, no such step, no step to retry, a runner driving the loop, a stop file (exit 2 or
+/// 3); I/O failures.
+pub fn retry(
+    file: &Path,
+    step: Option<u32>,
+    detach_it: bool,
+    opts: &RunOptions,
+) -> Result<ExitStatus> {
+    if !detach_it {
+        stopfile::block_interrupt();
+    }
+    let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
+    if !file.exists() {
+        return Err(Error::bad_input(format!(
+            "no loop at {}: start one with `loop start \"GOAL\"`",
+            file.display()
+        )));
+    }
+    refuse_if_stopped(&state_dir)?;
+    if let Some(pid) = lock::holder(file) {
+        return Err(Error::bad_input(format!(
+            "a runner (pid {pid}) drives {}; stop it first ({}), then `loop retry`",
+            file.display(),
+            super::stop::command_for(file)
+        )));
+    }
+    let settings = Settings::load(&state_dir, Overrides::default())?;
+    check_agent_of(file, &settings)?;
+    let mut runner = Runner::open(file, settings, opts)?;
+    let n = which_step(&runner, step)?;
+    let m = runner.view();
+    if m.plan
+        .steps
+        .iter()
+        .any(|s| s.n == n && s.state == StepState::Done)
+    {
+        // The ledger learns first that this pass no longer counts, then M1.md says so.
+        runner
+            .ledger
+            .mark_retried(n, &Utc::now().to_rfc3339())
+            .map_err(|e| e.context(format!("while recording the retry of step {n}")))?;
+    }
+    runner.apply(&engine::retried(&m, n))?;
+    super::revive::forget(file);
+    if detach_it {
+        drop(runner);
+        return detach(file, None);
+    }
+    stopfile::catch_interrupt(runner.watch.waker());
+    runner.drive()
+}
+
+/// The step a retry is about: the one named, which must be in the plan; else the failed or
+/// waiting one.
+fn which_step(runner: &Runner, step: Option<u32>) -> Result<u32> {
+    let m = runner.view();
+    match step {
+        Some(0) | None if m.plan.steps.is_empty() => Ok(0),
+        Some(n) if m.plan.steps.iter().any(|s| s.n == n) => Ok(n),
+        Some(n) => Err(Error::bad_input(format!(
+            "there is no step {n}: the plan has steps {}",
+            m.plan
+                .steps
+                .iter()
+                .map(|s| s.n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+        None => engine::retry_target(&m).ok_or_else(|| {
+            Error::bad_input(format!(
+                "no step of {} is FAILED or waiting (the loop is {}); name the step to run \
+                 again: `loop retry N`",
+                runner.file().display(),
+                m.status.as_str()
+            ))
+        }),
+    }
+}

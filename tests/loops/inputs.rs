@@ -1,0 +1,131 @@
+//! Inputs that `loop validate` accepts must run, and those that cannot run are refused: a
+//! prompt of any length reaches the agent; a path that names no M1.md is never read.
+
+use std::time::Duration;
+
+use m1loop::m1::Status;
+use serde_json::json;
+
+use crate::support::{TestLoop, code, save_by_rename, stderr, stdout, wait_until};
+
+/// A goal past Linux's 128 KiB cap on one argument (`MAX_ARG_STRLEN`), in many languages, and
+/// starting with a dash, as an option would.
+fn long_goal() -> String {
+    use std::fmt::Write as _;
+    let mut goal = String::from("-the goal, long: ");
+    for n in 0..6000 {
+        let _ = write!(goal, "part {n:06} ünïcödé 日本語; ");
+    }
+    goal.push_str("THE END");
+    assert!(goal.len() > 200 * 1024);
+    goal
+}
+
+#[test]
+fn a_goal_over_128_kib_reaches_the_agent_whole() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok"}}));
+    let goal = long_goal();
+    std::fs::write(
+        &env.file,
+        format!(
+            "STATUS: RUNNING\nGOAL: {goal}\n\nPLAN:\n  TOTAL_STEPS: 1\n  CURRENT_STEP: 0\n  \
+             STEPS:\n    1: [PENDING] write the note\n"
+        ),
+    )
+    .unwrap();
+    let out = env.run(&["validate"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(env.m1().status, Status::Done);
+    assert!(env.prompt(0).contains(&goal), "the goal was cut or mangled");
+    env.assert_no_processes();
+}
+
+#[test]
+fn a_fifo_put_in_place_of_m1_md_while_a_step_runs_is_waited_out_not_read() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {
+        "sleep_ms": 1500, "heartbeat_ms": 50, "result": "worked\nSTEP_DONE: ok"
+    }}));
+    let mut runner = env.spawn(&["start", "g", "--step", "a"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls().len() == 1));
+    let text = env.text();
+    let fifo = env.state().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    std::fs::rename(&fifo, &env.file).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || env
+            .log()
+            .contains("not a regular file but a FIFO")),
+        "{}",
+        env.log()
+    );
+    save_by_rename(&env.file, &text);
+    assert_eq!(runner.wait(Duration::from_secs(30)).code(), Some(0));
+    assert_eq!(env.m1().status, Status::Done);
+    env.assert_no_processes();
+}
+
+#[test]
+fn a_timeout_flag_too_long_to_hold_is_refused_not_clamped() {
+    let env = TestLoop::new();
+    for args in [
+        &[
+            "start",
+            "g",
+            "--step",
+            "a",
+            "--step-timeout",
+            "99999999999999999h",
+        ][..],
+        &["fire", "--timeout", "99999999999999999h", "--", "true"],
+    ] {
+        let out = env.run(args);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{args:?}: {err}");
+        assert!(err.contains("longer than a year"), "{args:?}: {err}");
+    }
+    assert!(!env.file.exists());
+    assert!(env.calls().is_empty());
+}
+
+#[test]
+fn an_agent_program_that_cannot_run_is_an_error_at_its_line_in_validate_and_resume() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok"}}));
+    for program in ["/nonexistent/claude", "clau de"] {
+        let text = format!(
+            "STATUS: RUNNING\nGOAL: g\n\nPLAN:\n  TOTAL_STEPS: 1\n  CURRENT_STEP: 0\n  STEPS:\n    \
+             1: [PENDING] a\n\nAGENT:\n  PROGRAM: {program}\n"
+        );
+        std::fs::write(&env.file, &text).unwrap();
+        let at = format!("{}:11:12: AGENT.PROGRAM: ", env.file.display());
+        for args in [&["validate"][..], &["resume"]] {
+            let out = env.run(args);
+            let err = stderr(&out);
+            assert_eq!(code(&out), 2, "{program}, {args:?}: {err}");
+            assert!(
+                err.contains(&at) && err.contains(program),
+                "{program}, {args:?}: {err}"
+            );
+        }
+        assert_eq!(env.text(), text, "left as it was");
+    }
+    assert!(env.calls().is_empty());
+}
+
+#[test]
+fn a_fifo_as_stop_beside_m1_md_stops_the_loop_instead_of_blocking_it() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {
+        "sleep_ms": 60000, "heartbeat_ms": 50, "result": "worked\nSTEP_DONE: ok"
+    }}));
+    let mut runner = env.spawn(&["start", "g", "--step", "a"]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls().len() == 1));
+    nix::unistd::mkfifo(&env.state().join("STOP"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    assert_eq!(runner.wait(Duration::from_secs(30)).code(), Some(3));
+    assert_eq!(env.m1().status, Status::Waiting);
+    env.assert_no_processes();
+}
