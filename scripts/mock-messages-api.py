@@ -16,9 +16,24 @@ requests are both answered. Not run by `cargo test`: the CLI comes from npm.
       CLAUDE_CODE_STARTUP_FAILURE_RESULTS=1 npx claude -p 'make the file made_by_tool.txt' \
       --output-format stream-json --verbose </dev/null >out.stdout.jsonl 2>out.stderr
 
-With TOOL other than Bash the call's input is a Write-style `{file_path, content}`. Before a
-capture becomes a fixture, rewrite its paths as tests/fixtures/claude-code/README.md says.
+With TOOL other than Bash the call's input is a Write-style `{file_path, content}`; TOOL `-`
+never calls a tool (every request gets the text). Before a capture becomes a fixture, rewrite
+its paths as tests/fixtures/claude-code/README.md says.
+
+More situations, by environment variable (all optional):
+
+* `MOCK_INPUT_TOKENS=N`, `MOCK_CACHE_READ_TOKENS=N`, `MOCK_OUTPUT_TOKENS=N`: the usage each
+  answer reports (default 10, 0, 5), so the CLI computes a cost and a context size.
+* `MOCK_ERROR_STATUS=401` (with `MOCK_ERROR_TYPE`, default `authentication_error`, and
+  `MOCK_ERROR_MESSAGE`): answer requests with this API error instead.
+  `MOCK_ERROR_MIN_MESSAGES=N` limits it to requests of at least N messages (a resumed
+  conversation has more than a fresh one): e.g. status 400, type `invalid_request_error`,
+  message `prompt is too long: 250000 tokens > 200000 maximum`.
+* `MOCK_LOG=FILE`: one JSON line per request (messages, tools offered, model, answer), to see
+  what the CLI offered the model.
 """
+
+import os
 
 import json
 import sys
@@ -40,7 +55,7 @@ def answer(body):
     )
     tools = [t.get("name") for t in body.get("tools") or []]
     sys.stderr.write(f"mock: {len(body.get('messages') or [])} messages, tools {tools}\n")
-    if returned or not body.get("tools"):
+    if returned or not body.get("tools") or TOOL == "-":
         return [{"type": "text", "text": FINAL}], "end_turn"
     tool_input = {"command": COMMAND, "description": "make a file"}
     if TOOL != "Bash":
@@ -52,6 +67,42 @@ def answer(body):
         "input": tool_input,
     }
     return [block], "tool_use"
+
+
+def env_int(name, default):
+    return int(os.environ.get(name) or default)
+
+
+def usage():
+    """The usage each answer reports (see the module's doc)."""
+    return {"input_tokens": env_int("MOCK_INPUT_TOKENS", 10),
+            "output_tokens": env_int("MOCK_OUTPUT_TOKENS", 5),
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": env_int("MOCK_CACHE_READ_TOKENS", 0)}
+
+
+def error_for(body):
+    """The API error this request gets, as (status, JSON body), or None."""
+    status = os.environ.get("MOCK_ERROR_STATUS")
+    if not status:
+        return None
+    if len(body.get("messages") or []) < env_int("MOCK_ERROR_MIN_MESSAGES", 0):
+        return None
+    kind = os.environ.get("MOCK_ERROR_TYPE") or "authentication_error"
+    message = os.environ.get("MOCK_ERROR_MESSAGE") or "invalid x-api-key"
+    return int(status), {"type": "error", "error": {"type": kind, "message": message},
+                         "request_id": "req_mock123"}
+
+
+def log_request(body, answered):
+    path = os.environ.get("MOCK_LOG")
+    if not path:
+        return
+    line = {"messages": len(body.get("messages") or []),
+            "tools": [t.get("name") for t in body.get("tools") or []],
+            "model": body.get("model"), "answered": answered}
+    with open(path, "a") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -83,13 +134,23 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
             return
+        err = error_for(body)
+        if err:
+            log_request(body, f"error {err[0]}")
+            data = json.dumps(err[1]).encode()
+            self.send_response(err[0])
+            self.send_header("Content-Type", "application/json")
+            self.send_header("request-id", "req_mock123")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         blocks, stop = answer(body)
+        log_request(body, stop)
         model = body.get("model", "claude-mock")
-        usage = {"input_tokens": 10, "output_tokens": 5,
-                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
         message = {"id": "msg_mock_" + uuid.uuid4().hex[:8], "type": "message",
                    "role": "assistant", "model": model, "content": blocks,
-                   "stop_reason": stop, "stop_sequence": None, "usage": usage}
+                   "stop_reason": stop, "stop_sequence": None, "usage": usage()}
         if not body.get("stream"):
             data = json.dumps(message).encode()
             self.send_response(200)
@@ -116,7 +177,7 @@ class Handler(BaseHTTPRequestHandler):
             events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
         events.append(("message_delta", {"type": "message_delta",
                        "delta": {"stop_reason": stop, "stop_sequence": None},
-                       "usage": {"output_tokens": 5}}))
+                       "usage": {"output_tokens": usage()["output_tokens"]}}))
         events.append(("message_stop", {"type": "message_stop"}))
         data = "".join(f"event: {name}\ndata: {json.dumps(ev)}\n\n" for name, ev in events).encode()
         self.send_response(200)

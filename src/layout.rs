@@ -166,10 +166,18 @@ impl Layout {
         self.dir.join("claude-settings.json")
     }
 
-    /// Where a task's agent notes each compaction of its context (the `PreCompact` hook).
+    /// Where a task's agent notes each compaction of its context it starts (the `PreCompact`
+    /// hook). Some fail: what happened is counted from the stream.
     #[must_use]
     pub fn task_compactions(&self, id: &str) -> PathBuf {
         self.task(id).join("compactions")
+    }
+
+    /// The work tree as review task `id` found it, beside its task directory (written before
+    /// the task starts, so before the directory exists).
+    #[must_use]
+    pub fn review_tree(&self, id: &str) -> PathBuf {
+        self.tasks().join(format!("{id}.tree-before.json"))
     }
 
     /// A file of the chat bot (`offset`, `lock`, `cmd.out`).

@@ -23,12 +23,14 @@ mod bridge {
 
 mod loops {
     mod agent_killed;
+    mod auth;
     mod crash;
     mod denials;
     mod find;
     mod hooks;
     mod inputs;
     mod lost;
+    mod read_only;
     mod retry;
     mod review;
     mod revive;
@@ -57,6 +59,12 @@ mod notifier {
     mod delivery;
     mod events;
     mod outbox_concurrency;
+}
+
+/// Against the real Claude Code CLI, installed from npm (skipped, saying so, where it cannot be).
+mod real {
+    mod auth;
+    mod review;
 }
 
 mod sim {

@@ -49,6 +49,9 @@ pub enum BugKind {
     UnknownModel,
     /// Started inside another Claude Code session (`CLAUDECODE` was not removed).
     NestedSession,
+    /// The session's context no longer fits the model's window (`Prompt is too long`):
+    /// resuming it can only fail again.
+    ContextTooLong,
 }
 
 /// The class of one call's outcome.
@@ -148,6 +151,14 @@ pub fn classify(
     if matches!(status, Some(408 | 409 | 429 | 500..=599)) || TRANSIENT.is_match(&text) {
         return Class::Transient(message);
     }
+    if result.is_none() && died && stream.auth_failing() {
+        // Ended while the CLI retried a refused key (by the runner, which does not wait out
+        // its 3 minutes of retries): only a human can fix that.
+        return Class::Auth(format!(
+            "the CLI was retrying an authentication error ({}) when it was ended",
+            crate::text::one_line(stream.api_error.as_deref().unwrap_or("401"), 200)
+        ));
+    }
     if result.is_none() && died {
         let how = describe_exit(exit);
         // The loop's own kill of a hang, or a kill while the CLI was retrying an API error:
@@ -191,7 +202,7 @@ static TRANSIENT: LazyLock<Regex> = LazyLock::new(|| {
 
 /// The CLI's refusals of the call as given, matched on their own wording.
 fn bug_kind(text: &str, status: Option<u16>) -> Option<BugKind> {
-    const TABLE: [(&str, BugKind); 11] = [
+    const TABLE: [(&str, BugKind); 13] = [
         (
             "No conversation found with session ID",
             BugKind::UnknownSession,
@@ -212,6 +223,9 @@ fn bug_kind(text: &str, status: Option<u16>) -> Option<BugKind> {
         ("issue with the selected model", BugKind::UnknownModel),
         ("inside another Claude Code session", BugKind::NestedSession),
         ("error: too many arguments", BugKind::BadArgument),
+        // The CLI's words (2.1.197, 2.1.330), and the API's in its 400 answer.
+        ("Prompt is too long", BugKind::ContextTooLong),
+        ("prompt is too long", BugKind::ContextTooLong),
     ];
     static BAD_ARGUMENT: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"error: option '[^']*' argument|error: missing required argument")

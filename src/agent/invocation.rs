@@ -16,6 +16,8 @@ pub struct AgentConfig {
     pub permission_mode: Option<String>,
     /// `--allowedTools A B ...`: one flag followed by every tool rule.
     pub allowed_tools: Vec<String>,
+    /// `--tools A,B`: the only tools the agent is offered (names, not rules), when set.
+    pub tools: Option<Vec<String>>,
     /// `--max-turns N`.
     pub max_turns: Option<u32>,
     /// `--max-budget-usd X`.
@@ -26,12 +28,33 @@ pub struct AgentConfig {
     pub extra_args: Vec<String>,
 }
 
+/// The tools that only read: what a call that must not change the project is offered.
+pub const READ_ONLY_TOOLS: [&str; 3] = ["Read", "Grep", "Glob"];
+
+impl AgentConfig {
+    /// The same call, offered only [`READ_ONLY_TOOLS`]. `--permission-mode plan` does not stop
+    /// a Bash call that a user's allow rule covers (a project's `.claude/settings.local.json`
+    /// with `Bash(touch:*)`), and `--allowedTools` only pre-approves; `--tools` removes every
+    /// other tool, and no allow rule (project, user, `--settings`, `--allowedTools`) gives one
+    /// back: a call is then answered `No such tool available` (real CLI 2.1.197 and 2.1.330,
+    /// captures `reviewer-*`). It takes names only: a rule such as `Bash(git diff:*)` leaves
+    /// no tool at all (captures `tools-pattern-is-no-tool*`).
+    #[must_use]
+    pub fn read_only(mut self) -> Self {
+        let tools: Vec<String> = READ_ONLY_TOOLS.iter().map(|t| (*t).to_owned()).collect();
+        self.allowed_tools.clone_from(&tools);
+        self.tools = Some(tools);
+        self
+    }
+}
+
 impl Default for AgentConfig {
     fn default() -> Self {
         Self {
             program: "claude".to_owned(),
             permission_mode: None,
             allowed_tools: Vec::new(),
+            tools: None,
             max_turns: None,
             max_budget_usd: None,
             model: None,
@@ -119,12 +142,12 @@ pub const ENV_REMOVE: [&str; 2] = ["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"];
 pub const ENV_STARTUP_FAILURE_RESULTS: (&str, &str) = ("CLAUDE_CODE_STARTUP_FAILURE_RESULTS", "1");
 
 /// The call for `prompt` in `session`:
-/// `PROGRAM -p --output-format stream-json --verbose [--allowedTools ...]
+/// `PROGRAM -p --output-format stream-json --verbose [--allowedTools ...] [--tools A,B]
 /// (--session-id ID | --resume ID) [--permission-mode X] [--max-turns N]
 /// [--max-budget-usd X] [--model M] [EXTRA...]`, with `prompt` on standard input.
 ///
-/// `--allowedTools` takes a variable number of values, so it is placed where the session flag
-/// always follows it: a value can never swallow a later argument.
+/// `--allowedTools` and `--tools` take a variable number of values, so they are placed where
+/// the session flag always follows them: a value can never swallow a later argument.
 #[must_use]
 pub fn invocation(cfg: &AgentConfig, prompt: &str, session: &Session) -> Invocation {
     let mut args: Vec<String> = vec![
@@ -136,6 +159,9 @@ pub fn invocation(cfg: &AgentConfig, prompt: &str, session: &Session) -> Invocat
     if !cfg.allowed_tools.is_empty() {
         args.push("--allowedTools".into());
         args.extend(cfg.allowed_tools.iter().cloned());
+    }
+    if let Some(tools) = &cfg.tools {
+        args.extend(["--tools".into(), tools.join(",")]);
     }
     match session {
         Session::New(id) => args.extend(["--session-id".into(), id.clone()]),

@@ -13,8 +13,8 @@ mod verdict;
 
 pub use classify::{BugKind, Class, ExitInfo, classify};
 pub use invocation::{
-    AgentConfig, ENV_REMOVE, ENV_STARTUP_FAILURE_RESULTS, Invocation, Session, hook_settings,
-    invocation, new_session_id,
+    AgentConfig, ENV_REMOVE, ENV_STARTUP_FAILURE_RESULTS, Invocation, READ_ONLY_TOOLS, Session,
+    hook_settings, invocation, new_session_id,
 };
 pub use reset_time::reset_from_text;
 pub use stream::{

@@ -24,6 +24,11 @@ pub struct StreamSummary {
     pub session_id: Option<String>,
     /// The last `result` event.
     pub result: Option<ResultEvent>,
+    /// What this run cost, in dollars. Not the result's `total_cost_usd`: after `--resume`,
+    /// 2.1.330 reports the whole session's total there, and only its
+    /// `model_usage_since_last_result` says what was spent since the result before (summed
+    /// over every result of the run). Older CLIs report each run alone in `total_cost_usd`.
+    pub cost_usd: Option<f64>,
     /// The last `rate_limit_event` (the machine-readable usage-limit reset time).
     pub rate_limit: Option<RateLimitInfo>,
     /// The text of the last assistant message that had any text.
@@ -40,12 +45,24 @@ pub struct StreamSummary {
     /// message carrying an API error), e.g. `429 rate_limit`: what a process killed before
     /// its result was waiting on.
     pub api_error: Option<String>,
+    /// The HTTP status of the API error the CLI was last retrying (`system/api_retry`'s
+    /// `error_status`).
+    pub api_error_status: Option<u16>,
+    /// Compactions of the session's context that happened (`system/compact_boundary`). The
+    /// `PreCompact` hook runs before a compaction that may still fail.
+    pub compactions: u32,
+    /// Why each compaction that was tried failed (`system/status` with `compact_result`
+    /// `failed`: `Not enough messages to compact.`, `too_few_groups`, …).
+    pub compactions_failed: Vec<String>,
     /// Tokens in the session's context at its last assistant message: that message's input,
     /// cache reads and cache writes (what the model read to answer).
     pub context_tokens: Option<u64>,
     /// The model's context window, from the result's `modelUsage` (the largest, if several
     /// models answered).
     pub context_window: Option<u64>,
+    /// Each model of the result's `modelUsage` with its context window: a `[1m]` model's
+    /// window is not what a `--resume` gets (see [`StreamSummary::context_pct`]).
+    pub model_windows: Vec<(String, u64)>,
     /// Background tasks of the session (a `run_in_background` shell, …) that the CLI stopped
     /// after its result: work the agent left running when it answered, cut off unfinished
     /// (since 2.1.163 `-p` stops them about 5 s after the result). Their descriptions.
@@ -211,14 +228,31 @@ impl StreamReader {
 
     fn result(&mut self, obj: &serde_json::Map<String, Value>) {
         let s = &mut self.summary;
-        let windows = obj
+        let windows: Vec<(String, u64)> = obj
             .get("modelUsage")
             .and_then(Value::as_object)
             .into_iter()
-            .flat_map(|m| m.values())
-            .filter_map(|u| u.get("contextWindow").and_then(Value::as_u64));
-        s.context_window = windows.max().or(s.context_window);
+            .flatten()
+            .filter_map(|(model, u)| Some((model.clone(), u.get("contextWindow")?.as_u64()?)))
+            .collect();
+        if !windows.is_empty() {
+            s.context_window = windows.iter().map(|(_, w)| *w).max();
+            s.model_windows = windows;
+        }
         let mut result = result_event(obj);
+        s.cost_usd = match obj
+            .get("model_usage_since_last_result")
+            .and_then(Value::as_object)
+        {
+            Some(since) => {
+                let spent: f64 = since
+                    .values()
+                    .filter_map(|u| u.get("costUSD").and_then(Value::as_f64))
+                    .sum();
+                Some(s.cost_usd.unwrap_or(0.0) + spent)
+            }
+            None => result.total_cost_usd,
+        };
         merge_denials(&mut result.permission_denials, &s.unavailable_tools);
         if result.session_id.is_some() {
             s.session_id.clone_from(&result.session_id);
@@ -268,6 +302,7 @@ impl StreamReader {
             }
             Some("api_retry") => {
                 let status = obj.get("error_status").and_then(Value::as_u64);
+                s.api_error_status = status.and_then(|n| u16::try_from(n).ok());
                 let error = str_field(obj, "error");
                 s.api_error = Some(match (status, error) {
                     (Some(st), Some(e)) => format!("{st} {e}"),
@@ -275,6 +310,17 @@ impl StreamReader {
                     (None, Some(e)) => e,
                     (None, None) => "an API error".to_owned(),
                 });
+                false
+            }
+            Some("compact_boundary") => {
+                s.compactions += 1;
+                false
+            }
+            Some("status") => {
+                if obj.get("compact_result").and_then(Value::as_str) == Some("failed") {
+                    let why = str_field(obj, "compact_error").unwrap_or_else(|| "failed".into());
+                    s.compactions_failed.push(why);
+                }
                 false
             }
             _ => false,
@@ -285,6 +331,8 @@ impl StreamReader {
         let s = &mut self.summary;
         if let Some(used) = context_used(obj) {
             s.context_tokens = Some(used);
+            // The API answered: whatever the CLI was retrying is behind it.
+            s.api_error_status = None;
         }
         if let Some(text) = assistant_text(obj) {
             if obj.get("is_api_error_message").and_then(Value::as_bool) == Some(true) {
@@ -446,20 +494,53 @@ fn assistant_text(obj: &serde_json::Map<String, Value>) -> Option<String> {
 }
 
 /// What the model read to write this assistant message: its usage's input tokens, cache
-/// reads and cache writes.
+/// reads and cache writes. `None` for the CLI's own `<synthetic>` messages (an API error, a
+/// prompt too long): their usage is zero and says nothing of the context.
 fn context_used(obj: &serde_json::Map<String, Value>) -> Option<u64> {
-    let usage = obj.get("message")?.get("usage")?;
+    let message = obj.get("message")?;
+    if message.get("model").and_then(Value::as_str) == Some("<synthetic>") {
+        return None;
+    }
+    let usage = message.get("usage")?;
     let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
     Some(n("input_tokens") + n("cache_read_input_tokens") + n("cache_creation_input_tokens"))
 }
 
+/// The context window of a model that does not say, and of a `[1m]` model resumed without
+/// asking for the 1M variant.
+const STANDARD_WINDOW: u64 = 200_000;
+
 impl StreamSummary {
-    /// How full the context was at the end, in percent of the model's window (200,000 tokens
-    /// when the stream does not say).
+    /// Whether the CLI is retrying an authentication error (401, 403) before any result:
+    /// it retries a revoked key for about 3 minutes, though only a human can fix it.
     #[must_use]
-    pub fn context_pct(&self) -> Option<u32> {
+    pub fn auth_failing(&self) -> bool {
+        matches!(self.api_error_status, Some(401 | 403))
+    }
+
+    /// How full the context was at the end, in percent of the window a `--resume` of the
+    /// session will have, called with `--model resume_model` (`None`: no `--model`). That is not
+    /// always the window this run had: 2.1.197 runs a fresh session without `--model` as the 1M
+    /// variant (`claude-opus-4-8[1m]`) and its resume as the plain model, with 200,000 tokens
+    /// (captures `context-250k-fresh-2.1.197`, `cost-resumed-run-2.1.197`); a resume that
+    /// names a `[1m]` model itself keeps it. 2.1.330 names no `[1m]` and keeps its window.
+    #[must_use]
+    pub fn context_pct(&self, resume_model: Option<&str>) -> Option<u32> {
         let used = self.context_tokens?;
-        let window = self.context_window.filter(|w| *w > 0).unwrap_or(200_000);
+        let keeps_1m = resume_model.is_some_and(|m| m.ends_with("[1m]"));
+        let window = self
+            .model_windows
+            .iter()
+            .map(|(model, w)| {
+                if model.ends_with("[1m]") && !keeps_1m {
+                    STANDARD_WINDOW.min(*w)
+                } else {
+                    *w
+                }
+            })
+            .filter(|w| *w > 0)
+            .max()
+            .unwrap_or(STANDARD_WINDOW);
         u32::try_from(used.saturating_mul(100) / window).ok()
     }
 }
@@ -650,6 +731,17 @@ mod tests {
         assert!(stopped.result.is_some_and(|r| !r.is_error));
         let plain = read_stream_file(&fixture("success-after-tool-use")).unwrap();
         assert!(plain.background_stopped.is_empty());
+    }
+
+    #[test]
+    fn an_auth_error_the_api_then_answered_is_no_longer_failing() {
+        let retry = r#"{"type":"system","subtype":"api_retry","attempt":1,"error_status":401,"error":"authentication_failed"}"#;
+        let answer = r#"{"type":"assistant","message":{"model":"m","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":10}}}"#;
+        let mut reader = StreamReader::new();
+        reader.feed(format!("{retry}\n").as_bytes());
+        assert!(reader.summary().auth_failing());
+        reader.feed(format!("{answer}\n").as_bytes());
+        assert!(!reader.summary().auth_failing());
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //!
 //! - `session-start` prints, as the hook's `additionalContext`, the loop's goal, constraints,
 //!   plan with what earlier steps reported, the step at hand and how to end it.
-//! - `pre-compact` notes a compaction of a step's context (the runner counts them in
-//!   `RESULTS.STEP_N.COMPACTIONS`).
+//! - `pre-compact` notes that a step's context starts compacting (the runner counts those that
+//!   happened, from the stream, in `RESULTS.STEP_N.COMPACTIONS`).
 //! - `install` / `uninstall` add (remove) the `SessionStart` hook in the project's
 //!   `.claude/settings.local.json`, for people working in the project interactively.
 //!
@@ -97,7 +97,7 @@ pub fn pre_compact(file: &Path) -> Status {
         let _ = crate::decision_log::append(
             layout.state_dir(),
             &format!(
-                "compaction: step {step}'s session (task {task}) compacts its context ({trigger})"
+                "compaction: step {step}'s session (task {task}) starts compacting its context ({trigger})"
             ),
         );
     }

@@ -168,6 +168,9 @@ fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
                 .map_or_else(|| "the idle limit".into(), minutes);
             failed(a, &format!("idle timeout: no output for {idle}, killed"))
         }
+        // Ended (by the runner, or `loop kill`) while the CLI retried a refused key: the class
+        // says so, and only a human can fix it.
+        TaskEnd::Killed if matches!(a.class, Some(Class::Auth(_))) => return None,
         TaskEnd::Killed => failed(a, "the step's task was killed (loop kill)"),
         TaskEnd::Lost => failed(
             a,
@@ -233,6 +236,14 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
         Class::InvocationBug { kind, message } => match kind {
             BugKind::UnknownSession if a.resumed => Judgement::FreshSession {
                 reason: one_line(&message, 200),
+            },
+            // Past the window its resume runs with (2.1.197 resumes a 1M session with 200k):
+            // every resume would fail alike, so the step goes on fresh, from a handoff.
+            BugKind::ContextTooLong if a.resumed => Judgement::FreshSession {
+                reason: format!(
+                    "the session's context does not fit the model's window on resume: {}",
+                    one_line(&message, 200)
+                ),
             },
             BugKind::SessionInUse if !a.resumed => Judgement::ResumeSession {
                 reason: one_line(&message, 200),

@@ -361,7 +361,8 @@ fn session(f: &Facts, reason: &str, fresh: bool, edits: &mut Vec<Edit>) -> Recor
     let (s, who) = (f.step, name(f.step));
     edits.retain(|e| !matches!(e, Edit::Set(p, _) if p.last().is_some_and(|k| k == "SESSION_ID")));
     if fresh {
-        edits.push(results_remove(s, "SESSION_ID"));
+        // The new session starts from the runner's handoff, not from the step's first prompt.
+        fresh_session(s, reason, edits);
     } else if let Some(sid) = &f.session_id {
         edits.push(results(s, "SESSION_ID", sid.clone()));
     }

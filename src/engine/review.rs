@@ -81,6 +81,28 @@ pub fn judge_review(a: &Attempt<'_>) -> ReviewVerdict {
     }
 }
 
+/// The verdict on a review run during which the work tree changed (`changes`, as
+/// `a.txt (changed)`), whatever it answered: a review must change nothing, and what it changed
+/// would go unreviewed into the next step's commit. So it approves nothing, and a human looks
+/// (the review stays pending and runs again on resume). `None` when nothing changed.
+#[must_use]
+pub fn tree_changed(step: u32, changes: &[String]) -> Option<ReviewVerdict> {
+    if changes.is_empty() {
+        return None;
+    }
+    let what = one_line(&changes.join(", "), 250);
+    Some(ReviewVerdict::Interrupted(Interruption::Halt {
+        reason: format!(
+            "the work tree changed while step {step} was reviewed, so the review is not an \
+             approval: {what}"
+        ),
+        how: format!(
+            "see what changed ({what}) with `git status` and `git diff`, keep or undo it, then \
+             `loop resume`: step {step} is reviewed again"
+        ),
+    }))
+}
+
 /// The write-ahead record of a review run about to be spawned.
 #[must_use]
 pub fn review_spawn(

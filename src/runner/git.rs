@@ -37,24 +37,23 @@ pub fn diff_stat(dir: &Path) -> Option<String> {
     (out.status.success() && !text.is_empty()).then_some(text)
 }
 
-/// What changed in `dir`'s repository since `base` (a commit; HEAD when `None`): `git diff`
-/// against it, then each untracked file in full, cut at `cap` bytes with a note; nothing under
-/// `skip` (the loop's own state directory). `None` outside a repository.
-#[must_use]
-pub fn review_diff(dir: &Path, base: Option<&str>, skip: &Path, cap: usize) -> Option<String> {
+/// `git ARGS` in `dir`: its output, or `None` when it failed.
+pub(super) fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// `git ARGS -- . :(exclude)SKIP` in `dir`: the work tree without `skip` (the loop's own state
+/// directory), where `skip` lies inside it. `None` outside a repository, or when git failed.
+pub(super) fn git_outside(dir: &Path, skip: &Path, args: &[&str]) -> Option<String> {
     git_dir(dir)?;
-    let git = |args: &[&str]| -> String {
-        std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default()
-    };
     let skip = std::path::absolute(skip).unwrap_or_else(|_| skip.to_path_buf());
     let here = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     let exclude = skip
@@ -62,14 +61,19 @@ pub fn review_diff(dir: &Path, base: Option<&str>, skip: &Path, cap: usize) -> O
         .ok()
         .filter(|p| !p.as_os_str().is_empty())
         .map(|p| format!(":(exclude){}", p.display()));
-    let mut paths = vec![".".to_owned()];
-    paths.extend(exclude);
-    let with = |args: &[&str]| -> String {
-        let mut all: Vec<&str> = args.to_vec();
-        all.push("--");
-        all.extend(paths.iter().map(String::as_str));
-        git(&all)
-    };
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--", "."]);
+    all.extend(exclude.as_deref());
+    git(dir, &all)
+}
+
+/// What changed in `dir`'s repository since `base` (a commit; HEAD when `None`): `git diff`
+/// against it, then each untracked file in full, cut at `cap` bytes with a note; nothing under
+/// `skip` (the loop's own state directory). `None` outside a repository.
+#[must_use]
+pub fn review_diff(dir: &Path, base: Option<&str>, skip: &Path, cap: usize) -> Option<String> {
+    git_dir(dir)?;
+    let with = |args: &[&str]| git_outside(dir, skip, args).unwrap_or_default();
     let mut diff = with(&["diff", base.unwrap_or("HEAD")]);
     for file in with(&["ls-files", "--others", "--exclude-standard"]).lines() {
         let text = std::fs::read(dir.join(file))

@@ -18,6 +18,7 @@ mod start;
 mod step;
 pub mod stop;
 pub mod stopfile;
+mod tree;
 pub mod watch;
 
 use std::path::{Path, PathBuf};

@@ -1,15 +1,14 @@
 //! The live line of a foreground runner while a step runs: elapsed time, what the agent did
-//! last (from its stream-json), and what the loop has spent. On a terminal it is one line
-//! rewritten in place; into a pipe or a file, a line each time the activity changes. It reads
-//! only when the runner wakes anyway (task output, or the one-second check), so a silent
-//! agent still costs nothing.
+//! last (from its stream-json, which the runner reads when it wakes anyway: task output, or the
+//! one-second check, so a silent agent still costs nothing), and what the loop has spent. On a
+//! terminal it is one line rewritten in place; into a pipe or a file, a line each time the
+//! activity changes.
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::agent::StreamFollower;
+use crate::agent::StreamSummary;
 
 /// How the live line is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,7 +38,6 @@ impl Mode {
 #[derive(Debug)]
 struct Watched {
     label: String,
-    follower: StreamFollower,
     started: Instant,
     spent_before: f64,
 }
@@ -66,15 +64,14 @@ impl Progress {
         }
     }
 
-    /// Starts watching a step's stream. `elapsed` is how long its task has run already (a
-    /// re-adopted step began before this runner); `spent_before` what the loop had spent.
-    pub fn begin(&mut self, label: String, stdout: &Path, elapsed: Duration, spent_before: f64) {
+    /// Starts showing a step. `elapsed` is how long its task has run already (a re-adopted
+    /// step began before this runner); `spent_before` what the loop had spent.
+    pub fn begin(&mut self, label: String, elapsed: Duration, spent_before: f64) {
         if self.mode == Mode::Off {
             return;
         }
         self.watched = Some(Watched {
             label,
-            follower: StreamFollower::new(stdout),
             started: Instant::now()
                 .checked_sub(elapsed)
                 .unwrap_or_else(Instant::now),
@@ -83,21 +80,14 @@ impl Progress {
         self.printed = None;
     }
 
-    /// Reads new output and shows the line: rewritten on a terminal (so the clock moves),
-    /// printed again elsewhere only when the activity changed.
-    pub fn update(&mut self) {
-        let Some(w) = self.watched.as_mut() else {
+    /// Shows the line for what the step's stream said so far: rewritten on a terminal (so the
+    /// clock moves), printed again elsewhere only when the activity changed.
+    pub fn update(&mut self, summary: &StreamSummary) {
+        let Some(w) = self.watched.as_ref() else {
             return;
         };
-        w.follower.poll();
-        let summary = w.follower.summary();
         let activity = summary.last_activity.clone();
-        let cost = w.spent_before
-            + summary
-                .result
-                .as_ref()
-                .and_then(|r| r.total_cost_usd)
-                .unwrap_or(0.0);
+        let cost = w.spent_before + summary.cost_usd.unwrap_or(0.0);
         let line = render(&w.label, w.started.elapsed(), activity.as_deref(), cost);
         match self.mode {
             Mode::Off => {}

@@ -1,6 +1,7 @@
 //! Carrying out a review (see [`crate::engine::review`]): the reviewer's call, its prompt
 //! with the step's diff, and reading its verdict.
 
+use anyhow::Context;
 use chrono::Utc;
 
 use super::step::Run;
@@ -11,26 +12,15 @@ use crate::engine::{self, Attempt, ReviewFacts};
 use crate::exit::Status as Exit;
 use crate::m1::M1;
 
-/// The tools a reviewer may use: reading, and looking at git. Nothing that changes a file.
-const READ_ONLY: [&str; 7] = [
-    "Read",
-    "Grep",
-    "Glob",
-    "LS",
-    "Bash(git diff:*)",
-    "Bash(git status:*)",
-    "Bash(git log:*)",
-];
-
 /// The diff a reviewer reads at most, in bytes; longer ones are cut with a note.
 const DIFF_CAP: usize = 60_000;
 
-/// The reviewer's call: the steps' agent, read-only (plan mode, reading tools), with the
-/// review model when one is set.
+/// The reviewer's call: the steps' agent, offered only tools that read (it gets the diff in
+/// its prompt, so it needs no `git`), in plan mode, with the review model when one is set.
 #[must_use]
-pub fn reviewer(mut cfg: AgentConfig, m: &M1) -> AgentConfig {
+pub fn reviewer(cfg: AgentConfig, m: &M1) -> AgentConfig {
+    let mut cfg = cfg.read_only();
     cfg.permission_mode = Some("plan".into());
-    cfg.allowed_tools = READ_ONLY.iter().map(|t| (*t).to_owned()).collect();
     if let Some(model) = &m.agent.review_model {
         cfg.model = Some(model.clone());
     }
@@ -91,6 +81,35 @@ impl Runner {
         Ok(None)
     }
 
+    /// Notes the work tree as review task `task_id` will find it (nothing outside git).
+    pub(super) fn note_tree_before_review(&self, task_id: &str) -> crate::error::Result<()> {
+        let Some(tree) = super::tree::snapshot(&self.workdir, &self.state_dir) else {
+            return Ok(());
+        };
+        let path = crate::layout::Layout::dir(&self.state_dir).review_tree(task_id);
+        let text = serde_json::to_vec(&tree).context("while encoding the work tree")?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("while creating {}", dir.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("while writing {}", path.display()))?;
+        Ok(())
+    }
+
+    /// What changed in the work tree since review task `task_id` started; nothing when the
+    /// tree was not noted (outside git).
+    fn tree_changes_in_review(&self, task_id: &str) -> Vec<String> {
+        let path = crate::layout::Layout::dir(&self.state_dir).review_tree(task_id);
+        let before = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<super::tree::Snapshot>(&b).ok());
+        let after = super::tree::snapshot(&self.workdir, &self.state_dir);
+        match (before, after) {
+            (Some(before), Some(after)) => super::tree::changes(&before, &after),
+            _ => Vec::new(),
+        }
+    }
+
     /// Reads a finished review's verdict and records it.
     pub(super) fn evaluate_review(
         &mut self,
@@ -101,28 +120,32 @@ impl Runner {
         let m = self.view();
         let caps = self.settings.caps(&m);
         self.clean_up_after(task_id, report)?;
-        let run = Run::read(report, &crate::layout::Layout::dir(&self.state_dir));
+        // A review's session is never resumed: its context does not matter.
+        let run = Run::read(report, None);
         let run_n = m.current.attempt.unwrap_or(1);
         let transients = m.count(step, "TRANSIENT");
         let now = Utc::now();
-        let verdict = engine::judge_review(&Attempt {
-            step,
-            attempt: run_n,
-            end: run.end.clone(),
-            class: run.class.clone(),
-            answer: &run.answer,
-            denials: &[],
-            background_stopped: &[],
-            verify_configured: false,
-            verify: None,
-            transients,
-            restarts: 0,
-            uncounted: 0,
-            // Every review run is a fresh session.
-            resumed: false,
-            allowed_tools: &[],
-            caps: &caps,
-            now,
+        let changed = self.tree_changes_in_review(task_id);
+        let verdict = engine::review::tree_changed(step, &changed).unwrap_or_else(|| {
+            engine::judge_review(&Attempt {
+                step,
+                attempt: run_n,
+                end: run.end.clone(),
+                class: run.class.clone(),
+                answer: &run.answer,
+                denials: &[],
+                background_stopped: &[],
+                verify_configured: false,
+                verify: None,
+                transients,
+                restarts: 0,
+                uncounted: 0,
+                // Every review run is a fresh session.
+                resumed: false,
+                allowed_tools: &[],
+                caps: &caps,
+                now,
+            })
         });
         let r = m.results.get(&step);
         let facts = ReviewFacts {

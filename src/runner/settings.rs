@@ -270,6 +270,7 @@ impl Settings {
                         .map(|s| (*s).to_string())
                         .collect()
                 }),
+            tools: None,
             max_turns: overrides.max_turns.or(a.max_turns),
             max_budget_usd: overrides.max_budget_usd.or(a.max_budget_usd),
             model: overrides.model.clone().or_else(|| a.model.clone()),
@@ -303,6 +304,7 @@ impl Settings {
                 .allowed_tools
                 .clone()
                 .unwrap_or_else(|| d.allowed_tools.clone()),
+            tools: None,
             max_turns: k.max_turns.or(d.max_turns),
             max_budget_usd: k.max_budget_usd.or(d.max_budget_usd),
             model: k.model.clone().or_else(|| d.model.clone()),

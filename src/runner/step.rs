@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::{POLL, Runner, crash};
 use super::{prompt, stopfile};
-use crate::agent::{self, ExitInfo, Session};
+use crate::agent::{self, ExitInfo, Session, StreamFollower};
 use crate::bridge::{self, FireRequest, TaskReport, TaskState};
 use crate::engine::{
     self, Attempt, Facts, Interruption, Judgement, OnRecord, SessionPlan, SpawnFacts, TaskEnd,
@@ -53,24 +53,30 @@ pub(super) struct Run {
     session_id: Option<String>,
     pub(super) cost_usd: f64,
     context_pct: Option<u32>,
-    /// Compactions of its context the `PreCompact` hook noted.
+    /// Compactions of its context that happened (the stream's, not the `PreCompact` hook's:
+    /// the hook runs before a compaction that may fail).
     compactions: u32,
+    /// Why each compaction that was tried failed.
+    compactions_failed: Vec<String>,
 }
 
 impl Run {
-    /// Reads the task's stream-json and stderr, and the compactions its hook noted.
-    pub(super) fn read(report: &TaskReport, layout: &crate::layout::Layout) -> Self {
+    /// Reads the task's stream-json and stderr.
+    /// `resume_model`: the `--model` a resume of its session would be called with, which
+    /// decides the window its context is measured against.
+    pub(super) fn read(report: &TaskReport, resume_model: Option<&str>) -> Self {
         // A task still running has no end; it is judged only once it has one (LOST if none).
         let end = report.end.clone().unwrap_or(TaskEnd::Lost);
         let stream = agent::read_stream_file(&report.stdout_path).unwrap_or_default();
         let stderr =
             String::from_utf8_lossy(&std::fs::read(&report.stderr_path).unwrap_or_default())
                 .into_owned();
-        let class = matches!(end, TaskEnd::Exited { .. }).then(|| {
+        // A killed run's class tells whether the CLI was retrying a refused key at the time.
+        let class = matches!(end, TaskEnd::Exited { .. } | TaskEnd::Killed).then(|| {
             let exit = ExitInfo {
                 code: report.exit_code,
                 signal: report.signal,
-                killed_by_runner: false,
+                killed_by_runner: end == TaskEnd::Killed,
             };
             agent::classify(&exit, &stderr, &stream, Utc::now())
         });
@@ -82,11 +88,11 @@ impl Run {
             denials: result
                 .map(|r| r.permission_denials.clone())
                 .unwrap_or_default(),
-            cost_usd: result.and_then(|r| r.total_cost_usd).unwrap_or(0.0),
-            context_pct: stream.context_pct(),
+            cost_usd: stream.cost_usd.unwrap_or(0.0),
+            context_pct: stream.context_pct(resume_model),
             background_stopped: stream.background_stopped.clone(),
-            compactions: std::fs::read_to_string(layout.task_compactions(&report.id))
-                .map_or(0, |t| u32::try_from(t.lines().count()).unwrap_or(u32::MAX)),
+            compactions: stream.compactions,
+            compactions_failed: stream.compactions_failed,
             session_id: stream.session_id,
         }
     }
@@ -258,6 +264,19 @@ impl Runner {
         self.fire_as(step, attempt, (task_id, session_id), resumed, prompt, false)
     }
 
+    /// How the agent is called for `step`: a step's agent as the settings say; a reviewer and
+    /// the planning call, which change nothing, offered only tools that read.
+    fn agent_config(&self, m: &M1, step: u32, review: bool) -> agent::AgentConfig {
+        let cfg = self.settings.agent_for(m);
+        if review {
+            super::review::reviewer(cfg, m)
+        } else if step == 0 {
+            cfg.read_only()
+        } else {
+            cfg
+        }
+    }
+
     /// Starts an agent run: a step's attempt, or (`review`) a review of the step, read-only,
     /// in a fresh session, outside the task ledger (reviews are not attempts).
     pub(super) fn fire_as(
@@ -276,11 +295,7 @@ impl Runner {
         } else {
             Session::New(session_id.to_string())
         };
-        let mut agent_cfg = self.settings.agent_for(&m);
-        if review {
-            agent_cfg = super::review::reviewer(agent_cfg, &m);
-        }
-        let mut inv = agent::invocation(&agent_cfg, prompt, &session);
+        let mut inv = agent::invocation(&self.agent_config(&m, step, review), prompt, &session);
         // The hooks keep a step's agent on its step; a reviewer is told its task by its prompt
         // alone (the step's verdict lines would contradict it).
         if !review {
@@ -327,6 +342,9 @@ impl Runner {
                 .unwrap_or_default(),
             on_exit_unless_held: Some(super::lock::path_for(&file)),
         };
+        if review {
+            self.note_tree_before_review(task_id)?;
+        }
         bridge::fire_with_id(&self.state_dir, task_id, &req)
             .map_err(|e| e.context(format!("while starting task {task_id}")))?;
         self.ledger
@@ -411,20 +429,26 @@ impl Runner {
     }
 
     /// Watches a running task until it ends (its report) or a stop file appears (its path),
-    /// keeping it on record and its pid in CURRENT, and the live line up to date.
+    /// keeping it on record and its pid in CURRENT, and the live line up to date. Its stream
+    /// is read as it grows: a CLI retrying a refused key is ended at once (see
+    /// [`Self::end_auth_failing`]).
     fn watch_task(
         &mut self,
         step: u32,
         task_id: &str,
     ) -> crate::error::Result<Result<TaskReport, engine::Stop>> {
-        let mut first = true;
+        let mut stream: Option<StreamFollower> = None;
         loop {
             let report = bridge::check(&self.state_dir, task_id)?;
-            if first {
-                first = false;
+            let stream = stream.get_or_insert_with(|| {
                 self.begin_progress(step, &report);
+                StreamFollower::new(&report.stdout_path)
+            });
+            stream.poll();
+            self.progress.update(stream.summary());
+            if report.state == TaskState::Running && stream.summary().auth_failing() {
+                return self.end_auth_failing(task_id, stream.summary()).map(Ok);
             }
-            self.progress.update();
             if let Some(pid) = report.pid
                 && report.state == TaskState::Running
                 && report.elapsed >= PID_RECORD_AFTER
@@ -437,11 +461,32 @@ impl Runner {
             if report.state != TaskState::Running {
                 return Ok(Ok(report));
             }
-            self.until_next_check(step, task_id)?;
+            self.until_next_check(step, task_id, stream)?;
             if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return Ok(Err(stop));
             }
         }
+    }
+
+    /// Ends a run whose CLI is retrying an authentication error (401, 403): it would retry for
+    /// about 3 minutes though only a human can fix the key. Ended as a stop ends it, the run is
+    /// then judged from its stream like any other (an auth failure: WAITING), also by a runner
+    /// that finds it ended after a crash.
+    fn end_auth_failing(
+        &mut self,
+        task_id: &str,
+        stream: &agent::StreamSummary,
+    ) -> crate::error::Result<TaskReport> {
+        let what = stream.api_error.as_deref().unwrap_or("401");
+        self.say(&format!(
+            "auth: task {task_id}: the CLI is retrying an authentication error ({what}); \
+             ending it now rather than after its own retries"
+        ));
+        bridge::kill(&self.state_dir, task_id, super::KILL_GRACE).map_err(|e| {
+            e.context(format!(
+                "while ending task {task_id} on an authentication error"
+            ))
+        })
     }
 
     /// Sleeps on events until the next full check of a running task. Output makes the task
@@ -449,7 +494,12 @@ impl Runner {
     /// a wake costs one look for the exit record. A full check comes at least every POLL by
     /// the clock, however often M1.md is saved: its events never keep the runner from seeing
     /// the task end.
-    fn until_next_check(&mut self, step: u32, task_id: &str) -> crate::error::Result<()> {
+    fn until_next_check(
+        &mut self,
+        step: u32,
+        task_id: &str,
+        stream: &mut StreamFollower,
+    ) -> crate::error::Result<()> {
         let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
         let checked = std::time::Instant::now();
         loop {
@@ -466,7 +516,11 @@ impl Runner {
                     }
                 }
                 Wake::Task if !exit_record.exists() && checked.elapsed() < PID_RECORD_AFTER => {
-                    self.progress.update();
+                    stream.poll();
+                    if stream.summary().auth_failing() {
+                        return Ok(());
+                    }
+                    self.progress.update(stream.summary());
                 }
                 Wake::Stop | Wake::Task | Wake::Timeout => return Ok(()),
             }
@@ -482,12 +536,8 @@ impl Runner {
             format!("step {step}")
         };
         let label = format!("{what} attempt {}", m.current.attempt.unwrap_or(1));
-        self.progress.begin(
-            label,
-            &report.stdout_path,
-            report.elapsed,
-            engine::spent(&m),
-        );
+        self.progress
+            .begin(label, report.elapsed, engine::spent(&m));
     }
 
     /// A save made from a text read before the runner recorded this task (an editor that
@@ -525,7 +575,13 @@ impl Runner {
         }
         let caps = self.settings.caps(&m);
         self.clean_up_after(task_id, report)?;
-        let run = Run::read(report, &crate::layout::Layout::dir(&self.state_dir));
+        let model = self.settings.agent_for(&m).model;
+        let run = Run::read(report, model.as_deref());
+        for why in &run.compactions_failed {
+            self.say(&format!(
+                "compaction: step {step}'s session could not compact its context (not counted): {why}"
+            ));
+        }
         let attempt = m.current.attempt.unwrap_or(1);
         let (transients, restarts) = (m.count(step, "TRANSIENT"), m.count(step, "RESTARTS"));
         let Some((judgement, verified)) = self.judge(

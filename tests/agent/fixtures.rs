@@ -5,7 +5,9 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, TimeZone, Utc};
-use m1loop::agent::{BugKind, Class, ExitInfo, StreamSummary, classify, read_stream_file};
+use m1loop::agent::{
+    BugKind, Class, ExitInfo, READ_ONLY_TOOLS, StreamSummary, classify, read_stream_file,
+};
 
 use crate::support::{captures, exited};
 
@@ -118,6 +120,47 @@ fn table() -> Vec<(&'static str, ExitInfo, String)> {
         ),
         ("tool-permission-not-granted", exited(0), "success".into()),
         ("tool-error-command-failed", exited(0), "success".into()),
+        ("cost-first-run", exited(0), "success".into()),
+        ("cost-resumed-run", exited(0), "success".into()),
+        ("cost-first-run-2.1.197", exited(0), "success".into()),
+        ("cost-resumed-run-2.1.197", exited(0), "success".into()),
+        ("context-250k-fresh-2.1.197", exited(0), "success".into()),
+        (
+            "prompt-too-long-on-resume-2.1.197",
+            exited(1),
+            bug(BugKind::ContextTooLong),
+        ),
+        (
+            "prompt-too-long-on-resume",
+            exited(1),
+            bug(BugKind::ContextTooLong),
+        ),
+        ("auth-401-retrying-killed-2.1.197", killed, "auth".into()),
+        (
+            "compact-failed-not-enough-messages-2.1.197",
+            exited(0),
+            "success".into(),
+        ),
+        ("compact-manual-2.1.197", exited(0), "success".into()),
+        ("compact-manual", exited(0), "success".into()),
+        ("reviewer-plan-mode-allow-rule", exited(0), "success".into()),
+        (
+            "reviewer-plan-mode-allow-rule-2.1.197",
+            exited(0),
+            "success".into(),
+        ),
+        ("reviewer-tools-read-only", exited(0), "success".into()),
+        (
+            "reviewer-tools-read-only-2.1.197",
+            exited(0),
+            "success".into(),
+        ),
+        ("tools-pattern-is-no-tool", exited(0), "success".into()),
+        (
+            "tools-pattern-is-no-tool-2.1.197",
+            exited(0),
+            "success".into(),
+        ),
     ]
 }
 
@@ -150,7 +193,7 @@ fn the_table_covers_every_row_of_the_index_and_every_capture_file() {
         })
         .collect();
     let tested: BTreeSet<String> = table().iter().map(|(s, _, _)| (*s).to_owned()).collect();
-    assert_eq!(indexed.len(), 29, "index rows: {indexed:?}");
+    assert_eq!(indexed.len(), 46, "index rows: {indexed:?}");
     assert_eq!(tested, indexed);
     assert_eq!(tested, on_disk);
 }
@@ -178,6 +221,107 @@ fn success_fields_are_extracted() {
     );
     assert_eq!(s.events, 3);
     assert_eq!(s.garbage_lines, 0);
+}
+
+/// Whether two dollar figures agree to a hundredth of a cent.
+fn same_cost(got: Option<f64>, want: f64) -> bool {
+    got.is_some_and(|g| (g - want).abs() < 1e-6)
+}
+
+#[test]
+fn a_resumed_run_costs_what_it_spent_not_the_session_s_total() {
+    // 2.1.330 reports the session's total after `--resume` ($0.84 after two runs of $0.42);
+    // what the run itself spent is in `model_usage_since_last_result`.
+    for (stem, total, own) in [
+        ("cost-first-run", 0.42, 0.42),
+        ("cost-resumed-run", 0.84, 0.42),
+        // 2.1.197 reports each run alone.
+        ("cost-first-run-2.1.197", 0.525, 0.525),
+        ("cost-resumed-run-2.1.197", 0.525, 0.525),
+    ] {
+        let (s, _) = load(stem);
+        let reported = s.result.as_ref().and_then(|r| r.total_cost_usd);
+        assert!(same_cost(reported, total), "{stem}: {reported:?}");
+        assert!(same_cost(s.cost_usd, own), "{stem}: {:?}", s.cost_usd);
+    }
+}
+
+#[test]
+fn a_context_is_measured_against_the_window_its_resume_will_have() {
+    // 2.1.197 runs a fresh session without `--model` as `claude-opus-4-8[1m]` (1M), and its
+    // `--resume` as `claude-opus-4-8` (200k): 250k tokens are 25 % now and 125 % then.
+    let (fresh, _) = load("context-250k-fresh-2.1.197");
+    assert_eq!(fresh.context_window, Some(1_000_000));
+    assert_eq!(fresh.context_pct(None), Some(125));
+    assert_eq!(fresh.context_pct(Some("sonnet")), Some(125));
+    // A resume that asks for the 1M variant itself keeps it.
+    assert_eq!(fresh.context_pct(Some("opus[1m]")), Some(25));
+    // 2.1.330 resumes with the window the session began with.
+    let (resumed, _) = load("cost-resumed-run");
+    assert_eq!(resumed.context_pct(None), Some(10));
+    let (resumed, _) = load("cost-resumed-run-2.1.197");
+    assert_eq!(resumed.context_pct(None), Some(50));
+    // The CLI's own message for an error says nothing of the context (its usage is zero).
+    let (too_long, _) = load("prompt-too-long-on-resume-2.1.197");
+    assert_eq!(too_long.context_tokens, None);
+}
+
+#[test]
+fn an_auth_error_the_cli_is_still_retrying_is_read_from_its_api_retry_events() {
+    // 2.1.197 retries a 401 for about 3 minutes; each retry is in the stream as it happens.
+    let (s, _) = load("auth-401-retrying-killed-2.1.197");
+    assert!(s.result.is_none());
+    assert_eq!(s.api_error_status, Some(401));
+    assert!(s.auth_failing());
+    // A retried overload is no auth failure; neither is a finished run's.
+    let (s, _) = load("overloaded-529");
+    assert!(!s.auth_failing());
+}
+
+#[test]
+fn only_compactions_that_happened_are_counted() {
+    for (stem, happened, failed) in [
+        ("compact-failed-not-enough-messages-2.1.197", 0, 1),
+        ("compact-manual-2.1.197", 1, 0),
+        ("compact-manual", 1, 0),
+        // The CLI's try to compact a context too long for its window failed too.
+        ("prompt-too-long-on-resume-2.1.197", 0, 1),
+        ("success", 0, 0),
+    ] {
+        let (s, _) = load(stem);
+        assert_eq!(s.compactions, happened, "{stem}");
+        assert_eq!(s.compactions_failed.len(), failed, "{stem}");
+    }
+    let (s, _) = load("compact-failed-not-enough-messages-2.1.197");
+    assert_eq!(s.compactions_failed, ["Not enough messages to compact."]);
+}
+
+/// The tools a capture's `system/init` says the model was offered.
+fn offered(stem: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(captures().join(format!("{stem}.stdout.jsonl"))).unwrap();
+    let init: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let mut tools: Vec<String> = serde_json::from_value(init["tools"].clone()).unwrap();
+    tools.sort();
+    tools
+}
+
+#[test]
+fn only_tools_flag_keeps_a_reviewer_from_tools_a_user_rule_allows() {
+    let mut read_only: Vec<String> = READ_ONLY_TOOLS.iter().map(|t| (*t).to_owned()).collect();
+    read_only.sort();
+    for v in ["", "-2.1.197"] {
+        // Plan mode and an allow list: Bash and Write were offered, and the Bash call ran.
+        let plan = offered(&format!("reviewer-plan-mode-allow-rule{v}"));
+        assert!(plan.iter().any(|t| t == "Bash") && plan.iter().any(|t| t == "Write"));
+        let (ran, _) = load(&format!("reviewer-plan-mode-allow-rule{v}"));
+        assert!(ran.unavailable_tools.is_empty(), "{v}");
+        // `--tools` with exactly the loop's read-only list: nothing else, whatever allowed it.
+        assert_eq!(offered(&format!("reviewer-tools-read-only{v}")), read_only);
+        let (refused, _) = load(&format!("reviewer-tools-read-only{v}"));
+        assert_eq!(refused.unavailable_tools, ["Bash"], "{v}");
+        // A rule is not a name: it leaves no tool at all.
+        assert!(offered(&format!("tools-pattern-is-no-tool{v}")).is_empty());
+    }
 }
 
 #[test]

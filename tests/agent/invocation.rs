@@ -82,6 +82,7 @@ fn configured_flags_follow_and_allowed_tools_cannot_swallow_arguments() {
         program: "/opt/bin/claude-sim".into(),
         permission_mode: Some("acceptEdits".into()),
         allowed_tools: vec!["Bash(git commit:*)".into(), "Edit".into()],
+        tools: None,
         max_turns: Some(30),
         max_budget_usd: Some(2.5),
         model: Some("opus".into()),
@@ -131,4 +132,23 @@ fn config_reads_from_yaml_with_defaults() {
     assert_eq!(cfg.model.as_deref(), Some("sonnet"));
     assert_eq!(cfg.allowed_tools, ["Read", "Edit"]);
     assert_eq!(cfg.max_turns, None);
+}
+
+#[test]
+fn a_read_only_call_is_offered_reading_tools_alone_in_one_value_before_the_session_flag() {
+    let cfg = AgentConfig {
+        allowed_tools: vec!["Bash(git:*)".into(), "Write".into()],
+        ..AgentConfig::default()
+    }
+    .read_only();
+    let inv = invocation(&cfg, "p", &Session::New("s1".into()));
+    assert_eq!(flag_values(&inv, "--tools"), ["Read,Grep,Glob"]);
+    let at = inv.args.iter().position(|a| a == "--tools").unwrap();
+    assert_eq!(inv.args[at + 2], "--session-id", "{:?}", inv.args);
+    let from = inv.args.iter().position(|a| a == "--allowedTools").unwrap() + 1;
+    assert_eq!(
+        inv.args[from..at],
+        ["Read", "Grep", "Glob"],
+        "nothing else pre-approved"
+    );
 }

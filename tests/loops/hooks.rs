@@ -88,6 +88,32 @@ fn after_a_compaction_the_agent_is_told_its_step_again_and_the_compaction_is_cou
 }
 
 #[test]
+fn a_compaction_that_failed_is_not_counted() {
+    // As 2.1.197's `/compact` of a short session: `PreCompact` runs, then the compaction
+    // fails with "Not enough messages to compact."
+    let env = TestLoop::new();
+    env.scenario(&json!({"steps": {"1": [
+        {"compact": true, "compact_error": "Not enough messages to compact.",
+         "result": "Finished.\nSTEP_DONE: ok"}
+    ]}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(hook_runs(&env)[0]["hook"], "PreCompact", "the hook ran");
+    let m = env.m1();
+    assert_eq!(
+        m.results[&1].extra.get("COMPACTIONS"),
+        None,
+        "{:?}",
+        m.results[&1]
+    );
+    assert!(
+        env.log().contains("Not enough messages to compact."),
+        "{}",
+        env.log()
+    );
+}
+
+#[test]
 fn session_start_speaks_for_a_running_or_waiting_loop_and_is_silent_otherwise() {
     let env = TestLoop::new();
     let hook = |step: Option<&str>| {

@@ -139,3 +139,52 @@ fn a_step_whose_background_work_the_cli_stopped_is_retried_in_its_session() {
     );
     assert_eq!(env.m1().results[&1].attempts, Some(2));
 }
+
+#[test]
+fn a_prompt_too_long_on_resume_goes_on_in_a_fresh_session_without_costing_an_attempt() {
+    let env = TestLoop::new();
+    let too_long = crate::support::captures().join("prompt-too-long-on-resume-2.1.197");
+    env.scenario(&json!({"steps": {"1": [
+        {"result": "I think it works now."},
+        {"fixture": too_long},
+        done()
+    ]}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let calls = env.calls();
+    assert_eq!(calls.len(), 3);
+    assert_eq!(calls[1]["resume"], calls[0]["session_id"]);
+    assert!(
+        calls[2]["resume"].is_null(),
+        "a fresh session, not --resume"
+    );
+    let third = env.prompt(2);
+    assert!(third.contains("Prompt is too long"), "{third}");
+    assert!(
+        third.contains("did not end with a STEP_DONE"),
+        "the handoff says what failed: {third}"
+    );
+    let r = &env.m1().results[&1];
+    assert_eq!(
+        r.attempts,
+        Some(2),
+        "the resume that was too long is not an attempt"
+    );
+}
+
+#[test]
+fn a_1m_context_is_measured_against_the_window_its_resume_gets() {
+    // As 2.1.197 without `--model`: the fresh session runs the 1M variant, its resume 200k.
+    let env = TestLoop::new();
+    env.scenario(&json!({"steps": {"1": [
+        {"model": "claude-opus-4-8[1m]", "context_window": 1_000_000,
+         "context_tokens": 250_000, "result": "I think it works now."},
+        done()
+    ]}}));
+    two_calls_the_second_fresh(&env);
+    let second = env.prompt(1);
+    assert!(
+        second.contains("reached 125% of the model's window"),
+        "{second}"
+    );
+}

@@ -93,6 +93,7 @@ fn the_adapter_s_own_invocation_is_accepted() {
         program: SIM.to_owned(),
         permission_mode: Some("acceptEdits".into()),
         allowed_tools: vec!["Bash(git commit:*)".into(), "Edit".into()],
+        tools: None,
         max_turns: Some(5),
         max_budget_usd: Some(1.5),
         model: Some("sonnet".into()),

@@ -4,6 +4,7 @@
 //! through the library's own reader ([`procs`]).
 
 pub mod procs;
+pub mod real_cli;
 pub mod telegram_fake;
 mod test_loop;
 

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::SETUP_ERROR;
 use crate::args::SimArgs;
 use crate::emit;
+use crate::hooks;
 use crate::scenario::Action;
 
 const DEFAULT_PLAN: &str =
@@ -25,6 +26,8 @@ pub struct Call<'a> {
     pub attempt: String,
     /// Where relative fixture stems are found.
     pub base_dir: PathBuf,
+    /// Where the simulation keeps what outlives a call (each session's cost so far).
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Writes events to stdout in the requested format, flushing every line so that a reader
@@ -92,12 +95,19 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
     let out = Out {
         stream: format == "stream-json",
     };
-    let model = args.model.as_deref().unwrap_or("claude-sim");
+    let model = action
+        .model
+        .as_deref()
+        .or(args.model.as_deref())
+        .unwrap_or("claude-sim");
     let cwd = std::env::current_dir()
         .map(|d| d.display().to_string())
         .unwrap_or_default();
     let mode = args.permission_mode.as_deref().unwrap_or("default");
     out.event(&emit::init(&session_id, &cwd, model, mode));
+    for (n, retry) in (1..).zip(&action.api_retries) {
+        out.event(&emit::api_retry(&session_id, n, retry));
+    }
     if let Some(secs) = action.grandchild_sleep_s {
         leave_grandchild(secs);
     }
@@ -136,7 +146,14 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
         return code;
     }
     if action.compact {
-        compact(call.args.settings.as_deref(), &session_id);
+        let events = hooks::compact(
+            call.args.settings.as_deref(),
+            &session_id,
+            action.compact_error.as_deref(),
+        );
+        for event in &events {
+            out.event(event);
+        }
     }
     if let Some(info) = &action.rate_limit {
         out.event(&emit::rate_limit(&session_id, info));
@@ -175,6 +192,7 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
     if action.no_result {
         return exit;
     }
+    let cost_usd = action.cost_usd.unwrap_or(0.01);
     let result = emit::result(&emit::ResultSpec {
         session_id: &session_id,
         subtype: action.subtype.as_deref().unwrap_or("success"),
@@ -182,7 +200,10 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
         api_error_status: action.api_error_status,
         text: &text,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        cost_usd: action.cost_usd.unwrap_or(0.01),
+        model,
+        context_window: action.context_window.unwrap_or(200_000),
+        cost_usd,
+        session_cost_usd: session_cost(call.state_dir.as_deref(), &session_id, cost_usd),
         permission_denials: &action.permission_denials,
     });
     match format {
@@ -207,6 +228,20 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
         _ => raw_stdout(format!("{text}\n").as_bytes()),
     }
     exit
+}
+
+/// What session `id` has cost so far, this call's `cost` included: the CLI (2.1.330) reports
+/// that total after `--resume`. Kept in the state directory, one file per session.
+fn session_cost(state_dir: Option<&Path>, id: &str, cost: f64) -> f64 {
+    let Some(dir) = state_dir else { return cost };
+    let path = dir.join(format!("session-{id}.cost"));
+    let before: f64 = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0.0);
+    let total = before + cost;
+    let _ = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, format!("{total}\n")));
+    total
 }
 
 fn sleep_ms(ms: u64) {
@@ -319,64 +354,4 @@ fn make_parent(path: &Path) -> std::io::Result<()> {
         Some(p) if !p.as_os_str().is_empty() => std::fs::create_dir_all(p),
         _ => Ok(()),
     }
-}
-
-/// A compaction, as far as hooks see it: `PreCompact`, then `SessionStart` with source
-/// `compact`, each hook given its input on stdin; what each printed is noted.
-fn compact(settings: Option<&str>, session_id: &str) {
-    let Some(settings) = settings else { return };
-    let text = std::fs::read_to_string(settings).unwrap_or_else(|_| settings.to_owned());
-    let Ok(settings) = serde_json::from_str::<Value>(&text) else {
-        return;
-    };
-    for (event, extra) in [
-        ("PreCompact", ("trigger", "auto")),
-        ("SessionStart", ("source", "compact")),
-    ] {
-        let input = serde_json::json!({"session_id": session_id, "hook_event_name": event, extra.0: extra.1});
-        let commands = settings["hooks"][event]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|m| m["hooks"].as_array().into_iter().flatten())
-            .filter_map(|h| h["command"].as_str().map(str::to_owned));
-        for command in commands {
-            let out = run_hook(&command, &input);
-            note_hook(&serde_json::json!({"hook": event, "command": command, "stdout": out}));
-        }
-    }
-}
-
-fn run_hook(command: &str, input: &Value) -> String {
-    use std::io::Write as _;
-    let Ok(mut child) = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-    else {
-        return String::new();
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(input.to_string().as_bytes());
-    }
-    child
-        .wait_with_output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default()
-}
-
-fn note_hook(line: &Value) {
-    use std::io::Write as _;
-    let Some(log) = std::env::var_os("CLAUDE_SIM_LOG") else {
-        return;
-    };
-    let mut path = std::path::PathBuf::from(log).into_os_string();
-    path.push(".hooks.jsonl");
-    let _ = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
 }

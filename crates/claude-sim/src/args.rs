@@ -13,6 +13,8 @@ pub struct SimArgs {
     pub resume: Option<String>,
     pub permission_mode: Option<String>,
     pub allowed_tools: Vec<String>,
+    /// `--tools A,B` (or several values): the only tools offered, when given.
+    pub tools: Option<Vec<String>>,
     pub max_turns: Option<String>,
     pub max_budget_usd: Option<String>,
     pub model: Option<String>,
@@ -80,6 +82,23 @@ pub fn parse(argv: &[String]) -> (SimArgs, Option<Refusal>) {
                     a.allowed_tools.push(argv[i].clone());
                     i += 1;
                 }
+                continue;
+            }
+            "--tools" => {
+                let tools = a.tools.get_or_insert_with(Vec::new);
+                let mut values: Vec<String> = inline.into_iter().collect();
+                while i < argv.len() && !argv[i].starts_with('-') {
+                    values.push(argv[i].clone());
+                    i += 1;
+                }
+                tools.extend(
+                    values
+                        .iter()
+                        .flat_map(|v| v.split(','))
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_owned),
+                );
                 continue;
             }
             "--output-format" => &mut a.output_format,

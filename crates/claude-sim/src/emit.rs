@@ -107,6 +107,19 @@ pub fn rate_limit(session_id: &str, info: &serde_json::Map<String, Value>) -> Va
            "uuid": uuid(), "session_id": session_id})
 }
 
+/// The CLI's note that it retries a failed request (`attempt` of 10), carrying `info`'s
+/// `error_status` and `error`.
+#[must_use]
+pub fn api_retry(session_id: &str, attempt: u32, info: &serde_json::Map<String, Value>) -> Value {
+    let mut v = json!({"type": "system", "subtype": "api_retry", "attempt": attempt,
+        "max_retries": 10, "retry_delay_ms": 500 << attempt.min(6),
+        "session_id": session_id, "uuid": uuid()});
+    if let Some(v) = v.as_object_mut() {
+        v.extend(info.clone());
+    }
+    v
+}
+
 /// What goes into the final `result` event.
 #[derive(Clone, Debug, Default)]
 pub struct ResultSpec<'a> {
@@ -116,11 +129,19 @@ pub struct ResultSpec<'a> {
     pub api_error_status: Option<u16>,
     pub text: &'a str,
     pub duration_ms: u64,
+    /// The model `modelUsage` names, and its context window.
+    pub model: &'a str,
+    pub context_window: u64,
+    /// What this call cost.
     pub cost_usd: f64,
+    /// What its session cost so far, this call included.
+    pub session_cost_usd: f64,
     pub permission_denials: &'a [String],
 }
 
-/// The final event. As in the real CLI, `error_*` subtypes carry `errors` instead of `result`.
+/// The final event. As in the real CLI, `error_*` subtypes carry `errors` instead of `result`;
+/// as in 2.1.330 (capture `cost-resumed-run`), `total_cost_usd` and `modelUsage` are the
+/// session's totals and `model_usage_since_last_result` is this call's share.
 #[must_use]
 pub fn result(r: &ResultSpec<'_>) -> Value {
     let denials: Vec<Value> = r
@@ -138,12 +159,15 @@ pub fn result(r: &ResultSpec<'_>) -> Value {
         "type": "result", "subtype": r.subtype, "is_error": r.is_error,
         "api_error_status": r.api_error_status, "duration_ms": r.duration_ms,
         "duration_api_ms": r.duration_ms / 2, "num_turns": 1,
-        "session_id": r.session_id, "total_cost_usd": r.cost_usd,
+        "session_id": r.session_id, "total_cost_usd": r.session_cost_usd,
         "usage": {"input_tokens": 10, "cache_creation_input_tokens": 0,
                   "cache_read_input_tokens": 0, "output_tokens": 5},
         "permission_denials": denials, "terminal_reason": terminal, "uuid": uuid(),
-        "modelUsage": {"claude-sim": {"inputTokens": 10, "outputTokens": 5,
-                       "costUSD": r.cost_usd, "contextWindow": 200_000}},
+        "modelUsage": {r.model: {"inputTokens": 10, "outputTokens": 5,
+                       "costUSD": r.session_cost_usd, "contextWindow": r.context_window}},
+        "result_index": 0,
+        "model_usage_since_last_result": {r.model: {"inputTokens": 10, "outputTokens": 5,
+                       "costUSD": r.cost_usd, "contextWindow": r.context_window}},
     });
     if r.subtype == "success" {
         v["result"] = json!(r.text);

@@ -13,6 +13,7 @@
 mod act;
 pub mod args;
 pub mod emit;
+mod hooks;
 pub mod scenario;
 
 use std::fs::OpenOptions;
@@ -157,6 +158,7 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
             step,
             attempt: env.attempt.clone().unwrap_or_else(|| "1".to_owned()),
             base_dir: scenario.base_dir.clone(),
+            state_dir,
         },
         &action,
     )
@@ -195,6 +197,7 @@ fn log_line(
         "session_id": args.session_id,
         "resume": args.resume,
         "settings": args.settings,
+        "tools": args.tools,
         "claudecode_env": env.claudecode,
         "entrypoint_env": env.entrypoint,
         "startup_failure_results": env.startup_failure_results,

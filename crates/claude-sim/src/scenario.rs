@@ -27,6 +27,10 @@ pub struct Action {
     pub heartbeat_ms: Option<u64>,
     /// Emit `system/init`, then never finish.
     pub hang: bool,
+    /// `system/api_retry` events right after `system/init`, one per retry of a failed request,
+    /// e.g. `{"error_status": 401, "error": "authentication_failed"}` (as in the capture
+    /// `auth-401-retrying-killed-2.1.197`); with `hang`, the CLI is still retrying.
+    pub api_retries: Vec<serde_json::Map<String, Value>>,
     /// Exit code; default 0, or 1 when `is_error`.
     pub exit: Option<i32>,
     /// The result text; `{step}`, `{attempt}` and `{session_id}` are filled in.
@@ -59,13 +63,22 @@ pub struct Action {
     /// `PreCompact` hooks of the call's `--settings`, then its `SessionStart` hooks with source
     /// `compact`, and note what they printed in `<CLAUDE_SIM_LOG>.hooks.jsonl`.
     pub compact: bool,
+    /// The compaction fails, with this reason (as `Not enough messages to compact.`): the
+    /// `PreCompact` hooks still run, nothing else does, and no `compact_boundary` follows.
+    pub compact_error: Option<String>,
     /// Leave a background task (this description) running when answering: the stream shows
     /// it started, and, after the result, stopped by the CLI (as in the capture
     /// `background-task-stopped-after-result`).
     pub background_task: Option<String>,
     /// Tokens the session's context holds when the answer is written: the answer's usage
-    /// reads them from the cache (the window, in the result's `modelUsage`, is 200,000).
+    /// reads them from the cache.
     pub context_tokens: Option<u64>,
+    /// The model the answer and the result's `modelUsage` name (default: `--model`, else
+    /// `claude-sim`), e.g. `claude-opus-4-8[1m]`, the 1M variant 2.1.197 runs a fresh session
+    /// with.
+    pub model: Option<String>,
+    /// The context window `modelUsage` reports (default 200,000).
+    pub context_window: Option<u64>,
     /// Tools the agent calls that the CLI has removed (as a deny rule in the user's settings
     /// does): each call gets the CLI's `No such tool available` error `tool_result`, the
     /// answer goes on as given, and `permission_denials` stays empty, as in the capture

@@ -702,6 +702,24 @@ fn done_counts_the_steps_and_names_skipped_ones_only_when_there_are_some() {
     assert_eq!(m.last_action.as_deref(), Some("The only step is done"));
 }
 
+#[test]
+fn a_run_ended_while_the_cli_retried_a_refused_key_halts_and_costs_no_attempt() {
+    let caps = Caps::default();
+    let killed = |class| Attempt {
+        end: TaskEnd::Killed,
+        ..attempt(&caps, class, &Verdict::Missing)
+    };
+    let auth = Class::Auth("the CLI was retrying an authentication error (401)".into());
+    assert!(
+        matches!(judge(&killed(auth)), Judgement::Interrupted(Interruption::Halt { reason, .. }) if reason.contains("401"))
+    );
+    // Killed for anything else, it is a failed attempt as before.
+    assert!(matches!(
+        judge(&killed(Class::Transient("529".into()))),
+        Judgement::Retry { .. }
+    ));
+}
+
 mod records;
 mod review;
 mod sessions;

@@ -261,3 +261,34 @@ fn a_review_run_without_a_verdict_is_counted_and_the_review_stays_pending() {
         }
     );
 }
+
+#[test]
+fn a_review_that_changed_the_tree_approves_nothing_and_a_human_looks() {
+    assert_eq!(crate::engine::review::tree_changed(2, &[]), None);
+    let changed = ["made.txt (new)".to_owned(), "a.txt (changed)".to_owned()];
+    let v = crate::engine::review::tree_changed(2, &changed).unwrap();
+    let t = record_review(&v, &facts(), &Caps::default());
+    assert_eq!(t.outcome, Outcome::Exit(Exit::Waiting));
+    assert!(
+        t.log.contains("made.txt (new), a.txt (changed)"),
+        "{}",
+        t.log
+    );
+    let m = view(&applied(UNDER_REVIEW, &t));
+    assert_eq!(m.status, Status::Waiting);
+    assert_ne!(m.plan.steps[1].state, StepState::Done);
+    let r = &m.results[&2];
+    assert!(
+        r.error.as_deref().unwrap().contains("made.txt (new)"),
+        "{r:?}"
+    );
+    assert!(m.next_action.as_deref().unwrap().contains("git status"));
+    assert!(
+        crate::engine::review::pending(&m, 2),
+        "reviewed again once a human looked"
+    );
+    assert!(
+        (r.cost_usd.unwrap() - 0.12).abs() < 1e-9,
+        "the run is paid for"
+    );
+}

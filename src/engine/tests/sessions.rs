@@ -127,3 +127,63 @@ fn a_done_step_whose_background_work_was_stopped_unfinished_is_not_done() {
         matches!(judge(&a), Judgement::Retry { reason } if reason.contains("stopped it unfinished: long job"))
     );
 }
+
+#[test]
+fn a_resumed_session_too_long_for_its_window_goes_on_fresh_with_a_handoff_not_an_attempt() {
+    let caps = Caps::default();
+    let too_long = || Class::InvocationBug {
+        kind: BugKind::ContextTooLong,
+        message: "Prompt is too long (API status 400)".into(),
+    };
+    let a = Attempt {
+        attempt: 2,
+        resumed: true,
+        ..attempt(&caps, too_long(), &Verdict::Missing)
+    };
+    let judged = judge(&a);
+    assert!(
+        matches!(&judged, Judgement::FreshSession { reason } if reason.contains("Prompt is too long")),
+        "{judged:?}"
+    );
+    let before = BASE.replace(
+        "RESULTS:\n",
+        "RESULTS:\n  STEP_2:\n    ATTEMPTS: 1\n    SESSION_ID: sess-1\n",
+    );
+    let m = view(&applied(
+        &before,
+        &record(
+            &judged,
+            &Facts {
+                attempt: 2,
+                ..facts(2)
+            },
+        ),
+    ));
+    let r = &m.results[&2];
+    assert_eq!(
+        r.session_id, None,
+        "the next attempt starts a fresh session"
+    );
+    assert_eq!(r.attempts, Some(1), "not a failed attempt");
+    assert!(
+        r.extra["HANDOFF"].contains("Prompt is too long"),
+        "the fresh session gets the handoff: {r:?}"
+    );
+    let next = next(&m, &caps, now());
+    assert!(
+        matches!(
+            next,
+            Next::Spawn {
+                step: 2,
+                attempt: 2,
+                session: SessionPlan::Fresh
+            }
+        ),
+        "{next:?}"
+    );
+    // A fresh session whose first prompt is already too long cannot be helped by another one.
+    assert!(matches!(
+        judge(&attempt(&caps, too_long(), &Verdict::Missing)),
+        Judgement::Interrupted(Interruption::Halt { .. })
+    ));
+}

@@ -1,0 +1,87 @@
+//! The hooks of a call's `--settings` that the simulation runs: those of a compaction.
+
+use serde_json::{Value, json};
+
+/// A compaction, as the real CLI does it (captures `compact-manual`,
+/// `compact-failed-not-enough-messages-2.1.197`): `PreCompact` hooks first; then, when it
+/// succeeds, `SessionStart` hooks with source `compact`, and the stream's `compact_boundary`;
+/// when it fails (`error`), neither, and the stream says `compact_result` `failed`. Each hook
+/// gets its input on stdin; what it printed is noted. The events for the stream, in order.
+pub fn compact(settings: Option<&str>, session_id: &str, error: Option<&str>) -> Vec<Value> {
+    let status = |extra: Value| {
+        let mut v = json!({"type": "system", "subtype": "status", "session_id": session_id,
+                           "uuid": uuid::Uuid::new_v4().to_string()});
+        if let (Some(v), Some(extra)) = (v.as_object_mut(), extra.as_object()) {
+            v.extend(extra.clone());
+        }
+        v
+    };
+    let mut events = vec![status(json!({"status": "compacting"}))];
+    run_hooks(settings, session_id, "PreCompact", ("trigger", "auto"));
+    if let Some(why) = error {
+        events.push(status(
+            json!({"status": null, "compact_result": "failed", "compact_error": why}),
+        ));
+        return events;
+    }
+    run_hooks(settings, session_id, "SessionStart", ("source", "compact"));
+    events.push(status(json!({"status": null, "compact_result": "success"})));
+    events.push(json!({"type": "system", "subtype": "compact_boundary",
+        "session_id": session_id, "uuid": uuid::Uuid::new_v4().to_string(),
+        "compact_metadata": {"trigger": "auto", "pre_tokens": 150_000, "post_tokens": 3_000}}));
+    events
+}
+
+/// Runs the `event` hooks of `settings` (a file or inline JSON), noting what each printed.
+fn run_hooks(settings: Option<&str>, session_id: &str, event: &str, extra: (&str, &str)) {
+    let Some(settings) = settings else { return };
+    let text = std::fs::read_to_string(settings).unwrap_or_else(|_| settings.to_owned());
+    let Ok(settings) = serde_json::from_str::<Value>(&text) else {
+        return;
+    };
+    let input = json!({"session_id": session_id, "hook_event_name": event, extra.0: extra.1});
+    let commands = settings["hooks"][event]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|m| m["hooks"].as_array().into_iter().flatten())
+        .filter_map(|h| h["command"].as_str().map(str::to_owned));
+    for command in commands {
+        let out = run_hook(&command, &input);
+        note_hook(&json!({"hook": event, "command": command, "stdout": out}));
+    }
+}
+
+fn run_hook(command: &str, input: &Value) -> String {
+    use std::io::Write as _;
+    let Ok(mut child) = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+    else {
+        return String::new();
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input.to_string().as_bytes());
+    }
+    child
+        .wait_with_output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+fn note_hook(line: &Value) {
+    use std::io::Write as _;
+    let Some(log) = std::env::var_os("CLAUDE_SIM_LOG") else {
+        return;
+    };
+    let mut path = std::path::PathBuf::from(log).into_os_string();
+    path.push(".hooks.jsonl");
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
+}

@@ -1,0 +1,87 @@
+//! The runs that must not change the project, the planning call and the reviewer, are offered
+//! only tools that read, in a way no permission rule can widen; and a review that changed the
+//! work tree all the same is no approval.
+
+use m1loop::m1::Status;
+use serde_json::{Value, json};
+
+use crate::support::{TestLoop, code, stderr};
+
+/// A loop in a git project with a first commit.
+fn project() -> TestLoop {
+    let env = TestLoop::new();
+    env.git(&["init", "-q"]);
+    env.git(&["commit", "-q", "--allow-empty", "-m", "start"]);
+    env
+}
+
+fn work() -> Value {
+    json!({"write": [{"path": "a.txt", "text": "whole\n"}],
+           "result": "Wrote it.\nSTEP_DONE: a.txt says whole"})
+}
+
+/// The value of `--tools` in a call's argv, if it has one.
+fn tools(call: &Value) -> Option<String> {
+    let argv: Vec<&str> = call["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let at = argv.iter().position(|a| *a == "--tools")?;
+    argv.get(at + 1).map(|v| (*v).to_owned())
+}
+
+#[test]
+fn the_planner_and_the_reviewer_are_offered_only_tools_that_read() {
+    // `--permission-mode plan` lets a Bash call through that a user's allow rule covers, and
+    // `--allowedTools` only pre-approves (captures `reviewer-plan-mode-allow-rule*`);
+    // `--tools` is what removes the others (captures `reviewer-tools-read-only*`).
+    let env = project();
+    env.scenario(&json!({
+        "plan": {"result": "{\"steps\": [\"write a.txt\"]}"},
+        "steps": {"1": work()},
+        "review": {"result": "Checked.\nREVIEW_APPROVE: fine"}}));
+    let out = env.run(&["start", "g", "--review"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let calls = env.calls();
+    assert_eq!(calls.len(), 3, "plan, step, review");
+    let read_only = Some("Read,Grep,Glob".to_owned());
+    assert_eq!(tools(&calls[0]), read_only, "the planning call");
+    assert_eq!(tools(&calls[1]), None, "the step's agent keeps its tools");
+    assert_eq!(tools(&calls[2]), read_only, "the reviewer");
+}
+
+#[test]
+fn a_review_that_changed_the_work_tree_is_not_an_approval() {
+    // However it came about (a hook, a tool of an older CLI, anything running beside it), a
+    // change during the review would go unreviewed into the next step's commit.
+    let env = project();
+    env.scenario(&json!({
+        "steps": {"1": work(), "2": work()},
+        "review": {"write": [{"path": "made_by_reviewer.txt", "text": "x\n"},
+                             {"path": "a.txt", "text": "half\n"}],
+                   "result": "Checked.\nREVIEW_APPROVE: fine"}}));
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "write a.txt",
+        "--step",
+        "more",
+        "--review",
+    ]);
+    assert_eq!(code(&out), 3, "{}{}", stderr(&out), env.log());
+    assert_eq!(env.calls_for(2), 0, "nothing runs on top of it");
+    let m = env.m1();
+    assert_eq!(m.status, Status::Waiting);
+    let r = &m.results[&1];
+    assert_eq!(r.extra.get("REVIEW").map(String::as_str), Some("pending"));
+    let error = r.error.clone().unwrap_or_default();
+    for file in ["made_by_reviewer.txt (new)", "a.txt (changed)"] {
+        assert!(error.contains(file), "{file}: {error}");
+        assert!(env.log().contains(file), "{file}: {}", env.log());
+    }
+    let next = m.next_action.unwrap_or_default();
+    assert!(next.contains("git status"), "{next}");
+}

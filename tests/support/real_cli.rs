@@ -1,0 +1,216 @@
+//! The real Claude Code CLI, for the few tests that must hold against it and not only against
+//! the simulation: installed from npm once per version under the target directory, and run
+//! with the project's loopback mock of the Messages API (`scripts/mock-messages-api.py`), a
+//! dummy key and a HOME of the test's own, inside a network namespace of its own (`unshare
+//! -n`, loopback only) where the machine allows one. A test that cannot have the CLI (no npm,
+//! no registry, no python3) says `skipped: …` on stderr and passes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The versions the captures in `tests/fixtures/claude-code/` come from.
+pub const VERSIONS: [&str; 2] = ["2.1.330", "2.1.197"];
+
+/// How long an install from npm may take (the package carries a native binary).
+const INSTALL_WITHIN: Duration = Duration::from_secs(300);
+
+/// `claude` of `version`, or `None` after saying on stderr why the test is skipped.
+pub fn claude_or_skip(version: &str) -> Option<PathBuf> {
+    if which("python3").is_none() {
+        eprintln!("skipped: python3 (for the Messages API mock) is not on PATH");
+        return None;
+    }
+    match install(version) {
+        Ok(bin) => Some(bin),
+        Err(why) => {
+            eprintln!("skipped: Claude Code {version} could not be installed: {why}");
+            None
+        }
+    }
+}
+
+/// Installs `@anthropic-ai/claude-code@version` (once; one install at a time, as two npm
+/// processes filling one cache at once were seen to hang).
+fn install(version: &str) -> Result<PathBuf, String> {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-cli");
+    let dir = root.join(version);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let lock = std::fs::File::create(root.join(".lock")).map_err(|e| e.to_string())?;
+    lock.lock()
+        .map_err(|e| format!("locking {}: {e}", root.display()))?;
+    let bin = dir.join("node_modules/.bin/claude");
+    if says_version(&bin, version) {
+        return Ok(bin);
+    }
+    which("npm").ok_or("npm is not on PATH")?;
+    let log_path = dir.join("npm.log");
+    let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
+    let mut npm = Command::new("npm");
+    npm.args([
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+        "--prefix",
+    ])
+    .arg(&dir)
+    .arg(format!("@anthropic-ai/claude-code@{version}"))
+    .stdin(Stdio::null())
+    .stdout(log.try_clone().map_err(|e| e.to_string())?)
+    .stderr(log);
+    let said = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    match exited_within(&mut npm, INSTALL_WITHIN)? {
+        Some(true) => {}
+        Some(false) => return Err(format!("npm install failed: {}", said().trim())),
+        None => {
+            return Err(format!(
+                "npm install did not end within {INSTALL_WITHIN:?}: {}",
+                said().trim()
+            ));
+        }
+    }
+    if says_version(&bin, version) {
+        Ok(bin)
+    } else {
+        Err(format!(
+            "{} --version does not say {version}",
+            bin.display()
+        ))
+    }
+}
+
+fn says_version(bin: &Path, version: &str) -> bool {
+    Command::new(bin)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).starts_with(version)
+        })
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// What the mock answers: a tool call of `tool` running `command` first (`-`: text only), and
+/// its `MOCK_*` environment (usage, an API error to give).
+pub struct Mock<'a> {
+    pub tool: &'a str,
+    pub command: &'a str,
+    pub env: &'a [(&'a str, &'a str)],
+}
+
+/// Starts the mock on a free loopback port, then `cmd` with `ANTHROPIC_BASE_URL` pointing at it
+/// and `ANTHROPIC_API_KEY=dummy`, in a network namespace of its own when the machine allows;
+/// ends the mock once `cmd` exited. `cmd`'s program, arguments, environment and directory are
+/// kept; its standard input is `input` (else /dev/null), its output is captured. Panics if it
+/// takes longer than `within`.
+pub fn run_with_mock(
+    cmd: &Command,
+    mock: &Mock<'_>,
+    input: Option<&Path>,
+    within: Duration,
+) -> Output {
+    let port = free_port();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/mock-messages-api.py");
+    let mut run = match namespace() {
+        Some(unshare) => {
+            let mut c = Command::new("unshare");
+            c.args(unshare).arg("sh");
+            c
+        }
+        None => Command::new("sh"),
+    };
+    run.arg("-c")
+        .arg(WRAPPER)
+        .arg("sh")
+        .arg(port.to_string())
+        .arg(&script)
+        .args([mock.tool, mock.command])
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", "dummy")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .stdin(input.map_or_else(Stdio::null, |p| {
+            std::fs::File::open(p).map_or_else(|e| panic!("{}: {e}", p.display()), Stdio::from)
+        }));
+    for (k, v) in mock.env {
+        run.env(k, v);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => run.env(k, v),
+            None => run.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        run.current_dir(dir);
+    }
+    super::run_within(run, within)
+}
+
+/// Brings loopback up (in a fresh namespace it is down), starts the mock, waits until it
+/// listens, runs the command, ends the mock: `sh -c WRAPPER sh PORT MOCK TOOL COMMAND CMD...`.
+const WRAPPER: &str = r#"
+port=$1 mock=$2 tool=$3 command=$4
+shift 4
+ip link set lo up 2>/dev/null
+python3 "$mock" "$port" "$tool" "$command" 2>/dev/null &
+m=$!
+python3 -c 'import socket,sys,time
+for _ in range(500):
+    try: socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close(); break
+    except OSError: time.sleep(0.01)' "$port"
+"$@"
+rc=$?
+kill $m
+wait $m 2>/dev/null
+exit $rc
+"#;
+
+/// `unshare` arguments that give a process a network namespace of its own here, if any do.
+fn namespace() -> Option<&'static [&'static str]> {
+    static FOUND: OnceLock<Option<&'static [&'static str]>> = OnceLock::new();
+    *FOUND.get_or_init(|| {
+        let tries: [&'static [&'static str]; 2] = [&["-n"], &["-r", "-n"]];
+        tries.into_iter().find(|args| {
+            Command::new("unshare")
+                .args(*args)
+                .arg("true")
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+    })
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+/// Runs `cmd` to its end: whether it succeeded, or `None` when it was ended after `within`.
+fn exited_within(cmd: &mut Command, within: Duration) -> Result<Option<bool>, String> {
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("{}: {e}", cmd.get_program().display()))?;
+    if !super::wait_until(within, || !matches!(child.try_wait(), Ok(None))) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Ok(None);
+    }
+    let status = child.wait().map_err(|e| e.to_string())?;
+    Ok(Some(status.success()))
+}
