@@ -13,7 +13,9 @@
 //! ended), and the time from an agent's exit to the next spawn.
 //!
 //! Run: `cargo build --release && cargo run --release --example soak -- --loops 100`
-//! (`--seed N` for another sequence of faults; `--keep` keeps the directories of failures).
+//! (`--seed N` for another sequence of faults; `--keep` keeps the directories of failures;
+//! `--only-in-place-storms` runs nothing but storms of in-place saves, with steps of 1 to 2 s,
+//! to meet the rare save that lands in a file a runner's write displaced).
 
 // Counts and sizes become f64 only to be printed, far below where f64 loses precision.
 #![allow(clippy::cast_precision_loss)]
@@ -373,10 +375,25 @@ const STEPS: u64 = 3;
 
 const KINDS: usize = 6;
 
-fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally) {
-    let kind = i % KINDS;
+/// What a run of the soak does: every fault in turn, or only storms of in-place saves.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    All,
+    InPlaceStorms,
+}
+
+fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
+    let kind = if mode == Mode::InPlaceStorms {
+        4
+    } else {
+        i % KINDS
+    };
     let leave_behind = rng.below(2) == 0 || kind == 3;
-    let sleep_ms = 200 + rng.below(300);
+    let sleep_ms = if mode == Mode::InPlaceStorms {
+        1000 + rng.below(1000)
+    } else {
+        200 + rng.below(300)
+    };
     // Every fault with and without a review of each step, on a sequence of faults that does
     // not depend on it.
     let review = (i / KINDS) % 2 == 1;
@@ -463,7 +480,12 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally) {
         _ => {
             t.storms += 1;
             storm_gaps = true;
-            saves = storm(&l, &mut runner, rng.below(3), t);
+            let how = if mode == Mode::InPlaceStorms {
+                2
+            } else {
+                rng.below(3)
+            };
+            saves = storm(&l, &mut runner, how, t);
         }
     }
     if l.revive {
@@ -611,13 +633,18 @@ fn main() {
     let loops = usize::try_from(value("--loops").unwrap_or(20)).unwrap_or(20);
     let seed = value("--seed").unwrap_or(0x5eed_1234);
     let keep = args.iter().any(|a| a == "--keep");
+    let mode = if args.iter().any(|a| a == "--only-in-place-storms") {
+        Mode::InPlaceStorms
+    } else {
+        Mode::All
+    };
     let root = std::env::temp_dir().join(format!("loop-soak-{}", std::process::id()));
     std::fs::create_dir_all(&root).unwrap();
     let mut rng = Rng(seed | 1);
     let mut t = Tally::default();
     let began = Instant::now();
     for i in 0..loops {
-        run_one(&root, i, &mut rng, &mut t);
+        run_one(&root, i, &mut rng, &mut t, mode);
         if (i + 1) % 10 == 0 {
             eprintln!("soak: {} loops, {} failures", i + 1, t.failures.len());
         }

@@ -6,7 +6,7 @@ use std::path::Path;
 use chrono::Utc;
 
 use super::settings::{Overrides, Settings};
-use super::start::{check_agent_of, detach, refuse_if_stopped};
+use super::start::{check_agent_of, detach, prepare_to_carry_on};
 use super::{RunOptions, Runner, lock, stopfile};
 use crate::engine;
 use crate::error::{Error, Result};
@@ -24,17 +24,7 @@ pub fn retry(
     detach_it: bool,
     opts: &RunOptions,
 ) -> Result<ExitStatus> {
-    if !detach_it {
-        stopfile::block_interrupt();
-    }
-    let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
-    if !file.exists() {
-        return Err(Error::bad_input(format!(
-            "no loop at {}: start one with `loop start \"GOAL\"`",
-            file.display()
-        )));
-    }
-    refuse_if_stopped(&state_dir)?;
+    let state_dir = prepare_to_carry_on(file, detach_it)?;
     if let Some(pid) = lock::holder(file) {
         return Err(Error::bad_input(format!(
             "a runner (pid {pid}) drives {}; stop it first ({}), then `loop retry`",

@@ -382,17 +382,9 @@ pub fn resume(
     resume_as(file, detach_it, overrides, opts, None)
 }
 
-/// `loop resume`, by a person (`revived_by` none) or as a revival of a loop whose runner died.
-///
-/// # Errors
-/// As [`resume`].
-pub fn resume_as(
-    file: &Path,
-    detach_it: bool,
-    overrides: Overrides,
-    opts: &RunOptions,
-    revived_by: Option<&str>,
-) -> Result<ExitStatus> {
+/// What every command that carries an existing loop on does first: a foreground runner takes
+/// Ctrl-C as a stop; the loop must exist and no stop file may hold it. Its state directory.
+pub(super) fn prepare_to_carry_on(file: &Path, detach_it: bool) -> Result<PathBuf> {
     if !detach_it {
         stopfile::block_interrupt();
     }
@@ -404,6 +396,21 @@ pub fn resume_as(
         )));
     }
     refuse_if_stopped(&state_dir)?;
+    Ok(state_dir)
+}
+
+/// `loop resume`, by a person (`revived_by` none) or as a revival of a loop whose runner died.
+///
+/// # Errors
+/// As [`resume`].
+pub fn resume_as(
+    file: &Path,
+    detach_it: bool,
+    overrides: Overrides,
+    opts: &RunOptions,
+    revived_by: Option<&str>,
+) -> Result<ExitStatus> {
+    let state_dir = prepare_to_carry_on(file, detach_it)?;
     if std::env::var_os("LOOP_DETACHED").is_some() {
         // Own session: the shell or chat that started us can go away.
         let _ = nix::unistd::setsid();

@@ -116,24 +116,32 @@ fn changes_go_back_to_the_steps_session_as_a_retake_and_each_review_is_fresh() {
     assert_eq!(r.attempts, Some(2));
 }
 
-#[test]
-fn a_review_retake_does_not_cost_a_failed_attempt() {
+/// A reviewed step that passes, is asked for a change, and fails its retake once (then `then`
+/// follows): the loop run with `--max-retries max`.
+fn a_failed_retake(then: &[Value], max: &str) -> (TestLoop, std::process::Output) {
     let env = project();
     let broken =
         json!({"result": "Tried.\nSTEP_FAILED: the file would not write", "cost_usd": 0.01});
-    env.scenario(&json!({"steps": {"1": [
-        work("half"), changes(), broken, work("whole"), approve()
-    ]}}));
-    // One failed attempt of two allowed: the retake that failed is retried, not the last.
-    let out = env.run(&[
+    let mut calls = vec![work("half"), changes(), broken];
+    calls.extend_from_slice(then);
+    env.scenario(&json!({"steps": {"1": calls}}));
+    let args = [
         "start",
         "g",
         "--step",
         "write a.txt",
         "--review",
         "--max-retries",
-        "2",
-    ]);
+        max,
+    ];
+    let out = env.run(&args);
+    (env, out)
+}
+
+#[test]
+fn a_review_retake_does_not_cost_a_failed_attempt() {
+    // One failed attempt of two allowed: the retake that failed is retried, not the last.
+    let (env, out) = a_failed_retake(&[work("whole"), approve()], "2");
     assert_eq!(code(&out), 0, "{}\n{}", stderr(&out), env.log());
     let m = env.m1();
     assert_eq!(m.status, Status::Done, "{}", env.text());
@@ -144,19 +152,7 @@ fn a_review_retake_does_not_cost_a_failed_attempt() {
 
 #[test]
 fn a_failed_retake_is_not_shown_as_verified() {
-    let env = project();
-    let broken =
-        json!({"result": "Tried.\nSTEP_FAILED: the file would not write", "cost_usd": 0.01});
-    env.scenario(&json!({"steps": {"1": [work("half"), changes(), broken]}}));
-    let out = env.run(&[
-        "start",
-        "g",
-        "--step",
-        "write a.txt",
-        "--review",
-        "--max-retries",
-        "1",
-    ]);
+    let (env, out) = a_failed_retake(&[], "1");
     assert_eq!(code(&out), 1, "{}\n{}", stderr(&out), env.log());
     let m = env.m1();
     assert_eq!(m.plan.steps[0].state, StepState::Failed, "{}", env.text());

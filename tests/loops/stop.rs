@@ -9,7 +9,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
 
-use crate::support::{TestLoop, code, stderr, stdout, wait_until};
+use crate::support::{Guard, TestLoop, code, stderr, stdout, wait_until};
 
 fn done(ms: u64) -> serde_json::Value {
     json!({"sleep_ms": ms, "result": "worked.\nSTEP_DONE: ok"})
@@ -35,15 +35,29 @@ fn assert_stopped(env: &TestLoop, by: &str) {
     env.assert_no_processes();
 }
 
+/// This test's loop and another one, of another directory, each with a step running: their
+/// runners, and the other loop's M1.md.
+fn two_running_loops(env: &TestLoop) -> (Guard, Guard, std::path::PathBuf) {
+    let other = env.temp.path().join("other").join("state").join("M1.md");
+    env.scenario(&slow());
+    let first = env.spawn(&["start", "g", "--step", "one"]);
+    let second = env.spawn(&[
+        "--file",
+        other.to_str().unwrap(),
+        "start",
+        "h",
+        "--step",
+        "one",
+    ]);
+    assert!(wait_until(Duration::from_secs(20), || env.calls().len() == 2));
+    (first, second, other)
+}
+
 #[test]
 fn stop_stops_this_loop_only_and_a_resume_runs_at_once() {
     let env = TestLoop::new();
-    let other = env.temp.path().join("other").join("state").join("M1.md");
+    let (mut first, mut second, other) = two_running_loops(&env);
     let other_arg = other.to_str().unwrap();
-    env.scenario(&slow());
-    let mut first = env.spawn(&["start", "g", "--step", "one"]);
-    let mut second = env.spawn(&["--file", other_arg, "start", "h", "--step", "one"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls().len() == 2));
 
     let out = env.run(&["stop"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -74,12 +88,7 @@ fn stop_stops_this_loop_only_and_a_resume_runs_at_once() {
 #[test]
 fn stop_all_creates_the_stop_file_and_waits_for_every_runner() {
     let env = TestLoop::new();
-    let other = env.temp.path().join("other").join("state").join("M1.md");
-    let other_arg = other.to_str().unwrap();
-    env.scenario(&slow());
-    let mut first = env.spawn(&["start", "g", "--step", "one"]);
-    let mut second = env.spawn(&["--file", other_arg, "start", "h", "--step", "one"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls().len() == 2));
+    let (mut first, mut second, other) = two_running_loops(&env);
 
     let out = env.run(&["stop", "--all"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
