@@ -1,5 +1,6 @@
-//! Durations as users write them on the command line and in M1.md: `90`, `90s`, `5m`,
-//! `1h30m`, `2h`, `500ms`. A bare number is seconds.
+//! Durations as users write them on the command line, in `loop.yaml` and in M1.md: `90s`,
+//! `5m`, `1h30m`, `2h`, `500ms`. Every number carries its unit: a bare `60` was once taken as
+//! seconds, and a step timeout meant as an hour killed every real step after a minute.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -9,8 +10,9 @@ use std::time::Duration;
 /// a value is either used exactly as written or not at all.
 pub const MAX: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// Parses a duration such as `90s`, `5m`, `1h30m` or `500ms`; a bare number is seconds. At
-/// most [`MAX`].
+/// Parses a duration such as `90s`, `5m`, `1h30m` or `500ms`. At most [`MAX`]. A number
+/// without its unit is refused with the two units it most likely means (`10s` or `10m`):
+/// guessing one would be wrong for someone, silently.
 ///
 /// # Errors
 /// A message that quotes the input and says what was expected.
@@ -34,7 +36,10 @@ fn parse_any(input: &str) -> Result<Option<Duration>, String> {
         ));
     }
     if s.bytes().all(|b| b.is_ascii_digit()) {
-        return Ok(s.parse::<u64>().ok().map(Duration::from_secs));
+        return Err(format!(
+            "invalid duration {input:?}: a duration needs its unit: `{s}s` or `{s}m` (ms, s, m \
+             or h)"
+        ));
     }
     let mut total = Some(Duration::ZERO);
     let mut rest = s;
@@ -125,12 +130,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_units_and_bare_seconds() {
-        assert_eq!(parse("90"), Ok(Duration::from_secs(90)));
+    fn parses_units() {
         assert_eq!(parse("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn a_number_without_its_unit_is_refused_with_the_units_it_could_mean() {
+        for (bare, want) in [("60", "`60s` or `60m`"), ("0", "`0s` or `0m`"), (" 10 ", "`10s`")] {
+            let err = parse(bare).unwrap_err();
+            assert!(err.contains(want), "{bare:?}: {err}");
+        }
     }
 
     #[test]
@@ -146,7 +158,7 @@ mod tests {
         assert_eq!(parse("8760h"), Ok(MAX));
         for long in [
             "8760h1s",
-            "31536001",
+            "31536001s",
             "99999999999999999h",
             "99999999999999999999999ms",
             "18446744073709551615s1s",

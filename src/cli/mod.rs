@@ -190,10 +190,10 @@ pub struct StartArgs {
     /// Steps a plan may have (default 10).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_steps: Option<u32>,
-    /// Wall-clock limit of one step (default 60m).
+    /// Wall-clock limit of one step, with its unit: 90s, 15m, 1h30m (default 60m).
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub step_timeout: Option<Duration>,
-    /// Kill a step that prints nothing for this long.
+    /// Kill a step that prints nothing for this long (with its unit: 90s, 15m).
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub idle_timeout: Option<Duration>,
     /// Halt the loop once its steps have cost this many US dollars.
@@ -282,10 +282,10 @@ pub enum ServiceAction {
 
 #[derive(Debug, Args)]
 pub struct FireArgs {
-    /// Kill the task's process group after this long (e.g. 90s, 5m, 1h30m).
+    /// Kill the task's process group after this long, with its unit: 90s, 5m, 1h30m.
     #[arg(long, value_parser = parse_duration)]
     pub timeout: Option<Duration>,
-    /// Kill the task's process group after this long without output.
+    /// Kill the task's process group after this long without output (90s, 5m).
     #[arg(long, value_parser = parse_duration)]
     pub idle_timeout: Option<Duration>,
     /// Working directory of the command (default: the current one).
@@ -305,6 +305,8 @@ pub struct FireArgs {
     pub command: Vec<String>,
 }
 
+/// A duration with its unit (`90s`, `5m`); a bare number is refused with the units it could
+/// mean.
 fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::duration::parse(s)
 }

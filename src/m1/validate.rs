@@ -344,6 +344,11 @@ impl Checker<'_> {
             Ty::Bool => (v != "true" && v != "false").then(|| "`true` or `false`".into()),
             Ty::Amount => (!v.parse::<f64>().is_ok_and(|x| x.is_finite() && x >= 0.0))
                 .then(|| "a number ≥ 0".into()),
+            // A number alone was read as seconds once; its unit is asked for, not guessed.
+            Ty::Duration if is_bare_number(&v) => Some(format!(
+                "a duration with its unit, such as `{0}s` or `{0}m`",
+                v.trim()
+            )),
             Ty::Duration => setting::duration(&v).err().map(|_| {
                 format!(
                     "a duration above zero and at most a year ({}), such as `40s`, `15m` or \
@@ -487,4 +492,10 @@ impl Checker<'_> {
             ));
         }
     }
+}
+
+/// Digits alone: a duration written without its unit.
+fn is_bare_number(v: &str) -> bool {
+    let v = v.trim();
+    !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())
 }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+use serde_saphyr::Spanned;
 
 use crate::agent::AgentConfig;
 use crate::engine::Caps;
@@ -103,14 +104,15 @@ pub struct AgentFile {
     pub extra_args: Vec<String>,
 }
 
-/// The `limits:` section of `loop.yaml` (durations as `90s`, `5m`, `1h`).
+/// The `limits:` section of `loop.yaml` (durations as `90s`, `5m`, `1h`). A duration keeps
+/// where it was written, so that a bad one is an error at its line and column.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsFile {
     pub max_retries: Option<u32>,
     pub max_steps: Option<u32>,
-    pub step_timeout: Option<String>,
-    pub idle_timeout: Option<String>,
+    pub step_timeout: Option<Spanned<String>>,
+    pub idle_timeout: Option<Spanned<String>>,
     pub max_cost_usd: Option<f64>,
 }
 
@@ -163,10 +165,22 @@ pub fn yaml_path(state_dir: &Path) -> PathBuf {
     crate::layout::Layout::dir(state_dir).settings()
 }
 
-fn dur(field: &str, path: &Path, v: Option<&String>) -> crate::error::Result<Option<Duration>> {
+/// A `limits:` duration of `loop.yaml`; a bad one is an error at `path:line:column`.
+fn dur(
+    field: &str,
+    path: &Path,
+    v: Option<&Spanned<String>>,
+) -> crate::error::Result<Option<Duration>> {
     v.map(|s| {
-        crate::m1::setting::duration(s)
-            .map_err(|e| Error::bad_input(format!("{}: limits.{field}: {e}", path.display())))
+        crate::m1::setting::duration(&s.value).map_err(|e| {
+            let at = &s.referenced;
+            Error::bad_input(format!(
+                "{}:{}:{}: limits.{field}: {e}",
+                path.display(),
+                at.line(),
+                at.column()
+            ))
+        })
     })
     .transpose()
 }

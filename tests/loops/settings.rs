@@ -445,3 +445,39 @@ fn a_missing_agent_is_refused_before_anything_changes_with_how_to_install_it() {
         install,
     );
 }
+
+/// `--step-timeout 60`, meant as an hour, was taken as 60 seconds and killed every real step
+/// after a minute: a number without its unit is refused wherever a duration is given, with
+/// where it was and what it could mean, before anything is written.
+#[test]
+fn a_duration_without_a_unit_is_refused_saying_where_and_which_units_it_could_mean() {
+    let env = TestLoop::new();
+    std::fs::write(&env.file, OLD_LOOP).unwrap();
+    for flag in ["--step-timeout", "--idle-timeout"] {
+        refused(
+            &env,
+            &["start", "g", "--step", "a", "--force", flag, "10"],
+            |_| {},
+            "`10s` or `10m`",
+        );
+    }
+    for args in [
+        &["fire", "--timeout", "30", "--", "true"][..],
+        &["telegram", "--poll-timeout", "50"],
+        &["daemon", "--loop", "x/M1.md", "--every", "5"],
+    ] {
+        refused(&env, args, |_| {}, "s` or `");
+    }
+    std::fs::write(
+        env.state().join("loop.yaml"),
+        "# defaults\nlimits:\n  max_retries: 2\n  step_timeout: 60\n",
+    )
+    .unwrap();
+    refused(
+        &env,
+        &["start", "g", "--step", "a", "--force"],
+        |_| {},
+        "loop.yaml:4:17: limits.step_timeout: invalid duration \"60\": a duration needs its \
+         unit: `60s` or `60m`",
+    );
+}

@@ -358,3 +358,24 @@ fn cli_missing_file_says_how_to_start() {
     }
     assert!(!file.exists());
 }
+
+#[test]
+fn a_duration_without_a_unit_is_an_error_that_says_which_units_it_could_mean() {
+    assert_eq!(
+        errors("STATUS: IDLE\nGOAL: g\nLIMITS:\n  STEP_TIMEOUT: 60\n"),
+        [
+            "4:17: STEP_TIMEOUT: expected a duration with its unit, such as `60s` or `60m`, \
+             found `60`"
+        ]
+    );
+    assert_eq!(
+        errors("STATUS: IDLE\nGOAL: g\nLIMITS:\n  MAX_SESSION: 10\n"),
+        ["4:16: MAX_SESSION: expected a duration with its unit, such as `10s` or `10m`, found `10`"]
+    );
+    // The older key's unit is in its name: whole minutes, as before.
+    let doc = Document::parse("STATUS: IDLE\nGOAL: g\nLIMITS:\n  STEP_TIMEOUT_MIN: 60\n").unwrap();
+    assert_eq!(
+        doc.view().limits.step_timeout,
+        Some(Duration::from_secs(3600))
+    );
+}
