@@ -179,13 +179,24 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
     if pending {
         let runs = m.count(step.n, "REVIEW_RUNS");
         if runs >= caps.max_retries {
+            let last = m.results.get(&step.n).and_then(|r| r.extra.get("REVIEW_TASK"));
+            let (of_last, read) = match last {
+                Some(t) => (
+                    format!(" (the last: task {t})"),
+                    format!(
+                        "read what review task {t} said (its output is tasks/{t}/stdout beside \
+                         M1.md; `loop check {t}` tells how it ended)"
+                    ),
+                ),
+                None => (String::new(), "read the review tasks' output".to_owned()),
+            };
             return Next::Halt {
                 reason: format!(
-                    "the review of step {} gave no REVIEW_APPROVE / REVIEW_CHANGES verdict in {runs} runs",
+                    "the review of step {} gave no REVIEW_APPROVE / REVIEW_CHANGES verdict in \
+                     {runs} runs{of_last}",
                     step.n
                 ),
-                how: "look at the review tasks' output, then `loop resume` (or set REVIEW: off)"
-                    .into(),
+                how: format!("{read}, then `loop resume` (or set REVIEW: off)"),
             };
         }
         return Next::Review {

@@ -142,6 +142,9 @@ pub fn review_spawn(
 pub struct ReviewFacts {
     pub step: u32,
     pub run: u32,
+    /// The review run's task: a run without a verdict is recorded by it (`REVIEW_TASK`), so
+    /// that a halt after the last one says where to read what the reviewer said.
+    pub task_id: String,
     /// The reviewer's cost, added to the step's.
     pub cost_usd: f64,
     pub prior_cost_usd: f64,
@@ -217,6 +220,7 @@ pub fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transit
                 one_line(&format!("the review asked for changes: {what}"), 300),
             ));
             edits.push(results_remove(s, "REVIEW_RUNS"));
+            edits.push(results_remove(s, "REVIEW_TASK"));
             edits.extend(step_state(s, StepState::Pending));
             edits.extend(actions(
                 &format!("Step {s}: the review asked for changes ({n}): {what}"),
@@ -229,8 +233,12 @@ pub fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transit
         }
         ReviewVerdict::Missing(why) => {
             edits.push(results(s, "REVIEW_RUNS", f.run.to_string()));
+            edits.push(results(s, "REVIEW_TASK", f.task_id.clone()));
             edits.extend(actions(
-                &format!("Review {} of step {s} gave no verdict: {why}", f.run),
+                &format!(
+                    "Review {} of step {s} (task {}) gave no verdict: {why}",
+                    f.run, f.task_id
+                ),
                 &format!("Review step {s} again in a fresh session"),
             ));
             Transition::now(edits, format!("review: step {s} run {}: {why}", f.run))
@@ -247,6 +255,7 @@ fn approved(f: &ReviewFacts, reason: &str, mut edits: Vec<Edit>) -> Transition {
         one_line(&format!("approved: {reason}"), 300),
     ));
     edits.push(results_remove(s, "REVIEW_RUNS"));
+    edits.push(results_remove(s, "REVIEW_TASK"));
     edits.push(results_remove(s, "ERROR"));
     let next = match &f.next_step {
         Some((n, text)) => {

@@ -151,6 +151,7 @@ impl Runner {
         let facts = ReviewFacts {
             step,
             run: run_n,
+            task_id: task_id.to_owned(),
             cost_usd: run.cost_usd,
             prior_cost_usd: r.and_then(|r| r.cost_usd).unwrap_or(0.0),
             retakes: m.count(step, "RETAKES"),

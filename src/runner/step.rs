@@ -535,7 +535,14 @@ impl Runner {
         } else {
             format!("step {step}")
         };
-        let label = format!("{what} attempt {}", m.current.attempt.unwrap_or(1));
+        // A review run is counted apart from the step's attempts (CURRENT.ATTEMPT holds its
+        // run): "attempt 2" there would read as the step failing once.
+        let kind = if super::review::is_review(&m) {
+            "review"
+        } else {
+            "attempt"
+        };
+        let label = format!("{what} {kind} {}", m.current.attempt.unwrap_or(1));
         self.progress
             .begin(label, report.elapsed, engine::spent(&m));
     }

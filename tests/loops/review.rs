@@ -366,3 +366,52 @@ fn a_stale_save_with_the_runner_dead_neither_reviews_a_step_again_nor_reruns_it(
         env.assert_no_processes();
     }
 }
+
+/// `LOOP_AGENT=claude-sim loop start x --step a --review` always halted: the simulated agent
+/// answered a reviewer as it answers a step (`STEP_DONE`), never with a review's verdict.
+#[test]
+fn the_simulated_agent_approves_a_review_unless_its_scenario_says_otherwise() {
+    let env = project();
+    let mut start = env.cmd(&["start", "x", "--step", "a", "--review"]);
+    start
+        .env_remove("CLAUDE_SIM_SCENARIO")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = start.output().unwrap();
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), env.log());
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done);
+    let review = m.results[&1].extra.get("REVIEW").cloned().unwrap_or_default();
+    assert!(review.starts_with("approved: "), "{review}");
+    // The live line of a review run says so, with the run's number, not "attempt".
+    let text = stdout(&out);
+    let live: Vec<&str> = text.lines().filter(|l| l.starts_with("  … ")).collect();
+    assert!(
+        live.iter().any(|l| l.starts_with("  … step 1 review 1 · ")),
+        "{text}"
+    );
+    assert!(
+        !live.iter().any(|l| l.starts_with("  … step 1 attempt 2")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_review_that_never_gives_a_verdict_halts_naming_its_last_review_task() {
+    let env = project();
+    env.scenario(&json!({"steps": {"1": [work("whole")]},
+        "review": {"result": "Looks fine to me."}}));
+    let out = env.run(&["start", "g", "--step", "write a.txt", "--review", "--max-retries", "2"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let m = env.m1();
+    let (_, reviews) = split(&env);
+    assert_eq!(reviews.len(), 2);
+    let last_task = reviews[1].1["task_id"].as_str().unwrap().to_owned();
+    let said = format!(
+        "{}\n{}",
+        m.last_action.unwrap_or_default(),
+        m.next_action.unwrap_or_default()
+    );
+    assert!(said.contains(&last_task), "{said}");
+    assert!(said.contains("loop check"), "{said}");
+}

@@ -16,6 +16,10 @@ use crate::scenario::Action;
 const DEFAULT_PLAN: &str =
     r#"{"steps":["Investigate the problem","Implement the fix","Test the fix"]}"#;
 const DEFAULT_STEP: &str = "Simulated work on step {step}.\nSTEP_DONE: simulated step {step} done";
+/// What a reviewer answers unless its scenario says otherwise: an approval, so that a loop run
+/// with `--review` and no scenario ends DONE as one without does.
+const DEFAULT_REVIEW: &str =
+    "Simulated review of step {step}.\nREVIEW_APPROVE: simulated review of step {step} approves";
 const DEFAULT_ERROR: &str = "API Error: simulated failure";
 
 /// The call being simulated.
@@ -24,6 +28,8 @@ pub struct Call<'a> {
     pub args: &'a SimArgs,
     pub step: u32,
     pub attempt: String,
+    /// A reviewer's call (`LOOP_REVIEW`): its default answer is a review's verdict.
+    pub review: bool,
     /// Where relative fixture stems are found.
     pub base_dir: PathBuf,
     /// Where the simulation keeps what outlives a call (each session's cost so far).
@@ -158,10 +164,11 @@ pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
     if let Some(info) = &action.rate_limit {
         out.event(&emit::rate_limit(&session_id, info));
     }
-    let default = match (action.is_error, call.step) {
-        (true, _) => DEFAULT_ERROR,
-        (false, 0) => DEFAULT_PLAN,
-        (false, _) => DEFAULT_STEP,
+    let default = match (action.is_error, call.review, call.step) {
+        (true, _, _) => DEFAULT_ERROR,
+        (false, true, _) => DEFAULT_REVIEW,
+        (false, false, 0) => DEFAULT_PLAN,
+        (false, false, _) => DEFAULT_STEP,
     };
     for tool in &action.unavailable_tools {
         let id = format!(

@@ -157,6 +157,7 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
             args: &args,
             step,
             attempt: env.attempt.clone().unwrap_or_else(|| "1".to_owned()),
+            review: env.review,
             base_dir: scenario.base_dir.clone(),
             state_dir,
         },

@@ -5,7 +5,9 @@
 //! times that step has been called (the count lives in a state directory, so it survives
 //! the process); past the end the last entry repeats. Anything not listed uses `default`.
 //! A reviewer's call (`LOOP_REVIEW` set) uses `review`, indexed by the reviews of its step,
-//! when the scenario has one; else it is a call of its step like any other.
+//! when the scenario has one; else it is a call of its step like any other, except that an
+//! action with no `result` answers it with an approval (`REVIEW_APPROVE: …`), as a step's
+//! answers `STEP_DONE: …`.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};

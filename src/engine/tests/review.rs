@@ -23,6 +23,7 @@ fn facts() -> ReviewFacts {
     ReviewFacts {
         step: 2,
         run: 1,
+        task_id: "task_20260101T000000_review".into(),
         cost_usd: 0.02,
         prior_cost_usd: 0.1,
         retakes: 0,
@@ -171,11 +172,15 @@ fn a_pending_review_is_next_and_its_runs_are_capped() {
             attempt: 1
         }
     );
-    let tried = UNDER_REVIEW.replace("REVIEW: pending\n", "REVIEW: pending\n    REVIEW_RUNS: 3\n");
-    assert!(matches!(
-        next(&view(&tried), &Caps::default(), now()),
-        Next::Halt { .. }
-    ));
+    let tried = UNDER_REVIEW.replace(
+        "REVIEW: pending\n",
+        "REVIEW: pending\n    REVIEW_RUNS: 3\n    REVIEW_TASK: task_x\n",
+    );
+    let Next::Halt { reason, how } = next(&view(&tried), &Caps::default(), now()) else {
+        panic!("not a halt");
+    };
+    assert!(reason.ends_with("in 3 runs (the last: task task_x)"), "{reason}");
+    assert!(how.contains("tasks/task_x/stdout") && how.contains("loop check task_x"), "{how}");
 }
 
 #[test]
@@ -252,6 +257,10 @@ fn a_review_run_without_a_verdict_is_counted_and_the_review_stays_pending() {
     assert_eq!(
         m.results[&2].extra.get("REVIEW_RUNS").map(String::as_str),
         Some("1")
+    );
+    assert_eq!(
+        m.results[&2].extra.get("REVIEW_TASK").map(String::as_str),
+        Some("task_20260101T000000_review")
     );
     assert_eq!(
         next(&m, &Caps::default(), now()),
