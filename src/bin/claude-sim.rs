@@ -2,9 +2,9 @@
 //! real CLI. Set `LOOP_AGENT=claude-sim` (or its path) to drive a loop with it.
 //!
 //! Environment: `CLAUDE_SIM_SCENARIO` (a JSON scenario; absent: every call succeeds),
-//! `CLAUDE_SIM_STATE` (where per-step call counts live; default `<scenario>.state/`),
-//! `CLAUDE_SIM_LOG` (one JSON line per call, written as it starts). The scenario format is
-//! documented in `claude_sim::scenario` (crates/claude-sim).
+//! `CLAUDE_SIM_STATE` (where the call counts live, one directory per loop; default
+//! `<scenario>.state/`), `CLAUDE_SIM_LOG` (one JSON line per call, written as it starts). The
+//! scenario format is documented in crates/claude-sim/README.md.
 
 fn main() -> std::process::ExitCode {
     let code = claude_sim::main();

@@ -37,6 +37,8 @@ pub struct SimEnv {
     pub attempt: Option<String>,
     pub task_id: Option<String>,
     pub loop_file: Option<String>,
+    /// The loop the call belongs to (`LOOP_ID`): its calls are counted apart from other loops'.
+    pub loop_id: Option<String>,
     pub scenario: Option<PathBuf>,
     pub state: Option<PathBuf>,
     pub log: Option<PathBuf>,
@@ -56,6 +58,7 @@ impl SimEnv {
             attempt: var("LOOP_ATTEMPT"),
             task_id: var("LOOP_TASK_ID"),
             loop_file: var("LOOP_FILE"),
+            loop_id: var("LOOP_ID"),
             scenario: var("CLAUDE_SIM_SCENARIO").map(PathBuf::from),
             state: var("CLAUDE_SIM_STATE").map(PathBuf::from),
             log: var("CLAUDE_SIM_LOG").map(PathBuf::from),
@@ -84,13 +87,7 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
             .parse()
             .map_err(|_| format!("LOOP_STEP must be a step number, not {s:?}")),
     };
-    let state_dir = env.state.clone().or_else(|| {
-        env.scenario.as_ref().map(|p| {
-            let mut s = p.clone().into_os_string();
-            s.push(".state");
-            PathBuf::from(s)
-        })
-    });
+    let state_dir = state_dir(env);
     let loaded = match &env.scenario {
         Some(path) => Scenario::load(path),
         None => Ok(Scenario::default()),
@@ -165,6 +162,31 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
     )
 }
 
+/// Where this call is counted: `CLAUDE_SIM_STATE`, else `<scenario>.state/`; within it, one
+/// directory per loop (`LOOP_ID`). Counted per scenario alone, a second loop run with the same
+/// scenario found its scripted failures used up and silently passed.
+fn state_dir(env: &SimEnv) -> Option<PathBuf> {
+    let base = env.state.clone().or_else(|| {
+        env.scenario.as_ref().map(|p| {
+            let mut s = p.clone().into_os_string();
+            s.push(".state");
+            PathBuf::from(s)
+        })
+    })?;
+    Some(match env.loop_id.as_deref().filter(|id| is_plain_name(id)) {
+        Some(id) => base.join(format!("loop-{id}")),
+        None => base,
+    })
+}
+
+/// Whether `name` can be a directory name of its own (no separator, no `.` or `..`).
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 /// The prompt as the real CLI takes it: the argument, then what standard input held, on the
 /// next line (as 2.1.330 does when it is given both).
 fn prompt_of(args: &args::SimArgs, stdin: &str) -> Option<String> {
@@ -195,6 +217,7 @@ fn log_line(
         "attempt": number_or_text(&env.attempt),
         "task_id": env.task_id,
         "loop_file": env.loop_file,
+        "loop_id": env.loop_id,
         "session_id": args.session_id,
         "resume": args.resume,
         "settings": args.settings,

@@ -2,8 +2,9 @@
 //! `{"plan": ACTION, "steps": {"2": [ACTION, ...]}, "review": ACTION, "default": ACTION}`.
 //!
 //! Step 0 (the planning call) uses `plan`; step N uses `steps["N"]`, indexed by how many
-//! times that step has been called (the count lives in a state directory, so it survives
-//! the process); past the end the last entry repeats. Anything not listed uses `default`.
+//! times that step has been called in its loop (the count lives in a state directory, one
+//! directory per `LOOP_ID`, so it survives the process and starts again for another loop);
+//! past the end the last entry repeats. The format is documented in the crate's README. Anything not listed uses `default`.
 //! A reviewer's call (`LOOP_REVIEW` set) uses `review`, indexed by the reviews of its step,
 //! when the scenario has one; else it is a call of its step like any other, except that an
 //! action with no `result` answers it with an approval (`REVIEW_APPROVE: …`), as a step's
