@@ -59,10 +59,13 @@ fn sim_agent() -> crate::error::Result<PathBuf> {
     })
 }
 
-/// `loop demo`.
+/// `loop demo`: the loop's M1.md in its own temporary directory, or at `file` (`--file` on the
+/// command line; an exported `LOOP_FILE` is never the demo's, so that it cannot archive and
+/// replace a person's own loop).
 ///
 /// # Errors
-/// When the simulated agent is missing or the temporary directory cannot be made.
+/// When the simulated agent is missing or the temporary directory cannot be made; what
+/// `start` refuses (nothing is left behind then).
 pub fn demo(file: Option<&Path>, opts: &RunOptions) -> crate::error::Result<Status> {
     let sim = sim_agent()?;
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
@@ -106,7 +109,19 @@ pub fn demo(file: Option<&Path>, opts: &RunOptions) -> crate::error::Result<Stat
         workdir: Some(dir.clone()),
         ..StartRequest::default()
     };
-    let status = start(&file, &req, opts)?;
+    // `start` checks everything before it writes anything: when it refuses (a RUNNING loop at
+    // --file, a stop file), the M1.md there is as it was, and the demo takes its directory
+    // away again instead of leaving an empty project in the temporary directory.
+    let before = std::fs::read(&file).ok();
+    let status = match start(&file, &req, opts) {
+        Ok(status) => status,
+        Err(e) => {
+            if std::fs::read(&file).ok() == before {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            return Err(e);
+        }
+    };
     crate::outln!(
         "\nloop demo: finished with exit status {} — its M1.md:",
         status.code()

@@ -89,8 +89,15 @@ pub enum Command {
     /// Run a whole 3-step loop with the bundled simulated agent in a temporary directory.
     ///
     /// With --file, the demo's M1.md goes there (a RUNNING loop there is refused, as by
-    /// `start`); the simulated project stays in the temporary directory.
+    /// `start`); the simulated project stays in the temporary directory. LOOP_FILE is not
+    /// read: the demo never touches the loop a shell has exported.
     Demo {
+        /// Where the demo's M1.md goes (default: a new temporary directory, whatever
+        /// LOOP_FILE says).
+        // Shadows the global --file, whose default and LOOP_FILE do not apply here: `parse_from`
+        // keeps it only when given on the command line.
+        #[arg(long, value_name = "PATH")]
+        file: Option<PathBuf>,
         /// Print decisions only, not the live line of what the agent is doing.
         #[arg(long, short)]
         quiet: bool,
@@ -382,6 +389,13 @@ where
         matches.value_source("file"),
         None | Some(ValueSource::DefaultValue)
     );
+    if let Command::Demo { file, .. } = &mut cli.command
+        && matches.value_source("file") != Some(ValueSource::CommandLine)
+    {
+        // The global --file's default and LOOP_FILE reach the demo's own flag too; only a
+        // --file on the command line moves the demo.
+        *file = None;
+    }
     if !cli.file_given
         && !cli.file.exists()
         && let Some(found) = find_upward(&cli.file)
@@ -493,9 +507,7 @@ pub fn run(cli: Cli) -> crate::error::Result<Status> {
             }
             status
         }
-        Command::Demo { quiet } => {
-            crate::cli::demo::demo(cli.file_given.then_some(cli.file.as_path()), &echo(quiet))
-        }
+        Command::Demo { file, quiet } => crate::cli::demo::demo(file.as_deref(), &echo(quiet)),
         Command::Validate => crate::cli::status::validate(&cli.file),
         Command::Status { json } => crate::cli::status::status(&cli.file, json),
         Command::Fire(args) => {

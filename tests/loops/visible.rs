@@ -250,3 +250,65 @@ fn a_foreground_run_says_where_its_files_are_how_to_stop_it_and_ends_with_cost_a
         "{last}"
     );
 }
+
+/// An exported `LOOP_FILE` made `loop demo` archive the person's own M1.md and write the demo
+/// into it: only `--file` on its command line moves the demo's M1.md.
+#[test]
+fn loop_demo_leaves_the_loop_of_an_exported_loop_file_alone() {
+    let env = TestLoop::new();
+    let mine = "STATUS: WAITING\nGOAL: my own loop\n";
+    std::fs::write(&env.file, mine).unwrap();
+    let out = env.run_for(&["demo", "--quiet"], Duration::from_secs(60));
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(env.text(), mine, "the person's M1.md was touched");
+    let beside: Vec<_> = std::fs::read_dir(env.state())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(beside, ["M1.md"], "nothing archived or written beside it");
+    let demos: Vec<_> = std::fs::read_dir(env.temp.join("tmp"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(demos.len(), 1, "{demos:?}");
+    let text = std::fs::read_to_string(demos[0].join("state/M1.md")).unwrap();
+    assert!(text.starts_with("STATUS: DONE"), "{text}");
+}
+
+#[test]
+fn a_refused_demo_leaves_nothing_behind() {
+    let env = TestLoop::new();
+    let running = env.temp.path().join("busy").join("M1.md");
+    std::fs::create_dir_all(running.parent().unwrap()).unwrap();
+    std::fs::write(&running, "STATUS: RUNNING\nGOAL: busy\n").unwrap();
+    let out = env.run(&["demo", "--quiet", "--file", running.to_str().unwrap()]);
+    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        std::fs::read_dir(env.temp.join("tmp")).unwrap().count(),
+        0,
+        "the demo's temporary directory was left behind"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&running).unwrap(),
+        "STATUS: RUNNING\nGOAL: busy\n"
+    );
+}
+
+#[test]
+fn loop_demo_help_shows_where_the_demo_really_goes() {
+    let env = TestLoop::new();
+    let mut help = env.cmd(&["demo", "--help"]);
+    help.stdout(std::process::Stdio::piped());
+    let text = stdout(&help.output().unwrap());
+    let file = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("--file"))
+        .take_while(|l| !l.trim_start().starts_with("-q") && !l.trim_start().starts_with("-h"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(file.contains("temporary directory"), "{text}");
+    assert!(
+        !file.contains("default: state/M1.md") && !file.contains("LOOP_FILE="),
+        "{text}"
+    );
+}
