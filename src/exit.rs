@@ -11,7 +11,8 @@ pub mod code {
     /// task is DONE.
     pub const SUCCESS: u8 = 0;
     /// `start`/`resume`: the loop is FAILED. `notify`: a message is still pending or was
-    /// rejected. `stop`: a runner had not exited when `stop` gave up waiting.
+    /// rejected. `stop`: a runner had not exited when `stop` gave up waiting. `service`:
+    /// systemd could not install, tell or remove the unit (no systemctl, no user bus).
     pub const FAILED: u8 = 1;
     /// Bad input: a bad flag, id or duration, an invalid M1.md, or a loop that is in the way
     /// (another runner, a live loop `start` would replace).
@@ -38,7 +39,8 @@ pub const HELP: &str = "\
 Exit status:
   0    success; start/resume: the loop is DONE; check: the task is DONE
   1    start/resume: the loop is FAILED; notify: a message is still pending or was rejected;
-       stop: a runner had not exited within 10s
+       stop: a runner had not exited within 10s; service: systemd could not install, tell
+       or remove the unit (install then prints a tmux and a cron line instead)
   2    bad input: a flag, id or duration, an invalid M1.md, or a loop in the way
   3    start/resume: the loop is WAITING (stopped, needs a human, or waiting out a limit)
   10   check: the task is RUNNING

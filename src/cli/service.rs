@@ -72,8 +72,46 @@ fn quoted(value: &str) -> String {
 }
 
 /// The environment a loop needs that a user service does not have: where programs are
-/// (`claude`), which agent and stop file, where the per-user state is.
+/// (`claude`), which agent and stop file, where the per-user state is. The unit and the tmux
+/// and cron lines carry the same, so a daemon runs the same agent whichever keeps it.
 const PASSED_ENV: [&str; 4] = ["PATH", "LOOP_AGENT", "LOOP_STOP_FILE", "XDG_STATE_HOME"];
+
+/// [`PASSED_ENV`] as this shell has it.
+fn passed_env() -> Vec<(String, String)> {
+    PASSED_ENV
+        .iter()
+        .filter_map(|k| Some(((*k).to_owned(), std::env::var(k).ok()?)))
+        .collect()
+}
+
+/// `text` as one shell word: as it is when nothing in it is special, else single-quoted.
+fn shell_word(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:,=@%".contains(c))
+    {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// The daemon's command line for a shell: `env VAR=value … LOOP daemon [--telegram]`.
+#[must_use]
+pub fn daemon_command(exe: &Path, telegram: bool, env: &[(String, String)]) -> String {
+    let mut words: Vec<String> = Vec::new();
+    if !env.is_empty() {
+        words.push("env".into());
+        words.extend(env.iter().map(|(k, v)| shell_word(&format!("{k}={v}"))));
+    }
+    words.push(shell_word(&exe.display().to_string()));
+    words.push("daemon".into());
+    if telegram {
+        words.push("--telegram".into());
+    }
+    words.join(" ")
+}
 
 /// The unit's text: `loop daemon` (with `--telegram`), restarted whenever it ends.
 #[must_use]
@@ -104,6 +142,36 @@ fn systemctl() -> Option<PathBuf> {
         return None;
     }
     crate::runner::settings::find_program(&name).ok()
+}
+
+/// What `systemctl --user is-active` answers when it can tell (it exits non-zero for all but
+/// `active`); anything else on its output is an error, such as no user bus.
+const UNIT_STATES: [&str; 8] = [
+    "active",
+    "inactive",
+    "failed",
+    "activating",
+    "deactivating",
+    "reloading",
+    "maintenance",
+    "unknown",
+];
+
+/// The unit's state, or why systemd could not say.
+fn unit_state(program: &Path) -> Result<String, String> {
+    let out = Command::new(program)
+        .args(["--user", "is-active", UNIT])
+        .output()
+        .map_err(|e| format!("{}: {e}", program.display()))?;
+    let said = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if UNIT_STATES.contains(&said.as_str()) {
+        return Ok(said);
+    }
+    Err(format!(
+        "`systemctl --user is-active {UNIT}` failed: {}{}",
+        said,
+        String::from_utf8_lossy(&out.stderr).trim()
+    ))
 }
 
 /// Runs `systemctl --user ARGS`; its combined output, or why it failed.
@@ -169,20 +237,26 @@ fn install(file: &Path, telegram: bool) -> crate::error::Result<Status> {
         list.display()
     );
     let exe = std::env::current_exe().context("while finding the loop binary")?;
+    let env = passed_env();
+    let secrets = env_file()?;
     let Some(ctl) = systemctl() else {
-        print_alternatives(&exe, telegram);
-        return Ok(Status::Ok);
+        crate::errln!("loop service: no systemctl here, so no unit was written");
+        print_alternatives(&exe, telegram, &env, &secrets);
+        return Ok(Status::Failed);
     };
-    let env: Vec<(String, String)> = PASSED_ENV
-        .iter()
-        .filter_map(|k| Some(((*k).to_owned(), std::env::var(k).ok()?)))
-        .collect();
+    // Asked before anything is written: without a user bus (a login without a user session,
+    // `su`, a container) systemd would never run the unit.
+    if let Err(e) = user_systemctl(&ctl, &["show-environment"]) {
+        crate::errln!("loop service: {e}; so no unit was written");
+        print_alternatives(&exe, telegram, &env, &secrets);
+        return Ok(Status::Failed);
+    }
     let unit = unit_path()?;
     if let Some(dir) = unit.parent() {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("while creating {}", dir.display()))?;
     }
-    let secrets = env_file()?;
+    let before = std::fs::read(&unit).ok();
     std::fs::write(&unit, unit_text(&exe, telegram, &env, &secrets))
         .with_context(|| format!("while writing {}", unit.display()))?;
     crate::outln!("loop service: wrote {}", unit.display());
@@ -194,8 +268,14 @@ fn install(file: &Path, telegram: bool) -> crate::error::Result<Status> {
     }
     for args in [&["daemon-reload"][..], &["enable", "--now", UNIT]] {
         if let Err(e) = user_systemctl(&ctl, args) {
-            crate::errln!("loop service: {e}");
-            print_alternatives(&exe, telegram);
+            // The unit systemd would not take is not left in place of what was there.
+            let _ = match &before {
+                Some(text) => std::fs::write(&unit, text),
+                None => std::fs::remove_file(&unit),
+            };
+            let _ = user_systemctl(&ctl, &["daemon-reload"]);
+            crate::errln!("loop service: {e}; {} is as it was", unit.display());
+            print_alternatives(&exe, telegram, &env, &secrets);
             return Ok(Status::Failed);
         }
     }
@@ -205,27 +285,40 @@ fn install(file: &Path, telegram: bool) -> crate::error::Result<Status> {
     Ok(Status::Ok)
 }
 
-/// Where there is no systemd: the lines that keep `loop daemon` running by other means.
-fn print_alternatives(exe: &Path, telegram: bool) {
-    let daemon = format!(
-        "{} daemon{}",
-        exe.display(),
-        if telegram { " --telegram" } else { "" }
-    );
+/// Where systemd cannot keep it: the lines that keep `loop daemon` running by other means,
+/// with the environment the unit would have carried.
+fn print_alternatives(exe: &Path, telegram: bool, env: &[(String, String)], secrets: &Path) {
+    let daemon = daemon_command(exe, telegram, env);
     let out = crate::dirs::user_state_dir()
         .map_or_else(|_| PathBuf::from("daemon.out"), |d| d.join("daemon.out"));
+    // In a crontab a `%` ends the command.
+    let cron = daemon.replace('%', "\\%");
     crate::outln!(
-        "loop service: no systemd here; keep `loop daemon` running with either of:\n  tmux new-session -d -s m1loop '{daemon}'\n  crontab -e, then add:  @reboot {daemon} >> {} 2>&1",
-        out.display()
+        "loop service: keep `loop daemon` running with either of:\n  tmux new-session -d -s \
+         m1loop {}\n  crontab -e, then add:  @reboot {cron} >> {} 2>&1",
+        shell_word(&daemon),
+        shell_word(&out.display().to_string())
+    );
+    crate::outln!(
+        "loop service: unlike the unit, these do not read {}: give the daemon \
+         TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID another way if it should notify",
+        secrets.display()
     );
 }
 
 fn status() -> crate::error::Result<Status> {
     let unit = unit_path()?;
+    let mut answered = Status::Ok;
     let state = match (unit.exists(), systemctl()) {
         (false, _) => "not installed".to_owned(),
-        (true, None) => "installed, but there is no systemctl here".to_owned(),
-        (true, Some(ctl)) => user_systemctl(&ctl, &["is-active", UNIT]).unwrap_or_else(|e| e),
+        (true, None) => {
+            answered = Status::Failed;
+            "installed, but there is no systemctl here to ask".to_owned()
+        }
+        (true, Some(ctl)) => unit_state(&ctl).unwrap_or_else(|e| {
+            answered = Status::Failed;
+            format!("cannot tell: {e}")
+        }),
     };
     crate::outln!("service  {UNIT}: {state} ({})", unit.display());
     let now = chrono::Utc::now();
@@ -241,16 +334,27 @@ fn status() -> crate::error::Result<Status> {
         };
         crate::outln!("loop     {}: {what}", file.display());
     }
-    Ok(Status::Ok)
+    Ok(answered)
 }
 
 fn uninstall() -> crate::error::Result<Status> {
     let unit = unit_path()?;
+    let mut done = Status::Ok;
     if let Some(ctl) = systemctl()
         && unit.exists()
         && let Err(e) = user_systemctl(&ctl, &["disable", "--now", UNIT])
     {
-        crate::errln!("loop service: {e}");
+        // The files go all the same (the unit no longer starts at a login or boot), but a
+        // daemon systemd still runs could not be stopped: exit 1 says so.
+        crate::errln!(
+            "loop service: {e}; the unit is removed, but a daemon it started may still run \
+             until its session ends (`systemctl --user stop {UNIT}` where the user's systemd \
+             can be reached stops it)"
+        );
+        done = Status::Failed;
+        if let Some(dir) = unit.parent() {
+            let _ = std::fs::remove_file(dir.join("default.target.wants").join(UNIT));
+        }
     }
     for path in [unit.clone(), loops_file()?] {
         match std::fs::remove_file(&path) {
@@ -266,7 +370,7 @@ fn uninstall() -> crate::error::Result<Status> {
     if let Some(ctl) = systemctl() {
         let _ = user_systemctl(&ctl, &["daemon-reload"]);
     }
-    Ok(Status::Ok)
+    Ok(done)
 }
 
 #[cfg(test)]
@@ -293,5 +397,22 @@ mod tests {
         assert!(text.contains("Restart=always\n"));
         assert!(text.contains("[Install]\nWantedBy=default.target\n"));
         assert_eq!(quoted("50% \"x\""), "\"50%% \\\"x\\\"\"");
+    }
+
+    #[test]
+    fn the_daemon_line_for_a_shell_carries_the_environment_quoted_as_needed() {
+        let env = [
+            ("PATH".to_owned(), "/usr/bin:/bin".to_owned()),
+            ("LOOP_AGENT".to_owned(), "/opt/it's here/claude".to_owned()),
+        ];
+        assert_eq!(
+            daemon_command(Path::new("/usr/local/bin/loop"), true, &env),
+            "env PATH=/usr/bin:/bin 'LOOP_AGENT=/opt/it'\\''s here/claude' \
+             /usr/local/bin/loop daemon --telegram"
+        );
+        assert_eq!(
+            daemon_command(Path::new("/bin/loop"), false, &[]),
+            "/bin/loop daemon"
+        );
     }
 }

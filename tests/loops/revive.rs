@@ -187,7 +187,7 @@ fn service_install_names_the_loop_writes_the_unit_and_enables_it() {
     let called = std::fs::read_to_string(&calls).unwrap();
     assert_eq!(
         called,
-        "--user daemon-reload\n--user enable --now m1loop.service\n"
+        "--user show-environment\n--user daemon-reload\n--user enable --now m1loop.service\n"
     );
     let listed = std::fs::read_to_string(env.xdg().join("m1loop/daemon.loops")).unwrap();
     assert_eq!(listed.trim(), env.file.display().to_string());
@@ -212,14 +212,63 @@ fn service_install_names_the_loop_writes_the_unit_and_enables_it() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(!unit.exists());
     assert!(!env.xdg().join("m1loop/daemon.loops").exists());
-    // Without systemd: the other ways to keep the daemon running.
+    // Without systemd: the other ways to keep the daemon running, and exit 1 (not installed).
     let out = run(&["service", "install"], std::path::Path::new(""));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
     let said = stdout(&out);
     assert!(
         said.contains("tmux new-session -d -s m1loop") && said.contains("@reboot"),
         "{said}"
     );
+    assert!(!unit.exists());
+}
+
+/// Without a user bus (`systemctl --user` cannot reach a systemd), `service install` wrote a
+/// unit nobody would run, printed tmux and cron lines without the environment the unit
+/// carries, and exited 1, a code the table did not list; `status` and `uninstall` exited 0 on
+/// the same error.
+#[test]
+fn service_without_a_user_bus_writes_no_unit_and_its_fallbacks_carry_the_units_environment() {
+    let env = TestLoop::new().env("LOOP_AGENT", "/opt/agents/my agent");
+    std::fs::write(&env.file, "STATUS: IDLE\nGOAL: g\n").unwrap();
+    let config = env.temp.join("config");
+    let working = env.temp.join("systemctl");
+    write_executable(&working, "#!/bin/sh\nexit 0\n");
+    let no_bus = env.temp.join("systemctl-no-bus");
+    write_executable(
+        &no_bus,
+        "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n",
+    );
+    let run = |args: &[&str], ctl: &std::path::Path| {
+        let mut c = env.cmd(args);
+        c.env("XDG_CONFIG_HOME", &config).env("LOOP_SYSTEMCTL", ctl);
+        c.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        c.output().unwrap()
+    };
+    let unit = config.join("systemd/user/m1loop.service");
+    let out = run(&["service", "install"], &no_bus);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(!unit.exists(), "a unit was written that no systemd runs");
+    assert!(stderr(&out).contains("Failed to connect to bus"), "{}", stderr(&out));
+    let said = stdout(&out);
+    let tmux = said.lines().find(|l| l.contains("tmux new-session")).unwrap();
+    let cron = said.lines().find(|l| l.contains("@reboot")).unwrap();
+    for line in [tmux, cron] {
+        for var in ["PATH=", "LOOP_STOP_FILE=", "XDG_STATE_HOME="] {
+            assert!(line.contains(var), "{var} missing: {line}");
+        }
+        assert!(line.contains("LOOP_AGENT="), "{line}");
+        assert!(line.contains("my agent"), "{line}");
+    }
+    // Installed where the bus worked, then asked where it does not: both say they could not.
+    assert_eq!(code(&run(&["service", "install"], &working)), 0);
+    assert!(unit.exists());
+    let out = run(&["service", "status"], &no_bus);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    let out = run(&["service", "uninstall"], &no_bus);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("Failed to connect to bus"), "{}", stderr(&out));
 }
 
 #[test]
