@@ -54,7 +54,8 @@ fn sim_agent() -> crate::error::Result<PathBuf> {
     locate_sim().ok_or_else(|| {
         Error::bad_input(format!(
             "the simulated agent `{SIM_BINARY}` is not beside the loop binary; build both with \
-             `cargo build --release` (it is part of this package)"
+             `cargo build --release` (it is part of this package; `cargo run` alone builds only \
+             `loop`)"
         ))
     })
 }
