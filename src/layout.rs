@@ -12,7 +12,7 @@
 //!   loop.yaml        defaults for new loops
 //!   loop.log         every decision, with its reason
 //!   outbox.jsonl     notifications, until Telegram took them
-//!   runner.out       a detached runner's output
+//!   runner.out       the output of this loop's detached runners (a new loop starts it afresh)
 //!   tasks/<id>/      one per agent run (and per VERIFY run): spec, output, exit record
 //!   telegram.*       the chat bot's offset, lock and command output
 //! ```

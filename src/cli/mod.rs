@@ -5,6 +5,7 @@ pub mod daemon;
 pub mod demo;
 pub mod hook;
 mod hook_install;
+pub mod logs;
 pub mod notify;
 pub mod service;
 pub mod status;
@@ -105,6 +106,15 @@ pub enum Command {
     /// Check M1.md; errors are printed as file:line:column. Exit 2 when invalid.
     #[allow(clippy::doc_markdown)] // `--help` text, shown as written
     Validate,
+    /// Print this loop's decisions from its loop.log (every runner's, detached ones too).
+    ///
+    /// The log is shared by the loops that ran in its directory: this one's part starts at
+    /// its `start:` line.
+    Logs {
+        /// Keep printing new lines until no runner drives the loop.
+        #[arg(long, short)]
+        follow: bool,
+    },
     /// Show what M1.md says, plus whether the step's process is alive. Never writes.
     Status {
         /// One JSON object instead of the human view.
@@ -508,6 +518,7 @@ pub fn run(cli: Cli) -> crate::error::Result<Status> {
             status
         }
         Command::Demo { file, quiet } => crate::cli::demo::demo(file.as_deref(), &echo(quiet)),
+        Command::Logs { follow } => crate::cli::logs::logs(&cli.file, follow),
         Command::Validate => crate::cli::status::validate(&cli.file),
         Command::Status { json } => crate::cli::status::status(&cli.file, json),
         Command::Fire(args) => {

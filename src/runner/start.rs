@@ -347,6 +347,9 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Result<ExitS
         crate::outln!("archived the previous loop as {}", old.display());
     }
     Store::create(file, &text)?;
+    // A detached runner's output is its loop's: the last loop's, appended to, read as this
+    // one's. (Every runner's decisions stay in loop.log, which `loop logs` reads.)
+    let _ = std::fs::remove_file(crate::layout::Layout::of(file).runner_out());
     let _ = decision_log::append(&state_dir, &format!("start: new loop, goal: {}", req.goal));
     if req.plan_only && !steps.is_empty() {
         let texts: Vec<String> = steps.into_iter().map(|(_, t)| t).collect();

@@ -312,3 +312,41 @@ fn loop_demo_help_shows_where_the_demo_really_goes() {
         "{text}"
     );
 }
+
+/// A detached loop had no `loop logs [-f]`, and its `runner.out` appended across loops: `loop
+/// logs` prints this loop's part of `loop.log`, and `-f` follows it until the runner exits.
+#[test]
+fn loop_logs_shows_this_loops_decisions_and_follows_a_detached_one_until_its_runner_exits() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"default": {"sleep_ms": 1500, "heartbeat_ms": 100,
+        "result": "worked.\nSTEP_DONE: ok"}}));
+    let out = env.run(&["start", "the first goal", "--step", "one", "--detach"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(wait_until(Duration::from_secs(30), || env.m1().status == Status::Done
+        && m1loop::runner::lock::holder(&env.file).is_none()));
+    let first_report = env.m1().results[&1].report.clone().unwrap();
+    let first_task = first_report.split('/').nth(1).unwrap().to_owned();
+    assert!(
+        std::fs::read_to_string(env.state().join("runner.out"))
+            .unwrap()
+            .contains(&first_task)
+    );
+    let out = env.run(&["start", "the second goal", "--step", "two", "--detach"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let followed = env.temp.join("followed.out");
+    let mut follow = env.cmd(&["logs", "-f"]);
+    follow.stdout(std::fs::File::create(&followed).unwrap());
+    let mut follow = crate::support::Guard::spawn(&mut follow);
+    assert!(follow.wait(Duration::from_secs(30)).success());
+    // It ended only once the runner had: the loop is DONE, and its last decision was printed.
+    assert_eq!(env.m1().status, Status::Done, "{}", env.log());
+    let text = std::fs::read_to_string(&followed).unwrap();
+    let last = env.log().lines().last().unwrap().to_owned();
+    assert!(text.ends_with(&format!("{last}\n")), "{text}\n---\n{}", env.log());
+    assert!(text.starts_with(&format!("{} start: new loop, goal: the second goal", &text[..24])));
+    assert!(!text.contains("the first goal"), "{text}");
+    // Without -f: the same part, at once.
+    assert_eq!(stdout(&env.run(&["logs"])), text);
+    let out = std::fs::read_to_string(env.state().join("runner.out")).unwrap();
+    assert!(!out.contains(&first_task), "the first loop's runner.out: {out}");
+}

@@ -1,0 +1,171 @@
+//! `loop logs [-f]`: this loop's decisions, from `loop.log`. Every runner of a loop, in the
+//! foreground, detached, resumed or revived, writes its decisions there; a detached runner's
+//! `runner.out` has only its own. The log is shared by every loop that ran in its directory,
+//! so this loop's part starts at its `start:` line (or at its `STARTED_AT`). `-f` goes on
+//! printing what is appended until no runner drives the loop any more.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use crate::error::Error;
+use crate::exit::Status;
+use crate::layout::Layout;
+
+/// How often `-f` looks for new lines and for the runner: a file poll, no busy loop.
+const POLL: Duration = Duration::from_millis(200);
+
+/// How long `-f` waits for a runner to take a RUNNING loop that has none yet (a `start
+/// --detach` that just returned, a revival under way) before it stops following.
+const RUNNER_GRACE: Duration = Duration::from_secs(5);
+
+/// The first line of `start: new loop` that `loop start` logs for a new loop.
+const START_LINE: &str = "start: new loop";
+
+/// `loop logs [-f]` for the loop of `file`.
+///
+/// # Errors
+/// No loop at `file` (exit 2); a log that cannot be read.
+pub fn logs(file: &Path, follow: bool) -> crate::error::Result<Status> {
+    if !file.exists() {
+        return Err(Error::bad_input(format!(
+            "no loop at {}: nothing to show (start one with `loop start \"GOAL\"`, or pass --file)",
+            file.display()
+        )));
+    }
+    let layout = Layout::of(file);
+    let log = layout.log();
+    let text = read_from(&log, 0)?;
+    let started = started_at(file);
+    let from = this_loops_part(&text, started);
+    let mut offset = text.len() as u64;
+    let mut partial = String::new();
+    print_lines(&text[from..], &mut partial);
+    if !follow {
+        if !partial.is_empty() {
+            crate::outln!("{partial}");
+        }
+        return Ok(Status::Ok);
+    }
+    let began = Instant::now();
+    let mut seen_runner = false;
+    loop {
+        let driven = crate::runner::lock::holder(file).is_some();
+        seen_runner |= driven;
+        let appended = read_from(&log, offset)?;
+        offset += appended.len() as u64;
+        print_lines(&appended, &mut partial);
+        let waiting_for_one = !seen_runner && began.elapsed() < RUNNER_GRACE && is_running(file);
+        if !driven && !waiting_for_one {
+            // What the runner wrote as it let go was read above, after it had let go.
+            if !partial.is_empty() {
+                crate::outln!("{partial}");
+            }
+            let out = layout.runner_out();
+            let also = if out.exists() {
+                format!("; a detached runner's own output (errors too) is in {}", out.display())
+            } else {
+                String::new()
+            };
+            crate::errln!(
+                "loop logs: no runner drives {} (any more){also}",
+                file.display()
+            );
+            return Ok(Status::Ok);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The log's bytes from `offset` on, as text (nothing when there is no log yet).
+fn read_from(log: &Path, offset: u64) -> crate::error::Result<String> {
+    let mut f = match std::fs::File::open(log) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
+        Err(e) => {
+            return Err(anyhow::Error::from(e)
+                .context(format!("while reading {}", log.display()))
+                .into());
+        }
+    };
+    f.seek(SeekFrom::Start(offset))?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    // A line is written whole by one write; a cut inside a character is only a half-read one.
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Prints the complete lines of `chunk`, keeping an unfinished last line in `partial` for the
+/// next chunk.
+fn print_lines(chunk: &str, partial: &mut String) {
+    partial.push_str(chunk);
+    if let Some(end) = partial.rfind('\n') {
+        let whole: String = partial.drain(..=end).collect();
+        crate::out!("{whole}");
+    }
+}
+
+/// The loop's `STARTED_AT`, when its M1.md can be read and has one.
+fn started_at(file: &Path) -> Option<DateTime<Utc>> {
+    let doc = crate::m1::load(file).ok()?;
+    crate::m1::setting::time(&doc.get(&["STARTED_AT"])?).ok()
+}
+
+/// Whether the loop's M1.md says RUNNING (a runner may be about to take it).
+fn is_running(file: &Path) -> bool {
+    crate::m1::load(file).is_ok_and(|d| d.view().status == crate::m1::Status::Running)
+}
+
+/// Where this loop's part of the log `text` begins (a byte offset): its `start:` line, the last
+/// one logged since it started; else its first line since it started; else the whole log (a
+/// loop written by hand, or by an older version, has no `STARTED_AT`).
+#[must_use]
+pub fn this_loops_part(text: &str, started: Option<DateTime<Utc>>) -> usize {
+    let Some(started) = started else {
+        return 0;
+    };
+    let mut first_since = None;
+    let mut start_line = None;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let (stamp, said) = line.split_once(' ').unwrap_or((line, ""));
+        // STARTED_AT has whole seconds; a line of the second it names belongs to the loop.
+        let since = DateTime::parse_from_rfc3339(stamp)
+            .is_ok_and(|t| t.with_timezone(&Utc).timestamp() >= started.timestamp());
+        if since {
+            first_since.get_or_insert(at);
+            if said.starts_with(START_LINE) {
+                start_line = Some(at);
+            }
+        }
+        at += line.len();
+    }
+    start_line.or(first_since).unwrap_or(text.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "\
+2026-11-24T01:00:00.100Z start: new loop, goal: old
+2026-11-24T01:00:05.000Z done: old
+2026-11-24T01:18:46.100Z done: the old loop's last line, in the second the new one starts
+2026-11-24T01:18:46.464Z start: new loop, goal: x
+2026-11-24T01:18:47.000Z spawn: Step 1
+";
+
+    #[test]
+    fn this_loops_part_starts_at_its_start_line() {
+        let t = |s: &str| Some(s.parse::<DateTime<Utc>>().unwrap());
+        let at = this_loops_part(LOG, t("2026-11-24T01:18:46Z"));
+        assert!(LOG[at..].starts_with("2026-11-24T01:18:46.464Z start: new loop, goal: x"));
+        // Without a start line since (a loop written by hand): its lines since it started.
+        let at = this_loops_part(LOG, t("2026-11-24T01:18:47Z"));
+        assert!(LOG[at..].starts_with("2026-11-24T01:18:47.000Z spawn"));
+        assert_eq!(this_loops_part(LOG, None), 0);
+        assert_eq!(this_loops_part(LOG, t("2027-01-01T00:00:00Z")), LOG.len());
+    }
+}
