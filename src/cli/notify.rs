@@ -31,7 +31,11 @@ pub fn notify(state_dir: &Path, message: Option<&str>) -> crate::error::Result<S
         let hint = setup_hint().unwrap_or_default();
         if let Some(text) = message {
             LogNotifier::new(state_dir).notify(&Event::Text(text.to_string()));
-            crate::errln!("loop: {hint}; the message was written to the log instead");
+            // Which log: outside a loop it is the per-user one, which nobody would guess.
+            crate::errln!(
+                "loop: {hint}; the message was written to {} instead",
+                crate::decision_log::path(state_dir).display()
+            );
             return Ok(Status::Ok);
         }
         let pending = crate::notifier::flush(state_dir).pending;

@@ -1,6 +1,7 @@
 //! The notifier used when Telegram is not set up: messages go to `state/loop.log`, so a user
-//! who checks the log still sees what would have been sent, and one hint line (once per
-//! process) says how to get them on a phone instead.
+//! who checks the log still sees what would have been sent, and one hint line says how to get
+//! them on a phone instead: once per log, not once per process (every `loop notify` and every
+//! runner is a process of its own, and the hint stood before each of their notifications).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,7 +33,10 @@ impl Notifier for LogNotifier {
         if !HINT_WRITTEN.swap(true, Ordering::SeqCst)
             && let Some(hint) = super::setup_hint()
         {
-            let _ = crate::decision_log::append(&self.state_dir, &format!("notify: {hint}"));
+            let line = format!("notify: {hint}");
+            if !logged_before(&self.state_dir, &line) {
+                let _ = crate::decision_log::append(&self.state_dir, &line);
+            }
         }
         let text = super::redact(&render_as(event, Format::Plain));
         let line = format!("notify ({}): {text}", event.kind());
@@ -40,6 +44,15 @@ impl Notifier for LogNotifier {
             crate::errln!("loop: could not write a notification to the log: {e}");
         }
     }
+}
+
+/// Whether the log of `state_dir` holds `line` already (after its timestamp). Read once per
+/// process, at its first notification: a log is small next to what a loop does.
+fn logged_before(state_dir: &Path, line: &str) -> bool {
+    let bytes = std::fs::read(crate::decision_log::path(state_dir)).unwrap_or_default();
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .any(|l| l.split_once(' ').is_some_and(|(_, said)| said == line))
 }
 
 #[cfg(test)]
