@@ -2,7 +2,8 @@
 //! context was compacted or its session resumed.
 //!
 //! - `session-start` prints, as the hook's `additionalContext`, the loop's goal, constraints,
-//!   plan with what earlier steps reported, the step at hand and how to end it.
+//!   plan with what earlier steps reported, the step at hand and how to end it; a person's
+//!   session (no `LOOP_STEP`) gets the loop's state only.
 //! - `pre-compact` notes that a step's context starts compacting (the runner counts those that
 //!   happened, from the stream, in `RESULTS.STEP_N.COMPACTIONS`).
 //! - `install` / `uninstall` add (remove) the `SessionStart` hook in the project's
@@ -58,13 +59,19 @@ pub fn context(file: &Path) -> Option<String> {
     if !matches!(m.status, LoopStatus::Running | LoopStatus::Waiting) {
         return None;
     }
-    // A step's own agent knows its step from its environment; a person's session gets the
-    // loop's current one.
-    let step = std::env::var("LOOP_STEP")
+    let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    // A step's own agent knows its step from its environment (the runner sets LOOP_STEP for
+    // every call); a session without it is a person's, which gets the loop's state and none of
+    // the agent's orders.
+    let Some(step) = std::env::var("LOOP_STEP")
         .ok()
         .and_then(|s| s.parse::<u32>().ok())
-        .unwrap_or(m.plan.current_step);
-    let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    else {
+        return Some(crate::runner::prompt::person_context(
+            &m,
+            &abs.display().to_string(),
+        ));
+    };
     let handoff = Layout::of(&abs).handoff(step);
     Some(crate::runner::prompt::session_context(
         &m,

@@ -147,10 +147,22 @@ fn edited_hooks(hooks: Option<&str>, add: Option<&str>) -> crate::error::Result<
     Ok((!events.is_empty()).then(|| render_object(&events, 1)))
 }
 
-/// Puts our hook in (`command`), or takes it out (`None`); the file as it then reads.
-fn edit(dir: &Path, command: Option<&str>) -> crate::error::Result<PathBuf> {
+/// Whether the settings in `members` hold our hook.
+fn has_ours(members: &[(String, String)]) -> bool {
+    members
+        .iter()
+        .find(|(k, _)| k == "hooks")
+        .and_then(|(_, h)| serde_json::from_str::<Value>(h).ok())
+        .and_then(|h| h["SessionStart"].as_array().cloned())
+        .is_some_and(|entries| entries.iter().any(is_ours))
+}
+
+/// Puts our hook in (`command`), or takes it out (`None`); the file, and whether our hook was
+/// in it before.
+fn edit(dir: &Path, command: Option<&str>) -> crate::error::Result<(PathBuf, bool)> {
     let file = settings_file(dir);
     let mut members = read(&file)?;
+    let had = has_ours(&members);
     let at = members.iter().position(|(k, _)| k == "hooks");
     let hooks = edited_hooks(at.map(|i| members[i].1.as_str()), command)?;
     match (at, hooks) {
@@ -159,7 +171,7 @@ fn edit(dir: &Path, command: Option<&str>) -> crate::error::Result<PathBuf> {
             members.remove(i);
         }
         (None, Some(h)) => members.push(("hooks".into(), h)),
-        (None, None) => return Ok(file),
+        (None, None) => return Ok((file, had)),
     }
     if let Some(parent) = file.parent() {
         std::fs::create_dir_all(parent)
@@ -167,7 +179,7 @@ fn edit(dir: &Path, command: Option<&str>) -> crate::error::Result<PathBuf> {
     }
     std::fs::write(&file, format!("{}\n", render_object(&members, 0)))
         .with_context(|| format!("while writing {}", file.display()))?;
-    Ok(file)
+    Ok((file, had))
 }
 
 /// `loop hook install`: the hook in the settings of the project in `dir`.
@@ -177,10 +189,11 @@ fn edit(dir: &Path, command: Option<&str>) -> crate::error::Result<PathBuf> {
 pub fn install(dir: &Path) -> crate::error::Result<Status> {
     let exe = std::env::current_exe().context("while finding the loop binary")?;
     let command = format!("{}{OURS}", exe.display());
-    let file = edit(dir, Some(&command))?;
+    let (file, had) = edit(dir, Some(&command))?;
     crate::outln!(
-        "loop hook: a Claude Code session in this project now starts with the loop's state \
+        "loop hook: a Claude Code session in this project {} starts with the loop's state \
          (SessionStart hook in {})",
+        if had { "already" } else { "now" },
         file.display()
     );
     Ok(Status::Ok)
@@ -191,7 +204,16 @@ pub fn install(dir: &Path) -> crate::error::Result<Status> {
 /// # Errors
 /// As [`install`].
 pub fn uninstall(dir: &Path) -> crate::error::Result<Status> {
-    let file = edit(dir, None)?;
+    let file = settings_file(dir);
+    // Not there (a second uninstall, or none ever): said so, and the file is not touched.
+    if !has_ours(&read(&file)?) {
+        crate::outln!(
+            "loop hook: {} holds no loop SessionStart hook; nothing to remove",
+            file.display()
+        );
+        return Ok(Status::Ok);
+    }
+    let (file, _) = edit(dir, None)?;
     crate::outln!(
         "loop hook: removed the loop's SessionStart hook from {}",
         file.display()

@@ -166,6 +166,41 @@ pub fn session_context(m: &M1, step: u32, file: &str, handoff: &str) -> String {
     out
 }
 
+/// What a person's own Claude Code session in the project is told when it starts (the hook of
+/// `loop hook install`): the loop's state, so that it knows what runs beside it, and none of a
+/// step agent's orders (its step, the verdict line that must end its answer), which are not a
+/// person's.
+#[must_use]
+pub fn person_context(m: &M1, file: &str) -> String {
+    let mut out = format!(
+        "An autonomous loop (m1loop) works in this project. Its state is in {file}, which its \
+         runner writes; this session is not one of its steps.\nSTATUS: {}\nGOAL: {}\n\
+         CONSTRAINTS: {}\n\nPLAN:\n{}",
+        m.status.as_str(),
+        m.goal,
+        constraints(m),
+        plan_listing(m)
+    );
+    if m.plan.current_step > 0 {
+        let _ = write!(
+            out,
+            "\nThe loop is at step {}: {}\n",
+            m.plan.current_step,
+            step_text(m, m.plan.current_step)
+        );
+    }
+    for (key, value) in [("LAST_ACTION", &m.last_action), ("NEXT_ACTION", &m.next_action)] {
+        if let Some(v) = value {
+            let _ = writeln!(out, "{key}: {v}");
+        }
+    }
+    out.push_str(
+        "\n`loop status` shows where it stands; `loop stop` stops it and `loop resume` carries \
+         it on.\n",
+    );
+    out
+}
+
 /// The prompt of a review of step `n`: what it was to do, what its agent claims, what VERIFY
 /// said, and the diff.
 #[must_use]

@@ -147,7 +147,8 @@ fn session_start_speaks_for_a_running_or_waiting_loop_and_is_silent_otherwise() 
         "a reviewer is not told a step"
     );
     std::fs::write(&env.file, text.replace("RUNNING\nGOAL", "WAITING\nGOAL")).unwrap();
-    assert!(stdout(&hook(None)).contains("YOUR STEP (1): write"));
+    assert!(stdout(&hook(Some("1"))).contains("YOUR STEP (1): write"));
+    assert!(stdout(&hook(None)).contains("The loop is at step 1: write"));
     std::fs::write(&env.file, text.replace("STATUS: RUNNING", "STATUS: DONE")).unwrap();
     assert_eq!(stdout(&hook(None)), "", "a finished loop says nothing");
     std::fs::write(&env.file, "STATUS: RUNNING\nGOAL: x\n  broken: [\n").unwrap();
@@ -176,4 +177,46 @@ fn hook_install_adds_only_our_hook_and_uninstall_takes_only_it_out() {
     let out = env.run(&["hook", "uninstall"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), theirs);
+}
+
+#[test]
+fn hook_uninstall_twice_says_the_second_time_that_there_was_nothing_to_remove() {
+    let env = TestLoop::new();
+    let settings = env.path().join(".claude/settings.local.json");
+    assert_eq!(code(&env.run(&["hook", "install"])), 0);
+    let mut again = env.cmd(&["hook", "uninstall"]);
+    again.stdout(std::process::Stdio::piped());
+    let first = stdout(&again.output().unwrap());
+    assert!(first.contains("removed"), "{first}");
+    let text = std::fs::read_to_string(&settings).unwrap();
+    let second = stdout(&again.output().unwrap());
+    assert!(
+        !second.contains("removed") && second.contains("nothing to remove"),
+        "{second}"
+    );
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), text);
+}
+
+/// The hook `loop hook install` puts in a person's own sessions told them the headless agent's
+/// orders ("Your answer's LAST line must be…", "Do this step, and only this step"): a person's
+/// session (no `LOOP_STEP`) gets the loop's state, and none of that.
+#[test]
+fn a_persons_session_gets_the_loops_state_not_the_step_agents_orders() {
+    let env = TestLoop::new();
+    std::fs::write(
+        &env.file,
+        "STATUS: RUNNING\nGOAL: ship it\nPLAN:\n  CURRENT_STEP: 1\n  STEPS:\n    1: [RUNNING] \
+         write\n    2: [PENDING] test\nNEXT_ACTION: check the task\n",
+    )
+    .unwrap();
+    let mut hook = env.cmd(&["hook", "session-start"]);
+    hook.stdout(std::process::Stdio::piped());
+    let v: Value = serde_json::from_str(&stdout(&hook.output().unwrap())).unwrap();
+    let context = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    for said in ["GOAL: ship it", "1: [RUNNING] write", "step 1: write", "check the task"] {
+        assert!(context.contains(said), "{said:?} missing: {context}");
+    }
+    for order in ["LAST line", "STEP_DONE", "YOUR STEP", "only this step"] {
+        assert!(!context.contains(order), "{order:?} told to a person: {context}");
+    }
 }
