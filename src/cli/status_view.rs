@@ -78,9 +78,10 @@ pub fn human(m: &M1, task: Option<&str>) -> String {
 /// `exit 0, a690fb3, verified, 2 attempts, $0.42` for one step's result.
 fn result_facts(r: &StepResult) -> String {
     let mut f = Vec::new();
-    match r.exit {
-        Some(code) => f.push(format!("exit {code}")),
-        None => f.push("pending".to_string()),
+    // An exit not known yet (`EXIT: (pending)`, or none) is left out: "pending" read as the
+    // step's state, which the line shows already.
+    if let Some(code) = r.exit {
+        f.push(format!("exit {code}"));
     }
     if let Some(c) = &r.commit {
         f.push(c.clone());

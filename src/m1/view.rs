@@ -246,7 +246,9 @@ impl M1 {
                 .and_then(|s| s.parse().ok())
                 .unwrap_or_default(),
             goal: get(&["GOAL"]).unwrap_or_default(),
-            constraints: get(&["CONSTRAINTS"]),
+            // `(none)` is what a new loop without constraints is written with: no constraints.
+            constraints: get(&["CONSTRAINTS"])
+                .filter(|c| !c.trim().is_empty() && c.trim() != setting::NONE),
             plan: Plan {
                 total_steps: parsed(get(&["PLAN", "TOTAL_STEPS"]))
                     .unwrap_or(u32::try_from(steps.len()).unwrap_or(u32::MAX)),
