@@ -546,7 +546,11 @@ pub fn run(cli: Cli) -> crate::error::Result<Status> {
         Command::Notify { message, .. } => {
             crate::cli::notify::notify(&bridge_state()?, message.as_deref())
         }
-        Command::Telegram { poll_timeout } => crate::cli::telegram::run(&cli.file, poll_timeout),
+        // The bot's own files (offset, lock, replies) go where the bridge's do: never a new
+        // `state/` where no loop is; a `/loop` that starts one makes it.
+        Command::Telegram { poll_timeout } => {
+            crate::cli::telegram::run(&cli.file, &bridge_state()?, poll_timeout)
+        }
         Command::Supervise { task_dir } => Ok(crate::bridge::supervise(&task_dir)?),
     }
 }

@@ -257,3 +257,31 @@ fn a_second_bot_for_the_same_loop_is_a_loop_in_the_way_not_an_internal_error() {
         "the first bot exited"
     );
 }
+
+/// `loop telegram` where no loop is (no `state/M1.md` here or above, no `--file`) made a
+/// `./state/` for its own files: they go to the per-user directory, as `fire` and `notify`'s
+/// do, and a loop's `state/` is made only by a `/loop` that starts one.
+#[test]
+fn loop_telegram_where_no_loop_is_leaves_no_state_directory() {
+    let s = setup().without_state();
+    let tg = FakeTelegram::start();
+    let mut cmd = s.cmd(&["telegram", "--poll-timeout", "1s"]);
+    cmd.env_remove("LOOP_FILE")
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("TELEGRAM_CHAT_ID", CHAT.to_string())
+        .env("TELEGRAM_API_BASE", tg.base_url())
+        .env("LOOP_BOT_EXEC", fake_loop(&s))
+        .env("FAKE_LOOP_RECORD", s.temp.join("record"));
+    let _bot = Guard::spawn(&mut cmd);
+    let user_log = s.xdg().join("m1loop").join("loop.log");
+    assert!(
+        wait_until(DEADLINE, || std::fs::read_to_string(&user_log)
+            .is_ok_and(|l| l.contains("polling for commands"))),
+        "{}",
+        std::fs::read_to_string(&user_log).unwrap_or_default()
+    );
+    tg.push_message(CHAT, "/status");
+    assert!(wait_until(DEADLINE, || record(&s).len() == 1));
+    assert_eq!(record(&s)[0], "--file|state/M1.md|status|");
+    assert!(!s.state().exists(), "loop telegram made a state/ where no loop is");
+}

@@ -28,13 +28,15 @@ pub fn offset_path(state_dir: &Path) -> PathBuf {
     crate::layout::Layout::dir(state_dir).telegram("offset")
 }
 
-/// Runs the bot for the loop whose state file is `file`, until killed.
+/// Runs the bot for the loop whose state file is `file`, until killed. Its own files (the
+/// offset, its lock, its log lines and replies) are in `state_dir`: the loop's state directory,
+/// or the per-user one where no loop is yet.
 ///
 /// # Errors
 /// Bad or missing Telegram settings, a token Telegram refuses, an unreadable offset file, or
 /// another bot already running for this state directory.
-pub fn run(file: &Path, poll_timeout: Duration) -> crate::error::Result<Status> {
-    let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
+pub fn run(file: &Path, state_dir: &Path, poll_timeout: Duration) -> crate::error::Result<Status> {
+    let state_dir = state_dir.to_path_buf();
     let config = Config::from_env()
         .map_err(|bad| Error::bad_input(crate::notifier::redact(&bad)))?
         .ok_or_else(|| {
