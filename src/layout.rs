@@ -180,7 +180,8 @@ impl Layout {
         self.tasks().join(format!("{id}.tree-before.json"))
     }
 
-    /// A file of the chat bot (`offset`, `lock`, `cmd.out`).
+    /// A file of the chat bot (`offset`, `lock`, `cmd.out`, `stop`: its `/stop` left the
+    /// loop's `STOP`).
     #[must_use]
     pub fn telegram(&self, what: &str) -> PathBuf {
         self.dir.join(format!("telegram.{what}"))

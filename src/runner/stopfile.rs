@@ -74,11 +74,18 @@ pub fn create_local(state_dir: &Path) -> std::io::Result<PathBuf> {
     Ok(p)
 }
 
+/// Whether the loop's `STOP` is one `loop stop` put there (and left: its runner had not let go
+/// in time).
+#[must_use]
+pub fn left_by_command(state_dir: &Path) -> bool {
+    crate::named_file::read(&local(state_dir), 4096)
+        .is_ok_and(|(t, _)| t.starts_with(BY_COMMAND.as_bytes()))
+}
+
 /// Removes the loop's `STOP` if `loop stop` put it there.
 pub fn clear_local(state_dir: &Path) {
-    let p = local(state_dir);
-    if crate::named_file::read(&p, 4096).is_ok_and(|(t, _)| t.starts_with(BY_COMMAND.as_bytes())) {
-        let _ = std::fs::remove_file(&p);
+    if left_by_command(state_dir) {
+        let _ = std::fs::remove_file(local(state_dir));
     }
 }
 

@@ -140,6 +140,16 @@ fn stop_from_the_configured_chat_halts_a_running_loop_and_a_strangers_does_not()
     let status = runner.wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(3), "{}", env.log());
     assert_eq!(env.m1().status, m1loop::m1::Status::Waiting);
+    // This loop only, as `loop stop`: no machine-wide stop file, and nothing left to remove.
+    assert!(
+        wait_until(Duration::from_secs(20), || texts(&tg)
+            .iter()
+            .any(|t| t.contains("the loop is WAITING"))),
+        "{:?}",
+        texts(&tg)
+    );
+    assert!(!env.stop.exists(), "/stop stopped every loop on the machine");
+    assert!(!env.state().join("STOP").exists());
     bot.kill9();
     env.assert_no_processes();
 }

@@ -74,7 +74,7 @@ fn exists(p: &Path) -> bool {
 }
 
 #[test]
-fn a_command_from_another_chat_does_nothing_and_stop_from_ours_creates_the_stop_file() {
+fn a_command_from_another_chat_does_nothing_and_stop_from_ours_runs_loop_stop() {
     let s = setup();
     let tg = FakeTelegram::start();
     let _bot = start_bot(&s, &tg.base_url());
@@ -89,10 +89,13 @@ fn a_command_from_another_chat_does_nothing_and_stop_from_ours_creates_the_stop_
     assert!(!exists(&s.stop), "a stranger stopped the loop");
 
     tg.push_message(CHAT, "/stop");
-    assert!(wait_until(DEADLINE, || exists(&s.stop)));
+    assert!(wait_until(DEADLINE, || record(&s).len() == 1));
+    let f = s.file.display().to_string();
+    assert_eq!(record(&s)[0], format!("--file|{f}|stop|"));
     assert!(wait_until(DEADLINE, || replies(&tg)
         .iter()
-        .any(|t| t.contains("Stop file created"))));
+        .any(|t| t.contains("fake loop: --file") && t.contains("/resume carries it on"))));
+    assert!(!exists(&s.stop), "the machine-wide stop file was created");
     assert!(
         tg.sent().iter().all(|m| m.chat_id == CHAT.to_string()),
         "nothing said to the stranger"
@@ -120,14 +123,13 @@ fn loop_status_and_resume_run_the_exact_child_commands() {
     assert!(wait_until(DEADLINE, || record(&s).len() == 2));
     assert_eq!(record(&s)[1], format!("--file|{f}|status|"));
 
+    // The machine-wide stop file is a person's emergency brake: /resume runs `resume`, which
+    // refuses and says how to clear it, and leaves it in place.
     std::fs::write(&s.stop, "stop").unwrap();
     tg.push_message(CHAT, "/resume");
     assert!(wait_until(DEADLINE, || record(&s).len() == 3));
     assert_eq!(record(&s)[2], format!("--file|{f}|resume|--detach|"));
-    assert!(
-        !exists(&s.stop),
-        "/resume clears the stop file it would refuse on"
-    );
+    assert!(exists(&s.stop), "/resume removed the machine-wide stop file");
 }
 
 #[test]
@@ -200,7 +202,11 @@ fn outages_and_a_409_do_not_stop_the_bot() {
         bot.stderr()
     );
     tg.push_message(CHAT, "/stop");
-    assert!(wait_until(DEADLINE, || exists(&s.stop)), "{}", bot.stderr());
+    assert!(
+        wait_until(DEADLINE, || record(&s).len() == 1),
+        "{}",
+        bot.stderr()
+    );
     assert!(bot.child.try_wait().unwrap().is_none(), "the bot exited");
     assert!(bot.stderr().contains("500"), "{}", bot.stderr());
 }
@@ -284,4 +290,42 @@ fn loop_telegram_where_no_loop_is_leaves_no_state_directory() {
     assert!(wait_until(DEADLINE, || record(&s).len() == 1));
     assert_eq!(record(&s)[0], "--file|state/M1.md|status|");
     assert!(!s.state().exists(), "loop telegram made a state/ where no loop is");
+}
+
+/// `/stop` created the machine-wide stop file, stopping every loop on the machine: it runs
+/// `loop stop` for its loop. `loop stop` leaves the loop's `STOP` only when the runner did not
+/// let go in time; `/resume` takes that one away (a phone cannot), and no `STOP` it did not
+/// leave.
+#[test]
+fn resume_removes_a_stop_only_when_the_bots_own_stop_left_it() {
+    let s = setup();
+    let loop_stop = s.state().join("STOP");
+    // A `loop stop` whose runner did not let go within its patience: its STOP stays, exit 1.
+    let script = format!(
+        "#!/bin/sh\nprintf '%s|' \"$@\" >> \"$FAKE_LOOP_RECORD\"\nprintf '\\n' >> \
+         \"$FAKE_LOOP_RECORD\"\nif [ \"$3\" = stop ]; then echo 'stopped by loop stop (pid 1)' > \
+         '{}'; echo 'the runner has not stopped within 10s'; exit 1; fi\necho \"fake loop: $*\"\n",
+        loop_stop.display()
+    );
+    write_executable(&fake_loop(&s), &script);
+    let tg = FakeTelegram::start();
+    let _bot = start_bot(&s, &tg.base_url());
+    let f = s.file.display().to_string();
+
+    tg.push_message(CHAT, "/stop");
+    assert!(wait_until(DEADLINE, || replies(&tg)
+        .iter()
+        .any(|t| t.contains("not stopped within 10s") && t.contains("(exit 1)"))));
+    assert!(exists(&loop_stop));
+    tg.push_message(CHAT, "/resume");
+    assert!(wait_until(DEADLINE, || record(&s).len() == 2));
+    assert_eq!(record(&s)[1], format!("--file|{f}|resume|--detach|"));
+    assert!(!exists(&loop_stop), "the STOP the bot's /stop left stayed");
+    assert!(!exists(&s.stop));
+
+    // A STOP a person put there is theirs: /resume runs `resume` (which refuses) and keeps it.
+    std::fs::write(&loop_stop, "by hand").unwrap();
+    tg.push_message(CHAT, "/resume");
+    assert!(wait_until(DEADLINE, || record(&s).len() == 3));
+    assert_eq!(std::fs::read_to_string(&loop_stop).unwrap(), "by hand");
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::layout::Layout;
 use crate::notifier::render::escape;
 
 /// A chat message, as far as the bot reads it.
@@ -43,8 +44,9 @@ pub(crate) fn parse(text: &str) -> BotCommand {
 }
 
 const HELP: &str = "Commands:\n/loop &lt;goal&gt; – start a loop toward the goal\n\
-                    /status – what the loop is doing\n/stop – create the stop file\n\
-                    /resume – clear the stop file and carry on";
+                    /status – what the loop is doing\n\
+                    /stop – stop this loop (as loop stop): its step ends, it waits\n\
+                    /resume – carry it on (as loop resume)";
 
 /// What a child `loop` command printed and how it ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,23 +178,7 @@ impl<E: Exec> Bot<E> {
                 let out = self.exec.run(&["status".into()]);
                 (show(&out), format!("ran `loop status` ({})", code(&out)))
             }
-            BotCommand::Stop => match crate::runner::stopfile::create() {
-                Ok(path) => (
-                    format!(
-                        "⏹ Stop file created: <code>{}</code>\nRunning steps are being stopped. \
-                         /resume carries on.",
-                        escape(&path.display().to_string())
-                    ),
-                    format!("created the stop file {}", path.display()),
-                ),
-                Err(e) => {
-                    let why = format!(
-                        "could not create the stop file {}: {e}",
-                        crate::runner::stopfile::global().display()
-                    );
-                    (format!("⚠️ {}", escape(&why)), why)
-                }
-            },
+            BotCommand::Stop => self.stop(),
             BotCommand::Resume => self.resume(),
             BotCommand::Help => (
                 HELP.to_string(),
@@ -203,11 +189,40 @@ impl<E: Exec> Bot<E> {
 }
 
 impl<E: Exec> Bot<E> {
+    /// The loop's state directory, where its `STOP` is (the bot's own files may be elsewhere).
+    fn loop_dir(&self) -> PathBuf {
+        Layout::of(&self.file).state_dir().to_path_buf()
+    }
+
+    /// Where the bot notes that its `/stop` left the loop's `STOP` behind.
+    fn left_stop_marker(&self) -> PathBuf {
+        Layout::dir(&self.state_dir).telegram("stop")
+    }
+
+    /// `/stop`: `loop stop` for this loop, as a person would run it; it stopped every loop on
+    /// the machine when it created the stop file. `loop stop` leaves its `STOP` in place only
+    /// when the runner had not let go within its patience: that `STOP` is the bot's, which
+    /// `/resume` takes away (a phone cannot), and the bot notes so.
+    fn stop(&self) -> (String, String) {
+        let out = self.exec.run(&["stop".into()]);
+        let marker = self.left_stop_marker();
+        if out.code != Some(0) && crate::runner::stopfile::left_by_command(&self.loop_dir()) {
+            let _ = std::fs::write(&marker, format!("{}\n", self.file.display()));
+        } else {
+            let _ = std::fs::remove_file(&marker);
+        }
+        (
+            format!("⏹ {}\n/resume carries it on.", show(&out)),
+            format!("ran `loop stop` ({})", code(&out)),
+        )
+    }
+
     /// `/resume`. Right after a `/stop`, the stopped runner still holds the loop while it ends
     /// its step and writes WAITING, and `resume` would meet it: so this first waits (as long as
-    /// `loop stop` does) for the loop's runner lock to be free, whatever stopped the runner,
-    /// with the stop file still in place so that the stop goes through. Then it removes the
-    /// stop file (`resume` refuses while one exists, and a phone cannot delete it) and resumes.
+    /// `loop stop` does) for the loop's runner lock to be free, whatever stopped the runner.
+    /// Then it takes away a `STOP` the bot's own `/stop` left (`resume` refuses while one
+    /// exists, and a phone cannot delete it), never one a person put there nor the machine-wide
+    /// stop file, and resumes.
     fn resume(&self) -> (String, String) {
         let patience = crate::runner::STOP_PATIENCE;
         if let Some(pid) = crate::runner::lock::wait_released(&self.file, patience) {
@@ -225,14 +240,18 @@ impl<E: Exec> Bot<E> {
             );
         }
         let mut reply = String::new();
-        for path in crate::runner::stopfile::paths(&self.state_dir) {
-            if path.exists() && std::fs::remove_file(&path).is_ok() {
+        let marker = self.left_stop_marker();
+        if marker.exists() {
+            let loop_dir = self.loop_dir();
+            if crate::runner::stopfile::left_by_command(&loop_dir) {
+                crate::runner::stopfile::clear_local(&loop_dir);
                 let _ = writeln!(
                     reply,
-                    "Removed the stop file <code>{}</code>",
-                    escape(&path.display().to_string())
+                    "Removed the stop file <code>{}</code> that /stop left",
+                    escape(&crate::runner::stopfile::local(&loop_dir).display().to_string())
                 );
             }
+            let _ = std::fs::remove_file(&marker);
         }
         let out = self.exec.run(&["resume".into(), "--detach".into()]);
         let _ = write!(reply, "▶️ Resuming\n{}", show(&out));
