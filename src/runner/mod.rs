@@ -555,7 +555,7 @@ impl Runner {
                         self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
                         self.announced_wait = Some(until);
                     }
-                    self.wait_until(until)?
+                    self.wait_until(until, &reason)?
                 }
                 Next::Plan { attempt, session } => self.spawn(0, attempt, &session)?,
                 Next::Review { step, attempt } => self.spawn_review(step, attempt)?,
@@ -577,24 +577,39 @@ impl Runner {
         }
     }
 
-    /// Waits out a backoff or a usage limit, watching for stops and hand edits.
-    fn wait_until(&mut self, until: chrono::DateTime<Utc>) -> crate::error::Result<Option<Exit>> {
-        loop {
+    /// Waits out a backoff or a usage limit, watching for stops and hand edits, with the live
+    /// line counting the time left.
+    fn wait_until(
+        &mut self,
+        until: chrono::DateTime<Utc>,
+        reason: &str,
+    ) -> crate::error::Result<Option<Exit>> {
+        let label = match self.view().plan.current_step {
+            0 => "planning".to_owned(),
+            n => format!("step {n}"),
+        };
+        let waited = loop {
             let left = (until - Utc::now()).to_std().unwrap_or_default();
             if left.is_zero() {
-                return Ok(None);
+                break None;
             }
+            self.progress.wait(&label, until, reason);
             // The same one-second poll fallback as while a step runs: a stop is seen within a
             // second even where file events do not arrive.
             match self.watch.wait(left.min(POLL)) {
                 // A hand edit may have changed the wait: decide again.
-                Wake::M1Changed => return Ok(None),
+                Wake::M1Changed => break None,
                 Wake::Stop | Wake::Task | Wake::Timeout => {
                     if let Some(stop) = stopfile::requested(&self.state_dir) {
-                        return self.stop_now(&stop).map(Some);
+                        break Some(stop);
                     }
                 }
             }
+        };
+        self.progress.clear();
+        match waited {
+            Some(stop) => self.stop_now(&stop).map(Some),
+            None => Ok(None),
         }
     }
 

@@ -49,6 +49,8 @@ pub struct Progress {
     watched: Option<Watched>,
     /// The activity last printed (lines mode), so each is printed once.
     printed: Option<String>,
+    /// The end of the wait last printed (lines mode), so each wait is printed once.
+    waited: Option<chrono::DateTime<chrono::Utc>>,
     /// A line is on the terminal and must be cleared before other output.
     on_screen: std::cell::Cell<bool>,
 }
@@ -60,6 +62,7 @@ impl Progress {
             mode,
             watched: None,
             printed: None,
+            waited: None,
             on_screen: std::cell::Cell::new(false),
         }
     }
@@ -104,6 +107,27 @@ impl Progress {
         }
     }
 
+    /// Shows a wait (a backoff, a usage limit) of `label` until `until`, and why: the time left
+    /// counts down on a terminal (called at each of the runner's wakes, at least every
+    /// second); into a pipe or a file, a line once per wait.
+    pub fn wait(&mut self, label: &str, until: chrono::DateTime<chrono::Utc>, reason: &str) {
+        let left = (until - chrono::Utc::now()).to_std().unwrap_or_default();
+        let line = render_wait(label, left, reason);
+        match self.mode {
+            Mode::Off => {}
+            Mode::Terminal => {
+                write_out(&format!("\r\x1b[2K{line}"));
+                self.on_screen.set(true);
+            }
+            Mode::Lines => {
+                if self.waited != Some(until) {
+                    write_out(&format!("{line}\n"));
+                    self.waited = Some(until);
+                }
+            }
+        }
+    }
+
     /// Stops watching (the step ended) and clears the terminal line.
     pub fn end(&mut self) {
         self.clear();
@@ -118,15 +142,30 @@ impl Progress {
     }
 }
 
-/// `  … step 2 attempt 1 · 0:42 · Bash: cargo test · $0.31 spent`
-fn render(label: &str, elapsed: Duration, activity: Option<&str>, cost: f64) -> String {
-    let secs = elapsed.as_secs();
-    let clock = if secs >= 3600 {
+/// `0:42`, `1:02:03`.
+fn clock(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 3600 {
         format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
     } else {
         format!("{}:{:02}", secs / 60, secs % 60)
-    };
-    let mut line = format!("  … {label} · {clock}");
+    }
+}
+
+/// `  … step 2 waits 0:07 left · backoff after API Error: 529 Overloaded`
+fn render_wait(label: &str, left: Duration, reason: &str) -> String {
+    // Rounded up: a wait shown as 0:00 left would read as over.
+    let left = Duration::from_secs(left.as_secs() + u64::from(left.subsec_nanos() > 0));
+    format!(
+        "  … {label} waits {} left · {}",
+        clock(left),
+        crate::text::one_line(reason, 80)
+    )
+}
+
+/// `  … step 2 attempt 1 · 0:42 · Bash: cargo test · $0.31 spent`
+fn render(label: &str, elapsed: Duration, activity: Option<&str>, cost: f64) -> String {
+    let mut line = format!("  … {label} · {}", clock(elapsed));
     if let Some(a) = activity {
         line.push_str(" · ");
         line.push_str(&crate::text::one_line(a, 80));
@@ -166,6 +205,14 @@ mod tests {
     fn an_hour_shows_hours_and_nothing_unknown_is_shown() {
         let l = render("planning", Duration::from_secs(3723), None, 0.0);
         assert_eq!(l, "  … planning · 1:02:03");
+    }
+
+    #[test]
+    fn a_wait_says_what_it_waits_for_and_the_time_left_rounded_up() {
+        assert_eq!(
+            render_wait("step 2", Duration::from_millis(6_200), "backoff: overloaded"),
+            "  … step 2 waits 0:07 left · backoff: overloaded"
+        );
     }
 
     #[test]

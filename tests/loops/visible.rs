@@ -350,3 +350,23 @@ fn loop_logs_shows_this_loops_decisions_and_follows_a_detached_one_until_its_run
     let out = std::fs::read_to_string(env.state().join("runner.out")).unwrap();
     assert!(!out.contains(&first_task), "the first loop's runner.out: {out}");
 }
+
+/// While a backoff was waited out, the live line showed nothing: it says what the loop waits
+/// for and how long is left (counting down on a terminal; once per wait into a pipe).
+#[test]
+fn the_live_line_shows_a_backoff_and_the_time_left() {
+    let env = TestLoop::new();
+    env.scenario(&json!({"steps": {"1": [
+        {"is_error": true, "api_error_status": 529, "result": "API Error: 529 Overloaded"},
+        {"result": "worked.\nSTEP_DONE: ok"}
+    ]}}));
+    let out = env.run(&["start", "g", "--step", "one"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    let waits: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  … step 1 waits "))
+        .collect();
+    assert_eq!(waits.len(), 1, "{text}");
+    assert!(waits[0].contains(" left · ") && waits[0].contains("529"), "{text}");
+}
