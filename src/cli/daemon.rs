@@ -105,7 +105,8 @@ fn look_after(file: &Path, tries: &mut Tries, args: &DaemonArgs) -> Option<Durat
 /// The loops to keep: those given, then those the service names, each once, absolute.
 fn loops(args: &DaemonArgs) -> Vec<PathBuf> {
     let mut all: Vec<PathBuf> = Vec::new();
-    let given = args.loops.iter().cloned();
+    // --file first: the loop a person named that way is the one the bot (`--telegram`) serves.
+    let given = args.file.iter().chain(&args.loops).cloned();
     for p in given.chain(super::service::installed_loops()) {
         let p = std::path::absolute(&p).unwrap_or(p);
         if !all.contains(&p) {

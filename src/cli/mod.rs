@@ -255,8 +255,13 @@ pub struct StartArgs {
 
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
-    /// A loop to keep running (repeat for more); the loops `loop service install` named are
-    /// kept too.
+    /// A loop to keep running, as --loop is (or LOOP_FILE); not state/M1.md by default.
+    // Shadows the global --file, whose default is no loop to keep: `parse_from` keeps it only
+    // when it was given, on the command line or in LOOP_FILE.
+    #[arg(long, value_name = "M1.md")]
+    pub file: Option<PathBuf>,
+    /// A loop to keep running (repeat for more). The daemon keeps these, --file's, and the
+    /// loops `loop service install` named, all alike.
     #[arg(long = "loop", value_name = "M1.md")]
     pub loops: Vec<PathBuf>,
     /// Also run the Telegram bot (`loop telegram`) for the first loop, and restart it if it ends.
@@ -399,12 +404,17 @@ where
         matches.value_source("file"),
         None | Some(ValueSource::DefaultValue)
     );
-    if let Command::Demo { file, .. } = &mut cli.command
-        && matches.value_source("file") != Some(ValueSource::CommandLine)
-    {
+    match &mut cli.command {
         // The global --file's default and LOOP_FILE reach the demo's own flag too; only a
         // --file on the command line moves the demo.
-        *file = None;
+        Command::Demo { file, .. }
+            if matches.value_source("file") != Some(ValueSource::CommandLine) =>
+        {
+            *file = None;
+        }
+        // The daemon keeps a loop --file or LOOP_FILE names, never the default.
+        Command::Daemon(args) if !cli.file_given => args.file = None,
+        _ => {}
     }
     if !cli.file_given
         && !cli.file.exists()

@@ -308,3 +308,42 @@ fn revivals_racing_each_other_and_a_person_end_with_one_runner_and_nothing_run_t
         env.log()
     );
 }
+
+/// `loop daemon` took both `--file` and `--loop` without saying how they differ (and ignored
+/// `--file`): it keeps the loop `--file` (or `LOOP_FILE`) names as one of its loops, and its
+/// help says so.
+#[test]
+fn daemon_keeps_the_loop_of_file_beside_those_of_loop_and_its_help_says_so() {
+    let env = TestLoop::new();
+    let mut help = env.cmd(&["daemon", "--help"]);
+    help.stdout(std::process::Stdio::piped());
+    let text = stdout(&help.output().unwrap());
+    let file_help = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("--file"))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(file_help.contains("as --loop"), "{text}");
+    assert!(!file_help.contains("default: state/M1.md"), "{text}");
+
+    std::fs::write(&env.file, "STATUS: IDLE\nGOAL: g\n").unwrap();
+    let other = env.temp.path().join("other").join("M1.md");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    std::fs::write(&other, "STATUS: IDLE\nGOAL: h\n").unwrap();
+    let said = env.temp.path().join("daemon.out");
+    let mut daemon = env.cmd(&["daemon", "--loop", other.to_str().unwrap(), "--every", "1s"]);
+    daemon.stdout(std::fs::File::create(&said).unwrap());
+    let _daemon = Guard::spawn(&mut daemon);
+    let want = format!(
+        "keeping 2 loop(s) running: {}, {}",
+        env.file.display(),
+        other.display()
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || std::fs::read_to_string(&said)
+            .is_ok_and(|t| t.contains(&want))),
+        "{}",
+        std::fs::read_to_string(&said).unwrap_or_default()
+    );
+}
