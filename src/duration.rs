@@ -139,7 +139,11 @@ mod tests {
 
     #[test]
     fn a_number_without_its_unit_is_refused_with_the_units_it_could_mean() {
-        for (bare, want) in [("60", "`60s` or `60m`"), ("0", "`0s` or `0m`"), (" 10 ", "`10s`")] {
+        for (bare, want) in [
+            ("60", "`60s` or `60m`"),
+            ("0", "`0s` or `0m`"),
+            (" 10 ", "`10s`"),
+        ] {
             let err = parse(bare).unwrap_err();
             assert!(err.contains(want), "{bare:?}: {err}");
         }

@@ -65,7 +65,10 @@ pub fn logs(file: &Path, follow: bool) -> crate::error::Result<Status> {
             }
             let out = layout.runner_out();
             let also = if out.exists() {
-                format!("; a detached runner's own output (errors too) is in {}", out.display())
+                format!(
+                    "; a detached runner's own output (errors too) is in {}",
+                    out.display()
+                )
             } else {
                 String::new()
             };

@@ -87,6 +87,7 @@ pub enum Command {
         #[arg(long)]
         all: bool,
     },
+    #[allow(clippy::doc_markdown)] // `--help` text, shown as written
     /// Run a whole 3-step loop with the bundled simulated agent in a temporary directory.
     ///
     /// With --file, the demo's M1.md goes there (a RUNNING loop there is refused, as by
@@ -255,6 +256,7 @@ pub struct StartArgs {
 
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
+    #[allow(clippy::doc_markdown)] // `--help` text, shown as written
     /// A loop to keep running, as --loop is (or LOOP_FILE); not state/M1.md by default.
     // Shadows the global --file, whose default is no loop to keep: `parse_from` keeps it only
     // when it was given, on the command line or in LOOP_FILE.

@@ -179,7 +179,10 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
     if pending {
         let runs = m.count(step.n, "REVIEW_RUNS");
         if runs >= caps.max_retries {
-            let last = m.results.get(&step.n).and_then(|r| r.extra.get("REVIEW_TASK"));
+            let last = m
+                .results
+                .get(&step.n)
+                .and_then(|r| r.extra.get("REVIEW_TASK"));
             let (of_last, read) = match last {
                 Some(t) => (
                     format!(" (the last: task {t})"),

@@ -210,7 +210,11 @@ mod tests {
     #[test]
     fn a_wait_says_what_it_waits_for_and_the_time_left_rounded_up() {
         assert_eq!(
-            render_wait("step 2", Duration::from_millis(6_200), "backoff: overloaded"),
+            render_wait(
+                "step 2",
+                Duration::from_millis(6_200),
+                "backoff: overloaded"
+            ),
             "  … step 2 waits 0:07 left · backoff: overloaded"
         );
     }

@@ -189,7 +189,10 @@ pub fn person_context(m: &M1, file: &str) -> String {
             step_text(m, m.plan.current_step)
         );
     }
-    for (key, value) in [("LAST_ACTION", &m.last_action), ("NEXT_ACTION", &m.next_action)] {
+    for (key, value) in [
+        ("LAST_ACTION", &m.last_action),
+        ("NEXT_ACTION", &m.next_action),
+    ] {
         if let Some(v) = value {
             let _ = writeln!(out, "{key}: {v}");
         }

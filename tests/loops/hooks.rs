@@ -212,11 +212,21 @@ fn a_persons_session_gets_the_loops_state_not_the_step_agents_orders() {
     let mut hook = env.cmd(&["hook", "session-start"]);
     hook.stdout(std::process::Stdio::piped());
     let v: Value = serde_json::from_str(&stdout(&hook.output().unwrap())).unwrap();
-    let context = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
-    for said in ["GOAL: ship it", "1: [RUNNING] write", "step 1: write", "check the task"] {
+    let context = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    for said in [
+        "GOAL: ship it",
+        "1: [RUNNING] write",
+        "step 1: write",
+        "check the task",
+    ] {
         assert!(context.contains(said), "{said:?} missing: {context}");
     }
     for order in ["LAST line", "STEP_DONE", "YOUR STEP", "only this step"] {
-        assert!(!context.contains(order), "{order:?} told to a person: {context}");
+        assert!(
+            !context.contains(order),
+            "{order:?} told to a person: {context}"
+        );
     }
 }

@@ -381,7 +381,11 @@ fn the_simulated_agent_approves_a_review_unless_its_scenario_says_otherwise() {
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), env.log());
     let m = env.m1();
     assert_eq!(m.status, Status::Done);
-    let review = m.results[&1].extra.get("REVIEW").cloned().unwrap_or_default();
+    let review = m.results[&1]
+        .extra
+        .get("REVIEW")
+        .cloned()
+        .unwrap_or_default();
     assert!(review.starts_with("approved: "), "{review}");
     // The live line of a review run says so, with the run's number, not "attempt".
     let text = stdout(&out);
@@ -401,7 +405,15 @@ fn a_review_that_never_gives_a_verdict_halts_naming_its_last_review_task() {
     let env = project();
     env.scenario(&json!({"steps": {"1": [work("whole")]},
         "review": {"result": "Looks fine to me."}}));
-    let out = env.run(&["start", "g", "--step", "write a.txt", "--review", "--max-retries", "2"]);
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "write a.txt",
+        "--review",
+        "--max-retries",
+        "2",
+    ]);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     let m = env.m1();
     let (_, reviews) = split(&env);

@@ -250,9 +250,16 @@ fn service_without_a_user_bus_writes_no_unit_and_its_fallbacks_carry_the_units_e
     let out = run(&["service", "install"], &no_bus);
     assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     assert!(!unit.exists(), "a unit was written that no systemd runs");
-    assert!(stderr(&out).contains("Failed to connect to bus"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Failed to connect to bus"),
+        "{}",
+        stderr(&out)
+    );
     let said = stdout(&out);
-    let tmux = said.lines().find(|l| l.contains("tmux new-session")).unwrap();
+    let tmux = said
+        .lines()
+        .find(|l| l.contains("tmux new-session"))
+        .unwrap();
     let cron = said.lines().find(|l| l.contains("@reboot")).unwrap();
     for line in [tmux, cron] {
         for var in ["PATH=", "LOOP_STOP_FILE=", "XDG_STATE_HOME="] {
@@ -268,7 +275,11 @@ fn service_without_a_user_bus_writes_no_unit_and_its_fallbacks_carry_the_units_e
     assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     let out = run(&["service", "uninstall"], &no_bus);
     assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
-    assert!(stderr(&out).contains("Failed to connect to bus"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Failed to connect to bus"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

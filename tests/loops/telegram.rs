@@ -148,7 +148,10 @@ fn stop_from_the_configured_chat_halts_a_running_loop_and_a_strangers_does_not()
         "{:?}",
         texts(&tg)
     );
-    assert!(!env.stop.exists(), "/stop stopped every loop on the machine");
+    assert!(
+        !env.stop.exists(),
+        "/stop stopped every loop on the machine"
+    );
     assert!(!env.state().join("STOP").exists());
     bot.kill9();
     env.assert_no_processes();

@@ -322,7 +322,8 @@ fn loop_logs_shows_this_loops_decisions_and_follows_a_detached_one_until_its_run
         "result": "worked.\nSTEP_DONE: ok"}}));
     let out = env.run(&["start", "the first goal", "--step", "one", "--detach"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(wait_until(Duration::from_secs(30), || env.m1().status == Status::Done
+    assert!(wait_until(Duration::from_secs(30), || env.m1().status
+        == Status::Done
         && m1loop::runner::lock::holder(&env.file).is_none()));
     let first_report = env.m1().results[&1].report.clone().unwrap();
     let first_task = first_report.split('/').nth(1).unwrap().to_owned();
@@ -342,13 +343,23 @@ fn loop_logs_shows_this_loops_decisions_and_follows_a_detached_one_until_its_run
     assert_eq!(env.m1().status, Status::Done, "{}", env.log());
     let text = std::fs::read_to_string(&followed).unwrap();
     let last = env.log().lines().last().unwrap().to_owned();
-    assert!(text.ends_with(&format!("{last}\n")), "{text}\n---\n{}", env.log());
-    assert!(text.starts_with(&format!("{} start: new loop, goal: the second goal", &text[..24])));
+    assert!(
+        text.ends_with(&format!("{last}\n")),
+        "{text}\n---\n{}",
+        env.log()
+    );
+    assert!(text.starts_with(&format!(
+        "{} start: new loop, goal: the second goal",
+        &text[..24]
+    )));
     assert!(!text.contains("the first goal"), "{text}");
     // Without -f: the same part, at once.
     assert_eq!(stdout(&env.run(&["logs"])), text);
     let out = std::fs::read_to_string(env.state().join("runner.out")).unwrap();
-    assert!(!out.contains(&first_task), "the first loop's runner.out: {out}");
+    assert!(
+        !out.contains(&first_task),
+        "the first loop's runner.out: {out}"
+    );
 }
 
 /// While a backoff was waited out, the live line showed nothing: it says what the loop waits
@@ -368,5 +379,8 @@ fn the_live_line_shows_a_backoff_and_the_time_left() {
         .filter(|l| l.starts_with("  … step 1 waits "))
         .collect();
     assert_eq!(waits.len(), 1, "{text}");
-    assert!(waits[0].contains(" left · ") && waits[0].contains("529"), "{text}");
+    assert!(
+        waits[0].contains(" left · ") && waits[0].contains("529"),
+        "{text}"
+    );
 }

@@ -178,8 +178,14 @@ fn status_prints_no_exit_it_does_not_know_and_no_constraints_as_null() {
          1: [RUNNING] build\nRESULTS:\n  STEP_1:\n    EXIT: (pending)\n    ATTEMPTS: 1\n",
     );
     let human = status(&file, false);
-    assert!(human.contains(">  1 RUNNING   build  (1 attempt)\n"), "{human}");
-    assert!(!human.contains("pending") && !human.contains("CONSTRAINTS"), "{human}");
+    assert!(
+        human.contains(">  1 RUNNING   build  (1 attempt)\n"),
+        "{human}"
+    );
+    assert!(
+        !human.contains("pending") && !human.contains("CONSTRAINTS"),
+        "{human}"
+    );
     let v: serde_json::Value = serde_json::from_str(&status(&file, true)).unwrap();
     assert_eq!(v["constraints"], serde_json::Value::Null, "{v}");
     assert_eq!(v["results"]["1"]["exit"], serde_json::Value::Null, "{v}");

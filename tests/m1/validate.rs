@@ -370,7 +370,9 @@ fn a_duration_without_a_unit_is_an_error_that_says_which_units_it_could_mean() {
     );
     assert_eq!(
         errors("STATUS: IDLE\nGOAL: g\nLIMITS:\n  MAX_SESSION: 10\n"),
-        ["4:16: MAX_SESSION: expected a duration with its unit, such as `10s` or `10m`, found `10`"]
+        [
+            "4:16: MAX_SESSION: expected a duration with its unit, such as `10s` or `10m`, found `10`"
+        ]
     );
     // The older key's unit is in its name: whole minutes, as before.
     let doc = Document::parse("STATUS: IDLE\nGOAL: g\nLIMITS:\n  STEP_TIMEOUT_MIN: 60\n").unwrap();

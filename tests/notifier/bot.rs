@@ -92,9 +92,9 @@ fn a_command_from_another_chat_does_nothing_and_stop_from_ours_runs_loop_stop() 
     assert!(wait_until(DEADLINE, || record(&s).len() == 1));
     let f = s.file.display().to_string();
     assert_eq!(record(&s)[0], format!("--file|{f}|stop|"));
-    assert!(wait_until(DEADLINE, || replies(&tg)
-        .iter()
-        .any(|t| t.contains("fake loop: --file") && t.contains("/resume carries it on"))));
+    assert!(wait_until(DEADLINE, || replies(&tg).iter().any(|t| t
+        .contains("fake loop: --file")
+        && t.contains("/resume carries it on"))));
     assert!(!exists(&s.stop), "the machine-wide stop file was created");
     assert!(
         tg.sent().iter().all(|m| m.chat_id == CHAT.to_string()),
@@ -129,7 +129,10 @@ fn loop_status_and_resume_run_the_exact_child_commands() {
     tg.push_message(CHAT, "/resume");
     assert!(wait_until(DEADLINE, || record(&s).len() == 3));
     assert_eq!(record(&s)[2], format!("--file|{f}|resume|--detach|"));
-    assert!(exists(&s.stop), "/resume removed the machine-wide stop file");
+    assert!(
+        exists(&s.stop),
+        "/resume removed the machine-wide stop file"
+    );
 }
 
 #[test]
@@ -289,7 +292,10 @@ fn loop_telegram_where_no_loop_is_leaves_no_state_directory() {
     tg.push_message(CHAT, "/status");
     assert!(wait_until(DEADLINE, || record(&s).len() == 1));
     assert_eq!(record(&s)[0], "--file|state/M1.md|status|");
-    assert!(!s.state().exists(), "loop telegram made a state/ where no loop is");
+    assert!(
+        !s.state().exists(),
+        "loop telegram made a state/ where no loop is"
+    );
 }
 
 /// `/stop` created the machine-wide stop file, stopping every loop on the machine: it runs
@@ -313,9 +319,9 @@ fn resume_removes_a_stop_only_when_the_bots_own_stop_left_it() {
     let f = s.file.display().to_string();
 
     tg.push_message(CHAT, "/stop");
-    assert!(wait_until(DEADLINE, || replies(&tg)
-        .iter()
-        .any(|t| t.contains("not stopped within 10s") && t.contains("(exit 1)"))));
+    assert!(wait_until(DEADLINE, || replies(&tg).iter().any(|t| t
+        .contains("not stopped within 10s")
+        && t.contains("(exit 1)"))));
     assert!(exists(&loop_stop));
     tg.push_message(CHAT, "/resume");
     assert!(wait_until(DEADLINE, || record(&s).len() == 2));

@@ -295,7 +295,11 @@ fn notify_without_telegram_says_which_log_it_wrote_to() {
         "{}",
         stderr(&out)
     );
-    assert!(std::fs::read_to_string(user_log).unwrap().contains("anywhere"));
+    assert!(
+        std::fs::read_to_string(user_log)
+            .unwrap()
+            .contains("anywhere")
+    );
 }
 
 /// "Telegram notifications are off" went into the log before every notification of every
@@ -312,5 +316,9 @@ fn the_telegram_hint_is_logged_once_not_before_every_notification() {
     assert!(out.status.success(), "{}", stderr(&out));
     let log = env.log();
     assert_eq!(log.matches("notify (").count(), 5, "{log}");
-    assert_eq!(log.matches("Telegram notifications are off").count(), 1, "{log}");
+    assert_eq!(
+        log.matches("Telegram notifications are off").count(),
+        1,
+        "{log}"
+    );
 }

@@ -173,10 +173,12 @@ fn state_dir(env: &SimEnv) -> Option<PathBuf> {
             PathBuf::from(s)
         })
     })?;
-    Some(match env.loop_id.as_deref().filter(|id| is_plain_name(id)) {
-        Some(id) => base.join(format!("loop-{id}")),
-        None => base,
-    })
+    Some(
+        match env.loop_id.as_deref().filter(|id| is_plain_name(id)) {
+            Some(id) => base.join(format!("loop-{id}")),
+            None => base,
+        },
+    )
 }
 
 /// Whether `name` can be a directory name of its own (no separator, no `.` or `..`).

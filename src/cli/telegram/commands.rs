@@ -248,7 +248,11 @@ impl<E: Exec> Bot<E> {
                 let _ = writeln!(
                     reply,
                     "Removed the stop file <code>{}</code> that /stop left",
-                    escape(&crate::runner::stopfile::local(&loop_dir).display().to_string())
+                    escape(
+                        &crate::runner::stopfile::local(&loop_dir)
+                            .display()
+                            .to_string()
+                    )
                 );
             }
             let _ = std::fs::remove_file(&marker);

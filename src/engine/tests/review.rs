@@ -179,8 +179,14 @@ fn a_pending_review_is_next_and_its_runs_are_capped() {
     let Next::Halt { reason, how } = next(&view(&tried), &Caps::default(), now()) else {
         panic!("not a halt");
     };
-    assert!(reason.ends_with("in 3 runs (the last: task task_x)"), "{reason}");
-    assert!(how.contains("tasks/task_x/stdout") && how.contains("loop check task_x"), "{how}");
+    assert!(
+        reason.ends_with("in 3 runs (the last: task task_x)"),
+        "{reason}"
+    );
+    assert!(
+        how.contains("tasks/task_x/stdout") && how.contains("loop check task_x"),
+        "{how}"
+    );
 }
 
 #[test]
