@@ -506,8 +506,8 @@ pub(super) fn detach(file: &Path, revived_by: Option<&str>) -> Result<ExitStatus
         return Ok(ExitStatus::Ok);
     }
     crate::outln!(
-        "loop runs in the background (pid {}); follow it with `loop status --file {}`; its output \
-         goes to {}",
+        "loop runs in the background (pid {}); follow it with `loop logs -f --file {}` (or \
+         `loop status`), stop it with `loop stop`; its own output goes to {}",
         child.id(),
         abs.display(),
         out_path.display()
