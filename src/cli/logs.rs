@@ -112,8 +112,7 @@ fn print_lines(chunk: &str, partial: &mut String) {
 
 /// The loop's `STARTED_AT`, when its M1.md can be read and has one.
 fn started_at(file: &Path) -> Option<DateTime<Utc>> {
-    let doc = crate::m1::load(file).ok()?;
-    crate::m1::setting::time(&doc.get(&["STARTED_AT"])?).ok()
+    crate::m1::load(file).ok()?.view().started_at
 }
 
 /// Whether the loop's M1.md says RUNNING (a runner may be about to take it).

@@ -100,10 +100,10 @@ fn result_facts(r: &StepResult) -> String {
     if let Some(e) = &r.error {
         f.push(format!("error: {e}"));
     }
-    if let Some(review) = r.extra.get("REVIEW") {
+    if let Some(review) = &r.review {
         f.push(format!("review {review}"));
     }
-    if let Some(i) = r.extra.get("INTERRUPTED") {
+    if let Some(i) = &r.interrupted {
         f.push(format!("interrupted: {i}"));
     }
     f.join(", ")

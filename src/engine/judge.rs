@@ -73,6 +73,64 @@ pub enum Judgement {
     ResumeSession { reason: String },
 }
 
+/// How a task was judged, as the task ledger keeps it (`judged.json`): what a later look at an
+/// old text needs to know of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LedgerVerdict {
+    /// The attempt passed (or the planning call planned).
+    Pass,
+    Verify,
+    /// A failed attempt, retried.
+    Retry,
+    /// The last failed attempt: the step FAILED.
+    Failed,
+    Backoff,
+    UsageWait,
+    Blocked,
+    Halt,
+    /// A fresh session, or the named one resumed, not counted.
+    Session,
+    Restart,
+    /// Ended by a stop.
+    Stopped,
+    /// A review run, whatever it said.
+    Review,
+    /// A verdict a later version wrote.
+    #[serde(other)]
+    Unknown,
+}
+
+impl std::fmt::Display for LedgerVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The same word `judged.json` keeps.
+        let word = serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        f.write_str(&word)
+    }
+}
+
+impl From<&Judgement> for LedgerVerdict {
+    fn from(j: &Judgement) -> Self {
+        match j {
+            Judgement::Pass { .. } | Judgement::Planned { .. } => LedgerVerdict::Pass,
+            Judgement::NeedsVerify => LedgerVerdict::Verify,
+            Judgement::Retry { .. } => LedgerVerdict::Retry,
+            Judgement::Exhausted { .. } => LedgerVerdict::Failed,
+            Judgement::Interrupted(Interruption::Backoff { .. }) => LedgerVerdict::Backoff,
+            Judgement::Interrupted(Interruption::UsageWait { .. }) => LedgerVerdict::UsageWait,
+            Judgement::Blocked { .. } => LedgerVerdict::Blocked,
+            Judgement::Interrupted(Interruption::Halt { .. }) => LedgerVerdict::Halt,
+            Judgement::FreshSession { .. } | Judgement::ResumeSession { .. } => {
+                LedgerVerdict::Session
+            }
+            Judgement::Restart { .. } => LedgerVerdict::Restart,
+        }
+    }
+}
+
 /// The runner cannot go on without a human: `reason`, and `how` to go on.
 fn halt(reason: String, how: &str) -> Judgement {
     Judgement::Interrupted(Interruption::Halt {

@@ -9,7 +9,9 @@ mod retry;
 pub mod review;
 mod transitions;
 
-pub use judge::{Attempt, Interruption, Judgement, TaskEnd, failed_attempt, failures, judge};
+pub use judge::{
+    Attempt, Interruption, Judgement, LedgerVerdict, TaskEnd, failed_attempt, failures, judge,
+};
 pub use next::{Next, SessionPlan, next};
 pub use next::{open_step, spent, uncounted, wait_until};
 pub use record::{Facts, record};

@@ -106,9 +106,8 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
     {
         let reason = m
             .current
-            .extra
-            .get("WAIT_REASON")
-            .cloned()
+            .wait_reason
+            .clone()
             .unwrap_or_else(|| "waiting".into());
         return Next::WaitUntil { until, reason };
     }
@@ -177,12 +176,9 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
         }
     }
     if pending {
-        let runs = m.count(step.n, "REVIEW_RUNS");
+        let runs = m.result(step.n).review_runs;
         if runs >= caps.max_retries {
-            let last = m
-                .results
-                .get(&step.n)
-                .and_then(|r| r.extra.get("REVIEW_TASK"));
+            let last = m.results.get(&step.n).and_then(|r| r.review_task.as_ref());
             let (of_last, read) = match last {
                 Some(t) => (
                     format!(" (the last: task {t})"),
@@ -219,7 +215,8 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
 /// `loop retry` gave the step a fresh budget (`RETRIED`).
 #[must_use]
 pub fn uncounted(m: &M1, n: u32) -> u32 {
-    m.count(n, "RETAKES") + m.count(n, "RETRIED")
+    let r = m.result(n);
+    r.retakes + r.retried
 }
 
 /// The first step after step `after` that is neither DONE nor SKIPPED.
@@ -234,6 +231,5 @@ pub fn open_step(m: &M1, after: u32) -> Option<&Step> {
 /// `CURRENT.WAIT_UNTIL`, when set and readable.
 #[must_use]
 pub fn wait_until(m: &M1) -> Option<DateTime<Utc>> {
-    let raw = m.current.extra.get("WAIT_UNTIL")?;
-    crate::m1::setting::time(raw).ok()
+    m.current.wait_until
 }

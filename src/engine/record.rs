@@ -10,6 +10,7 @@ use super::transitions::{
     results, results_remove, stamp, step_state,
 };
 use crate::exit::Status as Exit;
+use crate::m1::keys::{CurrentKey, PlanKey, ResultKey, Top, clear_current};
 use crate::m1::{Edit, Status, StepState};
 use crate::text::one_line;
 
@@ -68,40 +69,44 @@ fn common(f: &Facts) -> Vec<Edit> {
     let mut edits = Vec::new();
     // No exit code (killed by a signal, lost, never ran): the key goes; ERROR says why.
     edits.push(match f.exit_code {
-        Some(c) => results(s, "EXIT", c.to_string()),
-        None => results_remove(s, "EXIT"),
+        Some(c) => results(s, ResultKey::Exit, c.to_string()),
+        None => results_remove(s, ResultKey::Exit),
     });
     if let Some(sid) = &f.session_id {
-        edits.push(results(s, "SESSION_ID", sid.clone()));
+        edits.push(results(s, ResultKey::SessionId, sid.clone()));
     }
     edits.push(results(
         s,
-        "COST_USD",
+        ResultKey::CostUsd,
         format!("{:.4}", f.prior_cost_usd + f.cost_usd),
     ));
     edits.push(results(
         s,
-        "DURATION_S",
+        ResultKey::DurationS,
         format!("{:.1}", f.prior_duration_s + f.duration_s),
     ));
     if let Some(r) = &f.report {
-        edits.push(results(s, "REPORT", r.clone()));
+        edits.push(results(s, ResultKey::Report, r.clone()));
     }
     if let Some(pct) = f.context_pct {
-        edits.push(results(s, "CONTEXT_PCT", pct.to_string()));
+        edits.push(results(s, ResultKey::ContextPct, pct.to_string()));
     }
     if f.compactions > 0 {
-        edits.push(results(s, "COMPACTIONS", f.compactions.to_string()));
+        edits.push(results(
+            s,
+            ResultKey::Compactions,
+            f.compactions.to_string(),
+        ));
     }
     edits.push(results(
         s,
-        "SESSION_S",
+        ResultKey::SessionS,
         format!("{:.1}", f.prior_session_s + f.duration_s),
     ));
     // An interruption or a handoff is about the attempt before this one; a wait, a restart
     // or a retry in a fresh session below says it again.
-    edits.push(results_remove(s, "INTERRUPTED"));
-    edits.push(results_remove(s, "HANDOFF"));
+    edits.push(results_remove(s, ResultKey::Interrupted));
+    edits.push(results_remove(s, ResultKey::Handoff));
     edits
 }
 
@@ -185,18 +190,18 @@ fn passed(f: &Facts, summary: &str, edits: &mut Vec<Edit>) -> Recorded {
         return passed_to_review(f, summary, edits);
     }
     edits.extend(step_state(s, StepState::Done));
-    edits.push(results(s, "SUMMARY", one_line(summary, 300)));
-    edits.push(results(s, "VERIFIED", f.verified.to_string()));
-    edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
+    edits.push(results(s, ResultKey::Summary, one_line(summary, 300)));
+    edits.push(results(s, ResultKey::Verified, f.verified.to_string()));
+    edits.push(results(s, ResultKey::Attempts, f.attempt.to_string()));
     if let Some(c) = &f.commit {
-        edits.push(results(s, "COMMIT", c.clone()));
+        edits.push(results(s, ResultKey::Commit, c.clone()));
     }
-    edits.push(results_remove(s, "ERROR"));
-    edits.push(results_remove(s, "BLOCKED"));
-    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.push(results_remove(s, ResultKey::Error));
+    edits.push(results_remove(s, ResultKey::Blocked));
+    edits.push(clear_current());
     let next = match &f.next_step {
         Some((n, text)) => {
-            edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], n.to_string()));
+            edits.push(PlanKey::CurrentStep.set(n.to_string()));
             format!("Step {n}: {text}")
         }
         None => "All steps done".into(),
@@ -209,19 +214,19 @@ fn passed(f: &Facts, summary: &str, edits: &mut Vec<Edit>) -> Recorded {
 /// A pass under `REVIEW: on`: recorded, and the step waits for its review (still RUNNING).
 fn passed_to_review(f: &Facts, summary: &str, edits: &mut Vec<Edit>) -> Recorded {
     let s = f.step;
-    edits.push(results(s, "SUMMARY", one_line(summary, 300)));
-    edits.push(results(s, "VERIFIED", f.verified.to_string()));
-    edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
+    edits.push(results(s, ResultKey::Summary, one_line(summary, 300)));
+    edits.push(results(s, ResultKey::Verified, f.verified.to_string()));
+    edits.push(results(s, ResultKey::Attempts, f.attempt.to_string()));
     if let Some(c) = &f.commit {
-        edits.push(results(s, "COMMIT", c.clone()));
+        edits.push(results(s, ResultKey::Commit, c.clone()));
     }
     if let Some(base) = &f.base_head {
-        edits.push(results(s, "BASE_HEAD", base.clone()));
+        edits.push(results(s, ResultKey::BaseHead, base.clone()));
     }
-    edits.push(results(s, "REVIEW", "pending"));
-    edits.push(results_remove(s, "REVIEW_RUNS"));
-    edits.push(results_remove(s, "ERROR"));
-    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.push(results(s, ResultKey::Review, "pending"));
+    edits.push(results_remove(s, ResultKey::ReviewRuns));
+    edits.push(results_remove(s, ResultKey::Error));
+    edits.push(clear_current());
     edits.extend(actions(
         &format!("Step {s} passed its checks: {summary}"),
         &format!("Review step {s} in a fresh, read-only session"),
@@ -236,22 +241,22 @@ fn passed_to_review(f: &Facts, summary: &str, edits: &mut Vec<Edit>) -> Recorded
 /// The planning call's plan becomes the steps, all PENDING, and step 1 is next.
 fn planned(f: &Facts, steps: &[String], edits: &mut Vec<Edit>) -> Recorded {
     let summary = format!("planned {} steps", steps.len());
-    edits.push(results(0, "SUMMARY", summary.clone()));
-    edits.push(results(0, "VERIFIED", f.verified.to_string()));
-    edits.push(results(0, "ATTEMPTS", f.attempt.to_string()));
-    edits.push(results_remove(0, "ERROR"));
-    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.push(results(0, ResultKey::Summary, summary.clone()));
+    edits.push(results(0, ResultKey::Verified, f.verified.to_string()));
+    edits.push(results(0, ResultKey::Attempts, f.attempt.to_string()));
+    edits.push(results_remove(0, ResultKey::Error));
+    edits.push(clear_current());
     edits.push(Edit::SetSteps(
         steps
             .iter()
             .map(|s| (StepState::Pending, s.clone()))
             .collect(),
     ));
-    edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], "1"));
+    edits.push(PlanKey::CurrentStep.set("1"));
     let log = format!("pass: Planning attempt {}: {summary}", f.attempt);
     if f.plan_only {
         // Planned, and nothing more: the person reads (and may edit) the plan first.
-        edits.push(Edit::Remove(vec!["PLAN_ONLY".into()]));
+        edits.push(Top::PlanOnly.remove());
         edits.push(Edit::Status(Status::Idle));
         edits.extend(actions(
             &format!("Planning done: {summary} (--plan-only)"),
@@ -268,11 +273,11 @@ fn planned(f: &Facts, steps: &[String], edits: &mut Vec<Edit>) -> Recorded {
 
 fn retry(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     let (s, who) = (f.step, name(f.step));
-    edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
-    edits.push(results(s, "ERROR", one_line(reason, 300)));
+    edits.push(results(s, ResultKey::Attempts, f.attempt.to_string()));
+    edits.push(results(s, ResultKey::Error, one_line(reason, 300)));
     // Whatever an earlier attempt passed, this one did not (a retake a review asked for).
-    edits.push(results(s, "VERIFIED", "false"));
-    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.push(results(s, ResultKey::Verified, "false"));
+    edits.push(clear_current());
     edits.extend(step_state(s, StepState::Pending));
     let how = match &f.handoff {
         Some(why) => {
@@ -296,9 +301,9 @@ fn retry(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
 /// The step goes on in a fresh session whose first prompt carries `why` and the handoff:
 /// the session's id goes, HANDOFF says why.
 fn fresh_session(s: u32, why: &str, edits: &mut Vec<Edit>) {
-    edits.retain(|e| !matches!(e, Edit::Set(p, _) if p.last().is_some_and(|k| k == "SESSION_ID")));
-    edits.push(results_remove(s, "SESSION_ID"));
-    edits.push(results(s, "HANDOFF", one_line(why, 300)));
+    edits.retain(|e| !matches!(e, Edit::Set(p, _) if *p == ResultKey::SessionId.path(s)));
+    edits.push(results_remove(s, ResultKey::SessionId));
+    edits.push(results(s, ResultKey::Handoff, one_line(why, 300)));
 }
 
 /// The agent asked for a fresh session (`STEP_RESTART`): counted in RESTARTS, not as an
@@ -306,8 +311,8 @@ fn fresh_session(s: u32, why: &str, edits: &mut Vec<Edit>) {
 fn restart(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     let (s, who) = (f.step, name(f.step));
     let n = f.restarts + 1;
-    edits.push(results(s, "RESTARTS", n.to_string()));
-    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.push(results(s, ResultKey::Restarts, n.to_string()));
+    edits.push(clear_current());
     edits.extend(step_state(s, StepState::Pending));
     fresh_session(
         s,
@@ -331,9 +336,9 @@ fn restart(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
 /// The last failed attempt `MAX_RETRIES` allows: the step and the loop fail.
 fn failed(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     let s = f.step;
-    edits.push(results(s, "ATTEMPTS", f.attempt.to_string()));
-    edits.push(results(s, "ERROR", one_line(reason, 300)));
-    edits.push(results(s, "VERIFIED", "false"));
+    edits.push(results(s, ResultKey::Attempts, f.attempt.to_string()));
+    edits.push(results(s, ResultKey::Error, one_line(reason, 300)));
+    edits.push(results(s, ResultKey::Verified, "false"));
     let n = super::failures(f.attempt, f.uncounted);
     let why = format!("failed attempt {n} of {n} allowed: {reason}");
     edits.extend(exhausted_edits(s, &why));
@@ -344,8 +349,8 @@ fn failed(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
 fn blocked(s: u32, question: &str, edits: &mut Vec<Edit>) -> Recorded {
     let who = name(s);
     edits.extend(step_state(s, StepState::Pending));
-    edits.push(results(s, "BLOCKED", one_line(question, 300)));
-    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.push(results(s, ResultKey::Blocked, one_line(question, 300)));
+    edits.push(clear_current());
     edits.push(Edit::Status(Status::Waiting));
     edits.extend(actions(
         &format!("{who} is blocked and asks: {question}"),
@@ -359,15 +364,15 @@ fn blocked(s: u32, question: &str, edits: &mut Vec<Edit>) -> Recorded {
 /// exists; the attempt does not count.
 fn session(f: &Facts, reason: &str, fresh: bool, edits: &mut Vec<Edit>) -> Recorded {
     let (s, who) = (f.step, name(f.step));
-    edits.retain(|e| !matches!(e, Edit::Set(p, _) if p.last().is_some_and(|k| k == "SESSION_ID")));
+    edits.retain(|e| !matches!(e, Edit::Set(p, _) if *p == ResultKey::SessionId.path(s)));
     if fresh {
         // The new session starts from the runner's handoff, not from the step's first prompt.
         fresh_session(s, reason, edits);
     } else if let Some(sid) = &f.session_id {
-        edits.push(results(s, "SESSION_ID", sid.clone()));
+        edits.push(results(s, ResultKey::SessionId, sid.clone()));
     }
     edits.extend(step_state(s, StepState::Pending));
-    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.push(clear_current());
     let how = if fresh {
         "in a fresh session"
     } else {
@@ -433,10 +438,10 @@ pub(super) fn interrupted(
         }
         Interruption::Halt { reason, how } => {
             let mut edits = halt_edits(s, reason, how);
-            edits.push(results(s, "ERROR", one_line(reason, 300)));
+            edits.push(results(s, ResultKey::Error, one_line(reason, 300)));
             // A human looks before the loop goes on: the transient errors counted so far
             // (perhaps what halted it) start again from zero.
-            edits.push(results_remove(s, "TRANSIENT"));
+            edits.push(results_remove(s, ResultKey::Transient));
             Transition::exit(edits, format!("halt: {who}: {reason}"), Exit::Waiting).then(
                 Effect::Waiting {
                     reason: reason.clone(),
@@ -452,11 +457,11 @@ pub(super) fn interrupted(
 fn wait_edits(s: u32, until: DateTime<Utc>, reason: &str, transients: u32) -> Vec<Edit> {
     let mut edits: Vec<Edit> = step_state(s, StepState::Pending).into_iter().collect();
     edits.extend([
-        results(s, "TRANSIENT", transients.to_string()),
-        results(s, "INTERRUPTED", one_line(reason, 300)),
-        Edit::Clear(vec!["CURRENT".into()]),
-        current("WAIT_UNTIL", stamp(until)),
-        current("WAIT_REASON", one_line(reason, 200)),
+        results(s, ResultKey::Transient, transients.to_string()),
+        results(s, ResultKey::Interrupted, one_line(reason, 300)),
+        clear_current(),
+        current(CurrentKey::WaitUntil, stamp(until)),
+        current(CurrentKey::WaitReason, one_line(reason, 200)),
     ]);
     edits
 }

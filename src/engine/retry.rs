@@ -4,6 +4,7 @@
 //! the ledger takes it for a lost record.
 
 use super::transitions::{Transition, actions, name, results, results_remove, step_state};
+use crate::m1::keys::{PlanKey, ResultKey, clear_current};
 use crate::m1::{Edit, M1, Status, StepState};
 
 /// Which step a `loop retry` without a number means: the FAILED one, else (the loop waiting)
@@ -45,17 +46,22 @@ pub fn retried(m: &M1, n: u32) -> Transition {
         .map_or(StepState::Pending, |s| s.state);
     let mut edits: Vec<Edit> = step_state(n, StepState::Pending).into_iter().collect();
     if attempts > 0 {
-        edits.push(results(n, "RETRIED", attempts.to_string()));
+        edits.push(results(n, ResultKey::Retried, attempts.to_string()));
     }
-    for key in ["RETAKES", "REVIEW_RUNS", "TRANSIENT", "RESTARTS"] {
+    for key in [
+        ResultKey::Retakes,
+        ResultKey::ReviewRuns,
+        ResultKey::Transient,
+        ResultKey::Restarts,
+    ] {
         edits.push(results_remove(n, key));
     }
     if was == StepState::Done {
-        edits.push(results(n, "VERIFIED", "false"));
-        edits.push(results_remove(n, "REVIEW"));
+        edits.push(results(n, ResultKey::Verified, "false"));
+        edits.push(results_remove(n, ResultKey::Review));
     }
-    edits.push(Edit::Clear(vec!["CURRENT".into()]));
-    edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], n.to_string()));
+    edits.push(clear_current());
+    edits.push(PlanKey::CurrentStep.set(n.to_string()));
     edits.push(Edit::Status(Status::Running));
     let who = name(n);
     let what = if was == StepState::Done {

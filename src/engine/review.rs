@@ -14,6 +14,7 @@ use super::transitions::{
     step_state,
 };
 use crate::exit::Status as Exit;
+use crate::m1::keys::{CurrentKey, PlanKey, ResultKey, Top, clear_current};
 use crate::m1::{Edit, M1, Status, StepState};
 use crate::text::one_line;
 
@@ -22,8 +23,7 @@ use crate::text::one_line;
 pub fn pending(m: &M1, n: u32) -> bool {
     m.results
         .get(&n)
-        .and_then(|r| r.extra.get("REVIEW"))
-        .is_some_and(|v| v == "pending")
+        .is_some_and(|r| r.review == Some(crate::m1::keys::Review::Pending))
 }
 
 /// What a review run concluded.
@@ -113,21 +113,19 @@ pub fn review_spawn(
     now: DateTime<Utc>,
 ) -> Transition {
     let mut edits = vec![
-        Edit::Clear(vec!["CURRENT".into()]),
-        current("TASK_ID", task_id),
-        current("SPAWN_TIME", stamp(now)),
-        current("ATTEMPT", run.to_string()),
-        current("SESSION_ID", session_id),
-        current("REVIEW", "true"),
-        Edit::set(&["PLAN", "CURRENT_STEP"], step.to_string()),
-        Edit::set(
-            &["LAST_ACTION"],
-            format!("Review {run} of step {step} spawned as task {task_id}"),
-        ),
-        Edit::set(
-            &["NEXT_ACTION"],
-            format!("loop check {task_id} until it ends, then read the reviewer's verdict"),
-        ),
+        clear_current(),
+        current(CurrentKey::TaskId, task_id),
+        current(CurrentKey::SpawnTime, stamp(now)),
+        current(CurrentKey::Attempt, run.to_string()),
+        current(CurrentKey::SessionId, session_id),
+        current(CurrentKey::Review, "true"),
+        PlanKey::CurrentStep.set(step.to_string()),
+        Top::LastAction.set(format!(
+            "Review {run} of step {step} spawned as task {task_id}"
+        )),
+        Top::NextAction.set(format!(
+            "loop check {task_id} until it ends, then read the reviewer's verdict"
+        )),
     ];
     // Under review the step is RUNNING, also after a wait or a halt set it back to PENDING.
     edits.extend(step_state(step, StepState::Running));
@@ -166,12 +164,12 @@ pub fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transit
     let mut edits = vec![
         results(
             s,
-            "COST_USD",
+            ResultKey::CostUsd,
             format!("{:.4}", f.prior_cost_usd + f.cost_usd),
         ),
-        Edit::Clear(vec!["CURRENT".into()]),
+        clear_current(),
         // An interruption is about the run before this one; a wait below says it again.
-        results_remove(s, "INTERRUPTED"),
+        results_remove(s, ResultKey::Interrupted),
     ];
     match v {
         ReviewVerdict::Interrupted(cut) => {
@@ -197,7 +195,7 @@ pub fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transit
             );
             edits.push(results(
                 s,
-                "REVIEW",
+                ResultKey::Review,
                 one_line(&format!("changes ({}): {what}", f.retakes + 1), 300),
             ));
             edits.extend(step_state(s, StepState::Pending));
@@ -208,19 +206,19 @@ pub fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transit
         }
         ReviewVerdict::Changes(what) => {
             let n = f.retakes + 1;
-            edits.push(results(s, "RETAKES", n.to_string()));
+            edits.push(results(s, ResultKey::Retakes, n.to_string()));
             edits.push(results(
                 s,
-                "REVIEW",
+                ResultKey::Review,
                 one_line(&format!("changes ({n}): {what}"), 300),
             ));
             edits.push(results(
                 s,
-                "ERROR",
+                ResultKey::Error,
                 one_line(&format!("the review asked for changes: {what}"), 300),
             ));
-            edits.push(results_remove(s, "REVIEW_RUNS"));
-            edits.push(results_remove(s, "REVIEW_TASK"));
+            edits.push(results_remove(s, ResultKey::ReviewRuns));
+            edits.push(results_remove(s, ResultKey::ReviewTask));
             edits.extend(step_state(s, StepState::Pending));
             edits.extend(actions(
                 &format!("Step {s}: the review asked for changes ({n}): {what}"),
@@ -232,8 +230,8 @@ pub fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transit
             }
         }
         ReviewVerdict::Missing(why) => {
-            edits.push(results(s, "REVIEW_RUNS", f.run.to_string()));
-            edits.push(results(s, "REVIEW_TASK", f.task_id.clone()));
+            edits.push(results(s, ResultKey::ReviewRuns, f.run.to_string()));
+            edits.push(results(s, ResultKey::ReviewTask, f.task_id.clone()));
             edits.extend(actions(
                 &format!(
                     "Review {} of step {s} (task {}) gave no verdict: {why}",
@@ -251,15 +249,15 @@ fn approved(f: &ReviewFacts, reason: &str, mut edits: Vec<Edit>) -> Transition {
     edits.extend(step_state(s, StepState::Done));
     edits.push(results(
         s,
-        "REVIEW",
+        ResultKey::Review,
         one_line(&format!("approved: {reason}"), 300),
     ));
-    edits.push(results_remove(s, "REVIEW_RUNS"));
-    edits.push(results_remove(s, "REVIEW_TASK"));
-    edits.push(results_remove(s, "ERROR"));
+    edits.push(results_remove(s, ResultKey::ReviewRuns));
+    edits.push(results_remove(s, ResultKey::ReviewTask));
+    edits.push(results_remove(s, ResultKey::Error));
     let next = match &f.next_step {
         Some((n, text)) => {
-            edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], n.to_string()));
+            edits.push(PlanKey::CurrentStep.set(n.to_string()));
             format!("Step {n}: {text}")
         }
         None => "All steps done".into(),

@@ -4,6 +4,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use crate::exit::Status as Exit;
+use crate::m1::keys::{CurrentKey, PlanKey, ResultKey, Top, clear_current};
 use crate::m1::{Edit, M1, Status, StepState};
 use crate::text::one_line;
 
@@ -106,19 +107,16 @@ fn waiting(reason: &str, how: &str) -> Effect {
     }
 }
 
-pub(super) fn results(step: u32, key: &str, value: impl Into<String>) -> Edit {
-    Edit::Set(
-        vec!["RESULTS".into(), format!("STEP_{step}"), key.into()],
-        value.into(),
-    )
+pub(super) fn results(step: u32, key: ResultKey, value: impl Into<String>) -> Edit {
+    key.set(step, value)
 }
 
-pub(super) fn results_remove(step: u32, key: &str) -> Edit {
-    Edit::Remove(vec!["RESULTS".into(), format!("STEP_{step}"), key.into()])
+pub(super) fn results_remove(step: u32, key: ResultKey) -> Edit {
+    key.remove(step)
 }
 
-pub(super) fn current(key: &str, value: impl Into<String>) -> Edit {
-    Edit::Set(vec!["CURRENT".into(), key.into()], value.into())
+pub(super) fn current(key: CurrentKey, value: impl Into<String>) -> Edit {
+    key.set(value)
 }
 
 /// A step line's new state; the planning call (step 0) has no line.
@@ -128,8 +126,8 @@ pub(super) fn step_state(step: u32, state: StepState) -> Option<Edit> {
 
 pub(super) fn actions(last: &str, next: &str) -> [Edit; 2] {
     [
-        Edit::set(&["LAST_ACTION"], one_line(last, 300)),
-        Edit::set(&["NEXT_ACTION"], one_line(next, 300)),
+        Top::LastAction.set(one_line(last, 300)),
+        Top::NextAction.set(one_line(next, 300)),
     ]
 }
 
@@ -168,20 +166,20 @@ pub fn spawn(f: &SpawnFacts<'_>) -> Transition {
     let what = name(f.step);
     let (attempt, task_id) = (f.attempt, f.task_id);
     let mut edits: Vec<Edit> = step_state(f.step, StepState::Running).into_iter().collect();
-    edits.push(Edit::set(&["PLAN", "CURRENT_STEP"], f.step.to_string()));
-    edits.push(Edit::Clear(vec!["CURRENT".into()]));
-    edits.push(current("TASK_ID", task_id));
-    edits.push(current("SPAWN_TIME", stamp(f.now)));
-    edits.push(current("ATTEMPT", attempt.to_string()));
-    edits.push(current("SESSION_ID", f.session_id));
-    edits.push(current("COMMAND", one_line(f.command, 160)));
+    edits.push(PlanKey::CurrentStep.set(f.step.to_string()));
+    edits.push(clear_current());
+    edits.push(current(CurrentKey::TaskId, task_id));
+    edits.push(current(CurrentKey::SpawnTime, stamp(f.now)));
+    edits.push(current(CurrentKey::Attempt, attempt.to_string()));
+    edits.push(current(CurrentKey::SessionId, f.session_id));
+    edits.push(current(CurrentKey::Command, one_line(f.command, 160)));
     if let Some(head) = &f.git_head {
-        edits.push(current("GIT_HEAD", head.clone()));
+        edits.push(current(CurrentKey::GitHead, head.clone()));
     }
     if let Some(id) = f.new_loop_id {
-        edits.push(Edit::set(&["LOOP_ID"], id));
+        edits.push(Top::LoopId.set(id));
     }
-    edits.push(results(f.step, "EXIT", "(pending)"));
+    edits.push(results(f.step, ResultKey::Exit, "(pending)"));
     edits.extend(actions(
         &format!("{what} attempt {attempt} spawned as task {task_id}"),
         &format!(
@@ -200,7 +198,7 @@ pub fn spawn(f: &SpawnFacts<'_>) -> Transition {
 #[must_use]
 pub fn pid_recorded(pid: u32) -> Transition {
     Transition::now(
-        vec![current("CC_PID", pid.to_string())],
+        vec![current(CurrentKey::CcPid, pid.to_string())],
         format!("pid: the agent runs as pid {pid}"),
     )
 }
@@ -220,18 +218,18 @@ pub struct OnRecord<'a> {
 impl OnRecord<'_> {
     fn edits(&self) -> Vec<Edit> {
         let mut edits = vec![
-            current("TASK_ID", self.task_id),
-            Edit::set(&["PLAN", "CURRENT_STEP"], self.step.to_string()),
+            current(CurrentKey::TaskId, self.task_id),
+            PlanKey::CurrentStep.set(self.step.to_string()),
         ];
         edits.extend(step_state(self.step, StepState::Running));
         if let Some(a) = self.attempt {
-            edits.push(current("ATTEMPT", a.to_string()));
+            edits.push(current(CurrentKey::Attempt, a.to_string()));
         }
         if let Some(sid) = self.session_id {
-            edits.push(current("SESSION_ID", sid));
+            edits.push(current(CurrentKey::SessionId, sid));
         }
         if self.review {
-            edits.push(current("REVIEW", "true"));
+            edits.push(current(CurrentKey::Review, "true"));
         }
         edits
     }
@@ -260,16 +258,13 @@ pub fn kept_on_record(t: &OnRecord<'_>) -> Transition {
 /// record instead of another being started.
 #[must_use]
 pub fn adopted(t: &OnRecord<'_>) -> Transition {
-    let mut edits = vec![Edit::Clear(vec!["CURRENT".into()])];
+    let mut edits = vec![clear_current()];
     edits.extend(t.edits());
-    edits.push(Edit::set(
-        &["LAST_ACTION"],
-        format!(
-            "Task {} ({}) taken back on record from the task ledger",
-            t.task_id,
-            t.what()
-        ),
-    ));
+    edits.push(Top::LastAction.set(format!(
+        "Task {} ({}) taken back on record from the task ledger",
+        t.task_id,
+        t.what()
+    )));
     let log = format!(
         "ledger: task {} ({}) was started but M1.md no longer named it (a save of an older \
          text); taken back on record instead of starting another",
@@ -289,18 +284,15 @@ pub fn unrecordable(errors: &str) -> Transition {
     let how = "fix M1.md (the plan, CURRENT_STEP, the step lines), then `loop resume`";
     let edits = vec![
         Edit::Status(Status::Waiting),
-        Edit::set(
-            &["LAST_ACTION"],
-            one_line(&format!("Waiting: {reason}"), 300),
-        ),
-        Edit::set(&["NEXT_ACTION"], how),
+        Top::LastAction.set(one_line(&format!("Waiting: {reason}"), 300)),
+        Top::NextAction.set(how),
     ];
     Transition::exit(edits, format!("halt: {reason}"), Exit::Waiting).then(waiting(&reason, how))
 }
 
 pub(super) fn halt_edits(step: u32, reason: &str, how: &str) -> Vec<Edit> {
     let mut edits: Vec<Edit> = step_state(step, StepState::Pending).into_iter().collect();
-    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.push(clear_current());
     edits.push(Edit::Status(Status::Waiting));
     edits.extend(actions(&format!("Waiting: {reason}"), how));
     edits
@@ -357,9 +349,9 @@ pub fn stopped(step: u32, stop: &Stop, task_id: Option<&str>) -> Transition {
     let mut edits: Vec<Edit> = step_state(step, StepState::Pending).into_iter().collect();
     // The killed attempt has no exit to report (its spawn wrote `(pending)`).
     if task_id.is_some() {
-        edits.push(results_remove(step, "EXIT"));
+        edits.push(results_remove(step, ResultKey::Exit));
     }
-    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.push(clear_current());
     edits.push(Edit::Status(Status::Waiting));
     let killed = task_id.map_or_else(String::new, |t| format!("; task {t} killed"));
     let again = if step == 0 {
@@ -395,10 +387,7 @@ pub fn complete(m: &M1) -> Transition {
     } else {
         format!("{all} ({} run, {skipped} skipped)", total - skipped)
     };
-    let mut edits = vec![
-        Edit::Status(Status::Done),
-        Edit::Clear(vec!["CURRENT".into()]),
-    ];
+    let mut edits = vec![Edit::Status(Status::Done), clear_current()];
     edits.extend(actions(&last, "Nothing: the goal is reached"));
     let log = format!(
         "done: {} DONE or SKIPPED; the goal is reached",
@@ -423,7 +412,7 @@ pub fn exhausted(step: u32, reason: &str) -> Transition {
 pub(super) fn exhausted_edits(step: u32, reason: &str) -> Vec<Edit> {
     let who = name(step);
     let mut edits: Vec<Edit> = step_state(step, StepState::Failed).into_iter().collect();
-    edits.push(Edit::Clear(vec!["CURRENT".into()]));
+    edits.push(clear_current());
     edits.push(Edit::Status(Status::Failed));
     edits.extend(actions(
         &format!("{who} failed: {reason}"),

@@ -8,6 +8,7 @@ mod edit;
 mod error;
 mod hidden;
 mod journal;
+pub mod keys;
 mod line;
 mod merge;
 pub mod setting;

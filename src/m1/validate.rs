@@ -6,85 +6,11 @@
 use super::document::Document;
 use super::error::Error;
 use super::hidden::{self, KNOWN_TOP};
-use super::line::{self, Kind};
-use super::setting;
+use super::keys::{AgentKey, CurrentKey, Kind, LimitKey, Problem, ResultKey, Top};
+use super::line::{self, Kind as LineKind};
 use super::steps;
 use super::syntax::{self, Fenced};
 use super::view::{Status, StepState, result_step};
-
-/// The type a known scalar must read as.
-#[derive(Clone, Copy)]
-enum Ty {
-    /// A whole number ≥ 0.
-    Count,
-    /// A whole number ≥ 1.
-    Positive,
-    /// An exit code, or `(pending)`.
-    Exit,
-    Bool,
-    /// A decimal ≥ 0 (money, seconds).
-    Amount,
-    /// A duration above zero: `40s`, `15m`, `1h30m`.
-    Duration,
-    /// A moment: `2026-11-22T03:00:30Z`.
-    Time,
-    /// Whole minutes above zero (older files' `STEP_TIMEOUT_MIN`).
-    Minutes,
-    /// One of Claude Code's permission modes.
-    Mode,
-    /// Tool rules separated by commas, or `(none)`.
-    Tools,
-    /// Words separated by spaces, or a JSON array of strings.
-    Args,
-    /// Any text that is not empty.
-    Text,
-}
-
-const TOP_SCALARS: &[&str] = &[
-    "CONSTRAINTS",
-    "LAST_ACTION",
-    "NEXT_ACTION",
-    "VERIFY",
-    "REVIEW",
-];
-const TOP_BLOCKS: &[&str] = &["PLAN", "CURRENT", "RESULTS", "LIMITS", "AGENT"];
-const CURRENT_FIELDS: &[(&str, Ty)] = &[
-    ("CC_PID", Ty::Count),
-    ("ATTEMPT", Ty::Count),
-    // The runner waits until then: a time it cannot read would end the wait at once.
-    ("WAIT_UNTIL", Ty::Time),
-];
-const RESULT_FIELDS: &[(&str, Ty)] = &[
-    ("EXIT", Ty::Exit),
-    ("VERIFIED", Ty::Bool),
-    ("ATTEMPTS", Ty::Count),
-    ("COST_USD", Ty::Amount),
-    ("DURATION_S", Ty::Amount),
-];
-const LIMIT_FIELDS: &[(&str, Ty)] = &[
-    ("MAX_RETRIES", Ty::Positive),
-    ("MAX_STEPS", Ty::Positive),
-    ("STEP_TIMEOUT", Ty::Duration),
-    ("IDLE_TIMEOUT", Ty::Duration),
-    // Older files: whole minutes.
-    ("STEP_TIMEOUT_MIN", Ty::Minutes),
-    ("IDLE_TIMEOUT_MIN", Ty::Minutes),
-    ("MAX_COST_USD", Ty::Amount),
-    ("MAX_RESTARTS", Ty::Count),
-    ("CONTEXT_THRESHOLD", Ty::Positive),
-    ("MAX_SESSION", Ty::Duration),
-    ("MAX_RETAKES", Ty::Count),
-];
-const AGENT_FIELDS: &[(&str, Ty)] = &[
-    ("PROGRAM", Ty::Text),
-    ("REVIEW_MODEL", Ty::Text),
-    ("PERMISSION_MODE", Ty::Mode),
-    ("ALLOWED_TOOLS", Ty::Tools),
-    ("MODEL", Ty::Text),
-    ("MAX_TURNS", Ty::Positive),
-    ("MAX_BUDGET_USD", Ty::Amount),
-    ("EXTRA_ARGS", Ty::Args),
-];
 
 /// The longest argument a program can be given on Linux (`MAX_ARG_STRLEN`, 128 KiB with its
 /// closing NUL): `VERIFY` runs as one, so a longer command could never start.
@@ -119,9 +45,11 @@ pub fn check(doc: &Document) -> Vec<Error> {
             "empty GOAL: expected `GOAL: what the loop should achieve`",
         );
     }
-    for key in TOP_SCALARS {
-        if let Some(i) = doc.child(None, key) {
-            c.scalar(i);
+    for key in Top::ALL {
+        if !matches!(key, Top::Status | Top::Goal)
+            && let Some(i) = doc.child(None, key.name())
+        {
+            c.typed(i, key.kind());
         }
     }
     if let Some(i) = doc.child(None, "VERIFY")
@@ -138,21 +66,15 @@ pub fn check(doc: &Document) -> Vec<Error> {
             ),
         );
     }
-    for key in TOP_BLOCKS {
+    for key in ["PLAN", "CURRENT", "RESULTS", "LIMITS", "AGENT"] {
         if let Some(i) = doc.child(None, key) {
             c.block(i);
         }
     }
     c.plan();
     c.lost_plan();
-    c.fields(&["CURRENT"], CURRENT_FIELDS);
-    if let Some(i) = doc.find(&["CURRENT", "TASK_ID"])
-        && let Some(id) = c.scalar(i)
-        && let Err(e) = crate::layout::validate_task_id(&id)
-    {
-        c.at_value(i, e.to_string());
-    }
-    c.fields(&["LIMITS"], LIMIT_FIELDS);
+    c.fields(CurrentKey::BLOCK, CurrentKey::ALL, |k| (k.name(), k.kind()));
+    c.fields(LimitKey::BLOCK, LimitKey::ALL, |k| (k.name(), k.kind()));
     for key in ["STEP_TIMEOUT", "IDLE_TIMEOUT"] {
         if doc.find(&["LIMITS", key]).is_some()
             && let Some(i) = doc.find(&["LIMITS", &format!("{key}_MIN")])
@@ -166,13 +88,13 @@ pub fn check(doc: &Document) -> Vec<Error> {
             );
         }
     }
-    c.fields(&["AGENT"], AGENT_FIELDS);
+    c.fields(AgentKey::BLOCK, AgentKey::ALL, |k| (k.name(), k.kind()));
     if let Some(r) = doc.find(&["RESULTS"]) {
         for i in doc.children(Some(r)).collect::<Vec<_>>() {
             if result_step(&doc.key_at(i).key).is_some() && c.block(i) {
-                for &(key, ty) in RESULT_FIELDS {
-                    if let Some(j) = doc.child(Some(i), key) {
-                        c.typed(j, ty);
+                for key in ResultKey::ALL {
+                    if let Some(j) = doc.child(Some(i), key.name()) {
+                        c.typed(j, key.kind());
                     }
                 }
             }
@@ -267,7 +189,7 @@ impl Checker<'_> {
         // Steps in a fence that is never closed are reported with the fence.
         if let Some(i) = (0..doc.lines.len()).find(|&i| {
             let l = &doc.lines[i];
-            l.kind == Kind::Prose && self.fenced[i] == Fenced::No && hidden::step_like(&l.text)
+            l.kind == LineKind::Prose && self.fenced[i] == Fenced::No && hidden::step_like(&l.text)
         }) {
             self.errors.push(Error::new(
                 i + 1,
@@ -280,7 +202,7 @@ impl Checker<'_> {
         }
         if let Some(p) = doc.find(&["PLAN"])
             && doc.key_at(p).value.is_none()
-            && doc.lines[p + 1..].iter().all(|l| l.kind == Kind::Blank)
+            && doc.lines[p + 1..].iter().all(|l| l.kind == LineKind::Blank)
         {
             self.at_key(
                 p,
@@ -332,68 +254,30 @@ impl Checker<'_> {
         false
     }
 
-    fn typed(&mut self, idx: usize, ty: Ty) -> Option<String> {
+    fn typed(&mut self, idx: usize, kind: Kind) -> Option<String> {
         let v = self.scalar(idx)?;
         let key = self.doc.key_at(idx).key.clone();
-        let positive = |v: &str| v.parse::<u64>().is_ok_and(|n| n >= 1);
-        let problem: Option<String> = match ty {
-            Ty::Count => (v.parse::<u64>().is_err()).then(|| "a whole number".into()),
-            Ty::Positive => (!positive(&v)).then(|| "a whole number ≥ 1".into()),
-            Ty::Exit => (v != "(pending)" && v.parse::<i32>().is_err())
-                .then(|| "an exit code or `(pending)`".into()),
-            Ty::Bool => (v != "true" && v != "false").then(|| "`true` or `false`".into()),
-            Ty::Amount => (!v.parse::<f64>().is_ok_and(|x| x.is_finite() && x >= 0.0))
-                .then(|| "a number ≥ 0".into()),
-            // A number alone was read as seconds once; its unit is asked for, not guessed.
-            Ty::Duration if is_bare_number(&v) => Some(format!(
-                "a duration with its unit, such as `{0}s` or `{0}m`",
-                v.trim()
-            )),
-            Ty::Duration => setting::duration(&v).err().map(|_| {
-                format!(
-                    "a duration above zero and at most a year ({}), such as `40s`, `15m` or \
-                     `1h30m`",
-                    crate::duration::exact(crate::duration::MAX)
-                )
-            }),
-            Ty::Minutes => setting::minutes(&v).err().map(|_| {
-                format!(
-                    "a whole number of minutes from 1 to {} (a year)",
-                    crate::duration::MAX.as_secs() / 60
-                )
-            }),
-            Ty::Time => setting::time(&v).err().map(|_| {
-                format!(
-                    "a time such as `{}` (RFC 3339, as the runner writes it)",
-                    setting::TIME_EXAMPLE
-                )
-            }),
-            Ty::Mode => setting::permission_mode(&v)
-                .err()
-                .map(|_| format!("one of {}", setting::PERMISSION_MODES.join(", "))),
-            Ty::Tools => setting::tools(&v).err().map(|_| {
-                format!(
-                    "tool names separated by commas, e.g. `Read,Grep,Bash(git:*)`, or `{}`",
-                    setting::NONE
-                )
-            }),
-            Ty::Args => setting::args(&v)
-                .err()
-                .map(|e| format!("words separated by spaces, or a JSON array of strings ({e})")),
-            Ty::Text => v.trim().is_empty().then(|| "a value".into()),
-        };
-        if let Some(expected) = problem {
-            self.at_value(idx, format!("{key}: expected {expected}, found `{v}`"));
-            return None;
+        match kind.check(&v) {
+            Ok(()) => Some(v),
+            Err(Problem::Expected(expected)) => {
+                self.at_value(idx, format!("{key}: expected {expected}, found `{v}`"));
+                None
+            }
+            Err(Problem::Said(msg)) => {
+                self.at_value(idx, msg);
+                None
+            }
         }
-        Some(v)
     }
 
-    fn fields(&mut self, path: &[&str], fields: &[(&str, Ty)]) {
+    /// Checks the keys of the block at `path` that are declared (`all`, each with its name and
+    /// kind).
+    fn fields<K: Copy>(&mut self, path: &[&str], all: &[K], def: fn(K) -> (&'static str, Kind)) {
         let Some(b) = self.doc.find(path) else { return };
-        for &(key, ty) in fields {
+        for k in all {
+            let (key, kind) = def(*k);
             if let Some(i) = self.doc.child(Some(b), key) {
-                self.typed(i, ty);
+                self.typed(i, kind);
             }
         }
     }
@@ -405,10 +289,10 @@ impl Checker<'_> {
         };
         let total = doc
             .child(Some(plan), "TOTAL_STEPS")
-            .and_then(|i| Some((i, self.typed(i, Ty::Count)?.parse::<u64>().ok()?)));
+            .and_then(|i| Some((i, self.typed(i, Kind::Count)?.parse::<u64>().ok()?)));
         let current = doc
             .child(Some(plan), "CURRENT_STEP")
-            .and_then(|i| Some((i, self.typed(i, Ty::Count)?.parse::<u64>().ok()?)));
+            .and_then(|i| Some((i, self.typed(i, Kind::Count)?.parse::<u64>().ok()?)));
         let mut count = 0u64;
         if let Some(s) = doc.child(Some(plan), "STEPS")
             && self.block(s)
@@ -492,10 +376,4 @@ impl Checker<'_> {
             ));
         }
     }
-}
-
-/// Digits alone: a duration written without its unit.
-fn is_bare_number(v: &str) -> bool {
-    let v = v.trim();
-    !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())
 }

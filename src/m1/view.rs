@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::document::Document;
+use super::keys::{AgentKey, CurrentKey, LimitKey, PlanKey, ResultKey, Review, Top, switch_on};
 use super::setting;
 use super::steps;
 
@@ -111,7 +112,14 @@ pub struct Current {
     pub command: Option<String>,
     pub session_id: Option<String>,
     pub attempt: Option<u32>,
-    /// Every other scalar key of CURRENT (the runner's `WAIT_UNTIL`, `GIT_HEAD`, ...), by name.
+    /// The project's git HEAD when the run began.
+    pub git_head: Option<String>,
+    /// The end of a backoff or a usage-limit wait, and why.
+    pub wait_until: Option<chrono::DateTime<chrono::Utc>>,
+    pub wait_reason: Option<String>,
+    /// The run on record is a review of its step.
+    pub review: bool,
+    /// Every other scalar key of CURRENT (a person's own), by name.
     pub extra: BTreeMap<String, String>,
 }
 
@@ -127,9 +135,29 @@ pub struct StepResult {
     pub duration_s: Option<f64>,
     pub session_id: Option<String>,
     pub error: Option<String>,
-    /// Every other scalar key of the block (TRANSIENT, BLOCKED, ...), by name.
-    pub extra: BTreeMap<String, String>,
     pub report: Option<String>,
+    /// Transient errors waited out.
+    pub transient: u32,
+    /// Why the last run was cut off (an API error waited out).
+    pub interrupted: Option<String>,
+    /// The question of a `STEP_BLOCKED`.
+    pub blocked: Option<String>,
+    /// Fresh sessions the agent asked for.
+    pub restarts: u32,
+    /// Why the next run starts a fresh session with a handoff.
+    pub handoff: Option<String>,
+    pub context_pct: Option<u32>,
+    pub session_s: Option<f64>,
+    pub compactions: u32,
+    pub review: Option<Review>,
+    pub retakes: u32,
+    pub review_runs: u32,
+    pub review_task: Option<String>,
+    pub base_head: Option<String>,
+    /// The attempts before a person's `loop retry`, which no longer count.
+    pub retried: u32,
+    /// Every other scalar key of the block (a person's own), by name.
+    pub extra: BTreeMap<String, String>,
 }
 
 /// The safety limits as M1.md states them: `None` where the file leaves a limit out (the
@@ -224,86 +252,109 @@ pub struct M1 {
     pub verify: Option<String>,
     /// `REVIEW: on`: every step that passes is reviewed by a separate, read-only agent run.
     pub review: bool,
+    /// The project directory the agent works in (`WORKDIR`).
+    pub workdir: Option<String>,
+    /// The loop's identity (`LOOP_ID`), which its tasks carry.
+    pub loop_id: Option<String>,
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The `--plan` checklist the steps came from.
+    pub plan_file: Option<String>,
+    /// Started with `--plan-only`: once planned, the loop waits.
+    pub plan_only: bool,
 }
 
 impl M1 {
-    /// A counter the runner keeps in `RESULTS.STEP_n` (`RETAKES`, `TRANSIENT`, …); 0 when the
-    /// step has none or it is not a number.
+    /// Step `n`'s results, or an empty record when it has none yet.
     #[must_use]
-    pub fn count(&self, step: u32, key: &str) -> u32 {
-        self.results
-            .get(&step)
-            .and_then(|r| r.extra.get(key))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+    pub fn result(&self, n: u32) -> std::borrow::Cow<'_, StepResult> {
+        self.results.get(&n).map_or_else(
+            || std::borrow::Cow::Owned(StepResult::default()),
+            std::borrow::Cow::Borrowed,
+        )
     }
 
     pub(crate) fn from_document(doc: &Document) -> M1 {
-        let get = |p: &[&str]| doc.get(p);
+        let top = |k: Top| doc.get(&[k.name()]);
+        let plan = |k: PlanKey| doc.get(&["PLAN", k.name()]);
+        let limit = |k: LimitKey| doc.get(&["LIMITS", k.name()]);
+        let agent = |k: AgentKey| doc.get(&["AGENT", k.name()]);
         let steps = steps::list(doc);
         M1 {
-            status: get(&["STATUS"])
-                .and_then(|s| s.parse().ok())
-                .unwrap_or_default(),
-            goal: get(&["GOAL"]).unwrap_or_default(),
-            // `(none)` is what a new loop without constraints is written with: no constraints.
-            constraints: get(&["CONSTRAINTS"])
-                .filter(|c| !c.trim().is_empty() && c.trim() != setting::NONE),
+            status: parsed(top(Top::Status)).unwrap_or_default(),
+            goal: top(Top::Goal).unwrap_or_default(),
+            constraints: top(Top::Constraints).filter(|c| c.trim() != setting::NONE),
             plan: Plan {
-                total_steps: parsed(get(&["PLAN", "TOTAL_STEPS"]))
+                total_steps: parsed(plan(PlanKey::TotalSteps))
                     .unwrap_or(u32::try_from(steps.len()).unwrap_or(u32::MAX)),
-                current_step: parsed(get(&["PLAN", "CURRENT_STEP"])).unwrap_or(0),
+                current_step: parsed(plan(PlanKey::CurrentStep)).unwrap_or(0),
                 steps,
             },
-            current: Current {
-                task_id: get(&["CURRENT", "TASK_ID"]),
-                cc_pid: parsed(get(&["CURRENT", "CC_PID"])),
-                spawn_time: get(&["CURRENT", "SPAWN_TIME"]),
-                command: get(&["CURRENT", "COMMAND"]),
-                session_id: get(&["CURRENT", "SESSION_ID"]),
-                attempt: parsed(get(&["CURRENT", "ATTEMPT"])),
-                extra: extra(doc, doc.find(&["CURRENT"]), CURRENT_KEYS),
-            },
+            current: current(doc),
             results: results(doc),
-            last_action: get(&["LAST_ACTION"]),
-            next_action: get(&["NEXT_ACTION"]),
+            last_action: top(Top::LastAction),
+            next_action: top(Top::NextAction),
             limits: Limits {
-                max_retries: parsed(get(&["LIMITS", "MAX_RETRIES"])),
-                max_steps: parsed(get(&["LIMITS", "MAX_STEPS"])),
-                step_timeout: timeout(doc, "STEP_TIMEOUT"),
-                idle_timeout: timeout(doc, "IDLE_TIMEOUT"),
-                max_cost_usd: parsed(get(&["LIMITS", "MAX_COST_USD"])),
-                max_restarts: parsed(get(&["LIMITS", "MAX_RESTARTS"])),
-                context_threshold: parsed(get(&["LIMITS", "CONTEXT_THRESHOLD"])),
-                max_session: get(&["LIMITS", "MAX_SESSION"])
-                    .and_then(|v| setting::duration(&v).ok()),
-                max_retakes: parsed(get(&["LIMITS", "MAX_RETAKES"])),
+                max_retries: parsed(limit(LimitKey::MaxRetries)),
+                max_steps: parsed(limit(LimitKey::MaxSteps)),
+                step_timeout: timeout(doc, LimitKey::StepTimeout, LimitKey::StepTimeoutMin),
+                idle_timeout: timeout(doc, LimitKey::IdleTimeout, LimitKey::IdleTimeoutMin),
+                max_cost_usd: parsed(limit(LimitKey::MaxCostUsd)),
+                max_restarts: parsed(limit(LimitKey::MaxRestarts)),
+                context_threshold: parsed(limit(LimitKey::ContextThreshold)),
+                max_session: limit(LimitKey::MaxSession).and_then(|v| setting::duration(&v).ok()),
+                max_retakes: parsed(limit(LimitKey::MaxRetakes)),
             },
             agent: AgentKeys {
-                program: get(&["AGENT", "PROGRAM"]).filter(|p| !p.trim().is_empty()),
-                permission_mode: get(&["AGENT", "PERMISSION_MODE"]),
-                allowed_tools: get(&["AGENT", "ALLOWED_TOOLS"])
-                    .and_then(|v| setting::tools(&v).ok()),
-                model: get(&["AGENT", "MODEL"]),
-                max_turns: parsed(get(&["AGENT", "MAX_TURNS"])),
-                max_budget_usd: parsed(get(&["AGENT", "MAX_BUDGET_USD"])),
-                extra_args: get(&["AGENT", "EXTRA_ARGS"]).and_then(|v| setting::args(&v).ok()),
-                review_model: get(&["AGENT", "REVIEW_MODEL"]),
+                program: agent(AgentKey::Program).filter(|p| !p.trim().is_empty()),
+                permission_mode: agent(AgentKey::PermissionMode),
+                allowed_tools: agent(AgentKey::AllowedTools).and_then(|v| setting::tools(&v).ok()),
+                model: agent(AgentKey::Model),
+                max_turns: parsed(agent(AgentKey::MaxTurns)),
+                max_budget_usd: parsed(agent(AgentKey::MaxBudgetUsd)),
+                extra_args: agent(AgentKey::ExtraArgs).and_then(|v| setting::args(&v).ok()),
+                review_model: agent(AgentKey::ReviewModel),
             },
-            verify: get(&["VERIFY"]),
-            review: get(&["REVIEW"]).is_some_and(|v| matches!(v.trim(), "on" | "true" | "yes")),
+            verify: top(Top::Verify),
+            review: top(Top::Review).is_some_and(|v| switch_on(&v)),
+            workdir: top(Top::Workdir).filter(|w| !w.trim().is_empty()),
+            loop_id: top(Top::LoopId).filter(|s| !s.is_empty()),
+            started_at: top(Top::StartedAt).and_then(|v| setting::time(&v).ok()),
+            plan_file: top(Top::PlanFile),
+            plan_only: top(Top::PlanOnly).is_some_and(|v| switch_on(&v)),
         }
     }
 }
 
-/// `LIMITS.<KEY>` as an exact duration, else `LIMITS.<KEY>_MIN` in minutes (older files).
-fn timeout(doc: &Document, key: &str) -> Option<Duration> {
-    doc.get(&["LIMITS", key])
+/// `LIMITS.<KEY>` as an exact duration, else `<KEY>_MIN` in minutes (older files).
+fn timeout(doc: &Document, exact: LimitKey, minutes: LimitKey) -> Option<Duration> {
+    doc.get(&["LIMITS", exact.name()])
         .and_then(|v| setting::duration(&v).ok())
         .or_else(|| {
-            doc.get(&["LIMITS", &format!("{key}_MIN")])
+            doc.get(&["LIMITS", minutes.name()])
                 .and_then(|v| setting::minutes(&v).ok())
         })
+}
+
+/// `CURRENT:`, the run on record.
+fn current(doc: &Document) -> Current {
+    let get = |k: CurrentKey| doc.get(&["CURRENT", k.name()]);
+    Current {
+        task_id: get(CurrentKey::TaskId),
+        cc_pid: parsed(get(CurrentKey::CcPid)),
+        spawn_time: get(CurrentKey::SpawnTime),
+        command: get(CurrentKey::Command),
+        session_id: get(CurrentKey::SessionId),
+        attempt: parsed(get(CurrentKey::Attempt)),
+        git_head: get(CurrentKey::GitHead),
+        wait_until: get(CurrentKey::WaitUntil).and_then(|v| setting::time(&v).ok()),
+        wait_reason: get(CurrentKey::WaitReason),
+        review: get(CurrentKey::Review).is_some_and(|v| v.trim() == "true"),
+        extra: extra(
+            doc,
+            doc.find(&["CURRENT"]),
+            &names(CurrentKey::ALL, CurrentKey::name),
+        ),
+    }
 }
 
 /// `RESULTS.STEP_N` blocks by step number; other keys under RESULTS are not results.
@@ -312,54 +363,53 @@ fn results(doc: &Document) -> BTreeMap<u32, StepResult> {
     let Some(block) = doc.find(&["RESULTS"]) else {
         return out;
     };
+    let known = names(ResultKey::ALL, ResultKey::name);
     for i in doc.children(Some(block)) {
         let Some(n) = result_step(&doc.key_at(i).key) else {
             continue;
         };
-        let field = |k: &str| {
-            doc.child(Some(i), k)
+        let field = |k: ResultKey| {
+            doc.child(Some(i), k.name())
                 .and_then(|j| doc.key_at(j).value.as_ref().map(|v| v.text.clone()))
         };
+        let count = |k: ResultKey| parsed(field(k)).unwrap_or(0);
         out.insert(
             n,
             StepResult {
-                exit: parsed(field("EXIT")),
-                commit: field("COMMIT"),
-                summary: field("SUMMARY"),
-                verified: parsed(field("VERIFIED")),
-                attempts: parsed(field("ATTEMPTS")),
-                cost_usd: parsed(field("COST_USD")),
-                duration_s: parsed(field("DURATION_S")),
-                session_id: field("SESSION_ID"),
-                error: field("ERROR"),
-                report: field("REPORT"),
-                extra: extra(doc, Some(i), RESULT_KEYS),
+                exit: parsed(field(ResultKey::Exit)),
+                commit: field(ResultKey::Commit),
+                summary: field(ResultKey::Summary),
+                verified: parsed(field(ResultKey::Verified)),
+                attempts: parsed(field(ResultKey::Attempts)),
+                cost_usd: parsed(field(ResultKey::CostUsd)),
+                duration_s: parsed(field(ResultKey::DurationS)),
+                session_id: field(ResultKey::SessionId),
+                error: field(ResultKey::Error),
+                report: field(ResultKey::Report),
+                transient: count(ResultKey::Transient),
+                interrupted: field(ResultKey::Interrupted),
+                blocked: field(ResultKey::Blocked),
+                restarts: count(ResultKey::Restarts),
+                handoff: field(ResultKey::Handoff),
+                context_pct: parsed(field(ResultKey::ContextPct)),
+                session_s: parsed(field(ResultKey::SessionS)),
+                compactions: count(ResultKey::Compactions),
+                review: field(ResultKey::Review).map(|v| Review::parse(&v)),
+                retakes: count(ResultKey::Retakes),
+                review_runs: count(ResultKey::ReviewRuns),
+                review_task: field(ResultKey::ReviewTask),
+                base_head: field(ResultKey::BaseHead),
+                retried: count(ResultKey::Retried),
+                extra: extra(doc, Some(i), &known),
             },
         );
     }
     out
 }
 
-const CURRENT_KEYS: &[&str] = &[
-    "TASK_ID",
-    "CC_PID",
-    "SPAWN_TIME",
-    "COMMAND",
-    "SESSION_ID",
-    "ATTEMPT",
-];
-const RESULT_KEYS: &[&str] = &[
-    "EXIT",
-    "COMMIT",
-    "SUMMARY",
-    "VERIFIED",
-    "ATTEMPTS",
-    "COST_USD",
-    "DURATION_S",
-    "SESSION_ID",
-    "ERROR",
-    "REPORT",
-];
+fn names<K: Copy>(all: &[K], name: fn(K) -> &'static str) -> Vec<&'static str> {
+    all.iter().map(|k| name(*k)).collect()
+}
 
 /// The scalar children of `block` whose keys the typed fields do not cover.
 fn extra(doc: &Document, block: Option<usize>, known: &[&str]) -> BTreeMap<String, String> {

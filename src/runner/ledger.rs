@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::engine::LedgerVerdict as Verdict;
+use crate::m1::keys::ResultKey;
 use crate::m1::{Edit, M1, Status, StepState};
 
 /// The file a judged task gets.
@@ -45,9 +47,7 @@ pub struct Entry {
 /// How a task was judged, and the M1.md edits that recorded it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Judged {
-    /// `pass`, `retry`, `failed`, `backoff`, `usage_wait`, `blocked`, `halt`, `session`,
-    /// `stopped`.
-    pub verdict: String,
+    pub verdict: Verdict,
     pub edits: Vec<StoredEdit>,
 }
 
@@ -116,9 +116,9 @@ impl StoredEdit {
 
 impl Judged {
     #[must_use]
-    pub fn new(verdict: &str, edits: &[Edit]) -> Self {
+    pub fn new(verdict: Verdict, edits: &[Edit]) -> Self {
         Self {
-            verdict: verdict.into(),
+            verdict,
             edits: edits.iter().map(StoredEdit::from_edit).collect(),
         }
     }
@@ -130,14 +130,10 @@ impl Judged {
     }
 
     /// The value a recorded edit set at `RESULTS.STEP_N.KEY`.
-    fn result(&self, step: u32, key: &str) -> Option<&str> {
-        let want = [
-            "RESULTS".to_string(),
-            format!("STEP_{step}"),
-            key.to_string(),
-        ];
+    fn result(&self, step: u32, key: ResultKey) -> Option<&str> {
+        let want = key.path(step);
         self.edits.iter().rev().find_map(|e| match e {
-            StoredEdit::Set { path, value } if path[..] == want[..] => Some(value.as_str()),
+            StoredEdit::Set { path, value } if *path == want => Some(value.as_str()),
             _ => None,
         })
     }
@@ -145,13 +141,11 @@ impl Judged {
     /// The edits that restore a step's recorded pass: its RESULTS and its DONE line, and
     /// nothing about what came after it.
     fn step_record(&self, step: u32) -> Vec<Edit> {
-        let block = format!("STEP_{step}");
+        let block = crate::m1::keys::result_block(step);
         self.edits()
             .into_iter()
             .filter(|e| match e {
-                Edit::Set(p, _) | Edit::Remove(p) => {
-                    p.len() == 3 && p[0] == "RESULTS" && p[1] == block
-                }
+                Edit::Set(p, _) | Edit::Remove(p) => p.len() == 3 && p[..2] == block[..],
                 Edit::StepState(n, _) => *n == step,
                 _ => false,
             })
@@ -257,7 +251,10 @@ impl Ledger {
     /// When a mark cannot be written.
     pub fn mark_retried(&mut self, step: u32, when: &str) -> crate::error::Result<()> {
         for e in &mut self.entries {
-            let pass = e.judged.as_ref().is_some_and(|j| j.verdict == "pass");
+            let pass = e
+                .judged
+                .as_ref()
+                .is_some_and(|j| j.verdict == Verdict::Pass);
             if e.step == step && !e.review && pass && !e.retried {
                 let path = self.tasks_dir.join(&e.task_id).join(RETRIED_FILE);
                 let json = serde_json::json!({ "retried_at": when }).to_string();
@@ -352,14 +349,14 @@ impl Ledger {
             .rposition(|e| e.step == step && !e.review && e.judged.is_some())?;
         let last = &self.entries[at];
         let j = last.judged.as_ref()?;
-        if j.verdict != "pass" || last.retried {
+        if j.verdict != Verdict::Pass || last.retried {
             return None;
         }
         let r = m.results.get(&step);
         let attempts = r.and_then(|r| r.attempts).map(|a| a.to_string());
         let summary = r.and_then(|r| r.summary.clone());
-        let same = attempts.as_deref() == j.result(step, "ATTEMPTS")
-            && summary.as_deref() == j.result(step, "SUMMARY");
+        let same = attempts.as_deref() == j.result(step, ResultKey::Attempts)
+            && summary.as_deref() == j.result(step, ResultKey::Summary);
         if same {
             return None;
         }
@@ -388,7 +385,7 @@ mod tests {
             Edit::StepText(2, "x".into()),
             Edit::SetSteps(vec![(StepState::Pending, "a".into())]),
         ];
-        let j = Judged::new("pass", &edits);
+        let j = Judged::new(Verdict::Pass, &edits);
         let back: Judged = serde_json::from_slice(&serde_json::to_vec(&j).unwrap()).unwrap();
         assert_eq!(back.edits(), edits);
     }
@@ -409,7 +406,7 @@ mod tests {
     fn a_lost_pass_comes_back_with_what_its_reviews_recorded_after_it() {
         let set = |k: &str, v: &str| Edit::set(&["RESULTS", "STEP_2", k], v);
         let pass = Judged::new(
-            "pass",
+            Verdict::Pass,
             &[
                 set("ATTEMPTS", "1"),
                 set("SUMMARY", "s"),
@@ -417,7 +414,7 @@ mod tests {
             ],
         );
         let review = Judged::new(
-            "review",
+            Verdict::Review,
             &[
                 Edit::StepState(2, StepState::Done),
                 set("REVIEW", "approved: fine"),
@@ -447,14 +444,14 @@ mod tests {
     #[test]
     fn a_text_naming_a_judged_task_gets_back_every_later_record_but_its_status() {
         let set = |k: &str, v: &str| Edit::set(&["RESULTS", "STEP_2", k], v);
-        let pass = Judged::new("pass", &[set("SUMMARY", "s")]);
+        let pass = Judged::new(Verdict::Pass, &[set("SUMMARY", "s")]);
         let halt = Judged::new(
-            "halt",
+            Verdict::Halt,
             &[Edit::Status(Status::Waiting), set("ERROR", "billing")],
         );
         let unjudged = Entry {
             judged: None,
-            ..entry("t3", false, Judged::new("pass", &[]))
+            ..entry("t3", false, Judged::new(Verdict::Pass, &[]))
         };
         let ledger = Ledger {
             tasks_dir: PathBuf::new(),
@@ -469,7 +466,7 @@ mod tests {
     #[test]
     fn a_pass_restores_only_its_own_step() {
         let j = Judged::new(
-            "pass",
+            Verdict::Pass,
             &[
                 Edit::StepState(2, StepState::Done),
                 Edit::set(&["RESULTS", "STEP_2", "SUMMARY"], "s"),
@@ -484,12 +481,15 @@ mod tests {
                 Edit::set(&["RESULTS", "STEP_2", "SUMMARY"], "s"),
             ]
         );
-        assert_eq!(j.result(2, "SUMMARY"), Some("s"));
+        assert_eq!(j.result(2, ResultKey::Summary), Some("s"));
     }
 
     #[test]
     fn a_pass_a_person_retried_is_not_taken_for_a_lost_one() {
-        let pass = Judged::new("pass", &[Edit::set(&["RESULTS", "STEP_2", "SUMMARY"], "s")]);
+        let pass = Judged::new(
+            Verdict::Pass,
+            &[Edit::set(&["RESULTS", "STEP_2", "SUMMARY"], "s")],
+        );
         let mut ledger = Ledger {
             tasks_dir: PathBuf::new(),
             entries: vec![entry("t1", false, pass)],

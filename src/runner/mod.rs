@@ -30,6 +30,7 @@ use chrono::Utc;
 use crate::decision_log;
 use crate::engine::{self, Effect, Next, Outcome, Transition, Write};
 use crate::exit::Status as Exit;
+use crate::m1::keys::CurrentKey;
 use crate::m1::{Document, Edit, M1, Status, Store, StoreError};
 use crate::notifier::{self, Event, Notifier};
 use crate::runner::settings::Settings;
@@ -142,8 +143,9 @@ impl Runner {
             other => anyhow::Error::new(other).into(),
         })?;
         let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
-        let workdir = doc
-            .get(&["WORKDIR"])
+        let opened = doc.view();
+        let workdir = opened
+            .workdir
             .map(PathBuf::from)
             .filter(|p| p.is_dir())
             .map_or_else(std::env::current_dir, Ok)
@@ -152,10 +154,7 @@ impl Runner {
         let notifier = notifier::from_env(&state_dir);
         // A loop written by hand or by an older version has no id yet: it gets one with its
         // next spawn.
-        let loop_id = doc
-            .get(&["LOOP_ID"])
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(new_loop_id);
+        let loop_id = opened.loop_id.unwrap_or_else(new_loop_id);
         let ledger = ledger::Ledger::load(&state_dir, &loop_id);
         let mut runner = Self {
             file: file.to_path_buf(),
@@ -351,7 +350,7 @@ impl Runner {
     fn record_judged(
         &mut self,
         task_id: &str,
-        verdict: &str,
+        verdict: engine::LedgerVerdict,
         edits: &[Edit],
     ) -> crate::error::Result<()> {
         if !crate::bridge::exists(&self.state_dir, task_id) || self.ledger.judged(task_id).is_some()
@@ -389,7 +388,7 @@ impl Runner {
         let records_wait = t
             .edits
             .iter()
-            .any(|e| matches!(e, crate::m1::Edit::Set(p, _) if p[..] == ["CURRENT", "WAIT_UNTIL"]));
+            .any(|e| matches!(e, crate::m1::Edit::Set(p, _) if *p == CurrentKey::WaitUntil.path()));
         if records_wait {
             self.announced_wait = engine::wait_until(&self.view());
         }
@@ -453,7 +452,7 @@ impl Runner {
                      then carrying on.",
                     until.format("%Y-%m-%d %H:%M")
                 )),
-                Effect::Done => self.done_event(before),
+                Effect::Done => Self::done_event(before),
                 Effect::TickPlanFile(step) => {
                     self.tick_plan_file(*step);
                     continue;
@@ -492,12 +491,8 @@ impl Runner {
     /// comes next unless it is DONE.
     fn closing_line(&self) -> String {
         let m = self.view();
-        let started = self
-            .doc
-            .get(&["STARTED_AT"])
-            .and_then(|s| chrono::DateTime::parse_from_rfc3339(&s).ok());
-        let took = started.map_or_else(String::new, |t| {
-            let secs = (Utc::now() - t.with_timezone(&Utc)).num_seconds();
+        let took = m.started_at.map_or_else(String::new, |t| {
+            let secs = (Utc::now() - t).num_seconds();
             let d = Duration::from_secs(u64::try_from(secs).unwrap_or(0));
             format!(" in {}", crate::duration::human(d))
         });
@@ -624,7 +619,7 @@ impl Runner {
     }
 
     /// The DONE notification: each step's summary, the cost, the time since the loop started.
-    fn done_event(&self, m: &M1) -> Event {
+    fn done_event(m: &M1) -> Event {
         let summaries = m
             .plan
             .steps
@@ -632,9 +627,9 @@ impl Runner {
             .map(|s| {
                 let r = m.results.get(&s.n);
                 let sum = r.and_then(|r| r.summary.clone());
-                let reviewed = r
-                    .and_then(|r| r.extra.get("REVIEW"))
-                    .is_some_and(|v| v.starts_with("approved"));
+                let reviewed = r.is_some_and(|r| {
+                    matches!(r.review, Some(crate::m1::keys::Review::Approved(_)))
+                });
                 let sum = sum.unwrap_or_else(|| format!("[{}] {}", s.state.as_str(), s.text));
                 (
                     s.n,
@@ -646,12 +641,8 @@ impl Runner {
                 )
             })
             .collect();
-        let started = self
-            .doc
-            .get(&["STARTED_AT"])
-            .and_then(|s| chrono::DateTime::parse_from_rfc3339(&s).ok());
-        let elapsed_s = started.map_or(0, |t| {
-            u64::try_from((Utc::now() - t.with_timezone(&Utc)).num_seconds()).unwrap_or(0)
+        let elapsed_s = m.started_at.map_or(0, |t| {
+            u64::try_from((Utc::now() - t).num_seconds()).unwrap_or(0)
         });
         Event::Done {
             goal: m.goal.clone(),
@@ -682,7 +673,7 @@ impl Runner {
 
     /// Ticks the step's box in the `--plan` file it came from, if any (one byte changes).
     fn tick_plan_file(&mut self, step: u32) {
-        let Some(path) = self.doc.get(&["PLAN_FILE"]) else {
+        let Some(path) = self.view().plan_file else {
             return;
         };
         if let Err(e) = crate::runner::plan_import::tick(Path::new(&path), step) {
@@ -716,7 +707,7 @@ impl Runner {
         }
         let t = engine::stopped(m.plan.current_step, stop, task.as_deref());
         if let Some(id) = &task {
-            self.record_judged(id, "stopped", &t.edits)?;
+            self.record_judged(id, engine::LedgerVerdict::Stopped, &t.edits)?;
         }
         let exit = self.apply(&t)?;
         Ok(exit.unwrap_or(Exit::Waiting))
@@ -733,7 +724,7 @@ impl Runner {
             let _ = crate::bridge::kill(&self.state_dir, &id, KILL_GRACE);
             // Once the file is fixed, its TASK_ID gets the stop's record, not a judgement.
             let t = engine::stopped(m.plan.current_step, stop, Some(&id));
-            let _ = self.record_judged(&id, "stopped", &t.edits);
+            let _ = self.record_judged(&id, engine::LedgerVerdict::Stopped, &t.edits);
         }
         self.say(&format!(
             "stop: {} seen while M1.md is invalid; step killed, nothing written",

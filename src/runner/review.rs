@@ -30,7 +30,7 @@ pub fn reviewer(cfg: AgentConfig, m: &M1) -> AgentConfig {
 /// Whether the task on record is a review (its CURRENT says so).
 #[must_use]
 pub fn is_review(m: &M1) -> bool {
-    m.current.extra.get("REVIEW").is_some_and(|v| v == "true")
+    m.current.review
 }
 
 impl Runner {
@@ -53,7 +53,7 @@ impl Runner {
                 format!("`{cmd}` passed; its output ended:\n{out}")
             }
         };
-        let base = r.and_then(|r| r.extra.get("BASE_HEAD")).map(String::as_str);
+        let base = r.and_then(|r| r.base_head.as_deref());
         let diff = super::git::review_diff(&self.workdir, base, &self.state_dir, DIFF_CAP)
             .unwrap_or_else(|| "(the project is not a git repository: read the files)".into());
         super::prompt::review(m, step, &summary, &verify, &diff)
@@ -123,7 +123,7 @@ impl Runner {
         // A review's session is never resumed: its context does not matter.
         let run = Run::read(report, None);
         let run_n = m.current.attempt.unwrap_or(1);
-        let transients = m.count(step, "TRANSIENT");
+        let transients = m.result(step).transient;
         let now = Utc::now();
         let changed = self.tree_changes_in_review(task_id);
         let verdict = engine::review::tree_changed(step, &changed).unwrap_or_else(|| {
@@ -154,7 +154,7 @@ impl Runner {
             task_id: task_id.to_owned(),
             cost_usd: run.cost_usd,
             prior_cost_usd: r.and_then(|r| r.cost_usd).unwrap_or(0.0),
-            retakes: m.count(step, "RETAKES"),
+            retakes: m.result(step).retakes,
             summary: r.and_then(|r| r.summary.clone()).unwrap_or_default(),
             next_step: engine::open_step(&m, step).map(|s| (s.n, s.text.clone())),
             notify_each_step: self.settings.notify_each_step,
@@ -162,7 +162,7 @@ impl Runner {
             now,
         };
         let t = engine::record_review(&verdict, &facts, &caps);
-        self.record_judged(task_id, "review", &t.edits)?;
+        self.record_judged(task_id, engine::LedgerVerdict::Review, &t.edits)?;
         crash::point("before-review-record-write");
         let exit = self.apply(&t)?;
         crash::point("after-review-record-write");

@@ -227,7 +227,10 @@ pub fn find_program(program: &str) -> Result<PathBuf, String> {
 /// # Errors
 /// That error, with `file`'s path.
 pub fn check_program_in(doc: &Document, file: &Path) -> Result<(), Errors> {
-    let at = ["AGENT", "PROGRAM"];
+    let at = [
+        crate::m1::keys::AgentKey::BLOCK[0],
+        crate::m1::keys::AgentKey::Program.name(),
+    ];
     let (Some(program), Some((line, column))) = (doc.get(&at), doc.position(&at)) else {
         return Ok(());
     };

@@ -12,6 +12,7 @@ use super::{lock, stopfile};
 use crate::decision_log;
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
+use crate::m1::keys::{AgentKey, LimitKey, Top};
 use crate::m1::{Document, Edit, Status, StepState, Store, StoreError, setting};
 use crate::notifier::Event;
 use crate::runner::settings::{Overrides, Settings};
@@ -176,39 +177,33 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
     let agent = &settings.agent;
     let exact = crate::duration::exact;
     let mut edits = vec![
-        Edit::set(&["LIMITS", "MAX_RETRIES"], caps.max_retries.to_string()),
-        Edit::set(&["LIMITS", "MAX_STEPS"], caps.max_steps.to_string()),
-        Edit::set(&["LIMITS", "STEP_TIMEOUT"], exact(caps.step_timeout)),
-        Edit::set(&["AGENT", "PROGRAM"], agent.program.clone()),
-        Edit::set(
-            &["AGENT", "ALLOWED_TOOLS"],
-            setting::format_tools(&agent.allowed_tools),
-        ),
+        LimitKey::MaxRetries.set(caps.max_retries.to_string()),
+        LimitKey::MaxSteps.set(caps.max_steps.to_string()),
+        LimitKey::StepTimeout.set(exact(caps.step_timeout)),
+        AgentKey::Program.set(agent.program.clone()),
+        AgentKey::AllowedTools.set(setting::format_tools(&agent.allowed_tools)),
     ];
     if let Some(idle) = caps.idle_timeout {
-        edits.push(Edit::set(&["LIMITS", "IDLE_TIMEOUT"], exact(idle)));
+        edits.push(LimitKey::IdleTimeout.set(exact(idle)));
     }
     if let Some(usd) = caps.max_cost_usd {
-        edits.push(Edit::set(&["LIMITS", "MAX_COST_USD"], usd.to_string()));
+        edits.push(LimitKey::MaxCostUsd.set(usd.to_string()));
     }
     edits.push(match &agent.permission_mode {
-        Some(mode) => Edit::set(&["AGENT", "PERMISSION_MODE"], mode.clone()),
-        None => Edit::Remove(vec!["AGENT".into(), "PERMISSION_MODE".into()]),
+        Some(mode) => AgentKey::PermissionMode.set(mode.clone()),
+        None => AgentKey::PermissionMode.remove(),
     });
     if let Some(model) = &agent.model {
-        edits.push(Edit::set(&["AGENT", "MODEL"], model.clone()));
+        edits.push(AgentKey::Model.set(model.clone()));
     }
     if let Some(n) = agent.max_turns {
-        edits.push(Edit::set(&["AGENT", "MAX_TURNS"], n.to_string()));
+        edits.push(AgentKey::MaxTurns.set(n.to_string()));
     }
     if let Some(usd) = agent.max_budget_usd {
-        edits.push(Edit::set(&["AGENT", "MAX_BUDGET_USD"], usd.to_string()));
+        edits.push(AgentKey::MaxBudgetUsd.set(usd.to_string()));
     }
     if !agent.extra_args.is_empty() {
-        edits.push(Edit::set(
-            &["AGENT", "EXTRA_ARGS"],
-            setting::format_args(&agent.extra_args),
-        ));
+        edits.push(AgentKey::ExtraArgs.set(setting::format_args(&agent.extra_args)));
     }
     edits
 }
@@ -225,9 +220,9 @@ fn new_document(
         None => std::env::current_dir().context("while reading the current directory")?,
     };
     let mut edits = settings_edits(settings);
-    edits.insert(0, Edit::set(&["GOAL"], req.goal.clone()));
+    edits.insert(0, Top::Goal.set(req.goal.clone()));
     if let Some(c) = req.constraints.as_ref().filter(|c| !c.trim().is_empty()) {
-        edits.push(Edit::set(&["CONSTRAINTS"], c.clone()));
+        edits.push(Top::Constraints.set(c.clone()));
     }
     if !steps.is_empty() {
         edits.push(Edit::SetSteps(
@@ -246,43 +241,40 @@ fn new_document(
                 .collect(),
         ));
         let first = steps.iter().position(|(d, _)| !d).map_or(0, |i| i + 1);
-        edits.push(Edit::set(&["NEXT_ACTION"], format!("Start step {first}")));
+        edits.push(Top::NextAction.set(format!("Start step {first}")));
     }
     if let Some(v) = settings.verify_for_new() {
-        edits.push(Edit::set(&["VERIFY"], v));
+        edits.push(Top::Verify.set(v));
     }
     let (review, review_model, max_retakes) = settings.review_for_new();
     if review {
-        edits.push(Edit::set(&["REVIEW"], "on"));
+        edits.push(Top::Review.set("on"));
     }
     if let Some(model) = review_model {
-        edits.push(Edit::set(&["AGENT", "REVIEW_MODEL"], model));
+        edits.push(AgentKey::ReviewModel.set(model));
     }
     if let Some(n) = max_retakes {
-        edits.push(Edit::set(&["LIMITS", "MAX_RETAKES"], n.to_string()));
+        edits.push(LimitKey::MaxRetakes.set(n.to_string()));
     }
-    edits.push(Edit::set(&["WORKDIR"], workdir.display().to_string()));
-    edits.push(Edit::set(&["LOOP_ID"], super::new_loop_id()));
+    edits.push(Top::Workdir.set(workdir.display().to_string()));
+    edits.push(Top::LoopId.set(super::new_loop_id()));
     if let Some(p) = &req.plan {
         let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
-        edits.push(Edit::set(&["PLAN_FILE"], abs.display().to_string()));
+        edits.push(Top::PlanFile.set(abs.display().to_string()));
     }
     if req.plan_only {
         if steps.is_empty() {
             // The planning call runs, and the loop stops once it has planned.
-            edits.push(Edit::set(&["PLAN_ONLY"], "on"));
+            edits.push(Top::PlanOnly.set("on"));
         } else {
             edits.push(Edit::Status(Status::Idle));
-            edits.push(Edit::set(
-                &["NEXT_ACTION"],
-                "Read the plan (edit it if you like), then `loop resume` runs it",
-            ));
+            edits.push(
+                Top::NextAction
+                    .set("Read the plan (edit it if you like), then `loop resume` runs it"),
+            );
         }
     }
-    edits.push(Edit::set(
-        &["STARTED_AT"],
-        Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true),
-    ));
+    edits.push(Top::StartedAt.set(Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)));
     for e in &edits {
         doc.apply(e);
     }
@@ -454,10 +446,7 @@ pub fn resume_as(
         Status::Waiting | Status::Idle => {
             runner.commit(&[
                 Edit::Status(Status::Running),
-                Edit::set(
-                    &["LAST_ACTION"],
-                    format!("Resumed by hand from {}", m.status.as_str()),
-                ),
+                Top::LastAction.set(format!("Resumed by hand from {}", m.status.as_str())),
             ])?;
             runner.say(&format!(
                 "resume: {} → RUNNING by `loop resume`",

@@ -8,29 +8,11 @@ use super::{POLL, Runner, crash};
 use super::{prompt, stopfile};
 use crate::agent::{self, ExitInfo, Session, StreamFollower};
 use crate::bridge::{self, FireRequest, TaskReport, TaskState};
-use crate::engine::{
-    self, Attempt, Facts, Interruption, Judgement, OnRecord, SessionPlan, SpawnFacts, TaskEnd,
-};
+use crate::engine::{self, Attempt, Facts, Judgement, OnRecord, SessionPlan, SpawnFacts, TaskEnd};
 use crate::exit::Status as Exit;
 use crate::m1::M1;
 use crate::runner::watch::Wake;
 use crate::verify;
-
-/// The ledger's name of a judgement.
-fn verdict_name(j: &Judgement) -> &'static str {
-    match j {
-        Judgement::Pass { .. } | Judgement::Planned { .. } => "pass",
-        Judgement::NeedsVerify => "verify",
-        Judgement::Retry { .. } => "retry",
-        Judgement::Exhausted { .. } => "failed",
-        Judgement::Interrupted(Interruption::Backoff { .. }) => "backoff",
-        Judgement::Interrupted(Interruption::UsageWait { .. }) => "usage_wait",
-        Judgement::Blocked { .. } => "blocked",
-        Judgement::Interrupted(Interruption::Halt { .. }) => "halt",
-        Judgement::FreshSession { .. } | Judgement::ResumeSession { .. } => "session",
-        Judgement::Restart { .. } => "restart",
-    }
-}
 
 /// Task `e` of the ledger as the running one.
 fn on_record(e: &super::ledger::Entry) -> OnRecord<'_> {
@@ -101,19 +83,12 @@ impl Run {
 /// A step that has run this long gets its agent's pid recorded in CURRENT.
 const PID_RECORD_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
-fn extra<'a>(m: &'a M1, step: u32, key: &str) -> Option<&'a String> {
-    m.results.get(&step).and_then(|r| r.extra.get(key))
-}
-
 /// How long the step's session had run before this attempt (seconds; 0 when the attempt
 /// began a fresh one), and with it.
 fn session_time(m: &M1, step: u32, elapsed: std::time::Duration) -> (f64, std::time::Duration) {
     // The session goes on only if this attempt resumed it.
     let resumed = resumes(m, step, m.current.session_id.as_deref());
-    let before = extra(m, step, "SESSION_S")
-        .and_then(|s| s.parse::<f64>().ok())
-        .filter(|_| resumed)
-        .unwrap_or(0.0);
+    let before = m.result(step).session_s.filter(|_| resumed).unwrap_or(0.0);
     let total =
         std::time::Duration::try_from_secs_f64(before + elapsed.as_secs_f64()).unwrap_or_default();
     (before, total)
@@ -139,14 +114,15 @@ impl Runner {
         }
         let note = crate::layout::Layout::dir(&self.state_dir).handoff(step);
         let note = note.display().to_string();
-        if let Some(q) = extra(m, step, "BLOCKED") {
+        let r = m.result(step);
+        if let Some(q) = &r.blocked {
             return prompt::answered(m, step, q, &note);
         }
-        let error = m.results.get(&step).and_then(|r| r.error.as_deref());
-        if let Some(why) = extra(m, step, "HANDOFF").filter(|_| !resumed) {
+        let error = r.error.as_deref();
+        if let Some(why) = r.handoff.as_deref().filter(|_| !resumed) {
             return prompt::handoff(m, step, why, &self.handoff_note(m, step), &note);
         }
-        match (extra(m, step, "INTERRUPTED"), error) {
+        match (r.interrupted.as_deref(), error) {
             (Some(why), _) if resumed => prompt::interrupted(m, step, why, error, &note),
             (None, Some(err)) if resumed => {
                 let nth = engine::failures(attempt, engine::uncounted(m, step));
@@ -234,7 +210,7 @@ impl Runner {
         let prompt = self.prompt_for(&m, step, attempt, resumed);
         let task_id = bridge::new_task_id();
         crash::point("before-spawn-write");
-        let recorded_id = self.doc.get(&["LOOP_ID"]);
+        let recorded_id = m.loop_id.clone();
         let t = engine::spawn(&SpawnFacts {
             step,
             attempt,
@@ -590,7 +566,7 @@ impl Runner {
             ));
         }
         let attempt = m.current.attempt.unwrap_or(1);
-        let (transients, restarts) = (m.count(step, "TRANSIENT"), m.count(step, "RESTARTS"));
+        let (transients, restarts) = (m.result(step).transient, m.result(step).restarts);
         let Some((judgement, verified)) = self.judge(
             &m,
             &caps,
@@ -605,7 +581,7 @@ impl Runner {
             return self.stop_now(&stop).map(Some);
         };
         let prior = m.results.get(&step);
-        let head_before = m.current.extra.get("GIT_HEAD").cloned();
+        let head_before = m.current.git_head.clone();
         let (prior_session_s, in_session) = session_time(&m, step, report.elapsed);
         let facts = Facts {
             step,
@@ -621,7 +597,7 @@ impl Runner {
             uncounted: engine::uncounted(&m, step),
             handoff: engine::handoff_reason(&caps, run.context_pct, in_session),
             context_pct: run.context_pct,
-            compactions: m.count(step, "COMPACTIONS") + run.compactions,
+            compactions: m.result(step).compactions + run.compactions,
             prior_session_s,
             commit: crate::runner::git::head(&self.workdir)
                 .filter(|h| Some(h) != head_before.as_ref()),
@@ -632,12 +608,12 @@ impl Runner {
                 .map(|s| (s.n, s.text.clone())),
             notify_each_step: self.settings.notify_each_step,
             review: caps.review,
-            plan_only: self.doc.get(&["PLAN_ONLY"]).is_some_and(|v| v == "on"),
-            base_head: extra(&m, step, "BASE_HEAD").cloned().or(head_before),
+            plan_only: m.plan_only,
+            base_head: m.result(step).base_head.clone().or(head_before),
             now: Utc::now(),
         };
         let t = engine::record(&judgement, &facts);
-        self.record_judged(task_id, verdict_name(&judgement), &t.edits)?;
+        self.record_judged(task_id, engine::LedgerVerdict::from(&judgement), &t.edits)?;
         crash::point("before-record-write");
         let exit = self.apply(&t)?;
         crash::point("after-record-write");

@@ -23,11 +23,7 @@ fn assert_counted_and_resumed(env: &TestLoop) {
     assert_eq!(m.status, Status::Done);
     let r = &m.results[&1];
     assert_eq!(r.attempts, Some(2), "the killed attempt is counted");
-    assert_eq!(
-        r.extra.get("TRANSIENT"),
-        None,
-        "not waited out as an outage"
-    );
+    assert_eq!(r.transient, 0, "not waited out as an outage");
     assert!(!env.log().contains("backoff"), "{}", env.log());
     let calls: Vec<_> = env
         .calls()

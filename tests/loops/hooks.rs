@@ -75,11 +75,8 @@ fn after_a_compaction_the_agent_is_told_its_step_again_and_the_compaction_is_cou
     );
     assert!(context.contains("GOAL: g"), "{context}");
     let m = env.m1();
-    assert_eq!(
-        m.results[&2].extra.get("COMPACTIONS").map(String::as_str),
-        Some("1")
-    );
-    assert!(!m.results[&1].extra.contains_key("COMPACTIONS"));
+    assert_eq!(m.results[&2].compactions, 1);
+    assert_eq!(m.results[&1].compactions, 0);
     assert!(
         env.log().contains("compaction: step 2's session"),
         "{}",
@@ -100,12 +97,7 @@ fn a_compaction_that_failed_is_not_counted() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(hook_runs(&env)[0]["hook"], "PreCompact", "the hook ran");
     let m = env.m1();
-    assert_eq!(
-        m.results[&1].extra.get("COMPACTIONS"),
-        None,
-        "{:?}",
-        m.results[&1]
-    );
+    assert_eq!(m.results[&1].compactions, 0, "{:?}", m.results[&1]);
     assert!(
         env.log().contains("Not enough messages to compact."),
         "{}",

@@ -76,7 +76,10 @@ fn a_review_that_changed_the_work_tree_is_not_an_approval() {
     let m = env.m1();
     assert_eq!(m.status, Status::Waiting);
     let r = &m.results[&1];
-    assert_eq!(r.extra.get("REVIEW").map(String::as_str), Some("pending"));
+    assert_eq!(
+        r.review.as_ref().map(ToString::to_string).as_deref(),
+        Some("pending")
+    );
     let error = r.error.clone().unwrap_or_default();
     for file in ["made_by_reviewer.txt (new)", "a.txt (changed)"] {
         assert!(error.contains(file), "{file}: {error}");

@@ -62,7 +62,7 @@ fn an_approved_step_is_done_and_its_review_was_read_only_fresh_and_paid_for() {
     assert_eq!(m.status, Status::Done);
     let r = &m.results[&1];
     assert_eq!(
-        r.extra.get("REVIEW").map(String::as_str),
+        r.review.as_ref().map(ToString::to_string).as_deref(),
         Some("approved: a.txt is right")
     );
     assert!((r.cost_usd.unwrap() - 0.12).abs() < 1e-9, "{r:?}");
@@ -112,7 +112,7 @@ fn changes_go_back_to_the_steps_session_as_a_retake_and_each_review_is_fresh() {
         assert_ne!(&r["session_id"], step_session);
     }
     let r = &env.m1().results[&1];
-    assert_eq!(r.extra.get("RETAKES").map(String::as_str), Some("1"));
+    assert_eq!(r.retakes, 1);
     assert_eq!(r.attempts, Some(2));
 }
 
@@ -147,7 +147,7 @@ fn a_review_retake_does_not_cost_a_failed_attempt() {
     assert_eq!(m.status, Status::Done, "{}", env.text());
     let r = &m.results[&1];
     assert_eq!(r.attempts, Some(3), "{}", env.text());
-    assert_eq!(r.extra.get("RETAKES").map(String::as_str), Some("1"));
+    assert_eq!(r.retakes, 1);
 }
 
 #[test]
@@ -258,7 +258,11 @@ fn reviewed_to_the_end_with_one_review_run_allowed(env: &TestLoop) {
     let m = env.m1();
     assert_eq!(m.status, Status::Done);
     assert_eq!(
-        m.results[&1].extra.get("REVIEW").map(String::as_str),
+        m.results[&1]
+            .review
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
         Some("approved: a.txt is right")
     );
 }
@@ -281,7 +285,7 @@ fn a_review_cut_off_by_the_usage_limit_waits_for_the_reset_instead_of_halting() 
         "it waited for the reset"
     );
     assert!(env.log().contains("usage limit"), "{}", env.log());
-    assert_eq!(env.m1().results[&1].extra.get("INTERRUPTED"), None);
+    assert_eq!(env.m1().results[&1].interrupted, None);
 }
 
 #[test]
@@ -314,7 +318,11 @@ fn a_review_refused_for_bad_credentials_halts_at_once_with_that_reason() {
     let last = m.last_action.unwrap_or_default();
     assert!(last.contains("authentication"), "{last}");
     assert_eq!(
-        m.results[&1].extra.get("REVIEW").map(String::as_str),
+        m.results[&1]
+            .review
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
         Some("pending"),
         "still to be reviewed once a human fixed the login"
     );
@@ -357,7 +365,11 @@ fn a_stale_save_with_the_runner_dead_neither_reviews_a_step_again_nor_reruns_it(
         let m = env.m1();
         for n in 1..=3 {
             assert_eq!(
-                m.results[&n].extra.get("REVIEW").map(String::as_str),
+                m.results[&n]
+                    .review
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .as_deref(),
                 Some("approved: fine"),
                 "step {n}\n{}",
                 env.text()
@@ -381,12 +393,11 @@ fn the_simulated_agent_approves_a_review_unless_its_scenario_says_otherwise() {
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), env.log());
     let m = env.m1();
     assert_eq!(m.status, Status::Done);
-    let review = m.results[&1]
-        .extra
-        .get("REVIEW")
-        .cloned()
-        .unwrap_or_default();
-    assert!(review.starts_with("approved: "), "{review}");
+    let review = &m.results[&1].review;
+    assert!(
+        matches!(review, Some(m1loop::m1::keys::Review::Approved(_))),
+        "{review:?}"
+    );
     // The live line of a review run says so, with the run's number, not "attempt".
     let text = stdout(&out);
     let live: Vec<&str> = text.lines().filter(|l| l.starts_with("  … ")).collect();

@@ -80,12 +80,12 @@ fn the_daemon_revives_a_runner_killed_during_a_backoff_at_its_deadline() {
         until = env
             .file
             .exists()
-            .then(|| env.m1().current.extra.get("WAIT_UNTIL").cloned())
+            .then(|| env.m1().current.wait_until)
             .flatten();
         until.is_some()
     }));
     runner.kill9();
-    let until = chrono::DateTime::parse_from_rfc3339(&until.unwrap()).unwrap();
+    let until = until.unwrap();
     let _daemon = daemon_until_done(&env);
     assert_eq!(
         env.calls_for(1),

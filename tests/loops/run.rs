@@ -331,10 +331,7 @@ fn a_transient_error_is_waited_out_without_spending_an_attempt() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let m = env.m1();
     assert_eq!(m.results[&1].attempts, Some(1));
-    assert_eq!(
-        m.results[&1].extra.get("TRANSIENT").map(String::as_str),
-        Some("1")
-    );
+    assert_eq!(m.results[&1].transient, 1);
     assert!(env.log().contains("backoff 2s"), "{}", env.log());
 }
 

@@ -47,7 +47,7 @@ fn step_restart_goes_on_in_a_fresh_session_from_the_agents_handoff_note() {
     );
     assert!(second.contains("context nearly full"), "{second}");
     let r = &env.m1().results[&1];
-    assert_eq!(r.extra.get("RESTARTS").map(String::as_str), Some("1"));
+    assert_eq!(r.restarts, 1);
     assert_eq!(r.attempts, Some(1), "a restart is not a failed attempt");
 }
 
@@ -60,7 +60,7 @@ fn step_restart_past_max_restarts_counts_as_a_failed_attempt() {
     let m = env.m1();
     assert_eq!(m.status, Status::Failed);
     let r = &m.results[&1];
-    assert_eq!(r.extra.get("RESTARTS").map(String::as_str), Some("3"));
+    assert_eq!(r.restarts, 3);
     assert!(
         r.error.as_deref().unwrap().contains("MAX_RESTARTS 3"),
         "{r:?}"
@@ -87,11 +87,7 @@ fn a_crash_between_the_restart_and_the_fresh_session_resumes_into_one_fresh_sess
     assert!(calls[1]["resume"].is_null());
     assert!(env.prompt(1).contains("note"));
     let r = &env.m1().results[&1];
-    assert_eq!(
-        r.extra.get("RESTARTS").map(String::as_str),
-        Some("1"),
-        "counted once"
-    );
+    assert_eq!(r.restarts, 1, "counted once");
 }
 
 #[test]

@@ -134,11 +134,7 @@ fn the_run_after_a_rate_limit_wait_is_told_to_carry_on_not_to_fix_its_work() {
     assert_eq!(env.calls()[1]["resume"], env.calls()[0]["session_id"]);
     let m = env.m1();
     assert_eq!(m.results[&1].error, None);
-    assert_eq!(
-        m.results[&1].extra.get("INTERRUPTED"),
-        None,
-        "the pass clears it"
-    );
+    assert_eq!(m.results[&1].interrupted, None, "the pass clears it");
     env.assert_one_wait_logged();
 }
 

@@ -634,12 +634,8 @@ fn the_transient_halt_counts_the_error_that_halts_and_resets_the_count_for_the_r
     };
     let m = view(&applied(&before, &record(&j, &facts)));
     assert_eq!(m.status, Status::Waiting);
-    assert_eq!(
-        m.results[&2].extra.get("TRANSIENT"),
-        None,
-        "a resume starts from zero"
-    );
-    assert_eq!(m.results[&2].extra.get("INTERRUPTED"), None);
+    assert_eq!(m.results[&2].transient, 0, "a resume starts from zero");
+    assert_eq!(m.results[&2].interrupted, None);
 }
 
 #[test]
@@ -666,7 +662,7 @@ fn a_wait_is_recorded_as_an_interruption_not_as_a_failure() {
     ] {
         let m = view(&applied(&before, &record(&j, &facts)));
         let r = &m.results[&2];
-        assert!(r.extra.contains_key("INTERRUPTED"), "{j:?}");
+        assert!(r.interrupted.is_some(), "{j:?}");
         assert_eq!(
             r.error.as_deref(),
             Some("VERIFY failed (exit 1)"),

@@ -129,10 +129,7 @@ fn a_blocked_step_waits_for_the_human_with_its_question() {
     let (t, m) = recorded(&j, &facts(2, 1));
     assert_eq!(t.outcome, Outcome::Exit(Exit::Waiting));
     assert_eq!(m.status, Status::Waiting);
-    assert_eq!(
-        m.results[&2].extra.get("BLOCKED").map(String::as_str),
-        Some("which file?")
-    );
+    assert_eq!(m.results[&2].blocked.as_deref(), Some("which file?"));
     assert!(
         matches!(&t.effects[..], [Effect::Waiting { reason, .. }] if reason == "step 2 asks: which file?")
     );
@@ -284,10 +281,7 @@ fn a_review_run_the_file_lost_goes_back_on_record_as_a_review() {
     };
     let t = adopted(&task);
     let m = view(&applied(BASE, &t));
-    assert_eq!(
-        m.current.extra.get("REVIEW").map(String::as_str),
-        Some("true")
-    );
+    assert!(m.current.review);
     assert!(t.log.contains("step 2 review 1"), "{}", t.log);
 }
 

@@ -105,7 +105,7 @@ fn a_review_cut_off_by_the_usage_limit_waits_for_the_reset_and_is_not_a_review_r
     let m = view(&applied(UNDER_REVIEW, &t));
     assert_eq!(m.status, Status::Running);
     assert!(crate::engine::review::pending(&m, 2));
-    assert_eq!(m.results[&2].extra.get("REVIEW_RUNS"), None);
+    assert_eq!(m.results[&2].review_runs, 0);
     assert_eq!(wait_until(&m), Some(until));
     assert!(matches!(
         next(&m, &Caps::default(), now()),
@@ -135,10 +135,7 @@ fn a_review_cut_off_by_a_transient_error_backs_off_counted_with_the_steps_transi
     let t = record_review(&v, &facts(), &caps);
     let m = view(&applied(UNDER_REVIEW, &t));
     assert!(t.log.starts_with("review: backoff 2s"), "{}", t.log);
-    assert_eq!(
-        m.results[&2].extra.get("TRANSIENT").map(String::as_str),
-        Some("1")
-    );
+    assert_eq!(m.results[&2].transient, 1);
     assert!(crate::engine::review::pending(&m, 2));
     let over = Attempt {
         transients: caps.transient_cap,
@@ -159,7 +156,7 @@ fn a_review_refused_for_bad_credentials_halts_with_that_reason_and_stays_pending
     assert_eq!(m.status, Status::Waiting);
     assert!(m.last_action.as_deref().unwrap().contains("authentication"));
     assert!(crate::engine::review::pending(&m, 2));
-    assert_eq!(m.results[&2].extra.get("REVIEW_RUNS"), None);
+    assert_eq!(m.results[&2].review_runs, 0);
 }
 
 #[test]
@@ -201,7 +198,7 @@ fn approval_makes_the_step_done_with_the_reviews_cost_and_moves_on() {
     assert_eq!(m.plan.current_step, 3);
     let r = &m.results[&2];
     assert_eq!(
-        r.extra.get("REVIEW").map(String::as_str),
+        r.review.as_ref().map(ToString::to_string).as_deref(),
         Some("approved: good")
     );
     assert!((r.cost_usd.unwrap() - 0.12).abs() < 1e-9);
@@ -225,7 +222,7 @@ fn changes_are_a_retake_not_a_failed_attempt_until_max_retakes_then_a_human_deci
         (m.status, m.plan.steps[1].state),
         (Status::Running, StepState::Pending)
     );
-    assert_eq!(r.extra.get("RETAKES").map(String::as_str), Some("1"));
+    assert_eq!(r.retakes, 1);
     assert!(r.error.as_deref().unwrap().contains("add tests"));
     // The retake used attempt 1 without failing it: attempt 2 runs, in the step's session.
     let capped = Caps {
@@ -260,12 +257,9 @@ fn a_review_run_without_a_verdict_is_counted_and_the_review_stays_pending() {
     );
     let m = view(&applied(UNDER_REVIEW, &t));
     assert!(crate::engine::review::pending(&m, 2));
+    assert_eq!(m.results[&2].review_runs, 1);
     assert_eq!(
-        m.results[&2].extra.get("REVIEW_RUNS").map(String::as_str),
-        Some("1")
-    );
-    assert_eq!(
-        m.results[&2].extra.get("REVIEW_TASK").map(String::as_str),
+        m.results[&2].review_task.as_deref(),
         Some("task_20260101T000000_review")
     );
     assert_eq!(

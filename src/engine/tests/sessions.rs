@@ -46,8 +46,13 @@ fn step_restart_is_a_fresh_session_not_a_failed_attempt_and_is_counted() {
         "the next attempt starts a fresh session"
     );
     assert_eq!(r.attempts, None, "not a failed attempt");
-    assert_eq!(r.extra.get("RESTARTS").map(String::as_str), Some("2"));
-    assert!(r.extra["HANDOFF"].contains("context nearly full"));
+    assert_eq!(r.restarts, 2);
+    assert!(
+        r.handoff
+            .as_deref()
+            .unwrap_or_default()
+            .contains("context nearly full")
+    );
     assert_eq!(m.plan.steps[1].state, StepState::Pending);
     assert_eq!(t.write, Write::WithNextSpawn);
     let next = next(&m, &caps, now());
@@ -105,14 +110,17 @@ fn a_session_past_the_context_threshold_or_its_time_is_handed_off_not_resumed() 
     };
     let m = view(&applied(&before, &record(&j, &handed)));
     assert_eq!(m.results[&2].session_id, None);
-    assert_eq!(
-        m.results[&2].extra.get("CONTEXT_PCT").map(String::as_str),
-        Some("71")
+    assert_eq!(m.results[&2].context_pct, Some(71));
+    assert!(
+        m.results[&2]
+            .handoff
+            .as_deref()
+            .unwrap_or_default()
+            .contains("71%")
     );
-    assert!(m.results[&2].extra["HANDOFF"].contains("71%"));
     let m = view(&applied(&before, &record(&j, &facts(2))));
     assert_eq!(m.results[&2].session_id.as_deref(), Some("sess-2"));
-    assert!(!m.results[&2].extra.contains_key("HANDOFF"));
+    assert!(m.results[&2].handoff.is_none());
 }
 
 #[test]
@@ -166,7 +174,10 @@ fn a_resumed_session_too_long_for_its_window_goes_on_fresh_with_a_handoff_not_an
     );
     assert_eq!(r.attempts, Some(1), "not a failed attempt");
     assert!(
-        r.extra["HANDOFF"].contains("Prompt is too long"),
+        r.handoff
+            .as_deref()
+            .unwrap_or_default()
+            .contains("Prompt is too long"),
         "the fresh session gets the handoff: {r:?}"
     );
     let next = next(&m, &caps, now());

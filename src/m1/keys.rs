@@ -1,0 +1,480 @@
+//! Every key of M1.md the loop reads or writes, declared once: its block, its name and the
+//! kind of value it holds. The typed view reads them by these declarations, `validate` checks
+//! a file against them, and the runner's edits are made from them, so no other module names
+//! a key of M1.md as a string.
+//!
+//! Keys a person adds are kept and passed over; only the keys declared here have a meaning.
+
+use super::edit::Edit;
+use super::setting;
+
+/// The kind of value a key holds, with what `validate` expects of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Any text.
+    Text,
+    /// A text that is not empty (a program, a model).
+    Name,
+    /// A whole number ≥ 0.
+    Count,
+    /// A whole number ≥ 1.
+    Positive,
+    /// An exit code, or `(pending)`.
+    Exit,
+    /// `true` or `false`.
+    Bool,
+    /// `on` or `off` (also `true`/`false`, `yes`/`no`).
+    Switch,
+    /// A decimal ≥ 0 (money, seconds).
+    Amount,
+    /// A duration above zero with its unit: `40s`, `15m`, `1h30m`.
+    Duration,
+    /// Whole minutes above zero (older files' `STEP_TIMEOUT_MIN`).
+    Minutes,
+    /// A moment: `2026-11-22T03:00:30Z`.
+    Time,
+    /// One of Claude Code's permission modes.
+    Mode,
+    /// Tool rules separated by commas, or `(none)`.
+    Tools,
+    /// Words separated by spaces, or a JSON array of strings.
+    Args,
+    /// A task id (`task_20260217T053000_a1b2c3`): it names a directory.
+    TaskId,
+    /// A step's review: `pending`, `approved: …`, `changes (N): …`.
+    Review,
+    /// The loop's state: IDLE, RUNNING, WAITING, DONE or FAILED.
+    Status,
+}
+
+/// What is wrong with a value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// What was expected instead: `KEY: expected …, found …`.
+    Expected(String),
+    /// A whole message of its own.
+    Said(String),
+}
+
+impl Kind {
+    /// Whether `v` reads as this kind.
+    ///
+    /// # Errors
+    /// What is wrong with it.
+    pub fn check(self, v: &str) -> Result<(), Problem> {
+        let expected = |what: String| Err(Problem::Expected(what));
+        let ok = |fine: bool, what: &str| {
+            if fine {
+                Ok(())
+            } else {
+                Err(Problem::Expected(what.to_owned()))
+            }
+        };
+        match self {
+            Kind::Text | Kind::Review => Ok(()),
+            Kind::Name => ok(!v.trim().is_empty(), "a value"),
+            Kind::Count => ok(v.parse::<u64>().is_ok(), "a whole number"),
+            Kind::Positive => ok(v.parse::<u64>().is_ok_and(|n| n >= 1), "a whole number ≥ 1"),
+            Kind::Exit => ok(
+                v == "(pending)" || v.parse::<i32>().is_ok(),
+                "an exit code or `(pending)`",
+            ),
+            Kind::Bool => ok(v == "true" || v == "false", "`true` or `false`"),
+            Kind::Switch => ok(
+                matches!(v.trim(), "on" | "off" | "true" | "false" | "yes" | "no"),
+                "`on` or `off`",
+            ),
+            Kind::Amount => ok(
+                v.parse::<f64>().is_ok_and(|x| x.is_finite() && x >= 0.0),
+                "a number ≥ 0",
+            ),
+            // A number alone was read as seconds once; its unit is asked for, not guessed.
+            Kind::Duration if is_bare_number(v) => expected(format!(
+                "a duration with its unit, such as `{0}s` or `{0}m`",
+                v.trim()
+            )),
+            Kind::Duration => setting::duration(v).map(drop).or_else(|_| {
+                expected(format!(
+                    "a duration above zero and at most a year ({}), such as `40s`, `15m` or \
+                     `1h30m`",
+                    crate::duration::exact(crate::duration::MAX)
+                ))
+            }),
+            Kind::Minutes => setting::minutes(v).map(drop).or_else(|_| {
+                expected(format!(
+                    "a whole number of minutes from 1 to {} (a year)",
+                    crate::duration::MAX.as_secs() / 60
+                ))
+            }),
+            Kind::Time => setting::time(v).map(drop).or_else(|_| {
+                expected(format!(
+                    "a time such as `{}` (RFC 3339, as the runner writes it)",
+                    setting::TIME_EXAMPLE
+                ))
+            }),
+            Kind::Mode => setting::permission_mode(v)
+                .or_else(|_| expected(format!("one of {}", setting::PERMISSION_MODES.join(", ")))),
+            Kind::Tools => setting::tools(v).map(drop).or_else(|_| {
+                expected(format!(
+                    "tool names separated by commas, e.g. `Read,Grep,Bash(git:*)`, or `{}`",
+                    setting::NONE
+                ))
+            }),
+            Kind::Args => setting::args(v).map(drop).or_else(|e| {
+                expected(format!(
+                    "words separated by spaces, or a JSON array of strings ({e})"
+                ))
+            }),
+            Kind::TaskId => {
+                crate::layout::validate_task_id(v).map_err(|e| Problem::Said(e.to_string()))
+            }
+            Kind::Status => v
+                .parse::<super::view::Status>()
+                .map(drop)
+                .map_err(Problem::Said),
+        }
+    }
+}
+
+/// A number with no unit after it.
+fn is_bare_number(v: &str) -> bool {
+    let v = v.trim();
+    !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Whether a `Switch` value says on.
+#[must_use]
+pub fn switch_on(v: &str) -> bool {
+    matches!(v.trim(), "on" | "true" | "yes")
+}
+
+macro_rules! keys {
+    ($(#[$m:meta])* $name:ident in [$($block:literal),*] {
+        $($(#[$vm:meta])* $v:ident = $key:literal: $kind:ident,)+
+    }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vm])* $v,)+
+        }
+
+        impl $name {
+            /// Every key of the block.
+            pub const ALL: &'static [$name] = &[$($name::$v),+];
+            /// The block the keys are in (empty: the top of the file).
+            pub const BLOCK: &'static [&'static str] = &[$($block),*];
+
+            /// The key as M1.md writes it.
+            #[must_use]
+            pub const fn name(self) -> &'static str {
+                match self { $($name::$v => $key,)+ }
+            }
+
+            /// What its value must be.
+            #[must_use]
+            pub const fn kind(self) -> Kind {
+                match self { $($name::$v => Kind::$kind,)+ }
+            }
+        }
+    };
+}
+
+keys! {
+    /// The keys at the top of the file.
+    Top in [] {
+        Status = "STATUS": Status,
+        Goal = "GOAL": Text,
+        Constraints = "CONSTRAINTS": Text,
+        LastAction = "LAST_ACTION": Text,
+        NextAction = "NEXT_ACTION": Text,
+        Verify = "VERIFY": Text,
+        /// Every step that passes is reviewed (`REVIEW: on`).
+        Review = "REVIEW": Switch,
+        /// The project directory the agent works in.
+        Workdir = "WORKDIR": Text,
+        /// The loop's identity, which its tasks carry.
+        LoopId = "LOOP_ID": Text,
+        StartedAt = "STARTED_AT": Time,
+        /// The `--plan` checklist the steps came from, whose boxes DONE steps tick.
+        PlanFile = "PLAN_FILE": Text,
+        /// Started with `--plan-only`: once planned, the loop waits IDLE.
+        PlanOnly = "PLAN_ONLY": Switch,
+    }
+}
+
+keys! {
+    /// The keys of `PLAN:` besides its steps.
+    PlanKey in ["PLAN"] {
+        TotalSteps = "TOTAL_STEPS": Count,
+        CurrentStep = "CURRENT_STEP": Count,
+    }
+}
+
+keys! {
+    /// The keys of `CURRENT:`, the run on record.
+    CurrentKey in ["CURRENT"] {
+        TaskId = "TASK_ID": TaskId,
+        CcPid = "CC_PID": Count,
+        SpawnTime = "SPAWN_TIME": Text,
+        Command = "COMMAND": Text,
+        SessionId = "SESSION_ID": Text,
+        Attempt = "ATTEMPT": Count,
+        /// The project's git HEAD when the run began.
+        GitHead = "GIT_HEAD": Text,
+        /// The end of a backoff or a usage-limit wait.
+        WaitUntil = "WAIT_UNTIL": Time,
+        WaitReason = "WAIT_REASON": Text,
+        /// The run on record is a review of its step (`true`).
+        Review = "REVIEW": Bool,
+    }
+}
+
+keys! {
+    /// The keys of a step's `RESULTS.STEP_N` block.
+    ResultKey in ["RESULTS"] {
+        Exit = "EXIT": Exit,
+        Commit = "COMMIT": Text,
+        Summary = "SUMMARY": Text,
+        Verified = "VERIFIED": Bool,
+        Attempts = "ATTEMPTS": Count,
+        CostUsd = "COST_USD": Amount,
+        DurationS = "DURATION_S": Amount,
+        SessionId = "SESSION_ID": Text,
+        Error = "ERROR": Text,
+        /// The full agent report, relative to the state directory.
+        Report = "REPORT": Text,
+        /// Transient errors waited out.
+        Transient = "TRANSIENT": Count,
+        /// Why the last run was cut off (an API error waited out).
+        Interrupted = "INTERRUPTED": Text,
+        /// The question of a `STEP_BLOCKED`.
+        Blocked = "BLOCKED": Text,
+        /// Fresh sessions the agent asked for.
+        Restarts = "RESTARTS": Count,
+        /// Why the next run starts a fresh session with a handoff.
+        Handoff = "HANDOFF": Text,
+        ContextPct = "CONTEXT_PCT": Count,
+        SessionS = "SESSION_S": Amount,
+        Compactions = "COMPACTIONS": Count,
+        Review = "REVIEW": Review,
+        Retakes = "RETAKES": Count,
+        ReviewRuns = "REVIEW_RUNS": Count,
+        /// The last review run, when the reviews gave no verdict.
+        ReviewTask = "REVIEW_TASK": TaskId,
+        /// The commit the step began from (its review's diff starts there).
+        BaseHead = "BASE_HEAD": Text,
+        /// The attempts before a person's `loop retry`, which no longer count.
+        Retried = "RETRIED": Count,
+    }
+}
+
+keys! {
+    /// The keys of `LIMITS:`.
+    LimitKey in ["LIMITS"] {
+        MaxRetries = "MAX_RETRIES": Positive,
+        MaxSteps = "MAX_STEPS": Positive,
+        StepTimeout = "STEP_TIMEOUT": Duration,
+        IdleTimeout = "IDLE_TIMEOUT": Duration,
+        /// Older files: whole minutes.
+        StepTimeoutMin = "STEP_TIMEOUT_MIN": Minutes,
+        IdleTimeoutMin = "IDLE_TIMEOUT_MIN": Minutes,
+        MaxCostUsd = "MAX_COST_USD": Amount,
+        MaxRestarts = "MAX_RESTARTS": Count,
+        ContextThreshold = "CONTEXT_THRESHOLD": Positive,
+        MaxSession = "MAX_SESSION": Duration,
+        MaxRetakes = "MAX_RETAKES": Count,
+    }
+}
+
+keys! {
+    /// The keys of `AGENT:`.
+    AgentKey in ["AGENT"] {
+        Program = "PROGRAM": Name,
+        PermissionMode = "PERMISSION_MODE": Mode,
+        AllowedTools = "ALLOWED_TOOLS": Tools,
+        Model = "MODEL": Name,
+        MaxTurns = "MAX_TURNS": Positive,
+        MaxBudgetUsd = "MAX_BUDGET_USD": Amount,
+        ExtraArgs = "EXTRA_ARGS": Args,
+        ReviewModel = "REVIEW_MODEL": Name,
+    }
+}
+
+/// The key path of `STEP_n`'s block in RESULTS.
+#[must_use]
+pub fn result_block(step: u32) -> Vec<String> {
+    vec!["RESULTS".into(), format!("STEP_{step}")]
+}
+
+impl Top {
+    #[must_use]
+    pub fn path(self) -> Vec<String> {
+        vec![self.name().into()]
+    }
+
+    /// Sets the key.
+    #[must_use]
+    pub fn set(self, value: impl Into<String>) -> Edit {
+        Edit::Set(self.path(), value.into())
+    }
+
+    /// Removes the key.
+    #[must_use]
+    pub fn remove(self) -> Edit {
+        Edit::Remove(self.path())
+    }
+}
+
+impl PlanKey {
+    #[must_use]
+    pub fn set(self, value: impl Into<String>) -> Edit {
+        Edit::Set(vec!["PLAN".into(), self.name().into()], value.into())
+    }
+}
+
+impl CurrentKey {
+    #[must_use]
+    pub fn path(self) -> Vec<String> {
+        vec!["CURRENT".into(), self.name().into()]
+    }
+
+    #[must_use]
+    pub fn set(self, value: impl Into<String>) -> Edit {
+        Edit::Set(self.path(), value.into())
+    }
+
+    #[must_use]
+    pub fn remove(self) -> Edit {
+        Edit::Remove(self.path())
+    }
+}
+
+impl ResultKey {
+    /// The path of this key in `STEP_n`'s block.
+    #[must_use]
+    pub fn path(self, step: u32) -> Vec<String> {
+        let mut p = result_block(step);
+        p.push(self.name().into());
+        p
+    }
+
+    #[must_use]
+    pub fn set(self, step: u32, value: impl Into<String>) -> Edit {
+        Edit::Set(self.path(step), value.into())
+    }
+
+    #[must_use]
+    pub fn remove(self, step: u32) -> Edit {
+        Edit::Remove(self.path(step))
+    }
+}
+
+impl LimitKey {
+    #[must_use]
+    pub fn set(self, value: impl Into<String>) -> Edit {
+        Edit::Set(vec!["LIMITS".into(), self.name().into()], value.into())
+    }
+}
+
+impl AgentKey {
+    #[must_use]
+    pub fn path(self) -> Vec<String> {
+        vec!["AGENT".into(), self.name().into()]
+    }
+
+    #[must_use]
+    pub fn set(self, value: impl Into<String>) -> Edit {
+        Edit::Set(self.path(), value.into())
+    }
+
+    #[must_use]
+    pub fn remove(self) -> Edit {
+        Edit::Remove(self.path())
+    }
+}
+
+/// Clears `CURRENT:` (the run on record is over).
+#[must_use]
+pub fn clear_current() -> Edit {
+    Edit::Clear(vec!["CURRENT".into()])
+}
+
+/// A step's review, as `RESULTS.STEP_N.REVIEW` says it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Review {
+    /// The step passed its checks and waits for its review.
+    Pending,
+    /// `approved: reason`.
+    Approved(String),
+    /// `changes (n): what`, the reviewer's words of its `n`-th request.
+    Changes(u32, String),
+    /// Anything else a person wrote there.
+    Other(String),
+}
+
+impl Review {
+    /// Reads the value (never fails: an unknown text is [`Review::Other`]).
+    #[must_use]
+    pub fn parse(v: &str) -> Self {
+        let v = v.trim();
+        if v == "pending" {
+            return Review::Pending;
+        }
+        if let Some(r) = v.strip_prefix("approved:") {
+            return Review::Approved(r.trim().to_owned());
+        }
+        if let Some(rest) = v.strip_prefix("changes (")
+            && let Some((n, what)) = rest.split_once("):")
+            && let Ok(n) = n.parse()
+        {
+            return Review::Changes(n, what.trim().to_owned());
+        }
+        Review::Other(v.to_owned())
+    }
+}
+
+impl std::fmt::Display for Review {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Review::Pending => f.write_str("pending"),
+            Review::Approved(r) => write!(f, "approved: {r}"),
+            Review::Changes(n, what) => write!(f, "changes ({n}): {what}"),
+            Review::Other(v) => f.write_str(v),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_review_reads_back_as_it_was_written() {
+        for r in [
+            Review::Pending,
+            Review::Approved("fine".into()),
+            Review::Changes(2, "a.txt must say whole".into()),
+        ] {
+            assert_eq!(Review::parse(&r.to_string()), r);
+        }
+        assert_eq!(
+            Review::parse("looked at"),
+            Review::Other("looked at".into())
+        );
+    }
+
+    #[test]
+    fn keys_are_named_once_per_block() {
+        fn unique(names: &[&str]) {
+            let mut v = names.to_vec();
+            v.sort_unstable();
+            v.dedup();
+            assert_eq!(v.len(), names.len(), "{names:?}");
+        }
+        unique(&Top::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
+        unique(&CurrentKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
+        unique(&ResultKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
+        unique(&LimitKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
+        unique(&AgentKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
+    }
+}
