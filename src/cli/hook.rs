@@ -67,13 +67,13 @@ pub fn context(file: &Path) -> Option<String> {
         .ok()
         .and_then(|s| s.parse::<u32>().ok())
     else {
-        return Some(crate::runner::prompt::person_context(
+        return Some(crate::engine::prompt::person_context(
             &m,
             &abs.display().to_string(),
         ));
     };
     let handoff = Layout::of(&abs).handoff(step);
-    Some(crate::runner::prompt::session_context(
+    Some(crate::engine::prompt::session_context(
         &m,
         step,
         &abs.display().to_string(),

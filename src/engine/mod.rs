@@ -2,13 +2,19 @@
 //! judge a finished attempt, and which field edits record the outcome. No clock and no I/O:
 //! `now` and every observation are passed in, so each rule is a unit test of a few lines.
 
+mod conclude;
 mod judge;
+pub mod ledger;
 mod next;
+pub mod prompt;
 mod record;
 mod retry;
 pub mod review;
+pub mod revival;
+mod run;
 mod transitions;
 
+pub use conclude::{Conclusion, Context, Observed, conclude};
 pub use judge::{
     Attempt, Interruption, Judgement, LedgerVerdict, TaskEnd, failed_attempt, failures, judge,
 };
@@ -16,10 +22,11 @@ pub use next::{Next, SessionPlan, next};
 pub use next::{open_step, spent, uncounted, wait_until};
 pub use record::{Facts, record};
 pub use retry::{retried, retry_target};
-pub use review::{ReviewFacts, ReviewVerdict, judge_review, record_review, review_spawn};
+pub use review::{ReviewFacts, ReviewVerdict, judge_review, record_review};
+pub use run::{CrashPoints, RunKind, RunOnRecord, RunSpec, resumes, runs_on_record, session_time};
 pub use transitions::{
     Effect, OnRecord, Outcome, SpawnFacts, Stop, Transition, Write, adopted, complete, exhausted,
-    halt, kept_on_record, pid_recorded, spawn, stopped, unrecordable,
+    halt, kept_on_record, pid_recorded, started, stopped, unrecordable,
 };
 
 use std::time::Duration;

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use super::Caps;
+use super::run::{RunKind, RunOnRecord, RunSpec};
 use crate::m1::{M1, Status, Step, StepState};
 
 /// How the next attempt of a step talks to Claude.
@@ -23,23 +24,16 @@ pub enum Next {
     Paused(String),
     /// Every step is DONE or SKIPPED: write DONE.
     Complete,
-    /// A task is recorded in CURRENT: ask the bridge what became of it.
-    Await { step: u32, task_id: String },
+    /// A run is on record in CURRENT: ask the bridge what became of its task.
+    Await(RunOnRecord),
     /// A backoff or a usage limit is being waited out.
     WaitUntil {
         until: DateTime<Utc>,
         reason: String,
     },
-    /// No steps yet: the planning call (step 0).
-    Plan { attempt: u32, session: SessionPlan },
-    /// Review a step that passed its checks: a fresh, read-only agent run (its `attempt`-th).
-    Review { step: u32, attempt: u32 },
-    /// Start an attempt of a step.
-    Spawn {
-        step: u32,
-        attempt: u32,
-        session: SessionPlan,
-    },
+    /// Start a run: the planning call (no steps yet), an attempt of a step, or a review of a
+    /// step that passed its checks (a fresh, read-only session).
+    Run(RunSpec),
     /// A step reached `MAX_RETRIES` (or was set FAILED by hand): the loop fails.
     Exhausted { step: u32, reason: String },
     /// The runner cannot go on without a human: write WAITING with this reason.
@@ -94,12 +88,9 @@ pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
         Status::Idle => return Next::Paused("STATUS is IDLE: run `loop resume` to start".into()),
         Status::Running => {}
     }
-    // A task on record comes first: it may be running, finished, or never spawned.
-    if let Some(task_id) = m.current.task_id.clone().filter(|t| !t.is_empty()) {
-        return Next::Await {
-            step: m.plan.current_step,
-            task_id,
-        };
+    // A run on record comes first: it may be running, finished, or never spawned.
+    if let Some(run) = super::runs_on_record(m).into_iter().next() {
+        return Next::Await(run);
     }
     if let Some(until) = wait_until(m)
         && until > now
@@ -126,10 +117,12 @@ fn planning(m: &M1, caps: &Caps) -> Next {
             reason: format!("planning failed {attempts} times"),
         };
     }
-    Next::Plan {
-        attempt: attempts + 1,
+    Next::Run(RunSpec {
+        kind: RunKind::Plan,
+        step: 0,
+        number: attempts + 1,
         session: session_for(m, 0),
-    }
+    })
 }
 
 /// The plan's first open step, within the caps on steps, attempts and cost.
@@ -198,16 +191,19 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
                 how: format!("{read}, then `loop resume` (or set REVIEW: off)"),
             };
         }
-        return Next::Review {
+        return Next::Run(RunSpec {
+            kind: RunKind::Review,
             step: step.n,
-            attempt: runs + 1,
-        };
+            number: runs + 1,
+            session: SessionPlan::Fresh,
+        });
     }
-    Next::Spawn {
+    Next::Run(RunSpec {
+        kind: RunKind::Attempt,
         step: step.n,
-        attempt: attempts + 1,
+        number: attempts + 1,
         session: session_for(m, step.n),
-    }
+    })
 }
 
 /// Attempts of step `n` that do not count against `MAX_RETRIES`: the retakes a review asked

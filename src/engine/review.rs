@@ -103,19 +103,13 @@ pub fn tree_changed(step: u32, changes: &[String]) -> Option<ReviewVerdict> {
     }))
 }
 
-/// The write-ahead record of a review run about to be spawned.
-#[must_use]
-pub fn review_spawn(
-    step: u32,
-    run: u32,
-    task_id: &str,
-    session_id: &str,
-    now: DateTime<Utc>,
-) -> Transition {
+/// The write-ahead record of a review run about to be started.
+pub(super) fn review_started(f: &super::SpawnFacts<'_>) -> Transition {
+    let (step, run, task_id, session_id) = (f.step, f.attempt, f.task_id, f.session_id);
     let mut edits = vec![
         clear_current(),
         current(CurrentKey::TaskId, task_id),
-        current(CurrentKey::SpawnTime, stamp(now)),
+        current(CurrentKey::SpawnTime, stamp(f.now)),
         current(CurrentKey::Attempt, run.to_string()),
         current(CurrentKey::SessionId, session_id),
         current(CurrentKey::Review, "true"),

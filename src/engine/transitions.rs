@@ -143,10 +143,12 @@ pub(super) fn name(step: u32) -> String {
     }
 }
 
-/// What is known when an attempt is about to be spawned.
+/// What is known when a run is about to be started.
 #[derive(Debug, Clone)]
 pub struct SpawnFacts<'a> {
+    pub kind: super::RunKind,
     pub step: u32,
+    /// The attempt's number, or the review run's.
     pub attempt: u32,
     pub task_id: &'a str,
     pub session_id: &'a str,
@@ -159,10 +161,18 @@ pub struct SpawnFacts<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// The write-ahead record of an attempt about to be spawned: from here on, a crash leaves a
+/// The write-ahead record of a run about to be started: from here on, a crash leaves a
 /// `TASK_ID` that resume can look up (no task directory means the spawn never happened).
 #[must_use]
-pub fn spawn(f: &SpawnFacts<'_>) -> Transition {
+pub fn started(f: &SpawnFacts<'_>) -> Transition {
+    if f.kind == super::RunKind::Review {
+        return super::review::review_started(f);
+    }
+    spawn(f)
+}
+
+/// [`started`] for the planning call and a step's attempt.
+fn spawn(f: &SpawnFacts<'_>) -> Transition {
     let what = name(f.step);
     let (attempt, task_id) = (f.attempt, f.task_id);
     let mut edits: Vec<Edit> = step_state(f.step, StepState::Running).into_iter().collect();
@@ -243,8 +253,16 @@ impl OnRecord<'_> {
 
 /// A save made from a text read before the runner recorded a running task dropped it from
 /// CURRENT: it goes back, or a later decision would start a second agent for the same step.
+/// `None` while `m` still has it on record, or the loop is not running.
 #[must_use]
-pub fn kept_on_record(t: &OnRecord<'_>) -> Transition {
+pub fn kept_on_record(m: &M1, t: &OnRecord<'_>) -> Option<Transition> {
+    if m.current.task_id.as_deref() == Some(t.task_id) || m.status != Status::Running {
+        return None;
+    }
+    Some(dropped_from_record(t))
+}
+
+fn dropped_from_record(t: &OnRecord<'_>) -> Transition {
     Transition::now(
         t.edits(),
         format!(

@@ -6,20 +6,20 @@ mod crash;
 pub mod git;
 mod ledger;
 pub mod lock;
+mod observe;
 pub mod plan_import;
 mod progress;
-pub mod prompt;
 pub mod registry;
 mod retry;
-pub mod review;
 pub mod revive;
+mod run;
 pub mod settings;
 mod start;
-mod step;
 pub mod stop;
 pub mod stopfile;
 mod tree;
 pub mod watch;
+mod watching;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -544,7 +544,7 @@ impl Runner {
                     Some(Exit::Waiting)
                 }
                 Next::Complete => Some(self.complete(&m)?),
-                Next::Await { step, task_id } => self.await_task(step, &task_id)?,
+                Next::Await(run) => self.await_run(&run)?,
                 Next::WaitUntil { until, reason } => {
                     if self.announced_wait != Some(until) {
                         self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
@@ -552,13 +552,7 @@ impl Runner {
                     }
                     self.wait_until(until, &reason)?
                 }
-                Next::Plan { attempt, session } => self.spawn(0, attempt, &session)?,
-                Next::Review { step, attempt } => self.spawn_review(step, attempt)?,
-                Next::Spawn {
-                    step,
-                    attempt,
-                    session,
-                } => self.spawn(step, attempt, &session)?,
+                Next::Run(spec) => self.start_run(&spec)?,
                 Next::Exhausted { step, reason } => {
                     self.apply(&engine::exhausted(step, &reason))?
                 }

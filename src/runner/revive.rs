@@ -7,20 +7,14 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 use super::{RunOptions, Runner, lock, stopfile};
 use crate::exit::Status as ExitStatus;
 use crate::layout::Layout;
-use crate::m1::{M1, Status};
 
-/// Revivals of one loop within [`REVIVAL_WINDOW`] after which it is not revived again.
-pub const MAX_REVIVALS: usize = 3;
-
-/// The window in which [`MAX_REVIVALS`] revivals mean the runner keeps dying.
-pub const REVIVAL_WINDOW: Duration = Duration::from_secs(10 * 60);
+pub use crate::engine::revival::{MAX_REVIVALS, REVIVAL_WINDOW, Revival};
 
 /// `LOOP_REVIVE=off` (or `0`, `false`, `no`) in a runner's environment: the steps it starts do
 /// not revive it should it die (`loop daemon` still revives the loops it keeps).
@@ -37,47 +31,17 @@ pub fn by_steps() -> bool {
     })
 }
 
-/// What a look at a loop that may need reviving found, and did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Revival {
-    /// A runner holds the loop's lock: nothing to do.
-    Driven,
-    /// The loop is not RUNNING (or M1.md is missing or invalid): nothing to do.
-    Idle,
-    /// A stop file is present: a revival would only be refused.
-    Stopped,
-    /// The loop waits out a backoff or usage limit until then; revive it at that time.
-    WaitsUntil(DateTime<Utc>),
-    /// A runner was started in the background for it.
-    Started,
-    /// The runner died too often: the loop was put in WAITING instead.
-    Halted(String),
-}
-
-/// Whether the loop at `file` needs a runner, from the file, its lock and the stop files.
+/// Whether the loop at `file` needs a runner (see [`crate::engine::revival::look`]), from its
+/// lock, the stop files and the file.
 #[must_use]
 pub fn look(file: &Path, now: DateTime<Utc>) -> Revival {
-    if crate::lockfile::is_held(&lock::path_for(file)).unwrap_or(true) {
-        return Revival::Driven;
-    }
+    let driven = crate::lockfile::is_held(&lock::path_for(file)).unwrap_or(true);
     let state_dir = Layout::of(file).state_dir().to_path_buf();
-    if stopfile::present(&state_dir).is_some() {
-        return Revival::Stopped;
-    }
-    let Some(m) = read(file) else {
-        return Revival::Idle;
-    };
-    if m.status != Status::Running {
-        return Revival::Idle;
-    }
-    match crate::engine::wait_until(&m) {
-        Some(until) if m.current.task_id.is_none() && until > now => Revival::WaitsUntil(until),
-        _ => Revival::Started,
-    }
-}
-
-fn read(file: &Path) -> Option<M1> {
-    crate::m1::load(file).ok().map(|d| d.view())
+    let stopped = stopfile::present(&state_dir).is_some();
+    let m = (!driven && !stopped)
+        .then(|| crate::m1::load(file).ok().map(|d| d.view()))
+        .flatten();
+    crate::engine::revival::look(driven, stopped, m.as_ref(), now)
 }
 
 /// Revives the loop at `file` if it needs it (see [`look`]): starts `loop resume` in the
@@ -92,9 +56,11 @@ pub fn revive(file: &Path, by: &str) -> crate::error::Result<Revival> {
     if found != Revival::Started {
         return Ok(found);
     }
-    let recent = recent_revivals(file, now);
-    if recent.len() >= MAX_REVIVALS {
-        return halt_storm(file, by, &recent);
+    let all = revivals(file);
+    let recent = crate::engine::revival::recent(&all, now);
+    let state_dir = Layout::of(file).state_dir().display().to_string();
+    if let Some((reason, how)) = crate::engine::revival::too_many(&recent, by, &state_dir) {
+        return halt_storm(file, &reason, &how);
     }
     super::start::detach(file, Some(by))?;
     Ok(Revival::Started)
@@ -102,7 +68,7 @@ pub fn revive(file: &Path, by: &str) -> crate::error::Result<Revival> {
 
 /// The loop's runner died too often: write WAITING with the reason and tell the human, as
 /// the runner (holding its lock), so that nothing else ever writes M1.md.
-fn halt_storm(file: &Path, by: &str, recent: &[String]) -> crate::error::Result<Revival> {
+fn halt_storm(file: &Path, reason: &str, how: &str) -> crate::error::Result<Revival> {
     let state_dir = Layout::of(file).state_dir().to_path_buf();
     let settings =
         super::settings::Settings::load(&state_dir, super::settings::Overrides::default())?;
@@ -110,30 +76,18 @@ fn halt_storm(file: &Path, by: &str, recent: &[String]) -> crate::error::Result<
         // Someone took the lock meanwhile: it is driven.
         return Ok(Revival::Driven);
     };
-    let minutes = REVIVAL_WINDOW.as_secs() / 60;
-    let reason = format!(
-        "the runner died {} times within {minutes} minutes after it was revived (last by {}); \
-         not reviving it again",
-        recent.len(),
-        recent.last().map_or(by, String::as_str)
-    );
-    let how = format!(
-        "see loop.log and runner.out in {} for why the runner dies, then `loop resume`",
-        state_dir.display()
-    );
-    runner.halt(&reason, &how)?;
-    Ok(Revival::Halted(reason))
+    runner.halt(reason, how)?;
+    Ok(Revival::Halted(reason.to_owned()))
 }
 
-/// Who revived the loop, for each revival within [`REVIVAL_WINDOW`] before `now`.
-fn recent_revivals(file: &Path, now: DateTime<Utc>) -> Vec<String> {
+/// Every revival on record: when, and by whom.
+fn revivals(file: &Path) -> Vec<(DateTime<Utc>, String)> {
     let text = std::fs::read_to_string(Layout::of(file).revivals()).unwrap_or_default();
-    let window = chrono::Duration::from_std(REVIVAL_WINDOW).unwrap_or_default();
     text.lines()
         .filter_map(|l| {
             let (at, by) = l.split_once(' ')?;
             let at = DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc);
-            (now - at <= window).then(|| by.to_owned())
+            Some((at, by.to_owned()))
         })
         .collect()
 }

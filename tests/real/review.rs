@@ -2,8 +2,8 @@
 //! project even where a user's rule would allow the tool.
 
 use m1loop::agent::{AgentConfig, Session, invocation, new_session_id};
+use m1loop::engine::RunKind;
 use m1loop::m1::Document;
-use m1loop::runner::review::reviewer;
 
 use crate::support::real_cli::{Mock, VERSIONS, claude_or_skip, run_with_mock};
 use crate::support::{PATIENCE, Temp, summary};
@@ -35,7 +35,7 @@ fn reviewer_runs_touch(version: &str) {
         .unwrap()
         .view();
     let program = claude.display().to_string();
-    let cfg = reviewer(
+    let cfg = RunKind::Review.agent_config(
         AgentConfig {
             program,
             ..AgentConfig::default()

@@ -55,11 +55,12 @@ fn a_running_loop_spawns_the_first_unfinished_step_in_a_fresh_session() {
     let got = next(&view(BASE), &Caps::default(), now());
     assert_eq!(
         got,
-        Next::Spawn {
+        Next::Run(RunSpec {
+            kind: RunKind::Attempt,
             step: 2,
-            attempt: 1,
+            number: 1,
             session: SessionPlan::Fresh
-        }
+        })
     );
 }
 
@@ -97,10 +98,13 @@ fn a_recorded_task_is_awaited_not_respawned() {
     );
     assert_eq!(
         got,
-        Next::Await {
+        Next::Await(RunOnRecord {
+            kind: RunKind::Attempt,
             step: 1,
-            task_id: "task_1".into()
-        }
+            task_id: "task_1".into(),
+            number: 1,
+            session_id: None
+        })
     );
 }
 
@@ -137,11 +141,12 @@ fn spent_attempts_exhaust_the_step_and_a_recorded_session_is_resumed() {
     )]);
     assert_eq!(
         next(&two, &Caps::default(), now()),
-        Next::Spawn {
+        Next::Run(RunSpec {
+            kind: RunKind::Attempt,
             step: 2,
-            attempt: 3,
+            number: 3,
             session: SessionPlan::Resume("s-2".into())
-        }
+        })
     );
     let three = with(&[("RESULTS:\n", "RESULTS:\n  STEP_2:\n    ATTEMPTS: 3\n")]);
     assert!(matches!(
@@ -167,7 +172,11 @@ fn a_wait_in_the_future_is_waited_out_and_a_past_one_ignored() {
     let later = now() + chrono::Duration::seconds(31);
     assert!(matches!(
         next(&m, &Caps::default(), later),
-        Next::Spawn { step: 2, .. }
+        Next::Run(RunSpec {
+            kind: RunKind::Attempt,
+            step: 2,
+            ..
+        })
     ));
 }
 
@@ -176,10 +185,12 @@ fn no_steps_means_planning_and_the_cost_cap_halts() {
     let m = view("STATUS: RUNNING\nGOAL: g\n");
     assert_eq!(
         next(&m, &Caps::default(), now()),
-        Next::Plan {
-            attempt: 1,
+        Next::Run(RunSpec {
+            kind: RunKind::Plan,
+            step: 0,
+            number: 1,
             session: SessionPlan::Fresh
-        }
+        })
     );
     let caps = Caps {
         max_cost_usd: Some(0.5),
@@ -552,7 +563,8 @@ fn the_last_failed_attempt_fails_step_and_loop() {
 
 #[test]
 fn a_spawn_is_recorded_before_it_happens_and_a_stop_undoes_it() {
-    let t = spawn(&SpawnFacts {
+    let t = started(&SpawnFacts {
+        kind: RunKind::Attempt,
         step: 2,
         attempt: 1,
         task_id: "task_a",

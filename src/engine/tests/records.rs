@@ -255,7 +255,9 @@ fn a_task_the_file_lost_goes_back_on_record_with_its_attempt_and_session() {
         session_id: Some("sess-2"),
         review: false,
     };
-    for t in [kept_on_record(&task), adopted(&task)] {
+    let running = view(BASE);
+    let kept = kept_on_record(&running, &task).expect("dropped from CURRENT: it goes back");
+    for t in [kept, adopted(&task)] {
         let m = view(&applied(BASE, &t));
         assert_eq!(m.current.task_id.as_deref(), Some(task.task_id));
         assert_eq!(
@@ -306,14 +308,18 @@ fn held_outcomes_are_written_before_the_runner_ends_waits_or_watches() {
     let held_first = |n: Next| n.writes_held_first();
     assert!(held_first(Next::Finished(Status::Done)));
     assert!(held_first(Next::Paused("x".into())));
-    assert!(held_first(Next::Await {
+    assert!(held_first(Next::Await(RunOnRecord {
+        kind: RunKind::Attempt,
         step: 1,
-        task_id: "t".into()
-    }));
-    assert!(!held_first(Next::Spawn {
+        task_id: "t".into(),
+        number: 1,
+        session_id: None
+    })));
+    assert!(!held_first(Next::Run(RunSpec {
+        kind: RunKind::Attempt,
         step: 1,
-        attempt: 1,
+        number: 1,
         session: SessionPlan::Fresh
-    }));
+    })));
     assert!(!held_first(Next::Complete));
 }

@@ -113,16 +113,28 @@ fn a_review_cut_off_by_the_usage_limit_waits_for_the_reset_and_is_not_a_review_r
     ));
     assert_eq!(
         next(&m, &Caps::default(), until),
-        Next::Review {
+        Next::Run(RunSpec {
+            kind: RunKind::Review,
             step: 2,
-            attempt: 1
-        }
+            number: 1,
+            session: SessionPlan::Fresh
+        })
     );
     // The wait set the step back to PENDING; its review makes it RUNNING again.
     assert_eq!(m.plan.steps[1].state, StepState::Pending);
     let after = applied(
         &applied(UNDER_REVIEW, &t),
-        &review_spawn(2, 1, "task_r", "sid", until),
+        &started(&SpawnFacts {
+            kind: RunKind::Review,
+            step: 2,
+            attempt: 1,
+            task_id: "task_r",
+            session_id: "sid",
+            command: "",
+            git_head: None,
+            new_loop_id: None,
+            now: until,
+        }),
     );
     assert_eq!(view(&after).plan.steps[1].state, StepState::Running);
 }
@@ -164,10 +176,12 @@ fn a_pending_review_is_next_and_its_runs_are_capped() {
     let m = view(UNDER_REVIEW);
     assert_eq!(
         next(&m, &Caps::default(), now()),
-        Next::Review {
+        Next::Run(RunSpec {
+            kind: RunKind::Review,
             step: 2,
-            attempt: 1
-        }
+            number: 1,
+            session: SessionPlan::Fresh
+        })
     );
     let tried = UNDER_REVIEW.replace(
         "REVIEW: pending\n",
@@ -231,11 +245,12 @@ fn changes_are_a_retake_not_a_failed_attempt_until_max_retakes_then_a_human_deci
     };
     assert!(matches!(
         next(&m, &capped, now()),
-        Next::Spawn {
+        Next::Run(RunSpec {
+            kind: RunKind::Attempt,
             step: 2,
-            attempt: 2,
+            number: 2,
             ..
-        }
+        })
     ));
     let again = ReviewFacts {
         retakes: 1,
@@ -264,10 +279,12 @@ fn a_review_run_without_a_verdict_is_counted_and_the_review_stays_pending() {
     );
     assert_eq!(
         next(&m, &Caps::default(), now()),
-        Next::Review {
+        Next::Run(RunSpec {
+            kind: RunKind::Review,
             step: 2,
-            attempt: 2
-        }
+            number: 2,
+            session: SessionPlan::Fresh
+        })
     );
 }
 

@@ -59,11 +59,12 @@ fn step_restart_is_a_fresh_session_not_a_failed_attempt_and_is_counted() {
     assert!(
         matches!(
             next,
-            Next::Spawn {
+            Next::Run(RunSpec {
+                kind: RunKind::Attempt,
                 step: 2,
-                attempt: 1,
+                number: 1,
                 session: SessionPlan::Fresh
-            }
+            })
         ),
         "{next:?}"
     );
@@ -184,11 +185,12 @@ fn a_resumed_session_too_long_for_its_window_goes_on_fresh_with_a_handoff_not_an
     assert!(
         matches!(
             next,
-            Next::Spawn {
+            Next::Run(RunSpec {
+                kind: RunKind::Attempt,
                 step: 2,
-                attempt: 2,
+                number: 2,
                 session: SessionPlan::Fresh
-            }
+            })
         ),
         "{next:?}"
     );

@@ -1,4 +1,5 @@
-//! The prompts a step is given, rendered from `templates/`.
+//! The prompts a run is given, rendered from `templates/`: which one (a pure choice from
+//! M1.md) and its text.
 
 use crate::m1::{M1, StepState};
 use std::fmt::Write as _;
@@ -213,4 +214,161 @@ pub fn review(m: &M1, n: u32, summary: &str, verify: &str, diff: &str) -> String
     vars.push(("verify", verify.to_string()));
     vars.push(("diff", diff.to_string()));
     fill(REVIEW, &vars)
+}
+
+/// Which prompt the next run gets, from M1.md alone (so a spawn a crash interrupted is redone
+/// identically). Some need what only I/O can tell ([`Gathered`]) before they are written out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompt {
+    /// The planning call, told why its previous answer was not usable, if it was not.
+    Plan { previous_error: Option<String> },
+    /// The step again, after a human answered its `STEP_BLOCKED` question.
+    Answered { question: String },
+    /// The first prompt of a fresh session that carries the step on, and why.
+    Handoff { why: String },
+    /// The run after an API error cut the previous one off: carry on.
+    Interrupted {
+        why: String,
+        still_open: Option<String>,
+    },
+    /// A retry in the same session: the `nth` failed attempt of `MAX_RETRIES`, and what failed.
+    Fix { nth: u32, failure: String },
+    /// The step's first prompt.
+    Step,
+    /// A review of the step.
+    Review,
+}
+
+impl Prompt {
+    /// The prompt of run `number` of `step`, of `kind`, in a session it `resumed` or not.
+    #[must_use]
+    pub fn choose(kind: super::RunKind, m: &M1, step: u32, number: u32, resumed: bool) -> Prompt {
+        let r = m.result(step);
+        match kind {
+            super::RunKind::Review => return Prompt::Review,
+            super::RunKind::Plan => {
+                return Prompt::Plan {
+                    previous_error: r.error.clone(),
+                };
+            }
+            super::RunKind::Attempt => {}
+        }
+        if let Some(question) = &r.blocked {
+            return Prompt::Answered {
+                question: question.clone(),
+            };
+        }
+        if let Some(why) = r.handoff.as_ref().filter(|_| !resumed) {
+            return Prompt::Handoff { why: why.clone() };
+        }
+        match (&r.interrupted, &r.error) {
+            (Some(why), error) if resumed => Prompt::Interrupted {
+                why: why.clone(),
+                still_open: error.clone(),
+            },
+            (None, Some(failure)) if resumed => Prompt::Fix {
+                nth: super::failures(number, super::uncounted(m, step)),
+                failure: failure.clone(),
+            },
+            _ => Prompt::Step,
+        }
+    }
+
+    /// Whether writing it out needs the handoff's material (the agent's note, the last answer,
+    /// the files changed).
+    #[must_use]
+    pub fn needs_handoff(&self) -> bool {
+        matches!(self, Prompt::Handoff { .. })
+    }
+
+    /// Whether writing it out needs the step's diff and what VERIFY printed.
+    #[must_use]
+    pub fn needs_review_material(&self) -> bool {
+        *self == Prompt::Review
+    }
+}
+
+/// What the runner found out, by I/O, for the prompts that need it.
+#[derive(Debug, Clone, Default)]
+pub struct Gathered {
+    /// Where the agent writes its handoff note before `STEP_RESTART`.
+    pub handoff_path: String,
+    /// The note a fresh session is handed ([`handoff_note`]).
+    pub handoff_note: String,
+    /// For a review: the VERIFY command in force, what it printed last, and the step's diff
+    /// (`None`: not in git).
+    pub verify_cmd: Option<String>,
+    pub verify_tail: String,
+    pub diff: Option<String>,
+}
+
+/// What a fresh session of a step is handed: the agent's own note (from `STEP_RESTART`), then
+/// what the loop knows: the last failure, the last answer, the files changed.
+#[must_use]
+pub fn handoff_note(
+    own: Option<&str>,
+    error: Option<&str>,
+    last_answer: Option<&str>,
+    diff_stat: Option<&str>,
+) -> String {
+    let mut note = String::new();
+    if let Some(own) = own {
+        let _ = writeln!(
+            note,
+            "Your note from the previous session:\n{}\n",
+            own.trim()
+        );
+    }
+    if let Some(err) = error {
+        let _ = writeln!(note, "What failed last: {err}\n");
+    }
+    if let Some(text) = last_answer.filter(|t| !t.trim().is_empty()) {
+        let _ = writeln!(
+            note,
+            "The previous session's last answer:\n{}\n",
+            text.trim()
+        );
+    }
+    if let Some(stat) = diff_stat {
+        let _ = writeln!(
+            note,
+            "Files changed in the working tree (git diff --stat):\n{stat}"
+        );
+    }
+    note
+}
+
+/// The text of prompt `p` for `step`.
+#[must_use]
+pub fn render(p: &Prompt, m: &M1, step: u32, caps: &super::Caps, g: &Gathered) -> String {
+    let path = g.handoff_path.as_str();
+    match p {
+        Prompt::Plan { previous_error } => {
+            let mut text = plan(m, caps.max_steps);
+            if let Some(err) = previous_error {
+                let _ = writeln!(text, "\n\nYour previous answer was not usable: {err}");
+            }
+            text
+        }
+        Prompt::Answered { question } => answered(m, step, question, path),
+        Prompt::Handoff { why } => handoff(m, step, why, &g.handoff_note, path),
+        Prompt::Interrupted { why, still_open } => {
+            interrupted(m, step, why, still_open.as_deref(), path)
+        }
+        Prompt::Fix { nth, failure } => fix(m, step, (*nth, caps.max_retries), failure, path),
+        Prompt::Step => self::step(m, step, path),
+        Prompt::Review => {
+            let r = m.result(step);
+            let summary = r.summary.clone().unwrap_or_default();
+            let verify = match &g.verify_cmd {
+                None => "(no VERIFY command is set)".to_owned(),
+                Some(cmd) => format!("`{cmd}` passed; its output ended:\n{}", g.verify_tail),
+            };
+            let diff = g
+                .diff
+                .clone()
+                .unwrap_or_else(|| "(the project is not a git repository: read the files)".into());
+            review(m, step, &summary, &verify, &diff)
+        }
+    }
 }

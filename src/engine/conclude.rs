@@ -1,0 +1,209 @@
+//! How an ended run is concluded: judged from what the runner observed of it and what M1.md
+//! says, then recorded. One function for every kind of run; the runner only observes (the
+//! task's report and stream, the project's git HEAD, the work tree) and runs VERIFY when asked.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::judge::{Attempt, Judgement, LedgerVerdict, TaskEnd};
+use super::record::{Facts, record};
+use super::review::{ReviewFacts, judge_review, record_review, tree_changed};
+use super::run::{RunKind, RunOnRecord, resumes, session_time};
+use super::transitions::Transition;
+use super::{Caps, handoff_reason, open_step, uncounted};
+use crate::agent::Class;
+use crate::m1::M1;
+use crate::verify;
+
+/// What the runner observed of an ended run.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    pub end: TaskEnd,
+    /// The agent adapter's class of the outcome (`None` when there was no process to read).
+    pub class: Option<Class>,
+    /// The agent's final answer.
+    pub answer: String,
+    pub denials: Vec<String>,
+    /// Background work the CLI stopped after the answer.
+    pub background_stopped: Vec<String>,
+    /// The session the run's stream named.
+    pub session_id: Option<String>,
+    /// What this run cost on its own.
+    pub cost_usd: f64,
+    /// How full its context was, against the window a resume will have.
+    pub context_pct: Option<u32>,
+    /// Compactions of its context that happened.
+    pub compactions: u32,
+    pub exit_code: Option<i32>,
+    pub elapsed: Duration,
+    /// The project's git HEAD now.
+    pub git_head: Option<String>,
+    /// For a review: what changed in the work tree while it ran.
+    pub tree_changes: Vec<String>,
+    /// Where the run's full report is, relative to the state directory.
+    pub report: String,
+    pub now: DateTime<Utc>,
+}
+
+/// What the loop's settings add to M1.md for a conclusion.
+#[derive(Debug, Clone)]
+pub struct Context<'a> {
+    pub caps: &'a Caps,
+    /// The tools the agent was allowed, for the advice after a denial.
+    pub allowed_tools: &'a [String],
+    /// The VERIFY command in force, if any.
+    pub verify: Option<&'a str>,
+    /// Whether the human is told of every step that passes.
+    pub notify_each_step: bool,
+}
+
+/// What concluding a run comes to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Conclusion {
+    /// The run passed as far as it goes: run VERIFY, then conclude again with its outcome.
+    Verify,
+    /// The run's record, the ledger's verdict on it, and whether every check that applies
+    /// passed.
+    Recorded {
+        transition: Transition,
+        verdict: LedgerVerdict,
+        /// The agent asked for a fresh session (`STEP_RESTART`).
+        restart: bool,
+    },
+}
+
+/// Concludes `run`, ended as `o` says; `verify` is VERIFY's outcome once it ran.
+#[must_use]
+pub fn conclude(
+    run: &RunOnRecord,
+    m: &M1,
+    o: &Observed,
+    verify: Option<&verify::Outcome>,
+    cx: &Context<'_>,
+) -> Conclusion {
+    let verify_cmd = if run.kind == RunKind::Attempt {
+        cx.verify
+    } else {
+        None
+    };
+    let resumed = run.kind.resumable() && resumes(m, run.step, m.current.session_id.as_deref());
+    let r = m.result(run.step);
+    let attempt = Attempt {
+        step: run.step,
+        attempt: run.number,
+        end: o.end.clone(),
+        class: o.class.clone(),
+        answer: &o.answer,
+        denials: if run.kind == RunKind::Review {
+            &[]
+        } else {
+            &o.denials
+        },
+        background_stopped: if run.kind == RunKind::Review {
+            &[]
+        } else {
+            &o.background_stopped
+        },
+        verify_configured: verify_cmd.is_some(),
+        verify,
+        transients: r.transient,
+        restarts: if run.kind == RunKind::Review {
+            0
+        } else {
+            r.restarts
+        },
+        uncounted: if run.kind == RunKind::Review {
+            0
+        } else {
+            uncounted(m, run.step)
+        },
+        resumed,
+        allowed_tools: if run.kind == RunKind::Review {
+            &[]
+        } else {
+            cx.allowed_tools
+        },
+        caps: cx.caps,
+        now: o.now,
+    };
+    if run.kind == RunKind::Review {
+        let v = tree_changed(run.step, &o.tree_changes).unwrap_or_else(|| judge_review(&attempt));
+        return Conclusion::Recorded {
+            transition: record_review(&v, &review_facts(run, m, o, cx), cx.caps),
+            verdict: LedgerVerdict::Review,
+            restart: false,
+        };
+    }
+    let j = super::judge(&attempt);
+    if j == Judgement::NeedsVerify {
+        return Conclusion::Verify;
+    }
+    let verified = verify_cmd.is_none() || matches!(verify, Some(verify::Outcome::Passed));
+    Conclusion::Recorded {
+        transition: record(&j, &facts(run, m, o, cx, verified)),
+        verdict: LedgerVerdict::from(&j),
+        restart: matches!(j, Judgement::Restart { .. }),
+    }
+}
+
+/// What goes into RESULTS for an attempt (or the planning call): this run's observations
+/// added to what M1.md holds of the step.
+fn facts(run: &RunOnRecord, m: &M1, o: &Observed, cx: &Context<'_>, verified: bool) -> Facts {
+    let step = run.step;
+    let r = m.result(step);
+    let head_before = m.current.git_head.clone();
+    let (prior_session_s, in_session) = session_time(m, step, o.elapsed);
+    Facts {
+        step,
+        attempt: run.number,
+        exit_code: o.exit_code,
+        session_id: o
+            .session_id
+            .clone()
+            .or_else(|| m.current.session_id.clone()),
+        cost_usd: o.cost_usd,
+        duration_s: o.elapsed.as_secs_f64(),
+        prior_cost_usd: r.cost_usd.unwrap_or(0.0),
+        prior_duration_s: r.duration_s.unwrap_or(0.0),
+        transients: r.transient,
+        restarts: r.restarts,
+        uncounted: uncounted(m, step),
+        handoff: handoff_reason(cx.caps, o.context_pct, in_session),
+        context_pct: o.context_pct,
+        compactions: r.compactions + o.compactions,
+        prior_session_s,
+        commit: o
+            .git_head
+            .clone()
+            .filter(|h| Some(h) != head_before.as_ref()),
+        verified,
+        report: Some(o.report.clone()),
+        next_step: open_step(m, step)
+            .filter(|_| step > 0)
+            .map(|s| (s.n, s.text.clone())),
+        notify_each_step: cx.notify_each_step,
+        review: cx.caps.review,
+        plan_only: m.plan_only,
+        base_head: r.base_head.clone().or(head_before),
+        now: o.now,
+    }
+}
+
+/// What goes into RESULTS for a review run.
+fn review_facts(run: &RunOnRecord, m: &M1, o: &Observed, cx: &Context<'_>) -> ReviewFacts {
+    let r = m.result(run.step);
+    ReviewFacts {
+        step: run.step,
+        run: run.number,
+        task_id: run.task_id.clone(),
+        cost_usd: o.cost_usd,
+        prior_cost_usd: r.cost_usd.unwrap_or(0.0),
+        retakes: r.retakes,
+        summary: r.summary.clone().unwrap_or_default(),
+        next_step: open_step(m, run.step).map(|s| (s.n, s.text.clone())),
+        notify_each_step: cx.notify_each_step,
+        transients: r.transient,
+        now: o.now,
+    }
+}

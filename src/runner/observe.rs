@@ -1,0 +1,188 @@
+//! What only I/O can tell the engine: how a run's task ended and what its agent said (its
+//! report, stream and stderr, the project's git HEAD, the work tree around a review), and the
+//! material of the prompts that need more than M1.md (a handoff's note, a review's diff).
+
+use anyhow::Context;
+use chrono::Utc;
+
+use super::Runner;
+use crate::agent::{self, ExitInfo};
+use crate::bridge::TaskReport;
+use crate::engine::prompt::{Gathered, Prompt};
+use crate::engine::{self, Observed, RunKind, RunOnRecord, TaskEnd};
+use crate::m1::M1;
+
+/// The diff a reviewer reads at most, in bytes; longer ones are cut with a note.
+const DIFF_CAP: usize = 60_000;
+
+impl Runner {
+    /// What the ended task of `run` left: how it ended, what its agent said, what it cost, and
+    /// (for a review) what changed in the work tree meanwhile.
+    pub(super) fn observe(&self, run: &RunOnRecord, report: &TaskReport, m: &M1) -> Observed {
+        // A task still running has no end; it is judged only once it has one (LOST if none).
+        let end = report.end.clone().unwrap_or(TaskEnd::Lost);
+        let stream = agent::read_stream_file(&report.stdout_path).unwrap_or_default();
+        let stderr =
+            String::from_utf8_lossy(&std::fs::read(&report.stderr_path).unwrap_or_default())
+                .into_owned();
+        // A killed run's class tells whether the CLI was retrying a refused key at the time.
+        let class = matches!(end, TaskEnd::Exited { .. } | TaskEnd::Killed).then(|| {
+            let exit = ExitInfo {
+                code: report.exit_code,
+                signal: report.signal,
+                killed_by_runner: end == TaskEnd::Killed,
+            };
+            agent::classify(&exit, &stderr, &stream, Utc::now())
+        });
+        // The window a resume of the session will have decides how full its context is; a
+        // review's session is never resumed.
+        let resume_model = match run.kind {
+            RunKind::Review => None,
+            RunKind::Plan | RunKind::Attempt => self.settings.agent_for(m).model,
+        };
+        for why in &stream.compactions_failed {
+            self.say(&format!(
+                "compaction: step {}'s session could not compact its context (not counted): {why}",
+                run.step
+            ));
+        }
+        let result = stream.result.as_ref();
+        Observed {
+            class,
+            answer: result.and_then(|r| r.result.clone()).unwrap_or_default(),
+            denials: result
+                .map(|r| r.permission_denials.clone())
+                .unwrap_or_default(),
+            background_stopped: stream.background_stopped.clone(),
+            cost_usd: stream.cost_usd.unwrap_or(0.0),
+            context_pct: stream.context_pct(resume_model.as_deref()),
+            compactions: stream.compactions,
+            session_id: stream.session_id.clone(),
+            exit_code: report.exit_code,
+            elapsed: report.elapsed,
+            git_head: super::git::head(&self.workdir),
+            tree_changes: if run.kind == RunKind::Review {
+                self.tree_changes_in_review(&run.task_id)
+            } else {
+                Vec::new()
+            },
+            report: format!("tasks/{}/stdout", run.task_id),
+            end,
+            now: Utc::now(),
+        }
+    }
+
+    /// The prompt of run `number` of `step`, of `kind`, in a session it `resumed` or not:
+    /// chosen by the engine from M1.md, with what only I/O can tell gathered for it.
+    pub(super) fn prompt(
+        &self,
+        kind: RunKind,
+        m: &M1,
+        step: u32,
+        number: u32,
+        resumed: bool,
+    ) -> String {
+        let p = Prompt::choose(kind, m, step, number, resumed);
+        let layout = crate::layout::Layout::dir(&self.state_dir);
+        let mut g = Gathered {
+            handoff_path: layout.handoff(step).display().to_string(),
+            ..Gathered::default()
+        };
+        if p.needs_handoff() {
+            g.handoff_note = self.handoff_note(m, step);
+        }
+        if p.needs_review_material() {
+            self.review_material(m, step, &mut g);
+        }
+        engine::prompt::render(&p, m, step, &self.settings.caps(m), &g)
+    }
+
+    /// What a fresh session of `step` is handed: the agent's own note (from `STEP_RESTART`),
+    /// the last failure, the last answer, the files changed.
+    fn handoff_note(&self, m: &M1, step: u32) -> String {
+        let layout = crate::layout::Layout::dir(&self.state_dir);
+        let own = std::fs::read_to_string(layout.handoff(step)).ok();
+        let r = m.result(step);
+        let last = r
+            .report
+            .as_ref()
+            .and_then(|p| agent::read_stream_file(&self.state_dir.join(p)).ok())
+            .and_then(|s| s.result.and_then(|r| r.result));
+        let stat = super::git::diff_stat(&self.workdir);
+        engine::prompt::handoff_note(
+            own.as_deref(),
+            r.error.as_deref(),
+            last.as_deref(),
+            stat.as_deref(),
+        )
+    }
+
+    /// A review's material: the VERIFY command in force and the end of what it printed, and
+    /// the step's diff from the commit it began at.
+    fn review_material(&self, m: &M1, step: u32, g: &mut Gathered) {
+        let r = m.result(step);
+        g.verify_cmd = self.settings.verify(m);
+        if g.verify_cmd.is_some() {
+            g.verify_tail = r
+                .report
+                .as_deref()
+                .and_then(|p| {
+                    std::path::Path::new(p)
+                        .parent()
+                        .map(|d| d.join("verify.log"))
+                })
+                .map(|p| crate::verify::tail(&self.state_dir.join(p), 40))
+                .unwrap_or_default();
+        }
+        g.diff = super::git::review_diff(
+            &self.workdir,
+            r.base_head.as_deref(),
+            &self.state_dir,
+            DIFF_CAP,
+        );
+    }
+
+    /// The settings file every agent call of this loop gets (its hooks), written when missing
+    /// or out of date; its path.
+    pub(super) fn agent_settings(&self) -> crate::error::Result<String> {
+        let path = crate::layout::Layout::dir(&self.state_dir).agent_settings();
+        let exe = std::env::current_exe().context("while finding the loop binary")?;
+        let text = serde_json::to_string_pretty(&agent::hook_settings(&exe))
+            .context("while encoding the agent settings")?;
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            std::fs::write(&path, &text)
+                .with_context(|| format!("while writing {}", path.display()))?;
+        }
+        let abs = std::path::absolute(&path).unwrap_or(path);
+        Ok(abs.display().to_string())
+    }
+
+    /// Notes the work tree as review task `task_id` will find it (nothing outside git).
+    pub(super) fn note_tree_before_review(&self, task_id: &str) -> crate::error::Result<()> {
+        let Some(tree) = super::tree::snapshot(&self.workdir, &self.state_dir) else {
+            return Ok(());
+        };
+        let path = crate::layout::Layout::dir(&self.state_dir).review_tree(task_id);
+        let text = serde_json::to_vec(&tree).context("while encoding the work tree")?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("while creating {}", dir.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("while writing {}", path.display()))?;
+        Ok(())
+    }
+
+    /// What changed in the work tree since review task `task_id` started; nothing when the
+    /// tree was not noted (outside git).
+    fn tree_changes_in_review(&self, task_id: &str) -> Vec<String> {
+        let path = crate::layout::Layout::dir(&self.state_dir).review_tree(task_id);
+        let before = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<super::tree::Snapshot>(&b).ok());
+        let after = super::tree::snapshot(&self.workdir, &self.state_dir);
+        match (before, after) {
+            (Some(before), Some(after)) => super::tree::changes(&before, &after),
+            _ => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! One pipeline for every kind of run (the planning call, a step's attempt, a review; see
+//! [`engine::RunKind`]): the ledger is consulted, the run recorded before it starts
+//! (write-ahead), its task started through the exec bridge, watched, observed when it ends,
+//! concluded by the engine (VERIFY run when it asks for it), and the conclusion recorded.
+
+use chrono::Utc;
+
+use super::{Runner, crash, stopfile};
+use crate::agent::{self, Session};
+use crate::bridge::{self, FireRequest, TaskReport, TaskState};
+use crate::engine::{self, Conclusion, RunKind, RunOnRecord, RunSpec, SessionPlan, SpawnFacts};
+use crate::exit::Status as Exit;
+use crate::verify;
+
+impl Runner {
+    /// Starts run `spec`: record it first (write-ahead), then start its task.
+    pub(super) fn start_run(&mut self, spec: &RunSpec) -> crate::error::Result<Option<Exit>> {
+        if self.adopt_unjudged()? {
+            return Ok(None);
+        }
+        let m = self.view();
+        if spec.kind == RunKind::Attempt
+            && let Some((e, edits)) = self.ledger.lost_pass(&m, spec.step)
+        {
+            let (task, step) = (e.task_id.clone(), spec.step);
+            self.commit(&edits)?;
+            self.say(&format!(
+                "ledger: step {step} passed as task {task}, but M1.md no longer said so (a save \
+                 of an older text); its record is put back and it is not run again"
+            ));
+            return Ok(None);
+        }
+        let (session_id, resumed) = match &spec.session {
+            SessionPlan::Fresh => (agent::new_session_id(), false),
+            SessionPlan::Resume(id) => (id.clone(), true),
+        };
+        let prompt = self.prompt(spec.kind, &m, spec.step, spec.number, resumed);
+        let task_id = bridge::new_task_id();
+        let points = spec.kind.crash_points();
+        crash::point(points.before_spawn_write);
+        let t = engine::started(&SpawnFacts {
+            kind: spec.kind,
+            step: spec.step,
+            attempt: spec.number,
+            task_id: &task_id,
+            session_id: &session_id,
+            command: &prompt,
+            git_head: (spec.kind != RunKind::Review)
+                .then(|| super::git::head(&self.workdir))
+                .flatten(),
+            new_loop_id: (m.loop_id.as_deref() != Some(self.loop_id.as_str()))
+                .then_some(self.loop_id.as_str()),
+            now: Utc::now(),
+        });
+        self.apply(&t)?;
+        crash::point(points.after_spawn_write);
+        let run = RunOnRecord {
+            kind: spec.kind,
+            step: spec.step,
+            task_id,
+            number: spec.number,
+            session_id: Some(session_id),
+        };
+        self.fire(&run, resumed, &prompt)?;
+        if let Some(p) = points.after_fire {
+            crash::point(p);
+        }
+        Ok(None)
+    }
+
+    /// Starts the task of `run`, whose record is written: the agent as its kind is called, in
+    /// its session (`resumed` or a new one with that id).
+    fn fire(&mut self, run: &RunOnRecord, resumed: bool, prompt: &str) -> crate::error::Result<()> {
+        let m = self.view();
+        let caps = self.settings.caps(&m);
+        let session_id = run.session_id.clone().unwrap_or_default();
+        let session = if resumed {
+            Session::Resume(session_id.clone())
+        } else {
+            Session::New(session_id.clone())
+        };
+        let cfg = run.kind.agent_config(self.settings.agent_for(&m), &m);
+        let mut inv = agent::invocation(&cfg, prompt, &session);
+        if run.kind.gets_hooks() {
+            inv = inv.with_settings(&self.agent_settings()?);
+        }
+        let task_id = run.task_id.as_str();
+        let file = std::path::absolute(&self.file).unwrap_or_else(|_| self.file.clone());
+        let mut env = inv.env_set;
+        env.push(("LOOP_STEP".into(), run.step.to_string()));
+        env.push(("LOOP_ATTEMPT".into(), run.number.to_string()));
+        env.push(("LOOP_TASK_ID".into(), task_id.to_string()));
+        env.push(("LOOP_FILE".into(), file.display().to_string()));
+        env.push(("LOOP_ID".into(), self.loop_id.clone()));
+        if run.kind == RunKind::Review {
+            env.push(("LOOP_REVIEW".into(), "1".into()));
+        }
+        env.push(("LOOP_SESSION_ID".into(), session_id.clone()));
+        env.extend(self.settings.agent_env.iter().cloned());
+        let mut command = vec![inv.program];
+        command.extend(inv.args);
+        let req = FireRequest {
+            command,
+            timeout: Some(caps.step_timeout),
+            idle_timeout: caps.idle_timeout,
+            idle_exempt_marker: Some(agent::RESULT_MARKER.into()),
+            cwd: Some(self.workdir.clone()),
+            stdin: None,
+            input: Some(inv.input),
+            env,
+            env_remove: inv.env_remove,
+            // Should this runner die while the run goes on, its end brings the runner back.
+            on_exit: Self::revive_command(&file, task_id),
+            on_exit_unless_held: Some(super::lock::path_for(&file)),
+        };
+        if run.kind == RunKind::Review {
+            self.note_tree_before_review(task_id)?;
+        }
+        bridge::fire_with_id(&self.state_dir, task_id, &req)
+            .map_err(|e| e.context(format!("while starting task {task_id}")))?;
+        self.ledger.started(
+            task_id,
+            (run.step, run.number),
+            &session_id,
+            run.kind == RunKind::Review,
+        );
+        crash::point("after-fire");
+        Ok(())
+    }
+
+    /// What the supervisor of task `task_id` runs when it ends with nobody driving the loop.
+    fn revive_command(file: &std::path::Path, task_id: &str) -> Vec<String> {
+        std::env::current_exe()
+            .ok()
+            .filter(|_| super::revive::by_steps())
+            .map(|exe| {
+                vec![
+                    exe.display().to_string(),
+                    "--file".into(),
+                    file.display().to_string(),
+                    "__revive".into(),
+                    "--by".into(),
+                    format!("the supervisor of task {task_id}"),
+                ]
+            })
+            .unwrap_or_default()
+    }
+
+    /// A run is on record: re-adopt it if it runs, conclude it if it ended, start it if the
+    /// start never happened, count an attempt if it was lost.
+    pub(super) fn await_run(&mut self, run: &RunOnRecord) -> crate::error::Result<Option<Exit>> {
+        let task_id = run.task_id.as_str();
+        if let Some(j) = self.ledger.judged(task_id).cloned() {
+            // Judged before (M1.md was saved from a text older than that record, or the
+            // runner died between the two writes): the same record again, not a new judgement.
+            // The text is older than every judgement after it too (a review of the step, the
+            // next steps): those go back as well, in order, or they would be made again.
+            let (edits, ids) = self.ledger.record_since(task_id);
+            self.commit(&edits)?;
+            let also = if ids.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", with those of the tasks judged after it ({})",
+                    ids.join(", ")
+                )
+            };
+            self.say(&format!(
+                "ledger: task {task_id} was judged already ({}); its record is put back{also}; \
+                 nothing is judged or run again",
+                j.verdict
+            ));
+            return Ok(None);
+        }
+        if !bridge::exists(&self.state_dir, task_id) {
+            self.start_recorded(run)?;
+        }
+        let dir = bridge::task_dir(&self.state_dir, task_id);
+        self.watch.set_task_dir(Some(&dir));
+        let watched = self.watch_task(run);
+        self.watch.set_task_dir(None);
+        self.progress.end();
+        match watched? {
+            Ok(report) => self.conclude(run, &report),
+            Err(stop) => self.stop_now(&stop).map(Some),
+        }
+    }
+
+    /// Starts a run whose start was recorded (write-ahead) but never happened: a runner died
+    /// between the record and the start.
+    fn start_recorded(&mut self, run: &RunOnRecord) -> crate::error::Result<()> {
+        let m = self.view();
+        let mut run = run.clone();
+        let session_id = run
+            .session_id
+            .get_or_insert_with(agent::new_session_id)
+            .clone();
+        let resumed = run.kind.resumable() && engine::resumes(&m, run.step, Some(&session_id));
+        self.say(&format!(
+            "resume: {}task {} was recorded but never started; starting it now",
+            if run.kind == RunKind::Review {
+                "review "
+            } else {
+                ""
+            },
+            run.task_id
+        ));
+        let prompt = self.prompt(run.kind, &m, run.step, run.number, resumed);
+        self.fire(&run, resumed, &prompt)
+    }
+
+    /// Concludes a run whose task ended and records the conclusion: observe what it left
+    /// (I/O), ask the engine (running VERIFY when it asks for it), carry the transition out.
+    fn conclude(
+        &mut self,
+        run: &RunOnRecord,
+        report: &TaskReport,
+    ) -> crate::error::Result<Option<Exit>> {
+        self.clean_up_after(&run.task_id, report)?;
+        let m = self.view();
+        let caps = self.settings.caps(&m);
+        let mut observed = self.observe(run, report, &m);
+        let allowed = self.settings.agent_for(&m).allowed_tools;
+        let verify_cmd = self.settings.verify(&m);
+        let cx = engine::Context {
+            caps: &caps,
+            allowed_tools: &allowed,
+            verify: verify_cmd.as_deref(),
+            notify_each_step: self.settings.notify_each_step,
+        };
+        let mut verified = None;
+        let (t, verdict, restart) = loop {
+            match engine::conclude(run, &m, &observed, verified.as_ref(), &cx) {
+                Conclusion::Recorded {
+                    transition,
+                    verdict,
+                    restart,
+                } => break (transition, verdict, restart),
+                Conclusion::Verify => {
+                    let cmd = verify_cmd.clone().unwrap_or_default();
+                    match self.verify(run, &cmd, caps.step_timeout)? {
+                        verify::Outcome::Stopped => {
+                            let stop = self.stop_cause();
+                            return self.stop_now(&stop).map(Some);
+                        }
+                        outcome => verified = Some(outcome),
+                    }
+                    // VERIFY may commit what the agent left (`git add … && git commit`).
+                    observed.git_head = super::git::head(&self.workdir);
+                }
+            }
+        };
+        self.record_judged(&run.task_id, verdict, &t.edits)?;
+        let points = run.kind.crash_points();
+        crash::point(points.before_record_write);
+        let exit = self.apply(&t)?;
+        crash::point(points.after_record_write);
+        if restart {
+            // Recorded (held for the next spawn's write), the fresh session not begun.
+            crash::point("after-restart");
+        }
+        Ok(exit)
+    }
+
+    /// Runs the VERIFY command of a step whose attempt reported done.
+    fn verify(
+        &mut self,
+        run: &RunOnRecord,
+        cmd: &str,
+        timeout: std::time::Duration,
+    ) -> crate::error::Result<verify::Outcome> {
+        crash::point("before-verify");
+        self.say(&format!("verify: step {}: running `{cmd}`", run.step));
+        let state_dir = self.state_dir.clone();
+        let env = [
+            ("LOOP_STEP".to_string(), run.step.to_string()),
+            ("LOOP_ATTEMPT".to_string(), run.number.to_string()),
+        ];
+        verify::run(
+            cmd,
+            &self.workdir,
+            &env,
+            &self.state_dir,
+            &run.task_id,
+            timeout,
+            &mut || stopfile::requested(&state_dir).is_some(),
+        )
+    }
+
+    /// Ends what is left of a task before it is judged: a LOST task's processes (its
+    /// supervisor and guardian died), and processes that left its group, which are named.
+    fn clean_up_after(&mut self, task_id: &str, report: &TaskReport) -> crate::error::Result<()> {
+        if report.state == TaskState::Lost {
+            // Ended, and confirmed dead, before any retry can start beside them.
+            let after = bridge::kill(&self.state_dir, task_id, super::KILL_GRACE).map_err(|e| {
+                e.context(format!("while ending what is left of lost task {task_id}"))
+            })?;
+            self.say(&format!(
+                "lost: task {task_id} lost its supervisor; its processes were ended ({})",
+                after.line()
+            ));
+        }
+        if !report.killed_outside_group.is_empty() {
+            self.say(&format!(
+                "cleanup: task {task_id} left processes outside its process group; ended: {}",
+                bridge::describe(&report.killed_outside_group)
+            ));
+        }
+        Ok(())
+    }
+
+    /// What was started cannot be unstarted: before a start, a task of this loop that no
+    /// judgement covers (an attempt or a review run that M1.md lost track of) is taken back
+    /// on record, never started a second time (see [`engine::ledger`]). Whether there was one.
+    fn adopt_unjudged(&mut self) -> crate::error::Result<bool> {
+        let Some(e) = self.ledger.unjudged().cloned() else {
+            return Ok(false);
+        };
+        self.apply(&engine::adopted(&super::watching::on_record(&e)))?;
+        Ok(true)
+    }
+}

@@ -1,0 +1,158 @@
+//! Watching a run's task while it runs: its end, a stop, an edit that dropped it from M1.md,
+//! its stream (a CLI retrying a refused key is ended at once), the live line.
+
+use super::{POLL, Runner, crash, stopfile};
+use crate::agent::{self, StreamFollower};
+use crate::bridge::{self, TaskReport, TaskState};
+use crate::engine::{self, OnRecord, RunOnRecord};
+use crate::runner::watch::Wake;
+
+/// A step that has run this long gets its agent's pid recorded in CURRENT.
+const PID_RECORD_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Task `e` of the ledger as the running one.
+pub(super) fn on_record(e: &super::ledger::Entry) -> OnRecord<'_> {
+    OnRecord {
+        step: e.step,
+        task_id: &e.task_id,
+        attempt: Some(e.attempt),
+        session_id: e.session_id.as_deref(),
+        review: e.review,
+    }
+}
+
+impl Runner {
+    /// Watches a running task until it ends (its report) or a stop file appears (its path),
+    /// keeping it on record and its pid in CURRENT, and the live line up to date. Its stream
+    /// is read as it grows: a CLI retrying a refused key is ended at once (see
+    /// [`Self::end_auth_failing`]).
+    pub(super) fn watch_task(
+        &mut self,
+        run: &RunOnRecord,
+    ) -> crate::error::Result<Result<TaskReport, engine::Stop>> {
+        let (step, task_id) = (run.step, run.task_id.as_str());
+        let mut stream: Option<StreamFollower> = None;
+        loop {
+            let report = bridge::check(&self.state_dir, task_id)?;
+            let stream = stream.get_or_insert_with(|| {
+                self.begin_progress(run, &report);
+                StreamFollower::new(&report.stdout_path)
+            });
+            stream.poll();
+            self.progress.update(stream.summary());
+            if report.state == TaskState::Running && stream.summary().auth_failing() {
+                return self.end_auth_failing(task_id, stream.summary()).map(Ok);
+            }
+            if let Some(pid) = report.pid
+                && report.state == TaskState::Running
+                && report.elapsed >= PID_RECORD_AFTER
+                && self.view().current.cc_pid != Some(pid)
+            {
+                // An instant step is spared the write.
+                self.commit(&engine::pid_recorded(pid).edits)?;
+                crash::point("after-pid-write");
+            }
+            if report.state != TaskState::Running {
+                return Ok(Ok(report));
+            }
+            self.until_next_check(step, task_id, stream)?;
+            if let Some(stop) = stopfile::requested(&self.state_dir) {
+                return Ok(Err(stop));
+            }
+        }
+    }
+
+    /// Ends a run whose CLI is retrying an authentication error (401, 403): it would retry for
+    /// about 3 minutes though only a human can fix the key. Ended as a stop ends it, the run is
+    /// then judged from its stream like any other (an auth failure: WAITING), also by a runner
+    /// that finds it ended after a crash.
+    fn end_auth_failing(
+        &mut self,
+        task_id: &str,
+        stream: &agent::StreamSummary,
+    ) -> crate::error::Result<TaskReport> {
+        let what = stream.api_error.as_deref().unwrap_or("401");
+        self.say(&format!(
+            "auth: task {task_id}: the CLI is retrying an authentication error ({what}); \
+             ending it now rather than after its own retries"
+        ));
+        bridge::kill(&self.state_dir, task_id, super::KILL_GRACE).map_err(|e| {
+            e.context(format!(
+                "while ending task {task_id} on an authentication error"
+            ))
+        })
+    }
+
+    /// Sleeps on events until the next full check of a running task. Output makes the task
+    /// directory busy; between full checks (at most every `PID_RECORD_AFTER`, and on each poll)
+    /// a wake costs one look for the exit record. A full check comes at least every POLL by
+    /// the clock, however often M1.md is saved: its events never keep the runner from seeing
+    /// the task end.
+    fn until_next_check(
+        &mut self,
+        step: u32,
+        task_id: &str,
+        stream: &mut StreamFollower,
+    ) -> crate::error::Result<()> {
+        let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
+        let checked = std::time::Instant::now();
+        loop {
+            let left = POLL.saturating_sub(checked.elapsed());
+            if left.is_zero() {
+                return Ok(());
+            }
+            match self.watch.wait(left) {
+                Wake::M1Changed => {
+                    // A broken or half-written file is reported and waited out later, by the
+                    // write that needs it; the task is watched on meanwhile.
+                    if self.reload()? {
+                        self.keep_task_on_record(step, task_id)?;
+                    }
+                }
+                Wake::Task if !exit_record.exists() && checked.elapsed() < PID_RECORD_AFTER => {
+                    stream.poll();
+                    if stream.summary().auth_failing() {
+                        return Ok(());
+                    }
+                    self.progress.update(stream.summary());
+                }
+                Wake::Stop | Wake::Task | Wake::Timeout => return Ok(()),
+            }
+        }
+    }
+
+    /// Starts the live line for a task just found (or re-adopted) running.
+    fn begin_progress(&mut self, run: &RunOnRecord, report: &TaskReport) {
+        let m = self.view();
+        let what = if run.step == 0 {
+            "planning".to_string()
+        } else {
+            format!("step {}", run.step)
+        };
+        // A review run is counted apart from the step's attempts: "attempt 2" there would
+        // read as the step failing once.
+        let label = format!("{what} {} {}", run.kind.number_word(), run.number);
+        self.progress
+            .begin(label, report.elapsed, engine::spent(&m));
+    }
+
+    /// A save made from a text read before the runner recorded this task (an editor that
+    /// ignores the change on disk) drops the record while the task runs: it goes back.
+    fn keep_task_on_record(&mut self, step: u32, task_id: &str) -> crate::error::Result<()> {
+        let entry = self.ledger.entry(task_id).cloned();
+        let on = entry.as_ref().map_or(
+            OnRecord {
+                step,
+                task_id,
+                attempt: None,
+                session_id: None,
+                review: false,
+            },
+            on_record,
+        );
+        match engine::kept_on_record(&self.view(), &on) {
+            Some(t) => self.apply(&t).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+}
