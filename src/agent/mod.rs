@@ -1,27 +1,35 @@
-//! The agent adapter: how Claude Code is invoked, how its stream-json is read, and how an
-//! outcome is classified.
+//! The agents a loop drives, behind one interface ([`Backend`]): how a run is called, how its
+//! output is read into the loop's terms, and how its end is classified. Claude Code
+//! ([`ClaudeCode`], `claude/`) is the first backend; the verdict lines that end a step's answer
+//! (`verdict`) are the loop's own, whatever the agent.
 //!
 //! Everything here is pure or reads files only; spawning, timeouts and kills belong to the
 //! exec bridge, decisions to the engine. The simulated agent that `loop demo` and the tests
 //! run instead of the real CLI is its own crate, `claude-sim`.
 
-mod classify;
-mod invocation;
-mod reset_time;
-mod stream;
+mod backend;
+mod claude;
 mod verdict;
 
-pub use classify::{BugKind, Class, ExitInfo, classify};
-pub use invocation::{
+pub use backend::{Backend, Follow, Refused};
+pub use claude::ClaudeCode;
+pub use claude::classify::{BugKind, Class, ExitInfo, classify};
+pub use claude::invocation::{
     AgentConfig, ENV_REMOVE, ENV_STARTUP_FAILURE_RESULTS, Invocation, READ_ONLY_TOOLS, Session,
     hook_settings, invocation, new_session_id,
 };
-pub use reset_time::reset_from_text;
-pub use stream::{
+pub use claude::reset_time::reset_from_text;
+pub use claude::stream::{
     RateLimitInfo, ResultEvent, StreamFollower, StreamReader, StreamSummary, last_activity,
     read_stream_file,
 };
 pub use verdict::{Verdict, parse_plan, verdict, without_verdict};
+
+/// The backend a loop's runs go to. Claude Code for now; the loop's `AGENT.BACKEND` will choose.
+#[must_use]
+pub fn backend() -> &'static dyn Backend {
+    &ClaudeCode
+}
 
 /// What marks the CLI's final `result` event in stream-json output (its keys come in no fixed
 /// order, and inside a string the quotes would be escaped): once a step's stdout holds it, the

@@ -654,7 +654,8 @@ impl Runner {
             return (None, Vec::new());
         };
         let stdout = self.state_dir.join(&report);
-        let answer = crate::agent::read_stream_file(&stdout)
+        let answer = crate::agent::backend()
+            .read_output(&stdout)
             .ok()
             .and_then(|s| s.result.and_then(|r| r.result))
             .map(|a| crate::agent::without_verdict(&a));

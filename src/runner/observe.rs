@@ -21,7 +21,8 @@ impl Runner {
     pub(super) fn observe(&self, run: &RunOnRecord, report: &TaskReport, m: &M1) -> Observed {
         // A task still running has no end; it is judged only once it has one (LOST if none).
         let end = report.end.clone().unwrap_or(TaskEnd::Lost);
-        let stream = agent::read_stream_file(&report.stdout_path).unwrap_or_default();
+        let backend = agent::backend();
+        let stream = backend.read_output(&report.stdout_path).unwrap_or_default();
         let stderr =
             String::from_utf8_lossy(&std::fs::read(&report.stderr_path).unwrap_or_default())
                 .into_owned();
@@ -32,7 +33,7 @@ impl Runner {
                 signal: report.signal,
                 killed_by_runner: end == TaskEnd::Killed,
             };
-            agent::classify(&exit, &stderr, &stream, Utc::now())
+            backend.classify(&exit, &stderr, &stream, Utc::now())
         });
         // The window a resume of the session will have decides how full its context is; a
         // review's session is never resumed.
@@ -106,7 +107,7 @@ impl Runner {
         let last = r
             .report
             .as_ref()
-            .and_then(|p| agent::read_stream_file(&self.state_dir.join(p)).ok())
+            .and_then(|p| agent::backend().read_output(&self.state_dir.join(p)).ok())
             .and_then(|s| s.result.and_then(|r| r.result));
         let stat = super::git::diff_stat(&self.workdir);
         engine::prompt::handoff_note(
@@ -147,8 +148,9 @@ impl Runner {
     pub(super) fn agent_settings(&self) -> crate::error::Result<String> {
         let path = crate::layout::Layout::dir(&self.state_dir).agent_settings();
         let exe = std::env::current_exe().context("while finding the loop binary")?;
-        let text = serde_json::to_string_pretty(&agent::hook_settings(&exe))
-            .context("while encoding the agent settings")?;
+        let settings = agent::backend().hook_settings(&exe).unwrap_or_default();
+        let text =
+            serde_json::to_string_pretty(&settings).context("while encoding the agent settings")?;
         if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
             std::fs::write(&path, &text)
                 .with_context(|| format!("while writing {}", path.display()))?;

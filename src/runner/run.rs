@@ -6,7 +6,7 @@
 use chrono::Utc;
 
 use super::{Runner, crash, stopfile};
-use crate::agent::{self, Session};
+use crate::agent::{self, Invocation, Session};
 use crate::bridge::{self, FireRequest, TaskReport, TaskState};
 use crate::engine::{self, Conclusion, RunKind, RunOnRecord, RunSpec, SessionPlan, SpawnFacts};
 use crate::exit::Status as Exit;
@@ -35,7 +35,19 @@ impl Runner {
             SessionPlan::Resume(id) => (id.clone(), true),
         };
         let prompt = self.prompt(spec.kind, &m, spec.step, spec.number, resumed);
-        let task_id = bridge::new_task_id();
+        let run = RunOnRecord {
+            kind: spec.kind,
+            step: spec.step,
+            task_id: bridge::new_task_id(),
+            number: spec.number,
+            session_id: Some(session_id.clone()),
+        };
+        // A setting the agent cannot honour stops the loop before anything is recorded.
+        let inv = match self.invocation(&run, resumed, &prompt)? {
+            Ok(inv) => inv,
+            Err(exit) => return Ok(Some(exit)),
+        };
+        let task_id = run.task_id.clone();
         let points = spec.kind.crash_points();
         crash::point(points.before_spawn_write);
         let t = engine::started(&SpawnFacts {
@@ -54,36 +66,49 @@ impl Runner {
         });
         self.apply(&t)?;
         crash::point(points.after_spawn_write);
-        let run = RunOnRecord {
-            kind: spec.kind,
-            step: spec.step,
-            task_id,
-            number: spec.number,
-            session_id: Some(session_id),
-        };
-        self.fire(&run, resumed, &prompt)?;
+        self.fire(&run, inv)?;
         if let Some(p) = points.after_fire {
             crash::point(p);
         }
         Ok(None)
     }
 
-    /// Starts the task of `run`, whose record is written: the agent as its kind is called, in
-    /// its session (`resumed` or a new one with that id).
-    fn fire(&mut self, run: &RunOnRecord, resumed: bool, prompt: &str) -> crate::error::Result<()> {
+    /// How the agent is called for `run`, as its kind says, in its session (`resumed` or a new
+    /// one with that id); or, when the agent cannot honour a setting of the loop, the loop
+    /// halted WAITING saying which (the exit).
+    fn invocation(
+        &mut self,
+        run: &RunOnRecord,
+        resumed: bool,
+        prompt: &str,
+    ) -> crate::error::Result<Result<Invocation, Exit>> {
+        let m = self.view();
+        let session_id = run.session_id.clone().unwrap_or_default();
+        let session = if resumed {
+            Session::Resume(session_id)
+        } else {
+            Session::New(session_id)
+        };
+        let cfg = run.kind.agent_config(self.settings.agent_for(&m), &m);
+        let backend = agent::backend();
+        match backend.invocation(&cfg, prompt, &session) {
+            Ok(inv) if run.kind.gets_hooks() => {
+                Ok(Ok(backend.with_hooks(inv, &self.agent_settings()?)))
+            }
+            Ok(inv) => Ok(Ok(inv)),
+            Err(refused) => {
+                let reason = format!("the agent ({}) cannot honour {refused}", backend.name());
+                let how = format!("change {} in M1.md, then `loop resume`", refused.setting);
+                self.halt(&reason, &how).map(Err)
+            }
+        }
+    }
+
+    /// Starts the task of `run`, whose record is written, as `inv` calls its agent.
+    fn fire(&mut self, run: &RunOnRecord, inv: Invocation) -> crate::error::Result<()> {
         let m = self.view();
         let caps = self.settings.caps(&m);
         let session_id = run.session_id.clone().unwrap_or_default();
-        let session = if resumed {
-            Session::Resume(session_id.clone())
-        } else {
-            Session::New(session_id.clone())
-        };
-        let cfg = run.kind.agent_config(self.settings.agent_for(&m), &m);
-        let mut inv = agent::invocation(&cfg, prompt, &session);
-        if run.kind.gets_hooks() {
-            inv = inv.with_settings(&self.agent_settings()?);
-        }
         let task_id = run.task_id.as_str();
         let file = std::path::absolute(&self.file).unwrap_or_else(|_| self.file.clone());
         let mut env = inv.env_set;
@@ -103,7 +128,7 @@ impl Runner {
             command,
             timeout: Some(caps.step_timeout),
             idle_timeout: caps.idle_timeout,
-            idle_exempt_marker: Some(agent::RESULT_MARKER.into()),
+            idle_exempt_marker: Some(agent::backend().answered_marker().into()),
             cwd: Some(self.workdir.clone()),
             stdin: None,
             input: Some(inv.input),
@@ -206,7 +231,11 @@ impl Runner {
             run.task_id
         ));
         let prompt = self.prompt(run.kind, &m, run.step, run.number, resumed);
-        self.fire(&run, resumed, &prompt)
+        match self.invocation(&run, resumed, &prompt)? {
+            Ok(inv) => self.fire(&run, inv),
+            // Halted WAITING: the loop stops at its next decision.
+            Err(_) => Ok(()),
+        }
     }
 
     /// Concludes a run whose task ended and records the conclusion: observe what it left

@@ -2,7 +2,7 @@
 //! its stream (a CLI retrying a refused key is ended at once), the live line.
 
 use super::{POLL, Runner, crash, stopfile};
-use crate::agent::{self, StreamFollower};
+use crate::agent::{self, Follow};
 use crate::bridge::{self, TaskReport, TaskState};
 use crate::engine::{self, OnRecord, RunOnRecord};
 use crate::runner::watch::Wake;
@@ -31,12 +31,12 @@ impl Runner {
         run: &RunOnRecord,
     ) -> crate::error::Result<Result<TaskReport, engine::Stop>> {
         let (step, task_id) = (run.step, run.task_id.as_str());
-        let mut stream: Option<StreamFollower> = None;
+        let mut stream: Option<Box<dyn Follow>> = None;
         loop {
             let report = bridge::check(&self.state_dir, task_id)?;
             let stream = stream.get_or_insert_with(|| {
                 self.begin_progress(run, &report);
-                StreamFollower::new(&report.stdout_path)
+                agent::backend().follow(&report.stdout_path)
             });
             stream.poll();
             self.progress.update(stream.summary());
@@ -55,7 +55,7 @@ impl Runner {
             if report.state != TaskState::Running {
                 return Ok(Ok(report));
             }
-            self.until_next_check(step, task_id, stream)?;
+            self.until_next_check(step, task_id, stream.as_mut())?;
             if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return Ok(Err(stop));
             }
@@ -92,7 +92,7 @@ impl Runner {
         &mut self,
         step: u32,
         task_id: &str,
-        stream: &mut StreamFollower,
+        stream: &mut dyn Follow,
     ) -> crate::error::Result<()> {
         let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
         let checked = std::time::Instant::now();

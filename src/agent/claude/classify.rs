@@ -329,7 +329,7 @@ mod tests {
 
     fn sigterm_capture() -> StreamSummary {
         stream(include_str!(
-            "../../tests/fixtures/claude-code/sigterm.stdout.jsonl"
+            "../../../tests/fixtures/claude-code/sigterm.stdout.jsonl"
         ))
     }
 
@@ -401,7 +401,7 @@ mod tests {
     fn an_agent_killed_while_the_cli_retried_an_api_error_waits_as_transient() {
         let retrying = format!(
             "{}\n{}\n",
-            include_str!("../../tests/fixtures/claude-code/sigterm.stdout.jsonl").trim_end(),
+            include_str!("../../../tests/fixtures/claude-code/sigterm.stdout.jsonl").trim_end(),
             r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":1015,"error_status":529,"error":"overloaded","session_id":"s"}"#
         );
         let s = stream(&retrying);
