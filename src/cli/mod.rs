@@ -222,7 +222,7 @@ pub struct StartArgs {
     pub allowed_tools: Option<Vec<String>>,
     /// Claude Code's permission mode for every step (default acceptEdits).
     #[arg(long, value_name = "MODE")]
-    pub permission_mode: Option<String>,
+    pub permission_mode: Option<crate::m1::settings::PermissionMode>,
     /// The model of every step (Claude Code's --model).
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
@@ -579,6 +579,45 @@ pub fn main() -> ExitCode {
         Err(err) => {
             crate::errln!("loop: {err}");
             ExitCode::from(err.code().code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::m1::settings::SETTINGS;
+
+    /// Flags of `loop start` that are not settings of the loop it writes.
+    const NOT_SETTINGS: &[&str] = &[
+        "step",
+        "plan",
+        "constraints",
+        "force",
+        "detach",
+        "quiet",
+        "plan-only",
+        "file",
+        "help",
+    ];
+
+    #[test]
+    fn every_setting_flag_of_start_is_in_the_settings_table_and_no_other() {
+        let cmd = super::command();
+        let start = cmd.find_subcommand("start").unwrap();
+        let flags: Vec<&str> = start.get_arguments().filter_map(|a| a.get_long()).collect();
+        for s in SETTINGS {
+            if let Some(flag) = s.flag {
+                assert!(
+                    flags.contains(&flag),
+                    "--{flag} is missing from `loop start`"
+                );
+            }
+        }
+        for flag in flags {
+            assert!(
+                NOT_SETTINGS.contains(&flag) || SETTINGS.iter().any(|s| s.flag == Some(flag)),
+                "--{flag} of `loop start` is not in the settings table"
+            );
         }
     }
 }

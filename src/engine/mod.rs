@@ -60,18 +60,19 @@ pub struct Caps {
 
 impl Default for Caps {
     fn default() -> Self {
+        let d = crate::m1::settings::DEFAULTS;
         Self {
-            max_retries: 3,
-            max_steps: 10,
+            max_retries: d.max_retries,
+            max_steps: d.max_steps,
             max_cost_usd: None,
-            transient_cap: 8,
-            step_timeout: Duration::from_secs(60 * 60),
+            transient_cap: d.transient_retries,
+            step_timeout: d.step_timeout,
             idle_timeout: None,
-            max_restarts: 3,
-            context_threshold: 70,
+            max_restarts: d.max_restarts,
+            context_threshold: d.context_threshold,
             max_session: None,
             review: false,
-            max_retakes: 3,
+            max_retakes: d.max_retakes,
         }
     }
 }

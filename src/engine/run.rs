@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::agent::AgentConfig;
 use crate::m1::M1;
+use crate::m1::settings::PermissionMode;
 
 /// What an agent run is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +62,7 @@ impl RunKind {
             RunKind::Plan => cfg.read_only(),
             RunKind::Review => {
                 let mut cfg = cfg.read_only();
-                cfg.permission_mode = Some("plan".into());
+                cfg.permission_mode = Some(PermissionMode::Plan);
                 if let Some(model) = &m.agent.review_model {
                     cfg.model = Some(model.clone());
                 }
@@ -192,7 +193,7 @@ mod tests {
         assert_eq!(RunKind::Attempt.agent_config(cfg.clone(), &m).tools, None);
         assert!(RunKind::Plan.agent_config(cfg.clone(), &m).tools.is_some());
         let review = RunKind::Review.agent_config(cfg, &m);
-        assert_eq!(review.permission_mode.as_deref(), Some("plan"));
+        assert_eq!(review.permission_mode, Some(PermissionMode::Plan));
         assert!(!RunKind::Review.gets_hooks() && RunKind::Plan.gets_hooks());
     }
 }

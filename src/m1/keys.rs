@@ -112,8 +112,16 @@ impl Kind {
                     setting::TIME_EXAMPLE
                 ))
             }),
-            Kind::Mode => setting::permission_mode(v)
-                .or_else(|_| expected(format!("one of {}", setting::PERMISSION_MODES.join(", ")))),
+            Kind::Mode => v
+                .parse::<super::settings::PermissionMode>()
+                .map(drop)
+                .or_else(|_| {
+                    let all: Vec<&str> = super::settings::PermissionMode::ALL
+                        .iter()
+                        .map(|m| m.as_str())
+                        .collect();
+                    expected(format!("one of {}", all.join(", ")))
+                }),
             Kind::Tools => setting::tools(v).map(drop).or_else(|_| {
                 expected(format!(
                     "tool names separated by commas, e.g. `Read,Grep,Bash(git:*)`, or `{}`",

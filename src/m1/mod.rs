@@ -12,6 +12,7 @@ pub mod keys;
 mod line;
 mod merge;
 pub mod setting;
+pub mod settings;
 mod source;
 mod steps;
 mod store;

@@ -5,15 +5,6 @@
 
 use std::time::Duration;
 
-/// Claude Code's permission modes (`claude --help`).
-pub const PERMISSION_MODES: &[&str] = &[
-    "acceptEdits",
-    "bypassPermissions",
-    "default",
-    "dontAsk",
-    "plan",
-];
-
 /// What an empty list is written as (`ALLOWED_TOOLS: (none)`).
 pub const NONE: &str = "(none)";
 
@@ -54,21 +45,6 @@ pub fn time(v: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
 
 /// How [`time`] reads, for messages.
 pub const TIME_EXAMPLE: &str = "2026-11-22T03:00:30Z";
-
-/// A permission mode Claude Code knows.
-///
-/// # Errors
-/// The modes there are.
-pub fn permission_mode(v: &str) -> Result<(), String> {
-    if PERMISSION_MODES.contains(&v) {
-        Ok(())
-    } else {
-        Err(format!(
-            "unknown permission mode `{v}`: expected one of {}",
-            PERMISSION_MODES.join(", ")
-        ))
-    }
-}
 
 /// `Read,Grep,Bash(git:*)` → the tool rules; commas inside parentheses belong to the rule.
 /// `(none)` is the empty list.

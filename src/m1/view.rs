@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::document::Document;
 use super::keys::{AgentKey, CurrentKey, LimitKey, PlanKey, ResultKey, Review, Top, switch_on};
 use super::setting;
+use super::settings::{DEFAULTS, PermissionMode};
 use super::steps;
 
 /// The loop's state, as in `STATUS:`.
@@ -183,12 +184,6 @@ pub struct Limits {
     pub max_retakes: Option<u32>,
 }
 
-impl Limits {
-    pub const DEFAULT_MAX_RETRIES: u32 = 3;
-    pub const DEFAULT_MAX_STEPS: u32 = 10;
-    pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60 * 60);
-}
-
 impl Serialize for Limits {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
@@ -196,15 +191,12 @@ impl Serialize for Limits {
         let mut st = s.serialize_struct("Limits", 5)?;
         st.serialize_field(
             "max_retries",
-            &self.max_retries.unwrap_or(Self::DEFAULT_MAX_RETRIES),
+            &self.max_retries.unwrap_or(DEFAULTS.max_retries),
         )?;
-        st.serialize_field(
-            "max_steps",
-            &self.max_steps.unwrap_or(Self::DEFAULT_MAX_STEPS),
-        )?;
+        st.serialize_field("max_steps", &self.max_steps.unwrap_or(DEFAULTS.max_steps))?;
         st.serialize_field(
             "step_timeout",
-            &exact(self.step_timeout.unwrap_or(Self::DEFAULT_STEP_TIMEOUT)),
+            &exact(self.step_timeout.unwrap_or(DEFAULTS.step_timeout)),
         )?;
         st.serialize_field("idle_timeout", &self.idle_timeout.map(exact))?;
         st.serialize_field("max_cost_usd", &self.max_cost_usd)?;
@@ -227,7 +219,7 @@ impl Serialize for Limits {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct AgentKeys {
     pub program: Option<String>,
-    pub permission_mode: Option<String>,
+    pub permission_mode: Option<PermissionMode>,
     pub allowed_tools: Option<Vec<String>>,
     pub model: Option<String>,
     pub max_turns: Option<u32>,
@@ -306,7 +298,7 @@ impl M1 {
             },
             agent: AgentKeys {
                 program: agent(AgentKey::Program).filter(|p| !p.trim().is_empty()),
-                permission_mode: agent(AgentKey::PermissionMode),
+                permission_mode: parsed(agent(AgentKey::PermissionMode)),
                 allowed_tools: agent(AgentKey::AllowedTools).and_then(|v| setting::tools(&v).ok()),
                 model: agent(AgentKey::Model),
                 max_turns: parsed(agent(AgentKey::MaxTurns)),

@@ -14,55 +14,8 @@ use serde_saphyr::Spanned;
 use crate::agent::AgentConfig;
 use crate::engine::Caps;
 use crate::error::Error;
-use crate::m1::{Document, Error as M1Error, Errors, Limits, M1};
-
-/// What an ordinary coding step needs without a denial: read, edit and write files, search,
-/// and run the usual build, test and version-control tools. `acceptEdits` lets edits through;
-/// Bash commands must be listed. `--dangerously-skip-permissions` is refused as root, so it is
-/// never a default.
-pub const DEFAULT_ALLOWED_TOOLS: &[&str] = &[
-    "Read",
-    "Edit",
-    "MultiEdit",
-    "Write",
-    "Glob",
-    "Grep",
-    "LS",
-    "TodoWrite",
-    "NotebookEdit",
-    "Bash(git:*)",
-    "Bash(cargo:*)",
-    "Bash(npm:*)",
-    "Bash(npx:*)",
-    "Bash(pnpm:*)",
-    "Bash(yarn:*)",
-    "Bash(node:*)",
-    "Bash(make:*)",
-    "Bash(go:*)",
-    "Bash(python:*)",
-    "Bash(python3:*)",
-    "Bash(pytest:*)",
-    "Bash(uv:*)",
-    "Bash(pip:*)",
-    "Bash(ls:*)",
-    "Bash(cat:*)",
-    "Bash(head:*)",
-    "Bash(tail:*)",
-    "Bash(grep:*)",
-    "Bash(rg:*)",
-    "Bash(find:*)",
-    "Bash(wc:*)",
-    "Bash(diff:*)",
-    "Bash(mkdir:*)",
-    "Bash(touch:*)",
-    "Bash(cp:*)",
-    "Bash(mv:*)",
-    "Bash(sed:*)",
-    "Bash(echo:*)",
-];
-
-/// The default permission mode of a step.
-pub const DEFAULT_PERMISSION_MODE: &str = "acceptEdits";
+use crate::m1::settings::{DEFAULTS, PermissionMode};
+use crate::m1::{Document, Error as M1Error, Errors, M1};
 
 /// `loop.yaml`: every field optional.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -95,7 +48,7 @@ pub enum ReviewFile {
 #[serde(deny_unknown_fields)]
 pub struct AgentFile {
     pub program: Option<String>,
-    pub permission_mode: Option<String>,
+    pub permission_mode: Option<PermissionMode>,
     pub allowed_tools: Option<Vec<String>>,
     pub max_turns: Option<u32>,
     pub max_budget_usd: Option<f64>,
@@ -126,7 +79,7 @@ pub struct Overrides {
     pub max_cost_usd: Option<f64>,
     pub verify: Option<String>,
     pub allowed_tools: Option<Vec<String>>,
-    pub permission_mode: Option<String>,
+    pub permission_mode: Option<PermissionMode>,
     pub model: Option<String>,
     pub max_turns: Option<u32>,
     pub max_budget_usd: Option<f64>,
@@ -269,20 +222,20 @@ impl Settings {
             .clone()
             .or_else(|| std::env::var("LOOP_AGENT").ok().filter(|s| !s.is_empty()))
             .or_else(|| a.program.clone())
-            .unwrap_or_else(|| "claude".into());
+            .unwrap_or_else(|| DEFAULTS.program.into());
         let agent = AgentConfig {
             program,
             permission_mode: overrides
                 .permission_mode
-                .clone()
-                .or_else(|| a.permission_mode.clone())
-                .or_else(|| Some(DEFAULT_PERMISSION_MODE.into())),
+                .or(a.permission_mode)
+                .or(Some(DEFAULTS.permission_mode)),
             allowed_tools: overrides
                 .allowed_tools
                 .clone()
                 .or_else(|| a.allowed_tools.clone())
                 .unwrap_or_else(|| {
-                    DEFAULT_ALLOWED_TOOLS
+                    DEFAULTS
+                        .allowed_tools
                         .iter()
                         .map(|s| (*s).to_string())
                         .collect()
@@ -313,10 +266,7 @@ impl Settings {
         let d = &self.agent;
         AgentConfig {
             program: k.program.clone().unwrap_or_else(|| d.program.clone()),
-            permission_mode: k
-                .permission_mode
-                .clone()
-                .or_else(|| d.permission_mode.clone()),
+            permission_mode: k.permission_mode.or(d.permission_mode),
             allowed_tools: k
                 .allowed_tools
                 .clone()
@@ -371,17 +321,17 @@ impl Settings {
             max_retries: top
                 .max_retries
                 .or(f.max_retries)
-                .unwrap_or(Limits::DEFAULT_MAX_RETRIES),
-            max_steps: top
-                .max_steps
-                .or(f.max_steps)
-                .unwrap_or(Limits::DEFAULT_MAX_STEPS),
+                .unwrap_or(DEFAULTS.max_retries),
+            max_steps: top.max_steps.or(f.max_steps).unwrap_or(DEFAULTS.max_steps),
             max_cost_usd: top.max_cost_usd.or(f.max_cost_usd),
-            transient_cap: self.file.transient_retries.unwrap_or(8),
+            transient_cap: self
+                .file
+                .transient_retries
+                .unwrap_or(DEFAULTS.transient_retries),
             step_timeout: top
                 .step_timeout
                 .or(self.step_timeout)
-                .unwrap_or(Limits::DEFAULT_STEP_TIMEOUT),
+                .unwrap_or(DEFAULTS.step_timeout),
             idle_timeout: top.idle_timeout.or(self.idle_timeout),
             ..Caps::default()
         }
@@ -430,4 +380,72 @@ struct Top {
     max_cost_usd: Option<f64>,
     step_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::m1::keys::Kind;
+    use crate::m1::settings::{Kept, SETTINGS};
+    use std::fmt::Write as _;
+
+    /// A value of the kind a setting holds, as `loop.yaml` writes it.
+    fn sample(kept: Kept, path: &str) -> &'static str {
+        let kind = match kept {
+            Kept::Limit(k) => k.kind(),
+            Kept::Agent(k) => k.kind(),
+            Kept::Top(k) => k.kind(),
+            Kept::Runner if path == "notify_each_step" => Kind::Switch,
+            Kept::Runner => Kind::Count,
+        };
+        match kind {
+            Kind::Duration => "90s",
+            Kind::Amount => "2.5",
+            Kind::Count | Kind::Positive => "3",
+            Kind::Switch => "true",
+            Kind::Mode => "plan",
+            Kind::Tools | Kind::Args => "[a, b]",
+            _ => "x",
+        }
+    }
+
+    #[test]
+    fn every_loop_yaml_key_of_the_settings_table_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut yaml = String::new();
+        let mut sections: Vec<(&str, Vec<(&str, &str)>)> = Vec::new();
+        for s in SETTINGS {
+            let Some(path) = s.yaml else { continue };
+            let value = sample(s.m1, path);
+            match path.split_once('.') {
+                Some((section, key)) => match sections.iter_mut().find(|(n, _)| *n == section) {
+                    Some((_, keys)) => keys.push((key, value)),
+                    None => sections.push((section, vec![(key, value)])),
+                },
+                None if path == "review" => {}
+                None => {
+                    let _ = writeln!(yaml, "{path}: {value}");
+                }
+            }
+        }
+        for (section, keys) in sections {
+            let _ = writeln!(yaml, "{section}:");
+            for (k, v) in keys {
+                let _ = writeln!(yaml, "  {k}: {v}");
+            }
+        }
+        std::fs::write(dir.path().join("loop.yaml"), &yaml).unwrap();
+        let s = Settings::load(dir.path(), Overrides::default())
+            .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        assert_eq!(
+            s.agent.permission_mode,
+            Some(PermissionMode::Plan),
+            "{yaml}"
+        );
+        assert_eq!(
+            s.caps_for_new().step_timeout,
+            Duration::from_secs(90),
+            "{yaml}"
+        );
+    }
 }

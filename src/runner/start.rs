@@ -132,13 +132,9 @@ fn make_room(file: &Path, force: bool) -> Result<Option<PathBuf>> {
     Ok(Some(archive(file)?))
 }
 
-/// Refuses settings a loop could not run with: an unknown permission mode, or an agent
-/// program that is missing or cannot be executed.
+/// Refuses an agent program that is missing or cannot be executed (an unknown permission mode
+/// is refused as the flag or `loop.yaml` is read).
 fn check_agent(settings: &Settings) -> Result<()> {
-    if let Some(mode) = &settings.agent.permission_mode {
-        setting::permission_mode(mode)
-            .map_err(|e| Error::bad_input(format!("{e}; nothing was changed")))?;
-    }
     crate::runner::settings::find_program(&settings.agent.program).map_err(|e| {
         Error::bad_input(format!(
             "{e}; {}; nothing was changed",
@@ -190,7 +186,7 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
         edits.push(LimitKey::MaxCostUsd.set(usd.to_string()));
     }
     edits.push(match &agent.permission_mode {
-        Some(mode) => AgentKey::PermissionMode.set(mode.clone()),
+        Some(mode) => AgentKey::PermissionMode.set(mode.as_str()),
         None => AgentKey::PermissionMode.remove(),
     });
     if let Some(model) = &agent.model {

@@ -279,8 +279,16 @@ fn check_exits_with_a_code_of_its_own_for_each_state() {
 
     let running = w.fire(&["--", "sleep", "60"]);
     assert_eq!(code(&running), Some(10));
-    assert_eq!(w.run(&["kill", &running]).status.code(), Some(0));
-    assert_eq!(w.check(&running)["state"], "KILLED");
+    let killed = w.run(&["kill", &running]);
+    assert_eq!(killed.status.code(), Some(0));
+    let report = w.check(&running);
+    assert_eq!(
+        report["state"],
+        "KILLED",
+        "{report}\nkill said: {}{}",
+        String::from_utf8_lossy(&killed.stdout),
+        String::from_utf8_lossy(&killed.stderr)
+    );
     assert_eq!(code(&running), Some(13));
 
     assert_eq!(code("task_nosuchtask").unwrap_or(-1), 2);

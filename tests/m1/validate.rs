@@ -180,7 +180,7 @@ fn bad_settings_in_limits_and_agent_are_errors_at_line_and_column() {
         ),
         (
             "AGENT:\n  PERMISSION_MODE: yolo\n",
-            "4:20: PERMISSION_MODE: expected one of acceptEdits, bypassPermissions, default, dontAsk, plan, found `yolo`",
+            "4:20: PERMISSION_MODE: expected one of acceptEdits, auto, bypassPermissions, default, manual, dontAsk, plan, found `yolo`",
         ),
         (
             "AGENT:\n  ALLOWED_TOOLS: Read,,Grep\n",
@@ -215,7 +215,10 @@ fn bad_settings_in_limits_and_agent_are_errors_at_line_and_column() {
     let m = doc.view();
     assert_eq!(m.limits.step_timeout, Some(Duration::from_secs(120)));
     assert_eq!(m.limits.idle_timeout, Some(Duration::from_secs(40)));
-    assert_eq!(m.agent.permission_mode.as_deref(), Some("plan"));
+    assert_eq!(
+        m.agent.permission_mode,
+        Some(m1loop::m1::settings::PermissionMode::Plan)
+    );
     assert_eq!(
         m.agent.allowed_tools.unwrap(),
         ["Read", "Bash(git log --format=%h,%s)"]

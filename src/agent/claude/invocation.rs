@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::m1::settings::PermissionMode;
+
 /// How the agent is called, from settings (`loop.yaml`, flags, `LOOP_AGENT`).
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default)]
@@ -13,7 +15,7 @@ pub struct AgentConfig {
     /// The agent program; `claude` unless `LOOP_AGENT` or settings say otherwise.
     pub program: String,
     /// `--permission-mode X` (e.g. `acceptEdits`, `bypassPermissions`).
-    pub permission_mode: Option<String>,
+    pub permission_mode: Option<PermissionMode>,
     /// `--allowedTools A B ...`: one flag followed by every tool rule.
     pub allowed_tools: Vec<String>,
     /// `--tools A,B`: the only tools the agent is offered (names, not rules), when set.
@@ -167,8 +169,8 @@ pub fn invocation(cfg: &AgentConfig, prompt: &str, session: &Session) -> Invocat
         Session::New(id) => args.extend(["--session-id".into(), id.clone()]),
         Session::Resume(id) => args.extend(["--resume".into(), id.clone()]),
     }
-    if let Some(mode) = &cfg.permission_mode {
-        args.extend(["--permission-mode".into(), mode.clone()]);
+    if let Some(mode) = cfg.permission_mode {
+        args.extend(["--permission-mode".into(), mode.as_str().into()]);
     }
     if let Some(n) = cfg.max_turns {
         args.extend(["--max-turns".into(), n.to_string()]);

@@ -1,0 +1,344 @@
+//! Every setting of a loop, declared once: where M1.md keeps it, its `loop.yaml` key, its flag
+//! of `loop start`, its environment variable, and its default; with the one typed setting that
+//! was a string everywhere, the permission mode. The defaults live here and nowhere else
+//! ([`DEFAULTS`]); a test holds the command line and `loop.yaml` to this table.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::keys::{AgentKey, LimitKey, Top};
+
+/// Claude Code's permission mode of a run (`--permission-mode`). `default` became `manual` in
+/// Claude Code 2.1.200 (2.1.197 knows only `default`, 2.1.330 only `manual`): both are read,
+/// they mean the same, and each is passed on as written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PermissionMode {
+    AcceptEdits,
+    Auto,
+    BypassPermissions,
+    /// `default`, as Claude Code before 2.1.200 names it.
+    Default,
+    /// `manual`, as Claude Code names `default` since 2.1.200.
+    Manual,
+    DontAsk,
+    Plan,
+}
+
+impl PermissionMode {
+    /// Every mode, as written.
+    pub const ALL: &'static [PermissionMode] = &[
+        PermissionMode::AcceptEdits,
+        PermissionMode::Auto,
+        PermissionMode::BypassPermissions,
+        PermissionMode::Default,
+        PermissionMode::Manual,
+        PermissionMode::DontAsk,
+        PermissionMode::Plan,
+    ];
+
+    /// The mode as M1.md and the CLI write it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionMode::AcceptEdits => "acceptEdits",
+            PermissionMode::Auto => "auto",
+            PermissionMode::BypassPermissions => "bypassPermissions",
+            PermissionMode::Default => "default",
+            PermissionMode::Manual => "manual",
+            PermissionMode::DontAsk => "dontAsk",
+            PermissionMode::Plan => "plan",
+        }
+    }
+
+    /// Whether two modes mean the same (`default` and `manual` do).
+    #[must_use]
+    pub fn same_as(self, other: PermissionMode) -> bool {
+        let norm = |m| match m {
+            PermissionMode::Default => PermissionMode::Manual,
+            m => m,
+        };
+        norm(self) == norm(other)
+    }
+}
+
+impl FromStr for PermissionMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|m| m.as_str() == s.trim())
+            .ok_or_else(|| {
+                let all: Vec<&str> = Self::ALL.iter().map(|m| m.as_str()).collect();
+                format!(
+                    "unknown permission mode `{s}`: expected one of {}",
+                    all.join(", ")
+                )
+            })
+    }
+}
+
+impl fmt::Display for PermissionMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PermissionMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl serde::Serialize for PermissionMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// What a loop runs with where nothing says otherwise: the one table of defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct Defaults {
+    pub program: &'static str,
+    pub permission_mode: PermissionMode,
+    pub allowed_tools: &'static [&'static str],
+    pub max_retries: u32,
+    pub max_steps: u32,
+    pub step_timeout: Duration,
+    pub transient_retries: u32,
+    pub max_restarts: u32,
+    pub context_threshold: u32,
+    pub max_retakes: u32,
+}
+
+/// The defaults.
+pub const DEFAULTS: Defaults = Defaults {
+    program: "claude",
+    permission_mode: PermissionMode::AcceptEdits,
+    allowed_tools: DEFAULT_ALLOWED_TOOLS,
+    max_retries: 3,
+    max_steps: 10,
+    step_timeout: Duration::from_secs(60 * 60),
+    transient_retries: 8,
+    max_restarts: 3,
+    context_threshold: 70,
+    max_retakes: 3,
+};
+
+/// What an ordinary coding step needs without a denial: read, edit and write files, search,
+/// and run the usual build, test and version-control tools. `acceptEdits` lets edits through;
+/// Bash commands must be listed. `--dangerously-skip-permissions` is refused as root, so it is
+/// never a default.
+pub const DEFAULT_ALLOWED_TOOLS: &[&str] = &[
+    "Read",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "Glob",
+    "Grep",
+    "LS",
+    "TodoWrite",
+    "NotebookEdit",
+    "Bash(git:*)",
+    "Bash(cargo:*)",
+    "Bash(npm:*)",
+    "Bash(npx:*)",
+    "Bash(pnpm:*)",
+    "Bash(yarn:*)",
+    "Bash(node:*)",
+    "Bash(make:*)",
+    "Bash(go:*)",
+    "Bash(python:*)",
+    "Bash(python3:*)",
+    "Bash(pytest:*)",
+    "Bash(uv:*)",
+    "Bash(pip:*)",
+    "Bash(ls:*)",
+    "Bash(cat:*)",
+    "Bash(head:*)",
+    "Bash(tail:*)",
+    "Bash(grep:*)",
+    "Bash(rg:*)",
+    "Bash(find:*)",
+    "Bash(wc:*)",
+    "Bash(diff:*)",
+    "Bash(mkdir:*)",
+    "Bash(touch:*)",
+    "Bash(cp:*)",
+    "Bash(mv:*)",
+    "Bash(sed:*)",
+    "Bash(echo:*)",
+];
+
+/// Where M1.md keeps a setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kept {
+    Limit(LimitKey),
+    Agent(AgentKey),
+    Top(Top),
+    /// Not in M1.md: it changes how the runner reports, not what runs.
+    Runner,
+}
+
+/// One setting, in every place a person can give it.
+#[derive(Clone, Copy, Debug)]
+pub struct Setting {
+    /// Where M1.md keeps it (and so its kind of value: [`super::keys`]).
+    pub m1: Kept,
+    /// Its key in `loop.yaml`, as a dotted path.
+    pub yaml: Option<&'static str>,
+    /// Its flag of `loop start`.
+    pub flag: Option<&'static str>,
+    /// The environment variable that gives it, below the flag and above `loop.yaml`.
+    pub env: Option<&'static str>,
+}
+
+const fn setting(
+    m1: Kept,
+    yaml: Option<&'static str>,
+    flag: Option<&'static str>,
+    env: Option<&'static str>,
+) -> Setting {
+    Setting {
+        m1,
+        yaml,
+        flag,
+        env,
+    }
+}
+
+/// Every setting of a loop. Resolved for a new loop from its flag, environment variable,
+/// `loop.yaml` key and default (highest first), and written into M1.md, which wins from then
+/// on.
+pub const SETTINGS: &[Setting] = &[
+    setting(
+        Kept::Limit(LimitKey::MaxRetries),
+        Some("limits.max_retries"),
+        Some("max-retries"),
+        None,
+    ),
+    setting(
+        Kept::Limit(LimitKey::MaxSteps),
+        Some("limits.max_steps"),
+        Some("max-steps"),
+        None,
+    ),
+    setting(
+        Kept::Limit(LimitKey::StepTimeout),
+        Some("limits.step_timeout"),
+        Some("step-timeout"),
+        None,
+    ),
+    setting(
+        Kept::Limit(LimitKey::IdleTimeout),
+        Some("limits.idle_timeout"),
+        Some("idle-timeout"),
+        None,
+    ),
+    setting(
+        Kept::Limit(LimitKey::MaxCostUsd),
+        Some("limits.max_cost_usd"),
+        Some("max-cost-usd"),
+        None,
+    ),
+    setting(
+        Kept::Limit(LimitKey::MaxRetakes),
+        Some("review.max_retakes"),
+        None,
+        None,
+    ),
+    setting(Kept::Limit(LimitKey::MaxRestarts), None, None, None),
+    setting(Kept::Limit(LimitKey::ContextThreshold), None, None, None),
+    setting(Kept::Limit(LimitKey::MaxSession), None, None, None),
+    setting(
+        Kept::Agent(AgentKey::Program),
+        Some("agent.program"),
+        None,
+        Some("LOOP_AGENT"),
+    ),
+    setting(
+        Kept::Agent(AgentKey::PermissionMode),
+        Some("agent.permission_mode"),
+        Some("permission-mode"),
+        None,
+    ),
+    setting(
+        Kept::Agent(AgentKey::AllowedTools),
+        Some("agent.allowed_tools"),
+        Some("allowed-tools"),
+        None,
+    ),
+    setting(
+        Kept::Agent(AgentKey::Model),
+        Some("agent.model"),
+        Some("model"),
+        None,
+    ),
+    setting(
+        Kept::Agent(AgentKey::MaxTurns),
+        Some("agent.max_turns"),
+        Some("max-turns"),
+        None,
+    ),
+    setting(
+        Kept::Agent(AgentKey::MaxBudgetUsd),
+        Some("agent.max_budget_usd"),
+        Some("max-budget-usd"),
+        None,
+    ),
+    setting(
+        Kept::Agent(AgentKey::ExtraArgs),
+        Some("agent.extra_args"),
+        None,
+        None,
+    ),
+    setting(
+        Kept::Agent(AgentKey::ReviewModel),
+        Some("review.model"),
+        Some("review-model"),
+        None,
+    ),
+    setting(Kept::Top(Top::Verify), Some("verify"), Some("verify"), None),
+    setting(Kept::Top(Top::Review), Some("review"), Some("review"), None),
+    setting(Kept::Runner, Some("notify_each_step"), None, None),
+    setting(Kept::Runner, Some("transient_retries"), None, None),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_names_of_the_manual_mode_are_read_and_mean_the_same() {
+        let old: PermissionMode = "default".parse().unwrap();
+        let new: PermissionMode = "manual".parse().unwrap();
+        assert!(old.same_as(new));
+        assert_eq!(old.to_string(), "default");
+        assert!(!PermissionMode::Plan.same_as(PermissionMode::AcceptEdits));
+        let err = "everything".parse::<PermissionMode>().unwrap_err();
+        assert!(
+            err.contains("acceptEdits") && err.contains("manual"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn every_limit_and_agent_key_of_m1_is_a_setting_once() {
+        for k in LimitKey::ALL {
+            let n = SETTINGS.iter().filter(|s| s.m1 == Kept::Limit(*k)).count();
+            // Older files' whole minutes are the same settings as the exact durations.
+            let want = usize::from(!matches!(
+                k,
+                LimitKey::StepTimeoutMin | LimitKey::IdleTimeoutMin
+            ));
+            assert_eq!(n, want, "{k:?}");
+        }
+        for k in AgentKey::ALL {
+            let n = SETTINGS.iter().filter(|s| s.m1 == Kept::Agent(*k)).count();
+            assert_eq!(n, 1, "{k:?}");
+        }
+    }
+}
