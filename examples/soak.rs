@@ -409,85 +409,7 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         t.reviewed += 1;
     }
     let mut runner = l.cmd(&start).spawn().unwrap();
-    let mut storm_gaps = false;
-    let mut saves = 0;
-    match kind {
-        // kill -9 of the runner at random moments, then resume, until DONE.
-        0 => {
-            for _ in 0..6 {
-                std::thread::sleep(Duration::from_millis(50 + rng.below(500)));
-                if runner.try_wait().ok().flatten().is_some() {
-                    break;
-                }
-                kill9(runner.id());
-                let _ = runner.wait();
-                t.runner_kills += 1;
-                runner = l.cmd(&["resume"]).spawn().unwrap();
-            }
-        }
-        // A stale save with the runner alive: a text read during step k, saved once k+1 runs.
-        1 | 2 => {
-            let k = 1 + rng.below(STEPS - 1);
-            let ok = wait_for(Duration::from_secs(30), || l.step_running(k));
-            let old = l.text();
-            if ok && wait_for(Duration::from_secs(30), || l.started(k + 1)) {
-                if kind == 2 {
-                    kill9(runner.id());
-                    let _ = runner.wait();
-                    t.runner_kills += 1;
-                    save_by_rename(&l.file, &old);
-                    t.stale_saves_dead_runner += 1;
-                    runner = l.cmd(&["resume"]).spawn().unwrap();
-                } else {
-                    save_by_rename(&l.file, &old);
-                }
-                t.stale_saves += 1;
-            }
-        }
-        // Supervisor and guardian killed together mid-step.
-        3 => {
-            let k = 1 + rng.below(STEPS);
-            if wait_for(Duration::from_secs(30), || l.step_running(k)) {
-                std::thread::sleep(Duration::from_millis(50 + rng.below(100)));
-                if kill_supervisor_and_guardian(&l) {
-                    t.supervisor_guardian_kills += 1;
-                }
-            }
-        }
-        // A stale save once another runner took the loop over: a text read during step 1,
-        // the runner killed during step 2 and revived (by itself, or by hand), the text saved
-        // once step 3 runs.
-        5 => {
-            let ok = wait_for(Duration::from_secs(30), || l.step_running(1));
-            let old = l.text();
-            if ok && wait_for(Duration::from_secs(30), || l.step_running(2)) {
-                kill9(runner.id());
-                let _ = runner.wait();
-                t.runner_kills += 1;
-                if l.revive {
-                    t.takeovers_revived += 1;
-                } else {
-                    runner = l.cmd(&["resume"]).spawn().unwrap();
-                }
-                if wait_for(Duration::from_secs(30), || l.started(3)) {
-                    save_by_rename(&l.file, &old);
-                    t.stale_saves += 1;
-                    t.stale_saves_after_takeover += 1;
-                }
-            }
-        }
-        // A save every 20 ms until the loop ends.
-        _ => {
-            t.storms += 1;
-            storm_gaps = true;
-            let how = if mode == Mode::InPlaceStorms {
-                2
-            } else {
-                rng.below(3)
-            };
-            saves = storm(&l, &mut runner, how, t);
-        }
-    }
+    let saves = inject((kind, mode), &l, &mut runner, rng, t);
     if l.revive {
         // A revived runner is not ours to reap: its loop ends by itself.
         wait_for(Duration::from_secs(120), || l.done());
@@ -499,60 +421,9 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         reap(&mut again, Duration::from_secs(120));
     }
     t.loops += 1;
-    let mut bad = Vec::new();
-    // (step, attempt or review run, whether a review).
-    let mut seen: HashMap<(u64, u64, bool), usize> = HashMap::new();
-    for c in l.calls() {
-        if let (Some(s), Some(a)) = (c["step"].as_u64(), c["attempt"].as_u64()) {
-            let argv = c["argv"].as_array().cloned().unwrap_or_default();
-            let plan = argv
-                .windows(2)
-                .any(|w| w[0] == "--permission-mode" && w[1] == "plan");
-            *seen.entry((s, a, plan)).or_default() += 1;
-        }
-    }
-    let doubles: usize = seen.values().map(|n| n - 1).sum();
-    if doubles > 0 {
-        t.double_starts += doubles;
-        bad.push(format!("{doubles} double start(s): {seen:?}"));
-    }
-    let reruns = l.reruns();
-    if reruns > 0 {
-        t.reruns += reruns;
-        bad.push(format!("{reruns} re-run(s) of a passed step"));
-    }
-    let text = l.text();
-    let lost: Vec<usize> = (1..=saves)
-        .filter(|n| !text.contains(&format!("# save {n}\n")))
-        .collect();
-    if !lost.is_empty() {
-        t.lost_edits += lost.len();
-        bad.push(format!("saves lost: {lost:?}"));
-    }
-    let approved = text.matches("REVIEW: approved").count() as u64;
-    let results_ok = (1..=STEPS)
-        .all(|s| text.contains(&format!("{s}: [DONE]")) && text.contains(&format!("STEP_{s}:")))
-        && approved == if review { STEPS } else { 0 };
-    if !l.done() || !results_ok {
-        t.lost_results += 1;
-        bad.push(format!("not DONE with every result (runner {status:?})"));
-    }
-    let left = if wait_for(Duration::from_secs(10), || l.processes().is_empty()) {
-        Vec::new()
-    } else {
-        l.processes()
-    };
-    if !left.is_empty() {
-        t.orphans += left.len();
-        bad.push(format!("orphans: {left:?}"));
-        for p in &left {
-            if let Some(pid) = p.split_whitespace().next().and_then(|s| s.parse().ok()) {
-                kill9(pid);
-            }
-        }
-    }
+    let bad = assess(&l, saves, review, status, t);
     let gaps = l.gaps();
-    if storm_gaps {
+    if kind == 4 {
         t.storm_gaps_ms.extend(&gaps);
     } else if kind == 1 {
         t.gaps_ms.extend(&gaps);
@@ -609,6 +480,158 @@ fn storm(l: &Loop, runner: &mut Child, how: u64, t: &mut Tally) -> usize {
         std::thread::sleep(Duration::from_millis(20));
     }
     n
+}
+
+/// Injects the fault of `kind` into the loop whose runner is `runner` (which a fault may
+/// replace); the number of saves of a storm.
+fn inject(
+    (kind, mode): (usize, Mode),
+    l: &Loop,
+    runner: &mut Child,
+    rng: &mut Rng,
+    t: &mut Tally,
+) -> usize {
+    let mut saves = 0;
+    match kind {
+        // kill -9 of the runner at random moments, then resume, until DONE.
+        0 => {
+            for _ in 0..6 {
+                std::thread::sleep(Duration::from_millis(50 + rng.below(500)));
+                if runner.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                kill9(runner.id());
+                let _ = runner.wait();
+                t.runner_kills += 1;
+                *runner = l.cmd(&["resume"]).spawn().unwrap();
+            }
+        }
+        // A stale save with the runner alive: a text read during step k, saved once k+1 runs.
+        1 | 2 => {
+            let k = 1 + rng.below(STEPS - 1);
+            let ok = wait_for(Duration::from_secs(30), || l.step_running(k));
+            let old = l.text();
+            if ok && wait_for(Duration::from_secs(30), || l.started(k + 1)) {
+                if kind == 2 {
+                    kill9(runner.id());
+                    let _ = runner.wait();
+                    t.runner_kills += 1;
+                    save_by_rename(&l.file, &old);
+                    t.stale_saves_dead_runner += 1;
+                    *runner = l.cmd(&["resume"]).spawn().unwrap();
+                } else {
+                    save_by_rename(&l.file, &old);
+                }
+                t.stale_saves += 1;
+            }
+        }
+        // Supervisor and guardian killed together mid-step.
+        3 => {
+            let k = 1 + rng.below(STEPS);
+            if wait_for(Duration::from_secs(30), || l.step_running(k)) {
+                std::thread::sleep(Duration::from_millis(50 + rng.below(100)));
+                if kill_supervisor_and_guardian(l) {
+                    t.supervisor_guardian_kills += 1;
+                }
+            }
+        }
+        // A stale save once another runner took the loop over: a text read during step 1,
+        // the runner killed during step 2 and revived (by itself, or by hand), the text saved
+        // once step 3 runs.
+        5 => {
+            let ok = wait_for(Duration::from_secs(30), || l.step_running(1));
+            let old = l.text();
+            if ok && wait_for(Duration::from_secs(30), || l.step_running(2)) {
+                kill9(runner.id());
+                let _ = runner.wait();
+                t.runner_kills += 1;
+                if l.revive {
+                    t.takeovers_revived += 1;
+                } else {
+                    *runner = l.cmd(&["resume"]).spawn().unwrap();
+                }
+                if wait_for(Duration::from_secs(30), || l.started(3)) {
+                    save_by_rename(&l.file, &old);
+                    t.stale_saves += 1;
+                    t.stale_saves_after_takeover += 1;
+                }
+            }
+        }
+        // A save every 20 ms until the loop ends.
+        _ => {
+            t.storms += 1;
+            let how = if mode == Mode::InPlaceStorms {
+                2
+            } else {
+                rng.below(3)
+            };
+            saves = storm(l, runner, how, t);
+        }
+    }
+    saves
+}
+
+/// What went wrong with a loop that ended: each finding counted in `t`, and said.
+fn assess(
+    l: &Loop,
+    saves: usize,
+    review: bool,
+    status: Option<std::process::ExitStatus>,
+    t: &mut Tally,
+) -> Vec<String> {
+    let mut bad = Vec::new();
+    // (step, attempt or review run, whether a review).
+    let mut seen: HashMap<(u64, u64, bool), usize> = HashMap::new();
+    for c in l.calls() {
+        if let (Some(s), Some(a)) = (c["step"].as_u64(), c["attempt"].as_u64()) {
+            let argv = c["argv"].as_array().cloned().unwrap_or_default();
+            let plan = argv
+                .windows(2)
+                .any(|w| w[0] == "--permission-mode" && w[1] == "plan");
+            *seen.entry((s, a, plan)).or_default() += 1;
+        }
+    }
+    let doubles: usize = seen.values().map(|n| n - 1).sum();
+    if doubles > 0 {
+        t.double_starts += doubles;
+        bad.push(format!("{doubles} double start(s): {seen:?}"));
+    }
+    let reruns = l.reruns();
+    if reruns > 0 {
+        t.reruns += reruns;
+        bad.push(format!("{reruns} re-run(s) of a passed step"));
+    }
+    let text = l.text();
+    let lost: Vec<usize> = (1..=saves)
+        .filter(|n| !text.contains(&format!("# save {n}\n")))
+        .collect();
+    if !lost.is_empty() {
+        t.lost_edits += lost.len();
+        bad.push(format!("saves lost: {lost:?}"));
+    }
+    let approved = text.matches("REVIEW: approved").count() as u64;
+    let results_ok = (1..=STEPS)
+        .all(|s| text.contains(&format!("{s}: [DONE]")) && text.contains(&format!("STEP_{s}:")))
+        && approved == if review { STEPS } else { 0 };
+    if !l.done() || !results_ok {
+        t.lost_results += 1;
+        bad.push(format!("not DONE with every result (runner {status:?})"));
+    }
+    let left = if wait_for(Duration::from_secs(10), || l.processes().is_empty()) {
+        Vec::new()
+    } else {
+        l.processes()
+    };
+    if !left.is_empty() {
+        t.orphans += left.len();
+        bad.push(format!("orphans: {left:?}"));
+        for p in &left {
+            if let Some(pid) = p.split_whitespace().next().and_then(|s| s.parse().ok()) {
+                kill9(pid);
+            }
+        }
+    }
+    bad
 }
 
 fn pct(v: &mut [f64], p: f64) -> f64 {

@@ -468,6 +468,42 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
     }
 }
 
+/// `loop start`; `found_above`: the loop of `file` was found in a parent of the current
+/// directory, whose project the new loop works in.
+fn start(file: &std::path::Path, found_above: bool, a: StartArgs) -> crate::error::Result<Status> {
+    let quiet = a.quiet;
+    let mut req = start_request(a);
+    if found_above {
+        // The project is the directory that holds the loop's `state/`.
+        req.workdir = file.parent().and_then(|s| s.parent()).map(PathBuf::from);
+        crate::errln!(
+            "loop: this directory is inside the project of {}",
+            file.display()
+        );
+    }
+    crate::runner::start(file, &req, &echo(quiet))
+}
+
+/// `loop fire`: starts the command as a task of the exec bridge and prints its id.
+fn fire(state_dir: &std::path::Path, args: FireArgs) -> crate::error::Result<Status> {
+    let req = crate::bridge::FireRequest {
+        command: args.command,
+        timeout: args.timeout,
+        idle_timeout: args.idle_timeout,
+        idle_exempt_marker: None,
+        cwd: args.cwd,
+        stdin: args.stdin,
+        input: None,
+        env: args.env,
+        env_remove: args.env_remove,
+        on_exit: Vec::new(),
+        on_exit_unless_held: None,
+    };
+    let id = crate::bridge::fire(state_dir, &req)?;
+    crate::outln!("{id}");
+    Ok(Status::Ok)
+}
+
 /// Runs one parsed command line.
 ///
 /// # Errors
@@ -479,23 +515,7 @@ pub fn run(cli: Cli) -> crate::error::Result<Status> {
     // Files of the exec bridge and notify: never a new `state/` wherever they are run.
     let bridge_state = || crate::dirs::bridge_state_dir(&state, cli.file_given);
     match cli.command {
-        Command::Start(a) => {
-            let quiet = a.quiet;
-            let mut req = start_request(a);
-            if cli.found_above {
-                // The project is the directory that holds the loop's `state/`.
-                req.workdir = cli
-                    .file
-                    .parent()
-                    .and_then(|s| s.parent())
-                    .map(PathBuf::from);
-                crate::errln!(
-                    "loop: this directory is inside the project of {}",
-                    cli.file.display()
-                );
-            }
-            crate::runner::start(&cli.file, &req, &echo(quiet))
-        }
+        Command::Start(a) => start(&cli.file, cli.found_above, a),
         Command::Resume {
             detach,
             quiet,
@@ -533,24 +553,7 @@ pub fn run(cli: Cli) -> crate::error::Result<Status> {
         Command::Logs { follow } => crate::cli::logs::logs(&cli.file, follow),
         Command::Validate => crate::cli::status::validate(&cli.file),
         Command::Status { json } => crate::cli::status::status(&cli.file, json),
-        Command::Fire(args) => {
-            let req = crate::bridge::FireRequest {
-                command: args.command,
-                timeout: args.timeout,
-                idle_timeout: args.idle_timeout,
-                idle_exempt_marker: None,
-                cwd: args.cwd,
-                stdin: args.stdin,
-                input: None,
-                env: args.env,
-                env_remove: args.env_remove,
-                on_exit: Vec::new(),
-                on_exit_unless_held: None,
-            };
-            let id = crate::bridge::fire(&bridge_state()?, &req)?;
-            crate::outln!("{id}");
-            Ok(Status::Ok)
-        }
+        Command::Fire(args) => fire(&bridge_state()?, args),
         Command::Check { id, json } => crate::cli::bridge::check(&bridge_state()?, &id, json),
         Command::Kill { id } => crate::cli::bridge::kill(&bridge_state()?, &id),
         // Without a message, clap has made sure --flush was given; with one, the backlog is

@@ -176,53 +176,9 @@ pub fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transit
         }
         ReviewVerdict::Approve(reason) => approved(f, reason, edits),
         ReviewVerdict::Changes(what) if f.retakes >= caps.max_retakes => {
-            let reason = format!(
-                "the review asked step {s} for changes {} times, past MAX_RETAKES {}; last: {}",
-                f.retakes + 1,
-                caps.max_retakes,
-                one_line(what, 200)
-            );
-            let how = format!(
-                "read the reviewer's words in RESULTS.STEP_{s}.REVIEW, then decide: `loop retry \
-                 {s}` runs the step again with a fresh budget of retakes; or fix it by hand and set \
-                 REVIEW: off (or the step [SKIPPED]) in M1.md, then `loop resume`"
-            );
-            edits.push(results(
-                s,
-                ResultKey::Review,
-                one_line(&format!("changes ({}): {what}", f.retakes + 1), 300),
-            ));
-            edits.extend(step_state(s, StepState::Pending));
-            edits.push(Edit::Status(Status::Waiting));
-            edits.extend(actions(&format!("Waiting: {reason}"), &how));
-            Transition::exit(edits, format!("review: halt: {reason}"), Exit::Waiting)
-                .then(Effect::Waiting { reason, how })
+            retakes_spent(f, what, caps, edits)
         }
-        ReviewVerdict::Changes(what) => {
-            let n = f.retakes + 1;
-            edits.push(results(s, ResultKey::Retakes, n.to_string()));
-            edits.push(results(
-                s,
-                ResultKey::Review,
-                one_line(&format!("changes ({n}): {what}"), 300),
-            ));
-            edits.push(results(
-                s,
-                ResultKey::Error,
-                one_line(&format!("the review asked for changes: {what}"), 300),
-            ));
-            edits.push(results_remove(s, ResultKey::ReviewRuns));
-            edits.push(results_remove(s, ResultKey::ReviewTask));
-            edits.extend(step_state(s, StepState::Pending));
-            edits.extend(actions(
-                &format!("Step {s}: the review asked for changes ({n}): {what}"),
-                &format!("Retake step {s} in its session with the reviewer's words"),
-            ));
-            Transition {
-                write: Write::WithNextSpawn,
-                ..Transition::now(edits, format!("review: step {s} changes ({n}): {what}"))
-            }
-        }
+        ReviewVerdict::Changes(what) => changes(f, what, edits),
         ReviewVerdict::Missing(why) => {
             edits.push(results(s, ResultKey::ReviewRuns, f.run.to_string()));
             edits.push(results(s, ResultKey::ReviewTask, f.task_id.clone()));
@@ -235,6 +191,60 @@ pub fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transit
             ));
             Transition::now(edits, format!("review: step {s} run {}: {why}", f.run))
         }
+    }
+}
+
+/// The review asked for changes once more than `MAX_RETAKES` allows: a human decides.
+fn retakes_spent(f: &ReviewFacts, what: &str, caps: &Caps, mut edits: Vec<Edit>) -> Transition {
+    let s = f.step;
+    let reason = format!(
+        "the review asked step {s} for changes {} times, past MAX_RETAKES {}; last: {}",
+        f.retakes + 1,
+        caps.max_retakes,
+        one_line(what, 200)
+    );
+    let how = format!(
+        "read the reviewer's words in RESULTS.STEP_{s}.REVIEW, then decide: `loop retry \
+         {s}` runs the step again with a fresh budget of retakes; or fix it by hand and set \
+         REVIEW: off (or the step [SKIPPED]) in M1.md, then `loop resume`"
+    );
+    edits.push(results(
+        s,
+        ResultKey::Review,
+        one_line(&format!("changes ({}): {what}", f.retakes + 1), 300),
+    ));
+    edits.extend(step_state(s, StepState::Pending));
+    edits.push(Edit::Status(Status::Waiting));
+    edits.extend(actions(&format!("Waiting: {reason}"), &how));
+    Transition::exit(edits, format!("review: halt: {reason}"), Exit::Waiting)
+        .then(Effect::Waiting { reason, how })
+}
+
+/// The review asked for changes: a retake in the step's own session, not a failed attempt.
+fn changes(f: &ReviewFacts, what: &str, mut edits: Vec<Edit>) -> Transition {
+    let s = f.step;
+    let n = f.retakes + 1;
+    edits.push(results(s, ResultKey::Retakes, n.to_string()));
+    edits.push(results(
+        s,
+        ResultKey::Review,
+        one_line(&format!("changes ({n}): {what}"), 300),
+    ));
+    edits.push(results(
+        s,
+        ResultKey::Error,
+        one_line(&format!("the review asked for changes: {what}"), 300),
+    ));
+    edits.push(results_remove(s, ResultKey::ReviewRuns));
+    edits.push(results_remove(s, ResultKey::ReviewTask));
+    edits.extend(step_state(s, StepState::Pending));
+    edits.extend(actions(
+        &format!("Step {s}: the review asked for changes ({n}): {what}"),
+        &format!("Retake step {s} in its session with the reviewer's words"),
+    ));
+    Transition {
+        write: Write::WithNextSpawn,
+        ..Transition::now(edits, format!("review: step {s} changes ({n}): {what}"))
     }
 }
 

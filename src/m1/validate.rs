@@ -25,47 +25,7 @@ pub fn check(doc: &Document) -> Vec<Error> {
     };
     // A known key that is absent may be hiding in a line that reads as text.
     c.unclosed_fence();
-    for key in KNOWN_TOP {
-        if doc.child(None, key).is_none() && !c.hidden(key) && matches!(*key, "STATUS" | "GOAL") {
-            let msg = format!("missing {key}: expected a line {}", hidden::expected(key));
-            c.errors.push(Error::new(1, 1, msg));
-        }
-    }
-    if let Some(i) = doc.child(None, "STATUS")
-        && let Some(v) = c.scalar(i)
-        && let Err(msg) = v.parse::<Status>()
-    {
-        c.at_value(i, msg);
-    }
-    if let Some(i) = doc.child(None, "GOAL")
-        && c.scalar(i).is_none_or(|g| g.trim().is_empty())
-    {
-        c.at_value(
-            i,
-            "empty GOAL: expected `GOAL: what the loop should achieve`",
-        );
-    }
-    for key in Top::ALL {
-        if !matches!(key, Top::Status | Top::Goal)
-            && let Some(i) = doc.child(None, key.name())
-        {
-            c.typed(i, key.kind());
-        }
-    }
-    if let Some(i) = doc.child(None, "VERIFY")
-        && let Some(v) = c.scalar(i)
-        && v.len() > MAX_ARGUMENT
-    {
-        c.at_value(
-            i,
-            format!(
-                "VERIFY: a command of {} bytes, longer than the {MAX_ARGUMENT} one argument may \
-                 be (Linux's limit, and `sh -c` takes the command as one): put it in a script, \
-                 and make VERIFY run that",
-                v.len()
-            ),
-        );
-    }
+    c.top();
     for key in ["PLAN", "CURRENT", "RESULTS", "LIMITS", "AGENT"] {
         if let Some(i) = doc.child(None, key) {
             c.block(i);
@@ -75,31 +35,9 @@ pub fn check(doc: &Document) -> Vec<Error> {
     c.lost_plan();
     c.fields(CurrentKey::BLOCK, CurrentKey::ALL, |k| (k.name(), k.kind()));
     c.fields(LimitKey::BLOCK, LimitKey::ALL, |k| (k.name(), k.kind()));
-    for key in ["STEP_TIMEOUT", "IDLE_TIMEOUT"] {
-        if doc.find(&["LIMITS", key]).is_some()
-            && let Some(i) = doc.find(&["LIMITS", &format!("{key}_MIN")])
-        {
-            c.at_key(
-                i,
-                format!(
-                    "LIMITS has both {key} and {key}_MIN: expected one; keep {key} (e.g. \
-                     `{key}: 90s`) and remove {key}_MIN"
-                ),
-            );
-        }
-    }
+    c.one_timeout_each();
     c.fields(AgentKey::BLOCK, AgentKey::ALL, |k| (k.name(), k.kind()));
-    if let Some(r) = doc.find(&["RESULTS"]) {
-        for i in doc.children(Some(r)).collect::<Vec<_>>() {
-            if result_step(&doc.key_at(i).key).is_some() && c.block(i) {
-                for key in ResultKey::ALL {
-                    if let Some(j) = doc.child(Some(i), key.name()) {
-                        c.typed(j, key.kind());
-                    }
-                }
-            }
-        }
-    }
+    c.results();
     c.errors
 }
 
@@ -110,6 +48,92 @@ struct Checker<'a> {
 }
 
 impl Checker<'_> {
+    /// The keys at the top: STATUS and GOAL there and readable, each other key of its kind,
+    /// VERIFY short enough to run.
+    fn top(&mut self) {
+        let doc = self.doc;
+        for key in KNOWN_TOP {
+            if doc.child(None, key).is_none()
+                && !self.hidden(key)
+                && matches!(*key, "STATUS" | "GOAL")
+            {
+                let msg = format!("missing {key}: expected a line {}", hidden::expected(key));
+                self.errors.push(Error::new(1, 1, msg));
+            }
+        }
+        if let Some(i) = doc.child(None, "STATUS")
+            && let Some(v) = self.scalar(i)
+            && let Err(msg) = v.parse::<Status>()
+        {
+            self.at_value(i, msg);
+        }
+        if let Some(i) = doc.child(None, "GOAL")
+            && self.scalar(i).is_none_or(|g| g.trim().is_empty())
+        {
+            self.at_value(
+                i,
+                "empty GOAL: expected `GOAL: what the loop should achieve`",
+            );
+        }
+        for key in Top::ALL {
+            if !matches!(key, Top::Status | Top::Goal)
+                && let Some(i) = doc.child(None, key.name())
+            {
+                self.typed(i, key.kind());
+            }
+        }
+        if let Some(i) = doc.child(None, "VERIFY")
+            && let Some(v) = self.scalar(i)
+            && v.len() > MAX_ARGUMENT
+        {
+            self.at_value(
+                i,
+                format!(
+                    "VERIFY: a command of {} bytes, longer than the {MAX_ARGUMENT} one argument \
+                     may be (Linux's limit, and `sh -c` takes the command as one): put it in a \
+                     script, and make VERIFY run that",
+                    v.len()
+                ),
+            );
+        }
+    }
+
+    /// An exact timeout and an older file's whole minutes for the same limit: which one counts
+    /// would be a guess.
+    fn one_timeout_each(&mut self) {
+        let doc = self.doc;
+        for key in ["STEP_TIMEOUT", "IDLE_TIMEOUT"] {
+            if doc.find(&["LIMITS", key]).is_some()
+                && let Some(i) = doc.find(&["LIMITS", &format!("{key}_MIN")])
+            {
+                self.at_key(
+                    i,
+                    format!(
+                        "LIMITS has both {key} and {key}_MIN: expected one; keep {key} (e.g. \
+                         `{key}: 90s`) and remove {key}_MIN"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Each step's RESULTS block, and the kind of each of its keys.
+    fn results(&mut self) {
+        let doc = self.doc;
+        let Some(r) = doc.find(&["RESULTS"]) else {
+            return;
+        };
+        for i in doc.children(Some(r)).collect::<Vec<_>>() {
+            if result_step(&doc.key_at(i).key).is_some() && self.block(i) {
+                for key in ResultKey::ALL {
+                    if let Some(j) = doc.child(Some(i), key.name()) {
+                        self.typed(j, key.kind());
+                    }
+                }
+            }
+        }
+    }
+
     /// A code fence that is never closed turns the rest of the file into text: reported once,
     /// at the first key or step line it hides (a fence that hides only prose is fine).
     fn unclosed_fence(&mut self) {
