@@ -1,5 +1,4 @@
-//! `state/loop.log`: one timestamped line per decision, with its reason (seed 001's decision
-//! log). Appending is best effort: a full disk must not stop the loop.
+//! `state/loop.log`: one timestamped line per decision, with its reason (the decision log). Appending is best effort: a full disk must not stop the loop.
 
 use std::fs::OpenOptions;
 use std::io::Write;

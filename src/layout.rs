@@ -1,20 +1,29 @@
-//! Where a loop keeps its files: every path rule of a state directory, in one place.
+//! Where a loop keeps its files: the path rules of a state directory. The files inside a
+//! task directory are the exec bridge's to name (`bridge::records`: spec, output, exit and
+//! pid records) and the task ledger's (`judged.json`, `retried.json`); the rest are here.
 //!
 //! A loop is its `M1.md`; the directory that holds it is the loop's state directory:
 //!
 //! ```text
 //! state/
-//!   M1.md            the loop's state (any name: --file)
-//!   M1.md.lock       the runner's lock, with its pid
-//!   M1.md.versions   the versions of M1.md runners have known (to tell a stale save)
-//!   .M1.md.displaced the text a runner's write replaced, watched for a late save into it
-//!   STOP             stops this loop only
-//!   loop.yaml        defaults for new loops
-//!   loop.log         every decision, with its reason
-//!   outbox.jsonl     notifications, until Telegram took them
-//!   runner.out       the output of this loop's detached runners (a new loop starts it afresh)
-//!   tasks/<id>/      one per agent run (and per VERIFY run): spec, output, exit record
-//!   telegram.*       the chat bot's offset, lock and command output
+//!   M1.md                   the loop's state (any name: --file)
+//!   M1.md.lock              the runner's lock, with its pid
+//!   M1.md.versions          the versions of M1.md runners have known (to tell a stale save)
+//!   .M1.md.displaced        the text a runner's write replaced, watched for a late save
+//!   STOP                    stops this loop only
+//!   loop.yaml               defaults for new loops
+//!   loop.log                every decision, with its reason
+//!   outbox.jsonl            notifications, until Telegram took them
+//!   outbox.lock             the outbox's lock for writing, .send.lock for sending
+//!   revivals.log            when a revived runner took the loop over, and who revived it
+//!   runner.out              the output of this loop's detached runners
+//!   claude-settings.json    the settings (hooks) every agent run of the loop gets
+//!   handoff-step-N.md       the note an agent leaves for a fresh session of step N
+//!   .gitignore              `*`, so that git leaves the state directory alone
+//!   tasks/<id>/             one per agent run: prompt, stdin, stdout, stderr, records
+//!   tasks/<id>.verify/      one per VERIFY run of task <id>
+//!   tasks/<id>.tree-before.json  the work tree as a review began
+//!   telegram.*              the chat bot's offset, lock and command output
 //! ```
 //!
 //! `fire`, `check`, `kill` and `notify` outside a loop use the same layout in the per-user

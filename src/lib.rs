@@ -7,7 +7,8 @@
 // pipe reader goes away, and a runner must outlive `loop start | head -1`.
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
-// Foundations: each depends on nothing else in the crate but `error`, `exit` and `output`.
+// Foundations: they use one another (paths come from `layout`, messages from `text`) and
+// nothing above them; `architecture.rs` checks every layer's imports.
 pub mod decision_log;
 pub mod dirs;
 pub mod duration;
@@ -22,7 +23,8 @@ pub mod text;
 // The state file: M1.md, lossless, typed, edited line by line, saved by compare-and-swap.
 pub mod m1;
 
-// The outside world: Claude Code, supervised processes, VERIFY, Telegram.
+// The outside world: the agent CLIs (Claude Code first), supervised processes, VERIFY,
+// Telegram.
 pub mod agent;
 pub mod bridge;
 pub mod notifier;

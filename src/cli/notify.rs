@@ -1,4 +1,4 @@
-//! `loop notify MSG` and `loop notify --flush`: the exec bridge's notify (seed 002), through the
+//! `loop notify MSG` and `loop notify --flush`: the exec bridge's notify, through the
 //! same outbox and retries as the loop's own messages.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! What the loop does next, read off M1.md alone (DESIGN §5's resume rules live here).
+//! What the loop does next, read off M1.md alone (the resume rules live here).
 
 use chrono::{DateTime, Utc};
 

@@ -1,5 +1,5 @@
 //! The field edits that record each decision in M1.md. Each transition is one write: the
-//! write-ahead record before a spawn, or the outcome after an attempt (DESIGN §5).
+//! write-ahead record before a spawn, or the outcome after an attempt (the README's "When something dies").
 
 use chrono::{DateTime, SecondsFormat, Utc};
 

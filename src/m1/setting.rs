@@ -1,4 +1,4 @@
-//! The settings M1.md keeps for its loop (DESIGN §2), as people read and write them:
+//! The settings M1.md keeps for its loop, as people read and write them:
 //! `LIMITS:` durations such as `3s` or `15m`, and the `AGENT:` block's permission mode, tool
 //! list and extra arguments. Validation and the typed view read them with the same functions,
 //! and `loop start` writes them with the `format_*` ones, so what is written reads back.

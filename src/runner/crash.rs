@@ -5,8 +5,23 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Every crash point, in the order a step passes them.
-/// (A revived runner also passes `after-revival`, right after it took the loop over.)
+/// The crash points a step's attempt passes, in order (and the loop's DONE write).
+pub const STEP_POINTS: &[&str] = &[
+    "before-spawn-write",
+    "after-spawn-write",
+    "after-fire",
+    "after-pid-write",
+    "before-verify",
+    "before-record-write",
+    "after-record-write",
+    "before-done-write",
+    "after-done-write",
+];
+
+/// Every crash point: a step's ([`STEP_POINTS`]), a review's (see
+/// [`crate::engine::RunKind::crash_points`]), after a `STEP_RESTART` is recorded, and after a
+/// revived runner took its loop over. A test holds this list to the points the code has, and
+/// each to a test that crashes there.
 pub const POINTS: &[&str] = &[
     "before-spawn-write",
     "after-spawn-write",
@@ -17,6 +32,13 @@ pub const POINTS: &[&str] = &[
     "after-record-write",
     "before-done-write",
     "after-done-write",
+    "before-review-spawn-write",
+    "after-review-spawn-write",
+    "after-review-fire",
+    "before-review-record-write",
+    "after-review-record-write",
+    "after-restart",
+    "after-revival",
 ];
 
 static TARGET: OnceLock<Option<(String, u32)>> = OnceLock::new();
@@ -39,11 +61,83 @@ fn target() -> Option<&'static (String, u32)> {
 
 /// Dies here if `LOOP_CRASH_AT` names this point (and this is its K-th passage).
 pub fn point(name: &str) {
+    debug_assert!(POINTS.contains(&name), "crash point {name} is not in POINTS");
     let Some((want, nth)) = target() else { return };
     if want != name {
         return;
     }
     if HITS.fetch_add(1, Ordering::SeqCst) + 1 == *nth {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{POINTS, STEP_POINTS};
+
+    fn sources(dir: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                sources(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+
+    /// The quoted names in `text` after each `marker`.
+    fn names_after(text: &str, marker: &str) -> Vec<String> {
+        text.match_indices(marker)
+            .filter_map(|(at, _)| {
+                let rest = &text[at + marker.len()..];
+                let rest = rest.strip_prefix('"')?;
+                Some(rest[..rest.find('"')?].to_owned())
+            })
+            // A point's name is words joined by hyphens (this test's own text is not one).
+            .filter(|n| n.contains('-') && n.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+            .collect()
+    }
+
+    #[test]
+    fn every_crash_point_of_the_code_is_listed_and_every_listed_one_is_in_the_code() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut src = Vec::new();
+        sources(&root.join("src"), &mut src);
+        let mut found: Vec<String> = Vec::new();
+        for text in &src {
+            found.extend(names_after(text, "crash::point("));
+            // The points of each kind of run (engine::run's `crash_points`).
+            for field in [
+                "before_spawn_write: ",
+                "after_spawn_write: ",
+                "after_fire: Some(",
+                "before_record_write: ",
+                "after_record_write: ",
+            ] {
+                found.extend(names_after(text, field));
+            }
+        }
+        found.sort();
+        found.dedup();
+        let mut listed: Vec<String> = POINTS.iter().map(|p| (*p).to_owned()).collect();
+        listed.sort();
+        assert_eq!(found, listed, "crash points in the code vs. POINTS");
+    }
+
+    #[test]
+    fn every_crash_point_has_a_test_that_crashes_there() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut tests = Vec::new();
+        sources(&root.join("tests"), &mut tests);
+        let all = tests.join("\n");
+        // The crash test walks through every point of a step.
+        assert!(all.contains("for point in CRASH_POINTS"));
+        for p in POINTS {
+            assert!(
+                STEP_POINTS.contains(p) || all.contains(&format!("\"{p}")),
+                "no test crashes at {p}"
+            );
+        }
     }
 }

@@ -36,14 +36,14 @@ use crate::notifier::{self, Event, Notifier};
 use crate::runner::settings::Settings;
 use crate::runner::watch::{Wake, Watch};
 
-pub use crash::POINTS as CRASH_POINTS;
+pub use crash::STEP_POINTS as CRASH_POINTS;
 pub use progress::Mode as ProgressMode;
 pub use retry::retry;
 pub use start::{StartRequest, resume, resume_as, start};
 pub use stop::{STOP_PATIENCE, stop};
 
 /// How often the runner re-checks what it waits for when no file event arrives (the poll
-/// fallback of DESIGN §4). One stat or two per second: no measurable CPU.
+/// fallback for file systems where events do not arrive). One stat or two per second: no measurable CPU.
 pub const POLL: Duration = Duration::from_secs(1);
 
 /// Grace between SIGTERM and SIGKILL when the runner ends a step.

@@ -1,4 +1,4 @@
-//! Settings (DESIGN §2). A new loop resolves flags, environment, `loop.yaml` beside M1.md and
+//! Settings (the README's "Settings"). A new loop resolves flags, environment, `loop.yaml` beside M1.md and
 //! defaults (highest first), and `loop start` writes the result into M1.md's `LIMITS:`,
 //! `AGENT:` and `VERIFY:`. From then on M1.md wins: the runner reads those keys again at every
 //! decision, and only a key the file leaves out falls back to environment, `loop.yaml` and
