@@ -17,8 +17,10 @@
 //! `--only-in-place-storms` runs nothing but storms of in-place saves, with steps of 1 to 2 s,
 //! to meet the rare save that lands in a file a runner's write displaced).
 
-// Counts and sizes become f64 only to be printed, far below where f64 loses precision.
-#![allow(clippy::cast_precision_loss)]
+#![expect(
+    clippy::cast_precision_loss,
+    reason = "counts and sizes become f64 only to be printed, far below where f64 loses precision"
+)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -639,8 +641,11 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
         return 0.0;
     }
     v.sort_by(f64::total_cmp);
-    // p is a fraction in 0..=1, so the rounded index is in 0..len.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "p is a fraction in 0..=1, so the rounded index is in 0..len"
+    )]
     let i = ((v.len() - 1) as f64 * p).round() as usize;
     v[i]
 }

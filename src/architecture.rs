@@ -313,9 +313,17 @@ fn no_comment_names_a_file_the_repository_lacks() {
                 }
             }
             for path in line.split('`').skip(1).step_by(2) {
-                let repo_path = ["src/", "tests/", "crates/", "benches/", "examples/", "templates/", "scripts/"]
-                    .iter()
-                    .any(|p| path.starts_with(p));
+                let repo_path = [
+                    "src/",
+                    "tests/",
+                    "crates/",
+                    "benches/",
+                    "examples/",
+                    "templates/",
+                    "scripts/",
+                ]
+                .iter()
+                .any(|p| path.starts_with(p));
                 if repo_path && !path.contains(['*', '<', '{', ' ']) && !root.join(path).exists() {
                     missing.push(format!("{rel}:{}: `{path}` does not exist", n + 1));
                 }

@@ -27,7 +27,7 @@ pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Ut
 pub(crate) mod option {
     use super::{DateTime, Serializer, Utc};
 
-    #[allow(clippy::ref_option)] // serde's `with` hands us `&Option<T>`
+    #[expect(clippy::ref_option, reason = "serde's `with` hands us `&Option<T>`")]
     pub(crate) fn serialize<S: Serializer>(
         t: &Option<DateTime<Utc>>,
         s: S,

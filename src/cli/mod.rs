@@ -87,7 +87,7 @@ pub enum Command {
         #[arg(long)]
         all: bool,
     },
-    #[allow(clippy::doc_markdown)] // `--help` text, shown as written
+    #[expect(clippy::doc_markdown, reason = "`--help` text, shown as written")]
     /// Run a whole 3-step loop with the bundled simulated agent in a temporary directory.
     ///
     /// With --file, the demo's M1.md goes there (a RUNNING loop there is refused, as by
@@ -105,7 +105,7 @@ pub enum Command {
         quiet: bool,
     },
     /// Check M1.md; errors are printed as file:line:column. Exit 2 when invalid.
-    #[allow(clippy::doc_markdown)] // `--help` text, shown as written
+    #[expect(clippy::doc_markdown, reason = "`--help` text, shown as written")]
     Validate,
     /// Print this loop's decisions from its loop.log (every runner's, detached ones too).
     ///
@@ -184,8 +184,10 @@ pub enum Command {
     },
 }
 
-// Each flag is one of `loop start`'s, set independently of the others.
-#[allow(clippy::struct_excessive_bools)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each flag is one of `loop start`'s, set independently of the others"
+)]
 #[derive(Debug, Args)]
 pub struct StartArgs {
     /// What the loop should achieve, in one line.
@@ -256,7 +258,7 @@ pub struct StartArgs {
 
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
-    #[allow(clippy::doc_markdown)] // `--help` text, shown as written
+    #[expect(clippy::doc_markdown, reason = "`--help` text, shown as written")]
     /// A loop to keep running, as --loop is (or LOOP_FILE); not state/M1.md by default.
     // Shadows the global --file, whose default is no loop to keep: `parse_from` keeps it only
     // when it was given, on the command line or in LOOP_FILE.
@@ -274,8 +276,10 @@ pub struct DaemonArgs {
     pub every: Duration,
 }
 
-// These doc comments are `--help` text, where backticks would show.
-#[allow(clippy::doc_markdown)]
+#[expect(
+    clippy::doc_markdown,
+    reason = "these doc comments are `--help` text, where backticks would show"
+)]
 #[derive(Debug, Subcommand)]
 pub enum HookAction {
     /// Print the loop's state as a SessionStart hook's additionalContext (nothing when there

@@ -652,7 +652,10 @@ impl FileId {
 pub(super) fn decode(path: &Path, bytes: &[u8]) -> Result<Document, Errors> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         let good = &bytes[..e.valid_up_to()];
-        #[allow(clippy::naive_bytecount)] // an error path; not worth the `bytecount` crate
+        #[expect(
+            clippy::naive_bytecount,
+            reason = "an error path; not worth the `bytecount` crate"
+        )]
         let line = good.iter().filter(|b| **b == b'\n').count() + 1;
         let start = good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         // A byte order mark is no column an editor shows.

@@ -46,7 +46,9 @@ pub(crate) struct Outbox {
 
 /// Holding this means this process is the only one sending from the outbox.
 #[derive(Debug)]
-pub(crate) struct SendGuard(#[allow(dead_code)] crate::lockfile::Held);
+pub(crate) struct SendGuard(
+    #[expect(dead_code, reason = "held for its drop: the lock goes with it")] crate::lockfile::Held,
+);
 
 impl Outbox {
     pub fn new(state_dir: &Path) -> Self {

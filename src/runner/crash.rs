@@ -61,7 +61,10 @@ fn target() -> Option<&'static (String, u32)> {
 
 /// Dies here if `LOOP_CRASH_AT` names this point (and this is its K-th passage).
 pub fn point(name: &str) {
-    debug_assert!(POINTS.contains(&name), "crash point {name} is not in POINTS");
+    debug_assert!(
+        POINTS.contains(&name),
+        "crash point {name} is not in POINTS"
+    );
     let Some((want, nth)) = target() else { return };
     if want != name {
         return;

@@ -681,12 +681,19 @@ fn value_text(v: &Value) -> String {
 }
 
 fn as_i64(v: &Value) -> Option<i64> {
-    #[allow(clippy::cast_possible_truncation)]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a count written as a float is a whole number"
+    )]
     v.as_i64().or_else(|| v.as_f64().map(|f| f as i64))
 }
 
 fn as_u64_lenient(v: &Value) -> Option<u64> {
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a count written as a float is a whole number ≥ 0"
+    )]
     v.as_u64()
         .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
 }
