@@ -1,10 +1,10 @@
 //! A login only a human can fix halts the loop as soon as the stream shows it, not after the
 //! CLI's own retries.
 
+use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
-use serde_json::json;
 
-use crate::support::{PATIENCE, TestLoop, code, stderr};
+use crate::support::{PATIENCE, TestLoop};
 
 #[test]
 fn an_auth_error_the_cli_keeps_retrying_halts_the_loop_within_seconds() {
@@ -13,12 +13,14 @@ fn an_auth_error_the_cli_keeps_retrying_halts_the_loop_within_seconds() {
     // `auth-401-retrying-killed-2.1.197`). The simulated one retries and hangs for good: only
     // the runner can end it, and the step's timeout is an hour away.
     let env = TestLoop::new();
-    let retry = json!({"error_status": 401, "error": "authentication_failed"});
-    env.scenario(&json!({"steps": {"1": {"api_retries": [retry, retry], "hang": true}}}));
+    let retrying = Action::hang()
+        .api_retry(401, "authentication_failed")
+        .api_retry(401, "authentication_failed");
+    env.scenario(&Scenario::new().step(1, retrying));
     let out = env.run_for(&["start", "g", "--step", "one"], PATIENCE);
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    env.assert_exit(&out, 3);
+    env.assert_status(Status::Waiting);
     let m = env.m1();
-    assert_eq!(m.status, Status::Waiting);
     let next = m.next_action.clone().unwrap_or_default();
     assert!(next.contains("log in"), "{next}");
     let r = &m.results[&1];
@@ -30,6 +32,6 @@ fn an_auth_error_the_cli_keeps_retrying_halts_the_loop_within_seconds() {
         "{r:?}"
     );
     assert_eq!(r.attempts, None, "not a failed attempt");
-    assert!(env.log().contains("401"), "{}", env.log());
+    env.assert_logged("401");
     env.assert_no_processes();
 }

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
-use serde_json::json;
 
-use crate::support::{TestLoop, code, save_by_rename, stderr, stdout, wait_until};
+use crate::support::{TestLoop, code, save_by_rename, stderr, wait_until};
 
 /// A goal past Linux's 128 KiB cap on one argument (`MAX_ARG_STRLEN`), in many languages, and
 /// starting with a dash, as an option would.
@@ -24,7 +24,7 @@ fn long_goal() -> String {
 #[test]
 fn a_goal_over_128_kib_reaches_the_agent_whole() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok"}}));
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
     let goal = long_goal();
     std::fs::write(
         &env.file,
@@ -34,11 +34,9 @@ fn a_goal_over_128_kib_reaches_the_agent_whole() {
         ),
     )
     .unwrap();
-    let out = env.run(&["validate"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = env.run(&["resume"]);
-    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
-    assert_eq!(env.m1().status, Status::Done);
+    env.run_ok(&["validate"]);
+    env.run_ok(&["resume"]);
+    env.assert_status(Status::Done);
     assert!(env.prompt(0).contains(&goal), "the goal was cut or mangled");
     env.assert_no_processes();
 }
@@ -46,11 +44,9 @@ fn a_goal_over_128_kib_reaches_the_agent_whole() {
 #[test]
 fn a_fifo_put_in_place_of_m1_md_while_a_step_runs_is_waited_out_not_read() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {
-        "sleep_ms": 1500, "heartbeat_ms": 50, "result": "worked\nSTEP_DONE: ok"
-    }}));
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(1500).heartbeat_ms(50)));
     let mut runner = env.spawn(&["start", "g", "--step", "a"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls().len() == 1));
+    env.wait_for_calls(1, 1);
     let text = env.text();
     let fifo = env.state().join("fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
@@ -64,7 +60,7 @@ fn a_fifo_put_in_place_of_m1_md_while_a_step_runs_is_waited_out_not_read() {
     );
     save_by_rename(&env.file, &text);
     assert_eq!(runner.wait(Duration::from_secs(30)).code(), Some(0));
-    assert_eq!(env.m1().status, Status::Done);
+    env.assert_status(Status::Done);
     env.assert_no_processes();
 }
 
@@ -94,7 +90,7 @@ fn a_timeout_flag_too_long_to_hold_is_refused_not_clamped() {
 #[test]
 fn an_agent_program_that_cannot_run_is_an_error_at_its_line_in_validate_and_resume() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok"}}));
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
     for program in ["/nonexistent/claude", "clau de"] {
         let text = format!(
             "STATUS: RUNNING\nGOAL: g\n\nPLAN:\n  TOTAL_STEPS: 1\n  CURRENT_STEP: 0\n  STEPS:\n    \
@@ -119,13 +115,11 @@ fn an_agent_program_that_cannot_run_is_an_error_at_its_line_in_validate_and_resu
 #[test]
 fn a_fifo_as_stop_beside_m1_md_stops_the_loop_instead_of_blocking_it() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {
-        "sleep_ms": 60000, "heartbeat_ms": 50, "result": "worked\nSTEP_DONE: ok"
-    }}));
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(60_000).heartbeat_ms(50)));
     let mut runner = env.spawn(&["start", "g", "--step", "a"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls().len() == 1));
+    env.wait_for_calls(1, 1);
     nix::unistd::mkfifo(&env.state().join("STOP"), nix::sys::stat::Mode::S_IRWXU).unwrap();
     assert_eq!(runner.wait(Duration::from_secs(30)).code(), Some(3));
-    assert_eq!(env.m1().status, Status::Waiting);
+    env.assert_status(Status::Waiting);
     env.assert_no_processes();
 }

@@ -2,22 +2,14 @@
 //! only tools that read, in a way no permission rule can widen; and a review that changed the
 //! work tree all the same is no approval.
 
+use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::support::{TestLoop, code, stderr};
+use crate::support::TestLoop;
 
-/// A loop in a git project with a first commit.
-fn project() -> TestLoop {
-    let env = TestLoop::new();
-    env.git(&["init", "-q"]);
-    env.git(&["commit", "-q", "--allow-empty", "-m", "start"]);
-    env
-}
-
-fn work() -> Value {
-    json!({"write": [{"path": "a.txt", "text": "whole\n"}],
-           "result": "Wrote it.\nSTEP_DONE: a.txt says whole"})
+fn work() -> Action {
+    Action::done("a.txt says whole").write("a.txt", "whole\n")
 }
 
 /// The value of `--tools` in a call's argv, if it has one.
@@ -37,13 +29,14 @@ fn the_planner_and_the_reviewer_are_offered_only_tools_that_read() {
     // `--permission-mode plan` lets a Bash call through that a user's allow rule covers, and
     // `--allowedTools` only pre-approves (captures `reviewer-plan-mode-allow-rule*`);
     // `--tools` is what removes the others (captures `reviewer-tools-read-only*`).
-    let env = project();
-    env.scenario(&json!({
-        "plan": {"result": "{\"steps\": [\"write a.txt\"]}"},
-        "steps": {"1": work()},
-        "review": {"result": "Checked.\nREVIEW_APPROVE: fine"}}));
-    let out = env.run(&["start", "g", "--review"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .plan(Action::plan(["write a.txt"]))
+            .step(1, work())
+            .review(Action::approve("fine")),
+    );
+    env.run_ok(&["start", "g", "--review"]);
     let calls = env.calls();
     assert_eq!(calls.len(), 3, "plan, step, review");
     let read_only = Some("Read,Grep,Glob".to_owned());
@@ -56,25 +49,31 @@ fn the_planner_and_the_reviewer_are_offered_only_tools_that_read() {
 fn a_review_that_changed_the_work_tree_is_not_an_approval() {
     // However it came about (a hook, a tool of an older CLI, anything running beside it), a
     // change during the review would go unreviewed into the next step's commit.
-    let env = project();
-    env.scenario(&json!({
-        "steps": {"1": work(), "2": work()},
-        "review": {"write": [{"path": "made_by_reviewer.txt", "text": "x\n"},
-                             {"path": "a.txt", "text": "half\n"}],
-                   "result": "Checked.\nREVIEW_APPROVE: fine"}}));
-    let out = env.run(&[
-        "start",
-        "g",
-        "--step",
-        "write a.txt",
-        "--step",
-        "more",
-        "--review",
-    ]);
-    assert_eq!(code(&out), 3, "{}{}", stderr(&out), env.log());
+    let env = TestLoop::new().with_git();
+    let meddling = Action::approve("fine")
+        .write("made_by_reviewer.txt", "x\n")
+        .write("a.txt", "half\n");
+    env.scenario(
+        &Scenario::new()
+            .step(1, work())
+            .step(2, work())
+            .review(meddling),
+    );
+    env.run_exits(
+        3,
+        &[
+            "start",
+            "g",
+            "--step",
+            "write a.txt",
+            "--step",
+            "more",
+            "--review",
+        ],
+    );
     assert_eq!(env.calls_for(2), 0, "nothing runs on top of it");
+    env.assert_status(Status::Waiting);
     let m = env.m1();
-    assert_eq!(m.status, Status::Waiting);
     let r = &m.results[&1];
     assert_eq!(
         r.review.as_ref().map(ToString::to_string).as_deref(),

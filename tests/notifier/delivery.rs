@@ -3,6 +3,8 @@
 
 use std::process::Output;
 
+use claude_sim::scenario::{Action, Scenario};
+
 use crate::support::telegram_fake::{FakeTelegram, Reply};
 use crate::support::{TestLoop, files, run, stderr};
 
@@ -311,9 +313,8 @@ fn the_telegram_hint_is_logged_once_not_before_every_notification() {
         let out = loop_cmd(&env, None, &["notify", msg]);
         assert!(out.status.success(), "{}", stderr(&out));
     }
-    env.scenario(&serde_json::json!({"default": {"result": "x\nSTEP_DONE: ok"}}));
-    let out = env.run(&["start", "g", "--step", "a"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    env.run_ok(&["start", "g", "--step", "a"]);
     let log = env.log();
     assert_eq!(log.matches("notify (").count(), 5, "{log}");
     assert_eq!(

@@ -334,14 +334,13 @@ fn json_and_text_formats_print_only_the_outcome() {
 /// counted apart from every other loop's (by `LOOP_ID`).
 #[test]
 fn a_second_loop_of_the_same_scenario_meets_its_scripted_failure_again() {
+    use claude_sim::scenario::{Action, Scenario};
     let env = crate::support::TestLoop::new();
-    env.scenario(&serde_json::json!({"steps": {"1": [
-        {"result": "not yet\nSTEP_FAILED: scripted failure"},
-        {"result": "fixed\nSTEP_DONE: ok"}
-    ]}}));
+    env.scenario(
+        &Scenario::new().step(1, [Action::failed("scripted failure"), Action::done("ok")]),
+    );
     for n in 1..=2 {
-        let out = env.run(&["start", "g", "--step", "a"]);
-        assert_eq!(out.status.code(), Some(0), "loop {n}: {}", stderr(&out));
+        env.run_ok(&["start", "g", "--step", "a"]);
         let m = env.m1();
         assert_eq!(m.results[&1].attempts, Some(2), "loop {n}: {}", env.text());
     }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use m1loop::agent::{ExitInfo, StreamReader, StreamSummary};
 use serde_json::Value;
 
-pub use test_loop::TestLoop;
+pub use test_loop::{TestLoop, is_review};
 
 /// The `loop` binary.
 pub const LOOP: &str = env!("CARGO_BIN_EXE_loop");
