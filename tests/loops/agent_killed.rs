@@ -7,7 +7,7 @@ use std::time::Duration;
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
 
-use crate::support::TestLoop;
+use crate::support::{PATIENCE, TestLoop, wait_until};
 
 fn done() -> Action {
     Action::done("ok").sleep_ms(20)
@@ -53,9 +53,15 @@ fn an_agent_killed_with_kill_minus_nine_from_outside_costs_an_attempt_and_is_ret
     env.scenario(&Scenario::new().step(1, [Action::hang(), done()]));
     let mut runner = env.spawn(&["start", "g", "--step", "one"]);
     env.wait_for_calls(1, 1);
-    let pid = env.calls()[0]["pid"].as_u64().unwrap();
-    // Give it time to write its init event, as a real agent would have.
-    std::thread::sleep(Duration::from_millis(200));
+    let call = &env.calls()[0];
+    let pid = call["pid"].as_u64().unwrap();
+    // Killed once it has said something, as a real agent would have: its init event is a
+    // whole line of the task's stdout.
+    let stdout = env.task_file(call["task_id"].as_str().unwrap(), "stdout");
+    let spoke = wait_until(PATIENCE, || {
+        std::fs::read_to_string(&stdout).is_ok_and(|s| s.contains('\n'))
+    });
+    assert!(spoke, "the agent wrote no event to {}", stdout.display());
     let killed = std::process::Command::new("kill")
         .args(["-9", &pid.to_string()])
         .status()
