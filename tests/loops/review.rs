@@ -7,22 +7,8 @@ use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::{Status, StepState};
 use serde_json::json;
 
+use crate::support::answers::{approve, changes, work};
 use crate::support::{TestLoop, is_review, save_by_rename, stdout, wait_until};
-
-/// A step's agent writes `text` into a.txt and says so.
-fn work(text: &str) -> Action {
-    Action::done(&format!("a.txt says {text}"))
-        .write("a.txt", &format!("{text}\n"))
-        .cost(0.10)
-}
-
-fn approve() -> Action {
-    Action::approve("a.txt is right").cost(0.02)
-}
-
-fn changes() -> Action {
-    Action::changes("a.txt must say whole").cost(0.02)
-}
 
 #[test]
 fn an_approved_step_is_done_and_its_review_was_read_only_fresh_and_paid_for() {
@@ -84,49 +70,6 @@ fn changes_go_back_to_the_steps_session_as_a_retake_and_each_review_is_fresh() {
     let r = &env.m1().results[&1];
     assert_eq!(r.retakes, 1);
     assert_eq!(r.attempts, Some(2));
-}
-
-/// A reviewed step that passes, is asked for a change, and fails its retake once (then `then`
-/// follows): the loop run with `--max-retries max`.
-fn a_failed_retake(then: &[Action], max: &str) -> (TestLoop, std::process::Output) {
-    let env = TestLoop::new().with_git();
-    let broken = Action::failed("the file would not write").cost(0.01);
-    let mut calls = vec![work("half"), changes(), broken];
-    calls.extend_from_slice(then);
-    env.scenario(&Scenario::new().step(1, calls));
-    let args = [
-        "start",
-        "g",
-        "--step",
-        "write a.txt",
-        "--review",
-        "--max-retries",
-        max,
-    ];
-    let out = env.run(&args);
-    (env, out)
-}
-
-#[test]
-fn a_review_retake_does_not_cost_a_failed_attempt() {
-    // One failed attempt of two allowed: the retake that failed is retried, not the last.
-    let (env, out) = a_failed_retake(&[work("whole"), approve()], "2");
-    env.assert_exit(&out, 0);
-    env.assert_status(Status::Done);
-    let r = &env.m1().results[&1];
-    assert_eq!(r.attempts, Some(3), "{}", env.text());
-    assert_eq!(r.retakes, 1);
-}
-
-#[test]
-fn a_failed_retake_is_not_shown_as_verified() {
-    let (env, out) = a_failed_retake(&[], "1");
-    env.assert_exit(&out, 1);
-    let m = env.m1();
-    assert_eq!(m.plan.steps[0].state, StepState::Failed, "{}", env.text());
-    assert_eq!(m.results[&1].verified, Some(false), "{}", env.text());
-    let status = stdout(&env.run(&["status"]));
-    assert!(status.contains("not verified"), "{status}");
 }
 
 #[test]
@@ -331,68 +274,4 @@ fn a_stale_save_with_the_runner_dead_neither_reviews_a_step_again_nor_reruns_it(
         }
         env.assert_no_processes();
     }
-}
-
-/// `LOOP_AGENT=claude-sim loop start x --step a --review` always halted: the simulated agent
-/// answered a reviewer as it answers a step (`STEP_DONE`), never with a review's verdict.
-#[test]
-fn the_simulated_agent_approves_a_review_unless_its_scenario_says_otherwise() {
-    let env = TestLoop::new().with_git();
-    let mut start = env.cmd(&["start", "x", "--step", "a", "--review"]);
-    start
-        .env_remove("CLAUDE_SIM_SCENARIO")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let out = start.output().unwrap();
-    env.assert_exit(&out, 0);
-    env.assert_status(Status::Done);
-    let review = &env.m1().results[&1].review;
-    assert!(
-        matches!(review, Some(m1loop::m1::keys::Review::Approved(_))),
-        "{review:?}"
-    );
-    // The live line of a review run says so, with the run's number, not "attempt".
-    let text = stdout(&out);
-    let live: Vec<&str> = text.lines().filter(|l| l.starts_with("  … ")).collect();
-    assert!(
-        live.iter().any(|l| l.starts_with("  … step 1 review 1 · ")),
-        "{text}"
-    );
-    assert!(
-        !live.iter().any(|l| l.starts_with("  … step 1 attempt 2")),
-        "{text}"
-    );
-}
-
-#[test]
-fn a_review_that_never_gives_a_verdict_halts_naming_its_last_review_task() {
-    let env = TestLoop::new().with_git();
-    env.scenario(
-        &Scenario::new()
-            .step(1, work("whole"))
-            .review(Action::says("Looks fine to me.")),
-    );
-    env.run_exits(
-        3,
-        &[
-            "start",
-            "g",
-            "--step",
-            "write a.txt",
-            "--review",
-            "--max-retries",
-            "2",
-        ],
-    );
-    let m = env.m1();
-    let (_, reviews) = env.step_and_review_calls();
-    assert_eq!(reviews.len(), 2);
-    let last_task = reviews[1].1["task_id"].as_str().unwrap().to_owned();
-    let said = format!(
-        "{}\n{}",
-        m.last_action.unwrap_or_default(),
-        m.next_action.unwrap_or_default()
-    );
-    assert!(said.contains(&last_task), "{said}");
-    assert!(said.contains("loop check"), "{said}");
 }

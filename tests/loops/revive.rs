@@ -220,65 +220,6 @@ fn service_install_names_the_loop_writes_the_unit_and_enables_it() {
     assert!(!unit.exists());
 }
 
-/// Without a user bus (`systemctl --user` cannot reach a systemd), `service install` wrote a
-/// unit nobody would run, printed tmux and cron lines without the environment the unit
-/// carries, and exited 1, a code the table did not list; `status` and `uninstall` exited 0 on
-/// the same error.
-#[test]
-fn service_without_a_user_bus_writes_no_unit_and_its_fallbacks_carry_the_units_environment() {
-    let env = TestLoop::new().env("LOOP_AGENT", "/opt/agents/my agent");
-    std::fs::write(&env.file, "STATUS: IDLE\nGOAL: g\n").unwrap();
-    let config = env.temp.join("config");
-    let working = env.temp.join("systemctl");
-    write_executable(&working, "#!/bin/sh\nexit 0\n");
-    let no_bus = env.temp.join("systemctl-no-bus");
-    write_executable(
-        &no_bus,
-        "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n",
-    );
-    let run = |args: &[&str], ctl: &std::path::Path| {
-        let mut c = env.cmd(args);
-        c.env("XDG_CONFIG_HOME", &config).env("LOOP_SYSTEMCTL", ctl);
-        c.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        c.output().unwrap()
-    };
-    let unit = config.join("systemd/user/m1loop.service");
-    let out = run(&["service", "install"], &no_bus);
-    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
-    assert!(!unit.exists(), "a unit was written that no systemd runs");
-    assert!(
-        stderr(&out).contains("Failed to connect to bus"),
-        "{}",
-        stderr(&out)
-    );
-    let said = stdout(&out);
-    let tmux = said
-        .lines()
-        .find(|l| l.contains("tmux new-session"))
-        .unwrap();
-    let cron = said.lines().find(|l| l.contains("@reboot")).unwrap();
-    for line in [tmux, cron] {
-        for var in ["PATH=", "LOOP_STOP_FILE=", "XDG_STATE_HOME="] {
-            assert!(line.contains(var), "{var} missing: {line}");
-        }
-        assert!(line.contains("LOOP_AGENT="), "{line}");
-        assert!(line.contains("my agent"), "{line}");
-    }
-    // Installed where the bus worked, then asked where it does not: both say they could not.
-    assert_eq!(code(&run(&["service", "install"], &working)), 0);
-    assert!(unit.exists());
-    let out = run(&["service", "status"], &no_bus);
-    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
-    let out = run(&["service", "uninstall"], &no_bus);
-    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
-    assert!(
-        stderr(&out).contains("Failed to connect to bus"),
-        "{}",
-        stderr(&out)
-    );
-}
-
 #[test]
 fn revivals_racing_each_other_and_a_person_end_with_one_runner_and_nothing_run_twice() {
     let env = TestLoop::new();
@@ -314,44 +255,5 @@ fn revivals_racing_each_other_and_a_person_end_with_one_runner_and_nothing_run_t
         1,
         "one runner took the loop over:\n{}",
         env.log()
-    );
-}
-
-/// `loop daemon` took both `--file` and `--loop` without saying how they differ (and ignored
-/// `--file`): it keeps the loop `--file` (or `LOOP_FILE`) names as one of its loops, and its
-/// help says so.
-#[test]
-fn daemon_keeps_the_loop_of_file_beside_those_of_loop_and_its_help_says_so() {
-    let env = TestLoop::new();
-    let mut help = env.cmd(&["daemon", "--help"]);
-    help.stdout(std::process::Stdio::piped());
-    let text = stdout(&help.output().unwrap());
-    let file_help = text
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("--file"))
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ");
-    assert!(file_help.contains("as --loop"), "{text}");
-    assert!(!file_help.contains("default: state/M1.md"), "{text}");
-
-    std::fs::write(&env.file, "STATUS: IDLE\nGOAL: g\n").unwrap();
-    let other = env.temp.path().join("other").join("M1.md");
-    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
-    std::fs::write(&other, "STATUS: IDLE\nGOAL: h\n").unwrap();
-    let said = env.temp.path().join("daemon.out");
-    let mut daemon = env.cmd(&["daemon", "--loop", other.to_str().unwrap(), "--every", "1s"]);
-    daemon.stdout(std::fs::File::create(&said).unwrap());
-    let _daemon = Guard::spawn(&mut daemon);
-    let want = format!(
-        "keeping 2 loop(s) running: {}, {}",
-        env.file.display(),
-        other.display()
-    );
-    assert!(
-        wait_until(Duration::from_secs(20), || std::fs::read_to_string(&said)
-            .is_ok_and(|t| t.contains(&want))),
-        "{}",
-        std::fs::read_to_string(&said).unwrap_or_default()
     );
 }

@@ -268,31 +268,3 @@ fn a_valid_edit_the_runner_cannot_record_onto_halts_waiting_instead_of_spinning(
     );
     env.assert_logged("would make it invalid");
 }
-
-/// Copies the text while step 1 runs, kills the runner once step 3 runs, resumes it by hand,
-/// and saves the copy once the new runner has started step 4: the new runner judged step 3
-/// itself, and knows nothing of the text the copy was made from but what the first one wrote.
-#[test]
-fn a_passed_step_is_not_run_again_after_a_stale_save_once_another_runner_took_over() {
-    let env = TestLoop::new();
-    env.scenario(&steady(600));
-    let steps = ["a", "b", "c", "d", "e"];
-    let mut args = vec!["start", "g"];
-    for s in &steps {
-        args.extend(["--step", s]);
-    }
-    let mut first = env.spawn(&args);
-    let old = env.text_while_running(1, 3);
-    first.kill9();
-    let mut second = env.spawn(&["resume"]);
-    env.wait_for_calls(4, 1);
-    save_by_rename(&env.file, &old);
-    let status = second.wait(Duration::from_secs(60));
-    assert!(
-        status.success(),
-        "{status:?}\n{}\n{}",
-        env.text(),
-        env.log()
-    );
-    env.assert_each_step_done_once(5, "ok");
-}

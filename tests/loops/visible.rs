@@ -241,68 +241,6 @@ fn a_foreground_run_says_where_its_files_are_how_to_stop_it_and_ends_with_cost_a
     );
 }
 
-/// An exported `LOOP_FILE` made `loop demo` archive the person's own M1.md and write the demo
-/// into it: only `--file` on its command line moves the demo's M1.md.
-#[test]
-fn loop_demo_leaves_the_loop_of_an_exported_loop_file_alone() {
-    let env = TestLoop::new();
-    let mine = "STATUS: WAITING\nGOAL: my own loop\n";
-    std::fs::write(&env.file, mine).unwrap();
-    let out = env.run_for(&["demo", "--quiet"], Duration::from_secs(60));
-    env.assert_exit(&out, 0);
-    assert_eq!(env.text(), mine, "the person's M1.md was touched");
-    let beside: Vec<_> = std::fs::read_dir(env.state())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(beside, ["M1.md"], "nothing archived or written beside it");
-    let demos: Vec<_> = std::fs::read_dir(env.temp.join("tmp"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(demos.len(), 1, "{demos:?}");
-    let text = std::fs::read_to_string(demos[0].join("state/M1.md")).unwrap();
-    assert!(text.starts_with("STATUS: DONE"), "{text}");
-}
-
-#[test]
-fn a_refused_demo_leaves_nothing_behind() {
-    let env = TestLoop::new();
-    let running = env.temp.path().join("busy").join("M1.md");
-    std::fs::create_dir_all(running.parent().unwrap()).unwrap();
-    std::fs::write(&running, "STATUS: RUNNING\nGOAL: busy\n").unwrap();
-    let out = env.run(&["demo", "--quiet", "--file", running.to_str().unwrap()]);
-    env.assert_exit(&out, 2);
-    assert_eq!(
-        std::fs::read_dir(env.temp.join("tmp")).unwrap().count(),
-        0,
-        "the demo's temporary directory was left behind"
-    );
-    assert_eq!(
-        std::fs::read_to_string(&running).unwrap(),
-        "STATUS: RUNNING\nGOAL: busy\n"
-    );
-}
-
-#[test]
-fn loop_demo_help_shows_where_the_demo_really_goes() {
-    let env = TestLoop::new();
-    let mut help = env.cmd(&["demo", "--help"]);
-    help.stdout(std::process::Stdio::piped());
-    let text = stdout(&help.output().unwrap());
-    let file = text
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("--file"))
-        .take_while(|l| !l.trim_start().starts_with("-q") && !l.trim_start().starts_with("-h"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    assert!(file.contains("temporary directory"), "{text}");
-    assert!(
-        !file.contains("default: state/M1.md") && !file.contains("LOOP_FILE="),
-        "{text}"
-    );
-}
-
 /// A detached loop had no `loop logs [-f]`, and its `runner.out` appended across loops: `loop
 /// logs` prints this loop's part of `loop.log`, and `-f` follows it until the runner exits.
 #[test]
@@ -346,25 +284,5 @@ fn loop_logs_shows_this_loops_decisions_and_follows_a_detached_one_until_its_run
     assert!(
         !out.contains(&first_task),
         "the first loop's runner.out: {out}"
-    );
-}
-
-/// While a backoff was waited out, the live line showed nothing: it says what the loop waits
-/// for and how long is left (counting down on a terminal; once per wait into a pipe).
-#[test]
-fn the_live_line_shows_a_backoff_and_the_time_left() {
-    let env = TestLoop::new();
-    let overloaded = Action::api_error(529, "API Error: 529 Overloaded");
-    env.scenario(&Scenario::new().step(1, [overloaded, Action::done("ok")]));
-    let out = env.run_ok(&["start", "g", "--step", "one"]);
-    let text = stdout(&out);
-    let waits: Vec<&str> = text
-        .lines()
-        .filter(|l| l.starts_with("  … step 1 waits "))
-        .collect();
-    assert_eq!(waits.len(), 1, "{text}");
-    assert!(
-        waits[0].contains(" left · ") && waits[0].contains("529"),
-        "{text}"
     );
 }

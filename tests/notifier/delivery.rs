@@ -3,8 +3,6 @@
 
 use std::process::Output;
 
-use claude_sim::scenario::{Action, Scenario};
-
 use crate::support::telegram_fake::{FakeTelegram, Reply};
 use crate::support::{TestLoop, files, run, stderr};
 
@@ -271,55 +269,5 @@ fn a_bad_chat_id_is_named_in_the_error() {
         stderr(&out).contains("TELEGRAM_CHAT_ID=\"my chat\" is not a chat id"),
         "{}",
         stderr(&out)
-    );
-}
-
-/// Without Telegram, `loop notify` said its message "was written to the log", not which log:
-/// outside a loop that is the per-user one, which nobody would guess.
-#[test]
-fn notify_without_telegram_says_which_log_it_wrote_to() {
-    let env = TestLoop::new();
-    let out = loop_cmd(&env, None, &["notify", "in the loop"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let log = env.state().join("loop.log");
-    assert!(
-        stderr(&out).contains(&format!("written to {}", log.display()))
-            || stderr(&out).contains("written to state/loop.log"),
-        "{}",
-        stderr(&out)
-    );
-    let away = TestLoop::new().without_state();
-    let out = run(away.cmd(&["notify", "anywhere"]).env_remove("LOOP_FILE"));
-    assert!(out.status.success(), "{}", stderr(&out));
-    let user_log = away.xdg().join("m1loop").join("loop.log");
-    assert!(
-        stderr(&out).contains(&format!("written to {}", user_log.display())),
-        "{}",
-        stderr(&out)
-    );
-    assert!(
-        std::fs::read_to_string(user_log)
-            .unwrap()
-            .contains("anywhere")
-    );
-}
-
-/// "Telegram notifications are off" went into the log before every notification of every
-/// process (each `loop notify`, each runner): it is said once per log.
-#[test]
-fn the_telegram_hint_is_logged_once_not_before_every_notification() {
-    let env = TestLoop::new();
-    for msg in ["one", "two", "three"] {
-        let out = loop_cmd(&env, None, &["notify", msg]);
-        assert!(out.status.success(), "{}", stderr(&out));
-    }
-    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
-    env.run_ok(&["start", "g", "--step", "a"]);
-    let log = env.log();
-    assert_eq!(log.matches("notify (").count(), 5, "{log}");
-    assert_eq!(
-        log.matches("Telegram notifications are off").count(),
-        1,
-        "{log}"
     );
 }

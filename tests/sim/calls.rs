@@ -328,21 +328,3 @@ fn json_and_text_formats_print_only_the_outcome() {
         "Simulated work on step 1.\nSTEP_DONE: simulated step 1 done\n"
     );
 }
-
-/// The simulated agent counted its calls per scenario, so a second loop run with the same
-/// scenario found its scripted failure used up and silently passed: a loop's calls are
-/// counted apart from every other loop's (by `LOOP_ID`).
-#[test]
-fn a_second_loop_of_the_same_scenario_meets_its_scripted_failure_again() {
-    use claude_sim::scenario::{Action, Scenario};
-    let env = crate::support::TestLoop::new();
-    env.scenario(
-        &Scenario::new().step(1, [Action::failed("scripted failure"), Action::done("ok")]),
-    );
-    for n in 1..=2 {
-        env.run_ok(&["start", "g", "--step", "a"]);
-        let m = env.m1();
-        assert_eq!(m.results[&1].attempts, Some(2), "loop {n}: {}", env.text());
-    }
-    assert_eq!(env.calls_for(1), 4);
-}

@@ -177,6 +177,17 @@ impl TestLoop {
         self.calls()[n]["prompt"].as_str().unwrap().to_string()
     }
 
+    /// What the hooks the simulated agent ran printed, one JSON object a hook run.
+    pub fn hook_runs(&self) -> Vec<Value> {
+        let mut path = self.temp.sim_log().into_os_string();
+        path.push(".hooks.jsonl");
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
     /// The text of M1.md while step `during` runs, returned once step `after` has started: what
     /// an editor that loaded the file then and never reloaded it would save.
     #[track_caller]
@@ -223,6 +234,36 @@ impl TestLoop {
             stderr(out),
             self.log()
         );
+    }
+
+    /// `loop ARGS` (its command given to `tweak` first) is refused with exit 2 and `want` in
+    /// what it says, and changes nothing: M1.md byte for byte, no archive or other file beside
+    /// it, no agent call.
+    #[track_caller]
+    pub fn assert_refused(&self, args: &[&str], tweak: impl FnOnce(&mut Command), want: &str) {
+        let listing = |dir: &Path| {
+            let mut v: Vec<_> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            v.sort();
+            v
+        };
+        let before = std::fs::read(&self.file).unwrap();
+        let files = listing(&self.state());
+        let mut cmd = self.cmd(args);
+        tweak(&mut cmd);
+        let out = run(cmd);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {want:?} not in {err}");
+        assert_eq!(
+            std::fs::read(&self.file).unwrap(),
+            before,
+            "{args:?} changed M1.md"
+        );
+        assert_eq!(listing(&self.state()), files, "{args:?} wrote beside M1.md");
+        assert!(self.calls().is_empty(), "{args:?} ran the agent");
     }
 
     /// The loop's STATUS is `want`.
