@@ -28,6 +28,7 @@ mod loops {
     mod find;
     mod hooks;
     mod lost;
+    mod old_files;
     mod retry;
     mod review;
     mod revive;
