@@ -23,14 +23,12 @@ mod bridge {
 
 mod loops {
     mod agent_killed;
-    mod auth;
     mod crash;
     mod denials;
     mod find;
     mod hooks;
-    mod inputs;
     mod lost;
-    mod read_only;
+    mod old_files;
     mod retry;
     mod review;
     mod revive;
@@ -46,7 +44,6 @@ mod loops {
 
 mod m1 {
     mod edit;
-    mod file;
     mod misread;
     mod roundtrip;
     mod status;
@@ -61,10 +58,23 @@ mod notifier {
     mod outbox_concurrency;
 }
 
-/// Against the real Claude Code CLI, installed from npm (skipped, saying so, where it cannot be).
-mod real {
-    mod auth;
+/// Tests that pin a problem someone met, each named after it, with the commit that fixed it
+/// (and the issue, where the history names one) in its doc comment: what broke once must not
+/// break again unseen. They hold the fixes from 1def073 (the stale save after a takeover) on;
+/// `elsewhere` lists the unit tests and capture tests that pin the same problems beside their
+/// code. Older tests named after a problem stay in their area (`loops::unix`, say).
+mod regression {
+    mod chat;
+    mod commands;
+    mod elsewhere;
+    mod files;
+    mod inputs;
+    /// Against the real Claude Code CLI, installed from npm (skipped, saying so, where it
+    /// cannot be).
+    mod real_cli;
     mod review;
+    mod runs;
+    mod saves;
 }
 
 mod sim {

@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
+use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
-use serde_json::json;
 
-use crate::support::{TestLoop, code, stderr, wait_until};
+use crate::support::{PATIENCE, TestLoop, wait_until};
 
-fn done() -> serde_json::Value {
-    json!({"sleep_ms": 20, "result": "worked.\nSTEP_DONE: ok"})
+fn done() -> Action {
+    Action::done("ok").sleep_ms(20)
 }
 
 /// The `--resume` id of a logged call, if any.
@@ -19,9 +19,8 @@ fn resumed(call: &serde_json::Value) -> Option<String> {
 }
 
 fn assert_counted_and_resumed(env: &TestLoop) {
-    let m = env.m1();
-    assert_eq!(m.status, Status::Done);
-    let r = &m.results[&1];
+    env.assert_status(Status::Done);
+    let r = &env.m1().results[&1];
     assert_eq!(r.attempts, Some(2), "the killed attempt is counted");
     assert_eq!(r.transient, 0, "not waited out as an outage");
     assert!(!env.log().contains("backoff"), "{}", env.log());
@@ -42,23 +41,27 @@ fn assert_counted_and_resumed(env: &TestLoop) {
 #[test]
 fn an_agent_killed_by_an_outside_signal_costs_an_attempt_and_is_retried() {
     let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [{"killed_by_signal": 9}, done()]}}));
-    let out = env.run(&["start", "g", "--step", "one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.scenario(&Scenario::new().step(1, [Action::new().killed_by_signal(9), done()]));
+    env.run_ok(&["start", "g", "--step", "one"]);
     assert_counted_and_resumed(&env);
-    assert!(env.log().contains("signal 9"), "{}", env.log());
+    env.assert_logged("signal 9");
 }
 
 #[test]
 fn an_agent_killed_with_kill_minus_nine_from_outside_costs_an_attempt_and_is_retried() {
     let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [{"hang": true}, done()]}}));
+    env.scenario(&Scenario::new().step(1, [Action::hang(), done()]));
     let mut runner = env.spawn(&["start", "g", "--step", "one"]);
-    let logged = wait_until(Duration::from_secs(30), || env.calls_for(1) == 1);
-    assert!(logged, "the agent never started");
-    let pid = env.calls()[0]["pid"].as_u64().unwrap();
-    // Give it time to write its init event, as a real agent would have.
-    std::thread::sleep(Duration::from_millis(200));
+    env.wait_for_calls(1, 1);
+    let call = &env.calls()[0];
+    let pid = call["pid"].as_u64().unwrap();
+    // Killed once it has said something, as a real agent would have: its init event is a
+    // whole line of the task's stdout.
+    let stdout = env.task_file(call["task_id"].as_str().unwrap(), "stdout");
+    let spoke = wait_until(PATIENCE, || {
+        std::fs::read_to_string(&stdout).is_ok_and(|s| s.contains('\n'))
+    });
+    assert!(spoke, "the agent wrote no event to {}", stdout.display());
     let killed = std::process::Command::new("kill")
         .args(["-9", &pid.to_string()])
         .status()

@@ -3,19 +3,20 @@
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
+use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::{Status, StepState};
 use m1loop::runner::CRASH_POINTS;
-use serde_json::json;
 
-use crate::support::{TestLoop, code, save_by_rename, stderr, wait_until};
+use crate::support::{TestLoop, save_by_rename, stderr, wait_until};
 
-fn steady(ms: u64) -> serde_json::Value {
-    json!({"default": {"sleep_ms": ms, "result": "worked\nSTEP_DONE: ok"}})
+/// Every step works `ms`, then passes.
+fn steady(ms: u64) -> Scenario {
+    Scenario::new().otherwise(Action::done("ok").sleep_ms(ms))
 }
 
 fn assert_complete(env: &TestLoop, steps: u32) {
+    env.assert_status(Status::Done);
     let m = env.m1();
-    assert_eq!(m.status, Status::Done, "{}", env.text());
     for n in 1..=steps {
         assert_eq!(m.plan.steps[n as usize - 1].state, StepState::Done);
         let r = &m.results[&n];
@@ -31,7 +32,7 @@ fn a_crash_at_every_point_resumes_to_done_starting_each_agent_once() {
     for point in CRASH_POINTS {
         let env = TestLoop::new();
         // Long enough, with output to wake the runner, for the CC_PID write to happen.
-        env.scenario(&json!({"default": {"sleep_ms": 250, "heartbeat_ms": 40, "result": "worked\nSTEP_DONE: ok"}}));
+        env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(250).heartbeat_ms(40)));
         // Crash in the middle of the loop (step 2), or at the one DONE write.
         let nth = if point.contains("done") { 1 } else { 2 };
         let mut c = env.cmd(&[
@@ -44,8 +45,7 @@ fn a_crash_at_every_point_resumes_to_done_starting_each_agent_once() {
             Some(9),
             "{point}: the runner did not crash there: {status:?}"
         );
-        let out = env.run(&["resume"]);
-        assert_eq!(code(&out), 0, "{point}: {}", stderr(&out));
+        env.run_ok(&["resume"]);
         assert_complete(&env, 3);
         env.assert_each_step_started_once(3, point);
         env.assert_no_processes();
@@ -100,7 +100,7 @@ fn edit_while_the_loop_runs(
         args.extend(["--step", n.as_str()]);
     }
     let mut runner = env.spawn(&args);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     let mut n = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
     while env.m1().status != Status::Done && Instant::now() < deadline {
@@ -127,8 +127,7 @@ fn edit_while_the_loop_runs(
         // The last save, made from the text read just before the runner's final write, landed
         // after the runner exited: the next resume puts the record back from the task ledger
         // and starts nothing.
-        let out = env.run(&["resume"]);
-        assert_eq!(code(&out), 0, "{}\n{}", stderr(&out), env.log());
+        env.run_ok(&["resume"]);
     }
     let steps = u32::try_from(steps).unwrap();
     assert_complete(&env, steps);
@@ -156,7 +155,7 @@ fn edits_to_steps_and_limits_take_effect_at_the_next_decision() {
     let env = TestLoop::new();
     env.scenario(&steady(600));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     let text = env
         .text()
         .replace("2: [PENDING] b", "2: [SKIPPED] b")
@@ -198,7 +197,7 @@ fn a_hand_edited_verify_or_limit_outranks_the_start_flag_that_wrote_it() {
         "--max-retries",
         "1",
     ]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     let text = env.text();
     assert!(
         text.contains("VERIFY: false\n") && text.contains("MAX_RETRIES: 1\n"),
@@ -218,7 +217,7 @@ fn status_waiting_by_hand_pauses_after_the_current_step() {
     let env = TestLoop::new();
     env.scenario(&steady(800));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     std::fs::write(
         &env.file,
         env.text().replacen("STATUS: RUNNING", "STATUS: WAITING", 1),
@@ -233,7 +232,7 @@ fn status_waiting_by_hand_pauses_after_the_current_step() {
         "the current step finished"
     );
     assert_eq!(env.calls_for(2), 0, "and no further one started");
-    assert_eq!(code(&env.run(&["resume"])), 0);
+    env.run_ok(&["resume"]);
 }
 
 #[test]
@@ -241,7 +240,7 @@ fn a_broken_hand_edit_is_reported_and_waited_on_never_overwritten() {
     let env = TestLoop::new();
     env.scenario(&steady(700));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     let good = env.text();
     let broken = good.replacen("STATUS: RUNNING", "STATUS: RUNNNG", 1);
     std::fs::write(&env.file, &broken).unwrap();
@@ -250,7 +249,7 @@ fn a_broken_hand_edit_is_reported_and_waited_on_never_overwritten() {
         .contains("invalid")));
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(env.text(), broken, "the runner wrote over a broken file");
-    assert!(env.log().contains("M1.md:1:"), "{}", env.log());
+    env.assert_logged("M1.md:1:");
     std::fs::write(&env.file, env.text().replacen("RUNNNG", "RUNNING", 1)).unwrap();
     assert!(runner.wait(Duration::from_secs(60)).success());
     assert_complete(&env, 2);
@@ -259,10 +258,12 @@ fn a_broken_hand_edit_is_reported_and_waited_on_never_overwritten() {
 #[test]
 fn the_stop_file_halts_mid_step_kills_the_group_and_blocks_resume_until_removed() {
     let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [{"sleep_ms": 60000, "grandchild_sleep_s": 120, "result": "x\nSTEP_DONE: ok"}, {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}]},
-                        "default": {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}}));
+    let long = Action::done("ok")
+        .sleep_ms(60_000)
+        .grandchild_sleep_s(120.0);
+    env.scenario(&steady(10).step(1, [long, Action::done("ok").sleep_ms(10)]));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     assert!(
         wait_until(Duration::from_secs(10), || env.processes().len() >= 3),
         "{:?}",
@@ -284,23 +285,21 @@ fn the_stop_file_halts_mid_step_kills_the_group_and_blocks_resume_until_removed(
     );
     assert!(m.next_action.unwrap().contains("croppy-stop"));
 
-    let refused = env.run(&["resume"]);
-    assert_eq!(code(&refused), 3);
+    let refused = env.run_exits(3, &["resume"]);
     assert!(
         stderr(&refused).contains("croppy-stop"),
         "{}",
         stderr(&refused)
     );
     std::fs::remove_file(&env.stop).unwrap();
-    let out = env.run(&["resume"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.run_ok(&["resume"]);
     assert_complete(&env, 2);
 }
 
 #[test]
 fn a_step_timeout_kills_the_whole_group_grandchildren_included() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"hang": true, "grandchild_sleep_s": 120}}));
+    env.scenario(&Scenario::new().otherwise(Action::hang().grandchild_sleep_s(120.0)));
     let out = env.run_for(
         &[
             "start",
@@ -314,7 +313,7 @@ fn a_step_timeout_kills_the_whole_group_grandchildren_included() {
         ],
         Duration::from_secs(60),
     );
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    env.assert_exit(&out, 1);
     assert_eq!(env.calls_for(1), 2);
     let m = env.m1();
     assert!(

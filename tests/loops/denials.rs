@@ -1,23 +1,19 @@
 //! Tools the agent could not use stop a step from passing, however the CLI reports them.
 
+use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::{Status, StepState};
-use serde_json::json;
 
-use crate::support::{TestLoop, code, stderr};
+use crate::support::TestLoop;
 
 #[test]
 fn a_tool_removed_by_a_deny_rule_is_not_a_false_done() {
     // A deny rule in the user's Claude settings removes Bash: the call gets "No such tool
     // available", `permission_denials` stays empty, and the answer still says STEP_DONE.
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {
-        "unavailable_tools": ["Bash"],
-        "result": "I tried to make the file.\nSTEP_DONE: made it"
-    }}));
-    let out = env.run(&["start", "make the file", "--step", "make it"]);
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    env.scenario(&Scenario::new().otherwise(Action::done("made it").unavailable(["Bash"])));
+    env.run_exits(3, &["start", "make the file", "--step", "make it"]);
+    env.assert_status(Status::Waiting);
     let m = env.m1();
-    assert_eq!(m.status, Status::Waiting);
     assert_ne!(m.plan.steps[0].state, StepState::Done);
     let last = m.last_action.unwrap();
     assert!(last.contains("denied") && last.contains("Bash"), "{last}");
@@ -48,19 +44,24 @@ fn a_tool_removed_by_a_deny_rule_is_not_a_false_done() {
 #[test]
 fn the_advice_after_a_denial_is_the_m1_line_that_allows_it_and_following_it_works() {
     let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [
-        {"permission_denials": ["Write"], "result": "I could not write it.\nSTEP_DONE: tried"},
-        {"result": "Wrote it.\nSTEP_DONE: written"}
-    ]}}));
-    let out = env.run(&[
-        "start",
-        "g",
-        "--step",
-        "write it",
-        "--allowed-tools",
-        "Read,Edit",
-    ]);
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    env.scenario(&Scenario::new().step(
+        1,
+        [
+            Action::done("tried").denied(["Write"]),
+            Action::done("written"),
+        ],
+    ));
+    env.run_exits(
+        3,
+        &[
+            "start",
+            "g",
+            "--step",
+            "write it",
+            "--allowed-tools",
+            "Read,Edit",
+        ],
+    );
     let how = env.m1().next_action.unwrap();
     assert!(
         how.contains("add `,Write` to the end of the line `ALLOWED_TOOLS:` under AGENT"),
@@ -80,8 +81,7 @@ fn the_advice_after_a_denial_is_the_m1_line_that_allows_it_and_following_it_work
         .to_string();
     let indent = &old[..old.len() - old.trim_start().len()];
     std::fs::write(&env.file, text.replace(&old, &format!("{indent}{line}"))).unwrap();
-    let out = env.run(&["resume"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.run_ok(&["resume"]);
     let argv = env.calls()[1]["argv"].to_string();
     assert!(argv.contains("Write"), "{argv}");
 }

@@ -3,10 +3,10 @@
 
 use std::process::Command;
 
+use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
-use serde_json::json;
 
-use crate::support::{TestLoop, code, run, stderr, stdout, wait_until};
+use crate::support::{TestLoop, code, run, stderr, stdout};
 
 /// `loop ARGS` run in `dir` below the project, with neither `--file` nor `LOOP_FILE`.
 fn below(env: &TestLoop, dir: &std::path::Path, args: &[&str]) -> Command {
@@ -18,30 +18,26 @@ fn below(env: &TestLoop, dir: &std::path::Path, args: &[&str]) -> Command {
 #[test]
 fn status_two_directories_below_the_project_finds_its_loop() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"result": "x\nSTEP_DONE: ok"}}));
-    assert_eq!(code(&env.run(&["start", "g", "--step", "a"])), 0);
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    env.run_ok(&["start", "g", "--step", "a"]);
     let deep = env.path().join("src").join("deep");
     std::fs::create_dir_all(&deep).unwrap();
     let out = run(below(&env, &deep, &["status"]));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.assert_exit(&out, 0);
     assert!(stdout(&out).contains("DONE"), "{}", stdout(&out));
-    let out = run(below(&env, &deep, &["validate"]));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.assert_exit(&run(below(&env, &deep, &["validate"])), 0);
 }
 
 #[test]
 fn start_below_a_project_with_a_live_loop_says_so_and_makes_no_second_loop() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"sleep_ms": 60_000, "heartbeat_ms": 50,
-        "result": "x\nSTEP_DONE: ok"}}));
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(60_000).heartbeat_ms(50)));
     let _runner = env.spawn(&["start", "g", "--step", "a"]);
-    assert!(wait_until(std::time::Duration::from_secs(20), || env
-        .calls_for(1)
-        == 1));
+    env.wait_for_calls(1, 1);
     let sub = env.path().join("sub");
     std::fs::create_dir_all(&sub).unwrap();
     let out = run(below(&env, &sub, &["start", "other", "--step", "b"]));
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    env.assert_exit(&out, 2);
     assert!(
         stderr(&out).contains(&env.file.display().to_string()),
         "{}",
@@ -51,8 +47,8 @@ fn start_below_a_project_with_a_live_loop_says_so_and_makes_no_second_loop() {
         !sub.join("state").exists(),
         "no second loop in the subdirectory"
     );
-    assert_eq!(code(&run(below(&env, &sub, &["stop"]))), 0);
-    assert_eq!(env.m1().status, Status::Waiting);
+    env.assert_exit(&run(below(&env, &sub, &["stop"])), 0);
+    env.assert_status(Status::Waiting);
 }
 
 #[test]

@@ -1,31 +1,16 @@
 //! The hooks every agent call gets: the loop's state when a session starts, resumes or was
 //! compacted, and compactions counted; `loop hook install` for interactive sessions.
 
-use serde_json::{Value, json};
+use claude_sim::scenario::{Action, Scenario};
+use serde_json::Value;
 
 use crate::support::{TestLoop, code, stderr, stdout};
-
-fn done() -> Value {
-    json!({"result": "Finished.\nSTEP_DONE: ok"})
-}
-
-/// What the simulated agent's hooks printed, one JSON object a hook run.
-fn hook_runs(env: &TestLoop) -> Vec<Value> {
-    let mut path = env.temp.sim_log().into_os_string();
-    path.push(".hooks.jsonl");
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 #[test]
 fn every_agent_call_gets_the_loops_hooks_in_its_own_settings() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": done()}));
-    let out = env.run(&["start", "g", "--step", "one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    env.run_ok(&["start", "g", "--step", "one"]);
     let settings = env.calls()[0]["settings"]
         .as_str()
         .expect("--settings reaches the agent")
@@ -45,11 +30,12 @@ fn every_agent_call_gets_the_loops_hooks_in_its_own_settings() {
 #[test]
 fn after_a_compaction_the_agent_is_told_its_step_again_and_the_compaction_is_counted() {
     let env = TestLoop::new();
-    env.scenario(&json!({"steps": {
-        "1": done(),
-        "2": {"compact": true, "result": "Finished.\nSTEP_DONE: ok"}
-    }}));
-    let out = env.run(&[
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("ok"))
+            .step(2, Action::done("ok").compact()),
+    );
+    env.run_ok(&[
         "start",
         "g",
         "--step",
@@ -57,8 +43,7 @@ fn after_a_compaction_the_agent_is_told_its_step_again_and_the_compaction_is_cou
         "--step",
         "fix the parser",
     ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let runs = hook_runs(&env);
+    let runs = env.hook_runs();
     assert_eq!(runs.len(), 2, "{runs:?}");
     assert_eq!(runs[0]["hook"], "PreCompact");
     let said: Value = serde_json::from_str(runs[1]["stdout"].as_str().unwrap()).unwrap();
@@ -77,32 +62,7 @@ fn after_a_compaction_the_agent_is_told_its_step_again_and_the_compaction_is_cou
     let m = env.m1();
     assert_eq!(m.results[&2].compactions, 1);
     assert_eq!(m.results[&1].compactions, 0);
-    assert!(
-        env.log().contains("compaction: step 2's session"),
-        "{}",
-        env.log()
-    );
-}
-
-#[test]
-fn a_compaction_that_failed_is_not_counted() {
-    // As 2.1.197's `/compact` of a short session: `PreCompact` runs, then the compaction
-    // fails with "Not enough messages to compact."
-    let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [
-        {"compact": true, "compact_error": "Not enough messages to compact.",
-         "result": "Finished.\nSTEP_DONE: ok"}
-    ]}}));
-    let out = env.run(&["start", "g", "--step", "one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert_eq!(hook_runs(&env)[0]["hook"], "PreCompact", "the hook ran");
-    let m = env.m1();
-    assert_eq!(m.results[&1].compactions, 0, "{:?}", m.results[&1]);
-    assert!(
-        env.log().contains("Not enough messages to compact."),
-        "{}",
-        env.log()
-    );
+    env.assert_logged("compaction: step 2's session");
 }
 
 #[test]
@@ -158,67 +118,13 @@ fn hook_install_adds_only_our_hook_and_uninstall_takes_only_it_out() {
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
     let theirs = "{\n  \"model\": \"opus\",\n  \"permissions\": {\n    \"allow\": []\n  }\n}\n";
     std::fs::write(&settings, theirs).unwrap();
-    let out = env.run(&["hook", "install"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.run_ok(&["hook", "install"]);
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
     assert_eq!(v["model"], "opus");
     let command = v["hooks"]["SessionStart"][0]["hooks"][0]["command"]
         .as_str()
         .unwrap();
     assert!(command.ends_with(" hook session-start"), "{command}");
-    let out = env.run(&["hook", "uninstall"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.run_ok(&["hook", "uninstall"]);
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), theirs);
-}
-
-#[test]
-fn hook_uninstall_twice_says_the_second_time_that_there_was_nothing_to_remove() {
-    let env = TestLoop::new();
-    let settings = env.path().join(".claude/settings.local.json");
-    assert_eq!(code(&env.run(&["hook", "install"])), 0);
-    let mut again = env.cmd(&["hook", "uninstall"]);
-    again.stdout(std::process::Stdio::piped());
-    let first = stdout(&again.output().unwrap());
-    assert!(first.contains("removed"), "{first}");
-    let text = std::fs::read_to_string(&settings).unwrap();
-    let second = stdout(&again.output().unwrap());
-    assert!(
-        !second.contains("removed") && second.contains("nothing to remove"),
-        "{second}"
-    );
-    assert_eq!(std::fs::read_to_string(&settings).unwrap(), text);
-}
-
-/// The hook `loop hook install` puts in a person's own sessions told them the headless agent's
-/// orders ("Your answer's LAST line must be…", "Do this step, and only this step"): a person's
-/// session (no `LOOP_STEP`) gets the loop's state, and none of that.
-#[test]
-fn a_persons_session_gets_the_loops_state_not_the_step_agents_orders() {
-    let env = TestLoop::new();
-    std::fs::write(
-        &env.file,
-        "STATUS: RUNNING\nGOAL: ship it\nPLAN:\n  CURRENT_STEP: 1\n  STEPS:\n    1: [RUNNING] \
-         write\n    2: [PENDING] test\nNEXT_ACTION: check the task\n",
-    )
-    .unwrap();
-    let mut hook = env.cmd(&["hook", "session-start"]);
-    hook.stdout(std::process::Stdio::piped());
-    let v: Value = serde_json::from_str(&stdout(&hook.output().unwrap())).unwrap();
-    let context = v["hookSpecificOutput"]["additionalContext"]
-        .as_str()
-        .unwrap();
-    for said in [
-        "GOAL: ship it",
-        "1: [RUNNING] write",
-        "step 1: write",
-        "check the task",
-    ] {
-        assert!(context.contains(said), "{said:?} missing: {context}");
-    }
-    for order in ["LAST line", "STEP_DONE", "YOUR STEP", "only this step"] {
-        assert!(
-            !context.contains(order),
-            "{order:?} told to a person: {context}"
-        );
-    }
 }

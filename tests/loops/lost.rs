@@ -5,11 +5,11 @@
 use std::path::Path;
 use std::time::Duration;
 
+use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
-use serde_json::json;
 
 use crate::support::procs::{ppid, running, sigkill};
-use crate::support::{SIM, TestLoop, code, stderr, wait_until, write_executable};
+use crate::support::{SIM, TestLoop, wait_until, write_executable};
 
 fn read_pid(path: &Path) -> Option<i32> {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
@@ -31,15 +31,14 @@ fn a_lost_step_leaves_nothing_running_beside_its_retry() {
         ),
     );
     let env = env.env("LOOP_AGENT", &agent);
-    env.scenario(&json!({
-        "steps": {"1": [
-            {"sleep_ms": 60000, "heartbeat_ms": 100, "grandchild_sleep_s": 600, "result": "x\nSTEP_DONE: ok"},
-            {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}
-        ]},
-        "default": {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}
-    }));
+    let quick = || Action::done("ok").sleep_ms(10);
+    let long = Action::done("ok")
+        .sleep_ms(60_000)
+        .heartbeat_ms(100)
+        .grandchild_sleep_s(600.0);
+    env.scenario(&Scenario::new().step(1, [long, quick()]).otherwise(quick()));
     let mut runner = env.spawn(&["start", "g", "--step", "a"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     let tasks = env.state().join("tasks");
     let task = std::fs::read_dir(&tasks)
         .unwrap()
@@ -73,10 +72,9 @@ fn a_lost_step_leaves_nothing_running_beside_its_retry() {
 
     let status = runner.wait(Duration::from_secs(60));
     assert!(status.success(), "{status:?}\n{}", env.log());
-    let m = env.m1();
-    assert_eq!(m.status, Status::Done);
+    env.assert_status(Status::Done);
     assert_eq!(env.calls_for(1), 2, "LOST costs an attempt and is retried");
-    assert_eq!(m.results[&1].attempts, Some(2));
+    assert_eq!(env.m1().results[&1].attempts, Some(2));
     let log = env.log();
     assert!(
         first.iter().all(|&p| !running(p)),
@@ -84,6 +82,5 @@ fn a_lost_step_leaves_nothing_running_beside_its_retry() {
     );
     assert!(log.contains("lost: task"), "{log}");
     env.assert_no_processes();
-    let out = env.run(&["status"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.run_ok(&["status"]);
 }

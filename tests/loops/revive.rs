@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
-use serde_json::json;
 
 use crate::support::{Guard, TestLoop, code, stderr, stdout, wait_until, write_executable};
 
@@ -21,8 +21,13 @@ fn revivals(env: &TestLoop) -> Vec<String> {
         .collect()
 }
 
-fn done(ms: u64) -> serde_json::Value {
-    json!({"sleep_ms": ms, "result": "worked.\nSTEP_DONE: ok"})
+/// Every step works `ms`, then passes.
+fn steady(ms: u64) -> Scenario {
+    Scenario::new().otherwise(done(ms))
+}
+
+fn done(ms: u64) -> Action {
+    Action::done("ok").sleep_ms(ms)
 }
 
 /// Starts `loop daemon` for the loop (looking every second) and waits until the loop is DONE;
@@ -41,9 +46,9 @@ fn daemon_until_done(env: &TestLoop) -> Guard {
 #[test]
 fn a_runner_killed_mid_step_comes_back_by_itself_and_starts_nothing_twice() {
     let env = reviving();
-    env.scenario(&json!({"default": done(1500)}));
+    env.scenario(&steady(1500));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     runner.kill9();
     assert!(
         wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
@@ -56,12 +61,7 @@ fn a_runner_killed_mid_step_comes_back_by_itself_and_starts_nothing_twice() {
         "{}",
         env.log()
     );
-    assert!(
-        env.log()
-            .contains("resumed by itself (revived by the supervisor of task"),
-        "{}",
-        env.log()
-    );
+    env.assert_logged("resumed by itself (revived by the supervisor of task");
     assert_eq!(revivals(&env).len(), 1);
     env.assert_no_processes();
 }
@@ -69,11 +69,8 @@ fn a_runner_killed_mid_step_comes_back_by_itself_and_starts_nothing_twice() {
 #[test]
 fn the_daemon_revives_a_runner_killed_during_a_backoff_at_its_deadline() {
     let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [
-        {"is_error": true, "api_error_status": 529, "exit": 1,
-         "result": "API Error: Repeated 529 Overloaded errors"},
-        done(20)
-    ]}}));
+    let overloaded = Action::api_error(529, "API Error: Repeated 529 Overloaded errors");
+    env.scenario(&Scenario::new().step(1, [overloaded, done(20)]));
     let mut runner = env.spawn(&["start", "g", "--step", "one"]);
     let mut until = None;
     assert!(wait_until(Duration::from_secs(20), || {
@@ -109,13 +106,13 @@ fn the_daemon_revives_a_runner_killed_during_a_backoff_at_its_deadline() {
 #[test]
 fn the_daemon_resumes_a_running_loop_whose_runner_died_between_steps() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": done(20)}));
+    env.scenario(&steady(20));
     let mut c = env.cmd(&["start", "g", "--step", "one", "--step", "two"]);
     // The runner dies after step 1 passed, before step 2 was recorded: no step runs.
     c.env("LOOP_CRASH_AT", "before-spawn-write@2");
     let status = c.status().unwrap();
     assert!(!status.success());
-    assert_eq!(env.m1().status, Status::Running);
+    env.assert_status(Status::Running);
     let _daemon = daemon_until_done(&env);
     assert_eq!((env.calls_for(1), env.calls_for(2)), (1, 1));
 }
@@ -123,9 +120,9 @@ fn the_daemon_resumes_a_running_loop_whose_runner_died_between_steps() {
 #[test]
 fn a_runner_that_dies_on_every_revival_is_halted_waiting_not_revived_forever() {
     let env = reviving().env("LOOP_CRASH_AT", "after-revival");
-    env.scenario(&json!({"default": done(800)}));
+    env.scenario(&steady(800));
     let mut runner = env.spawn(&["start", "g", "--step", "a"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     runner.kill9();
     let file = env.file.display().to_string();
     let _daemon = env.spawn(&["daemon", "--loop", &file, "--every", "1s"]);
@@ -150,7 +147,7 @@ fn a_runner_that_dies_on_every_revival_is_halted_waiting_not_revived_forever() {
     resume.env_remove("LOOP_CRASH_AT");
     let status = resume.status().unwrap();
     assert!(status.success(), "{}", env.log());
-    assert_eq!(env.m1().status, Status::Done);
+    env.assert_status(Status::Done);
     assert!(revivals(&env).is_empty());
 }
 
@@ -223,69 +220,10 @@ fn service_install_names_the_loop_writes_the_unit_and_enables_it() {
     assert!(!unit.exists());
 }
 
-/// Without a user bus (`systemctl --user` cannot reach a systemd), `service install` wrote a
-/// unit nobody would run, printed tmux and cron lines without the environment the unit
-/// carries, and exited 1, a code the table did not list; `status` and `uninstall` exited 0 on
-/// the same error.
-#[test]
-fn service_without_a_user_bus_writes_no_unit_and_its_fallbacks_carry_the_units_environment() {
-    let env = TestLoop::new().env("LOOP_AGENT", "/opt/agents/my agent");
-    std::fs::write(&env.file, "STATUS: IDLE\nGOAL: g\n").unwrap();
-    let config = env.temp.join("config");
-    let working = env.temp.join("systemctl");
-    write_executable(&working, "#!/bin/sh\nexit 0\n");
-    let no_bus = env.temp.join("systemctl-no-bus");
-    write_executable(
-        &no_bus,
-        "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n",
-    );
-    let run = |args: &[&str], ctl: &std::path::Path| {
-        let mut c = env.cmd(args);
-        c.env("XDG_CONFIG_HOME", &config).env("LOOP_SYSTEMCTL", ctl);
-        c.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        c.output().unwrap()
-    };
-    let unit = config.join("systemd/user/m1loop.service");
-    let out = run(&["service", "install"], &no_bus);
-    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
-    assert!(!unit.exists(), "a unit was written that no systemd runs");
-    assert!(
-        stderr(&out).contains("Failed to connect to bus"),
-        "{}",
-        stderr(&out)
-    );
-    let said = stdout(&out);
-    let tmux = said
-        .lines()
-        .find(|l| l.contains("tmux new-session"))
-        .unwrap();
-    let cron = said.lines().find(|l| l.contains("@reboot")).unwrap();
-    for line in [tmux, cron] {
-        for var in ["PATH=", "LOOP_STOP_FILE=", "XDG_STATE_HOME="] {
-            assert!(line.contains(var), "{var} missing: {line}");
-        }
-        assert!(line.contains("LOOP_AGENT="), "{line}");
-        assert!(line.contains("my agent"), "{line}");
-    }
-    // Installed where the bus worked, then asked where it does not: both say they could not.
-    assert_eq!(code(&run(&["service", "install"], &working)), 0);
-    assert!(unit.exists());
-    let out = run(&["service", "status"], &no_bus);
-    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
-    let out = run(&["service", "uninstall"], &no_bus);
-    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
-    assert!(
-        stderr(&out).contains("Failed to connect to bus"),
-        "{}",
-        stderr(&out)
-    );
-}
-
 #[test]
 fn revivals_racing_each_other_and_a_person_end_with_one_runner_and_nothing_run_twice() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": done(300)}));
+    env.scenario(&steady(300));
     let mut c = env.cmd(&[
         "start", "g", "--step", "one", "--step", "two", "--step", "three",
     ]);
@@ -317,44 +255,5 @@ fn revivals_racing_each_other_and_a_person_end_with_one_runner_and_nothing_run_t
         1,
         "one runner took the loop over:\n{}",
         env.log()
-    );
-}
-
-/// `loop daemon` took both `--file` and `--loop` without saying how they differ (and ignored
-/// `--file`): it keeps the loop `--file` (or `LOOP_FILE`) names as one of its loops, and its
-/// help says so.
-#[test]
-fn daemon_keeps_the_loop_of_file_beside_those_of_loop_and_its_help_says_so() {
-    let env = TestLoop::new();
-    let mut help = env.cmd(&["daemon", "--help"]);
-    help.stdout(std::process::Stdio::piped());
-    let text = stdout(&help.output().unwrap());
-    let file_help = text
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("--file"))
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ");
-    assert!(file_help.contains("as --loop"), "{text}");
-    assert!(!file_help.contains("default: state/M1.md"), "{text}");
-
-    std::fs::write(&env.file, "STATUS: IDLE\nGOAL: g\n").unwrap();
-    let other = env.temp.path().join("other").join("M1.md");
-    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
-    std::fs::write(&other, "STATUS: IDLE\nGOAL: h\n").unwrap();
-    let said = env.temp.path().join("daemon.out");
-    let mut daemon = env.cmd(&["daemon", "--loop", other.to_str().unwrap(), "--every", "1s"]);
-    daemon.stdout(std::fs::File::create(&said).unwrap());
-    let _daemon = Guard::spawn(&mut daemon);
-    let want = format!(
-        "keeping 2 loop(s) running: {}, {}",
-        env.file.display(),
-        other.display()
-    );
-    assert!(
-        wait_until(Duration::from_secs(20), || std::fs::read_to_string(&said)
-            .is_ok_and(|t| t.contains(&want))),
-        "{}",
-        std::fs::read_to_string(&said).unwrap_or_default()
     );
 }

@@ -1,25 +1,25 @@
 //! A step that goes on in a fresh session with a handoff: when the agent asks
 //! (`STEP_RESTART`), and when its session's context passed the threshold.
 
+use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::support::{TestLoop, code, stderr};
+use crate::support::TestLoop;
 
-fn restart(note: &str) -> serde_json::Value {
-    json!({"write": [{"path": "state/handoff-step-1.md", "text": note}],
-           "result": "Half done; my context is nearly full.\nSTEP_RESTART: context nearly full"})
+/// The agent leaves `note` as its handoff and asks for a fresh session.
+fn restart(note: &str) -> Action {
+    Action::restart("context nearly full").write("state/handoff-step-1.md", note)
 }
 
-fn done() -> serde_json::Value {
-    json!({"result": "Finished.\nSTEP_DONE: ok"})
+fn done() -> Action {
+    Action::done("ok")
 }
 
 /// Runs a one-step loop to DONE in two agent calls, the second in a fresh session (no
 /// `--resume`); the calls.
 fn two_calls_the_second_fresh(env: &TestLoop) -> Vec<Value> {
-    let out = env.run(&["start", "g", "--step", "one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.run_ok(&["start", "g", "--step", "one"]);
     let calls = env.calls();
     assert_eq!(calls.len(), 2);
     assert!(
@@ -32,7 +32,7 @@ fn two_calls_the_second_fresh(env: &TestLoop) -> Vec<Value> {
 #[test]
 fn step_restart_goes_on_in_a_fresh_session_from_the_agents_handoff_note() {
     let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [restart("did the parser; left: the tests"), done()]}}));
+    env.scenario(&Scenario::new().step(1, [restart("did the parser; left: the tests"), done()]));
     let calls = two_calls_the_second_fresh(&env);
     assert_ne!(calls[1]["session_id"], calls[0]["session_id"]);
     let first = env.prompt(0);
@@ -54,11 +54,10 @@ fn step_restart_goes_on_in_a_fresh_session_from_the_agents_handoff_note() {
 #[test]
 fn step_restart_past_max_restarts_counts_as_a_failed_attempt() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": restart("again")}));
-    let out = env.run(&["start", "g", "--step", "one", "--max-retries", "1"]);
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    env.scenario(&Scenario::new().otherwise(restart("again")));
+    env.run_exits(1, &["start", "g", "--step", "one", "--max-retries", "1"]);
+    env.assert_status(Status::Failed);
     let m = env.m1();
-    assert_eq!(m.status, Status::Failed);
     let r = &m.results[&1];
     assert_eq!(r.restarts, 3);
     assert!(
@@ -75,13 +74,12 @@ fn step_restart_past_max_restarts_counts_as_a_failed_attempt() {
 #[test]
 fn a_crash_between_the_restart_and_the_fresh_session_resumes_into_one_fresh_session() {
     let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [restart("note"), done()]}}));
+    env.scenario(&Scenario::new().step(1, [restart("note"), done()]));
     let mut c = env.cmd(&["start", "g", "--step", "one"]);
     c.env("LOOP_CRASH_AT", "after-restart");
     let status = c.status().unwrap();
     assert!(!status.success(), "the runner crashed at after-restart");
-    let out = env.run(&["resume"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.run_ok(&["resume"]);
     let calls = env.calls();
     assert_eq!(calls.len(), 2, "{}", env.log());
     assert!(calls[1]["resume"].is_null());
@@ -93,10 +91,8 @@ fn a_crash_between_the_restart_and_the_fresh_session_resumes_into_one_fresh_sess
 #[test]
 fn a_retry_of_a_session_past_the_context_threshold_is_a_fresh_session_with_a_handoff() {
     let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [
-        {"context_tokens": 150_000, "result": "I think it works now."},
-        done()
-    ]}}));
+    let full = Action::says("I think it works now.").context_tokens(150_000);
+    env.scenario(&Scenario::new().step(1, [full, done()]));
     two_calls_the_second_fresh(&env);
     let second = env.prompt(1);
     assert!(
@@ -116,12 +112,9 @@ fn a_retry_of_a_session_past_the_context_threshold_is_a_fresh_session_with_a_han
 #[test]
 fn a_step_whose_background_work_the_cli_stopped_is_retried_in_its_session() {
     let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [
-        {"background_task": "run the migration", "result": "Started it.\nSTEP_DONE: migrated"},
-        done()
-    ]}}));
-    let out = env.run(&["start", "g", "--step", "one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let unfinished = Action::done("migrated").background_task("run the migration");
+    env.scenario(&Scenario::new().step(1, [unfinished, done()]));
+    env.run_ok(&["start", "g", "--step", "one"]);
     let calls = env.calls();
     assert_eq!(calls.len(), 2);
     assert_eq!(
@@ -134,53 +127,4 @@ fn a_step_whose_background_work_the_cli_stopped_is_retried_in_its_session() {
         "{again}"
     );
     assert_eq!(env.m1().results[&1].attempts, Some(2));
-}
-
-#[test]
-fn a_prompt_too_long_on_resume_goes_on_in_a_fresh_session_without_costing_an_attempt() {
-    let env = TestLoop::new();
-    let too_long = crate::support::captures().join("prompt-too-long-on-resume-2.1.197");
-    env.scenario(&json!({"steps": {"1": [
-        {"result": "I think it works now."},
-        {"fixture": too_long},
-        done()
-    ]}}));
-    let out = env.run(&["start", "g", "--step", "one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let calls = env.calls();
-    assert_eq!(calls.len(), 3);
-    assert_eq!(calls[1]["resume"], calls[0]["session_id"]);
-    assert!(
-        calls[2]["resume"].is_null(),
-        "a fresh session, not --resume"
-    );
-    let third = env.prompt(2);
-    assert!(third.contains("Prompt is too long"), "{third}");
-    assert!(
-        third.contains("did not end with a STEP_DONE"),
-        "the handoff says what failed: {third}"
-    );
-    let r = &env.m1().results[&1];
-    assert_eq!(
-        r.attempts,
-        Some(2),
-        "the resume that was too long is not an attempt"
-    );
-}
-
-#[test]
-fn a_1m_context_is_measured_against_the_window_its_resume_gets() {
-    // As 2.1.197 without `--model`: the fresh session runs the 1M variant, its resume 200k.
-    let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [
-        {"model": "claude-opus-4-8[1m]", "context_window": 1_000_000,
-         "context_tokens": 250_000, "result": "I think it works now."},
-        done()
-    ]}}));
-    two_calls_the_second_fresh(&env);
-    let second = env.prompt(1);
-    assert!(
-        second.contains("reached 125% of the model's window"),
-        "{second}"
-    );
 }

@@ -5,26 +5,29 @@
 
 use std::time::Duration;
 
+use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
-use serde_json::json;
 
 use crate::support::procs::{running, sigkill};
 use crate::support::{Guard, TestLoop, code, stderr, stdout, wait_until};
 
+/// Every call answers without a verdict: a failed attempt each time.
+fn failing() -> Scenario {
+    Scenario::new().otherwise(Action::says("no verdict here"))
+}
+
 #[test]
 fn loop_yaml_limits_apply_below_flags() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"result": "no verdict here"}}));
+    env.scenario(&failing());
     std::fs::write(env.state().join("loop.yaml"), "limits:\n  max_retries: 1\n").unwrap();
-    let out = env.run(&["start", "g", "--step", "a"]);
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    env.run_exits(1, &["start", "g", "--step", "a"]);
     assert_eq!(env.calls_for(1), 1, "loop.yaml allowed one attempt");
 
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"result": "no verdict here"}}));
+    env.scenario(&failing());
     std::fs::write(env.state().join("loop.yaml"), "limits:\n  max_retries: 1\n").unwrap();
-    let out = env.run(&["start", "g", "--step", "a", "--max-retries", "2"]);
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    env.run_exits(1, &["start", "g", "--step", "a", "--max-retries", "2"]);
     assert_eq!(env.calls_for(1), 2, "the flag outranks loop.yaml");
 }
 
@@ -36,7 +39,7 @@ fn a_malformed_or_misspelled_loop_yaml_is_bad_input_naming_the_file() {
         ("limits:\n  step_timeout: soon\n", "soon"),
     ] {
         let env = TestLoop::new();
-        env.scenario(&json!({"default": {"result": "x\nSTEP_DONE: ok"}}));
+        env.scenario(&Scenario::new().otherwise(Action::done("ok")));
         std::fs::write(env.state().join("loop.yaml"), yaml).unwrap();
         let out = env.run(&["start", "g", "--step", "a"]);
         assert_eq!(code(&out), 2, "{yaml:?}: {}", stderr(&out));
@@ -88,10 +91,11 @@ fn value_after<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
 #[test]
 fn permission_mode_and_tools_survive_detach_kill_and_resume() {
     let env = TestLoop::new();
-    env.scenario(&json!({
-        "steps": {"1": [{"sleep_ms": 1500, "heartbeat_ms": 100, "result": "x\nSTEP_DONE: ok"}]},
-        "default": {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}
-    }));
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("ok").sleep_ms(1500).heartbeat_ms(100))
+            .otherwise(Action::done("ok").sleep_ms(10)),
+    );
     // loop.yaml says otherwise for everything the flags set: it is only a default.
     std::fs::write(
         env.state().join("loop.yaml"),
@@ -120,7 +124,7 @@ fn permission_mode_and_tools_survive_detach_kill_and_resume() {
         "true",
         "--detach",
     ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.assert_exit(&out, 0);
     let text = env.text();
     for line in [
         "  PERMISSION_MODE: plan\n",
@@ -133,7 +137,7 @@ fn permission_mode_and_tools_survive_detach_kill_and_resume() {
     ] {
         assert!(text.contains(line), "{line:?} missing from\n{text}");
     }
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     kill9(runner_pid(&out));
     // The file names the agent: a different LOOP_AGENT now is only a default.
     let mut resume = env.cmd(&["resume"]);
@@ -188,8 +192,11 @@ fn permission_mode_and_tools_survive_detach_kill_and_resume() {
 
 #[test]
 fn max_retries_from_start_and_by_hand_win_over_loop_yaml() {
-    let failing =
-        json!({"default": {"sleep_ms": 600, "heartbeat_ms": 100, "result": "no verdict here"}});
+    let failing = Scenario::new().otherwise(
+        Action::says("no verdict here")
+            .sleep_ms(600)
+            .heartbeat_ms(100),
+    );
     // The flag, written into M1.md, holds in a detached runner.
     let env = TestLoop::new();
     env.scenario(&failing);
@@ -203,7 +210,7 @@ fn max_retries_from_start_and_by_hand_win_over_loop_yaml() {
         "2",
         "--detach",
     ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.assert_exit(&out, 0);
     assert!(env.text().contains("  MAX_RETRIES: 2\n"), "{}", env.text());
     assert!(wait_until(Duration::from_secs(30), || {
         env.m1().status == Status::Failed
@@ -216,7 +223,7 @@ fn max_retries_from_start_and_by_hand_win_over_loop_yaml() {
     env.scenario(&failing);
     std::fs::write(env.state().join("loop.yaml"), "limits:\n  max_retries: 1\n").unwrap();
     let mut runner = env.spawn(&["start", "g", "--step", "a"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     let text = env.text();
     assert!(text.contains("  MAX_RETRIES: 1\n"), "{text}");
     std::fs::write(
@@ -231,7 +238,9 @@ fn max_retries_from_start_and_by_hand_win_over_loop_yaml() {
 #[test]
 fn a_step_timeout_of_seconds_is_stored_exactly_and_enforced_after_a_resume() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"sleep_ms": 120_000, "heartbeat_ms": 100, "result": "x\nSTEP_DONE: ok"}}));
+    env.scenario(
+        &Scenario::new().otherwise(Action::done("ok").sleep_ms(120_000).heartbeat_ms(100)),
+    );
     let out = env.run(&[
         "start",
         "g",
@@ -247,7 +256,7 @@ fn a_step_timeout_of_seconds_is_stored_exactly_and_enforced_after_a_resume() {
         "2",
         "--detach",
     ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.assert_exit(&out, 0);
     let text = env.text();
     for line in [
         "  STEP_TIMEOUT: 3s\n",
@@ -256,12 +265,12 @@ fn a_step_timeout_of_seconds_is_stored_exactly_and_enforced_after_a_resume() {
     ] {
         assert!(text.contains(line), "{line:?} missing from\n{text}");
     }
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     kill9(runner_pid(&out));
     // The second attempt is the resumed runner's: it too ends after 3 s, not 60 min.
     let started = std::time::Instant::now();
     let out = env.run_for(&["resume"], Duration::from_secs(60));
-    assert_eq!(code(&out), 1, "{}\n{}", stderr(&out), env.log());
+    env.assert_exit(&out, 1);
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_eq!(env.calls_for(1), 2);
     let m = env.m1();
@@ -273,55 +282,16 @@ fn a_step_timeout_of_seconds_is_stored_exactly_and_enforced_after_a_resume() {
 #[test]
 fn old_files_with_timeouts_in_minutes_still_run() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"sleep_ms": 10, "result": "x\nSTEP_DONE: ok"}}));
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(10)));
     std::fs::write(
         &env.file,
         "STATUS: RUNNING\nGOAL: g\nPLAN:\n  STEPS:\n    1: [PENDING] a\nLIMITS:\n  \
          STEP_TIMEOUT_MIN: 2\n  IDLE_TIMEOUT_MIN: 1\n",
     )
     .unwrap();
-    let out = env.run(&["resume"]);
-    assert_eq!(code(&out), 0, "{}\n{}", stderr(&out), env.log());
+    env.run_ok(&["resume"]);
     assert_eq!(env.calls_for(1), 1);
     assert!(env.text().contains("  STEP_TIMEOUT_MIN: 2\n"));
-}
-
-/// Runs `loop ARGS` in `env` (with `tweak` applied) and checks that it was refused with exit
-/// 2 and `want` in the message, and that nothing changed: the old M1.md byte for byte, no
-/// archive or other file, no agent call.
-fn refused(
-    env: &TestLoop,
-    args: &[&str],
-    tweak: impl FnOnce(&mut std::process::Command),
-    want: &str,
-) {
-    let listing = |dir: &std::path::Path| {
-        let mut v: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        v.sort();
-        v
-    };
-    let before = std::fs::read(&env.file).unwrap();
-    let files = listing(&env.state());
-    let mut cmd = env.cmd(args);
-    tweak(&mut cmd);
-    let out = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap();
-    let err = stderr(&out);
-    assert_eq!(code(&out), 2, "{args:?}: {err}");
-    assert!(err.contains(want), "{args:?}: {want:?} not in {err}");
-    assert_eq!(
-        std::fs::read(&env.file).unwrap(),
-        before,
-        "{args:?} changed M1.md"
-    );
-    assert_eq!(listing(&env.state()), files, "{args:?} wrote beside M1.md");
-    assert!(env.calls().is_empty(), "{args:?} ran the agent");
 }
 
 const OLD_LOOP: &str =
@@ -332,8 +302,7 @@ fn a_zero_step_timeout_is_refused_before_anything_changes() {
     let env = TestLoop::new();
     std::fs::write(&env.file, OLD_LOOP).unwrap();
     for flag in ["--step-timeout", "--idle-timeout"] {
-        refused(
-            &env,
+        env.assert_refused(
             &["start", "g", "--step", "a", "--force", flag, "0s"],
             |_| {},
             "above zero",
@@ -344,15 +313,13 @@ fn a_zero_step_timeout_is_refused_before_anything_changes() {
         ("--max-steps", "0"),
         ("--max-turns", "0"),
     ] {
-        refused(
-            &env,
+        env.assert_refused(
             &["start", "g", "--step", "a", "--force", flag, value],
             |_| {},
             flag,
         );
     }
-    refused(
-        &env,
+    env.assert_refused(
         &[
             "start",
             "g",
@@ -365,8 +332,7 @@ fn a_zero_step_timeout_is_refused_before_anything_changes() {
         |_| {},
         "unknown permission mode `yolo`",
     );
-    refused(
-        &env,
+    env.assert_refused(
         &["start", "g", "--force", "--plan", "missing.md"],
         |_| {},
         "missing.md",
@@ -376,8 +342,7 @@ fn a_zero_step_timeout_is_refused_before_anything_changes() {
         "limits:\n  step_timeout: 0s\n",
     )
     .unwrap();
-    refused(
-        &env,
+    env.assert_refused(
         &["start", "g", "--step", "a", "--force"],
         |_| {},
         "step_timeout",
@@ -391,8 +356,7 @@ fn a_missing_agent_is_refused_before_anything_changes_with_how_to_install_it() {
     let install = "npm install -g @anthropic-ai/claude-code";
     let start = ["start", "g", "--step", "a", "--force"];
     let missing = env.temp.path().join("no-such-agent");
-    refused(
-        &env,
+    env.assert_refused(
         &start,
         |c| {
             c.env("LOOP_AGENT", &missing);
@@ -401,8 +365,7 @@ fn a_missing_agent_is_refused_before_anything_changes_with_how_to_install_it() {
     );
     let plain = env.temp.path().join("not-executable");
     std::fs::write(&plain, "#!/bin/sh\n").unwrap();
-    refused(
-        &env,
+    env.assert_refused(
         &start,
         |c| {
             c.env("LOOP_AGENT", &plain);
@@ -411,16 +374,14 @@ fn a_missing_agent_is_refused_before_anything_changes_with_how_to_install_it() {
     );
     let empty_path = env.temp.path().join("empty-path");
     std::fs::create_dir(&empty_path).unwrap();
-    refused(
-        &env,
+    env.assert_refused(
         &start,
         |c| {
             c.env_remove("LOOP_AGENT").env("PATH", &empty_path);
         },
         "`claude` is not on PATH",
     );
-    refused(
-        &env,
+    env.assert_refused(
         &["start", "g", "--step", "a", "--force", "--detach"],
         |c| {
             c.env("LOOP_AGENT", &missing);
@@ -428,56 +389,18 @@ fn a_missing_agent_is_refused_before_anything_changes_with_how_to_install_it() {
         "LOOP_AGENT",
     );
     // A resume checks the agent the file names before it runs anything.
-    refused(
-        &env,
+    env.assert_refused(
         &["resume"],
         |c| {
             c.env("LOOP_AGENT", &missing);
         },
         install,
     );
-    refused(
-        &env,
+    env.assert_refused(
         &["resume", "--detach"],
         |c| {
             c.env("LOOP_AGENT", &missing);
         },
         install,
-    );
-}
-
-/// `--step-timeout 60`, meant as an hour, was taken as 60 seconds and killed every real step
-/// after a minute: a number without its unit is refused wherever a duration is given, with
-/// where it was and what it could mean, before anything is written.
-#[test]
-fn a_duration_without_a_unit_is_refused_saying_where_and_which_units_it_could_mean() {
-    let env = TestLoop::new();
-    std::fs::write(&env.file, OLD_LOOP).unwrap();
-    for flag in ["--step-timeout", "--idle-timeout"] {
-        refused(
-            &env,
-            &["start", "g", "--step", "a", "--force", flag, "10"],
-            |_| {},
-            "`10s` or `10m`",
-        );
-    }
-    for args in [
-        &["fire", "--timeout", "30", "--", "true"][..],
-        &["telegram", "--poll-timeout", "50"],
-        &["daemon", "--loop", "x/M1.md", "--every", "5"],
-    ] {
-        refused(&env, args, |_| {}, "s` or `");
-    }
-    std::fs::write(
-        env.state().join("loop.yaml"),
-        "# defaults\nlimits:\n  max_retries: 2\n  step_timeout: 60\n",
-    )
-    .unwrap();
-    refused(
-        &env,
-        &["start", "g", "--step", "a", "--force"],
-        |_| {},
-        "loop.yaml:4:17: limits.step_timeout: invalid duration \"60\": a duration needs its \
-         unit: `60s` or `60m`",
     );
 }

@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use m1loop::m1::{Status, StepState};
-use serde_json::json;
+use claude_sim::scenario::{Action, Scenario};
+use m1loop::m1::Status;
 
-use crate::support::{TestLoop, code, save_by_rename, stderr, wait_until};
+use crate::support::{TestLoop, save_by_rename};
 
-fn steady(ms: u64) -> serde_json::Value {
-    json!({"default": {"sleep_ms": ms, "heartbeat_ms": 50, "result": "worked\nSTEP_DONE: ok"}})
+/// Every step works `ms` (saying so every 50 ms), then passes.
+fn steady(ms: u64) -> Scenario {
+    Scenario::new().otherwise(Action::done("ok").sleep_ms(ms).heartbeat_ms(50))
 }
 
 /// Truncates and writes in two parts, 5 ms apart, as an editor writing in chunks does: a
@@ -30,51 +31,22 @@ fn save_in_place_slowly(path: &std::path::Path, text: &str) {
     f.write_all(&text.as_bytes()[cut..]).unwrap();
 }
 
-/// Each step's agent started exactly once, and every step is DONE with its result.
-fn assert_each_step_once(env: &TestLoop, steps: u32) {
-    let m = env.m1();
-    assert_eq!(m.status, Status::Done, "{}\n{}", env.text(), env.log());
-    env.assert_each_step_started_once(steps, "after the stale save");
-    for n in 1..=steps {
-        assert_eq!(m.plan.steps[n as usize - 1].state, StepState::Done);
-        assert_eq!(
-            m.results[&n].summary.as_deref(),
-            Some("ok"),
-            "{}",
-            env.text()
-        );
-    }
-    env.assert_no_processes();
-}
-
-/// The text of M1.md while step `during` runs, saved again once step `after` has started.
-fn stale_text(env: &TestLoop, during: u32, after: u32) -> String {
-    assert!(wait_until(Duration::from_secs(30), || env
-        .calls_for(during)
-        == 1
-        && env.m1().plan.steps[during as usize - 1].state
-            == StepState::Running));
-    let old = env.text();
-    assert!(wait_until(Duration::from_secs(30), || env.calls_for(after) == 1));
-    old
-}
-
 #[test]
 fn a_stale_save_does_not_run_a_passed_step_again_or_start_a_second_agent() {
     let env = TestLoop::new();
     env.scenario(&steady(700));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
-    let old = stale_text(&env, 2, 3);
+    let old = env.text_while_running(2, 3);
     // The editor ignored the change on disk: step 2 RUNNING, its task in CURRENT.
     save_by_rename(&env.file, &format!("{old}# a note typed in the old text\n"));
     let status = runner.wait(Duration::from_secs(60));
     assert!(status.success(), "{status:?}\n{}", env.log());
-    assert_each_step_once(&env, 3);
+    env.assert_each_step_done_once(3, "ok");
     assert!(
         env.text().contains("# a note typed in the old text\n"),
         "the person's own change is kept"
     );
-    assert!(env.log().contains("stale save"), "{}", env.log());
+    env.assert_logged("stale save");
 }
 
 #[test]
@@ -83,11 +55,11 @@ fn a_stale_save_of_a_text_from_before_the_step_started_does_not_run_it_again() {
     env.scenario(&steady(700));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
     // Read while step 1 runs: steps 2 and 3 are PENDING in this text.
-    let old = stale_text(&env, 1, 3);
+    let old = env.text_while_running(1, 3);
     save_by_rename(&env.file, &old);
     let status = runner.wait(Duration::from_secs(60));
     assert!(status.success(), "{status:?}\n{}", env.log());
-    assert_each_step_once(&env, 3);
+    env.assert_each_step_done_once(3, "ok");
 }
 
 /// Kills the runner once step 3 runs, saves the text read while step `during` ran, resumes:
@@ -98,15 +70,14 @@ fn stale_save_while_the_runner_is_dead(during: u32, journal: bool) -> String {
     let env = TestLoop::new();
     env.scenario(&steady(900));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
-    let old = stale_text(&env, during, 3);
+    let old = env.text_while_running(during, 3);
     runner.kill9();
     save_by_rename(&env.file, &old);
     if !journal {
         std::fs::remove_file(env.state().join("M1.md.versions")).unwrap();
     }
-    let out = env.run(&["resume"]);
-    assert_eq!(code(&out), 0, "{}\n{}", stderr(&out), env.log());
-    assert_each_step_once(&env, 3);
+    env.run_ok(&["resume"]);
+    env.assert_each_step_done_once(3, "ok");
     env.log()
 }
 
@@ -140,18 +111,16 @@ fn a_stale_save_from_before_a_pass_with_the_runner_dead_does_not_rerun_the_step(
 fn a_step_set_back_to_pending_by_hand_runs_again() {
     let env = TestLoop::new();
     env.scenario(&steady(10));
-    let out = env.run(&["start", "g", "--step", "a", "--step", "b"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.run_ok(&["start", "g", "--step", "a", "--step", "b"]);
     let text = env
         .text()
         .replacen("STATUS: DONE", "STATUS: RUNNING", 1)
         .replace("2: [DONE] b", "2: [PENDING] b");
     save_by_rename(&env.file, &text);
-    let out = env.run(&["resume"]);
-    assert_eq!(code(&out), 0, "{}\n{}", stderr(&out), env.log());
+    env.run_ok(&["resume"]);
     assert_eq!(env.calls_for(1), 1);
     assert_eq!(env.calls_for(2), 2, "{}", env.log());
-    assert_eq!(env.m1().status, Status::Done);
+    env.assert_status(Status::Done);
 }
 
 /// How an editor or a script saves, many times a second.
@@ -166,7 +135,7 @@ fn save_storm(how: Save) {
     let env = TestLoop::new();
     env.scenario(&steady(150));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b", "--step", "c"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     let stop = Arc::new(AtomicBool::new(false));
     let saves = Arc::new(AtomicUsize::new(0));
     let saver = {
@@ -207,8 +176,7 @@ fn save_storm(how: Save) {
         // The one race no runner can win: a save made from the text read just before its
         // last write, landing after it exited. The next resume puts the record back from
         // the task ledger, and starts nothing.
-        let out = env.run(&["resume"]);
-        assert_eq!(code(&out), 0, "{how:?}: {}\n{}", stderr(&out), env.log());
+        env.run_ok(&["resume"]);
     }
     assert!(
         still_saving || env.text().contains("STATUS: DONE"),
@@ -216,7 +184,7 @@ fn save_storm(how: Save) {
         saves.load(Ordering::SeqCst),
         env.log()
     );
-    assert_each_step_once(&env, 3);
+    env.assert_each_step_done_once(3, "ok");
     // Every save is in the text: none was lost to a write of the runner's, however they
     // overlapped (an in-place save or an append can land in the file a swap displaced).
     let text = env.text();
@@ -281,47 +249,22 @@ fn a_valid_edit_the_runner_cannot_record_onto_halts_waiting_instead_of_spinning(
     let env = TestLoop::new();
     env.scenario(&steady(1500));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     // A valid file with an empty plan, saved while step 1 runs: the runner's record of step
     // 1 cannot go onto it.
     let text = "STATUS: RUNNING\nGOAL: g\nPLAN:\n  TOTAL_STEPS: 0\n  CURRENT_STEP: 0\n  STEPS:\nCURRENT:\n";
     save_by_rename(&env.file, text);
     let status = runner.wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(3), "{}\n{}", env.text(), env.log());
-    let m = env.m1();
-    assert_eq!(m.status, Status::Waiting, "{}", env.text());
+    env.assert_status(Status::Waiting);
     assert!(
-        m.next_action.as_deref().unwrap_or("").contains("fix M1.md"),
+        env.m1()
+            .next_action
+            .as_deref()
+            .unwrap_or("")
+            .contains("fix M1.md"),
         "{}",
         env.text()
     );
-    assert!(env.log().contains("would make it invalid"), "{}", env.log());
-}
-
-/// Copies the text while step 1 runs, kills the runner once step 3 runs, resumes it by hand,
-/// and saves the copy once the new runner has started step 4: the new runner judged step 3
-/// itself, and knows nothing of the text the copy was made from but what the first one wrote.
-#[test]
-fn a_passed_step_is_not_run_again_after_a_stale_save_once_another_runner_took_over() {
-    let env = TestLoop::new();
-    env.scenario(&steady(600));
-    let steps = ["a", "b", "c", "d", "e"];
-    let mut args = vec!["start", "g"];
-    for s in &steps {
-        args.extend(["--step", s]);
-    }
-    let mut first = env.spawn(&args);
-    let old = stale_text(&env, 1, 3);
-    first.kill9();
-    let mut second = env.spawn(&["resume"]);
-    assert!(wait_until(Duration::from_secs(30), || env.calls_for(4) == 1));
-    save_by_rename(&env.file, &old);
-    let status = second.wait(Duration::from_secs(60));
-    assert!(
-        status.success(),
-        "{status:?}\n{}\n{}",
-        env.text(),
-        env.log()
-    );
-    assert_each_step_once(&env, 5);
+    env.assert_logged("would make it invalid");
 }

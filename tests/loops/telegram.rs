@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use claude_sim::scenario::{Action, Scenario};
+use m1loop::m1::Status;
 
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{TestLoop, code, files, stderr, stdout, wait_until};
+use crate::support::{TestLoop, files, stderr, stdout, wait_until};
 
 const TOKEN: &str = "424242:AAsecretSECRETsecret_loop-telegram";
 const CHAT: &str = "-100777";
@@ -24,9 +25,8 @@ fn texts(tg: &FakeTelegram) -> Vec<String> {
 fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
     let tg = FakeTelegram::start();
     let env = with_telegram(TestLoop::new(), &tg.base_url());
-    env.scenario(&json!({"default": {"result": "x\nSTEP_DONE: wrote the parser"}}));
-    let out = env.run(&["start", "ship the parser", "--step", "write it"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.scenario(&Scenario::new().otherwise(Action::done("wrote the parser")));
+    env.run_ok(&["start", "ship the parser", "--step", "write it"]);
     assert!(wait_until(Duration::from_secs(10), || texts(&tg)
         .iter()
         .any(|t| t.contains("DONE"))));
@@ -45,18 +45,21 @@ fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
     );
 
     let env = with_telegram(TestLoop::new(), &tg.base_url());
-    env.scenario(&json!({"default": {
-        "result": "I changed parse.rs, but `cargo build` still says: expected `;`\nSTEP_FAILED: the tests do not build"
-    }}));
-    let out = env.run(&[
-        "start",
-        "fix the build",
-        "--step",
-        "fix it",
-        "--max-retries",
-        "2",
-    ]);
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    env.scenario(&Scenario::new().otherwise(Action::says(
+        "I changed parse.rs, but `cargo build` still says: expected `;`\nSTEP_FAILED: the tests \
+         do not build",
+    )));
+    env.run_exits(
+        1,
+        &[
+            "start",
+            "fix the build",
+            "--step",
+            "fix it",
+            "--max-retries",
+            "2",
+        ],
+    );
     assert!(wait_until(Duration::from_secs(10), || texts(&tg)
         .iter()
         .any(|t| t.contains("FAILED"))));
@@ -81,19 +84,13 @@ fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
 #[test]
 fn with_telegram_down_the_loop_finishes_and_the_next_command_delivers_the_backlog_once() {
     let env = with_telegram(TestLoop::new(), &FakeTelegram::down_base_url());
-    env.scenario(&json!({"default": {"result": "x\nSTEP_DONE: ok"}}));
-    let out = env.run(&["start", "survive the outage", "--step", "a", "--step", "b"]);
-    assert_eq!(
-        code(&out),
-        0,
-        "a failed notification never fails the loop: {}",
-        stderr(&out)
-    );
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    // A failed notification never fails the loop.
+    env.run_ok(&["start", "survive the outage", "--step", "a", "--step", "b"]);
 
     let tg = FakeTelegram::start();
     let env = env.env("TELEGRAM_API_BASE", tg.base_url());
-    let out = env.run(&["resume"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = env.run_ok(&["resume"]);
     let got = texts(&tg);
     assert_eq!(got.len(), 2, "started and done, once each: {got:?}");
     assert!(
@@ -121,11 +118,9 @@ fn with_telegram_down_the_loop_finishes_and_the_next_command_delivers_the_backlo
 fn stop_from_the_configured_chat_halts_a_running_loop_and_a_strangers_does_not() {
     let tg = FakeTelegram::start();
     let env = with_telegram(TestLoop::new(), &tg.base_url());
-    env.scenario(
-        &json!({"default": {"sleep_ms": 60000, "heartbeat_ms": 500, "result": "x\nSTEP_DONE: ok"}}),
-    );
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(60_000).heartbeat_ms(500)));
     let mut runner = env.spawn(&["start", "g", "--step", "a long step"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
+    env.wait_for_calls(1, 1);
     let mut bot = env.spawn(&["telegram", "--poll-timeout", "1s"]);
 
     tg.push_message(999, "/stop");
@@ -139,7 +134,7 @@ fn stop_from_the_configured_chat_halts_a_running_loop_and_a_strangers_does_not()
     tg.push_message(CHAT.parse().unwrap(), "/stop");
     let status = runner.wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(3), "{}", env.log());
-    assert_eq!(env.m1().status, m1loop::m1::Status::Waiting);
+    env.assert_status(Status::Waiting);
     // This loop only, as `loop stop`: no machine-wide stop file, and nothing left to remove.
     assert!(
         wait_until(Duration::from_secs(20), || texts(&tg)
@@ -153,55 +148,6 @@ fn stop_from_the_configured_chat_halts_a_running_loop_and_a_strangers_does_not()
         "/stop stopped every loop on the machine"
     );
     assert!(!env.state().join("STOP").exists());
-    bot.kill9();
-    env.assert_no_processes();
-}
-
-#[test]
-fn resume_right_after_stop_waits_for_the_stopped_runner_instead_of_meeting_it() {
-    let tg = FakeTelegram::start();
-    let env = with_telegram(TestLoop::new(), &tg.base_url());
-    // The stopped step takes a second to end, as the real CLI may: its runner lets go of the
-    // loop only then, long after the bot has read both messages.
-    env.scenario(&json!({"steps": {"1": [
-        {"sleep_ms": 60000, "heartbeat_ms": 500, "sigterm_exit_ms": 1000,
-         "result": "x\nSTEP_DONE: ok"},
-        {"result": "x\nSTEP_DONE: ok"}
-    ]}}));
-    let mut runner = env.spawn(&["start", "g", "--step", "a long step"]);
-    assert!(wait_until(Duration::from_secs(20), || env.calls_for(1) == 1));
-    let mut bot = env.spawn(&["telegram", "--poll-timeout", "1s"]);
-
-    let chat = CHAT.parse().unwrap();
-    tg.push_message(chat, "/stop");
-    tg.push_message(chat, "/resume");
-    assert!(
-        wait_until(Duration::from_secs(30), || texts(&tg)
-            .iter()
-            .any(|t| t.contains("Resuming"))),
-        "{:?}",
-        texts(&tg)
-    );
-    let reply = texts(&tg)
-        .into_iter()
-        .find(|t| t.contains("Resuming"))
-        .unwrap();
-    assert!(
-        !reply.contains("already runs") && !reply.contains("(exit"),
-        "{reply}"
-    );
-    assert_eq!(
-        runner.wait(Duration::from_secs(30)).code(),
-        Some(3),
-        "stopped"
-    );
-    assert!(
-        wait_until(Duration::from_secs(30), || env.m1().status
-            == m1loop::m1::Status::Done),
-        "{}",
-        env.log()
-    );
-    assert!(!env.stop.exists());
     bot.kill9();
     env.assert_no_processes();
 }

@@ -5,13 +5,14 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
-use serde_json::json;
 
-use crate::support::{Guard, TestLoop, code, stderr, stdout};
+use crate::support::{Guard, TestLoop, stderr, stdout};
 
-fn done(ms: u64) -> serde_json::Value {
-    json!({"sleep_ms": ms, "result": "worked.\nSTEP_DONE: ok"})
+/// Every step works `ms`, then passes.
+fn steady(ms: u64) -> Scenario {
+    Scenario::new().otherwise(Action::done("ok").sleep_ms(ms))
 }
 
 /// Spawns `loop ARGS` with stdout (and stderr) on pipes whose reading ends are closed at
@@ -28,19 +29,19 @@ fn spawn_with_closed_output(env: &TestLoop, args: &[&str]) -> Guard {
 #[test]
 fn a_closed_stdout_never_kills_the_runner() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": done(100)}));
+    env.scenario(&steady(100));
     let mut run = spawn_with_closed_output(&env, &["start", "g", "--step", "a", "--step", "b"]);
     let status = run.wait(Duration::from_secs(60));
     assert_eq!(status.code(), Some(0), "{status:?}\n{}", env.log());
-    assert_eq!(env.m1().status, Status::Done);
+    env.assert_status(Status::Done);
     env.assert_no_processes();
 }
 
 #[test]
 fn status_and_resume_into_a_closed_pipe_exit_as_usual() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": done(20)}));
-    assert_eq!(code(&env.run(&["start", "g", "--step", "a"])), 0);
+    env.scenario(&steady(20));
+    env.run_ok(&["start", "g", "--step", "a"]);
     for (args, want) in [
         (&["status"][..], 0),
         (&["status", "--json"][..], 0),
@@ -52,8 +53,9 @@ fn status_and_resume_into_a_closed_pipe_exit_as_usual() {
     }
 }
 
-fn blocked() -> serde_json::Value {
-    json!({"default": {"result": "STEP_BLOCKED: which way?"}})
+/// Every step asks a question: each loop waits for a human at once.
+fn blocked() -> Scenario {
+    Scenario::new().otherwise(Action::blocked("which way?"))
 }
 
 fn archives(env: &TestLoop) -> Vec<std::path::PathBuf> {
@@ -74,7 +76,7 @@ fn archives(env: &TestLoop) -> Vec<std::path::PathBuf> {
 fn four_forced_starts_in_one_second_keep_four_archives() {
     let env = TestLoop::new();
     env.scenario(&blocked());
-    assert_eq!(code(&env.run(&["start", "goal 0", "--step", "a"])), 3);
+    env.run_exits(3, &["start", "goal 0", "--step", "a"]);
     // Archives of this second and the next minute already exist, as after a burst of starts:
     // whenever the starts below run, the name they would take first is taken.
     let now = chrono::Utc::now();
@@ -86,8 +88,10 @@ fn four_forced_starts_in_one_second_keep_four_archives() {
         planted.push((p, format!("planted {s}\n")));
     }
     for g in ["A", "B", "C", "D"] {
-        let out = env.run(&["start", &format!("goal {g}"), "--step", "a", "--force"]);
-        assert_eq!(code(&out), 3, "{}", stderr(&out));
+        env.run_exits(
+            3,
+            &["start", &format!("goal {g}"), "--step", "a", "--force"],
+        );
     }
     for (p, text) in &planted {
         assert_eq!(&std::fs::read_to_string(p).unwrap(), text, "{p:?} replaced");
@@ -114,11 +118,10 @@ fn the_state_directory_stays_out_of_the_agents_commits() {
     std::fs::remove_dir(env.state()).unwrap();
     let git = |args: &[&str]| env.git(args);
     git(&["init", "-q"]);
-    env.scenario(&json!({"default": {"write": [{"path": "out.txt", "text": "made\n"}], "result": "x\nSTEP_DONE: made it"}}));
+    env.scenario(&Scenario::new().otherwise(Action::done("made it").write("out.txt", "made\n")));
     // What an agent does at the end of a step: commit everything.
     let sweep = "git add -A && git -c user.name=t -c user.email=t@example.invalid commit -qm step";
-    let out = env.run(&["start", "g", "--step", "make it", "--verify", sweep]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.run_ok(&["start", "g", "--step", "make it", "--verify", sweep]);
     let ignore = std::fs::read_to_string(env.state().join(".gitignore")).unwrap();
     assert!(ignore.lines().any(|l| l == "*"), "{ignore}");
     let tracked = git(&["ls-files"]);
@@ -129,8 +132,8 @@ fn the_state_directory_stays_out_of_the_agents_commits() {
 fn an_existing_gitignore_in_the_state_directory_is_left_as_it_is() {
     let env = TestLoop::new();
     std::fs::write(env.state().join(".gitignore"), "tasks/\n").unwrap();
-    env.scenario(&json!({"default": done(20)}));
-    assert_eq!(code(&env.run(&["start", "g", "--step", "a"])), 0);
+    env.scenario(&steady(20));
+    env.run_ok(&["start", "g", "--step", "a"]);
     assert_eq!(
         std::fs::read_to_string(env.state().join(".gitignore")).unwrap(),
         "tasks/\n"
@@ -142,8 +145,10 @@ fn an_unexpected_error_is_not_reported_as_a_failed_loop() {
     let env = TestLoop::new();
     // The state directory cannot be made: a file is in the way.
     std::fs::write(env.path().join("blocker"), "").unwrap();
-    let out = env.run(&["--file", "blocker/state/M1.md", "start", "g", "--step", "a"]);
-    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    let out = env.run_exits(
+        70,
+        &["--file", "blocker/state/M1.md", "start", "g", "--step", "a"],
+    );
     assert!(stderr(&out).contains("blocker"), "{}", stderr(&out));
 }
 

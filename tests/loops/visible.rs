@@ -3,18 +3,26 @@
 
 use std::time::Duration;
 
+use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
-use serde_json::json;
 
-use crate::support::{TestLoop, code, stderr, stdout, wait_until};
+use crate::support::{TestLoop, stderr, stdout, wait_until};
+
+/// Every step passes at once.
+fn passing() -> Scenario {
+    Scenario::new().otherwise(Action::done("ok"))
+}
+
+/// Every step works `ms`, saying what it does every 100 ms, then passes.
+fn working(ms: u64) -> Scenario {
+    Scenario::new().otherwise(Action::done("ok").sleep_ms(ms).heartbeat_ms(100))
+}
 
 #[test]
 fn a_foreground_runner_shows_what_the_agent_is_doing_while_a_step_runs() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"sleep_ms": 600, "heartbeat_ms": 100,
-        "result": "worked.\nSTEP_DONE: ok"}}));
-    let out = env.run(&["start", "g", "--step", "one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.scenario(&working(600));
+    let out = env.run_ok(&["start", "g", "--step", "one"]);
     let text = stdout(&out);
     // Piped: one line per change of activity, each with the step, its clock and what it did.
     let live: Vec<&str> = text.lines().filter(|l| l.starts_with("  … ")).collect();
@@ -33,10 +41,8 @@ fn a_foreground_runner_shows_what_the_agent_is_doing_while_a_step_runs() {
     assert_eq!(seen.len(), live.len(), "each activity once: {text}");
 
     let quiet = TestLoop::new();
-    quiet.scenario(&json!({"default": {"sleep_ms": 600, "heartbeat_ms": 100,
-        "result": "worked.\nSTEP_DONE: ok"}}));
-    let out = quiet.run(&["start", "g", "--step", "one", "--quiet"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    quiet.scenario(&working(600));
+    let out = quiet.run_ok(&["start", "g", "--step", "one", "--quiet"]);
     assert!(!stdout(&out).contains("  … "), "{}", stdout(&out));
     assert!(
         stdout(&out).contains("pass: Step 1"),
@@ -47,8 +53,7 @@ fn a_foreground_runner_shows_what_the_agent_is_doing_while_a_step_runs() {
 #[test]
 fn status_shows_the_agents_last_activity_while_a_step_runs() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"sleep_ms": 20000, "heartbeat_ms": 100,
-        "result": "worked.\nSTEP_DONE: ok"}}));
+    env.scenario(&working(20_000));
     let mut runner = env.spawn(&["start", "g", "--step", "one"]);
     let mut last = String::new();
     let seen = wait_until(Duration::from_secs(20), || {
@@ -106,9 +111,8 @@ fn status_says_when_a_stop_file_is_present_and_which() {
 #[test]
 fn a_step_that_passes_every_check_that_applies_is_verified_without_a_verify_command() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok"}}));
-    let out = env.run(&["start", "g", "--step", "one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.scenario(&passing());
+    env.run_ok(&["start", "g", "--step", "one"]);
     assert_eq!(env.m1().results[&1].verified, Some(true));
     assert!(stdout(&env.run(&["status"])).contains("verified"));
 }
@@ -116,13 +120,8 @@ fn a_step_that_passes_every_check_that_applies_is_verified_without_a_verify_comm
 #[test]
 fn the_run_after_a_rate_limit_wait_is_told_to_carry_on_not_to_fix_its_work() {
     let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [
-        {"is_error": true, "api_error_status": 529, "exit": 1,
-         "result": "API Error: Repeated 529 Overloaded errors. The API is at capacity"},
-        {"result": "worked.\nSTEP_DONE: ok"}
-    ]}}));
-    let out = env.run(&["start", "g", "--step", "one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.scenario(&Scenario::new().step(1, [Action::overloaded(), Action::done("ok")]));
+    env.run_ok(&["start", "g", "--step", "one"]);
     assert_eq!(env.calls().len(), 2);
     let again = env.prompt(1);
     assert!(again.contains("cut off by an API error"), "{again}");
@@ -141,13 +140,11 @@ fn the_run_after_a_rate_limit_wait_is_told_to_carry_on_not_to_fix_its_work() {
 #[test]
 fn a_failed_run_is_recorded_with_its_exit_code_and_stderr_tail() {
     let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [
-        {"is_error": true, "exit": 1, "subtype": "error_during_execution",
-         "stderr": "fatal: the disk is full\n", "result": "the tool crashed"},
-        {"result": "worked.\nSTEP_DONE: ok"}
-    ]}}));
-    let out = env.run(&["start", "g", "--step", "one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let crashed = Action::error("the tool crashed")
+        .subtype("error_during_execution")
+        .stderr("fatal: the disk is full\n");
+    env.scenario(&Scenario::new().step(1, [crashed, Action::done("ok")]));
+    env.run_ok(&["start", "g", "--step", "one"]);
     let log = env.log();
     let retry = log
         .lines()
@@ -162,22 +159,23 @@ fn a_failed_run_is_recorded_with_its_exit_code_and_stderr_tail() {
 #[test]
 fn a_verify_command_that_prints_nothing_is_said_to_have_printed_nothing() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok"}}));
-    let out = env.run(&[
-        "start",
-        "g",
-        "--step",
-        "one",
-        "--verify",
-        "false",
-        "--max-retries",
-        "1",
-    ]);
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
-    let m = env.m1();
-    assert_eq!(m.status, Status::Failed);
+    env.scenario(&passing());
+    env.run_exits(
+        1,
+        &[
+            "start",
+            "g",
+            "--step",
+            "one",
+            "--verify",
+            "false",
+            "--max-retries",
+            "1",
+        ],
+    );
+    env.assert_status(Status::Failed);
     assert_eq!(
-        m.results[&1].error.as_deref(),
+        env.m1().results[&1].error.as_deref(),
         Some("VERIFY failed (exit 1) and printed nothing")
     );
 }
@@ -185,17 +183,15 @@ fn a_verify_command_that_prints_nothing_is_said_to_have_printed_nothing() {
 #[test]
 fn one_step_done_is_not_called_all_1_steps_and_nothing_skipped_is_not_mentioned() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok"}}));
-    let out = env.run(&["start", "g", "--step", "one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.scenario(&passing());
+    env.run_ok(&["start", "g", "--step", "one"]);
     assert_eq!(
         env.m1().last_action.as_deref(),
         Some("The only step is done")
     );
     let two = TestLoop::new();
-    two.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok"}}));
-    let out = two.run(&["start", "g", "--step", "one", "--step", "two"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    two.scenario(&passing());
+    two.run_ok(&["start", "g", "--step", "one", "--step", "two"]);
     assert_eq!(two.m1().last_action.as_deref(), Some("All 2 steps done"));
     assert!(!two.log().contains("skipped"), "{}", two.log());
 }
@@ -208,7 +204,7 @@ fn loop_demo_honours_file() {
         &["demo", "--quiet", "--file", file.to_str().unwrap()],
         Duration::from_secs(60),
     );
-    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    env.assert_exit(&out, 0);
     let text = std::fs::read_to_string(&file).expect("the demo's M1.md is where --file says");
     assert!(text.starts_with("STATUS: DONE"), "{text}");
     assert!(stdout(&out).contains(&file.display().to_string()));
@@ -217,9 +213,8 @@ fn loop_demo_honours_file() {
 #[test]
 fn a_foreground_run_says_where_its_files_are_how_to_stop_it_and_ends_with_cost_and_time() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"result": "worked.\nSTEP_DONE: ok", "cost_usd": 0.25}}));
-    let out = env.run(&["start", "ship it", "--step", "one", "--step", "two"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").cost(0.25)));
+    let out = env.run_ok(&["start", "ship it", "--step", "one", "--step", "two"]);
     let err = stderr(&out);
     let first = err.lines().next().unwrap_or_default();
     assert!(first.contains("ship it"), "{err}");
@@ -236,9 +231,8 @@ fn a_foreground_run_says_where_its_files_are_how_to_stop_it_and_ends_with_cost_a
     );
 
     // A loop that needs a human ends with why and what to do.
-    env.scenario(&json!({"default": {"result": "unsure\nSTEP_BLOCKED: which file?"}}));
-    let out = env.run(&["start", "ask", "--step", "one", "--force"]);
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    env.scenario(&Scenario::new().otherwise(Action::blocked("which file?")));
+    let out = env.run_exits(3, &["start", "ask", "--step", "one", "--force"]);
     let last = stderr(&out).lines().last().unwrap_or_default().to_owned();
     assert!(last.starts_with("loop: WAITING: "), "{last}");
     assert!(
@@ -247,77 +241,13 @@ fn a_foreground_run_says_where_its_files_are_how_to_stop_it_and_ends_with_cost_a
     );
 }
 
-/// An exported `LOOP_FILE` made `loop demo` archive the person's own M1.md and write the demo
-/// into it: only `--file` on its command line moves the demo's M1.md.
-#[test]
-fn loop_demo_leaves_the_loop_of_an_exported_loop_file_alone() {
-    let env = TestLoop::new();
-    let mine = "STATUS: WAITING\nGOAL: my own loop\n";
-    std::fs::write(&env.file, mine).unwrap();
-    let out = env.run_for(&["demo", "--quiet"], Duration::from_secs(60));
-    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
-    assert_eq!(env.text(), mine, "the person's M1.md was touched");
-    let beside: Vec<_> = std::fs::read_dir(env.state())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(beside, ["M1.md"], "nothing archived or written beside it");
-    let demos: Vec<_> = std::fs::read_dir(env.temp.join("tmp"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(demos.len(), 1, "{demos:?}");
-    let text = std::fs::read_to_string(demos[0].join("state/M1.md")).unwrap();
-    assert!(text.starts_with("STATUS: DONE"), "{text}");
-}
-
-#[test]
-fn a_refused_demo_leaves_nothing_behind() {
-    let env = TestLoop::new();
-    let running = env.temp.path().join("busy").join("M1.md");
-    std::fs::create_dir_all(running.parent().unwrap()).unwrap();
-    std::fs::write(&running, "STATUS: RUNNING\nGOAL: busy\n").unwrap();
-    let out = env.run(&["demo", "--quiet", "--file", running.to_str().unwrap()]);
-    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
-    assert_eq!(
-        std::fs::read_dir(env.temp.join("tmp")).unwrap().count(),
-        0,
-        "the demo's temporary directory was left behind"
-    );
-    assert_eq!(
-        std::fs::read_to_string(&running).unwrap(),
-        "STATUS: RUNNING\nGOAL: busy\n"
-    );
-}
-
-#[test]
-fn loop_demo_help_shows_where_the_demo_really_goes() {
-    let env = TestLoop::new();
-    let mut help = env.cmd(&["demo", "--help"]);
-    help.stdout(std::process::Stdio::piped());
-    let text = stdout(&help.output().unwrap());
-    let file = text
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("--file"))
-        .take_while(|l| !l.trim_start().starts_with("-q") && !l.trim_start().starts_with("-h"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    assert!(file.contains("temporary directory"), "{text}");
-    assert!(
-        !file.contains("default: state/M1.md") && !file.contains("LOOP_FILE="),
-        "{text}"
-    );
-}
-
 /// A detached loop had no `loop logs [-f]`, and its `runner.out` appended across loops: `loop
 /// logs` prints this loop's part of `loop.log`, and `-f` follows it until the runner exits.
 #[test]
 fn loop_logs_shows_this_loops_decisions_and_follows_a_detached_one_until_its_runner_exits() {
     let env = TestLoop::new();
-    env.scenario(&json!({"default": {"sleep_ms": 1500, "heartbeat_ms": 100,
-        "result": "worked.\nSTEP_DONE: ok"}}));
-    let out = env.run(&["start", "the first goal", "--step", "one", "--detach"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.scenario(&working(1500));
+    env.run_ok(&["start", "the first goal", "--step", "one", "--detach"]);
     assert!(wait_until(Duration::from_secs(30), || env.m1().status
         == Status::Done
         && m1loop::runner::lock::holder(&env.file).is_none()));
@@ -328,15 +258,14 @@ fn loop_logs_shows_this_loops_decisions_and_follows_a_detached_one_until_its_run
             .unwrap()
             .contains(&first_task)
     );
-    let out = env.run(&["start", "the second goal", "--step", "two", "--detach"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    env.run_ok(&["start", "the second goal", "--step", "two", "--detach"]);
     let followed = env.temp.join("followed.out");
     let mut follow = env.cmd(&["logs", "-f"]);
     follow.stdout(std::fs::File::create(&followed).unwrap());
     let mut follow = crate::support::Guard::spawn(&mut follow);
     assert!(follow.wait(Duration::from_secs(30)).success());
     // It ended only once the runner had: the loop is DONE, and its last decision was printed.
-    assert_eq!(env.m1().status, Status::Done, "{}", env.log());
+    env.assert_status(Status::Done);
     let text = std::fs::read_to_string(&followed).unwrap();
     let last = env.log().lines().last().unwrap().to_owned();
     assert!(
@@ -355,28 +284,5 @@ fn loop_logs_shows_this_loops_decisions_and_follows_a_detached_one_until_its_run
     assert!(
         !out.contains(&first_task),
         "the first loop's runner.out: {out}"
-    );
-}
-
-/// While a backoff was waited out, the live line showed nothing: it says what the loop waits
-/// for and how long is left (counting down on a terminal; once per wait into a pipe).
-#[test]
-fn the_live_line_shows_a_backoff_and_the_time_left() {
-    let env = TestLoop::new();
-    env.scenario(&json!({"steps": {"1": [
-        {"is_error": true, "api_error_status": 529, "result": "API Error: 529 Overloaded"},
-        {"result": "worked.\nSTEP_DONE: ok"}
-    ]}}));
-    let out = env.run(&["start", "g", "--step", "one"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let text = stdout(&out);
-    let waits: Vec<&str> = text
-        .lines()
-        .filter(|l| l.starts_with("  … step 1 waits "))
-        .collect();
-    assert_eq!(waits.len(), 1, "{text}");
-    assert!(
-        waits[0].contains(" left · ") && waits[0].contains("529"),
-        "{text}"
     );
 }

@@ -168,25 +168,3 @@ fn the_telegram_hint_is_shown_once_per_user_not_on_every_call() {
         "another user is told too"
     );
 }
-
-/// `loop status` printed an EXIT it does not know as "pending", which reads as a step's state,
-/// and `--json` gave the placeholder `"constraints": "(none)"` instead of null.
-#[test]
-fn status_prints_no_exit_it_does_not_know_and_no_constraints_as_null() {
-    let Case { dir: _dir, file } = case(
-        "STATUS: RUNNING\nGOAL: ship\nCONSTRAINTS: (none)\nPLAN:\n  CURRENT_STEP: 1\n  STEPS:\n    \
-         1: [RUNNING] build\nRESULTS:\n  STEP_1:\n    EXIT: (pending)\n    ATTEMPTS: 1\n",
-    );
-    let human = status(&file, false);
-    assert!(
-        human.contains(">  1 RUNNING   build  (1 attempt)\n"),
-        "{human}"
-    );
-    assert!(
-        !human.contains("pending") && !human.contains("CONSTRAINTS"),
-        "{human}"
-    );
-    let v: serde_json::Value = serde_json::from_str(&status(&file, true)).unwrap();
-    assert_eq!(v["constraints"], serde_json::Value::Null, "{v}");
-    assert_eq!(v["results"]["1"]["exit"], serde_json::Value::Null, "{v}");
-}

@@ -5,14 +5,7 @@ use std::time::Duration;
 
 use m1loop::m1::Document;
 
-use crate::support::{SEED, Temp, case, loop_with_file, seed_with};
-
-fn errors(text: &str) -> Vec<String> {
-    match Document::parse(text) {
-        Ok(_) => panic!("accepted:\n{text}"),
-        Err(e) => e.errors().iter().map(ToString::to_string).collect(),
-    }
-}
+use crate::support::{SEED, Temp, case, loop_with_file, parse_errors as errors, seed_with};
 
 #[test]
 fn unknown_status() {
@@ -230,61 +223,6 @@ fn bad_settings_in_limits_and_agent_are_errors_at_line_and_column() {
 }
 
 #[test]
-fn a_wait_until_that_is_no_time_is_an_error_not_ignored() {
-    assert_eq!(
-        errors("STATUS: RUNNING\nGOAL: g\nCURRENT:\n  WAIT_UNTIL: garbage\n"),
-        [
-            "4:15: WAIT_UNTIL: expected a time such as `2026-11-22T03:00:30Z` (RFC 3339, as the \
-             runner writes it), found `garbage`"
-        ]
-    );
-    Document::parse("STATUS: RUNNING\nGOAL: g\nCURRENT:\n  WAIT_UNTIL: 2026-11-22T03:00:30Z\n")
-        .unwrap();
-}
-
-#[test]
-fn a_duration_too_long_to_hold_is_an_error_not_clamped() {
-    assert_eq!(
-        errors("STATUS: IDLE\nGOAL: g\nLIMITS:\n  STEP_TIMEOUT: 99999999999999999h\n"),
-        [
-            "4:17: STEP_TIMEOUT: expected a duration above zero and at most a year (8760h), such \
-             as `40s`, `15m` or `1h30m`, found `99999999999999999h`"
-        ]
-    );
-    assert_eq!(
-        errors("STATUS: IDLE\nGOAL: g\nLIMITS:\n  IDLE_TIMEOUT_MIN: 99999999999999999\n"),
-        [
-            "4:21: IDLE_TIMEOUT_MIN: expected a whole number of minutes from 1 to 525600 (a \
-             year), found `99999999999999999`"
-        ]
-    );
-    let doc = Document::parse("STATUS: IDLE\nGOAL: g\nLIMITS:\n  STEP_TIMEOUT: 8760h\n").unwrap();
-    assert_eq!(
-        doc.view().limits.step_timeout,
-        Some(Duration::from_secs(8760 * 3600))
-    );
-}
-
-#[test]
-fn a_verify_over_128_kib_is_an_error_at_its_line_not_a_command_that_cannot_start() {
-    let verify = |n: usize| {
-        format!(
-            "STATUS: IDLE\nGOAL: g\nVERIFY: true||{}\n",
-            "x".repeat(n - 6)
-        )
-    };
-    assert_eq!(
-        errors(&verify(131_072)),
-        [
-            "3:9: VERIFY: a command of 131072 bytes, longer than the 131071 one argument may be \
-             (Linux's limit, and `sh -c` takes the command as one): put it in a script, and make \
-             VERIFY run that"
-        ]
-    );
-    Document::parse(&verify(131_071)).unwrap();
-}
-
-#[test]
 fn prose_unknown_keys_and_a_goal_only_file_are_valid() {
     let text = "# Notes\nSome text: fine.\n\nSTATUS: IDLE\nGOAL: g\nMY_KEY: x\nEXTRA:\n  ANY: y  # c\n  # note\n";
     Document::parse(text).unwrap();
@@ -360,27 +298,4 @@ fn cli_missing_file_says_how_to_start() {
         );
     }
     assert!(!file.exists());
-}
-
-#[test]
-fn a_duration_without_a_unit_is_an_error_that_says_which_units_it_could_mean() {
-    assert_eq!(
-        errors("STATUS: IDLE\nGOAL: g\nLIMITS:\n  STEP_TIMEOUT: 60\n"),
-        [
-            "4:17: STEP_TIMEOUT: expected a duration with its unit, such as `60s` or `60m`, \
-             found `60`"
-        ]
-    );
-    assert_eq!(
-        errors("STATUS: IDLE\nGOAL: g\nLIMITS:\n  MAX_SESSION: 10\n"),
-        [
-            "4:16: MAX_SESSION: expected a duration with its unit, such as `10s` or `10m`, found `10`"
-        ]
-    );
-    // The older key's unit is in its name: whole minutes, as before.
-    let doc = Document::parse("STATUS: IDLE\nGOAL: g\nLIMITS:\n  STEP_TIMEOUT_MIN: 60\n").unwrap();
-    assert_eq!(
-        doc.view().limits.step_timeout,
-        Some(Duration::from_secs(3600))
-    );
 }

@@ -328,22 +328,3 @@ fn json_and_text_formats_print_only_the_outcome() {
         "Simulated work on step 1.\nSTEP_DONE: simulated step 1 done\n"
     );
 }
-
-/// The simulated agent counted its calls per scenario, so a second loop run with the same
-/// scenario found its scripted failure used up and silently passed: a loop's calls are
-/// counted apart from every other loop's (by `LOOP_ID`).
-#[test]
-fn a_second_loop_of_the_same_scenario_meets_its_scripted_failure_again() {
-    let env = crate::support::TestLoop::new();
-    env.scenario(&serde_json::json!({"steps": {"1": [
-        {"result": "not yet\nSTEP_FAILED: scripted failure"},
-        {"result": "fixed\nSTEP_DONE: ok"}
-    ]}}));
-    for n in 1..=2 {
-        let out = env.run(&["start", "g", "--step", "a"]);
-        assert_eq!(out.status.code(), Some(0), "loop {n}: {}", stderr(&out));
-        let m = env.m1();
-        assert_eq!(m.results[&1].attempts, Some(2), "loop {n}: {}", env.text());
-    }
-    assert_eq!(env.calls_for(1), 4);
-}

@@ -1,8 +1,12 @@
 //! What the tests share: the binaries, one temporary directory ([`Temp`]) and a temporary loop
 //! built on it ([`TestLoop`]), one guard for a process a test starts ([`Guard`]), one way to
 //! wait ([`wait_until`]) and to run a command to its end ([`run`]), and a look at `/proc`
-//! through the library's own reader ([`procs`]).
+//! through the library's own reader ([`procs`]); for tests of more than one file, the answers
+//! of a step that writes `a.txt` and of its reviewer ([`answers`]) and `loop telegram` with its
+//! child commands recorded ([`bot`]).
 
+pub mod answers;
+pub mod bot;
 pub mod procs;
 pub mod real_cli;
 pub mod telegram_fake;
@@ -16,7 +20,7 @@ use std::time::{Duration, Instant};
 use m1loop::agent::{ExitInfo, StreamReader, StreamSummary};
 use serde_json::Value;
 
-pub use test_loop::TestLoop;
+pub use test_loop::{TestLoop, is_review};
 
 /// The `loop` binary.
 pub const LOOP: &str = env!("CARGO_BIN_EXE_loop");
@@ -263,6 +267,14 @@ pub fn case(bytes: impl AsRef<[u8]>) -> Case {
     let dir = Temp::new();
     let file = dir.write("M1.md", bytes);
     Case { dir, file }
+}
+
+/// The errors `text` is refused with, each as `line:column: what`; panics if it is accepted.
+pub fn parse_errors(text: &str) -> Vec<String> {
+    match m1loop::m1::Document::parse(text) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.errors().iter().map(ToString::to_string).collect(),
+    }
 }
 
 /// The seed with line `n` (1-based) replaced.

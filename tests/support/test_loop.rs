@@ -4,19 +4,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use claude_sim::scenario::Scenario;
 use m1loop::bridge::procfs;
-use m1loop::m1::{Document, M1};
+use m1loop::m1::{Document, M1, Status, StepState};
 use serde_json::Value;
 
 use super::procs::{self, Escapees, Proc, task_processes};
-use super::{Guard, LOOP, PATIENCE, SIM, Temp, run, run_within, wait_until};
+use super::{Guard, LOOP, PATIENCE, SIM, Temp, code, run, run_within, stderr, stdout, wait_until};
 
-/// A loop in a temporary directory. Build it as the test needs it, then drive `loop`:
+/// A loop in a temporary directory. Build it as the test needs it, then drive `loop` and say
+/// what must hold:
 ///
 /// ```ignore
 /// let env = TestLoop::new().env("CLAUDECODE", "1");
-/// env.scenario(&json!({"default": {"result": "x\nSTEP_DONE: ok"}}));
-/// let out = env.run(&["start", "g", "--step", "one"]);
+/// env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+/// env.run_ok(&["start", "g", "--step", "one"]);
+/// env.assert_status(Status::Done);
 /// ```
 ///
 /// `project/` is where `loop` runs, with the loop's `state/M1.md`. Outside the project (and
@@ -36,6 +39,7 @@ pub struct TestLoop {
 
 impl TestLoop {
     /// A project with an empty `state/` and no loop yet.
+    #[must_use]
     pub fn new() -> Self {
         let temp = Temp::new();
         let project = temp.join("project");
@@ -51,12 +55,23 @@ impl TestLoop {
     }
 
     /// Without `state/`, as a directory where no loop ever ran.
+    #[must_use]
     pub fn without_state(self) -> Self {
         std::fs::remove_dir(self.state()).unwrap();
         self
     }
 
+    /// The project is a git repository with a first (empty) commit, so that a step's work is
+    /// a diff a reviewer sees.
+    #[must_use]
+    pub fn with_git(self) -> Self {
+        self.git(&["init", "-q"]);
+        self.git(&["commit", "-q", "--allow-empty", "-m", "start"]);
+        self
+    }
+
     /// Sets `key` for every `loop` run from here, over what it is given otherwise.
+    #[must_use]
     pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
         let value = value.as_ref().to_string_lossy().into_owned();
         self.env.retain(|(k, _)| k != key);
@@ -78,9 +93,10 @@ impl TestLoop {
         self.temp.join("xdg")
     }
 
-    /// Writes the simulated agent's scenario.
-    pub fn scenario(&self, json: &Value) {
-        self.temp.scenario(&json.to_string());
+    /// Writes the simulated agent's scenario: what each of its calls answers.
+    pub fn scenario(&self, scenario: &Scenario) {
+        self.temp
+            .scenario(&serde_json::to_string(scenario).expect("a scenario is JSON"));
     }
 
     /// `loop ARGS` as this loop runs it, with no input and its output discarded.
@@ -122,6 +138,20 @@ impl TestLoop {
         run(self.cmd(args))
     }
 
+    /// Runs `loop ARGS` to its end, which must be exit 0.
+    #[track_caller]
+    pub fn run_ok(&self, args: &[&str]) -> Output {
+        self.run_exits(0, args)
+    }
+
+    /// Runs `loop ARGS` to its end, which must be exit `want`.
+    #[track_caller]
+    pub fn run_exits(&self, want: i32, args: &[&str]) -> Output {
+        let out = self.run(args);
+        self.assert_exit(&out, want);
+        out
+    }
+
     pub fn spawn(&self, args: &[&str]) -> Guard {
         Guard::spawn(&mut self.cmd(args))
     }
@@ -147,6 +177,41 @@ impl TestLoop {
         self.calls()[n]["prompt"].as_str().unwrap().to_string()
     }
 
+    /// What the hooks the simulated agent ran printed, one JSON object a hook run.
+    pub fn hook_runs(&self) -> Vec<Value> {
+        let mut path = self.temp.sim_log().into_os_string();
+        path.push(".hooks.jsonl");
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The text of M1.md while step `during` runs, returned once step `after` has started: what
+    /// an editor that loaded the file then and never reloaded it would save.
+    #[track_caller]
+    pub fn text_while_running(&self, during: u32, after: u32) -> String {
+        let running = wait_until(Duration::from_secs(30), || {
+            self.calls_for(during) == 1
+                && self.m1().plan.steps[during as usize - 1].state == StepState::Running
+        });
+        assert!(running, "step {during} never ran\n{}", self.log());
+        let old = self.text();
+        let started = wait_until(Duration::from_secs(30), || self.calls_for(after) == 1);
+        assert!(started, "step {after} never started\n{}", self.log());
+        old
+    }
+
+    /// The agent calls of this loop, as (their place in the call log, the call), split into
+    /// the steps' own and the reviewers'.
+    pub fn step_and_review_calls(&self) -> (Calls, Calls) {
+        self.calls()
+            .into_iter()
+            .enumerate()
+            .partition(|(_, c)| !is_review(c))
+    }
+
     pub fn calls_for(&self, step: u32) -> usize {
         let want = step.to_string();
         self.calls()
@@ -158,8 +223,83 @@ impl TestLoop {
             .count()
     }
 
+    /// `loop` exited with `want`; if not, what it printed and what the loop logged say why.
+    #[track_caller]
+    pub fn assert_exit(&self, out: &Output, want: i32) {
+        let got = code(out);
+        assert!(
+            got == want,
+            "loop exited {got}, not {want}\n--- stdout\n{}--- stderr\n{}--- loop.log\n{}",
+            stdout(out),
+            stderr(out),
+            self.log()
+        );
+    }
+
+    /// `loop ARGS` (its command given to `tweak` first) is refused with exit 2 and `want` in
+    /// what it says, and changes nothing: M1.md byte for byte, no archive or other file beside
+    /// it, no agent call.
+    #[track_caller]
+    pub fn assert_refused(&self, args: &[&str], tweak: impl FnOnce(&mut Command), want: &str) {
+        let listing = |dir: &Path| {
+            let mut v: Vec<_> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            v.sort();
+            v
+        };
+        let before = std::fs::read(&self.file).unwrap();
+        let files = listing(&self.state());
+        let mut cmd = self.cmd(args);
+        tweak(&mut cmd);
+        let out = run(cmd);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {want:?} not in {err}");
+        assert_eq!(
+            std::fs::read(&self.file).unwrap(),
+            before,
+            "{args:?} changed M1.md"
+        );
+        assert_eq!(listing(&self.state()), files, "{args:?} wrote beside M1.md");
+        assert!(self.calls().is_empty(), "{args:?} ran the agent");
+    }
+
+    /// The loop's STATUS is `want`.
+    #[track_caller]
+    pub fn assert_status(&self, want: Status) {
+        let got = self.m1().status;
+        assert!(
+            got == want,
+            "STATUS {got:?}, not {want:?}\n{}\n--- loop.log\n{}",
+            self.text(),
+            self.log()
+        );
+    }
+
+    /// `loop.log` says `what`.
+    #[track_caller]
+    pub fn assert_logged(&self, what: &str) {
+        let log = self.log();
+        assert!(log.contains(what), "{what:?} is not in loop.log:\n{log}");
+    }
+
+    /// Waits until step `step`'s agent was started `n` times in all.
+    #[track_caller]
+    pub fn wait_for_calls(&self, step: u32, n: usize) {
+        let started = wait_until(PATIENCE, || self.calls_for(step) == n);
+        assert!(
+            started,
+            "step {step}'s agent started {} times, not {n}\n{}",
+            self.calls_for(step),
+            self.log()
+        );
+    }
+
     /// The loop waited once (a backoff or a usage limit) and `loop.log` says so once: where
     /// the runner recorded the wait, not again when it came to wait.
+    #[track_caller]
     pub fn assert_one_wait_logged(&self) {
         let log = self.log();
         let waits = log
@@ -169,8 +309,29 @@ impl TestLoop {
         assert_eq!(waits, 1, "{log}");
     }
 
+    /// The loop is DONE, each of steps 1 to `steps` is DONE with `summary` and its agent was
+    /// started once, and nothing is left running: whatever happened to the loop on the way,
+    /// no step was lost or run twice.
+    #[track_caller]
+    pub fn assert_each_step_done_once(&self, steps: u32, summary: &str) {
+        self.assert_status(Status::Done);
+        self.assert_each_step_started_once(steps, "at the end");
+        let m = self.m1();
+        for n in 1..=steps {
+            assert_eq!(m.plan.steps[n as usize - 1].state, StepState::Done);
+            assert_eq!(
+                m.results[&n].summary.as_deref(),
+                Some(summary),
+                "step {n}\n{}",
+                self.text()
+            );
+        }
+        self.assert_no_processes();
+    }
+
     /// The agent of each of steps 1 to `steps` was started exactly once; `context` says
     /// after what.
+    #[track_caller]
     pub fn assert_each_step_started_once(&self, steps: u32, context: &str) {
         for n in 1..=steps {
             let calls = self.calls_for(n);
@@ -189,6 +350,7 @@ impl TestLoop {
         procs::live_processes_under(self.temp.path())
     }
 
+    #[track_caller]
     pub fn assert_no_processes(&self) {
         let ok = wait_until(Duration::from_secs(10), || self.processes().is_empty());
         assert!(ok, "processes left running: {:?}", self.processes());
@@ -335,6 +497,20 @@ impl TestLoop {
     }
 }
 
+/// Agent calls with their place in the call log.
+pub type Calls = Vec<(usize, Value)>;
+
+/// Whether a logged agent call is a reviewer's: the runner starts reviewers in plan mode.
+pub fn is_review(call: &Value) -> bool {
+    let argv: Vec<&str> = call["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    argv.windows(2).any(|w| w == ["--permission-mode", "plan"])
+}
+
 impl Drop for TestLoop {
     /// Nothing a test started may outlive it: first whatever its tasks left (supervisors,
     /// guardians, command groups, by their records and by their task id), then every process
@@ -387,5 +563,33 @@ fn end_task(dir: &Path) {
                 procs::sigkill(pid);
             }
         }
+    }
+}
+
+/// The assertions above fail when what they say does not hold: a test built on one that
+/// could not fail would test nothing.
+mod the_assertions_can_fail {
+    use m1loop::m1::Status;
+
+    use super::TestLoop;
+
+    #[test]
+    #[should_panic(expected = "loop exited 0, not 3")]
+    fn an_exit_code() {
+        TestLoop::new().run_exits(3, &["--help"]);
+    }
+
+    #[test]
+    #[should_panic(expected = "STATUS Waiting, not Done")]
+    fn a_status() {
+        let env = TestLoop::new();
+        std::fs::write(&env.file, "STATUS: WAITING\nGOAL: g\n").unwrap();
+        env.assert_status(Status::Done);
+    }
+
+    #[test]
+    #[should_panic(expected = "\"never said\" is not in loop.log")]
+    fn a_log_line() {
+        TestLoop::new().assert_logged("never said");
     }
 }

@@ -9,112 +9,160 @@
 //! when the scenario has one; else it is a call of its step like any other, except that an
 //! action with no `result` answers it with an approval (`REVIEW_APPROVE: …`), as a step's
 //! answers `STEP_DONE: …`.
+//!
+//! A scenario can also be built in code ([`Scenario::new`], [`Action::done`] and the like, in
+//! `build`) and written out as this JSON: the same structs read and write it, so the two
+//! cannot drift apart.
+
+mod build;
+
+pub use build::IntoActions;
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One call's behaviour. Every field is optional.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+/// One call's behaviour. Every field is optional; written out, a field left at its default
+/// is left out, as a scenario written by hand would.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 // Each flag is a field of the JSON scenario format, set independently of the others.
 #[allow(clippy::struct_excessive_bools)]
 pub struct Action {
     /// Time to "work" before the result.
+    #[serde(skip_serializing_if = "is_zero")]
     pub sleep_ms: u64,
     /// While working (or hanging), emit an assistant event this often.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub heartbeat_ms: Option<u64>,
     /// Emit `system/init`, then never finish.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub hang: bool,
     /// `system/api_retry` events right after `system/init`, one per retry of a failed request,
     /// e.g. `{"error_status": 401, "error": "authentication_failed"}` (as in the capture
     /// `auth-401-retrying-killed-2.1.197`); with `hang`, the CLI is still retrying.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub api_retries: Vec<serde_json::Map<String, Value>>,
     /// Exit code; default 0, or 1 when `is_error`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub exit: Option<i32>,
     /// The result text; `{step}`, `{attempt}` and `{session_id}` are filled in.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
     /// Default `success` (as the CLI says even for API errors).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub subtype: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub api_error_status: Option<u16>,
     /// Written to stderr right after start.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr: Option<String>,
     /// Files to create (or bump), relative to the working directory.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub touch: Vec<String>,
     /// Files to write.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub write: Vec<WriteFile>,
     /// Leave a `sleep N` behind in the call's process group.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub grandchild_sleep_s: Option<f64>,
     /// Default 0.01.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
     /// Tool names reported as silently denied.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub permission_denials: Vec<String>,
     /// Emitted as a `rate_limit_event`'s `rate_limit_info`, e.g.
     /// `{"status":"rejected","resetsAt":1795324010}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<serde_json::Map<String, Value>>,
     /// Replay a real capture: `<stem>.stdout.jsonl` and `<stem>.stderr`, verbatim. A relative
     /// stem is taken from the scenario file's directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fixture: Option<String>,
     /// End without a result event.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub no_result: bool,
     /// Compact the context while working, as the CLI does when it fills up: run the
     /// `PreCompact` hooks of the call's `--settings`, then its `SessionStart` hooks with source
     /// `compact`, and note what they printed in `<CLAUDE_SIM_LOG>.hooks.jsonl`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub compact: bool,
     /// The compaction fails, with this reason (as `Not enough messages to compact.`): the
     /// `PreCompact` hooks still run, nothing else does, and no `compact_boundary` follows.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub compact_error: Option<String>,
     /// Leave a background task (this description) running when answering: the stream shows
     /// it started, and, after the result, stopped by the CLI (as in the capture
     /// `background-task-stopped-after-result`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub background_task: Option<String>,
     /// Tokens the session's context holds when the answer is written: the answer's usage
     /// reads them from the cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub context_tokens: Option<u64>,
     /// The model the answer and the result's `modelUsage` name (default: `--model`, else
     /// `claude-sim`), e.g. `claude-opus-4-8[1m]`, the 1M variant 2.1.197 runs a fresh session
     /// with.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// The context window `modelUsage` reports (default 200,000).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
     /// Tools the agent calls that the CLI has removed (as a deny rule in the user's settings
     /// does): each call gets the CLI's `No such tool available` error `tool_result`, the
     /// answer goes on as given, and `permission_denials` stays empty, as in the capture
     /// `tool-removed-by-deny-rule`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unavailable_tools: Vec<String>,
     /// After the work and the answer, but before the result event, the process kills itself
     /// with this signal: an agent killed from outside (an OOM kill, a stray `kill -9`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub killed_by_signal: Option<i32>,
     /// On SIGTERM, end only this long after it (with 143, as a process the signal killed
     /// reports), as an agent that first writes its session out does: whoever stops the call
     /// waits that long for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sigterm_exit_ms: Option<u64>,
 }
 
 /// A file an action writes.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WriteFile {
     pub path: String,
     pub text: String,
     /// Append instead of replacing.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub append: bool,
 }
 
-/// A parsed scenario file.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// For `skip_serializing_if`: a count or time left at its default.
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde passes a reference
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A parsed scenario file. Written out (`serde_json::to_string`), it is the file's JSON:
+/// every entry a list, the step numbers as keys, what is empty left out.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Scenario {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub plan: Vec<Action>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub steps: BTreeMap<u32, Vec<Action>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub review: Vec<Action>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub default: Option<Action>,
-    /// Where relative fixture stems are found.
+    /// Where relative fixture stems are found: where the file was read, not part of it.
+    #[serde(skip)]
     pub base_dir: PathBuf,
 }
 

@@ -1,0 +1,135 @@
+//! Against the real Claude Code CLI, installed from npm (skipped, saying so, where it cannot
+//! be), talking to the loopback Messages API mock: what only the real CLI could show.
+//!
+//! A revoked key: the loop halts as soon as the CLI's first retry of the 401 shows in its
+//! stream, not after its ten retries (about 3 minutes). The reviewer's call, as the loop
+//! builds it: it cannot change the project even where a user's rule would allow the tool.
+
+use std::time::Duration;
+
+use m1loop::agent::{AgentConfig, Session, invocation, new_session_id};
+use m1loop::engine::RunKind;
+use m1loop::m1::{Document, Status};
+
+use crate::support::real_cli::{Mock, VERSIONS, claude_or_skip, run_with_mock};
+use crate::support::{PATIENCE, Temp, TestLoop, summary};
+
+/// A third of the CLI's own retrying: a loop that halts later did not notice the retries.
+const WELL_BEFORE_THE_RETRIES_END: Duration = Duration::from_secs(60);
+
+fn a_revoked_key_halts_the_loop(version: &str) {
+    let Some(claude) = claude_or_skip(version) else {
+        return;
+    };
+    let env = TestLoop::new();
+    let home = env.temp.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let env = env.env("LOOP_AGENT", &claude).env("HOME", &home);
+    let mock = Mock {
+        tool: "-",
+        command: "",
+        env: &[
+            ("MOCK_ERROR_STATUS", "401"),
+            ("MOCK_ERROR_TYPE", "authentication_error"),
+        ],
+    };
+    let cmd = env.cmd(&["start", "g", "--step", "one", "--quiet"]);
+    let out = run_with_mock(&cmd, &mock, None, WELL_BEFORE_THE_RETRIES_END);
+    env.assert_exit(&out, 3);
+    env.assert_status(Status::Waiting);
+    let m = env.m1();
+    let error = m.results[&1].error.clone().unwrap_or_default();
+    assert!(error.contains("authentication"), "{version}: {error}");
+    assert!(env.log().contains("auth: task"), "{version}: {}", env.log());
+    env.assert_no_processes();
+}
+
+/// A real loop of the real CLI against a key the API refuses waited out the CLI's ten
+/// retries, about 3 minutes, before it halted. Fixed in 94d022b, checked against the real CLI
+/// in cb2c313 (issue 18, branch `issue18-cli`).
+#[test]
+fn a_revoked_key_halts_a_loop_of_the_real_cli_within_seconds_2_1_330() {
+    a_revoked_key_halts_the_loop(VERSIONS[0]);
+}
+
+/// As above, with 2.1.197.
+#[test]
+fn a_revoked_key_halts_a_loop_of_the_real_cli_within_seconds_2_1_197() {
+    a_revoked_key_halts_the_loop(VERSIONS[1]);
+}
+
+/// A git project whose local settings allow `Bash(touch:*)` (what "don't ask again" leaves),
+/// and a HOME whose settings allow Bash, Write and Edit; the reviewer is asked to review and
+/// the model answers with `touch made_by_reviewer.txt`.
+fn reviewer_runs_touch(version: &str) {
+    let Some(claude) = claude_or_skip(version) else {
+        return;
+    };
+    let t = Temp::new();
+    let project = t.join("project");
+    t.write(
+        "project/.claude/settings.local.json",
+        r#"{"permissions":{"allow":["Bash(touch:*)"]}}"#,
+    );
+    t.write(
+        "home/.claude/settings.json",
+        r#"{"permissions":{"allow":["Bash","Write","Edit"]}}"#,
+    );
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&project)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let m = Document::parse("STATUS: RUNNING\nGOAL: g\n")
+        .unwrap()
+        .view();
+    let program = claude.display().to_string();
+    let cfg = RunKind::Review.agent_config(
+        AgentConfig {
+            program,
+            ..AgentConfig::default()
+        },
+        &m,
+    );
+    let inv = invocation(&cfg, "Review the step.", &Session::New(new_session_id()));
+    let mut cmd = inv.command();
+    cmd.current_dir(&project).env("HOME", t.join("home"));
+    let mock = Mock {
+        tool: "Bash",
+        command: "touch made_by_reviewer.txt",
+        env: &[],
+    };
+    let prompt = t.write("prompt.md", &inv.input);
+    let out = run_with_mock(&cmd, &mock, Some(&prompt), PATIENCE);
+    let stream = summary(&out.stdout);
+    assert!(
+        stream.result.as_ref().is_some_and(|r| !r.is_error),
+        "{version}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stream.unavailable_tools,
+        ["Bash"],
+        "{version}: Bash was offered"
+    );
+    assert!(
+        !project.join("made_by_reviewer.txt").exists(),
+        "{version}: the reviewer changed the project"
+    );
+}
+
+/// A reviewer in plan mode ran a Bash call that a project's allow rule covered, and wrote
+/// files into the next commit. Fixed in 777ef11 (issue 18, branch `issue18-cli`): it is
+/// offered only Read, Grep and Glob (`--tools`).
+#[test]
+fn the_reviewer_cannot_run_a_tool_a_users_rule_allows_on_the_real_cli_2_1_330() {
+    reviewer_runs_touch(VERSIONS[0]);
+}
+
+/// As above, with 2.1.197.
+#[test]
+fn the_reviewer_cannot_run_a_tool_a_users_rule_allows_on_the_real_cli_2_1_197() {
+    reviewer_runs_touch(VERSIONS[1]);
+}

@@ -1,0 +1,203 @@
+//! Reviews (`--review`) that cost what they should not have, approved what they should not
+//! have, or halted for the wrong reason.
+
+use claude_sim::scenario::{Action, Scenario};
+use m1loop::m1::{Status, StepState};
+use serde_json::Value;
+
+use crate::support::answers::{approve, changes, work};
+use crate::support::{TestLoop, stdout};
+
+/// A reviewed step that passes, is asked for a change, and fails its retake once (then `then`
+/// follows): the loop run with `--max-retries max`.
+fn a_failed_retake(then: &[Action], max: &str) -> (TestLoop, std::process::Output) {
+    let env = TestLoop::new().with_git();
+    let broken = Action::failed("the file would not write").cost(0.01);
+    let mut calls = vec![work("half"), changes(), broken];
+    calls.extend_from_slice(then);
+    env.scenario(&Scenario::new().step(1, calls));
+    let args = [
+        "start",
+        "g",
+        "--step",
+        "write a.txt",
+        "--review",
+        "--max-retries",
+        max,
+    ];
+    let out = env.run(&args);
+    (env, out)
+}
+
+/// A retake the reviewer asked for was counted as a failed attempt, so a step that failed
+/// once in its retake had spent its `MAX_RETRIES` 2. Fixed in 26e8816.
+#[test]
+fn a_review_retake_does_not_cost_a_failed_attempt() {
+    // One failed attempt of two allowed: the retake that failed is retried, not the last.
+    let (env, out) = a_failed_retake(&[work("whole"), approve()], "2");
+    env.assert_exit(&out, 0);
+    env.assert_status(Status::Done);
+    let r = &env.m1().results[&1];
+    assert_eq!(r.attempts, Some(3), "{}", env.text());
+    assert_eq!(r.retakes, 1);
+}
+
+/// A retake that failed left `VERIFIED: true` from the pass before the review. Fixed in
+/// 26e8816.
+#[test]
+fn a_failed_retake_is_not_shown_as_verified() {
+    let (env, out) = a_failed_retake(&[], "1");
+    env.assert_exit(&out, 1);
+    let m = env.m1();
+    assert_eq!(m.plan.steps[0].state, StepState::Failed, "{}", env.text());
+    assert_eq!(m.results[&1].verified, Some(false), "{}", env.text());
+    let status = stdout(&env.run(&["status"]));
+    assert!(status.contains("not verified"), "{status}");
+}
+
+/// `LOOP_AGENT=claude-sim loop start x --step a --review` always halted: the simulated agent
+/// answered a reviewer as it answers a step (`STEP_DONE`), never with a review's verdict; and
+/// a review run's live line said "attempt". Fixed in cf61db3.
+#[test]
+fn the_simulated_agent_approves_a_review_unless_its_scenario_says_otherwise() {
+    let env = TestLoop::new().with_git();
+    let mut start = env.cmd(&["start", "x", "--step", "a", "--review"]);
+    start
+        .env_remove("CLAUDE_SIM_SCENARIO")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = start.output().unwrap();
+    env.assert_exit(&out, 0);
+    env.assert_status(Status::Done);
+    let review = &env.m1().results[&1].review;
+    assert!(
+        matches!(review, Some(m1loop::m1::keys::Review::Approved(_))),
+        "{review:?}"
+    );
+    // The live line of a review run says so, with the run's number, not "attempt".
+    let text = stdout(&out);
+    let live: Vec<&str> = text.lines().filter(|l| l.starts_with("  … ")).collect();
+    assert!(
+        live.iter().any(|l| l.starts_with("  … step 1 review 1 · ")),
+        "{text}"
+    );
+    assert!(
+        !live.iter().any(|l| l.starts_with("  … step 1 attempt 2")),
+        "{text}"
+    );
+}
+
+/// The halt after review runs that gave no verdict did not say which review task to look at.
+/// Fixed in cf61db3.
+#[test]
+fn a_review_that_never_gives_a_verdict_halts_naming_its_last_review_task() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, work("whole"))
+            .review(Action::says("Looks fine to me.")),
+    );
+    env.run_exits(
+        3,
+        &[
+            "start",
+            "g",
+            "--step",
+            "write a.txt",
+            "--review",
+            "--max-retries",
+            "2",
+        ],
+    );
+    let m = env.m1();
+    let (_, reviews) = env.step_and_review_calls();
+    assert_eq!(reviews.len(), 2);
+    let last_task = reviews[1].1["task_id"].as_str().unwrap().to_owned();
+    let said = format!(
+        "{}\n{}",
+        m.last_action.unwrap_or_default(),
+        m.next_action.unwrap_or_default()
+    );
+    assert!(said.contains(&last_task), "{said}");
+    assert!(said.contains("loop check"), "{said}");
+}
+
+/// The value of `--tools` in a call's argv, if it has one.
+fn tools(call: &Value) -> Option<String> {
+    let argv: Vec<&str> = call["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let at = argv.iter().position(|a| *a == "--tools")?;
+    argv.get(at + 1).map(|v| (*v).to_owned())
+}
+
+/// A reviewer wrote files into the next commit: plan mode let through a Bash call that a
+/// project's allow rule covered, and `--allowedTools` only pre-approves. Fixed in 777ef11
+/// (issue 18, branch `issue18-cli`): the planner and the reviewer get `--tools Read,Grep,Glob`.
+#[test]
+fn the_planner_and_the_reviewer_are_offered_only_tools_that_read() {
+    // `--permission-mode plan` lets a Bash call through that a user's allow rule covers, and
+    // `--allowedTools` only pre-approves (captures `reviewer-plan-mode-allow-rule*`);
+    // `--tools` is what removes the others (captures `reviewer-tools-read-only*`).
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .plan(Action::plan(["write a.txt"]))
+            .step(1, work("whole"))
+            .review(Action::approve("fine")),
+    );
+    env.run_ok(&["start", "g", "--review"]);
+    let calls = env.calls();
+    assert_eq!(calls.len(), 3, "plan, step, review");
+    let read_only = Some("Read,Grep,Glob".to_owned());
+    assert_eq!(tools(&calls[0]), read_only, "the planning call");
+    assert_eq!(tools(&calls[1]), None, "the step's agent keeps its tools");
+    assert_eq!(tools(&calls[2]), read_only, "the reviewer");
+}
+
+/// A change to the work tree during a review (a hook, a tool of an older CLI, anything
+/// running beside it) went unreviewed into the next step's commit under an approval. Fixed in
+/// 1bf0732 (issue 18, branch `issue18-cli`).
+#[test]
+fn a_review_that_changed_the_work_tree_is_not_an_approval() {
+    let env = TestLoop::new().with_git();
+    let meddling = Action::approve("fine")
+        .write("made_by_reviewer.txt", "x\n")
+        .write("a.txt", "half\n");
+    env.scenario(
+        &Scenario::new()
+            .step(1, work("whole"))
+            .step(2, work("whole"))
+            .review(meddling),
+    );
+    env.run_exits(
+        3,
+        &[
+            "start",
+            "g",
+            "--step",
+            "write a.txt",
+            "--step",
+            "more",
+            "--review",
+        ],
+    );
+    assert_eq!(env.calls_for(2), 0, "nothing runs on top of it");
+    env.assert_status(Status::Waiting);
+    let m = env.m1();
+    let r = &m.results[&1];
+    assert_eq!(
+        r.review.as_ref().map(ToString::to_string).as_deref(),
+        Some("pending")
+    );
+    let error = r.error.clone().unwrap_or_default();
+    for file in ["made_by_reviewer.txt (new)", "a.txt (changed)"] {
+        assert!(error.contains(file), "{file}: {error}");
+        assert!(env.log().contains(file), "{file}: {}", env.log());
+    }
+    let next = m.next_action.unwrap_or_default();
+    assert!(next.contains("git status"), "{next}");
+}
