@@ -407,8 +407,9 @@ pub fn clear_current() -> Edit {
     Edit::Clear(vec!["CURRENT".into()])
 }
 
-/// A step's review, as `RESULTS.STEP_N.REVIEW` says it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+/// A step's review, as `RESULTS.STEP_N.REVIEW` says it (and `loop status --json` shows it:
+/// the same words).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Review {
     /// The step passed its checks and waits for its review.
     Pending,
@@ -438,6 +439,12 @@ impl Review {
             return Review::Changes(n, what.trim().to_owned());
         }
         Review::Other(v.to_owned())
+    }
+}
+
+impl serde::Serialize for Review {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 
