@@ -479,6 +479,14 @@ mod tests {
     }
 
     #[test]
+    fn status_json_shows_a_review_in_m1s_words_not_as_a_rust_enum() {
+        let v = serde_json::to_value(Review::Approved("fine".into())).unwrap();
+        assert_eq!(v, serde_json::json!("approved: fine"));
+        let v = serde_json::to_value(Review::Pending).unwrap();
+        assert_eq!(v, serde_json::json!("pending"));
+    }
+
+    #[test]
     fn keys_are_named_once_per_block() {
         fn unique(names: &[&str]) {
             let mut v = names.to_vec();
