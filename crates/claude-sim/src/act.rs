@@ -73,166 +73,200 @@ fn end_slowly_on_sigterm(ms: u64) {
     });
 }
 
+/// One call being performed: what it was asked, and what it does.
+struct Run<'a> {
+    call: &'a Call<'a>,
+    action: &'a Action,
+    session_id: String,
+    model: String,
+    out: Out,
+    started: Instant,
+}
+
+impl Run<'_> {
+    /// `text` with `{step}`, `{attempt}` and `{session_id}` filled in.
+    fn fill(&self, text: &str) -> String {
+        text.replace("{step}", &self.call.step.to_string())
+            .replace("{attempt}", &self.call.attempt)
+            .replace("{session_id}", &self.session_id)
+    }
+
+    fn heartbeat(&self, k: u64) {
+        let text = format!("Working on step {} ({k})…", self.call.step);
+        self.out
+            .event(&emit::assistant(&self.session_id, &self.model, &text, None));
+    }
+
+    /// The work before the answer: a hang (for ever), or the sleep, with heartbeats.
+    fn work(&self) -> Result<(), i32> {
+        let action = self.action;
+        if action.hang {
+            do_files(action, &|t| self.fill(t))?;
+            let beat = action.heartbeat_ms.filter(|ms| *ms > 0);
+            for k in 1.. {
+                std::thread::sleep(Duration::from_millis(beat.unwrap_or(3_600_000)));
+                if beat.is_some() {
+                    self.heartbeat(k);
+                }
+            }
+        }
+        match action.heartbeat_ms.filter(|ms| *ms > 0) {
+            None => sleep_ms(action.sleep_ms),
+            Some(beat) => {
+                let mut left = action.sleep_ms;
+                for k in 1.. {
+                    let now = left.min(beat);
+                    sleep_ms(now);
+                    left -= now;
+                    if left == 0 {
+                        break;
+                    }
+                    self.heartbeat(k);
+                }
+            }
+        }
+        do_files(action, &|t| self.fill(t))
+    }
+
+    /// What happens between the work and the answer: a compaction, a rate-limit event, tools
+    /// the call could not use.
+    fn events_before_the_answer(&self) {
+        let (action, sid, model) = (self.action, self.session_id.as_str(), self.model.as_str());
+        if action.compact {
+            let events = hooks::compact(
+                self.call.args.settings.as_deref(),
+                sid,
+                action.compact_error.as_deref(),
+            );
+            for event in &events {
+                self.out.event(event);
+            }
+        }
+        if let Some(info) = &action.rate_limit {
+            self.out.event(&emit::rate_limit(sid, info));
+        }
+        for tool in &action.unavailable_tools {
+            let id = format!(
+                "toolu_sim_{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..20]
+            );
+            self.out.event(&emit::tool_use(sid, model, &id, tool));
+            self.out.event(&emit::tool_result_error(
+                sid,
+                &id,
+                &emit::no_such_tool(tool),
+            ));
+        }
+    }
+
+    /// The answer's text: the scenario's, or what the CLI would say by default.
+    fn answer_text(&self) -> String {
+        let default = match (self.action.is_error, self.call.review, self.call.step) {
+            (true, _, _) => DEFAULT_ERROR,
+            (false, true, _) => DEFAULT_REVIEW,
+            (false, false, 0) => DEFAULT_PLAN,
+            (false, false, _) => DEFAULT_STEP,
+        };
+        self.fill(self.action.result.as_deref().unwrap_or(default))
+    }
+
+    /// The final `result` event, and what follows it in the format asked for.
+    fn finish(&self, text: &str, format: &str) {
+        let (action, sid) = (self.action, self.session_id.as_str());
+        let cost_usd = action.cost_usd.unwrap_or(0.01);
+        let result = emit::result(&emit::ResultSpec {
+            session_id: sid,
+            subtype: action.subtype.as_deref().unwrap_or("success"),
+            is_error: action.is_error,
+            api_error_status: action.api_error_status,
+            text,
+            duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            model: &self.model,
+            context_window: action.context_window.unwrap_or(200_000),
+            cost_usd,
+            session_cost_usd: session_cost(self.call.state_dir.as_deref(), sid, cost_usd),
+            permission_denials: &action.permission_denials,
+        });
+        match format {
+            "stream-json" => {
+                self.out.event(&result);
+                if let Some(what) = &action.background_task {
+                    let ev = |kind, status| emit::task(sid, kind, what, Some(status));
+                    self.out.event(&ev("task_updated", "killed"));
+                    self.out.event(&ev("task_notification", "stopped"));
+                }
+            }
+            "json" => raw_stdout(format!("{result}\n").as_bytes()),
+            _ => raw_stdout(format!("{text}\n").as_bytes()),
+        }
+    }
+}
+
 /// Performs `action` for `call` and returns the exit code.
 pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
     if let Some(ms) = action.sigterm_exit_ms {
         end_slowly_on_sigterm(ms);
     }
-    let started = Instant::now();
     let args = call.args;
-    let session_id = args
-        .session_id
-        .clone()
-        .or_else(|| args.resume.clone())
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let fill = |text: &str| {
-        text.replace("{step}", &call.step.to_string())
-            .replace("{attempt}", &call.attempt)
-            .replace("{session_id}", &session_id)
+    let format = args.output_format.as_deref().unwrap_or("text");
+    let run = Run {
+        call,
+        action,
+        session_id: args
+            .session_id
+            .clone()
+            .or_else(|| args.resume.clone())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        model: action
+            .model
+            .as_deref()
+            .or(args.model.as_deref())
+            .unwrap_or("claude-sim")
+            .to_owned(),
+        out: Out {
+            stream: format == "stream-json",
+        },
+        started: Instant::now(),
     };
     if let Some(text) = &action.stderr {
-        eprintln!("{}", fill(text));
+        eprintln!("{}", run.fill(text));
     }
     if let Some(stem) = &action.fixture {
         sleep_ms(action.sleep_ms);
         return replay(&call.base_dir.join(stem), action.exit);
     }
-    let format = args.output_format.as_deref().unwrap_or("text");
-    let out = Out {
-        stream: format == "stream-json",
-    };
-    let model = action
-        .model
-        .as_deref()
-        .or(args.model.as_deref())
-        .unwrap_or("claude-sim");
     let cwd = std::env::current_dir()
         .map(|d| d.display().to_string())
         .unwrap_or_default();
     let mode = args.permission_mode.as_deref().unwrap_or("default");
-    out.event(&emit::init(&session_id, &cwd, model, mode));
+    let sid = run.session_id.as_str();
+    run.out.event(&emit::init(sid, &cwd, &run.model, mode));
     for (n, retry) in (1..).zip(&action.api_retries) {
-        out.event(&emit::api_retry(&session_id, n, retry));
+        run.out.event(&emit::api_retry(sid, n, retry));
     }
     if let Some(secs) = action.grandchild_sleep_s {
         leave_grandchild(secs);
     }
-    let heartbeat = |k: u64| {
-        let text = format!("Working on step {} ({k})…", call.step);
-        out.event(&emit::assistant(&session_id, model, &text, None));
-    };
-    if action.hang {
-        if let Err(code) = do_files(action, &fill) {
-            return code;
-        }
-        let beat = action.heartbeat_ms.filter(|ms| *ms > 0);
-        for k in 1.. {
-            std::thread::sleep(Duration::from_millis(beat.unwrap_or(3_600_000)));
-            if beat.is_some() {
-                heartbeat(k);
-            }
-        }
-    }
-    match action.heartbeat_ms.filter(|ms| *ms > 0) {
-        None => sleep_ms(action.sleep_ms),
-        Some(beat) => {
-            let mut left = action.sleep_ms;
-            for k in 1.. {
-                let now = left.min(beat);
-                sleep_ms(now);
-                left -= now;
-                if left == 0 {
-                    break;
-                }
-                heartbeat(k);
-            }
-        }
-    }
-    if let Err(code) = do_files(action, &fill) {
+    if let Err(code) = run.work() {
         return code;
     }
-    if action.compact {
-        let events = hooks::compact(
-            call.args.settings.as_deref(),
-            &session_id,
-            action.compact_error.as_deref(),
-        );
-        for event in &events {
-            out.event(event);
-        }
-    }
-    if let Some(info) = &action.rate_limit {
-        out.event(&emit::rate_limit(&session_id, info));
-    }
-    let default = match (action.is_error, call.review, call.step) {
-        (true, _, _) => DEFAULT_ERROR,
-        (false, true, _) => DEFAULT_REVIEW,
-        (false, false, 0) => DEFAULT_PLAN,
-        (false, false, _) => DEFAULT_STEP,
-    };
-    for tool in &action.unavailable_tools {
-        let id = format!(
-            "toolu_sim_{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..20]
-        );
-        out.event(&emit::tool_use(&session_id, model, &id, tool));
-        out.event(&emit::tool_result_error(
-            &session_id,
-            &id,
-            &emit::no_such_tool(tool),
-        ));
-    }
-    let text = fill(action.result.as_deref().unwrap_or(default));
+    run.events_before_the_answer();
+    let text = run.answer_text();
     let api_error = action.api_error_status.filter(|_| action.is_error);
     if let Some(what) = &action.background_task {
-        out.event(&emit::task(&session_id, "task_started", what, None));
+        run.out.event(&emit::task(sid, "task_started", what, None));
     }
-    let mut answer = emit::assistant(&session_id, model, &text, api_error);
+    let mut answer = emit::assistant(sid, &run.model, &text, api_error);
     if let Some(tokens) = action.context_tokens {
         answer["message"]["usage"]["cache_read_input_tokens"] = serde_json::json!(tokens);
     }
-    out.event(&answer);
+    run.out.event(&answer);
     if let Some(sig) = action.killed_by_signal {
         return kill_self(sig);
     }
     let exit = action.exit.unwrap_or(i32::from(action.is_error));
-    if action.no_result {
-        return exit;
-    }
-    let cost_usd = action.cost_usd.unwrap_or(0.01);
-    let result = emit::result(&emit::ResultSpec {
-        session_id: &session_id,
-        subtype: action.subtype.as_deref().unwrap_or("success"),
-        is_error: action.is_error,
-        api_error_status: action.api_error_status,
-        text: &text,
-        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        model,
-        context_window: action.context_window.unwrap_or(200_000),
-        cost_usd,
-        session_cost_usd: session_cost(call.state_dir.as_deref(), &session_id, cost_usd),
-        permission_denials: &action.permission_denials,
-    });
-    match format {
-        "stream-json" => {
-            out.event(&result);
-            if let Some(what) = &action.background_task {
-                out.event(&emit::task(
-                    &session_id,
-                    "task_updated",
-                    what,
-                    Some("killed"),
-                ));
-                out.event(&emit::task(
-                    &session_id,
-                    "task_notification",
-                    what,
-                    Some("stopped"),
-                ));
-            }
-        }
-        "json" => raw_stdout(format!("{result}\n").as_bytes()),
-        _ => raw_stdout(format!("{text}\n").as_bytes()),
+    if !action.no_result {
+        run.finish(&text, format);
     }
     exit
 }

@@ -77,21 +77,12 @@ pub fn parse(argv: &[String]) -> (SimArgs, Option<Refusal>) {
                 continue;
             }
             "--allowedTools" | "--allowed-tools" => {
-                a.allowed_tools.extend(inline);
-                while i < argv.len() && !argv[i].starts_with('-') {
-                    a.allowed_tools.push(argv[i].clone());
-                    i += 1;
-                }
+                a.allowed_tools.extend(variadic(argv, &mut i, inline));
                 continue;
             }
             "--tools" => {
-                let tools = a.tools.get_or_insert_with(Vec::new);
-                let mut values: Vec<String> = inline.into_iter().collect();
-                while i < argv.len() && !argv[i].starts_with('-') {
-                    values.push(argv[i].clone());
-                    i += 1;
-                }
-                tools.extend(
+                let values = variadic(argv, &mut i, inline);
+                a.tools.get_or_insert_with(Vec::new).extend(
                     values
                         .iter()
                         .flat_map(|v| v.split(','))
@@ -124,6 +115,22 @@ pub fn parse(argv: &[String]) -> (SimArgs, Option<Refusal>) {
         };
         *slot = Some(value);
     }
+    finish(a, positionals)
+}
+
+/// The values of a flag that takes several (`--tools A B`, `--allowedTools=A`): the inline
+/// one, then each argument up to the next flag.
+fn variadic(argv: &[String], i: &mut usize, inline: Option<String>) -> Vec<String> {
+    let mut values: Vec<String> = inline.into_iter().collect();
+    while *i < argv.len() && !argv[*i].starts_with('-') {
+        values.push(argv[*i].clone());
+        *i += 1;
+    }
+    values
+}
+
+/// The checks made once every flag is read: one prompt at most, a known output format.
+fn finish(mut a: SimArgs, mut positionals: Vec<String>) -> (SimArgs, Option<Refusal>) {
     if positionals.len() > 1 {
         let msg = format!(
             "error: too many arguments. Expected 1 argument but got {}.",
