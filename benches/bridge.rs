@@ -19,13 +19,30 @@ const RUNS: usize = 20;
 
 fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let state = dir.path().join("state");
-    let run = |args: &[&str]| {
+    let bench = Bench {
+        dir: dir.path(),
+        state: dir.path().join("state"),
+    };
+    bench.fire_returns();
+    bench.exit_is_recorded();
+    survivors_scan();
+    bench.long_command();
+}
+
+/// A state directory the figures are taken in.
+struct Bench<'a> {
+    dir: &'a Path,
+    state: std::path::PathBuf,
+}
+
+impl Bench<'_> {
+    /// Runs `loop` with `args`, asserts it succeeded, returns its output.
+    fn run(&self, args: &[&str]) -> String {
         let out = Command::new(LOOP)
             .args(args)
-            .current_dir(dir.path())
-            .env("LOOP_FILE", state.join("M1.md"))
-            .env("LOOP_STOP_FILE", dir.path().join("stop"))
+            .current_dir(self.dir)
+            .env("LOOP_FILE", self.state.join("M1.md"))
+            .env("LOOP_STOP_FILE", self.dir.join("stop"))
             .output()
             .expect("run loop");
         assert!(
@@ -34,36 +51,104 @@ fn main() {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
-    let exit_record = |id: &str| state.join("tasks").join(id).join("exit.json");
-
-    let baseline = timed(RUNS, || {
-        run(&["--version"]);
-    });
-    report("loop --version (process start baseline)", &baseline);
-    let mut ids = Vec::new();
-    let fire = timed(RUNS, || ids.push(run(&["fire", "--", "true"])));
-    report("loop fire -- true, until it returns", &fire);
-    for id in &ids {
-        wait_for(&exit_record(id), Duration::from_secs(30));
     }
 
-    let mut delays = Vec::new();
-    for i in 0..RUNS {
-        let mark = dir.path().join(format!("mark{i}"));
-        let script = format!("sleep 0.1; date +%s%N > '{}'", mark.display());
-        let id = run(&["fire", "--", "sh", "-c", &script]);
-        let seen = wait_for(&exit_record(&id), Duration::from_secs(30));
-        let exited: u128 = fs::read_to_string(&mark).unwrap().trim().parse().unwrap();
-        delays.push(Duration::from_nanos(
-            u64::try_from(seen.saturating_sub(exited)).unwrap(),
-        ));
+    fn exit_record(&self, id: &str) -> std::path::PathBuf {
+        self.state.join("tasks").join(id).join("exit.json")
     }
-    report(
-        "command exit -> exit.json visible (incl. sh exit, 0.2 ms poll)",
-        &delays,
-    );
 
+    /// How long `loop fire` takes to return, against starting the binary at all.
+    fn fire_returns(&self) {
+        let baseline = timed(RUNS, || {
+            self.run(&["--version"]);
+        });
+        report("loop --version (process start baseline)", &baseline);
+        let mut ids = Vec::new();
+        let fire = timed(RUNS, || ids.push(self.run(&["fire", "--", "true"])));
+        report("loop fire -- true, until it returns", &fire);
+        for id in &ids {
+            wait_for(&self.exit_record(id), Duration::from_secs(30));
+        }
+    }
+
+    /// The delay from a command's exit to its exit record on disk.
+    fn exit_is_recorded(&self) {
+        let mut delays = Vec::new();
+        for i in 0..RUNS {
+            let mark = self.dir.join(format!("mark{i}"));
+            let script = format!("sleep 0.1; date +%s%N > '{}'", mark.display());
+            let id = self.run(&["fire", "--", "sh", "-c", &script]);
+            let seen = wait_for(&self.exit_record(&id), Duration::from_secs(30));
+            let exited: u128 = fs::read_to_string(&mark).unwrap().trim().parse().unwrap();
+            delays.push(Duration::from_nanos(
+                u64::try_from(seen.saturating_sub(exited)).unwrap(),
+            ));
+        }
+        report(
+            "command exit -> exit.json visible (incl. sh exit, 0.2 ms poll)",
+            &delays,
+        );
+    }
+
+    /// The supervisor's and guardian's memory, CPU time and wakeups while a long command
+    /// runs, with no timeout and with both timeouts set.
+    fn long_command(&self) {
+        let secs: u64 = std::env::var("BRIDGE_BENCH_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(30);
+        let length = secs.to_string();
+        let quiet = self.run(&["fire", "--", "sleep", &length]);
+        let timed_out = self.run(&[
+            "fire",
+            "--timeout",
+            "1h",
+            "--idle-timeout",
+            "1h",
+            "--",
+            "sleep",
+            &length,
+        ]);
+        std::thread::sleep(Duration::from_secs(1));
+        let watched: Vec<(&str, Vec<(String, u32)>)> = [
+            ("no timeout", &quiet),
+            ("--timeout + --idle-timeout", &timed_out),
+        ]
+        .into_iter()
+        .map(|(label, id)| {
+            let task = self.state.join("tasks").join(id);
+            (label, supervisor_and_guardian(&task))
+        })
+        .collect();
+        let before: Vec<Vec<Usage>> = watched
+            .iter()
+            .map(|(_, ps)| ps.iter().map(|(_, p)| usage(*p)).collect())
+            .collect();
+        let window = Duration::from_secs(secs.saturating_sub(2).max(1));
+        std::thread::sleep(window);
+        println!(
+            "\nwhile `sleep {secs}` runs, over {:.0} s:",
+            window.as_secs_f64()
+        );
+        for ((label, procs), before) in watched.iter().zip(&before) {
+            for ((role, pid), b) in procs.iter().zip(before) {
+                let a = usage(*pid);
+                println!(
+                    "  {label:28} {role:10} RSS {:>6} kB  CPU {:>4} ms  context switches {}",
+                    a.rss_kb,
+                    (a.cpu_ticks - b.cpu_ticks) * 1000 / clock_ticks(),
+                    a.switches - b.switches,
+                );
+            }
+        }
+        for id in [&quiet, &timed_out] {
+            wait_for(&self.exit_record(id), Duration::from_secs(secs + 30));
+        }
+    }
+}
+
+/// One look through `/proc` for a task's processes outside its group.
+fn survivors_scan() {
     let procs = fs::read_dir("/proc")
         .unwrap()
         .filter(|e| {
@@ -78,59 +163,6 @@ fn main() {
         &format!("bridge::survivors, a /proc environ scan of {procs} processes"),
         &scans,
     );
-
-    let secs: u64 = std::env::var("BRIDGE_BENCH_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
-    let quiet = run(&["fire", "--", "sleep", &secs.to_string()]);
-    let timed_out = run(&[
-        "fire",
-        "--timeout",
-        "1h",
-        "--idle-timeout",
-        "1h",
-        "--",
-        "sleep",
-        &secs.to_string(),
-    ]);
-    std::thread::sleep(Duration::from_secs(1));
-    let watched: Vec<(&str, Vec<(String, u32)>)> = [
-        ("no timeout", &quiet),
-        ("--timeout + --idle-timeout", &timed_out),
-    ]
-    .into_iter()
-    .map(|(label, id)| {
-        (
-            label,
-            supervisor_and_guardian(&state.join("tasks").join(id)),
-        )
-    })
-    .collect();
-    let before: Vec<Vec<Usage>> = watched
-        .iter()
-        .map(|(_, ps)| ps.iter().map(|(_, p)| usage(*p)).collect())
-        .collect();
-    let window = Duration::from_secs(secs.saturating_sub(2).max(1));
-    std::thread::sleep(window);
-    println!(
-        "\nwhile `sleep {secs}` runs, over {:.0} s:",
-        window.as_secs_f64()
-    );
-    for ((label, procs), before) in watched.iter().zip(&before) {
-        for ((role, pid), b) in procs.iter().zip(before) {
-            let a = usage(*pid);
-            println!(
-                "  {label:28} {role:10} RSS {:>6} kB  CPU {:>4} ms  context switches {}",
-                a.rss_kb,
-                (a.cpu_ticks - b.cpu_ticks) * 1000 / clock_ticks(),
-                a.switches - b.switches,
-            );
-        }
-    }
-    for id in [&quiet, &timed_out] {
-        wait_for(&exit_record(id), Duration::from_secs(secs + 30));
-    }
 }
 
 fn timed(n: usize, mut f: impl FnMut()) -> Vec<Duration> {

@@ -9,8 +9,10 @@
 //!
 //! Run: `cargo bench --bench loop` (or name sections: `-- overhead stop idle storm`).
 
-// Counts and sizes become f64 only to be printed, far below where f64 loses precision.
-#![allow(clippy::cast_precision_loss)]
+#![expect(
+    clippy::cast_precision_loss,
+    reason = "counts and sizes become f64 only to be printed, far below where f64 loses precision"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -2,8 +2,10 @@
 //! Run with `cargo bench --bench m1`. The seed example should take well under 100 µs, and
 //! µs per KB should stay flat as files grow (cost linear in size).
 
-// Counts and sizes become f64 only to be printed, far below where f64 loses precision.
-#![allow(clippy::cast_precision_loss)]
+#![expect(
+    clippy::cast_precision_loss,
+    reason = "counts and sizes become f64 only to be printed, far below where f64 loses precision"
+)]
 
 use std::fmt::Write as _;
 use std::hint::black_box;

@@ -4,7 +4,10 @@
 //! shows the simulated outage being reported).
 
 #[path = "../tests/support/telegram_fake.rs"]
-#[allow(dead_code)]
+#[expect(
+    dead_code,
+    reason = "the bench uses the fake's server, not every reply the tests script"
+)]
 mod telegram_fake;
 
 use std::time::Instant;

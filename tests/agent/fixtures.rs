@@ -36,140 +36,156 @@ fn label(c: &Class) -> String {
     }
 }
 
-fn reset(epoch: i64) -> String {
-    format!(
-        "usage-limit@{:?}",
-        Some(Utc.timestamp_opt(epoch, 0).unwrap())
-    )
+/// How a capture's process ended.
+#[derive(Clone, Copy)]
+enum Ended {
+    Exit(i32),
+    /// Killed by the runner (a timeout): 143 after its SIGTERM.
+    Killed,
 }
 
-fn bug(kind: BugKind) -> String {
-    format!("invocation-bug:{kind:?}")
+/// The class a capture must get, as [`label`] writes it.
+#[derive(Clone, Copy)]
+enum Want {
+    Is(&'static str),
+    /// A usage limit that resets at this epoch second.
+    Reset(i64),
+    Bug(BugKind),
 }
 
-/// stem, how the process ended, expected class.
-fn table() -> Vec<(&'static str, ExitInfo, String)> {
-    let killed = ExitInfo {
-        code: Some(143),
-        signal: None,
-        killed_by_runner: true,
-    };
-    vec![
-        ("success", exited(0), "success".into()),
-        ("success-after-tool-use", exited(0), "success".into()),
-        ("auth-401-invalid-api-key", exited(1), "auth".into()),
-        ("auth-not-logged-in", exited(1), "auth".into()),
-        ("auth-401-oauth-not-logged-in", exited(1), "auth".into()),
-        ("auth-403-forbidden", exited(1), "auth".into()),
-        (
-            "billing-400-credit-balance-too-low",
-            exited(1),
-            "billing".into(),
-        ),
-        ("rate-limit-429-api", exited(1), "transient".into()),
-        ("usage-limit-429-five-hour", exited(1), reset(1_795_324_010)),
-        (
-            "usage-limit-429-five-hour-2.1.197",
-            exited(1),
-            reset(1_795_324_009),
-        ),
-        ("overloaded-529", exited(1), "transient".into()),
-        ("server-error-500", exited(1), "transient".into()),
-        ("model-404-not-found", exited(1), bug(BugKind::UnknownModel)),
-        ("network-unreachable", exited(1), "transient".into()),
-        (
-            "resume-no-conversation",
-            exited(1),
-            bug(BugKind::UnknownSession),
-        ),
-        (
-            "resume-no-conversation-startup-results",
-            exited(1),
-            bug(BugKind::UnknownSession),
-        ),
-        ("session-id-in-use", exited(1), bug(BugKind::SessionInUse)),
-        (
-            "session-id-invalid",
-            exited(1),
-            bug(BugKind::InvalidSessionId),
-        ),
-        (
-            "bypass-permissions-as-root",
-            exited(1),
-            bug(BugKind::BypassPermissionsAsRoot),
-        ),
-        (
-            "bypass-permissions-as-root-startup-results",
-            exited(1),
-            bug(BugKind::BypassPermissionsAsRoot),
-        ),
-        (
-            "stream-json-without-verbose",
-            exited(1),
-            bug(BugKind::StreamJsonNeedsVerbose),
-        ),
-        ("error-max-turns", exited(1), "other".into()),
-        ("error-max-budget-usd", exited(1), "billing".into()),
-        ("hang-killed-by-timeout", killed, "transient".into()),
-        ("sigterm", exited(143), "other".into()),
-        ("tool-removed-by-deny-rule", exited(0), "success".into()),
-        (
-            "background-task-stopped-after-result",
-            exited(0),
-            "success".into(),
-        ),
-        ("tool-permission-not-granted", exited(0), "success".into()),
-        ("tool-error-command-failed", exited(0), "success".into()),
-        ("cost-first-run", exited(0), "success".into()),
-        ("cost-resumed-run", exited(0), "success".into()),
-        ("cost-first-run-2.1.197", exited(0), "success".into()),
-        ("cost-resumed-run-2.1.197", exited(0), "success".into()),
-        ("context-250k-fresh-2.1.197", exited(0), "success".into()),
-        (
-            "prompt-too-long-on-resume-2.1.197",
-            exited(1),
-            bug(BugKind::ContextTooLong),
-        ),
-        (
-            "prompt-too-long-on-resume",
-            exited(1),
-            bug(BugKind::ContextTooLong),
-        ),
-        ("auth-401-retrying-killed-2.1.197", killed, "auth".into()),
-        (
-            "compact-failed-not-enough-messages-2.1.197",
-            exited(0),
-            "success".into(),
-        ),
-        ("compact-manual-2.1.197", exited(0), "success".into()),
-        ("compact-manual", exited(0), "success".into()),
-        ("reviewer-plan-mode-allow-rule", exited(0), "success".into()),
-        (
-            "reviewer-plan-mode-allow-rule-2.1.197",
-            exited(0),
-            "success".into(),
-        ),
-        ("reviewer-tools-read-only", exited(0), "success".into()),
-        (
-            "reviewer-tools-read-only-2.1.197",
-            exited(0),
-            "success".into(),
-        ),
-        ("tools-pattern-is-no-tool", exited(0), "success".into()),
-        (
-            "tools-pattern-is-no-tool-2.1.197",
-            exited(0),
-            "success".into(),
-        ),
-    ]
+use {Ended::*, Want::*};
+
+/// Every capture: its stem, how its process ended, the class it must get.
+const TABLE: &[(&str, Ended, Want)] = &[
+    ("success", Exit(0), Is("success")),
+    ("success-after-tool-use", Exit(0), Is("success")),
+    ("auth-401-invalid-api-key", Exit(1), Is("auth")),
+    ("auth-not-logged-in", Exit(1), Is("auth")),
+    ("auth-401-oauth-not-logged-in", Exit(1), Is("auth")),
+    ("auth-403-forbidden", Exit(1), Is("auth")),
+    ("billing-400-credit-balance-too-low", Exit(1), Is("billing")),
+    ("rate-limit-429-api", Exit(1), Is("transient")),
+    ("usage-limit-429-five-hour", Exit(1), Reset(1_795_324_010)),
+    (
+        "usage-limit-429-five-hour-2.1.197",
+        Exit(1),
+        Reset(1_795_324_009),
+    ),
+    ("overloaded-529", Exit(1), Is("transient")),
+    ("server-error-500", Exit(1), Is("transient")),
+    ("model-404-not-found", Exit(1), Bug(BugKind::UnknownModel)),
+    ("network-unreachable", Exit(1), Is("transient")),
+    (
+        "resume-no-conversation",
+        Exit(1),
+        Bug(BugKind::UnknownSession),
+    ),
+    (
+        "resume-no-conversation-startup-results",
+        Exit(1),
+        Bug(BugKind::UnknownSession),
+    ),
+    ("session-id-in-use", Exit(1), Bug(BugKind::SessionInUse)),
+    (
+        "session-id-invalid",
+        Exit(1),
+        Bug(BugKind::InvalidSessionId),
+    ),
+    (
+        "bypass-permissions-as-root",
+        Exit(1),
+        Bug(BugKind::BypassPermissionsAsRoot),
+    ),
+    (
+        "bypass-permissions-as-root-startup-results",
+        Exit(1),
+        Bug(BugKind::BypassPermissionsAsRoot),
+    ),
+    (
+        "stream-json-without-verbose",
+        Exit(1),
+        Bug(BugKind::StreamJsonNeedsVerbose),
+    ),
+    ("error-max-turns", Exit(1), Is("other")),
+    ("error-max-budget-usd", Exit(1), Is("billing")),
+    ("hang-killed-by-timeout", Killed, Is("transient")),
+    ("sigterm", Exit(143), Is("other")),
+    ("tool-removed-by-deny-rule", Exit(0), Is("success")),
+    (
+        "background-task-stopped-after-result",
+        Exit(0),
+        Is("success"),
+    ),
+    ("tool-permission-not-granted", Exit(0), Is("success")),
+    ("tool-error-command-failed", Exit(0), Is("success")),
+    ("cost-first-run", Exit(0), Is("success")),
+    ("cost-resumed-run", Exit(0), Is("success")),
+    ("cost-first-run-2.1.197", Exit(0), Is("success")),
+    ("cost-resumed-run-2.1.197", Exit(0), Is("success")),
+    ("context-250k-fresh-2.1.197", Exit(0), Is("success")),
+    (
+        "prompt-too-long-on-resume-2.1.197",
+        Exit(1),
+        Bug(BugKind::ContextTooLong),
+    ),
+    (
+        "prompt-too-long-on-resume",
+        Exit(1),
+        Bug(BugKind::ContextTooLong),
+    ),
+    ("auth-401-retrying-killed-2.1.197", Killed, Is("auth")),
+    (
+        "compact-failed-not-enough-messages-2.1.197",
+        Exit(0),
+        Is("success"),
+    ),
+    ("compact-manual-2.1.197", Exit(0), Is("success")),
+    ("compact-manual", Exit(0), Is("success")),
+    ("reviewer-plan-mode-allow-rule", Exit(0), Is("success")),
+    (
+        "reviewer-plan-mode-allow-rule-2.1.197",
+        Exit(0),
+        Is("success"),
+    ),
+    ("reviewer-tools-read-only", Exit(0), Is("success")),
+    ("reviewer-tools-read-only-2.1.197", Exit(0), Is("success")),
+    ("tools-pattern-is-no-tool", Exit(0), Is("success")),
+    ("tools-pattern-is-no-tool-2.1.197", Exit(0), Is("success")),
+];
+
+impl Ended {
+    fn info(self) -> ExitInfo {
+        match self {
+            Exit(code) => exited(code),
+            Killed => ExitInfo {
+                code: Some(143),
+                signal: None,
+                killed_by_runner: true,
+            },
+        }
+    }
+}
+
+impl Want {
+    fn label(self) -> String {
+        match self {
+            Is(name) => name.to_owned(),
+            Reset(epoch) => format!(
+                "usage-limit@{:?}",
+                Some(Utc.timestamp_opt(epoch, 0).unwrap())
+            ),
+            Bug(kind) => format!("invocation-bug:{kind:?}"),
+        }
+    }
 }
 
 #[test]
 fn every_capture_is_classified_as_its_index_row_says() {
     let mut wrong = Vec::new();
-    for (stem, exit, want) in table() {
+    for &(stem, ended, want) in TABLE {
         let (stream, stderr) = load(stem);
-        let got = label(&classify(&exit, &stderr, &stream, now()));
+        let got = label(&classify(&ended.info(), &stderr, &stream, now()));
+        let want = want.label();
         if got != want {
             wrong.push(format!("{stem}: got {got}, want {want}"));
         }
@@ -192,7 +208,7 @@ fn the_table_covers_every_row_of_the_index_and_every_capture_file() {
             name.strip_suffix(".stdout.jsonl").map(str::to_owned)
         })
         .collect();
-    let tested: BTreeSet<String> = table().iter().map(|(s, _, _)| (*s).to_owned()).collect();
+    let tested: BTreeSet<String> = TABLE.iter().map(|(s, _, _)| (*s).to_owned()).collect();
     assert_eq!(indexed.len(), 46, "index rows: {indexed:?}");
     assert_eq!(tested, indexed);
     assert_eq!(tested, on_disk);

@@ -159,35 +159,41 @@ fn permission_mode_and_tools_survive_detach_kill_and_resume() {
         "VERIFY from M1.md, not loop.yaml"
     );
     for step in [1, 2] {
-        let calls: Vec<_> = env
-            .calls()
-            .into_iter()
-            .filter(|c| c["step"].as_u64() == Some(step))
-            .collect();
-        assert_eq!(calls.len(), 1, "step {step}");
-        let argv = argv_of(&calls[0]);
-        assert_eq!(
-            value_after(&argv, "--permission-mode"),
-            Some("plan"),
-            "{argv:?}"
-        );
-        assert_eq!(value_after(&argv, "--model"), Some("sonnet"), "{argv:?}");
-        assert_eq!(value_after(&argv, "--max-turns"), Some("7"), "{argv:?}");
-        assert_eq!(
-            value_after(&argv, "--max-budget-usd"),
-            Some("1.5"),
-            "{argv:?}"
-        );
-        let tools = argv.iter().position(|a| a == "--allowedTools").unwrap();
-        assert_eq!(argv[tools + 1..tools + 3], ["Read", "Grep"], "{argv:?}");
-        assert!(argv[tools + 3].starts_with("--"), "{argv:?}");
-        assert_eq!(
-            argv.last().map(String::as_str),
-            Some("--verbose"),
-            "{argv:?}"
-        );
+        assert_called_with_the_flags(&env, step);
     }
     env.assert_no_processes();
+}
+
+/// The step's one call got what `loop start`'s flags set, and loop.yaml's extra argument.
+#[track_caller]
+fn assert_called_with_the_flags(env: &TestLoop, step: u64) {
+    let calls: Vec<_> = env
+        .calls()
+        .into_iter()
+        .filter(|c| c["step"].as_u64() == Some(step))
+        .collect();
+    assert_eq!(calls.len(), 1, "step {step}");
+    let argv = argv_of(&calls[0]);
+    assert_eq!(
+        value_after(&argv, "--permission-mode"),
+        Some("plan"),
+        "{argv:?}"
+    );
+    assert_eq!(value_after(&argv, "--model"), Some("sonnet"), "{argv:?}");
+    assert_eq!(value_after(&argv, "--max-turns"), Some("7"), "{argv:?}");
+    assert_eq!(
+        value_after(&argv, "--max-budget-usd"),
+        Some("1.5"),
+        "{argv:?}"
+    );
+    let tools = argv.iter().position(|a| a == "--allowedTools").unwrap();
+    assert_eq!(argv[tools + 1..tools + 3], ["Read", "Grep"], "{argv:?}");
+    assert!(argv[tools + 3].starts_with("--"), "{argv:?}");
+    assert_eq!(
+        argv.last().map(String::as_str),
+        Some("--verbose"),
+        "{argv:?}"
+    );
 }
 
 #[test]

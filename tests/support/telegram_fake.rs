@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 #[derive(Debug, Clone)]
 pub enum Reply {
     /// Do what the real API would.
-    #[allow(
+    #[expect(
         dead_code,
         reason = "what an unscripted request gets; no test scripts it yet"
     )]

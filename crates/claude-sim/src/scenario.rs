@@ -30,8 +30,10 @@ use serde_json::Value;
 /// is left out, as a scenario written by hand would.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
-// Each flag is a field of the JSON scenario format, set independently of the others.
-#[allow(clippy::struct_excessive_bools)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each flag is a field of the JSON scenario format, set independently of the others"
+)]
 pub struct Action {
     /// Time to "work" before the result.
     #[serde(skip_serializing_if = "is_zero")]
@@ -144,7 +146,10 @@ pub struct WriteFile {
 }
 
 /// For `skip_serializing_if`: a count or time left at its default.
-#[allow(clippy::trivially_copy_pass_by_ref)] // serde passes a reference
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "skip_serializing_if passes a reference"
+)]
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
