@@ -9,7 +9,7 @@ use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::{Status, StepState};
 use serde_json::Value;
 
-use crate::support::{SIM, TestLoop, stdout};
+use crate::support::{SIM, TestLoop, review_text, stdout};
 
 /// A loop whose `state/` is the fixture `name`, its paths put back as this test's own.
 fn old_loop(name: &str) -> TestLoop {
@@ -159,11 +159,7 @@ fn a_stale_text_of_a_review_over_an_old_ledger_neither_reviews_nor_runs_again() 
     let m = env.m1();
     for n in 1..=3 {
         assert_eq!(
-            m.results[&n]
-                .review
-                .as_ref()
-                .map(ToString::to_string)
-                .as_deref(),
+            review_text(&m.results[&n]).as_deref(),
             Some("approved: the change does what the step says"),
             "step {n}\n{}",
             env.text()

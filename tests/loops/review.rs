@@ -8,7 +8,7 @@ use m1loop::m1::{Status, StepState};
 use serde_json::json;
 
 use crate::support::answers::{approve, changes, work};
-use crate::support::{TestLoop, is_review, save_by_rename, stdout, wait_until};
+use crate::support::{TestLoop, is_review, review_text, save_by_rename, stdout, wait_until};
 
 #[test]
 fn an_approved_step_is_done_and_its_review_was_read_only_fresh_and_paid_for() {
@@ -18,10 +18,7 @@ fn an_approved_step_is_done_and_its_review_was_read_only_fresh_and_paid_for() {
     env.assert_status(Status::Done);
     let m = env.m1();
     let r = &m.results[&1];
-    assert_eq!(
-        r.review.as_ref().map(ToString::to_string).as_deref(),
-        Some("approved: a.txt is right")
-    );
+    assert_eq!(review_text(r).as_deref(), Some("approved: a.txt is right"));
     assert!((r.cost_usd.unwrap() - 0.12).abs() < 1e-9, "{r:?}");
     let (steps, reviews) = env.step_and_review_calls();
     assert_eq!((steps.len(), reviews.len()), (1, 1));
@@ -163,11 +160,7 @@ fn reviewed_to_the_end_with_one_review_run_allowed(env: &TestLoop) {
     assert_eq!((steps.len(), reviews.len()), (1, 2));
     env.assert_status(Status::Done);
     assert_eq!(
-        env.m1().results[&1]
-            .review
-            .as_ref()
-            .map(ToString::to_string)
-            .as_deref(),
+        review_text(&env.m1().results[&1]).as_deref(),
         Some("approved: a.txt is right")
     );
 }
@@ -214,11 +207,7 @@ fn a_review_refused_for_bad_credentials_halts_at_once_with_that_reason() {
     let last = m.last_action.unwrap_or_default();
     assert!(last.contains("authentication"), "{last}");
     assert_eq!(
-        m.results[&1]
-            .review
-            .as_ref()
-            .map(ToString::to_string)
-            .as_deref(),
+        review_text(&m.results[&1]).as_deref(),
         Some("pending"),
         "still to be reviewed once a human fixed the login"
     );
@@ -262,11 +251,7 @@ fn a_stale_save_with_the_runner_dead_neither_reviews_a_step_again_nor_reruns_it(
         let m = env.m1();
         for n in 1..=3 {
             assert_eq!(
-                m.results[&n]
-                    .review
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .as_deref(),
+                review_text(&m.results[&n]).as_deref(),
                 Some("approved: fine"),
                 "step {n}\n{}",
                 env.text()

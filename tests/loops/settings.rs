@@ -9,7 +9,7 @@ use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
 
 use crate::support::procs::{running, sigkill};
-use crate::support::{Guard, TestLoop, code, stderr, stdout, wait_until};
+use crate::support::{Guard, TestLoop, argv, code, flag_value, stderr, stdout, wait_until};
 
 /// Every call answers without a verdict: a failed attempt each time.
 fn failing() -> Scenario {
@@ -72,20 +72,6 @@ fn kill9(pid: i32) {
     sigkill(pid);
     let gone = wait_until(Duration::from_secs(10), || !running(pid));
     assert!(gone, "runner {pid} survived kill -9");
-}
-
-fn argv_of(call: &serde_json::Value) -> Vec<String> {
-    call["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_string())
-        .collect()
-}
-
-fn value_after<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
-    let i = argv.iter().position(|a| a == flag)?;
-    argv.get(i + 1).map(String::as_str)
 }
 
 #[test]
@@ -173,19 +159,16 @@ fn assert_called_with_the_flags(env: &TestLoop, step: u64) {
         .filter(|c| c["step"].as_u64() == Some(step))
         .collect();
     assert_eq!(calls.len(), 1, "step {step}");
-    let argv = argv_of(&calls[0]);
-    assert_eq!(
-        value_after(&argv, "--permission-mode"),
-        Some("plan"),
-        "{argv:?}"
-    );
-    assert_eq!(value_after(&argv, "--model"), Some("sonnet"), "{argv:?}");
-    assert_eq!(value_after(&argv, "--max-turns"), Some("7"), "{argv:?}");
-    assert_eq!(
-        value_after(&argv, "--max-budget-usd"),
-        Some("1.5"),
-        "{argv:?}"
-    );
+    let call = &calls[0];
+    let argv = argv(call);
+    for (flag, want) in [
+        ("--permission-mode", "plan"),
+        ("--model", "sonnet"),
+        ("--max-turns", "7"),
+        ("--max-budget-usd", "1.5"),
+    ] {
+        assert_eq!(flag_value(call, flag).as_deref(), Some(want), "{argv:?}");
+    }
     let tools = argv.iter().position(|a| a == "--allowedTools").unwrap();
     assert_eq!(argv[tools + 1..tools + 3], ["Read", "Grep"], "{argv:?}");
     assert!(argv[tools + 3].starts_with("--"), "{argv:?}");

@@ -6,7 +6,7 @@ use m1loop::m1::{Status, StepState};
 use serde_json::Value;
 
 use crate::support::answers::{approve, changes, work};
-use crate::support::{TestLoop, stdout};
+use crate::support::{TestLoop, flag_value, review_text, stdout};
 
 /// A reviewed step that passes, is asked for a change, and fails its retake once (then `then`
 /// follows): the loop run with `--max-retries max`.
@@ -124,14 +124,7 @@ fn a_review_that_never_gives_a_verdict_halts_naming_its_last_review_task() {
 
 /// The value of `--tools` in a call's argv, if it has one.
 fn tools(call: &Value) -> Option<String> {
-    let argv: Vec<&str> = call["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    let at = argv.iter().position(|a| *a == "--tools")?;
-    argv.get(at + 1).map(|v| (*v).to_owned())
+    flag_value(call, "--tools")
 }
 
 /// A reviewer wrote files into the next commit: plan mode let through a Bash call that a
@@ -189,10 +182,7 @@ fn a_review_that_changed_the_work_tree_is_not_an_approval() {
     env.assert_status(Status::Waiting);
     let m = env.m1();
     let r = &m.results[&1];
-    assert_eq!(
-        r.review.as_ref().map(ToString::to_string).as_deref(),
-        Some("pending")
-    );
+    assert_eq!(review_text(r).as_deref(), Some("pending"));
     let error = r.error.clone().unwrap_or_default();
     for file in ["made_by_reviewer.txt (new)", "a.txt (changed)"] {
         assert!(error.contains(file), "{file}: {error}");

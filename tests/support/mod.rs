@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use m1loop::agent::{ExitInfo, StreamReader, StreamSummary};
 use serde_json::Value;
 
-pub use test_loop::{TestLoop, is_review};
+pub use test_loop::{TestLoop, argv, flag_value, is_review, review_text};
 
 /// The `loop` binary.
 pub const LOOP: &str = env!("CARGO_BIN_EXE_loop");

@@ -502,13 +502,29 @@ pub type Calls = Vec<(usize, Value)>;
 
 /// Whether a logged agent call is a reviewer's: the runner starts reviewers in plan mode.
 pub fn is_review(call: &Value) -> bool {
-    let argv: Vec<&str> = call["argv"]
+    flag_value(call, "--permission-mode").as_deref() == Some("plan")
+}
+
+/// A step's `REVIEW` result as M1.md words it (`approved: …`, `pending`).
+pub fn review_text(result: &m1loop::m1::StepResult) -> Option<String> {
+    result.review.as_ref().map(ToString::to_string)
+}
+
+/// The arguments of a logged agent call.
+pub fn argv(call: &Value) -> Vec<String> {
+    call["argv"]
         .as_array()
-        .unwrap()
+        .expect("a logged call has its argv")
         .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    argv.windows(2).any(|w| w == ["--permission-mode", "plan"])
+        .map(|a| a.as_str().expect("each argument is a string").to_owned())
+        .collect()
+}
+
+/// The value after `flag` in a logged agent call's arguments, if the flag is there.
+pub fn flag_value(call: &Value, flag: &str) -> Option<String> {
+    let argv = argv(call);
+    let at = argv.iter().position(|a| a == flag)?;
+    argv.get(at + 1).cloned()
 }
 
 impl Drop for TestLoop {
