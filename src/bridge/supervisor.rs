@@ -1,7 +1,6 @@
 //! `loop __supervise DIR`: the process that owns one task from spawn to exit record.
 
 use std::fs::{self, File, OpenOptions};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -15,7 +14,6 @@ use nix::sys::signal::{SigHandler, SigSet, Signal, kill, signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::{ForkResult, Pid, fork, getpid, getppid};
 
-use super::fire::LOCK_FD_ENV;
 use super::guardian::Guardian;
 use super::records::{
     self, ExitRecord, LOCK_FILE, PidRecord, Reason, SPEC_FILE, STDERR_FILE, STDOUT_FILE,
@@ -33,24 +31,36 @@ const HANDLED: [Signal; 4] = [
     Signal::SIGHUP,
 ];
 
-/// The hidden supervisor mode: runs the task in `task_dir` to its end.
-///
-/// Started by `fire` in a new session, this process forks the real supervisor, records its
-/// pid in `supervisor.json` and returns, so that `fire` can return as soon as the task is
-/// safely under supervision.
+/// The hidden supervisor mode, `loop __supervise DIR` run by hand: takes the task's lock if
+/// nobody holds it and runs the task in `task_dir` to its end (see [`supervise_handed`]).
 ///
 /// # Errors
-/// When the spec cannot be read, the lock is not ours, or the fork fails.
+/// When the spec cannot be read, the lock is held, or the fork fails.
 pub fn supervise(task_dir: &Path) -> anyhow::Result<Status> {
+    let lock = lock::try_take(task_dir)?
+        .with_context(|| format!("task {} already has a supervisor", task_dir.display()))?;
+    supervise_handed(task_dir, lock)
+}
+
+/// Runs the task in `task_dir` to its end, with its lock as `fire` took it (passed on by the
+/// starter, [`super::starter`]).
+///
+/// This process forks the real supervisor, records its pid in `supervisor.json` and returns,
+/// so that `fire` can return as soon as the task is safely under supervision. Call only
+/// while this process has a single thread.
+///
+/// # Errors
+/// When the spec cannot be read, `lock` is not this task's lock file, or the fork fails.
+pub(crate) fn supervise_handed(task_dir: &Path, lock: File) -> anyhow::Result<Status> {
     let spec: TaskSpec = records::read(&task_dir.join(SPEC_FILE))?
         .with_context(|| format!("no {SPEC_FILE} in {}", task_dir.display()))?;
-    let lock = adopt_lock(task_dir)?;
+    let lock = check_lock(task_dir, lock)?;
     // Inherited dispositions would break us: SIGCHLD ignored means no exit status to read.
     for sig in HANDLED {
         // SAFETY: restoring the default disposition installs no handler code.
         unsafe { signal(sig, SigHandler::SigDfl) }.context("while resetting signals")?;
     }
-    // SAFETY: this process is single-threaded (nothing here has spawned a thread).
+    // SAFETY: this process is single-threaded (the caller's promise).
     match unsafe { fork() }.context("while forking the supervisor")? {
         ForkResult::Parent { child } => {
             let pid = child.as_raw().cast_unsigned();
@@ -70,29 +80,20 @@ pub fn supervise(task_dir: &Path) -> anyhow::Result<Status> {
     }
 }
 
-/// Takes over the lock `fire` handed down, after checking the descriptor really is this
-/// task's lock file. Run by hand, without one, it takes the lock if it is free.
-fn adopt_lock(task_dir: &Path) -> anyhow::Result<File> {
+/// The lock handed over, after checking that it really is this task's lock file; kept from
+/// the command (close-on-exec).
+fn check_lock(task_dir: &Path, lock: File) -> anyhow::Result<File> {
     let lock_path = task_dir.join(LOCK_FILE);
-    let inherited = std::env::var(LOCK_FD_ENV)
-        .ok()
-        .and_then(|v| v.parse::<i32>().ok());
-    if let Some(fd) = inherited {
-        let want = fs::metadata(&lock_path)
-            .with_context(|| format!("while reading {}", lock_path.display()))?;
-        let same = fs::metadata(format!("/proc/self/fd/{fd}"))
-            .is_ok_and(|m| m.dev() == want.dev() && m.ino() == want.ino());
-        if same {
-            // SAFETY: the descriptor is open (its /proc entry resolved to our lock file) and
-            // nothing else in this process owns it.
-            let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-            fcntl(&owned, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
-                .context("while setting FD_CLOEXEC")?;
-            return Ok(File::from(owned));
-        }
-    }
-    lock::try_take(task_dir)?
-        .with_context(|| format!("task {} already has a supervisor", task_dir.display()))
+    let want = fs::metadata(&lock_path)
+        .with_context(|| format!("while reading {}", lock_path.display()))?;
+    let have = lock.metadata().context("while reading the handed lock")?;
+    anyhow::ensure!(
+        have.dev() == want.dev() && have.ino() == want.ino(),
+        "the lock handed over is not {}",
+        lock_path.display()
+    );
+    fcntl(&lock, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).context("while setting FD_CLOEXEC")?;
+    Ok(lock)
 }
 
 /// The real supervisor: guardian, command, wait, exit record.
@@ -195,8 +196,7 @@ fn start_on_exit(command: &[String]) -> anyhow::Result<()> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .env_remove(TASK_ID_ENV)
-        .env_remove(LOCK_FD_ENV);
+        .env_remove(TASK_ID_ENV);
     // SAFETY: setsid and the signal mask are async-signal-safe.
     unsafe {
         cmd.pre_exec(|| {
@@ -261,8 +261,7 @@ fn spawn(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<std::process::Child
         .stdin(stdin)
         .stdout(output(STDOUT_FILE)?)
         .stderr(output(STDERR_FILE)?)
-        .process_group(0)
-        .env_remove(LOCK_FD_ENV);
+        .process_group(0);
     for k in &spec.env_remove {
         cmd.env_remove(k);
     }
