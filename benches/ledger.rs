@@ -5,10 +5,11 @@
 //! was judged). The bench runs one real two-step loop with the simulated agent, then copies
 //! its task directories (spec and judgement) into 0, 1,000 and 10,000 more task directories:
 //! `OWN` of this loop, the rest of another loop of the same state directory (an older loop's,
-//! as after many loops). Each figure is `loop resume` of the finished loop (the
-//! runner opens it, sees it DONE and exits), run `RUNS` times: the first open, and the median
-//! and spread of the others, against `loop --version` (starting the binary at all).
-//! Caches are warm (the copies were just written).
+//! as after many loops). Each figure is `loop resume` of the finished loop (the runner opens
+//! it, sees it DONE and exits), run `RUNS` times: the first open, and the median and spread of
+//! the others, against `loop --version` (starting the binary at all). The first open is that
+//! of a state directory of a version before the ledger's index (none is there), or the first
+//! after a reboot. Caches are warm (the copies were just written).
 //!
 //! Run: `cargo bench --bench ledger` (`LEDGER_BENCH_DIRS=0,1000,10000` sets the sizes).
 
@@ -165,6 +166,9 @@ fn main() {
         let state: PathBuf = dir.path().join("state");
         let t = template(&state);
         fill(&state, &t, n);
+        // As a state directory of a version before the ledger's index, or at the first open
+        // after a reboot: the index is rebuilt from the task directories then (if there is one).
+        let _ = std::fs::remove_dir_all(state.join("tasks/.ledger"));
         let mut opens: Vec<Duration> = (0..RUNS)
             .map(|_| {
                 timed(|| {
