@@ -5,9 +5,9 @@
 //! - `fire` creates the task directory atomically (spec written under a temporary name, then
 //!   renamed), takes the task's lock, and has its process's starter (one `loop __starter`
 //!   per firing process, see [`starter`]) fork the supervisor in a new session, handing it
-//!   the locked file; the supervisor shows itself as `loop __supervise DIR`. From then until
-//!   the supervisor and its guardian are gone, the lock is held: "lock held" means "someone
-//!   is still responsible for this task".
+//!   the locked file; the supervisor shows itself as `loop __supervise DIR` and records its
+//!   pid before `fire` returns. From then until the supervisor and its guardian are gone,
+//!   the lock is held: "lock held" means "someone is still responsible for this task".
 //! - The supervisor starts the command in its own process group, blocks in `poll` on a
 //!   signalfd (no wakeups unless a timeout is set), kills the whole group on timeout, idle
 //!   timeout or `kill`, and writes `exit.json` atomically.

@@ -2,23 +2,26 @@
 //! binary anew for each task.
 //!
 //! A supervisor runs in a session of its own and is never the firing process's child. It
-//! used to be `loop __supervise DIR`, started by `fire` for each task: a new process of the
-//! whole binary (dynamic loading, the C library's CPU detection, the command line parsed),
-//! which on the step's critical path cost a loop about 2 ms a step (3.5 ms from `fire` to the
-//! agent's start, on a virtual machine where the CPU detection traps to the hypervisor). The
-//! firing process cannot fork the supervisor itself: it may have threads (the runner's file
-//! watch), and a forked copy of such a process may only call async-signal-safe functions.
+//! used to be `loop __supervise DIR`, started by `fire` for each task, which forked the real
+//! supervisor and exited: a new process of the whole binary (dynamic loading, the C
+//! library's CPU detection, the command line parsed) and two forks between `fire` and the
+//! agent, which cost a loop about 2 ms a step on its critical path (3.5 ms from `fire` to
+//! the agent's start, on a virtual machine where the CPU detection traps to the
+//! hypervisor). The firing process cannot fork the supervisor itself: it may have threads
+//! (the runner's file watch), and a forked copy of such a process may only call
+//! async-signal-safe functions.
 //!
-//! So the first `fire` of a process starts one `loop __starter`, single-threaded, whose
-//! standard input is a socket to its firer; it lives as long as the firer holds that socket
-//! (EOF ends it, so it never outlives its firer by more than a moment). For each task, the
-//! firer sends the task directory, its own environment, and the task's held lock and opened
-//! log as descriptors; the starter forks, and the fork becomes exactly what
-//! `loop __supervise DIR` was: a new session, the log as its stderr, the firer's environment
-//! of this moment, `loop __supervise DIR` as the command line `ps` shows ([`super::title`]);
-//! it forks the real supervisor, records its pid and exits. The starter answers with how
-//! that fork ended, so `fire` returns when it did before: once the task is under
-//! supervision, its lock never free in between.
+//! So the first `fire` of a process starts one `loop __starter`: single-threaded, in a
+//! process group of its own (a Ctrl-C at the terminal is its firer's to handle), its
+//! standard input a socket to its firer. It lives as long as the firer holds that socket:
+//! EOF ends it. For each task, the firer sends the task directory, its own environment, and
+//! the task's held lock and opened log as descriptors; the starter forks, and the fork
+//! becomes the supervisor: a new session, the log as its stderr, the firer's environment of
+//! this moment, `loop __supervise DIR` as the command line `ps` shows ([`super::title`]);
+//! it records itself in `supervisor.json` and tells the starter, which answers the firer.
+//! So `fire` returns when it did before: once the task is under supervision, its lock never
+//! free in between. The supervisors are the starter's children while it lives (the kernel
+//! reaps them: the starter ignores SIGCHLD), then init's, as before.
 //!
 //! On the socket, a request is a little-endian `u32` length, then the task directory and
 //! `KEY=VALUE` entries of the environment, each ended by a NUL, with the lock and the log
@@ -31,13 +34,14 @@ use std::io::{IoSlice, IoSliceMut, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 
 use anyhow::Context;
+use nix::sys::signal::{SigHandler, Signal};
 use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, UnixAddr, recvmsg, sendmsg};
-use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, dup2_stderr, fork};
 
 use crate::exit::{Status, code};
@@ -132,6 +136,7 @@ impl Starter {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .current_dir("/")
+            .process_group(0)
             .spawn()
             .with_context(|| format!("while starting {} {COMMAND}", exe.display()))?;
         Ok(Self {
@@ -316,6 +321,11 @@ pub fn serve() -> anyhow::Result<Status> {
     let mut socket = UnixStream::from(unsafe { OwnedFd::from_raw_fd(fd) });
     let null = File::open("/dev/null").context("while opening /dev/null")?;
     nix::unistd::dup2_stdin(&null).context("while replacing standard input")?;
+    // The supervisors are its children until it ends: the kernel reaps them (each resets
+    // SIGCHLD before it starts its command).
+    // SAFETY: installing SIG_IGN has no handler code to be unsafe.
+    unsafe { nix::sys::signal::signal(Signal::SIGCHLD, SigHandler::SigIgn) }
+        .context("while ignoring SIGCHLD")?;
     show(&[OsStr::new(COMMAND)]);
     while let Some(request) = receive(&mut socket)? {
         let answer = start_one(&socket, request);
@@ -334,30 +344,40 @@ fn show(args: &[&OsStr]) {
     super::title::set(&all);
 }
 
-/// Forks the process that becomes `loop __supervise DIR`, waits for it, and says how it
-/// went: empty when the supervisor runs.
+/// Forks the process that becomes the task's supervisor and says, once it is recorded, how it
+/// went: empty when the supervisor runs, else why it does not.
 fn start_one(socket: &UnixStream, request: Request) -> String {
-    // Computed before the fork: after it, the child only changes itself and exits.
+    // Computed before the fork: after it, the child only changes itself.
     let exe = std::env::args_os().next().unwrap_or_else(|| "loop".into());
+    let (ready_rx, ready_tx) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return format!("the starter could not make a pipe: {e}"),
+    };
     // SAFETY: the starter is single-threaded, so its fork may run any code.
     match unsafe { fork() } {
         Err(e) => format!("the starter could not fork: {e}"),
-        Ok(ForkResult::Child) => std::process::exit(become_supervisor(socket, request, &exe)),
-        Ok(ForkResult::Parent { child }) => {
-            drop(request); // the fork holds the lock and the log now
-            match waitpid(child, None) {
-                Ok(WaitStatus::Exited(_, 0)) => String::new(),
-                Ok(WaitStatus::Exited(_, c)) => format!("exit status: {c}"),
-                Ok(WaitStatus::Signaled(_, s, _)) => format!("killed by {s}"),
-                Ok(other) => format!("ended as {other:?}"),
-                Err(e) => format!("could not be waited for: {e}"),
+        Ok(ForkResult::Child) => {
+            drop(ready_rx);
+            std::process::exit(become_supervisor(socket, request, ready_tx, &exe))
+        }
+        Ok(ForkResult::Parent { .. }) => {
+            // The fork holds the lock and the log now; it is reaped by the kernel (SIGCHLD
+            // is ignored here).
+            drop((request, ready_tx));
+            let mut said = Vec::new();
+            let _ = File::from(ready_rx).read_to_end(&mut said);
+            match said.split_first() {
+                Some((b'+', _)) => String::new(),
+                Some((_, why)) => String::from_utf8_lossy(why).into_owned(),
+                None => "the supervisor ended before it was recorded".into(),
             }
         }
     }
 }
 
-/// In the fork: becomes `loop __supervise DIR` for the request's task; its exit code.
-fn become_supervisor(socket: &UnixStream, request: Request, exe: &OsStr) -> i32 {
+/// In the fork: becomes `loop __supervise DIR` for the request's task, telling the starter on
+/// `ready` (`+`, or `-` and why not) once it is recorded; its exit code once the task ended.
+fn become_supervisor(socket: &UnixStream, request: Request, ready: OwnedFd, exe: &OsStr) -> i32 {
     // The socket is the starter's: a supervisor holding it would keep the firer from seeing
     // the starter end. (This process exits without dropping anything.)
     let _ = nix::unistd::close(socket.as_raw_fd());
@@ -367,13 +387,21 @@ fn become_supervisor(socket: &UnixStream, request: Request, exe: &OsStr) -> i32 
         lock,
         log,
     } = request;
-    if nix::unistd::setsid().is_err() || dup2_stderr(&log).is_err() {
+    let tell = |said: &[u8]| {
+        let _ = File::from(ready).write_all(said);
+    };
+    if let Err(e) = nix::unistd::setsid().and_then(|_| dup2_stderr(&log)) {
+        tell(format!("-could not take a session of its own: {e}").as_bytes());
         return i32::from(code::INTERNAL);
     }
     drop(log);
     take_environment(&env);
     super::title::set(&[exe, OsStr::new("__supervise"), task_dir.as_os_str()]);
-    match super::supervisor::supervise_handed(&task_dir, lock) {
+    let said = super::supervisor::become_supervisor(&task_dir, lock, |r| match r {
+        Ok(()) => tell(b"+"),
+        Err(why) => tell(format!("-{why}").as_bytes()),
+    });
+    match said {
         Ok(status) => i32::from(status.code()),
         Err(e) => {
             crate::errln!("loop: {e:#}");

@@ -32,41 +32,19 @@ const HANDLED: [Signal; 4] = [
 ];
 
 /// The hidden supervisor mode, `loop __supervise DIR` run by hand: takes the task's lock if
-/// nobody holds it and runs the task in `task_dir` to its end (see [`supervise_handed`]).
+/// nobody holds it, forks the real supervisor, records its pid in `supervisor.json` and
+/// returns, leaving the task in `task_dir` to run to its end.
 ///
 /// # Errors
 /// When the spec cannot be read, the lock is held, or the fork fails.
 pub fn supervise(task_dir: &Path) -> anyhow::Result<Status> {
     let lock = lock::try_take(task_dir)?
         .with_context(|| format!("task {} already has a supervisor", task_dir.display()))?;
-    supervise_handed(task_dir, lock)
-}
-
-/// Runs the task in `task_dir` to its end, with its lock as `fire` took it (passed on by the
-/// starter, [`super::starter`]).
-///
-/// This process forks the real supervisor, records its pid in `supervisor.json` and returns,
-/// so that `fire` can return as soon as the task is safely under supervision. Call only
-/// while this process has a single thread.
-///
-/// # Errors
-/// When the spec cannot be read, `lock` is not this task's lock file, or the fork fails.
-pub(crate) fn supervise_handed(task_dir: &Path, lock: File) -> anyhow::Result<Status> {
-    let spec: TaskSpec = records::read(&task_dir.join(SPEC_FILE))?
-        .with_context(|| format!("no {SPEC_FILE} in {}", task_dir.display()))?;
-    let lock = check_lock(task_dir, lock)?;
-    // Inherited dispositions would break us: SIGCHLD ignored means no exit status to read.
-    for sig in HANDLED {
-        // SAFETY: restoring the default disposition installs no handler code.
-        unsafe { signal(sig, SigHandler::SigDfl) }.context("while resetting signals")?;
-    }
-    // SAFETY: this process is single-threaded (the caller's promise).
+    let (spec, lock) = prepare(task_dir, lock)?;
+    // SAFETY: `loop __supervise` is single-threaded (nothing here has spawned a thread).
     match unsafe { fork() }.context("while forking the supervisor")? {
         ForkResult::Parent { child } => {
-            let pid = child.as_raw().cast_unsigned();
-            let start_ticks = procfs::stat(child.as_raw()).map_or(0, |s| s.start_ticks);
-            let rec = SupervisorRecord { pid, start_ticks };
-            if let Err(e) = records::write_quick(&task_dir.join(SUPERVISOR_FILE), &rec) {
+            if let Err(e) = record(task_dir, child) {
                 let _ = kill(child, Signal::SIGKILL);
                 return Err(e);
             }
@@ -78,6 +56,55 @@ pub(crate) fn supervise_handed(task_dir: &Path, lock: File) -> anyhow::Result<St
             result.map(|()| Status::Ok)
         }
     }
+}
+
+/// Becomes the supervisor of the task in `task_dir`, in this process (a fork of the starter,
+/// [`super::starter`], in a session of its own), with the task's lock as `fire` took it:
+/// records itself in `supervisor.json`, says so through `ready` (or why it cannot
+/// supervise), then runs the task to its end. Call only while this process has a single
+/// thread.
+///
+/// # Errors
+/// When the spec cannot be read, `lock` is not this task's lock file, or the task cannot be
+/// run to its end (as [`supervise`]).
+pub(crate) fn become_supervisor(
+    task_dir: &Path,
+    lock: File,
+    ready: impl FnOnce(Result<(), String>),
+) -> anyhow::Result<Status> {
+    let prepared = prepare(task_dir, lock).and_then(|p| {
+        record(task_dir, getpid())?;
+        Ok(p)
+    });
+    ready(prepared.as_ref().map(|_| ()).map_err(|e| format!("{e:#}")));
+    let (spec, lock) = prepared?;
+    let result = run(task_dir, &spec);
+    drop(lock);
+    result.map(|()| Status::Ok)
+}
+
+/// What a supervisor checks before it takes a task on: its spec, and that `lock` is its lock.
+/// Resets the signals the supervisor handles, whatever it inherited.
+fn prepare(task_dir: &Path, lock: File) -> anyhow::Result<(TaskSpec, File)> {
+    let spec: TaskSpec = records::read(&task_dir.join(SPEC_FILE))?
+        .with_context(|| format!("no {SPEC_FILE} in {}", task_dir.display()))?;
+    let lock = check_lock(task_dir, lock)?;
+    // Inherited dispositions would break us: SIGCHLD ignored means no exit status to read.
+    for sig in HANDLED {
+        // SAFETY: restoring the default disposition installs no handler code.
+        unsafe { signal(sig, SigHandler::SigDfl) }.context("while resetting signals")?;
+    }
+    Ok((spec, lock))
+}
+
+/// Writes `supervisor.json`: who to send SIGTERM to for `kill`.
+fn record(task_dir: &Path, supervisor: Pid) -> anyhow::Result<()> {
+    let start_ticks = procfs::stat(supervisor.as_raw()).map_or(0, |s| s.start_ticks);
+    let rec = SupervisorRecord {
+        pid: supervisor.as_raw().cast_unsigned(),
+        start_ticks,
+    };
+    records::write_quick(&task_dir.join(SUPERVISOR_FILE), &rec)
 }
 
 /// The lock handed over, after checking that it really is this task's lock file; kept from
