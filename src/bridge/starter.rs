@@ -20,8 +20,8 @@
 //! this moment, `loop __supervise DIR` as the command line `ps` shows ([`super::title`]);
 //! it records itself in `supervisor.json` and tells the starter, which answers the firer.
 //! So `fire` returns when it did before: once the task is under supervision, its lock never
-//! free in between. The supervisors are the starter's children while it lives (the kernel
-//! reaps them: the starter ignores SIGCHLD), then init's, as before.
+//! free in between. The supervisors are the starter's children while it lives (it reaps
+//! each as it ends), then init's, as before.
 //!
 //! On the socket, a request is a little-endian `u32` length, then the task directory and
 //! `KEY=VALUE` entries of the environment, each ended by a NUL, with the lock and the log
@@ -40,7 +40,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 
 use anyhow::Context;
-use nix::sys::signal::{SigHandler, Signal};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, UnixAddr, recvmsg, sendmsg};
 use nix::unistd::{ForkResult, dup2_stderr, fork};
 
@@ -281,7 +283,8 @@ fn receive(socket: &mut UnixStream) -> anyhow::Result<Option<Request>> {
     let task_dir = PathBuf::from(OsStr::from_bytes(parts.next().unwrap_or_default()));
     let env = parts
         .filter_map(|kv| {
-            let eq = kv.iter().position(|b| *b == b'=')?;
+            // As the standard library reads an environment: a name is never empty.
+            let eq = kv.iter().skip(1).position(|b| *b == b'=')? + 1;
             Some((
                 OsString::from_vec(kv[..eq].to_vec()),
                 OsString::from_vec(kv[eq + 1..].to_vec()),
@@ -321,19 +324,48 @@ pub fn serve() -> anyhow::Result<Status> {
     let mut socket = UnixStream::from(unsafe { OwnedFd::from_raw_fd(fd) });
     let null = File::open("/dev/null").context("while opening /dev/null")?;
     nix::unistd::dup2_stdin(&null).context("while replacing standard input")?;
-    // The supervisors are its children until it ends: the kernel reaps them (each resets
-    // SIGCHLD before it starts its command).
-    // SAFETY: installing SIG_IGN has no handler code to be unsafe.
-    unsafe { nix::sys::signal::signal(Signal::SIGCHLD, SigHandler::SigIgn) }
-        .context("while ignoring SIGCHLD")?;
+    // The supervisors are its children until it ends: it reaps each as it ends (their time
+    // is then counted as its children's, as any waited-for process's).
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    mask.thread_block().context("while blocking SIGCHLD")?;
+    let ended = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .context("while creating the signalfd")?;
     show(&[OsStr::new(COMMAND)]);
-    while let Some(request) = receive(&mut socket)? {
-        let answer = start_one(&socket, request);
+    let own = [socket.as_raw_fd(), ended.as_raw_fd()];
+    loop {
+        let mut fds = [
+            PollFd::new(socket.as_fd(), PollFlags::POLLIN),
+            PollFd::new(ended.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(anyhow::Error::from(e).context("while waiting for a request")),
+        }
+        while let Ok(Some(_)) = ended.read_signal() {}
+        reap();
+        if fds[0].revents().is_none_or(|r| r.is_empty()) {
+            continue;
+        }
+        let Some(request) = receive(&mut socket)? else {
+            break; // the firer closed the socket
+        };
+        let answer = start_one(&own, request);
         if socket.write_all(&framed(answer.as_bytes())).is_err() {
             break; // the firer is gone
         }
     }
     Ok(Status::Ok)
+}
+
+/// Waits for every supervisor of this starter that has ended.
+fn reap() {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    while let Ok(s) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        if s == WaitStatus::StillAlive {
+            break;
+        }
+    }
 }
 
 /// Shows `loop ARGS...` as this process's command line.
@@ -346,7 +378,7 @@ fn show(args: &[&OsStr]) {
 
 /// Forks the process that becomes the task's supervisor and says, once it is recorded, how it
 /// went: empty when the supervisor runs, else why it does not.
-fn start_one(socket: &UnixStream, request: Request) -> String {
+fn start_one(own: &[RawFd], request: Request) -> String {
     // Computed before the fork: after it, the child only changes itself.
     let exe = std::env::args_os().next().unwrap_or_else(|| "loop".into());
     let (ready_rx, ready_tx) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
@@ -358,11 +390,10 @@ fn start_one(socket: &UnixStream, request: Request) -> String {
         Err(e) => format!("the starter could not fork: {e}"),
         Ok(ForkResult::Child) => {
             drop(ready_rx);
-            std::process::exit(become_supervisor(socket, request, ready_tx, &exe))
+            std::process::exit(become_supervisor(own, request, ready_tx, &exe))
         }
         Ok(ForkResult::Parent { .. }) => {
-            // The fork holds the lock and the log now; it is reaped by the kernel (SIGCHLD
-            // is ignored here).
+            // The fork holds the lock and the log now.
             drop((request, ready_tx));
             let mut said = Vec::new();
             let _ = File::from(ready_rx).read_to_end(&mut said);
@@ -377,10 +408,13 @@ fn start_one(socket: &UnixStream, request: Request) -> String {
 
 /// In the fork: becomes `loop __supervise DIR` for the request's task, telling the starter on
 /// `ready` (`+`, or `-` and why not) once it is recorded; its exit code once the task ended.
-fn become_supervisor(socket: &UnixStream, request: Request, ready: OwnedFd, exe: &OsStr) -> i32 {
-    // The socket is the starter's: a supervisor holding it would keep the firer from seeing
-    // the starter end. (This process exits without dropping anything.)
-    let _ = nix::unistd::close(socket.as_raw_fd());
+fn become_supervisor(own: &[RawFd], request: Request, ready: OwnedFd, exe: &OsStr) -> i32 {
+    // The socket and the signalfd are the starter's: a supervisor holding the socket would
+    // keep the firer from seeing the starter end. (This process exits without dropping
+    // anything.) SIGCHLD stays blocked until the supervisor sets its own mask.
+    for fd in own {
+        let _ = nix::unistd::close(*fd);
+    }
     let Request {
         task_dir,
         env,
@@ -410,18 +444,20 @@ fn become_supervisor(socket: &UnixStream, request: Request, ready: OwnedFd, exe:
     }
 }
 
-/// Makes this process's environment the firer's.
+/// Makes this process's environment the firer's. A name the standard library cannot set (one
+/// with `=` in it, from an odd environ) is left as it is.
 fn take_environment(env: &[(OsString, OsString)]) {
+    let settable = |k: &OsStr| !k.is_empty() && !k.as_bytes().contains(&b'=');
     let wanted: std::collections::HashSet<&OsStr> =
         env.iter().map(|(k, _)| k.as_os_str()).collect();
     for (k, _) in std::env::vars_os() {
-        if !wanted.contains(k.as_os_str()) {
+        if settable(&k) && !wanted.contains(k.as_os_str()) {
             // SAFETY: this process has a single thread (a fork of the single-threaded
             // starter), so nothing reads the environment while it changes.
             unsafe { std::env::remove_var(&k) };
         }
     }
-    for (k, v) in env {
+    for (k, v) in env.iter().filter(|(k, _)| settable(k)) {
         // SAFETY: as above.
         unsafe { std::env::set_var(k, v) };
     }

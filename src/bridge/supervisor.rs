@@ -84,7 +84,8 @@ pub(crate) fn become_supervisor(
 }
 
 /// What a supervisor checks before it takes a task on: its spec, and that `lock` is its lock.
-/// Resets the signals the supervisor handles, whatever it inherited.
+/// Resets the signals the supervisor handles, whatever it inherited (their mask is set when
+/// it starts waiting, and emptied for its command).
 fn prepare(task_dir: &Path, lock: File) -> anyhow::Result<(TaskSpec, File)> {
     let spec: TaskSpec = records::read(&task_dir.join(SPEC_FILE))?
         .with_context(|| format!("no {SPEC_FILE} in {}", task_dir.display()))?;
