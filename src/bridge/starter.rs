@@ -18,7 +18,8 @@
 //! the task's held lock and opened log as descriptors; the starter forks, and the fork
 //! becomes the supervisor: a new session, the log as its stderr, the firer's environment of
 //! this moment, `loop __supervise DIR` as the command line `ps` shows ([`super::title`]);
-//! it records itself in `supervisor.json` and tells the starter, which answers the firer.
+//! once it has started the command, it records itself in `supervisor.json` and tells the
+//! starter, which answers the firer.
 //! So `fire` returns when it did before: once the task is under supervision, its lock never
 //! free in between. The supervisors are the starter's children while it lives (it reaps
 //! each as it ends), then init's, as before.
@@ -169,7 +170,7 @@ impl Starter {
         self.socket
             .write_all(&request[sent..])
             .map_err(unanswered)?;
-        let answer = read_message(&mut self.socket)
+        let answer = read_framed(&mut self.socket)
             .map_err(unanswered)?
             .ok_or_else(|| {
                 Failed::Unanswered(anyhow::anyhow!("the starter ended without answering"))
@@ -210,10 +211,10 @@ fn framed(body: &[u8]) -> Vec<u8> {
     msg
 }
 
-/// One framed message; `None` at end of stream before its first byte.
-fn read_message(socket: &mut UnixStream) -> std::io::Result<Option<Vec<u8>>> {
+/// One framed message from `from`; `None` at end of stream before its first byte.
+fn read_framed(from: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
     let mut len = [0u8; 4];
-    match socket.read_exact(&mut len) {
+    match from.read_exact(&mut len) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
@@ -223,7 +224,7 @@ fn read_message(socket: &mut UnixStream) -> std::io::Result<Option<Vec<u8>>> {
         return Err(std::io::Error::other("message too large"));
     }
     let mut body = vec![0u8; len];
-    socket.read_exact(&mut body)?;
+    from.read_exact(&mut body)?;
     Ok(Some(body))
 }
 
@@ -395,8 +396,12 @@ fn start_one(own: &[RawFd], request: Request) -> String {
         Ok(ForkResult::Parent { .. }) => {
             // The fork holds the lock and the log now.
             drop((request, ready_tx));
-            let mut said = Vec::new();
-            let _ = File::from(ready_rx).read_to_end(&mut said);
+            // One framed message: the pipe's other end lives on in the supervisor's guardian
+            // (forked before the supervisor speaks), so its end of file comes with the task's.
+            let said = read_framed(&mut File::from(ready_rx))
+                .ok()
+                .flatten()
+                .unwrap_or_default();
             match said.split_first() {
                 Some((b'+', _)) => String::new(),
                 Some((_, why)) => String::from_utf8_lossy(why).into_owned(),
@@ -422,7 +427,7 @@ fn become_supervisor(own: &[RawFd], request: Request, ready: OwnedFd, exe: &OsSt
         log,
     } = request;
     let tell = |said: &[u8]| {
-        let _ = File::from(ready).write_all(said);
+        let _ = File::from(ready).write_all(&framed(said));
     };
     if let Err(e) = nix::unistd::setsid().and_then(|_| dup2_stderr(&log)) {
         tell(format!("-could not take a session of its own: {e}").as_bytes());
@@ -505,6 +510,8 @@ mod tests {
         for id in [crate::bridge::new_task_id(), crate::bridge::new_task_id()] {
             let (dir, lock, log) = published(state.path(), &id);
             start_in(&mut slot, &exe, &dir, (&lock, &log)).unwrap();
+            // Back while the command runs, not once it ended.
+            assert!(!dir.join(records::EXIT_FILE).exists());
             let sup: SupervisorRecord = records::read(&dir.join(records::SUPERVISOR_FILE))
                 .unwrap()
                 .expect("recorded before the start returns");

@@ -51,7 +51,7 @@ pub fn supervise(task_dir: &Path) -> anyhow::Result<Status> {
             Ok(Status::Ok)
         }
         ForkResult::Child => {
-            let result = run(task_dir, &spec);
+            let result = run(task_dir, &spec, &mut || {});
             drop(lock);
             result.map(|()| Status::Ok)
         }
@@ -59,10 +59,11 @@ pub fn supervise(task_dir: &Path) -> anyhow::Result<Status> {
 }
 
 /// Becomes the supervisor of the task in `task_dir`, in this process (a fork of the starter,
-/// [`super::starter`], in a session of its own), with the task's lock as `fire` took it:
-/// records itself in `supervisor.json`, says so through `ready` (or why it cannot
-/// supervise), then runs the task to its end. Call only while this process has a single
-/// thread.
+/// [`super::starter`], in a session of its own), with the task's lock as `fire` took it, and
+/// runs the task to its end. Once its command is started (or could not be), it records itself
+/// in `supervisor.json` and says so through `ready` (or why it cannot supervise): the record
+/// comes after the start, off the way to it, as when the parent of `loop __supervise`'s
+/// fork wrote it while the fork went on. Call only while this process has a single thread.
 ///
 /// # Errors
 /// When the spec cannot be read, `lock` is not this task's lock file, or the task cannot be
@@ -72,13 +73,32 @@ pub(crate) fn become_supervisor(
     lock: File,
     ready: impl FnOnce(Result<(), String>),
 ) -> anyhow::Result<Status> {
-    let prepared = prepare(task_dir, lock).and_then(|p| {
-        record(task_dir, getpid())?;
-        Ok(p)
-    });
-    ready(prepared.as_ref().map(|_| ()).map_err(|e| format!("{e:#}")));
-    let (spec, lock) = prepared?;
-    let result = run(task_dir, &spec);
+    let (spec, lock) = match prepare(task_dir, lock) {
+        Ok(p) => p,
+        Err(e) => {
+            ready(Err(format!("{e:#}")));
+            return Err(e);
+        }
+    };
+    let mut ready = Some(ready);
+    let mut recorded = || {
+        let Some(ready) = ready.take() else { return };
+        let r = record(task_dir, getpid());
+        ready(match &r {
+            Ok(()) => Ok(()),
+            Err(e) => Err(format!("{e:#}")),
+        });
+        if r.is_err() {
+            // Unrecorded, it would be a supervisor nobody can find: it dies, as the parent of
+            // `loop __supervise`'s fork killed it then; its guardian ends the command's group
+            // and the task reads LOST.
+            let _ = nix::sys::signal::raise(Signal::SIGKILL);
+        }
+    };
+    let result = run(task_dir, &spec, &mut recorded);
+    // Failed before its command was started: recorded all the same, so the task reads LOST
+    // once this process is gone, as it did.
+    recorded();
     drop(lock);
     result.map(|()| Status::Ok)
 }
@@ -124,8 +144,9 @@ fn check_lock(task_dir: &Path, lock: File) -> anyhow::Result<File> {
     Ok(lock)
 }
 
-/// The real supervisor: guardian, command, wait, exit record.
-fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
+/// The real supervisor: guardian, command, wait, exit record. `started` is called once the
+/// command is started or could not be.
+fn run(task_dir: &Path, spec: &TaskSpec, started: &mut dyn FnMut()) -> anyhow::Result<()> {
     std::env::set_current_dir("/").context("while leaving the caller's directory")?;
     let guardian = Guardian::start(&spec.id)?;
     let mut mask = SigSet::empty();
@@ -140,7 +161,9 @@ fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
     nix::sys::prctl::set_child_subreaper(true).context("while becoming a subreaper")?;
 
     let started_at = Utc::now();
-    let leader = match spawn(task_dir, spec) {
+    let spawned = spawn(task_dir, spec);
+    started();
+    let leader = match spawned {
         Ok(child) => child,
         Err(e) => return record_spawn_failure(task_dir, guardian, started_at, &e),
     };
