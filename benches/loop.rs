@@ -1,6 +1,9 @@
 //! The runner's cost, printed as figures (not asserted):
 //! - overhead per step with an instant agent, against a plain shell loop that runs the same
-//!   agent the same number of times, measured in the same run;
+//!   agent the same number of times, measured in the same run; with the CPU time of the runner
+//!   (and the processes it waits for) and of every process of the loop (supervisors,
+//!   guardians, agents: this process becomes their subreaper and reaps them), against the
+//!   shell loop's, and the load average before and after;
 //! - time from the stop file appearing to the step's group dead and STATUS written;
 //! - the runner's CPU time and memory while a step sleeps (`BENCH_SLEEP_S`, default 30);
 //! - under a save of M1.md every 20 ms (by rename, by `>>`, by truncate and a write in two halves 5 ms apart), the time
@@ -88,14 +91,16 @@ fn start_args() -> Vec<String> {
     args
 }
 
-/// One plain shell loop running the agent STEPS times: its wall time.
-fn shell_round() -> Duration {
+/// One plain shell loop running the agent STEPS times: its wall time and the CPU time of the
+/// shell and the agents.
+fn shell_round() -> (Duration, Duration) {
     let dir = fresh(r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#);
     let (_, sim) = bins();
     let script = format!(
         "for i in $(seq {STEPS}); do LOOP_STEP=$i {} -p 'do step' --output-format stream-json --verbose >/dev/null; done",
         sim.display()
     );
+    let cpu = children_cpu();
     let t = Instant::now();
     let ok = Command::new("sh")
         .arg("-c")
@@ -107,13 +112,43 @@ fn shell_round() -> Duration {
         .success();
     let took = t.elapsed();
     assert!(ok);
+    reap_orphans();
+    let cpu = children_cpu().saturating_sub(cpu);
     let _ = std::fs::remove_dir_all(&dir);
-    took
+    (took, cpu)
 }
 
-/// One loop of STEPS steps with the same agent: its wall time and the CPU time of the
-/// runner (with the short-lived process that starts each supervisor).
-fn loop_round() -> (Duration, Duration) {
+/// Waits for every orphan re-parented to this process (a subreaper while `overhead` runs):
+/// the supervisors and guardians of a loop outlive its runner by a moment. Gives up after
+/// 10 s, saying so.
+fn reap_orphans() {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {
+                if Instant::now() > end {
+                    println!("  (some processes of the loop still run after 10 s: not counted)");
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(_) => {}
+            Err(_) => return, // no children left
+        }
+    }
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "unknown".into(),
+        |l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
+}
+
+/// One loop of STEPS steps with the same agent: its wall time, the CPU time of the runner
+/// (with the processes it waited for), and that of every process of the loop.
+fn loop_round() -> (Duration, Duration, Duration) {
     let dir = fresh(r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#);
     let args = start_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -121,53 +156,90 @@ fn loop_round() -> (Duration, Duration) {
     let t = Instant::now();
     let status = loop_cmd(&dir, &args).status().unwrap();
     let took = t.elapsed();
-    let cpu = children_cpu().saturating_sub(cpu); // never less: CPU time only grows
+    let runner_cpu = children_cpu().saturating_sub(cpu); // never less: CPU time only grows
     assert!(status.success(), "loop failed: see {}", dir.display());
+    reap_orphans();
+    let all_cpu = children_cpu().saturating_sub(cpu);
     let _ = std::fs::remove_dir_all(&dir);
-    (took, cpu)
+    (took, runner_cpu, all_cpu)
 }
 
 fn overhead() {
     const ROUNDS: usize = 5;
-    let (mut shell, mut looped, mut cpu) = (Vec::new(), Vec::new(), Vec::new());
+    let load_before = load_average();
+    // The loop's supervisors and guardians are re-parented here, so their CPU time counts.
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let (mut shell, mut shell_cpu) = (Vec::new(), Vec::new());
+    let (mut looped, mut cpu, mut all_cpu) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        shell.push(shell_round());
-        let (w, c) = loop_round();
+        let (w, c) = shell_round();
+        shell.push(w);
+        shell_cpu.push(c);
+        let (w, c, a) = loop_round();
         looped.push(w);
         cpu.push(c);
+        all_cpu.push(a);
     }
+    nix::sys::prctl::set_child_subreaper(false).unwrap();
     let per = |d: Duration| ms(d) / STEPS as f64;
-    let mut over: Vec<f64> = looped
-        .iter()
-        .zip(&shell)
-        .map(|(l, s)| per(*l) - per(*s))
-        .collect();
-    over.sort_by(f64::total_cmp);
-    shell.sort();
-    looped.sort();
-    cpu.sort();
+    let diffs = |a: &[Duration], b: &[Duration]| {
+        let mut v: Vec<f64> = a.iter().zip(b).map(|(a, b)| per(*a) - per(*b)).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let over = diffs(&looped, &shell);
+    let extra_cpu = diffs(&all_cpu, &shell_cpu);
+    for v in [
+        &mut shell,
+        &mut looped,
+        &mut cpu,
+        &mut all_cpu,
+        &mut shell_cpu,
+    ] {
+        v.sort();
+    }
     let mid = ROUNDS / 2;
-    println!("overhead: {STEPS} steps with an instant agent, {ROUNDS} rounds each, alternating");
+    let last = ROUNDS - 1;
     println!(
-        "  plain shell loop : {:6.1} ms per call (min {:.1})",
+        "overhead: {STEPS} steps with an instant agent, {ROUNDS} rounds each, alternating; \
+         median (min..max); load average {load_before} before, {} after",
+        load_average()
+    );
+    println!(
+        "  plain shell loop : {:6.1} ms per call ({:.1}..{:.1})",
         per(shell[mid]),
-        per(shell[0])
+        per(shell[0]),
+        per(shell[last])
     );
     println!(
-        "  loop             : {:6.1} ms per step (min {:.1})",
+        "  loop             : {:6.1} ms per step ({:.1}..{:.1})",
         per(looped[mid]),
-        per(looped[0])
+        per(looped[0]),
+        per(looped[last])
     );
     println!(
-        "  runner overhead  : {:6.1} ms per step (min {:.1}); ratio loop/shell {:.2}",
+        "  runner overhead  : {:6.1} ms per step ({:.1}..{:.1}); ratio loop/shell {:.2}",
         over[mid],
         over[0],
+        over[last],
         per(looped[mid]) / per(shell[mid])
     );
     println!(
-        "  runner CPU       : {:6.2} ms per step (min {:.2})",
+        "  runner CPU       : {:6.2} ms per step ({:.2}..{:.2}): the runner and what it waited for",
         per(cpu[mid]),
-        per(cpu[0])
+        per(cpu[0]),
+        per(cpu[last])
+    );
+    println!(
+        "  all CPU          : {:6.2} ms per step ({:.2}..{:.2}): every process of the loop; \
+         the shell loop's {:.2} ms per call; extra {:.2} ms per step ({:.2}..{:.2})",
+        per(all_cpu[mid]),
+        per(all_cpu[0]),
+        per(all_cpu[last]),
+        per(shell_cpu[mid]),
+        extra_cpu[mid],
+        extra_cpu[0],
+        extra_cpu[last]
     );
 }
 

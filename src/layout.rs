@@ -23,6 +23,8 @@
 //!   tasks/<id>/             one per agent run: prompt, stdin, stdout, stderr, records
 //!   tasks/<id>.verify/      one per VERIFY run of task <id>
 //!   tasks/<id>.tree-before.json  the work tree as a review began
+//!   tasks/.ledger/          which tasks each loop started, one file per loop (a rebuildable
+//!                           index of the task directories, see runner::ledger)
 //!   telegram.*              the chat bot's offset, lock and command output
 //! ```
 //!

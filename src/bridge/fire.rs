@@ -2,10 +2,7 @@
 
 use std::fs::{self, File};
 use std::io::Read;
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -16,13 +13,11 @@ use super::records::{LOCK_FILE, SPEC_FILE, STDIN_FILE, SUPERVISOR_LOG, TaskSpec}
 use super::{DEFAULT_GRACE, FireRequest, new_task_id, validate_task_id};
 use crate::error::{Error, Result};
 
-/// Names the inherited file descriptor that carries the task lock into the supervisor.
-pub(crate) const LOCK_FD_ENV: &str = "LOOP_SUPERVISOR_LOCK_FD";
-
 /// The `loop` binary a program other than `loop` fires tasks with (see [`use_loop_binary`]).
 static LOOP_BINARY: OnceLock<PathBuf> = OnceLock::new();
 
-/// Names the `loop` binary whose `loop __supervise` supervises the tasks this process fires.
+/// Names the `loop` binary whose starter (`loop __starter`) supervises the tasks this process
+/// fires.
 /// Only a program that is not `loop` itself and fires tasks in-process (a test, a benchmark)
 /// needs it; `loop` starts its own binary. The first call wins.
 #[doc(hidden)]
@@ -183,10 +178,10 @@ fn publish(tasks: &Path, dir: &Path, spec: &TaskSpec, input: Option<&str>) -> Re
     Ok(lock)
 }
 
-/// Starts `loop __supervise DIR` in a new session with the locked file as an inherited
-/// descriptor, and waits for it: it forks the real supervisor, records its pid and exits,
-/// so the supervisor is never our child (no zombie, nothing for our `wait` calls to see)
-/// and the lock is never free while the task runs.
+/// Starts the task's supervisor in a new session, handing it the locked file (through this
+/// process's starter, see [`super::starter`]), and returns once it runs: the supervisor is
+/// never our child (no zombie, nothing for our `wait` calls to see) and the lock is never
+/// free while the task runs.
 fn start_supervisor(dir: &Path, lock: &File) -> anyhow::Result<()> {
     let exe = match LOOP_BINARY.get() {
         Some(exe) => exe.clone(),
@@ -194,39 +189,30 @@ fn start_supervisor(dir: &Path, lock: &File) -> anyhow::Result<()> {
     };
     let log_path = dir.join(SUPERVISOR_LOG);
     let log = File::create(&log_path).context("while creating supervisor.log")?;
-    let lock_fd = lock.as_raw_fd();
-    let mut cmd = Command::new(&exe);
-    cmd.arg("__supervise")
-        .arg(dir)
-        .env(LOCK_FD_ENV, lock_fd.to_string())
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log);
-    // SAFETY: only async-signal-safe calls (setsid, fcntl) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::unistd::setsid()?;
-            if nix::libc::fcntl(lock_fd, nix::libc::F_SETFD, 0) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let status = cmd
-        .status()
-        .with_context(|| format!("while running {}", exe.display()))?;
-    if status.success() {
+    let Err(e) = super::starter::start(&exe, dir, lock, &log) else {
         return Ok(());
-    }
+    };
     let mut log_text = String::new();
     File::open(&log_path)
         .and_then(|mut f| f.read_to_string(&mut log_text))
         .ok();
     anyhow::bail!(
-        "the supervisor failed to start ({status}): {}",
+        "the supervisor failed to start ({e:#}): {}",
         log_text.trim()
     )
+}
+
+/// A task directory published as `fire` does, its supervisor not started: the directory and
+/// the held lock.
+#[cfg(test)]
+pub(super) fn publish_for_test(state_dir: &Path, id: &str, req: &FireRequest) -> (PathBuf, File) {
+    let spec = resolve(id, req).unwrap();
+    let tasks = crate::layout::Layout::dir(state_dir).tasks();
+    fs::create_dir_all(&tasks).unwrap();
+    let tasks = tasks.canonicalize().unwrap();
+    let dir = tasks.join(id);
+    let lock = publish(&tasks, &dir, &spec, None).unwrap();
+    (dir, lock)
 }
 
 #[cfg(test)]

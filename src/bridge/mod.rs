@@ -3,9 +3,11 @@
 //! A task is one command (one agent step) run so that it can be neither orphaned nor lost:
 //!
 //! - `fire` creates the task directory atomically (spec written under a temporary name, then
-//!   renamed), takes the task's lock, and starts `loop __supervise` in a new session, handing
-//!   it the locked file. From then until the supervisor and its guardian are gone, the lock
-//!   is held: "lock held" means "someone is still responsible for this task".
+//!   renamed), takes the task's lock, and has its process's starter (one `loop __starter`
+//!   per firing process, see [`starter`]) fork the supervisor in a new session, handing it
+//!   the locked file; the supervisor shows itself as `loop __supervise DIR` and records its
+//!   pid before `fire` returns. From then until the supervisor and its guardian are gone,
+//!   the lock is held: "lock held" means "someone is still responsible for this task".
 //! - The supervisor starts the command in its own process group, blocks in `poll` on a
 //!   signalfd (no wakeups unless a timeout is set), kills the whole group on timeout, idle
 //!   timeout or `kill`, and writes `exit.json` atomically.
@@ -39,9 +41,11 @@ mod lock;
 pub mod procfs;
 mod records;
 mod report;
+mod starter;
 mod supervisor;
 mod sweep;
 mod time_serde;
+mod title;
 mod wait_loop;
 
 pub use fire::{fire, fire_with_id, use_loop_binary};
@@ -50,6 +54,7 @@ pub use kill::kill;
 pub(crate) use kill::wait_until;
 pub(crate) use records::{SPEC_FILE, STDOUT_FILE};
 pub use report::{TaskEnd, TaskReport, TaskState, check};
+pub use starter::{COMMAND as STARTER_COMMAND, serve as serve_starter};
 pub use supervisor::supervise;
 pub(crate) use sweep::describe;
 pub use sweep::{Stray, TASK_ID_ENV, survivors};

@@ -1,7 +1,6 @@
 //! `loop __supervise DIR`: the process that owns one task from spawn to exit record.
 
 use std::fs::{self, File, OpenOptions};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -15,7 +14,6 @@ use nix::sys::signal::{SigHandler, SigSet, Signal, kill, signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::{ForkResult, Pid, fork, getpid, getppid};
 
-use super::fire::LOCK_FD_ENV;
 use super::guardian::Guardian;
 use super::records::{
     self, ExitRecord, LOCK_FILE, PidRecord, Reason, SPEC_FILE, STDERR_FILE, STDOUT_FILE,
@@ -33,70 +31,122 @@ const HANDLED: [Signal; 4] = [
     Signal::SIGHUP,
 ];
 
-/// The hidden supervisor mode: runs the task in `task_dir` to its end.
-///
-/// Started by `fire` in a new session, this process forks the real supervisor, records its
-/// pid in `supervisor.json` and returns, so that `fire` can return as soon as the task is
-/// safely under supervision.
+/// The hidden supervisor mode, `loop __supervise DIR` run by hand: takes the task's lock if
+/// nobody holds it, forks the real supervisor, records its pid in `supervisor.json` and
+/// returns, leaving the task in `task_dir` to run to its end.
 ///
 /// # Errors
-/// When the spec cannot be read, the lock is not ours, or the fork fails.
+/// When the spec cannot be read, the lock is held, or the fork fails.
 pub fn supervise(task_dir: &Path) -> anyhow::Result<Status> {
-    let spec: TaskSpec = records::read(&task_dir.join(SPEC_FILE))?
-        .with_context(|| format!("no {SPEC_FILE} in {}", task_dir.display()))?;
-    let lock = adopt_lock(task_dir)?;
-    // Inherited dispositions would break us: SIGCHLD ignored means no exit status to read.
-    for sig in HANDLED {
-        // SAFETY: restoring the default disposition installs no handler code.
-        unsafe { signal(sig, SigHandler::SigDfl) }.context("while resetting signals")?;
-    }
-    // SAFETY: this process is single-threaded (nothing here has spawned a thread).
+    let lock = lock::try_take(task_dir)?
+        .with_context(|| format!("task {} already has a supervisor", task_dir.display()))?;
+    let (spec, lock) = prepare(task_dir, lock)?;
+    // SAFETY: `loop __supervise` is single-threaded (nothing here has spawned a thread).
     match unsafe { fork() }.context("while forking the supervisor")? {
         ForkResult::Parent { child } => {
-            let pid = child.as_raw().cast_unsigned();
-            let start_ticks = procfs::stat(child.as_raw()).map_or(0, |s| s.start_ticks);
-            let rec = SupervisorRecord { pid, start_ticks };
-            if let Err(e) = records::write_quick(&task_dir.join(SUPERVISOR_FILE), &rec) {
+            if let Err(e) = record(task_dir, child) {
                 let _ = kill(child, Signal::SIGKILL);
                 return Err(e);
             }
             Ok(Status::Ok)
         }
         ForkResult::Child => {
-            let result = run(task_dir, &spec);
+            let result = run(task_dir, &spec, &mut || {});
             drop(lock);
             result.map(|()| Status::Ok)
         }
     }
 }
 
-/// Takes over the lock `fire` handed down, after checking the descriptor really is this
-/// task's lock file. Run by hand, without one, it takes the lock if it is free.
-fn adopt_lock(task_dir: &Path) -> anyhow::Result<File> {
-    let lock_path = task_dir.join(LOCK_FILE);
-    let inherited = std::env::var(LOCK_FD_ENV)
-        .ok()
-        .and_then(|v| v.parse::<i32>().ok());
-    if let Some(fd) = inherited {
-        let want = fs::metadata(&lock_path)
-            .with_context(|| format!("while reading {}", lock_path.display()))?;
-        let same = fs::metadata(format!("/proc/self/fd/{fd}"))
-            .is_ok_and(|m| m.dev() == want.dev() && m.ino() == want.ino());
-        if same {
-            // SAFETY: the descriptor is open (its /proc entry resolved to our lock file) and
-            // nothing else in this process owns it.
-            let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-            fcntl(&owned, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
-                .context("while setting FD_CLOEXEC")?;
-            return Ok(File::from(owned));
+/// Becomes the supervisor of the task in `task_dir`, in this process (a fork of the starter,
+/// [`super::starter`], in a session of its own), with the task's lock as `fire` took it, and
+/// runs the task to its end. Once its command is started (or could not be), it records itself
+/// in `supervisor.json` and says so through `ready` (or why it cannot supervise): the record
+/// comes after the start, off the way to it, as when the parent of `loop __supervise`'s
+/// fork wrote it while the fork went on. Call only while this process has a single thread.
+///
+/// # Errors
+/// When the spec cannot be read, `lock` is not this task's lock file, or the task cannot be
+/// run to its end (as [`supervise`]).
+pub(crate) fn become_supervisor(
+    task_dir: &Path,
+    lock: File,
+    ready: impl FnOnce(Result<(), String>),
+) -> anyhow::Result<Status> {
+    let (spec, lock) = match prepare(task_dir, lock) {
+        Ok(p) => p,
+        Err(e) => {
+            ready(Err(format!("{e:#}")));
+            return Err(e);
         }
-    }
-    lock::try_take(task_dir)?
-        .with_context(|| format!("task {} already has a supervisor", task_dir.display()))
+    };
+    let mut ready = Some(ready);
+    let mut recorded = || {
+        let Some(ready) = ready.take() else { return };
+        let r = record(task_dir, getpid());
+        ready(match &r {
+            Ok(()) => Ok(()),
+            Err(e) => Err(format!("{e:#}")),
+        });
+        if r.is_err() {
+            // Unrecorded, it would be a supervisor nobody can find: it dies, as the parent of
+            // `loop __supervise`'s fork killed it then; its guardian ends the command's group
+            // and the task reads LOST.
+            let _ = nix::sys::signal::raise(Signal::SIGKILL);
+        }
+    };
+    let result = run(task_dir, &spec, &mut recorded);
+    // Failed before its command was started: recorded all the same, so the task reads LOST
+    // once this process is gone, as it did.
+    recorded();
+    drop(lock);
+    result.map(|()| Status::Ok)
 }
 
-/// The real supervisor: guardian, command, wait, exit record.
-fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
+/// What a supervisor checks before it takes a task on: its spec, and that `lock` is its lock.
+/// Resets the signals the supervisor handles, whatever it inherited (their mask is set when
+/// it starts waiting, and emptied for its command).
+fn prepare(task_dir: &Path, lock: File) -> anyhow::Result<(TaskSpec, File)> {
+    let spec: TaskSpec = records::read(&task_dir.join(SPEC_FILE))?
+        .with_context(|| format!("no {SPEC_FILE} in {}", task_dir.display()))?;
+    let lock = check_lock(task_dir, lock)?;
+    // Inherited dispositions would break us: SIGCHLD ignored means no exit status to read.
+    for sig in HANDLED {
+        // SAFETY: restoring the default disposition installs no handler code.
+        unsafe { signal(sig, SigHandler::SigDfl) }.context("while resetting signals")?;
+    }
+    Ok((spec, lock))
+}
+
+/// Writes `supervisor.json`: who to send SIGTERM to for `kill`.
+fn record(task_dir: &Path, supervisor: Pid) -> anyhow::Result<()> {
+    let start_ticks = procfs::stat(supervisor.as_raw()).map_or(0, |s| s.start_ticks);
+    let rec = SupervisorRecord {
+        pid: supervisor.as_raw().cast_unsigned(),
+        start_ticks,
+    };
+    records::write_quick(&task_dir.join(SUPERVISOR_FILE), &rec)
+}
+
+/// The lock handed over, after checking that it really is this task's lock file; kept from
+/// the command (close-on-exec).
+fn check_lock(task_dir: &Path, lock: File) -> anyhow::Result<File> {
+    let lock_path = task_dir.join(LOCK_FILE);
+    let want = fs::metadata(&lock_path)
+        .with_context(|| format!("while reading {}", lock_path.display()))?;
+    let have = lock.metadata().context("while reading the handed lock")?;
+    anyhow::ensure!(
+        have.dev() == want.dev() && have.ino() == want.ino(),
+        "the lock handed over is not {}",
+        lock_path.display()
+    );
+    fcntl(&lock, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).context("while setting FD_CLOEXEC")?;
+    Ok(lock)
+}
+
+/// The real supervisor: guardian, command, wait, exit record. `started` is called once the
+/// command is started or could not be.
+fn run(task_dir: &Path, spec: &TaskSpec, started: &mut dyn FnMut()) -> anyhow::Result<()> {
     std::env::set_current_dir("/").context("while leaving the caller's directory")?;
     let guardian = Guardian::start(&spec.id)?;
     let mut mask = SigSet::empty();
@@ -111,7 +161,9 @@ fn run(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<()> {
     nix::sys::prctl::set_child_subreaper(true).context("while becoming a subreaper")?;
 
     let started_at = Utc::now();
-    let leader = match spawn(task_dir, spec) {
+    let spawned = spawn(task_dir, spec);
+    started();
+    let leader = match spawned {
         Ok(child) => child,
         Err(e) => return record_spawn_failure(task_dir, guardian, started_at, &e),
     };
@@ -195,8 +247,7 @@ fn start_on_exit(command: &[String]) -> anyhow::Result<()> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .env_remove(TASK_ID_ENV)
-        .env_remove(LOCK_FD_ENV);
+        .env_remove(TASK_ID_ENV);
     // SAFETY: setsid and the signal mask are async-signal-safe.
     unsafe {
         cmd.pre_exec(|| {
@@ -261,8 +312,7 @@ fn spawn(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<std::process::Child
         .stdin(stdin)
         .stdout(output(STDOUT_FILE)?)
         .stderr(output(STDERR_FILE)?)
-        .process_group(0)
-        .env_remove(LOCK_FD_ENV);
+        .process_group(0);
     for k in &spec.env_remove {
         cmd.env_remove(k);
     }

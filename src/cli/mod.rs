@@ -176,11 +176,19 @@ pub enum Command {
         #[arg(long)]
         by: String,
     },
-    /// Internal: the supervisor of one task (started by `fire`).
+    /// Internal: the supervisor of one task (by hand: `fire` starts supervisors through its
+    /// starter).
     #[command(name = "__supervise", hide = true)]
     Supervise {
         /// The task directory to supervise.
         task_dir: PathBuf,
+    },
+    /// Internal: starts the supervisors of the process that started it (`fire`).
+    #[command(name = "__starter", hide = true)]
+    Starter {
+        /// Room for the command line of the supervisors it starts.
+        #[arg(hide = true)]
+        room: Option<String>,
     },
 }
 
@@ -571,6 +579,7 @@ pub fn run(cli: Cli) -> crate::error::Result<Status> {
             crate::cli::telegram::run(&cli.file, &bridge_state()?, poll_timeout)
         }
         Command::Supervise { task_dir } => Ok(crate::bridge::supervise(&task_dir)?),
+        Command::Starter { .. } => Ok(crate::bridge::serve_starter()?),
     }
 }
 

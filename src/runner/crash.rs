@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 pub const STEP_POINTS: &[&str] = &[
     "before-spawn-write",
     "after-spawn-write",
+    "before-fire",
     "after-fire",
     "after-pid-write",
     "before-verify",

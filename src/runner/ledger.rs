@@ -8,15 +8,19 @@
 //! step's review, whose number is its `LOOP_ATTEMPT`), `judged.json`, written before the
 //! judgement goes into M1.md, says how the runner judged it and which edits recorded that,
 //! and `retried.json` beside a pass says a person ran its step again with `loop retry`.
+//!
+//! Each task is also noted in the ledger's index ([`index`], one file per loop) before its
+//! directory is published, so opening a loop reads its own tasks, however many other tasks
+//! the state directory holds.
+
+mod index;
 
 use std::path::{Path, PathBuf};
-
-use anyhow::Context;
-use serde::Deserialize;
 
 use crate::engine::LedgerVerdict as Verdict;
 pub use crate::engine::ledger::{Entry, Judged};
 use crate::m1::{Edit, M1};
+use anyhow::Context;
 
 /// The file a judged task gets.
 pub const JUDGED_FILE: &str = "judged.json";
@@ -29,82 +33,81 @@ pub const RETRIED_FILE: &str = "retried.json";
 #[derive(Debug, Default)]
 pub struct Ledger {
     tasks_dir: PathBuf,
+    loop_id: String,
     entries: Vec<Entry>,
 }
 
-fn env_of<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    env.iter()
-        .rev()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-}
-
-#[derive(Deserialize)]
-struct SpecFields {
-    #[serde(default)]
-    env: Vec<(String, String)>,
-    #[serde(default)]
-    created_at: String,
-}
-
 impl Ledger {
-    /// Reads the ledger of loop `loop_id` from `state_dir/tasks`. Tasks of other loops (an
-    /// archived one, a plain `loop fire`) are not this loop's.
+    /// Reads the ledger of loop `loop_id` from `state_dir/tasks`: the tasks its index names
+    /// ([`index`]; rebuilt from the task directories when this boot has not made it whole),
+    /// each with how it was judged. Tasks of other loops (an archived one, a plain
+    /// `loop fire`) are not this loop's, and are not read.
     #[must_use]
     pub fn load(state_dir: &Path, loop_id: &str) -> Self {
         let tasks_dir = crate::layout::Layout::dir(state_dir).tasks();
-        let mut found: Vec<(String, Entry)> = Vec::new();
-        if let Ok(dir) = std::fs::read_dir(&tasks_dir) {
-            for e in dir.flatten() {
-                let id = e.file_name().to_string_lossy().into_owned();
-                if id.starts_with('.') {
-                    continue;
-                }
-                let Some(spec) = std::fs::read(e.path().join(crate::bridge::SPEC_FILE))
-                    .ok()
-                    .and_then(|b| serde_json::from_slice::<SpecFields>(&b).ok())
-                else {
-                    continue;
-                };
-                if env_of(&spec.env, "LOOP_ID") != Some(loop_id) {
-                    continue;
-                }
-                let num = |k| env_of(&spec.env, k).and_then(|v| v.parse().ok());
-                let (Some(step), Some(attempt)) = (num("LOOP_STEP"), num("LOOP_ATTEMPT")) else {
-                    continue;
-                };
-                let judged = std::fs::read(e.path().join(JUDGED_FILE))
+        let mut found: Vec<(String, Entry)> = index::read(&tasks_dir, loop_id)
+            .into_iter()
+            .filter_map(|l| {
+                let dir = tasks_dir.join(&l.task);
+                let judged: Option<Judged> = std::fs::read(dir.join(JUDGED_FILE))
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok());
-                found.push((
-                    spec.created_at,
+                // A line whose directory was never published (or was removed) is no task.
+                if judged.is_none() && !dir.is_dir() {
+                    return None;
+                }
+                // Only a pass is ever marked retried.
+                let retried = judged.is_some() && dir.join(RETRIED_FILE).exists();
+                Some((
+                    l.created_at,
                     Entry {
-                        session_id: env_of(&spec.env, "LOOP_SESSION_ID").map(String::from),
-                        review: env_of(&spec.env, "LOOP_REVIEW") == Some("1"),
-                        retried: e.path().join(RETRIED_FILE).exists(),
-                        task_id: id,
-                        step,
-                        attempt,
+                        task_id: l.task,
+                        step: l.step,
+                        attempt: l.attempt,
+                        session_id: l.session,
+                        review: l.review,
                         judged,
+                        retried,
                     },
-                ));
-            }
-        }
-        found.sort_by(|a, b| (&a.0, &a.1.task_id).cmp(&(&b.0, &b.1.task_id)));
+                ))
+            })
+            .collect();
+        // Stable: tasks noted in the same millisecond stay in the order they were noted.
+        found.sort_by(|a, b| a.0.cmp(&b.0));
         Self {
             tasks_dir,
+            loop_id: loop_id.to_owned(),
             entries: found.into_iter().map(|(_, e)| e).collect(),
         }
     }
 
-    /// Notes a task this runner just started: an attempt of a step, or a run of its review.
+    /// Notes a task this runner is about to start, an attempt of a step or a run of its
+    /// review, in the index first: call before the task's directory is published, so that a
+    /// runner that dies in between leaves no task the ledger does not know.
+    ///
+    /// # Errors
+    /// When the index cannot be written.
     pub fn started(
         &mut self,
         task_id: &str,
         (step, attempt): (u32, u32),
         session_id: &str,
         review: bool,
-    ) {
+    ) -> crate::error::Result<()> {
+        let line = index::Line {
+            task: task_id.into(),
+            step,
+            attempt,
+            session: Some(session_id.into()),
+            review,
+            created_at: index::now(),
+        };
+        index::append(&self.tasks_dir, &self.loop_id, &line).with_context(|| {
+            format!(
+                "while noting task {task_id} in the ledger of loop {}",
+                self.loop_id
+            )
+        })?;
         self.entries.push(Entry {
             task_id: task_id.into(),
             step,
@@ -114,6 +117,7 @@ impl Ledger {
             judged: None,
             retried: false,
         });
+        Ok(())
     }
 
     /// Marks the passes of `step` as undone by a person's `loop retry`, before M1.md says the
@@ -185,5 +189,56 @@ impl Ledger {
     #[must_use]
     pub fn lost_pass(&self, m: &M1, step: u32) -> Option<(&Entry, Vec<Edit>)> {
         crate::engine::ledger::lost_pass(&self.entries, m, step)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task directory as `fire` leaves it: its spec, with the loop's variables.
+    fn fired(state: &Path, id: &str, loop_id: &str, step: u32, at: &str) {
+        let dir = state.join("tasks").join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let spec = serde_json::json!({
+            "id": id,
+            "env": [["LOOP_ID", loop_id], ["LOOP_STEP", step.to_string()],
+                    ["LOOP_ATTEMPT", "1"], ["LOOP_SESSION_ID", "s"]],
+            "created_at": at,
+        });
+        std::fs::write(dir.join("spec.json"), spec.to_string()).unwrap();
+    }
+
+    #[test]
+    fn a_state_directory_without_an_index_keeps_its_tasks_started_and_judged() {
+        let state = tempfile::tempdir().unwrap();
+        fired(state.path(), "t1", "me", 1, "2026-01-01T00:00:01.000Z");
+        fired(state.path(), "t2", "other", 1, "2026-01-01T00:00:02.000Z");
+        fired(state.path(), "t3", "me", 2, "2026-01-01T00:00:03.000Z");
+        let mut first = Ledger::load(state.path(), "me");
+        first.judge("t1", Judged::new(Verdict::Pass, &[])).unwrap();
+        drop(first);
+        let ledger = Ledger::load(state.path(), "me");
+        let ids: Vec<&str> = ledger.entries.iter().map(|e| e.task_id.as_str()).collect();
+        assert_eq!(ids, ["t1", "t3"]);
+        assert!(ledger.judged("t1").is_some());
+        assert_eq!(ledger.unjudged().map(|e| e.step), Some(2));
+    }
+
+    #[test]
+    fn a_task_noted_but_never_published_is_no_task_and_a_published_one_is_found() {
+        let state = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(state.path().join("tasks")).unwrap();
+        let mut ledger = Ledger::load(state.path(), "me");
+        // Noted, then the runner died before publishing it.
+        ledger.started("t1", (1, 1), "s", false).unwrap();
+        assert!(Ledger::load(state.path(), "me").entries.is_empty());
+        // Noted again by the next runner, and published this time.
+        let mut ledger = Ledger::load(state.path(), "me");
+        ledger.started("t1", (1, 1), "s", false).unwrap();
+        fired(state.path(), "t1", "me", 1, "2026-01-01T00:00:01.000Z");
+        let ledger = Ledger::load(state.path(), "me");
+        assert_eq!(ledger.unjudged().map(|e| e.task_id.as_str()), Some("t1"));
+        assert_eq!(ledger.entries.len(), 1);
     }
 }

@@ -141,14 +141,16 @@ impl Runner {
         if run.kind == RunKind::Review {
             self.note_tree_before_review(task_id)?;
         }
-        bridge::fire_with_id(&self.state_dir, task_id, &req)
-            .map_err(|e| e.context(format!("while starting task {task_id}")))?;
+        // Noted in the ledger before it exists: no runner's death leaves a task it lacks.
         self.ledger.started(
             task_id,
             (run.step, run.number),
             &session_id,
             run.kind == RunKind::Review,
-        );
+        )?;
+        crash::point("before-fire");
+        bridge::fire_with_id(&self.state_dir, task_id, &req)
+            .map_err(|e| e.context(format!("while starting task {task_id}")))?;
         crash::point("after-fire");
         Ok(())
     }
