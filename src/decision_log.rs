@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// The log file of the loop whose state directory is `state_dir`.
 #[must_use]
-pub fn path(state_dir: &Path) -> PathBuf {
+pub(crate) fn path(state_dir: &Path) -> PathBuf {
     crate::layout::Layout::dir(state_dir).log()
 }
 
@@ -15,7 +15,7 @@ pub fn path(state_dir: &Path) -> PathBuf {
 ///
 /// # Errors
 /// When the log cannot be opened or written.
-pub fn append(state_dir: &Path, line: &str) -> std::io::Result<()> {
+pub(crate) fn append(state_dir: &Path, line: &str) -> std::io::Result<()> {
     let stamp = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
     let folded = line.replace('\n', " ⏎ ");
     let mut f = OpenOptions::new()
@@ -26,15 +26,9 @@ pub fn append(state_dir: &Path, line: &str) -> std::io::Result<()> {
     f.write_all(format!("{stamp} {folded}\n").as_bytes())
 }
 
-/// The last `n` lines of the log, oldest first (empty when there is no log).
-#[must_use]
-pub fn tail(state_dir: &Path, n: usize) -> Vec<String> {
-    last_lines(&path(state_dir), n)
-}
-
 /// The last `n` lines of any text file (lossy UTF-8), oldest first; empty when unreadable.
 #[must_use]
-pub fn last_lines(file: &Path, n: usize) -> Vec<String> {
+pub(crate) fn last_lines(file: &Path, n: usize) -> Vec<String> {
     let bytes = std::fs::read(file).unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();

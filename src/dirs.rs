@@ -21,7 +21,7 @@ const GITIGNORE: &str = "# Written by loop: this is a loop's state, not part of 
 ///
 /// # Errors
 /// When the directory or its `.gitignore` cannot be created.
-pub fn create_state_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn create_state_dir(dir: &Path) -> std::io::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
@@ -50,7 +50,7 @@ pub fn create_state_dir(dir: &Path) -> std::io::Result<()> {
 ///
 /// # Errors
 /// Bad input when neither `XDG_STATE_HOME` nor `HOME` is set.
-pub fn user_state_dir() -> crate::error::Result<PathBuf> {
+pub(crate) fn user_state_dir() -> crate::error::Result<PathBuf> {
     let xdg = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute());
@@ -76,7 +76,7 @@ pub fn user_state_dir() -> crate::error::Result<PathBuf> {
 ///
 /// # Errors
 /// As [`user_state_dir`].
-pub fn bridge_state_dir(loop_dir: &Path, file_given: bool) -> crate::error::Result<PathBuf> {
+pub(crate) fn bridge_state_dir(loop_dir: &Path, file_given: bool) -> crate::error::Result<PathBuf> {
     if file_given || loop_dir.is_dir() {
         Ok(loop_dir.to_path_buf())
     } else {

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// The longest duration [`parse`] takes: a year. A limit (a step's timeout, a task's) is a
 /// watchdog, and a longer one means "none"; what is longer is refused, not cut to fit, so that
 /// a value is either used exactly as written or not at all.
-pub const MAX: Duration = Duration::from_secs(365 * 24 * 3600);
+pub(crate) const MAX: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Parses a duration such as `90s`, `5m`, `1h30m` or `500ms`. At most [`MAX`]. A number
 /// without its unit is refused with the two units it most likely means (`10s` or `10m`):
@@ -16,7 +16,7 @@ pub const MAX: Duration = Duration::from_secs(365 * 24 * 3600);
 ///
 /// # Errors
 /// A message that quotes the input and says what was expected.
-pub fn parse(input: &str) -> Result<Duration, String> {
+pub(crate) fn parse(input: &str) -> Result<Duration, String> {
     let d = parse_any(input)?;
     match d {
         Some(d) if d <= MAX => Ok(d),
@@ -86,7 +86,7 @@ fn parse_any(input: &str) -> Result<Option<Duration>, String> {
 /// Formats a duration exactly, in the form [`parse`] reads back: `40s`, `15m`, `1h30m`,
 /// `1m30s`, `500ms`. Never rounded (below a millisecond is dropped, as `parse` cannot say it).
 #[must_use]
-pub fn exact(d: Duration) -> String {
+pub(crate) fn exact(d: Duration) -> String {
     let ms = d.subsec_millis();
     let secs = d.as_secs();
     if ms != 0 {
@@ -111,7 +111,7 @@ pub fn exact(d: Duration) -> String {
 
 /// Formats a duration compactly for people: `45s`, `12m03s`, `2h05m`.
 #[must_use]
-pub fn human(d: Duration) -> String {
+pub(crate) fn human(d: Duration) -> String {
     let secs = d.as_secs();
     if secs < 60 {
         if d.as_millis() < 10_000 && secs < 10 {

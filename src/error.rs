@@ -29,7 +29,7 @@ pub enum Error {
 }
 
 /// A [`std::result::Result`] whose error is [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn bad_input(message: impl Into<String>) -> Self {

@@ -6,36 +6,36 @@
 //! (70), and a task `loop check` found FAILED (11) is not a `check` that failed.
 
 /// The exit codes of `loop`, one constant each.
-pub mod code {
+pub(crate) mod code {
     /// The command did what it was asked. `start`/`resume`: the loop is DONE; `check`: the
     /// task is DONE.
-    pub const SUCCESS: u8 = 0;
+    pub(crate) const SUCCESS: u8 = 0;
     /// `start`/`resume`: the loop is FAILED. `notify`: a message is still pending or was
     /// rejected. `stop`: a runner had not exited when `stop` gave up waiting. `service`:
     /// systemd could not install, tell or remove the unit (no systemctl, no user bus).
-    pub const FAILED: u8 = 1;
+    pub(crate) const FAILED: u8 = 1;
     /// Bad input: a bad flag, id or duration, an invalid M1.md, or a loop that is in the way
     /// (another runner, a live loop `start` would replace).
-    pub const BAD_INPUT: u8 = 2;
+    pub(crate) const BAD_INPUT: u8 = 2;
     /// `start`/`resume`: the loop is WAITING: stopped, needs a human, or waiting out a limit.
-    pub const WAITING: u8 = 3;
+    pub(crate) const WAITING: u8 = 3;
     /// `check`: the task is still RUNNING.
-    pub const TASK_RUNNING: u8 = 10;
+    pub(crate) const TASK_RUNNING: u8 = 10;
     /// `check`: the task's command exited non-zero (or could not start) and is FAILED.
-    pub const TASK_FAILED: u8 = 11;
+    pub(crate) const TASK_FAILED: u8 = 11;
     /// `check`: the task was killed for its wall-clock or no-output timeout (TIMEOUT).
-    pub const TASK_TIMEOUT: u8 = 12;
+    pub(crate) const TASK_TIMEOUT: u8 = 12;
     /// `check`: the task was KILLED on request (`loop kill`, a stop).
-    pub const TASK_KILLED: u8 = 13;
+    pub(crate) const TASK_KILLED: u8 = 13;
     /// `check`: the task's supervisor is gone without an exit record (LOST).
-    pub const TASK_LOST: u8 = 14;
+    pub(crate) const TASK_LOST: u8 = 14;
     /// An error `loop` did not expect: an I/O failure or a bug; stderr says which. The value
     /// is sysexits' `EX_SOFTWARE`. (A panic, always a bug, exits 101, as any Rust program.)
-    pub const INTERNAL: u8 = 70;
+    pub(crate) const INTERNAL: u8 = 70;
 }
 
 /// The exit codes, as `loop --help` shows them after the commands.
-pub const HELP: &str = "\
+pub(crate) const HELP: &str = "\
 Exit status:
   0    success; start/resume: the loop is DONE; check: the task is DONE
   1    start/resume: the loop is FAILED; notify: a message is still pending or was rejected;

@@ -29,7 +29,7 @@
 //! ```
 //!
 //! `fire`, `check`, `kill` and `notify` outside a loop use the same layout in the per-user
-//! state directory ([`crate::dirs`]).
+//! state directory (`crate::dirs`).
 
 use std::path::{Path, PathBuf};
 
@@ -212,7 +212,7 @@ pub(crate) const MAX_ID_LEN: usize = 128;
 ///
 /// # Errors
 /// [`crate::error::Error::BadInput`], quoting the id and saying what is allowed.
-pub fn validate_task_id(id: &str) -> crate::error::Result<()> {
+pub(crate) fn validate_task_id(id: &str) -> crate::error::Result<()> {
     let fail = |why: &str| {
         Err(crate::error::Error::bad_input(format!(
             "invalid task id {id:?}: {why} (ids look like task_20260217T053000_a1b2c3)"

@@ -6,19 +6,22 @@
 // Output goes through `outln!`, `out!` and `errln!` (see [`output`]): `println!` panics when a
 // pipe reader goes away, and a runner must outlive `loop start | head -1`.
 #![warn(clippy::print_stdout, clippy::print_stderr)]
+// What the library exports is what the binary, the tests, the benches and the soak use;
+// everything else is pub(crate), so a reader knows that an item's users are in this crate.
+#![warn(unreachable_pub)]
 
 // Foundations: they use one another (paths come from `layout`, messages from `text`) and
 // nothing above them; `architecture.rs` checks every layer's imports.
-pub mod decision_log;
-pub mod dirs;
-pub mod duration;
-pub mod error;
-pub mod exit;
+mod decision_log;
+mod dirs;
+mod duration;
+mod error;
+mod exit;
 pub mod layout;
-pub mod lockfile;
-pub mod named_file;
-pub mod output;
-pub mod text;
+mod lockfile;
+mod named_file;
+mod output;
+mod text;
 
 // The state file: M1.md, lossless, typed, edited line by line, saved by compare-and-swap.
 pub mod m1;
@@ -28,7 +31,7 @@ pub mod m1;
 pub mod agent;
 pub mod bridge;
 pub mod notifier;
-pub mod verify;
+mod verify;
 
 // Every decision of the loop, as pure functions over M1.md's typed view.
 pub mod engine;

@@ -56,7 +56,7 @@ fn open(path: &Path) -> anyhow::Result<File> {
 ///
 /// # Errors
 /// When the file cannot be opened or locked for another reason than being held.
-pub fn try_exclusive(path: &Path) -> anyhow::Result<Result<Held, File>> {
+pub(crate) fn try_exclusive(path: &Path) -> anyhow::Result<Result<Held, File>> {
     let file = open(path)?;
     match file.try_lock() {
         Ok(()) => Ok(Ok(Held {
@@ -74,7 +74,7 @@ pub fn try_exclusive(path: &Path) -> anyhow::Result<Result<Held, File>> {
 ///
 /// # Errors
 /// When the file cannot be opened or locked.
-pub fn exclusive(path: &Path) -> anyhow::Result<Held> {
+pub(crate) fn exclusive(path: &Path) -> anyhow::Result<Held> {
     let file = open(path)?;
     file.lock()
         .with_context(|| format!("while locking {}", path.display()))?;
@@ -90,7 +90,7 @@ pub fn exclusive(path: &Path) -> anyhow::Result<Held> {
 ///
 /// # Errors
 /// When the file exists but cannot be opened or probed.
-pub fn is_held(path: &Path) -> anyhow::Result<bool> {
+pub(crate) fn is_held(path: &Path) -> anyhow::Result<bool> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
@@ -107,7 +107,7 @@ pub fn is_held(path: &Path) -> anyhow::Result<bool> {
 
 /// What the holder of a lock wrote in its file (trimmed), read from `file`.
 #[must_use]
-pub fn content(file: &mut File) -> String {
+pub(crate) fn content(file: &mut File) -> String {
     let mut text = String::new();
     let _ = file.seek(SeekFrom::Start(0));
     let _ = file.read_to_string(&mut text);

@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// Why a file is not read: said to the person, who can change it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// Not a regular file: what it is instead (`a FIFO (named pipe)`, `a directory`, …).
     NotRegular(&'static str),
     /// More than `limit` bytes: `len` of them, or at least that many.
@@ -31,7 +31,7 @@ impl fmt::Display for Refused {
 
 /// `4 MiB`, or the bytes when that is not a whole number of MiB.
 #[must_use]
-pub fn size(bytes: u64) -> String {
+pub(crate) fn size(bytes: u64) -> String {
     const MIB: u64 = 1 << 20;
     if bytes.is_multiple_of(MIB) {
         format!("{} MiB", bytes / MIB)
@@ -42,7 +42,7 @@ pub fn size(bytes: u64) -> String {
 
 /// A file that cannot be read: refused, or an I/O error (missing, no permission, …).
 #[derive(Debug)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     Refused(Refused),
     Io(io::Error),
 }
@@ -70,7 +70,7 @@ impl std::error::Error for ReadError {}
 /// # Errors
 /// [`ReadError::Refused`] for anything but a regular file, or one over `limit` bytes;
 /// [`ReadError::Io`] when it cannot be read.
-pub fn read(path: &Path, limit: u64) -> Result<(Vec<u8>, Metadata), ReadError> {
+pub(crate) fn read(path: &Path, limit: u64) -> Result<(Vec<u8>, Metadata), ReadError> {
     // Looked at before it is opened: opening a device may already do something.
     accept(&std::fs::metadata(path)?, limit)?;
     // And opened without waiting, should a FIFO have taken the path's place since.

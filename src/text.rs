@@ -4,14 +4,14 @@
 /// `text` with every run of whitespace (newlines included) made one space, and no space at
 /// either end.
 #[must_use]
-pub fn fold(text: &str) -> String {
+pub(crate) fn fold(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// `text` cut to at most `max` characters, the last of them an ellipsis when something was
 /// cut.
 #[must_use]
-pub fn cut(text: &str, max: usize) -> String {
+pub(crate) fn cut(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }
@@ -22,7 +22,7 @@ pub fn cut(text: &str, max: usize) -> String {
 
 /// `text` as one line of at most `max` characters: [`fold`], then [`cut`].
 #[must_use]
-pub fn one_line(text: &str, max: usize) -> String {
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     cut(&fold(text), max)
 }
 

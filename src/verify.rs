@@ -14,7 +14,7 @@ use crate::bridge::{self, FireRequest, TaskEnd, TaskReport, TaskState};
 
 /// How a VERIFY run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Exited 0.
     Passed,
     /// Exited non-zero, or was killed by a signal (`code` is then `None`).
@@ -49,7 +49,7 @@ const JOINED_OUTPUT: &str = r#"exec 2>&1; exec sh -c "$1""#;
 /// # Errors
 /// When the task cannot be created or started, the shell cannot be started, or a stop
 /// cannot confirm the task dead.
-pub fn run(
+pub(crate) fn run(
     command: &str,
     cwd: &Path,
     env: &[(String, String)],
@@ -174,7 +174,7 @@ fn output_tail(report: &TaskReport) -> String {
 
 /// The last `n` lines of a file (lossy UTF-8), for messages and fix prompts.
 #[must_use]
-pub fn tail(path: &Path, n: usize) -> String {
+pub(crate) fn tail(path: &Path, n: usize) -> String {
     crate::decision_log::last_lines(path, n).join("\n")
 }
 

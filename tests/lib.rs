@@ -12,6 +12,7 @@ mod agent {
     mod classify;
     mod fixtures;
     mod invocation;
+    mod real_cli;
     mod stream;
     mod verdict;
 }

@@ -13,7 +13,7 @@ use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 /// A setting of the loop the backend cannot honour: the run is not started, and the person is
 /// told which setting and why (a backend never drops or widens one silently).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
+pub(crate) struct Refused {
     /// The setting, as M1.md names it (`AGENT.ALLOWED_TOOLS`).
     pub setting: String,
     pub why: String,
@@ -27,7 +27,7 @@ impl std::fmt::Display for Refused {
 
 /// A run's output read as it grows: the live line and the runner's watch read it between
 /// wake-ups.
-pub trait Follow {
+pub(crate) trait Follow {
     /// Reads what was added since the last call; whether anything was.
     fn poll(&mut self) -> bool;
     /// What the output has said so far.
@@ -35,7 +35,7 @@ pub trait Follow {
 }
 
 /// An agent CLI, as a loop drives it.
-pub trait Backend: std::fmt::Debug + Sync {
+pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// Its name in M1.md and `loop doctor` (`claude`).
     fn name(&self) -> &'static str;
 

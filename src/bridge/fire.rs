@@ -13,15 +13,15 @@ use super::records::{LOCK_FILE, SPEC_FILE, STDIN_FILE, SUPERVISOR_LOG, TaskSpec}
 use super::{DEFAULT_GRACE, FireRequest, new_task_id, validate_task_id};
 use crate::error::{Error, Result};
 
-/// The `loop` binary a program other than `loop` fires tasks with (see [`use_loop_binary`]).
+/// The `loop` binary the unit tests fire tasks with (see `use_loop_binary`).
 static LOOP_BINARY: OnceLock<PathBuf> = OnceLock::new();
 
 /// Names the `loop` binary whose starter (`loop __starter`) supervises the tasks this process
 /// fires.
-/// Only a program that is not `loop` itself and fires tasks in-process (a test, a benchmark)
-/// needs it; `loop` starts its own binary. The first call wins.
-#[doc(hidden)]
-pub fn use_loop_binary(path: PathBuf) {
+/// Only the unit tests, which fire tasks in-process from a test binary, need it; `loop` starts
+/// its own binary. The first call wins.
+#[cfg(test)]
+pub(crate) fn use_loop_binary(path: PathBuf) {
     let _ = LOOP_BINARY.set(path);
 }
 
@@ -31,7 +31,7 @@ pub fn use_loop_binary(path: PathBuf) {
 /// Bad input (exit 2) for an empty command, a missing `cwd` or `stdin`, both `stdin` and
 /// `input`, a zero timeout or a bad variable name; otherwise any failure to create the
 /// directory or start the supervisor.
-pub fn fire(state_dir: &Path, req: &FireRequest) -> Result<String> {
+pub(crate) fn fire(state_dir: &Path, req: &FireRequest) -> Result<String> {
     let id = new_task_id();
     fire_with_id(state_dir, &id, req)?;
     Ok(id)
@@ -42,7 +42,7 @@ pub fn fire(state_dir: &Path, req: &FireRequest) -> Result<String> {
 ///
 /// # Errors
 /// As [`fire`]; also bad input when `id` is invalid or already used.
-pub fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> Result<()> {
+pub(crate) fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> Result<()> {
     validate_task_id(id)?;
     let mut spec = resolve(id, req)?;
     let tasks = crate::layout::Layout::dir(state_dir).tasks();

@@ -32,7 +32,7 @@ const TICK: Duration = Duration::from_millis(1);
 /// outside the group in `killed_outside_group` and `message`.
 ///
 /// # Errors
-/// As [`check`], plus failures to write the kill request or the fallback exit record, and
+/// As `check`, plus failures to write the kill request or the fallback exit record, and
 /// processes of a LOST task that are still running after SIGKILL (named in the error).
 pub fn kill(state_dir: &Path, id: &str, grace: Duration) -> crate::error::Result<TaskReport> {
     let report = check(state_dir, id)?;

@@ -4,7 +4,7 @@
 //!
 //! - `fire` creates the task directory atomically (spec written under a temporary name, then
 //!   renamed), takes the task's lock, and has its process's starter (one `loop __starter`
-//!   per firing process, see [`starter`]) fork the supervisor in a new session, handing it
+//!   per firing process, see `starter`) fork the supervisor in a new session, handing it
 //!   the locked file; the supervisor shows itself as `loop __supervise DIR` and records its
 //!   pid before `fire` returns. From then until the supervisor and its guardian are gone,
 //!   the lock is held: "lock held" means "someone is still responsible for this task".
@@ -48,23 +48,25 @@ mod time_serde;
 mod title;
 mod wait_loop;
 
-pub use fire::{fire, fire_with_id, use_loop_binary};
-pub use kill::kill;
+#[cfg(test)]
+pub(crate) use fire::use_loop_binary;
+pub(crate) use fire::{fire, fire_with_id};
+
 #[cfg(test)]
 pub(crate) use kill::wait_until;
 pub(crate) use records::{SPEC_FILE, STDOUT_FILE};
-pub use report::{TaskEnd, TaskReport, TaskState, check};
-pub use starter::{COMMAND as STARTER_COMMAND, serve as serve_starter};
-pub use supervisor::supervise;
+pub(crate) use report::{TaskEnd, TaskReport, check};
+pub(crate) use starter::serve as serve_starter;
+pub(crate) use supervisor::supervise;
+pub(crate) use sweep::TASK_ID_ENV;
 pub(crate) use sweep::describe;
-pub use sweep::{Stray, TASK_ID_ENV, survivors};
 
 /// Time between SIGTERM and SIGKILL when a task's process group is ended.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
 /// What to run as a task.
 #[derive(Debug, Clone, Default)]
-pub struct FireRequest {
+pub(crate) struct FireRequest {
     /// Program and arguments.
     pub command: Vec<String>,
     /// Wall-clock limit: the whole process group is killed after it.
@@ -98,31 +100,34 @@ pub struct FireRequest {
 
 /// A new task id, `task_<UTC yyyymmddThhmmss>_<6 hex>`: sorts by creation time, safe in paths.
 #[must_use]
-pub fn new_task_id() -> String {
+pub(crate) fn new_task_id() -> String {
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
     let random = uuid::Uuid::new_v4().simple().to_string();
     format!("task_{stamp}_{}", &random[..6])
 }
 
-pub use crate::layout::validate_task_id;
+pub(crate) use crate::layout::validate_task_id;
+pub use kill::kill;
+pub use report::TaskState;
+pub use sweep::survivors;
 
 /// The directory of task `id`: `state_dir/tasks/id`.
 #[must_use]
-pub fn task_dir(state_dir: &Path, id: &str) -> PathBuf {
+pub(crate) fn task_dir(state_dir: &Path, id: &str) -> PathBuf {
     crate::layout::Layout::dir(state_dir).task(id)
 }
 
 /// Whether the task directory exists. Because it is created by an atomic rename, this also
 /// means its spec is complete (the write-ahead check of `resume`).
 #[must_use]
-pub fn exists(state_dir: &Path, id: &str) -> bool {
+pub(crate) fn exists(state_dir: &Path, id: &str) -> bool {
     validate_task_id(id).is_ok() && task_dir(state_dir, id).is_dir()
 }
 
 /// Path of the exit record; the runner watches the task dir for it (inotify) to be
 /// event-driven.
 #[must_use]
-pub fn exit_record_path(state_dir: &Path, id: &str) -> PathBuf {
+pub(crate) fn exit_record_path(state_dir: &Path, id: &str) -> PathBuf {
     task_dir(state_dir, id).join(records::EXIT_FILE)
 }
 

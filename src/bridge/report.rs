@@ -131,7 +131,7 @@ fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 ///
 /// # Errors
 /// Bad input (exit 2) for an invalid id or no such task; I/O errors reading its files.
-pub fn check(state_dir: &Path, id: &str) -> crate::error::Result<TaskReport> {
+pub(crate) fn check(state_dir: &Path, id: &str) -> crate::error::Result<TaskReport> {
     validate_task_id(id)?;
     let dir = task_dir(state_dir, id);
     if !dir.is_dir() {

@@ -50,7 +50,7 @@ use nix::unistd::{ForkResult, dup2_stderr, fork};
 use crate::exit::{Status, code};
 
 /// The hidden command of the starter.
-pub const COMMAND: &str = "__starter";
+pub(crate) const COMMAND: &str = "__starter";
 
 /// Room for the command line a supervisor shows (`loop __supervise DIR`): the starter is
 /// started with an argument this long, which it and each fork write over.
@@ -314,7 +314,7 @@ fn read_more(socket: &mut UnixStream, data: &mut Vec<u8>, want: usize) -> bool {
 ///
 /// # Errors
 /// When standard input is not a socket, or a request cannot be read.
-pub fn serve() -> anyhow::Result<Status> {
+pub(crate) fn serve() -> anyhow::Result<Status> {
     // The socket moves off standard input, which becomes /dev/null, as the forks' is.
     let fd = nix::fcntl::fcntl(
         std::io::stdin().as_fd(),

@@ -37,7 +37,7 @@ const HANDLED: [Signal; 4] = [
 ///
 /// # Errors
 /// When the spec cannot be read, the lock is held, or the fork fails.
-pub fn supervise(task_dir: &Path) -> anyhow::Result<Status> {
+pub(crate) fn supervise(task_dir: &Path) -> anyhow::Result<Status> {
     let lock = lock::try_take(task_dir)?
         .with_context(|| format!("task {} already has a supervisor", task_dir.display()))?;
     let (spec, lock) = prepare(task_dir, lock)?;

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::procfs::{self, ProcStat};
 
 /// The variable that marks every process of a task: `LOOP_TASK_ID=<task id>`.
-pub const TASK_ID_ENV: &str = "LOOP_TASK_ID";
+pub(crate) const TASK_ID_ENV: &str = "LOOP_TASK_ID";
 
 /// At most this many strays are named in a message; all of them are in the record.
 const NAMED_IN_MESSAGE: usize = 10;

@@ -12,7 +12,7 @@ use crate::exit::Status;
 ///
 /// # Errors
 /// Bad input for an invalid or unknown id; I/O errors reading the task.
-pub fn check(state_dir: &Path, id: &str, json: bool) -> crate::error::Result<Status> {
+pub(crate) fn check(state_dir: &Path, id: &str, json: bool) -> crate::error::Result<Status> {
     let report = crate::bridge::check(state_dir, id)?;
     print(&report, json)?;
     Ok(status_for(report.state))
@@ -21,7 +21,7 @@ pub fn check(state_dir: &Path, id: &str, json: bool) -> crate::error::Result<Sta
 /// The exit status of `loop check` for a task in `state`: 0 only for DONE, a code of its own
 /// for every other state (see [`crate::exit::code`]).
 #[must_use]
-pub fn status_for(state: TaskState) -> Status {
+pub(crate) fn status_for(state: TaskState) -> Status {
     match state {
         TaskState::Done => Status::Ok,
         TaskState::Running => Status::TaskRunning,
@@ -37,7 +37,7 @@ pub fn status_for(state: TaskState) -> Status {
 ///
 /// # Errors
 /// As [`check`], plus failures to end the task.
-pub fn kill(state_dir: &Path, id: &str) -> crate::error::Result<Status> {
+pub(crate) fn kill(state_dir: &Path, id: &str) -> crate::error::Result<Status> {
     let report = crate::bridge::kill(state_dir, id, DEFAULT_GRACE)?;
     print(&report, false)?;
     Ok(Status::Ok)

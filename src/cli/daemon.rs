@@ -30,7 +30,7 @@ struct Tries {
 ///
 /// # Errors
 /// No loop to keep, or the Telegram bot cannot be started.
-pub fn run(args: &DaemonArgs) -> crate::error::Result<Status> {
+pub(crate) fn run(args: &DaemonArgs) -> crate::error::Result<Status> {
     let mut tries: HashMap<PathBuf, Tries> = HashMap::new();
     let mut bot: Option<(Child, Instant)> = None;
     let first = loops(args);

@@ -35,7 +35,7 @@ const SCENARIO: &str = r#"{
 "#;
 
 /// The file name of the simulated agent's binary.
-pub const SIM_BINARY: &str = "claude-sim";
+pub(crate) const SIM_BINARY: &str = "claude-sim";
 
 /// Where `claude-sim` is: beside the running executable (`loop demo`), or one level up (a test
 /// binary in `target/*/deps/`). `None` when it was not built.
@@ -67,7 +67,7 @@ fn sim_agent() -> crate::error::Result<PathBuf> {
 /// # Errors
 /// When the simulated agent is missing or the temporary directory cannot be made; what
 /// `start` refuses (nothing is left behind then).
-pub fn demo(file: Option<&Path>, opts: &RunOptions) -> crate::error::Result<Status> {
+pub(crate) fn demo(file: Option<&Path>, opts: &RunOptions) -> crate::error::Result<Status> {
     let sim = sim_agent()?;
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
     let dir = std::env::temp_dir().join(format!("loop-demo-{stamp}-{}", std::process::id()));

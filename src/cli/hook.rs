@@ -36,7 +36,7 @@ fn read_loop(file: &Path) -> Option<M1> {
 
 /// `loop hook session-start`: the loop's state as the session's added context.
 #[must_use]
-pub fn session_start(file: &Path) -> Status {
+pub(crate) fn session_start(file: &Path) -> Status {
     let _ = input();
     if let Some(text) = context(file) {
         let out = json!({"hookSpecificOutput": {
@@ -50,7 +50,7 @@ pub fn session_start(file: &Path) -> Status {
 
 /// The text `session-start` adds, for a loop that is RUNNING or WAITING.
 #[must_use]
-pub fn context(file: &Path) -> Option<String> {
+pub(crate) fn context(file: &Path) -> Option<String> {
     // A reviewer (which may still load the project's hooks) is told its task by its prompt.
     if std::env::var_os("LOOP_REVIEW").is_some() {
         return None;
@@ -83,7 +83,7 @@ pub fn context(file: &Path) -> Option<String> {
 
 /// `loop hook pre-compact`: notes the compaction for the step's task, and in the log.
 #[must_use]
-pub fn pre_compact(file: &Path) -> Status {
+pub(crate) fn pre_compact(file: &Path) -> Status {
     let trigger = input()
         .get("trigger")
         .and_then(Value::as_str)

@@ -186,7 +186,7 @@ fn edit(dir: &Path, command: Option<&str>) -> crate::error::Result<(PathBuf, boo
 ///
 /// # Errors
 /// A settings file that is not a JSON object (left as it is), or one that cannot be written.
-pub fn install(dir: &Path) -> crate::error::Result<Status> {
+pub(super) fn install(dir: &Path) -> crate::error::Result<Status> {
     let exe = std::env::current_exe().context("while finding the loop binary")?;
     let command = format!("{}{OURS}", exe.display());
     let (file, had) = edit(dir, Some(&command))?;
@@ -203,7 +203,7 @@ pub fn install(dir: &Path) -> crate::error::Result<Status> {
 ///
 /// # Errors
 /// As [`install`].
-pub fn uninstall(dir: &Path) -> crate::error::Result<Status> {
+pub(super) fn uninstall(dir: &Path) -> crate::error::Result<Status> {
     let file = settings_file(dir);
     // Not there (a second uninstall, or none ever): said so, and the file is not touched.
     if !has_ours(&read(&file)?) {

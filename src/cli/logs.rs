@@ -28,7 +28,7 @@ const START_LINE: &str = "start: new loop";
 ///
 /// # Errors
 /// No loop at `file` (exit 2); a log that cannot be read.
-pub fn logs(file: &Path, follow: bool) -> crate::error::Result<Status> {
+pub(crate) fn logs(file: &Path, follow: bool) -> crate::error::Result<Status> {
     if !file.exists() {
         return Err(Error::bad_input(format!(
             "no loop at {}: nothing to show (start one with `loop start \"GOAL\"`, or pass --file)",
@@ -124,7 +124,7 @@ fn is_running(file: &Path) -> bool {
 /// one logged since it started; else its first line since it started; else the whole log (a
 /// loop written by hand, or by an older version, has no `STARTED_AT`).
 #[must_use]
-pub fn this_loops_part(text: &str, started: Option<DateTime<Utc>>) -> usize {
+pub(crate) fn this_loops_part(text: &str, started: Option<DateTime<Utc>>) -> usize {
     let Some(started) = started else {
         return 0;
     };

@@ -1,16 +1,16 @@
 //! The command line: parsing, and turning each command's outcome into an exit code.
 
-pub mod bridge;
-pub mod daemon;
+pub(crate) mod bridge;
+pub(crate) mod daemon;
 pub mod demo;
-pub mod hook;
+pub(crate) mod hook;
 mod hook_install;
-pub mod logs;
-pub mod notify;
-pub mod service;
-pub mod status;
+pub(crate) mod logs;
+pub(crate) mod notify;
+pub(crate) mod service;
+pub(crate) mod status;
 mod status_view;
-pub mod telegram;
+pub(crate) mod telegram;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,13 +20,14 @@ use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::exit::{self, Status};
+use crate::m1::settings::SETTINGS;
 
 /// Drives Claude Code autonomously toward a goal, one verified step at a time.
 ///
 /// All state lives in one human-editable Markdown file, M1.md.
 #[derive(Debug, Parser)]
 #[command(name = "loop", version, about, long_about = None)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The loop's state file; its directory holds the loop's tasks, log and outbox.
     #[arg(long, global = true, env = "LOOP_FILE", default_value = "state/M1.md")]
     pub file: PathBuf,
@@ -46,7 +47,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Write a new M1.md for GOAL and run the loop (in the foreground, or --detach).
     Start(StartArgs),
     /// Carry on from M1.md alone: re-adopt a running step, judge a finished one, respawn a lost one.
@@ -197,7 +198,7 @@ pub enum Command {
     reason = "each flag is one of `loop start`'s, set independently of the others"
 )]
 #[derive(Debug, Args)]
-pub struct StartArgs {
+pub(crate) struct StartArgs {
     /// What the loop should achieve, in one line.
     pub goal: String,
     /// A step of the plan (repeat for each); without steps or --plan the agent plans.
@@ -212,13 +213,13 @@ pub struct StartArgs {
     /// What the agent must respect (files not to touch, say).
     #[arg(long, value_name = "TEXT")]
     pub constraints: Option<String>,
-    /// Failed attempts of one step before the loop fails (default 3).
+    /// Failed attempts of one step before the loop fails.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_retries: Option<u32>,
-    /// Steps a plan may have (default 10).
+    /// Steps a plan may have.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_steps: Option<u32>,
-    /// Wall-clock limit of one step, with its unit: 90s, 15m, 1h30m (default 60m).
+    /// Wall-clock limit of one step, with its unit: 90s, 15m, 1h30m.
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub step_timeout: Option<Duration>,
     /// Kill a step that prints nothing for this long (with its unit: 90s, 15m).
@@ -230,7 +231,7 @@ pub struct StartArgs {
     /// Tools the agent may use without asking (replaces the defaults; repeat or comma-separate).
     #[arg(long, value_delimiter = ',', value_name = "TOOL")]
     pub allowed_tools: Option<Vec<String>>,
-    /// Claude Code's permission mode for every step (default acceptEdits).
+    /// Claude Code's permission mode for every step.
     #[arg(long, value_name = "MODE")]
     pub permission_mode: Option<crate::m1::settings::PermissionMode>,
     /// The model of every step (Claude Code's --model).
@@ -243,7 +244,7 @@ pub struct StartArgs {
     #[arg(long, value_name = "USD", value_parser = parse_usd)]
     pub max_budget_usd: Option<f64>,
     /// Review every step that passes its checks with a separate, read-only agent run before
-    /// it is DONE (REVIEW: on in M1.md).
+    /// it is DONE.
     #[arg(long)]
     pub review: bool,
     /// The reviewer's model (Claude Code's --model for reviews).
@@ -265,7 +266,7 @@ pub struct StartArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DaemonArgs {
+pub(crate) struct DaemonArgs {
     #[expect(clippy::doc_markdown, reason = "`--help` text, shown as written")]
     /// A loop to keep running, as --loop is (or LOOP_FILE); not state/M1.md by default.
     // Shadows the global --file, whose default is no loop to keep: `parse_from` keeps it only
@@ -289,7 +290,7 @@ pub struct DaemonArgs {
     reason = "these doc comments are `--help` text, where backticks would show"
 )]
 #[derive(Debug, Subcommand)]
-pub enum HookAction {
+pub(crate) enum HookAction {
     /// Print the loop's state as a SessionStart hook's additionalContext (nothing when there
     /// is no RUNNING or WAITING loop, or M1.md cannot be read).
     SessionStart,
@@ -302,7 +303,7 @@ pub enum HookAction {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ServiceAction {
+pub(crate) enum ServiceAction {
     /// Write and enable a systemd user unit running `loop daemon` for --file (and the loops
     /// installed before); where there is no systemd, print a tmux and a cron line instead.
     Install {
@@ -317,7 +318,7 @@ pub enum ServiceAction {
 }
 
 #[derive(Debug, Args)]
-pub struct FireArgs {
+pub(crate) struct FireArgs {
     /// Kill the task's process group after this long, with its unit: 90s, 5m, 1h30m.
     #[arg(long, value_parser = parse_duration)]
     pub timeout: Option<Duration>,
@@ -399,15 +400,39 @@ Environment:
 
 /// The command line as clap sees it, with the environment and the exit codes after the help.
 #[must_use]
-pub fn command() -> clap::Command {
-    Cli::command().after_help(format!("{ENV_HELP}\n\n{}", exit::HELP))
+pub(crate) fn command() -> clap::Command {
+    Cli::command()
+        .after_help(format!("{ENV_HELP}\n\n{}", exit::HELP))
+        .mut_subcommand("start", with_setting_homes)
+}
+
+/// `loop start`'s help of each setting's flag says where else the setting is given and kept
+/// (M1.md's key, the environment, `loop.yaml`'s key), from the one table of settings.
+fn with_setting_homes(start: clap::Command) -> clap::Command {
+    SETTINGS.iter().fold(start, |start, s| {
+        let Some(flag) = s.flag else { return start };
+        let homes = s.homes();
+        start.mut_arg(flag.replace('-', "_"), |arg| {
+            let said = |h: Option<&clap::builder::StyledStr>| {
+                h.map_or_else(String::new, |h| format!("{h} "))
+            };
+            let help = format!("{}[{homes}]", said(arg.get_help()));
+            match arg
+                .get_long_help()
+                .map(|h| format!("{}[{homes}]", said(Some(h))))
+            {
+                Some(long) => arg.help(help).long_help(long),
+                None => arg.help(help),
+            }
+        })
+    })
 }
 
 /// Parses `args` (program name first), as [`main`] does.
 ///
 /// # Errors
 /// What clap reports: a bad flag, `--help`, `--version`.
-pub fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+pub(crate) fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
@@ -520,7 +545,7 @@ fn fire(state_dir: &std::path::Path, args: FireArgs) -> crate::error::Result<Sta
 ///
 /// # Errors
 /// Any failure of the command; its variant picks the exit status ([`Error::code`](crate::error::Error::code)).
-pub fn run(cli: Cli) -> crate::error::Result<Status> {
+pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
     let state = crate::layout::Layout::of(&cli.file)
         .state_dir()
         .to_path_buf();

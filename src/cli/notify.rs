@@ -18,7 +18,7 @@ use crate::notifier::{Event, Notifier, log_only::LogNotifier, setup_hint};
 /// # Errors
 /// [`Error::BadInput`] for an empty message, bad Telegram settings, or `--flush` with
 /// no Telegram configured.
-pub fn notify(state_dir: &Path, message: Option<&str>) -> crate::error::Result<Status> {
+pub(crate) fn notify(state_dir: &Path, message: Option<&str>) -> crate::error::Result<Status> {
     let message = message.map(str::trim);
     if message == Some("") {
         return Err(Error::bad_input(

@@ -17,11 +17,11 @@ use crate::exit::Status;
 use crate::runner::revive::{self, Revival};
 
 /// The unit's name.
-pub const UNIT: &str = "m1loop.service";
+pub(crate) const UNIT: &str = "m1loop.service";
 
 /// The loops `loop service install` named.
 #[must_use]
-pub fn installed_loops() -> Vec<PathBuf> {
+pub(crate) fn installed_loops() -> Vec<PathBuf> {
     let Ok(list) = loops_file() else {
         return Vec::new();
     };
@@ -99,7 +99,7 @@ fn shell_word(text: &str) -> String {
 
 /// The daemon's command line for a shell: `env VAR=value … LOOP daemon [--telegram]`.
 #[must_use]
-pub fn daemon_command(exe: &Path, telegram: bool, env: &[(String, String)]) -> String {
+pub(crate) fn daemon_command(exe: &Path, telegram: bool, env: &[(String, String)]) -> String {
     let mut words: Vec<String> = Vec::new();
     if !env.is_empty() {
         words.push("env".into());
@@ -115,7 +115,12 @@ pub fn daemon_command(exe: &Path, telegram: bool, env: &[(String, String)]) -> S
 
 /// The unit's text: `loop daemon` (with `--telegram`), restarted whenever it ends.
 #[must_use]
-pub fn unit_text(exe: &Path, telegram: bool, env: &[(String, String)], env_file: &Path) -> String {
+pub(crate) fn unit_text(
+    exe: &Path,
+    telegram: bool,
+    env: &[(String, String)],
+    env_file: &Path,
+) -> String {
     let mut exec = format!("{} daemon", quoted(&exe.display().to_string()));
     if telegram {
         exec.push_str(" --telegram");
@@ -201,7 +206,7 @@ fn user_systemctl(program: &Path, args: &[&str]) -> Result<String, String> {
 ///
 /// # Errors
 /// No per-user directories, or a unit or list that cannot be written.
-pub fn run(file: &Path, action: &ServiceAction) -> crate::error::Result<Status> {
+pub(crate) fn run(file: &Path, action: &ServiceAction) -> crate::error::Result<Status> {
     match action {
         ServiceAction::Install { telegram } => install(file, *telegram),
         ServiceAction::Status => status(),

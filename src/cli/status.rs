@@ -13,7 +13,7 @@ use crate::m1::{Errors, Store, StoreError};
 ///
 /// # Errors
 /// A missing or unreadable file.
-pub fn validate(file: &Path) -> crate::error::Result<Status> {
+pub(crate) fn validate(file: &Path) -> crate::error::Result<Status> {
     // A file that reads well but names an agent that cannot run here cannot run either.
     let checked = open(file)?
         .and_then(|doc| crate::runner::settings::check_program_in(&doc, file).map(|()| doc));
@@ -33,7 +33,7 @@ pub fn validate(file: &Path) -> crate::error::Result<Status> {
 ///
 /// # Errors
 /// A missing or unreadable file.
-pub fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
+pub(crate) fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
     let doc = match open(file)? {
         Ok(doc) => doc,
         Err(errors) => {
@@ -60,6 +60,7 @@ pub fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
         ))
     });
     let stop = crate::runner::stopfile::present(&state_dir);
+    let transcript = transcript(&m);
     if json {
         let mut v = status_view::json(&m, line.as_deref());
         v["task"] = report
@@ -74,12 +75,18 @@ pub fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
         v["stop_file"] = stop
             .as_ref()
             .map_or(serde_json::Value::Null, |p| p.display().to_string().into());
+        v["transcript"] = transcript
+            .as_ref()
+            .map_or(serde_json::Value::Null, |p| p.display().to_string().into());
         crate::outln!("{v}");
     } else {
         crate::out!("{}", status_view::human(&m, line.as_deref()));
         if let Some((a, ago)) = &activity {
             let ago = ago.map_or_else(String::new, |d| format!(" ({}s ago)", d.as_secs()));
             crate::outln!("ACTIVITY     {a}{ago}");
+        }
+        if let Some(t) = &transcript {
+            crate::outln!("TRANSCRIPT   {}", t.display());
         }
         match (runner, m.status) {
             (Some(pid), _) => crate::outln!("RUNNER       pid {pid}"),
@@ -105,6 +112,20 @@ pub fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
         }
     }
     Ok(Status::Ok)
+}
+
+/// Where the agent keeps the transcript of the loop's latest session (the run on record's,
+/// else the last step's that has one), when it keeps one for this user and project.
+fn transcript(m: &crate::m1::M1) -> Option<std::path::PathBuf> {
+    let session = m.current.session_id.as_deref().or_else(|| {
+        m.results
+            .values()
+            .rev()
+            .find_map(|r| r.session_id.as_deref())
+    })?;
+    let workdir = m.workdir.as_deref().map(Path::new)?;
+    let home = std::env::var_os("HOME")?;
+    crate::agent::backend().transcript(session, workdir, Path::new(&home))
 }
 
 /// How long ago a file last changed.

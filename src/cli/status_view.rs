@@ -7,7 +7,7 @@ use crate::m1::{M1, StepResult};
 
 /// The human view. `task` is the exec bridge's line about the running task, when known.
 #[must_use]
-pub fn human(m: &M1, task: Option<&str>) -> String {
+pub(super) fn human(m: &M1, task: Option<&str>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "GOAL         {}", m.goal);
     let mut status = m.status.as_str().to_string();
@@ -111,7 +111,7 @@ fn result_facts(r: &StepResult) -> String {
 
 /// The JSON view: `M1` with lower-case names, plus `task` (the bridge's report, or null).
 #[must_use]
-pub fn json(m: &M1, task: Option<&str>) -> serde_json::Value {
+pub(super) fn json(m: &M1, task: Option<&str>) -> serde_json::Value {
     let mut v = serde_json::to_value(m).expect("M1 serializes");
     v["task"] = task.map_or(serde_json::Value::Null, Into::into);
     v

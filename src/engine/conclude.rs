@@ -18,7 +18,7 @@ use crate::verify;
 
 /// What the runner observed of an ended run.
 #[derive(Debug, Clone)]
-pub struct Observed {
+pub(crate) struct Observed {
     pub end: TaskEnd,
     /// The agent adapter's class of the outcome (`None` when there was no process to read).
     pub class: Option<Class>,
@@ -48,7 +48,7 @@ pub struct Observed {
 
 /// What the loop's settings add to M1.md for a conclusion.
 #[derive(Debug, Clone)]
-pub struct Context<'a> {
+pub(crate) struct Context<'a> {
     pub caps: &'a Caps,
     /// The tools the agent was allowed, for the advice after a denial.
     pub allowed_tools: &'a [String],
@@ -60,7 +60,7 @@ pub struct Context<'a> {
 
 /// What concluding a run comes to.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Conclusion {
+pub(crate) enum Conclusion {
     /// The run passed as far as it goes: run VERIFY, then conclude again with its outcome.
     Verify,
     /// The run's record, the ledger's verdict on it, and whether every check that applies
@@ -75,7 +75,7 @@ pub enum Conclusion {
 
 /// Concludes `run`, ended as `o` says; `verify` is VERIFY's outcome once it ran.
 #[must_use]
-pub fn conclude(
+pub(crate) fn conclude(
     run: &RunOnRecord,
     m: &M1,
     o: &Observed,

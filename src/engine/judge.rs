@@ -9,11 +9,15 @@ use crate::agent::{BugKind, Class, Verdict};
 use crate::text::one_line;
 use crate::verify;
 
-pub use crate::bridge::TaskEnd;
+pub(crate) use crate::bridge::TaskEnd;
 
 /// Everything known about one finished attempt.
 #[derive(Debug, Clone)]
-pub struct Attempt<'a> {
+#[expect(
+    clippy::struct_field_names,
+    reason = "an attempt's number is its `attempt`, as M1.md's CURRENT.ATTEMPT calls it"
+)]
+pub(crate) struct Attempt<'a> {
     pub step: u32,
     pub attempt: u32,
     pub end: TaskEnd,
@@ -48,7 +52,7 @@ pub struct Attempt<'a> {
 
 /// The verdict on one attempt.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Judgement {
+pub(crate) enum Judgement {
     /// The step is done.
     Pass { summary: String },
     /// The planning call answered with a usable plan.
@@ -77,7 +81,7 @@ pub enum Judgement {
 /// old text needs to know of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum LedgerVerdict {
+pub(crate) enum LedgerVerdict {
     /// The attempt passed (or the planning call planned).
     Pass,
     Verify,
@@ -140,7 +144,7 @@ fn halt(reason: String, how: &str) -> Judgement {
 }
 
 /// When the reset time of a usage limit is unknown, wait this long before trying again.
-pub const UNKNOWN_RESET_WAIT: Duration = Duration::from_secs(30 * 60);
+pub(super) const UNKNOWN_RESET_WAIT: Duration = Duration::from_secs(30 * 60);
 
 fn failed(a: &Attempt<'_>, reason: &str) -> Judgement {
     failed_attempt(failures(a.attempt, a.uncounted), a.caps.max_retries, reason)
@@ -149,14 +153,14 @@ fn failed(a: &Attempt<'_>, reason: &str) -> Judgement {
 /// How many of a step's attempts up to `attempt` count as failed: all but the `uncounted`
 /// ones (see [`super::uncounted`]).
 #[must_use]
-pub fn failures(attempt: u32, uncounted: u32) -> u32 {
+pub(crate) fn failures(attempt: u32, uncounted: u32) -> u32 {
     attempt.saturating_sub(uncounted)
 }
 
 /// A failed attempt, the `failures`-th of the step: retried, unless it was the last one
 /// `MAX_RETRIES` allows.
 #[must_use]
-pub fn failed_attempt(failures: u32, max_retries: u32, reason: &str) -> Judgement {
+pub(crate) fn failed_attempt(failures: u32, max_retries: u32, reason: &str) -> Judgement {
     let reason = one_line(reason, 300);
     if failures >= max_retries {
         Judgement::Exhausted { reason }
@@ -177,7 +181,7 @@ fn minutes(d: Duration) -> String {
 /// Judges one finished attempt. Order matters: how the process ended, then the agent's class,
 /// then its permission denials and verdict, then VERIFY.
 #[must_use]
-pub fn judge(a: &Attempt<'_>) -> Judgement {
+pub(crate) fn judge(a: &Attempt<'_>) -> Judgement {
     cut_off(a).unwrap_or_else(|| judge_success(a))
 }
 
@@ -196,7 +200,7 @@ pub(super) fn cut_off(a: &Attempt<'_>) -> Option<Judgement> {
 /// What cut a run off that is not the run's doing: an API error to wait out, the usage
 /// limit, or something only a human can fix (the login, the bill, the agent itself).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Interruption {
+pub(crate) enum Interruption {
     /// A transient error: wait `delay`, then run again.
     Backoff { delay: Duration, reason: String },
     /// The usage limit: wait until it resets, then carry on.

@@ -17,7 +17,7 @@ use crate::m1::{Edit, M1, Status, StepState};
 
 /// One task of this loop.
 #[derive(Debug, Clone)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub task_id: String,
     pub step: u32,
     pub attempt: u32,
@@ -31,7 +31,7 @@ pub struct Entry {
 
 /// How a task was judged, and the M1.md edits that recorded it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Judged {
+pub(crate) struct Judged {
     pub verdict: Verdict,
     pub edits: Vec<StoredEdit>,
 }
@@ -39,7 +39,7 @@ pub struct Judged {
 /// An [`Edit`] as stored in `judged.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
-pub enum StoredEdit {
+pub(crate) enum StoredEdit {
     Status { value: String },
     Set { path: Vec<String>, value: String },
     Remove { path: Vec<String> },
@@ -101,7 +101,7 @@ impl StoredEdit {
 
 impl Judged {
     #[must_use]
-    pub fn new(verdict: Verdict, edits: &[Edit]) -> Self {
+    pub(crate) fn new(verdict: Verdict, edits: &[Edit]) -> Self {
         Self {
             verdict,
             edits: edits.iter().map(StoredEdit::from_edit).collect(),
@@ -110,7 +110,7 @@ impl Judged {
 
     /// The recorded edits, as edits.
     #[must_use]
-    pub fn edits(&self) -> Vec<Edit> {
+    pub(crate) fn edits(&self) -> Vec<Edit> {
         self.edits.iter().filter_map(StoredEdit::to_edit).collect()
     }
 
@@ -144,7 +144,7 @@ impl Judged {
 /// wrote is left out: the loop went on after it (someone resumed it), or no runner would
 /// be reading this text now.
 #[must_use]
-pub fn record_since(entries: &[Entry], task_id: &str) -> (Vec<Edit>, Vec<String>) {
+pub(crate) fn record_since(entries: &[Entry], task_id: &str) -> (Vec<Edit>, Vec<String>) {
     let Some(at) = entries.iter().position(|e| e.task_id == task_id) else {
         return (Vec::new(), Vec::new());
     };
@@ -170,7 +170,7 @@ pub fn record_since(entries: &[Entry], task_id: &str) -> (Vec<Edit>, Vec<String>
 /// A task of this loop that was started and never judged: at most one exists, the one
 /// that runs or ran last.
 #[must_use]
-pub fn unjudged(entries: &[Entry]) -> Option<&Entry> {
+pub(crate) fn unjudged(entries: &[Entry]) -> Option<&Entry> {
     entries.iter().rev().find(|e| e.judged.is_none())
 }
 
@@ -180,7 +180,11 @@ pub fn unjudged(entries: &[Entry]) -> Option<&Entry> {
 /// was set back to PENDING, its RESULTS still those of the pass, was set back on purpose
 /// and runs again: `None`.
 #[must_use]
-pub fn lost_pass<'a>(entries: &'a [Entry], m: &M1, step: u32) -> Option<(&'a Entry, Vec<Edit>)> {
+pub(crate) fn lost_pass<'a>(
+    entries: &'a [Entry],
+    m: &M1,
+    step: u32,
+) -> Option<(&'a Entry, Vec<Edit>)> {
     if step == 0 {
         return None;
     }

@@ -4,27 +4,24 @@
 
 mod conclude;
 mod judge;
-pub mod ledger;
+pub(crate) mod ledger;
 mod next;
-pub mod prompt;
+pub(crate) mod prompt;
 mod record;
 mod retry;
-pub mod review;
-pub mod revival;
+pub(crate) mod review;
+pub(crate) mod revival;
 mod run;
 mod transitions;
 
-pub use conclude::{Conclusion, Context, Observed, conclude};
-pub use judge::{
-    Attempt, Interruption, Judgement, LedgerVerdict, TaskEnd, failed_attempt, failures, judge,
-};
-pub use next::{Next, SessionPlan, next};
-pub use next::{open_step, spent, uncounted, wait_until};
-pub use record::{Facts, record};
-pub use retry::{retried, retry_target};
-pub use review::{ReviewFacts, ReviewVerdict, judge_review, record_review};
-pub use run::{CrashPoints, RunKind, RunOnRecord, RunSpec, resumes, runs_on_record, session_time};
-pub use transitions::{
+pub(crate) use conclude::{Conclusion, Context, Observed, conclude};
+pub(crate) use judge::{Judgement, LedgerVerdict, TaskEnd, failures, judge};
+pub(crate) use next::{Next, SessionPlan, next};
+pub(crate) use next::{open_step, spent, uncounted, wait_until};
+pub(crate) use retry::{retried, retry_target};
+pub use run::RunKind;
+pub(crate) use run::{RunOnRecord, RunSpec, resumes, runs_on_record};
+pub(crate) use transitions::{
     Effect, OnRecord, Outcome, SpawnFacts, Stop, Transition, Write, adopted, complete, exhausted,
     halt, kept_on_record, pid_recorded, started, stopped, unrecordable,
 };
@@ -33,7 +30,7 @@ use std::time::Duration;
 
 /// The caps in force for one decision: settings resolved over M1.md's `LIMITS:`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Caps {
+pub(crate) struct Caps {
     /// Failed attempts of one step before it is FAILED.
     pub max_retries: u32,
     /// Steps a plan may have.
@@ -79,7 +76,7 @@ impl Default for Caps {
 
 /// Backoff before the `n`th transient retry (1-based): 2 s doubling, at most 60 s.
 #[must_use]
-pub fn backoff(n: u32) -> Duration {
+pub(crate) fn backoff(n: u32) -> Duration {
     let exp = n.saturating_sub(1).min(6);
     Duration::from_secs((2u64 << exp).min(60))
 }
@@ -88,7 +85,7 @@ pub fn backoff(n: u32) -> Duration {
 /// its session: the session's context passed [`Caps::context_threshold`] percent of the model's
 /// window, or it ran longer than [`Caps::max_session`]. `None`: resume it.
 #[must_use]
-pub fn handoff_reason(
+pub(crate) fn handoff_reason(
     caps: &Caps,
     context_pct: Option<u32>,
     in_session: Duration,

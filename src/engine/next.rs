@@ -8,7 +8,7 @@ use crate::m1::{M1, Status, Step, StepState};
 
 /// How the next attempt of a step talks to Claude.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SessionPlan {
+pub(crate) enum SessionPlan {
     /// A new session (`--session-id`, with an id the runner picks and records first).
     Fresh,
     /// Continue the step's session (`--resume ID`).
@@ -17,7 +17,7 @@ pub enum SessionPlan {
 
 /// The next thing to do.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Next {
+pub(crate) enum Next {
     /// STATUS is DONE or FAILED: nothing to do; exit with it.
     Finished(Status),
     /// STATUS is WAITING (set by the runner or by hand) or IDLE: exit 3 and say why.
@@ -45,7 +45,7 @@ impl Next {
     /// must be written before this one is carried out: no write follows at once (the runner
     /// ends, waits, or watches a task).
     #[must_use]
-    pub fn writes_held_first(&self) -> bool {
+    pub(crate) fn writes_held_first(&self) -> bool {
         matches!(
             self,
             Next::Finished(_) | Next::Paused(_) | Next::Await { .. } | Next::WaitUntil { .. }
@@ -67,7 +67,7 @@ fn attempts_of(m: &M1, step: u32) -> u32 {
 
 /// Total agent cost recorded in RESULTS.
 #[must_use]
-pub fn spent(m: &M1) -> f64 {
+pub(crate) fn spent(m: &M1) -> f64 {
     m.results.values().filter_map(|r| r.cost_usd).sum()
 }
 
@@ -75,7 +75,7 @@ pub fn spent(m: &M1) -> f64 {
 /// wait, then planning, then the plan's caps and its first open step (pueue's restore rules
 /// written as cases: each is one early return, each has its test).
 #[must_use]
-pub fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
+pub(crate) fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
     match m.status {
         Status::Done | Status::Failed => return Next::Finished(m.status),
         Status::Waiting => {
@@ -210,14 +210,14 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
 /// for (each follows an attempt that passed its checks), and the attempts before a person's
 /// `loop retry` gave the step a fresh budget (`RETRIED`).
 #[must_use]
-pub fn uncounted(m: &M1, n: u32) -> u32 {
+pub(crate) fn uncounted(m: &M1, n: u32) -> u32 {
     let r = m.result(n);
     r.retakes + r.retried
 }
 
 /// The first step after step `after` that is neither DONE nor SKIPPED.
 #[must_use]
-pub fn open_step(m: &M1, after: u32) -> Option<&Step> {
+pub(crate) fn open_step(m: &M1, after: u32) -> Option<&Step> {
     m.plan
         .steps
         .iter()
@@ -226,6 +226,6 @@ pub fn open_step(m: &M1, after: u32) -> Option<&Step> {
 
 /// `CURRENT.WAIT_UNTIL`, when set and readable.
 #[must_use]
-pub fn wait_until(m: &M1) -> Option<DateTime<Utc>> {
+pub(crate) fn wait_until(m: &M1) -> Option<DateTime<Utc>> {
     m.current.wait_until
 }

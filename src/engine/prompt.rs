@@ -29,7 +29,7 @@ fn constraints(m: &M1) -> String {
 
 /// The plan as the agent sees it: each step with its state and what earlier steps reported.
 #[must_use]
-pub fn plan_listing(m: &M1) -> String {
+pub(crate) fn plan_listing(m: &M1) -> String {
     let mut out = String::new();
     for s in &m.plan.steps {
         let _ = writeln!(out, "  {}: [{}] {}", s.n, s.state.as_str(), s.text);
@@ -53,7 +53,7 @@ fn step_text(m: &M1, n: u32) -> &str {
 /// The prompt of a step's first attempt.
 #[must_use]
 /// `handoff` is where the agent writes its note before `STEP_RESTART`.
-pub fn step(m: &M1, n: u32, handoff: &str) -> String {
+pub(crate) fn step(m: &M1, n: u32, handoff: &str) -> String {
     fill(STEP, &step_vars(m, n, handoff))
 }
 
@@ -73,7 +73,7 @@ fn step_vars(m: &M1, n: u32, handoff: &str) -> Vec<(&'static str, String)> {
 /// The first prompt of a fresh session that carries a step on: `why` the earlier session
 /// ended, and the `note` it (and the loop) left.
 #[must_use]
-pub fn handoff(m: &M1, n: u32, why: &str, note: &str, handoff: &str) -> String {
+pub(crate) fn handoff(m: &M1, n: u32, why: &str, note: &str, handoff: &str) -> String {
     let mut vars = step_vars(m, n, handoff);
     vars.push(("reason", why.to_string()));
     vars.push(("note", note.to_string()));
@@ -82,7 +82,7 @@ pub fn handoff(m: &M1, n: u32, why: &str, note: &str, handoff: &str) -> String {
 
 /// The prompt of a retry, in the same session, carrying what failed.
 #[must_use]
-pub fn fix(
+pub(crate) fn fix(
     m: &M1,
     n: u32,
     (attempt, max_retries): (u32, u32),
@@ -99,7 +99,13 @@ pub fn fix(
 /// The prompt after an API error cut a run off and the loop waited it out: carry on, in the
 /// same session. `failure` is the step's last real failure, still to be fixed, if any.
 #[must_use]
-pub fn interrupted(m: &M1, n: u32, reason: &str, failure: Option<&str>, handoff: &str) -> String {
+pub(crate) fn interrupted(
+    m: &M1,
+    n: u32,
+    reason: &str,
+    failure: Option<&str>,
+    handoff: &str,
+) -> String {
     let still_open = failure.map_or_else(String::new, |f| {
         format!("\nThe attempt before it had not passed, and that still needs fixing:\n{f}\n")
     });
@@ -111,7 +117,7 @@ pub fn interrupted(m: &M1, n: u32, reason: &str, failure: Option<&str>, handoff:
 
 /// The prompt after a human answered a `STEP_BLOCKED` question by editing M1.md.
 #[must_use]
-pub fn answered(m: &M1, n: u32, question: &str, handoff: &str) -> String {
+pub(crate) fn answered(m: &M1, n: u32, question: &str, handoff: &str) -> String {
     format!(
         "You asked: {question}\n\nThe human has answered by editing the loop's state. \
          The goal and constraints now read:\nGOAL: {}\nCONSTRAINTS: {}\n\n{}",
@@ -123,7 +129,7 @@ pub fn answered(m: &M1, n: u32, question: &str, handoff: &str) -> String {
 
 /// The planning call's prompt.
 #[must_use]
-pub fn plan(m: &M1, max_steps: u32) -> String {
+pub(crate) fn plan(m: &M1, max_steps: u32) -> String {
     fill(
         PLAN,
         &[
@@ -138,7 +144,7 @@ pub fn plan(m: &M1, max_steps: u32) -> String {
 /// was compacted (the `SessionStart` hook): the goal, the plan and what earlier steps
 /// reported, its step, and how to end it.
 #[must_use]
-pub fn session_context(m: &M1, step: u32, file: &str, handoff: &str) -> String {
+pub(crate) fn session_context(m: &M1, step: u32, file: &str, handoff: &str) -> String {
     let mut out = format!(
         "You work inside an autonomous loop (m1loop). Its state is in {file}; only the loop \
          writes it.\nSTATUS: {}\nGOAL: {}\nCONSTRAINTS: {}\n\nPLAN:\n{}\n",
@@ -172,7 +178,7 @@ pub fn session_context(m: &M1, step: u32, file: &str, handoff: &str) -> String {
 /// step agent's orders (its step, the verdict line that must end its answer), which are not a
 /// person's.
 #[must_use]
-pub fn person_context(m: &M1, file: &str) -> String {
+pub(crate) fn person_context(m: &M1, file: &str) -> String {
     let mut out = format!(
         "An autonomous loop (m1loop) works in this project. Its state is in {file}, which its \
          runner writes; this session is not one of its steps.\nSTATUS: {}\nGOAL: {}\n\
@@ -208,7 +214,7 @@ pub fn person_context(m: &M1, file: &str) -> String {
 /// The prompt of a review of step `n`: what it was to do, what its agent claims, what VERIFY
 /// said, and the diff.
 #[must_use]
-pub fn review(m: &M1, n: u32, summary: &str, verify: &str, diff: &str) -> String {
+pub(crate) fn review(m: &M1, n: u32, summary: &str, verify: &str, diff: &str) -> String {
     let mut vars = step_vars(m, n, "");
     vars.push(("summary", summary.to_string()));
     vars.push(("verify", verify.to_string()));
@@ -219,7 +225,7 @@ pub fn review(m: &M1, n: u32, summary: &str, verify: &str, diff: &str) -> String
 /// Which prompt the next run gets, from M1.md alone (so a spawn a crash interrupted is redone
 /// identically). Some need what only I/O can tell ([`Gathered`]) before they are written out.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Prompt {
+pub(crate) enum Prompt {
     /// The planning call, told why its previous answer was not usable, if it was not.
     Plan { previous_error: Option<String> },
     /// The step again, after a human answered its `STEP_BLOCKED` question.
@@ -242,7 +248,13 @@ pub enum Prompt {
 impl Prompt {
     /// The prompt of run `number` of `step`, of `kind`, in a session it `resumed` or not.
     #[must_use]
-    pub fn choose(kind: super::RunKind, m: &M1, step: u32, number: u32, resumed: bool) -> Prompt {
+    pub(crate) fn choose(
+        kind: super::RunKind,
+        m: &M1,
+        step: u32,
+        number: u32,
+        resumed: bool,
+    ) -> Prompt {
         let r = m.result(step);
         match kind {
             super::RunKind::Review => return Prompt::Review,
@@ -277,20 +289,20 @@ impl Prompt {
     /// Whether writing it out needs the handoff's material (the agent's note, the last answer,
     /// the files changed).
     #[must_use]
-    pub fn needs_handoff(&self) -> bool {
+    pub(crate) fn needs_handoff(&self) -> bool {
         matches!(self, Prompt::Handoff { .. })
     }
 
     /// Whether writing it out needs the step's diff and what VERIFY printed.
     #[must_use]
-    pub fn needs_review_material(&self) -> bool {
+    pub(crate) fn needs_review_material(&self) -> bool {
         *self == Prompt::Review
     }
 }
 
 /// What the runner found out, by I/O, for the prompts that need it.
 #[derive(Debug, Clone, Default)]
-pub struct Gathered {
+pub(crate) struct Gathered {
     /// Where the agent writes its handoff note before `STEP_RESTART`.
     pub handoff_path: String,
     /// The note a fresh session is handed ([`handoff_note`]).
@@ -305,7 +317,7 @@ pub struct Gathered {
 /// What a fresh session of a step is handed: the agent's own note (from `STEP_RESTART`), then
 /// what the loop knows: the last failure, the last answer, the files changed.
 #[must_use]
-pub fn handoff_note(
+pub(crate) fn handoff_note(
     own: Option<&str>,
     error: Option<&str>,
     last_answer: Option<&str>,
@@ -340,7 +352,7 @@ pub fn handoff_note(
 
 /// The text of prompt `p` for `step`.
 #[must_use]
-pub fn render(p: &Prompt, m: &M1, step: u32, caps: &super::Caps, g: &Gathered) -> String {
+pub(crate) fn render(p: &Prompt, m: &M1, step: u32, caps: &super::Caps, g: &Gathered) -> String {
     let path = g.handoff_path.as_str();
     match p {
         Prompt::Plan { previous_error } => {

@@ -20,7 +20,7 @@ use crate::text::one_line;
     clippy::struct_excessive_bools,
     reason = "each is an independent fact of the attempt or the loop, not a state machine"
 )]
-pub struct Facts {
+pub(crate) struct Facts {
     pub step: u32,
     pub attempt: u32,
     pub exit_code: Option<i32>,
@@ -113,7 +113,7 @@ fn common(f: &Facts) -> Vec<Edit> {
 /// Records a judged attempt. A pass or a retry goes on at once with a spawn, so it is held for
 /// that spawn's write-ahead record ([`Write::WithNextSpawn`]); everything else is written now.
 #[must_use]
-pub fn record(j: &Judgement, f: &Facts) -> Transition {
+pub(crate) fn record(j: &Judgement, f: &Facts) -> Transition {
     let mut edits = common(f);
     let (log, outcome, write) = match j {
         Judgement::Interrupted(i) => {

@@ -10,7 +10,7 @@ use crate::m1::{Edit, M1, Status, StepState};
 /// Which step a `loop retry` without a number means: the FAILED one, else (the loop waiting)
 /// the one it stopped at, else none.
 #[must_use]
-pub fn retry_target(m: &M1) -> Option<u32> {
+pub(crate) fn retry_target(m: &M1) -> Option<u32> {
     if m.plan.steps.is_empty() {
         // Planning is what failed or waits.
         return matches!(m.status, Status::Failed | Status::Waiting).then_some(0);
@@ -35,7 +35,7 @@ pub fn retry_target(m: &M1) -> Option<u32> {
 /// that was DONE runs again; its old record stays until the new run replaces it, but for what
 /// would say it passed.
 #[must_use]
-pub fn retried(m: &M1, n: u32) -> Transition {
+pub(crate) fn retried(m: &M1, n: u32) -> Transition {
     let r = m.results.get(&n);
     let attempts = r.and_then(|r| r.attempts).unwrap_or(0);
     let was = m

@@ -20,7 +20,7 @@ use crate::text::one_line;
 
 /// Whether step `n` passed its checks and waits for its review.
 #[must_use]
-pub fn pending(m: &M1, n: u32) -> bool {
+pub(crate) fn pending(m: &M1, n: u32) -> bool {
     m.results
         .get(&n)
         .is_some_and(|r| r.review == Some(crate::m1::keys::Review::Pending))
@@ -28,7 +28,7 @@ pub fn pending(m: &M1, n: u32) -> bool {
 
 /// What a review run concluded.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ReviewVerdict {
+pub(crate) enum ReviewVerdict {
     Approve(String),
     Changes(String),
     /// No verdict: the run failed or its answer did not end with one (why). The review is run
@@ -44,7 +44,7 @@ pub enum ReviewVerdict {
 /// attempt; then its answer's last non-empty line, which must be exactly `REVIEW_APPROVE: …`
 /// or `REVIEW_CHANGES: …` with a text.
 #[must_use]
-pub fn judge_review(a: &Attempt<'_>) -> ReviewVerdict {
+pub(crate) fn judge_review(a: &Attempt<'_>) -> ReviewVerdict {
     if let Some(j) = cut_off(a) {
         return match j {
             Judgement::Interrupted(i) => ReviewVerdict::Interrupted(i),
@@ -86,7 +86,7 @@ pub fn judge_review(a: &Attempt<'_>) -> ReviewVerdict {
 /// would go unreviewed into the next step's commit. So it approves nothing, and a human looks
 /// (the review stays pending and runs again on resume). `None` when nothing changed.
 #[must_use]
-pub fn tree_changed(step: u32, changes: &[String]) -> Option<ReviewVerdict> {
+pub(crate) fn tree_changed(step: u32, changes: &[String]) -> Option<ReviewVerdict> {
     if changes.is_empty() {
         return None;
     }
@@ -131,7 +131,7 @@ pub(super) fn review_started(f: &super::SpawnFacts<'_>) -> Transition {
 
 /// The facts of a finished review run.
 #[derive(Debug, Clone, Default)]
-pub struct ReviewFacts {
+pub(crate) struct ReviewFacts {
     pub step: u32,
     pub run: u32,
     /// The review run's task: a run without a verdict is recorded by it (`REVIEW_TASK`), so
@@ -153,7 +153,7 @@ pub struct ReviewFacts {
 
 /// Records a review's verdict.
 #[must_use]
-pub fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transition {
+pub(crate) fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transition {
     let s = f.step;
     let mut edits = vec![
         results(

@@ -9,14 +9,14 @@ use chrono::{DateTime, Utc};
 use crate::m1::{M1, Status};
 
 /// Revivals of one loop within [`REVIVAL_WINDOW`] after which it is not revived again.
-pub const MAX_REVIVALS: usize = 3;
+pub(crate) const MAX_REVIVALS: usize = 3;
 
 /// The window in which [`MAX_REVIVALS`] revivals mean the runner keeps dying.
-pub const REVIVAL_WINDOW: Duration = Duration::from_secs(10 * 60);
+pub(crate) const REVIVAL_WINDOW: Duration = Duration::from_secs(10 * 60);
 
 /// What a look at a loop that may need reviving found, and what was done.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Revival {
+pub(crate) enum Revival {
     /// A runner holds the loop's lock: nothing to do.
     Driven,
     /// The loop is not RUNNING (or M1.md is missing or invalid): nothing to do.
@@ -34,7 +34,7 @@ pub enum Revival {
 /// Whether the loop needs a runner now: `driven` (its lock is held), `stopped` (a stop file
 /// applies), `m` (M1.md, when it could be read).
 #[must_use]
-pub fn look(driven: bool, stopped: bool, m: Option<&M1>, now: DateTime<Utc>) -> Revival {
+pub(crate) fn look(driven: bool, stopped: bool, m: Option<&M1>, now: DateTime<Utc>) -> Revival {
     if driven {
         return Revival::Driven;
     }
@@ -52,7 +52,7 @@ pub fn look(driven: bool, stopped: bool, m: Option<&M1>, now: DateTime<Utc>) -> 
 
 /// The revivals (when, and by whom) within [`REVIVAL_WINDOW`] before `now`.
 #[must_use]
-pub fn recent(all: &[(DateTime<Utc>, String)], now: DateTime<Utc>) -> Vec<&str> {
+pub(crate) fn recent(all: &[(DateTime<Utc>, String)], now: DateTime<Utc>) -> Vec<&str> {
     let window = chrono::Duration::from_std(REVIVAL_WINDOW).unwrap_or_default();
     all.iter()
         .filter(|(at, _)| now - *at <= window)
@@ -63,7 +63,7 @@ pub fn recent(all: &[(DateTime<Utc>, String)], now: DateTime<Utc>) -> Vec<&str> 
 /// Why a runner that keeps dying is not revived again, when it is not: the reason, and how
 /// a person goes on.
 #[must_use]
-pub fn too_many(recent: &[&str], by: &str, state_dir: &str) -> Option<(String, String)> {
+pub(crate) fn too_many(recent: &[&str], by: &str, state_dir: &str) -> Option<(String, String)> {
     if recent.len() < MAX_REVIVALS {
         return None;
     }

@@ -111,7 +111,7 @@ impl RunKind {
 /// A run to start: its kind, its step, its number (the attempt's, or the review run's), and
 /// the session it runs in.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunSpec {
+pub(crate) struct RunSpec {
     pub kind: RunKind,
     pub step: u32,
     pub number: u32,
@@ -121,7 +121,7 @@ pub struct RunSpec {
 /// A run M1.md has on record (CURRENT): what the runner re-adopts, judges or starts. One today;
 /// the state can name several, for steps that run side by side.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunOnRecord {
+pub(crate) struct RunOnRecord {
     pub kind: RunKind,
     pub step: u32,
     pub task_id: String,
@@ -132,7 +132,7 @@ pub struct RunOnRecord {
 
 /// The runs M1.md has on record.
 #[must_use]
-pub fn runs_on_record(m: &M1) -> Vec<RunOnRecord> {
+pub(crate) fn runs_on_record(m: &M1) -> Vec<RunOnRecord> {
     let Some(task_id) = m.current.task_id.clone().filter(|t| !t.is_empty()) else {
         return Vec::new();
     };
@@ -149,14 +149,14 @@ pub fn runs_on_record(m: &M1) -> Vec<RunOnRecord> {
 /// Whether a run of `step` in `session` continues the step's recorded session (`--resume`)
 /// rather than starting a fresh one.
 #[must_use]
-pub fn resumes(m: &M1, step: u32, session: Option<&str>) -> bool {
+pub(crate) fn resumes(m: &M1, step: u32, session: Option<&str>) -> bool {
     session.is_some() && m.results.get(&step).and_then(|r| r.session_id.as_deref()) == session
 }
 
 /// How long the step's session had run before the run on record (seconds; 0 when the run
 /// began a fresh one), and with the run's own `elapsed` time.
 #[must_use]
-pub fn session_time(m: &M1, step: u32, elapsed: Duration) -> (f64, Duration) {
+pub(crate) fn session_time(m: &M1, step: u32, elapsed: Duration) -> (f64, Duration) {
     let resumed = resumes(m, step, m.current.session_id.as_deref());
     let before = m.result(step).session_s.filter(|_| resumed).unwrap_or(0.0);
     let total = Duration::try_from_secs_f64(before + elapsed.as_secs_f64()).unwrap_or_default();

@@ -10,7 +10,7 @@ use crate::text::one_line;
 
 /// What the runner does after writing a transition.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Decide again.
     Continue,
     /// End the command with this status.
@@ -19,7 +19,7 @@ pub enum Outcome {
 
 /// When a transition's edits go to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Write {
+pub(crate) enum Write {
     /// At once.
     Now,
     /// With the next spawn's write-ahead record, which follows at once: one atomic write then
@@ -31,7 +31,7 @@ pub enum Write {
 /// What the runner does beyond writing M1.md once a transition is recorded. The runner adds
 /// what only I/O can tell (the goal's notification text, a log tail, the time since start).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
+pub(crate) enum Effect {
     /// Tell the human the loop waits for them.
     Waiting { reason: String, how: String },
     /// Tell the human the loop FAILED at `step` (0: planning), with the end of its output.
@@ -55,7 +55,7 @@ pub enum Effect {
 /// A decision: the edits that record it, a line for the decision log, what follows, when it
 /// is written, and what else is done once it is.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Transition {
+pub(crate) struct Transition {
     pub edits: Vec<Edit>,
     pub log: String,
     pub outcome: Outcome,
@@ -145,7 +145,7 @@ pub(super) fn name(step: u32) -> String {
 
 /// What is known when a run is about to be started.
 #[derive(Debug, Clone)]
-pub struct SpawnFacts<'a> {
+pub(crate) struct SpawnFacts<'a> {
     pub kind: super::RunKind,
     pub step: u32,
     /// The attempt's number, or the review run's.
@@ -164,7 +164,7 @@ pub struct SpawnFacts<'a> {
 /// The write-ahead record of a run about to be started: from here on, a crash leaves a
 /// `TASK_ID` that resume can look up (no task directory means the spawn never happened).
 #[must_use]
-pub fn started(f: &SpawnFacts<'_>) -> Transition {
+pub(crate) fn started(f: &SpawnFacts<'_>) -> Transition {
     if f.kind == super::RunKind::Review {
         return super::review::review_started(f);
     }
@@ -206,7 +206,7 @@ fn spawn(f: &SpawnFacts<'_>) -> Transition {
 
 /// The agent's pid (the seed's `CC_PID`), for a step that runs long enough for a person to look.
 #[must_use]
-pub fn pid_recorded(pid: u32) -> Transition {
+pub(crate) fn pid_recorded(pid: u32) -> Transition {
     Transition::now(
         vec![current(CurrentKey::CcPid, pid.to_string())],
         format!("pid: the agent runs as pid {pid}"),
@@ -215,7 +215,7 @@ pub fn pid_recorded(pid: u32) -> Transition {
 
 /// A task the ledger knows was started, as M1.md's running one.
 #[derive(Debug, Clone)]
-pub struct OnRecord<'a> {
+pub(crate) struct OnRecord<'a> {
     pub step: u32,
     pub task_id: &'a str,
     /// From the ledger, when it knows them.
@@ -255,7 +255,7 @@ impl OnRecord<'_> {
 /// CURRENT: it goes back, or a later decision would start a second agent for the same step.
 /// `None` while `m` still has it on record, or the loop is not running.
 #[must_use]
-pub fn kept_on_record(m: &M1, t: &OnRecord<'_>) -> Option<Transition> {
+pub(crate) fn kept_on_record(m: &M1, t: &OnRecord<'_>) -> Option<Transition> {
     if m.current.task_id.as_deref() == Some(t.task_id) || m.status != Status::Running {
         return None;
     }
@@ -275,7 +275,7 @@ fn dropped_from_record(t: &OnRecord<'_>) -> Transition {
 /// A task of this loop that M1.md lost track of (a save of an older text) is taken back on
 /// record instead of another being started.
 #[must_use]
-pub fn adopted(t: &OnRecord<'_>) -> Transition {
+pub(crate) fn adopted(t: &OnRecord<'_>) -> Transition {
     let mut edits = vec![clear_current()];
     edits.extend(t.edits());
     edits.push(Top::LastAction.set(format!(
@@ -295,7 +295,7 @@ pub fn adopted(t: &OnRecord<'_>) -> Transition {
 /// The runner's record cannot go into the file as a person left it (a valid edit took away
 /// what it is about): say so (STATUS WAITING and the reason, nothing else) and wait for them.
 #[must_use]
-pub fn unrecordable(errors: &str) -> Transition {
+pub(crate) fn unrecordable(errors: &str) -> Transition {
     let what = one_line(errors, 240);
     let reason =
         format!("M1.md was edited so that the runner's record would make it invalid ({what})");
@@ -318,7 +318,7 @@ pub(super) fn halt_edits(step: u32, reason: &str, how: &str) -> Vec<Edit> {
 
 /// WAITING because the runner cannot decide (a cap, a refused plan, the agent missing).
 #[must_use]
-pub fn halt(step: u32, reason: &str, how: &str) -> Transition {
+pub(crate) fn halt(step: u32, reason: &str, how: &str) -> Transition {
     Transition::exit(
         halt_edits(step, reason, how),
         format!("halt: {reason}"),
@@ -329,7 +329,7 @@ pub fn halt(step: u32, reason: &str, how: &str) -> Transition {
 
 /// Who asked a loop to stop: each says what happened and how to go on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// A stop file: the machine-wide one (`loop stop --all`, `LOOP_STOP_FILE`) or a `STOP`
     /// beside M1.md put there by hand; it stays until someone removes it.
     File(String),
@@ -342,7 +342,7 @@ pub enum Stop {
 impl Stop {
     /// What stopped the loop, for a sentence: "stopped by …".
     #[must_use]
-    pub fn by(&self) -> String {
+    pub(crate) fn by(&self) -> String {
         match self {
             Stop::File(p) => p.clone(),
             Stop::Command => "`loop stop`".into(),
@@ -352,7 +352,7 @@ impl Stop {
 
     /// How to go on after it.
     #[must_use]
-    pub fn how(&self) -> String {
+    pub(crate) fn how(&self) -> String {
         match self {
             Stop::File(p) => format!("Remove {p}, then `loop resume`"),
             Stop::Command | Stop::Interrupt => "`loop resume` carries on".into(),
@@ -363,7 +363,7 @@ impl Stop {
 /// The loop was stopped (a stop file, `loop stop`, Ctrl-C): the step's processes are dead,
 /// the attempt is not counted, and the loop waits.
 #[must_use]
-pub fn stopped(step: u32, stop: &Stop, task_id: Option<&str>) -> Transition {
+pub(crate) fn stopped(step: u32, stop: &Stop, task_id: Option<&str>) -> Transition {
     let mut edits: Vec<Edit> = step_state(step, StepState::Pending).into_iter().collect();
     // The killed attempt has no exit to report (its spawn wrote `(pending)`).
     if task_id.is_some() {
@@ -388,7 +388,7 @@ pub fn stopped(step: u32, stop: &Stop, task_id: Option<&str>) -> Transition {
 
 /// Every step is DONE or SKIPPED: the loop is DONE.
 #[must_use]
-pub fn complete(m: &M1) -> Transition {
+pub(crate) fn complete(m: &M1) -> Transition {
     let total = m.plan.steps.len();
     let skipped = m
         .plan
@@ -419,7 +419,7 @@ pub fn complete(m: &M1) -> Transition {
 
 /// A step that cannot be tried again (`MAX_RETRIES` spent, or set FAILED by hand): the loop fails.
 #[must_use]
-pub fn exhausted(step: u32, reason: &str) -> Transition {
+pub(crate) fn exhausted(step: u32, reason: &str) -> Transition {
     let log = format!("fail: {}: {reason}", name(step));
     Transition::exit(exhausted_edits(step, reason), log, Exit::Failed).then(Effect::Failed {
         step,

@@ -8,7 +8,7 @@ use super::line::{self, Kind, Line};
 use super::syntax::{self, Fenced};
 
 /// The top-level keys the runner reads.
-pub const KNOWN_TOP: &[&str] = &[
+pub(super) const KNOWN_TOP: &[&str] = &[
     "STATUS",
     "GOAL",
     "CONSTRAINTS",
@@ -24,7 +24,7 @@ pub const KNOWN_TOP: &[&str] = &[
 
 /// A text line that looks like the top-level key `key`, and what keeps it from being one.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Lookalike {
+pub(super) struct Lookalike {
     pub key: &'static str,
     /// 1-based character column of the problem.
     pub column: usize,
@@ -34,7 +34,7 @@ pub struct Lookalike {
 
 /// How a key line for `key` should look, for error messages.
 #[must_use]
-pub fn expected(key: &str) -> String {
+pub(super) fn expected(key: &str) -> String {
     match key {
         "STATUS" => "`STATUS: IDLE|RUNNING|WAITING|DONE|FAILED`".to_string(),
         "GOAL" => "`GOAL: what the loop should achieve`".to_string(),
@@ -47,7 +47,7 @@ pub fn expected(key: &str) -> String {
 
 /// Whether `body` (a line read as text) looks like a known top-level key line.
 #[must_use]
-pub fn lookalike(body: &str) -> Option<Lookalike> {
+pub(super) fn lookalike(body: &str) -> Option<Lookalike> {
     let lead = syntax::lead_len(body);
     let rest = &body[lead..];
     let word_len = rest
@@ -110,7 +110,7 @@ fn shown(rest: &str) -> String {
 
 /// Whether `body` looks like a step line, `N: [STATE] text`, whatever its indentation.
 #[must_use]
-pub fn step_like(body: &str) -> bool {
+pub(super) fn step_like(body: &str) -> bool {
     let rest = &body[syntax::lead_len(body)..];
     syntax::any_key_len(rest).is_some_and(|n| {
         rest.as_bytes()[0].is_ascii_digit() && rest[n + 1..].trim_start().starts_with('[')
@@ -119,7 +119,7 @@ pub fn step_like(body: &str) -> bool {
 
 /// The text lines (outside closed code fences) that look like the top-level key `key`:
 /// each with its index and fence state.
-pub fn candidates<'a>(
+pub(super) fn candidates<'a>(
     lines: &'a [Line],
     fenced: &'a [Fenced],
     key: &'a str,

@@ -10,7 +10,7 @@ use super::setting;
 
 /// The kind of value a key holds, with what `validate` expects of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Any text.
     Text,
     /// A text that is not empty (a program, a model).
@@ -49,7 +49,7 @@ pub enum Kind {
 
 /// What is wrong with a value.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Problem {
+pub(crate) enum Problem {
     /// What was expected instead: `KEY: expected …, found …`.
     Expected(String),
     /// A whole message of its own.
@@ -61,7 +61,7 @@ impl Kind {
     ///
     /// # Errors
     /// What is wrong with it.
-    pub fn check(self, v: &str) -> Result<(), Problem> {
+    pub(crate) fn check(self, v: &str) -> Result<(), Problem> {
         let expected = |what: String| Err(Problem::Expected(what));
         let ok = |fine: bool, what: &str| {
             if fine {
@@ -152,8 +152,18 @@ fn is_bare_number(v: &str) -> bool {
 
 /// Whether a `Switch` value says on.
 #[must_use]
-pub fn switch_on(v: &str) -> bool {
+pub(crate) fn switch_on(v: &str) -> bool {
     matches!(v.trim(), "on" | "true" | "yes")
+}
+
+/// What every block's keys have: the table they are declared in says each.
+pub(crate) trait Key: Copy + 'static {
+    /// Every key of the block.
+    const ALL: &'static [Self];
+    /// The block the keys are in (empty: the top of the file).
+    const BLOCK: &'static [&'static str];
+    /// What its value must be.
+    fn kind(self) -> Kind;
 }
 
 macro_rules! keys {
@@ -162,25 +172,23 @@ macro_rules! keys {
     }) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $name {
+        pub(crate) enum $name {
             $($(#[$vm])* $v,)+
         }
 
         impl $name {
-            /// Every key of the block.
-            pub const ALL: &'static [$name] = &[$($name::$v),+];
-            /// The block the keys are in (empty: the top of the file).
-            pub const BLOCK: &'static [&'static str] = &[$($block),*];
-
             /// The key as M1.md writes it.
             #[must_use]
-            pub const fn name(self) -> &'static str {
+            pub(crate) const fn name(self) -> &'static str {
                 match self { $($name::$v => $key,)+ }
             }
+        }
 
-            /// What its value must be.
-            #[must_use]
-            pub const fn kind(self) -> Kind {
+        impl Key for $name {
+            const ALL: &'static [$name] = &[$($name::$v),+];
+            const BLOCK: &'static [&'static str] = &[$($block),*];
+
+            fn kind(self) -> Kind {
                 match self { $($name::$v => Kind::$kind,)+ }
             }
         }
@@ -310,100 +318,95 @@ keys! {
 
 /// The key path of `STEP_n`'s block in RESULTS.
 #[must_use]
-pub fn result_block(step: u32) -> Vec<String> {
+pub(crate) fn result_block(step: u32) -> Vec<String> {
     vec!["RESULTS".into(), format!("STEP_{step}")]
 }
 
 impl Top {
     #[must_use]
-    pub fn path(self) -> Vec<String> {
+    pub(crate) fn path(self) -> Vec<String> {
         vec![self.name().into()]
     }
 
     /// Sets the key.
     #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
+    pub(crate) fn set(self, value: impl Into<String>) -> Edit {
         Edit::Set(self.path(), value.into())
     }
 
     /// Removes the key.
     #[must_use]
-    pub fn remove(self) -> Edit {
+    pub(crate) fn remove(self) -> Edit {
         Edit::Remove(self.path())
     }
 }
 
 impl PlanKey {
     #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
+    pub(crate) fn set(self, value: impl Into<String>) -> Edit {
         Edit::Set(vec!["PLAN".into(), self.name().into()], value.into())
     }
 }
 
 impl CurrentKey {
     #[must_use]
-    pub fn path(self) -> Vec<String> {
+    pub(crate) fn path(self) -> Vec<String> {
         vec!["CURRENT".into(), self.name().into()]
     }
 
     #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
+    pub(crate) fn set(self, value: impl Into<String>) -> Edit {
         Edit::Set(self.path(), value.into())
-    }
-
-    #[must_use]
-    pub fn remove(self) -> Edit {
-        Edit::Remove(self.path())
     }
 }
 
 impl ResultKey {
     /// The path of this key in `STEP_n`'s block.
     #[must_use]
-    pub fn path(self, step: u32) -> Vec<String> {
+    pub(crate) fn path(self, step: u32) -> Vec<String> {
         let mut p = result_block(step);
         p.push(self.name().into());
         p
     }
 
     #[must_use]
-    pub fn set(self, step: u32, value: impl Into<String>) -> Edit {
+    pub(crate) fn set(self, step: u32, value: impl Into<String>) -> Edit {
         Edit::Set(self.path(step), value.into())
     }
 
     #[must_use]
-    pub fn remove(self, step: u32) -> Edit {
+    pub(crate) fn remove(self, step: u32) -> Edit {
         Edit::Remove(self.path(step))
     }
 }
 
 impl LimitKey {
     #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
+    pub(crate) fn set(self, value: impl Into<String>) -> Edit {
         Edit::Set(vec!["LIMITS".into(), self.name().into()], value.into())
     }
 }
 
 impl AgentKey {
     #[must_use]
-    pub fn path(self) -> Vec<String> {
+    pub(crate) fn path(self) -> Vec<String> {
         vec!["AGENT".into(), self.name().into()]
     }
 
     #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
+    pub(crate) fn set(self, value: impl Into<String>) -> Edit {
         Edit::Set(self.path(), value.into())
     }
 
     #[must_use]
-    pub fn remove(self) -> Edit {
+    pub(crate) fn remove(self) -> Edit {
         Edit::Remove(self.path())
     }
 }
 
 /// Clears `CURRENT:` (the run on record is over).
 #[must_use]
-pub fn clear_current() -> Edit {
+pub(crate) fn clear_current() -> Edit {
     Edit::Clear(vec!["CURRENT".into()])
 }
 

@@ -25,7 +25,7 @@ impl Eol {
 
 /// What a line is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Empty or only spaces: belongs to nothing, ends nothing.
     Blank,
     /// An indented `# ...` inside a block: kept, ends nothing.
@@ -37,7 +37,7 @@ pub enum Kind {
 
 /// `KEY: value` or `KEY:` (a block), at some indentation.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KeyLine {
+pub(crate) struct KeyLine {
     /// Leading spaces (a multiple of two in a valid file).
     pub indent: usize,
     pub key: String,
@@ -50,7 +50,7 @@ pub struct KeyLine {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Line {
+pub(crate) struct Line {
     /// The line without its ending.
     pub text: String,
     pub eol: Eol,
@@ -59,14 +59,14 @@ pub struct Line {
 
 impl Line {
     #[must_use]
-    pub fn key(&self) -> Option<&KeyLine> {
+    pub(crate) fn key(&self) -> Option<&KeyLine> {
         match &self.kind {
             Kind::Key(k) => Some(k),
             _ => None,
         }
     }
 
-    pub fn key_mut(&mut self) -> Option<&mut KeyLine> {
+    pub(crate) fn key_mut(&mut self) -> Option<&mut KeyLine> {
         match &mut self.kind {
             Kind::Key(k) => Some(k),
             _ => None,
@@ -77,7 +77,7 @@ impl Line {
 /// Splits text into lines with their endings; the last line has `Eol::None` when the text
 /// does not end with a newline. Empty text has no lines.
 #[must_use]
-pub fn split(text: &str) -> Vec<(&str, Eol)> {
+pub(super) fn split(text: &str) -> Vec<(&str, Eol)> {
     let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
@@ -98,7 +98,7 @@ pub fn split(text: &str) -> Vec<(&str, Eol)> {
 
 /// The 1-based column (in characters) of byte offset `byte` in `text`.
 #[must_use]
-pub fn column(text: &str, byte: usize) -> usize {
+pub(super) fn column(text: &str, byte: usize) -> usize {
     text[..byte.min(text.len())].chars().count() + 1
 }
 

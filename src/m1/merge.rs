@@ -52,7 +52,7 @@ fn walk(doc: &Document, parent: Option<usize>, path: &mut Vec<String>, out: &mut
 /// The fields that differ from `before` to `after`, each as `PATH: old → new` (`(none)` for a
 /// field that was not there, or is gone), in key order.
 #[must_use]
-pub fn changes(before: &Document, after: &Document) -> Vec<String> {
+pub(crate) fn changes(before: &Document, after: &Document) -> Vec<String> {
     field_changes(&fields(before), &fields(after))
 }
 

@@ -6,13 +6,13 @@
 use std::time::Duration;
 
 /// What an empty list is written as (`ALLOWED_TOOLS: (none)`).
-pub const NONE: &str = "(none)";
+pub(crate) const NONE: &str = "(none)";
 
 /// A limit's duration: `40s`, `15m`, `1h30m`, more than zero.
 ///
 /// # Errors
 /// What was expected, for an error message.
-pub fn duration(v: &str) -> Result<Duration, String> {
+pub(crate) fn duration(v: &str) -> Result<Duration, String> {
     let d = crate::duration::parse(v)?;
     if d.is_zero() {
         return Err("expected a duration above zero, e.g. 90s, 15m, 1h30m".into());
@@ -25,7 +25,7 @@ pub fn duration(v: &str) -> Result<Duration, String> {
 ///
 /// # Errors
 /// What was expected, for an error message.
-pub fn minutes(v: &str) -> Result<Duration, String> {
+pub(crate) fn minutes(v: &str) -> Result<Duration, String> {
     let v = v.trim();
     if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("expected a whole number of minutes, found `{v}`"));
@@ -37,21 +37,21 @@ pub fn minutes(v: &str) -> Result<Duration, String> {
 ///
 /// # Errors
 /// What was expected, for an error message.
-pub fn time(v: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+pub(crate) fn time(v: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
     chrono::DateTime::parse_from_rfc3339(v.trim())
         .map(|t| t.with_timezone(&chrono::Utc))
         .map_err(|_| format!("expected a time such as `{TIME_EXAMPLE}`, found `{v}`"))
 }
 
 /// How [`time`] reads, for messages.
-pub const TIME_EXAMPLE: &str = "2026-11-22T03:00:30Z";
+pub(crate) const TIME_EXAMPLE: &str = "2026-11-22T03:00:30Z";
 
 /// `Read,Grep,Bash(git:*)` → the tool rules; commas inside parentheses belong to the rule.
 /// `(none)` is the empty list.
 ///
 /// # Errors
 /// An empty entry.
-pub fn tools(v: &str) -> Result<Vec<String>, String> {
+pub(crate) fn tools(v: &str) -> Result<Vec<String>, String> {
     let v = v.trim();
     if v == NONE {
         return Ok(Vec::new());
@@ -81,7 +81,7 @@ pub fn tools(v: &str) -> Result<Vec<String>, String> {
 
 /// The tool list as `ALLOWED_TOOLS:` holds it.
 #[must_use]
-pub fn format_tools(tools: &[String]) -> String {
+pub(crate) fn format_tools(tools: &[String]) -> String {
     if tools.is_empty() {
         NONE.into()
     } else {
@@ -94,7 +94,7 @@ pub fn format_tools(tools: &[String]) -> String {
 ///
 /// # Errors
 /// A malformed JSON array.
-pub fn args(v: &str) -> Result<Vec<String>, String> {
+pub(crate) fn args(v: &str) -> Result<Vec<String>, String> {
     let v = v.trim();
     if v == NONE {
         return Ok(Vec::new());
@@ -109,7 +109,7 @@ pub fn args(v: &str) -> Result<Vec<String>, String> {
 
 /// The arguments as `EXTRA_ARGS:` holds them (plain words when that reads back the same).
 #[must_use]
-pub fn format_args(args: &[String]) -> String {
+pub(crate) fn format_args(args: &[String]) -> String {
     if args.is_empty() {
         return NONE.into();
     }

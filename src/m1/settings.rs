@@ -7,7 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::keys::{AgentKey, LimitKey, Top};
+use super::keys::{AgentKey, Key, LimitKey, Top};
 
 /// Claude Code's permission mode of a run (`--permission-mode`). `default` became `manual` in
 /// Claude Code 2.1.200 (2.1.197 knows only `default`, 2.1.330 only `manual`): both are read,
@@ -101,8 +101,7 @@ impl serde::Serialize for PermissionMode {
 
 /// What a loop runs with where nothing says otherwise: the one table of defaults.
 #[derive(Debug, Clone, Copy)]
-pub struct Defaults {
-    pub program: &'static str,
+pub(crate) struct Defaults {
     pub permission_mode: PermissionMode,
     pub allowed_tools: &'static [&'static str],
     pub max_retries: u32,
@@ -115,8 +114,7 @@ pub struct Defaults {
 }
 
 /// The defaults.
-pub const DEFAULTS: Defaults = Defaults {
-    program: "claude",
+pub(crate) const DEFAULTS: Defaults = Defaults {
     permission_mode: PermissionMode::AcceptEdits,
     allowed_tools: DEFAULT_ALLOWED_TOOLS,
     max_retries: 3,
@@ -132,7 +130,7 @@ pub const DEFAULTS: Defaults = Defaults {
 /// and run the usual build, test and version-control tools. `acceptEdits` lets edits through;
 /// Bash commands must be listed. `--dangerously-skip-permissions` is refused as root, so it is
 /// never a default.
-pub const DEFAULT_ALLOWED_TOOLS: &[&str] = &[
+pub(crate) const DEFAULT_ALLOWED_TOOLS: &[&str] = &[
     "Read",
     "Edit",
     "MultiEdit",
@@ -175,7 +173,7 @@ pub const DEFAULT_ALLOWED_TOOLS: &[&str] = &[
 
 /// Where M1.md keeps a setting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kept {
+pub(crate) enum Kept {
     Limit(LimitKey),
     Agent(AgentKey),
     Top(Top),
@@ -185,7 +183,7 @@ pub enum Kept {
 
 /// One setting, in every place a person can give it.
 #[derive(Clone, Copy, Debug)]
-pub struct Setting {
+pub(crate) struct Setting {
     /// Where M1.md keeps it (and so its kind of value: [`super::keys`]).
     pub m1: Kept,
     /// Its key in `loop.yaml`, as a dotted path.
@@ -194,6 +192,64 @@ pub struct Setting {
     pub flag: Option<&'static str>,
     /// The environment variable that gives it, below the flag and above `loop.yaml`.
     pub env: Option<&'static str>,
+}
+
+impl Kept {
+    /// The key's place in M1.md as a person finds it (`LIMITS.MAX_RETRIES`, `VERIFY`); none for
+    /// a setting M1.md does not keep.
+    #[must_use]
+    pub(crate) fn path(self) -> Option<String> {
+        let (block, name) = match self {
+            Kept::Limit(k) => (LimitKey::BLOCK, k.name()),
+            Kept::Agent(k) => (AgentKey::BLOCK, k.name()),
+            Kept::Top(k) => (Top::BLOCK, k.name()),
+            Kept::Runner => return None,
+        };
+        Some(
+            block
+                .iter()
+                .chain([&name])
+                .copied()
+                .collect::<Vec<_>>()
+                .join("."),
+        )
+    }
+}
+
+impl Setting {
+    /// Its default, as a person would write it; none where the default is to leave it unset,
+    /// and for the tool list, too long for a flag's help (the README lists it).
+    #[must_use]
+    pub(crate) fn default(&self) -> Option<String> {
+        let d = DEFAULTS;
+        Some(match self.m1 {
+            Kept::Limit(LimitKey::MaxRetries) => d.max_retries.to_string(),
+            Kept::Limit(LimitKey::MaxSteps) => d.max_steps.to_string(),
+            Kept::Limit(LimitKey::StepTimeout) => crate::duration::exact(d.step_timeout),
+            Kept::Limit(LimitKey::MaxRetakes) => d.max_retakes.to_string(),
+            Kept::Limit(LimitKey::MaxRestarts) => d.max_restarts.to_string(),
+            Kept::Limit(LimitKey::ContextThreshold) => d.context_threshold.to_string(),
+            Kept::Agent(AgentKey::PermissionMode) => d.permission_mode.to_string(),
+            _ => return None,
+        })
+    }
+
+    /// Where else a person gives this setting, and its default, for its flag's help:
+    /// `default 3; M1.md LIMITS.MAX_RETRIES, loop.yaml limits.max_retries`, and the
+    /// environment variable if it has one.
+    #[must_use]
+    pub(crate) fn homes(&self) -> String {
+        let places = [
+            self.m1.path().map(|p| format!("M1.md {p}")),
+            self.env.map(|e| format!("env {e}")),
+            self.yaml.map(|y| format!("loop.yaml {y}")),
+        ];
+        let homes = places.into_iter().flatten().collect::<Vec<_>>().join(", ");
+        match self.default() {
+            Some(d) => format!("default {d}; {homes}"),
+            None => homes,
+        }
+    }
 }
 
 const fn setting(
@@ -213,7 +269,7 @@ const fn setting(
 /// Every setting of a loop. Resolved for a new loop from its flag, environment variable,
 /// `loop.yaml` key and default (highest first), and written into M1.md, which wins from then
 /// on.
-pub const SETTINGS: &[Setting] = &[
+pub(crate) const SETTINGS: &[Setting] = &[
     setting(
         Kept::Limit(LimitKey::MaxRetries),
         Some("limits.max_retries"),

@@ -10,7 +10,7 @@ use crate::named_file::{self, ReadError, Refused};
 /// The most an M1.md may hold. A loop's file is a few KiB, and a goal as long as a book still
 /// fits; the cap keeps a path that names something else (a log, a disk image) from being read
 /// whole into memory by every command and at every decision of a runner.
-pub const MAX_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_BYTES: u64 = 4 << 20;
 
 /// The bytes of the M1.md at `path`, and its metadata.
 ///
@@ -42,7 +42,7 @@ pub(super) fn read(path: &Path) -> Result<(Vec<u8>, Metadata), StoreError> {
 ///
 /// # Errors
 /// As [`read`], and [`StoreError::DiskInvalid`] for a malformed text.
-pub fn load(path: &Path) -> Result<super::Document, StoreError> {
+pub(crate) fn load(path: &Path) -> Result<super::Document, StoreError> {
     let (bytes, _) = read(path)?;
     super::store::decode(path, &bytes).map_err(StoreError::DiskInvalid)
 }

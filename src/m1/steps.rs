@@ -7,7 +7,7 @@ use super::view::{Step, StepState};
 /// The parts of a step value: the state as written and the text. `None` when the value is
 /// not `[STATE] text`.
 #[must_use]
-pub fn split(value: &str) -> Option<(&str, &str)> {
+pub(super) fn split(value: &str) -> Option<(&str, &str)> {
     let rest = value.strip_prefix('[')?;
     let close = rest.find(']')?;
     let (state, after) = (&rest[..close], &rest[close + 1..]);
@@ -19,7 +19,7 @@ pub fn split(value: &str) -> Option<(&str, &str)> {
 
 /// The value of a step line.
 #[must_use]
-pub fn value(state: StepState, text: &str) -> String {
+pub(super) fn value(state: StepState, text: &str) -> String {
     if text.is_empty() {
         format!("[{state}]")
     } else {
@@ -30,7 +30,7 @@ pub fn value(state: StepState, text: &str) -> String {
 /// The steps under `PLAN.STEPS`, in file order; lines that do not read as steps are skipped
 /// (validation reports them).
 #[must_use]
-pub fn list(doc: &Document) -> Vec<Step> {
+pub(super) fn list(doc: &Document) -> Vec<Step> {
     let Some(block) = doc.find(&["PLAN", "STEPS"]) else {
         return Vec::new();
     };

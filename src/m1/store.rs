@@ -31,7 +31,7 @@ use super::source;
 use super::swap::{self, Displaced, Swapped};
 
 /// How long a changed file must have been still before its text is trusted.
-pub const SETTLE: Duration = Duration::from_millis(100);
+pub(super) const SETTLE: Duration = Duration::from_millis(100);
 /// How long a store waits for that stillness. A file saved again and again (an editor's
 /// autosave, a `>>` every few milliseconds) is never still that long: after this, a text read
 /// twice in a row a few milliseconds apart is trusted, so a read never stalls the runner.
@@ -216,7 +216,7 @@ impl Store {
         std::mem::take(&mut self.edited_while_away)
     }
 
-    /// What the last stale save reverted (see [`super::merge`]): the runner logs it. Taken
+    /// What the last stale save reverted (see `m1::merge`): the runner logs it. Taken
     /// once.
     pub fn take_restored(&mut self) -> Option<Restored> {
         self.restored.take()
@@ -225,7 +225,7 @@ impl Store {
     /// Re-reads the file (e.g. after a file-watch event). `Ok(None)` if unchanged since the
     /// last read or write.
     ///
-    /// A stale save (a text made from an older version, see [`super::merge`]) comes back
+    /// A stale save (a text made from an older version, see `m1::merge`) comes back
     /// with what it reverted put back; those edits go out with the next commit. A save that
     /// arrived late in a file one of our swaps displaced is put on the file first, and read
     /// the same way.

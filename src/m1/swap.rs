@@ -20,11 +20,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Whether a swap here is an exchange that hands back the bytes it displaced (where the
 /// file system supports it: otherwise [`Swapped::Unknown`]).
-pub const EXCHANGES: bool = cfg!(all(target_os = "linux", target_env = "gnu"));
+pub(super) const EXCHANGES: bool = cfg!(all(target_os = "linux", target_env = "gnu"));
 
 /// What a swap replaced.
 #[derive(Debug)]
-pub enum Swapped {
+pub(super) enum Swapped {
     /// The exact bytes that were at the target at the instant of the swap, and the file that
     /// held them.
     Replaced(Vec<u8>, Displaced),
@@ -35,7 +35,7 @@ pub enum Swapped {
 /// The file a swap displaced, still open. Dropping it removes its name, unless a later swap
 /// gave the name to another file.
 #[derive(Debug)]
-pub struct Displaced {
+pub(super) struct Displaced {
     file: File,
     path: PathBuf,
     ino: u64,
@@ -43,7 +43,7 @@ pub struct Displaced {
 
 impl Displaced {
     /// The whole file as it is now.
-    pub fn read(&mut self) -> io::Result<Vec<u8>> {
+    pub(super) fn read(&mut self) -> io::Result<Vec<u8>> {
         let mut bytes = Vec::new();
         self.file.rewind()?;
         self.file.read_to_end(&mut bytes)?;
@@ -52,7 +52,7 @@ impl Displaced {
 
     /// Its bytes once they hold still and look whole (see [`settled`]), starting from what
     /// was read last.
-    pub fn settled(&mut self, last: Vec<u8>, reference: &[u8]) -> io::Result<Vec<u8>> {
+    pub(super) fn settled(&mut self, last: Vec<u8>, reference: &[u8]) -> io::Result<Vec<u8>> {
         settled(|| self.read(), last, reference)
     }
 }
@@ -68,7 +68,7 @@ impl Drop for Displaced {
 
 /// A written, fsynced temporary file waiting to replace `target`. Dropping it removes it.
 #[derive(Debug)]
-pub struct Staged {
+pub(super) struct Staged {
     tmp: PathBuf,
     target: PathBuf,
     live: bool,
@@ -76,7 +76,7 @@ pub struct Staged {
 
 /// Writes `bytes` to a new temporary file beside `target` (same directory, so the swap is one
 /// atomic step), with the target's permissions when it exists, and fsyncs it.
-pub fn stage(target: &Path, bytes: &[u8]) -> io::Result<Staged> {
+pub(super) fn stage(target: &Path, bytes: &[u8]) -> io::Result<Staged> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let name = target
         .file_name()
@@ -109,7 +109,7 @@ impl Staged {
     /// caller believes it replaces; when the displaced bytes differ, someone saved just now,
     /// perhaps in place and not yet done (their writes go on into the displaced file): it is
     /// read until it holds still, so that what is handed back is their whole text.
-    pub fn swap(mut self, expected: &[u8]) -> io::Result<Swapped> {
+    pub(super) fn swap(mut self, expected: &[u8]) -> io::Result<Swapped> {
         let swapped = if exchange(&self.tmp, &self.target)? {
             // The old file now sits at the temporary path: kept open, and under the name the
             // runner watches, for a save still being written into it.

@@ -12,7 +12,7 @@ use super::line::{self, KeyLine, Kind, Line};
 use super::value;
 
 /// Lexes `text` into lines with parents set. Errors are syntax errors only.
-pub fn lex(text: &str) -> (Vec<Line>, Vec<Error>) {
+pub(super) fn lex(text: &str) -> (Vec<Line>, Vec<Error>) {
     let mut lines: Vec<Line> = Vec::new();
     let mut errors = Vec::new();
     // Open key lines: (indent, line index).
@@ -326,7 +326,7 @@ fn is_fence(body: &str) -> Option<(char, usize)> {
 
 /// Where a line stands with respect to Markdown code fences, as [`lex`] read them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fenced {
+pub(super) enum Fenced {
     No,
     /// Inside a fence that is closed further down (the fence lines included).
     Closed,
@@ -337,7 +337,7 @@ pub enum Fenced {
 }
 
 /// The fence state of every line, by the same rules as [`lex`].
-pub fn fences(lines: &[Line]) -> Vec<Fenced> {
+pub(super) fn fences(lines: &[Line]) -> Vec<Fenced> {
     let mut out = vec![Fenced::No; lines.len()];
     let mut open: Option<(char, usize, usize)> = None;
     for (idx, l) in lines.iter().enumerate() {
@@ -360,7 +360,7 @@ pub fn fences(lines: &[Line]) -> Vec<Fenced> {
 }
 
 /// Recomputes every key line's parent from indentation, after an edit moved lines around.
-pub fn reindex(lines: &mut [Line]) {
+pub(super) fn reindex(lines: &mut [Line]) {
     let mut stack: Vec<(usize, usize)> = Vec::new();
     for (idx, line) in lines.iter_mut().enumerate() {
         match &mut line.kind {

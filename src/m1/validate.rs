@@ -6,7 +6,8 @@
 use super::document::Document;
 use super::error::Error;
 use super::hidden::{self, KNOWN_TOP};
-use super::keys::{AgentKey, CurrentKey, Kind, LimitKey, Problem, ResultKey, Top};
+use super::keys::Key;
+use super::keys::{AgentKey, CurrentKey, Kind, LimitKey, PlanKey, Problem, ResultKey, Top};
 use super::line::{self, Kind as LineKind};
 use super::steps;
 use super::syntax::{self, Fenced};
@@ -17,7 +18,7 @@ use super::view::{Status, StepState, result_step};
 const MAX_ARGUMENT: usize = 128 * 1024 - 1;
 
 /// All rule violations in `doc` (empty when it is valid).
-pub fn check(doc: &Document) -> Vec<Error> {
+pub(super) fn check(doc: &Document) -> Vec<Error> {
     let mut c = Checker {
         doc,
         fenced: syntax::fences(&doc.lines),
@@ -308,15 +309,15 @@ impl Checker<'_> {
 
     fn plan(&mut self) {
         let doc = self.doc;
-        let Some(plan) = doc.find(&["PLAN"]) else {
+        let Some(plan) = doc.find(PlanKey::BLOCK) else {
             return;
         };
-        let total = doc
-            .child(Some(plan), "TOTAL_STEPS")
-            .and_then(|i| Some((i, self.typed(i, Kind::Count)?.parse::<u64>().ok()?)));
-        let current = doc
-            .child(Some(plan), "CURRENT_STEP")
-            .and_then(|i| Some((i, self.typed(i, Kind::Count)?.parse::<u64>().ok()?)));
+        let mut count_of = |key: PlanKey| {
+            let i = doc.child(Some(plan), key.name())?;
+            Some((i, self.typed(i, key.kind())?.parse::<u64>().ok()?))
+        };
+        let total = count_of(PlanKey::TotalSteps);
+        let current = count_of(PlanKey::CurrentStep);
         let mut count = 0u64;
         if let Some(s) = doc.child(Some(plan), "STEPS")
             && self.block(s)

@@ -6,7 +6,7 @@
 
 /// Where a value sits in its line (byte offsets), and what it means.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Scalar {
+pub(crate) struct Scalar {
     /// Start of the value text (the opening quote, if quoted).
     pub start: usize,
     /// End of the value text (after the closing quote, if quoted).
@@ -17,7 +17,7 @@ pub struct Scalar {
 }
 
 /// Why a value could not be read: byte offset in the line, and what was expected.
-pub type ScanError = (usize, String);
+pub(crate) type ScanError = (usize, String);
 
 /// Reads the value that starts at byte `from` of `line` (just after `KEY:`).
 /// `Ok(None)` when there is no value (a block key, possibly with a comment).
@@ -25,7 +25,7 @@ pub type ScanError = (usize, String);
 /// # Errors
 ///
 /// A malformed value: where in the line, and what was expected there.
-pub fn scan(line: &str, from: usize) -> Result<Option<Scalar>, ScanError> {
+pub(crate) fn scan(line: &str, from: usize) -> Result<Option<Scalar>, ScanError> {
     let rest = &line[from..];
     let lead = rest.len() - rest.trim_start_matches(' ').len();
     let start = from + lead;
@@ -93,7 +93,7 @@ fn unquote(s: &str) -> Result<(String, usize), ScanError> {
 
 /// Whether `value` must be quoted to read back equal.
 #[must_use]
-pub fn needs_quotes(value: &str) -> bool {
+pub(crate) fn needs_quotes(value: &str) -> bool {
     value.is_empty()
         || value.starts_with([' ', '"', '#'])
         || value.ends_with(' ')
@@ -103,7 +103,7 @@ pub fn needs_quotes(value: &str) -> bool {
 
 /// `value` double-quoted with escapes.
 #[must_use]
-pub fn quote(value: &str) -> String {
+pub(crate) fn quote(value: &str) -> String {
     let mut out = String::with_capacity(value.len() + 2);
     out.push('"');
     for c in value.chars() {

@@ -1,6 +1,7 @@
 //! The typed view of M1.md: what the runner and `loop status` read. Built from a validated
 //! document, so every typed field here has already been checked by `validate`.
 
+use super::keys::Key;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;

@@ -33,7 +33,7 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
-    pub fn new(base: Duration, cap: Duration) -> Self {
+    pub(crate) fn new(base: Duration, cap: Duration) -> Self {
         Self {
             base,
             cap,
@@ -42,18 +42,18 @@ impl Backoff {
     }
 
     /// The wait after one more failure.
-    pub fn next_wait(&mut self) -> Duration {
+    pub(crate) fn next_wait(&mut self) -> Duration {
         let factor = 1u32 << self.failures.min(20);
         self.failures = self.failures.saturating_add(1);
         self.base.saturating_mul(factor).min(self.cap)
     }
 
     /// How many failures in a row so far.
-    pub fn failures(&self) -> u32 {
+    pub(crate) fn failures(&self) -> u32 {
         self.failures
     }
 
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.failures = 0;
     }
 }

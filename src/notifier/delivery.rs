@@ -45,7 +45,7 @@ pub(crate) struct TelegramNotifier {
 }
 
 impl TelegramNotifier {
-    pub fn new(state_dir: &Path, config: Config) -> Self {
+    pub(crate) fn new(state_dir: &Path, config: Config) -> Self {
         Self {
             state_dir: state_dir.to_path_buf(),
             outbox: Outbox::new(state_dir),
@@ -66,13 +66,13 @@ impl TelegramNotifier {
 
     /// Queues `event` (rendered and split) and delivers everything pending. Returns the ids of
     /// this event's messages, and the flush's report.
-    pub fn send_event(&self, event: &Event) -> (Vec<String>, FlushReport) {
+    pub(crate) fn send_event(&self, event: &Event) -> (Vec<String>, FlushReport) {
         self.send_html(event.kind(), &render(event))
     }
 
     /// Queues a message already in Bot API HTML (split if long) and delivers everything
     /// pending; `kind` names it in log lines.
-    pub fn send_html(&self, kind: &str, html: &str) -> (Vec<String>, FlushReport) {
+    pub(crate) fn send_html(&self, kind: &str, html: &str) -> (Vec<String>, FlushReport) {
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let messages: Vec<Message> = split(html, true)
             .into_iter()
@@ -117,7 +117,7 @@ impl TelegramNotifier {
     }
 
     /// Sends every pending message, oldest first, and reports what happened.
-    pub fn flush_backlog(&self) -> FlushReport {
+    pub(crate) fn flush_backlog(&self) -> FlushReport {
         match self.deliver_pending() {
             Ok(report) => report,
             Err(e) => {

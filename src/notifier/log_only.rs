@@ -19,7 +19,7 @@ pub(crate) struct LogNotifier {
 }
 
 impl LogNotifier {
-    pub fn new(state_dir: &Path) -> Self {
+    pub(crate) fn new(state_dir: &Path) -> Self {
         Self {
             state_dir: state_dir.to_path_buf(),
         }

@@ -13,12 +13,13 @@ pub(crate) mod outbox;
 mod redact;
 pub(crate) mod render;
 mod split;
-pub mod telegram;
+pub(crate) mod telegram;
 
 use std::path::Path;
 
+pub(crate) use redact::redact;
+
 pub use delivery::FlushReport;
-pub use redact::redact;
 pub use render::render;
 
 /// Something the loop tells its user about.

@@ -51,13 +51,13 @@ pub(crate) struct SendGuard(
 );
 
 impl Outbox {
-    pub fn new(state_dir: &Path) -> Self {
+    pub(crate) fn new(state_dir: &Path) -> Self {
         Self {
             dir: state_dir.to_path_buf(),
         }
     }
 
-    pub fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         crate::layout::Layout::dir(&self.dir).outbox()
     }
 
@@ -68,23 +68,23 @@ impl Outbox {
     }
 
     /// Blocks until no other process is sending from this outbox.
-    pub fn lock_sending(&self) -> anyhow::Result<SendGuard> {
+    pub(crate) fn lock_sending(&self) -> anyhow::Result<SendGuard> {
         Ok(SendGuard(self.lock(
             &crate::layout::Layout::dir(&self.dir).outbox_send_lock(),
         )?))
     }
 
     /// Queues `messages`, durably, in order.
-    pub fn append(&self, messages: &[Message]) -> anyhow::Result<()> {
+    pub(crate) fn append(&self, messages: &[Message]) -> anyhow::Result<()> {
         let records: Vec<Record> = messages.iter().cloned().map(Record::Message).collect();
         self.append_records(&records)
     }
 
-    pub fn mark_sent(&self, id: &str) -> anyhow::Result<()> {
+    pub(crate) fn mark_sent(&self, id: &str) -> anyhow::Result<()> {
         self.append_records(&[Record::Sent { id: id.to_string() }])
     }
 
-    pub fn mark_rejected(&self, id: &str, error: &str) -> anyhow::Result<()> {
+    pub(crate) fn mark_rejected(&self, id: &str, error: &str) -> anyhow::Result<()> {
         let error = error.to_string();
         self.append_records(&[Record::Rejected {
             id: id.to_string(),
@@ -121,7 +121,7 @@ impl Outbox {
     }
 
     /// Messages not yet sent or rejected, oldest first.
-    pub fn pending(&self) -> anyhow::Result<Vec<Message>> {
+    pub(crate) fn pending(&self) -> anyhow::Result<Vec<Message>> {
         let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
         Ok(pending_in(&self.read()?))
     }
@@ -136,7 +136,7 @@ impl Outbox {
 
     /// Drops settled records, keeping pending messages in order (an atomic rewrite under the
     /// lock, so a concurrent append either lands before it and is kept, or waits for it).
-    pub fn compact(&self) -> anyhow::Result<()> {
+    pub(crate) fn compact(&self) -> anyhow::Result<()> {
         let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
         let text = self.read()?;
         let pending = pending_in(&text);

@@ -25,7 +25,7 @@ const MIN_LITERAL_LEN: usize = 6;
 /// `text` with the configured `TELEGRAM_BOT_TOKEN`, and any `/bot<digits>:<secret>/` URL
 /// segment, replaced by `<redacted>` (`/bot<redacted>/` in URLs).
 #[must_use]
-pub fn redact(text: &str) -> String {
+pub(crate) fn redact(text: &str) -> String {
     let token = std::env::var("TELEGRAM_BOT_TOKEN").unwrap_or_default();
     redact_with(text, token.trim())
 }

@@ -13,7 +13,7 @@ use super::backoff::{self, Backoff};
 use super::redact::redact_with;
 
 /// The public Bot API.
-pub const DEFAULT_API_BASE: &str = "https://api.telegram.org";
+pub(crate) const DEFAULT_API_BASE: &str = "https://api.telegram.org";
 
 /// Attempts per message in one process before leaving it in the outbox for the next command.
 const TRIES: u32 = 3;
@@ -24,7 +24,7 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where and as whom to send. Its `Debug` never shows the token.
 #[derive(Clone)]
-pub struct Config {
+pub(crate) struct Config {
     pub(crate) token: String,
     pub(crate) chat_id: String,
     pub(crate) api_base: String,
@@ -52,7 +52,7 @@ impl Config {
     ///
     /// # Errors
     /// A message naming the variable that holds a bad value (never quoting the token).
-    pub fn from_env() -> Result<Option<Config>, String> {
+    pub(crate) fn from_env() -> Result<Option<Config>, String> {
         let (token, chat_id) = (env("TELEGRAM_BOT_TOKEN"), env("TELEGRAM_CHAT_ID"));
         if token.is_empty() || chat_id.is_empty() {
             return Ok(None);
@@ -147,7 +147,7 @@ pub(crate) struct Parameters {
 
 impl ApiReply {
     /// `"429 Too Many Requests: retry after 5"`: the status and the API's own words.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let desc = self.description.as_deref().unwrap_or("(no description)");
         format!("{} {desc}", self.status)
     }
@@ -155,14 +155,14 @@ impl ApiReply {
 
 /// A Bot API client for one configuration.
 #[derive(Debug)]
-pub struct Client {
+pub(crate) struct Client {
     pub(crate) config: Config,
     agent: ureq::Agent,
 }
 
 impl Client {
     #[must_use]
-    pub fn new(config: Config) -> Self {
+    pub(crate) fn new(config: Config) -> Self {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(Duration::from_secs(10)))

@@ -33,7 +33,7 @@ const OTHER_POINTS: &[&str] = &[
 
 /// Every crash point: [`STEP_POINTS`], then the others. A test holds this list to the points
 /// the code has, and each to a test that crashes there.
-pub fn points() -> impl Iterator<Item = &'static str> {
+pub(super) fn points() -> impl Iterator<Item = &'static str> {
     STEP_POINTS.iter().chain(OTHER_POINTS).copied()
 }
 
@@ -56,7 +56,7 @@ fn target() -> Option<&'static (String, u32)> {
 }
 
 /// Dies here if `LOOP_CRASH_AT` names this point (and this is its K-th passage).
-pub fn point(name: &str) {
+pub(super) fn point(name: &str) {
     debug_assert!(
         points().any(|p| p == name),
         "crash point {name} is not listed in runner::crash"

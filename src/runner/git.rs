@@ -24,7 +24,7 @@ fn git_dir(dir: &Path) -> Option<PathBuf> {
 /// `git diff --stat HEAD` in `dir`'s repository: what the working tree changed since the last
 /// commit, for a handoff. `None` outside a repository, or when nothing changed.
 #[must_use]
-pub fn diff_stat(dir: &Path) -> Option<String> {
+pub(crate) fn diff_stat(dir: &Path) -> Option<String> {
     git_dir(dir)?;
     let out = std::process::Command::new("git")
         .args(["diff", "--stat", "HEAD"])
@@ -71,7 +71,12 @@ pub(super) fn git_outside(dir: &Path, skip: &Path, args: &[&str]) -> Option<Stri
 /// against it, then each untracked file in full, cut at `cap` bytes with a note; nothing under
 /// `skip` (the loop's own state directory). `None` outside a repository.
 #[must_use]
-pub fn review_diff(dir: &Path, base: Option<&str>, skip: &Path, cap: usize) -> Option<String> {
+pub(crate) fn review_diff(
+    dir: &Path,
+    base: Option<&str>,
+    skip: &Path,
+    cap: usize,
+) -> Option<String> {
     git_dir(dir)?;
     let with = |args: &[&str]| git_outside(dir, skip, args).unwrap_or_default();
     let mut diff = with(&["diff", base.unwrap_or("HEAD")]);
@@ -102,7 +107,7 @@ pub fn review_diff(dir: &Path, base: Option<&str>, skip: &Path, cap: usize) -> O
 
 /// The short hash of HEAD, or `None` outside a repository or on an unborn branch.
 #[must_use]
-pub fn head(dir: &Path) -> Option<String> {
+pub(crate) fn head(dir: &Path) -> Option<String> {
     let gd = git_dir(dir)?;
     let head = std::fs::read_to_string(gd.join("HEAD")).ok()?;
     let head = head.trim();

@@ -18,20 +18,20 @@ mod index;
 use std::path::{Path, PathBuf};
 
 use crate::engine::LedgerVerdict as Verdict;
-pub use crate::engine::ledger::{Entry, Judged};
+pub(super) use crate::engine::ledger::{Entry, Judged};
 use crate::m1::{Edit, M1};
 use anyhow::Context;
 
 /// The file a judged task gets.
-pub const JUDGED_FILE: &str = "judged.json";
+pub(super) const JUDGED_FILE: &str = "judged.json";
 
 /// The file a pass gets when a person's `loop retry` ran its step again: it no longer says
 /// the step is done.
-pub const RETRIED_FILE: &str = "retried.json";
+pub(super) const RETRIED_FILE: &str = "retried.json";
 
 /// This loop's tasks, oldest first.
 #[derive(Debug, Default)]
-pub struct Ledger {
+pub(super) struct Ledger {
     tasks_dir: PathBuf,
     loop_id: String,
     entries: Vec<Entry>,
@@ -43,7 +43,7 @@ impl Ledger {
     /// each with how it was judged. Tasks of other loops (an archived one, a plain
     /// `loop fire`) are not this loop's, and are not read.
     #[must_use]
-    pub fn load(state_dir: &Path, loop_id: &str) -> Self {
+    pub(super) fn load(state_dir: &Path, loop_id: &str) -> Self {
         let tasks_dir = crate::layout::Layout::dir(state_dir).tasks();
         let mut found: Vec<(String, Entry)> = index::read(&tasks_dir, loop_id)
             .into_iter()
@@ -87,7 +87,7 @@ impl Ledger {
     ///
     /// # Errors
     /// When the index cannot be written.
-    pub fn started(
+    pub(super) fn started(
         &mut self,
         task_id: &str,
         (step, attempt): (u32, u32),
@@ -125,7 +125,7 @@ impl Ledger {
     ///
     /// # Errors
     /// When a mark cannot be written.
-    pub fn mark_retried(&mut self, step: u32, when: &str) -> crate::error::Result<()> {
+    pub(super) fn mark_retried(&mut self, step: u32, when: &str) -> crate::error::Result<()> {
         for e in &mut self.entries {
             let pass = e
                 .judged
@@ -148,7 +148,7 @@ impl Ledger {
     ///
     /// # Errors
     /// When `judged.json` cannot be written.
-    pub fn judge(&mut self, task_id: &str, judged: Judged) -> crate::error::Result<()> {
+    pub(super) fn judge(&mut self, task_id: &str, judged: Judged) -> crate::error::Result<()> {
         let path = self.tasks_dir.join(task_id).join(JUDGED_FILE);
         let json = serde_json::to_vec_pretty(&judged).context("while encoding judged.json")?;
         let tmp = path.with_file_name(format!(".{JUDGED_FILE}.{}.tmp", std::process::id()));
@@ -163,31 +163,31 @@ impl Ledger {
 
     /// Task `task_id`, if it is this loop's.
     #[must_use]
-    pub fn entry(&self, task_id: &str) -> Option<&Entry> {
+    pub(super) fn entry(&self, task_id: &str) -> Option<&Entry> {
         self.entries.iter().find(|e| e.task_id == task_id)
     }
 
     /// How task `task_id` was judged, if it is this loop's and was.
     #[must_use]
-    pub fn judged(&self, task_id: &str) -> Option<&Judged> {
+    pub(super) fn judged(&self, task_id: &str) -> Option<&Judged> {
         self.entry(task_id)?.judged.as_ref()
     }
 
     /// See [`crate::engine::ledger::record_since`].
     #[must_use]
-    pub fn record_since(&self, task_id: &str) -> (Vec<Edit>, Vec<String>) {
+    pub(super) fn record_since(&self, task_id: &str) -> (Vec<Edit>, Vec<String>) {
         crate::engine::ledger::record_since(&self.entries, task_id)
     }
 
     /// See [`crate::engine::ledger::unjudged`].
     #[must_use]
-    pub fn unjudged(&self) -> Option<&Entry> {
+    pub(super) fn unjudged(&self) -> Option<&Entry> {
         crate::engine::ledger::unjudged(&self.entries)
     }
 
     /// See [`crate::engine::ledger::lost_pass`].
     #[must_use]
-    pub fn lost_pass(&self, m: &M1, step: u32) -> Option<(&Entry, Vec<Edit>)> {
+    pub(super) fn lost_pass(&self, m: &M1, step: u32) -> Option<(&Entry, Vec<Edit>)> {
         crate::engine::ledger::lost_pass(&self.entries, m, step)
     }
 }

@@ -1,4 +1,4 @@
-//! One runner per M1.md: a lock on `<M1.md>.lock` (see [`crate::lockfile`]), with the
+//! One runner per M1.md: a lock on `<M1.md>.lock` (see `crate::lockfile`), with the
 //! holder's pid written inside so a second runner can say who holds it.
 
 use std::path::{Path, PathBuf};
@@ -11,14 +11,14 @@ pub type RunnerLock = Held;
 
 /// The lock file of the loop whose state file is `m1`.
 #[must_use]
-pub fn path_for(m1: &Path) -> PathBuf {
+pub(crate) fn path_for(m1: &Path) -> PathBuf {
     crate::layout::Layout::runner_lock(m1)
 }
 
 /// Takes the runner lock of `m1`, or fails with exit status 2 naming the pid that holds it.
 ///
 /// # Errors
-/// [`Error::BadInput`](crate::error::Error::BadInput) when another runner holds it; I/O errors otherwise.
+/// Bad input (`Error::BadInput`, exit 2) when another runner holds it; I/O errors otherwise.
 pub fn acquire(m1: &Path) -> crate::error::Result<RunnerLock> {
     let path = path_for(m1);
     // A runner that was just killed still holds the lock for a moment: its threads are
@@ -78,7 +78,7 @@ pub fn holder(m1: &Path) -> Option<u32> {
 /// a runner knows it has let go of its loop (its step ended, WAITING written), whatever stopped
 /// it. The holder's pid when one still holds it then.
 #[must_use]
-pub fn wait_released(m1: &Path, within: std::time::Duration) -> Option<u32> {
+pub(crate) fn wait_released(m1: &Path, within: std::time::Duration) -> Option<u32> {
     let deadline = std::time::Instant::now() + within;
     loop {
         let holder = holder(m1)?;

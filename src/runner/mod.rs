@@ -3,22 +3,22 @@
 //! write. It blocks on file events and timers; while a step runs it does no work at all.
 
 mod crash;
-pub mod git;
+pub(crate) mod git;
 mod ledger;
 pub mod lock;
 mod observe;
-pub mod plan_import;
+pub(crate) mod plan_import;
 mod progress;
-pub mod registry;
+pub(crate) mod registry;
 mod retry;
-pub mod revive;
+pub(crate) mod revive;
 mod run;
-pub mod settings;
+pub(crate) mod settings;
 mod start;
-pub mod stop;
-pub mod stopfile;
+pub(crate) mod stop;
+pub(crate) mod stopfile;
 mod tree;
-pub mod watch;
+pub(crate) mod watch;
 mod watching;
 
 use std::path::{Path, PathBuf};
@@ -37,17 +37,17 @@ use crate::runner::settings::Settings;
 use crate::runner::watch::{Wake, Watch};
 
 pub use crash::STEP_POINTS as CRASH_POINTS;
-pub use progress::Mode as ProgressMode;
-pub use retry::retry;
-pub use start::{StartRequest, resume, resume_as, start};
-pub use stop::{STOP_PATIENCE, stop};
+pub(crate) use progress::Mode as ProgressMode;
+pub(crate) use retry::retry;
+pub(crate) use start::{StartRequest, resume_as, start};
+pub(crate) use stop::{STOP_PATIENCE, stop};
 
 /// How often the runner re-checks what it waits for when no file event arrives (the poll
 /// fallback for file systems where events do not arrive). One stat or two per second: no measurable CPU.
-pub const POLL: Duration = Duration::from_secs(1);
+pub(crate) const POLL: Duration = Duration::from_secs(1);
 
 /// Grace between SIGTERM and SIGKILL when the runner ends a step.
-pub const KILL_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(3);
 
 /// Field changes for the log: the first few, each cut to a line.
 fn shown_changes(changes: &[String]) -> String {
@@ -65,7 +65,7 @@ fn shown_changes(changes: &[String]) -> String {
 
 /// A plan as a person reads it: a line saying how many steps, then one line each.
 #[must_use]
-pub fn plan_lines(steps: &[String]) -> String {
+pub(crate) fn plan_lines(steps: &[String]) -> String {
     use std::fmt::Write as _;
     let mut out = format!("plan: {} step(s)", steps.len());
     for (i, s) in steps.iter().enumerate() {
@@ -76,12 +76,12 @@ pub fn plan_lines(steps: &[String]) -> String {
 
 /// A new loop id: 12 hex digits, enough to tell loops of one state directory apart.
 #[must_use]
-pub fn new_loop_id() -> String {
+pub(crate) fn new_loop_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
 }
 
 /// A loop being driven.
-pub struct Runner {
+pub(crate) struct Runner {
     file: PathBuf,
     state_dir: PathBuf,
     workdir: PathBuf,
@@ -122,7 +122,7 @@ impl std::fmt::Debug for Runner {
 
 /// Options of one runner.
 #[derive(Debug, Clone, Default)]
-pub struct RunOptions {
+pub(crate) struct RunOptions {
     /// Print each decision on stdout, as well as logging it.
     pub echo: bool,
     /// Show what the agent does while a step runs (see [`ProgressMode`]).
@@ -134,7 +134,11 @@ impl Runner {
     ///
     /// # Errors
     /// The lock is held, M1.md is missing or invalid, or `loop.yaml` is malformed.
-    pub fn open(file: &Path, settings: Settings, opts: &RunOptions) -> crate::error::Result<Self> {
+    pub(crate) fn open(
+        file: &Path,
+        settings: Settings,
+        opts: &RunOptions,
+    ) -> crate::error::Result<Self> {
         let lock = lock::acquire(file)?;
         let registration = crate::runner::registry::register(file);
         let (store, doc) = Store::open_with_history(file).map_err(|e| match e {
@@ -468,7 +472,7 @@ impl Runner {
     ///
     /// # Errors
     /// As [`Runner::drive`].
-    pub fn drive_in_view(&mut self) -> crate::error::Result<Exit> {
+    pub(crate) fn drive_in_view(&mut self) -> crate::error::Result<Exit> {
         if self.echo {
             let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
             crate::errln!(
@@ -515,7 +519,7 @@ impl Runner {
     ///
     /// # Errors
     /// I/O failures the runner cannot work around; the loop's own outcomes are statuses.
-    pub fn drive(&mut self) -> crate::error::Result<Exit> {
+    pub(crate) fn drive(&mut self) -> crate::error::Result<Exit> {
         loop {
             if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return self.stop_now(&stop);
@@ -751,7 +755,7 @@ impl Runner {
     ///
     /// # Errors
     /// When M1.md cannot be written.
-    pub fn halt(&mut self, reason: &str, how: &str) -> crate::error::Result<Exit> {
+    pub(crate) fn halt(&mut self, reason: &str, how: &str) -> crate::error::Result<Exit> {
         let step = self.view().plan.current_step;
         Ok(self
             .apply(&engine::halt(step, reason, how))?
@@ -760,7 +764,7 @@ impl Runner {
 
     /// The path of M1.md.
     #[must_use]
-    pub fn file(&self) -> &Path {
+    pub(crate) fn file(&self) -> &Path {
         &self.file
     }
 }

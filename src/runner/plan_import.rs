@@ -11,7 +11,7 @@ use crate::error::Error;
 
 /// One task-list item: its text, whether it is ticked, and where its `[ ]` marker is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Item {
+pub(crate) struct Item {
     pub text: String,
     pub checked: bool,
     /// Byte range of the marker, `[ ]` or `[x]`.
@@ -20,7 +20,7 @@ pub struct Item {
 
 /// Every task-list item of a Markdown text, in order (nested ones too).
 #[must_use]
-pub fn items(markdown: &str) -> Vec<Item> {
+pub(crate) fn items(markdown: &str) -> Vec<Item> {
     let parser = Parser::new_ext(markdown, Options::ENABLE_TASKLISTS).into_offset_iter();
     let mut out: Vec<Item> = Vec::new();
     // Depth of items we are inside, and whether the innermost one is a task we collect text for.
@@ -82,7 +82,7 @@ fn read_text(path: &Path) -> Result<String, crate::named_file::ReadError> {
 ///
 /// # Errors
 /// The file cannot be read or holds no `- [ ]` items (bad input, exit 2).
-pub fn read(path: &Path) -> crate::error::Result<Vec<(bool, String)>> {
+pub(crate) fn read(path: &Path) -> crate::error::Result<Vec<(bool, String)>> {
     // A plan that cannot be read is the user's input, not the machine's failure.
     let text = read_text(path)
         .map_err(|e| Error::bad_input(format!("cannot read the plan {}: {e}", path.display())))?;
@@ -107,7 +107,7 @@ pub fn read(path: &Path) -> crate::error::Result<Vec<(bool, String)>> {
 ///
 /// # Errors
 /// The file cannot be read or written, or has fewer than `n` items.
-pub fn tick(path: &Path, n: u32) -> anyhow::Result<()> {
+pub(crate) fn tick(path: &Path, n: u32) -> anyhow::Result<()> {
     let text = read_text(path).with_context(|| format!("while reading {}", path.display()))?;
     let found = items(&text);
     let idx = usize::try_from(n).unwrap_or(usize::MAX).saturating_sub(1);

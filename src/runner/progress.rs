@@ -12,7 +12,7 @@ use crate::agent::StreamSummary;
 
 /// How the live line is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Not at all (`--quiet`, a detached runner, an embedding caller).
     #[default]
     Off,
@@ -25,7 +25,7 @@ pub enum Mode {
 impl Mode {
     /// The mode for this process's stdout: in place on a terminal, lines otherwise.
     #[must_use]
-    pub fn for_stdout() -> Self {
+    pub(crate) fn for_stdout() -> Self {
         if std::io::stdout().is_terminal() {
             Self::Terminal
         } else {
@@ -44,7 +44,7 @@ struct Watched {
 
 /// The live line's state.
 #[derive(Debug)]
-pub struct Progress {
+pub(super) struct Progress {
     mode: Mode,
     watched: Option<Watched>,
     /// The activity last printed (lines mode), so each is printed once.
@@ -57,7 +57,7 @@ pub struct Progress {
 
 impl Progress {
     #[must_use]
-    pub fn new(mode: Mode) -> Self {
+    pub(super) fn new(mode: Mode) -> Self {
         Self {
             mode,
             watched: None,
@@ -69,7 +69,7 @@ impl Progress {
 
     /// Starts showing a step. `elapsed` is how long its task has run already (a re-adopted
     /// step began before this runner); `spent_before` what the loop had spent.
-    pub fn begin(&mut self, label: String, elapsed: Duration, spent_before: f64) {
+    pub(super) fn begin(&mut self, label: String, elapsed: Duration, spent_before: f64) {
         if self.mode == Mode::Off {
             return;
         }
@@ -85,7 +85,7 @@ impl Progress {
 
     /// Shows the line for what the step's stream said so far: rewritten on a terminal (so the
     /// clock moves), printed again elsewhere only when the activity changed.
-    pub fn update(&mut self, summary: &StreamSummary) {
+    pub(super) fn update(&mut self, summary: &StreamSummary) {
         let Some(w) = self.watched.as_ref() else {
             return;
         };
@@ -110,7 +110,7 @@ impl Progress {
     /// Shows a wait (a backoff, a usage limit) of `label` until `until`, and why: the time left
     /// counts down on a terminal (called at each of the runner's wakes, at least every
     /// second); into a pipe or a file, a line once per wait.
-    pub fn wait(&mut self, label: &str, until: chrono::DateTime<chrono::Utc>, reason: &str) {
+    pub(super) fn wait(&mut self, label: &str, until: chrono::DateTime<chrono::Utc>, reason: &str) {
         let left = (until - chrono::Utc::now()).to_std().unwrap_or_default();
         let line = render_wait(label, left, reason);
         match self.mode {
@@ -129,13 +129,13 @@ impl Progress {
     }
 
     /// Stops watching (the step ended) and clears the terminal line.
-    pub fn end(&mut self) {
+    pub(super) fn end(&mut self) {
         self.clear();
         self.watched = None;
     }
 
     /// Clears the terminal line so that other output starts on a clean one.
-    pub fn clear(&self) {
+    pub(super) fn clear(&self) {
         if self.on_screen.replace(false) {
             write_out("\r\x1b[2K");
         }

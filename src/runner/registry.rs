@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 /// One registered runner.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub pid: u32,
     /// The loop's M1.md, absolute.
     pub file: PathBuf,
@@ -24,14 +24,14 @@ pub struct Entry {
 impl Entry {
     /// Whether the runner still holds its loop's lock.
     #[must_use]
-    pub fn is_live(&self) -> bool {
+    pub(crate) fn is_live(&self) -> bool {
         crate::runner::lock::holder(&self.file) == Some(self.pid)
     }
 }
 
 /// A runner's entry; dropping it removes the entry.
 #[derive(Debug)]
-pub struct Registration {
+pub(crate) struct Registration {
     path: PathBuf,
 }
 
@@ -51,7 +51,7 @@ fn dir() -> Option<PathBuf> {
 /// per-user directory or it cannot be written (then `loop stop` waits for it only when it is
 /// the `--file` loop).
 #[must_use]
-pub fn register(m1: &Path) -> Option<Registration> {
+pub(crate) fn register(m1: &Path) -> Option<Registration> {
     let dir = dir()?;
     std::fs::create_dir_all(&dir).ok()?;
     let entry = Entry {
@@ -68,7 +68,7 @@ pub fn register(m1: &Path) -> Option<Registration> {
 
 /// The registered runners that still run; stale entries are removed on the way.
 #[must_use]
-pub fn live() -> Vec<Entry> {
+pub(crate) fn live() -> Vec<Entry> {
     let Some(dir) = dir() else {
         return Vec::new();
     };

@@ -18,7 +18,7 @@ use crate::m1::StepState;
 /// # Errors
 /// No loop, no such step, no step to retry, a runner driving the loop, a stop file (exit 2 or
 /// 3); I/O failures.
-pub fn retry(
+pub(crate) fn retry(
     file: &Path,
     step: Option<u32>,
     detach_it: bool,

@@ -14,15 +14,15 @@ use super::{RunOptions, Runner, lock, stopfile};
 use crate::exit::Status as ExitStatus;
 use crate::layout::Layout;
 
-pub use crate::engine::revival::{MAX_REVIVALS, REVIVAL_WINDOW, Revival};
+pub(crate) use crate::engine::revival::Revival;
 
 /// `LOOP_REVIVE=off` (or `0`, `false`, `no`) in a runner's environment: the steps it starts do
 /// not revive it should it die (`loop daemon` still revives the loops it keeps).
-pub const ENV: &str = "LOOP_REVIVE";
+pub(crate) const ENV: &str = "LOOP_REVIVE";
 
 /// Whether the steps this runner starts revive it if it dies (see [`ENV`]).
 #[must_use]
-pub fn by_steps() -> bool {
+pub(crate) fn by_steps() -> bool {
     !std::env::var(ENV).is_ok_and(|v| {
         matches!(
             v.trim().to_ascii_lowercase().as_str(),
@@ -34,7 +34,7 @@ pub fn by_steps() -> bool {
 /// Whether the loop at `file` needs a runner (see [`crate::engine::revival::look`]), from its
 /// lock, the stop files and the file.
 #[must_use]
-pub fn look(file: &Path, now: DateTime<Utc>) -> Revival {
+pub(crate) fn look(file: &Path, now: DateTime<Utc>) -> Revival {
     let driven = crate::lockfile::is_held(&lock::path_for(file)).unwrap_or(true);
     let state_dir = Layout::of(file).state_dir().to_path_buf();
     let stopped = stopfile::present(&state_dir).is_some();
@@ -50,7 +50,7 @@ pub fn look(file: &Path, now: DateTime<Utc>) -> Revival {
 ///
 /// # Errors
 /// When the background runner cannot be started, or the halt cannot be written.
-pub fn revive(file: &Path, by: &str) -> crate::error::Result<Revival> {
+pub(crate) fn revive(file: &Path, by: &str) -> crate::error::Result<Revival> {
     let now = Utc::now();
     let found = look(file, now);
     if found != Revival::Started {
@@ -115,7 +115,7 @@ pub(super) fn forget(file: &Path) {
 ///
 /// # Errors
 /// As [`revive`].
-pub fn command(file: &Path, by: &str) -> crate::error::Result<ExitStatus> {
+pub(crate) fn command(file: &Path, by: &str) -> crate::error::Result<ExitStatus> {
     // The revived runner logs its start, and a halt is logged as any: nothing more to say.
     revive(file, by)?;
     Ok(ExitStatus::Ok)

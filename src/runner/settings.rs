@@ -5,6 +5,7 @@
 //! defaults. So a detached, resumed or revived runner runs exactly what the file says, and a
 //! hand edit takes effect at the next decision.
 
+use crate::m1::keys::Key;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use crate::m1::{Document, Error as M1Error, Errors, M1};
 /// `loop.yaml`: every field optional.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileSettings {
+pub(crate) struct FileSettings {
     #[serde(default)]
     pub agent: AgentFile,
     #[serde(default)]
@@ -35,7 +36,7 @@ pub struct FileSettings {
 /// The `review:` of `loop.yaml`: on or off, or its settings (which turn it on).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub enum ReviewFile {
+pub(crate) enum ReviewFile {
     On(bool),
     With {
         model: Option<String>,
@@ -46,7 +47,7 @@ pub enum ReviewFile {
 /// The `agent:` section of `loop.yaml`.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AgentFile {
+pub(crate) struct AgentFile {
     pub program: Option<String>,
     pub permission_mode: Option<PermissionMode>,
     pub allowed_tools: Option<Vec<String>>,
@@ -61,7 +62,7 @@ pub struct AgentFile {
 /// where it was written, so that a bad one is an error at its line and column.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LimitsFile {
+pub(crate) struct LimitsFile {
     pub max_retries: Option<u32>,
     pub max_steps: Option<u32>,
     pub step_timeout: Option<Spanned<String>>,
@@ -71,7 +72,7 @@ pub struct LimitsFile {
 
 /// Values given on the command line of `loop start` (written into the new M1.md).
 #[derive(Debug, Default, Clone)]
-pub struct Overrides {
+pub(crate) struct Overrides {
     pub max_retries: Option<u32>,
     pub max_steps: Option<u32>,
     pub step_timeout: Option<Duration>,
@@ -100,7 +101,7 @@ pub struct Overrides {
 /// says wins, and a key it leaves out falls back to environment, `loop.yaml` and defaults
 /// (those are defaults for new loops, never above the file).
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub file: FileSettings,
     pub overrides: Overrides,
     /// How the agent is called where M1.md's `AGENT:` says nothing.
@@ -114,7 +115,7 @@ pub struct Settings {
 
 /// `loop.yaml` beside M1.md.
 #[must_use]
-pub fn yaml_path(state_dir: &Path) -> PathBuf {
+pub(crate) fn yaml_path(state_dir: &Path) -> PathBuf {
     crate::layout::Layout::dir(state_dir).settings()
 }
 
@@ -139,7 +140,7 @@ fn dur(
 }
 
 /// How to get an agent, for the message that says it is missing.
-pub const INSTALL_HINT: &str = "install Claude Code (`npm install -g @anthropic-ai/claude-code`) \
+pub(crate) const INSTALL_HINT: &str = "install Claude Code (`npm install -g @anthropic-ai/claude-code`) \
      or set LOOP_AGENT to the agent program";
 
 /// Where `program` would be run from: a path (with a `/`) as it is, else the first executable
@@ -147,7 +148,7 @@ pub const INSTALL_HINT: &str = "install Claude Code (`npm install -g @anthropic-
 ///
 /// # Errors
 /// Why it cannot be run (the caller says how to get one: where the name came from decides).
-pub fn find_program(program: &str) -> Result<PathBuf, String> {
+pub(crate) fn find_program(program: &str) -> Result<PathBuf, String> {
     use std::os::unix::fs::PermissionsExt;
     let runnable = |p: &Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -179,7 +180,7 @@ pub fn find_program(program: &str) -> Result<PathBuf, String> {
 ///
 /// # Errors
 /// That error, with `file`'s path.
-pub fn check_program_in(doc: &Document, file: &Path) -> Result<(), Errors> {
+pub(crate) fn check_program_in(doc: &Document, file: &Path) -> Result<(), Errors> {
     let at = [
         crate::m1::keys::AgentKey::BLOCK[0],
         crate::m1::keys::AgentKey::Program.name(),
@@ -201,7 +202,7 @@ impl Settings {
     ///
     /// # Errors
     /// A malformed `loop.yaml`, as bad input naming the file and position.
-    pub fn load(state_dir: &Path, overrides: Overrides) -> crate::error::Result<Self> {
+    pub(crate) fn load(state_dir: &Path, overrides: Overrides) -> crate::error::Result<Self> {
         let path = yaml_path(state_dir);
         let file: FileSettings = match std::fs::read_to_string(&path) {
             Ok(text) if text.trim().is_empty() => FileSettings::default(),
@@ -222,7 +223,7 @@ impl Settings {
             .clone()
             .or_else(|| std::env::var("LOOP_AGENT").ok().filter(|s| !s.is_empty()))
             .or_else(|| a.program.clone())
-            .unwrap_or_else(|| DEFAULTS.program.into());
+            .unwrap_or_else(|| crate::agent::backend().default_program().into());
         let agent = AgentConfig {
             program,
             permission_mode: overrides
@@ -261,7 +262,7 @@ impl Settings {
     /// `LOOP_AGENT`, `loop.yaml` or the defaults. Read at every spawn, so a hand edit of the
     /// block applies to the next attempt.
     #[must_use]
-    pub fn agent_for(&self, m: &M1) -> AgentConfig {
+    pub(crate) fn agent_for(&self, m: &M1) -> AgentConfig {
         let k = &m.agent;
         let d = &self.agent;
         AgentConfig {
@@ -282,7 +283,7 @@ impl Settings {
     /// The caps in force: M1.md's `LIMITS:`, each limit it leaves out from `loop.yaml`, else
     /// the default. Read at every decision, so a hand edit applies at the next one.
     #[must_use]
-    pub fn caps(&self, m: &M1) -> Caps {
+    pub(crate) fn caps(&self, m: &M1) -> Caps {
         let l = &m.limits;
         let defaults = Caps::default();
         Caps {
@@ -303,7 +304,7 @@ impl Settings {
 
     /// The caps a new M1.md is written with: flags, environment, `loop.yaml`, defaults.
     #[must_use]
-    pub fn caps_for_new(&self) -> Caps {
+    pub(crate) fn caps_for_new(&self) -> Caps {
         let o = &self.overrides;
         self.caps_under(&Top {
             max_retries: o.max_retries,
@@ -339,7 +340,7 @@ impl Settings {
 
     /// The VERIFY command in force: M1.md's, else `loop.yaml`'s.
     #[must_use]
-    pub fn verify(&self, m: &M1) -> Option<String> {
+    pub(crate) fn verify(&self, m: &M1) -> Option<String> {
         m.verify
             .clone()
             .or_else(|| self.file.verify.clone())
@@ -349,7 +350,7 @@ impl Settings {
     /// Whether a new loop reviews its steps, with which model, and how many retakes: flags,
     /// then `loop.yaml`.
     #[must_use]
-    pub fn review_for_new(&self) -> (bool, Option<String>, Option<u32>) {
+    pub(crate) fn review_for_new(&self) -> (bool, Option<String>, Option<u32>) {
         let (on, model, retakes) = match &self.file.review {
             None | Some(ReviewFile::On(false)) => (false, None, None),
             Some(ReviewFile::On(true)) => (true, None, None),
@@ -364,7 +365,7 @@ impl Settings {
 
     /// The VERIFY command a new M1.md is written with.
     #[must_use]
-    pub fn verify_for_new(&self) -> Option<String> {
+    pub(crate) fn verify_for_new(&self) -> Option<String> {
         self.overrides
             .verify
             .clone()

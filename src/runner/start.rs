@@ -21,7 +21,7 @@ const TEMPLATE: &str = include_str!("../../templates/M1.md");
 
 /// What `loop start` was given.
 #[derive(Debug, Clone, Default)]
-pub struct StartRequest {
+pub(crate) struct StartRequest {
     pub goal: String,
     pub steps: Vec<String>,
     pub plan: Option<PathBuf>,
@@ -281,7 +281,7 @@ fn new_document(
 ///
 /// # Errors
 /// Bad input (exit 2), a stop file (exit 3), or I/O failures.
-pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Result<ExitStatus> {
+pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Result<ExitStatus> {
     if !req.detach {
         stopfile::block_interrupt();
     }
@@ -360,19 +360,6 @@ pub fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Result<ExitS
     runner.drive_in_view()
 }
 
-/// `loop resume`.
-///
-/// # Errors
-/// No loop at `file`, a stop file, another runner, or I/O failures.
-pub fn resume(
-    file: &Path,
-    detach_it: bool,
-    overrides: Overrides,
-    opts: &RunOptions,
-) -> Result<ExitStatus> {
-    resume_as(file, detach_it, overrides, opts, None)
-}
-
 /// What every command that carries an existing loop on does first: a foreground runner takes
 /// Ctrl-C as a stop; the loop must exist and no stop file may hold it. Its state directory.
 pub(super) fn prepare_to_carry_on(file: &Path, detach_it: bool) -> Result<PathBuf> {
@@ -394,7 +381,7 @@ pub(super) fn prepare_to_carry_on(file: &Path, detach_it: bool) -> Result<PathBu
 ///
 /// # Errors
 /// As [`resume`].
-pub fn resume_as(
+pub(crate) fn resume_as(
     file: &Path,
     detach_it: bool,
     overrides: Overrides,

@@ -17,11 +17,11 @@ use crate::m1::Status;
 
 /// How long `loop stop` waits for the runners it stopped: a runner sees a stop within a
 /// second, then ends its step (a grace period, then SIGKILL) and writes WAITING.
-pub const STOP_PATIENCE: Duration = Duration::from_secs(10);
+pub(crate) const STOP_PATIENCE: Duration = Duration::from_secs(10);
 
 /// The command that stops the loop of `file` only, for messages that say to stop it first.
 #[must_use]
-pub fn command_for(file: &Path) -> String {
+pub(crate) fn command_for(file: &Path) -> String {
     format!("`loop stop --file {}`", file.display())
 }
 
@@ -30,7 +30,7 @@ pub fn command_for(file: &Path) -> String {
 /// # Errors
 /// No loop at `file` (exit 2); a stop that cannot be written; [`Error::Failed`] when a runner
 /// has not exited in time.
-pub fn stop(file: &Path, all: bool) -> Result<ExitStatus> {
+pub(crate) fn stop(file: &Path, all: bool) -> Result<ExitStatus> {
     if all {
         return stop_all(file);
     }

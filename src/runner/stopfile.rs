@@ -6,11 +6,11 @@
 use std::path::{Path, PathBuf};
 
 /// The default global stop file of the seed.
-pub const DEFAULT_STOP_FILE: &str = "/tmp/croppy-stop";
+pub(crate) const DEFAULT_STOP_FILE: &str = "/tmp/croppy-stop";
 
 /// The global stop file: `LOOP_STOP_FILE`, else [`DEFAULT_STOP_FILE`].
 #[must_use]
-pub fn global() -> PathBuf {
+pub(crate) fn global() -> PathBuf {
     std::env::var_os("LOOP_STOP_FILE")
         .filter(|v| !v.is_empty())
         .map_or_else(|| PathBuf::from(DEFAULT_STOP_FILE), PathBuf::from)
@@ -18,19 +18,19 @@ pub fn global() -> PathBuf {
 
 /// The per-loop stop file beside M1.md.
 #[must_use]
-pub fn local(state_dir: &Path) -> PathBuf {
+pub(crate) fn local(state_dir: &Path) -> PathBuf {
     crate::layout::Layout::dir(state_dir).stop_file()
 }
 
 /// Both stop files that apply to the loop in `state_dir`.
 #[must_use]
-pub fn paths(state_dir: &Path) -> [PathBuf; 2] {
+pub(crate) fn paths(state_dir: &Path) -> [PathBuf; 2] {
     [global(), local(state_dir)]
 }
 
 /// The first stop file that exists, if any.
 #[must_use]
-pub fn present(state_dir: &Path) -> Option<PathBuf> {
+pub(crate) fn present(state_dir: &Path) -> Option<PathBuf> {
     paths(state_dir).into_iter().find(|p| p.exists())
 }
 
@@ -38,7 +38,7 @@ pub fn present(state_dir: &Path) -> Option<PathBuf> {
 ///
 /// # Errors
 /// When the file cannot be created.
-pub fn create() -> std::io::Result<PathBuf> {
+pub(crate) fn create() -> std::io::Result<PathBuf> {
     let p = global();
     std::fs::write(
         &p,
@@ -58,7 +58,7 @@ const BY_COMMAND: &str = "stopped by loop stop";
 ///
 /// # Errors
 /// When the file cannot be created.
-pub fn create_local(state_dir: &Path) -> std::io::Result<PathBuf> {
+pub(crate) fn create_local(state_dir: &Path) -> std::io::Result<PathBuf> {
     let p = local(state_dir);
     // Whole or not at all: a runner that sees the file must read who put it there.
     let tmp = p.with_file_name(format!(".STOP.{}.tmp", std::process::id()));
@@ -77,13 +77,13 @@ pub fn create_local(state_dir: &Path) -> std::io::Result<PathBuf> {
 /// Whether the loop's `STOP` is one `loop stop` put there (and left: its runner had not let go
 /// in time).
 #[must_use]
-pub fn left_by_command(state_dir: &Path) -> bool {
+pub(crate) fn left_by_command(state_dir: &Path) -> bool {
     crate::named_file::read(&local(state_dir), 4096)
         .is_ok_and(|(t, _)| t.starts_with(BY_COMMAND.as_bytes()))
 }
 
 /// Removes the loop's `STOP` if `loop stop` put it there.
-pub fn clear_local(state_dir: &Path) {
+pub(crate) fn clear_local(state_dir: &Path) {
     if left_by_command(state_dir) {
         let _ = std::fs::remove_file(local(state_dir));
     }
@@ -95,7 +95,7 @@ static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBoo
 /// Whether the loop in `state_dir` is asked to stop, and by whom: Ctrl-C, the machine-wide
 /// stop file, or its own `STOP` (by `loop stop`, or by hand).
 #[must_use]
-pub fn requested(state_dir: &Path) -> Option<crate::engine::Stop> {
+pub(crate) fn requested(state_dir: &Path) -> Option<crate::engine::Stop> {
     use crate::engine::Stop;
     if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
         return Some(Stop::Interrupt);
@@ -116,7 +116,7 @@ pub fn requested(state_dir: &Path) -> Option<crate::engine::Stop> {
 /// Blocks SIGINT in this thread and every thread it starts from now on: call it first thing,
 /// before any thread exists, in a runner that will [`catch_interrupt`]. (Child processes get
 /// the default mask back when they start.)
-pub fn block_interrupt() {
+pub(crate) fn block_interrupt() {
     let mut set = nix::sys::signal::SigSet::empty();
     set.add(nix::sys::signal::Signal::SIGINT);
     let _ = set.thread_block();
@@ -125,7 +125,7 @@ pub fn block_interrupt() {
 /// Turns Ctrl-C (SIGINT, blocked by [`block_interrupt`]) into a stop of this loop: a thread
 /// waits for it, marks the stop, and wakes the runner through `wake`. A person's decision,
 /// not a crash: the runner ends the step and goes WAITING, as `loop stop` makes it.
-pub fn catch_interrupt(wake: std::sync::mpsc::Sender<crate::runner::watch::Wake>) {
+pub(crate) fn catch_interrupt(wake: std::sync::mpsc::Sender<crate::runner::watch::Wake>) {
     let mut set = nix::sys::signal::SigSet::empty();
     set.add(nix::sys::signal::Signal::SIGINT);
     std::thread::spawn(move || {

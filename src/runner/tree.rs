@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 /// What `git status` showed of a work tree (the loop's state directory left out).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Snapshot {
+pub(super) struct Snapshot {
     /// The commit checked out.
     head: Option<String>,
     /// Each path `git status` lists: its two status letters and a hash of its content.
@@ -21,7 +21,7 @@ pub struct Snapshot {
 
 /// The work tree of `dir` now, `skip` left out; `None` outside a git repository.
 #[must_use]
-pub fn snapshot(dir: &Path, skip: &Path) -> Option<Snapshot> {
+pub(super) fn snapshot(dir: &Path, skip: &Path) -> Option<Snapshot> {
     let args = ["status", "--porcelain=v1", "-z", "--untracked-files=all"];
     let listed = super::git::git_outside(dir, skip, &args)?;
     let mut files = BTreeMap::new();
@@ -47,7 +47,7 @@ pub fn snapshot(dir: &Path, skip: &Path) -> Option<Snapshot> {
 /// What differs between `before` and `after`, one phrase a change (`a.txt (changed)`,
 /// `b.txt (new)`, `c.txt (deleted)`, `d.txt (put back as committed)`); empty when nothing does.
 #[must_use]
-pub fn changes(before: &Snapshot, after: &Snapshot) -> Vec<String> {
+pub(super) fn changes(before: &Snapshot, after: &Snapshot) -> Vec<String> {
     let mut said = Vec::new();
     if before.head != after.head {
         let name = |h: &Option<String>| h.clone().unwrap_or_else(|| "none".into());

@@ -12,7 +12,7 @@ use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
 /// Why the runner woke up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wake {
+pub(crate) enum Wake {
     /// M1.md (or its directory's entry for it) changed.
     M1Changed,
     /// A stop file appeared.
@@ -33,7 +33,7 @@ struct Targets {
 }
 
 /// The runner's watcher. Dropping it stops watching.
-pub struct Watch {
+pub(crate) struct Watch {
     watcher: Option<RecommendedWatcher>,
     rx: Receiver<Wake>,
     /// For others to wake the runner (Ctrl-C).
@@ -74,7 +74,7 @@ impl Watch {
     /// Watches M1.md's directory and each stop file's directory. A watcher that cannot start
     /// (no inotify left, say) is not an error: the runner then lives on its poll fallback.
     #[must_use]
-    pub fn new(m1: &Path, stops: &[PathBuf]) -> Self {
+    pub(crate) fn new(m1: &Path, stops: &[PathBuf]) -> Self {
         let (tx, rx) = channel();
         let targets = Arc::new(Mutex::new(Targets {
             m1: absolute(m1),
@@ -121,12 +121,12 @@ impl Watch {
 
     /// A way to wake the runner from another thread.
     #[must_use]
-    pub fn waker(&self) -> Sender<Wake> {
+    pub(crate) fn waker(&self) -> Sender<Wake> {
         self.tx.clone()
     }
 
     /// Watches `dir` (a task directory) instead of the previous one; `None` stops watching it.
-    pub fn set_task_dir(&mut self, dir: Option<&Path>) {
+    pub(crate) fn set_task_dir(&mut self, dir: Option<&Path>) {
         let dir = dir.map(absolute);
         if self.task_dir == dir {
             return;
@@ -146,15 +146,15 @@ impl Watch {
     }
 
     /// Whether events arrive at all (false: the runner relies on polling alone).
-    #[must_use]
-    pub fn is_live(&self) -> bool {
+    #[cfg(test)]
+    fn is_live(&self) -> bool {
         self.watcher.is_some()
     }
 
     /// Blocks until an event or `timeout`. Events already queued are coalesced; the most
     /// urgent (Stop, then Task, then `M1Changed`) is returned.
     #[must_use]
-    pub fn wait(&self, timeout: Duration) -> Wake {
+    pub(crate) fn wait(&self, timeout: Duration) -> Wake {
         let first = match self.rx.recv_timeout(timeout) {
             Ok(w) => w,
             Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {

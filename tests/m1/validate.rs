@@ -210,7 +210,7 @@ fn bad_settings_in_limits_and_agent_are_errors_at_line_and_column() {
     assert_eq!(m.limits.idle_timeout, Some(Duration::from_secs(40)));
     assert_eq!(
         m.agent.permission_mode,
-        Some(m1loop::m1::settings::PermissionMode::Plan)
+        Some(m1loop::m1::PermissionMode::Plan)
     );
     assert_eq!(
         m.agent.allowed_tools.unwrap(),

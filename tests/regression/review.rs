@@ -71,7 +71,7 @@ fn the_simulated_agent_approves_a_review_unless_its_scenario_says_otherwise() {
     env.assert_status(Status::Done);
     let review = &env.m1().results[&1].review;
     assert!(
-        matches!(review, Some(m1loop::m1::keys::Review::Approved(_))),
+        matches!(review, Some(m1loop::m1::Review::Approved(_))),
         "{review:?}"
     );
     // The live line of a review run says so, with the run's number, not "attempt".

@@ -91,7 +91,7 @@ fn the_adapter_s_own_invocation_is_accepted() {
     let d = Temp::new();
     let cfg = AgentConfig {
         program: SIM.to_owned(),
-        permission_mode: Some(m1loop::m1::settings::PermissionMode::AcceptEdits),
+        permission_mode: Some(m1loop::m1::PermissionMode::AcceptEdits),
         allowed_tools: vec!["Bash(git commit:*)".into(), "Edit".into()],
         tools: None,
         max_turns: Some(5),

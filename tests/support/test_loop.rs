@@ -54,6 +54,15 @@ impl TestLoop {
         }
     }
 
+    /// The project is a directory named `name` (with its empty `state/`) instead.
+    #[must_use]
+    pub fn in_project_named(mut self, name: &str) -> Self {
+        self.project = self.temp.join(name);
+        std::fs::create_dir_all(self.project.join("state")).unwrap();
+        self.file = self.project.join("state").join("M1.md");
+        self
+    }
+
     /// Without `state/`, as a directory where no loop ever ran.
     #[must_use]
     pub fn without_state(self) -> Self {

@@ -24,7 +24,7 @@ const DEFAULT_ERROR: &str = "API Error: simulated failure";
 
 /// The call being simulated.
 #[derive(Debug)]
-pub struct Call<'a> {
+pub(crate) struct Call<'a> {
     pub args: &'a SimArgs,
     pub step: u32,
     pub attempt: String,
@@ -203,7 +203,7 @@ impl Run<'_> {
 }
 
 /// Performs `action` for `call` and returns the exit code.
-pub fn perform(call: &Call<'_>, action: &Action) -> i32 {
+pub(crate) fn perform(call: &Call<'_>, action: &Action) -> i32 {
     if let Some(ms) = action.sigterm_exit_ms {
         end_slowly_on_sigterm(ms);
     }

@@ -4,7 +4,7 @@
 
 /// The flags of one call.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SimArgs {
+pub(crate) struct SimArgs {
     pub print: bool,
     pub prompt: Option<String>,
     pub output_format: Option<String>,
@@ -25,7 +25,7 @@ pub struct SimArgs {
 
 /// A refusal: the text for stderr and the exit code.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     pub message: String,
     pub code: i32,
 }
@@ -38,12 +38,12 @@ fn refuse(message: impl Into<String>) -> Refusal {
 }
 
 /// The output formats the CLI accepts.
-pub const FORMATS: [&str; 3] = ["text", "json", "stream-json"];
+pub(crate) const FORMATS: [&str; 3] = ["text", "json", "stream-json"];
 
 /// Parses `argv` (without the program name). The flags read before an error are returned
 /// with it, so the call log can still show them.
 #[must_use]
-pub fn parse(argv: &[String]) -> (SimArgs, Option<Refusal>) {
+pub(crate) fn parse(argv: &[String]) -> (SimArgs, Option<Refusal>) {
     let mut a = SimArgs::default();
     let mut positionals: Vec<String> = Vec::new();
     let mut i = 0;
@@ -154,7 +154,7 @@ fn finish(mut a: SimArgs, mut positionals: Vec<String>) -> (SimArgs, Option<Refu
 ///
 /// # Errors
 /// The refusal, when the call is one the CLI would not run.
-pub fn check(a: &SimArgs, nested: bool) -> Result<(), Refusal> {
+pub(crate) fn check(a: &SimArgs, nested: bool) -> Result<(), Refusal> {
     if nested {
         return Err(refuse(
             "Error: Claude Code cannot be launched inside another Claude Code session.\n\
@@ -188,7 +188,7 @@ pub fn check(a: &SimArgs, nested: bool) -> Result<(), Refusal> {
 
 /// The hyphenated 8-4-4-4-12 form the CLI requires.
 #[must_use]
-pub fn is_uuid(s: &str) -> bool {
+pub(crate) fn is_uuid(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() == 36
         && b.iter().enumerate().all(|(i, c)| match i {

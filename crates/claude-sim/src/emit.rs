@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 /// The version the simulation claims, so a log shows at once that no real CLI ran.
-pub const VERSION: &str = "2.1.330-sim";
+pub(crate) const VERSION: &str = "2.1.330-sim";
 
 const TOOLS: [&str; 10] = [
     "Task",
@@ -26,7 +26,7 @@ fn uuid() -> String {
 
 /// The first event of every call.
 #[must_use]
-pub fn init(session_id: &str, cwd: &str, model: &str, permission_mode: &str) -> Value {
+pub(crate) fn init(session_id: &str, cwd: &str, model: &str, permission_mode: &str) -> Value {
     json!({
         "type": "system", "subtype": "init", "cwd": cwd, "session_id": session_id,
         "tools": TOOLS, "mcp_servers": [], "model": model, "permissionMode": permission_mode,
@@ -38,7 +38,12 @@ pub fn init(session_id: &str, cwd: &str, model: &str, permission_mode: &str) -> 
 /// An assistant message with one text block. An API error's message is synthetic in the
 /// real CLI, with the error's status attached.
 #[must_use]
-pub fn assistant(session_id: &str, model: &str, text: &str, api_error: Option<u16>) -> Value {
+pub(crate) fn assistant(
+    session_id: &str,
+    model: &str,
+    text: &str,
+    api_error: Option<u16>,
+) -> Value {
     let mut v = json!({
         "type": "assistant",
         "message": {
@@ -60,7 +65,7 @@ pub fn assistant(session_id: &str, model: &str, text: &str, api_error: Option<u1
 
 /// An assistant message calling `tool` (with empty input) as `tool_use_id`.
 #[must_use]
-pub fn tool_use(session_id: &str, model: &str, tool_use_id: &str, tool: &str) -> Value {
+pub(crate) fn tool_use(session_id: &str, model: &str, tool_use_id: &str, tool: &str) -> Value {
     json!({
         "type": "assistant",
         "message": {
@@ -76,7 +81,7 @@ pub fn tool_use(session_id: &str, model: &str, tool_use_id: &str, tool: &str) ->
 
 /// The CLI's answer to a call of a tool a deny rule removed (real text, CLI 2.1.197).
 #[must_use]
-pub fn no_such_tool(tool: &str) -> String {
+pub(crate) fn no_such_tool(tool: &str) -> String {
     format!(
         "<tool_use_error>Error: No such tool available: {tool}. {tool} exists but is not enabled in this context. Use one of the available tools instead.</tool_use_error>"
     )
@@ -84,7 +89,7 @@ pub fn no_such_tool(tool: &str) -> String {
 
 /// The `user` event carrying an error `tool_result` for `tool_use_id`.
 #[must_use]
-pub fn tool_result_error(session_id: &str, tool_use_id: &str, text: &str) -> Value {
+pub(crate) fn tool_result_error(session_id: &str, tool_use_id: &str, text: &str) -> Value {
     let plain = text
         .trim_start_matches("<tool_use_error>")
         .trim_end_matches("</tool_use_error>");
@@ -100,7 +105,7 @@ pub fn tool_result_error(session_id: &str, tool_use_id: &str, text: &str) -> Val
 
 /// A `rate_limit_event` carrying `info` (given fields kept, `rateLimitType` defaulted).
 #[must_use]
-pub fn rate_limit(session_id: &str, info: &serde_json::Map<String, Value>) -> Value {
+pub(crate) fn rate_limit(session_id: &str, info: &serde_json::Map<String, Value>) -> Value {
     let mut info = info.clone();
     info.entry("rateLimitType").or_insert(json!("five_hour"));
     json!({"type": "rate_limit_event", "rate_limit_info": info,
@@ -110,7 +115,11 @@ pub fn rate_limit(session_id: &str, info: &serde_json::Map<String, Value>) -> Va
 /// The CLI's note that it retries a failed request (`attempt` of 10), carrying `info`'s
 /// `error_status` and `error`.
 #[must_use]
-pub fn api_retry(session_id: &str, attempt: u32, info: &serde_json::Map<String, Value>) -> Value {
+pub(crate) fn api_retry(
+    session_id: &str,
+    attempt: u32,
+    info: &serde_json::Map<String, Value>,
+) -> Value {
     let mut v = json!({"type": "system", "subtype": "api_retry", "attempt": attempt,
         "max_retries": 10, "retry_delay_ms": 500 << attempt.min(6),
         "session_id": session_id, "uuid": uuid()});
@@ -122,7 +131,7 @@ pub fn api_retry(session_id: &str, attempt: u32, info: &serde_json::Map<String, 
 
 /// What goes into the final `result` event.
 #[derive(Clone, Debug, Default)]
-pub struct ResultSpec<'a> {
+pub(crate) struct ResultSpec<'a> {
     pub session_id: &'a str,
     pub subtype: &'a str,
     pub is_error: bool,
@@ -143,7 +152,7 @@ pub struct ResultSpec<'a> {
 /// as in 2.1.330 (capture `cost-resumed-run`), `total_cost_usd` and `modelUsage` are the
 /// session's totals and `model_usage_since_last_result` is this call's share.
 #[must_use]
-pub fn result(r: &ResultSpec<'_>) -> Value {
+pub(crate) fn result(r: &ResultSpec<'_>) -> Value {
     let denials: Vec<Value> = r
         .permission_denials
         .iter()
@@ -180,7 +189,12 @@ pub fn result(r: &ResultSpec<'_>) -> Value {
 /// A background task's event: `task_started`, or a `task_updated` / `task_notification`
 /// with its new `status`, as the CLI writes them (task id `b_sim`).
 #[must_use]
-pub fn task(session_id: &str, subtype: &str, description: &str, status: Option<&str>) -> Value {
+pub(crate) fn task(
+    session_id: &str,
+    subtype: &str,
+    description: &str,
+    status: Option<&str>,
+) -> Value {
     let mut v = json!({"type": "system", "subtype": subtype, "task_id": "b_sim",
         "tool_use_id": "toolu_sim_bg", "description": description, "uuid": uuid(),
         "session_id": session_id});

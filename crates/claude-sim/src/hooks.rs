@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 /// succeeds, `SessionStart` hooks with source `compact`, and the stream's `compact_boundary`;
 /// when it fails (`error`), neither, and the stream says `compact_result` `failed`. Each hook
 /// gets its input on stdin; what it printed is noted. The events for the stream, in order.
-pub fn compact(settings: Option<&str>, session_id: &str, error: Option<&str>) -> Vec<Value> {
+pub(crate) fn compact(settings: Option<&str>, session_id: &str, error: Option<&str>) -> Vec<Value> {
     let status = |extra: Value| {
         let mut v = json!({"type": "system", "subtype": "status", "session_id": session_id,
                            "uuid": uuid::Uuid::new_v4().to_string()});

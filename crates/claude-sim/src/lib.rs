@@ -10,9 +10,11 @@
 //! `m1loop`, whose reader is tested against what it writes. The binary is m1loop's
 //! `claude-sim` (`src/bin/claude-sim.rs`), built beside `loop`.
 
+#![warn(unreachable_pub)]
+
 mod act;
-pub mod args;
-pub mod emit;
+mod args;
+mod emit;
 mod hooks;
 pub mod scenario;
 

@@ -138,11 +138,12 @@ impl Invocation {
 
 /// Variables removed from the agent's environment: Claude Code refuses to start inside
 /// another Claude Code session, and a runner started from one would otherwise pass them on.
-pub const ENV_REMOVE: [&str; 2] = ["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"];
+pub(crate) const ENV_REMOVE: [&str; 2] = ["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"];
 
 /// Set so that a startup failure (unknown session, root with bypass) still ends in a
 /// `result` event on stdout instead of a bare line on stderr.
-pub const ENV_STARTUP_FAILURE_RESULTS: (&str, &str) = ("CLAUDE_CODE_STARTUP_FAILURE_RESULTS", "1");
+pub(crate) const ENV_STARTUP_FAILURE_RESULTS: (&str, &str) =
+    ("CLAUDE_CODE_STARTUP_FAILURE_RESULTS", "1");
 
 /// The call for `prompt` in `session`:
 /// `PROGRAM -p --output-format stream-json --verbose [--allowedTools ...] [--tools A,B]
@@ -203,7 +204,7 @@ pub fn new_session_id() -> String {
 
 /// The per-run settings every agent call of a loop gets: the loop's two hooks, run by `exe`.
 #[must_use]
-pub fn hook_settings(exe: &std::path::Path) -> serde_json::Value {
+pub(crate) fn hook_settings(exe: &std::path::Path) -> serde_json::Value {
     let command = |what: &str| format!("{} hook {what}", shell_quoted(&exe.display().to_string()));
     serde_json::json!({"hooks": {
         "SessionStart": [{"hooks": [{"type": "command", "command": command("session-start")}]}],

@@ -15,7 +15,7 @@ use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 
 /// Claude Code, the loop's first backend.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ClaudeCode;
+pub(crate) struct ClaudeCode;
 
 impl Follow for stream::StreamFollower {
     fn poll(&mut self) -> bool {
@@ -78,11 +78,21 @@ impl Backend for ClaudeCode {
 
     /// `~/.claude/projects/<the work directory, each `/` and `.` a `-`>/<session>.jsonl`.
     fn transcript(&self, session_id: &str, workdir: &Path, home: &Path) -> Option<PathBuf> {
+        // Every character but an ASCII letter or digit becomes `-`, one per UTF-16 unit, as
+        // the CLI (JavaScript) writes the directory's name: `/tmp/my_proj.v2 x` is
+        // `-tmp-my-proj-v2-x` (seen with 2.1.197 and 2.1.330).
         let dir: String = workdir
             .display()
             .to_string()
             .chars()
-            .map(|c| if c == '/' || c == '.' { '-' } else { c })
+            .flat_map(|c| {
+                let n = if c.is_ascii_alphanumeric() {
+                    0
+                } else {
+                    c.len_utf16()
+                };
+                std::iter::repeat_n('-', n).chain((n == 0).then_some(c))
+            })
             .collect();
         let path = home
             .join(".claude")
@@ -109,5 +119,22 @@ mod tests {
             Some(dir.join("s-1.jsonl"))
         );
         assert_eq!(ClaudeCode.transcript("s-2", work, home.path()), None);
+    }
+
+    #[test]
+    fn a_transcript_directory_names_every_character_but_letters_and_digits_with_a_dash() {
+        // As the real CLI named it for `/tmp/tx/my_proj.v2 x`.
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join(".claude/projects/-tmp-tx-my-proj-v2-x");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("s-1.jsonl"), "{}\n").unwrap();
+        let found = ClaudeCode.transcript("s-1", Path::new("/tmp/tx/my_proj.v2 x"), home.path());
+        assert_eq!(found, Some(dir.join("s-1.jsonl")));
+        // A character outside the BMP is two UTF-16 units, so two dashes.
+        let dir = home.path().join(".claude/projects/-p-a--b");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("s-2.jsonl"), "{}\n").unwrap();
+        let found = ClaudeCode.transcript("s-2", Path::new("/p/a\u{1F600}b"), home.path());
+        assert_eq!(found, Some(dir.join("s-2.jsonl")));
     }
 }

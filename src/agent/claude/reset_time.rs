@@ -33,7 +33,7 @@ static OFFSET: LazyLock<Regex> = LazyLock::new(|| {
 /// resolves only in UTC/GMT or a numeric offset (`UTC+9`, `+09:00`), or with no zone at all
 /// (taken as UTC); a named zone such as `Asia/Tokyo` gives `None` rather than a guess.
 #[must_use]
-pub fn reset_from_text(text: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+pub(crate) fn reset_from_text(text: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     if let Some(caps) = EPOCH.captures(text) {
         let mut epoch: i64 = caps[1].parse().ok()?;
         if epoch > 100_000_000_000 {

@@ -370,7 +370,7 @@ pub fn read_stream_file(path: &Path) -> std::io::Result<StreamSummary> {
 /// Follows a stream-json file that is still being written: each [`poll`](Self::poll) reads
 /// only the bytes added since the last one.
 #[derive(Debug)]
-pub struct StreamFollower {
+pub(crate) struct StreamFollower {
     path: std::path::PathBuf,
     offset: u64,
     reader: StreamReader,
@@ -378,7 +378,7 @@ pub struct StreamFollower {
 
 impl StreamFollower {
     #[must_use]
-    pub fn new(path: &Path) -> Self {
+    pub(crate) fn new(path: &Path) -> Self {
         Self {
             path: path.to_path_buf(),
             offset: 0,
@@ -388,7 +388,7 @@ impl StreamFollower {
 
     /// Reads what was appended since the last call; whether anything was. A file not there
     /// yet reads as empty.
-    pub fn poll(&mut self) -> bool {
+    pub(crate) fn poll(&mut self) -> bool {
         use std::io::{Seek, SeekFrom};
         let Ok(mut file) = std::fs::File::open(&self.path) else {
             return false;
@@ -405,7 +405,7 @@ impl StreamFollower {
 
     /// The summary of the complete lines read so far.
     #[must_use]
-    pub fn summary(&self) -> &StreamSummary {
+    pub(crate) fn summary(&self) -> &StreamSummary {
         self.reader.summary()
     }
 }
@@ -413,7 +413,7 @@ impl StreamFollower {
 /// What the agent did last, from the end of a stream-json file (at most its last 256 KiB):
 /// for `loop status`, which looks once and must not read an hour of output.
 #[must_use]
-pub fn last_activity(path: &Path) -> Option<String> {
+pub(crate) fn last_activity(path: &Path) -> Option<String> {
     use std::io::{Seek, SeekFrom};
     const TAIL: u64 = 256 * 1024;
     let mut file = std::fs::File::open(path).ok()?;

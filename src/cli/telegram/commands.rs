@@ -70,7 +70,7 @@ pub(crate) struct LoopBinary {
 }
 
 impl LoopBinary {
-    pub fn from_env(file: &Path, state_dir: &Path) -> std::io::Result<Self> {
+    pub(super) fn from_env(file: &Path, state_dir: &Path) -> std::io::Result<Self> {
         let program = match std::env::var_os("LOOP_BOT_EXEC").filter(|v| !v.is_empty()) {
             Some(p) => PathBuf::from(p),
             None => std::env::current_exe()?,
@@ -149,7 +149,7 @@ pub(crate) struct Bot<E> {
 
 impl<E: Exec> Bot<E> {
     /// Whether `msg` comes from the configured chat (a number, or `@username` of a channel).
-    pub fn is_ours(&self, msg: &Incoming) -> bool {
+    pub(super) fn is_ours(&self, msg: &Incoming) -> bool {
         match self.chat_id.strip_prefix('@') {
             Some(name) => msg
                 .chat_username
@@ -161,7 +161,7 @@ impl<E: Exec> Bot<E> {
 
     /// Obeys one message from the configured chat; returns the reply (Bot API HTML) and a
     /// line for the log.
-    pub fn handle(&self, msg: &Incoming) -> (String, String) {
+    pub(super) fn handle(&self, msg: &Incoming) -> (String, String) {
         match parse(&msg.text) {
             BotCommand::Loop(goal) => {
                 let out = self

@@ -24,7 +24,7 @@ use commands::{Bot, Exec, Incoming, LoopBinary};
 
 /// The file that remembers the next update to ask for.
 #[must_use]
-pub fn offset_path(state_dir: &Path) -> PathBuf {
+pub(crate) fn offset_path(state_dir: &Path) -> PathBuf {
     crate::layout::Layout::dir(state_dir).telegram("offset")
 }
 
@@ -35,7 +35,11 @@ pub fn offset_path(state_dir: &Path) -> PathBuf {
 /// # Errors
 /// Bad or missing Telegram settings, a token Telegram refuses, an unreadable offset file, or
 /// another bot already running for this state directory.
-pub fn run(file: &Path, state_dir: &Path, poll_timeout: Duration) -> crate::error::Result<Status> {
+pub(crate) fn run(
+    file: &Path,
+    state_dir: &Path,
+    poll_timeout: Duration,
+) -> crate::error::Result<Status> {
     let state_dir = state_dir.to_path_buf();
     let config = Config::from_env()
         .map_err(|bad| Error::bad_input(crate::notifier::redact(&bad)))?

@@ -4,6 +4,9 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 
+use super::judge::{Attempt, Interruption};
+use super::record::{Facts, record};
+use super::review::{ReviewFacts, ReviewVerdict, judge_review, record_review};
 use super::*;
 use crate::agent::{BugKind, Class, Verdict};
 use crate::exit::Status as Exit;
