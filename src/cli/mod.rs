@@ -350,7 +350,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// A limit's duration: like [`parse_duration`], and above zero.
 fn parse_limit(s: &str) -> Result<Duration, String> {
-    crate::m1::setting::duration(s)
+    crate::m1::typed::duration(s)
 }
 
 fn parse_usd(s: &str) -> Result<f64, String> {

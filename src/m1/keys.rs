@@ -6,7 +6,7 @@
 //! Keys a person adds are kept and passed over; only the keys declared here have a meaning.
 
 use super::edit::Edit;
-use super::setting;
+use super::typed;
 
 /// The kind of value a key holds, with what `validate` expects of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,23 +93,23 @@ impl Kind {
                 "a duration with its unit, such as `{0}s` or `{0}m`",
                 v.trim()
             )),
-            Kind::Duration => setting::duration(v).map(drop).or_else(|_| {
+            Kind::Duration => typed::duration(v).map(drop).or_else(|_| {
                 expected(format!(
                     "a duration above zero and at most a year ({}), such as `40s`, `15m` or \
                      `1h30m`",
                     crate::duration::exact(crate::duration::MAX)
                 ))
             }),
-            Kind::Minutes => setting::minutes(v).map(drop).or_else(|_| {
+            Kind::Minutes => typed::minutes(v).map(drop).or_else(|_| {
                 expected(format!(
                     "a whole number of minutes from 1 to {} (a year)",
                     crate::duration::MAX.as_secs() / 60
                 ))
             }),
-            Kind::Time => setting::time(v).map(drop).or_else(|_| {
+            Kind::Time => typed::time(v).map(drop).or_else(|_| {
                 expected(format!(
                     "a time such as `{}` (RFC 3339, as the runner writes it)",
-                    setting::TIME_EXAMPLE
+                    typed::TIME_EXAMPLE
                 ))
             }),
             Kind::Mode => v
@@ -122,13 +122,13 @@ impl Kind {
                         .collect();
                     expected(format!("one of {}", all.join(", ")))
                 }),
-            Kind::Tools => setting::tools(v).map(drop).or_else(|_| {
+            Kind::Tools => typed::tools(v).map(drop).or_else(|_| {
                 expected(format!(
                     "tool names separated by commas, e.g. `Read,Grep,Bash(git:*)`, or `{}`",
-                    setting::NONE
+                    typed::NONE
                 ))
             }),
-            Kind::Args => setting::args(v).map(drop).or_else(|e| {
+            Kind::Args => typed::args(v).map(drop).or_else(|e| {
                 expected(format!(
                     "words separated by spaces, or a JSON array of strings ({e})"
                 ))

@@ -11,9 +11,9 @@ use serde::Serialize;
 
 use super::document::Document;
 use super::keys::{AgentKey, CurrentKey, LimitKey, PlanKey, ResultKey, Review, Top, switch_on};
-use super::setting;
 use super::settings::{DEFAULTS, PermissionMode};
 use super::steps;
+use super::typed;
 
 /// The loop's state, as in `STATUS:`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -275,7 +275,7 @@ impl M1 {
         M1 {
             status: parsed(top(Top::Status)).unwrap_or_default(),
             goal: top(Top::Goal).unwrap_or_default(),
-            constraints: top(Top::Constraints).filter(|c| c.trim() != setting::NONE),
+            constraints: top(Top::Constraints).filter(|c| c.trim() != typed::NONE),
             plan: Plan {
                 total_steps: parsed(plan(PlanKey::TotalSteps))
                     .unwrap_or(u32::try_from(steps.len()).unwrap_or(u32::MAX)),
@@ -294,24 +294,24 @@ impl M1 {
                 max_cost_usd: parsed(limit(LimitKey::MaxCostUsd)),
                 max_restarts: parsed(limit(LimitKey::MaxRestarts)),
                 context_threshold: parsed(limit(LimitKey::ContextThreshold)),
-                max_session: limit(LimitKey::MaxSession).and_then(|v| setting::duration(&v).ok()),
+                max_session: limit(LimitKey::MaxSession).and_then(|v| typed::duration(&v).ok()),
                 max_retakes: parsed(limit(LimitKey::MaxRetakes)),
             },
             agent: AgentKeys {
                 program: agent(AgentKey::Program).filter(|p| !p.trim().is_empty()),
                 permission_mode: parsed(agent(AgentKey::PermissionMode)),
-                allowed_tools: agent(AgentKey::AllowedTools).and_then(|v| setting::tools(&v).ok()),
+                allowed_tools: agent(AgentKey::AllowedTools).and_then(|v| typed::tools(&v).ok()),
                 model: agent(AgentKey::Model),
                 max_turns: parsed(agent(AgentKey::MaxTurns)),
                 max_budget_usd: parsed(agent(AgentKey::MaxBudgetUsd)),
-                extra_args: agent(AgentKey::ExtraArgs).and_then(|v| setting::args(&v).ok()),
+                extra_args: agent(AgentKey::ExtraArgs).and_then(|v| typed::args(&v).ok()),
                 review_model: agent(AgentKey::ReviewModel),
             },
             verify: top(Top::Verify),
             review: top(Top::Review).is_some_and(|v| switch_on(&v)),
             workdir: top(Top::Workdir).filter(|w| !w.trim().is_empty()),
             loop_id: top(Top::LoopId).filter(|s| !s.is_empty()),
-            started_at: top(Top::StartedAt).and_then(|v| setting::time(&v).ok()),
+            started_at: top(Top::StartedAt).and_then(|v| typed::time(&v).ok()),
             plan_file: top(Top::PlanFile),
             plan_only: top(Top::PlanOnly).is_some_and(|v| switch_on(&v)),
         }
@@ -321,10 +321,10 @@ impl M1 {
 /// `LIMITS.<KEY>` as an exact duration, else `<KEY>_MIN` in minutes (older files).
 fn timeout(doc: &Document, exact: LimitKey, minutes: LimitKey) -> Option<Duration> {
     doc.get(&["LIMITS", exact.name()])
-        .and_then(|v| setting::duration(&v).ok())
+        .and_then(|v| typed::duration(&v).ok())
         .or_else(|| {
             doc.get(&["LIMITS", minutes.name()])
-                .and_then(|v| setting::minutes(&v).ok())
+                .and_then(|v| typed::minutes(&v).ok())
         })
 }
 
@@ -339,7 +339,7 @@ fn current(doc: &Document) -> Current {
         session_id: get(CurrentKey::SessionId),
         attempt: parsed(get(CurrentKey::Attempt)),
         git_head: get(CurrentKey::GitHead),
-        wait_until: get(CurrentKey::WaitUntil).and_then(|v| setting::time(&v).ok()),
+        wait_until: get(CurrentKey::WaitUntil).and_then(|v| typed::time(&v).ok()),
         wait_reason: get(CurrentKey::WaitReason),
         review: get(CurrentKey::Review).is_some_and(|v| v.trim() == "true"),
         extra: extra(

@@ -126,7 +126,7 @@ fn dur(
     v: Option<&Spanned<String>>,
 ) -> crate::error::Result<Option<Duration>> {
     v.map(|s| {
-        crate::m1::setting::duration(&s.value).map_err(|e| {
+        crate::m1::typed::duration(&s.value).map_err(|e| {
             let at = &s.referenced;
             Error::bad_input(format!(
                 "{}:{}:{}: limits.{field}: {e}",

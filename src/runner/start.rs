@@ -13,7 +13,7 @@ use crate::decision_log;
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
 use crate::m1::keys::{AgentKey, LimitKey, Top};
-use crate::m1::{Document, Edit, Status, StepState, Store, StoreError, setting};
+use crate::m1::{Document, Edit, Status, StepState, Store, StoreError, typed};
 use crate::notifier::Event;
 use crate::runner::settings::{Overrides, Settings};
 
@@ -177,7 +177,7 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
         LimitKey::MaxSteps.set(caps.max_steps.to_string()),
         LimitKey::StepTimeout.set(exact(caps.step_timeout)),
         AgentKey::Program.set(agent.program.clone()),
-        AgentKey::AllowedTools.set(setting::format_tools(&agent.allowed_tools)),
+        AgentKey::AllowedTools.set(typed::format_tools(&agent.allowed_tools)),
     ];
     if let Some(idle) = caps.idle_timeout {
         edits.push(LimitKey::IdleTimeout.set(exact(idle)));
@@ -199,7 +199,7 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
         edits.push(AgentKey::MaxBudgetUsd.set(usd.to_string()));
     }
     if !agent.extra_args.is_empty() {
-        edits.push(AgentKey::ExtraArgs.set(setting::format_args(&agent.extra_args)));
+        edits.push(AgentKey::ExtraArgs.set(typed::format_args(&agent.extra_args)));
     }
     edits
 }

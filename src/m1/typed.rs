@@ -1,7 +1,9 @@
-//! The settings M1.md keeps for its loop, as people read and write them:
-//! `LIMITS:` durations such as `3s` or `15m`, and the `AGENT:` block's permission mode, tool
-//! list and extra arguments. Validation and the typed view read them with the same functions,
-//! and `loop start` writes them with the `format_*` ones, so what is written reads back.
+//! The typed values of M1.md, as people read and write them: `LIMITS:` durations such as `3s`
+//! or `15m` (and the whole minutes of older files), times (`WAIT_UNTIL`, `STARTED_AT`), and the
+//! `AGENT:` block's tool list and extra arguments. Validation and the typed view read them
+//! with the same functions, and `loop start` writes them with the `format_*` ones, so what is
+//! written reads back. Which key has which kind is in [`super::keys`]; the settings themselves
+//! are declared in [`super::settings`].
 
 use std::time::Duration;
 
