@@ -260,6 +260,37 @@ fn no_module_uses_a_module_of_a_higher_layer() {
     assert!(upward.is_empty(), "upward imports:\n{}", upward.join("\n"));
 }
 
+/// Outside `m1`, M1.md is read through its typed view, never by a key's name: `Document`'s
+/// lookups by name (`child`, `find`) and the views' maps of unknown keys (`extra`) are
+/// `m1`'s own, which the compiler holds; what it cannot hold is a call of the public
+/// `Document::get` with a path of names, looked for here in every module but `m1`'s (tests
+/// aside).
+#[test]
+fn no_module_outside_m1_reads_an_m1_key_by_its_name() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut reads = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(&src).unwrap();
+        if rel.starts_with("m1") || rel.starts_with("architecture.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            if line.contains(".get(&[\"") {
+                reads.push(format!("{}:{}: {}", rel.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        reads.is_empty(),
+        "M1.md read by key name:\n{}",
+        reads.join("\n")
+    );
+}
+
 #[test]
 fn every_module_of_lib_rs_has_a_layer() {
     let lib = include_str!("lib.rs");

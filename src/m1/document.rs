@@ -185,11 +185,11 @@ impl Document {
         }
     }
 
-    pub(crate) fn child(&self, parent: Option<usize>, key: &str) -> Option<usize> {
+    pub(super) fn child(&self, parent: Option<usize>, key: &str) -> Option<usize> {
         self.children(parent).find(|&i| self.key_at(i).key == key)
     }
 
-    pub(crate) fn find(&self, path: &[&str]) -> Option<usize> {
+    pub(super) fn find(&self, path: &[&str]) -> Option<usize> {
         let mut at = None;
         for key in path {
             at = Some(self.child(at, key)?);

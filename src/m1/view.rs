@@ -122,7 +122,7 @@ pub struct Current {
     /// The run on record is a review of its step.
     pub review: bool,
     /// Every other scalar key of CURRENT (a person's own), by name.
-    pub extra: BTreeMap<String, String>,
+    pub(super) extra: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -159,7 +159,7 @@ pub struct StepResult {
     /// The attempts before a person's `loop retry`, which no longer count.
     pub retried: u32,
     /// Every other scalar key of the block (a person's own), by name.
-    pub extra: BTreeMap<String, String>,
+    pub(super) extra: BTreeMap<String, String>,
 }
 
 /// The safety limits as M1.md states them: `None` where the file leaves a limit out (the
