@@ -237,7 +237,8 @@ pub(crate) enum Prompt {
         why: String,
         still_open: Option<String>,
     },
-    /// A retry in the same session: the `nth` failed attempt of `MAX_RETRIES`, and what failed.
+    /// A retry in the same session: attempt `nth` of `MAX_RETRIES` (counting the attempts that
+    /// can fail: a retake or a wait is not one), and what failed last.
     Fix { nth: u32, failure: String },
     /// The step's first prompt.
     Step,

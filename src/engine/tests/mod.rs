@@ -731,6 +731,7 @@ fn a_run_ended_while_the_cli_retried_a_refused_key_halts_and_costs_no_attempt() 
     ));
 }
 
+mod pipeline;
 mod records;
 mod review;
 mod sessions;
