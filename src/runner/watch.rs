@@ -125,29 +125,24 @@ impl Watch {
         self.tx.clone()
     }
 
-    /// Watches `dir` (a task directory) instead of the previous one; `None` stops waking on
-    /// it. Changing the watch itself waits for the watcher's thread, twice (a new watch, the
-    /// old one removed): `None` only stops the wakes, and the old directory's watch is removed
-    /// with the next change, so that neither wait falls between a task's end and the next
-    /// task's start (the next watch is set once that task runs).
+    /// Watches `dir` (a task directory) instead of the previous one; `None` stops watching it.
     pub(crate) fn set_task_dir(&mut self, dir: Option<&Path>) {
         let dir = dir.map(absolute);
+        if self.task_dir == dir {
+            return;
+        }
+        if let (Some(old), Some(w)) = (self.task_dir.take(), self.watcher.as_mut()) {
+            let _ = w.unwatch(&old);
+        }
+        if let (Some(d), Some(w)) = (&dir, self.watcher.as_mut()) {
+            let _ = w.watch(d, RecursiveMode::NonRecursive);
+        }
         self.targets
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .task
             .clone_from(&dir);
-        let Some(dir) = dir else { return };
-        if self.task_dir.as_ref() == Some(&dir) {
-            return;
-        }
-        if let Some(w) = self.watcher.as_mut() {
-            let _ = w.watch(&dir, RecursiveMode::NonRecursive);
-            if let Some(old) = self.task_dir.take() {
-                let _ = w.unwatch(&old);
-            }
-        }
-        self.task_dir = Some(dir);
+        self.task_dir = dir;
     }
 
     /// Whether events arrive at all (false: the runner relies on polling alone).

@@ -368,13 +368,11 @@ pub fn read_stream_file(path: &Path) -> std::io::Result<StreamSummary> {
 }
 
 /// Follows a stream-json file that is still being written: each [`poll`](Self::poll) reads
-/// only the bytes added since the last one. The file stays open from the first poll that
-/// finds it (the file is only ever appended to): opening it again on each poll would cost a
-/// lookup each time, and wake every watcher of its directory.
+/// only the bytes added since the last one.
 #[derive(Debug)]
 pub(crate) struct StreamFollower {
     path: std::path::PathBuf,
-    file: Option<std::fs::File>,
+    offset: u64,
     reader: StreamReader,
 }
 
@@ -383,7 +381,7 @@ impl StreamFollower {
     pub(crate) fn new(path: &Path) -> Self {
         Self {
             path: path.to_path_buf(),
-            file: None,
+            offset: 0,
             reader: StreamReader::new(),
         }
     }
@@ -391,17 +389,18 @@ impl StreamFollower {
     /// Reads what was appended since the last call; whether anything was. A file not there
     /// yet reads as empty.
     pub(crate) fn poll(&mut self) -> bool {
-        if self.file.is_none() {
-            self.file = std::fs::File::open(&self.path).ok();
-        }
-        let Some(file) = self.file.as_mut() else {
+        use std::io::{Seek, SeekFrom};
+        let Ok(mut file) = std::fs::File::open(&self.path) else {
             return false;
         };
+        if file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return false;
+        }
         let mut buf = Vec::new();
-        // What was read before an error is fed all the same: the position moved past it.
-        let _ = file.read_to_end(&mut buf);
-        self.reader.feed(&buf);
-        !buf.is_empty()
+        let n = file.read_to_end(&mut buf).unwrap_or(0);
+        self.offset += n as u64;
+        self.reader.feed(&buf[..n]);
+        n > 0
     }
 
     /// The summary of the complete lines read so far.
