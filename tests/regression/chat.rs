@@ -13,7 +13,7 @@ use crate::support::{Guard, TestLoop, run, stderr, wait_until, write_executable}
 
 /// The chat's `/resume`, sent right after `/stop`, removed the stop file at once and met "a
 /// runner already drives" (or cancelled a stop the runner had not seen yet). Fixed in 63a137f
-/// (issue 18, branch `issue18-inputs`): it waits for the stopped runner to let go.
+/// (issue 18): it waits for the stopped runner to let go.
 #[test]
 fn resume_right_after_stop_waits_for_the_stopped_runner_instead_of_meeting_it() {
     let tg = FakeTelegram::start();
@@ -65,8 +65,7 @@ fn resume_right_after_stop_waits_for_the_stopped_runner_instead_of_meeting_it() 
 }
 
 /// A `/resume` while a runner still holds the loop waits for it (at most 10 s, as `loop stop`
-/// does), then says so and leaves the stop file. Fixed in 63a137f (issue 18, branch
-/// `issue18-inputs`).
+/// does), then says so and leaves the stop file. Fixed in 63a137f (issue 18).
 #[test]
 fn resume_while_a_runner_holds_the_loop_waits_for_it_then_says_so_and_keeps_the_stop_file() {
     let s = setup();

@@ -53,7 +53,7 @@ fn refused_by_every_reader(file: &Path, what: &str) {
 }
 
 /// `--file` naming a FIFO blocked `validate`, `status`, `resume` and `start` for ever. Fixed in
-/// 33478a2 (issue 18, branch `issue18-inputs`), as are the next five.
+/// 33478a2 (issue 18), as are the next five.
 #[test]
 fn a_fifo_as_file_is_refused_instead_of_blocking() {
     let d = Temp::new();
@@ -120,7 +120,7 @@ fn a_fifo_as_plan_is_refused_instead_of_blocking() {
 }
 
 /// A `WAIT_UNTIL` that is no time was ignored: the wait ended at once. Fixed in 4c0b417
-/// (issue 18, branch `issue18-inputs`).
+/// (issue 18).
 #[test]
 fn a_wait_until_that_is_no_time_is_an_error_not_ignored() {
     assert_eq!(
@@ -135,7 +135,7 @@ fn a_wait_until_that_is_no_time_is_an_error_not_ignored() {
 }
 
 /// A duration too long to hold was silently clamped (the parse saturated), in
-/// `STEP_TIMEOUT_MIN` too. Fixed in 4c0b417 (issue 18, branch `issue18-inputs`).
+/// `STEP_TIMEOUT_MIN` too. Fixed in 4c0b417 (issue 18).
 #[test]
 fn a_duration_too_long_to_hold_is_an_error_not_clamped() {
     assert_eq!(
@@ -161,7 +161,7 @@ fn a_duration_too_long_to_hold_is_an_error_not_clamped() {
 
 /// A `VERIFY` over 128 KiB passed `validate` and then could never start (`sh -c` takes it as
 /// one argument, which Linux caps at 128 KiB), leaving the loop RUNNING with an error on every
-/// resume. Fixed in d9c155f (issue 18, branch `issue18-inputs`).
+/// resume. Fixed in d9c155f (issue 18).
 #[test]
 fn a_verify_over_128_kib_is_an_error_at_its_line_not_a_command_that_cannot_start() {
     let verify = |n: usize| {

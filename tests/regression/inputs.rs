@@ -24,7 +24,7 @@ fn long_goal() -> String {
 
 /// A long GOAL passed `validate` and then could not start ("Argument list too long"): the
 /// prompt went to the agent as an argument, which Linux caps at 128 KiB. Fixed in 07fe34d
-/// (issue 18, branch `issue18-inputs`): it goes on standard input.
+/// (issue 18): it goes on standard input.
 #[test]
 fn a_goal_over_128_kib_reaches_the_agent_whole() {
     let env = TestLoop::new();
@@ -46,7 +46,7 @@ fn a_goal_over_128_kib_reaches_the_agent_whole() {
 }
 
 /// A FIFO in place of M1.md blocked whoever read it, the runner too. Fixed in 33478a2
-/// (issue 18, branch `issue18-inputs`): the runner waits for the fix, as for a malformed text.
+/// (issue 18): the runner waits for the fix, as for a malformed text.
 #[test]
 fn a_fifo_put_in_place_of_m1_md_while_a_step_runs_is_waited_out_not_read() {
     let env = TestLoop::new();
@@ -71,7 +71,7 @@ fn a_fifo_put_in_place_of_m1_md_while_a_step_runs_is_waited_out_not_read() {
 }
 
 /// A FIFO made as the loop's STOP froze its runner, which read STOP with a plain read at
-/// every decision. Fixed in e8b72a6 (issue 18, branch `issue18-inputs`).
+/// every decision. Fixed in e8b72a6 (issue 18).
 #[test]
 fn a_fifo_as_stop_beside_m1_md_stops_the_loop_instead_of_blocking_it() {
     let env = TestLoop::new();
@@ -84,8 +84,7 @@ fn a_fifo_as_stop_beside_m1_md_stops_the_loop_instead_of_blocking_it() {
     env.assert_no_processes();
 }
 
-/// A duration too long to hold was silently clamped. Fixed in 4c0b417 (issue 18, branch
-/// `issue18-inputs`): durations are parsed exactly and capped at a year.
+/// A duration too long to hold was silently clamped. Fixed in 4c0b417 (issue 18): durations are parsed exactly and capped at a year.
 #[test]
 fn a_timeout_flag_too_long_to_hold_is_refused_not_clamped() {
     let env = TestLoop::new();
@@ -110,8 +109,7 @@ fn a_timeout_flag_too_long_to_hold_is_refused_not_clamped() {
 }
 
 /// An `AGENT.PROGRAM` that cannot run passed `validate`, and `resume` refused it without a
-/// line, pointing at `LOOP_AGENT`, which that line outranks. Fixed in 4c0b417 (issue 18,
-/// branch `issue18-inputs`).
+/// line, pointing at `LOOP_AGENT`, which that line outranks. Fixed in 4c0b417 (issue 18).
 #[test]
 fn an_agent_program_that_cannot_run_is_an_error_at_its_line_in_validate_and_resume() {
     let env = TestLoop::new();

@@ -46,7 +46,7 @@ fn a_revoked_key_halts_the_loop(version: &str) {
 
 /// A real loop of the real CLI against a key the API refuses waited out the CLI's ten
 /// retries, about 3 minutes, before it halted. Fixed in 94d022b, checked against the real CLI
-/// in cb2c313 (issue 18, branch `issue18-cli`).
+/// in cb2c313 (issue 18).
 #[test]
 fn a_revoked_key_halts_a_loop_of_the_real_cli_within_seconds_2_1_330() {
     a_revoked_key_halts_the_loop(VERSIONS[0]);
@@ -121,7 +121,7 @@ fn reviewer_runs_touch(version: &str) {
 }
 
 /// A reviewer in plan mode ran a Bash call that a project's allow rule covered, and wrote
-/// files into the next commit. Fixed in 777ef11 (issue 18, branch `issue18-cli`): it is
+/// files into the next commit. Fixed in 777ef11 (issue 18): it is
 /// offered only Read, Grep and Glob (`--tools`).
 #[test]
 fn the_reviewer_cannot_run_a_tool_a_users_rule_allows_on_the_real_cli_2_1_330() {

@@ -129,7 +129,7 @@ fn tools(call: &Value) -> Option<String> {
 
 /// A reviewer wrote files into the next commit: plan mode let through a Bash call that a
 /// project's allow rule covered, and `--allowedTools` only pre-approves. Fixed in 777ef11
-/// (issue 18, branch `issue18-cli`): the planner and the reviewer get `--tools Read,Grep,Glob`.
+/// (issue 18): the planner and the reviewer get `--tools Read,Grep,Glob`.
 #[test]
 fn the_planner_and_the_reviewer_are_offered_only_tools_that_read() {
     // `--permission-mode plan` lets a Bash call through that a user's allow rule covers, and
@@ -153,7 +153,7 @@ fn the_planner_and_the_reviewer_are_offered_only_tools_that_read() {
 
 /// A change to the work tree during a review (a hook, a tool of an older CLI, anything
 /// running beside it) went unreviewed into the next step's commit under an approval. Fixed in
-/// 1bf0732 (issue 18, branch `issue18-cli`).
+/// 1bf0732 (issue 18).
 #[test]
 fn a_review_that_changed_the_work_tree_is_not_an_approval() {
     let env = TestLoop::new().with_git();

@@ -8,8 +8,7 @@ use m1loop::m1::Status;
 use crate::support::{PATIENCE, TestLoop};
 
 /// 2.1.330 reports a resumed session's total as `total_cost_usd`, so three runs of $0.40 were
-/// recorded as $2.40 and `MAX_COST_USD` halted early. Fixed in 10530e7 (issue 18, branch
-/// `issue18-cli`).
+/// recorded as $2.40 and `MAX_COST_USD` halted early. Fixed in 10530e7 (issue 18).
 #[test]
 fn a_resumed_session_s_runs_are_recorded_at_what_each_cost_not_at_the_session_s_total() {
     // The simulated agent reports as 2.1.330 does: after `--resume`, `total_cost_usd` is the
@@ -44,7 +43,7 @@ fn a_resumed_session_s_runs_are_recorded_at_what_each_cost_not_at_the_session_s_
 
 /// 'Prompt is too long' on a resume (2.1.197 resumes a 1M session with a 200k window) was a
 /// failed attempt, and the next resume failed the same way until the step was spent. Fixed in
-/// acff6ba (issue 18, branch `issue18-cli`): the step goes on in a fresh session.
+/// acff6ba (issue 18): the step goes on in a fresh session.
 #[test]
 fn a_prompt_too_long_on_resume_goes_on_in_a_fresh_session_without_costing_an_attempt() {
     let env = TestLoop::new();
@@ -81,7 +80,7 @@ fn a_prompt_too_long_on_resume_goes_on_in_a_fresh_session_without_costing_an_att
 
 /// A session of the 1M variant was measured against its own window, though its resume gets
 /// 200k: it passed the context threshold unseen and its resume was too long. Fixed in acff6ba
-/// (issue 18, branch `issue18-cli`).
+/// (issue 18).
 #[test]
 fn a_1m_context_is_measured_against_the_window_its_resume_gets() {
     // As 2.1.197 without `--model`: the fresh session runs the 1M variant, its resume 200k.
@@ -105,7 +104,7 @@ fn a_1m_context_is_measured_against_the_window_its_resume_gets() {
 }
 
 /// A revoked key held a step for the CLI's ten retries of the 401, about 3 minutes, before the
-/// loop heard of it. Fixed in 94d022b (issue 18, branch `issue18-cli`): the runner follows
+/// loop heard of it. Fixed in 94d022b (issue 18): the runner follows
 /// the stream and ends the run at its first 401/403 `api_retry`.
 #[test]
 fn an_auth_error_the_cli_keeps_retrying_halts_the_loop_within_seconds() {
@@ -138,7 +137,7 @@ fn an_auth_error_the_cli_keeps_retrying_halts_the_loop_within_seconds() {
 }
 
 /// `COMPACTIONS` counted every `PreCompact` hook, which also runs before a compaction that
-/// fails. Fixed in 94d022b (issue 18, branch `issue18-cli`): they are counted from the
+/// fails. Fixed in 94d022b (issue 18): they are counted from the
 /// stream's `compact_boundary`.
 #[test]
 fn a_compaction_that_failed_is_not_counted() {
