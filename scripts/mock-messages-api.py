@@ -29,6 +29,8 @@ More situations, by environment variable (all optional):
   `MOCK_ERROR_MIN_MESSAGES=N` limits it to requests of at least N messages (a resumed
   conversation has more than a fresh one): e.g. status 400, type `invalid_request_error`,
   message `prompt is too long: 250000 tokens > 200000 maximum`.
+* `MOCK_TOOL_INPUT=JSON`: the tool call's input instead (e.g. an `AskUserQuestion`'s
+  `{"questions": [...]}`); `MOCK_TOOL_CALLS=N`: N such calls in one answer (default 1).
 * `MOCK_LOG=FILE`: one JSON line per request (messages, tools offered, model, answer), to see
   what the CLI offered the model.
 """
@@ -60,13 +62,18 @@ def answer(body):
     tool_input = {"command": COMMAND, "description": "make a file"}
     if TOOL != "Bash":
         tool_input = {"file_path": "made_by_tool.txt", "content": "x\n"}
-    block = {
-        "type": "tool_use",
-        "id": "toolu_" + uuid.uuid4().hex[:20],
-        "name": TOOL,
-        "input": tool_input,
-    }
-    return [block], "tool_use"
+    if os.environ.get("MOCK_TOOL_INPUT"):
+        tool_input = json.loads(os.environ["MOCK_TOOL_INPUT"])
+    blocks = [
+        {
+            "type": "tool_use",
+            "id": "toolu_" + uuid.uuid4().hex[:20],
+            "name": TOOL,
+            "input": tool_input,
+        }
+        for _ in range(env_int("MOCK_TOOL_CALLS", 1))
+    ]
+    return blocks, "tool_use"
 
 
 def env_int(name, default):

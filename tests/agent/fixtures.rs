@@ -151,6 +151,23 @@ const TABLE: &[(&str, Ended, Want)] = &[
     ("reviewer-tools-read-only-2.1.197", Exit(0), Is("success")),
     ("tools-pattern-is-no-tool", Exit(0), Is("success")),
     ("tools-pattern-is-no-tool-2.1.197", Exit(0), Is("success")),
+    ("tool-deferred-by-hook", Exit(0), Is("success")),
+    ("tool-deferred-resumed", Exit(0), Is("success")),
+    ("tool-deferred-by-hook-2.1.197", Exit(0), Is("success")),
+    ("tool-deferred-resumed-2.1.197", Exit(0), Is("success")),
+    ("tool-deferred-two-calls", Exit(0), Is("success")),
+    ("tool-deferred-two-calls-resumed", Exit(0), Is("success")),
+    ("ask-user-question-not-offered", Exit(0), Is("success")),
+    (
+        "ask-user-question-not-offered-2.1.197",
+        Exit(0),
+        Is("success"),
+    ),
+    (
+        "resume-without-prompt-nothing-deferred",
+        Exit(1),
+        Is("other"),
+    ),
 ];
 
 impl Ended {
@@ -209,7 +226,7 @@ fn the_table_covers_every_row_of_the_index_and_every_capture_file() {
         })
         .collect();
     let tested: BTreeSet<String> = TABLE.iter().map(|(s, _, _)| (*s).to_owned()).collect();
-    assert_eq!(indexed.len(), 46, "index rows: {indexed:?}");
+    assert_eq!(indexed.len(), 55, "index rows: {indexed:?}");
     assert_eq!(tested, indexed);
     assert_eq!(tested, on_disk);
 }
