@@ -168,6 +168,24 @@ const TABLE: &[(&str, Ended, Want)] = &[
         Exit(1),
         Is("other"),
     ),
+    ("ask-user-question-deferred", Exit(0), Is("success")),
+    (
+        "ask-user-question-answered-on-resume",
+        Exit(0),
+        Is("success"),
+    ),
+    ("ask-user-question-deferred-2.1.197", Exit(0), Is("success")),
+    (
+        "ask-user-question-answered-on-resume-2.1.197",
+        Exit(0),
+        Is("success"),
+    ),
+    ("deferred-resumed-without-its-tool", Exit(1), Is("other")),
+    (
+        "deferred-resumed-without-its-tool-2.1.197",
+        Exit(1),
+        Is("other"),
+    ),
 ];
 
 impl Ended {
@@ -226,7 +244,7 @@ fn the_table_covers_every_row_of_the_index_and_every_capture_file() {
         })
         .collect();
     let tested: BTreeSet<String> = TABLE.iter().map(|(s, _, _)| (*s).to_owned()).collect();
-    assert_eq!(indexed.len(), 55, "index rows: {indexed:?}");
+    assert_eq!(indexed.len(), 61, "index rows: {indexed:?}");
     assert_eq!(tested, indexed);
     assert_eq!(tested, on_disk);
 }
