@@ -118,6 +118,19 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         sys.stderr.write("mock: " + (fmt % args) + "\n")
 
+    def reply(self, status, data, content_type="application/json", no_cache=False,
+              request_id=True):
+        """Sends `data` whole, with the headers the real API sends for it."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        if no_cache:
+            self.send_header("Cache-Control", "no-cache")
+        if request_id:
+            self.send_header("request-id", "req_mock123")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def do_HEAD(self):
         self.send_response(200)
         self.send_header("Content-Length", "0")
@@ -134,23 +147,12 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = {}
         if not self.path.startswith("/v1/messages") or "count_tokens" in self.path:
-            data = json.dumps({"input_tokens": 10}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.reply(200, json.dumps({"input_tokens": 10}).encode(), request_id=False)
             return
         err = error_for(body)
         if err:
             log_request(body, f"error {err[0]}")
-            data = json.dumps(err[1]).encode()
-            self.send_response(err[0])
-            self.send_header("Content-Type", "application/json")
-            self.send_header("request-id", "req_mock123")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.reply(err[0], json.dumps(err[1]).encode())
             return
         blocks, stop = answer(body)
         log_request(body, stop)
@@ -159,13 +161,7 @@ class Handler(BaseHTTPRequestHandler):
                    "role": "assistant", "model": model, "content": blocks,
                    "stop_reason": stop, "stop_sequence": None, "usage": usage()}
         if not body.get("stream"):
-            data = json.dumps(message).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("request-id", "req_mock123")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.reply(200, json.dumps(message).encode())
             return
         events = [("message_start", {"type": "message_start",
                                      "message": dict(message, content=[], stop_reason=None)})]
@@ -187,13 +183,7 @@ class Handler(BaseHTTPRequestHandler):
                        "usage": {"output_tokens": usage()["output_tokens"]}}))
         events.append(("message_stop", {"type": "message_stop"}))
         data = "".join(f"event: {name}\ndata: {json.dumps(ev)}\n\n" for name, ev in events).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("request-id", "req_mock123")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply(200, data, content_type="text/event-stream", no_cache=True)
 
 
 if __name__ == "__main__":
