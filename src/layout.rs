@@ -177,13 +177,6 @@ impl Layout {
         self.dir.join("claude-settings.json")
     }
 
-    /// Where a task's agent notes each compaction of its context it starts (the `PreCompact`
-    /// hook). Some fail: what happened is counted from the stream.
-    #[must_use]
-    pub fn task_compactions(&self, id: &str) -> PathBuf {
-        self.task(id).join("compactions")
-    }
-
     /// The work tree as review task `id` found it, beside its task directory (written before
     /// the task starts, so before the directory exists).
     #[must_use]

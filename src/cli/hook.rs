@@ -81,7 +81,8 @@ pub(crate) fn context(file: &Path) -> Option<String> {
     ))
 }
 
-/// `loop hook pre-compact`: notes the compaction for the step's task, and in the log.
+/// `loop hook pre-compact`: notes in the log that the step's session starts compacting (what
+/// happened is counted from the stream: some compactions fail).
 #[must_use]
 pub(crate) fn pre_compact(file: &Path) -> Status {
     let trigger = input()
@@ -94,12 +95,6 @@ pub(crate) fn pre_compact(file: &Path) -> Status {
         && crate::layout::validate_task_id(&task).is_ok()
         && layout.task(&task).is_dir()
     {
-        let line = format!("{} {trigger}\n", chrono::Utc::now().to_rfc3339());
-        let _ = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(layout.task_compactions(&task))
-            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
         let step = std::env::var("LOOP_STEP").unwrap_or_default();
         let _ = crate::decision_log::append(
             layout.state_dir(),
