@@ -302,7 +302,7 @@ fn a_context_is_measured_against_the_window_its_resume_will_have() {
     // 2.1.197 runs a fresh session without `--model` as `claude-opus-4-8[1m]` (1M), and its
     // `--resume` as `claude-opus-4-8` (200k): 250k tokens are 25 % now and 125 % then.
     let (fresh, _) = load("context-250k-fresh-2.1.197");
-    assert_eq!(fresh.context_window, Some(1_000_000));
+    assert_eq!(fresh.context_window(), Some(1_000_000));
     assert_eq!(fresh.context_pct(None), Some(125));
     assert_eq!(fresh.context_pct(Some("sonnet")), Some(125));
     // A resume that asks for the 1M variant itself keeps it.

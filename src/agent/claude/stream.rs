@@ -57,9 +57,6 @@ pub struct StreamSummary {
     /// Tokens in the session's context at its last assistant message: that message's input,
     /// cache reads and cache writes (what the model read to answer).
     pub context_tokens: Option<u64>,
-    /// The model's context window, from the result's `modelUsage` (the largest, if several
-    /// models answered).
-    pub context_window: Option<u64>,
     /// Each model of the result's `modelUsage` with its context window: a `[1m]` model's
     /// window is not what a `--resume` gets (see [`StreamSummary::context_pct`]).
     pub model_windows: Vec<(String, u64)>,
@@ -236,7 +233,6 @@ impl StreamReader {
             .filter_map(|(model, u)| Some((model.clone(), u.get("contextWindow")?.as_u64()?)))
             .collect();
         if !windows.is_empty() {
-            s.context_window = windows.iter().map(|(_, w)| *w).max();
             s.model_windows = windows;
         }
         let mut result = result_event(obj);
@@ -511,6 +507,13 @@ fn context_used(obj: &serde_json::Map<String, Value>) -> Option<u64> {
 const STANDARD_WINDOW: u64 = 200_000;
 
 impl StreamSummary {
+    /// The model's context window, from the result's `modelUsage` (the largest, if several
+    /// models answered).
+    #[must_use]
+    pub fn context_window(&self) -> Option<u64> {
+        self.model_windows.iter().map(|(_, w)| *w).max()
+    }
+
     /// Whether the CLI is retrying an authentication error (401, 403) before any result:
     /// it retries a revoked key for about 3 minutes, though only a human can fix it.
     #[must_use]
