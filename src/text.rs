@@ -26,6 +26,21 @@ pub(crate) fn one_line(text: &str, max: usize) -> String {
     cut(&fold(text), max)
 }
 
+/// `text` as one shell word: as it is when nothing in it is special to a shell, else
+/// single-quoted.
+#[must_use]
+pub(crate) fn shell_word(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:,=@%".contains(c))
+    {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@ use super::ServiceAction;
 use crate::error::Error;
 use crate::exit::Status;
 use crate::runner::revive::{self, Revival};
+use crate::text::shell_word;
 
 /// The unit's name.
 pub(crate) const UNIT: &str = "m1loop.service";
@@ -82,19 +83,6 @@ fn passed_env() -> Vec<(String, String)> {
         .iter()
         .filter_map(|k| Some(((*k).to_owned(), std::env::var(k).ok()?)))
         .collect()
-}
-
-/// `text` as one shell word: as it is when nothing in it is special, else single-quoted.
-fn shell_word(text: &str) -> String {
-    if !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+:,=@%".contains(c))
-    {
-        text.to_owned()
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
-    }
 }
 
 /// The daemon's command line for a shell: `env VAR=value … LOOP daemon [--telegram]`.

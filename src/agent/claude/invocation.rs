@@ -205,21 +205,14 @@ pub fn new_session_id() -> String {
 /// The per-run settings every agent call of a loop gets: the loop's two hooks, run by `exe`.
 #[must_use]
 pub(crate) fn hook_settings(exe: &std::path::Path) -> serde_json::Value {
-    let command = |what: &str| format!("{} hook {what}", shell_quoted(&exe.display().to_string()));
+    let command = |what: &str| {
+        format!(
+            "{} hook {what}",
+            crate::text::shell_word(&exe.display().to_string())
+        )
+    };
     serde_json::json!({"hooks": {
         "SessionStart": [{"hooks": [{"type": "command", "command": command("session-start")}]}],
         "PreCompact": [{"hooks": [{"type": "command", "command": command("pre-compact")}]}],
     }})
-}
-
-/// `'…'` for a shell, unless the text needs no quoting.
-fn shell_quoted(text: &str) -> String {
-    if text
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-+:".contains(c))
-    {
-        text.to_owned()
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
-    }
 }
