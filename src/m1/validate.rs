@@ -83,17 +83,17 @@ impl Checker<'_> {
                 self.typed(i, key.kind());
             }
         }
+        // The value as it is: a VERIFY that is no value was reported with the other keys.
         if let Some(i) = doc.child(None, "VERIFY")
-            && let Some(v) = self.scalar(i)
-            && v.len() > MAX_ARGUMENT
+            && let Some(len) = doc.key_at(i).value.as_ref().map(|v| v.text.len())
+            && len > MAX_ARGUMENT
         {
             self.at_value(
                 i,
                 format!(
-                    "VERIFY: a command of {} bytes, longer than the {MAX_ARGUMENT} one argument \
+                    "VERIFY: a command of {len} bytes, longer than the {MAX_ARGUMENT} one argument \
                      may be (Linux's limit, and `sh -c` takes the command as one): put it in a \
-                     script, and make VERIFY run that",
-                    v.len()
+                     script, and make VERIFY run that"
                 ),
             );
         }

@@ -181,6 +181,16 @@ fn a_verify_over_128_kib_is_an_error_at_its_line_not_a_command_that_cannot_start
     Document::parse(&verify(131_071)).unwrap();
 }
 
+/// A `VERIFY` with nested keys instead of a command was reported twice: the check of its
+/// length, added in d9c155f, read the value again and said again that it was not one.
+#[test]
+fn a_verify_with_nested_keys_is_reported_once() {
+    assert_eq!(
+        errors("STATUS: IDLE\nGOAL: g\nVERIFY:\n  X: 1\n"),
+        ["3:8: expected a value after `VERIFY:`, not nested keys"]
+    );
+}
+
 /// A bare number in M1.md was taken as seconds: `STEP_TIMEOUT: 60`, meant as an hour, killed
 /// every real step after a minute. Fixed in dbe5467.
 #[test]
