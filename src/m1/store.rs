@@ -283,10 +283,7 @@ impl Store {
     fn put_on_file(&mut self, late: Vec<u8>) -> Result<bool, StoreError> {
         let staged = swap::stage(&self.path, &late)
             .with_context(|| format!("while writing beside {}", self.path.display()))?;
-        let now = self
-            .read_once()
-            .map(|(b, _)| b)
-            .with_context(|| format!("while reading {}", self.path.display()))?;
+        let (now, _) = self.read_once()?;
         if now != self.bytes {
             self.late = Some(late);
             return Ok(false);
