@@ -159,12 +159,6 @@ impl Layout {
         self.task(id).join("stdin")
     }
 
-    /// What a task printed on stderr.
-    #[must_use]
-    pub fn task_stderr(&self, id: &str) -> PathBuf {
-        self.task(id).join("stderr")
-    }
-
     /// The handoff note an agent writes for a fresh session of `step` (`STEP_RESTART`).
     #[must_use]
     pub fn handoff(&self, step: u32) -> PathBuf {

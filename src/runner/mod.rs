@@ -665,7 +665,7 @@ impl Runner {
             .map(|a| crate::agent::without_verdict(&a));
         let stderr = stdout
             .parent()
-            .map(|d| decision_log::last_lines(&d.join("stderr"), 10))
+            .map(|d| decision_log::last_lines(&d.join(crate::bridge::STDERR_FILE), 10))
             .unwrap_or_default();
         (answer, stderr)
     }
