@@ -111,7 +111,7 @@ pub(crate) fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
 /// No steps yet: plan them, unless planning already failed `MAX_RETRIES` times.
 fn planning(m: &M1, caps: &Caps) -> Next {
     let attempts = attempts_of(m, 0);
-    if attempts.saturating_sub(uncounted(m, 0)) >= caps.max_retries {
+    if super::judge::failures(attempts, uncounted(m, 0)) >= caps.max_retries {
         return Next::Exhausted {
             step: 0,
             reason: format!("planning failed {attempts} times"),

@@ -26,15 +26,8 @@ fn git_dir(dir: &Path) -> Option<PathBuf> {
 #[must_use]
 pub(crate) fn diff_stat(dir: &Path) -> Option<String> {
     git_dir(dir)?;
-    let out = std::process::Command::new("git")
-        .args(["diff", "--stat", "HEAD"])
-        .current_dir(dir)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).trim_end().to_owned();
-    (out.status.success() && !text.is_empty()).then_some(text)
+    let text = git(dir, &["diff", "--stat", "HEAD"])?.trim_end().to_owned();
+    (!text.is_empty()).then_some(text)
 }
 
 /// `git ARGS` in `dir`: its output, or `None` when it failed.
