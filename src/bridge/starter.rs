@@ -332,7 +332,9 @@ pub(crate) fn serve() -> anyhow::Result<Status> {
     mask.thread_block().context("while blocking SIGCHLD")?;
     let ended = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .context("while creating the signalfd")?;
-    show(&[OsStr::new(COMMAND)]);
+    // Read before the command line is rewritten (`show`): each supervisor runs this binary.
+    let exe = std::env::args_os().next().unwrap_or_else(|| "loop".into());
+    show(&exe, &[OsStr::new(COMMAND)]);
     let own = [socket.as_raw_fd(), ended.as_raw_fd()];
     loop {
         let mut fds = [
@@ -351,7 +353,7 @@ pub(crate) fn serve() -> anyhow::Result<Status> {
         let Some(request) = receive(&mut socket)? else {
             break; // the firer closed the socket
         };
-        let answer = start_one(&own, request);
+        let answer = start_one(&own, &exe, request);
         if socket.write_all(&framed(answer.as_bytes())).is_err() {
             break; // the firer is gone
         }
@@ -369,19 +371,16 @@ fn reap() {
     }
 }
 
-/// Shows `loop ARGS...` as this process's command line.
-fn show(args: &[&OsStr]) {
-    let exe = std::env::args_os().next().unwrap_or_else(|| "loop".into());
-    let mut all = vec![exe.as_os_str()];
+/// Shows `EXE ARGS...` as this process's command line.
+fn show(exe: &OsStr, args: &[&OsStr]) {
+    let mut all = vec![exe];
     all.extend_from_slice(args);
     super::title::set(&all);
 }
 
 /// Forks the process that becomes the task's supervisor and says, once it is recorded, how it
 /// went: empty when the supervisor runs, else why it does not.
-fn start_one(own: &[RawFd], request: Request) -> String {
-    // Computed before the fork: after it, the child only changes itself.
-    let exe = std::env::args_os().next().unwrap_or_else(|| "loop".into());
+fn start_one(own: &[RawFd], exe: &OsStr, request: Request) -> String {
     let (ready_rx, ready_tx) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
         Ok(p) => p,
         Err(e) => return format!("the starter could not make a pipe: {e}"),
@@ -391,7 +390,7 @@ fn start_one(own: &[RawFd], request: Request) -> String {
         Err(e) => format!("the starter could not fork: {e}"),
         Ok(ForkResult::Child) => {
             drop(ready_rx);
-            std::process::exit(become_supervisor(own, request, ready_tx, &exe))
+            std::process::exit(become_supervisor(own, request, ready_tx, exe))
         }
         Ok(ForkResult::Parent { .. }) => {
             // The fork holds the lock and the log now.
