@@ -62,11 +62,9 @@ impl Checker<'_> {
                 self.errors.push(Error::new(1, 1, msg));
             }
         }
-        if let Some(i) = doc.child(None, "STATUS")
-            && let Some(v) = self.scalar(i)
-            && let Err(msg) = v.parse::<Status>()
-        {
-            self.at_value(i, msg);
+        // STATUS first, as the file's first line (the other keys follow GOAL's check).
+        if let Some(i) = doc.child(None, Top::Status.name()) {
+            self.typed(i, Top::Status.kind());
         }
         if let Some(i) = doc.child(None, "GOAL")
             && self.scalar(i).is_none_or(|g| g.trim().is_empty())
