@@ -36,10 +36,9 @@ impl Journal {
     /// Opens the journal at `path`: the versions it holds, oldest first, at most the `keep`
     /// newest.
     pub(crate) fn load(path: PathBuf, keep: usize) -> (Journal, Vec<Fields>) {
-        let text = std::fs::metadata(&path)
+        let text = crate::named_file::read(&path, MAX_READ)
             .ok()
-            .filter(|m| m.is_file() && m.len() <= MAX_READ)
-            .and_then(|_| std::fs::read_to_string(&path).ok())
+            .and_then(|(bytes, _)| String::from_utf8(bytes).ok())
             .unwrap_or_default();
         let lines = text.lines().count();
         let mut versions: Vec<Fields> = text.lines().filter_map(decode).collect();
