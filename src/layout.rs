@@ -67,12 +67,7 @@ impl Layout {
     /// The runner's lock of the loop whose state file is `m1` (`M1.md.lock` beside it).
     #[must_use]
     pub fn runner_lock(m1: &Path) -> PathBuf {
-        let mut name = m1
-            .file_name()
-            .map(std::ffi::OsString::from)
-            .unwrap_or_default();
-        name.push(".lock");
-        m1.with_file_name(name)
+        beside(m1, ".lock")
     }
 
     /// The versions of the loop whose state file is `m1` that its runners have known
@@ -80,12 +75,7 @@ impl Layout {
     /// shared by every runner of the loop.
     #[must_use]
     pub fn versions(m1: &Path) -> PathBuf {
-        let mut name = m1
-            .file_name()
-            .map(std::ffi::OsString::from)
-            .unwrap_or_default();
-        name.push(".versions");
-        m1.with_file_name(name)
+        beside(m1, ".versions")
     }
 
     /// Where the file a runner's write of `m1` displaced stays open for a few seconds, for a
@@ -226,6 +216,16 @@ pub(crate) fn validate_task_id(id: &str) -> crate::error::Result<()> {
         return fail("it must not contain \"..\"");
     }
     Ok(())
+}
+
+/// The file beside `m1` whose name is `m1`'s with `suffix` added (`M1.md.lock`).
+fn beside(m1: &Path, suffix: &str) -> PathBuf {
+    let mut name = m1
+        .file_name()
+        .map(std::ffi::OsString::from)
+        .unwrap_or_default();
+    name.push(suffix);
+    m1.with_file_name(name)
 }
 
 #[cfg(test)]
