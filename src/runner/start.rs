@@ -156,6 +156,10 @@ pub(super) fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
     }
     crate::runner::settings::check_program_in(&doc, file)
         .map_err(|errs| Error::bad_input(format!("{errs}; then `loop resume` again")))?;
+    if m.agent.program.is_some() {
+        // The file's program outranks every other: it is the one that would run, just found.
+        return Ok(());
+    }
     let program = settings.agent_for(&m).program;
     crate::runner::settings::find_program(&program).map_err(|e| {
         Error::bad_input(format!(
