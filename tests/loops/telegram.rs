@@ -5,21 +5,9 @@ use std::time::Duration;
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
 
+use crate::support::bot::{CHAT, TOKEN, replies, with_telegram};
 use crate::support::telegram_fake::FakeTelegram;
 use crate::support::{TestLoop, files, stderr, stdout, wait_until};
-
-const TOKEN: &str = "424242:AAsecretSECRETsecret_loop-telegram";
-const CHAT: &str = "-100777";
-
-fn with_telegram(env: TestLoop, base: &str) -> TestLoop {
-    env.env("TELEGRAM_BOT_TOKEN", TOKEN)
-        .env("TELEGRAM_CHAT_ID", CHAT)
-        .env("TELEGRAM_API_BASE", base)
-}
-
-fn texts(tg: &FakeTelegram) -> Vec<String> {
-    tg.sent().into_iter().map(|s| s.text).collect()
-}
 
 #[test]
 fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
@@ -27,11 +15,14 @@ fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
     let env = with_telegram(TestLoop::new(), &tg.base_url());
     env.scenario(&Scenario::new().otherwise(Action::done("wrote the parser")));
     env.run_ok(&["start", "ship the parser", "--step", "write it"]);
-    assert!(wait_until(Duration::from_secs(10), || texts(&tg)
+    assert!(wait_until(Duration::from_secs(10), || replies(&tg)
         .iter()
         .any(|t| t.contains("DONE"))));
     let sent = tg.sent();
-    assert!(sent.iter().all(|s| s.chat_id == CHAT), "{sent:?}");
+    assert!(
+        sent.iter().all(|s| s.chat_id == CHAT.to_string()),
+        "{sent:?}"
+    );
     let done = sent.iter().find(|s| s.text.contains("DONE")).unwrap();
     assert!(
         done.text.contains("ship the parser") && done.text.contains("wrote the parser"),
@@ -60,10 +51,10 @@ fn a_loops_done_and_failed_messages_arrive_in_the_configured_chat() {
             "2",
         ],
     );
-    assert!(wait_until(Duration::from_secs(10), || texts(&tg)
+    assert!(wait_until(Duration::from_secs(10), || replies(&tg)
         .iter()
         .any(|t| t.contains("FAILED"))));
-    let failed = texts(&tg)
+    let failed = replies(&tg)
         .into_iter()
         .find(|t| t.contains("FAILED"))
         .unwrap();
@@ -91,7 +82,7 @@ fn with_telegram_down_the_loop_finishes_and_the_next_command_delivers_the_backlo
     let tg = FakeTelegram::start();
     let env = env.env("TELEGRAM_API_BASE", tg.base_url());
     let out = env.run_ok(&["resume"]);
-    let got = texts(&tg);
+    let got = replies(&tg);
     assert_eq!(got.len(), 2, "started and done, once each: {got:?}");
     assert!(
         got[0].contains("survive the outage") && got[1].contains("DONE"),
@@ -99,7 +90,7 @@ fn with_telegram_down_the_loop_finishes_and_the_next_command_delivers_the_backlo
     );
     // Nothing is sent twice on the command after that.
     let _ = env.run(&["resume"]);
-    assert_eq!(texts(&tg).len(), 2);
+    assert_eq!(replies(&tg).len(), 2);
 
     // The token is in no file of the loop and in no output, though every send failed once.
     let out2 = env.run(&["status"]);
@@ -131,17 +122,17 @@ fn stop_from_the_configured_chat_halts_a_running_loop_and_a_strangers_does_not()
     );
     assert!(!env.stop.exists(), "a stranger stopped the loop");
 
-    tg.push_message(CHAT.parse().unwrap(), "/stop");
+    tg.push_message(CHAT, "/stop");
     let status = runner.wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(3), "{}", env.log());
     env.assert_status(Status::Waiting);
     // This loop only, as `loop stop`: no machine-wide stop file, and nothing left to remove.
     assert!(
-        wait_until(Duration::from_secs(20), || texts(&tg)
+        wait_until(Duration::from_secs(20), || replies(&tg)
             .iter()
             .any(|t| t.contains("the loop is WAITING"))),
         "{:?}",
-        texts(&tg)
+        replies(&tg)
     );
     assert!(
         !env.stop.exists(),

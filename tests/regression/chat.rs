@@ -7,7 +7,9 @@ use std::time::Duration;
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
 
-use crate::support::bot::{CHAT, DEADLINE, TOKEN, fake_loop, record, replies, setup, start_bot};
+use crate::support::bot::{
+    CHAT, DEADLINE, TOKEN, fake_loop, record, replies, setup, start_bot, with_telegram,
+};
 use crate::support::telegram_fake::FakeTelegram;
 use crate::support::{Guard, TestLoop, run, stderr, wait_until, write_executable};
 
@@ -17,10 +19,7 @@ use crate::support::{Guard, TestLoop, run, stderr, wait_until, write_executable}
 #[test]
 fn resume_right_after_stop_waits_for_the_stopped_runner_instead_of_meeting_it() {
     let tg = FakeTelegram::start();
-    let env = TestLoop::new()
-        .env("TELEGRAM_BOT_TOKEN", TOKEN)
-        .env("TELEGRAM_CHAT_ID", CHAT.to_string())
-        .env("TELEGRAM_API_BASE", tg.base_url());
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
     // The stopped step takes a second to end, as the real CLI may: its runner lets go of the
     // loop only then, long after the bot has read both messages.
     let slow_to_end = Action::done("ok")

@@ -66,6 +66,13 @@ fn rand_suffix() -> u128 {
         .as_nanos()
 }
 
+/// `env` sending its notifications to the chat [`CHAT`] of the Bot API at `base`.
+pub fn with_telegram(env: TestLoop, base: &str) -> TestLoop {
+    env.env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("TELEGRAM_CHAT_ID", CHAT.to_string())
+        .env("TELEGRAM_API_BASE", base)
+}
+
 /// What the bot said in the chat.
 pub fn replies(tg: &FakeTelegram) -> Vec<String> {
     tg.sent().into_iter().map(|s| s.text).collect()
