@@ -61,9 +61,7 @@ fn a_refused_demo_leaves_nothing_behind() {
 #[test]
 fn loop_demo_help_shows_where_the_demo_really_goes() {
     let env = TestLoop::new();
-    let mut help = env.cmd(&["demo", "--help"]);
-    help.stdout(std::process::Stdio::piped());
-    let text = stdout(&help.output().unwrap());
+    let text = stdout(&env.run(&["demo", "--help"]));
     let file = text
         .lines()
         .skip_while(|l| !l.trim_start().starts_with("--file"))
@@ -117,9 +115,7 @@ fn service_without_a_user_bus_writes_no_unit_and_its_fallbacks_carry_the_units_e
     let run = |args: &[&str], ctl: &std::path::Path| {
         let mut c = env.cmd(args);
         c.env("XDG_CONFIG_HOME", &config).env("LOOP_SYSTEMCTL", ctl);
-        c.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        c.output().unwrap()
+        crate::support::run(c)
     };
     let unit = config.join("systemd/user/m1loop.service");
     let out = run(&["service", "install"], &no_bus);
@@ -163,9 +159,7 @@ fn service_without_a_user_bus_writes_no_unit_and_its_fallbacks_carry_the_units_e
 #[test]
 fn daemon_keeps_the_loop_of_file_beside_those_of_loop_and_its_help_says_so() {
     let env = TestLoop::new();
-    let mut help = env.cmd(&["daemon", "--help"]);
-    help.stdout(std::process::Stdio::piped());
-    let text = stdout(&help.output().unwrap());
+    let text = stdout(&env.run(&["daemon", "--help"]));
     let file_help = text
         .lines()
         .skip_while(|l| !l.trim_start().starts_with("--file"))
@@ -208,9 +202,7 @@ fn a_persons_session_gets_the_loops_state_not_the_step_agents_orders() {
          write\n    2: [PENDING] test\nNEXT_ACTION: check the task\n",
     )
     .unwrap();
-    let mut hook = env.cmd(&["hook", "session-start"]);
-    hook.stdout(std::process::Stdio::piped());
-    let v: Value = serde_json::from_str(&stdout(&hook.output().unwrap())).unwrap();
+    let v: Value = serde_json::from_str(&stdout(&env.run(&["hook", "session-start"]))).unwrap();
     let context = v["hookSpecificOutput"]["additionalContext"]
         .as_str()
         .unwrap();
@@ -236,12 +228,10 @@ fn hook_uninstall_twice_says_the_second_time_that_there_was_nothing_to_remove() 
     let env = TestLoop::new();
     let settings = env.path().join(".claude/settings.local.json");
     env.run_ok(&["hook", "install"]);
-    let mut again = env.cmd(&["hook", "uninstall"]);
-    again.stdout(std::process::Stdio::piped());
-    let first = stdout(&again.output().unwrap());
+    let first = stdout(&env.run(&["hook", "uninstall"]));
     assert!(first.contains("removed"), "{first}");
     let text = std::fs::read_to_string(&settings).unwrap();
-    let second = stdout(&again.output().unwrap());
+    let second = stdout(&env.run(&["hook", "uninstall"]));
     assert!(
         !second.contains("removed") && second.contains("nothing to remove"),
         "{second}"

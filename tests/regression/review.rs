@@ -62,11 +62,8 @@ fn a_failed_retake_is_not_shown_as_verified() {
 fn the_simulated_agent_approves_a_review_unless_its_scenario_says_otherwise() {
     let env = TestLoop::new().with_git();
     let mut start = env.cmd(&["start", "x", "--step", "a", "--review"]);
-    start
-        .env_remove("CLAUDE_SIM_SCENARIO")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let out = start.output().unwrap();
+    start.env_remove("CLAUDE_SIM_SCENARIO");
+    let out = crate::support::run(start);
     env.assert_exit(&out, 0);
     env.assert_status(Status::Done);
     let review = &env.m1().results[&1].review;
