@@ -3,7 +3,6 @@
 
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
-use serde_json::Value;
 
 use crate::support::TestLoop;
 
@@ -16,24 +15,11 @@ fn done() -> Action {
     Action::done("ok")
 }
 
-/// Runs a one-step loop to DONE in two agent calls, the second in a fresh session (no
-/// `--resume`); the calls.
-fn two_calls_the_second_fresh(env: &TestLoop) -> Vec<Value> {
-    env.run_ok(&["start", "g", "--step", "one"]);
-    let calls = env.calls();
-    assert_eq!(calls.len(), 2);
-    assert!(
-        calls[1]["resume"].is_null(),
-        "a fresh session, not --resume"
-    );
-    calls
-}
-
 #[test]
 fn step_restart_goes_on_in_a_fresh_session_from_the_agents_handoff_note() {
     let env = TestLoop::new();
     env.scenario(&Scenario::new().step(1, [restart("did the parser; left: the tests"), done()]));
-    let calls = two_calls_the_second_fresh(&env);
+    let calls = env.run_in_two_calls_the_second_fresh();
     assert_ne!(calls[1]["session_id"], calls[0]["session_id"]);
     let first = env.prompt(0);
     assert!(
@@ -93,7 +79,7 @@ fn a_retry_of_a_session_past_the_context_threshold_is_a_fresh_session_with_a_han
     let env = TestLoop::new();
     let full = Action::says("I think it works now.").context_tokens(150_000);
     env.scenario(&Scenario::new().step(1, [full, done()]));
-    two_calls_the_second_fresh(&env);
+    env.run_in_two_calls_the_second_fresh();
     let second = env.prompt(1);
     assert!(
         second.contains("reached 75% of the model's window"),

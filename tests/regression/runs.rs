@@ -89,13 +89,7 @@ fn a_1m_context_is_measured_against_the_window_its_resume_gets() {
         .model("claude-opus-4-8[1m]", 1_000_000)
         .context_tokens(250_000);
     env.scenario(&Scenario::new().step(1, [full, Action::done("ok")]));
-    env.run_ok(&["start", "g", "--step", "one"]);
-    let calls = env.calls();
-    assert_eq!(calls.len(), 2);
-    assert!(
-        calls[1]["resume"].is_null(),
-        "a fresh session, not --resume"
-    );
+    env.run_in_two_calls_the_second_fresh();
     let second = env.prompt(1);
     assert!(
         second.contains("reached 125% of the model's window"),

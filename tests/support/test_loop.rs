@@ -221,6 +221,20 @@ impl TestLoop {
             .partition(|(_, c)| !is_review(c))
     }
 
+    /// Runs a one-step loop (`start g --step one`) to DONE in two agent calls, the second in
+    /// a fresh session (no `--resume`); the calls.
+    #[track_caller]
+    pub fn run_in_two_calls_the_second_fresh(&self) -> Vec<Value> {
+        self.run_ok(&["start", "g", "--step", "one"]);
+        let calls = self.calls();
+        assert_eq!(calls.len(), 2);
+        assert!(
+            calls[1]["resume"].is_null(),
+            "a fresh session, not --resume"
+        );
+        calls
+    }
+
     pub fn calls_for(&self, step: u32) -> usize {
         let want = step.to_string();
         self.calls()
