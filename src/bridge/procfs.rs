@@ -39,11 +39,19 @@ pub fn stat(pid: i32) -> Option<ProcStat> {
     parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
-/// Parses a stat line. The command name (field 2) may contain spaces and parentheses, so
-/// fields are counted from the last `)`.
+/// The fields of a stat line after the command name, field 3 (state) first. The name (field
+/// 2) may contain spaces and parentheses, so they are counted from the last `)`.
+pub(crate) fn stat_fields(line: &str) -> Option<Vec<&str>> {
+    Some(
+        line[line.rfind(')')? + 1..]
+            .split_ascii_whitespace()
+            .collect(),
+    )
+}
+
+/// Parses a stat line.
 pub(crate) fn parse_stat(line: &str) -> Option<ProcStat> {
-    let rest = &line[line.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    let fields = stat_fields(line)?;
     // After the name: state is field 3, ppid 4, pgrp 5, session 6, starttime 22.
     Some(ProcStat {
         state: fields.first()?.chars().next()?,

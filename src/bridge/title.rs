@@ -14,9 +14,8 @@ use std::os::unix::ffi::OsStrExt;
 /// Where the argument strings are: `[start, end)` in this process's memory.
 fn args_area() -> Option<(usize, usize)> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    // After the name, field 3 (state) is at 0: arg_start (48) and arg_end (49) at 45 and 46.
+    let fields = super::procfs::stat_fields(&stat)?;
+    // Field 3 (state) is at 0: arg_start (48) and arg_end (49) at 45 and 46.
     let start: usize = fields.get(45)?.parse().ok()?;
     let end: usize = fields.get(46)?.parse().ok()?;
     (start != 0 && end > start).then_some((start, end))
