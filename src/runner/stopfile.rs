@@ -82,11 +82,13 @@ pub(crate) fn left_by_command(state_dir: &Path) -> bool {
         .is_ok_and(|(t, _)| t.starts_with(BY_COMMAND.as_bytes()))
 }
 
-/// Removes the loop's `STOP` if `loop stop` put it there.
-pub(crate) fn clear_local(state_dir: &Path) {
-    if left_by_command(state_dir) {
+/// Removes the loop's `STOP` if `loop stop` put it there; whether it had.
+pub(crate) fn clear_local(state_dir: &Path) -> bool {
+    let ours = left_by_command(state_dir);
+    if ours {
         let _ = std::fs::remove_file(local(state_dir));
     }
+    ours
 }
 
 /// Set by Ctrl-C on a foreground runner (see [`catch_interrupt`]).

@@ -243,8 +243,7 @@ impl<E: Exec> Bot<E> {
         let marker = self.left_stop_marker();
         if marker.exists() {
             let loop_dir = self.loop_dir();
-            if crate::runner::stopfile::left_by_command(&loop_dir) {
-                crate::runner::stopfile::clear_local(&loop_dir);
+            if crate::runner::stopfile::clear_local(&loop_dir) {
                 let _ = writeln!(
                     reply,
                     "Removed the stop file <code>{}</code> that /stop left",
