@@ -48,6 +48,11 @@ impl Journal {
         (Journal { path, lines }, versions)
     }
 
+    /// The journal at `path`, not read: for a new loop, whose versions start over.
+    pub(crate) fn unread(path: PathBuf) -> Journal {
+        Journal { path, lines: 0 }
+    }
+
     /// Adds the newest version; compacts to `all` (the history in memory, `f` last) once the
     /// file holds twice as many lines as `all`'s capacity.
     pub(crate) fn append<'a>(

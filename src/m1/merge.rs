@@ -115,6 +115,17 @@ impl History {
         }
     }
 
+    /// A new loop's history, journaled at `path`: what the journal held (another loop's
+    /// versions) is gone, and `doc` is the first version.
+    pub(crate) fn fresh(path: std::path::PathBuf, doc: &Document, len: usize) -> Self {
+        let mut history = Self {
+            journal: Some(Journal::unread(path)),
+            ..Self::default()
+        };
+        history.restart(doc, len);
+        history
+    }
+
     /// What `doc` changed against the newest version known (nothing when none is known).
     pub(crate) fn changes_since_newest(&self, doc: &Document) -> Vec<String> {
         self.versions

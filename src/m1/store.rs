@@ -531,8 +531,7 @@ impl Store {
             .with_context(|| format!("while writing {}", path.display()))?;
         let mut store = Store::new(path, text.as_bytes().to_vec(), &doc);
         // A new loop: the versions of the one before it are no base of a save of this one.
-        store.history = History::journaled(crate::layout::Layout::versions(path), &doc);
-        store.history.restart(&doc, text.len());
+        store.history = History::fresh(crate::layout::Layout::versions(path), &doc, text.len());
         Ok((store, doc))
     }
 
