@@ -163,6 +163,10 @@ fn edit(dir: &Path, command: Option<&str>) -> crate::error::Result<(PathBuf, boo
     let file = settings_file(dir);
     let mut members = read(&file)?;
     let had = has_ours(&members);
+    if command.is_none() && !had {
+        // Nothing of ours to take out: the file is not touched.
+        return Ok((file, had));
+    }
     let at = members.iter().position(|(k, _)| k == "hooks");
     let hooks = edited_hooks(at.map(|i| members[i].1.as_str()), command)?;
     match (at, hooks) {
@@ -204,16 +208,15 @@ pub(super) fn install(dir: &Path) -> crate::error::Result<Status> {
 /// # Errors
 /// As [`install`].
 pub(super) fn uninstall(dir: &Path) -> crate::error::Result<Status> {
-    let file = settings_file(dir);
-    // Not there (a second uninstall, or none ever): said so, and the file is not touched.
-    if !has_ours(&read(&file)?) {
+    let (file, had) = edit(dir, None)?;
+    // Not there (a second uninstall, or none ever): said so, and the file was not touched.
+    if !had {
         crate::outln!(
             "loop hook: {} holds no loop SessionStart hook; nothing to remove",
             file.display()
         );
         return Ok(Status::Ok);
     }
-    let (file, _) = edit(dir, None)?;
     crate::outln!(
         "loop hook: removed the loop's SessionStart hook from {}",
         file.display()
