@@ -108,10 +108,13 @@ pub(crate) fn requested(state_dir: &Path) -> Option<crate::engine::Stop> {
     }
     let local = local(state_dir);
     // Read as a named file: a FIFO put there would block a plain read, and the runner with it.
+    // Asked at every wake: the read's own error says when there is no file.
     match crate::named_file::read(&local, 4096) {
         Ok((t, _)) if t.starts_with(BY_COMMAND.as_bytes()) => Some(Stop::Command),
-        _ if local.exists() => Some(Stop::File(local.display().to_string())),
-        _ => None,
+        Err(crate::named_file::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            None
+        }
+        _ => Some(Stop::File(local.display().to_string())),
     }
 }
 
