@@ -184,15 +184,8 @@ fn foreground(env: &TestLoop, args: &[&str]) -> Child {
 fn ctrl_c(child: Child) -> std::process::Output {
     let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
     kill(pid, Signal::SIGINT).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let Ok(out) = rx.recv_timeout(Duration::from_secs(20)) else {
-        let _ = kill(pid, Signal::SIGKILL);
-        panic!("the runner did not end within 20 s of Ctrl-C");
-    };
-    out.unwrap()
+    crate::support::output_within(child, Duration::from_secs(20))
+        .expect("the runner did not end within 20 s of Ctrl-C")
 }
 
 #[test]

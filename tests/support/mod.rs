@@ -140,6 +140,18 @@ pub fn run_within(mut cmd: impl BorrowMut<Command>, within: Duration) -> Output 
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    output_within(child, within).unwrap_or_else(|| {
+        let args: Vec<_> = cmd.get_args().collect();
+        panic!(
+            "{} {args:?} did not finish within {within:?}",
+            cmd.get_program().display()
+        )
+    })
+}
+
+/// What `child` printed, once it has ended; `None`, after killing it, if that takes longer
+/// than `within`.
+pub fn output_within(child: std::process::Child, within: Duration) -> Option<Output> {
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -147,13 +159,9 @@ pub fn run_within(mut cmd: impl BorrowMut<Command>, within: Duration) -> Output 
     });
     let Ok(out) = rx.recv_timeout(within) else {
         procs::sigkill(pid.cast_signed());
-        let args: Vec<_> = cmd.get_args().collect();
-        panic!(
-            "{} {args:?} did not finish within {within:?}",
-            cmd.get_program().display()
-        );
+        return None;
     };
-    out.unwrap()
+    Some(out.unwrap())
 }
 
 pub fn code(out: &Output) -> i32 {
