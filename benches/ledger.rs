@@ -17,27 +17,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const LOOP: &str = env!("CARGO_BIN_EXE_loop");
-const SIM: &str = env!("CARGO_BIN_EXE_claude-sim");
+mod common;
+use common::{LOOP, loop_cmd, ms};
+
 /// Task directories of the loop that is opened (when there are that many in all).
 const OWN: usize = 50;
 const RUNS: usize = 7;
-
-fn loop_cmd(dir: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(LOOP);
-    c.args(args)
-        .current_dir(dir)
-        .env("LOOP_FILE", dir.join("state/M1.md"))
-        .env("LOOP_AGENT", SIM)
-        .env("LOOP_STOP_FILE", dir.join("stop"))
-        .env("XDG_STATE_HOME", dir.join("xdg"))
-        .env("CLAUDE_SIM_SCENARIO", dir.join("scenario.json"))
-        .env_remove("TELEGRAM_BOT_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    c
-}
 
 /// A finished two-step loop in a new temporary directory.
 fn finished_loop() -> tempfile::TempDir {
@@ -108,10 +93,6 @@ fn fill(state: &Path, t: &Template, n: usize) {
         std::fs::write(dir.join("spec.json"), spec).unwrap();
         std::fs::write(dir.join("judged.json"), &t.judged).unwrap();
     }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 fn timed(mut f: impl FnMut()) -> Duration {

@@ -18,34 +18,13 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{SIM, loop_cmd, ms};
+
 const STEPS: usize = 20;
-
-fn bins() -> (PathBuf, PathBuf) {
-    (
-        PathBuf::from(env!("CARGO_BIN_EXE_loop")),
-        PathBuf::from(env!("CARGO_BIN_EXE_claude-sim")),
-    )
-}
-
-fn loop_cmd(dir: &Path, args: &[&str]) -> Command {
-    let (lp, sim) = bins();
-    let mut c = Command::new(lp);
-    c.args(args)
-        .current_dir(dir)
-        .env("LOOP_FILE", dir.join("state/M1.md"))
-        .env("LOOP_AGENT", sim)
-        .env("LOOP_STOP_FILE", dir.join("stop"))
-        .env("XDG_STATE_HOME", dir.join("xdg"))
-        .env("CLAUDE_SIM_SCENARIO", dir.join("scenario.json"))
-        .env_remove("TELEGRAM_BOT_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    c
-}
 
 fn fresh(scenario: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -95,10 +74,8 @@ fn start_args() -> Vec<String> {
 /// shell and the agents.
 fn shell_round() -> (Duration, Duration) {
     let dir = fresh(r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#);
-    let (_, sim) = bins();
     let script = format!(
-        "for i in $(seq {STEPS}); do LOOP_STEP=$i {} -p 'do step' --output-format stream-json --verbose >/dev/null; done",
-        sim.display()
+        "for i in $(seq {STEPS}); do LOOP_STEP=$i {SIM} -p 'do step' --output-format stream-json --verbose >/dev/null; done"
     );
     let cpu = children_cpu();
     let t = Instant::now();
@@ -241,10 +218,6 @@ fn overhead() {
         extra_cpu[0],
         extra_cpu[last]
     );
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
