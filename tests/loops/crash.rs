@@ -7,13 +7,10 @@ use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::{Status, StepState};
 use m1loop::runner::CRASH_POINTS;
 
+use crate::support::answers::steady;
 use crate::support::{TestLoop, save_by_rename, stderr, wait_until};
 
 /// Every step works `ms`, then passes.
-fn steady(ms: u64) -> Scenario {
-    Scenario::new().otherwise(Action::done("ok").sleep_ms(ms))
-}
-
 fn assert_complete(env: &TestLoop, steps: u32) {
     env.assert_status(Status::Done);
     let m = env.m1();

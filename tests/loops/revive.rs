@@ -6,6 +6,7 @@ use std::time::Duration;
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
 
+use crate::support::answers::steady;
 use crate::support::{Guard, TestLoop, code, stderr, stdout, wait_until, write_executable};
 
 /// A loop whose runners are revived by their steps (`TestLoop` turns that off).
@@ -22,10 +23,6 @@ fn revivals(env: &TestLoop) -> Vec<String> {
 }
 
 /// Every step works `ms`, then passes.
-fn steady(ms: u64) -> Scenario {
-    Scenario::new().otherwise(done(ms))
-}
-
 fn done(ms: u64) -> Action {
     Action::done("ok").sleep_ms(ms)
 }

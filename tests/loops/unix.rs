@@ -8,13 +8,10 @@ use std::time::Duration;
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
 
+use crate::support::answers::steady;
 use crate::support::{Guard, TestLoop, stderr, stdout};
 
 /// Every step works `ms`, then passes.
-fn steady(ms: u64) -> Scenario {
-    Scenario::new().otherwise(Action::done("ok").sleep_ms(ms))
-}
-
 /// Spawns `loop ARGS` with stdout (and stderr) on pipes whose reading ends are closed at
 /// once, as `loop ARGS 2>&1 | head -0` would.
 fn spawn_with_closed_output(env: &TestLoop, args: &[&str]) -> Guard {

@@ -6,13 +6,10 @@ use std::time::Duration;
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
 
+use crate::support::answers::passing;
 use crate::support::{TestLoop, stderr, stdout, wait_until};
 
 /// Every step passes at once.
-fn passing() -> Scenario {
-    Scenario::new().otherwise(Action::done("ok"))
-}
-
 /// Every step works `ms`, saying what it does every 100 ms, then passes.
 fn working(ms: u64) -> Scenario {
     Scenario::new().otherwise(Action::done("ok").sleep_ms(ms).heartbeat_ms(100))
