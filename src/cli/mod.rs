@@ -77,6 +77,38 @@ pub(crate) enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// List the loop's gates: the decisions it waits for (with how to make each), and those
+    /// made.
+    Gates {
+        /// One JSON object instead of the human view.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve the plan a PLAN gate waits on (the only one pending, or gate ID), then run the
+    /// loop on.
+    Approve {
+        /// The gate, e.g. G1 (default: the only plan waiting for approval).
+        id: Option<String>,
+        #[command(flatten)]
+        decide: DecideArgs,
+    },
+    /// Reject the plan a PLAN gate waits on: no step runs; edit the plan, then `loop resume`
+    /// asks again.
+    Reject {
+        /// The gate, e.g. G1 (default: the only plan waiting for approval).
+        id: Option<String>,
+        #[command(flatten)]
+        decide: DecideArgs,
+    },
+    /// Answer a gate's question (a step's `STEP_BLOCKED`, or one of the options a gate offers),
+    /// then run the loop on: the step resumes in its own session with the answer.
+    Answer {
+        /// `[ID] TEXT`: the gate (e.g. G2; default: the only question waiting), then the answer.
+        #[arg(required = true, num_args = 1.., value_name = "[ID] TEXT")]
+        words: Vec<String>,
+        #[command(flatten)]
+        decide: DecideArgs,
+    },
     /// Stop this loop: its step ends, the attempt is not counted, it goes WAITING.
     ///
     /// Returns once its runner has exited (at most 10s); `loop resume` then carries on at once.
@@ -257,12 +289,37 @@ pub(crate) struct StartArgs {
     /// resume` runs them.
     #[arg(long)]
     pub plan_only: bool,
+    /// Run no step before a person approves the plan (`loop approve`, or a tap on Telegram):
+    /// the loop waits on a PLAN gate.
+    #[arg(long)]
+    pub approve_plan: bool,
     /// Run in the background and return at once.
     #[arg(long)]
     pub detach: bool,
     /// Print decisions only, not the live line of what the agent is doing.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// What every decision of a gate takes.
+#[derive(Debug, Args)]
+pub(crate) struct DecideArgs {
+    /// Carry the loop on in the background and return at once.
+    #[arg(long)]
+    pub detach: bool,
+    /// Print decisions only, not the live line of what the agent is doing.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// One JSON object saying what became of the decision.
+    #[arg(long)]
+    pub json: bool,
+    /// Internal: the fingerprint of what the decider was shown (a chat button carries it); a
+    /// decision on anything else is refused.
+    #[arg(long, hide = true, value_name = "FINGERPRINT")]
+    pub shown: Option<String>,
+    /// Internal: who decides, for M1.md and loop.log (default: this user, from the shell).
+    #[arg(long, hide = true, value_name = "WHO")]
+    pub by: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -496,6 +553,7 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
             max_budget_usd: a.max_budget_usd,
             review: a.review || a.review_model.is_some(),
             review_model: a.review_model,
+            approve_plan: a.approve_plan,
             ..Default::default()
         },
         detach: a.detach,
@@ -541,6 +599,34 @@ fn fire(state_dir: &std::path::Path, args: FireArgs) -> crate::error::Result<Sta
     Ok(Status::Ok)
 }
 
+/// `loop approve | reject | answer`.
+fn gate_decision(
+    file: &std::path::Path,
+    id: Option<String>,
+    answer: crate::engine::gate::Answer,
+    a: DecideArgs,
+) -> crate::error::Result<Status> {
+    let by = a.by.unwrap_or_else(|| {
+        let user = std::env::var("USER").unwrap_or_default();
+        if user.is_empty() {
+            "shell".to_owned()
+        } else {
+            format!("{user} (shell)")
+        }
+    });
+    let req = crate::engine::gate::Request {
+        id,
+        answer,
+        shown: a.shown,
+        by,
+    };
+    let how = crate::runner::gates::DecideOptions {
+        detach: a.detach,
+        json: a.json,
+    };
+    crate::runner::gates::decide(file, &req, how, &echo(a.quiet))
+}
+
 /// Runs one parsed command line.
 ///
 /// # Errors
@@ -578,6 +664,30 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
             detach,
             quiet,
         } => crate::runner::retry(&cli.file, step, detach, &echo(quiet)),
+        Command::Gates { json } => crate::runner::gates::list(&cli.file, json),
+        Command::Approve { id, decide } => {
+            gate_decision(&cli.file, id, crate::engine::gate::Answer::Approve, decide)
+        }
+        Command::Reject { id, decide } => {
+            gate_decision(&cli.file, id, crate::engine::gate::Answer::Reject, decide)
+        }
+        Command::Answer { words, decide } => {
+            let (id, text) = match words.split_first() {
+                Some((first, rest))
+                    if !rest.is_empty()
+                        && crate::m1::gates::gate_number(&first.to_ascii_uppercase()).is_some() =>
+                {
+                    (Some(first.clone()), rest.join(" "))
+                }
+                _ => (None, words.join(" ")),
+            };
+            gate_decision(
+                &cli.file,
+                id,
+                crate::engine::gate::Answer::Text(text),
+                decide,
+            )
+        }
         Command::Stop { all } => {
             let status = crate::runner::stop(&cli.file, all);
             // A command a person runs by hand is a good moment to deliver a backlog.

@@ -72,6 +72,11 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
     if let Some(a) = &m.next_action {
         let _ = writeln!(out, "NEXT_ACTION  {a}");
     }
+    for g in m.pending_gates() {
+        let what = crate::engine::gate::about(m, g);
+        let _ = writeln!(out, "GATE {:<7} {} PENDING: {what}", g.id, g.kind);
+        let _ = writeln!(out, "             {}", crate::engine::gate::how(g));
+    }
     out
 }
 

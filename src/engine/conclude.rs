@@ -185,7 +185,10 @@ fn facts(run: &RunOnRecord, m: &M1, o: &Observed, cx: &Context<'_>, verified: bo
         notify_each_step: cx.notify_each_step,
         review: cx.caps.review,
         plan_only: m.plan_only,
+        approve_plan: m.approve_plan,
         base_head: r.base_head.clone().or(head_before),
+        loop_id: m.loop_id.clone().unwrap_or_default(),
+        next_gate: crate::m1::gates::next_id(&m.gates),
         now: o.now,
     }
 }

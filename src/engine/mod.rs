@@ -3,6 +3,7 @@
 //! `now` and every observation are passed in, so each rule is a unit test of a few lines.
 
 mod conclude;
+pub(crate) mod gate;
 mod judge;
 pub(crate) mod ledger;
 mod next;

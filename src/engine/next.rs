@@ -38,6 +38,8 @@ pub(crate) enum Next {
     Exhausted { step: u32, reason: String },
     /// The runner cannot go on without a human: write WAITING with this reason.
     Halt { reason: String, how: String },
+    /// `APPROVE_PLAN: on` and the plan as it stands is not approved: wait on its gate.
+    Gate(super::gate::PlanGate),
 }
 
 impl Next {
@@ -68,7 +70,8 @@ fn attempts_of(m: &M1, step: u32) -> u32 {
 /// Total agent cost recorded in RESULTS.
 #[must_use]
 pub(crate) fn spent(m: &M1) -> f64 {
-    m.results.values().filter_map(|r| r.cost_usd).sum()
+    // `+ 0.0`: an empty sum of f64 is -0.0, which would print as `$-0.00`.
+    m.results.values().filter_map(|r| r.cost_usd).sum::<f64>() + 0.0
 }
 
 /// Decides the next action from the document alone: the status, then a task on record or a
@@ -104,6 +107,9 @@ pub(crate) fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
     }
     if m.plan.steps.is_empty() {
         return planning(m, caps);
+    }
+    if let Some(gate) = super::gate::plan_gate(m) {
+        return Next::Gate(gate);
     }
     next_step(m, caps)
 }

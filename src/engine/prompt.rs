@@ -115,16 +115,32 @@ pub(crate) fn interrupted(
     fill(INTERRUPTED, &vars)
 }
 
-/// The prompt after a human answered a `STEP_BLOCKED` question by editing M1.md.
+/// The prompt after a human answered a `STEP_BLOCKED` question: with their `answer`, or by
+/// editing M1.md.
 #[must_use]
-pub(crate) fn answered(m: &M1, n: u32, question: &str, handoff: &str) -> String {
-    format!(
-        "You asked: {question}\n\nThe human has answered by editing the loop's state. \
-         The goal and constraints now read:\nGOAL: {}\nCONSTRAINTS: {}\n\n{}",
-        m.goal,
-        constraints(m),
-        step(m, n, handoff)
-    )
+pub(crate) fn answered(
+    m: &M1,
+    n: u32,
+    question: &str,
+    answer: Option<&str>,
+    handoff: &str,
+) -> String {
+    match answer {
+        Some(answer) => format!(
+            "You asked: {question}\n\nThe human answered: {answer}\n\nThe goal and \
+             constraints read:\nGOAL: {}\nCONSTRAINTS: {}\n\n{}",
+            m.goal,
+            constraints(m),
+            step(m, n, handoff)
+        ),
+        None => format!(
+            "You asked: {question}\n\nThe human has answered by editing the loop's state. \
+             The goal and constraints now read:\nGOAL: {}\nCONSTRAINTS: {}\n\n{}",
+            m.goal,
+            constraints(m),
+            step(m, n, handoff)
+        ),
+    }
 }
 
 /// The planning call's prompt.
@@ -229,7 +245,12 @@ pub(crate) enum Prompt {
     /// The planning call, told why its previous answer was not usable, if it was not.
     Plan { previous_error: Option<String> },
     /// The step again, after a human answered its `STEP_BLOCKED` question.
-    Answered { question: String },
+    Answered {
+        question: String,
+        /// The answer given through the question's gate (`loop answer`, a reply in the chat);
+        /// `None`: the person answered by editing M1.md.
+        answer: Option<String>,
+    },
     /// The first prompt of a fresh session that carries the step on, and why.
     Handoff { why: String },
     /// The run after an API error cut the previous one off: carry on.
@@ -269,6 +290,7 @@ impl Prompt {
         if let Some(question) = &r.blocked {
             return Prompt::Answered {
                 question: question.clone(),
+                answer: super::gate::answer_to(m, step, question),
             };
         }
         if let Some(why) = r.handoff.as_ref().filter(|_| !resumed) {
@@ -363,7 +385,9 @@ pub(crate) fn render(p: &Prompt, m: &M1, step: u32, caps: &super::Caps, g: &Gath
             }
             text
         }
-        Prompt::Answered { question } => answered(m, step, question, path),
+        Prompt::Answered { question, answer } => {
+            answered(m, step, question, answer.as_deref(), path)
+        }
         Prompt::Handoff { why } => handoff(m, step, why, &g.handoff_note, path),
         Prompt::Interrupted { why, still_open } => {
             interrupted(m, step, why, still_open.as_deref(), path)

@@ -58,8 +58,13 @@ pub(crate) struct Facts {
     /// The loop was started to plan only (`PLAN_ONLY: on`): once planned, it waits for
     /// `loop resume` instead of running step 1.
     pub plan_only: bool,
+    /// A person approves the plan before a step runs (`APPROVE_PLAN: on`).
+    pub approve_plan: bool,
     /// The git HEAD the step began from (what its review's diff starts at).
     pub base_head: Option<String>,
+    /// The loop's id (what a gate's fingerprint is taken in), and the id the next gate gets.
+    pub loop_id: String,
+    pub next_gate: String,
     pub now: DateTime<Utc>,
 }
 
@@ -134,7 +139,7 @@ pub(crate) fn record(j: &Judgement, f: &Facts) -> Transition {
         Judgement::Retry { reason } => retry(f, reason, &mut edits),
         Judgement::Restart { reason } => restart(f, reason, &mut edits),
         Judgement::Exhausted { reason } => failed(f, reason, &mut edits),
-        Judgement::Blocked { question } => blocked(f.step, question, &mut edits),
+        Judgement::Blocked { question } => blocked(f, question, &mut edits),
         Judgement::FreshSession { reason } => session(f, reason, true, &mut edits),
         Judgement::ResumeSession { reason } => session(f, reason, false, &mut edits),
     };
@@ -162,14 +167,15 @@ fn effects(j: &Judgement, f: &Facts) -> Vec<Effect> {
             }
             e
         }
+        // With `APPROVE_PLAN: on`, the plan's gate shows the plan.
+        Judgement::Planned { .. } if f.approve_plan => Vec::new(),
         Judgement::Planned { .. } => vec![Effect::Planned],
         Judgement::Exhausted { reason } => vec![Effect::Failed {
             step: s,
             reason: reason.clone(),
         }],
-        Judgement::Blocked { question } => vec![Effect::Waiting {
-            reason: format!("step {s} asks: {question}"),
-            how: "answer in M1.md (e.g. CONSTRAINTS), then `loop resume`".into(),
+        Judgement::Blocked { .. } => vec![Effect::Gate {
+            id: f.next_gate.clone(),
         }],
         Judgement::NeedsVerify
         | Judgement::Retry { .. }
@@ -346,17 +352,26 @@ fn failed(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     (log, Outcome::Exit(Exit::Failed), Write::Now)
 }
 
-fn blocked(s: u32, question: &str, edits: &mut Vec<Edit>) -> Recorded {
+/// A question: the step waits on a gate for its answer (or for a hand edit and `loop resume`).
+fn blocked(f: &Facts, question: &str, edits: &mut Vec<Edit>) -> Recorded {
+    let s = f.step;
     let who = name(s);
+    let question = one_line(question, 300);
+    let gate = super::gate::ask(f.next_gate.clone(), &f.loop_id, s, &question);
     edits.extend(step_state(s, StepState::Pending));
-    edits.push(results(s, ResultKey::Blocked, one_line(question, 300)));
+    edits.push(results(s, ResultKey::Blocked, question.clone()));
     edits.push(clear_current());
+    edits.extend(gate.edits());
     edits.push(Edit::Status(Status::Waiting));
+    let id = &gate.id;
     edits.extend(actions(
-        &format!("{who} is blocked and asks: {question}"),
-        &format!("Answer in M1.md (e.g. in CONSTRAINTS), then `loop resume`. Question: {question}"),
+        &format!("{who} is blocked and asks (gate {id}): {question}"),
+        &format!(
+            "Answer with `loop answer {id} TEXT` (or reply on Telegram), or edit M1.md (e.g. \
+             CONSTRAINTS) and `loop resume`. Question: {question}"
+        ),
     ));
-    let log = format!("blocked: {who}: {question}");
+    let log = format!("blocked: {who} asks (gate {id}): {question}");
     (log, Outcome::Exit(Exit::Waiting), Write::Now)
 }
 

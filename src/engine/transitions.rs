@@ -50,6 +50,8 @@ pub(crate) enum Effect {
     Done,
     /// Tick the step's box in the `--plan` checklist it came from.
     TickPlanFile(u32),
+    /// Show gate `id` to the human (with its buttons in the chat): the loop waits for it.
+    Gate { id: String },
 }
 
 /// A decision: the edits that record it, a line for the decision log, what follows, when it
@@ -158,6 +160,9 @@ pub(crate) struct SpawnFacts<'a> {
     pub git_head: Option<String>,
     /// The loop's id, when M1.md does not say it yet (a hand-written or older file).
     pub new_loop_id: Option<&'a str>,
+    /// Pending gates this run leaves behind: the step's questions, which a person answered by
+    /// editing M1.md and resuming ([`super::gate::superseded_by_run`]).
+    pub superseded: Vec<String>,
     pub now: DateTime<Utc>,
 }
 
@@ -190,6 +195,14 @@ fn spawn(f: &SpawnFacts<'_>) -> Transition {
         edits.push(Top::LoopId.set(id));
     }
     edits.push(results(f.step, ResultKey::Exit, "(pending)"));
+    for id in &f.superseded {
+        edits.extend(crate::m1::gates::decided(
+            id,
+            "(answered in M1.md)",
+            "loop resume",
+            f.now,
+        ));
+    }
     edits.extend(actions(
         &format!("{what} attempt {attempt} spawned as task {task_id}"),
         &format!(

@@ -20,6 +20,7 @@ pub(super) const KNOWN_TOP: &[&str] = &[
     "LAST_ACTION",
     "NEXT_ACTION",
     "VERIFY",
+    "GATES",
 ];
 
 /// A text line that looks like the top-level key `key`, and what keeps it from being one.

@@ -45,6 +45,10 @@ pub(crate) enum Kind {
     Review,
     /// The loop's state: IDLE, RUNNING, WAITING, DONE or FAILED.
     Status,
+    /// A gate's kind: PLAN, ASK, DENIED, FAILED or REVIEW.
+    Gate,
+    /// A gate's state: PENDING or DECIDED.
+    GateState,
 }
 
 /// What is wrong with a value.
@@ -140,7 +144,20 @@ impl Kind {
                 .parse::<super::view::Status>()
                 .map(drop)
                 .map_err(Problem::Said),
+            Kind::Gate | Kind::GateState => self.gate_word(v),
         }
+    }
+}
+
+impl Kind {
+    /// A gate's KIND or STATE.
+    fn gate_word(self, v: &str) -> Result<(), Problem> {
+        let read = if self == Kind::Gate {
+            v.parse::<super::gates::GateKind>().map(drop)
+        } else {
+            v.parse::<super::gates::GateState>().map(drop)
+        };
+        read.map_err(Problem::Said)
     }
 }
 
@@ -215,6 +232,27 @@ keys! {
         PlanFile = "PLAN_FILE": Text,
         /// Started with `--plan-only`: once planned, the loop waits IDLE.
         PlanOnly = "PLAN_ONLY": Switch,
+        /// Started with `--approve-plan`: no step runs before a person approves the plan.
+        ApprovePlan = "APPROVE_PLAN": Switch,
+    }
+}
+
+keys! {
+    /// The keys of a gate's `GATES.Gn` block: a decision the loop waits for.
+    GateKey in ["GATES"] {
+        Kind = "KIND": Gate,
+        /// The step it is about (0: the plan).
+        Step = "STEP": Count,
+        /// A fingerprint of what the person was shown: a decision applies to that text only.
+        Shown = "SHOWN": Text,
+        /// What is asked (a question, a denied tool, a failure).
+        Question = "QUESTION": Text,
+        /// The answers offered, separated by ` | `; none: a free-text answer.
+        Options = "OPTIONS": Text,
+        State = "STATE": GateState,
+        Choice = "CHOICE": Text,
+        By = "BY": Text,
+        At = "AT": Time,
     }
 }
 
@@ -380,6 +418,19 @@ impl ResultKey {
     }
 }
 
+impl GateKey {
+    /// The path of this key in gate `id`'s block.
+    #[must_use]
+    pub(crate) fn path(self, id: &str) -> Vec<String> {
+        vec!["GATES".into(), id.into(), self.name().into()]
+    }
+
+    #[must_use]
+    pub(crate) fn set(self, id: &str, value: impl Into<String>) -> Edit {
+        Edit::Set(self.path(id), value.into())
+    }
+}
+
 impl LimitKey {
     #[must_use]
     pub(crate) fn set(self, value: impl Into<String>) -> Edit {
@@ -502,5 +553,6 @@ mod tests {
         unique(&ResultKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
         unique(&LimitKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
         unique(&AgentKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
+        unique(&GateKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
     }
 }

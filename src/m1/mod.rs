@@ -6,6 +6,7 @@
 mod document;
 mod edit;
 mod error;
+pub(crate) mod gates;
 mod hidden;
 mod journal;
 pub(crate) mod keys;
@@ -25,6 +26,7 @@ mod view;
 pub use document::Document;
 pub use edit::Edit;
 pub use error::{Error, Errors};
+pub use gates::{Gate, GateKind, GateState};
 pub use keys::Review;
 pub(crate) use merge::changes;
 pub use settings::PermissionMode;

@@ -359,6 +359,12 @@ pub(crate) const SETTINGS: &[Setting] = &[
     ),
     setting(Kept::Top(Top::Verify), Some("verify"), Some("verify"), None),
     setting(Kept::Top(Top::Review), Some("review"), Some("review"), None),
+    setting(
+        Kept::Top(Top::ApprovePlan),
+        Some("approve_plan"),
+        Some("approve-plan"),
+        None,
+    ),
     setting(Kept::Runner, Some("notify_each_step"), None, None),
     setting(Kept::Runner, Some("transient_retries"), None, None),
 ];

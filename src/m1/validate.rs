@@ -5,9 +5,12 @@
 
 use super::document::Document;
 use super::error::Error;
+use super::gates::{GateState, gate_number};
 use super::hidden::{self, KNOWN_TOP};
 use super::keys::Key;
-use super::keys::{AgentKey, CurrentKey, Kind, LimitKey, PlanKey, Problem, ResultKey, Top};
+use super::keys::{
+    AgentKey, CurrentKey, GateKey, Kind, LimitKey, PlanKey, Problem, ResultKey, Top,
+};
 use super::line::{self, Kind as LineKind};
 use super::steps;
 use super::syntax::{self, Fenced};
@@ -27,7 +30,7 @@ pub(super) fn check(doc: &Document) -> Vec<Error> {
     // A known key that is absent may be hiding in a line that reads as text.
     c.unclosed_fence();
     c.top();
-    for key in ["PLAN", "CURRENT", "RESULTS", "LIMITS", "AGENT"] {
+    for key in ["PLAN", "CURRENT", "RESULTS", "LIMITS", "AGENT", "GATES"] {
         if let Some(i) = doc.child(None, key) {
             c.block(i);
         }
@@ -39,6 +42,7 @@ pub(super) fn check(doc: &Document) -> Vec<Error> {
     c.one_timeout_each();
     c.fields(AgentKey::BLOCK, AgentKey::ALL, |k| (k.name(), k.kind()));
     c.results();
+    c.gates();
     c.errors
 }
 
@@ -129,6 +133,57 @@ impl Checker<'_> {
                         self.typed(j, key.kind());
                     }
                 }
+            }
+        }
+    }
+
+    /// Each gate's block: a `G<n>` key, KIND and STATE present, each key of its kind, and a
+    /// DECIDED gate with its CHOICE.
+    fn gates(&mut self) {
+        let doc = self.doc;
+        let Some(g) = doc.find(GateKey::BLOCK) else {
+            return;
+        };
+        for i in doc.children(Some(g)).collect::<Vec<_>>() {
+            let key = doc.key_at(i).key.clone();
+            if gate_number(&key).is_none() {
+                self.at_key(
+                    i,
+                    format!("GATES holds `{key}`: expected a gate id such as `G1`"),
+                );
+                continue;
+            }
+            if !self.block(i) {
+                continue;
+            }
+            for k in GateKey::ALL {
+                if let Some(j) = doc.child(Some(i), k.name()) {
+                    self.typed(j, k.kind());
+                }
+            }
+            for k in [GateKey::Kind, GateKey::State] {
+                if doc.child(Some(i), k.name()).is_none() {
+                    self.at_key(
+                        i,
+                        format!(
+                            "gate {key} has no {}: expected `{}: …` under it",
+                            k.name(),
+                            k.name()
+                        ),
+                    );
+                }
+            }
+            let decided = doc
+                .child(Some(i), GateKey::State.name())
+                .and_then(|j| doc.key_at(j).value.as_ref())
+                .is_some_and(|v| v.text.trim() == GateState::Decided.as_str());
+            if decided && doc.child(Some(i), GateKey::Choice.name()).is_none() {
+                self.at_key(
+                    i,
+                    format!(
+                        "gate {key} is DECIDED but has no CHOICE: expected `CHOICE: …` under it"
+                    ),
+                );
             }
         }
     }

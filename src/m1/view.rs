@@ -254,6 +254,10 @@ pub struct M1 {
     pub plan_file: Option<String>,
     /// Started with `--plan-only`: once planned, the loop waits.
     pub plan_only: bool,
+    /// Started with `--approve-plan`: no step runs before a person approves the plan.
+    pub approve_plan: bool,
+    /// The decisions the loop waits for, and those made (`GATES:`), in the file's order.
+    pub gates: Vec<super::gates::Gate>,
 }
 
 impl M1 {
@@ -264,6 +268,19 @@ impl M1 {
             || std::borrow::Cow::Owned(StepResult::default()),
             std::borrow::Cow::Borrowed,
         )
+    }
+
+    /// The gate named `id` (`G3`, or `g3`).
+    #[must_use]
+    pub fn gate(&self, id: &str) -> Option<&super::gates::Gate> {
+        self.gates
+            .iter()
+            .find(|g| g.id.eq_ignore_ascii_case(id.trim()))
+    }
+
+    /// The gates still waiting for a decision.
+    pub fn pending_gates(&self) -> impl Iterator<Item = &super::gates::Gate> {
+        self.gates.iter().filter(|g| g.is_pending())
     }
 
     pub(crate) fn from_document(doc: &Document) -> M1 {
@@ -314,6 +331,8 @@ impl M1 {
             started_at: top(Top::StartedAt).and_then(|v| typed::time(&v).ok()),
             plan_file: top(Top::PlanFile),
             plan_only: top(Top::PlanOnly).is_some_and(|v| switch_on(&v)),
+            approve_plan: top(Top::ApprovePlan).is_some_and(|v| switch_on(&v)),
+            gates: super::gates::list(doc),
         }
     }
 }

@@ -67,21 +67,45 @@ impl TelegramNotifier {
     /// Queues `event` (rendered and split) and delivers everything pending. Returns the ids of
     /// this event's messages, and the flush's report.
     pub(crate) fn send_event(&self, event: &Event) -> (Vec<String>, FlushReport) {
-        self.send_html(event.kind(), &render(event))
+        match event {
+            Event::Gate(g) => self.send_parts(
+                event.kind(),
+                &render(event),
+                g.keyboard().as_ref(),
+                Some(&format!("{} {}", g.id, g.shown)),
+            ),
+            _ => self.send_html(event.kind(), &render(event)),
+        }
     }
 
     /// Queues a message already in Bot API HTML (split if long) and delivers everything
     /// pending; `kind` names it in log lines.
     pub(crate) fn send_html(&self, kind: &str, html: &str) -> (Vec<String>, FlushReport) {
+        self.send_parts(kind, html, None, None)
+    }
+
+    /// [`Self::send_html`], with buttons under its last part and the gate it shows.
+    fn send_parts(
+        &self,
+        kind: &str,
+        html: &str,
+        markup: Option<&serde_json::Value>,
+        gate: Option<&str>,
+    ) -> (Vec<String>, FlushReport) {
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let messages: Vec<Message> = split(html, true)
+        let parts = split(html, true);
+        let last = parts.len().saturating_sub(1);
+        let messages: Vec<Message> = parts
             .into_iter()
-            .map(|text| Message {
+            .enumerate()
+            .map(|(i, text)| Message {
                 id: uuid::Uuid::new_v4().to_string(),
                 at: now.clone(),
                 event: kind.to_string(),
                 text,
                 html: true,
+                markup: markup.filter(|_| i == last).cloned(),
+                gate: gate.map(str::to_owned),
             })
             .collect();
         if messages.is_empty() {
@@ -99,8 +123,11 @@ impl TelegramNotifier {
             ));
             let mut report = FlushReport::default();
             for m in &messages {
-                match self.client.send_message(&m.text, m.html) {
-                    Delivery::Accepted => report.sent += 1,
+                match self.client.send_message(&m.text, m.html, m.markup.as_ref()) {
+                    Delivery::Accepted(id) => {
+                        self.note_gate_message(m, id);
+                        report.sent += 1;
+                    }
                     Delivery::Rejected(why) | Delivery::Failed(why) => {
                         self.report(&format!(
                             "notify: the {} message was not delivered: {why}",
@@ -136,8 +163,9 @@ impl TelegramNotifier {
         let pending = self.outbox.pending()?;
         let mut report = FlushReport::default();
         for (i, m) in pending.iter().enumerate() {
-            match self.client.send_message(&m.text, m.html) {
-                Delivery::Accepted => {
+            match self.client.send_message(&m.text, m.html, m.markup.as_ref()) {
+                Delivery::Accepted(id) => {
+                    self.note_gate_message(m, id);
                     self.outbox.mark_sent(&m.id)?;
                     report.sent += 1;
                     self.log(&format!(
@@ -177,6 +205,21 @@ impl TelegramNotifier {
             self.log(&format!("notify: could not compact the outbox: {e:#}"));
         }
         Ok(report)
+    }
+}
+
+impl TelegramNotifier {
+    /// Notes which gate a sent message shows, so that a reply to it answers that gate.
+    fn note_gate_message(&self, m: &Message, message_id: Option<i64>) {
+        let (Some(gate), Some(mid)) = (&m.gate, message_id) else {
+            return;
+        };
+        if let Err(e) = super::gate_messages::note(&self.state_dir, mid, gate) {
+            self.report(&format!(
+                "notify: could not note that message {mid} shows gate {gate} (a reply to it will \
+                 not be understood; `/answer` still works): {e:#}"
+            ));
+        }
     }
 }
 

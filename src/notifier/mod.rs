@@ -8,6 +8,7 @@
 
 pub(crate) mod backoff;
 pub(crate) mod delivery;
+pub(crate) mod gate_messages;
 pub(crate) mod log_only;
 pub(crate) mod outbox;
 mod redact;
@@ -55,8 +56,71 @@ pub enum Event {
         cost_usd: f64,
         elapsed_s: u64,
     },
+    /// A decision the loop waits for (a gate): what it asks, and the answers offered, which
+    /// the chat shows as buttons.
+    Gate(GateMessage),
     /// `loop notify MSG`: a message of the user's own.
     Text(String),
+}
+
+/// What a gate's message shows.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GateMessage {
+    pub goal: String,
+    /// `G1`, …
+    pub id: String,
+    /// `PLAN`, `ASK`, …
+    pub kind: String,
+    pub step: u32,
+    /// The plan's steps, for a plan's gate.
+    pub steps: Vec<String>,
+    pub question: Option<String>,
+    /// The answers offered (buttons); empty: a free-text answer (a reply).
+    pub options: Vec<String>,
+    /// The fingerprint of what is shown, which each button carries.
+    pub shown: String,
+    /// How to decide it from the shell.
+    pub how: String,
+}
+
+impl GateMessage {
+    /// A button's `callback_data`: the gate, the option's index, and the fingerprint of what
+    /// was shown; all looked up again when it is tapped (a client can forge it).
+    #[must_use]
+    pub fn button_data(&self, option: usize) -> String {
+        format!("{} {option} {}", self.id, self.shown)
+    }
+
+    /// The inline keyboard: one row of buttons, one per option.
+    #[must_use]
+    pub fn keyboard(&self) -> Option<serde_json::Value> {
+        if self.options.is_empty() {
+            return None;
+        }
+        let row: Vec<serde_json::Value> = self
+            .options
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                serde_json::json!({
+                    "text": render::button_label(&self.kind, o),
+                    "callback_data": self.button_data(i),
+                })
+            })
+            .collect();
+        Some(serde_json::json!({ "inline_keyboard": [row] }))
+    }
+}
+
+/// A button's `callback_data` read back: gate id, option index, fingerprint.
+#[must_use]
+pub fn parse_button_data(data: &str) -> Option<(String, usize, String)> {
+    let mut w = data.split(' ');
+    let (id, i, shown) = (w.next()?, w.next()?, w.next()?);
+    if w.next().is_some() || crate::m1::gates::gate_number(id).is_none() {
+        return None;
+    }
+    Some((id.to_owned(), i.parse().ok()?, shown.to_owned()))
 }
 
 impl Event {
@@ -69,6 +133,7 @@ impl Event {
             Event::Waiting { .. } => "waiting",
             Event::Failed { .. } => "failed",
             Event::Done { .. } => "done",
+            Event::Gate(_) => "gate",
             Event::Text(_) => "text",
         }
     }

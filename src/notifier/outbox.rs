@@ -28,6 +28,13 @@ pub(crate) struct Message {
     pub text: String,
     /// `parse_mode: HTML` when true; plain text otherwise.
     pub html: bool,
+    /// The buttons under it (`reply_markup`), for a gate's message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub markup: Option<serde_json::Value>,
+    /// The gate it shows, as `ID FINGERPRINT`: once sent, its message id is noted for the gate,
+    /// so that a reply to it answers the gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -187,6 +194,8 @@ mod tests {
             event: "text".into(),
             text: format!("text of {id}"),
             html: true,
+            markup: None,
+            gate: None,
         }
     }
 

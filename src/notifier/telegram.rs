@@ -120,7 +120,8 @@ pub(crate) fn missing_settings_hint() -> Option<&'static str> {
 /// What became of one message.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Delivery {
-    Accepted,
+    /// Sent, with the message's id when the API said it.
+    Accepted(Option<i64>),
     /// The API refused this message for good (400 bad chat id or formatting, 403 bot blocked):
     /// retrying cannot help. Holds the API's own description.
     Rejected(String),
@@ -209,7 +210,7 @@ impl Client {
 
     /// Sends one message to the configured chat, retrying network errors and 5xx with backoff
     /// and honouring 429 `retry_after`, within a bounded time.
-    pub(crate) fn send_message(&self, text: &str, html: bool) -> Delivery {
+    pub(crate) fn send_message(&self, text: &str, html: bool, markup: Option<&Value>) -> Delivery {
         let mut body = json!({
             "chat_id": self.config.chat_id,
             "text": text,
@@ -218,11 +219,21 @@ impl Client {
         if html {
             body["parse_mode"] = json!("HTML");
         }
+        if let Some(markup) = markup {
+            body["reply_markup"] = markup.clone();
+        }
         let mut backoff = Backoff::new(self.config.backoff_base, Duration::from_secs(60));
         let mut rate_waited = Duration::ZERO;
         loop {
             let why = match self.call("sendMessage", &body, SEND_TIMEOUT) {
-                Ok(r) if r.ok && r.status == 200 => return Delivery::Accepted,
+                Ok(r) if r.ok && r.status == 200 => {
+                    let id = r
+                        .result
+                        .as_ref()
+                        .and_then(|m| m.get("message_id"))
+                        .and_then(Value::as_i64);
+                    return Delivery::Accepted(id);
+                }
                 Ok(r) if r.status == 429 => {
                     let wait = Duration::from_secs(
                         r.parameters

@@ -29,6 +29,7 @@ const OTHER_POINTS: &[&str] = &[
     "after-review-record-write",
     "after-restart",
     "after-revival",
+    "after-decision-write",
 ];
 
 /// Every crash point: [`STEP_POINTS`], then the others. A test holds this list to the points

@@ -3,6 +3,7 @@
 //! write. It blocks on file events and timers; while a step runs it does no work at all.
 
 mod crash;
+pub(crate) mod gates;
 pub(crate) mod git;
 mod ledger;
 pub mod lock;
@@ -461,6 +462,10 @@ impl Runner {
                     self.tick_plan_file(*step);
                     continue;
                 }
+                Effect::Gate { id } => match self.gate_event(id) {
+                    Some(event) => event,
+                    None => continue,
+                },
             };
             self.notify(&event);
         }
@@ -563,6 +568,7 @@ impl Runner {
                 Next::Halt { reason, how } => {
                     self.apply(&engine::halt(m.plan.current_step, &reason, &how))?
                 }
+                Next::Gate(gate) => self.apply(&engine::gate::opened(&m, &gate))?,
             };
             if let Some(exit) = exit {
                 return Ok(exit);
@@ -614,6 +620,18 @@ impl Runner {
         crash::point("after-done-write");
         self.carry_out(m, &t.effects);
         Ok(Exit::Ok)
+    }
+
+    /// Gate `id`'s message, from M1.md as just written; `None` (logged) when it is not there.
+    fn gate_event(&self, id: &str) -> Option<Event> {
+        let m = self.view();
+        let Some(g) = m.gate(id) else {
+            self.say(&format!(
+                "notify: gate {id} is not in M1.md; no message sent"
+            ));
+            return None;
+        };
+        Some(Event::Gate(gate_message(&m, g)))
     }
 
     /// The DONE notification: each step's summary, the cost, the time since the loop started.
@@ -766,5 +784,25 @@ impl Runner {
     #[must_use]
     pub(crate) fn file(&self) -> &Path {
         &self.file
+    }
+}
+
+/// What gate `g` of the loop `m` shows in a message.
+#[must_use]
+pub(crate) fn gate_message(m: &M1, g: &crate::m1::Gate) -> notifier::GateMessage {
+    notifier::GateMessage {
+        goal: m.goal.clone(),
+        id: g.id.clone(),
+        kind: g.kind.as_str().to_owned(),
+        step: g.step,
+        steps: if g.kind == crate::m1::GateKind::Plan {
+            m.plan.steps.iter().map(|s| s.text.clone()).collect()
+        } else {
+            Vec::new()
+        },
+        question: g.question.clone(),
+        options: g.options.clone(),
+        shown: g.shown.clone(),
+        how: engine::gate::how(g),
     }
 }

@@ -62,6 +62,10 @@ impl Runner {
                 .flatten(),
             new_loop_id: (m.loop_id.as_deref() != Some(self.loop_id.as_str()))
                 .then_some(self.loop_id.as_str()),
+            superseded: match spec.kind {
+                RunKind::Attempt => engine::gate::superseded_by_run(&m, spec.step),
+                RunKind::Plan | RunKind::Review => Vec::new(),
+            },
             now: Utc::now(),
         });
         self.apply(&t)?;

@@ -31,6 +31,8 @@ pub(crate) struct FileSettings {
     pub transient_retries: Option<u32>,
     /// `review: true`, or `review: {model: M, max_retakes: N}`.
     pub review: Option<ReviewFile>,
+    /// `approve_plan: true`: no step runs before a person approves the plan.
+    pub approve_plan: Option<bool>,
 }
 
 /// The `review:` of `loop.yaml`: on or off, or its settings (which turn it on).
@@ -88,6 +90,8 @@ pub(crate) struct Overrides {
     pub review: bool,
     /// `--review-model`: the reviewer's model.
     pub review_model: Option<String>,
+    /// `--approve-plan`: no step runs before a person approves the plan.
+    pub approve_plan: bool,
     /// The agent program, above `LOOP_AGENT` (used by `loop demo`).
     pub agent_program: Option<String>,
     /// Extra variables for the agent's environment (used by `loop demo`).
@@ -361,6 +365,12 @@ impl Settings {
             self.overrides.review_model.clone().or(model),
             retakes,
         )
+    }
+
+    /// Whether a new loop waits for a person to approve its plan: the flag, then `loop.yaml`.
+    #[must_use]
+    pub(crate) fn approve_plan_for_new(&self) -> bool {
+        self.overrides.approve_plan || self.file.approve_plan.unwrap_or(false)
     }
 
     /// The VERIFY command a new M1.md is written with.

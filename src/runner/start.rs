@@ -256,6 +256,9 @@ fn new_document(
     if let Some(n) = max_retakes {
         edits.push(LimitKey::MaxRetakes.set(n.to_string()));
     }
+    if settings.approve_plan_for_new() {
+        edits.push(Top::ApprovePlan.set("on"));
+    }
     edits.push(Top::Workdir.set(workdir.display().to_string()));
     edits.push(Top::LoopId.set(super::new_loop_id()));
     if let Some(p) = &req.plan {
@@ -354,7 +357,8 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     }
     let mut runner = Runner::open(file, settings, opts)?;
     stopfile::catch_interrupt(runner.watch.waker());
-    if !steps.is_empty() {
+    // With --approve-plan, the plan's gate shows the plan.
+    if !steps.is_empty() && !runner.view().approve_plan {
         let m = runner.view();
         runner.notify(&Event::Started {
             goal: m.goal.clone(),

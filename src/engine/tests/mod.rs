@@ -575,6 +575,7 @@ fn a_spawn_is_recorded_before_it_happens_and_a_stop_undoes_it() {
         command: "do the fix\nplease",
         git_head: None,
         new_loop_id: None,
+        superseded: Vec::new(),
         now: now(),
     });
     let after = applied(BASE, &t);

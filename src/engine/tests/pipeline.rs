@@ -78,7 +78,8 @@ fn an_answered_question_comes_first_and_plans_and_reviews_have_their_own() {
     assert_eq!(
         choose(&blocked, 1, false),
         Prompt::Answered {
-            question: "which API?".into()
+            question: "which API?".into(),
+            answer: None,
         }
     );
     let m = view(&running(1, ""));

@@ -9,6 +9,8 @@ fn facts(step: u32, attempt: u32) -> Facts {
         attempt,
         exit_code: Some(1),
         session_id: Some("sess-2".into()),
+        loop_id: "loop-1".into(),
+        next_gate: "G1".into(),
         now: now(),
         ..Facts::default()
     }
@@ -130,9 +132,14 @@ fn a_blocked_step_waits_for_the_human_with_its_question() {
     assert_eq!(t.outcome, Outcome::Exit(Exit::Waiting));
     assert_eq!(m.status, Status::Waiting);
     assert_eq!(m.results[&2].blocked.as_deref(), Some("which file?"));
-    assert!(
-        matches!(&t.effects[..], [Effect::Waiting { reason, .. }] if reason == "step 2 asks: which file?")
+    assert!(matches!(&t.effects[..], [Effect::Gate { id }] if id == "G1"));
+    // The question waits on a gate of its own, answered with `loop answer G1 …`.
+    let g = m.gate("G1").expect("an ASK gate");
+    assert_eq!(
+        (g.kind, g.step, g.question.as_deref(), g.is_pending()),
+        (crate::m1::GateKind::Ask, 2, Some("which file?"), true)
     );
+    assert!(m.next_action.unwrap().contains("loop answer G1"));
 }
 
 #[test]

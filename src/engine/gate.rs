@@ -1,0 +1,395 @@
+//! Gates: the decisions the loop waits for (`GATES:` in M1.md), as pure rules. When a gate
+//! opens, when the plan needs approving again, what a decision writes and whether it is
+//! refused: the runner and the shell verbs only carry these out.
+//!
+//! A decision applies to the text it was shown for: each gate records a fingerprint of what
+//! the person saw (the plan, the question), and a decision that comes with another fingerprint
+//! is refused and the gate shown again.
+
+use chrono::{DateTime, Utc};
+
+use super::transitions::{Effect, Transition, actions, name};
+use crate::exit::Status as Exit;
+use crate::m1::gates::{self, NewGate, fingerprint};
+use crate::m1::{Edit, Gate, GateKind, M1, Status, StepState};
+
+/// The options of a plan's gate.
+pub(crate) const APPROVE: &str = "approve";
+pub(crate) const REJECT: &str = "reject";
+
+/// What the next decision of a loop with `APPROVE_PLAN: on` is about its plan.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum PlanGate {
+    /// Ask for approval with a new gate.
+    Open(NewGate),
+    /// The plan changed since its pending gate was shown: show it again under the same id.
+    Reshow { id: String, shown: String },
+    /// Its gate is shown and still pending: keep waiting.
+    Pending { id: String },
+}
+
+/// The fingerprint of the plan as a person reads it: its steps' numbers and texts (not their
+/// states), in this loop.
+#[must_use]
+pub(crate) fn plan_shown(m: &M1) -> String {
+    use std::fmt::Write as _;
+    let mut text = m.loop_id.clone().unwrap_or_default();
+    for s in &m.plan.steps {
+        let _ = write!(text, "\n{}: {}", s.n, s.text);
+    }
+    fingerprint(&text)
+}
+
+/// The fingerprint of a step's question, in this loop.
+#[must_use]
+pub(crate) fn question_shown(m: &M1, step: u32, question: &str) -> String {
+    question_shown_in(m.loop_id.as_deref().unwrap_or_default(), step, question)
+}
+
+/// [`question_shown`] in the loop `loop_id`.
+#[must_use]
+pub(crate) fn question_shown_in(loop_id: &str, step: u32, question: &str) -> String {
+    fingerprint(&format!("{loop_id}\n{step}\n{question}"))
+}
+
+/// What a gate's decision must come with: the fingerprint of what it asks about now (the
+/// plan as it stands; a question as it was asked).
+#[must_use]
+pub(crate) fn current_shown(m: &M1, g: &Gate) -> String {
+    match g.kind {
+        GateKind::Plan => plan_shown(m),
+        _ => g.shown.clone(),
+    }
+}
+
+/// Whether the plan still needs a person's approval before a step runs, and what to do about
+/// it; `None` when it does not (not asked for, approved as it stands, or a step has begun).
+#[must_use]
+pub(crate) fn plan_gate(m: &M1) -> Option<PlanGate> {
+    if !m.approve_plan || m.plan.steps.is_empty() || begun(m) {
+        return None;
+    }
+    let shown = plan_shown(m);
+    let plans = || m.gates.iter().filter(|g| g.kind == GateKind::Plan);
+    if plans().any(|g| !g.is_pending() && g.shown == shown && g.choice.as_deref() == Some(APPROVE))
+    {
+        return None;
+    }
+    Some(match plans().find(|g| g.is_pending()) {
+        Some(g) if g.shown == shown => PlanGate::Pending { id: g.id.clone() },
+        Some(g) => PlanGate::Reshow {
+            id: g.id.clone(),
+            shown,
+        },
+        None => PlanGate::Open(NewGate {
+            id: gates::next_id(&m.gates),
+            kind: GateKind::Plan,
+            step: 0,
+            shown,
+            question: None,
+            options: vec![APPROVE.into(), REJECT.into()],
+        }),
+    })
+}
+
+/// A step has begun: it ran, or has results.
+fn begun(m: &M1) -> bool {
+    m.plan.steps.iter().any(|s| s.state != StepState::Pending) || m.results.keys().any(|n| *n > 0)
+}
+
+/// What a gate is about, in a line.
+#[must_use]
+pub(crate) fn about(m: &M1, g: &Gate) -> String {
+    match (&g.question, g.step) {
+        (Some(q), s) => format!("step {s} asks: {q}"),
+        (None, 0) => format!("the plan of {} step(s)", m.plan.steps.len()),
+        (None, s) => format!("step {s}"),
+    }
+}
+
+/// How to decide a gate, for `NEXT_ACTION` and the messages.
+#[must_use]
+pub(crate) fn how(g: &Gate) -> String {
+    let id = &g.id;
+    match g.kind {
+        GateKind::Plan => format!(
+            "approve the plan with `loop approve {id}` (or reject it with `loop reject {id}`), \
+             or tap Approve on Telegram"
+        ),
+        GateKind::Ask if g.options.is_empty() => format!(
+            "answer with `loop answer {id} TEXT`, or reply to the question on Telegram; the step \
+             resumes in its own session with the answer"
+        ),
+        _ => format!(
+            "answer with `loop answer {id} OPTION` ({}), or tap an option on Telegram",
+            g.options.join(", ")
+        ),
+    }
+}
+
+/// The gate `g` (new, or shown again) recorded: the loop WAITS for it, and the person is told.
+#[must_use]
+pub(crate) fn opened(m: &M1, open: &PlanGate) -> Transition {
+    let (mut edits, id, log) = match open {
+        PlanGate::Open(g) => (
+            g.edits(),
+            g.id.clone(),
+            format!(
+                "gate: {} opened: approve the plan of {} step(s)",
+                g.id,
+                m.plan.steps.len()
+            ),
+        ),
+        PlanGate::Reshow { id, shown } => (
+            vec![crate::m1::keys::GateKey::Shown.set(id, shown.clone())],
+            id.clone(),
+            format!("gate: {id} shown again: the plan changed since it was shown"),
+        ),
+        PlanGate::Pending { id } => (
+            Vec::new(),
+            id.clone(),
+            format!("gate: {id} still waits for a decision"),
+        ),
+    };
+    let g = Gate {
+        id: id.clone(),
+        kind: GateKind::Plan,
+        step: 0,
+        shown: String::new(),
+        question: None,
+        options: vec![APPROVE.into(), REJECT.into()],
+        state: crate::m1::GateState::Pending,
+        choice: None,
+        by: None,
+        at: None,
+    };
+    edits.push(Edit::Status(Status::Waiting));
+    edits.extend(actions(
+        &format!("Waiting for the plan's approval (gate {id})"),
+        &format!("Decide gate {id}: {}", how(&g)),
+    ));
+    let t = Transition::exit(edits, log, Exit::Waiting);
+    match open {
+        PlanGate::Pending { .. } => t,
+        _ => t.then(Effect::Gate { id }),
+    }
+}
+
+/// A new ASK gate `id` for step `step`'s question, in the loop `loop_id`.
+#[must_use]
+pub(crate) fn ask(id: String, loop_id: &str, step: u32, question: &str) -> NewGate {
+    NewGate {
+        id,
+        kind: GateKind::Ask,
+        step,
+        shown: question_shown_in(loop_id, step, question),
+        question: Some(question.to_owned()),
+        options: Vec::new(),
+    }
+}
+
+/// The answer a person gave to the question step `step` is blocked on, if they answered it
+/// through its gate.
+#[must_use]
+pub(crate) fn answer_to(m: &M1, step: u32, question: &str) -> Option<String> {
+    let shown = question_shown(m, step, question);
+    m.gates
+        .iter()
+        .rev()
+        .find(|g| g.kind == GateKind::Ask && g.step == step && g.shown == shown)
+        .filter(|g| !g.is_pending())
+        .and_then(|g| g.choice.clone())
+}
+
+/// The pending gates a new run of `step` leaves behind: its questions, which a person answered
+/// another way (`loop resume` after editing M1.md).
+#[must_use]
+pub(crate) fn superseded_by_run(m: &M1, step: u32) -> Vec<String> {
+    m.pending_gates()
+        .filter(|g| g.kind == GateKind::Ask && g.step == step)
+        .map(|g| g.id.clone())
+        .collect()
+}
+
+/// A decision a person asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Request {
+    /// The gate; `None`: the only pending one.
+    pub id: Option<String>,
+    pub answer: Answer,
+    /// The fingerprint of what they were shown (a chat message's button carries it); `None`
+    /// from the shell, where they decide on the file as it is.
+    pub shown: Option<String>,
+    pub by: String,
+}
+
+/// What they decide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Answer {
+    Approve,
+    Reject,
+    /// A free-text answer, or the option it names.
+    Text(String),
+}
+
+/// What became of a request.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Decision {
+    /// Written: the transition to apply, and whether the loop then runs on.
+    Made {
+        gate: Gate,
+        choice: String,
+        transition: Transition,
+        carries_on: bool,
+    },
+    /// The gate was decided before: nothing changes.
+    Already(Gate),
+    /// What was shown is out of date: the gate is shown again (the transition records it).
+    Stale { gate: Gate, transition: Transition },
+    /// The request cannot apply (no such gate, several pending, a wrong answer): why.
+    Refused(String),
+}
+
+/// Decides `req` against the loop as it is now.
+#[must_use]
+pub(crate) fn decide(m: &M1, req: &Request, now: DateTime<Utc>) -> Decision {
+    let g = match find(m, req.id.as_deref(), &req.answer) {
+        Ok(g) => g.clone(),
+        Err(why) => return Decision::Refused(why),
+    };
+    if !g.is_pending() {
+        return Decision::Already(g);
+    }
+    let current = current_shown(m, &g);
+    if let Some(shown) = &req.shown
+        && current != *shown
+    {
+        let transition = match g.kind {
+            GateKind::Plan => opened(
+                m,
+                &PlanGate::Reshow {
+                    id: g.id.clone(),
+                    shown: current,
+                },
+            ),
+            _ => Transition::exit(
+                Vec::new(),
+                format!(
+                    "gate: {} refused a decision on an out-of-date message",
+                    g.id
+                ),
+                Exit::Waiting,
+            ),
+        };
+        return Decision::Stale {
+            gate: g,
+            transition,
+        };
+    }
+    let choice = match choice(&g, &req.answer) {
+        Ok(c) => c,
+        Err(why) => return Decision::Refused(why),
+    };
+    let mut edits = gates::decided(&g.id, &choice, &req.by, now);
+    if g.kind == GateKind::Plan {
+        // Approved as it stands now: a later edit of the plan asks again.
+        edits.push(crate::m1::keys::GateKey::Shown.set(&g.id, current));
+    }
+    let who = &req.by;
+    let id = &g.id;
+    let (carries_on, last, next) = match (g.kind, choice.as_str()) {
+        (GateKind::Plan, REJECT) => (
+            false,
+            format!("Plan rejected (gate {id}, by {who})"),
+            "Edit PLAN.STEPS in M1.md, then `loop resume` asks for approval again".to_owned(),
+        ),
+        (GateKind::Plan, _) => (
+            true,
+            format!("Plan approved (gate {id}, by {who})"),
+            m.plan
+                .steps
+                .first()
+                .map_or_else(String::new, |s| format!("Step {}: {}", s.n, s.text)),
+        ),
+        _ => (
+            true,
+            format!("{} answered (gate {id}, by {who}): {choice}", name(g.step)),
+            format!("{} resumes with the answer", name(g.step)),
+        ),
+    };
+    if carries_on {
+        edits.push(Edit::Status(Status::Running));
+    }
+    edits.extend(actions(&last, &next));
+    let log = format!("decide: gate {id} ({}): {choice} by {who}", g.kind);
+    Decision::Made {
+        gate: g,
+        choice,
+        transition: Transition::now(edits, log),
+        carries_on,
+    }
+}
+
+/// The gate a request is about.
+fn find<'a>(m: &'a M1, id: Option<&str>, answer: &Answer) -> Result<&'a Gate, String> {
+    if let Some(id) = id {
+        return m.gate(id).ok_or_else(|| {
+            let known: Vec<&str> = m.gates.iter().map(|g| g.id.as_str()).collect();
+            if known.is_empty() {
+                format!("there is no gate {id}: the loop has none")
+            } else {
+                format!("there is no gate {id}: the loop has {}", known.join(", "))
+            }
+        });
+    }
+    // Without an id, the one pending gate this kind of answer fits.
+    let fits = |g: &&Gate| match answer {
+        Answer::Approve | Answer::Reject => g.kind == GateKind::Plan,
+        Answer::Text(_) => g.kind != GateKind::Plan,
+    };
+    let pending: Vec<&Gate> = m.pending_gates().filter(fits).collect();
+    match pending.as_slice() {
+        [g] => Ok(g),
+        // None waits: the last one decided is what a second tap or command was about.
+        [] => m
+            .gates
+            .iter()
+            .rev()
+            .find(fits)
+            .ok_or_else(|| "no gate waits for such a decision (`loop gates` lists them)".into()),
+        many => Err(format!(
+            "{} gates wait ({}): name the one you decide",
+            many.len(),
+            many.iter()
+                .map(|g| g.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// The CHOICE an answer writes, or why it does not fit the gate.
+fn choice(g: &Gate, answer: &Answer) -> Result<String, String> {
+    let id = &g.id;
+    match (g.kind, answer) {
+        (GateKind::Plan, Answer::Approve) => Ok(APPROVE.into()),
+        (GateKind::Plan, Answer::Reject) => Ok(REJECT.into()),
+        (GateKind::Plan, Answer::Text(t)) => g
+            .option(t)
+            .map(str::to_owned)
+            .ok_or_else(|| format!("gate {id} asks to approve or reject the plan, not `{t}`")),
+        (_, Answer::Approve | Answer::Reject) => {
+            Err(format!("gate {id} is a {} gate: {}", g.kind, how(g)))
+        }
+        (_, Answer::Text(t)) if t.trim().is_empty() => {
+            Err(format!("the answer to gate {id} is empty"))
+        }
+        (_, Answer::Text(t)) if g.options.is_empty() => Ok(t.trim().to_owned()),
+        (_, Answer::Text(t)) => g.option(t).map(str::to_owned).ok_or_else(|| {
+            format!(
+                "gate {id} offers {}: `{t}` is none of them",
+                g.options.join(", ")
+            )
+        }),
+    }
+}

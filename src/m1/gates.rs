@@ -1,0 +1,310 @@
+//! `GATES:`, the decisions a loop waits for: one block per gate (`G1`, `G2`, …), each with its
+//! kind, the step it is about, a fingerprint of what the person was shown, the answers offered,
+//! and once decided, the choice, who made it and when. A gate is the loop's record of a
+//! question, so it survives every crash the file does, and a decision is written once: a gate
+//! that is DECIDED stays so.
+//!
+//! ```text
+//! GATES:
+//!   G1:
+//!     KIND: PLAN
+//!     STEP: 0
+//!     SHOWN: 9f3a61c0d2b7e815
+//!     OPTIONS: approve | reject
+//!     STATE: DECIDED
+//!     CHOICE: approve
+//!     BY: telegram 4242 (@dj)
+//!     AT: 2026-11-24T09:12:03Z
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::document::Document;
+use super::edit::Edit;
+use super::keys::GateKey;
+use super::typed;
+
+/// What a gate asks a person to decide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum GateKind {
+    /// Approve the plan before any step runs (`--approve-plan`).
+    Plan,
+    /// A step's question (`STEP_BLOCKED`): a free-text answer, or one of the options offered.
+    Ask,
+    /// A tool the permission settings denied.
+    Denied,
+    /// A step that spent its attempts.
+    Failed,
+    /// A review that kept asking for changes past its retakes.
+    Review,
+}
+
+/// Whether a gate still waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum GateState {
+    Pending,
+    Decided,
+}
+
+macro_rules! words {
+    ($ty:ident, $what:literal, $($v:ident = $s:literal),+) => {
+        impl $ty {
+            /// The name as written in M1.md.
+            #[must_use]
+            pub fn as_str(self) -> &'static str {
+                match self { $($ty::$v => $s),+ }
+            }
+        }
+        impl FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s.trim() {
+                    $($s => Ok($ty::$v),)+
+                    _ => Err(format!(
+                        concat!("unknown ", $what, " `{}`: expected one of {}"),
+                        s,
+                        [$($s),+].join(", ")
+                    )),
+                }
+            }
+        }
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+words!(
+    GateKind,
+    "gate KIND",
+    Plan = "PLAN",
+    Ask = "ASK",
+    Denied = "DENIED",
+    Failed = "FAILED",
+    Review = "REVIEW"
+);
+words!(
+    GateState,
+    "gate STATE",
+    Pending = "PENDING",
+    Decided = "DECIDED"
+);
+
+/// The separator of `OPTIONS`.
+pub(crate) const OPTION_SEPARATOR: &str = " | ";
+
+/// One gate, as M1.md records it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Gate {
+    /// `G1`, `G2`, …: the key of its block, which the shell verbs and the chat name.
+    pub id: String,
+    pub kind: GateKind,
+    /// The step it is about; 0 for the plan.
+    pub step: u32,
+    /// The fingerprint of what was shown ([`fingerprint`]).
+    pub shown: String,
+    pub question: Option<String>,
+    /// The answers offered; empty: a free-text answer.
+    pub options: Vec<String>,
+    pub state: GateState,
+    pub choice: Option<String>,
+    pub by: Option<String>,
+    pub at: Option<DateTime<Utc>>,
+}
+
+impl Gate {
+    #[must_use]
+    pub fn is_pending(&self) -> bool {
+        self.state == GateState::Pending
+    }
+
+    /// The option `answer` names (ignoring case and surrounding space), as written in OPTIONS.
+    #[must_use]
+    pub fn option(&self, answer: &str) -> Option<&str> {
+        let answer = answer.trim();
+        self.options
+            .iter()
+            .find(|o| o.trim().eq_ignore_ascii_case(answer))
+            .map(String::as_str)
+    }
+}
+
+/// `G12` → 12.
+#[must_use]
+pub(crate) fn gate_number(key: &str) -> Option<u32> {
+    let n = key.strip_prefix('G')?;
+    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| n.parse().ok())
+        .flatten()
+}
+
+/// The gates of `doc`, in the file's order. A block whose KIND or STATE does not read is left
+/// out (`validate` reports it first).
+pub(crate) fn list(doc: &Document) -> Vec<Gate> {
+    let Some(block) = doc.find(&["GATES"]) else {
+        return Vec::new();
+    };
+    doc.children(Some(block))
+        .filter_map(|i| {
+            let id = doc.key_at(i).key.clone();
+            gate_number(&id)?;
+            let field = |k: GateKey| {
+                doc.child(Some(i), k.name())
+                    .and_then(|j| doc.key_at(j).value.as_ref().map(|v| v.text.clone()))
+            };
+            Some(Gate {
+                kind: field(GateKey::Kind)?.parse().ok()?,
+                state: field(GateKey::State)?.parse().ok()?,
+                step: field(GateKey::Step)
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0),
+                shown: field(GateKey::Shown).unwrap_or_default(),
+                question: field(GateKey::Question),
+                options: field(GateKey::Options)
+                    .map(|v| options(&v))
+                    .unwrap_or_default(),
+                choice: field(GateKey::Choice),
+                by: field(GateKey::By),
+                at: field(GateKey::At).and_then(|v| typed::time(&v).ok()),
+                id,
+            })
+        })
+        .collect()
+}
+
+/// `approve | reject` → `["approve", "reject"]`.
+#[must_use]
+pub(crate) fn options(v: &str) -> Vec<String> {
+    v.split(OPTION_SEPARATOR.trim())
+        .map(str::trim)
+        .filter(|o| !o.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The id the next gate gets: one past the highest in the file.
+#[must_use]
+pub(crate) fn next_id(gates: &[Gate]) -> String {
+    let n = gates
+        .iter()
+        .filter_map(|g| gate_number(&g.id))
+        .max()
+        .unwrap_or(0);
+    format!("G{}", n + 1)
+}
+
+/// What a new gate records.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct NewGate {
+    pub id: String,
+    pub kind: GateKind,
+    pub step: u32,
+    pub shown: String,
+    pub question: Option<String>,
+    pub options: Vec<String>,
+}
+
+impl NewGate {
+    /// The edits that write it, PENDING.
+    #[must_use]
+    pub(crate) fn edits(&self) -> Vec<Edit> {
+        let id = self.id.as_str();
+        let mut e = vec![
+            GateKey::Kind.set(id, self.kind.as_str()),
+            GateKey::Step.set(id, self.step.to_string()),
+            GateKey::Shown.set(id, self.shown.clone()),
+        ];
+        if let Some(q) = &self.question {
+            e.push(GateKey::Question.set(id, crate::text::one_line(q, 600)));
+        }
+        if !self.options.is_empty() {
+            e.push(GateKey::Options.set(id, self.options.join(OPTION_SEPARATOR)));
+        }
+        e.push(GateKey::State.set(id, GateState::Pending.as_str()));
+        e
+    }
+}
+
+/// The edits that record gate `id` DECIDED: `choice`, by whom, when.
+#[must_use]
+pub(crate) fn decided(id: &str, choice: &str, by: &str, at: DateTime<Utc>) -> Vec<Edit> {
+    vec![
+        GateKey::State.set(id, GateState::Decided.as_str()),
+        GateKey::Choice.set(id, crate::text::one_line(choice, 600)),
+        GateKey::By.set(id, crate::text::one_line(by, 120)),
+        GateKey::At.set(id, at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+    ]
+}
+
+/// A short fingerprint of a text: FNV-1a, 64 bits, as 16 hex digits. Stable across versions
+/// and machines (it is written into M1.md and into the buttons of a chat message).
+#[must_use]
+pub(crate) fn fingerprint(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gates_read_back_as_written() {
+        let mut doc = Document::parse("STATUS: WAITING\nGOAL: g\n").unwrap();
+        let g = NewGate {
+            id: "G1".into(),
+            kind: GateKind::Plan,
+            step: 0,
+            shown: fingerprint("1: a"),
+            question: None,
+            options: vec!["approve".into(), "reject".into()],
+        };
+        for e in g.edits() {
+            doc.apply(&e);
+        }
+        let at = "2026-11-24T09:12:03Z".parse().unwrap();
+        for e in decided("G1", "approve", "telegram 4242 (@dj)", at) {
+            doc.apply(&e);
+        }
+        let text = doc.render();
+        assert!(text.contains("GATES:\n  G1:\n    KIND: PLAN\n"), "{text}");
+        let doc = Document::parse(&text).unwrap();
+        let gates = list(&doc);
+        assert_eq!(gates.len(), 1);
+        let g1 = &gates[0];
+        assert_eq!(g1.kind, GateKind::Plan);
+        assert_eq!(g1.options, ["approve", "reject"]);
+        assert_eq!(g1.state, GateState::Decided);
+        assert_eq!(g1.choice.as_deref(), Some("approve"));
+        assert_eq!(g1.at, Some(at));
+        assert_eq!(g1.option(" Approve "), Some("approve"));
+        assert_eq!(next_id(&gates), "G2");
+    }
+
+    #[test]
+    fn a_fingerprint_changes_with_any_byte_and_never_with_the_machine() {
+        assert_eq!(fingerprint(""), "cbf29ce484222325");
+        assert_ne!(fingerprint("1: a"), fingerprint("1: b"));
+        assert_eq!(fingerprint("1: a").len(), 16);
+    }
+
+    #[test]
+    fn gate_ids_are_g_and_a_number() {
+        assert_eq!(gate_number("G12"), Some(12));
+        assert_eq!(gate_number("G"), None);
+        assert_eq!(gate_number("GATE"), None);
+        assert_eq!(gate_number("G1A"), None);
+    }
+}
