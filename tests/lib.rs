@@ -27,6 +27,7 @@ mod loops {
     mod crash;
     mod denials;
     mod find;
+    mod gates;
     mod hooks;
     mod lost;
     mod old_files;

@@ -59,6 +59,22 @@ pub fn start_bot(s: &TestLoop, base: &str) -> Bot {
     }
 }
 
+/// `loop telegram` for the loop of `s`, polling `base`, running the real `loop` for its child
+/// commands (with the loop's own environment: its agent, its stop file).
+pub fn start_real_bot(s: &TestLoop, base: &str) -> Bot {
+    let stderr = s.temp.join(format!("bot-stderr-{}", rand_suffix()));
+    let file = s.file.display().to_string();
+    let mut cmd = s.cmd(&["--file", &file, "telegram", "--poll-timeout", "1s"]);
+    cmd.env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("TELEGRAM_CHAT_ID", CHAT.to_string())
+        .env("TELEGRAM_API_BASE", base)
+        .stderr(std::fs::File::create(&stderr).unwrap());
+    Bot {
+        child: Guard::spawn(&mut cmd),
+        stderr,
+    }
+}
+
 fn rand_suffix() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -50,6 +50,22 @@ pub struct Sent {
     pub chat_id: String,
     pub text: String,
     pub parse_mode: Option<String>,
+    /// Its buttons (`reply_markup`), if any.
+    pub markup: Option<Value>,
+}
+
+impl Sent {
+    /// The `callback_data` of its buttons, in order.
+    pub fn buttons(&self) -> Vec<String> {
+        self.markup
+            .as_ref()
+            .and_then(|m| m["inline_keyboard"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|row| row.as_array().cloned().unwrap_or_default())
+            .filter_map(|b| b["callback_data"].as_str().map(str::to_string))
+            .collect()
+    }
 }
 
 #[derive(Default)]
@@ -131,6 +147,58 @@ impl FakeTelegram {
             }
         }));
         id
+    }
+
+    /// Queues a tap by user `from` on a button of message `message_id` (as sent by this
+    /// server, in chat `chat_id`), with `data`; returns its update id.
+    pub fn push_tap(&self, chat_id: i64, from: i64, message_id: usize, data: &str) -> i64 {
+        let mut s = self.state.lock().unwrap();
+        let id = 1000 + i64::try_from(s.updates.len()).unwrap();
+        let text = message_id
+            .checked_sub(1)
+            .and_then(|i| s.sent.get(i))
+            .map(|m| m.text.clone())
+            .unwrap_or_default();
+        s.updates.push(json!({
+            "update_id": id,
+            "callback_query": {
+                "id": format!("cb{id}"),
+                "from": { "id": from, "is_bot": false, "first_name": "T", "username": format!("user{from}") },
+                "chat_instance": "1",
+                "data": data,
+                "message": {
+                    "message_id": message_id, "date": 0, "text": text,
+                    "chat": { "id": chat_id, "type": "private" },
+                },
+            }
+        }));
+        id
+    }
+
+    /// Queues a text message from `chat_id` replying to message `reply_to`; returns its
+    /// update id.
+    pub fn push_reply(&self, chat_id: i64, text: &str, reply_to: usize) -> i64 {
+        let mut s = self.state.lock().unwrap();
+        let id = 1000 + i64::try_from(s.updates.len()).unwrap();
+        s.updates.push(json!({
+            "update_id": id,
+            "message": {
+                "message_id": id, "date": 0, "text": text,
+                "chat": { "id": chat_id, "type": "private" },
+                "from": { "id": chat_id, "is_bot": false, "first_name": "T" },
+                "reply_to_message": { "message_id": reply_to, "date": 0, "chat": { "id": chat_id, "type": "private" } },
+            }
+        }));
+        id
+    }
+
+    /// The bodies of the requests of `method`, in order.
+    pub fn bodies(&self, method: &str) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method == method)
+            .map(|r| r.body)
+            .collect()
     }
 
     /// Messages accepted so far, in order.
@@ -273,6 +341,7 @@ fn answer(req: &Request, state: &Mutex<State>) -> Answer {
                 chat_id,
                 text: text.clone(),
                 parse_mode,
+                markup: req.body.get("reply_markup").cloned(),
             });
             let id = s.sent.len();
             Answer::Respond(
@@ -308,6 +377,11 @@ fn answer(req: &Request, state: &Mutex<State>) -> Answer {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
+        "answerCallbackQuery" => Answer::Respond(200, json!({"ok": true, "result": true})),
+        "editMessageText" => Answer::Respond(
+            200,
+            json!({"ok": true, "result": {"message_id": req.body["message_id"], "text": req.body["text"]}}),
+        ),
         _ => error(404, "Not Found"),
     }
 }

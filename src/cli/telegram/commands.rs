@@ -12,11 +12,57 @@ use crate::layout::Layout;
 use crate::notifier::render::escape;
 
 /// A chat message, as far as the bot reads it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct Incoming {
     pub chat_id: i64,
     pub chat_username: Option<String>,
     pub text: String,
+    /// Who sent it, for M1.md and loop.log when it decides a gate.
+    pub from: Option<User>,
+    /// The message it replies to.
+    pub reply_to: Option<i64>,
+}
+
+/// A person in the chat.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct User {
+    pub id: i64,
+    pub username: Option<String>,
+    pub first_name: Option<String>,
+}
+
+impl User {
+    /// `telegram 4242 (@dj)`: how a decision names who made it.
+    pub(crate) fn who(&self) -> String {
+        match (&self.username, &self.first_name) {
+            (Some(u), _) => format!("telegram {} (@{u})", self.id),
+            (None, Some(n)) => format!("telegram {} ({n})", self.id),
+            (None, None) => format!("telegram {}", self.id),
+        }
+    }
+}
+
+/// A tap on a button of a gate's message (`callback_query`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Tap {
+    pub id: String,
+    pub from: User,
+    /// The chat of the message tapped, its type (`private`, `group`, …), and the message.
+    pub chat_id: i64,
+    pub chat_username: Option<String>,
+    pub chat_type: String,
+    pub message_id: i64,
+    pub message_text: String,
+    pub data: String,
+}
+
+/// What the bot does about a tap: the answer the tapper sees, and the message's new text
+/// (without buttons), if it changes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TapReply {
+    pub answer: String,
+    pub edit: Option<String>,
+    pub log: String,
 }
 
 /// A command the configured chat may give.
@@ -26,6 +72,12 @@ pub(crate) enum BotCommand {
     Status,
     Stop,
     Resume,
+    Gates,
+    Approve(Option<String>),
+    Reject(Option<String>),
+    /// `/answer [ID] TEXT`.
+    Answer(Option<String>, String),
+    Retry(Option<u32>),
     Help,
 }
 
@@ -39,14 +91,44 @@ pub(crate) fn parse(text: &str) -> BotCommand {
         "/status" => BotCommand::Status,
         "/stop" => BotCommand::Stop,
         "/resume" => BotCommand::Resume,
+        "/gates" => BotCommand::Gates,
+        "/approve" => BotCommand::Approve(gate_id(rest)),
+        "/reject" => BotCommand::Reject(gate_id(rest)),
+        "/answer" => {
+            let rest = rest.trim();
+            let (first, after) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+            match gate_id(first) {
+                Some(id) if !after.trim().is_empty() => {
+                    BotCommand::Answer(Some(id), after.trim().to_owned())
+                }
+                _ if !rest.is_empty() => BotCommand::Answer(None, rest.to_owned()),
+                _ => BotCommand::Help,
+            }
+        }
+        "/retry" => match rest.trim() {
+            "" => BotCommand::Retry(None),
+            n => n
+                .parse()
+                .map_or(BotCommand::Help, |n| BotCommand::Retry(Some(n))),
+        },
         _ => BotCommand::Help,
     }
+}
+
+/// `G3` (any case) as a gate id.
+fn gate_id(word: &str) -> Option<String> {
+    let up = word.trim().to_ascii_uppercase();
+    crate::m1::gates::gate_number(&up).map(|_| up)
 }
 
 const HELP: &str = "Commands:\n/loop &lt;goal&gt; – start a loop toward the goal\n\
                     /status – what the loop is doing\n\
                     /stop – stop this loop (as loop stop): its step ends, it waits\n\
-                    /resume – carry it on (as loop resume)";
+                    /resume – carry it on (as loop resume)\n\
+                    /gates – the decisions the loop waits for\n\
+                    /approve [ID] – approve the plan; /reject [ID] – reject it\n\
+                    /answer [ID] &lt;text&gt; – answer a step's question (or reply to its message)\n\
+                    /retry [N] – run the failed step (or step N) again";
 
 /// What a child `loop` command printed and how it ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,6 +244,12 @@ impl<E: Exec> Bot<E> {
     /// Obeys one message from the configured chat; returns the reply (Bot API HTML) and a
     /// line for the log.
     pub(super) fn handle(&self, msg: &Incoming) -> (String, String) {
+        // A reply to a gate's message answers it; a command is a command wherever it is.
+        if !msg.text.trim_start().starts_with('/')
+            && let Some(answered) = self.reply(msg)
+        {
+            return answered;
+        }
         match parse(&msg.text) {
             BotCommand::Loop(goal) => {
                 let out = self
@@ -180,6 +268,22 @@ impl<E: Exec> Bot<E> {
             }
             BotCommand::Stop => self.stop(),
             BotCommand::Resume => self.resume(),
+            BotCommand::Gates => {
+                let out = self.exec.run(&["gates".into()]);
+                (show(&out), format!("ran `loop gates` ({})", code(&out)))
+            }
+            BotCommand::Approve(id) => self.decide(msg, "approve", id, None, None),
+            BotCommand::Reject(id) => self.decide(msg, "reject", id, None, None),
+            BotCommand::Answer(id, text) => self.decide(msg, "answer", id, Some(text), None),
+            BotCommand::Retry(n) => {
+                let mut args = vec!["retry".to_owned(), "--detach".to_owned()];
+                args.extend(n.map(|n| n.to_string()));
+                let out = self.exec.run(&args);
+                (
+                    format!("🔁 {}", show(&out)),
+                    format!("ran `loop retry --detach` ({})", code(&out)),
+                )
+            }
             BotCommand::Help => (
                 HELP.to_string(),
                 "answered with the command list".to_string(),
@@ -189,6 +293,140 @@ impl<E: Exec> Bot<E> {
 }
 
 impl<E: Exec> Bot<E> {
+    /// A reply to a message: the answer to the gate that message shows, if it shows one.
+    pub(super) fn reply(&self, msg: &Incoming) -> Option<(String, String)> {
+        let (id, shown) = crate::notifier::gate_messages::lookup(&self.loop_dir(), msg.reply_to?)?;
+        let text = msg.text.trim().to_owned();
+        Some(self.decide(msg, "answer", Some(id), Some(text), Some(shown)))
+    }
+
+    /// Runs `loop VERB [ID] [TEXT] --detach --json` as the sender, and words its outcome.
+    fn decide(
+        &self,
+        msg: &Incoming,
+        verb: &str,
+        id: Option<String>,
+        text: Option<String>,
+        shown: Option<String>,
+    ) -> (String, String) {
+        let who = msg
+            .from
+            .as_ref()
+            .map_or_else(|| format!("telegram chat {}", msg.chat_id), User::who);
+        let out = self.run_decision(verb, id, text, shown, &who);
+        let reply = match decision_outcome(&out) {
+            Some(d) => d.line(),
+            None => show(&out),
+        };
+        (
+            reply,
+            format!("ran `loop {verb}` for {who} ({})", code(&out)),
+        )
+    }
+
+    fn run_decision(
+        &self,
+        verb: &str,
+        id: Option<String>,
+        text: Option<String>,
+        shown: Option<String>,
+        who: &str,
+    ) -> ChildOutput {
+        let mut args = vec![verb.to_owned()];
+        args.extend(id);
+        args.extend(text);
+        if let Some(shown) = shown {
+            args.extend(["--shown".to_owned(), shown]);
+        }
+        args.extend([
+            "--by".to_owned(),
+            who.to_owned(),
+            "--detach".to_owned(),
+            "--json".to_owned(),
+        ]);
+        self.exec.run(&args)
+    }
+
+    /// A tap on a gate's button: authorised (the configured chat, and in a private chat its
+    /// person), looked up (the data is only an id, an option and a fingerprint: a client can
+    /// forge it), then decided through the same command as from the shell.
+    pub(super) fn tap(&self, tap: &Tap) -> TapReply {
+        let refuse = |answer: &str, log: String| TapReply {
+            answer: answer.to_owned(),
+            edit: None,
+            log,
+        };
+        let chat = Incoming {
+            chat_id: tap.chat_id,
+            chat_username: tap.chat_username.clone(),
+            ..Incoming::default()
+        };
+        if !self.is_ours(&chat) || (tap.chat_type == "private" && tap.from.id != tap.chat_id) {
+            return refuse(
+                "Not allowed: this bot takes decisions from its own chat only.",
+                format!(
+                    "ignored a tap from {} in chat {} (only chat {} decides, and in a private \
+                     chat only its person)",
+                    tap.from.who(),
+                    tap.chat_id,
+                    self.chat_id
+                ),
+            );
+        }
+        let Some((id, option, shown)) = crate::notifier::parse_button_data(&tap.data) else {
+            return refuse(
+                "Unknown button.",
+                format!("ignored a tap with unknown data from {}", tap.from.who()),
+            );
+        };
+        let gate = crate::m1::load(&self.file)
+            .ok()
+            .and_then(|d| d.view().gate(&id).cloned());
+        let Some(choice) = gate.as_ref().and_then(|g| g.options.get(option).cloned()) else {
+            return refuse(
+                "This button is not one of the loop's gates.",
+                format!(
+                    "ignored a tap on gate {id} option {option} from {}: no such gate or option",
+                    tap.from.who()
+                ),
+            );
+        };
+        let who = tap.from.who();
+        let out = match (gate.map(|g| g.kind), choice.as_str()) {
+            (Some(crate::m1::GateKind::Plan), "approve" | "reject") => {
+                self.run_decision(&choice, Some(id.clone()), None, Some(shown), &who)
+            }
+            _ => self.run_decision(
+                "answer",
+                Some(id.clone()),
+                Some(choice.clone()),
+                Some(shown),
+                &who,
+            ),
+        };
+        let log = format!("tap on gate {id} ({choice}) by {who}: {}", code(&out));
+        let Some(d) = decision_outcome(&out) else {
+            return TapReply {
+                answer: crate::text::cut(&format!("Not decided: {}", out.output), 190),
+                edit: None,
+                log,
+            };
+        };
+        let edit = match d.outcome.as_str() {
+            "decided" | "already" => Some(format!("{}\n\n{}", tap.message_text, d.stamp())),
+            "stale" => Some(format!(
+                "{}\n\n⚠️ Out of date: it changed since this message; see the newer one.",
+                tap.message_text
+            )),
+            _ => None,
+        };
+        TapReply {
+            answer: crate::text::cut(&d.line(), 190),
+            edit,
+            log,
+        }
+    }
+
     /// The loop's state directory, where its `STOP` is (the bot's own files may be elsewhere).
     fn loop_dir(&self) -> PathBuf {
         Layout::of(&self.file).state_dir().to_path_buf()
@@ -265,6 +503,66 @@ impl<E: Exec> Bot<E> {
     }
 }
 
+/// What `loop approve | reject | answer --json` said.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[expect(
+    clippy::struct_field_names,
+    reason = "the fields of the JSON object the command prints"
+)]
+pub(crate) struct Outcome {
+    pub outcome: String,
+    pub message: String,
+    pub gate: Option<serde_json::Value>,
+}
+
+impl Outcome {
+    fn field(&self, name: &str) -> Option<String> {
+        self.gate.as_ref()?.get(name)?.as_str().map(str::to_owned)
+    }
+
+    /// The line the person reads.
+    fn line(&self) -> String {
+        match self.outcome.as_str() {
+            "decided" => format!("✅ {}", self.field("choice").unwrap_or_default()),
+            "already" => {
+                let at = self
+                    .field("at")
+                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
+                    .map(|t| format!(" at {}", t.format("%H:%M UTC")))
+                    .unwrap_or_default();
+                format!(
+                    "already answered: {}{at}",
+                    self.field("choice").unwrap_or_default()
+                )
+            }
+            "stale" => "This message is out of date: a fresh one was sent.".into(),
+            _ => self.message.clone(),
+        }
+    }
+
+    /// The line a decided gate's message gets in place of its buttons.
+    fn stamp(&self) -> String {
+        let at = self
+            .field("at")
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
+            .map(|t| format!(" at {}", t.format("%Y-%m-%d %H:%M UTC")))
+            .unwrap_or_default();
+        format!(
+            "✅ Decided: {} — by {}{at}",
+            self.field("choice").unwrap_or_default(),
+            self.field("by").unwrap_or_default()
+        )
+    }
+}
+
+/// The JSON line a decision printed, if it printed one.
+fn decision_outcome(out: &ChildOutput) -> Option<Outcome> {
+    out.output
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<Outcome>(l.trim()).ok())
+}
+
 fn code(out: &ChildOutput) -> String {
     out.code
         .map_or_else(|| "no exit code".to_string(), |c| format!("exit {c}"))
@@ -321,6 +619,7 @@ mod tests {
             chat_id,
             chat_username: username.map(str::to_string),
             text: text.into(),
+            ..Incoming::default()
         }
     }
 

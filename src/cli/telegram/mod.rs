@@ -20,7 +20,7 @@ use crate::exit::Status;
 use crate::notifier::backoff::Backoff;
 use crate::notifier::delivery::TelegramNotifier;
 use crate::notifier::telegram::{Client, Config};
-use commands::{Bot, Exec, Incoming, LoopBinary};
+use commands::{Bot, Exec, Incoming, LoopBinary, Tap, User};
 
 /// The file that remembers the next update to ask for.
 #[must_use]
@@ -138,7 +138,8 @@ impl Poller {
             json!({
                 "offset": offset,
                 "timeout": self.poll_timeout.as_secs(),
-                "allowed_updates": ["message"],
+                // Taps on a gate's buttons arrive as `callback_query`, only when asked for.
+                "allowed_updates": ["message", "callback_query"],
             })
         };
         loop {
@@ -195,6 +196,10 @@ impl Poller {
             ));
             return next;
         }
+        if let Some(tap) = tap(update) {
+            self.tapped(bot, &tap);
+            return next;
+        }
         let Some(msg) = incoming(update) else {
             return next;
         };
@@ -216,18 +221,85 @@ impl Poller {
     }
 }
 
+impl Poller {
+    /// A tap: decided (written to M1.md) first, then answered, then its message shows the
+    /// decision instead of its buttons. Answering or editing may fail (the network): the
+    /// decision stands, and a second tap is answered "already answered".
+    fn tapped<E: Exec>(&self, bot: &Bot<E>, tap: &Tap) {
+        let reply = bot.tap(tap);
+        self.say(&format!("telegram: {}", reply.log));
+        let answered = self.client.call(
+            "answerCallbackQuery",
+            &json!({ "callback_query_id": tap.id, "text": reply.answer }),
+            Duration::from_secs(15),
+        );
+        if let Err(e) = answered {
+            self.say(&format!("telegram: could not answer the tap: {e}"));
+        }
+        if let Some(text) = reply.edit {
+            // No reply_markup: the buttons go.
+            let edited = self.client.call(
+                "editMessageText",
+                &json!({
+                    "chat_id": tap.chat_id,
+                    "message_id": tap.message_id,
+                    "text": text,
+                }),
+                Duration::from_secs(15),
+            );
+            if let Err(e) = edited {
+                self.say(&format!(
+                    "telegram: could not edit message {}: {e}",
+                    tap.message_id
+                ));
+            }
+        }
+    }
+}
+
 /// The chat message in an update, if it is a text message.
 fn incoming(update: &Value) -> Option<Incoming> {
     let msg = update.get("message")?;
     let chat = msg.get("chat")?;
     Some(Incoming {
         chat_id: chat.get("id")?.as_i64()?,
-        chat_username: chat
-            .get("username")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        chat_username: str_of(chat, "username"),
         text: msg.get("text")?.as_str()?.to_string(),
+        from: msg.get("from").and_then(user),
+        reply_to: msg
+            .get("reply_to_message")
+            .and_then(|r| r.get("message_id"))
+            .and_then(Value::as_i64),
     })
+}
+
+/// The tap in an update, if it is a `callback_query` on a message the bot can see.
+fn tap(update: &Value) -> Option<Tap> {
+    let q = update.get("callback_query")?;
+    let msg = q.get("message")?;
+    let chat = msg.get("chat")?;
+    Some(Tap {
+        id: str_of(q, "id")?,
+        from: user(q.get("from")?)?,
+        chat_id: chat.get("id")?.as_i64()?,
+        chat_username: str_of(chat, "username"),
+        chat_type: str_of(chat, "type").unwrap_or_default(),
+        message_id: msg.get("message_id")?.as_i64()?,
+        message_text: str_of(msg, "text").unwrap_or_default(),
+        data: str_of(q, "data").unwrap_or_default(),
+    })
+}
+
+fn user(v: &Value) -> Option<User> {
+    Some(User {
+        id: v.get("id")?.as_i64()?,
+        username: str_of(v, "username"),
+        first_name: str_of(v, "first_name"),
+    })
+}
+
+fn str_of(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
 /// What one getUpdates call came to.

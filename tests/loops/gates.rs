@@ -1,0 +1,394 @@
+//! Gates: decisions a loop waits for, made from the shell (`loop approve | reject | answer`) or
+//! from the chat (a tap on a button, a reply), once, with no agent process alive meanwhile.
+
+use std::time::Duration;
+
+use claude_sim::scenario::{Action, Scenario};
+use m1loop::m1::{GateKind, GateState, Status};
+use serde_json::Value;
+
+use crate::support::bot::{CHAT, DEADLINE, start_real_bot, with_telegram};
+use crate::support::telegram_fake::FakeTelegram;
+use crate::support::{TestLoop, stdout, wait_until};
+
+/// A loop of two steps started with `--approve-plan`: it waits on gate G1, having run nothing.
+fn waiting_for_approval(env: &TestLoop) {
+    env.scenario(&crate::support::answers::passing());
+    env.run_exits(
+        3,
+        &[
+            "start",
+            "g",
+            "--step",
+            "one",
+            "--step",
+            "two",
+            "--approve-plan",
+        ],
+    );
+    env.assert_status(Status::Waiting);
+    assert_eq!(env.calls().len(), 0, "no agent runs before the approval");
+    let m = env.m1();
+    let g = m.gate("G1").expect("a plan gate");
+    assert_eq!((g.kind, g.state), (GateKind::Plan, GateState::Pending));
+    assert!(m.next_action.unwrap().contains("loop approve G1"));
+    let status = stdout(&env.run_ok(&["status"]));
+    assert!(
+        status.contains("GATE G1      PLAN PENDING: the plan of 2 step(s)")
+            && status.contains("loop approve G1"),
+        "{status}"
+    );
+}
+
+/// What `loop … --json` printed.
+fn json_of(out: &std::process::Output) -> Value {
+    let text = stdout(out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn a_plan_gate_approved_from_the_shell_runs_the_steps_once_and_a_second_approval_changes_nothing() {
+    let env = TestLoop::new();
+    waiting_for_approval(&env);
+    let listed = stdout(&env.run_ok(&["gates"]));
+    assert!(
+        listed.contains("G1 PLAN PENDING") && listed.contains("loop approve G1"),
+        "{listed}"
+    );
+    env.run_ok(&["approve"]);
+    env.assert_status(Status::Done);
+    env.assert_each_step_started_once(2, "after one approval");
+    let g = env.m1().gate("G1").cloned().unwrap();
+    assert_eq!(
+        (g.state, g.choice.as_deref()),
+        (GateState::Decided, Some("approve"))
+    );
+    assert!(g.by.is_some() && g.at.is_some(), "{g:?}");
+    let text = env.text();
+    let again = env.run_exits(2, &["approve", "G1", "--json"]);
+    assert_eq!(json_of(&again)["outcome"], "already");
+    assert_eq!(env.text(), text, "a second approval changes nothing");
+    assert_eq!(env.calls().len(), 2);
+    env.assert_logged("decide: gate G1 (PLAN): approve by");
+}
+
+#[test]
+fn a_rejected_plan_runs_no_step_and_resume_after_an_edit_asks_again() {
+    let env = TestLoop::new();
+    waiting_for_approval(&env);
+    env.run_exits(3, &["reject", "G1"]);
+    env.assert_status(Status::Waiting);
+    assert_eq!(env.calls().len(), 0, "a rejected plan runs nothing");
+    let m = env.m1();
+    assert_eq!(m.gate("G1").unwrap().choice.as_deref(), Some("reject"));
+    assert!(m.next_action.unwrap().contains("Edit PLAN.STEPS"));
+    std::fs::write(
+        &env.file,
+        env.text()
+            .replace("[PENDING] two", "[PENDING] two, with tests"),
+    )
+    .unwrap();
+    env.run_exits(3, &["resume"]);
+    let m = env.m1();
+    let g2 = m.gate("G2").expect("a new gate for the edited plan");
+    assert!(g2.is_pending());
+    assert_eq!(env.calls().len(), 0);
+    env.run_ok(&["approve", "G2"]);
+    env.assert_status(Status::Done);
+    assert!(env.prompt(1).contains("two, with tests"));
+}
+
+#[test]
+fn a_decision_on_a_plan_shown_before_an_edit_is_refused_and_the_gate_shown_again() {
+    let env = TestLoop::new();
+    waiting_for_approval(&env);
+    let shown = env.m1().gate("G1").unwrap().shown.clone();
+    std::fs::write(
+        &env.file,
+        env.text()
+            .replace("[PENDING] one", "[PENDING] one, differently"),
+    )
+    .unwrap();
+    let stale = env.run_exits(3, &["approve", "G1", "--shown", &shown, "--json"]);
+    assert_eq!(json_of(&stale)["outcome"], "stale", "{}", stdout(&stale));
+    assert_eq!(
+        env.calls().len(),
+        0,
+        "nothing runs on an out-of-date approval"
+    );
+    let g = env.m1().gate("G1").cloned().unwrap();
+    assert!(g.is_pending() && g.shown != shown, "{g:?}");
+    env.run_ok(&["approve", "G1", "--shown", &g.shown]);
+    env.assert_status(Status::Done);
+}
+
+#[test]
+fn an_approved_plan_edited_before_any_step_ran_asks_again() {
+    let env = TestLoop::new();
+    waiting_for_approval(&env);
+    // Approved, but the runner never carried it on (as if the decider had died).
+    let text = env.text();
+    let approved = text
+        .replace("STATE: PENDING", "STATE: DECIDED\n    CHOICE: approve")
+        .replace("[PENDING] two", "[PENDING] two and three");
+    std::fs::write(&env.file, approved).unwrap();
+    env.run_exits(3, &["resume"]);
+    assert_eq!(env.calls().len(), 0, "the approval was for another plan");
+    assert!(
+        env.m1()
+            .gate("G2")
+            .is_some_and(m1loop::m1::Gate::is_pending)
+    );
+}
+
+#[test]
+fn approve_plan_after_planning_waits_before_step_one() {
+    let env = TestLoop::new();
+    // The simulated agent's own answers: a plan of three steps, each step done.
+    env.scenario(&Scenario::new());
+    env.run_exits(3, &["start", "g", "--approve-plan"]);
+    assert_eq!(
+        (env.calls_for(0), env.calls().len()),
+        (1, 1),
+        "planned, then waits"
+    );
+    env.run_ok(&["approve"]);
+    env.assert_status(Status::Done);
+    env.assert_each_step_started_once(3, "after the approval");
+}
+
+#[test]
+fn a_step_question_answered_with_loop_answer_resumes_its_session_with_the_answer() {
+    let env = TestLoop::new();
+    env.scenario(
+        &Scenario::new().step(1, [Action::blocked("which port?"), Action::done("used it")]),
+    );
+    env.run_exits(3, &["start", "g", "--step", "one"]);
+    let m = env.m1();
+    let g = m.gate("G1").expect("an ASK gate").clone();
+    assert_eq!(
+        (g.kind, g.step, g.question.as_deref()),
+        (GateKind::Ask, 1, Some("which port?"))
+    );
+    env.run_ok(&["answer", "use 8080"]);
+    env.assert_status(Status::Done);
+    let calls = env.calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(
+        calls[1]["resume"], calls[0]["session_id"],
+        "the step resumes in its own session"
+    );
+    let prompt = env.prompt(1);
+    assert!(
+        prompt.contains("which port?") && prompt.contains("The human answered: use 8080"),
+        "{prompt}"
+    );
+    assert_eq!(
+        env.m1().results[&1].attempts,
+        Some(1),
+        "a question is not a failed attempt"
+    );
+    assert_eq!(
+        env.m1().gate("G1").unwrap().choice.as_deref(),
+        Some("use 8080")
+    );
+}
+
+#[test]
+fn a_question_answered_in_m1_md_and_resumed_closes_its_gate() {
+    let env = TestLoop::new();
+    env.scenario(
+        &Scenario::new().step(1, [Action::blocked("which port?"), Action::done("used it")]),
+    );
+    env.run_exits(3, &["start", "g", "--step", "one"]);
+    std::fs::write(
+        &env.file,
+        env.text()
+            .replace("CONSTRAINTS: (none)", "CONSTRAINTS: port 8080"),
+    )
+    .unwrap();
+    env.run_ok(&["resume"]);
+    let g = env.m1().gate("G1").cloned().unwrap();
+    assert_eq!(
+        (g.state, g.choice.as_deref()),
+        (GateState::Decided, Some("(answered in M1.md)"))
+    );
+    let late = env.run_exits(2, &["answer", "G1", "too late", "--json"]);
+    assert_eq!(json_of(&late)["outcome"], "already");
+}
+
+#[test]
+fn a_decision_that_does_not_fit_is_refused_saying_why() {
+    let env = TestLoop::new();
+    waiting_for_approval(&env);
+    let out = env.run_exits(2, &["answer", "G1", "sure"]);
+    assert!(
+        crate::support::stderr(&out).contains("approve or reject"),
+        "{out:?}"
+    );
+    let out = env.run_exits(2, &["approve", "G7"]);
+    assert!(
+        crate::support::stderr(&out).contains("there is no gate G7"),
+        "{out:?}"
+    );
+    assert!(env.m1().gate("G1").unwrap().is_pending());
+}
+
+#[test]
+fn a_decider_killed_after_writing_its_decision_is_carried_on_by_the_next_once() {
+    let env = TestLoop::new();
+    waiting_for_approval(&env);
+    let mut cmd = env.cmd(&["approve"]);
+    cmd.env("LOOP_CRASH_AT", "after-decision-write");
+    let out = crate::support::run(cmd);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(9)
+    );
+    // Decided and RUNNING, with no runner and nothing run.
+    assert_eq!(env.m1().status, Status::Running);
+    assert_eq!(env.calls().len(), 0);
+    // A second tap (or approval) says so and carries the loop on, once.
+    let again = env.run(&["approve", "--json"]);
+    assert_eq!(json_of(&again)["outcome"], "already");
+    env.assert_status(Status::Done);
+    env.assert_each_step_started_once(2, "after the decider died");
+}
+
+/// The message of gate `id` the chat got, and its number.
+fn gate_message(tg: &FakeTelegram, id: &str) -> (usize, crate::support::telegram_fake::Sent) {
+    let sent = tg.sent();
+    let i = sent
+        .iter()
+        .rposition(|s| s.buttons().iter().any(|b| b.starts_with(&format!("{id} "))))
+        .unwrap_or_else(|| panic!("no message with buttons for {id}: {sent:?}"));
+    (i + 1, sent[i].clone())
+}
+
+#[test]
+fn a_plan_gate_approved_by_a_tap_runs_to_done_once_and_other_taps_change_nothing() {
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
+    waiting_for_approval(&env);
+    let (n, msg) = gate_message(&tg, "G1");
+    assert!(
+        msg.text.contains("Approve the plan?") && msg.text.contains("1. one"),
+        "{}",
+        msg.text
+    );
+    let buttons = msg.buttons();
+    assert_eq!(buttons.len(), 2, "Approve and Reject");
+    let bot = start_real_bot(&env, &tg.base_url());
+    // Taps from another chat, and from another person of a private chat, change nothing.
+    tg.push_tap(CHAT + 1, CHAT + 1, n, &buttons[0]);
+    tg.push_tap(CHAT, CHAT + 2, n, &buttons[0]);
+    tg.push_tap(CHAT, CHAT, n, "G1 9 0000");
+    assert!(wait_until(DEADLINE, || tg.count("answerCallbackQuery") == 3));
+    assert!(env.m1().gate("G1").unwrap().is_pending());
+    assert_eq!(env.calls().len(), 0);
+    env.assert_logged("ignored a tap from telegram");
+    // The person's tap decides, and the loop runs to DONE.
+    tg.push_tap(CHAT, CHAT, n, &buttons[0]);
+    assert!(wait_until(DEADLINE, || env.m1().status == Status::Done));
+    let g = env.m1().gate("G1").cloned().unwrap();
+    assert_eq!(g.choice.as_deref(), Some("approve"));
+    assert!(g.by.unwrap().contains(&format!("telegram {CHAT}")));
+    assert!(
+        wait_until(DEADLINE, || tg.count("editMessageText") == 1),
+        "{}",
+        bot.stderr()
+    );
+    let edits = tg.bodies("editMessageText");
+    assert!(
+        edits.iter().any(|e| e["message_id"] == n
+            && e["text"].as_str().unwrap().contains("Decided: approve")
+            && e.get("reply_markup").is_none()),
+        "{edits:?}"
+    );
+    // A second tap on the same button: "already answered", nothing else.
+    tg.push_tap(CHAT, CHAT, n, &buttons[0]);
+    assert!(wait_until(DEADLINE, || tg.count("answerCallbackQuery") == 5));
+    let answers = tg.bodies("answerCallbackQuery");
+    assert!(
+        answers[4]["text"]
+            .as_str()
+            .unwrap()
+            .contains("already answered: approve"),
+        "{answers:?}"
+    );
+    env.assert_each_step_started_once(2, "after two taps");
+}
+
+#[test]
+fn a_plan_rejected_by_a_tap_runs_no_step() {
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
+    waiting_for_approval(&env);
+    let (n, msg) = gate_message(&tg, "G1");
+    let _bot = start_real_bot(&env, &tg.base_url());
+    tg.push_tap(CHAT, CHAT, n, &msg.buttons()[1]);
+    assert!(wait_until(DEADLINE, || !env
+        .m1()
+        .gate("G1")
+        .unwrap()
+        .is_pending()));
+    assert_eq!(
+        env.m1().gate("G1").unwrap().choice.as_deref(),
+        Some("reject")
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(env.calls().len(), 0);
+    env.assert_status(Status::Waiting);
+}
+
+#[test]
+fn a_tap_on_a_plan_edited_since_its_message_is_refused_and_a_fresh_message_sent() {
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
+    waiting_for_approval(&env);
+    let (n, msg) = gate_message(&tg, "G1");
+    std::fs::write(
+        &env.file,
+        env.text()
+            .replace("[PENDING] two", "[PENDING] two, then ship"),
+    )
+    .unwrap();
+    let _bot = start_real_bot(&env, &tg.base_url());
+    tg.push_tap(CHAT, CHAT, n, &msg.buttons()[0]);
+    assert!(wait_until(DEADLINE, || gate_message(&tg, "G1").0 != n));
+    let (fresh_n, fresh) = gate_message(&tg, "G1");
+    assert!(fresh.text.contains("two, then ship"), "{}", fresh.text);
+    assert_eq!(env.calls().len(), 0, "the old message approved nothing");
+    assert!(env.m1().gate("G1").unwrap().is_pending());
+    tg.push_tap(CHAT, CHAT, fresh_n, &fresh.buttons()[0]);
+    assert!(wait_until(DEADLINE, || env.m1().status == Status::Done));
+    env.assert_each_step_started_once(2, "after the fresh message's tap");
+}
+
+#[test]
+fn a_step_question_answered_by_replying_to_its_message_resumes_the_step_with_the_answer() {
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
+    env.scenario(
+        &Scenario::new().step(1, [Action::blocked("which port?"), Action::done("used it")]),
+    );
+    env.run_exits(3, &["start", "g", "--step", "one"]);
+    let sent = tg.sent();
+    let n = sent
+        .iter()
+        .rposition(|s| s.text.contains("which port?"))
+        .expect("the question's message")
+        + 1;
+    assert!(sent[n - 1].text.contains("Reply to this message"));
+    let _bot = start_real_bot(&env, &tg.base_url());
+    tg.push_reply(CHAT, "use 8080", n);
+    assert!(wait_until(DEADLINE, || env.m1().status == Status::Done));
+    let prompt = env.prompt(1);
+    assert!(prompt.contains("The human answered: use 8080"), "{prompt}");
+    let calls = env.calls();
+    assert_eq!(calls[1]["resume"], calls[0]["session_id"]);
+}
