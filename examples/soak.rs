@@ -27,20 +27,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Rng(u64);
+mod common;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+use common::{Rng, bin, kill9, wait_for};
 
 #[derive(Default)]
 struct Tally {
@@ -65,19 +54,6 @@ struct Tally {
     gaps_ms: Vec<f64>,
     storm_gaps_ms: Vec<f64>,
     failures: Vec<String>,
-}
-
-fn bin(name: &str) -> PathBuf {
-    let me = std::env::current_exe().expect("own path");
-    // target/<profile>/examples/soak → target/<profile>/<name>
-    let dir = me.parent().and_then(Path::parent).expect("target dir");
-    let p = dir.join(name);
-    assert!(
-        p.exists(),
-        "{} not found: run `cargo build --release` (or without --release for a debug soak) first",
-        p.display()
-    );
-    p
 }
 
 struct Loop {
@@ -185,31 +161,10 @@ impl Loop {
 
     /// Live processes of this loop: the loop's directory in their environment or command.
     fn processes(&self) -> Vec<String> {
-        let needle = self.dir.to_string_lossy().into_owned();
-        let mut out = Vec::new();
-        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if stat.is_empty()
-                || stat
-                    .rsplit_once(')')
-                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-            {
-                continue;
-            }
-            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let hay = |b: &[u8]| String::from_utf8_lossy(b).contains(&needle);
-            if hay(&env) || hay(&cmd) {
-                out.push(format!(
-                    "{pid} {}",
-                    String::from_utf8_lossy(&cmd).replace('\0', " ")
-                ));
-            }
-        }
-        out
+        common::processes_of(&self.dir)
+            .into_iter()
+            .map(|(pid, cmd)| format!("{pid} {cmd}"))
+            .collect()
     }
 
     fn task_dirs(&self) -> Vec<PathBuf> {
@@ -286,24 +241,6 @@ impl Loop {
             .filter_map(|w| Some((w[1].0 - w[0].1?).num_microseconds()? as f64 / 1000.0))
             .collect()
     }
-}
-
-fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    false
-}
-
-fn kill9(pid: u32) {
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(0)),
-        nix::sys::signal::Signal::SIGKILL,
-    );
 }
 
 fn reap(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
