@@ -299,3 +299,34 @@ fn cli_missing_file_says_how_to_start() {
     }
     assert!(!file.exists());
 }
+
+#[test]
+fn a_gate_with_an_unknown_kind_or_a_decision_without_its_choice() {
+    let text = format!(
+        "{SEED}\nGATES:\n  G1:\n    KIND: PLANN\n    STATE: PENDING\n  G2:\n    KIND: ASK\n    \
+         STATE: DECIDED\n  GATE3:\n    KIND: ASK\n  G4:\n    KIND: ASK\n    STATE: LATER\n"
+    );
+    let base = SEED.lines().count() + 1;
+    assert_eq!(
+        errors(&text),
+        [
+            format!(
+                "{}:11: unknown gate KIND `PLANN`: expected one of PLAN, ASK, DENIED, FAILED, \
+                 REVIEW",
+                base + 3
+            ),
+            format!(
+                "{}:3: gate G2 is DECIDED but has no CHOICE: expected `CHOICE: …` under it",
+                base + 5
+            ),
+            format!(
+                "{}:3: GATES holds `GATE3`: expected a gate id such as `G1`",
+                base + 8
+            ),
+            format!(
+                "{}:12: unknown gate STATE `LATER`: expected one of PENDING, DECIDED",
+                base + 12
+            ),
+        ]
+    );
+}
