@@ -52,37 +52,7 @@ pub enum GateState {
     Decided,
 }
 
-macro_rules! words {
-    ($ty:ident, $what:literal, $($v:ident = $s:literal),+) => {
-        impl $ty {
-            /// The name as written in M1.md.
-            #[must_use]
-            pub fn as_str(self) -> &'static str {
-                match self { $($ty::$v => $s),+ }
-            }
-        }
-        impl FromStr for $ty {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                match s.trim() {
-                    $($s => Ok($ty::$v),)+
-                    _ => Err(format!(
-                        concat!("unknown ", $what, " `{}`: expected one of {}"),
-                        s,
-                        [$($s),+].join(", ")
-                    )),
-                }
-            }
-        }
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-
-words!(
+upper_enum!(
     GateKind,
     "gate KIND",
     Plan = "PLAN",
@@ -91,7 +61,7 @@ words!(
     Failed = "FAILED",
     Review = "REVIEW"
 );
-words!(
+upper_enum!(
     GateState,
     "gate STATE",
     Pending = "PENDING",

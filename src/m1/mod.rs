@@ -3,6 +3,40 @@
 //! The file is people's as much as the runner's, so it is kept as its lines: parsing then
 //! rendering gives the same bytes, and an edit rewrites only the lines it is about.
 
+/// An enum of upper-case words, as M1.md writes them: `as_str`, `ALL`, `FromStr` (an unknown
+/// word says which were expected) and `Display`.
+macro_rules! upper_enum {
+    ($ty:ident, $what:literal, $($v:ident = $s:literal),+) => {
+        impl $ty {
+            /// The name as written in M1.md.
+            #[must_use]
+            pub fn as_str(self) -> &'static str {
+                match self { $($ty::$v => $s),+ }
+            }
+            /// Every value, in the order the file's comment lists them.
+            pub const ALL: &'static [$ty] = &[$($ty::$v),+];
+        }
+        impl FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($s => Ok($ty::$v),)+
+                    _ => Err(format!(
+                        concat!("unknown ", $what, " `{}`: expected one of {}"),
+                        s,
+                        [$($s),+].join(", ")
+                    )),
+                }
+            }
+        }
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
 mod document;
 mod edit;
 mod error;

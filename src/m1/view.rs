@@ -39,38 +39,6 @@ pub enum StepState {
     Skipped,
 }
 
-macro_rules! upper_enum {
-    ($ty:ident, $what:literal, $($v:ident = $s:literal),+) => {
-        impl $ty {
-            /// The name as written in M1.md.
-            #[must_use]
-            pub fn as_str(self) -> &'static str {
-                match self { $($ty::$v => $s),+ }
-            }
-            /// Every value, in the order the file's comment lists them.
-            pub const ALL: &'static [$ty] = &[$($ty::$v),+];
-        }
-        impl FromStr for $ty {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                match s {
-                    $($s => Ok($ty::$v),)+
-                    _ => Err(format!(
-                        concat!("unknown ", $what, " `{}`: expected one of {}"),
-                        s,
-                        [$($s),+].join(", ")
-                    )),
-                }
-            }
-        }
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-
 upper_enum!(
     Status,
     "STATUS",

@@ -14,7 +14,7 @@ use chrono::Utc;
 use serde_json::json;
 
 use super::settings::{Overrides, Settings};
-use super::start::{detach, refuse_if_stopped};
+use super::start::{detach, must_exist, refuse_if_stopped};
 use super::{RunOptions, Runner, lock, stopfile};
 use crate::engine::gate::{Decision, Request};
 use crate::error::{Error, Result};
@@ -45,12 +45,7 @@ pub(crate) fn decide(
         stopfile::block_interrupt();
     }
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
-    if !file.exists() {
-        return Err(Error::bad_input(format!(
-            "no loop at {}: start one with `loop start \"GOAL\"`",
-            file.display()
-        )));
-    }
+    must_exist(file)?;
     // The runner that opened the gate may still be on its way out.
     if let Some(pid) = lock::wait_released(file, super::STOP_PATIENCE) {
         return Err(Error::bad_input(format!(

@@ -368,6 +368,17 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     runner.drive_in_view()
 }
 
+/// A loop must be at `file` for a command about it.
+pub(super) fn must_exist(file: &Path) -> Result<()> {
+    if file.exists() {
+        return Ok(());
+    }
+    Err(Error::bad_input(format!(
+        "no loop at {}: start one with `loop start \"GOAL\"`",
+        file.display()
+    )))
+}
+
 /// What every command that carries an existing loop on does first: a foreground runner takes
 /// Ctrl-C as a stop; the loop must exist and no stop file may hold it. Its state directory.
 pub(super) fn prepare_to_carry_on(file: &Path, detach_it: bool) -> Result<PathBuf> {
@@ -375,12 +386,7 @@ pub(super) fn prepare_to_carry_on(file: &Path, detach_it: bool) -> Result<PathBu
         stopfile::block_interrupt();
     }
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
-    if !file.exists() {
-        return Err(Error::bad_input(format!(
-            "no loop at {}: start one with `loop start \"GOAL\"`",
-            file.display()
-        )));
-    }
+    must_exist(file)?;
     refuse_if_stopped(&state_dir)?;
     Ok(state_dir)
 }

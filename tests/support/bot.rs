@@ -44,24 +44,16 @@ pub fn record(s: &TestLoop) -> Vec<String> {
 
 /// `loop telegram` for the loop of `s`, polling `base`, its child commands recorded.
 pub fn start_bot(s: &TestLoop, base: &str) -> Bot {
-    let stderr = s.temp.join(format!("bot-stderr-{}", rand_suffix()));
-    let file = s.file.display().to_string();
-    let mut cmd = s.cmd(&["--file", &file, "telegram", "--poll-timeout", "1s"]);
-    cmd.env("TELEGRAM_BOT_TOKEN", TOKEN)
-        .env("TELEGRAM_CHAT_ID", CHAT.to_string())
-        .env("TELEGRAM_API_BASE", base)
-        .env("LOOP_BOT_EXEC", fake_loop(s))
-        .env("FAKE_LOOP_RECORD", s.temp.join("record"))
-        .stderr(std::fs::File::create(&stderr).unwrap());
-    Bot {
-        child: Guard::spawn(&mut cmd),
-        stderr,
-    }
+    bot(s, base, true)
 }
 
 /// `loop telegram` for the loop of `s`, polling `base`, running the real `loop` for its child
 /// commands (with the loop's own environment: its agent, its stop file).
 pub fn start_real_bot(s: &TestLoop, base: &str) -> Bot {
+    bot(s, base, false)
+}
+
+fn bot(s: &TestLoop, base: &str, recorded: bool) -> Bot {
     let stderr = s.temp.join(format!("bot-stderr-{}", rand_suffix()));
     let file = s.file.display().to_string();
     let mut cmd = s.cmd(&["--file", &file, "telegram", "--poll-timeout", "1s"]);
@@ -69,6 +61,10 @@ pub fn start_real_bot(s: &TestLoop, base: &str) -> Bot {
         .env("TELEGRAM_CHAT_ID", CHAT.to_string())
         .env("TELEGRAM_API_BASE", base)
         .stderr(std::fs::File::create(&stderr).unwrap());
+    if recorded {
+        cmd.env("LOOP_BOT_EXEC", fake_loop(s))
+            .env("FAKE_LOOP_RECORD", s.temp.join("record"));
+    }
     Bot {
         child: Guard::spawn(&mut cmd),
         stderr,

@@ -520,21 +520,23 @@ impl Outcome {
         self.gate.as_ref()?.get(name)?.as_str().map(str::to_owned)
     }
 
+    /// ` at <when>`, when the gate says when it was decided.
+    fn at(&self, format: &str) -> String {
+        self.field("at")
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
+            .map(|t| format!(" at {}", t.format(format)))
+            .unwrap_or_default()
+    }
+
     /// The line the person reads.
     fn line(&self) -> String {
         match self.outcome.as_str() {
             "decided" => format!("✅ {}", self.field("choice").unwrap_or_default()),
-            "already" => {
-                let at = self
-                    .field("at")
-                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
-                    .map(|t| format!(" at {}", t.format("%H:%M UTC")))
-                    .unwrap_or_default();
-                format!(
-                    "already answered: {}{at}",
-                    self.field("choice").unwrap_or_default()
-                )
-            }
+            "already" => format!(
+                "already answered: {}{}",
+                self.field("choice").unwrap_or_default(),
+                self.at("%H:%M UTC")
+            ),
             "stale" => "This message is out of date: a fresh one was sent.".into(),
             _ => self.message.clone(),
         }
@@ -542,15 +544,11 @@ impl Outcome {
 
     /// The line a decided gate's message gets in place of its buttons.
     fn stamp(&self) -> String {
-        let at = self
-            .field("at")
-            .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
-            .map(|t| format!(" at {}", t.format("%Y-%m-%d %H:%M UTC")))
-            .unwrap_or_default();
         format!(
-            "✅ Decided: {} — by {}{at}",
+            "✅ Decided: {} — by {}{}",
             self.field("choice").unwrap_or_default(),
-            self.field("by").unwrap_or_default()
+            self.field("by").unwrap_or_default(),
+            self.at("%Y-%m-%d %H:%M UTC")
         )
     }
 }
