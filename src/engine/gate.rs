@@ -10,12 +10,8 @@ use chrono::{DateTime, Utc};
 
 use super::transitions::{Effect, Transition, actions, name};
 use crate::exit::Status as Exit;
-use crate::m1::gates::{self, NewGate, fingerprint};
+use crate::m1::gates::{self, APPROVE, NewGate, REJECT, fingerprint};
 use crate::m1::{Edit, Gate, GateKind, M1, Status, StepState};
-
-/// The options of a plan's gate.
-pub(crate) const APPROVE: &str = "approve";
-pub(crate) const REJECT: &str = "reject";
 
 /// What the next decision of a loop with `APPROVE_PLAN: on` is about its plan.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,19 +106,23 @@ pub(crate) fn about(m: &M1, g: &Gate) -> String {
 /// How to decide a gate, for `NEXT_ACTION` and the messages.
 #[must_use]
 pub(crate) fn how(g: &Gate) -> String {
-    let id = &g.id;
-    match g.kind {
+    how_to(g.kind, &g.id, &g.options)
+}
+
+/// How to decide gate `id` of `kind`, which offers `options`.
+fn how_to(kind: GateKind, id: &str, options: &[String]) -> String {
+    match kind {
         GateKind::Plan => format!(
             "approve the plan with `loop approve {id}` (or reject it with `loop reject {id}`), \
              or tap Approve on Telegram"
         ),
-        GateKind::Ask if g.options.is_empty() => format!(
+        GateKind::Ask if options.is_empty() => format!(
             "answer with `loop answer {id} TEXT`, or reply to the question on Telegram; the step \
              resumes in its own session with the answer"
         ),
         _ => format!(
             "answer with `loop answer {id} OPTION` ({}), or tap an option on Telegram",
-            g.options.join(", ")
+            options.join(", ")
         ),
     }
 }
@@ -151,22 +151,10 @@ pub(crate) fn opened(m: &M1, open: &PlanGate) -> Transition {
             format!("gate: {id} still waits for a decision"),
         ),
     };
-    let g = Gate {
-        id: id.clone(),
-        kind: GateKind::Plan,
-        step: 0,
-        shown: String::new(),
-        question: None,
-        options: vec![APPROVE.into(), REJECT.into()],
-        state: crate::m1::GateState::Pending,
-        choice: None,
-        by: None,
-        at: None,
-    };
     edits.push(Edit::Status(Status::Waiting));
     edits.extend(actions(
         &format!("Waiting for the plan's approval (gate {id})"),
-        &format!("Decide gate {id}: {}", how(&g)),
+        &format!("Decide gate {id}: {}", how_to(GateKind::Plan, &id, &[])),
     ));
     let t = Transition::exit(edits, log, Exit::Waiting);
     match open {

@@ -29,7 +29,7 @@ use super::keys::GateKey;
 use super::typed;
 
 /// What a gate asks a person to decide.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum GateKind {
     /// Approve the plan before any step runs (`--approve-plan`).
@@ -67,6 +67,10 @@ upper_enum!(
     Pending = "PENDING",
     Decided = "DECIDED"
 );
+
+/// The options of a plan's gate.
+pub(crate) const APPROVE: &str = "approve";
+pub(crate) const REJECT: &str = "reject";
 
 /// The separator of `OPTIONS`.
 pub(crate) const OPTION_SEPARATOR: &str = " | ";
@@ -114,6 +118,13 @@ pub(crate) fn gate_number(key: &str) -> Option<u32> {
     (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         .then(|| n.parse().ok())
         .flatten()
+}
+
+/// `g3` or ` G3 ` as the gate id `G3`, when the word is one.
+#[must_use]
+pub(crate) fn id_of(word: &str) -> Option<String> {
+    let up = word.trim().to_ascii_uppercase();
+    gate_number(&up).map(|_| up)
 }
 
 /// The gates of `doc`, in the file's order. A block whose KIND or STATE does not read is left

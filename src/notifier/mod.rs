@@ -69,8 +69,7 @@ pub struct GateMessage {
     pub goal: String,
     /// `G1`, …
     pub id: String,
-    /// `PLAN`, `ASK`, …
-    pub kind: String,
+    pub kind: crate::m1::GateKind,
     pub step: u32,
     /// The plan's steps, for a plan's gate.
     pub steps: Vec<String>,
@@ -103,7 +102,7 @@ impl GateMessage {
             .enumerate()
             .map(|(i, o)| {
                 serde_json::json!({
-                    "text": render::button_label(&self.kind, o),
+                    "text": render::button_label(self.kind, o),
                     "callback_data": self.button_data(i),
                 })
             })

@@ -6,6 +6,8 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::Event;
+use crate::m1::GateKind;
+use crate::m1::gates::{APPROVE, REJECT};
 use crate::text::cut;
 
 /// How a message is written.
@@ -119,31 +121,30 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
 
 /// A gate's message: what it asks, and what each answer does.
 fn gate(m: &mut Msg, g: &super::GateMessage) {
-    if g.kind == "PLAN" {
-        {
-            m.headline("🗳", &g.goal);
-            m.bold_line(
-                "Approve the plan? ",
-                &format!("({} step(s), gate {})", g.steps.len(), g.id),
-            );
-            for (i, step) in g.steps.iter().enumerate() {
-                m.line(&format!("{}. {}", i + 1, cut(step, LINE_MAX)));
-            }
-            m.line("Approve runs it. Reject runs nothing: edit the plan in M1.md, then resume.");
+    if g.kind == GateKind::Plan {
+        m.headline("🗳", &g.goal);
+        m.bold_line(
+            "Approve the plan? ",
+            &format!("({} step(s), gate {})", g.steps.len(), g.id),
+        );
+        for (i, step) in g.steps.iter().enumerate() {
+            m.line(&format!("{}. {}", i + 1, cut(step, LINE_MAX)));
         }
+        m.line("Approve runs it. Reject runs nothing: edit the plan in M1.md, then resume.");
     } else {
-        {
-            m.headline("❓", &g.goal);
-            let question = g.question.as_deref().unwrap_or_default();
-            m.bold_line(
-                &format!("Step {} asks (gate {}): ", g.step, g.id),
-                &cut(question, LINE_MAX),
+        m.headline("❓", &g.goal);
+        let question = g.question.as_deref().unwrap_or_default();
+        m.bold_line(
+            &format!("Step {} asks (gate {}): ", g.step, g.id),
+            &cut(question, LINE_MAX),
+        );
+        if g.options.is_empty() {
+            m.line(
+                "Reply to this message with your answer: the step resumes in its own session \
+                 with it.",
             );
-            if g.options.is_empty() {
-                m.line("Reply to this message with your answer: the step resumes in its own session with it.");
-            } else {
-                m.line("Tap an answer: the step resumes in its own session with it.");
-            }
+        } else {
+            m.line("Tap an answer: the step resumes in its own session with it.");
         }
     }
     m.line(&format!("Or from a shell: {}", cut(&g.how, LINE_MAX)));
@@ -151,10 +152,10 @@ fn gate(m: &mut Msg, g: &super::GateMessage) {
 
 /// The label of a gate's button for `option`.
 #[must_use]
-pub(crate) fn button_label(kind: &str, option: &str) -> String {
+pub(crate) fn button_label(kind: GateKind, option: &str) -> String {
     match (kind, option) {
-        ("PLAN", "approve") => "✅ Approve".into(),
-        ("PLAN", "reject") => "✖️ Reject".into(),
+        (GateKind::Plan, APPROVE) => "✅ Approve".into(),
+        (GateKind::Plan, REJECT) => "✖️ Reject".into(),
         _ => cut(option, 60),
     }
 }

@@ -793,7 +793,7 @@ pub(crate) fn gate_message(m: &M1, g: &crate::m1::Gate) -> notifier::GateMessage
     notifier::GateMessage {
         goal: m.goal.clone(),
         id: g.id.clone(),
-        kind: g.kind.as_str().to_owned(),
+        kind: g.kind,
         step: g.step,
         steps: if g.kind == crate::m1::GateKind::Plan {
             m.plan.steps.iter().map(|s| s.text.clone()).collect()
