@@ -673,12 +673,10 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
         }
         Command::Answer { words, decide } => {
             let (id, text) = match words.split_first() {
-                Some((first, rest))
-                    if !rest.is_empty()
-                        && crate::m1::gates::gate_number(&first.to_ascii_uppercase()).is_some() =>
-                {
-                    (Some(first.clone()), rest.join(" "))
-                }
+                Some((first, rest)) if !rest.is_empty() => match crate::m1::gates::id_of(first) {
+                    Some(id) => (Some(id), rest.join(" ")),
+                    None => (None, words.join(" ")),
+                },
                 _ => (None, words.join(" ")),
             };
             gate_decision(

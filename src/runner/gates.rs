@@ -66,7 +66,7 @@ pub(crate) fn decide(
         Decision::Already(g) => {
             let line = already(&g);
             // A decision written by a decider that died before carrying the loop on.
-            let carry_on = m.status == Status::Running && !g.is_pending();
+            let carry_on = m.status == Status::Running;
             say(how, "already", Some(&g), &line);
             if !carry_on {
                 return Ok(ExitStatus::BadInput);

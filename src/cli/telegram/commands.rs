@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::layout::Layout;
+use crate::m1::gates::id_of;
 use crate::notifier::render::escape;
 
 /// A chat message, as far as the bot reads it.
@@ -92,12 +93,12 @@ pub(crate) fn parse(text: &str) -> BotCommand {
         "/stop" => BotCommand::Stop,
         "/resume" => BotCommand::Resume,
         "/gates" => BotCommand::Gates,
-        "/approve" => BotCommand::Approve(gate_id(rest)),
-        "/reject" => BotCommand::Reject(gate_id(rest)),
+        "/approve" => BotCommand::Approve(id_of(rest)),
+        "/reject" => BotCommand::Reject(id_of(rest)),
         "/answer" => {
             let rest = rest.trim();
             let (first, after) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-            match gate_id(first) {
+            match id_of(first) {
                 Some(id) if !after.trim().is_empty() => {
                     BotCommand::Answer(Some(id), after.trim().to_owned())
                 }
@@ -113,12 +114,6 @@ pub(crate) fn parse(text: &str) -> BotCommand {
         },
         _ => BotCommand::Help,
     }
-}
-
-/// `G3` (any case) as a gate id.
-fn gate_id(word: &str) -> Option<String> {
-    let up = word.trim().to_ascii_uppercase();
-    crate::m1::gates::gate_number(&up).map(|_| up)
 }
 
 const HELP: &str = "Commands:\n/loop &lt;goal&gt; – start a loop toward the goal\n\
@@ -382,7 +377,7 @@ impl<E: Exec> Bot<E> {
         let gate = crate::m1::load(&self.file)
             .ok()
             .and_then(|d| d.view().gate(&id).cloned());
-        let Some(choice) = gate.as_ref().and_then(|g| g.options.get(option).cloned()) else {
+        let Some(choice) = gate.and_then(|g| g.options.get(option).cloned()) else {
             return refuse(
                 "This button is not one of the loop's gates.",
                 format!(
@@ -392,18 +387,14 @@ impl<E: Exec> Bot<E> {
             );
         };
         let who = tap.from.who();
-        let out = match (gate.map(|g| g.kind), choice.as_str()) {
-            (Some(crate::m1::GateKind::Plan), "approve" | "reject") => {
-                self.run_decision(&choice, Some(id.clone()), None, Some(shown), &who)
-            }
-            _ => self.run_decision(
-                "answer",
-                Some(id.clone()),
-                Some(choice.clone()),
-                Some(shown),
-                &who,
-            ),
-        };
+        // Any gate's option, the plan's approve and reject too, is an answer that names it.
+        let out = self.run_decision(
+            "answer",
+            Some(id.clone()),
+            Some(choice.clone()),
+            Some(shown),
+            &who,
+        );
         let log = format!("tap on gate {id} ({choice}) by {who}: {}", code(&out));
         let Some(d) = decision_outcome(&out) else {
             return TapReply {
