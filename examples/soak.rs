@@ -589,12 +589,7 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .and_then(|v| v.parse::<u64>().ok())
-    };
+    let value = |flag: &str| common::number_after(&args, flag);
     let loops = usize::try_from(value("--loops").unwrap_or(20)).unwrap_or(20);
     let seed = value("--seed").unwrap_or(0x5eed_1234);
     let keep = args.iter().any(|a| a == "--keep");

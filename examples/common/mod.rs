@@ -24,6 +24,14 @@ impl Rng {
     }
 }
 
+/// The number after `flag` on the command line (`--loops 100`), if it is there.
+pub fn number_after(args: &[String], flag: &str) -> Option<u64> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+}
+
 /// A binary built beside the example (`target/<profile>/<name>`).
 pub fn bin(name: &str) -> PathBuf {
     let me = std::env::current_exe().expect("own path");

@@ -134,62 +134,55 @@ impl FakeTelegram {
         self.state.lock().unwrap().updates_script.extend(replies);
     }
 
-    /// Queues a text message from `chat_id`; returns its update id.
-    pub fn push_message(&self, chat_id: i64, text: &str) -> i64 {
+    /// Queues the update `make` builds from its id (and what the server holds); returns the id.
+    fn push(&self, make: impl FnOnce(i64, &State) -> Value) -> i64 {
         let mut s = self.state.lock().unwrap();
         let id = 1000 + i64::try_from(s.updates.len()).unwrap();
-        s.updates.push(json!({
-            "update_id": id,
-            "message": {
-                "message_id": id, "date": 0, "text": text,
-                "chat": { "id": chat_id, "type": "private" },
-                "from": { "id": chat_id, "is_bot": false, "first_name": "T" },
-            }
-        }));
+        let update = make(id, &s);
+        s.updates.push(update);
         id
+    }
+
+    /// Queues a text message from `chat_id`; returns its update id.
+    pub fn push_message(&self, chat_id: i64, text: &str) -> i64 {
+        self.push(|id, _| json!({ "update_id": id, "message": message(id, chat_id, text) }))
     }
 
     /// Queues a tap by user `from` on a button of message `message_id` (as sent by this
     /// server, in chat `chat_id`), with `data`; returns its update id.
     pub fn push_tap(&self, chat_id: i64, from: i64, message_id: usize, data: &str) -> i64 {
-        let mut s = self.state.lock().unwrap();
-        let id = 1000 + i64::try_from(s.updates.len()).unwrap();
-        let text = message_id
-            .checked_sub(1)
-            .and_then(|i| s.sent.get(i))
-            .map(|m| m.text.clone())
-            .unwrap_or_default();
-        s.updates.push(json!({
-            "update_id": id,
-            "callback_query": {
-                "id": format!("cb{id}"),
-                "from": { "id": from, "is_bot": false, "first_name": "T", "username": format!("user{from}") },
-                "chat_instance": "1",
-                "data": data,
-                "message": {
-                    "message_id": message_id, "date": 0, "text": text,
-                    "chat": { "id": chat_id, "type": "private" },
-                },
-            }
-        }));
-        id
+        self.push(|id, s| {
+            let text = message_id
+                .checked_sub(1)
+                .and_then(|i| s.sent.get(i))
+                .map(|m| m.text.clone())
+                .unwrap_or_default();
+            json!({
+                "update_id": id,
+                "callback_query": {
+                    "id": format!("cb{id}"),
+                    "from": { "id": from, "is_bot": false, "first_name": "T", "username": format!("user{from}") },
+                    "chat_instance": "1",
+                    "data": data,
+                    "message": {
+                        "message_id": message_id, "date": 0, "text": text,
+                        "chat": { "id": chat_id, "type": "private" },
+                    },
+                }
+            })
+        })
     }
 
     /// Queues a text message from `chat_id` replying to message `reply_to`; returns its
     /// update id.
     pub fn push_reply(&self, chat_id: i64, text: &str, reply_to: usize) -> i64 {
-        let mut s = self.state.lock().unwrap();
-        let id = 1000 + i64::try_from(s.updates.len()).unwrap();
-        s.updates.push(json!({
-            "update_id": id,
-            "message": {
-                "message_id": id, "date": 0, "text": text,
-                "chat": { "id": chat_id, "type": "private" },
-                "from": { "id": chat_id, "is_bot": false, "first_name": "T" },
-                "reply_to_message": { "message_id": reply_to, "date": 0, "chat": { "id": chat_id, "type": "private" } },
-            }
-        }));
-        id
+        self.push(|id, _| {
+            let mut m = message(id, chat_id, text);
+            m["reply_to_message"] = json!({
+                "message_id": reply_to, "date": 0, "chat": { "id": chat_id, "type": "private" },
+            });
+            json!({ "update_id": id, "message": m })
+        })
     }
 
     /// The bodies of the requests of `method`, in order.
@@ -228,6 +221,15 @@ impl Drop for FakeTelegram {
             let _ = t.join();
         }
     }
+}
+
+/// A text message `id` from the person of the private chat `chat_id`.
+fn message(id: i64, chat_id: i64, text: &str) -> Value {
+    json!({
+        "message_id": id, "date": 0, "text": text,
+        "chat": { "id": chat_id, "type": "private" },
+        "from": { "id": chat_id, "is_bot": false, "first_name": "T" },
+    })
 }
 
 fn serve(conn: TcpStream, state: &Mutex<State>) {
