@@ -109,6 +109,14 @@ pub(crate) enum Command {
         #[command(flatten)]
         decide: DecideArgs,
     },
+    /// Skip the step a gate waits on (a denied tool, a failed step): it is left SKIPPED and the
+    /// loop goes on with the next one. The same as `loop answer ID skip`.
+    Skip {
+        /// The step (default: the only one a gate offers to skip).
+        step: Option<u32>,
+        #[command(flatten)]
+        decide: DecideArgs,
+    },
     /// Stop this loop: its step ends, the attempt is not counted, it goes WAITING.
     ///
     /// Returns once its runner has exited (at most 10s); `loop resume` then carries on at once.
@@ -603,6 +611,7 @@ fn fire(state_dir: &std::path::Path, args: FireArgs) -> crate::error::Result<Sta
 fn gate_decision(
     file: &std::path::Path,
     id: Option<String>,
+    step: Option<u32>,
     answer: crate::engine::gate::Answer,
     a: DecideArgs,
 ) -> crate::error::Result<Status> {
@@ -616,6 +625,7 @@ fn gate_decision(
     });
     let req = crate::engine::gate::Request {
         id,
+        step,
         answer,
         shown: a.shown,
         by,
@@ -625,6 +635,33 @@ fn gate_decision(
         json: a.json,
     };
     crate::runner::gates::decide(file, &req, how, &echo(a.quiet))
+}
+
+/// `loop approve | reject | answer | skip`: the gate, step and answer each names.
+fn gate_command(file: &std::path::Path, command: Command) -> crate::error::Result<Status> {
+    use crate::engine::gate::Answer;
+    let (id, step, answer, decide) = match command {
+        Command::Approve { id, decide } => (id, None, Answer::Approve, decide),
+        Command::Reject { id, decide } => (id, None, Answer::Reject, decide),
+        Command::Skip { step, decide } => (
+            None,
+            step,
+            Answer::Text(crate::m1::gates::SKIP.into()),
+            decide,
+        ),
+        Command::Answer { words, decide } => {
+            let (id, text) = match words.split_first() {
+                Some((first, rest)) if !rest.is_empty() => match crate::m1::gates::id_of(first) {
+                    Some(id) => (Some(id), rest.join(" ")),
+                    None => (None, words.join(" ")),
+                },
+                _ => (None, words.join(" ")),
+            };
+            (id, None, Answer::Text(text), decide)
+        }
+        _ => unreachable!("only the verbs that decide a gate come here"),
+    };
+    gate_decision(file, id, step, answer, decide)
 }
 
 /// Runs one parsed command line.
@@ -665,27 +702,10 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
             quiet,
         } => crate::runner::retry(&cli.file, step, detach, &echo(quiet)),
         Command::Gates { json } => crate::runner::gates::list(&cli.file, json),
-        Command::Approve { id, decide } => {
-            gate_decision(&cli.file, id, crate::engine::gate::Answer::Approve, decide)
-        }
-        Command::Reject { id, decide } => {
-            gate_decision(&cli.file, id, crate::engine::gate::Answer::Reject, decide)
-        }
-        Command::Answer { words, decide } => {
-            let (id, text) = match words.split_first() {
-                Some((first, rest)) if !rest.is_empty() => match crate::m1::gates::id_of(first) {
-                    Some(id) => (Some(id), rest.join(" ")),
-                    None => (None, words.join(" ")),
-                },
-                _ => (None, words.join(" ")),
-            };
-            gate_decision(
-                &cli.file,
-                id,
-                crate::engine::gate::Answer::Text(text),
-                decide,
-            )
-        }
+        c @ (Command::Approve { .. }
+        | Command::Reject { .. }
+        | Command::Answer { .. }
+        | Command::Skip { .. }) => gate_command(&cli.file, c),
         Command::Stop { all } => {
             let status = crate::runner::stop(&cli.file, all);
             // A command a person runs by hand is a good moment to deliver a backlog.

@@ -207,6 +207,8 @@ fn review_facts(run: &RunOnRecord, m: &M1, o: &Observed, cx: &Context<'_>) -> Re
         next_step: open_step(m, run.step).map(|s| (s.n, s.text.clone())),
         notify_each_step: cx.notify_each_step,
         transients: r.transient,
+        loop_id: m.loop_id.clone().unwrap_or_default(),
+        next_gate: crate::m1::gates::next_id(&m.gates),
         now: o.now,
     }
 }

@@ -8,10 +8,14 @@
 
 use chrono::{DateTime, Utc};
 
-use super::transitions::{Effect, Transition, actions, name};
+use super::transitions::{Effect, Transition, actions, name, results, results_remove, step_state};
 use crate::exit::Status as Exit;
-use crate::m1::gates::{self, APPROVE, NewGate, REJECT, fingerprint};
-use crate::m1::{Edit, Gate, GateKind, M1, Status, StepState};
+use crate::m1::gates::{
+    self, ACCEPT, ALLOW, APPROVE, NewGate, REJECT, RETRY, SKIP, STOP, fingerprint,
+};
+use crate::m1::keys::{AgentKey, PlanKey, ResultKey, Review};
+use crate::m1::{Edit, Gate, GateKind, M1, Status, StepState, typed};
+use crate::text::one_line;
 
 /// What the next decision of a loop with `APPROVE_PLAN: on` is about its plan.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,7 +87,8 @@ pub(crate) fn plan_gate(m: &M1) -> Option<PlanGate> {
             step: 0,
             shown,
             question: None,
-            options: vec![APPROVE.into(), REJECT.into()],
+            options: options_of(GateKind::Plan),
+            tools: Vec::new(),
         }),
     })
 }
@@ -97,6 +102,7 @@ fn begun(m: &M1) -> bool {
 #[must_use]
 pub(crate) fn about(m: &M1, g: &Gate) -> String {
     match (&g.question, g.step) {
+        (Some(q), s) if g.kind != GateKind::Ask => format!("step {s}: {q}"),
         (Some(q), s) => format!("step {s} asks: {q}"),
         (None, 0) => format!("the plan of {} step(s)", m.plan.steps.len()),
         (None, s) => format!("step {s}"),
@@ -120,9 +126,13 @@ fn how_to(kind: GateKind, id: &str, options: &[String]) -> String {
             "answer with `loop answer {id} TEXT`, or reply to the question on Telegram; the step \
              resumes in its own session with the answer"
         ),
-        _ => format!(
+        GateKind::Ask => format!(
             "answer with `loop answer {id} OPTION` ({}), or tap an option on Telegram",
             options.join(", ")
+        ),
+        _ => format!(
+            "decide with `loop answer {id} {}`, or tap an option on Telegram",
+            options.join("|")
         ),
     }
 }
@@ -163,16 +173,38 @@ pub(crate) fn opened(m: &M1, open: &PlanGate) -> Transition {
     }
 }
 
-/// A new ASK gate `id` for step `step`'s question, in the loop `loop_id`.
+/// The answers a gate of `kind` offers; none: a free-text answer.
 #[must_use]
-pub(crate) fn ask(id: String, loop_id: &str, step: u32, question: &str) -> NewGate {
+pub(crate) fn options_of(kind: GateKind) -> Vec<String> {
+    let options: &[&str] = match kind {
+        GateKind::Plan => &[APPROVE, REJECT],
+        GateKind::Ask => &[],
+        GateKind::Denied => &[ALLOW, SKIP, STOP],
+        GateKind::Failed => &[RETRY, SKIP, STOP],
+        GateKind::Review => &[ACCEPT, RETRY, STOP],
+    };
+    options.iter().map(|o| (*o).to_owned()).collect()
+}
+
+/// A new gate `id` of `kind` about step `step` (not the plan), which asks `question`, in the
+/// loop `loop_id`; `tools`: the denied tools of a DENIED gate.
+#[must_use]
+pub(crate) fn about_step(
+    kind: GateKind,
+    id: String,
+    loop_id: &str,
+    step: u32,
+    question: &str,
+    tools: &[String],
+) -> NewGate {
     NewGate {
         id,
-        kind: GateKind::Ask,
+        kind,
         step,
         shown: question_shown_in(loop_id, step, question),
         question: Some(question.to_owned()),
-        options: Vec::new(),
+        options: options_of(kind),
+        tools: tools.to_vec(),
     }
 }
 
@@ -189,12 +221,19 @@ pub(crate) fn answer_to(m: &M1, step: u32, question: &str) -> Option<String> {
         .and_then(|g| g.choice.clone())
 }
 
-/// The pending gates a new run of `step` leaves behind: its questions, which a person answered
-/// another way (`loop resume` after editing M1.md).
+/// The pending gates a new run of `step` leaves behind: those about that step, and about a
+/// step now DONE or SKIPPED, which a person decided another way (`loop resume` after editing
+/// M1.md).
 #[must_use]
 pub(crate) fn superseded_by_run(m: &M1, step: u32) -> Vec<String> {
+    let settled = |n: u32| {
+        m.plan
+            .steps
+            .iter()
+            .any(|s| s.n == n && matches!(s.state, StepState::Done | StepState::Skipped))
+    };
     m.pending_gates()
-        .filter(|g| g.kind == GateKind::Ask && g.step == step)
+        .filter(|g| g.kind != GateKind::Plan && (g.step == step || settled(g.step)))
         .map(|g| g.id.clone())
         .collect()
 }
@@ -202,8 +241,9 @@ pub(crate) fn superseded_by_run(m: &M1, step: u32) -> Vec<String> {
 /// A decision a person asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Request {
-    /// The gate; `None`: the only pending one.
+    /// The gate; `None`: the only pending one (of `step`, when it is named) this answer fits.
     pub id: Option<String>,
+    pub step: Option<u32>,
     pub answer: Answer,
     /// The fingerprint of what they were shown (a chat message's button carries it); `None`
     /// from the shell, where they decide on the file as it is.
@@ -238,10 +278,11 @@ pub(crate) enum Decision {
     Refused(String),
 }
 
-/// Decides `req` against the loop as it is now.
+/// Decides `req` against the loop as it is now. `allowed`: the tools the agent is allowed now
+/// (what a DENIED gate's `allow` adds to).
 #[must_use]
-pub(crate) fn decide(m: &M1, req: &Request, now: DateTime<Utc>) -> Decision {
-    let g = match find(m, req.id.as_deref(), &req.answer) {
+pub(crate) fn decide(m: &M1, req: &Request, allowed: &[String], now: DateTime<Utc>) -> Decision {
+    let g = match find(m, req, &req.answer) {
         Ok(g) => g.clone(),
         Err(why) => return Decision::Refused(why),
     };
@@ -283,44 +324,164 @@ pub(crate) fn decide(m: &M1, req: &Request, now: DateTime<Utc>) -> Decision {
         // Approved as it stands now: a later edit of the plan asks again.
         edits.push(crate::m1::keys::GateKey::Shown.set(&g.id, current));
     }
-    let who = &req.by;
-    let id = &g.id;
-    let (carries_on, last, next) = match (g.kind, choice.as_str()) {
-        (GateKind::Plan, REJECT) => (
-            false,
-            format!("Plan rejected (gate {id}, by {who})"),
-            "Edit PLAN.STEPS in M1.md, then `loop resume` asks for approval again".to_owned(),
-        ),
-        (GateKind::Plan, _) => (
-            true,
+    let outcome = outcome(m, &g, &choice, &req.by, allowed);
+    let carries_on = outcome.carries_on;
+    if carries_on {
+        edits.push(Edit::Status(Status::Running));
+    }
+    edits.extend(outcome.edits);
+    let log = format!("decide: gate {} ({}): {choice} by {}", g.id, g.kind, req.by);
+    let mut transition = Transition::now(edits, log);
+    transition.effects = outcome.effects;
+    Decision::Made {
+        gate: g,
+        choice,
+        transition,
+        carries_on,
+    }
+}
+
+/// What a decision does besides recording it.
+struct Outcome {
+    edits: Vec<Edit>,
+    carries_on: bool,
+    effects: Vec<Effect>,
+}
+
+impl Outcome {
+    fn runs(edits: Vec<Edit>) -> Self {
+        Self {
+            edits,
+            carries_on: true,
+            effects: Vec::new(),
+        }
+    }
+}
+
+/// What choosing `choice` on gate `g` changes in the loop. `allowed`: the tools the agent is
+/// allowed now (M1.md's `AGENT.ALLOWED_TOOLS`, or the default it stands for).
+fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Outcome {
+    let (id, s) = (&g.id, g.step);
+    let said = |last: String, next: String| actions(&last, &next).to_vec();
+    match (g.kind, choice) {
+        (GateKind::Plan, REJECT) => Outcome {
+            edits: said(
+                format!("Plan rejected (gate {id}, by {who})"),
+                "Edit PLAN.STEPS in M1.md, then `loop resume` asks for approval again".into(),
+            ),
+            carries_on: false,
+            effects: Vec::new(),
+        },
+        (GateKind::Plan, _) => Outcome::runs(said(
             format!("Plan approved (gate {id}, by {who})"),
             m.plan
                 .steps
                 .first()
                 .map_or_else(String::new, |s| format!("Step {}: {}", s.n, s.text)),
-        ),
-        _ => (
-            true,
-            format!("{} answered (gate {id}, by {who}): {choice}", name(g.step)),
-            format!("{} resumes with the answer", name(g.step)),
-        ),
-    };
-    if carries_on {
-        edits.push(Edit::Status(Status::Running));
+        )),
+        (GateKind::Ask, _) => Outcome::runs(said(
+            format!("{} answered (gate {id}, by {who}): {choice}", name(s)),
+            format!("{} resumes with the answer", name(s)),
+        )),
+        (_, RETRY) => {
+            let mut edits = super::retried(m, s).edits;
+            // Said by the retry's own actions, but who decided is what the log wants.
+            edits.extend(said(
+                format!("{} runs again (gate {id}, by {who})", name(s)),
+                format!("Run {}", name(s).to_lowercase()),
+            ));
+            Outcome::runs(edits)
+        }
+        (_, ALLOW) => allow(g, who, allowed),
+        (_, ACCEPT) => accept(m, g, who),
+        (_, SKIP) => {
+            let mut edits: Vec<Edit> = step_state(s, StepState::Skipped).into_iter().collect();
+            let next = moved_on(m, s, &mut edits);
+            edits.extend(said(
+                format!("{} skipped (gate {id}, by {who})", name(s)),
+                next,
+            ));
+            Outcome::runs(edits)
+        }
+        _ => {
+            // STOP: the loop ends FAILED at this step; `loop retry` takes it up again.
+            let mut edits: Vec<Edit> = step_state(s, StepState::Failed).into_iter().collect();
+            edits.push(Edit::Status(Status::Failed));
+            edits.extend(said(
+                format!(
+                    "Stopped at {} (gate {id}, by {who})",
+                    name(s).to_lowercase()
+                ),
+                format!("Nothing runs; `loop retry {s}` takes the step up again"),
+            ));
+            Outcome {
+                edits,
+                carries_on: false,
+                effects: Vec::new(),
+            }
+        }
     }
-    edits.extend(actions(&last, &next));
-    let log = format!("decide: gate {id} ({}): {choice} by {who}", g.kind);
-    Decision::Made {
-        gate: g,
-        choice,
-        transition: Transition::now(edits, log),
-        carries_on,
+}
+
+/// ALLOW on a DENIED gate: the denied tools join the allowed ones, and the step runs again.
+fn allow(g: &Gate, who: &str, allowed: &[String]) -> Outcome {
+    let (id, s) = (&g.id, g.step);
+    let mut tools = allowed.to_vec();
+    tools.extend(g.tools.iter().filter(|t| !allowed.contains(t)).cloned());
+    let mut edits = vec![AgentKey::AllowedTools.set(typed::format_tools(&tools))];
+    edits.extend(step_state(s, StepState::Pending));
+    edits.extend(actions(
+        &format!(
+            "{} may now use {} (gate {id}, by {who})",
+            name(s),
+            g.tools.join(", ")
+        ),
+        &format!("Run {} again", name(s).to_lowercase()),
+    ));
+    Outcome::runs(edits)
+}
+
+/// ACCEPT on a REVIEW gate: the step is DONE as it is, over the review's last words.
+fn accept(m: &M1, g: &Gate, who: &str) -> Outcome {
+    let (id, s) = (&g.id, g.step);
+    let mut edits: Vec<Edit> = step_state(s, StepState::Done).into_iter().collect();
+    let over = match m.results.get(&s).and_then(|r| r.review.clone()) {
+        Some(Review::Changes(n, what)) => format!(" over the review's changes ({n}): {what}"),
+        _ => String::new(),
+    };
+    edits.push(results(
+        s,
+        ResultKey::Review,
+        one_line(&format!("accepted by {who} (gate {id}){over}"), 300),
+    ));
+    edits.push(results_remove(s, ResultKey::Error));
+    let next = moved_on(m, s, &mut edits);
+    edits.extend(actions(
+        &format!("{} accepted as it is (gate {id}, by {who})", name(s)),
+        &next,
+    ));
+    Outcome {
+        edits,
+        carries_on: true,
+        effects: vec![Effect::TickPlanFile(s)],
+    }
+}
+
+/// The loop moves on past step `s`: the next open step becomes current. What comes next, in
+/// words.
+fn moved_on(m: &M1, s: u32, edits: &mut Vec<Edit>) -> String {
+    match super::open_step(m, s).or_else(|| super::open_step(m, 0).filter(|o| o.n != s)) {
+        Some(next) => {
+            edits.push(PlanKey::CurrentStep.set(next.n.to_string()));
+            format!("Step {}: {}", next.n, next.text)
+        }
+        None => "All steps done".into(),
     }
 }
 
 /// The gate a request is about.
-fn find<'a>(m: &'a M1, id: Option<&str>, answer: &Answer) -> Result<&'a Gate, String> {
-    if let Some(id) = id {
+fn find<'a>(m: &'a M1, req: &Request, answer: &Answer) -> Result<&'a Gate, String> {
+    if let Some(id) = req.id.as_deref() {
         return m.gate(id).ok_or_else(|| {
             let known: Vec<&str> = m.gates.iter().map(|g| g.id.as_str()).collect();
             if known.is_empty() {
@@ -331,9 +492,14 @@ fn find<'a>(m: &'a M1, id: Option<&str>, answer: &Answer) -> Result<&'a Gate, St
         });
     }
     // Without an id, the one pending gate this kind of answer fits.
-    let fits = |g: &&Gate| match answer {
-        Answer::Approve | Answer::Reject => g.kind == GateKind::Plan,
-        Answer::Text(_) => g.kind != GateKind::Plan,
+    let fits = |g: &&Gate| {
+        req.step.is_none_or(|s| g.step == s)
+            && match answer {
+                Answer::Approve | Answer::Reject => g.kind == GateKind::Plan,
+                Answer::Text(t) => {
+                    g.kind != GateKind::Plan && (g.options.is_empty() || g.option(t).is_some())
+                }
+            }
     };
     let pending: Vec<&Gate> = m.pending_gates().filter(fits).collect();
     match pending.as_slice() {

@@ -68,6 +68,9 @@ pub(crate) enum Judgement {
     Interrupted(Interruption),
     /// The agent asks the human a question.
     Blocked { question: String },
+    /// The permission settings denied the agent these tools: a human decides whether to allow
+    /// them (and `how`, by hand). Not a failed attempt.
+    Denied { tools: Vec<String>, how: String },
     /// The agent wrote a handoff note and asks to go on in a fresh session; the attempt does
     /// not count.
     Restart { reason: String },
@@ -126,7 +129,9 @@ impl From<&Judgement> for LedgerVerdict {
             Judgement::Interrupted(Interruption::Backoff { .. }) => LedgerVerdict::Backoff,
             Judgement::Interrupted(Interruption::UsageWait { .. }) => LedgerVerdict::UsageWait,
             Judgement::Blocked { .. } => LedgerVerdict::Blocked,
-            Judgement::Interrupted(Interruption::Halt { .. }) => LedgerVerdict::Halt,
+            Judgement::Interrupted(Interruption::Halt { .. }) | Judgement::Denied { .. } => {
+                LedgerVerdict::Halt
+            }
             Judgement::FreshSession { .. } | Judgement::ResumeSession { .. } => {
                 LedgerVerdict::Session
             }
@@ -360,10 +365,10 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
         let mut tools: Vec<&str> = a.denials.iter().map(String::as_str).collect();
         tools.sort_unstable();
         tools.dedup();
-        return halt(
-            format!("the agent was denied these tools: {}", tools.join(", ")),
-            &allow_advice(a.allowed_tools, &tools),
-        );
+        return Judgement::Denied {
+            how: allow_advice(a.allowed_tools, &tools),
+            tools: tools.into_iter().map(str::to_owned).collect(),
+        };
     }
     if a.step == 0 {
         // The planning call answers with a JSON plan, not a verdict line.

@@ -1,6 +1,8 @@
 //! How a judged attempt is recorded in M1.md: the RESULTS of the step, the plan, CURRENT, and
 //! what the loop does next. One transition per judgement, written in one go.
 
+use std::fmt::Write as _;
+
 use chrono::{DateTime, Utc};
 
 use super::Judgement;
@@ -11,7 +13,7 @@ use super::transitions::{
 };
 use crate::exit::Status as Exit;
 use crate::m1::keys::{CurrentKey, PlanKey, ResultKey, Top, clear_current};
-use crate::m1::{Edit, Status, StepState};
+use crate::m1::{Edit, GateKind, Status, StepState};
 use crate::text::one_line;
 
 /// The facts about a finished attempt that go into RESULTS.
@@ -140,6 +142,7 @@ pub(crate) fn record(j: &Judgement, f: &Facts) -> Transition {
         Judgement::Restart { reason } => restart(f, reason, &mut edits),
         Judgement::Exhausted { reason } => failed(f, reason, &mut edits),
         Judgement::Blocked { question } => blocked(f, question, &mut edits),
+        Judgement::Denied { tools, how } => denied(f, tools, how, &mut edits),
         Judgement::FreshSession { reason } => session(f, reason, true, &mut edits),
         Judgement::ResumeSession { reason } => session(f, reason, false, &mut edits),
     };
@@ -170,13 +173,16 @@ fn effects(j: &Judgement, f: &Facts) -> Vec<Effect> {
         // With `APPROVE_PLAN: on`, the plan's gate shows the plan.
         Judgement::Planned { .. } if f.approve_plan => Vec::new(),
         Judgement::Planned { .. } => vec![Effect::Planned],
-        Judgement::Exhausted { reason } => vec![Effect::Failed {
+        // The planning call has no step to retry, skip or stop at: it is told, not asked.
+        Judgement::Exhausted { reason } if s == 0 => vec![Effect::Failed {
             step: s,
             reason: reason.clone(),
         }],
-        Judgement::Blocked { .. } => vec![Effect::Gate {
-            id: f.next_gate.clone(),
-        }],
+        Judgement::Exhausted { .. } | Judgement::Blocked { .. } | Judgement::Denied { .. } => {
+            vec![Effect::Gate {
+                id: f.next_gate.clone(),
+            }]
+        }
         Judgement::NeedsVerify
         | Judgement::Retry { .. }
         | Judgement::Restart { .. }
@@ -348,8 +354,54 @@ fn failed(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     let n = super::failures(f.attempt, f.uncounted);
     let why = format!("failed attempt {n} of {n} allowed: {reason}");
     edits.extend(exhausted_edits(s, &why));
-    let log = format!("fail: {} attempt {}: {reason}", name(s), f.attempt);
+    let mut log = format!("fail: {} attempt {}: {reason}", name(s), f.attempt);
+    if s > 0 {
+        // A person decides whether it runs again, is skipped, or the loop ends here.
+        let gate = super::gate::about_step(
+            GateKind::Failed,
+            f.next_gate.clone(),
+            &f.loop_id,
+            s,
+            &one_line(&why, 300),
+            &[],
+        );
+        edits.extend(gate.edits());
+        edits.extend(actions(
+            &format!("{} failed (gate {}): {why}", name(s), gate.id),
+            &format!(
+                "A human decides (gate {id}): `loop retry` (or `loop answer {id} retry`) gives \
+                 step {s} a fresh budget of attempts; `loop answer {id} skip|stop`; or tap an \
+                 option on Telegram",
+                id = gate.id
+            ),
+        ));
+        let _ = write!(log, "; gate {} asks what now", gate.id);
+    }
     (log, Outcome::Exit(Exit::Failed), Write::Now)
+}
+
+/// The permission settings denied the agent tools: the step waits on a DENIED gate (allow
+/// them and run it again, skip it, or stop), or for the hand edit `how` says and `loop resume`.
+fn denied(f: &Facts, tools: &[String], how: &str, edits: &mut Vec<Edit>) -> Recorded {
+    let s = f.step;
+    let reason = format!("the agent was denied these tools: {}", tools.join(", "));
+    let gate = super::gate::about_step(
+        GateKind::Denied,
+        f.next_gate.clone(),
+        &f.loop_id,
+        s,
+        &reason,
+        tools,
+    );
+    let id = &gate.id;
+    edits.extend(halt_edits(
+        s,
+        &format!("{reason} (gate {id})"),
+        &format!("Gate {id}: `loop answer {id} allow|skip|stop`; or by hand: {how}"),
+    ));
+    edits.extend(gate.edits());
+    let log = format!("halt: {}: {reason} (gate {id})", name(s));
+    (log, Outcome::Exit(Exit::Waiting), Write::Now)
 }
 
 /// A question: the step waits on a gate for its answer (or for a hand edit and `loop resume`).
@@ -357,7 +409,14 @@ fn blocked(f: &Facts, question: &str, edits: &mut Vec<Edit>) -> Recorded {
     let s = f.step;
     let who = name(s);
     let question = one_line(question, 300);
-    let gate = super::gate::ask(f.next_gate.clone(), &f.loop_id, s, &question);
+    let gate = super::gate::about_step(
+        GateKind::Ask,
+        f.next_gate.clone(),
+        &f.loop_id,
+        s,
+        &question,
+        &[],
+    );
     edits.extend(step_state(s, StepState::Pending));
     edits.push(results(s, ResultKey::Blocked, question.clone()));
     edits.push(clear_current());

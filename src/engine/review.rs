@@ -15,7 +15,7 @@ use super::transitions::{
 };
 use crate::exit::Status as Exit;
 use crate::m1::keys::{CurrentKey, PlanKey, ResultKey, Top, clear_current};
-use crate::m1::{Edit, M1, Status, StepState};
+use crate::m1::{Edit, GateKind, M1, Status, StepState};
 use crate::text::one_line;
 
 /// Whether step `n` passed its checks and waits for its review.
@@ -148,6 +148,9 @@ pub(crate) struct ReviewFacts {
     pub notify_each_step: bool,
     /// Transient errors the step (its attempts and reviews) waited out so far.
     pub transients: u32,
+    /// The loop's id and the id its next gate gets (a REVIEW gate, once the retakes are spent).
+    pub loop_id: String,
+    pub next_gate: String,
     pub now: DateTime<Utc>,
 }
 
@@ -203,11 +206,22 @@ fn retakes_spent(f: &ReviewFacts, what: &str, caps: &Caps, mut edits: Vec<Edit>)
         caps.max_retakes,
         one_line(what, 200)
     );
-    let how = format!(
-        "read the reviewer's words in RESULTS.STEP_{s}.REVIEW, then decide: `loop retry \
-         {s}` runs the step again with a fresh budget of retakes; or fix it by hand and set \
-         REVIEW: off (or the step [SKIPPED]) in M1.md, then `loop resume`"
+    let gate = super::gate::about_step(
+        GateKind::Review,
+        f.next_gate.clone(),
+        &f.loop_id,
+        s,
+        &reason,
+        &[],
     );
+    let id = &gate.id;
+    let how = format!(
+        "read the reviewer's words in RESULTS.STEP_{s}.REVIEW, then decide gate {id}: \
+         `loop answer {id} accept` takes the step as done, `retry` runs it again with a fresh \
+         budget of retakes (as `loop retry {s}`), `stop` ends the loop; or fix it by hand and \
+         set REVIEW: off (or the step [SKIPPED]) in M1.md, then `loop resume`"
+    );
+    edits.extend(gate.edits());
     edits.push(results(
         s,
         ResultKey::Review,
@@ -216,8 +230,12 @@ fn retakes_spent(f: &ReviewFacts, what: &str, caps: &Caps, mut edits: Vec<Edit>)
     edits.extend(step_state(s, StepState::Pending));
     edits.push(Edit::Status(Status::Waiting));
     edits.extend(actions(&format!("Waiting: {reason}"), &how));
-    Transition::exit(edits, format!("review: halt: {reason}"), Exit::Waiting)
-        .then(Effect::Waiting { reason, how })
+    Transition::exit(
+        edits,
+        format!("review: halt: {reason} (gate {id})"),
+        Exit::Waiting,
+    )
+    .then(Effect::Gate { id: id.clone() })
 }
 
 /// The review asked for changes: a retake in the step's own session, not a failed attempt.

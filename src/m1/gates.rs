@@ -71,9 +71,31 @@ upper_enum!(
 /// The options of a plan's gate.
 pub(crate) const APPROVE: &str = "approve";
 pub(crate) const REJECT: &str = "reject";
+/// The options of a DENIED, FAILED or REVIEW gate: allow the denied tools and run the step
+/// again; run it again with a fresh budget; accept it as it is; move on past it; end the loop.
+pub(crate) const ALLOW: &str = "allow";
+pub(crate) const RETRY: &str = "retry";
+pub(crate) const ACCEPT: &str = "accept";
+pub(crate) const SKIP: &str = "skip";
+pub(crate) const STOP: &str = "stop";
 
 /// The separator of `OPTIONS`.
 pub(crate) const OPTION_SEPARATOR: &str = " | ";
+
+/// What choosing `option` on a gate of `kind` does, in a few words.
+#[must_use]
+pub(crate) fn what_it_does(kind: GateKind, option: &str) -> &'static str {
+    match (kind, option) {
+        (GateKind::Plan, APPROVE) => "run the plan",
+        (GateKind::Plan, REJECT) => "run nothing; edit the plan, then resume",
+        (_, ALLOW) => "allow the tools and run the step again",
+        (_, RETRY) => "run the step again with a fresh budget",
+        (_, ACCEPT) => "take the step as done, as it is",
+        (_, SKIP) => "leave the step SKIPPED and go on",
+        (_, STOP) => "end the loop FAILED at this step",
+        _ => "the answer",
+    }
+}
 
 /// One gate, as M1.md records it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -88,6 +110,9 @@ pub struct Gate {
     pub question: Option<String>,
     /// The answers offered; empty: a free-text answer.
     pub options: Vec<String>,
+    /// The tools a DENIED gate is about.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
     pub state: GateState,
     pub choice: Option<String>,
     pub by: Option<String>,
@@ -152,6 +177,9 @@ pub(crate) fn list(doc: &Document) -> Vec<Gate> {
                 options: field(GateKey::Options)
                     .map(|v| options(&v))
                     .unwrap_or_default(),
+                tools: field(GateKey::Tools)
+                    .and_then(|v| typed::tools(&v).ok())
+                    .unwrap_or_default(),
                 choice: field(GateKey::Choice),
                 by: field(GateKey::By),
                 at: field(GateKey::At).and_then(|v| typed::time(&v).ok()),
@@ -191,6 +219,8 @@ pub(crate) struct NewGate {
     pub shown: String,
     pub question: Option<String>,
     pub options: Vec<String>,
+    /// The denied tools, for a DENIED gate.
+    pub tools: Vec<String>,
 }
 
 impl NewGate {
@@ -208,6 +238,9 @@ impl NewGate {
         }
         if !self.options.is_empty() {
             e.push(GateKey::Options.set(id, self.options.join(OPTION_SEPARATOR)));
+        }
+        if !self.tools.is_empty() {
+            e.push(GateKey::Tools.set(id, typed::format_tools(&self.tools)));
         }
         e.push(GateKey::State.set(id, GateState::Pending.as_str()));
         e
@@ -251,8 +284,18 @@ mod tests {
             shown: fingerprint("1: a"),
             question: None,
             options: vec!["approve".into(), "reject".into()],
+            tools: Vec::new(),
         };
-        for e in g.edits() {
+        let denied = NewGate {
+            id: "G2".into(),
+            kind: GateKind::Denied,
+            step: 2,
+            shown: fingerprint("Bash"),
+            question: Some("the agent was denied these tools: Bash(make:*), Write".into()),
+            options: vec![ALLOW.into(), SKIP.into(), STOP.into()],
+            tools: vec!["Bash(make:*)".into(), "Write".into()],
+        };
+        for e in g.edits().into_iter().chain(denied.edits()) {
             doc.apply(&e);
         }
         let at = "2026-11-24T09:12:03Z".parse().unwrap();
@@ -263,7 +306,10 @@ mod tests {
         assert!(text.contains("GATES:\n  G1:\n    KIND: PLAN\n"), "{text}");
         let doc = Document::parse(&text).unwrap();
         let gates = list(&doc);
-        assert_eq!(gates.len(), 1);
+        assert_eq!(gates.len(), 2);
+        assert_eq!(gates[1].tools, ["Bash(make:*)", "Write"]);
+        assert_eq!(gates[1].options, ["allow", "skip", "stop"]);
+        assert!(gates[1].is_pending());
         let g1 = &gates[0];
         assert_eq!(g1.kind, GateKind::Plan);
         assert_eq!(g1.options, ["approve", "reject"]);
@@ -271,7 +317,7 @@ mod tests {
         assert_eq!(g1.choice.as_deref(), Some("approve"));
         assert_eq!(g1.at, Some(at));
         assert_eq!(g1.option(" Approve "), Some("approve"));
-        assert_eq!(next_id(&gates), "G2");
+        assert_eq!(next_id(&gates), "G3");
     }
 
     #[test]

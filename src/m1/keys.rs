@@ -249,6 +249,8 @@ keys! {
         Question = "QUESTION": Text,
         /// The answers offered, separated by ` | `; none: a free-text answer.
         Options = "OPTIONS": Text,
+        /// The tools a DENIED gate's `allow` adds to `AGENT.ALLOWED_TOOLS`.
+        Tools = "TOOLS": Tools,
         State = "STATE": GateState,
         Choice = "CHOICE": Text,
         By = "BY": Text,

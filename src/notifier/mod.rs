@@ -80,6 +80,12 @@ pub struct GateMessage {
     pub shown: String,
     /// How to decide it from the shell.
     pub how: String,
+    /// For a FAILED gate: what the agent last said before its verdict line, and the end of
+    /// its stderr.
+    #[serde(default)]
+    pub answer: Option<String>,
+    #[serde(default)]
+    pub stderr_tail: Vec<String>,
 }
 
 impl GateMessage {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Event;
 use crate::m1::GateKind;
-use crate::m1::gates::{APPROVE, REJECT};
+use crate::m1::gates::{ACCEPT, ALLOW, APPROVE, REJECT, RETRY, SKIP, STOP};
 use crate::text::cut;
 
 /// How a message is written.
@@ -121,30 +121,64 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
 
 /// A gate's message: what it asks, and what each answer does.
 fn gate(m: &mut Msg, g: &super::GateMessage) {
-    if g.kind == GateKind::Plan {
-        m.headline("🗳", &g.goal);
-        m.bold_line(
-            "Approve the plan? ",
-            &format!("({} step(s), gate {})", g.steps.len(), g.id),
-        );
-        for (i, step) in g.steps.iter().enumerate() {
-            m.line(&format!("{}. {}", i + 1, cut(step, LINE_MAX)));
-        }
-        m.line("Approve runs it. Reject runs nothing: edit the plan in M1.md, then resume.");
-    } else {
-        m.headline("❓", &g.goal);
-        let question = g.question.as_deref().unwrap_or_default();
-        m.bold_line(
-            &format!("Step {} asks (gate {}): ", g.step, g.id),
-            &cut(question, LINE_MAX),
-        );
-        if g.options.is_empty() {
-            m.line(
-                "Reply to this message with your answer: the step resumes in its own session \
-                 with it.",
+    let question = g.question.as_deref().unwrap_or_default();
+    match g.kind {
+        GateKind::Plan => {
+            m.headline("🗳", &g.goal);
+            m.bold_line(
+                "Approve the plan? ",
+                &format!("({} step(s), gate {})", g.steps.len(), g.id),
             );
-        } else {
-            m.line("Tap an answer: the step resumes in its own session with it.");
+            for (i, step) in g.steps.iter().enumerate() {
+                m.line(&format!("{}. {}", i + 1, cut(step, LINE_MAX)));
+            }
+            m.line("Approve runs it. Reject runs nothing: edit the plan in M1.md, then resume.");
+        }
+        GateKind::Ask => {
+            m.headline("❓", &g.goal);
+            m.bold_line(
+                &format!("Step {} asks (gate {}): ", g.step, g.id),
+                &cut(question, LINE_MAX),
+            );
+            if g.options.is_empty() {
+                m.line(
+                    "Reply to this message with your answer: the step resumes in its own \
+                     session with it.",
+                );
+            } else {
+                m.line("Tap an answer: the step resumes in its own session with it.");
+            }
+        }
+        GateKind::Denied | GateKind::Failed | GateKind::Review => {
+            let (icon, head) = match g.kind {
+                GateKind::Denied => ("🔒", "Step {} was denied tools (gate {}): "),
+                GateKind::Failed => ("❌", "FAILED at step {} (gate {}): "),
+                _ => (
+                    "🔍",
+                    "Step {}: the review still asks for changes (gate {}): ",
+                ),
+            };
+            m.headline(icon, &g.goal);
+            let head = head
+                .replacen("{}", &g.step.to_string(), 1)
+                .replacen("{}", &g.id, 1);
+            m.bold_line(&head, &cut(question, LINE_MAX));
+            if let Some(answer) = g.answer.as_deref().filter(|a| !a.trim().is_empty()) {
+                m.line("The agent's last answer:");
+                m.pre(&last_lines(answer));
+            }
+            let tail = last_lines(&g.stderr_tail.join("\n"));
+            if !tail.is_empty() {
+                m.line("The end of its stderr:");
+                m.pre(&tail);
+            }
+            for o in &g.options {
+                m.line(&format!(
+                    "{}: {}.",
+                    button_label(g.kind, o),
+                    crate::m1::gates::what_it_does(g.kind, o)
+                ));
+            }
         }
     }
     m.line(&format!("Or from a shell: {}", cut(&g.how, LINE_MAX)));
@@ -156,6 +190,12 @@ pub(crate) fn button_label(kind: GateKind, option: &str) -> String {
     match (kind, option) {
         (GateKind::Plan, APPROVE) => "✅ Approve".into(),
         (GateKind::Plan, REJECT) => "✖️ Reject".into(),
+        (GateKind::Ask, _) => cut(option, 60),
+        (_, ALLOW) => "🔓 Allow".into(),
+        (_, RETRY) => "🔁 Retry".into(),
+        (_, ACCEPT) => "✅ Accept".into(),
+        (_, SKIP) => "⏭ Skip".into(),
+        (_, STOP) => "⏹ Stop".into(),
         _ => cut(option, 60),
     }
 }

@@ -19,7 +19,7 @@ use super::{RunOptions, Runner, lock, stopfile};
 use crate::engine::gate::{Decision, Request};
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
-use crate::m1::{Gate, Status};
+use crate::m1::{Gate, GateKind, Status};
 
 /// How a decision is carried out.
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,6 +46,15 @@ pub(crate) fn decide(
     }
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     must_exist(file)?;
+    // A gate decided while a runner drives the loop (the runner that decision started): say
+    // so at once, there is nothing to carry on.
+    if lock::holder(file).is_some()
+        && let Ok(doc) = crate::m1::load(file)
+        && let Decision::Already(g) = crate::engine::gate::decide(&doc.view(), req, &[], Utc::now())
+    {
+        say(how, "already", Some(&g), &already(&g));
+        return Ok(ExitStatus::BadInput);
+    }
     // The runner that opened the gate may still be on its way out.
     if let Some(pid) = lock::wait_released(file, super::STOP_PATIENCE) {
         return Err(Error::bad_input(format!(
@@ -58,7 +67,8 @@ pub(crate) fn decide(
     let settings = Settings::load(&state_dir, Overrides::default())?;
     let mut runner = Runner::open(file, settings, opts)?;
     let m = runner.view();
-    let carry_on = match crate::engine::gate::decide(&m, req, Utc::now()) {
+    let allowed = runner.settings.agent_for(&m).allowed_tools;
+    let carry_on = match crate::engine::gate::decide(&m, req, &allowed, Utc::now()) {
         Decision::Refused(why) => {
             say(how, "refused", None, &why);
             return Err(Error::bad_input(why));
@@ -172,6 +182,11 @@ pub(crate) fn list(file: &Path, as_json: bool) -> Result<ExitStatus> {
             crate::engine::gate::about(&m, g)
         );
         crate::outln!("    {}", crate::engine::gate::how(g));
+        if !matches!(g.kind, GateKind::Plan | GateKind::Ask) {
+            for o in &g.options {
+                crate::outln!("      {o}: {}", crate::m1::gates::what_it_does(g.kind, o));
+            }
+        }
     }
     for g in m.gates.iter().filter(|g| !g.is_pending()) {
         crate::outln!("{} {}: {}", g.id, g.kind, crate::engine::gate::about(&m, g));

@@ -631,7 +631,11 @@ impl Runner {
             ));
             return None;
         };
-        Some(Event::Gate(gate_message(&m, g)))
+        let mut message = gate_message(&m, g);
+        if g.kind == crate::m1::GateKind::Failed {
+            (message.answer, message.stderr_tail) = self.failure_detail(g.step);
+        }
+        Some(Event::Gate(message))
     }
 
     /// The DONE notification: each step's summary, the cost, the time since the loop started.
@@ -804,5 +808,7 @@ pub(crate) fn gate_message(m: &M1, g: &crate::m1::Gate) -> notifier::GateMessage
         options: g.options.clone(),
         shown: g.shown.clone(),
         how: engine::gate::how(g),
+        answer: None,
+        stderr_tail: Vec::new(),
     }
 }

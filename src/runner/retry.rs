@@ -11,7 +11,7 @@ use super::{RunOptions, Runner, lock, stopfile};
 use crate::engine;
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
-use crate::m1::StepState;
+use crate::m1::{GateKind, StepState};
 
 /// `loop retry [N] [--detach]`.
 ///
@@ -48,7 +48,20 @@ pub(crate) fn retry(
             .mark_retried(n, &Utc::now().to_rfc3339())
             .map_err(|e| e.context(format!("while recording the retry of step {n}")))?;
     }
-    runner.apply(&engine::retried(&m, n))?;
+    let mut t = engine::retried(&m, n);
+    // A gate that asked what to do about this step is answered by this retry.
+    for g in m
+        .pending_gates()
+        .filter(|g| g.step == n && g.kind != GateKind::Plan)
+    {
+        t.edits.extend(crate::m1::gates::decided(
+            &g.id,
+            crate::m1::gates::RETRY,
+            "loop retry",
+            Utc::now(),
+        ));
+    }
+    runner.apply(&t)?;
     super::revive::forget(file);
     if detach_it {
         drop(runner);

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use claude_sim::scenario::{Action, Scenario};
-use m1loop::m1::{GateKind, GateState, Status};
+use m1loop::m1::{GateKind, GateState, Status, StepState};
 use serde_json::Value;
 
 use crate::support::bot::{CHAT, DEADLINE, start_real_bot, with_telegram};
@@ -391,4 +391,214 @@ fn a_step_question_answered_by_replying_to_its_message_resumes_the_step_with_the
     assert!(prompt.contains("The human answered: use 8080"), "{prompt}");
     let calls = env.calls();
     assert_eq!(calls[1]["resume"], calls[0]["session_id"]);
+}
+
+/// A loop whose step 1 of two spent its attempts (`--max-retries 1`): FAILED, on gate G1.
+fn failed_on_a_gate(env: &TestLoop, after: Action) {
+    env.scenario(&Scenario::new().step(1, [Action::failed("the tests do not build"), after]));
+    env.run_exits(
+        1,
+        &[
+            "start",
+            "g",
+            "--step",
+            "one",
+            "--step",
+            "two",
+            "--max-retries",
+            "1",
+        ],
+    );
+    env.assert_status(Status::Failed);
+    let m = env.m1();
+    let g = m.gate("G1").expect("a FAILED gate");
+    assert_eq!(
+        (g.kind, g.step, g.state),
+        (GateKind::Failed, 1, GateState::Pending)
+    );
+    assert_eq!(g.options, ["retry", "skip", "stop"]);
+    assert!(
+        g.question
+            .as_deref()
+            .unwrap()
+            .contains("the tests do not build"),
+        "{g:?}"
+    );
+    let listed = stdout(&env.run_ok(&["gates"]));
+    assert!(
+        listed.contains("G1 FAILED PENDING: step 1:")
+            && listed.contains("retry: run the step again with a fresh budget"),
+        "{listed}"
+    );
+}
+
+#[test]
+fn a_failed_step_retried_on_its_gate_runs_again_with_a_fresh_budget_once() {
+    let env = TestLoop::new();
+    failed_on_a_gate(&env, Action::done("built"));
+    env.run_ok(&["answer", "G1", "retry"]);
+    env.assert_status(Status::Done);
+    assert_eq!(
+        env.calls_for(1),
+        2,
+        "one failed attempt, one after the retry"
+    );
+    assert_eq!(env.calls_for(2), 1);
+    let g = env.m1().gate("G1").cloned().unwrap();
+    assert_eq!(g.choice.as_deref(), Some("retry"));
+    let again = env.run_exits(2, &["answer", "G1", "retry", "--json"]);
+    assert_eq!(json_of(&again)["outcome"], "already");
+    assert_eq!(env.calls().len(), 3, "a second decision runs nothing");
+    env.assert_logged("decide: gate G1 (FAILED): retry by");
+}
+
+#[test]
+fn a_failed_step_skipped_from_the_shell_is_left_skipped_and_the_loop_goes_on() {
+    let env = TestLoop::new();
+    failed_on_a_gate(&env, Action::done("never"));
+    env.run_ok(&["skip"]);
+    env.assert_status(Status::Done);
+    let m = env.m1();
+    assert_eq!(m.plan.steps[0].state, StepState::Skipped);
+    assert_eq!(m.plan.steps[1].state, StepState::Done);
+    assert_eq!(env.calls_for(1), 1, "a skipped step does not run again");
+    assert_eq!(m.gate("G1").unwrap().choice.as_deref(), Some("skip"));
+}
+
+#[test]
+fn stop_on_a_gate_ends_the_loop_failed_and_loop_retry_takes_it_up_again() {
+    let env = TestLoop::new();
+    failed_on_a_gate(&env, Action::done("built"));
+    env.run_exits(3, &["answer", "G1", "stop"]);
+    env.assert_status(Status::Failed);
+    assert_eq!(env.calls().len(), 1, "stop runs nothing");
+    assert!(env.m1().next_action.unwrap().contains("loop retry 1"));
+    env.run_ok(&["retry"]);
+    env.assert_status(Status::Done);
+    assert_eq!(env.calls_for(1), 2);
+}
+
+#[test]
+fn loop_retry_answers_the_gate_of_its_step() {
+    let env = TestLoop::new();
+    failed_on_a_gate(&env, Action::done("built"));
+    env.run_ok(&["retry"]);
+    env.assert_status(Status::Done);
+    let g = env.m1().gate("G1").cloned().unwrap();
+    assert_eq!(
+        (g.state, g.choice.as_deref(), g.by.as_deref()),
+        (GateState::Decided, Some("retry"), Some("loop retry"))
+    );
+    // The gate's button, tapped later, runs nothing more.
+    let late = env.run_exits(2, &["answer", "G1", "skip", "--json"]);
+    assert_eq!(json_of(&late)["outcome"], "already");
+    assert_eq!(env.calls_for(1), 2);
+}
+
+#[test]
+fn a_denied_tool_allowed_on_its_gate_is_added_to_allowed_tools_and_the_step_runs_again() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().step(
+        1,
+        [
+            Action::done("tried").denied(["Write"]),
+            Action::done("written"),
+        ],
+    ));
+    env.run_exits(
+        3,
+        &[
+            "start",
+            "g",
+            "--step",
+            "write it",
+            "--allowed-tools",
+            "Read,Edit",
+        ],
+    );
+    let m = env.m1();
+    let g = m.gate("G1").expect("a DENIED gate").clone();
+    assert_eq!(
+        (g.kind, g.tools.clone()),
+        (GateKind::Denied, vec!["Write".to_owned()])
+    );
+    assert_eq!(g.options, ["allow", "skip", "stop"]);
+    env.run_ok(&["answer", "G1", "allow"]);
+    env.assert_status(Status::Done);
+    assert!(
+        env.text().contains("ALLOWED_TOOLS: Read,Edit,Write"),
+        "{}",
+        env.text()
+    );
+    let argv = env.calls()[1]["argv"].to_string();
+    assert!(argv.contains("Write"), "{argv}");
+    assert_eq!(env.calls_for(1), 2);
+}
+
+#[test]
+fn a_review_past_its_retakes_accepted_on_its_gate_is_done_as_it_is() {
+    use crate::support::answers::{changes, work};
+    let env = TestLoop::new().with_git();
+    std::fs::write(env.state().join("loop.yaml"), "review:\n  max_retakes: 1\n").unwrap();
+    let still = Action::changes("still half").cost(0.02);
+    env.scenario(&Scenario::new().step(1, [work("half"), changes(), work("half"), still]));
+    env.run_exits(3, &["start", "g", "--step", "write a.txt"]);
+    let m = env.m1();
+    let g = m.gate("G1").expect("a REVIEW gate").clone();
+    assert_eq!(g.kind, GateKind::Review);
+    assert_eq!(g.options, ["accept", "retry", "stop"]);
+    let calls = env.calls().len();
+    env.run_ok(&["answer", "accept"]);
+    env.assert_status(Status::Done);
+    assert_eq!(env.calls().len(), calls, "accepting runs nothing");
+    let m = env.m1();
+    assert_eq!(m.plan.steps[0].state, StepState::Done);
+    let review = env
+        .text()
+        .lines()
+        .find(|l| l.trim_start().starts_with("REVIEW: accepted by"))
+        .map(str::to_owned);
+    assert!(
+        review.as_deref().is_some_and(|r| r.contains("still half")),
+        "{}",
+        env.text()
+    );
+}
+
+#[test]
+fn a_failed_step_retried_by_a_tap_runs_once_and_skip_from_the_chat_is_already_answered() {
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
+    failed_on_a_gate(&env, Action::done("built"));
+    let (n, msg) = gate_message(&tg, "G1");
+    assert!(
+        msg.text.contains("FAILED at step 1 (gate G1)")
+            && msg.text.contains("the tests do not build")
+            && msg.text.contains("Retry: run the step again"),
+        "{}",
+        msg.text
+    );
+    let labels: Vec<String> = tg.sent()[n - 1]
+        .markup
+        .as_ref()
+        .map(|m| {
+            m["inline_keyboard"][0]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["text"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(labels, ["🔁 Retry", "⏭ Skip", "⏹ Stop"]);
+    let _bot = start_real_bot(&env, &tg.base_url());
+    tg.push_tap(CHAT, CHAT, n, &msg.buttons()[0]);
+    assert!(wait_until(DEADLINE, || env.m1().status == Status::Done));
+    tg.push_message(CHAT, "/skip 1");
+    assert!(wait_until(DEADLINE, || tg
+        .sent()
+        .iter()
+        .any(|s| s.text.contains("already answered: retry"))));
+    assert_eq!(env.calls_for(1), 2, "the step ran once more, not twice");
+    assert_eq!(env.m1().plan.steps[0].state, StepState::Done);
 }

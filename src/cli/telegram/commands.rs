@@ -79,6 +79,8 @@ pub(crate) enum BotCommand {
     /// `/answer [ID] TEXT`.
     Answer(Option<String>, String),
     Retry(Option<u32>),
+    /// `/skip [N]`: the option `skip` of the gate about step N (or the only one offering it).
+    Skip(Option<u32>),
     Help,
 }
 
@@ -106,13 +108,17 @@ pub(crate) fn parse(text: &str) -> BotCommand {
                 _ => BotCommand::Help,
             }
         }
-        "/retry" => match rest.trim() {
-            "" => BotCommand::Retry(None),
-            n => n
-                .parse()
-                .map_or(BotCommand::Help, |n| BotCommand::Retry(Some(n))),
-        },
+        "/retry" => step_arg(rest).map_or(BotCommand::Help, BotCommand::Retry),
+        "/skip" => step_arg(rest).map_or(BotCommand::Help, BotCommand::Skip),
         _ => BotCommand::Help,
+    }
+}
+
+/// `[N]`: no step, or a step number; an error when it is neither.
+fn step_arg(rest: &str) -> Result<Option<u32>, std::num::ParseIntError> {
+    match rest.trim() {
+        "" => Ok(None),
+        n => n.parse().map(Some),
     }
 }
 
@@ -123,7 +129,8 @@ const HELP: &str = "Commands:\n/loop &lt;goal&gt; – start a loop toward the go
                     /gates – the decisions the loop waits for\n\
                     /approve [ID] – approve the plan; /reject [ID] – reject it\n\
                     /answer [ID] &lt;text&gt; – answer a step's question (or reply to its message)\n\
-                    /retry [N] – run the failed step (or step N) again";
+                    /retry [N] – run the failed step (or step N) again\n\
+                    /skip [N] – skip the step a gate waits on (or step N) and go on";
 
 /// What a child `loop` command printed and how it ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -279,6 +286,7 @@ impl<E: Exec> Bot<E> {
                     format!("ran `loop retry --detach` ({})", code(&out)),
                 )
             }
+            BotCommand::Skip(n) => self.decide(msg, "skip", None, n.map(|n| n.to_string()), None),
             BotCommand::Help => (
                 HELP.to_string(),
                 "answered with the command list".to_string(),
@@ -590,6 +598,14 @@ mod tests {
         assert_eq!(parse("/loop"), BotCommand::Help, "a goal is required");
         assert_eq!(parse("hello"), BotCommand::Help);
         assert_eq!(parse("/rm -rf"), BotCommand::Help);
+        assert_eq!(parse("/retry"), BotCommand::Retry(None));
+        assert_eq!(parse("/skip 3"), BotCommand::Skip(Some(3)));
+        assert_eq!(parse("/skip@m1loop_bot"), BotCommand::Skip(None));
+        assert_eq!(parse("/skip three"), BotCommand::Help);
+        assert_eq!(
+            parse("/answer g2 use 8080"),
+            BotCommand::Answer(Some("G2".into()), "use 8080".into())
+        );
     }
 
     struct Recorder(RefCell<Vec<Vec<String>>>);

@@ -323,16 +323,16 @@ fn permission_denials_halt_naming_the_tools_even_with_a_done_verdict() {
         denials: &denials,
         ..attempt(&caps, Class::Success, &Verdict::Done("x".into()))
     };
-    let Judgement::Interrupted(Interruption::Halt { reason, how }) = judge(&a) else {
+    let Judgement::Denied { tools, how } = judge(&a) else {
         panic!()
     };
-    assert!(reason.ends_with("Bash, WebFetch"), "{reason}");
+    assert_eq!(tools, ["Bash", "WebFetch"]);
     assert!(
         how.contains("make the line under AGENT `ALLOWED_TOOLS: Bash,WebFetch`"),
         "{how}"
     );
     let allowed = vec!["Read".to_string(), "WebFetch".to_string()];
-    let Judgement::Interrupted(Interruption::Halt { how, .. }) = judge(&Attempt {
+    let Judgement::Denied { how, .. } = judge(&Attempt {
         allowed_tools: &allowed,
         ..a
     }) else {
@@ -546,6 +546,8 @@ fn the_last_failed_attempt_fails_step_and_loop() {
         step: 2,
         attempt: 3,
         exit_code: Some(1),
+        loop_id: "loop-1".into(),
+        next_gate: "G1".into(),
         ..Facts::default()
     };
     let t = record(
@@ -562,6 +564,16 @@ fn the_last_failed_attempt_fails_step_and_loop() {
     );
     assert_eq!(m.results[&2].attempts, Some(3));
     assert_eq!(m.results[&2].error.as_deref(), Some("VERIFY failed"));
+    // A person is asked what now, on a FAILED gate: the message is that gate's.
+    let g = m.gate("G1").expect("a FAILED gate");
+    assert_eq!((g.kind, g.step), (crate::m1::GateKind::Failed, 2));
+    assert_eq!(g.options, ["retry", "skip", "stop"]);
+    assert!(matches!(&t.effects[..], [Effect::Gate { id }] if id == "G1"));
+    let next = m.next_action.unwrap();
+    assert!(
+        next.contains("`loop retry`") && next.contains("`loop answer G1 skip|stop`"),
+        "{next}"
+    );
 }
 
 #[test]

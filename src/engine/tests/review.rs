@@ -31,6 +31,8 @@ fn facts() -> ReviewFacts {
         next_step: Some((3, "test".into())),
         notify_each_step: false,
         transients: 0,
+        loop_id: "l1".into(),
+        next_gate: "G1".into(),
         now: now(),
     }
 }
@@ -260,8 +262,19 @@ fn changes_are_a_retake_not_a_failed_attempt_until_max_retakes_then_a_human_deci
     let t = record_review(&words, &again, &caps);
     let m = view(&applied(UNDER_REVIEW, &t));
     assert_eq!(m.status, Status::Waiting);
-    assert!(m.last_action.unwrap().contains("add tests"));
-    assert!(matches!(&t.effects[..], [Effect::Waiting { .. }]));
+    assert!(m.last_action.as_deref().unwrap().contains("add tests"));
+    assert!(matches!(&t.effects[..], [Effect::Gate { id }] if id == "G1"));
+    // A person decides on a REVIEW gate: accept it as it is, retake it afresh, or stop.
+    let g = m.gate("G1").expect("a REVIEW gate");
+    assert_eq!(g.kind, crate::m1::GateKind::Review);
+    assert_eq!(g.step, 2);
+    assert_eq!(g.options, ["accept", "retry", "stop"]);
+    assert!(
+        m.next_action
+            .as_deref()
+            .unwrap()
+            .contains("loop answer G1 accept")
+    );
 }
 
 #[test]
