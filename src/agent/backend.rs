@@ -57,7 +57,8 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// The same run with the loop's hooks (`settings_file`, written from
     /// [`Backend::hook_settings`]); a CLI without hooks runs as it is (its prompt carries the
     /// loop's state instead).
-    fn with_hooks(&self, inv: Invocation, settings_file: &str) -> Invocation;
+    /// `exe`: the loop binary, which also serves what the hooks need (a permission host).
+    fn with_hooks(&self, inv: Invocation, settings_file: &str, exe: &Path) -> Invocation;
 
     /// The hooks' settings file's content, for a loop binary at `exe`; `None` when the CLI has
     /// no hooks.

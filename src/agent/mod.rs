@@ -14,13 +14,14 @@ mod verdict;
 pub(crate) use backend::{Backend, Follow};
 pub(crate) use claude::ClaudeCode;
 
+pub(crate) use claude::invocation::PERMIT_TOOL;
 pub(crate) use claude::stream::last_activity;
 
 pub use claude::classify::{BugKind, Class, ExitInfo, classify};
 pub use claude::invocation::{
     AgentConfig, Invocation, READ_ONLY_TOOLS, Session, invocation, new_session_id,
 };
-pub use claude::stream::{StreamReader, StreamSummary, read_stream_file};
+pub use claude::stream::{DeferredCall, StreamReader, StreamSummary, read_stream_file};
 pub use verdict::{Verdict, parse_plan, verdict, without_verdict};
 
 /// The backend a loop's runs go to. Claude Code for now; the loop's `AGENT.BACKEND` will choose.

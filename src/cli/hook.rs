@@ -6,6 +6,13 @@
 //!   session (no `LOOP_STEP`) gets the loop's state only.
 //! - `pre-compact` notes that a step's context starts compacting (the runner counts those that
 //!   happened, from the stream, in `RESULTS.STEP_N.COMPACTIONS`).
+//! - `ask` is the `PreToolUse` hook of the agent's `AskUserQuestion`: it defers the call, so
+//!   the run ends and the loop asks the person on a gate with no process alive; once the gate
+//!   is decided, the session resumes with no prompt and the hook allows the call with the
+//!   person's answer, which the agent reads as the tool's result.
+//! - `permission-host` is the stdio MCP server named by `--permission-prompt-tool`: without
+//!   one, `claude -p` offers no `AskUserQuestion` at all. It denies whatever it is asked, as a
+//!   headless run without it does (the denial still lands in `permission_denials`).
 //! - `install` / `uninstall` add (remove) the `SessionStart` hook in the project's
 //!   `.claude/settings.local.json`, for people working in the project interactively.
 //!
@@ -104,4 +111,120 @@ pub(crate) fn pre_compact(file: &Path) -> Status {
         );
     }
     Status::Ok
+}
+
+/// `loop hook ask`: the `PreToolUse` hook of `AskUserQuestion` in a step's run.
+#[must_use]
+pub(crate) fn ask(file: &Path) -> Status {
+    let call = input();
+    // Not a loop's run: say nothing, and the CLI does as it would.
+    if std::env::var_os("LOOP_STEP").is_none() {
+        return Status::Ok;
+    }
+    let questions = call
+        .pointer("/tool_input/questions")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let answered = call
+        .get("tool_use_id")
+        .and_then(Value::as_str)
+        .and_then(|id| {
+            let m = read_loop(file)?;
+            crate::engine::gate::answer_to_call(&m, id).and_then(|g| g.choice.clone())
+        });
+    let decision = match answered {
+        Some(choice) => {
+            // Closed by a hand edit and `loop resume`: the answer is in M1.md, not here.
+            let answer = if choice.starts_with('(') {
+                "The person answered by editing the loop's M1.md: read its CONSTRAINTS and the \
+                 prompt"
+                    .to_owned()
+            } else {
+                choice
+            };
+            let answers: serde_json::Map<String, Value> = questions
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|q| q.get("question").and_then(Value::as_str))
+                .map(|q| (q.to_owned(), Value::String(answer.clone())))
+                .collect();
+            json!({
+                "permissionDecision": "allow",
+                "updatedInput": {"questions": questions, "answers": answers},
+            })
+        }
+        None => json!({
+            "permissionDecision": "defer",
+            "permissionDecisionReason": "the loop asks the person; the step resumes with the answer",
+        }),
+    };
+    let mut out = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse"}});
+    if let (Some(o), Value::Object(d)) = (out["hookSpecificOutput"].as_object_mut(), decision) {
+        o.extend(d);
+    }
+    crate::outln!("{out}");
+    Status::Ok
+}
+
+/// `loop hook permission-host`: a stdio MCP server (one JSON-RPC message per line) with one
+/// tool that denies every permission prompt, saying how a loop allows a tool.
+#[must_use]
+pub(crate) fn permission_host() -> Status {
+    use std::io::{BufRead, Write};
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(request) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Some(reply) = host_reply(&request) else {
+            continue;
+        };
+        if writeln!(out, "{reply}").and_then(|()| out.flush()).is_err() {
+            break;
+        }
+    }
+    Status::Ok
+}
+
+/// The answer to one MCP request; `None` for a notification.
+fn host_reply(request: &Value) -> Option<Value> {
+    let id = request.get("id").filter(|id| !id.is_null())?.clone();
+    let result = match request.get("method").and_then(Value::as_str) {
+        Some("initialize") => json!({
+            "protocolVersion": request
+                .pointer("/params/protocolVersion")
+                .cloned()
+                .unwrap_or_else(|| json!("2024-11-05")),
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "loop", "version": env!("CARGO_PKG_VERSION")},
+        }),
+        Some("tools/list") => json!({"tools": [{
+            "name": crate::agent::PERMIT_TOOL,
+            "description": "Answers the permission prompts of a loop's step: denied, as in any headless run",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"tool_name": {"type": "string"}, "input": {"type": "object"}},
+                "required": ["tool_name", "input"],
+            },
+        }]}),
+        Some("tools/call") => {
+            let tool = request
+                .pointer("/params/arguments/tool_name")
+                .and_then(Value::as_str)
+                .unwrap_or("this tool");
+            let verdict = json!({
+                "behavior": "deny",
+                "message": format!(
+                    "{tool} needs a permission a loop's step cannot ask for: the loop allows it \
+                     through AGENT.ALLOWED_TOOLS in M1.md"
+                ),
+            });
+            json!({"content": [{"type": "text", "text": verdict.to_string()}]})
+        }
+        _ => json!({}),
+    };
+    Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
 }

@@ -361,6 +361,13 @@ pub(crate) enum HookAction {
     SessionStart,
     /// Note a compaction of a step's context (the PreCompact hook).
     PreCompact,
+    /// The PreToolUse hook of a step's `AskUserQuestion`: defer the question (the run ends,
+    /// the loop asks the person on a gate), or, once the gate is decided, allow it with the
+    /// person's answer.
+    Ask,
+    /// A stdio MCP server whose one tool answers the CLI's permission prompts as a headless
+    /// run would (deny); naming it lets `-p` offer `AskUserQuestion`.
+    PermissionHost,
     /// Add the SessionStart hook to this project's .claude/settings.local.json.
     Install,
     /// Remove it again, leaving everything else in the file as it was.
@@ -692,6 +699,8 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
         Command::Hook { action } => match action {
             HookAction::SessionStart => Ok(crate::cli::hook::session_start(&cli.file)),
             HookAction::PreCompact => Ok(crate::cli::hook::pre_compact(&cli.file)),
+            HookAction::Ask => Ok(crate::cli::hook::ask(&cli.file)),
+            HookAction::PermissionHost => Ok(crate::cli::hook::permission_host()),
             HookAction::Install => hook_install::install(&std::env::current_dir()?),
             HookAction::Uninstall => hook_install::uninstall(&std::env::current_dir()?),
         },

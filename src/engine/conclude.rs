@@ -25,6 +25,9 @@ pub(crate) struct Observed {
     /// The agent's final answer.
     pub answer: String,
     pub denials: Vec<String>,
+    /// The tool call a hook deferred, where the run ended (an `AskUserQuestion`: a question
+    /// for the person).
+    pub deferred: Option<crate::agent::DeferredCall>,
     /// Background work the CLI stopped after the answer.
     pub background_stopped: Vec<String>,
     /// The session the run's stream named.
@@ -105,6 +108,7 @@ pub(crate) fn conclude(
         } else {
             &o.background_stopped
         },
+        deferred: o.deferred.as_ref(),
         verify_configured: verify_cmd.is_some(),
         verify,
         transients: r.transient,

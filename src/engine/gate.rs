@@ -89,6 +89,7 @@ pub(crate) fn plan_gate(m: &M1) -> Option<PlanGate> {
             question: None,
             options: options_of(GateKind::Plan),
             tools: Vec::new(),
+            tool_use: None,
         }),
     })
 }
@@ -205,6 +206,7 @@ pub(crate) fn about_step(
         question: Some(question.to_owned()),
         options: options_of(kind),
         tools: tools.to_vec(),
+        tool_use: None,
     }
 }
 
@@ -219,6 +221,28 @@ pub(crate) fn answer_to(m: &M1, step: u32, question: &str) -> Option<String> {
         .find(|g| g.kind == GateKind::Ask && g.step == step && g.shown == shown)
         .filter(|g| !g.is_pending())
         .and_then(|g| g.choice.clone())
+}
+
+/// Whether the question step `step` is blocked on came as a deferred question call and a
+/// person answered it on its gate: the session then resumes at that call, with no prompt.
+#[must_use]
+pub(crate) fn deferred_call_answered(m: &M1, step: u32, question: &str) -> bool {
+    let shown = question_shown(m, step, question);
+    m.gates
+        .iter()
+        .rev()
+        .find(|g| g.kind == GateKind::Ask && g.step == step && g.shown == shown)
+        .is_some_and(|g| g.tool_use.is_some() && !g.is_pending())
+}
+
+/// The answer to the deferred question call `tool_use`, once its gate is decided: what the
+/// loop's `PreToolUse` hook gives the call when the session resumes.
+#[must_use]
+pub(crate) fn answer_to_call<'a>(m: &'a M1, tool_use: &str) -> Option<&'a Gate> {
+    m.gates
+        .iter()
+        .find(|g| g.tool_use.as_deref() == Some(tool_use))
+        .filter(|g| !g.is_pending())
 }
 
 /// The pending gates a new run of `step` leaves behind: those about that step, and about a

@@ -27,6 +27,8 @@ pub(crate) struct Attempt<'a> {
     /// planning call, the plan.
     pub answer: &'a str,
     pub denials: &'a [String],
+    /// The tool call a hook deferred, where the run ended.
+    pub deferred: Option<&'a crate::agent::DeferredCall>,
     /// Background work the CLI stopped after the answer (see
     /// [`crate::agent::StreamSummary::background_stopped`]).
     pub background_stopped: &'a [String],
@@ -68,6 +70,14 @@ pub(crate) enum Judgement {
     Interrupted(Interruption),
     /// The agent asks the human a question.
     Blocked { question: String },
+    /// The agent asked with its question tool (`AskUserQuestion`), which the loop's hook
+    /// deferred: the run ended there, and the answer goes back as the tool's result when the
+    /// session resumes. `options`: the answers offered (none: a free-text answer).
+    Asked {
+        tool_use: String,
+        question: String,
+        options: Vec<String>,
+    },
     /// The permission settings denied the agent these tools: a human decides whether to allow
     /// them (and `how`, by hand). Not a failed attempt.
     Denied { tools: Vec<String>, how: String },
@@ -128,7 +138,7 @@ impl From<&Judgement> for LedgerVerdict {
             Judgement::Exhausted { .. } => LedgerVerdict::Failed,
             Judgement::Interrupted(Interruption::Backoff { .. }) => LedgerVerdict::Backoff,
             Judgement::Interrupted(Interruption::UsageWait { .. }) => LedgerVerdict::UsageWait,
-            Judgement::Blocked { .. } => LedgerVerdict::Blocked,
+            Judgement::Blocked { .. } | Judgement::Asked { .. } => LedgerVerdict::Blocked,
             Judgement::Interrupted(Interruption::Halt { .. }) | Judgement::Denied { .. } => {
                 LedgerVerdict::Halt
             }
@@ -329,6 +339,37 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
     }
 }
 
+/// A run that ended on a deferred tool call: a question for the person when it is the
+/// agent's `AskUserQuestion` (the loop's hook defers nothing else), else a failed attempt.
+fn asked(a: &Attempt<'_>, call: &crate::agent::DeferredCall) -> Judgement {
+    let Some(questions) = call.questions() else {
+        return failed(
+            a,
+            &format!(
+                "a PreToolUse hook deferred the agent's call to {}, which the loop cannot \
+                 answer; remove that hook's `defer` for loop runs",
+                call.name
+            ),
+        );
+    };
+    // One question: its options are the buttons. Several: one free-text answer for them all.
+    let (question, options) = match questions.as_slice() {
+        [(q, options)] => (q.clone(), options.clone()),
+        many => (
+            many.iter()
+                .map(|(q, _)| q.as_str())
+                .collect::<Vec<_>>()
+                .join(" / "),
+            Vec::new(),
+        ),
+    };
+    Judgement::Asked {
+        tool_use: call.id.clone(),
+        question,
+        options,
+    }
+}
+
 /// What to change after a denial: the exact text that allows the denied tools on M1.md's
 /// `AGENT.ALLOWED_TOOLS` line (a loop runs what its M1.md says: `loop.yaml` and
 /// `--allowed-tools` are for new loops).
@@ -361,6 +402,9 @@ fn allow_advice(allowed: &[String], denied: &[&str]) -> String {
 }
 
 fn judge_success(a: &Attempt<'_>) -> Judgement {
+    if let Some(call) = a.deferred {
+        return asked(a, call);
+    }
     if !a.denials.is_empty() {
         let mut tools: Vec<&str> = a.denials.iter().map(String::as_str).collect();
         tools.sort_unstable();

@@ -251,6 +251,9 @@ pub(crate) enum Prompt {
         /// `None`: the person answered by editing M1.md.
         answer: Option<String>,
     },
+    /// No prompt at all: the session resumes at the question tool call the loop's hook
+    /// deferred, and the hook gives it the person's answer as the tool's result.
+    ToolAnswer,
     /// The first prompt of a fresh session that carries the step on, and why.
     Handoff { why: String },
     /// The run after an API error cut the previous one off: carry on.
@@ -288,6 +291,9 @@ impl Prompt {
             super::RunKind::Attempt => {}
         }
         if let Some(question) = &r.blocked {
+            if resumed && super::gate::deferred_call_answered(m, step, question) {
+                return Prompt::ToolAnswer;
+            }
             return Prompt::Answered {
                 question: question.clone(),
                 answer: super::gate::answer_to(m, step, question),
@@ -385,6 +391,7 @@ pub(crate) fn render(p: &Prompt, m: &M1, step: u32, caps: &super::Caps, g: &Gath
             }
             text
         }
+        Prompt::ToolAnswer => String::new(),
         Prompt::Answered { question, answer } => {
             answered(m, step, question, answer.as_deref(), path)
         }

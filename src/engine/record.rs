@@ -141,7 +141,12 @@ pub(crate) fn record(j: &Judgement, f: &Facts) -> Transition {
         Judgement::Retry { reason } => retry(f, reason, &mut edits),
         Judgement::Restart { reason } => restart(f, reason, &mut edits),
         Judgement::Exhausted { reason } => failed(f, reason, &mut edits),
-        Judgement::Blocked { question } => blocked(f, question, &mut edits),
+        Judgement::Blocked { question } => blocked(f, question, None, &mut edits),
+        Judgement::Asked {
+            tool_use,
+            question,
+            options,
+        } => blocked(f, question, Some((tool_use, options)), &mut edits),
         Judgement::Denied { tools, how } => denied(f, tools, how, &mut edits),
         Judgement::FreshSession { reason } => session(f, reason, true, &mut edits),
         Judgement::ResumeSession { reason } => session(f, reason, false, &mut edits),
@@ -178,7 +183,10 @@ fn effects(j: &Judgement, f: &Facts) -> Vec<Effect> {
             step: s,
             reason: reason.clone(),
         }],
-        Judgement::Exhausted { .. } | Judgement::Blocked { .. } | Judgement::Denied { .. } => {
+        Judgement::Exhausted { .. }
+        | Judgement::Blocked { .. }
+        | Judgement::Asked { .. }
+        | Judgement::Denied { .. } => {
             vec![Effect::Gate {
                 id: f.next_gate.clone(),
             }]
@@ -405,11 +413,17 @@ fn denied(f: &Facts, tools: &[String], how: &str, edits: &mut Vec<Edit>) -> Reco
 }
 
 /// A question: the step waits on a gate for its answer (or for a hand edit and `loop resume`).
-fn blocked(f: &Facts, question: &str, edits: &mut Vec<Edit>) -> Recorded {
+/// `tool`: the deferred question call it came as, and the answers it offers.
+fn blocked(
+    f: &Facts,
+    question: &str,
+    tool: Option<(&String, &Vec<String>)>,
+    edits: &mut Vec<Edit>,
+) -> Recorded {
     let s = f.step;
     let who = name(s);
     let question = one_line(question, 300);
-    let gate = super::gate::about_step(
+    let mut gate = super::gate::about_step(
         GateKind::Ask,
         f.next_gate.clone(),
         &f.loop_id,
@@ -417,6 +431,10 @@ fn blocked(f: &Facts, question: &str, edits: &mut Vec<Edit>) -> Recorded {
         &question,
         &[],
     );
+    if let Some((tool_use, options)) = tool {
+        gate.tool_use = Some(tool_use.clone());
+        gate.options.clone_from(options);
+    }
     edits.extend(step_state(s, StepState::Pending));
     edits.push(results(s, ResultKey::Blocked, question.clone()));
     edits.push(clear_current());

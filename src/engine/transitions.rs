@@ -187,7 +187,14 @@ fn spawn(f: &SpawnFacts<'_>) -> Transition {
     edits.push(current(CurrentKey::SpawnTime, stamp(f.now)));
     edits.push(current(CurrentKey::Attempt, attempt.to_string()));
     edits.push(current(CurrentKey::SessionId, f.session_id));
-    edits.push(current(CurrentKey::Command, one_line(f.command, 160)));
+    edits.push(current(
+        CurrentKey::Command,
+        if f.command.trim().is_empty() {
+            "(no prompt: the session resumes at its deferred question, answered)".to_owned()
+        } else {
+            one_line(f.command, 160)
+        },
+    ));
     if let Some(head) = &f.git_head {
         edits.push(current(CurrentKey::GitHead, head.clone()));
     }

@@ -113,6 +113,10 @@ pub struct Gate {
     /// The tools a DENIED gate is about.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
+    /// The deferred question call an ASK gate answers, whose answer goes back as that tool's
+    /// result when the session resumes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_use: Option<String>,
     pub state: GateState,
     pub choice: Option<String>,
     pub by: Option<String>,
@@ -180,6 +184,7 @@ pub(crate) fn list(doc: &Document) -> Vec<Gate> {
                 tools: field(GateKey::Tools)
                     .and_then(|v| typed::tools(&v).ok())
                     .unwrap_or_default(),
+                tool_use: field(GateKey::ToolUse).filter(|v| !v.trim().is_empty()),
                 choice: field(GateKey::Choice),
                 by: field(GateKey::By),
                 at: field(GateKey::At).and_then(|v| typed::time(&v).ok()),
@@ -221,6 +226,8 @@ pub(crate) struct NewGate {
     pub options: Vec<String>,
     /// The denied tools, for a DENIED gate.
     pub tools: Vec<String>,
+    /// The deferred question call, for an ASK gate the agent's question tool opened.
+    pub tool_use: Option<String>,
 }
 
 impl NewGate {
@@ -241,6 +248,9 @@ impl NewGate {
         }
         if !self.tools.is_empty() {
             e.push(GateKey::Tools.set(id, typed::format_tools(&self.tools)));
+        }
+        if let Some(t) = &self.tool_use {
+            e.push(GateKey::ToolUse.set(id, t.clone()));
         }
         e.push(GateKey::State.set(id, GateState::Pending.as_str()));
         e
@@ -285,6 +295,7 @@ mod tests {
             question: None,
             options: vec!["approve".into(), "reject".into()],
             tools: Vec::new(),
+            tool_use: None,
         };
         let denied = NewGate {
             id: "G2".into(),
@@ -294,6 +305,7 @@ mod tests {
             question: Some("the agent was denied these tools: Bash(make:*), Write".into()),
             options: vec![ALLOW.into(), SKIP.into(), STOP.into()],
             tools: vec!["Bash(make:*)".into(), "Write".into()],
+            tool_use: None,
         };
         for e in g.edits().into_iter().chain(denied.edits()) {
             doc.apply(&e);

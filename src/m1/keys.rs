@@ -251,6 +251,8 @@ keys! {
         Options = "OPTIONS": Text,
         /// The tools a DENIED gate's `allow` adds to `AGENT.ALLOWED_TOOLS`.
         Tools = "TOOLS": Tools,
+        /// The agent's deferred `AskUserQuestion` call an ASK gate answers (its `tool_use` id).
+        ToolUse = "TOOL_USE": Text,
         State = "STATE": GateState,
         Choice = "CHOICE": Text,
         By = "BY": Text,

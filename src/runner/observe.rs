@@ -54,6 +54,7 @@ impl Runner {
             denials: result
                 .map(|r| r.permission_denials.clone())
                 .unwrap_or_default(),
+            deferred: result.and_then(|r| r.deferred.clone()),
             background_stopped: stream.background_stopped.clone(),
             cost_usd: stream.cost_usd.unwrap_or(0.0),
             context_pct: stream.context_pct(resume_model.as_deref()),

@@ -97,7 +97,9 @@ impl Runner {
         let backend = agent::backend();
         match backend.invocation(&cfg, prompt, &session) {
             Ok(inv) if run.kind.gets_hooks() => {
-                Ok(Ok(backend.with_hooks(inv, &self.agent_settings()?)))
+                let exe = std::env::current_exe()
+                    .map_err(|e| crate::error::Error::from(anyhow::Error::new(e)))?;
+                Ok(Ok(backend.with_hooks(inv, &self.agent_settings()?, &exe)))
             }
             Ok(inv) => Ok(Ok(inv)),
             Err(refused) => {

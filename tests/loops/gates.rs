@@ -602,3 +602,101 @@ fn a_failed_step_retried_by_a_tap_runs_once_and_skip_from_the_chat_is_already_an
     assert_eq!(env.calls_for(1), 2, "the step ran once more, not twice");
     assert_eq!(env.m1().plan.steps[0].state, StepState::Done);
 }
+
+/// Step 1's agent asks with its question tool, offering two options; once answered, it uses
+/// the answer.
+fn asks_which_database(env: &TestLoop) {
+    env.scenario(&Scenario::new().step(
+        1,
+        [
+            Action::done("never said").asks(
+                "Which database should the cache use?",
+                ["SQLite", "Postgres"],
+            ),
+            Action::done("the cache uses SQLite"),
+        ],
+    ));
+    env.run_exits(3, &["start", "g", "--step", "add a cache"]);
+    env.assert_status(Status::Waiting);
+    let m = env.m1();
+    let g = m
+        .gate("G1")
+        .expect("an ASK gate for the question tool's call");
+    assert_eq!(
+        (g.kind, g.question.as_deref()),
+        (GateKind::Ask, Some("Which database should the cache use?"))
+    );
+    assert_eq!(g.options, ["SQLite", "Postgres"]);
+    assert!(
+        g.tool_use
+            .as_deref()
+            .is_some_and(|t| t.starts_with("toolu_")),
+        "{g:?}"
+    );
+    assert_eq!(env.calls().len(), 1);
+    let argv = env.calls()[0]["argv"].to_string();
+    assert!(
+        argv.contains("--permission-prompt-tool") && argv.contains("mcp__loop__permit"),
+        "a permission host is named, or -p offers no question tool: {argv}"
+    );
+}
+
+#[test]
+fn a_question_asked_with_the_agents_question_tool_waits_on_a_gate_and_the_call_gets_the_answer() {
+    let env = TestLoop::new();
+    asks_which_database(&env);
+    env.run_ok(&["answer", "G1", "sqlite"]);
+    env.assert_status(Status::Done);
+    let calls = env.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[1]["resume"], calls[0]["session_id"]);
+    assert!(
+        calls[1]["prompt"].as_str().unwrap_or_default().is_empty(),
+        "the session resumes at the deferred call, with no prompt: {}",
+        calls[1]["prompt"]
+    );
+    let hooks = env.hook_runs();
+    let decisions: Vec<String> = hooks
+        .iter()
+        .filter(|h| h["hook"] == "PreToolUse")
+        .map(|h| h["stdout"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(decisions.len(), 2, "{decisions:?}");
+    assert!(
+        decisions[0].contains(r#""permissionDecision":"defer""#),
+        "{decisions:?}"
+    );
+    assert!(
+        decisions[1].contains(r#""permissionDecision":"allow""#)
+            && decisions[1].contains(r#""Which database should the cache use?":"SQLite""#),
+        "the answer goes back as the tool's input: {decisions:?}"
+    );
+    assert_eq!(
+        env.m1().results[&1].attempts,
+        Some(1),
+        "a question is no failed attempt"
+    );
+}
+
+#[test]
+fn a_question_tool_answered_by_a_tap_resumes_the_call_once() {
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
+    asks_which_database(&env);
+    let (n, msg) = gate_message(&tg, "G1");
+    assert!(msg.text.contains("Which database"), "{}", msg.text);
+    let _bot = start_real_bot(&env, &tg.base_url());
+    tg.push_tap(CHAT, CHAT, n, &msg.buttons()[1]);
+    assert!(wait_until(DEADLINE, || env.m1().status == Status::Done));
+    tg.push_tap(CHAT, CHAT, n, &msg.buttons()[0]);
+    assert!(wait_until(DEADLINE, || tg.count("answerCallbackQuery") == 2));
+    assert_eq!(
+        env.calls().len(),
+        2,
+        "one resume, whatever was tapped after"
+    );
+    assert_eq!(
+        env.m1().gate("G1").unwrap().choice.as_deref(),
+        Some("Postgres")
+    );
+}

@@ -133,3 +133,61 @@ fn the_reviewer_cannot_run_a_tool_a_users_rule_allows_on_the_real_cli_2_1_330() 
 fn the_reviewer_cannot_run_a_tool_a_users_rule_allows_on_the_real_cli_2_1_197() {
     reviewer_runs_touch(VERSIONS[1]);
 }
+
+/// A step whose agent asks with `AskUserQuestion` (one question, two options): the loop's hook
+/// defers it, the loop waits on an ASK gate offering the options, and `loop answer` resumes
+/// the session with no prompt, where the hook gives the call the answer.
+fn a_question_tool_call_becomes_a_gate(version: &str) {
+    let Some(claude) = claude_or_skip(version) else {
+        return;
+    };
+    let env = TestLoop::new();
+    let home = env.temp.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let env = env.env("LOOP_AGENT", &claude).env("HOME", &home);
+    let input = r#"{"questions":[{"question":"Which database should the cache use?","header":"Database","options":[{"label":"SQLite","description":"one file"},{"label":"Postgres","description":"the server we have"}],"multiSelect":false}]}"#;
+    let mock = Mock {
+        tool: "AskUserQuestion",
+        command: "",
+        env: &[("MOCK_TOOL_INPUT", input)],
+    };
+    let start = env.cmd(&["start", "g", "--step", "add a cache", "--quiet"]);
+    let out = run_with_mock(&start, &mock, None, PATIENCE);
+    env.assert_exit(&out, 3);
+    let m = env.m1();
+    let g = m
+        .gate("G1")
+        .unwrap_or_else(|| panic!("{version}: no gate\n{}\n{}", env.text(), env.log()))
+        .clone();
+    assert_eq!(
+        g.question.as_deref(),
+        Some("Which database should the cache use?"),
+        "{version}"
+    );
+    assert_eq!(g.options, ["SQLite", "Postgres"], "{version}");
+    assert!(g.tool_use.is_some(), "{version}: {g:?}");
+    let answer = env.cmd(&["answer", "G1", "SQLite", "--quiet"]);
+    let out = run_with_mock(&answer, &mock, None, PATIENCE);
+    env.assert_exit(&out, 0);
+    env.assert_status(Status::Done);
+    let report = env.m1().results[&1].report.clone().unwrap();
+    let stdout = std::fs::read_to_string(env.state().join(report)).unwrap();
+    assert!(
+        stdout.contains(r#"\"Which database should the cache use?\"=\"SQLite\""#),
+        "{version}: the call got the answer as its result: {stdout}"
+    );
+    env.assert_no_processes();
+}
+
+/// Answered only by editing M1.md before: the agent's question tool was not offered in `-p`,
+/// and a question it asked that way was never seen.
+#[test]
+fn a_question_tool_call_of_the_real_cli_waits_on_a_gate_and_gets_the_answer_2_1_330() {
+    a_question_tool_call_becomes_a_gate(VERSIONS[0]);
+}
+
+/// As above, with 2.1.197.
+#[test]
+fn a_question_tool_call_of_the_real_cli_waits_on_a_gate_and_gets_the_answer_2_1_197() {
+    a_question_tool_call_becomes_a_gate(VERSIONS[1]);
+}

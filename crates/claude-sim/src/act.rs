@@ -202,6 +202,139 @@ impl Run<'_> {
     }
 }
 
+/// What became of a question call.
+#[derive(Debug, PartialEq, Eq)]
+enum Asked {
+    /// Answered (or refused): the run goes on.
+    GoesOn,
+    /// A hook deferred it: the run ended there.
+    Deferred,
+}
+
+/// Where a session's deferred call waits for `--resume`.
+pub(crate) fn deferred_file(state_dir: Option<&Path>, session_id: &str) -> Option<PathBuf> {
+    state_dir.map(|d| d.join(format!("session-{session_id}.deferred")))
+}
+
+impl Run<'_> {
+    /// Calls `AskUserQuestion` with `question` and its `options`.
+    fn ask(&self, question: &str, options: &[String]) -> Asked {
+        let (sid, model) = (self.session_id.as_str(), self.model.as_str());
+        let id = format!(
+            "toolu_sim_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..20]
+        );
+        let input = serde_json::json!({"questions": [{
+            "question": question, "header": "Question", "multiSelect": false,
+            "options": options.iter().map(|o| serde_json::json!({"label": o, "description": o}))
+                .collect::<Vec<_>>(),
+        }]});
+        let mut call = emit::tool_use(sid, model, &id, "AskUserQuestion");
+        call["message"]["content"][0]["input"] = input.clone();
+        self.out.event(&call);
+        if self.call.args.permission_prompt_tool.is_none() {
+            // The real text of 2.1.330: `-p` without a permission host offers no such tool.
+            self.out.event(&emit::tool_result_error(
+                sid,
+                &id,
+                "<tool_use_error>No such tool available: AskUserQuestion. AskUserQuestion is \
+                 disabled for this session, in subagents as well as here.</tool_use_error>",
+            ));
+            return Asked::GoesOn;
+        }
+        self.decide(&id, &input)
+    }
+
+    /// The hook's decision on the question call `id`: deferred (the run ends with it, and
+    /// the session remembers it), or allowed with answers (the tool's result).
+    fn decide(&self, id: &str, input: &Value) -> Asked {
+        let sid = self.session_id.as_str();
+        let decision = hooks::pre_tool_use(
+            self.call.args.settings.as_deref(),
+            sid,
+            "AskUserQuestion",
+            id,
+            input,
+        );
+        let verdict = decision
+            .as_ref()
+            .and_then(|d| d["permissionDecision"].as_str())
+            .unwrap_or("ask");
+        let pending = deferred_file(self.call.state_dir.as_deref(), sid);
+        if verdict == "defer" {
+            let call = serde_json::json!({"id": id, "name": "AskUserQuestion", "input": input});
+            if let Some(path) = &pending {
+                let _ = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))
+                    .and_then(|()| std::fs::write(path, call.to_string()));
+            }
+            let mut result = emit::result(&emit::ResultSpec {
+                session_id: sid,
+                subtype: "success",
+                is_error: false,
+                api_error_status: None,
+                text: "",
+                duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(0),
+                model: &self.model,
+                context_window: 200_000,
+                cost_usd: 0.01,
+                session_cost_usd: session_cost(self.call.state_dir.as_deref(), sid, 0.01),
+                permission_denials: &[],
+            });
+            result["stop_reason"] = "tool_deferred".into();
+            result["terminal_reason"] = "tool_deferred".into();
+            result["deferred_tool_use"] = call;
+            self.out.event(&result);
+            return Asked::Deferred;
+        }
+        if let Some(path) = &pending {
+            let _ = std::fs::remove_file(path);
+        }
+        let answers = decision
+            .as_ref()
+            .and_then(|d| d.pointer("/updatedInput/answers"))
+            .and_then(Value::as_object)
+            .filter(|_| verdict == "allow");
+        let text = match answers {
+            // The real tool_result (captures `ask-user-question-answered-on-resume*`).
+            Some(a) => format!(
+                "Your questions have been answered: {}. You can now continue with these \
+                 answers in mind.",
+                a.iter()
+                    .map(|(q, v)| format!("\"{q}\"=\"{}\"", v.as_str().unwrap_or_default()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => "The user did not answer.".to_owned(),
+        };
+        self.out.event(&serde_json::json!({
+            "type": "user",
+            "message": {"role": "user", "content": [
+                {"type": "tool_result", "content": text, "tool_use_id": id}
+            ]},
+            "parent_tool_use_id": null, "session_id": sid, "uuid": uuid::Uuid::new_v4().to_string(),
+        }));
+        Asked::GoesOn
+    }
+
+    /// A resumed session whose last call was deferred: the hook is asked again first, as the
+    /// real CLI does, whatever the prompt.
+    fn resolve_deferred(&self) -> Asked {
+        if self.call.args.resume.is_none() {
+            return Asked::GoesOn;
+        }
+        let Some(path) = deferred_file(self.call.state_dir.as_deref(), &self.session_id) else {
+            return Asked::GoesOn;
+        };
+        let Some(call) = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        else {
+            return Asked::GoesOn;
+        };
+        self.decide(call["id"].as_str().unwrap_or_default(), &call["input"])
+    }
+}
+
 /// Performs `action` for `call` and returns the exit code.
 pub(crate) fn perform(call: &Call<'_>, action: &Action) -> i32 {
     if let Some(ms) = action.sigterm_exit_ms {
@@ -249,6 +382,14 @@ pub(crate) fn perform(call: &Call<'_>, action: &Action) -> i32 {
     }
     if let Err(code) = run.work() {
         return code;
+    }
+    if run.resolve_deferred() == Asked::Deferred {
+        return 0;
+    }
+    if let Some((question, options)) = &action.ask
+        && run.ask(question, options) == Asked::Deferred
+    {
+        return 0;
     }
     run.events_before_the_answer();
     let text = run.answer_text();

@@ -21,6 +21,11 @@ pub(crate) struct SimArgs {
     pub skip_permissions: bool,
     /// `--settings FILE-OR-JSON`: settings for this run.
     pub settings: Option<String>,
+    /// `--mcp-config CONFIG...`: MCP servers for this run.
+    pub mcp_config: Vec<String>,
+    /// `--permission-prompt-tool NAME`: the MCP tool asked for permissions; with one, `-p`
+    /// offers `AskUserQuestion` (captures `ask-user-question-*`).
+    pub permission_prompt_tool: Option<String>,
 }
 
 /// A refusal: the text for stderr and the exit code.
@@ -92,6 +97,11 @@ pub(crate) fn parse(argv: &[String]) -> (SimArgs, Option<Refusal>) {
                 );
                 continue;
             }
+            "--mcp-config" => {
+                a.mcp_config.extend(variadic(argv, &mut i, inline));
+                continue;
+            }
+            "--permission-prompt-tool" => &mut a.permission_prompt_tool,
             "--output-format" => &mut a.output_format,
             "--session-id" => &mut a.session_id,
             "-r" | "--resume" => &mut a.resume,

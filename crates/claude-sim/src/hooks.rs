@@ -52,6 +52,42 @@ fn run_hooks(settings: Option<&str>, session_id: &str, event: &str, extra: (&str
     }
 }
 
+/// Runs the `PreToolUse` hooks of `settings` whose matcher names `tool` for its call
+/// `tool_use_id` with `input`, noting what each printed; the decision of the last that gave one
+/// (its `hookSpecificOutput`), if any.
+pub(crate) fn pre_tool_use(
+    settings: Option<&str>,
+    session_id: &str,
+    tool: &str,
+    tool_use_id: &str,
+    input: &Value,
+) -> Option<Value> {
+    let settings = settings?;
+    let text = std::fs::read_to_string(settings).unwrap_or_else(|_| settings.to_owned());
+    let settings = serde_json::from_str::<Value>(&text).ok()?;
+    let call = json!({"session_id": session_id, "hook_event_name": "PreToolUse",
+        "tool_name": tool, "tool_input": input, "tool_use_id": tool_use_id});
+    let commands: Vec<String> = settings["hooks"]["PreToolUse"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["matcher"].as_str().is_none_or(|m| m == tool || m == "*"))
+        .flat_map(|m| m["hooks"].as_array().into_iter().flatten())
+        .filter_map(|h| h["command"].as_str().map(str::to_owned))
+        .collect();
+    let mut decision = None;
+    for command in commands {
+        let out = run_hook(&command, &call);
+        note_hook(&json!({"hook": "PreToolUse", "command": command, "stdout": out}));
+        if let Ok(v) = serde_json::from_str::<Value>(out.trim())
+            && v["hookSpecificOutput"].is_object()
+        {
+            decision = Some(v["hookSpecificOutput"].clone());
+        }
+    }
+    decision
+}
+
 fn run_hook(command: &str, input: &Value) -> String {
     use std::io::Write as _;
     let Ok(mut child) = std::process::Command::new("sh")

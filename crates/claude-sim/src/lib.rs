@@ -144,11 +144,8 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
     if stdin_open && !std::io::stdin().is_terminal() {
         let _ = std::io::stdin().read_to_string(&mut piped);
     }
-    if args.prompt.is_none() && piped.trim().is_empty() {
-        eprintln!(
-            "Error: Input must be provided either through stdin or as a prompt argument when using --print"
-        );
-        return 1;
+    if let Err(code) = check_prompt(&args, &piped, state_dir.as_deref()) {
+        return code;
     }
     let action = scenario.select(step, call, env.review);
     act::perform(
@@ -162,6 +159,35 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
         },
         &action,
     )
+}
+
+/// A prompt is required, but for a resumed session whose last call a hook deferred: it goes on
+/// without one. Any other resume without one is refused (capture
+/// `resume-without-prompt-nothing-deferred`).
+fn check_prompt(
+    args: &args::SimArgs,
+    piped: &str,
+    state_dir: Option<&std::path::Path>,
+) -> Result<(), i32> {
+    let deferred = args
+        .resume
+        .as_deref()
+        .is_some_and(|sid| act::deferred_file(state_dir, sid).is_some_and(|p| p.is_file()));
+    if args.prompt.is_some() || !piped.trim().is_empty() || deferred {
+        return Ok(());
+    }
+    if args.resume.is_some() {
+        eprintln!(
+            "Error: No deferred tool marker found in the resumed session. Either the session \
+             was not deferred, the marker is stale (tool already ran), or it exceeds the \
+             tail-scan window. Provide a prompt to continue the conversation."
+        );
+    } else {
+        eprintln!(
+            "Error: Input must be provided either through stdin or as a prompt argument when using --print"
+        );
+    }
+    Err(1)
 }
 
 /// Where this call is counted: `CLAUDE_SIM_STATE`, else `<scenario>.state/`; within it, one

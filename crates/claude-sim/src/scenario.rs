@@ -123,6 +123,12 @@ pub struct Action {
     /// `tool-removed-by-deny-rule`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unavailable_tools: Vec<String>,
+    /// Before its answer, the agent asks with `AskUserQuestion`: this question, these
+    /// options. Offered only with a permission host (`--permission-prompt-tool`); a
+    /// `PreToolUse` hook of the call's `--settings` that defers it ends the run there
+    /// (`stop_reason: "tool_deferred"`), and `--resume` without a prompt asks the hook again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask: Option<(String, Vec<String>)>,
     /// After the work and the answer, but before the result event, the process kills itself
     /// with this signal: an agent killed from outside (an OOM kill, a stray `kill -9`).
     #[serde(skip_serializing_if = "Option::is_none")]

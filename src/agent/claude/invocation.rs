@@ -119,6 +119,36 @@ impl Invocation {
         self
     }
 
+    /// The same call with the loop's permission host: `--mcp-config` naming `exe hook
+    /// permission-host` and `--permission-prompt-tool` naming its tool. Without a permission
+    /// host, `-p` offers no `AskUserQuestion` (captures `ask-user-question-not-offered*`); with
+    /// one it does, and the loop's hook defers it. The host denies every prompt, as `-p`
+    /// without it does. Placed right after `--verbose`: `--mcp-config` takes several values,
+    /// and a flag always follows it.
+    #[must_use]
+    pub fn with_permission_host(mut self, exe: &std::path::Path) -> Self {
+        let config = serde_json::json!({"mcpServers": {PERMISSION_HOST: {
+            "type": "stdio",
+            "command": exe.display().to_string(),
+            "args": ["hook", "permission-host"],
+        }}});
+        let at = self
+            .args
+            .iter()
+            .position(|a| a == "--verbose")
+            .map_or(self.args.len(), |i| i + 1);
+        self.args.splice(
+            at..at,
+            [
+                "--mcp-config".to_owned(),
+                config.to_string(),
+                "--permission-prompt-tool".to_owned(),
+                format!("mcp__{PERMISSION_HOST}__{PERMIT_TOOL}"),
+            ],
+        );
+        self
+    }
+
     /// A `Command` with program, arguments and environment changes applied; stdio (the
     /// prompt in [`Invocation::input`] included), working directory and the `LOOP_*`
     /// variables are left to the caller.
@@ -135,6 +165,10 @@ impl Invocation {
         cmd
     }
 }
+
+/// The name of the loop's permission host among the run's MCP servers, and its tool's.
+pub(crate) const PERMISSION_HOST: &str = "loop";
+pub(crate) const PERMIT_TOOL: &str = "permit";
 
 /// Variables removed from the agent's environment: Claude Code refuses to start inside
 /// another Claude Code session, and a runner started from one would otherwise pass them on.
@@ -202,7 +236,7 @@ pub fn new_session_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// The per-run settings every agent call of a loop gets: the loop's two hooks, run by `exe`.
+/// The per-run settings every agent call of a loop gets: the loop's hooks, run by `exe`.
 #[must_use]
 pub(crate) fn hook_settings(exe: &std::path::Path) -> serde_json::Value {
     let command = |what: &str| {
@@ -214,5 +248,7 @@ pub(crate) fn hook_settings(exe: &std::path::Path) -> serde_json::Value {
     serde_json::json!({"hooks": {
         "SessionStart": [{"hooks": [{"type": "command", "command": command("session-start")}]}],
         "PreCompact": [{"hooks": [{"type": "command", "command": command("pre-compact")}]}],
+        "PreToolUse": [{"matcher": "AskUserQuestion",
+                        "hooks": [{"type": "command", "command": command("ask")}]}],
     }})
 }

@@ -46,8 +46,8 @@ impl Backend for ClaudeCode {
         Ok(invocation::invocation(cfg, prompt, session))
     }
 
-    fn with_hooks(&self, inv: Invocation, settings_file: &str) -> Invocation {
-        inv.with_settings(settings_file)
+    fn with_hooks(&self, inv: Invocation, settings_file: &str, exe: &Path) -> Invocation {
+        inv.with_settings(settings_file).with_permission_host(exe)
     }
 
     fn hook_settings(&self, exe: &Path) -> Option<serde_json::Value> {

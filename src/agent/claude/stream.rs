@@ -88,6 +88,47 @@ pub struct ResultEvent {
     /// Tool names of the calls the permission settings silently refused, followed by those
     /// of [`StreamSummary::unavailable_tools`] not listed already.
     pub permission_denials: Vec<String>,
+    /// The tool call a `PreToolUse` hook deferred (`stop_reason: "tool_deferred"`): the run
+    /// ended there, and `--resume` without a prompt runs the hook again for it.
+    pub deferred: Option<DeferredCall>,
+}
+
+/// A result's `deferred_tool_use`. When one answer made several calls and the hook deferred
+/// them all, it names only the last: the others never get a result (captures
+/// `tool-deferred-two-calls*`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeferredCall {
+    pub id: String,
+    pub name: String,
+    pub input: Value,
+}
+
+impl DeferredCall {
+    /// An `AskUserQuestion` call's questions, each with its options' labels; `None` for any
+    /// other tool, or an input without a question.
+    #[must_use]
+    pub fn questions(&self) -> Option<Vec<(String, Vec<String>)>> {
+        if self.name != "AskUserQuestion" {
+            return None;
+        }
+        let qs: Vec<(String, Vec<String>)> = self.input["questions"]
+            .as_array()?
+            .iter()
+            .filter_map(|q| {
+                let text = q["question"].as_str()?.trim().to_owned();
+                let options = q["options"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|o| o["label"].as_str().or_else(|| o.as_str()))
+                    .map(|l| l.trim().to_owned())
+                    .filter(|l| !l.is_empty())
+                    .collect();
+                (!text.is_empty()).then_some((text, options))
+            })
+            .collect();
+        (!qs.is_empty()).then_some(qs)
+    }
 }
 
 /// A `rate_limit_event`'s `rate_limit_info`.
@@ -467,6 +508,14 @@ fn result_event(obj: &serde_json::Map<String, Value>) -> ResultEvent {
             .and_then(|n| u32::try_from(n).ok()),
         duration_ms: obj.get("duration_ms").and_then(as_u64_lenient),
         permission_denials,
+        deferred: match obj.get("deferred_tool_use") {
+            Some(Value::Object(d)) => Some(DeferredCall {
+                id: str_field(d, "id").unwrap_or_default(),
+                name: str_field(d, "name").unwrap_or_default(),
+                input: d.get("input").cloned().unwrap_or(Value::Null),
+            }),
+            _ => None,
+        },
     }
 }
 

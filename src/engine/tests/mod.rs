@@ -230,6 +230,7 @@ fn attempt<'a>(caps: &'a Caps, class: Class, verdict: &Verdict) -> Attempt<'a> {
         class: Some(class),
         answer: answer(verdict),
         denials: &[],
+        deferred: None,
         background_stopped: &[],
         verify_configured: false,
         verify: None,

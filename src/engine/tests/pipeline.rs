@@ -104,6 +104,7 @@ fn observed(answer: &str, git_head: &str) -> Observed {
         class: Some(Class::Success),
         answer: answer.into(),
         denials: Vec::new(),
+        deferred: None,
         background_stopped: Vec::new(),
         session_id: Some("s-2".into()),
         cost_usd: 0.4,

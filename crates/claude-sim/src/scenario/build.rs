@@ -265,6 +265,16 @@ impl Action {
         self
     }
 
+    /// Asks `question` with `AskUserQuestion`, offering `options` (see [`Action::ask`]).
+    #[must_use]
+    pub fn asks<const N: usize>(mut self, question: &str, options: [&str; N]) -> Self {
+        self.ask = Some((
+            question.to_owned(),
+            options.iter().map(|o| (*o).to_owned()).collect(),
+        ));
+        self
+    }
+
     /// Calls these tools, which the CLI removed: each gets `No such tool available`.
     #[must_use]
     pub fn unavailable<const N: usize>(mut self, tools: [&str; N]) -> Self {
@@ -400,6 +410,7 @@ mod tests {
             .sigterm_exit_ms(100)
             .compact_error("Not enough messages to compact.")
             .background_task("migrate")
+            .asks("Which database?", ["SQLite", "Postgres"])
             .context_tokens(150_000)
             .model("claude-opus-4-8[1m]", 1_000_000);
         let scenario = Scenario::new()
