@@ -132,7 +132,7 @@ pub(crate) fn ask(file: &Path) -> Status {
             let m = read_loop(file)?;
             crate::engine::gate::answer_to_call(&m, id).and_then(|g| g.choice.clone())
         });
-    let decision = match answered {
+    let mut decision = match answered {
         Some(choice) => {
             // Closed by a hand edit and `loop resume`: the answer is in M1.md, not here.
             let answer = if choice.starts_with('(') {
@@ -159,11 +159,8 @@ pub(crate) fn ask(file: &Path) -> Status {
             "permissionDecisionReason": "the loop asks the person; the step resumes with the answer",
         }),
     };
-    let mut out = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse"}});
-    if let (Some(o), Value::Object(d)) = (out["hookSpecificOutput"].as_object_mut(), decision) {
-        o.extend(d);
-    }
-    crate::outln!("{out}");
+    decision["hookEventName"] = json!("PreToolUse");
+    crate::outln!("{}", json!({ "hookSpecificOutput": decision }));
     Status::Ok
 }
 

@@ -8,12 +8,14 @@
 
 use chrono::{DateTime, Utc};
 
-use super::transitions::{Effect, Transition, actions, name, results, results_remove, step_state};
+use super::transitions::{
+    Effect, Transition, actions, moves_to, name, results, results_remove, step_state,
+};
 use crate::exit::Status as Exit;
 use crate::m1::gates::{
     self, ACCEPT, ALLOW, APPROVE, NewGate, REJECT, RETRY, SKIP, STOP, fingerprint,
 };
-use crate::m1::keys::{AgentKey, PlanKey, ResultKey, Review};
+use crate::m1::keys::{AgentKey, ResultKey, Review};
 use crate::m1::{Edit, Gate, GateKind, M1, Status, StepState, typed};
 use crate::text::one_line;
 
@@ -214,25 +216,25 @@ pub(crate) fn about_step(
 /// through its gate.
 #[must_use]
 pub(crate) fn answer_to(m: &M1, step: u32, question: &str) -> Option<String> {
+    question_gate(m, step, question)
+        .filter(|g| !g.is_pending())
+        .and_then(|g| g.choice.clone())
+}
+
+/// The latest ASK gate opened for the question step `step` is blocked on.
+fn question_gate<'a>(m: &'a M1, step: u32, question: &str) -> Option<&'a Gate> {
     let shown = question_shown(m, step, question);
     m.gates
         .iter()
         .rev()
         .find(|g| g.kind == GateKind::Ask && g.step == step && g.shown == shown)
-        .filter(|g| !g.is_pending())
-        .and_then(|g| g.choice.clone())
 }
 
 /// Whether the question step `step` is blocked on came as a deferred question call and a
 /// person answered it on its gate: the session then resumes at that call, with no prompt.
 #[must_use]
 pub(crate) fn deferred_call_answered(m: &M1, step: u32, question: &str) -> bool {
-    let shown = question_shown(m, step, question);
-    m.gates
-        .iter()
-        .rev()
-        .find(|g| g.kind == GateKind::Ask && g.step == step && g.shown == shown)
-        .is_some_and(|g| g.tool_use.is_some() && !g.is_pending())
+    question_gate(m, step, question).is_some_and(|g| g.tool_use.is_some() && !g.is_pending())
 }
 
 /// The answer to the deferred question call `tool_use`, once its gate is decided: what the
@@ -306,7 +308,7 @@ pub(crate) enum Decision {
 /// (what a DENIED gate's `allow` adds to).
 #[must_use]
 pub(crate) fn decide(m: &M1, req: &Request, allowed: &[String], now: DateTime<Utc>) -> Decision {
-    let g = match find(m, req, &req.answer) {
+    let g = match find(m, req) {
         Ok(g) => g.clone(),
         Err(why) => return Decision::Refused(why),
     };
@@ -491,20 +493,15 @@ fn accept(m: &M1, g: &Gate, who: &str) -> Outcome {
     }
 }
 
-/// The loop moves on past step `s`: the next open step becomes current. What comes next, in
-/// words.
+/// The loop moves on past step `s`: the next open step (after it, else before it) becomes
+/// current. What comes next, in words.
 fn moved_on(m: &M1, s: u32, edits: &mut Vec<Edit>) -> String {
-    match super::open_step(m, s).or_else(|| super::open_step(m, 0).filter(|o| o.n != s)) {
-        Some(next) => {
-            edits.push(PlanKey::CurrentStep.set(next.n.to_string()));
-            format!("Step {}: {}", next.n, next.text)
-        }
-        None => "All steps done".into(),
-    }
+    let next = super::open_step(m, s).or_else(|| super::open_step(m, 0).filter(|o| o.n != s));
+    moves_to(next.map(|o| (o.n, o.text.as_str())), edits)
 }
 
 /// The gate a request is about.
-fn find<'a>(m: &'a M1, req: &Request, answer: &Answer) -> Result<&'a Gate, String> {
+fn find<'a>(m: &'a M1, req: &Request) -> Result<&'a Gate, String> {
     if let Some(id) = req.id.as_deref() {
         return m.gate(id).ok_or_else(|| {
             let known: Vec<&str> = m.gates.iter().map(|g| g.id.as_str()).collect();
@@ -518,7 +515,7 @@ fn find<'a>(m: &'a M1, req: &Request, answer: &Answer) -> Result<&'a Gate, Strin
     // Without an id, the one pending gate this kind of answer fits.
     let fits = |g: &&Gate| {
         req.step.is_none_or(|s| g.step == s)
-            && match answer {
+            && match &req.answer {
                 Answer::Approve | Answer::Reject => g.kind == GateKind::Plan,
                 Answer::Text(t) => {
                     g.kind != GateKind::Plan && (g.options.is_empty() || g.option(t).is_some())

@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use super::Judgement;
 use super::judge::Interruption;
 use super::transitions::{
-    Effect, Outcome, Transition, Write, actions, current, exhausted_edits, halt_edits, name,
-    results, results_remove, stamp, step_state,
+    Effect, Outcome, Transition, Write, actions, current, exhausted_edits, halt_edits, moves_to,
+    name, results, results_remove, stamp, step_state,
 };
 use crate::exit::Status as Exit;
 use crate::m1::keys::{CurrentKey, PlanKey, ResultKey, Top, clear_current};
@@ -219,13 +219,7 @@ fn passed(f: &Facts, summary: &str, edits: &mut Vec<Edit>) -> Recorded {
     edits.push(results_remove(s, ResultKey::Error));
     edits.push(results_remove(s, ResultKey::Blocked));
     edits.push(clear_current());
-    let next = match &f.next_step {
-        Some((n, text)) => {
-            edits.push(PlanKey::CurrentStep.set(n.to_string()));
-            format!("Step {n}: {text}")
-        }
-        None => "All steps done".into(),
-    };
+    let next = moves_to(f.next_step.as_ref().map(|(n, t)| (*n, t.as_str())), edits);
     edits.extend(actions(&format!("{who} done: {summary}"), &next));
     let log = format!("pass: {who} attempt {}: {summary}", f.attempt);
     (log, Outcome::Continue, Write::WithNextSpawn)

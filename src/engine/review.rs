@@ -10,8 +10,8 @@ use super::Caps;
 use super::judge::{Attempt, Interruption, Judgement, cut_off};
 use super::record::interrupted;
 use super::transitions::{
-    Effect, Outcome, Transition, Write, actions, current, name, results, results_remove, stamp,
-    step_state,
+    Effect, Outcome, Transition, Write, actions, current, moves_to, name, results, results_remove,
+    stamp, step_state,
 };
 use crate::exit::Status as Exit;
 use crate::m1::keys::{CurrentKey, PlanKey, ResultKey, Top, clear_current};
@@ -277,13 +277,10 @@ fn approved(f: &ReviewFacts, reason: &str, mut edits: Vec<Edit>) -> Transition {
     edits.push(results_remove(s, ResultKey::ReviewRuns));
     edits.push(results_remove(s, ResultKey::ReviewTask));
     edits.push(results_remove(s, ResultKey::Error));
-    let next = match &f.next_step {
-        Some((n, text)) => {
-            edits.push(PlanKey::CurrentStep.set(n.to_string()));
-            format!("Step {n}: {text}")
-        }
-        None => "All steps done".into(),
-    };
+    let next = moves_to(
+        f.next_step.as_ref().map(|(n, t)| (*n, t.as_str())),
+        &mut edits,
+    );
     edits.extend(actions(
         &format!("{} done and reviewed: {}", name(s), f.summary),
         &next,

@@ -126,6 +126,18 @@ pub(super) fn step_state(step: u32, state: StepState) -> Option<Edit> {
     (step > 0).then_some(Edit::StepState(step, state))
 }
 
+/// The loop moves on to `next` (its number and text), which becomes the current step; what
+/// comes next, in words. `None`: no step is left.
+pub(super) fn moves_to(next: Option<(u32, &str)>, edits: &mut Vec<Edit>) -> String {
+    match next {
+        Some((n, text)) => {
+            edits.push(PlanKey::CurrentStep.set(n.to_string()));
+            format!("Step {n}: {text}")
+        }
+        None => "All steps done".into(),
+    }
+}
+
 pub(super) fn actions(last: &str, next: &str) -> [Edit; 2] {
     [
         Top::LastAction.set(one_line(last, 300)),

@@ -144,12 +144,11 @@ impl Runner {
         );
     }
 
-    /// The settings file every agent call of this loop gets (its hooks), written when missing
-    /// or out of date; its path.
-    pub(super) fn agent_settings(&self) -> crate::error::Result<String> {
+    /// The settings file every agent call of this loop gets (its hooks, run by the loop binary
+    /// `exe`), written when missing or out of date; its path.
+    pub(super) fn agent_settings(&self, exe: &std::path::Path) -> crate::error::Result<String> {
         let path = crate::layout::Layout::dir(&self.state_dir).agent_settings();
-        let exe = std::env::current_exe().context("while finding the loop binary")?;
-        let settings = agent::backend().hook_settings(&exe).unwrap_or_default();
+        let settings = agent::backend().hook_settings(exe).unwrap_or_default();
         let text =
             serde_json::to_string_pretty(&settings).context("while encoding the agent settings")?;
         if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {

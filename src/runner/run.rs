@@ -3,6 +3,7 @@
 //! (write-ahead), its task started through the exec bridge, watched, observed when it ends,
 //! concluded by the engine (VERIFY run when it asks for it), and the conclusion recorded.
 
+use anyhow::Context;
 use chrono::Utc;
 
 use super::{Runner, crash, stopfile};
@@ -97,9 +98,12 @@ impl Runner {
         let backend = agent::backend();
         match backend.invocation(&cfg, prompt, &session) {
             Ok(inv) if run.kind.gets_hooks() => {
-                let exe = std::env::current_exe()
-                    .map_err(|e| crate::error::Error::from(anyhow::Error::new(e)))?;
-                Ok(Ok(backend.with_hooks(inv, &self.agent_settings()?, &exe)))
+                let exe = std::env::current_exe().context("while finding the loop binary")?;
+                Ok(Ok(backend.with_hooks(
+                    inv,
+                    &self.agent_settings(&exe)?,
+                    &exe,
+                )))
             }
             Ok(inv) => Ok(Ok(inv)),
             Err(refused) => {
