@@ -70,9 +70,6 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// When it cannot be read.
     fn read_output(&self, path: &Path) -> std::io::Result<StreamSummary>;
 
-    /// A run's output, followed as it grows.
-    fn follow(&self, path: &Path) -> Box<dyn Follow>;
-
     /// How a run ended: its exit, its stderr and its output.
     fn classify(
         &self,
@@ -84,6 +81,12 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
 
     /// What in a run's output says it has answered (the idle timeout is lifted then).
     fn answered_marker(&self) -> &'static str;
+
+    /// Whether its runs report what they cost in dollars (else tokens only, and a dollar cap
+    /// of the loop cannot be counted).
+    fn counts_dollars(&self) -> bool {
+        true
+    }
 
     /// Where the CLI keeps the transcript of `session_id`, run in `workdir`, under `home`.
     fn transcript(&self, session_id: &str, workdir: &Path, home: &Path) -> Option<PathBuf>;

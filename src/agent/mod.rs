@@ -9,10 +9,13 @@
 
 mod backend;
 mod claude;
+mod codex;
 mod verdict;
 
+pub(crate) use backend::Refused;
 pub(crate) use backend::{Backend, Follow};
 pub(crate) use claude::ClaudeCode;
+pub(crate) use codex::Codex;
 
 pub(crate) use claude::invocation::PERMIT_TOOL;
 pub(crate) use claude::stream::last_activity;
@@ -24,10 +27,34 @@ pub use claude::invocation::{
 pub use claude::stream::{DeferredCall, StreamReader, StreamSummary, read_stream_file};
 pub use verdict::{Verdict, parse_plan, verdict, without_verdict};
 
-/// The backend a loop's runs go to. Claude Code for now; the loop's `AGENT.BACKEND` will choose.
+/// A run's whole output, whichever backend wrote it: the one stream reader reads Claude
+/// Code's stream-json and Codex's `--json` events alike.
+///
+/// # Errors
+/// When it cannot be read.
+pub(crate) fn read_output(path: &std::path::Path) -> std::io::Result<StreamSummary> {
+    read_stream_file(path)
+}
+
+/// A run's output followed as it grows, whichever backend writes it.
 #[must_use]
-pub(crate) fn backend() -> &'static dyn Backend {
-    &ClaudeCode
+pub(crate) fn follow(path: &std::path::Path) -> Box<dyn Follow> {
+    Box::new(claude::stream::StreamFollower::new(path))
+}
+
+/// Every backend, in the order `loop doctor` and `loop status` try them.
+pub(crate) const BACKENDS: [crate::m1::settings::AgentKind; 2] = [
+    crate::m1::settings::AgentKind::Claude,
+    crate::m1::settings::AgentKind::Codex,
+];
+
+/// The backend of `kind`.
+#[must_use]
+pub(crate) fn backend_for(kind: crate::m1::settings::AgentKind) -> &'static dyn Backend {
+    match kind {
+        crate::m1::settings::AgentKind::Claude => &ClaudeCode,
+        crate::m1::settings::AgentKind::Codex => &Codex,
+    }
 }
 
 /// What marks the CLI's final `result` event in stream-json output (its keys come in no fixed

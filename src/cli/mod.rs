@@ -290,6 +290,19 @@ pub(crate) struct StartArgs {
     /// The reviewer's model (Claude Code's --model for reviews).
     #[arg(long, value_name = "MODEL")]
     pub review_model: Option<String>,
+    /// The agent CLI of every step: claude or codex.
+    #[arg(long, value_name = "BACKEND")]
+    pub backend: Option<crate::m1::settings::AgentKind>,
+    /// The reviewer's agent CLI, when not the steps' own (so Codex can review Claude's work).
+    #[arg(long, value_name = "BACKEND")]
+    pub review_backend: Option<crate::m1::settings::AgentKind>,
+    /// Continue a step on this agent CLI when its own hits a usage limit that resets later
+    /// than --fallback-after.
+    #[arg(long, value_name = "BACKEND")]
+    pub fallback: Option<crate::m1::settings::AgentKind>,
+    /// How far away a usage limit's reset must be to send a step to the fallback (90s, 15m).
+    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
+    pub fallback_after: Option<Duration>,
     /// Replace a RUNNING or WAITING loop (the old M1.md is archived, never overwritten).
     #[arg(long)]
     pub force: bool,
@@ -566,8 +579,12 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
             model: a.model,
             max_turns: a.max_turns,
             max_budget_usd: a.max_budget_usd,
-            review: a.review || a.review_model.is_some(),
+            review: a.review || a.review_model.is_some() || a.review_backend.is_some(),
             review_model: a.review_model,
+            backend: a.backend,
+            review_backend: a.review_backend,
+            fallback: a.fallback,
+            fallback_after: a.fallback_after,
             approve_plan: a.approve_plan,
             ..Default::default()
         },

@@ -125,7 +125,9 @@ fn transcript(m: &crate::m1::M1) -> Option<std::path::PathBuf> {
     })?;
     let workdir = m.workdir.as_deref().map(Path::new)?;
     let home = std::env::var_os("HOME")?;
-    crate::agent::backend().transcript(session, workdir, Path::new(&home))
+    crate::agent::BACKENDS
+        .iter()
+        .find_map(|b| crate::agent::backend_for(*b).transcript(session, workdir, Path::new(&home)))
 }
 
 /// How long ago a file last changed.

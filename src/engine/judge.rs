@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::{Caps, backoff};
 use crate::agent::{BugKind, Class, Verdict};
+use crate::m1::settings::AgentKind;
 use crate::text::one_line;
 use crate::verify;
 
@@ -49,6 +50,8 @@ pub(crate) struct Attempt<'a> {
     /// a denial.
     pub allowed_tools: &'a [String],
     pub caps: &'a Caps,
+    /// The backend that ran the attempt.
+    pub backend: AgentKind,
     pub now: DateTime<Utc>,
 }
 
@@ -88,6 +91,13 @@ pub(crate) enum Judgement {
     FreshSession { reason: String },
     /// The session id is taken: resume it instead, attempt not counted.
     ResumeSession { reason: String },
+    /// The agent's usage limit resets later than `LIMITS.FALLBACK_AFTER`: the step goes on
+    /// with `AGENT.FALLBACK` in a fresh session from the runner's handoff, attempt not counted.
+    Fallback {
+        to: AgentKind,
+        until: DateTime<Utc>,
+        reason: String,
+    },
 }
 
 /// How a task was judged, as the task ledger keeps it (`judged.json`): what a later look at an
@@ -142,9 +152,9 @@ impl From<&Judgement> for LedgerVerdict {
             Judgement::Interrupted(Interruption::Halt { .. }) | Judgement::Denied { .. } => {
                 LedgerVerdict::Halt
             }
-            Judgement::FreshSession { .. } | Judgement::ResumeSession { .. } => {
-                LedgerVerdict::Session
-            }
+            Judgement::FreshSession { .. }
+            | Judgement::ResumeSession { .. }
+            | Judgement::Fallback { .. } => LedgerVerdict::Session,
             Judgement::Restart { .. } => LedgerVerdict::Restart,
         }
     }
@@ -263,6 +273,24 @@ fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
     })
 }
 
+/// A usage limit: wait until it resets, or, when it resets later than
+/// `LIMITS.FALLBACK_AFTER` and `AGENT.FALLBACK` is another backend, go on there.
+fn usage_limit(a: &Attempt<'_>, resets_at: Option<DateTime<Utc>>, message: &str) -> Judgement {
+    let unknown = chrono::Duration::from_std(UNKNOWN_RESET_WAIT).unwrap_or_default();
+    let until = resets_at
+        .filter(|t| *t > a.now)
+        .unwrap_or_else(|| a.now + unknown);
+    let reason = one_line(message, 200);
+    if let Some((to, after)) = a.caps.fallback
+        && to != a.backend
+        && a.step > 0
+        && until - a.now > chrono::Duration::from_std(after).unwrap_or_default()
+    {
+        return Judgement::Fallback { to, until, reason };
+    }
+    Judgement::Interrupted(Interruption::UsageWait { until, reason })
+}
+
 /// A failure of a class that is not the work's fault: wait it out, or hand it to a human.
 fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
     match class {
@@ -286,16 +314,7 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
                 })
             }
         }
-        Class::UsageLimit { resets_at, message } => {
-            let unknown = chrono::Duration::from_std(UNKNOWN_RESET_WAIT).unwrap_or_default();
-            let until = resets_at
-                .filter(|t| *t > a.now)
-                .unwrap_or_else(|| a.now + unknown);
-            Judgement::Interrupted(Interruption::UsageWait {
-                until,
-                reason: one_line(&message, 200),
-            })
-        }
+        Class::UsageLimit { resets_at, message } => usage_limit(a, resets_at, &message),
         Class::Auth(msg) => halt(
             format!("authentication failed: {}", one_line(&msg, 200)),
             "log in to Claude Code (`claude /login`) or fix ANTHROPIC_API_KEY, then `loop resume`",

@@ -54,6 +54,9 @@ pub(crate) struct Caps {
     pub review: bool,
     /// Reviews that may ask one step for changes; past them, a human decides.
     pub max_retakes: u32,
+    /// `AGENT.FALLBACK` and `LIMITS.FALLBACK_AFTER`: a step whose agent's usage limit resets
+    /// later than that goes on with the other backend instead of waiting.
+    pub fallback: Option<(crate::m1::settings::AgentKind, Duration)>,
 }
 
 impl Default for Caps {
@@ -71,6 +74,7 @@ impl Default for Caps {
             max_session: None,
             review: false,
             max_retakes: d.max_retakes,
+            fallback: None,
         }
     }
 }

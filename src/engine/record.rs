@@ -29,6 +29,9 @@ pub(crate) struct Facts {
     pub session_id: Option<String>,
     /// This attempt's cost and duration; added to what RESULTS already holds.
     pub cost_usd: f64,
+    /// The step's tokens with this attempt's, and its session's total (a backend that
+    /// counts tokens, not dollars).
+    pub tokens: Option<(u64, u64)>,
     pub duration_s: f64,
     pub prior_cost_usd: f64,
     pub prior_duration_s: f64,
@@ -87,6 +90,10 @@ fn common(f: &Facts) -> Vec<Edit> {
         ResultKey::CostUsd,
         format!("{:.4}", f.prior_cost_usd + f.cost_usd),
     ));
+    if let Some((step, session)) = f.tokens {
+        edits.push(results(s, ResultKey::Tokens, step.to_string()));
+        edits.push(results(s, ResultKey::SessionTokens, session.to_string()));
+    }
     edits.push(results(
         s,
         ResultKey::DurationS,
@@ -149,6 +156,7 @@ pub(crate) fn record(j: &Judgement, f: &Facts) -> Transition {
         } => blocked(f, question, Some((tool_use, options)), &mut edits),
         Judgement::Denied { tools, how } => denied(f, tools, how, &mut edits),
         Judgement::FreshSession { reason } => session(f, reason, true, &mut edits),
+        Judgement::Fallback { to, until, reason } => fallback(f, (*to, *until), reason, &mut edits),
         Judgement::ResumeSession { reason } => session(f, reason, false, &mut edits),
     };
     Transition {
@@ -198,6 +206,12 @@ fn effects(j: &Judgement, f: &Facts) -> Vec<Effect> {
         | Judgement::Interrupted(_)
         | Judgement::FreshSession { .. }
         | Judgement::ResumeSession { .. } => Vec::new(),
+        Judgement::Fallback { to, until, reason } => vec![Effect::Fallback {
+            step: s,
+            to: *to,
+            until: *until,
+            reason: reason.clone(),
+        }],
     }
 }
 
@@ -470,6 +484,41 @@ fn session(f: &Facts, reason: &str, fresh: bool, edits: &mut Vec<Edit>) -> Recor
     ));
     (
         format!("session: {who}: {reason}; again {how}"),
+        Outcome::Continue,
+        Write::Now,
+    )
+}
+
+/// A usage limit that resets too late for the step to wait: it goes on with the backend `to`
+/// (recorded in its results, so every later run of the step, after a crash too, goes there),
+/// in a fresh session from the runner's handoff. Not a failed attempt.
+fn fallback(
+    f: &Facts,
+    (to, until): (crate::m1::settings::AgentKind, DateTime<Utc>),
+    reason: &str,
+    edits: &mut Vec<Edit>,
+) -> Recorded {
+    let (s, who) = (f.step, name(f.step));
+    edits.retain(|e| !matches!(e, Edit::Set(p, _) if *p == ResultKey::SessionId.path(s)));
+    let why = format!(
+        "the usage limit resets only at {} ({reason}): continued on {to}",
+        stamp(until)
+    );
+    fresh_session(s, &why, edits);
+    edits.push(results(s, ResultKey::Backend, to.as_str()));
+    edits.push(results_remove(s, ResultKey::SessionTokens));
+    edits.extend(step_state(s, StepState::Pending));
+    edits.push(clear_current());
+    edits.extend(actions(
+        &format!("{who} hit the usage limit until {}: {reason}", stamp(until)),
+        &format!("Run it on {to} in a fresh session, from the handoff"),
+    ));
+    (
+        format!(
+            "fallback: {who}: the usage limit resets at {} ({reason}); it goes on with {to} in \
+             a fresh session",
+            stamp(until)
+        ),
         Outcome::Continue,
         Write::Now,
     )

@@ -140,6 +140,8 @@ pub(crate) struct ReviewFacts {
     /// The reviewer's cost, added to the step's.
     pub cost_usd: f64,
     pub prior_cost_usd: f64,
+    /// The step's tokens with the reviewer's (a backend that counts tokens).
+    pub tokens: Option<u64>,
     /// Retakes the step had before this review.
     pub retakes: u32,
     /// What the step reported done, to carry into its DONE record.
@@ -168,6 +170,9 @@ pub(crate) fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> 
         // An interruption is about the run before this one; a wait below says it again.
         results_remove(s, ResultKey::Interrupted),
     ];
+    if let Some(t) = f.tokens {
+        edits.push(results(s, ResultKey::Tokens, t.to_string()));
+    }
     match v {
         ReviewVerdict::Interrupted(cut) => {
             let who = format!("the review of step {s}");

@@ -46,6 +46,13 @@ pub(crate) enum Effect {
         until: DateTime<Utc>,
         reason: String,
     },
+    /// Tell the human a step goes on with the fallback backend.
+    Fallback {
+        step: u32,
+        to: crate::m1::settings::AgentKind,
+        until: DateTime<Utc>,
+        reason: String,
+    },
     /// Tell the human the goal is reached.
     Done,
     /// Tick the step's box in the `--plan` checklist it came from.

@@ -35,6 +35,8 @@ pub(crate) enum Kind {
     Time,
     /// One of Claude Code's permission modes.
     Mode,
+    /// An agent backend: `claude` or `codex`.
+    Backend,
     /// Tool rules separated by commas, or `(none)`.
     Tools,
     /// Words separated by spaces, or a JSON array of strings.
@@ -49,6 +51,17 @@ pub(crate) enum Kind {
     Gate,
     /// A gate's state: PENDING or DECIDED.
     GateState,
+}
+
+/// A value that must be one of `all`'s names.
+fn one_of<'a>(ok: bool, all: impl Iterator<Item = &'a str>) -> Result<(), Problem> {
+    if ok {
+        return Ok(());
+    }
+    Err(Problem::Expected(format!(
+        "one of {}",
+        all.collect::<Vec<_>>().join(", ")
+    )))
 }
 
 /// What is wrong with a value.
@@ -116,16 +129,16 @@ impl Kind {
                     typed::TIME_EXAMPLE
                 ))
             }),
-            Kind::Mode => v
-                .parse::<super::settings::PermissionMode>()
-                .map(drop)
-                .or_else(|_| {
-                    let all: Vec<&str> = super::settings::PermissionMode::ALL
-                        .iter()
-                        .map(|m| m.as_str())
-                        .collect();
-                    expected(format!("one of {}", all.join(", ")))
-                }),
+            Kind::Mode => one_of(
+                v.parse::<super::settings::PermissionMode>().is_ok(),
+                super::settings::PermissionMode::ALL
+                    .iter()
+                    .map(|m| m.as_str()),
+            ),
+            Kind::Backend => one_of(
+                v.parse::<super::settings::AgentKind>().is_ok(),
+                super::settings::AgentKind::ALL.iter().map(|k| k.as_str()),
+            ),
             Kind::Tools => typed::tools(v).map(drop).or_else(|_| {
                 expected(format!(
                     "tool names separated by commas, e.g. `Read,Grep,Bash(git:*)`, or `{}`",
@@ -323,6 +336,12 @@ keys! {
         BaseHead = "BASE_HEAD": Text,
         /// The attempts before a person's `loop retry`, which no longer count.
         Retried = "RETRIED": Count,
+        /// The agent CLI this step's runs go to, when a usage limit sent it to the fallback.
+        Backend = "BACKEND": Backend,
+        /// Tokens the step's runs used (a backend that reports tokens, not dollars).
+        Tokens = "TOKENS": Count,
+        /// Tokens of the step's session so far: the session's own count is cumulative.
+        SessionTokens = "SESSION_TOKENS": Count,
     }
 }
 
@@ -341,6 +360,8 @@ keys! {
         ContextThreshold = "CONTEXT_THRESHOLD": Positive,
         MaxSession = "MAX_SESSION": Duration,
         MaxRetakes = "MAX_RETAKES": Count,
+        /// A usage limit resetting later than this sends the step to `AGENT.FALLBACK`.
+        FallbackAfter = "FALLBACK_AFTER": Duration,
     }
 }
 
@@ -355,6 +376,13 @@ keys! {
         MaxBudgetUsd = "MAX_BUDGET_USD": Amount,
         ExtraArgs = "EXTRA_ARGS": Args,
         ReviewModel = "REVIEW_MODEL": Name,
+        /// The agent CLI the steps run on (`claude` unless it says `codex`).
+        Backend = "BACKEND": Backend,
+        /// The reviewer's agent CLI, when not the steps' own.
+        ReviewBackend = "REVIEW_BACKEND": Backend,
+        /// The agent CLI a step continues on when its own hits a usage limit that resets
+        /// later than `LIMITS.FALLBACK_AFTER`.
+        Fallback = "FALLBACK": Backend,
     }
 }
 

@@ -63,7 +63,7 @@ pub use error::{Error, Errors};
 pub use gates::{Gate, GateKind, GateState};
 pub use keys::Review;
 pub(crate) use merge::changes;
-pub use settings::PermissionMode;
+pub use settings::{AgentKind, PermissionMode};
 pub(crate) use source::{MAX_BYTES, load};
 pub use store::{Store, StoreError};
 pub(crate) use view::Step;

@@ -99,6 +99,71 @@ impl serde::Serialize for PermissionMode {
     }
 }
 
+/// Which agent CLI a run goes to (`AGENT.BACKEND`, `AGENT.REVIEW_BACKEND`, `AGENT.FALLBACK`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AgentKind {
+    /// Claude Code (`claude -p`).
+    #[default]
+    Claude,
+    /// The Codex CLI (`codex exec --json`).
+    Codex,
+}
+
+impl AgentKind {
+    /// Every backend, as written.
+    pub const ALL: &'static [AgentKind] = &[AgentKind::Claude, AgentKind::Codex];
+
+    /// The backend as M1.md writes it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::Claude => "claude",
+            AgentKind::Codex => "codex",
+        }
+    }
+
+    /// The environment variable naming this backend's program when it is not the loop's own
+    /// (a reviewer or a fallback of another backend): `LOOP_AGENT_CODEX`.
+    #[must_use]
+    pub fn program_env(self) -> &'static str {
+        match self {
+            AgentKind::Claude => "LOOP_AGENT_CLAUDE",
+            AgentKind::Codex => "LOOP_AGENT_CODEX",
+        }
+    }
+}
+
+impl FromStr for AgentKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|k| k.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("unknown backend `{s}`: expected claude or codex"))
+    }
+}
+
+impl fmt::Display for AgentKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for AgentKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl serde::Serialize for AgentKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// What a loop runs with where nothing says otherwise: the one table of defaults.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Defaults {
@@ -111,6 +176,8 @@ pub(crate) struct Defaults {
     pub max_restarts: u32,
     pub context_threshold: u32,
     pub max_retakes: u32,
+    /// With `AGENT.FALLBACK`, a usage limit resetting later than this moves the step on.
+    pub fallback_after: Duration,
 }
 
 /// The defaults.
@@ -124,6 +191,7 @@ pub(crate) const DEFAULTS: Defaults = Defaults {
     max_restarts: 3,
     context_threshold: 70,
     max_retakes: 3,
+    fallback_after: Duration::from_secs(15 * 60),
 };
 
 /// What an ordinary coding step needs without a denial: read, edit and write files, search,
@@ -230,6 +298,8 @@ impl Setting {
             Kept::Limit(LimitKey::MaxRestarts) => d.max_restarts.to_string(),
             Kept::Limit(LimitKey::ContextThreshold) => d.context_threshold.to_string(),
             Kept::Agent(AgentKey::PermissionMode) => d.permission_mode.to_string(),
+            Kept::Agent(AgentKey::Backend) => AgentKind::default().to_string(),
+            Kept::Limit(LimitKey::FallbackAfter) => crate::duration::exact(d.fallback_after),
             _ => return None,
         })
     }
@@ -309,6 +379,30 @@ pub(crate) const SETTINGS: &[Setting] = &[
     setting(Kept::Limit(LimitKey::MaxRestarts), None, None, None),
     setting(Kept::Limit(LimitKey::ContextThreshold), None, None, None),
     setting(Kept::Limit(LimitKey::MaxSession), None, None, None),
+    setting(
+        Kept::Limit(LimitKey::FallbackAfter),
+        Some("limits.fallback_after"),
+        Some("fallback-after"),
+        None,
+    ),
+    setting(
+        Kept::Agent(AgentKey::Backend),
+        Some("agent.backend"),
+        Some("backend"),
+        None,
+    ),
+    setting(
+        Kept::Agent(AgentKey::ReviewBackend),
+        Some("review.backend"),
+        Some("review-backend"),
+        None,
+    ),
+    setting(
+        Kept::Agent(AgentKey::Fallback),
+        Some("agent.fallback"),
+        Some("fallback"),
+        None,
+    ),
     setting(
         Kept::Agent(AgentKey::Program),
         Some("agent.program"),

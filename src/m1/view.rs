@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::document::Document;
 use super::keys::{AgentKey, CurrentKey, LimitKey, PlanKey, ResultKey, Review, Top, switch_on};
-use super::settings::{DEFAULTS, PermissionMode};
+use super::settings::{AgentKind, DEFAULTS, PermissionMode};
 use super::steps;
 use super::typed;
 
@@ -126,6 +126,12 @@ pub struct StepResult {
     pub base_head: Option<String>,
     /// The attempts before a person's `loop retry`, which no longer count.
     pub retried: u32,
+    /// The backend this step's runs go to since a usage limit sent it to the fallback.
+    pub backend: Option<AgentKind>,
+    /// Tokens the step's runs used (a backend that reports tokens, not dollars).
+    pub tokens: Option<u64>,
+    /// Tokens of the step's session so far (the session's own count is cumulative).
+    pub session_tokens: Option<u64>,
     /// Every other scalar key of the block (a person's own), by name.
     pub(super) extra: BTreeMap<String, String>,
 }
@@ -151,6 +157,8 @@ pub struct Limits {
     pub max_session: Option<Duration>,
     /// Reviews that may ask a step for changes before a human decides (default 3).
     pub max_retakes: Option<u32>,
+    /// A usage limit resetting later than this sends a step to `AGENT.FALLBACK`.
+    pub fallback_after: Option<Duration>,
 }
 
 impl Serialize for Limits {
@@ -179,6 +187,9 @@ impl Serialize for Limits {
         if let Some(d) = self.max_session {
             st.serialize_field("max_session", &exact(d))?;
         }
+        if let Some(d) = self.fallback_after {
+            st.serialize_field("fallback_after", &exact(d))?;
+        }
         st.end()
     }
 }
@@ -196,6 +207,12 @@ pub struct AgentKeys {
     pub extra_args: Option<Vec<String>>,
     /// The reviewer's model (`REVIEW_MODEL`), when not the steps' own.
     pub review_model: Option<String>,
+    /// The agent CLI of the steps (`BACKEND`; absent: `claude`).
+    pub backend: Option<AgentKind>,
+    /// The reviewer's agent CLI (`REVIEW_BACKEND`), when not the steps' own.
+    pub review_backend: Option<AgentKind>,
+    /// Where a step goes when its agent's usage limit resets too late (`FALLBACK`).
+    pub fallback: Option<AgentKind>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -281,6 +298,8 @@ impl M1 {
                 context_threshold: parsed(limit(LimitKey::ContextThreshold)),
                 max_session: limit(LimitKey::MaxSession).and_then(|v| typed::duration(&v).ok()),
                 max_retakes: parsed(limit(LimitKey::MaxRetakes)),
+                fallback_after: limit(LimitKey::FallbackAfter)
+                    .and_then(|v| typed::duration(&v).ok()),
             },
             agent: AgentKeys {
                 program: agent(AgentKey::Program).filter(|p| !p.trim().is_empty()),
@@ -291,6 +310,9 @@ impl M1 {
                 max_budget_usd: parsed(agent(AgentKey::MaxBudgetUsd)),
                 extra_args: agent(AgentKey::ExtraArgs).and_then(|v| typed::args(&v).ok()),
                 review_model: agent(AgentKey::ReviewModel),
+                backend: parsed(agent(AgentKey::Backend)),
+                review_backend: parsed(agent(AgentKey::ReviewBackend)),
+                fallback: parsed(agent(AgentKey::Fallback)),
             },
             verify: top(Top::Verify),
             review: top(Top::Review).is_some_and(|v| switch_on(&v)),
@@ -380,6 +402,9 @@ fn results(doc: &Document) -> BTreeMap<u32, StepResult> {
                 review_task: field(ResultKey::ReviewTask),
                 base_head: field(ResultKey::BaseHead),
                 retried: count(ResultKey::Retried),
+                backend: parsed(field(ResultKey::Backend)),
+                tokens: parsed(field(ResultKey::Tokens)),
+                session_tokens: parsed(field(ResultKey::SessionTokens)),
                 extra: extra(doc, Some(i), &known),
             },
         );

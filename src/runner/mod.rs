@@ -457,6 +457,16 @@ impl Runner {
                      then carrying on.",
                     until.format("%Y-%m-%d %H:%M")
                 )),
+                Effect::Fallback {
+                    step,
+                    to,
+                    until,
+                    reason,
+                } => Event::Text(format!(
+                    "{goal}\nUsage limit hit on step {step} ({reason}); it resets only at {} \
+                     UTC, so the step goes on with {to}, in a fresh session.",
+                    until.format("%Y-%m-%d %H:%M")
+                )),
                 Effect::Done => Self::done_event(before),
                 Effect::TickPlanFile(step) => {
                     self.tick_plan_file(*step);
@@ -680,8 +690,7 @@ impl Runner {
             return (None, Vec::new());
         };
         let stdout = self.state_dir.join(&report);
-        let answer = crate::agent::backend()
-            .read_output(&stdout)
+        let answer = crate::agent::read_output(&stdout)
             .ok()
             .and_then(|s| s.result.and_then(|r| r.result))
             .map(|a| crate::agent::without_verdict(&a));

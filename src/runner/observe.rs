@@ -6,11 +6,13 @@ use anyhow::Context;
 use chrono::Utc;
 
 use super::Runner;
+use crate::agent::Backend as _;
 use crate::agent::{self, ExitInfo};
 use crate::bridge::TaskReport;
 use crate::engine::prompt::{Gathered, Prompt};
 use crate::engine::{self, Observed, RunKind, RunOnRecord, TaskEnd};
 use crate::m1::M1;
+use crate::m1::settings::AgentKind;
 
 /// The diff a reviewer reads at most, in bytes; longer ones are cut with a note.
 const DIFF_CAP: usize = 60_000;
@@ -21,7 +23,7 @@ impl Runner {
     pub(super) fn observe(&self, run: &RunOnRecord, report: &TaskReport, m: &M1) -> Observed {
         // A task still running has no end; it is judged only once it has one (LOST if none).
         let end = report.end.clone().unwrap_or(TaskEnd::Lost);
-        let backend = agent::backend();
+        let backend = agent::backend_for(self.backend_of(m, run.kind, run.step));
         let stream = backend.read_output(&report.stdout_path).unwrap_or_default();
         let stderr =
             String::from_utf8_lossy(&std::fs::read(&report.stderr_path).unwrap_or_default())
@@ -57,6 +59,8 @@ impl Runner {
             deferred: result.and_then(|r| r.deferred.clone()),
             background_stopped: stream.background_stopped.clone(),
             cost_usd: stream.cost_usd.unwrap_or(0.0),
+            session_tokens: stream.session_tokens,
+            backend: self.backend_of(m, run.kind, run.step),
             context_pct: stream.context_pct(resume_model.as_deref()),
             compactions: stream.compactions,
             session_id: stream.session_id.clone(),
@@ -71,6 +75,20 @@ impl Runner {
             report: format!("tasks/{}/stdout", run.task_id),
             end,
             now: Utc::now(),
+        }
+    }
+
+    /// The backend a run of `kind` of `step` goes to: a review's `AGENT.REVIEW_BACKEND`, a
+    /// step's own `BACKEND` in its results (where a usage limit sent it to the fallback), else
+    /// the loop's `AGENT.BACKEND`. Read from M1.md each time, so the run on record is read and
+    /// classified by the CLI that ran it, after a crash too.
+    pub(super) fn backend_of(&self, m: &M1, kind: RunKind, step: u32) -> AgentKind {
+        let own = self.settings.agent_for(m).backend;
+        match kind {
+            RunKind::Review => m.agent.review_backend.unwrap_or(own),
+            RunKind::Plan | RunKind::Attempt => {
+                m.results.get(&step).and_then(|r| r.backend).unwrap_or(own)
+            }
         }
     }
 
@@ -96,7 +114,19 @@ impl Runner {
         if p.needs_review_material() {
             self.review_material(m, step, &mut g);
         }
-        engine::prompt::render(&p, m, step, &self.settings.caps(m), &g)
+        let text = engine::prompt::render(&p, m, step, &self.settings.caps(m), &g);
+        let hooked = agent::backend_for(self.backend_of(m, kind, step))
+            .hook_settings(std::path::Path::new("loop"))
+            .is_some();
+        if hooked || resumed || kind != RunKind::Attempt {
+            return text;
+        }
+        // No `SessionStart` hook to tell a fresh session where the loop stands: its prompt
+        // says it first.
+        let file = std::path::absolute(&self.file).unwrap_or_else(|_| self.file.clone());
+        let context =
+            engine::prompt::session_context(m, step, &file.display().to_string(), &g.handoff_path);
+        format!("{context}\n\n{text}")
     }
 
     /// What a fresh session of `step` is handed: the agent's own note (from `STEP_RESTART`),
@@ -108,7 +138,7 @@ impl Runner {
         let last = r
             .report
             .as_ref()
-            .and_then(|p| agent::backend().read_output(&self.state_dir.join(p)).ok())
+            .and_then(|p| agent::read_output(&self.state_dir.join(p)).ok())
             .and_then(|s| s.result.and_then(|r| r.result));
         let stat = super::git::diff_stat(&self.workdir);
         engine::prompt::handoff_note(
@@ -148,7 +178,7 @@ impl Runner {
     /// `exe`), written when missing or out of date; its path.
     pub(super) fn agent_settings(&self, exe: &std::path::Path) -> crate::error::Result<String> {
         let path = crate::layout::Layout::dir(&self.state_dir).agent_settings();
-        let settings = agent::backend().hook_settings(exe).unwrap_or_default();
+        let settings = agent::ClaudeCode.hook_settings(exe).unwrap_or_default();
         let text =
             serde_json::to_string_pretty(&settings).context("while encoding the agent settings")?;
         if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {

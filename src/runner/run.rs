@@ -94,9 +94,21 @@ impl Runner {
         } else {
             Session::New(session_id)
         };
-        let cfg = run.kind.agent_config(self.settings.agent_for(&m), &m);
-        let backend = agent::backend();
-        match backend.invocation(&cfg, prompt, &session) {
+        let kind = self.backend_of(&m, run.kind, run.step);
+        let cfg = run.kind.agent_config(self.settings.agent_on(&m, kind), &m);
+        let backend = agent::backend_for(kind);
+        let counted = self.settings.caps(&m).max_cost_usd.is_some() && !backend.counts_dollars();
+        let called = if counted {
+            Err(agent::Refused {
+                setting: "LIMITS.MAX_COST_USD".into(),
+                why: "it reports tokens, not dollars, so the cap cannot be counted; remove the \
+                      line (LIMITS.MAX_STEPS and LIMITS.STEP_TIMEOUT still bound the loop)"
+                    .into(),
+            })
+        } else {
+            backend.invocation(&cfg, prompt, &session)
+        };
+        match called {
             Ok(inv) if run.kind.gets_hooks() => {
                 let exe = std::env::current_exe().context("while finding the loop binary")?;
                 Ok(Ok(backend.with_hooks(
@@ -138,7 +150,11 @@ impl Runner {
             command,
             timeout: Some(caps.step_timeout),
             idle_timeout: caps.idle_timeout,
-            idle_exempt_marker: Some(agent::backend().answered_marker().into()),
+            idle_exempt_marker: Some(
+                agent::backend_for(self.backend_of(&m, run.kind, run.step))
+                    .answered_marker()
+                    .into(),
+            ),
             cwd: Some(self.workdir.clone()),
             stdin: None,
             input: Some(inv.input),

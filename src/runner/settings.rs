@@ -15,7 +15,7 @@ use serde_saphyr::Spanned;
 use crate::agent::AgentConfig;
 use crate::engine::Caps;
 use crate::error::Error;
-use crate::m1::settings::{DEFAULTS, PermissionMode};
+use crate::m1::settings::{AgentKind, DEFAULTS, PermissionMode};
 use crate::m1::{Document, Error as M1Error, Errors, M1};
 
 /// `loop.yaml`: every field optional.
@@ -43,6 +43,7 @@ pub(crate) enum ReviewFile {
     With {
         model: Option<String>,
         max_retakes: Option<u32>,
+        backend: Option<AgentKind>,
     },
 }
 
@@ -50,6 +51,8 @@ pub(crate) enum ReviewFile {
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentFile {
+    pub backend: Option<AgentKind>,
+    pub fallback: Option<AgentKind>,
     pub program: Option<String>,
     pub permission_mode: Option<PermissionMode>,
     pub allowed_tools: Option<Vec<String>>,
@@ -70,6 +73,7 @@ pub(crate) struct LimitsFile {
     pub step_timeout: Option<Spanned<String>>,
     pub idle_timeout: Option<Spanned<String>>,
     pub max_cost_usd: Option<f64>,
+    pub fallback_after: Option<Spanned<String>>,
 }
 
 /// Values given on the command line of `loop start` (written into the new M1.md).
@@ -90,6 +94,14 @@ pub(crate) struct Overrides {
     pub review: bool,
     /// `--review-model`: the reviewer's model.
     pub review_model: Option<String>,
+    /// `--backend`: the steps' agent CLI.
+    pub backend: Option<AgentKind>,
+    /// `--review-backend`: the reviewer's agent CLI.
+    pub review_backend: Option<AgentKind>,
+    /// `--fallback`: where a step goes when its agent's usage limit resets too late.
+    pub fallback: Option<AgentKind>,
+    /// `--fallback-after`.
+    pub fallback_after: Option<Duration>,
     /// `--approve-plan`: no step runs before a person approves the plan.
     pub approve_plan: bool,
     /// The agent program, above `LOOP_AGENT` (used by `loop demo`).
@@ -115,6 +127,21 @@ pub(crate) struct Settings {
     pub agent_env: Vec<(String, String)>,
     step_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
+    fallback_after: Option<Duration>,
+}
+
+/// What a new loop's `AGENT.ALLOWED_TOOLS` is when nothing names the tools: Claude Code's
+/// list of an ordinary coding step; none for a backend that has no such list (Codex, whose
+/// sandbox decides).
+fn default_tools(backend: AgentKind) -> Vec<String> {
+    match backend {
+        AgentKind::Claude => DEFAULTS
+            .allowed_tools
+            .iter()
+            .map(|s| (*s).to_string())
+            .collect(),
+        AgentKind::Codex => Vec::new(),
+    }
 }
 
 /// `loop.yaml` beside M1.md.
@@ -143,9 +170,20 @@ fn dur(
     .transpose()
 }
 
-/// How to get an agent, for the message that says it is missing.
-pub(crate) const INSTALL_HINT: &str = "install Claude Code (`npm install -g @anthropic-ai/claude-code`) \
-     or set LOOP_AGENT to the agent program";
+/// How to get the agent of `backend`, for the message that says it is missing.
+#[must_use]
+pub(crate) fn install_hint(backend: AgentKind) -> &'static str {
+    match backend {
+        AgentKind::Claude => {
+            "install Claude Code (`npm install -g @anthropic-ai/claude-code`) or set LOOP_AGENT \
+             to the agent program"
+        }
+        AgentKind::Codex => {
+            "install the Codex CLI (`npm install -g @openai/codex`) or set LOOP_AGENT to the \
+             agent program"
+        }
+    }
+}
 
 /// Where `program` would be run from: a path (with a `/`) as it is, else the first executable
 /// of that name on PATH.
@@ -221,14 +259,17 @@ impl Settings {
         };
         let step_timeout = dur("step_timeout", &path, file.limits.step_timeout.as_ref())?;
         let idle_timeout = dur("idle_timeout", &path, file.limits.idle_timeout.as_ref())?;
+        let fallback_after = dur("fallback_after", &path, file.limits.fallback_after.as_ref())?;
         let a = &file.agent;
+        let backend = overrides.backend.or(a.backend).unwrap_or_default();
         let program = overrides
             .agent_program
             .clone()
             .or_else(|| std::env::var("LOOP_AGENT").ok().filter(|s| !s.is_empty()))
             .or_else(|| a.program.clone())
-            .unwrap_or_else(|| crate::agent::backend().default_program().into());
+            .unwrap_or_else(|| crate::agent::backend_for(backend).default_program().into());
         let agent = AgentConfig {
+            backend,
             program,
             permission_mode: overrides
                 .permission_mode
@@ -238,13 +279,7 @@ impl Settings {
                 .allowed_tools
                 .clone()
                 .or_else(|| a.allowed_tools.clone())
-                .unwrap_or_else(|| {
-                    DEFAULTS
-                        .allowed_tools
-                        .iter()
-                        .map(|s| (*s).to_string())
-                        .collect()
-                }),
+                .unwrap_or_else(|| default_tools(backend)),
             tools: None,
             max_turns: overrides.max_turns.or(a.max_turns),
             max_budget_usd: overrides.max_budget_usd.or(a.max_budget_usd),
@@ -259,6 +294,7 @@ impl Settings {
             agent,
             step_timeout,
             idle_timeout,
+            fallback_after,
         })
     }
 
@@ -270,6 +306,7 @@ impl Settings {
         let k = &m.agent;
         let d = &self.agent;
         AgentConfig {
+            backend: k.backend.unwrap_or(d.backend),
             program: k.program.clone().unwrap_or_else(|| d.program.clone()),
             permission_mode: k.permission_mode.or(d.permission_mode),
             allowed_tools: k
@@ -284,6 +321,57 @@ impl Settings {
         }
     }
 
+    /// How a run on `backend` is called. The loop's own backend (`AGENT.BACKEND`) runs as
+    /// [`Settings::agent_for`] says. Another (a reviewer's `AGENT.REVIEW_BACKEND`, a step's
+    /// `AGENT.FALLBACK`) takes its program from `LOOP_AGENT_CLAUDE` / `LOOP_AGENT_CODEX`, else
+    /// its own name, and of `AGENT:` only what means the same to every backend: the
+    /// permission mode, and the tool list where the loop has one. The model, turns and budget
+    /// are the loop's own backend's.
+    #[must_use]
+    pub(crate) fn agent_on(&self, m: &M1, backend: AgentKind) -> AgentConfig {
+        let own = self.agent_for(m);
+        if own.backend == backend {
+            return own;
+        }
+        let program = std::env::var(backend.program_env())
+            .ok()
+            .filter(|p| !p.trim().is_empty())
+            .unwrap_or_else(|| crate::agent::backend_for(backend).default_program().into());
+        let allowed_tools = match backend {
+            AgentKind::Claude if own.allowed_tools.is_empty() => default_tools(backend),
+            AgentKind::Claude => own.allowed_tools,
+            AgentKind::Codex => Vec::new(),
+        };
+        AgentConfig {
+            backend,
+            program,
+            permission_mode: own.permission_mode,
+            allowed_tools,
+            ..AgentConfig::default()
+        }
+    }
+
+    /// How far away a usage limit's reset must be to send a step to `AGENT.FALLBACK`.
+    #[must_use]
+    pub(crate) fn fallback_after(&self, m: &M1) -> Duration {
+        m.limits
+            .fallback_after
+            .or(self.fallback_after)
+            .unwrap_or(DEFAULTS.fallback_after)
+    }
+
+    /// The fallback a new loop is written with, and after how long: flags, then `loop.yaml`.
+    #[must_use]
+    pub(crate) fn fallback_for_new(&self) -> Option<(AgentKind, Duration)> {
+        let to = self.overrides.fallback.or(self.file.agent.fallback)?;
+        let after = self
+            .overrides
+            .fallback_after
+            .or(self.fallback_after)
+            .unwrap_or(DEFAULTS.fallback_after);
+        Some((to, after))
+    }
+
     /// The caps in force: M1.md's `LIMITS:`, each limit it leaves out from `loop.yaml`, else
     /// the default. Read at every decision, so a hand edit applies at the next one.
     #[must_use]
@@ -296,6 +384,7 @@ impl Settings {
             max_session: l.max_session,
             review: m.review,
             max_retakes: l.max_retakes.unwrap_or(defaults.max_retakes),
+            fallback: m.agent.fallback.map(|to| (to, self.fallback_after(m))),
             ..self.caps_under(&Top {
                 max_retries: l.max_retries,
                 max_steps: l.max_steps,
@@ -351,20 +440,25 @@ impl Settings {
             .filter(|v| !v.trim().is_empty())
     }
 
-    /// Whether a new loop reviews its steps, with which model, and how many retakes: flags,
-    /// then `loop.yaml`.
+    /// Whether a new loop reviews its steps, with which model and backend, and how many
+    /// retakes: flags, then `loop.yaml`.
     #[must_use]
-    pub(crate) fn review_for_new(&self) -> (bool, Option<String>, Option<u32>) {
-        let (on, model, retakes) = match &self.file.review {
-            None | Some(ReviewFile::On(false)) => (false, None, None),
-            Some(ReviewFile::On(true)) => (true, None, None),
-            Some(ReviewFile::With { model, max_retakes }) => (true, model.clone(), *max_retakes),
+    pub(crate) fn review_for_new(&self) -> NewReview {
+        let (on, model, retakes, backend) = match &self.file.review {
+            None | Some(ReviewFile::On(false)) => (false, None, None, None),
+            Some(ReviewFile::On(true)) => (true, None, None, None),
+            Some(ReviewFile::With {
+                model,
+                max_retakes,
+                backend,
+            }) => (true, model.clone(), *max_retakes, *backend),
         };
-        (
-            on || self.overrides.review,
-            self.overrides.review_model.clone().or(model),
-            retakes,
-        )
+        NewReview {
+            on: on || self.overrides.review,
+            model: self.overrides.review_model.clone().or(model),
+            max_retakes: retakes,
+            backend: self.overrides.review_backend.or(backend),
+        }
     }
 
     /// Whether a new loop waits for a person to approve its plan: the flag, then `loop.yaml`.
@@ -382,6 +476,15 @@ impl Settings {
             .or_else(|| self.file.verify.clone())
             .filter(|v| !v.trim().is_empty())
     }
+}
+
+/// How a new loop reviews its steps.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NewReview {
+    pub on: bool,
+    pub model: Option<String>,
+    pub max_retakes: Option<u32>,
+    pub backend: Option<AgentKind>,
 }
 
 /// The limits that win over `loop.yaml`: M1.md's for a running loop, the flags for a new one.
@@ -415,6 +518,7 @@ mod tests {
             Kind::Count | Kind::Positive => "3",
             Kind::Switch => "true",
             Kind::Mode => "plan",
+            Kind::Backend => "claude",
             Kind::Tools | Kind::Args => "[a, b]",
             _ => "x",
         }

@@ -13,6 +13,7 @@ use crate::decision_log;
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
 use crate::m1::keys::{AgentKey, LimitKey, Top};
+use crate::m1::settings::AgentKind;
 use crate::m1::{Document, Edit, Status, StepState, Store, StoreError, typed};
 use crate::notifier::Event;
 use crate::runner::settings::{Overrides, Settings};
@@ -135,12 +136,40 @@ fn make_room(file: &Path, force: bool) -> Result<Option<PathBuf>> {
 /// Refuses an agent program that is missing or cannot be executed (an unknown permission mode
 /// is refused as the flag or `loop.yaml` is read).
 fn check_agent(settings: &Settings) -> Result<()> {
-    crate::runner::settings::find_program(&settings.agent.program).map_err(|e| {
+    let cfg = &settings.agent;
+    crate::runner::settings::find_program(&cfg.program).map_err(|e| {
         Error::bad_input(format!(
             "{e}; {}; nothing was changed",
-            crate::runner::settings::INSTALL_HINT
+            crate::runner::settings::install_hint(cfg.backend)
         ))
     })?;
+    let refuse = |backend: AgentKind, r: &crate::agent::Refused| {
+        Error::bad_input(format!(
+            "the agent ({backend}) cannot honour {r}; nothing was changed (the setting came from \
+             a flag of `loop start` or loop.yaml)"
+        ))
+    };
+    let mut used = vec![cfg.backend];
+    used.extend(settings.review_for_new().backend);
+    used.extend(settings.fallback_for_new().map(|(to, _)| to));
+    let session = crate::agent::Session::New(String::new());
+    for backend in used {
+        let agent = crate::agent::backend_for(backend);
+        if backend == cfg.backend {
+            agent
+                .invocation(cfg, "", &session)
+                .map_err(|r| refuse(backend, &r))?;
+        }
+        if settings.caps_for_new().max_cost_usd.is_some() && !agent.counts_dollars() {
+            return Err(refuse(
+                backend,
+                &crate::agent::Refused {
+                    setting: "LIMITS.MAX_COST_USD".into(),
+                    why: "it reports tokens, not dollars, so the cap cannot be counted".into(),
+                },
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -160,11 +189,11 @@ pub(super) fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
         // The file's program outranks every other: it is the one that would run, just found.
         return Ok(());
     }
-    let program = settings.agent_for(&m).program;
-    crate::runner::settings::find_program(&program).map_err(|e| {
+    let agent = settings.agent_for(&m);
+    crate::runner::settings::find_program(&agent.program).map_err(|e| {
         Error::bad_input(format!(
             "{e}; {}; then `loop resume` again",
-            crate::runner::settings::INSTALL_HINT
+            crate::runner::settings::install_hint(agent.backend)
         ))
     })?;
     Ok(())
@@ -181,8 +210,13 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
         LimitKey::MaxSteps.set(caps.max_steps.to_string()),
         LimitKey::StepTimeout.set(exact(caps.step_timeout)),
         AgentKey::Program.set(agent.program.clone()),
-        AgentKey::AllowedTools.set(typed::format_tools(&agent.allowed_tools)),
     ];
+    if agent.backend != AgentKind::default() {
+        edits.push(AgentKey::Backend.set(agent.backend.as_str()));
+    }
+    if !agent.allowed_tools.is_empty() || agent.backend == AgentKind::Claude {
+        edits.push(AgentKey::AllowedTools.set(typed::format_tools(&agent.allowed_tools)));
+    }
     if let Some(idle) = caps.idle_timeout {
         edits.push(LimitKey::IdleTimeout.set(exact(idle)));
     }
@@ -246,15 +280,22 @@ fn new_document(
     if let Some(v) = settings.verify_for_new() {
         edits.push(Top::Verify.set(v));
     }
-    let (review, review_model, max_retakes) = settings.review_for_new();
-    if review {
+    let review = settings.review_for_new();
+    if review.on {
         edits.push(Top::Review.set("on"));
     }
-    if let Some(model) = review_model {
+    if let Some(model) = review.model {
         edits.push(AgentKey::ReviewModel.set(model));
     }
-    if let Some(n) = max_retakes {
+    if let Some(backend) = review.backend {
+        edits.push(AgentKey::ReviewBackend.set(backend.as_str()));
+    }
+    if let Some(n) = review.max_retakes {
         edits.push(LimitKey::MaxRetakes.set(n.to_string()));
+    }
+    if let Some((to, after)) = settings.fallback_for_new() {
+        edits.push(AgentKey::Fallback.set(to.as_str()));
+        edits.push(LimitKey::FallbackAfter.set(crate::duration::exact(after)));
     }
     if settings.approve_plan_for_new() {
         edits.push(Top::ApprovePlan.set("on"));

@@ -36,7 +36,7 @@ impl Runner {
             let report = bridge::check(&self.state_dir, task_id)?;
             let stream = stream.get_or_insert_with(|| {
                 self.begin_progress(run, &report);
-                agent::backend().follow(&report.stdout_path)
+                agent::follow(&report.stdout_path)
             });
             stream.poll();
             self.progress.update(stream.summary());

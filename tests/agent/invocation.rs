@@ -79,6 +79,7 @@ fn the_environment_removes_nesting_markers_and_asks_for_startup_results() {
 #[test]
 fn configured_flags_follow_and_allowed_tools_cannot_swallow_arguments() {
     let cfg = AgentConfig {
+        backend: m1loop::m1::AgentKind::Claude,
         program: "/opt/bin/claude-sim".into(),
         permission_mode: Some(m1loop::m1::PermissionMode::AcceptEdits),
         allowed_tools: vec!["Bash(git commit:*)".into(), "Edit".into()],

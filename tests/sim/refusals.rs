@@ -90,6 +90,7 @@ fn a_nested_call_is_refused_and_the_log_says_why() {
 fn the_adapter_s_own_invocation_is_accepted() {
     let d = Temp::new();
     let cfg = AgentConfig {
+        backend: m1loop::m1::AgentKind::Claude,
         program: SIM.to_owned(),
         permission_mode: Some(m1loop::m1::PermissionMode::AcceptEdits),
         allowed_tools: vec!["Bash(git commit:*)".into(), "Edit".into()],

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::SETUP_ERROR;
 use crate::args::SimArgs;
+use crate::codex;
 use crate::emit;
 use crate::hooks;
 use crate::scenario::Action;
@@ -93,6 +94,12 @@ impl Run<'_> {
 
     fn heartbeat(&self, k: u64) {
         let text = format!("Working on step {} ({k})…", self.call.step);
+        if self.call.args.codex {
+            let reasoning = serde_json::json!({"type": "reasoning", "text": text});
+            self.out
+                .event(&codex::item(u32::try_from(k).unwrap_or(0), true, reasoning));
+            return;
+        }
         self.out
             .event(&emit::assistant(&self.session_id, &self.model, &text, None));
     }
@@ -335,10 +342,131 @@ impl Run<'_> {
     }
 }
 
+/// Performs `action` for `call` as the Codex CLI would (`claude-sim exec …`): the same
+/// scenario, in Codex's `--json` events.
+fn perform_codex(call: &Call<'_>, action: &Action) -> i32 {
+    let args = call.args;
+    let state = call.state_dir.as_deref();
+    let known = |id: &str| state.map(|d| d.join(format!("thread-{id}")));
+    if let Some(id) = &args.resume
+        && known(id).is_some_and(|p| !p.is_file())
+    {
+        eprintln!("{}", codex::no_rollout(id));
+        return 1;
+    }
+    let run = Run {
+        call,
+        action,
+        session_id: args
+            .resume
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        model: args.model.clone().unwrap_or_else(|| "codex-sim".into()),
+        out: Out {
+            stream: args.output_format.is_some(),
+        },
+        started: Instant::now(),
+    };
+    let sid = run.session_id.as_str();
+    if let Some(path) = known(sid) {
+        let _ = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))
+            .and_then(|()| std::fs::write(&path, ""));
+    }
+    if let Some(text) = &action.stderr {
+        eprintln!("{}", run.fill(text));
+    }
+    run.out.event(&codex::thread_started(sid));
+    run.out.event(&codex::turn_started());
+    for (n, retry) in (1..).zip(&action.api_retries) {
+        let why = retry
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("error");
+        let message = format!("Reconnecting... {n}/5 ({why})");
+        run.out
+            .event(&serde_json::json!({"type": "error", "message": message}));
+    }
+    if let Some(code) = codex_work(&run) {
+        return code;
+    }
+    let text = run.answer_text();
+    if action.is_error {
+        for event in codex::failed(&text) {
+            run.out.event(&event);
+        }
+        return action.exit.unwrap_or(1);
+    }
+    let message = serde_json::json!({"type": "agent_message", "text": text});
+    run.out.event(&codex::item(900, true, message));
+    if let Some(sig) = action.killed_by_signal {
+        return kill_self(sig);
+    }
+    if !action.no_result {
+        let (input, output) = thread_tokens(state, sid);
+        run.out.event(&codex::turn_completed(input, output));
+    }
+    action.exit.unwrap_or(0)
+}
+
+/// The work of a Codex call: as Claude's, but its files are written by a command the sandbox
+/// may refuse (a read-only run writes nothing).
+fn codex_work(run: &Run<'_>) -> Option<i32> {
+    let action = run.action;
+    let writes = !action.touch.is_empty() || !action.write.is_empty();
+    if writes && !codex::may_write(run.call.args) {
+        let refused = serde_json::json!({"type": "command_execution",
+            "command": "/bin/bash -lc 'write the files'",
+            "aggregated_output": "Read-only file system (os error 30)", "exit_code": 1,
+            "status": "failed"});
+        run.out.event(&codex::item(1, true, refused));
+        let quiet = Action {
+            touch: Vec::new(),
+            write: Vec::new(),
+            ..action.clone()
+        };
+        let reader = Run {
+            action: &quiet,
+            session_id: run.session_id.clone(),
+            model: run.model.clone(),
+            out: Out {
+                stream: run.out.stream,
+            },
+            ..*run
+        };
+        return reader.work().err();
+    }
+    run.work().err()
+}
+
+/// The thread's usage so far, this call's included (Codex reports the thread's total).
+fn thread_tokens(state_dir: Option<&Path>, id: &str) -> (u64, u64) {
+    const CALL: (u64, u64) = (1000, 50);
+    let Some(dir) = state_dir else { return CALL };
+    let path = dir.join(format!("session-{id}.tokens"));
+    let before: (u64, u64) = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| {
+            let (i, o) = t.trim().split_once(' ')?;
+            Some((i.parse().ok()?, o.parse().ok()?))
+        })
+        .unwrap_or((0, 0));
+    let total = (before.0 + CALL.0, before.1 + CALL.1);
+    let _ = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&path, format!("{} {}\n", total.0, total.1)));
+    total
+}
+
 /// Performs `action` for `call` and returns the exit code.
 pub(crate) fn perform(call: &Call<'_>, action: &Action) -> i32 {
     if let Some(ms) = action.sigterm_exit_ms {
         end_slowly_on_sigterm(ms);
+    }
+    if call.args.codex {
+        if let Some(stem) = &action.fixture {
+            sleep_ms(action.sleep_ms);
+            return replay(&call.base_dir.join(stem), action.exit);
+        }
+        return perform_codex(call, action);
     }
     let args = call.args;
     let format = args.output_format.as_deref().unwrap_or("text");

@@ -4,7 +4,14 @@
 
 /// The flags of one call.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each is a flag of the command line, set independently of the others"
+)]
 pub(crate) struct SimArgs {
+    /// Called as the Codex CLI (`claude-sim exec …`): `permission_mode` holds the sandbox,
+    /// `resume` the thread, `settings` the last `-c`, `skip_permissions` the bypass.
+    pub codex: bool,
     pub print: bool,
     pub prompt: Option<String>,
     pub output_format: Option<String>,
@@ -165,6 +172,9 @@ fn finish(mut a: SimArgs, mut positionals: Vec<String>) -> (SimArgs, Option<Refu
 /// # Errors
 /// The refusal, when the call is one the CLI would not run.
 pub(crate) fn check(a: &SimArgs, nested: bool) -> Result<(), Refusal> {
+    if a.codex {
+        return Ok(());
+    }
     if nested {
         return Err(refuse(
             "Error: Claude Code cannot be launched inside another Claude Code session.\n\

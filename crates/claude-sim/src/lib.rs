@@ -14,6 +14,7 @@
 
 mod act;
 mod args;
+mod codex;
 mod emit;
 mod hooks;
 pub mod scenario;
@@ -82,7 +83,10 @@ pub fn main() -> i32 {
 /// Runs one simulated call.
 #[must_use]
 pub fn run(argv: &[String], env: &SimEnv) -> i32 {
-    let (args, parse_error) = args::parse(argv);
+    let (args, parse_error) = match argv.split_first() {
+        Some((exec, rest)) if exec == "exec" => codex::parse(rest),
+        _ => args::parse(argv),
+    };
     let step: Result<u32, String> = match env.step.as_deref() {
         None => Ok(1),
         Some(s) => s
@@ -175,6 +179,10 @@ fn check_prompt(
         .is_some_and(|sid| act::deferred_file(state_dir, sid).is_some_and(|p| p.is_file()));
     if args.prompt.is_some() || !piped.trim().is_empty() || deferred {
         return Ok(());
+    }
+    if args.codex {
+        eprintln!("No prompt provided via stdin.");
+        return Err(1);
     }
     if args.resume.is_some() {
         eprintln!(

@@ -7,12 +7,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::m1::settings::PermissionMode;
+use crate::m1::settings::{AgentKind, PermissionMode};
 
 /// How the agent is called, from settings (`loop.yaml`, flags, `LOOP_AGENT`).
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default)]
 pub struct AgentConfig {
+    /// The agent CLI the program is (`AGENT.BACKEND`).
+    pub backend: AgentKind,
     /// The agent program; `claude` unless `LOOP_AGENT` or settings say otherwise.
     pub program: String,
     /// `--permission-mode X` (e.g. `acceptEdits`, `bypassPermissions`).
@@ -54,6 +56,7 @@ impl AgentConfig {
 impl Default for AgentConfig {
     fn default() -> Self {
         Self {
+            backend: AgentKind::Claude,
             program: "claude".to_owned(),
             permission_mode: None,
             allowed_tools: Vec::new(),

@@ -58,10 +58,6 @@ impl Backend for ClaudeCode {
         stream::read_stream_file(path)
     }
 
-    fn follow(&self, path: &Path) -> Box<dyn Follow> {
-        Box::new(stream::StreamFollower::new(path))
-    }
-
     fn classify(
         &self,
         exit: &ExitInfo,

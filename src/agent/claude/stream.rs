@@ -64,6 +64,9 @@ pub struct StreamSummary {
     /// after its result: work the agent left running when it answered, cut off unfinished
     /// (since 2.1.163 `-p` stops them about 5 s after the result). Their descriptions.
     pub background_stopped: Vec<String>,
+    /// Tokens the session has used so far, as a CLI that counts tokens, not dollars, reports
+    /// them (Codex's `turn.completed.usage`, the thread's total: input and output).
+    pub session_tokens: Option<u64>,
     /// Lines that parsed as JSON objects.
     pub events: usize,
     /// Lines that did not (cut, binary, stray prints).
@@ -244,6 +247,10 @@ impl StreamReader {
             Some("assistant") => {
                 self.assistant(obj);
                 false
+            }
+            // Codex's `--json` events (`thread.started`, `item.completed`, `turn.failed`, …).
+            Some(kind) if kind == "error" || kind.contains('.') => {
+                crate::agent::codex::stream::event(&mut self.summary, kind, obj)
             }
             Some("user") => {
                 let s = &mut self.summary;

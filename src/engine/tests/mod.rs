@@ -240,8 +240,47 @@ fn attempt<'a>(caps: &'a Caps, class: Class, verdict: &Verdict) -> Attempt<'a> {
         resumed: false,
         allowed_tools: &[],
         caps,
+        backend: crate::m1::settings::AgentKind::Claude,
         now: now(),
     }
+}
+
+#[test]
+fn a_usage_limit_resetting_past_the_fallback_time_moves_the_step_to_the_fallback() {
+    use crate::m1::settings::AgentKind;
+    let limit = |hours: i64| Class::UsageLimit {
+        resets_at: Some(now() + chrono::Duration::hours(hours)),
+        message: "You've hit your limit".into(),
+    };
+    let caps = Caps {
+        fallback: Some((AgentKind::Codex, Duration::from_secs(15 * 60))),
+        ..Caps::default()
+    };
+    let j = crate::engine::judge(&attempt(&caps, limit(3), &Verdict::Missing));
+    assert!(
+        matches!(&j, Judgement::Fallback { to: AgentKind::Codex, until, .. } if *until == now() + chrono::Duration::hours(3)),
+        "{j:?}"
+    );
+    // Soon enough to wait for; or no fallback set; or already on the fallback: it waits.
+    let soon = Class::UsageLimit {
+        resets_at: Some(now() + chrono::Duration::minutes(10)),
+        message: "limit".into(),
+    };
+    let waits = |j: Judgement| matches!(j, Judgement::Interrupted(Interruption::UsageWait { .. }));
+    assert!(waits(crate::engine::judge(&attempt(
+        &caps,
+        soon,
+        &Verdict::Missing
+    ))));
+    let none = Caps::default();
+    assert!(waits(crate::engine::judge(&attempt(
+        &none,
+        limit(3),
+        &Verdict::Missing
+    ))));
+    let mut on_codex = attempt(&caps, limit(3), &Verdict::Missing);
+    on_codex.backend = AgentKind::Codex;
+    assert!(waits(crate::engine::judge(&on_codex)));
 }
 
 #[test]

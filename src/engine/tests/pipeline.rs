@@ -102,6 +102,8 @@ fn observed(answer: &str, git_head: &str) -> Observed {
             signal: None,
         },
         class: Some(Class::Success),
+        session_tokens: None,
+        backend: crate::m1::settings::AgentKind::Claude,
         answer: answer.into(),
         denials: Vec::new(),
         deferred: None,
@@ -205,4 +207,37 @@ fn a_review_during_which_the_tree_changed_is_no_approval() {
         "{:?}",
         m.results[&2].review
     );
+}
+
+#[test]
+fn a_sessions_cumulative_tokens_count_once_per_run_in_the_steps_total() {
+    let recorded = |text: &str, session: &str, total: u64| {
+        let mut o = observed("STEP_FAILED: not yet", "aaa");
+        o.session_id = Some(session.into());
+        o.session_tokens = Some(total);
+        let caps = Caps::default();
+        let Conclusion::Recorded { transition, .. } = conclude(
+            &run(RunKind::Attempt),
+            &view(text),
+            &o,
+            None,
+            &context(&caps, None),
+        ) else {
+            panic!("not recorded")
+        };
+        view(&applied(text, &transition)).results[&2].clone()
+    };
+    // The first run of a session: its total is the run's.
+    let r = recorded(&running(1, ""), "s-2", 1000);
+    assert_eq!((r.tokens, r.session_tokens), (Some(1000), Some(1000)));
+    // The same session resumed reports 2500 so far: the run used 1500.
+    let before = running(
+        2,
+        "  STEP_2:\n    SESSION_ID: s-2\n    TOKENS: 1000\n    SESSION_TOKENS: 1000\n",
+    );
+    let r = recorded(&before, "s-2", 2500);
+    assert_eq!((r.tokens, r.session_tokens), (Some(2500), Some(2500)));
+    // A fresh session (a handoff) starts its count again: all 700 are the run's.
+    let r = recorded(&before, "s-3", 700);
+    assert_eq!((r.tokens, r.session_tokens), (Some(1700), Some(700)));
 }

@@ -26,6 +26,7 @@ fn facts() -> ReviewFacts {
         task_id: "task_20260101T000000_review".into(),
         cost_usd: 0.02,
         prior_cost_usd: 0.1,
+        tokens: None,
         retakes: 0,
         summary: "wrote it".into(),
         next_step: Some((3, "test".into())),

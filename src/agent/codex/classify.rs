@@ -1,0 +1,230 @@
+//! How a Codex run ended, in the loop's classes. What only Codex says is read here (its
+//! usage-limit sentence, its refusals of the call); the rest (a clean answer, an API error's
+//! status, a kill) reads as Claude Code's does, by the shared rules.
+
+use std::sync::LazyLock;
+
+use chrono::{DateTime, Local, NaiveDate, NaiveTime, TimeZone, Utc};
+use regex::Regex;
+
+use crate::agent::claude::classify::{BugKind, Class, ExitInfo, classify as shared};
+use crate::agent::claude::stream::StreamSummary;
+
+/// Classifies one finished Codex run. `now` resolves the reset time, which Codex gives as a
+/// wall-clock time of the machine's own zone (the runner's, which the agent inherits).
+#[must_use]
+pub(crate) fn classify(
+    exit: &ExitInfo,
+    stderr: &str,
+    output: &StreamSummary,
+    now: DateTime<Utc>,
+) -> Class {
+    let result = output.result.as_ref();
+    if result.is_some_and(|r| !r.is_error) {
+        return shared(exit, stderr, output, now);
+    }
+    let mut text: Vec<&str> = result
+        .map(|r| r.errors.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    text.extend(output.api_error.as_deref());
+    text.push(stderr);
+    let text = text.join("\n");
+    let first = |needle: &str| {
+        text.lines()
+            .find(|l| l.contains(needle))
+            .map(|l| crate::text::one_line(l.trim(), 300))
+    };
+    if USAGE_LIMIT.is_match(&text) {
+        let message = first("usage limit").unwrap_or_else(|| "usage limit".to_owned());
+        return Class::UsageLimit {
+            resets_at: reset_at(&text, now, &Local),
+            message,
+        };
+    }
+    for (needle, kind) in BUGS {
+        if let Some(message) = first(needle) {
+            return Class::InvocationBug { kind, message };
+        }
+    }
+    if let Some(message) = first("401 Unauthorized").or_else(|| first("403 Forbidden")) {
+        return Class::Auth(message);
+    }
+    if let Some(message) = TRANSIENT.find(&text).and_then(|m| first(m.as_str())) {
+        return Class::Transient(message);
+    }
+    shared(exit, stderr, output, now)
+}
+
+/// Codex's refusals of the call as given (0.169.0's words).
+const BUGS: [(&str, BugKind); 4] = [
+    ("no rollout found for thread id", BugKind::UnknownSession),
+    ("error: unexpected argument", BugKind::UnknownOption),
+    ("error: invalid value", BugKind::BadArgument),
+    ("error: a value is required", BugKind::BadArgument),
+];
+
+/// `You’ve hit your usage limit.` (a curly apostrophe in 0.169.0; a straight one read too).
+static USAGE_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)you(?:'|’)ve hit your usage limit|usage_limit_reached").expect("valid regex")
+});
+
+/// What Codex says while the service fails, or after it gave up retrying.
+static TRANSIENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)exceeded retry limit|high demand|stream disconnected|Reconnecting\.\.\.|unexpected status (?:429|5\d\d)|error sending request|connection refused",
+    )
+    .expect("valid regex")
+});
+
+/// `try again at 8:57 AM.` (today or the next such moment), `try again at Nov 26th, 2026
+/// 11:04 PM.`, both in the zone `tz` (Codex writes the machine's local time, without a zone);
+/// `try again in 3 hours` too.
+static AT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?ix) try \s+ again \s+ at \s+
+          (?: (?P<mon>[A-Za-z]{3}) [a-z]* \s+ (?P<day>\d{1,2}) (?:st|nd|rd|th)? ,? \s+ (?P<year>\d{4}) ,? \s+ )?
+          (?P<h>\d{1,2}) : (?P<m>\d{2}) \s* (?P<ampm>[AP]M)?",
+    )
+    .expect("valid regex")
+});
+
+static IN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)try\s+again\s+in\s+(?P<n>\d+)\s*(?P<unit>second|minute|hour|day)s?")
+        .expect("valid regex")
+});
+
+/// When the limit of `text` resets, in `tz`.
+pub(crate) fn reset_at<Tz: TimeZone>(
+    text: &str,
+    now: DateTime<Utc>,
+    tz: &Tz,
+) -> Option<DateTime<Utc>> {
+    if let Some(c) = IN.captures(text) {
+        let n: i64 = c["n"].parse().ok()?;
+        let secs = match c["unit"].to_ascii_lowercase().as_str() {
+            "second" => n,
+            "minute" => n * 60,
+            "hour" => n * 3600,
+            _ => n * 86_400,
+        };
+        return Some(now + chrono::Duration::seconds(secs));
+    }
+    let c = AT.captures(text)?;
+    let mut hour: u32 = c["h"].parse().ok()?;
+    let minute: u32 = c["m"].parse().ok()?;
+    if let Some(ampm) = c.name("ampm") {
+        if !(1..=12).contains(&hour) {
+            return None;
+        }
+        hour %= 12;
+        if ampm.as_str().eq_ignore_ascii_case("PM") {
+            hour += 12;
+        }
+    }
+    let time = NaiveTime::from_hms_opt(hour, minute, 0)?;
+    let local_now = now.with_timezone(tz);
+    let date = match (c.name("mon"), c.name("day"), c.name("year")) {
+        (Some(mon), Some(day), Some(year)) => {
+            let month = MONTHS
+                .iter()
+                .position(|m| m.eq_ignore_ascii_case(mon.as_str()))?;
+            NaiveDate::from_ymd_opt(
+                year.as_str().parse().ok()?,
+                u32::try_from(month).ok()? + 1,
+                day.as_str().parse().ok()?,
+            )?
+        }
+        _ => local_now.date_naive(),
+    };
+    let at = tz
+        .from_local_datetime(&date.and_time(time))
+        .earliest()?
+        .with_timezone(&Utc);
+    // A bare time already past today is tomorrow's.
+    if c.name("year").is_none() && at <= now {
+        let next = date.succ_opt()?;
+        return tz
+            .from_local_datetime(&next.and_time(time))
+            .earliest()
+            .map(|t| t.with_timezone(&Utc));
+    }
+    Some(at)
+}
+
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::FixedOffset;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn codex_reset_times_are_read_in_the_machines_zone() {
+        let utc = FixedOffset::east_opt(0).unwrap();
+        let tokyo = FixedOffset::east_opt(9 * 3600).unwrap();
+        let now = at("2026-11-24T06:27:43Z");
+        let msg = "You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), \
+                   visit https://chatgpt.com/settings/usage to purchase more credits or try \
+                   again at 8:57 AM.";
+        assert_eq!(reset_at(msg, now, &utc), Some(at("2026-11-24T08:57:00Z")));
+        // The same words in Tokyo: 8:57 there is already past, so it is tomorrow's.
+        assert_eq!(reset_at(msg, now, &tokyo), Some(at("2026-11-24T23:57:00Z")));
+        let far = "… or try again at Nov 26th, 2026 11:04 PM.";
+        assert_eq!(reset_at(far, now, &tokyo), Some(at("2026-11-26T14:04:00Z")));
+        assert_eq!(
+            reset_at("try again in 3 hours", now, &utc),
+            Some(at("2026-11-24T09:27:43Z"))
+        );
+        assert_eq!(reset_at("try again later", now, &utc), None);
+    }
+
+    fn fixture(stem: &str) -> (StreamSummary, String) {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codex");
+        let out =
+            crate::agent::read_stream_file(&dir.join(format!("{stem}.stdout.jsonl"))).unwrap();
+        let err = std::fs::read_to_string(dir.join(format!("{stem}.stderr"))).unwrap();
+        (out, err)
+    }
+
+    #[test]
+    fn each_real_codex_capture_has_its_class() {
+        let now = at("2026-11-24T06:27:43Z");
+        let exit = |code| ExitInfo {
+            code: Some(code),
+            ..ExitInfo::default()
+        };
+        let class = |stem: &str, code| {
+            let (out, err) = fixture(stem);
+            classify(&exit(code), &err, &out, now)
+        };
+        assert_eq!(class("success", 0), Class::Success);
+        assert_eq!(class("resumed", 0), Class::Success);
+        assert!(
+            matches!(
+                class("usage-limit", 1),
+                Class::UsageLimit {
+                    resets_at: Some(_),
+                    ..
+                }
+            ),
+            "{:?}",
+            class("usage-limit", 1)
+        );
+        assert!(matches!(class("rate-limit-429", 1), Class::Transient(_)));
+        assert!(matches!(class("server-error-500", 1), Class::Transient(_)));
+        assert!(matches!(class("unauthorized-401", 1), Class::Auth(_)));
+        assert!(matches!(
+            class("resume-unknown-thread", 1),
+            Class::InvocationBug {
+                kind: BugKind::UnknownSession,
+                ..
+            }
+        ));
+    }
+}

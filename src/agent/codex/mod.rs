@@ -1,0 +1,290 @@
+//! The Codex CLI (`codex exec --json`): how a run is called from the loop's intent, what it
+//! refuses, and where its transcript is. Its events are read by the one stream reader
+//! ([`stream`]); its end is classified in [`classify`].
+//!
+//! Facts this rests on (0.169.0, captures in `tests/fixtures/codex/`): the thread id is in
+//! the first event only; `exec resume <id>` takes fewer flags than `exec` and does not keep
+//! the first run's sandbox, so every flag goes before `resume` and the sandbox is given again;
+//! `exec` reads standard input while it is open, so the prompt comes as a file there (`-`);
+//! `--full-auto` is gone; there are no hooks, no per-tool allow list, no turn or dollar cap.
+
+pub(super) mod classify;
+pub(super) mod stream;
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+use super::backend::{Backend, Refused};
+use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
+use crate::m1::settings::PermissionMode;
+
+/// The Codex CLI.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Codex;
+
+/// What marks the end of a turn in `--json` output: once a run's stdout holds it, the agent
+/// has answered.
+const TURN_COMPLETED: &str = r#""type":"turn.completed""#;
+
+/// Codex's sandbox for the loop's permission intent. Only Claude Code's `plan` and modes that
+/// pre-approve nothing map to reading only; edits (`acceptEdits`, `auto`) to writing the
+/// project; `bypassPermissions` to no sandbox at all. A mode that asks before every change
+/// (`default`, `manual`, `dontAsk`) cannot ask in a headless run: nothing is approved, so it is
+/// read-only, never wider.
+fn sandbox(cfg: &AgentConfig) -> &'static [&'static str] {
+    if cfg.tools.is_some() {
+        // The loop's read-only call (a review): reading only, whatever the mode says.
+        return &["-s", "read-only"];
+    }
+    match cfg.permission_mode {
+        Some(PermissionMode::BypassPermissions) => &["--dangerously-bypass-approvals-and-sandbox"],
+        Some(PermissionMode::AcceptEdits | PermissionMode::Auto) | None => {
+            &["-s", "workspace-write"]
+        }
+        Some(
+            PermissionMode::Plan
+            | PermissionMode::Default
+            | PermissionMode::Manual
+            | PermissionMode::DontAsk,
+        ) => &["-s", "read-only"],
+    }
+}
+
+/// The settings Codex has no equivalent of: refused, never dropped.
+fn refused(cfg: &AgentConfig) -> Option<Refused> {
+    let no = |setting: &str, why: &str| {
+        Some(Refused {
+            setting: setting.to_owned(),
+            why: why.to_owned(),
+        })
+    };
+    if cfg.tools.is_none() && !cfg.allowed_tools.is_empty() {
+        return no(
+            "AGENT.ALLOWED_TOOLS",
+            "Codex has no list of allowed tools: its sandbox decides what a run may do \
+             (AGENT.PERMISSION_MODE: plan reads only, acceptEdits writes the project, \
+             bypassPermissions has no sandbox); remove the line",
+        );
+    }
+    if cfg.max_turns.is_some() {
+        return no(
+            "AGENT.MAX_TURNS",
+            "Codex has no cap on turns; remove the line (LIMITS.STEP_TIMEOUT bounds a run)",
+        );
+    }
+    if cfg.max_budget_usd.is_some() {
+        return no(
+            "AGENT.MAX_BUDGET_USD",
+            "Codex reports tokens, not dollars, and has no budget cap; remove the line",
+        );
+    }
+    None
+}
+
+impl Backend for Codex {
+    fn name(&self) -> &'static str {
+        "codex"
+    }
+
+    fn default_program(&self) -> &'static str {
+        "codex"
+    }
+
+    /// `PROGRAM exec --json --skip-git-repo-check SANDBOX [-m MODEL] [EXTRA...]
+    /// [resume THREAD] -`, with the prompt on standard input. A new run's thread is named by
+    /// Codex (the loop's id for it is not passed); a retry resumes the thread its first run
+    /// reported.
+    fn invocation(
+        &self,
+        cfg: &AgentConfig,
+        prompt: &str,
+        session: &Session,
+    ) -> Result<Invocation, Refused> {
+        if let Some(r) = refused(cfg) {
+            return Err(r);
+        }
+        let mut args: Vec<String> = ["exec", "--json", "--skip-git-repo-check"]
+            .into_iter()
+            .chain(sandbox(cfg).iter().copied())
+            .map(str::to_owned)
+            .collect();
+        if let Some(model) = &cfg.model {
+            args.extend(["-m".into(), model.clone()]);
+        }
+        args.extend(cfg.extra_args.iter().cloned());
+        if let Session::Resume(id) = session {
+            args.extend(["resume".into(), id.clone()]);
+        }
+        args.push("-".into());
+        Ok(Invocation {
+            program: cfg.program.clone(),
+            args,
+            env_set: Vec::new(),
+            env_remove: Vec::new(),
+            input: prompt.to_owned(),
+        })
+    }
+
+    /// Codex has no hooks: the run is called as it is, and its prompt carries the loop's state.
+    fn with_hooks(&self, inv: Invocation, _settings_file: &str, _exe: &Path) -> Invocation {
+        inv
+    }
+
+    fn hook_settings(&self, _exe: &Path) -> Option<serde_json::Value> {
+        None
+    }
+
+    fn read_output(&self, path: &Path) -> std::io::Result<StreamSummary> {
+        super::read_stream_file(path)
+    }
+
+    fn classify(
+        &self,
+        exit: &ExitInfo,
+        stderr: &str,
+        output: &StreamSummary,
+        now: DateTime<Utc>,
+    ) -> Class {
+        classify::classify(exit, stderr, output, now)
+    }
+
+    fn answered_marker(&self) -> &'static str {
+        TURN_COMPLETED
+    }
+
+    fn counts_dollars(&self) -> bool {
+        false
+    }
+
+    /// `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl` (`CODEX_HOME` is
+    /// `~/.codex` unless set).
+    fn transcript(&self, session_id: &str, _workdir: &Path, home: &Path) -> Option<PathBuf> {
+        let root = std::env::var_os("CODEX_HOME")
+            .map_or_else(|| home.join(".codex"), PathBuf::from)
+            .join("sessions");
+        let suffix = format!("-{session_id}.jsonl");
+        let mut dirs = vec![(root, 0)];
+        while let Some((dir, depth)) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+                let path = entry.path();
+                if depth < 3 && path.is_dir() {
+                    dirs.push((path, depth + 1));
+                } else if path
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().ends_with(&suffix))
+                {
+                    return Some(path);
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> AgentConfig {
+        AgentConfig {
+            backend: crate::m1::settings::AgentKind::Codex,
+            program: "codex".into(),
+            permission_mode: Some(PermissionMode::AcceptEdits),
+            allowed_tools: Vec::new(),
+            ..AgentConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_codex_run_writes_the_project_and_a_retry_resumes_its_thread_with_the_same_sandbox() {
+        let inv = Codex
+            .invocation(&cfg(), "do it", &Session::New("ignored".into()))
+            .unwrap();
+        assert_eq!(
+            inv.args,
+            [
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "-s",
+                "workspace-write",
+                "-"
+            ]
+        );
+        assert_eq!(inv.input, "do it");
+        let inv = Codex
+            .invocation(&cfg(), "again", &Session::Resume("t-1".into()))
+            .unwrap();
+        assert_eq!(
+            inv.args,
+            [
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "-s",
+                "workspace-write",
+                "resume",
+                "t-1",
+                "-"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_loops_intent_maps_to_a_sandbox_never_wider() {
+        let mode = |m| {
+            let c = AgentConfig {
+                permission_mode: Some(m),
+                ..cfg()
+            };
+            Codex
+                .invocation(&c, "", &Session::New(String::new()))
+                .unwrap()
+                .args[3..]
+                .to_vec()
+        };
+        assert_eq!(mode(PermissionMode::Plan), ["-s", "read-only", "-"]);
+        assert_eq!(mode(PermissionMode::Manual), ["-s", "read-only", "-"]);
+        assert_eq!(
+            mode(PermissionMode::BypassPermissions),
+            ["--dangerously-bypass-approvals-and-sandbox", "-"]
+        );
+        // A review reads only, whatever the mode.
+        let review = AgentConfig {
+            permission_mode: Some(PermissionMode::BypassPermissions),
+            ..cfg()
+        }
+        .read_only();
+        let args = Codex
+            .invocation(&review, "", &Session::New(String::new()))
+            .unwrap()
+            .args;
+        assert_eq!(args[3..], ["-s", "read-only", "-"]);
+    }
+
+    #[test]
+    fn settings_codex_cannot_honour_are_refused_by_name() {
+        let refused = |c: AgentConfig| {
+            Codex
+                .invocation(&c, "", &Session::New(String::new()))
+                .unwrap_err()
+                .setting
+        };
+        let tools = AgentConfig {
+            allowed_tools: vec!["Bash(git:*)".into()],
+            ..cfg()
+        };
+        assert_eq!(refused(tools), "AGENT.ALLOWED_TOOLS");
+        let turns = AgentConfig {
+            max_turns: Some(3),
+            ..cfg()
+        };
+        assert_eq!(refused(turns), "AGENT.MAX_TURNS");
+        let budget = AgentConfig {
+            max_budget_usd: Some(1.0),
+            ..cfg()
+        };
+        assert_eq!(refused(budget), "AGENT.MAX_BUDGET_USD");
+    }
+}
