@@ -24,6 +24,7 @@ mod bridge {
 
 mod loops {
     mod agent_killed;
+    mod codex;
     mod crash;
     mod denials;
     mod find;

@@ -144,6 +144,16 @@ fn default_tools(backend: AgentKind) -> Vec<String> {
     }
 }
 
+/// The program of `backend` when it is not the loop's own (a reviewer's, a fallback's):
+/// `LOOP_AGENT_CLAUDE` / `LOOP_AGENT_CODEX`, else the backend's own name.
+#[must_use]
+pub(crate) fn other_program(backend: AgentKind) -> String {
+    std::env::var(backend.program_env())
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+        .unwrap_or_else(|| crate::agent::backend_for(backend).default_program().into())
+}
+
 /// `loop.yaml` beside M1.md.
 #[must_use]
 pub(crate) fn yaml_path(state_dir: &Path) -> PathBuf {
@@ -305,14 +315,20 @@ impl Settings {
     pub(crate) fn agent_for(&self, m: &M1) -> AgentConfig {
         let k = &m.agent;
         let d = &self.agent;
+        let backend = k.backend.unwrap_or(d.backend);
         AgentConfig {
-            backend: k.backend.unwrap_or(d.backend),
+            backend,
             program: k.program.clone().unwrap_or_else(|| d.program.clone()),
             permission_mode: k.permission_mode.or(d.permission_mode),
-            allowed_tools: k
-                .allowed_tools
-                .clone()
-                .unwrap_or_else(|| d.allowed_tools.clone()),
+            // The defaults' list is for the defaults' backend: a file that names another
+            // backend and no list gets that backend's default.
+            allowed_tools: k.allowed_tools.clone().unwrap_or_else(|| {
+                if backend == d.backend {
+                    d.allowed_tools.clone()
+                } else {
+                    default_tools(backend)
+                }
+            }),
             tools: None,
             max_turns: k.max_turns.or(d.max_turns),
             max_budget_usd: k.max_budget_usd.or(d.max_budget_usd),
@@ -333,10 +349,7 @@ impl Settings {
         if own.backend == backend {
             return own;
         }
-        let program = std::env::var(backend.program_env())
-            .ok()
-            .filter(|p| !p.trim().is_empty())
-            .unwrap_or_else(|| crate::agent::backend_for(backend).default_program().into());
+        let program = other_program(backend);
         let allowed_tools = match backend {
             AgentKind::Claude if own.allowed_tools.is_empty() => default_tools(backend),
             AgentKind::Claude => own.allowed_tools,

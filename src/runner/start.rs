@@ -159,6 +159,16 @@ fn check_agent(settings: &Settings) -> Result<()> {
             agent
                 .invocation(cfg, "", &session)
                 .map_err(|r| refuse(backend, &r))?;
+        } else {
+            let program = crate::runner::settings::other_program(backend);
+            crate::runner::settings::find_program(&program).map_err(|e| {
+                Error::bad_input(format!(
+                    "{e} (the {backend} agent, for reviews or as the fallback); {}, or set {}; \
+                     nothing was changed",
+                    crate::runner::settings::install_hint(backend),
+                    backend.program_env()
+                ))
+            })?;
         }
         if settings.caps_for_new().max_cost_usd.is_some() && !agent.counts_dollars() {
             return Err(refuse(
@@ -214,9 +224,13 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
     if agent.backend != AgentKind::default() {
         edits.push(AgentKey::Backend.set(agent.backend.as_str()));
     }
-    if !agent.allowed_tools.is_empty() || agent.backend == AgentKind::Claude {
-        edits.push(AgentKey::AllowedTools.set(typed::format_tools(&agent.allowed_tools)));
-    }
+    edits.push(
+        if !agent.allowed_tools.is_empty() || agent.backend == AgentKind::Claude {
+            AgentKey::AllowedTools.set(typed::format_tools(&agent.allowed_tools))
+        } else {
+            AgentKey::AllowedTools.remove()
+        },
+    );
     if let Some(idle) = caps.idle_timeout {
         edits.push(LimitKey::IdleTimeout.set(exact(idle)));
     }

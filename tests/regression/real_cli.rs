@@ -11,7 +11,9 @@ use m1loop::agent::{AgentConfig, Session, invocation, new_session_id};
 use m1loop::engine::RunKind;
 use m1loop::m1::{Document, Status};
 
-use crate::support::real_cli::{Mock, VERSIONS, claude_or_skip, run_with_mock};
+use crate::support::real_cli::{
+    Mock, VERSIONS, claude_or_skip, codex_or_skip, run_with_codex_mock, run_with_mock,
+};
 use crate::support::{PATIENCE, Temp, TestLoop, summary};
 
 /// A third of the CLI's own retrying: a loop that halts later did not notice the retries.
@@ -190,4 +192,70 @@ fn a_question_tool_call_of_the_real_cli_waits_on_a_gate_and_gets_the_answer_2_1_
 #[test]
 fn a_question_tool_call_of_the_real_cli_waits_on_a_gate_and_gets_the_answer_2_1_197() {
     a_question_tool_call_becomes_a_gate(VERSIONS[1]);
+}
+
+/// A loop on the real Codex CLI, against the project's Responses API mock: two steps, each
+/// of whose threads fails its first turn (`MOCK_FAILED_TURNS=1`), so each step's retry must
+/// resume its thread; the tool call the mock asks for really runs in the sandbox.
+#[test]
+fn a_two_step_codex_loop_of_the_real_cli_reaches_done_and_each_retry_resumes_its_thread() {
+    let Some(codex) = codex_or_skip() else {
+        return;
+    };
+    let env = TestLoop::new();
+    let home = env.temp.join("codex-home");
+    let log = env.temp.join("mock.jsonl");
+    let user_home = env.temp.join("home");
+    let env = env.env("LOOP_AGENT", &codex).env("HOME", user_home);
+    let start = env.cmd(&[
+        "start",
+        "g",
+        "--backend",
+        "codex",
+        "--step",
+        "make the file",
+        "--step",
+        "check it",
+        "--quiet",
+    ]);
+    let log_arg = log.display().to_string();
+    let out = run_with_codex_mock(
+        &start,
+        &home,
+        "touch made_by_tool.txt",
+        &[("MOCK_FAILED_TURNS", "1"), ("MOCK_LOG", &log_arg)],
+        PATIENCE * 6,
+    );
+    env.assert_exit(&out, 0);
+    env.assert_status(Status::Done);
+    let m = env.m1();
+    assert!(
+        env.path().join("made_by_tool.txt").exists(),
+        "{}",
+        env.log()
+    );
+    let requests: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for step in [1, 2] {
+        let r = &m.results[&step];
+        assert_eq!(r.attempts, Some(2), "step {step}: {}", env.text());
+        let thread = r.session_id.clone().expect("the thread on record");
+        // Both turns of the step went to the same thread: the retry resumed it.
+        let turns: Vec<u64> = requests
+            .iter()
+            .filter(|q| q["thread"] == thread.as_str())
+            .map(|q| q["turn"].as_u64().unwrap())
+            .collect();
+        assert!(
+            turns.contains(&1) && turns.contains(&2),
+            "step {step}, thread {thread}: {turns:?}\n{requests:?}"
+        );
+        // Two turns of two requests of 107 tokens each, counted once.
+        assert_eq!(r.tokens, Some(428), "step {step}: {}", env.text());
+    }
+    assert_ne!(m.results[&1].session_id, m.results[&2].session_id);
+    env.assert_no_processes();
 }

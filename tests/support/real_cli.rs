@@ -22,7 +22,14 @@ pub fn claude_or_skip(version: &str) -> Option<PathBuf> {
         eprintln!("skipped: python3 (for the Messages API mock) is not on PATH");
         return None;
     }
-    match install(version) {
+    let cli = Cli {
+        package: "@anthropic-ai/claude-code",
+        version,
+        bin: "claude",
+        dir: version,
+        says: version,
+    };
+    match install(&cli) {
         Ok(bin) => Some(bin),
         Err(why) => {
             eprintln!("skipped: Claude Code {version} could not be installed: {why}");
@@ -31,17 +38,54 @@ pub fn claude_or_skip(version: &str) -> Option<PathBuf> {
     }
 }
 
-/// Installs `@anthropic-ai/claude-code@version` (once; one install at a time, as two npm
-/// processes filling one cache at once were seen to hang).
-fn install(version: &str) -> Result<PathBuf, String> {
+/// The Codex version the captures in `tests/fixtures/codex/` come from.
+pub const CODEX_VERSION: &str = "0.169.0";
+
+/// `codex` of [`CODEX_VERSION`], or `None` after saying on stderr why the test is skipped.
+pub fn codex_or_skip() -> Option<PathBuf> {
+    if which("python3").is_none() {
+        eprintln!("skipped: python3 (for the Responses API mock) is not on PATH");
+        return None;
+    }
+    let dir = format!("codex-{CODEX_VERSION}");
+    let says = format!("codex-cli {CODEX_VERSION}");
+    let cli = Cli {
+        package: "@openai/codex",
+        version: CODEX_VERSION,
+        bin: "codex",
+        dir: &dir,
+        says: &says,
+    };
+    match install(&cli) {
+        Ok(bin) => Some(bin),
+        Err(why) => {
+            eprintln!("skipped: the Codex CLI {CODEX_VERSION} could not be installed: {why}");
+            None
+        }
+    }
+}
+
+/// An agent CLI from npm: `package@version`, installed into `dir` under the target
+/// directory, whose `bin --version` starts with `says`.
+struct Cli<'a> {
+    package: &'a str,
+    version: &'a str,
+    bin: &'a str,
+    dir: &'a str,
+    says: &'a str,
+}
+
+/// Installs `cli` and returns its program (once; one install at a time, as two npm processes
+/// filling one cache at once were seen to hang).
+fn install(cli: &Cli<'_>) -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-cli");
-    let dir = root.join(version);
+    let dir = root.join(cli.dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let lock = std::fs::File::create(root.join(".lock")).map_err(|e| e.to_string())?;
     lock.lock()
         .map_err(|e| format!("locking {}: {e}", root.display()))?;
-    let bin = dir.join("node_modules/.bin/claude");
-    if says_version(&bin, version) {
+    let bin = dir.join("node_modules/.bin").join(cli.bin);
+    if says_version(&bin, cli.says) {
         return Ok(bin);
     }
     which("npm").ok_or("npm is not on PATH")?;
@@ -56,7 +100,7 @@ fn install(version: &str) -> Result<PathBuf, String> {
         "--prefix",
     ])
     .arg(&dir)
-    .arg(format!("@anthropic-ai/claude-code@{version}"))
+    .arg(format!("{}@{}", cli.package, cli.version))
     .stdin(Stdio::null())
     .stdout(log.try_clone().map_err(|e| e.to_string())?)
     .stderr(log);
@@ -71,12 +115,13 @@ fn install(version: &str) -> Result<PathBuf, String> {
             ));
         }
     }
-    if says_version(&bin, version) {
+    if says_version(&bin, cli.says) {
         Ok(bin)
     } else {
         Err(format!(
-            "{} --version does not say {version}",
-            bin.display()
+            "{} --version does not say {}",
+            bin.display(),
+            cli.says
         ))
     }
 }
@@ -144,6 +189,64 @@ pub fn run_with_mock(
             std::fs::File::open(p).map_or_else(|e| panic!("{}: {e}", p.display()), Stdio::from)
         }));
     for (k, v) in mock.env {
+        run.env(k, v);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => run.env(k, v),
+            None => run.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        run.current_dir(dir);
+    }
+    super::run_within(run, within)
+}
+
+/// Starts the project's Responses API mock (`scripts/mock-responses-api.py`) on a free
+/// loopback port, answering a first request of each turn with an `exec_command` call of
+/// `command`; then `cmd` with `CODEX_HOME` (`home`, given a `config.toml` whose provider is
+/// the mock) and a dummy `OPENAI_API_KEY`, in a network namespace of its own where the
+/// machine allows. As [`run_with_mock`] otherwise.
+pub fn run_with_codex_mock(
+    cmd: &Command,
+    home: &Path,
+    command: &str,
+    env: &[(&str, &str)],
+    within: Duration,
+) -> Output {
+    let port = free_port();
+    std::fs::create_dir_all(home).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "model = \"mock-model\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\n\
+             name = \"mock\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nwire_api = \
+             \"responses\"\nsupports_websockets = false\n"
+        ),
+    )
+    .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/mock-responses-api.py");
+    let mut run = match namespace() {
+        Some(unshare) => {
+            let mut c = Command::new("unshare");
+            c.args(unshare).arg("sh");
+            c
+        }
+        None => Command::new("sh"),
+    };
+    run.arg("-c")
+        .arg(WRAPPER)
+        .arg("sh")
+        .arg(port.to_string())
+        .arg(&script)
+        .args([command, ""])
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .env("CODEX_HOME", home)
+        .env("OPENAI_API_KEY", "dummy")
+        .stdin(Stdio::null());
+    for (k, v) in env {
         run.env(k, v);
     }
     for (k, v) in cmd.get_envs() {
