@@ -27,6 +27,7 @@ mod loops {
     mod codex;
     mod crash;
     mod denials;
+    mod doctor;
     mod find;
     mod gates;
     mod hooks;

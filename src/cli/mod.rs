@@ -3,6 +3,7 @@
 pub(crate) mod bridge;
 pub(crate) mod daemon;
 pub mod demo;
+mod doctor;
 pub(crate) mod hook;
 mod hook_install;
 pub(crate) mod logs;
@@ -144,6 +145,19 @@ pub(crate) enum Command {
         /// Print decisions only, not the live line of what the agent is doing.
         #[arg(long, short)]
         quiet: bool,
+    },
+    /// Check that a loop will work here: each agent backend in use (its program and version,
+    /// every flag the loop passes, its permission modes or sandboxes, and one contract call
+    /// against a loopback stand-in of its API, with no account and no network), the stop
+    /// file, the state directory, Telegram (getMe, nothing sent) and the daemon. Exit 0 when
+    /// all is well, 1 otherwise.
+    Doctor {
+        /// The backends to check (repeat for both); default: those the loop uses.
+        #[arg(long, value_name = "BACKEND")]
+        backend: Vec<crate::m1::settings::AgentKind>,
+        /// One JSON array of the checks instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// Check M1.md; errors are printed as file:line:column. Exit 2 when invalid.
     #[expect(clippy::doc_markdown, reason = "`--help` text, shown as written")]
@@ -743,6 +757,7 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
         Command::Demo { file, quiet } => crate::cli::demo::demo(file.as_deref(), &echo(quiet)),
         Command::Logs { follow } => crate::cli::logs::logs(&cli.file, follow),
         Command::Validate => crate::cli::status::validate(&cli.file),
+        Command::Doctor { backend, json } => crate::cli::doctor::doctor(&cli.file, &backend, json),
         Command::Status { json } => crate::cli::status::status(&cli.file, json),
         Command::Fire(args) => fire(&bridge_state()?, args),
         Command::Check { id, json } => crate::cli::bridge::check(&bridge_state()?, &id, json),

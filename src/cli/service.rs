@@ -52,6 +52,26 @@ fn config_home() -> crate::error::Result<PathBuf> {
         .ok_or_else(|| Error::bad_input("neither XDG_CONFIG_HOME nor HOME is set"))
 }
 
+/// How the daemon's service stands, for `loop doctor`: installed or not, and what systemd
+/// says of it.
+#[must_use]
+pub(crate) fn daemon_state() -> (bool, String) {
+    let Ok(unit) = unit_path() else {
+        return (false, "neither XDG_CONFIG_HOME nor HOME is set".into());
+    };
+    match (unit.exists(), systemctl()) {
+        (false, _) => (false, "not installed".into()),
+        (true, None) => (
+            true,
+            "installed, but there is no systemctl here to ask".into(),
+        ),
+        (true, Some(ctl)) => (
+            true,
+            unit_state(&ctl).unwrap_or_else(|e| format!("cannot tell: {e}")),
+        ),
+    }
+}
+
 /// Where the unit goes.
 fn unit_path() -> crate::error::Result<PathBuf> {
     Ok(config_home()?.join("systemd").join("user").join(UNIT))

@@ -259,3 +259,44 @@ fn a_two_step_codex_loop_of_the_real_cli_reaches_done_and_each_retry_resumes_its
     assert_ne!(m.results[&1].session_id, m.results[&2].session_id);
     env.assert_no_processes();
 }
+
+/// `loop doctor` on the real CLIs here: every check of both backends passes (Telegram and the
+/// daemon are off, which is no failure).
+#[test]
+fn loop_doctor_passes_on_the_real_claude_code_and_codex_clis() {
+    let (Some(claude), Some(codex)) = (claude_or_skip(VERSIONS[0]), codex_or_skip()) else {
+        return;
+    };
+    let env = TestLoop::new();
+    let config = env.temp.join("config");
+    let env = env
+        .env("LOOP_AGENT", &claude)
+        .env("LOOP_AGENT_CODEX", &codex)
+        .env("XDG_CONFIG_HOME", config);
+    let out = env.run_for(
+        &["doctor", "--backend", "claude", "--backend", "codex"],
+        PATIENCE * 6,
+    );
+    let text = crate::support::stdout(&out);
+    assert_eq!(crate::support::code(&out), 0, "{text}");
+    for check in [
+        "claude: program",
+        "claude: flags",
+        "claude: permission modes",
+        "claude: contract",
+        "codex: program",
+        "codex: flags",
+        "codex: sandboxes",
+        "codex: contract",
+        "stop file",
+        "state directory",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("ok") && l.contains(check)),
+            "{check}: {text}"
+        );
+    }
+    assert!(text.contains("a resume kept the session"), "{text}");
+    assert!(text.contains("the SessionStart hook fired"), "{text}");
+}

@@ -1,0 +1,274 @@
+//! `loop doctor`'s contract run: the agent CLI called exactly as the loop calls it (its
+//! flags, its hooks' settings, its prompt on standard input), against the loopback
+//! [`super::mock`], in a scratch directory with a scratch home: no account, no network, none
+//! of the person's sessions touched. Then the same session resumed. What the loop relies on
+//! is checked in what the CLI printed.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::agent::{AgentConfig, Session, StreamReader, StreamSummary};
+use crate::m1::settings::AgentKind;
+
+/// How long one contract call may take (a CLI's first start can be slow).
+const WITHIN: Duration = Duration::from_secs(120);
+
+/// What the contract run found.
+#[derive(Debug, Default)]
+pub(super) struct Outcome {
+    /// What held, for the table.
+    pub held: Vec<String>,
+    /// What did not.
+    pub failures: Vec<String>,
+    /// The first call ran to a clean answer: every flag it was given was accepted.
+    pub accepted: bool,
+    /// What the CLI said when it did not (stderr, its errors).
+    pub said: String,
+}
+
+/// Waits for `child` to end (killing it after `within`) and collects its output.
+///
+/// # Errors
+/// It did not end in time, or could not be waited for.
+pub(super) fn wait_output(child: &mut Child, within: Duration) -> Result<Output, String> {
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() < within => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("did not end within {}s", within.as_secs()));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let mut out = Output {
+        status: child.wait().map_err(|e| e.to_string())?,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+    };
+    if let Some(mut s) = child.stdout.take() {
+        let _ = s.read_to_end(&mut out.stdout);
+    }
+    if let Some(mut s) = child.stderr.take() {
+        let _ = s.read_to_end(&mut out.stderr);
+    }
+    Ok(out)
+}
+
+/// A scratch directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One call's output, read.
+struct Call {
+    stream: StreamSummary,
+    said: String,
+    ok: bool,
+}
+
+/// Runs the contract of `kind` with `program`, called as `cfg` says.
+pub(super) fn run(kind: AgentKind, cfg: &AgentConfig, program: &Path) -> Outcome {
+    let mut o = Outcome::default();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let scratch =
+        Scratch(std::env::temp_dir().join(format!("loop-doctor-{}-{nanos}", std::process::id())));
+    let (work, home) = (scratch.0.join("work"), scratch.0.join("home"));
+    if let Err(e) = std::fs::create_dir_all(&work).and_then(|()| std::fs::create_dir_all(&home)) {
+        o.failures
+            .push(format!("cannot make a scratch directory: {e}"));
+        return o;
+    }
+    let mock = match super::mock::Mock::start() {
+        Ok(m) => m,
+        Err(e) => {
+            o.failures.push(format!("cannot listen on loopback: {e}"));
+            return o;
+        }
+    };
+    let cfg = AgentConfig {
+        program: program.display().to_string(),
+        ..cfg.clone()
+    };
+    let setup = Setup {
+        kind,
+        cfg: &cfg,
+        scratch: &scratch.0,
+        work: &work,
+        home: &home,
+        port: mock.port,
+    };
+    let first = match setup.call(
+        &Session::New(crate::agent::new_session_id()),
+        "Say you checked it.",
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            o.failures.push(e);
+            return o;
+        }
+    };
+    o.accepted = first.ok;
+    o.said.clone_from(&first.said);
+    check_first(kind, &setup, &first, &mut o);
+    if let Some(id) = first.stream.session_id.clone().filter(|_| first.ok) {
+        match setup.call(&Session::Resume(id.clone()), "Say it again.") {
+            Ok(again) if again.ok && again.stream.session_id.as_deref() == Some(id.as_str()) => {
+                o.held.push("a resume kept the session".into());
+            }
+            Ok(again) => o.failures.push(format!(
+                "the resume of session {id} did not answer in it: {}",
+                crate::text::one_line(&again.said, 200)
+            )),
+            Err(e) => o.failures.push(format!("the resume: {e}")),
+        }
+    }
+    o
+}
+
+/// What the first call must show.
+fn check_first(kind: AgentKind, setup: &Setup<'_>, first: &Call, o: &mut Outcome) {
+    let s = &first.stream;
+    if !first.ok {
+        o.failures.push(format!(
+            "the call the loop makes did not answer: {}",
+            crate::text::one_line(&first.said, 300)
+        ));
+        return;
+    }
+    let mut need = |ok: bool, held: &str, missing: &str| {
+        if ok {
+            o.held.push(held.to_owned());
+        } else {
+            o.failures.push(missing.to_owned());
+        }
+    };
+    need(
+        s.session_id.is_some(),
+        "the session id in the stream",
+        "no session id in the stream (the loop resumes by it)",
+    );
+    let verdict = s
+        .result
+        .as_ref()
+        .and_then(|r| r.result.as_deref())
+        .is_some_and(|t| t.contains("STEP_DONE:"));
+    need(
+        verdict,
+        "the answer's verdict line in the final event",
+        "the final event does not carry the answer's last line (the loop judges by it)",
+    );
+    match kind {
+        AgentKind::Claude => {
+            need(
+                s.cost_usd.is_some(),
+                "its cost",
+                "no cost in the result (the loop's dollar cap counts it)",
+            );
+            need(
+                setup.scratch.join("hook-fired").exists(),
+                "the SessionStart hook fired",
+                "the SessionStart hook of --settings did not run (the loop's hooks would not)",
+            );
+        }
+        AgentKind::Codex => need(
+            s.session_tokens.is_some(),
+            "its tokens",
+            "no usage in turn.completed (the loop records tokens from it)",
+        ),
+    }
+}
+
+/// Where and how the contract calls run.
+struct Setup<'a> {
+    kind: AgentKind,
+    cfg: &'a AgentConfig,
+    scratch: &'a Path,
+    work: &'a Path,
+    home: &'a Path,
+    port: u16,
+}
+
+impl Setup<'_> {
+    /// One call in `session` with `prompt`, as the loop makes it.
+    fn call(&self, session: &Session, prompt: &str) -> Result<Call, String> {
+        let backend = crate::agent::backend_for(self.kind);
+        let inv = backend
+            .invocation(self.cfg, prompt, session)
+            .map_err(|r| format!("the loop's settings are refused: {r}"))?;
+        let settings = self.scratch.join("settings.json");
+        let hook = serde_json::json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command",
+            "command": format!("touch {}", crate::text::shell_word(
+                &self.scratch.join("hook-fired").display().to_string()))}]}]}});
+        std::fs::write(&settings, hook.to_string()).map_err(|e| e.to_string())?;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let inv = backend.with_hooks(inv, &settings.display().to_string(), &exe);
+        let input = self.scratch.join("prompt.txt");
+        std::fs::write(&input, &inv.input).map_err(|e| e.to_string())?;
+        let mut cmd = inv.command();
+        cmd.current_dir(self.work)
+            .env("HOME", self.home)
+            .stdin(std::fs::File::open(&input).map_err(|e| e.to_string())?)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        match self.kind {
+            AgentKind::Claude => {
+                cmd.env(
+                    "ANTHROPIC_BASE_URL",
+                    format!("http://127.0.0.1:{}", self.port),
+                )
+                .env("ANTHROPIC_API_KEY", "dummy")
+                .env_remove("ANTHROPIC_AUTH_TOKEN")
+                .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
+                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+                .env("DISABLE_AUTOUPDATER", "1");
+            }
+            AgentKind::Codex => {
+                let codex_home = self.home.join(".codex");
+                std::fs::create_dir_all(&codex_home).map_err(|e| e.to_string())?;
+                let config = format!(
+                    "model = \"doctor-model\"\nmodel_provider = \"doctor\"\n\n\
+                     [model_providers.doctor]\nname = \"doctor\"\n\
+                     base_url = \"http://127.0.0.1:{}/v1\"\nwire_api = \"responses\"\n\
+                     supports_websockets = false\n",
+                    self.port
+                );
+                std::fs::write(codex_home.join("config.toml"), config)
+                    .map_err(|e| e.to_string())?;
+                cmd.env("CODEX_HOME", &codex_home)
+                    .env("OPENAI_API_KEY", "dummy");
+            }
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.cfg.program))?;
+        let out = wait_output(&mut child, WITHIN)?;
+        let mut reader = StreamReader::new();
+        reader.feed(&out.stdout);
+        let stream = reader.finish();
+        let result_ok = stream.result.as_ref().is_some_and(|r| !r.is_error);
+        let mut said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        if let Some(r) = stream.result.as_ref().filter(|r| r.is_error) {
+            said = format!("{} {said}", r.errors.join("; "));
+        }
+        if said.is_empty() && !out.status.success() {
+            said = format!("exited {}", out.status);
+        }
+        Ok(Call {
+            ok: out.status.success() && result_ok,
+            stream,
+            said,
+        })
+    }
+}

@@ -1,0 +1,546 @@
+//! `loop doctor`: whether a loop will work here, told before one fails at 3 a.m. For each
+//! agent backend in use: the program and its version; every flag the loop passes, against
+//! this version's `--help` (a flag it hides there must then pass the contract run); the
+//! permission modes (Claude Code) or sandboxes (Codex) this version knows, against the one in
+//! force; and a contract run against a loopback stand-in of the model API ([`mock`]): the
+//! events and fields the loop reads are there, the hooks fire, a resume keeps the session.
+//! Then the stop file, the state directory, Telegram (`getMe`, nothing sent) and the daemon.
+//! A table, or `--json`; exit 0 when nothing failed, 1 otherwise.
+
+mod contract;
+mod mock;
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::agent::AgentConfig;
+use crate::exit::Status;
+use crate::m1::M1;
+use crate::m1::settings::AgentKind;
+use crate::runner::settings::{Overrides, Settings, find_program};
+
+/// How one check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Mark {
+    Ok,
+    /// Not set up, and not needed (Telegram, the daemon): said, not failed.
+    Off,
+    Fail,
+}
+
+/// One line of the table.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Row {
+    pub check: String,
+    pub status: Mark,
+    pub detail: String,
+}
+
+fn row(check: impl Into<String>, status: Mark, detail: impl Into<String>) -> Row {
+    Row {
+        check: check.into(),
+        status,
+        detail: detail.into(),
+    }
+}
+
+/// `loop doctor`: `backends` to check (none: those the loop of `file` uses, else those a new
+/// loop would).
+///
+/// # Errors
+/// A malformed `loop.yaml`.
+pub(crate) fn doctor(
+    file: &Path,
+    backends: &[AgentKind],
+    json: bool,
+) -> crate::error::Result<Status> {
+    let layout = crate::layout::Layout::of(file);
+    let state_dir = layout.state_dir().to_path_buf();
+    let settings = Settings::load(&state_dir, Overrides::default())?;
+    let m = crate::m1::load(file).map(|d| d.view()).ok();
+    let view = m.clone().unwrap_or_default();
+    let used = if backends.is_empty() {
+        in_use(&settings, m.as_ref())
+    } else {
+        backends.to_vec()
+    };
+    let mut rows = Vec::new();
+    for b in used {
+        rows.extend(check_backend(b, &settings.agent_on(&view, b)));
+    }
+    rows.push(stop_file(&state_dir));
+    rows.push(state_directory(&state_dir));
+    rows.push(telegram());
+    rows.push(daemon());
+    if json {
+        crate::outln!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        );
+    } else {
+        crate::outln!("{}", table(&rows));
+    }
+    Ok(if rows.iter().any(|r| r.status == Mark::Fail) {
+        Status::Failed
+    } else {
+        Status::Ok
+    })
+}
+
+/// The backends a loop uses: its steps', its reviewer's and its fallback's.
+fn in_use(settings: &Settings, m: Option<&M1>) -> Vec<AgentKind> {
+    let mut used = Vec::new();
+    if let Some(m) = m {
+        used.push(settings.agent_for(m).backend);
+        used.extend(m.agent.review_backend);
+        used.extend(m.agent.fallback);
+    } else {
+        used.push(settings.agent.backend);
+        used.extend(settings.review_for_new().backend);
+        used.extend(settings.fallback_for_new().map(|(to, _)| to));
+    }
+    let mut seen = Vec::new();
+    for b in used {
+        if !seen.contains(&b) {
+            seen.push(b);
+        }
+    }
+    seen
+}
+
+/// The table: one line per check, its mark, what it found.
+fn table(rows: &[Row]) -> String {
+    let width = rows.iter().map(|r| r.check.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for r in rows {
+        let mark = match r.status {
+            Mark::Ok => "ok  ",
+            Mark::Off => "off ",
+            Mark::Fail => "FAIL",
+        };
+        let _ = writeln!(out, "{mark}  {:width$}  {}", r.check, r.detail);
+    }
+    let failed = rows.iter().filter(|r| r.status == Mark::Fail).count();
+    if failed == 0 {
+        out.push_str("all is well: a loop can run here");
+    } else {
+        let _ = write!(
+            out,
+            "{failed} check(s) failed: a loop would not run as it should here"
+        );
+    }
+    out
+}
+
+/// What `program ARGS` printed on stdout (stderr if stdout is empty), within 30 s.
+fn output_of(program: &Path, args: &[&str]) -> Result<String, String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", program.display()))?;
+    let out = contract::wait_output(&mut child, Duration::from_secs(30))?;
+    let text = if out.stdout.is_empty() {
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    } else {
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!(
+            "`{} {}` failed ({}): {}",
+            program.display(),
+            args.join(" "),
+            out.status,
+            crate::text::one_line(&text, 200)
+        ))
+    }
+}
+
+/// The checks of one backend, run as `cfg` calls it.
+fn check_backend(kind: AgentKind, cfg: &AgentConfig) -> Vec<Row> {
+    let name = kind.as_str();
+    let program = match find_program(&cfg.program) {
+        Ok(p) => p,
+        Err(why) => {
+            return vec![row(
+                format!("{name}: program"),
+                Mark::Fail,
+                format!("{why}; {}", crate::runner::settings::install_hint(kind)),
+            )];
+        }
+    };
+    let mut rows = vec![match output_of(&program, &["--version"]) {
+        Ok(v) => row(
+            format!("{name}: program"),
+            Mark::Ok,
+            format!(
+                "{} ({})",
+                program.display(),
+                crate::text::one_line(v.trim(), 80)
+            ),
+        ),
+        Err(why) => row(format!("{name}: program"), Mark::Fail, why),
+    }];
+    let help_args: &[&[&str]] = match kind {
+        AgentKind::Claude => &[&["--help"]],
+        AgentKind::Codex => &[&["exec", "--help"], &["exec", "resume", "--help"]],
+    };
+    let mut help = String::new();
+    for args in help_args {
+        match output_of(&program, args) {
+            Ok(text) => help.push_str(&text),
+            Err(why) => rows.push(row(format!("{name}: help"), Mark::Fail, why)),
+        }
+    }
+    let run = contract::run(kind, cfg, &program);
+    rows.push(flags_row(kind, cfg, &help, &run));
+    rows.push(modes_row(kind, cfg, &help));
+    rows.push(row(
+        format!("{name}: contract"),
+        if run.failures.is_empty() {
+            Mark::Ok
+        } else {
+            Mark::Fail
+        },
+        if run.failures.is_empty() {
+            run.held.join("; ")
+        } else {
+            run.failures.join("; ")
+        },
+    ));
+    rows
+}
+
+/// Every flag the loop passes to `kind`, for a fresh run and a resumed one.
+fn flags_passed(kind: AgentKind, cfg: &AgentConfig) -> Vec<String> {
+    let backend = crate::agent::backend_for(kind);
+    let exe = std::env::current_exe().unwrap_or_else(|_| "loop".into());
+    let mut flags: Vec<String> = Vec::new();
+    for session in [
+        crate::agent::Session::New(crate::agent::new_session_id()),
+        crate::agent::Session::Resume(crate::agent::new_session_id()),
+    ] {
+        let Ok(inv) = backend.invocation(cfg, "x", &session) else {
+            continue;
+        };
+        let inv = backend.with_hooks(inv, "settings.json", &exe);
+        for a in inv.args {
+            let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f).to_owned();
+            if flag.starts_with('-') && flag != "-" && !flags.contains(&flag) {
+                flags.push(flag);
+            }
+        }
+    }
+    flags
+}
+
+/// Whether `help` lists `flag` as an option of its own: at the start of a line, alone or
+/// among its aliases (`-s, --sandbox <MODE>`, `--allowedTools, --allowed-tools <tools...>`),
+/// not merely named in another option's description.
+fn listed(help: &str, flag: &str) -> bool {
+    help.lines().any(|line| {
+        let line = line.trim_start();
+        if !line.starts_with('-') {
+            return false;
+        }
+        let names = line.split("  ").next().unwrap_or_default();
+        names.split(", ").any(|alias| {
+            let name = alias.split([' ', '=', '[', '<']).next().unwrap_or_default();
+            name == flag
+        })
+    })
+}
+
+fn flags_row(kind: AgentKind, cfg: &AgentConfig, help: &str, run: &contract::Outcome) -> Row {
+    let name = kind.as_str();
+    let check = format!("{name}: flags");
+    if let Err(refused) = crate::agent::backend_for(kind).invocation(
+        cfg,
+        "x",
+        &crate::agent::Session::New(String::new()),
+    ) {
+        return row(
+            check,
+            Mark::Fail,
+            format!("the loop's settings are refused: {refused}"),
+        );
+    }
+    let flags = flags_passed(kind, cfg);
+    let hidden: Vec<&String> = flags.iter().filter(|f| !listed(help, f)).collect();
+    let refused: Vec<&String> = hidden
+        .iter()
+        .copied()
+        .filter(|f| !run.accepted || run.said.contains(f.as_str()))
+        .collect();
+    if !refused.is_empty() {
+        let said = crate::text::one_line(&run.said, 200);
+        return row(
+            check,
+            Mark::Fail,
+            format!(
+                "{} not in `{}`'s help{}",
+                refused
+                    .iter()
+                    .map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                cfg.program,
+                if said.is_empty() {
+                    ", and the contract run did not get through".to_owned()
+                } else {
+                    format!(", and the contract run said: {said}")
+                }
+            ),
+        );
+    }
+    let detail = if hidden.is_empty() {
+        format!("{} flags the loop passes, all in --help", flags.len())
+    } else {
+        format!(
+            "{} flags the loop passes; {} not in --help but accepted by the contract run ({})",
+            flags.len(),
+            hidden.len(),
+            hidden
+                .iter()
+                .map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    row(check, Mark::Ok, detail)
+}
+
+/// The modes this version's help lists for `option`: Claude Code's `(choices: "a", "b")`,
+/// Codex's `[possible values: a, b]`.
+fn choices(help: &str, option: &str) -> Vec<String> {
+    let Some(at) = help.find(option) else {
+        return Vec::new();
+    };
+    let rest = &help[at..];
+    let (open, close) = match (rest.find("choices:"), rest.find("possible values:")) {
+        (Some(i), _) if i < 600 => (i + "choices:".len(), ')'),
+        (_, Some(i)) if i < 600 => (i + "possible values:".len(), ']'),
+        _ => return Vec::new(),
+    };
+    rest[open..]
+        .split(close)
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .map(|c| c.trim().trim_matches('"').to_owned())
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+fn modes_row(kind: AgentKind, cfg: &AgentConfig, help: &str) -> Row {
+    let name = kind.as_str();
+    match kind {
+        AgentKind::Claude => {
+            let check = format!("{name}: permission modes");
+            let known = choices(help, "--permission-mode");
+            let Some(mode) = cfg.permission_mode else {
+                return row(
+                    check,
+                    Mark::Ok,
+                    format!("none set; this version knows {}", known.join(", ")),
+                );
+            };
+            if known.is_empty() || known.iter().any(|k| k == mode.as_str()) {
+                return row(
+                    check,
+                    Mark::Ok,
+                    format!("{mode} in force; this version knows {}", known.join(", ")),
+                );
+            }
+            let same = known
+                .iter()
+                .filter_map(|k| k.parse::<crate::m1::settings::PermissionMode>().ok())
+                .find(|k| k.same_as(mode));
+            let fix = same.map_or_else(
+                || "choose one of those".to_owned(),
+                |s| format!("this version calls it `{s}`: write that"),
+            );
+            row(
+                check,
+                Mark::Fail,
+                format!(
+                    "AGENT.PERMISSION_MODE {mode} is unknown to this version ({}); {fix}",
+                    known.join(", ")
+                ),
+            )
+        }
+        AgentKind::Codex => {
+            let check = format!("{name}: sandboxes");
+            let known = choices(help, "--sandbox");
+            let flags = flags_passed(kind, cfg);
+            let args = crate::agent::backend_for(kind)
+                .invocation(cfg, "x", &crate::agent::Session::New(String::new()))
+                .map(|i| i.args)
+                .unwrap_or_default();
+            let sandbox = args
+                .iter()
+                .position(|a| a == "-s")
+                .and_then(|i| args.get(i + 1))
+                .cloned();
+            match sandbox {
+                Some(s) if !known.is_empty() && !known.contains(&s) => row(
+                    check,
+                    Mark::Fail,
+                    format!(
+                        "the loop passes -s {s}; this version knows {}",
+                        known.join(", ")
+                    ),
+                ),
+                Some(s) => row(
+                    check,
+                    Mark::Ok,
+                    format!("-s {s}; this version knows {}", known.join(", ")),
+                ),
+                None => row(check, Mark::Ok, format!("no sandbox ({})", flags.join(" "))),
+            }
+        }
+    }
+}
+
+fn stop_file(state_dir: &Path) -> Row {
+    match crate::runner::stopfile::present(state_dir) {
+        Some(p) => row(
+            "stop file",
+            Mark::Fail,
+            format!(
+                "{} is there: every loop it covers halts at once; remove it to run",
+                p.display()
+            ),
+        ),
+        None => row(
+            "stop file",
+            Mark::Ok,
+            format!(
+                "none ({} halts every loop when it appears)",
+                crate::runner::stopfile::global().display()
+            ),
+        ),
+    }
+}
+
+fn state_directory(state_dir: &Path) -> Row {
+    let probe = state_dir.join(format!(".doctor-{}", std::process::id()));
+    let written = std::fs::create_dir_all(state_dir)
+        .and_then(|()| std::fs::write(&probe, "probe"))
+        .and_then(|()| std::fs::remove_file(&probe));
+    match written {
+        Ok(()) => row(
+            "state directory",
+            Mark::Ok,
+            format!("{} is writable", state_dir.display()),
+        ),
+        Err(e) => row(
+            "state directory",
+            Mark::Fail,
+            format!("{}: {e}", state_dir.display()),
+        ),
+    }
+}
+
+fn telegram() -> Row {
+    use crate::notifier::telegram::{Client, Config};
+    match Config::from_env() {
+        Ok(None) => row(
+            "telegram",
+            Mark::Off,
+            "TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID not set: no messages (see the README's \
+             Telegram section)",
+        ),
+        Err(e) => row("telegram", Mark::Fail, e),
+        Ok(Some(config)) => {
+            let client = Client::new(config);
+            match client.call("getMe", &serde_json::json!({}), Duration::from_secs(10)) {
+                Ok(reply) if reply.status == 200 => {
+                    let name = reply
+                        .result
+                        .as_ref()
+                        .and_then(|r| r["username"].as_str())
+                        .unwrap_or("?")
+                        .to_owned();
+                    row(
+                        "telegram",
+                        Mark::Ok,
+                        format!("the bot is @{name} (getMe; nothing sent)"),
+                    )
+                }
+                Ok(reply) => row(
+                    "telegram",
+                    Mark::Fail,
+                    format!("getMe: {}", reply.summary()),
+                ),
+                Err(e) => row("telegram", Mark::Fail, format!("getMe: {e}")),
+            }
+        }
+    }
+}
+
+fn daemon() -> Row {
+    match crate::cli::service::daemon_state() {
+        (false, state) => row(
+            "daemon",
+            Mark::Off,
+            format!("{state}: `loop service install` brings loops back after a reboot"),
+        ),
+        (true, state) if state == "active" => row("daemon", Mark::Ok, "the service is active"),
+        (true, state) => row(
+            "daemon",
+            Mark::Fail,
+            format!("the service is installed but {state}"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choices_are_read_from_either_clis_help() {
+        let claude = "  --permission-mode <mode>   Permission mode to use for the session\n      \
+                      (choices: \"acceptEdits\", \"auto\",\n      \"bypassPermissions\", \"manual\", \
+                      \"dontAsk\", \"plan\")\n";
+        assert_eq!(
+            choices(claude, "--permission-mode"),
+            [
+                "acceptEdits",
+                "auto",
+                "bypassPermissions",
+                "manual",
+                "dontAsk",
+                "plan"
+            ]
+        );
+        let codex = "  -s, --sandbox <SANDBOX_MODE>\n          Select the sandbox\n          \n          \
+                     [possible values: read-only, workspace-write, danger-full-access]\n";
+        assert_eq!(
+            choices(codex, "--sandbox"),
+            ["read-only", "workspace-write", "danger-full-access"]
+        );
+        assert!(listed("  --tools <tools...>  x", "--tools"));
+        assert!(listed(
+            "  --allowedTools, --allowed-tools <tools...>",
+            "--allowed-tools"
+        ));
+        assert!(listed("  -s, --sandbox <SANDBOX_MODE>", "--sandbox"));
+        assert!(!listed("  --toolsets <x>", "--tools"));
+        // Named in another option's description is not listed.
+        assert!(!listed(
+            "  --permission-prompts <target>   Who answers\n      --permission-prompt-tool) or",
+            "--permission-prompt-tool"
+        ));
+    }
+}

@@ -1,0 +1,107 @@
+//! `loop doctor` against stand-ins of an agent CLI that lack what the loop needs: a flag the
+//! loop passes, the permission mode in force; and the stop file. (Its passing run against the
+//! real Claude Code and Codex CLIs is in `regression::real_cli`.)
+
+use serde_json::Value;
+
+use crate::support::{TestLoop, code, stdout, write_executable};
+
+/// A `claude` that knows neither `--permission-prompt-tool` nor the mode `default` (only its
+/// newer name, `manual`), and refuses the flag as Commander does.
+const STUB: &str = r#"#!/bin/sh
+case "$1" in
+  --version) echo "9.9.9 (Claude Code)"; exit 0 ;;
+  --help) cat <<'HELP'
+Usage: claude [options] [command] [prompt]
+
+Options:
+  -p, --print                       Print response and exit
+  --output-format <format>          Output format (only works with --print)
+  --verbose                         Override the verbose setting
+  --mcp-config <configs...>         Load MCP servers from JSON files or strings
+  --settings <file-or-json>         Settings file or JSON string
+  --allowedTools, --allowed-tools <tools...>  Tools to allow
+  --session-id <uuid>               Use a specific session ID
+  -r, --resume [value]              Resume a conversation
+  --permission-mode <mode>          Permission mode to use for the session
+                                    (choices: "acceptEdits", "manual", "plan")
+HELP
+  exit 0 ;;
+esac
+for a in "$@"; do
+  if [ "$a" = "--permission-prompt-tool" ]; then
+    echo "error: unknown option '--permission-prompt-tool'" >&2
+    exit 1
+  fi
+done
+exit 1
+"#;
+
+fn with_stub() -> TestLoop {
+    let env = TestLoop::new();
+    let stub = env.temp.join("claude");
+    write_executable(&stub, STUB);
+    let config = env.temp.join("config");
+    env.env("LOOP_AGENT", &stub).env("XDG_CONFIG_HOME", config)
+}
+
+#[test]
+fn doctor_names_the_flag_this_version_of_the_agent_does_not_know() {
+    let env = with_stub();
+    let out = env.run(&["doctor"]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 1, "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("claude: flags"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.starts_with("FAIL")
+            && line.contains("--permission-prompt-tool not in")
+            && line.contains("error: unknown option '--permission-prompt-tool'"),
+        "{line}"
+    );
+    assert!(text.contains("FAIL  claude: contract"), "{text}");
+    assert!(text.contains("check(s) failed"), "{text}");
+}
+
+#[test]
+fn doctor_tells_the_name_this_version_gives_the_permission_mode_in_force() {
+    let env = with_stub();
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--plan-only",
+        "--permission-mode",
+        "default",
+    ]);
+    let text = stdout(&env.run_exits(1, &["doctor"]));
+    let line = text
+        .lines()
+        .find(|l| l.contains("claude: permission modes"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.starts_with("FAIL")
+            && line.contains("AGENT.PERMISSION_MODE default is unknown to this version")
+            && line.contains("this version calls it `manual`"),
+        "{line}"
+    );
+}
+
+#[test]
+fn doctor_fails_on_a_stop_file_and_says_so_in_json() {
+    let env = with_stub();
+    std::fs::write(&env.stop, "").unwrap();
+    let out = env.run_exits(1, &["doctor", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&stdout(&out)).unwrap();
+    let stop = rows
+        .iter()
+        .find(|r| r["check"] == "stop file")
+        .expect("a stop file row");
+    assert_eq!(stop["status"], "fail", "{stop}");
+    assert!(stop["detail"].as_str().unwrap().contains("remove it"));
+    let telegram = rows.iter().find(|r| r["check"] == "telegram").unwrap();
+    assert_eq!(telegram["status"], "off", "not set is not a failure");
+}
