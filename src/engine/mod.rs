@@ -24,7 +24,7 @@ pub use run::RunKind;
 pub(crate) use run::{RunOnRecord, RunSpec, resumes, runs_on_record};
 pub(crate) use transitions::{
     Effect, OnRecord, Outcome, SpawnFacts, Stop, Transition, Write, adopted, complete, exhausted,
-    halt, kept_on_record, pid_recorded, started, stopped, unrecordable,
+    halt, kept_on_record, pid_recorded, session_named, started, stopped, unrecordable,
 };
 
 use std::time::Duration;

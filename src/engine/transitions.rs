@@ -252,6 +252,16 @@ pub(crate) fn pid_recorded(pid: u32) -> Transition {
     )
 }
 
+/// The session the run's agent named itself (Codex names its thread in its first event, the
+/// loop cannot choose it): CURRENT says the id a resume will take while the run goes on.
+#[must_use]
+pub(crate) fn session_named(id: &str) -> Transition {
+    Transition::now(
+        vec![current(CurrentKey::SessionId, id)],
+        format!("session: the agent named its session {id}"),
+    )
+}
+
 /// A task the ledger knows was started, as M1.md's running one.
 #[derive(Debug, Clone)]
 pub(crate) struct OnRecord<'a> {

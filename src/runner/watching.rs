@@ -52,6 +52,17 @@ impl Runner {
                 self.commit(&engine::pid_recorded(pid).edits)?;
                 crash::point("after-pid-write");
             }
+            if let Some(named) = stream.summary().session_id.clone()
+                && report.state == TaskState::Running
+                && report.elapsed >= PID_RECORD_AFTER
+                && self.view().current.session_id.as_deref() != Some(named.as_str())
+            {
+                // Codex names its thread in its first event: on record at once, not only
+                // when the run is judged.
+                let t = engine::session_named(&named);
+                self.commit(&t.edits)?;
+                self.say(&t.log);
+            }
             if report.state != TaskState::Running {
                 return Ok(Ok(report));
             }

@@ -268,3 +268,30 @@ fn codex_reviews_claudes_work_reading_only() {
         env.text()
     );
 }
+
+#[test]
+fn the_thread_codex_names_is_on_record_while_its_run_goes_on() {
+    let env = codex_loop();
+    env.scenario(&Scenario::new().step(1, Action::done("ok").sleep_ms(1500)));
+    let mut runner = env.spawn(&["start", "g", "--backend", "codex", "--step", "one"]);
+    let named = || {
+        env.log()
+            .lines()
+            .find_map(|l| l.split("the agent named its session ").nth(1))
+            .map(str::to_owned)
+    };
+    assert!(
+        wait_until(crate::support::PATIENCE, || named().is_some()),
+        "{}",
+        env.log()
+    );
+    let during = env.m1();
+    runner.wait(crate::support::PATIENCE);
+    let thread = named().unwrap();
+    assert_eq!(during.current.session_id.as_deref(), Some(thread.as_str()));
+    assert_eq!(
+        env.m1().results[&1].session_id.as_deref(),
+        Some(thread.as_str())
+    );
+    env.assert_status(Status::Done);
+}
