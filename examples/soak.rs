@@ -15,7 +15,8 @@
 //! Run: `cargo build --release && cargo run --release --example soak -- --loops 100`
 //! (`--seed N` for another sequence of faults; `--keep` keeps the directories of failures;
 //! `--only-in-place-storms` runs nothing but storms of in-place saves, with steps of 1 to 2 s,
-//! to meet the rare save that lands in a file a runner's write displaced).
+//! to meet the rare save that lands in a file a runner's write displaced; `--backend codex`
+//! runs every loop on the Codex backend, the simulated agent speaking Codex's events).
 
 #![expect(
     clippy::cast_precision_loss,
@@ -321,6 +322,13 @@ enum Mode {
     InPlaceStorms,
 }
 
+/// `--backend codex`: every loop runs on the Codex backend.
+fn on_codex() -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    args.windows(2)
+        .any(|w| w[0] == "--backend" && w[1] == "codex")
+}
+
 fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     let kind = if mode == Mode::InPlaceStorms {
         4
@@ -343,6 +351,9 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         t.setsid_escapes += 1;
     }
     let mut start = vec!["start", "soak", "--step", "a", "--step", "b", "--step", "c"];
+    if on_codex() {
+        start.extend(["--backend", "codex"]);
+    }
     if review {
         start.push("--review");
         t.reviewed += 1;
@@ -523,11 +534,9 @@ fn assess(
     let mut seen: HashMap<(u64, u64, bool), usize> = HashMap::new();
     for c in l.calls() {
         if let (Some(s), Some(a)) = (c["step"].as_u64(), c["attempt"].as_u64()) {
-            let argv = c["argv"].as_array().cloned().unwrap_or_default();
-            let plan = argv
-                .windows(2)
-                .any(|w| w[0] == "--permission-mode" && w[1] == "plan");
-            *seen.entry((s, a, plan)).or_default() += 1;
+            // A reviewer's call, whichever backend (the simulated agent logs `LOOP_REVIEW`).
+            let review = c["review"].as_bool() == Some(true);
+            *seen.entry((s, a, review)).or_default() += 1;
         }
     }
     let doubles: usize = seen.values().map(|n| n - 1).sum();
@@ -610,9 +619,10 @@ fn main() {
         }
     }
     println!(
-        "soak: {} loops in {:.0} s (seed {seed})",
+        "soak: {} loops in {:.0} s (seed {seed}, backend {})",
         t.loops,
-        began.elapsed().as_secs_f64()
+        began.elapsed().as_secs_f64(),
+        if on_codex() { "codex" } else { "claude" }
     );
     println!(
         "  faults: runner kill -9 {}, stale saves {} ({} with the runner dead, {} after another runner took over: {} revived by itself), supervisor+guardian kill -9 {}, setsid escapes tried {}, save storms {} ({} saves, {} in place, {} of them into a displaced file); {} loops reviewed",

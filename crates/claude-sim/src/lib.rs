@@ -256,6 +256,7 @@ fn log_line(
         "task_id": env.task_id,
         "loop_file": env.loop_file,
         "loop_id": env.loop_id,
+        "review": env.review,
         "session_id": args.session_id,
         "resume": args.resume,
         "settings": args.settings,
