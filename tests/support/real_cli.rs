@@ -162,24 +162,8 @@ pub fn run_with_mock(
     within: Duration,
 ) -> Output {
     let port = free_port();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/mock-messages-api.py");
-    let mut run = match namespace() {
-        Some(unshare) => {
-            let mut c = Command::new("unshare");
-            c.args(unshare).arg("sh");
-            c
-        }
-        None => Command::new("sh"),
-    };
-    run.arg("-c")
-        .arg(WRAPPER)
-        .arg("sh")
-        .arg(port.to_string())
-        .arg(&script)
-        .args([mock.tool, mock.command])
-        .arg(cmd.get_program())
-        .args(cmd.get_args())
-        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+    let mut run = wrapped(cmd, port, "mock-messages-api.py", [mock.tool, mock.command]);
+    run.env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
         .env("ANTHROPIC_API_KEY", "dummy")
         .env_remove("ANTHROPIC_AUTH_TOKEN")
         .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
@@ -188,18 +172,7 @@ pub fn run_with_mock(
         .stdin(input.map_or_else(Stdio::null, |p| {
             std::fs::File::open(p).map_or_else(|e| panic!("{}: {e}", p.display()), Stdio::from)
         }));
-    for (k, v) in mock.env {
-        run.env(k, v);
-    }
-    for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => run.env(k, v),
-            None => run.env_remove(k),
-        };
-    }
-    if let Some(dir) = cmd.get_current_dir() {
-        run.current_dir(dir);
-    }
+    keep_own_env(&mut run, mock.env, cmd);
     super::run_within(run, within)
 }
 
@@ -226,7 +199,20 @@ pub fn run_with_codex_mock(
         ),
     )
     .unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/mock-responses-api.py");
+    let mut run = wrapped(cmd, port, "mock-responses-api.py", [command, ""]);
+    run.env("CODEX_HOME", home)
+        .env("OPENAI_API_KEY", "dummy")
+        .stdin(Stdio::null());
+    keep_own_env(&mut run, env, cmd);
+    super::run_within(run, within)
+}
+
+/// `cmd` run by [`WRAPPER`] after the mock `script` (of `scripts/`) with its two arguments on
+/// `port`, in a network namespace of its own where the machine allows one.
+fn wrapped(cmd: &Command, port: u16, script: &str, args: [&str; 2]) -> Command {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(script);
     let mut run = match namespace() {
         Some(unshare) => {
             let mut c = Command::new("unshare");
@@ -240,12 +226,14 @@ pub fn run_with_codex_mock(
         .arg("sh")
         .arg(port.to_string())
         .arg(&script)
-        .args([command, ""])
+        .args(args)
         .arg(cmd.get_program())
-        .args(cmd.get_args())
-        .env("CODEX_HOME", home)
-        .env("OPENAI_API_KEY", "dummy")
-        .stdin(Stdio::null());
+        .args(cmd.get_args());
+    run
+}
+
+/// The mock's `env`, then `cmd`'s own environment changes and directory, on `run`.
+fn keep_own_env(run: &mut Command, env: &[(&str, &str)], cmd: &Command) {
     for (k, v) in env {
         run.env(k, v);
     }
@@ -258,7 +246,6 @@ pub fn run_with_codex_mock(
     if let Some(dir) = cmd.get_current_dir() {
         run.current_dir(dir);
     }
-    super::run_within(run, within)
 }
 
 /// Brings loopback up (in a fresh namespace it is down), starts the mock, waits until it
