@@ -9,6 +9,8 @@ use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::{AgentKind, Status};
 use serde_json::Value;
 
+use crate::support::bot::with_telegram;
+use crate::support::telegram_fake::FakeTelegram;
 use crate::support::{SIM, TestLoop, argv, is_review, stderr, wait_until};
 
 fn codex_loop() -> TestLoop {
@@ -183,7 +185,8 @@ fn a_codex_usage_limit_waits_until_the_reset_it_names() {
 
 #[test]
 fn a_claude_usage_limit_far_off_continues_the_step_on_codex_in_a_fresh_thread() {
-    let env = codex_loop();
+    let tg = FakeTelegram::start();
+    let env = with_telegram(codex_loop(), &tg.base_url());
     let reset = Utc::now().timestamp() + 3 * 3600;
     env.scenario(&Scenario::new().step(1, [Action::usage_limit(reset), Action::done("ok")]));
     env.run_ok(&["start", "g", "--step", "one", "--fallback", "codex"]);
@@ -207,6 +210,12 @@ fn a_claude_usage_limit_far_off_continues_the_step_on_codex_in_a_fresh_thread() 
         env.prompt(1)
     );
     env.assert_logged("fallback: Step 1");
+    let told = tg.sent().into_iter().map(|s| s.text).collect::<Vec<_>>();
+    assert!(
+        told.iter()
+            .any(|t| t.contains("Usage limit hit on step 1") && t.contains("goes on with codex")),
+        "{told:?}"
+    );
 }
 
 #[test]

@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use crate::support::bot::with_telegram;
+use crate::support::telegram_fake::FakeTelegram;
 use crate::support::{TestLoop, code, stdout, write_executable};
 
 /// A `claude` that knows neither `--permission-prompt-tool` nor the mode `default` (only its
@@ -104,4 +106,19 @@ fn doctor_fails_on_a_stop_file_and_says_so_in_json() {
     assert!(stop["detail"].as_str().unwrap().contains("remove it"));
     let telegram = rows.iter().find(|r| r["check"] == "telegram").unwrap();
     assert_eq!(telegram["status"], "off", "not set is not a failure");
+}
+
+#[test]
+fn doctor_asks_telegram_who_the_bot_is_and_sends_nothing() {
+    let tg = FakeTelegram::start();
+    let env = with_telegram(with_stub(), &tg.base_url());
+    let out = env.run(&["doctor"]);
+    let text = stdout(&out);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("ok") && l.contains("telegram") && l.contains("@fake_loop_bot")),
+        "{text}"
+    );
+    assert_eq!(tg.count("getMe"), 1);
+    assert_eq!(tg.count("sendMessage"), 0, "nothing sent");
 }

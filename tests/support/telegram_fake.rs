@@ -380,6 +380,11 @@ fn answer(req: &Request, state: &Mutex<State>) -> Answer {
             }
         }
         "answerCallbackQuery" => Answer::Respond(200, json!({"ok": true, "result": true})),
+        "getMe" => Answer::Respond(
+            200,
+            json!({"ok": true, "result": {"id": 4242, "is_bot": true, "first_name": "Loop",
+                   "username": "fake_loop_bot"}}),
+        ),
         "editMessageText" => Answer::Respond(
             200,
             json!({"ok": true, "result": {"message_id": req.body["message_id"], "text": req.body["text"]}}),
