@@ -41,6 +41,20 @@ pub(crate) fn shell_word(text: &str) -> String {
     }
 }
 
+/// A count with thousands separated: `2,100`.
+#[must_use]
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +70,13 @@ mod tests {
     fn cut_counts_characters_not_bytes() {
         assert_eq!(cut("ééééé", 3), "éé…");
         assert_eq!(cut("ééé", 3), "ééé");
+    }
+
+    #[test]
+    fn thousands_are_separated() {
+        assert_eq!(super::thousands(0), "0");
+        assert_eq!(super::thousands(999), "999");
+        assert_eq!(super::thousands(2100), "2,100");
+        assert_eq!(super::thousands(1_234_567), "1,234,567");
     }
 }

@@ -66,6 +66,10 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
     if cost > 0.0 {
         let _ = writeln!(out, "COST         ${cost:.2}");
     }
+    let tokens = crate::engine::tokens(m);
+    if tokens > 0 {
+        let _ = writeln!(out, "TOKENS       {}", crate::text::thousands(tokens));
+    }
     if let Some(a) = &m.last_action {
         let _ = writeln!(out, "LAST_ACTION  {a}");
     }
@@ -99,8 +103,11 @@ fn result_facts(r: &StepResult) -> String {
     if let Some(a) = r.attempts {
         f.push(format!("{a} attempt{}", if a == 1 { "" } else { "s" }));
     }
-    if let Some(c) = r.cost_usd {
+    if let Some(c) = r.cost_usd.filter(|c| *c > 0.0 || r.tokens.is_none()) {
         f.push(format!("${c:.2}"));
+    }
+    if let Some(t) = r.tokens {
+        f.push(format!("{} tokens", crate::text::thousands(t)));
     }
     if let Some(e) = &r.error {
         f.push(format!("error: {e}"));

@@ -67,6 +67,23 @@ fn attempts_of(m: &M1, step: u32) -> u32 {
     m.results.get(&step).and_then(|r| r.attempts).unwrap_or(0)
 }
 
+/// Total tokens recorded in RESULTS (steps run on a backend that counts tokens, not dollars).
+#[must_use]
+pub(crate) fn tokens(m: &M1) -> u64 {
+    m.results.values().filter_map(|r| r.tokens).sum()
+}
+
+/// What the loop spent, as a person reads it: `$0.42`, and the tokens of steps run on a
+/// backend that reports no dollars (`$0.00 and 2,100 tokens`).
+#[must_use]
+pub(crate) fn spent_words(m: &M1) -> String {
+    let dollars = format!("${:.2}", spent(m));
+    match tokens(m) {
+        0 => dollars,
+        t => format!("{dollars} and {} tokens", crate::text::thousands(t)),
+    }
+}
+
 /// Total agent cost recorded in RESULTS.
 #[must_use]
 pub(crate) fn spent(m: &M1) -> f64 {

@@ -515,7 +515,7 @@ impl Runner {
             let d = Duration::from_secs(u64::try_from(secs).unwrap_or(0));
             format!(" in {}", crate::duration::human(d))
         });
-        let spent = format!("${:.2}{took}", engine::spent(&m));
+        let spent = format!("{}{took}", engine::spent_words(&m));
         match m.status {
             Status::Done => {
                 let n = m.plan.steps.len();

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::support::bot::with_telegram;
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{SIM, TestLoop, argv, is_review, stderr, wait_until};
+use crate::support::{SIM, TestLoop, argv, is_review, stderr, stdout, wait_until};
 
 fn codex_loop() -> TestLoop {
     TestLoop::new()
@@ -39,7 +39,7 @@ fn a_two_step_codex_loop_records_each_steps_thread_and_a_retry_resumes_it_with_i
             .step(1, [Action::failed("not yet"), Action::done("one")])
             .step(2, Action::done("two")),
     );
-    env.run_ok(&[
+    let out = env.run_ok(&[
         "start",
         "g",
         "--backend",
@@ -50,6 +50,13 @@ fn a_two_step_codex_loop_records_each_steps_thread_and_a_retry_resumes_it_with_i
         "two",
     ]);
     env.assert_status(Status::Done);
+    assert!(
+        stderr(&out).contains("DONE: 2 step(s), $0.00 and 3,150 tokens"),
+        "{}",
+        stderr(&out)
+    );
+    let status = stdout(&env.run_ok(&["status"]));
+    assert!(status.contains("TOKENS       3,150"), "{status}");
     let m = env.m1();
     assert_eq!(m.agent.backend, Some(AgentKind::Codex));
     assert_eq!(m.agent.allowed_tools, None, "no Claude tool list for Codex");
