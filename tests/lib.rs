@@ -23,6 +23,7 @@ mod bridge {
 }
 
 mod loops {
+    mod after;
     mod agent_killed;
     mod codex;
     mod crash;

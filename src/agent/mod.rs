@@ -25,7 +25,7 @@ pub use claude::invocation::{
     AgentConfig, Invocation, READ_ONLY_TOOLS, Session, invocation, new_session_id,
 };
 pub use claude::stream::{DeferredCall, StreamReader, StreamSummary, read_stream_file};
-pub use verdict::{Verdict, parse_plan, verdict, without_verdict};
+pub use verdict::{Verdict, parse_plan, parse_plan_after, verdict, without_verdict};
 
 /// A run's whole output, whichever backend wrote it: the one stream reader reads Claude
 /// Code's stream-json and Codex's `--json` events alike.

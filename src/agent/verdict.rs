@@ -136,6 +136,64 @@ pub fn parse_plan(result_text: &str) -> Result<Vec<String>, String> {
 /// The `steps` value of the last JSON object in `text` that has one, searching every `{`
 /// (which also finds objects inside code fences).
 fn last_steps_value(text: &str) -> Option<Value> {
+    last_plan_object(text).and_then(|mut o| o.remove("steps"))
+}
+
+/// The plan's optional `"after": {"4": [2, 3]}` (step 4 starts once steps 2 and 3 are done),
+/// from the same JSON object as its steps; each number a step of the `count` planned, none
+/// waiting for itself, and no cycle.
+///
+/// # Errors
+/// What is wrong with it, for the planning call's next attempt.
+pub fn parse_plan_after(
+    result_text: &str,
+    count: usize,
+) -> Result<std::collections::BTreeMap<u32, Vec<u32>>, String> {
+    let mut after = std::collections::BTreeMap::new();
+    let Some(value) = last_plan_object(result_text).and_then(|mut o| o.remove("after")) else {
+        return Ok(after);
+    };
+    let Value::Object(map) = value else {
+        return Err(format!(
+            "\"after\" must be an object such as {{\"3\": [1, 2]}}, but it is {}",
+            kind_of(&value)
+        ));
+    };
+    let in_plan = |n: u64| n >= 1 && usize::try_from(n).is_ok_and(|n| n <= count);
+    for (key, deps) in map {
+        let n: u32 = key
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| in_plan(u64::from(*n)))
+            .ok_or_else(|| {
+                format!("\"after\" names step {key:?}, which is not one of the {count} steps")
+            })?;
+        let list = deps
+            .as_array()
+            .ok_or_else(|| format!("\"after\" of step {n} must be a list of step numbers"))?
+            .iter()
+            .map(|d| {
+                d.as_u64()
+                    .filter(|d| in_plan(*d) && *d != u64::from(n))
+                    .and_then(|d| u32::try_from(d).ok())
+                    .ok_or_else(|| format!("step {n} cannot come after {d}"))
+            })
+            .collect::<Result<Vec<u32>, String>>()?;
+        after.insert(n, list);
+    }
+    if let Some(c) = crate::m1::steps::cycle(&after) {
+        let around: Vec<String> = c.iter().map(u32::to_string).collect();
+        return Err(format!(
+            "\"after\" makes a cycle ({}): no order can run these steps",
+            around.join(" waits for ")
+        ));
+    }
+    Ok(after)
+}
+
+/// The last JSON object in `text` that has a `steps` key.
+fn last_plan_object(text: &str) -> Option<serde_json::Map<String, Value>> {
     let mut found = None;
     let mut skip_to = 0;
     for (at, _) in text.match_indices('{') {
@@ -143,11 +201,11 @@ fn last_steps_value(text: &str) -> Option<Value> {
             continue;
         }
         let mut values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
-        let Some(Ok(Value::Object(mut obj))) = values.next() else {
+        let Some(Ok(Value::Object(obj))) = values.next() else {
             continue;
         };
-        if let Some(steps) = obj.remove("steps") {
-            found = Some(steps);
+        if obj.contains_key("steps") {
+            found = Some(obj);
             // Objects nested inside this one are part of it, not separate answers.
             skip_to = at + values.byte_offset();
         }

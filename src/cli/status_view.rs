@@ -34,6 +34,10 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
             s.state.as_str(),
             s.text
         );
+        if let Some(deps) = m.plan.after.get(&s.n) {
+            let deps: Vec<String> = deps.iter().map(u32::to_string).collect();
+            let _ = write!(out, "  [after {}]", deps.join(", "));
+        }
         if let Some(r) = m.results.get(&s.n) {
             let facts = result_facts(r);
             if !facts.is_empty() {

@@ -61,7 +61,11 @@ pub(crate) enum Judgement {
     /// The step is done.
     Pass { summary: String },
     /// The planning call answered with a usable plan.
-    Planned { steps: Vec<String> },
+    Planned {
+        steps: Vec<String>,
+        /// `PLAN.AFTER`: the steps each waits for, as the plan said.
+        after: std::collections::BTreeMap<u32, Vec<u32>>,
+    },
     /// So far so good: run VERIFY, then judge again with its outcome.
     NeedsVerify,
     /// A failed attempt; another follows in the same session.
@@ -435,8 +439,12 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
     }
     if a.step == 0 {
         // The planning call answers with a JSON plan, not a verdict line.
-        return match crate::agent::parse_plan(a.answer) {
-            Ok(steps) => Judgement::Planned { steps },
+        let plan = crate::agent::parse_plan(a.answer).and_then(|steps| {
+            let after = crate::agent::parse_plan_after(a.answer, steps.len())?;
+            Ok((steps, after))
+        });
+        return match plan {
+            Ok((steps, after)) => Judgement::Planned { steps, after },
             Err(e) => failed(a, &format!("the planning answer held no usable plan: {e}")),
         };
     }

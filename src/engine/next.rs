@@ -161,7 +161,7 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
         };
     }
     let Some(step) = open_step(m, 0) else {
-        return Next::Complete;
+        return complete_or_stuck(m);
     };
     if step.state == StepState::Failed {
         return Next::Exhausted {
@@ -229,6 +229,28 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
     })
 }
 
+/// No open step can start: the plan is complete, unless steps are left that `PLAN.AFTER`
+/// keeps from starting (never a false DONE).
+fn complete_or_stuck(m: &M1) -> Next {
+    let open: Vec<String> = m
+        .plan
+        .steps
+        .iter()
+        .filter(|s| !matches!(s.state, StepState::Done | StepState::Skipped))
+        .map(|s| s.n.to_string())
+        .collect();
+    if open.is_empty() {
+        return Next::Complete;
+    }
+    Next::Halt {
+        reason: format!(
+            "no step can start: step(s) {} wait for steps that never end (PLAN.AFTER)",
+            open.join(", ")
+        ),
+        how: "fix PLAN.AFTER in M1.md, then `loop resume`".into(),
+    }
+}
+
 /// Attempts of step `n` that do not count against `MAX_RETRIES`: the retakes a review asked
 /// for (each follows an attempt that passed its checks), and the attempts before a person's
 /// `loop retry` gave the step a fresh budget (`RETRIED`).
@@ -238,13 +260,25 @@ pub(crate) fn uncounted(m: &M1, n: u32) -> u32 {
     r.retakes + r.retried
 }
 
-/// The first step after step `after` that is neither DONE nor SKIPPED.
+/// The step that comes next once step `after` is done (0: from the start): the first step
+/// after it that is neither DONE nor SKIPPED. With `PLAN.AFTER`, the first such step, in the
+/// plan's order, whose steps to wait for are all DONE or SKIPPED (step `after` counting as
+/// done): so a step never starts before what it needs, whatever its number.
 #[must_use]
 pub(crate) fn open_step(m: &M1, after: u32) -> Option<&Step> {
-    m.plan
-        .steps
-        .iter()
-        .find(|s| s.n > after && !matches!(s.state, StepState::Done | StepState::Skipped))
+    let closed = |s: &Step| matches!(s.state, StepState::Done | StepState::Skipped);
+    if m.plan.after.is_empty() {
+        return m.plan.steps.iter().find(|s| s.n > after && !closed(s));
+    }
+    let done = |n: u32| n == after || m.plan.steps.iter().any(|s| s.n == n && closed(s));
+    m.plan.steps.iter().find(|s| {
+        s.n != after
+            && !closed(s)
+            && m.plan
+                .after
+                .get(&s.n)
+                .is_none_or(|deps| deps.iter().all(|d| done(*d)))
+    })
 }
 
 /// `CURRENT.WAIT_UNTIL`, when set and readable.

@@ -134,7 +134,7 @@ pub(crate) fn record(j: &Judgement, f: &Facts) -> Transition {
             return interrupted(i, f.step, &name(f.step), f.transients, f.now).after(edits);
         }
         Judgement::Pass { summary } => passed(f, summary, &mut edits),
-        Judgement::Planned { steps } => planned(f, steps, &mut edits),
+        Judgement::Planned { steps, after } => planned(f, (steps, after), &mut edits),
         // The runner runs VERIFY and judges again before recording; nothing to write yet.
         Judgement::NeedsVerify => {
             edits.clear();
@@ -267,7 +267,11 @@ fn passed_to_review(f: &Facts, summary: &str, edits: &mut Vec<Edit>) -> Recorded
 }
 
 /// The planning call's plan becomes the steps, all PENDING, and step 1 is next.
-fn planned(f: &Facts, steps: &[String], edits: &mut Vec<Edit>) -> Recorded {
+fn planned(
+    f: &Facts,
+    (steps, after): (&[String], &std::collections::BTreeMap<u32, Vec<u32>>),
+    edits: &mut Vec<Edit>,
+) -> Recorded {
     let summary = format!("planned {} steps", steps.len());
     edits.push(results(0, ResultKey::Summary, summary.clone()));
     edits.push(results(0, ResultKey::Verified, f.verified.to_string()));
@@ -280,6 +284,14 @@ fn planned(f: &Facts, steps: &[String], edits: &mut Vec<Edit>) -> Recorded {
             .map(|s| (StepState::Pending, s.clone()))
             .collect(),
     ));
+    edits.push(Edit::Remove(vec!["PLAN".into(), "AFTER".into()]));
+    for (n, deps) in after {
+        let deps: Vec<String> = deps.iter().map(u32::to_string).collect();
+        edits.push(Edit::Set(
+            vec!["PLAN".into(), "AFTER".into(), n.to_string()],
+            deps.join(", "),
+        ));
+    }
     edits.push(PlanKey::CurrentStep.set("1"));
     let log = format!("pass: Planning attempt {}: {summary}", f.attempt);
     if f.plan_only {

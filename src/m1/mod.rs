@@ -48,7 +48,7 @@ mod line;
 mod merge;
 pub(crate) mod settings;
 mod source;
-mod steps;
+pub(crate) mod steps;
 mod store;
 mod swap;
 mod syntax;

@@ -394,6 +394,11 @@ impl Checker<'_> {
             };
             self.at_value(i, msg);
         }
+        if let Some(a) = doc.child(Some(plan), "AFTER")
+            && self.block(a)
+        {
+            self.after(a, count);
+        }
         let total = total.map_or(count, |(_, t)| t);
         if let Some((i, c)) = current
             && c > total
@@ -407,6 +412,78 @@ impl Checker<'_> {
                 format!("CURRENT_STEP {c} is outside the plan: expected 0 to {total}")
             };
             self.at_value(i, msg);
+        }
+    }
+
+    /// `PLAN.AFTER`'s lines, `N: M, K`: each names steps of the plan (`count` of them), none
+    /// itself, and together no cycle.
+    fn after(&mut self, block: usize, count: u64) {
+        let doc = self.doc;
+        let mut lines: Vec<(usize, u32)> = Vec::new();
+        let mut edges = std::collections::BTreeMap::new();
+        for i in doc.children(Some(block)).collect::<Vec<_>>() {
+            let k = doc.key_at(i);
+            let Ok(n) = k.key.parse::<u32>() else {
+                self.at_key(
+                    i,
+                    "malformed PLAN.AFTER line: expected `N: M, K` (step N starts after steps M \
+                     and K)",
+                );
+                continue;
+            };
+            if n == 0 || u64::from(n) > count {
+                self.at_key(
+                    i,
+                    format!("PLAN.AFTER names step {n}, but PLAN.STEPS has steps 1 to {count}"),
+                );
+                continue;
+            }
+            let Some(v) = self.scalar(i) else {
+                self.at_value(
+                    i,
+                    format!("PLAN.AFTER {n}: expected the steps it comes after"),
+                );
+                continue;
+            };
+            let deps = match super::steps::parse_after(&v) {
+                Ok(d) => d,
+                Err(msg) => {
+                    self.at_value(i, format!("PLAN.AFTER {n}: {msg}"));
+                    continue;
+                }
+            };
+            if let Some(d) = deps.iter().find(|d| **d == n) {
+                self.at_value(
+                    i,
+                    format!("PLAN.AFTER {n}: step {d} cannot come after itself"),
+                );
+                continue;
+            }
+            if let Some(d) = deps.iter().find(|d| **d == 0 || u64::from(**d) > count) {
+                self.at_value(
+                    i,
+                    format!(
+                        "PLAN.AFTER {n}: step {d} is not in the plan (PLAN.STEPS has steps 1 to \
+                         {count})"
+                    ),
+                );
+                continue;
+            }
+            lines.push((i, n));
+            edges.insert(n, deps);
+        }
+        if let Some(c) = super::steps::cycle(&edges)
+            && let Some((i, _)) = lines.iter().find(|(_, n)| *n == c[0])
+        {
+            let around: Vec<String> = c.iter().map(u32::to_string).collect();
+            self.at_value(
+                *i,
+                format!(
+                    "PLAN.AFTER makes a cycle ({}): no order can run these steps; remove one of \
+                     these lines",
+                    around.join(" waits for ")
+                ),
+            );
         }
     }
 

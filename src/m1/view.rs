@@ -72,6 +72,9 @@ pub struct Plan {
     /// 0 while planning / not started.
     pub current_step: u32,
     pub steps: Vec<Step>,
+    /// `PLAN.AFTER`: the steps each step waits for (it starts only once they are DONE or
+    /// SKIPPED); empty when the plan has no such block.
+    pub after: BTreeMap<u32, Vec<u32>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -283,6 +286,7 @@ impl M1 {
                     .unwrap_or(u32::try_from(steps.len()).unwrap_or(u32::MAX)),
                 current_step: parsed(plan(PlanKey::CurrentStep)).unwrap_or(0),
                 steps,
+                after: steps::after(doc),
             },
             current: current(doc),
             results: results(doc),

@@ -330,3 +330,47 @@ fn a_gate_with_an_unknown_kind_or_a_decision_without_its_choice() {
         ]
     );
 }
+
+/// The seed with a `PLAN.AFTER` block of `lines` after its steps (line 12 on).
+fn seed_after(lines: &str) -> String {
+    SEED.replacen(
+        "    3: [PENDING] 実戦テスト → /edit --steps 1\n",
+        &format!("    3: [PENDING] 実戦テスト → /edit --steps 1\n  AFTER:\n{lines}"),
+        1,
+    )
+}
+
+#[test]
+fn after_naming_a_step_the_plan_lacks() {
+    assert_eq!(
+        errors(&seed_after("    3: 4\n")),
+        ["13:8: PLAN.AFTER 3: step 4 is not in the plan (PLAN.STEPS has steps 1 to 3)"]
+    );
+    assert_eq!(
+        errors(&seed_after("    5: 1\n")),
+        ["13:5: PLAN.AFTER names step 5, but PLAN.STEPS has steps 1 to 3"]
+    );
+    assert_eq!(
+        errors(&seed_after("    3: 1, two\n")),
+        ["13:8: PLAN.AFTER 3: expected step numbers separated by commas (`2, 3`), found `two`"]
+    );
+}
+
+#[test]
+fn after_that_makes_a_cycle() {
+    assert_eq!(
+        errors(&seed_after("    2: 3\n    3: 2\n")),
+        [
+            "13:8: PLAN.AFTER makes a cycle (2 waits for 3 waits for 2): no order can run these \
+             steps; remove one of these lines"
+        ]
+    );
+    assert_eq!(
+        errors(&seed_after("    3: 3\n")),
+        ["13:8: PLAN.AFTER 3: step 3 cannot come after itself"]
+    );
+    let m = Document::parse(&seed_after("    3: 1, 2\n"))
+        .unwrap()
+        .view();
+    assert_eq!(m.plan.after[&3], [1, 2]);
+}

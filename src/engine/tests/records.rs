@@ -211,7 +211,8 @@ fn a_plan_becomes_the_steps_and_step_1_is_next() {
     assert_eq!(
         j,
         Judgement::Planned {
-            steps: vec!["read".into(), "write".into()]
+            steps: vec!["read".into(), "write".into()],
+            after: std::collections::BTreeMap::new(),
         }
     );
     let empty = "STATUS: RUNNING\nGOAL: g\n";
@@ -329,4 +330,37 @@ fn held_outcomes_are_written_before_the_runner_ends_waits_or_watches() {
         session: SessionPlan::Fresh
     })));
     assert!(!held_first(Next::Complete));
+}
+
+#[test]
+fn a_plan_with_after_records_what_each_step_waits_for_and_a_bad_one_is_no_plan() {
+    let caps = Caps::default();
+    let a = Attempt {
+        step: 0,
+        answer: r#"{"steps": ["schema", "api", "ui", "e2e"], "after": {"4": [2, 3], "2": [1]}}"#,
+        ..attempt(&caps, Class::Success, &Verdict::Missing)
+    };
+    let j = judge(&a);
+    let t = record(&j, &facts(0, 1));
+    let text = applied("STATUS: RUNNING\nGOAL: g\n", &t);
+    let m = view(&text);
+    assert_eq!(m.plan.after[&4], [2, 3], "{text}");
+    assert_eq!(m.plan.after[&2], [1], "{text}");
+    assert!(text.contains("  AFTER:\n    2: 1\n    4: 2, 3\n"), "{text}");
+    for bad in [
+        r#"{"steps": ["a", "b"], "after": {"2": [2]}}"#,
+        r#"{"steps": ["a", "b"], "after": {"3": [1]}}"#,
+        r#"{"steps": ["a", "b"], "after": {"1": [2], "2": [1]}}"#,
+    ] {
+        let a = Attempt {
+            step: 0,
+            answer: bad,
+            ..attempt(&caps, Class::Success, &Verdict::Missing)
+        };
+        assert!(
+            matches!(judge(&a), Judgement::Retry { .. }),
+            "{bad}: {:?}",
+            judge(&a)
+        );
+    }
 }
