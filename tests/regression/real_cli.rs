@@ -4,6 +4,9 @@
 //! A revoked key: the loop halts as soon as the CLI's first retry of the 401 shows in its
 //! stream, not after its ten retries (about 3 minutes). The reviewer's call, as the loop
 //! builds it: it cannot change the project even where a user's rule would allow the tool.
+//!
+//! The Codex CLI, the same way against the Responses API mock: a two-step loop whose retries
+//! resume their threads, a stop that ends the sandboxed command, and `loop doctor` on both.
 
 use std::time::Duration;
 
@@ -299,4 +302,67 @@ fn loop_doctor_passes_on_the_real_claude_code_and_codex_clis() {
     }
     assert!(text.contains("a resume kept the session"), "{text}");
     assert!(text.contains("the SessionStart hook fired"), "{text}");
+}
+
+/// A stop ends every process of a real Codex step, though Codex runs the agent's command in a
+/// sandbox of its own (`bwrap --new-session`): outside the task's process group and session.
+/// (The patterns are anchored: the script and the mock carry the marker in their own command
+/// lines.)
+#[test]
+fn a_stop_ends_every_process_of_a_real_codex_step_its_sandbox_included() {
+    let Some(codex) = codex_or_skip() else {
+        return;
+    };
+    let env = TestLoop::new();
+    let home = env.temp.join("codex-home");
+    let user_home = env.temp.join("home");
+    let env = env.env("LOOP_AGENT", &codex).env("HOME", user_home);
+    let marker = "sleep 4242.4242";
+    let script = format!(
+        r#""$0" start g --backend codex --step "wait" --quiet &
+r=$!
+for _ in $(seq 1 600); do pgrep -f '^{marker}' >/dev/null && break; sleep 0.1; done
+pgrep -f '^{marker}' >/dev/null || {{ echo "the command never ran" >&2; kill $r; exit 9; }}
+"$0" stop
+wait $r
+echo "runner exited $?""#
+    );
+    let template = env.cmd(&[]);
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c").arg(script).arg(crate::support::LOOP);
+    for (k, v) in template.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    if let Some(dir) = template.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    let out = run_with_codex_mock(&cmd, &home, marker, &[], PATIENCE * 6);
+    let said = format!(
+        "{}\n{}",
+        crate::support::stdout(&out),
+        crate::support::stderr(&out)
+    );
+    assert_eq!(crate::support::code(&out), 0, "{said}\n{}", env.log());
+    assert!(
+        said.contains("runner exited 3"),
+        "WAITING after the stop: {said}"
+    );
+    env.assert_status(Status::Waiting);
+    env.assert_logged("stop: `loop stop`");
+    let left = || {
+        std::process::Command::new("pgrep")
+            .args(["-f", &format!("^{marker}")])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    assert!(
+        crate::support::wait_until(Duration::from_secs(10), || left().is_empty()),
+        "the sandboxed command outlived the stop: {}",
+        left()
+    );
+    env.assert_no_processes();
 }
