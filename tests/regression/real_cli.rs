@@ -327,19 +327,7 @@ pgrep -f '^{marker}' >/dev/null || {{ echo "the command never ran" >&2; kill $r;
 wait $r
 echo "runner exited $?""#
     );
-    let template = env.cmd(&[]);
-    let mut cmd = std::process::Command::new("sh");
-    cmd.arg("-c").arg(script).arg(crate::support::LOOP);
-    for (k, v) in template.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    if let Some(dir) = template.get_current_dir() {
-        cmd.current_dir(dir);
-    }
-    let out = run_with_codex_mock(&cmd, &home, marker, &[], PATIENCE * 6);
+    let out = run_with_codex_mock(&script_of(&env, &script), &home, marker, &[], PATIENCE * 6);
     let said = format!(
         "{}\n{}",
         crate::support::stdout(&out),
@@ -363,6 +351,77 @@ echo "runner exited $?""#
         crate::support::wait_until(Duration::from_secs(10), || left().is_empty()),
         "the sandboxed command outlived the stop: {}",
         left()
+    );
+    env.assert_no_processes();
+}
+
+/// `sh -c SCRIPT` with `$0` the loop binary, in `env`'s directory and environment.
+fn script_of(env: &TestLoop, script: &str) -> std::process::Command {
+    let template = env.cmd(&[]);
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c").arg(script).arg(crate::support::LOOP);
+    for (k, v) in template.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    if let Some(dir) = template.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    cmd
+}
+
+/// A runner killed with `kill -9` while a real Codex step runs comes back by itself when the
+/// step ends (the step's supervisor revives it), and judges that run: nothing started twice.
+#[test]
+fn a_runner_killed_during_a_real_codex_step_is_revived_and_judges_it_once() {
+    let Some(codex) = codex_or_skip() else {
+        return;
+    };
+    let env = TestLoop::new();
+    let home = env.temp.join("codex-home");
+    let log = env.temp.join("mock.jsonl");
+    let user_home = env.temp.join("home");
+    let env = env
+        .env("LOOP_AGENT", &codex)
+        .env("HOME", user_home)
+        .env("LOOP_REVIVE", "on");
+    let marker = "sleep 2.4242";
+    let script = format!(
+        r#""$0" start g --backend codex --step "wait" --quiet &
+r=$!
+for _ in $(seq 1 600); do pgrep -f '^{marker}' >/dev/null && break; sleep 0.1; done
+pgrep -f '^{marker}' >/dev/null || {{ echo "the command never ran" >&2; kill $r; exit 9; }}
+kill -9 $r
+for _ in $(seq 1 600); do grep -q '^STATUS: DONE' "$LOOP_FILE" && break; sleep 0.1; done
+grep '^STATUS' "$LOOP_FILE""#
+    );
+    let log_arg = log.display().to_string();
+    let out = run_with_codex_mock(
+        &script_of(&env, &script),
+        &home,
+        marker,
+        &[("MOCK_LOG", &log_arg)],
+        PATIENCE * 6,
+    );
+    let said = crate::support::stdout(&out);
+    assert!(said.contains("STATUS: DONE"), "{said}\n{}", env.log());
+    env.assert_logged("revive");
+    let m = env.m1();
+    let r = &m.results[&1];
+    assert_eq!(r.attempts, Some(1), "{}", env.text());
+    // One thread, one turn: the step was not run again after the kill.
+    let requests: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        requests
+            .iter()
+            .all(|q| q["thread"] == r.session_id.as_deref().unwrap() && q["turn"] == 1),
+        "{requests:?}"
     );
     env.assert_no_processes();
 }
