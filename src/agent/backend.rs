@@ -42,6 +42,12 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// The program it runs when the loop names none.
     fn default_program(&self) -> &'static str;
 
+    /// How a person gets it: `install Claude Code (`npm install -g …`)`.
+    fn install(&self) -> &'static str;
+
+    /// What a person does when it is refused for its credentials.
+    fn login(&self) -> &'static str;
+
     /// The command of one run: `cfg` (the loop's intent: tools, permission, model, limits),
     /// the prompt, and the session the run continues or starts.
     ///

@@ -269,9 +269,11 @@ fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
         ),
         TaskEnd::SpawnFailed(msg) => halt(
             format!("the agent could not be started: {}", one_line(msg, 200)),
-            "install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set \
-             AGENT.PROGRAM in M1.md to the agent program (a loop runs what its M1.md says; \
-             LOOP_AGENT is for new loops), then `loop resume`",
+            &format!(
+                "{}, or set AGENT.PROGRAM in M1.md to the agent program (a loop runs what its \
+                 M1.md says; LOOP_AGENT is for new loops), then `loop resume`",
+                crate::agent::backend_for(a.backend).install()
+            ),
         ),
         TaskEnd::Exited { .. } => return None,
     })
@@ -321,7 +323,10 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
         Class::UsageLimit { resets_at, message } => usage_limit(a, resets_at, &message),
         Class::Auth(msg) => halt(
             format!("authentication failed: {}", one_line(&msg, 200)),
-            "log in to Claude Code (`claude /login`) or fix ANTHROPIC_API_KEY, then `loop resume`",
+            &format!(
+                "{}, then `loop resume`",
+                crate::agent::backend_for(a.backend).login()
+            ),
         ),
         Class::Billing(msg) if msg.contains("maximum budget") => halt(
             format!("the attempt reached its budget: {}", one_line(&msg, 200)),

@@ -182,17 +182,11 @@ fn dur(
 
 /// How to get the agent of `backend`, for the message that says it is missing.
 #[must_use]
-pub(crate) fn install_hint(backend: AgentKind) -> &'static str {
-    match backend {
-        AgentKind::Claude => {
-            "install Claude Code (`npm install -g @anthropic-ai/claude-code`) or set LOOP_AGENT \
-             to the agent program"
-        }
-        AgentKind::Codex => {
-            "install the Codex CLI (`npm install -g @openai/codex`) or set LOOP_AGENT to the \
-             agent program"
-        }
-    }
+pub(crate) fn install_hint(backend: AgentKind) -> String {
+    format!(
+        "{} or set LOOP_AGENT to the agent program",
+        crate::agent::backend_for(backend).install()
+    )
 }
 
 /// Where `program` would be run from: a path (with a `/`) as it is, else the first executable

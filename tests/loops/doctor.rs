@@ -23,6 +23,7 @@ Options:
   --mcp-config <configs...>         Load MCP servers from JSON files or strings
   --settings <file-or-json>         Settings file or JSON string
   --allowedTools, --allowed-tools <tools...>  Tools to allow
+  --tools <tools...>                Built-in tools to make available
   --session-id <uuid>               Use a specific session ID
   -r, --resume [value]              Resume a conversation
   --permission-mode <mode>          Permission mode to use for the session

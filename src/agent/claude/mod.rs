@@ -36,6 +36,14 @@ impl Backend for ClaudeCode {
         "claude"
     }
 
+    fn install(&self) -> &'static str {
+        "install Claude Code (`npm install -g @anthropic-ai/claude-code`)"
+    }
+
+    fn login(&self) -> &'static str {
+        "log in to Claude Code (`claude /login`) or fix ANTHROPIC_API_KEY"
+    }
+
     /// Claude Code honours every setting a loop has: nothing is refused.
     fn invocation(
         &self,

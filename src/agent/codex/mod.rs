@@ -91,6 +91,14 @@ impl Backend for Codex {
         "codex"
     }
 
+    fn install(&self) -> &'static str {
+        "install the Codex CLI (`npm install -g @openai/codex`)"
+    }
+
+    fn login(&self) -> &'static str {
+        "log in to Codex (`codex login`) or fix the key its provider reads (OPENAI_API_KEY)"
+    }
+
     /// `PROGRAM exec --json --skip-git-repo-check SANDBOX [-m MODEL] [EXTRA...]
     /// [resume THREAD] -`, with the prompt on standard input. A new run's thread is named by
     /// Codex (the loop's id for it is not passed); a retry resumes the thread its first run

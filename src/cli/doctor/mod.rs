@@ -220,14 +220,25 @@ fn check_backend(kind: AgentKind, cfg: &AgentConfig) -> Vec<Row> {
     rows
 }
 
-/// Every flag the loop passes to `kind`, for a fresh run and a resumed one.
+/// Every flag the loop passes to `kind`, for a fresh run, a resumed one and a review.
 fn flags_passed(kind: AgentKind, cfg: &AgentConfig) -> Vec<String> {
     let backend = crate::agent::backend_for(kind);
     let exe = std::env::current_exe().unwrap_or_else(|_| "loop".into());
     let mut flags: Vec<String> = Vec::new();
-    for session in [
-        crate::agent::Session::New(crate::agent::new_session_id()),
-        crate::agent::Session::Resume(crate::agent::new_session_id()),
+    let review = cfg.clone().read_only();
+    for (cfg, session) in [
+        (
+            cfg,
+            crate::agent::Session::New(crate::agent::new_session_id()),
+        ),
+        (
+            cfg,
+            crate::agent::Session::Resume(crate::agent::new_session_id()),
+        ),
+        (
+            &review,
+            crate::agent::Session::New(crate::agent::new_session_id()),
+        ),
     ] {
         let Ok(inv) = backend.invocation(cfg, "x", &session) else {
             continue;

@@ -788,3 +788,16 @@ mod pipeline;
 mod records;
 mod review;
 mod sessions;
+
+#[test]
+fn a_refused_key_is_advised_for_the_backend_that_ran() {
+    let caps = Caps::default();
+    let mut a = attempt(&caps, Class::Auth("401".into()), &Verdict::Missing);
+    let how = |a: &Attempt<'_>| match crate::engine::judge(a) {
+        Judgement::Interrupted(Interruption::Halt { how, .. }) => how,
+        other => panic!("{other:?}"),
+    };
+    assert!(how(&a).contains("claude /login"), "{}", how(&a));
+    a.backend = crate::m1::settings::AgentKind::Codex;
+    assert!(how(&a).contains("codex login"), "{}", how(&a));
+}
