@@ -34,6 +34,7 @@ mod loops {
     mod hooks;
     mod lost;
     mod old_files;
+    mod parallel;
     mod retry;
     mod review;
     mod revive;

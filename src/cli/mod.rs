@@ -314,6 +314,10 @@ pub(crate) struct StartArgs {
     /// than --fallback-after.
     #[arg(long, value_name = "BACKEND")]
     pub fallback: Option<crate::m1::settings::AgentKind>,
+    /// Steps that may run at once, each in a git worktree of its own, merged one by one and
+    /// verified after the merge (default 1: one at a time, in the project itself).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub parallel: Option<u32>,
     /// How far away a usage limit's reset must be to send a step to the fallback (90s, 15m).
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub fallback_after: Option<Duration>,
@@ -599,6 +603,7 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
             review_backend: a.review_backend,
             fallback: a.fallback,
             fallback_after: a.fallback_after,
+            parallel: a.parallel,
             approve_plan: a.approve_plan,
             ..Default::default()
         },

@@ -362,6 +362,8 @@ keys! {
         MaxRetakes = "MAX_RETAKES": Count,
         /// A usage limit resetting later than this sends the step to `AGENT.FALLBACK`.
         FallbackAfter = "FALLBACK_AFTER": Duration,
+        /// Steps that may run at once, each in a git worktree of its own (default 1).
+        Parallel = "PARALLEL": Positive,
     }
 }
 

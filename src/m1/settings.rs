@@ -380,6 +380,12 @@ pub(crate) const SETTINGS: &[Setting] = &[
     setting(Kept::Limit(LimitKey::ContextThreshold), None, None, None),
     setting(Kept::Limit(LimitKey::MaxSession), None, None, None),
     setting(
+        Kept::Limit(LimitKey::Parallel),
+        Some("limits.parallel"),
+        Some("parallel"),
+        None,
+    ),
+    setting(
         Kept::Limit(LimitKey::FallbackAfter),
         Some("limits.fallback_after"),
         Some("fallback-after"),

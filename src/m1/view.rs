@@ -162,6 +162,8 @@ pub struct Limits {
     pub max_retakes: Option<u32>,
     /// A usage limit resetting later than this sends a step to `AGENT.FALLBACK`.
     pub fallback_after: Option<Duration>,
+    /// Steps that may run at once (`PARALLEL`, default 1).
+    pub parallel: Option<u32>,
 }
 
 impl Serialize for Limits {
@@ -193,6 +195,9 @@ impl Serialize for Limits {
         if let Some(d) = self.fallback_after {
             st.serialize_field("fallback_after", &exact(d))?;
         }
+        if let Some(n) = self.parallel {
+            st.serialize_field("parallel", &n)?;
+        }
         st.end()
     }
 }
@@ -216,6 +221,33 @@ pub struct AgentKeys {
     pub review_backend: Option<AgentKind>,
     /// Where a step goes when its agent's usage limit resets too late (`FALLBACK`).
     pub fallback: Option<AgentKind>,
+}
+
+/// The `PARALLEL:` block of a loop whose steps run at once (`LIMITS.PARALLEL` above 1): the
+/// integration branch the steps are merged into, the commit it began from, and each running
+/// step's record, written before its worktree and its loop exist.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Parallel {
+    /// The integration branch (`loop/<LOOP_ID>`).
+    pub branch: Option<String>,
+    /// The project's HEAD when the branch was made: the project is fast-forwarded at the end
+    /// only if it is still there.
+    pub base: Option<String>,
+    /// `STEP_N`: the running (or merging) steps.
+    pub runs: BTreeMap<u32, ParallelRun>,
+}
+
+/// One step running in a worktree of its own (`PARALLEL.STEP_N`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ParallelRun {
+    pub worktree: Option<String>,
+    pub branch: Option<String>,
+    /// The integration head the step's branch was made from.
+    pub base: Option<String>,
+    /// The step's own loop (its M1.md), which runs it in the worktree.
+    pub loop_file: Option<String>,
+    /// Merges (or a VERIFY after the merge) that failed and sent the step back.
+    pub merge_fails: u32,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -246,6 +278,8 @@ pub struct M1 {
     pub approve_plan: bool,
     /// The decisions the loop waits for, and those made (`GATES:`), in the file's order.
     pub gates: Vec<super::gates::Gate>,
+    /// Steps running at once (`PARALLEL:`).
+    pub parallel: Parallel,
 }
 
 impl M1 {
@@ -304,6 +338,7 @@ impl M1 {
                 max_retakes: parsed(limit(LimitKey::MaxRetakes)),
                 fallback_after: limit(LimitKey::FallbackAfter)
                     .and_then(|v| typed::duration(&v).ok()),
+                parallel: parsed(limit(LimitKey::Parallel)),
             },
             agent: AgentKeys {
                 program: agent(AgentKey::Program).filter(|p| !p.trim().is_empty()),
@@ -327,6 +362,7 @@ impl M1 {
             plan_only: top(Top::PlanOnly).is_some_and(|v| switch_on(&v)),
             approve_plan: top(Top::ApprovePlan).is_some_and(|v| switch_on(&v)),
             gates: super::gates::list(doc),
+            parallel: parallel(doc),
         }
     }
 }
@@ -414,6 +450,40 @@ fn results(doc: &Document) -> BTreeMap<u32, StepResult> {
         );
     }
     out
+}
+
+/// `PARALLEL:`.
+fn parallel(doc: &Document) -> Parallel {
+    let Some(block) = doc.find(&["PARALLEL"]) else {
+        return Parallel::default();
+    };
+    let get = |i: Option<usize>, k: &str| {
+        doc.child(i, k)
+            .and_then(|j| doc.key_at(j).value.as_ref().map(|v| v.text.clone()))
+    };
+    let mut runs = BTreeMap::new();
+    for i in doc.children(Some(block)) {
+        let Some(n) = result_step(&doc.key_at(i).key) else {
+            continue;
+        };
+        runs.insert(
+            n,
+            ParallelRun {
+                worktree: get(Some(i), "WORKTREE"),
+                branch: get(Some(i), "BRANCH"),
+                base: get(Some(i), "BASE"),
+                loop_file: get(Some(i), "LOOP"),
+                merge_fails: get(Some(i), "MERGE_FAILS")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+            },
+        );
+    }
+    Parallel {
+        branch: get(Some(block), "BRANCH"),
+        base: get(Some(block), "BASE"),
+        runs,
+    }
 }
 
 fn names<K: Copy>(all: &[K], name: fn(K) -> &'static str) -> Vec<&'static str> {

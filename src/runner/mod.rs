@@ -8,6 +8,7 @@ pub(crate) mod git;
 mod ledger;
 pub mod lock;
 mod observe;
+mod parallel;
 pub(crate) mod plan_import;
 mod progress;
 pub(crate) mod registry;
@@ -545,6 +546,11 @@ impl Runner {
             let m = self.view();
             let caps = self.settings.caps(&m);
             let next = engine::next(&m, &caps, Utc::now());
+            let step_next =
+                matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt);
+            if self.runs_parallel(&m) && (step_next || !m.parallel.runs.is_empty()) {
+                return self.drive_parallel();
+            }
             // A held outcome rides on the next write; where none follows at once, write it now.
             if next.writes_held_first() {
                 self.flush()?;

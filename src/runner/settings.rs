@@ -74,6 +74,7 @@ pub(crate) struct LimitsFile {
     pub idle_timeout: Option<Spanned<String>>,
     pub max_cost_usd: Option<f64>,
     pub fallback_after: Option<Spanned<String>>,
+    pub parallel: Option<u32>,
 }
 
 /// Values given on the command line of `loop start` (written into the new M1.md).
@@ -102,6 +103,8 @@ pub(crate) struct Overrides {
     pub fallback: Option<AgentKind>,
     /// `--fallback-after`.
     pub fallback_after: Option<Duration>,
+    /// `--parallel`: steps that may run at once.
+    pub parallel: Option<u32>,
     /// `--approve-plan`: no step runs before a person approves the plan.
     pub approve_plan: bool,
     /// The agent program, above `LOOP_AGENT` (used by `loop demo`).
@@ -365,6 +368,21 @@ impl Settings {
             .fallback_after
             .or(self.fallback_after)
             .unwrap_or(DEFAULTS.fallback_after)
+    }
+
+    /// Steps that may run at once: M1.md's `LIMITS.PARALLEL`, else `loop.yaml`'s, else 1.
+    #[must_use]
+    pub(crate) fn parallel(&self, m: &M1) -> u32 {
+        m.limits.parallel.or(self.file.limits.parallel).unwrap_or(1)
+    }
+
+    /// `LIMITS.PARALLEL` of a new loop, when above 1: the flag, then `loop.yaml`.
+    #[must_use]
+    pub(crate) fn parallel_for_new(&self) -> Option<u32> {
+        self.overrides
+            .parallel
+            .or(self.file.limits.parallel)
+            .filter(|n| *n > 1)
     }
 
     /// The fallback a new loop is written with, and after how long: flags, then `loop.yaml`.

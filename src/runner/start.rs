@@ -18,7 +18,7 @@ use crate::m1::{Document, Edit, Status, StepState, Store, StoreError, typed};
 use crate::notifier::Event;
 use crate::runner::settings::{Overrides, Settings};
 
-const TEMPLATE: &str = include_str!("../../templates/M1.md");
+pub(super) const TEMPLATE: &str = include_str!("../../templates/M1.md");
 
 /// What `loop start` was given.
 #[derive(Debug, Clone, Default)]
@@ -306,6 +306,9 @@ fn new_document(
     }
     if let Some(n) = review.max_retakes {
         edits.push(LimitKey::MaxRetakes.set(n.to_string()));
+    }
+    if let Some(n) = settings.parallel_for_new() {
+        edits.push(LimitKey::Parallel.set(n.to_string()));
     }
     if let Some((to, after)) = settings.fallback_for_new() {
         edits.push(AgentKey::Fallback.set(to.as_str()));

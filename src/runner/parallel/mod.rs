@@ -1,0 +1,633 @@
+//! Steps at once (`LIMITS.PARALLEL` above 1), in git worktrees, with one serial merge queue.
+//!
+//! Each running step is a loop of its own: a one-step `M1.md` under this loop's state
+//! directory (`steps/step-N/M1.md`), whose `WORKDIR` is the step's worktree on its own branch,
+//! made from the integration branch's head at that moment. So every promise of a loop holds
+//! per step as it always did (its attempts, session, timeouts, VERIFY, review, gates, crash and
+//! revival), and this loop only schedules, merges and cleans up:
+//!
+//! - **Ready queue.** A step starts once the steps `PLAN.AFTER` lists for it are DONE (merged)
+//!   and a slot is free; a step it does not list waits for nothing. Its record
+//!   (`PARALLEL.STEP_N`: worktree, branch, base, its loop) is written before the worktree and
+//!   its loop exist; on every look a record is carried out again where a crash cut it short.
+//! - **One serial merge queue, verified.** A step whose loop is DONE has what its agent left
+//!   committed, is merged onto the integration head in the loop's own merge worktree, and
+//!   `VERIFY` runs there on the merged result; the integration branch moves only when that
+//!   passes, and only if it is still where the merge began (a compare-and-swap of the ref).
+//! - **Conflicts and red merges** send the step back: the integration head is merged into its
+//!   worktree (conflict markers and all), and its loop runs it again in the same session with
+//!   what went wrong as its error. Past `MAX_RETRIES` of those, this loop waits, naming the
+//!   step, the files and the branch.
+//! - **Nothing deleted that holds work.** A worktree and its branch go only once `git cherry`
+//!   says the integration branch has every change of it; git refuses to remove a dirty one.
+//! - The project's checkout is never merged into, reset or checked out while the loop runs; at
+//!   the end it is fast-forwarded if it has not moved and has no change to a tracked file, else
+//!   the loop says which branch holds the result.
+
+mod git;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use chrono::Utc;
+
+use super::Runner;
+use super::stopfile;
+use crate::engine;
+use crate::exit::Status as Exit;
+use crate::m1::keys::{AgentKey, LimitKey, ResultKey, Top};
+use crate::m1::{Document, Edit, M1, Status, StepState, Store};
+
+/// How often the queue looks at its steps' loops.
+const LOOK_EVERY: Duration = Duration::from_millis(200);
+
+/// The path of `PARALLEL.KEY`, or of `PARALLEL.STEP_N.KEY`.
+fn at(step: Option<u32>, key: &str) -> Vec<String> {
+    let mut p = vec!["PARALLEL".to_owned()];
+    if let Some(n) = step {
+        p.push(format!("STEP_{n}"));
+    }
+    p.push(key.to_owned());
+    p
+}
+
+/// Whether a step is closed: DONE or SKIPPED.
+fn closed(state: StepState) -> bool {
+    matches!(state, StepState::Done | StepState::Skipped)
+}
+
+/// What a step's own loop says.
+#[derive(Debug)]
+enum Child {
+    /// Not there yet (a crash between the record and its creation).
+    Missing,
+    /// Its runner drives it.
+    Driven,
+    Status(Box<M1>),
+}
+
+impl Runner {
+    /// Whether this loop runs its steps at once: `LIMITS.PARALLEL` above 1, a plan to run, and
+    /// a git repository to make worktrees in.
+    pub(super) fn runs_parallel(&self, m: &M1) -> bool {
+        self.settings.parallel(m) > 1
+            && !m.plan.steps.is_empty()
+            && m.status == Status::Running
+            && m.current.task_id.is_none()
+            && git::is_repo(&self.workdir)
+    }
+
+    /// Drives a parallel loop until it is DONE, or waits for a person.
+    ///
+    /// # Errors
+    /// I/O and git failures the loop cannot go on from.
+    pub(super) fn drive_parallel(&mut self) -> crate::error::Result<Exit> {
+        loop {
+            if let Some(stop) = stopfile::requested(&self.state_dir) {
+                return self.stop_parallel(&stop);
+            }
+            if let Some(exit) = self.refresh()? {
+                return Ok(exit);
+            }
+            let m = self.view();
+            if m.status != Status::Running {
+                return Ok(match m.status {
+                    Status::Done => Exit::Ok,
+                    Status::Failed => Exit::Failed,
+                    _ => Exit::Waiting,
+                });
+            }
+            if let Some(exit) = self.look_at_steps(&m)? {
+                return Ok(exit);
+            }
+            let m = self.view();
+            self.start_ready(&m)?;
+            let m = self.view();
+            let open = m.plan.steps.iter().any(|s| !closed(s.state));
+            if !open && m.parallel.runs.is_empty() {
+                self.finish_parallel(&m)?;
+                let m = self.view();
+                let t = engine::complete(&m);
+                self.commit(&t.edits)?;
+                self.say(&t.log);
+                self.carry_out(&m, &t.effects);
+                return Ok(Exit::Ok);
+            }
+            std::thread::sleep(LOOK_EVERY);
+        }
+    }
+
+    /// Each recorded step: carried out where a crash cut its start short, merged once its loop
+    /// is DONE, or this loop waits when its loop needs a person.
+    fn look_at_steps(&mut self, m: &M1) -> crate::error::Result<Option<Exit>> {
+        for (&n, run) in &m.parallel.runs {
+            let file = PathBuf::from(run.loop_file.clone().unwrap_or_default());
+            let child = child_of(&file);
+            match child {
+                Child::Missing => self.start_step(m, n)?,
+                Child::Driven => {}
+                Child::Status(c) => match c.status {
+                    Status::Done => {
+                        if let Some(exit) = self.merge_step(n)? {
+                            return Ok(Some(exit));
+                        }
+                    }
+                    Status::Running | Status::Idle => spawn_runner(&file)?,
+                    Status::Waiting | Status::Failed => {
+                        let why = c.last_action.clone().unwrap_or_default();
+                        let t = engine::halt(
+                            n,
+                            &format!(
+                                "step {n} waits in its own loop ({}): {why}",
+                                c.status.as_str()
+                            ),
+                            &format!(
+                                "decide it there (`loop --file {} status`, then what its \
+                                 NEXT_ACTION says), then `loop resume` here",
+                                file.display()
+                            ),
+                        );
+                        return self.apply(&t);
+                    }
+                },
+            }
+        }
+        Ok(None)
+    }
+
+    /// Starts every step that is ready, as slots allow.
+    fn start_ready(&mut self, m: &M1) -> crate::error::Result<()> {
+        let slots = usize::try_from(self.settings.parallel(m)).unwrap_or(1);
+        let mut running = m.parallel.runs.len();
+        let done = |n: u32| m.plan.steps.iter().any(|s| s.n == n && closed(s.state));
+        for s in &m.plan.steps {
+            if running >= slots {
+                break;
+            }
+            let ready = s.state == StepState::Pending
+                && !m.parallel.runs.contains_key(&s.n)
+                && m.plan
+                    .after
+                    .get(&s.n)
+                    .is_none_or(|deps| deps.iter().all(|d| done(*d)));
+            if ready {
+                self.start_step(m, s.n)?;
+                running += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The integration branch, made (and recorded first) when the loop has none yet.
+    fn integration(&mut self) -> crate::error::Result<String> {
+        let m = self.view();
+        if let Some(b) = m.parallel.branch.clone() {
+            if git::commit_of(&self.workdir, &format!("refs/heads/{b}")).is_none() {
+                let base = m.parallel.base.clone().unwrap_or_default();
+                git::run(&self.workdir, &["branch", &b, &base]).map_err(anyhow::Error::msg)?;
+            }
+            return Ok(b);
+        }
+        let base = git::commit_of(&self.workdir, "HEAD").ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} has no commit to branch from: commit once, then `loop resume`",
+                self.workdir.display()
+            )
+        })?;
+        let branch = format!("loop/{}", self.loop_id);
+        self.commit(&[
+            Edit::Set(at(None, "BRANCH"), branch.clone()),
+            Edit::Set(at(None, "BASE"), base.clone()),
+        ])?;
+        git::run(&self.workdir, &["branch", &branch, &base]).map_err(anyhow::Error::msg)?;
+        self.say(&format!(
+            "parallel: integration branch {branch} from {}",
+            git::short(&base)
+        ));
+        Ok(branch)
+    }
+
+    /// Starts step `n`: its record first, then its worktree, then its loop (each step done
+    /// only if not done already).
+    fn start_step(&mut self, m: &M1, n: u32) -> crate::error::Result<()> {
+        let integration = self.integration()?;
+        let run = m.parallel.runs.get(&n).cloned().unwrap_or_default();
+        let root = self.state_dir.join("parallel");
+        let worktree = run
+            .worktree
+            .map_or_else(|| root.join(format!("step-{n}")), PathBuf::from);
+        let worktree = std::path::absolute(&worktree).unwrap_or(worktree);
+        let branch = run
+            .branch
+            .unwrap_or_else(|| format!("{integration}-step-{n}"));
+        let loop_file = run.loop_file.map_or_else(
+            || root.join(format!("step-{n}.loop")).join("M1.md"),
+            PathBuf::from,
+        );
+        let loop_file = std::path::absolute(&loop_file).unwrap_or(loop_file);
+        let base = match run.base {
+            Some(b) => b,
+            None => git::commit_of(&self.workdir, &format!("refs/heads/{integration}"))
+                .ok_or_else(|| anyhow::anyhow!("the integration branch {integration} is gone"))?,
+        };
+        self.commit(&[
+            Edit::StepState(n, StepState::Running),
+            Edit::Set(at(Some(n), "WORKTREE"), worktree.display().to_string()),
+            Edit::Set(at(Some(n), "BRANCH"), branch.clone()),
+            Edit::Set(at(Some(n), "BASE"), base.clone()),
+            Edit::Set(at(Some(n), "LOOP"), loop_file.display().to_string()),
+        ])?;
+        crate::dirs::create_state_dir(&root)
+            .with_context(|| format!("while creating {}", root.display()))?;
+        git::worktree(&self.workdir, &worktree, &branch, &base).map_err(anyhow::Error::msg)?;
+        if !loop_file.exists() {
+            let text = self.step_loop_text(&self.view(), n, &worktree)?;
+            let dir = loop_file.parent().unwrap_or(Path::new("."));
+            crate::dirs::create_state_dir(dir)
+                .with_context(|| format!("while creating {}", dir.display()))?;
+            Store::create(&loop_file, &text)?;
+        }
+        spawn_runner(&loop_file)?;
+        self.say(&format!(
+            "parallel: step {n} runs in {} on {branch} from {}",
+            worktree.display(),
+            git::short(&base)
+        ));
+        Ok(())
+    }
+
+    /// The `M1.md` of step `n`'s own loop: this loop's goal, constraints and settings, its plan
+    /// with step `n` to run (the steps merged already DONE, the others SKIPPED: not its work),
+    /// working in `worktree`.
+    fn step_loop_text(&self, m: &M1, n: u32, worktree: &Path) -> crate::error::Result<String> {
+        let agent = self.settings.agent_for(m);
+        let caps = self.settings.caps(m);
+        let exact = crate::duration::exact;
+        let mut edits = vec![
+            Top::Goal.set(m.goal.clone()),
+            Edit::SetSteps(
+                m.plan
+                    .steps
+                    .iter()
+                    .map(|s| {
+                        let state = match s.state {
+                            _ if s.n == n => StepState::Pending,
+                            StepState::Done => StepState::Done,
+                            _ => StepState::Skipped,
+                        };
+                        (state, s.text.clone())
+                    })
+                    .collect(),
+            ),
+            crate::m1::keys::PlanKey::CurrentStep.set(n.to_string()),
+            Top::NextAction.set(format!("Start step {n}")),
+            Top::Workdir.set(worktree.display().to_string()),
+            Top::LoopId.set(super::new_loop_id()),
+            Top::StartedAt.set(Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            LimitKey::MaxRetries.set(caps.max_retries.to_string()),
+            LimitKey::StepTimeout.set(exact(caps.step_timeout)),
+            AgentKey::Program.set(agent.program.clone()),
+            AgentKey::Backend.set(agent.backend.as_str()),
+        ];
+        if let Some(c) = &m.constraints {
+            edits.push(Top::Constraints.set(c.clone()));
+        }
+        if let Some(v) = self.settings.verify(m) {
+            edits.push(Top::Verify.set(v));
+        }
+        if m.review {
+            edits.push(Top::Review.set("on"));
+        }
+        if let Some(idle) = caps.idle_timeout {
+            edits.push(LimitKey::IdleTimeout.set(exact(idle)));
+        }
+        if let Some(mode) = agent.permission_mode {
+            edits.push(AgentKey::PermissionMode.set(mode.as_str()));
+        }
+        edits.push(if agent.allowed_tools.is_empty() {
+            AgentKey::AllowedTools.remove()
+        } else {
+            AgentKey::AllowedTools.set(crate::m1::typed::format_tools(&agent.allowed_tools))
+        });
+        for (key, value) in [
+            (AgentKey::Model, agent.model.clone()),
+            (AgentKey::MaxTurns, agent.max_turns.map(|t| t.to_string())),
+            (
+                AgentKey::MaxBudgetUsd,
+                agent.max_budget_usd.map(|u| u.to_string()),
+            ),
+            (AgentKey::ReviewModel, m.agent.review_model.clone()),
+            (
+                AgentKey::ReviewBackend,
+                m.agent.review_backend.map(|b| b.as_str().into()),
+            ),
+            (
+                AgentKey::Fallback,
+                m.agent.fallback.map(|b| b.as_str().into()),
+            ),
+        ] {
+            if let Some(v) = value {
+                edits.push(key.set(v));
+            }
+        }
+        let mut doc = Document::parse(super::start::TEMPLATE)
+            .map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
+        for e in &edits {
+            doc.apply(e);
+        }
+        Ok(doc.render())
+    }
+
+    /// The merge queue's turn for step `n`, whose loop is DONE: commit what it left, merge it
+    /// onto the integration head, VERIFY the result, move the integration branch, record the
+    /// step DONE, and clean up what the integration branch now holds. A conflict or a red
+    /// VERIFY sends the step back; past `MAX_RETRIES` of those, the loop waits.
+    fn merge_step(&mut self, n: u32) -> crate::error::Result<Option<Exit>> {
+        let m = self.view();
+        let run = m.parallel.runs.get(&n).cloned().unwrap_or_default();
+        let integration = self.integration()?;
+        let wt = PathBuf::from(run.worktree.clone().unwrap_or_default());
+        let branch = run.branch.clone().unwrap_or_default();
+        let text = m
+            .plan
+            .steps
+            .iter()
+            .find(|s| s.n == n)
+            .map(|s| s.text.clone())
+            .unwrap_or_default();
+        let fail = anyhow::Error::msg;
+        if wt.join(".git").exists() {
+            git::commit_all(&wt, &format!("loop: step {n}: {text}")).map_err(fail)?;
+        }
+        let old = git::commit_of(&self.workdir, &format!("refs/heads/{integration}"))
+            .ok_or_else(|| anyhow::anyhow!("the integration branch {integration} is gone"))?;
+        let tip = git::commit_of(&self.workdir, &format!("refs/heads/{branch}"))
+            .ok_or_else(|| anyhow::anyhow!("step {n}'s branch {branch} is gone"))?;
+        // Merged before a crash: the integration branch has it already.
+        let merged = if git::is_ancestor(&self.workdir, &tip, &old) {
+            old.clone()
+        } else {
+            let merge_wt = self.state_dir.join("parallel").join("merge");
+            let merge_wt = std::path::absolute(&merge_wt).unwrap_or(merge_wt);
+            let message = format!("loop: merge step {n}: {text}");
+            match git::merge(&self.workdir, &merge_wt, &old, &branch, &message).map_err(fail)? {
+                git::Merged::Conflict(files) => {
+                    let why = format!(
+                        "merging step {n} into {integration} conflicted in {}",
+                        files.join(", ")
+                    );
+                    return self.send_back(n, &why, &files);
+                }
+                git::Merged::At(sha) => {
+                    if let Some(failure) = self.verify_merged(&m, &merge_wt)? {
+                        let why = format!(
+                            "VERIFY failed on step {n} merged with {integration}: {failure}"
+                        );
+                        return self.send_back(n, &why, &[]);
+                    }
+                    git::move_branch(&self.workdir, &integration, &sha, &old).map_err(fail)?;
+                    sha
+                }
+            }
+        };
+        self.record_merged(n, &merged)?;
+        match git::remove(&self.workdir, &wt, &branch, &integration) {
+            Ok(()) => self.say(&format!(
+                "parallel: step {n}'s worktree and {branch} removed"
+            )),
+            Err(why) => self.say(&format!(
+                "parallel: step {n}'s worktree {} and {branch} are kept: {why}",
+                wt.display()
+            )),
+        }
+        Ok(None)
+    }
+
+    /// VERIFY on the merged result in the merge worktree: `None` when it passed (or none is
+    /// set), else what it printed last.
+    fn verify_merged(&self, m: &M1, wt: &Path) -> crate::error::Result<Option<String>> {
+        let Some(cmd) = self.settings.verify(m) else {
+            return Ok(None);
+        };
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(&cmd)
+            .current_dir(wt)
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("while running VERIFY `{cmd}`"))?;
+        if out.status.success() {
+            return Ok(None);
+        }
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(Some(format!(
+            "`{cmd}` exited {}: {}",
+            out.status.code().unwrap_or(-1),
+            crate::text::one_line(said.trim(), 300)
+        )))
+    }
+
+    /// Step `n` is merged at `commit`: DONE, with what its own loop recorded.
+    fn record_merged(&mut self, n: u32, commit: &str) -> crate::error::Result<()> {
+        let m = self.view();
+        let run = m.parallel.runs.get(&n).cloned().unwrap_or_default();
+        let child = run
+            .loop_file
+            .as_deref()
+            .and_then(|f| crate::m1::load(Path::new(f)).ok())
+            .map(|d| d.view());
+        let r = child
+            .as_ref()
+            .and_then(|c| c.results.get(&n).cloned())
+            .unwrap_or_default();
+        let mut edits = vec![
+            Edit::StepState(n, StepState::Done),
+            ResultKey::Commit.set(n, git::short(commit)),
+            ResultKey::Verified.set(n, "true"),
+            ResultKey::Exit.set(n, r.exit.unwrap_or(0).to_string()),
+            ResultKey::Attempts.set(n, r.attempts.unwrap_or(1).to_string()),
+            ResultKey::Summary.set(n, r.summary.clone().unwrap_or_else(|| "done".into())),
+            ResultKey::CostUsd.set(n, format!("{:.4}", r.cost_usd.unwrap_or(0.0))),
+            Edit::Remove(vec!["PARALLEL".into(), format!("STEP_{n}")]),
+        ];
+        if let Some(sid) = &r.session_id {
+            edits.push(ResultKey::SessionId.set(n, sid.clone()));
+        }
+        if let Some(t) = r.tokens {
+            edits.push(ResultKey::Tokens.set(n, t.to_string()));
+        }
+        if let Some(f) = &run.loop_file {
+            edits.push(ResultKey::Report.set(n, f.clone()));
+        }
+        edits.push(Top::LastAction.set(format!(
+            "Step {n} merged as {} and verified",
+            git::short(commit)
+        )));
+        edits.push(
+            Top::NextAction.set("Merge the next step that is done, start those that are ready"),
+        );
+        self.commit(&edits)?;
+        self.say(&format!(
+            "merge: step {n} merged into the integration branch as {}, VERIFY passed",
+            git::short(commit)
+        ));
+        Ok(())
+    }
+
+    /// A merge that conflicted (`files`) or failed VERIFY sends step `n` back: the integration
+    /// head is merged into its worktree (conflict markers left for the agent), and its loop
+    /// runs it again in the same session, told `why`. Past `MAX_RETRIES`, this loop waits.
+    fn send_back(
+        &mut self,
+        n: u32,
+        why: &str,
+        files: &[String],
+    ) -> crate::error::Result<Option<Exit>> {
+        let m = self.view();
+        let run = m.parallel.runs.get(&n).cloned().unwrap_or_default();
+        let fails = run.merge_fails + 1;
+        let branch = run.branch.clone().unwrap_or_default();
+        let max = self.settings.caps(&m).max_retries;
+        self.commit(&[Edit::Set(at(Some(n), "MERGE_FAILS"), fails.to_string())])?;
+        self.say(&format!("merge: {why} ({fails} of MAX_RETRIES {max})"));
+        if fails >= max {
+            let t = engine::halt(
+                n,
+                &format!("{why}; {fails} merges of step {n} failed"),
+                &format!(
+                    "merge {branch} into {} by hand (or fix step {n}'s work in {}), then \
+                     `loop resume`",
+                    m.parallel.branch.clone().unwrap_or_default(),
+                    run.worktree.clone().unwrap_or_default()
+                ),
+            );
+            return self.apply(&t);
+        }
+        let wt = PathBuf::from(run.worktree.clone().unwrap_or_default());
+        let integration = m.parallel.branch.clone().unwrap_or_default();
+        // The step goes on from the integration head: a clean merge is committed, a conflict
+        // stays in the files for the agent to resolve.
+        let merged =
+            git::run_as_author(&wt, &["merge", "--no-ff", "--no-edit", "-q", &integration]);
+        let told = if files.is_empty() {
+            format!("{why}. The integration branch is merged into your worktree now: fix it.")
+        } else if merged.is_err() {
+            format!(
+                "{why}. The integration branch is merged into your worktree with conflict \
+                 markers in {}: resolve them keeping the work of both sides, and commit.",
+                files.join(", ")
+            )
+        } else {
+            format!("{why}. The integration branch is merged into your worktree now.")
+        };
+        let file = PathBuf::from(run.loop_file.clone().unwrap_or_default());
+        let (mut store, _) =
+            Store::open(&file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        store
+            .commit(&[
+                Edit::Status(Status::Running),
+                Edit::StepState(n, StepState::Pending),
+                ResultKey::Error.set(n, crate::text::one_line(&told, 600)),
+                Top::NextAction.set(format!("Run step {n} again: {why}")),
+            ])
+            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        spawn_runner(&file)?;
+        Ok(None)
+    }
+
+    /// Every step is merged: the project's checkout gets the result if it is still where the
+    /// integration branch began, else the loop says where the result is.
+    fn finish_parallel(&mut self, m: &M1) -> crate::error::Result<()> {
+        let (Some(branch), Some(base)) = (m.parallel.branch.clone(), m.parallel.base.clone())
+        else {
+            return Ok(());
+        };
+        match git::fast_forward(&self.workdir, &branch, &base) {
+            Ok(()) => {
+                let _ = git::run(&self.workdir, &["branch", "-d", &branch]);
+                self.commit(&[Edit::Remove(vec!["PARALLEL".into()])])?;
+                self.say(&format!(
+                    "parallel: the project is fast-forwarded to {branch}'s result"
+                ));
+            }
+            Err(why) => self.say(&format!(
+                "parallel: the result is on branch {branch}; the project was left as it is ({why})"
+            )),
+        }
+        let merge = self.state_dir.join("parallel").join("merge");
+        if merge.exists() {
+            let _ = git::run(
+                &self.workdir,
+                &[
+                    "worktree",
+                    "remove",
+                    "--force",
+                    &merge.display().to_string(),
+                ],
+            );
+        }
+        Ok(())
+    }
+
+    /// A stop: every step's loop is stopped, then this one.
+    fn stop_parallel(&mut self, stop: &engine::Stop) -> crate::error::Result<Exit> {
+        let m = self.view();
+        for run in m.parallel.runs.values() {
+            if let Some(f) = &run.loop_file
+                && Path::new(f).exists()
+            {
+                let _ = super::stop::stop(Path::new(f), false);
+            }
+        }
+        self.stop_now(stop)
+    }
+}
+
+/// The loop of a step, as it stands.
+fn child_of(file: &Path) -> Child {
+    if file.as_os_str().is_empty() || !file.exists() {
+        return Child::Missing;
+    }
+    if super::lock::holder(file).is_some() {
+        return Child::Driven;
+    }
+    match crate::m1::load(file) {
+        Ok(doc) => Child::Status(Box::new(doc.view())),
+        Err(_) => Child::Driven,
+    }
+}
+
+/// Starts a runner of the step's loop at `file` in the background, unless one drives it.
+fn spawn_runner(file: &Path) -> crate::error::Result<()> {
+    if super::lock::holder(file).is_some() {
+        return Ok(());
+    }
+    let exe = std::env::current_exe().context("while finding the loop binary")?;
+    let out_path = crate::layout::Layout::of(file).runner_out();
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&out_path)
+        .with_context(|| format!("while opening {}", out_path.display()))?;
+    Command::new(exe)
+        .arg("--file")
+        .arg(file)
+        .arg("resume")
+        .arg("--quiet")
+        .env("LOOP_DETACHED", "1")
+        // This loop tells the person; its steps' loops do not each.
+        .env_remove("TELEGRAM_BOT_TOKEN")
+        .env_remove("TELEGRAM_CHAT_ID")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()
+        .context("while starting a step's runner")?;
+    Ok(())
+}

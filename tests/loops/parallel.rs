@@ -1,0 +1,192 @@
+//! Steps at once (`--parallel N`), each in a git worktree of its own, merged one by one into
+//! an integration branch and verified there: real git, real processes, the simulated agent.
+
+use claude_sim::scenario::{Action, Scenario};
+use m1loop::m1::Status;
+
+use crate::support::TestLoop;
+
+/// A loop of `steps` started with `--parallel N` and `--plan-only`, with `after` as its
+/// `PLAN.AFTER` lines, then resumed to its end.
+fn run_parallel(env: &TestLoop, n: &str, steps: &[&str], after: &str, verify: Option<&str>) {
+    let mut args = vec!["start", "g", "--parallel", n, "--plan-only"];
+    for s in steps {
+        args.extend(["--step", s]);
+    }
+    if let Some(v) = verify {
+        args.extend(["--verify", v]);
+    }
+    env.run_ok(&args);
+    if !after.is_empty() {
+        let last = format!(
+            "    {}: [PENDING] {}\n",
+            steps.len(),
+            steps[steps.len() - 1]
+        );
+        let text = env
+            .text()
+            .replace(&last, &format!("{last}  AFTER:\n{after}"));
+        std::fs::write(env.state().join("M1.md"), text).unwrap();
+    }
+    env.run_ok(&["resume"]);
+}
+
+/// When each agent run of the step loops began and ended (RFC 3339).
+fn task_spans(env: &TestLoop) -> Vec<(String, String)> {
+    let mut spans = Vec::new();
+    let root = env.state().join("parallel");
+    for entry in std::fs::read_dir(&root).unwrap().flatten() {
+        let tasks = entry.path().join("tasks");
+        let Ok(dirs) = std::fs::read_dir(&tasks) else {
+            continue;
+        };
+        for t in dirs.flatten() {
+            let json = |f: &str| -> serde_json::Value {
+                serde_json::from_slice(&std::fs::read(t.path().join(f)).unwrap_or_default())
+                    .unwrap_or_default()
+            };
+            let spec = json("spec.json");
+            // The agent's runs only (not the VERIFY runs of the step loops).
+            let agent = spec["command"][0]
+                .as_str()
+                .is_some_and(|c| c.ends_with("claude-sim"));
+            if agent {
+                let began = spec["created_at"].as_str().unwrap_or_default().to_owned();
+                let ended = json("exit.json")["ended_at"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                spans.push((began, ended));
+            }
+        }
+    }
+    spans
+}
+
+#[test]
+fn three_independent_steps_run_at_once_and_a_fourth_that_needs_them_sees_all_their_work() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(
+                1,
+                Action::done("api").sleep_ms(1500).write("api.txt", "api\n"),
+            )
+            .step(2, Action::done("ui").sleep_ms(1500).write("ui.txt", "ui\n"))
+            .step(
+                3,
+                Action::done("docs")
+                    .sleep_ms(1500)
+                    .write("docs.txt", "docs\n"),
+            )
+            .step(4, Action::done("all there")),
+    );
+    let verify =
+        "test \"$LOOP_STEP\" != 4 || (test -f api.txt && test -f ui.txt && test -f docs.txt)";
+    run_parallel(
+        &env,
+        "3",
+        &["api", "ui", "docs", "end-to-end"],
+        "    4: 1, 2, 3\n",
+        Some(verify),
+    );
+    env.assert_status(Status::Done);
+    // The three ran at once: each began before any of them ended.
+    let spans = task_spans(&env);
+    assert_eq!(spans.len(), 4, "{spans:?}");
+    let mut first3 = spans.clone();
+    first3.sort();
+    let first3 = &first3[..3];
+    let last_start = first3.iter().map(|s| s.0.clone()).max().unwrap();
+    let first_end = first3.iter().map(|s| s.1.clone()).min().unwrap();
+    assert!(last_start < first_end, "not at once: {spans:?}");
+    // The project has the result, and nothing of the loop's git is left.
+    for f in ["api.txt", "ui.txt", "docs.txt"] {
+        assert!(env.path().join(f).exists(), "{f} missing");
+    }
+    assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
+    assert_eq!(env.git(&["branch", "--list", "loop/*"]).trim(), "");
+    let m = env.m1();
+    assert!(m.results[&4].commit.is_some());
+    env.assert_logged("merge: step 3 merged");
+    env.assert_no_processes();
+}
+
+#[test]
+fn two_steps_that_change_the_same_line_lose_nothing() {
+    let env = TestLoop::new().with_git();
+    env.git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.invalid",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "base",
+    ]);
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("one").sleep_ms(300).write("a.txt", "one\n"))
+            .step(
+                2,
+                [
+                    Action::done("two").sleep_ms(600).write("a.txt", "two\n"),
+                    Action::done("both").write("a.txt", "one\ntwo\n"),
+                ],
+            ),
+    );
+    run_parallel(&env, "2", &["one", "two"], "", None);
+    env.assert_status(Status::Done);
+    assert_eq!(
+        std::fs::read_to_string(env.path().join("a.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    // No commit of either step is lost: both are in the result's history.
+    let log = env.git(&["log", "--format=%s"]);
+    assert!(
+        log.contains("loop: step 1: one") && log.contains("loop: step 2: two"),
+        "{log}"
+    );
+    env.assert_logged("conflicted in a.txt");
+    let retry = env
+        .calls()
+        .iter()
+        .filter(|c| c["step"] == 2)
+        .nth(1)
+        .and_then(|c| c["prompt"].as_str().map(str::to_owned))
+        .expect("step 2 ran again");
+    assert!(retry.contains("conflict markers in a.txt"), "{retry}");
+    env.assert_no_processes();
+}
+
+#[test]
+fn a_verify_that_fails_only_on_the_merged_result_sends_the_step_back() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(
+                1,
+                [
+                    Action::done("a").sleep_ms(300).write("a.txt", "a\n"),
+                    Action::done("a and ok").write("ok.txt", "ok\n"),
+                ],
+            )
+            .step(
+                2,
+                [
+                    Action::done("b").sleep_ms(300).write("b.txt", "b\n"),
+                    Action::done("b and ok").write("ok.txt", "ok\n"),
+                ],
+            ),
+    );
+    // Each step alone passes; both together pass only with ok.txt.
+    let verify = "! test -f a.txt || ! test -f b.txt || test -f ok.txt";
+    run_parallel(&env, "2", &["a", "b"], "", Some(verify));
+    env.assert_status(Status::Done);
+    env.assert_logged("VERIFY failed on step");
+    assert!(env.path().join("ok.txt").exists());
+    assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
+    env.assert_no_processes();
+}
