@@ -248,6 +248,11 @@ pub struct ParallelRun {
     pub loop_file: Option<String>,
     /// Merges (or a VERIFY after the merge) that failed and sent the step back.
     pub merge_fails: u32,
+    /// Its loop was stopped with this one (`STOPPED: true`): `loop resume` here resumes it.
+    pub stopped: bool,
+    /// The integration commit it was merged as: only its worktree and branch are left to
+    /// clean up.
+    pub merged: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -476,6 +481,8 @@ fn parallel(doc: &Document) -> Parallel {
                 merge_fails: get(Some(i), "MERGE_FAILS")
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0),
+                stopped: get(Some(i), "STOPPED").is_some_and(|v| v.trim() == "true"),
+                merged: get(Some(i), "MERGED"),
             },
         );
     }

@@ -32,10 +32,30 @@ const OTHER_POINTS: &[&str] = &[
     "after-decision-write",
 ];
 
+/// The crash points of a parallel loop ([`super::parallel`]), in the order a step passes them:
+/// its record written, its worktree made, its loop written, its runner started, its work
+/// committed, merged, verified, the integration branch moved, the merge recorded, cleaned up.
+pub const PARALLEL_POINTS: &[&str] = &[
+    "parallel-after-record",
+    "parallel-after-worktree",
+    "parallel-after-step-loop",
+    "parallel-after-spawn",
+    "parallel-after-commit",
+    "parallel-after-merge",
+    "parallel-after-verify",
+    "parallel-after-ref-move",
+    "parallel-after-merged-write",
+    "parallel-after-cleanup",
+];
+
 /// Every crash point: [`STEP_POINTS`], then the others. A test holds this list to the points
 /// the code has, and each to a test that crashes there.
 pub(super) fn points() -> impl Iterator<Item = &'static str> {
-    STEP_POINTS.iter().chain(OTHER_POINTS).copied()
+    STEP_POINTS
+        .iter()
+        .chain(OTHER_POINTS)
+        .chain(PARALLEL_POINTS)
+        .copied()
 }
 
 static TARGET: OnceLock<Option<(String, u32)>> = OnceLock::new();
@@ -73,7 +93,7 @@ pub(super) fn point(name: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::{STEP_POINTS, points};
+    use super::{PARALLEL_POINTS, STEP_POINTS, points};
 
     fn sources(dir: &std::path::Path, out: &mut Vec<String>) {
         for e in std::fs::read_dir(dir).unwrap().flatten() {
@@ -135,7 +155,10 @@ mod tests {
         assert!(all.contains("for point in CRASH_POINTS"));
         for p in points() {
             assert!(
-                STEP_POINTS.contains(&p) || all.contains(&format!("\"{p}")),
+                STEP_POINTS.contains(&p)
+                    || (PARALLEL_POINTS.contains(&p)
+                        && all.contains("for point in PARALLEL_POINTS"))
+                    || all.contains(&format!("\"{p}")),
                 "no test crashes at {p}"
             );
         }

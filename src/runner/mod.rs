@@ -38,7 +38,7 @@ use crate::notifier::{self, Event, Notifier};
 use crate::runner::settings::Settings;
 use crate::runner::watch::{Wake, Watch};
 
-pub use crash::STEP_POINTS as CRASH_POINTS;
+pub use crash::{PARALLEL_POINTS, STEP_POINTS as CRASH_POINTS};
 pub(crate) use progress::Mode as ProgressMode;
 pub(crate) use retry::retry;
 pub(crate) use start::{StartRequest, resume_as, start};

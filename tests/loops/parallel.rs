@@ -1,8 +1,11 @@
 //! Steps at once (`--parallel N`), each in a git worktree of its own, merged one by one into
 //! an integration branch and verified there: real git, real processes, the simulated agent.
 
+use std::os::unix::process::ExitStatusExt;
+
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
+use m1loop::runner::PARALLEL_POINTS;
 
 use crate::support::TestLoop;
 
@@ -189,4 +192,62 @@ fn a_verify_that_fails_only_on_the_merged_result_sends_the_step_back() {
     assert!(env.path().join("ok.txt").exists());
     assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
     env.assert_no_processes();
+}
+
+#[test]
+fn a_crash_at_each_write_point_then_resume_loses_nothing_and_starts_nothing_twice() {
+    for point in PARALLEL_POINTS {
+        let env = TestLoop::new().with_git();
+        env.scenario(
+            &Scenario::new()
+                .step(1, Action::done("a").sleep_ms(300).write("a.txt", "a\n"))
+                .step(2, Action::done("b").sleep_ms(300).write("b.txt", "b\n")),
+        );
+        env.run_ok(&[
+            "start",
+            "g",
+            "--step",
+            "a",
+            "--step",
+            "b",
+            "--parallel",
+            "2",
+            "--plan-only",
+            "--verify",
+            "true",
+        ]);
+        let mut c = env.cmd(&["resume"]);
+        c.env("LOOP_CRASH_AT", format!("{point}@1"));
+        let status = c.status().unwrap();
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "{point}: no crash there: {status:?}"
+        );
+        let out = env.run(&["resume"]);
+        assert!(
+            out.status.success(),
+            "{point}: {}\n{}",
+            env.text(),
+            env.log()
+        );
+        env.assert_status(Status::Done);
+        env.assert_each_step_started_once(2, point);
+        for f in ["a.txt", "b.txt"] {
+            assert!(env.path().join(f).exists(), "{point}: {f} lost");
+        }
+        // Every commit of the steps is in the result, and no worktree or branch is left.
+        let log = env.git(&["log", "--format=%s"]);
+        assert!(
+            log.contains("loop: step 1: a") && log.contains("loop: step 2: b"),
+            "{point}: {log}"
+        );
+        assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1, "{point}");
+        assert_eq!(
+            env.git(&["branch", "--list", "loop/*"]).trim(),
+            "",
+            "{point}"
+        );
+        env.assert_no_processes();
+    }
 }

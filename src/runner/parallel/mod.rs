@@ -123,6 +123,10 @@ impl Runner {
     /// is DONE, or this loop waits when its loop needs a person.
     fn look_at_steps(&mut self, m: &M1) -> crate::error::Result<Option<Exit>> {
         for (&n, run) in &m.parallel.runs {
+            if run.merged.is_some() {
+                self.clean_up_step(n)?;
+                continue;
+            }
             let file = PathBuf::from(run.loop_file.clone().unwrap_or_default());
             let child = child_of(&file);
             match child {
@@ -135,6 +139,11 @@ impl Runner {
                         }
                     }
                     Status::Running | Status::Idle => spawn_runner(&file)?,
+                    // Stopped with this loop: resumed with it.
+                    Status::Waiting if run.stopped => {
+                        self.commit(&[Edit::Remove(at(Some(n), "STOPPED"))])?;
+                        spawn_runner(&file)?;
+                    }
                     Status::Waiting | Status::Failed => {
                         let why = c.last_action.clone().unwrap_or_default();
                         let t = engine::halt(
@@ -239,9 +248,11 @@ impl Runner {
             Edit::Set(at(Some(n), "BASE"), base.clone()),
             Edit::Set(at(Some(n), "LOOP"), loop_file.display().to_string()),
         ])?;
+        super::crash::point("parallel-after-record");
         crate::dirs::create_state_dir(&root)
             .with_context(|| format!("while creating {}", root.display()))?;
         git::worktree(&self.workdir, &worktree, &branch, &base).map_err(anyhow::Error::msg)?;
+        super::crash::point("parallel-after-worktree");
         if !loop_file.exists() {
             let text = self.step_loop_text(&self.view(), n, &worktree)?;
             let dir = loop_file.parent().unwrap_or(Path::new("."));
@@ -249,7 +260,9 @@ impl Runner {
                 .with_context(|| format!("while creating {}", dir.display()))?;
             Store::create(&loop_file, &text)?;
         }
+        super::crash::point("parallel-after-step-loop");
         spawn_runner(&loop_file)?;
+        super::crash::point("parallel-after-spawn");
         self.say(&format!(
             "parallel: step {n} runs in {} on {branch} from {}",
             worktree.display(),
@@ -361,6 +374,7 @@ impl Runner {
         if wt.join(".git").exists() {
             git::commit_all(&wt, &format!("loop: step {n}: {text}")).map_err(fail)?;
         }
+        super::crash::point("parallel-after-commit");
         let old = git::commit_of(&self.workdir, &format!("refs/heads/{integration}"))
             .ok_or_else(|| anyhow::anyhow!("the integration branch {integration} is gone"))?;
         let tip = git::commit_of(&self.workdir, &format!("refs/heads/{branch}"))
@@ -381,28 +395,48 @@ impl Runner {
                     return self.send_back(n, &why, &files);
                 }
                 git::Merged::At(sha) => {
+                    super::crash::point("parallel-after-merge");
                     if let Some(failure) = self.verify_merged(&m, &merge_wt)? {
                         let why = format!(
                             "VERIFY failed on step {n} merged with {integration}: {failure}"
                         );
                         return self.send_back(n, &why, &[]);
                     }
+                    super::crash::point("parallel-after-verify");
                     git::move_branch(&self.workdir, &integration, &sha, &old).map_err(fail)?;
                     sha
                 }
             }
         };
+        super::crash::point("parallel-after-ref-move");
         self.record_merged(n, &merged)?;
-        match git::remove(&self.workdir, &wt, &branch, &integration) {
-            Ok(()) => self.say(&format!(
-                "parallel: step {n}'s worktree and {branch} removed"
-            )),
-            Err(why) => self.say(&format!(
-                "parallel: step {n}'s worktree {} and {branch} are kept: {why}",
-                wt.display()
-            )),
-        }
+        super::crash::point("parallel-after-merged-write");
+        self.clean_up_step(n)?;
         Ok(None)
+    }
+
+    /// Step `n` is merged: its worktree and branch go if the integration branch holds their
+    /// work (else they are kept, and said), then its record.
+    fn clean_up_step(&mut self, n: u32) -> crate::error::Result<()> {
+        let m = self.view();
+        let run = m.parallel.runs.get(&n).cloned().unwrap_or_default();
+        let integration = m.parallel.branch.clone().unwrap_or_default();
+        let wt = PathBuf::from(run.worktree.clone().unwrap_or_default());
+        let branch = run.branch.clone().unwrap_or_default();
+        let branch_there = git::commit_of(&self.workdir, &format!("refs/heads/{branch}")).is_some();
+        if branch_there || wt.join(".git").exists() {
+            match git::remove(&self.workdir, &wt, &branch, &integration) {
+                Ok(()) => self.say(&format!(
+                    "parallel: step {n}'s worktree and {branch} removed"
+                )),
+                Err(why) => self.say(&format!(
+                    "parallel: step {n}'s worktree {} and {branch} are kept: {why}",
+                    wt.display()
+                )),
+            }
+        }
+        super::crash::point("parallel-after-cleanup");
+        self.commit(&[Edit::Remove(vec!["PARALLEL".into(), format!("STEP_{n}")])])
     }
 
     /// VERIFY on the merged result in the merge worktree: `None` when it passed (or none is
@@ -454,7 +488,7 @@ impl Runner {
             ResultKey::Attempts.set(n, r.attempts.unwrap_or(1).to_string()),
             ResultKey::Summary.set(n, r.summary.clone().unwrap_or_else(|| "done".into())),
             ResultKey::CostUsd.set(n, format!("{:.4}", r.cost_usd.unwrap_or(0.0))),
-            Edit::Remove(vec!["PARALLEL".into(), format!("STEP_{n}")]),
+            Edit::Set(at(Some(n), "MERGED"), commit.to_owned()),
         ];
         if let Some(sid) = &r.session_id {
             edits.push(ResultKey::SessionId.set(n, sid.clone()));
@@ -578,6 +612,13 @@ impl Runner {
     /// A stop: every step's loop is stopped, then this one.
     fn stop_parallel(&mut self, stop: &engine::Stop) -> crate::error::Result<Exit> {
         let m = self.view();
+        let marks: Vec<Edit> = m
+            .parallel
+            .runs
+            .keys()
+            .map(|n| Edit::Set(at(Some(*n), "STOPPED"), "true".into()))
+            .collect();
+        self.commit(&marks)?;
         for run in m.parallel.runs.values() {
             if let Some(f) = &run.loop_file
                 && Path::new(f).exists()
