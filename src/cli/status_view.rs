@@ -66,6 +66,7 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
     if let Some(t) = task {
         let _ = writeln!(out, "TASK         {t}");
     }
+    parallel_runs(m, &mut out);
     let cost: f64 = m.results.values().filter_map(|r| r.cost_usd).sum();
     if cost > 0.0 {
         let _ = writeln!(out, "COST         ${cost:.2}");
@@ -86,6 +87,33 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
         let _ = writeln!(out, "             {}", crate::engine::gate::how(g));
     }
     out
+}
+
+/// Each step running at once (a loop of its own), how it stands, and where.
+fn parallel_runs(m: &M1, out: &mut String) {
+    for (n, run) in &m.parallel.runs {
+        // Each step running at once is a loop of its own: how it stands.
+        let child = run
+            .loop_file
+            .as_deref()
+            .and_then(|f| crate::m1::load(std::path::Path::new(f)).ok())
+            .map(|d| d.view());
+        let how = match (&run.merged, &child) {
+            (Some(c), _) => format!("merged as {}", c.get(..7).unwrap_or(c)),
+            (None, Some(c)) => format!(
+                "{}: {}",
+                c.status.as_str(),
+                c.last_action.clone().unwrap_or_default()
+            ),
+            (None, None) => "starting".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "STEP {n:<7} {how}; in {} on {}",
+            run.worktree.as_deref().unwrap_or("?"),
+            run.branch.as_deref().unwrap_or("?")
+        );
+    }
 }
 
 /// `exit 0, a690fb3, verified, 2 attempts, $0.42` for one step's result.

@@ -247,6 +247,8 @@ keys! {
         PlanOnly = "PLAN_ONLY": Switch,
         /// Started with `--approve-plan`: no step runs before a person approves the plan.
         ApprovePlan = "APPROVE_PLAN": Switch,
+        /// The loop that runs this one as one of its parallel steps (its M1.md).
+        Parent = "PARENT": Text,
     }
 }
 

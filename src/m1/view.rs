@@ -285,6 +285,8 @@ pub struct M1 {
     pub gates: Vec<super::gates::Gate>,
     /// Steps running at once (`PARALLEL:`).
     pub parallel: Parallel,
+    /// The loop that runs this one as one of its parallel steps (`PARENT`).
+    pub parent: Option<String>,
 }
 
 impl M1 {
@@ -368,6 +370,7 @@ impl M1 {
             approve_plan: top(Top::ApprovePlan).is_some_and(|v| switch_on(&v)),
             gates: super::gates::list(doc),
             parallel: parallel(doc),
+            parent: top(Top::Parent).filter(|p| !p.trim().is_empty()),
         }
     }
 }

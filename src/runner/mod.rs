@@ -500,6 +500,7 @@ impl Runner {
             );
         }
         let exit = self.drive();
+        self.revive_parent();
         if self.echo {
             self.progress.clear();
             crate::errln!("loop: {}", self.closing_line());

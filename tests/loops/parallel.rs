@@ -251,3 +251,47 @@ fn a_crash_at_each_write_point_then_resume_loses_nothing_and_starts_nothing_twic
         env.assert_no_processes();
     }
 }
+
+#[test]
+fn a_parallel_loop_whose_runner_died_comes_back_when_a_step_ends() {
+    let env = TestLoop::new().with_git().env("LOOP_REVIVE", "on");
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("a").sleep_ms(1500).write("a.txt", "a\n"))
+            .step(2, Action::done("b").sleep_ms(1500).write("b.txt", "b\n")),
+    );
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--parallel",
+        "2",
+        "--plan-only",
+    ]);
+    let mut runner = env.spawn(&["resume"]);
+    assert!(crate::support::wait_until(crate::support::PATIENCE, || {
+        env.calls_for(1) >= 1 && env.calls_for(2) >= 1
+    }));
+    // `loop status` shows every step running, each in its worktree.
+    let status = crate::support::stdout(&env.run_ok(&["status"]));
+    for n in [1, 2] {
+        assert!(
+            status.lines().any(|l| l.starts_with(&format!("STEP {n} "))
+                && l.contains("RUNNING")
+                && l.contains(&format!("-step-{n}"))),
+            "{status}"
+        );
+    }
+    runner.kill9();
+    let done =
+        crate::support::wait_until(crate::support::PATIENCE, || env.m1().status == Status::Done);
+    assert!(done, "{}\n{}", env.text(), env.log());
+    env.assert_logged("revived");
+    env.assert_each_step_started_once(2, "after the runner died");
+    assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
+    crate::support::wait_until(crate::support::PATIENCE, || env.processes().is_empty());
+    env.assert_no_processes();
+}

@@ -84,6 +84,7 @@ impl Runner {
     /// # Errors
     /// I/O and git failures the loop cannot go on from.
     pub(super) fn drive_parallel(&mut self) -> crate::error::Result<Exit> {
+        self.reconcile_worktrees();
         loop {
             if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return self.stop_parallel(&stop);
@@ -103,7 +104,13 @@ impl Runner {
                 return Ok(exit);
             }
             let m = self.view();
-            self.start_ready(&m)?;
+            if let Some(t) = self.over_caps(&m) {
+                if m.parallel.runs.is_empty() {
+                    return self.apply(&t).map(|e| e.unwrap_or(Exit::Waiting));
+                }
+            } else {
+                self.start_ready(&m)?;
+            }
             let m = self.view();
             let open = m.plan.steps.iter().any(|s| !closed(s.state));
             if !open && m.parallel.runs.is_empty() {
@@ -164,6 +171,91 @@ impl Runner {
             }
         }
         Ok(None)
+    }
+
+    /// What keeps new steps from starting: more steps than `MAX_STEPS`, or `MAX_COST_USD` spent
+    /// (the merged steps' cost and what the running ones spent so far). The steps running go
+    /// on; once none runs, the loop halts with it.
+    fn over_caps(&self, m: &M1) -> Option<engine::Transition> {
+        let caps = self.settings.caps(m);
+        let count = u32::try_from(m.plan.steps.len()).unwrap_or(u32::MAX);
+        if count > caps.max_steps {
+            return Some(engine::halt(
+                0,
+                &format!(
+                    "the plan has {count} steps, over MAX_STEPS {}",
+                    caps.max_steps
+                ),
+                "shorten PLAN.STEPS or raise LIMITS.MAX_STEPS in M1.md, then `loop resume`",
+            ));
+        }
+        let max = caps.max_cost_usd?;
+        let running: f64 = m
+            .parallel
+            .runs
+            .values()
+            .filter(|r| r.merged.is_none())
+            .filter_map(|r| r.loop_file.as_deref())
+            .filter_map(|f| crate::m1::load(Path::new(f)).ok())
+            .map(|d| engine::spent(&d.view()))
+            .sum();
+        let spent = engine::spent(m) + running;
+        (spent >= max).then(|| {
+            engine::halt(
+                0,
+                &format!("spent ${spent:.2}, at or over MAX_COST_USD ${max:.2}"),
+                "raise LIMITS.MAX_COST_USD in M1.md, then `loop resume`",
+            )
+        })
+    }
+
+    /// Worktrees of the loop's steps that M1.md does not name (a crash between a worktree and
+    /// its record cannot make one, but a hand edit can): said, never removed.
+    fn reconcile_worktrees(&self) {
+        let m = self.view();
+        let Some(integration) = m.parallel.branch.clone() else {
+            return;
+        };
+        let known: Vec<&str> = m
+            .parallel
+            .runs
+            .values()
+            .filter_map(|r| r.branch.as_deref())
+            .collect();
+        let list =
+            git::run(&self.workdir, &["worktree", "list", "--porcelain"]).unwrap_or_default();
+        let mut path = String::new();
+        for line in list.lines() {
+            if let Some(p) = line.strip_prefix("worktree ") {
+                p.clone_into(&mut path);
+            } else if let Some(b) = line.strip_prefix("branch refs/heads/")
+                && b.starts_with(&format!("{integration}-step-"))
+                && !known.contains(&b)
+            {
+                self.say(&format!(
+                    "parallel: worktree {path} on {b} is not in M1.md: kept as it is (`git \
+                     worktree remove {path}` once you know it holds nothing you need)"
+                ));
+            }
+        }
+    }
+
+    /// This loop runs one step of a parallel loop (`PARENT`) and its runner is about to end: the
+    /// parallel loop, should its runner have died meanwhile, comes back to merge this step
+    /// (as a step's supervisor revives a runner that died while it ran).
+    pub(super) fn revive_parent(&self) {
+        let Some(parent) = self.view().parent else {
+            return;
+        };
+        if !super::revive::by_steps() {
+            return;
+        }
+        let by = format!("the loop of one of its steps ({})", self.file.display());
+        if let Err(e) = super::revive::revive(Path::new(&parent), &by) {
+            self.say(&format!(
+                "revive: the parallel loop {parent} could not be revived: {e}"
+            ));
+        }
     }
 
     /// Starts every step that is ready, as slots allow.
@@ -297,6 +389,12 @@ impl Runner {
             crate::m1::keys::PlanKey::CurrentStep.set(n.to_string()),
             Top::NextAction.set(format!("Start step {n}")),
             Top::Workdir.set(worktree.display().to_string()),
+            Top::Parent.set(
+                std::path::absolute(&self.file)
+                    .unwrap_or_else(|_| self.file.clone())
+                    .display()
+                    .to_string(),
+            ),
             Top::LoopId.set(super::new_loop_id()),
             Top::StartedAt.set(Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
             LimitKey::MaxRetries.set(caps.max_retries.to_string()),
@@ -324,27 +422,7 @@ impl Runner {
         } else {
             AgentKey::AllowedTools.set(crate::m1::typed::format_tools(&agent.allowed_tools))
         });
-        for (key, value) in [
-            (AgentKey::Model, agent.model.clone()),
-            (AgentKey::MaxTurns, agent.max_turns.map(|t| t.to_string())),
-            (
-                AgentKey::MaxBudgetUsd,
-                agent.max_budget_usd.map(|u| u.to_string()),
-            ),
-            (AgentKey::ReviewModel, m.agent.review_model.clone()),
-            (
-                AgentKey::ReviewBackend,
-                m.agent.review_backend.map(|b| b.as_str().into()),
-            ),
-            (
-                AgentKey::Fallback,
-                m.agent.fallback.map(|b| b.as_str().into()),
-            ),
-        ] {
-            if let Some(v) = value {
-                edits.push(key.set(v));
-            }
-        }
+        edits.extend(optional_agent_keys(m, &agent));
         let mut doc = Document::parse(super::start::TEMPLATE)
             .map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
         for e in &edits {
@@ -352,7 +430,36 @@ impl Runner {
         }
         Ok(doc.render())
     }
+}
 
+/// The `AGENT:` keys a step's loop takes from this one where it sets them.
+fn optional_agent_keys(m: &M1, agent: &crate::agent::AgentConfig) -> Vec<Edit> {
+    let mut edits = Vec::new();
+    for (key, value) in [
+        (AgentKey::Model, agent.model.clone()),
+        (AgentKey::MaxTurns, agent.max_turns.map(|t| t.to_string())),
+        (
+            AgentKey::MaxBudgetUsd,
+            agent.max_budget_usd.map(|u| u.to_string()),
+        ),
+        (AgentKey::ReviewModel, m.agent.review_model.clone()),
+        (
+            AgentKey::ReviewBackend,
+            m.agent.review_backend.map(|b| b.as_str().into()),
+        ),
+        (
+            AgentKey::Fallback,
+            m.agent.fallback.map(|b| b.as_str().into()),
+        ),
+    ] {
+        if let Some(v) = value {
+            edits.push(key.set(v));
+        }
+    }
+    edits
+}
+
+impl Runner {
     /// The merge queue's turn for step `n`, whose loop is DONE: commit what it left, merge it
     /// onto the integration head, VERIFY the result, move the integration branch, record the
     /// step DONE, and clean up what the integration branch now holds. A conflict or a red
