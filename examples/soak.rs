@@ -16,7 +16,10 @@
 //! (`--seed N` for another sequence of faults; `--keep` keeps the directories of failures;
 //! `--only-in-place-storms` runs nothing but storms of in-place saves, with steps of 1 to 2 s,
 //! to meet the rare save that lands in a file a runner's write displaced; `--backend codex`
-//! runs every loop on the Codex backend, the simulated agent speaking Codex's events).
+//! runs every loop on the Codex backend, the simulated agent speaking Codex's events;
+//! `--parallel` runs the three steps of every loop at once (`--parallel 3`) in a git project,
+//! each writing a file of its own, and also counts a loop whose result is not in the project,
+//! or that left a worktree or a branch behind, as a lost result).
 
 #![expect(
     clippy::cast_precision_loss,
@@ -77,6 +80,15 @@ impl Loop {
             ""
         };
         let work = format!(r#""sleep_ms": {sleep_ms}, "heartbeat_ms": 50{grandchild}"#);
+        if on_parallel() {
+            git(&project, &["init", "-q"]);
+            git(&project, &["commit", "-q", "--allow-empty", "-m", "start"]);
+        }
+        let writes = if on_parallel() {
+            r#", "write": [{"path": "step-{step}.txt", "text": "{step}\n"}]"#
+        } else {
+            ""
+        };
         let reviewer = if review {
             format!(r#", "review": {{{work}, "result": "checked\nREVIEW_APPROVE: fine"}}"#)
         } else {
@@ -84,7 +96,9 @@ impl Loop {
         };
         std::fs::write(
             &scenario,
-            format!(r#"{{"default": {{{work}, "result": "worked\nSTEP_DONE: ok"}}{reviewer}}}"#),
+            format!(
+                r#"{{"default": {{{work}{writes}, "result": "worked\nSTEP_DONE: ok"}}{reviewer}}}"#
+            ),
         )
         .unwrap();
         // The agent: a process that leaves the group with setsid, then the simulated agent.
@@ -169,8 +183,18 @@ impl Loop {
     }
 
     fn task_dirs(&self) -> Vec<PathBuf> {
-        std::fs::read_dir(self.dir.join("project/state/tasks"))
-            .into_iter()
+        // A parallel loop's steps are loops of their own, with their tasks beside their M1.md.
+        let mut roots = vec![self.dir.join("project/state/tasks")];
+        roots.extend(
+            std::fs::read_dir(self.dir.join("project/state/parallel"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path().join("tasks")),
+        );
+        roots
+            .iter()
+            .flat_map(std::fs::read_dir)
             .flatten()
             .flatten()
             .map(|e| e.path())
@@ -322,6 +346,23 @@ enum Mode {
     InPlaceStorms,
 }
 
+/// `--parallel`: every loop runs its steps at once, in a git project.
+fn on_parallel() -> bool {
+    std::env::args().any(|a| a == "--parallel")
+}
+
+/// `git ARGS` in `dir` with a throwaway identity.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=soak", "-c", "user.email=soak@localhost"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?} in {}", dir.display());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// `--backend codex`: every loop runs on the Codex backend.
 fn on_codex() -> bool {
     let args: Vec<String> = std::env::args().collect();
@@ -353,6 +394,9 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     let mut start = vec!["start", "soak", "--step", "a", "--step", "b", "--step", "c"];
     if on_codex() {
         start.extend(["--backend", "codex"]);
+    }
+    if on_parallel() {
+        start.extend(["--parallel", "3"]);
     }
     if review {
         start.push("--review");
@@ -558,9 +602,23 @@ fn assess(
         bad.push(format!("saves lost: {lost:?}"));
     }
     let approved = text.matches("REVIEW: approved").count() as u64;
-    let results_ok = (1..=STEPS)
+    let mut results_ok = (1..=STEPS)
         .all(|s| text.contains(&format!("{s}: [DONE]")) && text.contains(&format!("STEP_{s}:")))
         && approved == if review { STEPS } else { 0 };
+    if on_parallel() {
+        let project = l.dir.join("project");
+        let merged = (1..=STEPS).all(|s| project.join(format!("step-{s}.txt")).exists());
+        let worktrees = git(&project, &["worktree", "list"]).lines().count();
+        let branches = git(&project, &["branch", "--list", "loop/*"]);
+        if !(merged && worktrees == 1 && branches.trim().is_empty()) {
+            bad.push(format!(
+                "parallel: every step's file in the project {merged}, worktrees {worktrees}, \
+                 branches left: {}",
+                branches.trim()
+            ));
+            results_ok = false;
+        }
+    }
     if !l.done() || !results_ok {
         t.lost_results += 1;
         bad.push(format!("not DONE with every result (runner {status:?})"));
@@ -619,10 +677,15 @@ fn main() {
         }
     }
     println!(
-        "soak: {} loops in {:.0} s (seed {seed}, backend {})",
+        "soak: {} loops in {:.0} s (seed {seed}, backend {}{})",
         t.loops,
         began.elapsed().as_secs_f64(),
-        if on_codex() { "codex" } else { "claude" }
+        if on_codex() { "codex" } else { "claude" },
+        if on_parallel() {
+            ", 3 steps at once"
+        } else {
+            ""
+        }
     );
     println!(
         "  faults: runner kill -9 {}, stale saves {} ({} with the runner dead, {} after another runner took over: {} revived by itself), supervisor+guardian kill -9 {}, setsid escapes tried {}, save storms {} ({} saves, {} in place, {} of them into a displaced file); {} loops reviewed",
@@ -643,13 +706,18 @@ fn main() {
         "  double starts {}, re-runs of passed steps {}, lost results {}, lost edits {}, orphans {}",
         t.double_starts, t.reruns, t.lost_results, t.lost_edits, t.orphans
     );
-    println!(
-        "  agent exit → next spawn: loops with a stale save median {:.1} ms; under a save every 20 ms median {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-        pct(&mut t.gaps_ms, 0.5),
-        pct(&mut t.storm_gaps_ms, 0.5),
-        pct(&mut t.storm_gaps_ms, 0.99),
-        pct(&mut t.storm_gaps_ms, 1.0)
-    );
+    if on_parallel() {
+        // Steps overlap: one agent's exit is not followed by the next one's spawn.
+        println!("  agent exit → next spawn: not measured (steps run at once)");
+    } else {
+        println!(
+            "  agent exit → next spawn: loops with a stale save median {:.1} ms; under a save every 20 ms median {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            pct(&mut t.gaps_ms, 0.5),
+            pct(&mut t.storm_gaps_ms, 0.5),
+            pct(&mut t.storm_gaps_ms, 0.99),
+            pct(&mut t.storm_gaps_ms, 1.0)
+        );
+    }
     for f in &t.failures {
         println!("  FAIL {f}");
     }

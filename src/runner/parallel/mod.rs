@@ -41,7 +41,7 @@ use crate::m1::keys::{AgentKey, LimitKey, ResultKey, Top};
 use crate::m1::{Document, Edit, M1, Status, StepState, Store};
 
 /// How often the queue looks at its steps' loops.
-const LOOK_EVERY: Duration = Duration::from_millis(200);
+const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// The path of `PARALLEL.KEY`, or of `PARALLEL.STEP_N.KEY`.
 fn at(step: Option<u32>, key: &str) -> Vec<String> {
@@ -478,6 +478,14 @@ impl Runner {
             .map(|s| s.text.clone())
             .unwrap_or_default();
         let fail = anyhow::Error::msg;
+        // Merged before (a save of an older M1.md put the step's record back): recorded again
+        // from the step loop's own note of it, nothing merged twice.
+        let note = merged_note(run.loop_file.as_deref());
+        if let Some(commit) = note.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
+            self.record_merged(n, commit.trim())?;
+            self.clean_up_step(n)?;
+            return Ok(None);
+        }
         if wt.join(".git").exists() {
             git::commit_all(&wt, &format!("loop: step {n}: {text}")).map_err(fail)?;
         }
@@ -516,6 +524,10 @@ impl Runner {
             }
         };
         super::crash::point("parallel-after-ref-move");
+        if let Some(p) = &note {
+            std::fs::write(p, format!("{merged}\n"))
+                .with_context(|| format!("while writing {}", p.display()))?;
+        }
         self.record_merged(n, &merged)?;
         super::crash::point("parallel-after-merged-write");
         self.clean_up_step(n)?;
@@ -599,6 +611,9 @@ impl Runner {
         ];
         if let Some(sid) = &r.session_id {
             edits.push(ResultKey::SessionId.set(n, sid.clone()));
+        }
+        if let Some(review) = &r.review {
+            edits.push(ResultKey::Review.set(n, review.to_string()));
         }
         if let Some(t) = r.tokens {
             edits.push(ResultKey::Tokens.set(n, t.to_string()));
@@ -735,6 +750,12 @@ impl Runner {
         }
         self.stop_now(stop)
     }
+}
+
+/// Where a step's loop notes the integration commit its step was merged as (beside its
+/// M1.md): what makes a merge happen once, whatever text of M1.md is saved over the record.
+fn merged_note(loop_file: Option<&str>) -> Option<PathBuf> {
+    Some(Path::new(loop_file?).parent()?.join("merged"))
 }
 
 /// The loop of a step, as it stands.
