@@ -24,7 +24,8 @@ pub use run::RunKind;
 pub(crate) use run::{RunOnRecord, RunSpec, resumes, runs_on_record};
 pub(crate) use transitions::{
     Effect, OnRecord, Outcome, SpawnFacts, Stop, Transition, Write, adopted, complete, exhausted,
-    halt, kept_on_record, pid_recorded, session_named, started, stopped, unrecordable,
+    halt, kept_on_record, pid_recorded, session_named, started, stopped, stopped_parallel,
+    unrecordable,
 };
 
 use std::time::Duration;

@@ -435,6 +435,23 @@ pub(crate) fn stopped(step: u32, stop: &Stop, task_id: Option<&str>) -> Transiti
         .then(waiting(&format!("stopped by {by}"), &how))
 }
 
+/// A stop of a loop whose `steps` run at once, each in a loop of its own that the stop ends
+/// too: WAITING, and `loop resume` carries them all on.
+#[must_use]
+pub(crate) fn stopped_parallel(steps: &[u32], stop: &Stop) -> Transition {
+    let mut edits = vec![Edit::Status(Status::Waiting)];
+    let (by, how) = (stop.by(), stop.how());
+    let list: Vec<String> = steps.iter().map(u32::to_string).collect();
+    let which = match list.len() {
+        0 => "no step was running".to_owned(),
+        1 => format!("step {} was stopped with it", list[0]),
+        _ => format!("steps {} were stopped with it", list.join(", ")),
+    };
+    edits.extend(actions(&format!("Stopped by {by}; {which}"), &how));
+    Transition::exit(edits, format!("stop: {by}; {which}"), Exit::Waiting)
+        .then(waiting(&format!("stopped by {by}"), &how))
+}
+
 /// Every step is DONE or SKIPPED: the loop is DONE.
 #[must_use]
 pub(crate) fn complete(m: &M1) -> Transition {

@@ -295,3 +295,46 @@ fn a_parallel_loop_whose_runner_died_comes_back_when_a_step_ends() {
     crate::support::wait_until(crate::support::PATIENCE, || env.processes().is_empty());
     env.assert_no_processes();
 }
+
+#[test]
+fn loop_stop_stops_every_step_running_and_resume_carries_them_all_on() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("a").sleep_ms(3000).write("a.txt", "a\n"))
+            .step(2, Action::done("b").sleep_ms(3000).write("b.txt", "b\n")),
+    );
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--parallel",
+        "2",
+        "--plan-only",
+    ]);
+    let mut runner = env.spawn(&["resume"]);
+    assert!(crate::support::wait_until(crate::support::PATIENCE, || {
+        env.calls_for(1) >= 1 && env.calls_for(2) >= 1
+    }));
+    env.run_ok(&["stop"]);
+    let status = runner.wait(crate::support::PATIENCE);
+    assert_eq!(status.code(), Some(3), "WAITING after the stop");
+    env.assert_status(Status::Waiting);
+    assert!(
+        env.m1()
+            .last_action
+            .unwrap_or_default()
+            .contains("steps 1, 2 were stopped with it"),
+        "{}",
+        env.text()
+    );
+    // No agent of either step runs on.
+    env.assert_no_processes();
+    env.run_ok(&["resume"]);
+    env.assert_status(Status::Done);
+    assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
+    env.assert_no_processes();
+}

@@ -633,6 +633,10 @@ impl Runner {
             "merge: step {n} merged into the integration branch as {}, VERIFY passed",
             git::short(commit)
         ));
+        if self.settings.notify_each_step {
+            let summary = r.summary.clone().unwrap_or_else(|| "done".into());
+            self.carry_out(&m, &[engine::Effect::StepDone { step: n, summary }]);
+        }
         Ok(())
     }
 
@@ -748,7 +752,9 @@ impl Runner {
                 let _ = super::stop::stop(Path::new(f), false);
             }
         }
-        self.stop_now(stop)
+        let steps: Vec<u32> = m.parallel.runs.keys().copied().collect();
+        let t = engine::stopped_parallel(&steps, stop);
+        self.apply(&t).map(|e| e.unwrap_or(Exit::Waiting))
     }
 }
 
