@@ -550,6 +550,9 @@ impl Runner {
             let step_next =
                 matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt);
             if self.runs_parallel(&m) && (step_next || !m.parallel.runs.is_empty()) {
+                if let Some(t) = self.cannot_run_parallel(&m) {
+                    return self.apply(&t).map(|e| e.unwrap_or(Exit::Waiting));
+                }
                 return self.drive_parallel();
             }
             // A held outcome rides on the next write; where none follows at once, write it now.

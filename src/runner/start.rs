@@ -183,6 +183,25 @@ fn check_agent(settings: &Settings) -> Result<()> {
     Ok(())
 }
 
+/// Steps at once need a git repository with a commit to branch them from.
+fn check_parallel(req: &StartRequest, settings: &Settings) -> Result<()> {
+    let Some(n) = settings.parallel_for_new() else {
+        return Ok(());
+    };
+    let dir = match &req.workdir {
+        Some(w) => w.clone(),
+        None => std::env::current_dir().context("while reading the current directory")?,
+    };
+    if crate::runner::git::head(&dir).is_some() {
+        return Ok(());
+    }
+    Err(Error::bad_input(format!(
+        "--parallel {n} runs steps in git worktrees, but {} is not a git repository with a \
+         commit (`git init && git commit --allow-empty -m start`); nothing was changed",
+        dir.display()
+    )))
+}
+
 /// Before a resume runs anything: the agent the file names can be started (a loop that is
 /// DONE or FAILED, or a file that does not parse, is left to the runner to report).
 pub(super) fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
@@ -386,6 +405,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     // Everything is checked before anything changes: a refusal archives nothing and writes
     // no M1.md.
     check_agent(&settings)?;
+    check_parallel(req, &settings)?;
     let text = new_document(req, &steps, &settings)?;
     if let Err(errs) = Document::parse(&text) {
         return Err(Error::bad_input(format!(

@@ -338,3 +338,80 @@ fn loop_stop_stops_every_step_running_and_resume_carries_them_all_on() {
     assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
     env.assert_no_processes();
 }
+
+#[test]
+fn parallel_steps_outside_a_git_repository_are_refused_or_wait_saying_why() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new());
+    let out = env.run_exits(
+        2,
+        &[
+            "start",
+            "g",
+            "--step",
+            "a",
+            "--step",
+            "b",
+            "--parallel",
+            "2",
+        ],
+    );
+    assert!(
+        crate::support::stderr(&out).contains("is not a git repository with a commit"),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    assert!(!env.state().join("M1.md").exists(), "nothing written");
+    // Set by hand in M1.md: the loop waits, saying why, and runs nothing.
+    env.run_ok(&["start", "g", "--step", "a", "--step", "b", "--plan-only"]);
+    let text = env.text().replace("LIMITS:\n", "LIMITS:\n  PARALLEL: 2\n");
+    std::fs::write(env.state().join("M1.md"), text).unwrap();
+    env.run_exits(3, &["resume"]);
+    assert!(
+        env.m1()
+            .last_action
+            .unwrap_or_default()
+            .contains("is not a git repository"),
+        "{}",
+        env.text()
+    );
+    assert!(env.calls().is_empty());
+}
+
+#[test]
+fn steps_running_at_once_are_carried_on_when_parallel_is_lowered_by_hand() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("a").sleep_ms(1500).write("a.txt", "a\n"))
+            .step(2, Action::done("b").sleep_ms(1500).write("b.txt", "b\n"))
+            .step(3, Action::done("c").write("c.txt", "c\n")),
+    );
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--step",
+        "c",
+        "--parallel",
+        "2",
+        "--plan-only",
+    ]);
+    let mut runner = env.spawn(&["resume"]);
+    assert!(crate::support::wait_until(crate::support::PATIENCE, || {
+        env.calls_for(1) >= 1 && env.calls_for(2) >= 1
+    }));
+    let text = env.text().replace("  PARALLEL: 2\n", "  PARALLEL: 1\n");
+    crate::support::save_by_rename(&env.state().join("M1.md"), &text);
+    let status = runner.wait(crate::support::PATIENCE);
+    assert!(status.success(), "{}\n{}", env.text(), env.log());
+    env.assert_status(Status::Done);
+    env.assert_each_step_started_once(3, "PARALLEL lowered while two steps ran");
+    for f in ["a.txt", "b.txt", "c.txt"] {
+        assert!(env.path().join(f).exists(), "{f}");
+    }
+    env.assert_no_processes();
+}

@@ -71,12 +71,36 @@ enum Child {
 impl Runner {
     /// Whether this loop runs its steps at once: `LIMITS.PARALLEL` above 1, a plan to run, and
     /// a git repository to make worktrees in.
+    /// Steps already running at once are carried on whatever `PARALLEL` says now (a step is
+    /// never started a second time in the project itself).
     pub(super) fn runs_parallel(&self, m: &M1) -> bool {
-        self.settings.parallel(m) > 1
+        (self.settings.parallel(m) > 1 || !m.parallel.runs.is_empty())
             && !m.plan.steps.is_empty()
             && m.status == Status::Running
             && m.current.task_id.is_none()
-            && git::is_repo(&self.workdir)
+    }
+
+    /// Why the project cannot run steps at once (no git repository, or no commit to branch
+    /// from), as a halt; `None` when it can.
+    pub(super) fn cannot_run_parallel(&self, m: &M1) -> Option<engine::Transition> {
+        if git::commit_of(&self.workdir, "HEAD").is_some() {
+            return None;
+        }
+        let what = if git::is_repo(&self.workdir) {
+            "has no commit to branch the steps from"
+        } else {
+            "is not a git repository"
+        };
+        Some(engine::halt(
+            0,
+            &format!(
+                "LIMITS.PARALLEL {} runs steps in git worktrees, but {} {what}",
+                self.settings.parallel(m),
+                self.workdir.display()
+            ),
+            "make it one with a first commit (`git init && git commit --allow-empty -m start`), \
+             or set LIMITS.PARALLEL: 1 in M1.md, then `loop resume`",
+        ))
     }
 
     /// Drives a parallel loop until it is DONE, or waits for a person.
@@ -398,6 +422,12 @@ impl Runner {
             Top::LoopId.set(super::new_loop_id()),
             Top::StartedAt.set(Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
             LimitKey::MaxRetries.set(caps.max_retries.to_string()),
+            // Its plan is this one's (the other steps DONE or SKIPPED), whatever its length.
+            LimitKey::MaxSteps.set(
+                caps.max_steps
+                    .max(u32::try_from(m.plan.steps.len()).unwrap_or(u32::MAX))
+                    .to_string(),
+            ),
             LimitKey::StepTimeout.set(exact(caps.step_timeout)),
             AgentKey::Program.set(agent.program.clone()),
             AgentKey::Backend.set(agent.backend.as_str()),
