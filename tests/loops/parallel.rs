@@ -252,13 +252,13 @@ fn a_crash_at_each_write_point_then_resume_loses_nothing_and_starts_nothing_twic
     }
 }
 
-#[test]
-fn a_parallel_loop_whose_runner_died_comes_back_when_a_step_ends() {
-    let env = TestLoop::new().with_git().env("LOOP_REVIVE", "on");
+/// Two steps of `ms` each, writing a.txt and b.txt, run at once by a runner in the
+/// background: returned once both agents have started.
+fn two_steps_running(env: &TestLoop, ms: u64) -> crate::support::Guard {
     env.scenario(
         &Scenario::new()
-            .step(1, Action::done("a").sleep_ms(1500).write("a.txt", "a\n"))
-            .step(2, Action::done("b").sleep_ms(1500).write("b.txt", "b\n")),
+            .step(1, Action::done("a").sleep_ms(ms).write("a.txt", "a\n"))
+            .step(2, Action::done("b").sleep_ms(ms).write("b.txt", "b\n")),
     );
     env.run_ok(&[
         "start",
@@ -271,10 +271,17 @@ fn a_parallel_loop_whose_runner_died_comes_back_when_a_step_ends() {
         "2",
         "--plan-only",
     ]);
-    let mut runner = env.spawn(&["resume"]);
+    let runner = env.spawn(&["resume"]);
     assert!(crate::support::wait_until(crate::support::PATIENCE, || {
         env.calls_for(1) >= 1 && env.calls_for(2) >= 1
     }));
+    runner
+}
+
+#[test]
+fn a_parallel_loop_whose_runner_died_comes_back_when_a_step_ends() {
+    let env = TestLoop::new().with_git().env("LOOP_REVIVE", "on");
+    let mut runner = two_steps_running(&env, 1500);
     // `loop status` shows every step running, each in its worktree.
     let status = crate::support::stdout(&env.run_ok(&["status"]));
     for n in [1, 2] {
@@ -299,26 +306,7 @@ fn a_parallel_loop_whose_runner_died_comes_back_when_a_step_ends() {
 #[test]
 fn loop_stop_stops_every_step_running_and_resume_carries_them_all_on() {
     let env = TestLoop::new().with_git();
-    env.scenario(
-        &Scenario::new()
-            .step(1, Action::done("a").sleep_ms(3000).write("a.txt", "a\n"))
-            .step(2, Action::done("b").sleep_ms(3000).write("b.txt", "b\n")),
-    );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--parallel",
-        "2",
-        "--plan-only",
-    ]);
-    let mut runner = env.spawn(&["resume"]);
-    assert!(crate::support::wait_until(crate::support::PATIENCE, || {
-        env.calls_for(1) >= 1 && env.calls_for(2) >= 1
-    }));
+    let mut runner = two_steps_running(&env, 3000);
     env.run_ok(&["stop"]);
     let status = runner.wait(crate::support::PATIENCE);
     assert_eq!(status.code(), Some(3), "WAITING after the stop");
