@@ -30,6 +30,8 @@ struct Targets {
     displaced: PathBuf,
     stops: Vec<PathBuf>,
     task: Option<PathBuf>,
+    /// The directories of the loops of steps running at once (their M1.md and lock).
+    steps: Vec<PathBuf>,
 }
 
 /// The runner's watcher. Dropping it stops watching.
@@ -41,6 +43,7 @@ pub(crate) struct Watch {
     targets: Arc<Mutex<Targets>>,
     watched_dirs: Vec<PathBuf>,
     task_dir: Option<PathBuf>,
+    step_dirs: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for Watch {
@@ -63,6 +66,13 @@ fn classify(targets: &Targets, path: &Path) -> Option<Wake> {
     {
         return Some(Wake::Task);
     }
+    if targets
+        .steps
+        .iter()
+        .any(|d| path.parent() == Some(d.as_path()))
+    {
+        return Some(Wake::Task);
+    }
     None
 }
 
@@ -81,6 +91,7 @@ impl Watch {
             displaced: absolute(&crate::layout::Layout::displaced(m1)),
             stops: stops.iter().map(|p| absolute(p)).collect(),
             task: None,
+            steps: Vec::new(),
         }));
         let watcher = make_watcher(tx.clone(), Arc::clone(&targets));
         let mut me = Self {
@@ -90,6 +101,7 @@ impl Watch {
             targets,
             watched_dirs: Vec::new(),
             task_dir: None,
+            step_dirs: Vec::new(),
         };
         let mut dirs: Vec<PathBuf> = Vec::new();
         {
@@ -143,6 +155,31 @@ impl Watch {
             .task
             .clone_from(&dir);
         self.task_dir = dir;
+    }
+
+    /// Watches `dirs` (the loops of the steps running at once: their M1.md, lock and stop)
+    /// instead of the previous ones: a change there wakes the runner as a task's would.
+    pub(crate) fn set_step_dirs(&mut self, dirs: &[PathBuf]) {
+        let dirs: Vec<PathBuf> = dirs.iter().map(|d| absolute(d)).collect();
+        if self.step_dirs == dirs {
+            return;
+        }
+        // The watcher's own thread takes `targets` for every event: it is not held while the
+        // watcher is asked to (un)watch, which waits for that thread.
+        if let Some(w) = self.watcher.as_mut() {
+            for old in self.step_dirs.iter().filter(|d| !dirs.contains(d)) {
+                let _ = w.unwatch(old);
+            }
+            for new in dirs.iter().filter(|d| !self.step_dirs.contains(d)) {
+                let _ = w.watch(new, RecursiveMode::NonRecursive);
+            }
+        }
+        self.targets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .steps
+            .clone_from(&dirs);
+        self.step_dirs = dirs;
     }
 
     /// Whether events arrive at all (false: the runner relies on polling alone).
@@ -251,5 +288,39 @@ mod tests {
         let w = Watch::new(&m1, &[]);
         std::fs::write(dir.path().join("other.txt"), "x").unwrap();
         assert_eq!(w.wait(Duration::from_millis(300)), Wake::Timeout);
+    }
+
+    #[test]
+    fn a_change_in_a_steps_loop_wakes_the_runner_and_watching_more_never_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let m1 = dir.path().join("M1.md");
+        std::fs::write(&m1, "STATUS: RUNNING\n").unwrap();
+        let (a, b) = (
+            dir.path().join("step-1.loop"),
+            dir.path().join("step-2.loop"),
+        );
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let mut w = Watch::new(&m1, &[]);
+        // Events keep arriving while the watched set changes (the watcher's thread takes the
+        // same lock for each): changing it must not wait on that thread forever.
+        let writer = {
+            let a = a.clone();
+            std::thread::spawn(move || {
+                for i in 0..200 {
+                    let _ = std::fs::write(a.join("M1.md"), format!("STATUS: RUNNING # {i}\n"));
+                }
+            })
+        };
+        for _ in 0..50 {
+            w.set_step_dirs(std::slice::from_ref(&a));
+            w.set_step_dirs(&[a.clone(), b.clone()]);
+        }
+        writer.join().unwrap();
+        while w.wait(Duration::from_millis(50)) != Wake::Timeout {}
+        std::fs::write(b.join("M1.md"), "STATUS: DONE\n").unwrap();
+        if w.is_live() {
+            assert!(wait_for(&w, Wake::Task));
+        }
     }
 }

@@ -40,8 +40,9 @@ use crate::exit::Status as Exit;
 use crate::m1::keys::{AgentKey, LimitKey, ResultKey, Top};
 use crate::m1::{Document, Edit, M1, Status, StepState, Store};
 
-/// How often the queue looks at its steps' loops.
-const LOOK_EVERY: Duration = Duration::from_millis(100);
+/// How long the queue sleeps between looks when no event wakes it (the watched directories
+/// of its steps' loops say when one changes; this is the fallback where events do not arrive).
+const POLL_FALLBACK: Duration = Duration::from_secs(2);
 
 /// The path of `PARALLEL.KEY`, or of `PARALLEL.STEP_N.KEY`.
 fn at(step: Option<u32>, key: &str) -> Vec<String> {
@@ -138,6 +139,7 @@ impl Runner {
             let m = self.view();
             let open = m.plan.steps.iter().any(|s| !closed(s.state));
             if !open && m.parallel.runs.is_empty() {
+                self.watch.set_step_dirs(&[]);
                 self.finish_parallel(&m)?;
                 let m = self.view();
                 let t = engine::complete(&m);
@@ -146,7 +148,21 @@ impl Runner {
                 self.carry_out(&m, &t.effects);
                 return Ok(Exit::Ok);
             }
-            std::thread::sleep(LOOK_EVERY);
+            // Woken by a change in a step's loop (its M1.md written, its runner gone), by a
+            // hand edit or a stop; costs nothing meanwhile.
+            let dirs: Vec<PathBuf> = m
+                .parallel
+                .runs
+                .values()
+                .filter_map(|r| {
+                    Path::new(r.loop_file.as_deref()?)
+                        .parent()
+                        .map(Path::to_path_buf)
+                })
+                .filter(|d| d.is_dir())
+                .collect();
+            self.watch.set_step_dirs(&dirs);
+            let _ = self.watch.wait(POLL_FALLBACK);
         }
     }
 
@@ -160,6 +176,17 @@ impl Runner {
             }
             let file = PathBuf::from(run.loop_file.clone().unwrap_or_default());
             let child = child_of(&file);
+            // Stopped with this loop, its loop is resumed with it: the mark goes once that loop
+            // has moved on from its stop (its runner starts in the background, so it may not
+            // have at the next look).
+            let moved_on = match &child {
+                Child::Driven => true,
+                Child::Status(c) => c.status != Status::Waiting,
+                Child::Missing => false,
+            };
+            if run.stopped && moved_on {
+                self.commit(&[Edit::Remove(at(Some(n), "STOPPED"))])?;
+            }
             match child {
                 Child::Missing => self.start_step(m, n)?,
                 Child::Driven => {}
@@ -171,10 +198,7 @@ impl Runner {
                     }
                     Status::Running | Status::Idle => spawn_runner(&file)?,
                     // Stopped with this loop: resumed with it.
-                    Status::Waiting if run.stopped => {
-                        self.commit(&[Edit::Remove(at(Some(n), "STOPPED"))])?;
-                        spawn_runner(&file)?;
-                    }
+                    Status::Waiting if run.stopped => spawn_runner(&file)?,
                     Status::Waiting | Status::Failed => {
                         let why = c.last_action.clone().unwrap_or_default();
                         let t = engine::halt(
