@@ -823,13 +823,16 @@ fn child_of(file: &Path) -> Child {
     if file.as_os_str().is_empty() || !file.exists() {
         return Child::Missing;
     }
-    if super::lock::holder(file).is_some() {
+    let Ok(doc) = crate::m1::load(file) else {
+        return Child::Driven;
+    };
+    let m = doc.view();
+    // DONE is the last thing a step's runner writes: its step can be merged while the runner
+    // exits (the release of its lock makes no file event to wake on).
+    if m.status != Status::Done && super::lock::holder(file).is_some() {
         return Child::Driven;
     }
-    match crate::m1::load(file) {
-        Ok(doc) => Child::Status(Box::new(doc.view())),
-        Err(_) => Child::Driven,
-    }
+    Child::Status(Box::new(m))
 }
 
 /// Starts a runner of the step's loop at `file` in the background, unless one drives it.
