@@ -220,6 +220,8 @@ impl Loop {
                         .find(|p| p[0] == k)
                         .and_then(|p| p[1].as_str().map(String::from))
                 };
+                // The agent's runs only (they carry the loop's id; VERIFY runs do not).
+                var("LOOP_ID")?;
                 let step = var("LOOP_STEP")?.parse().ok()?;
                 let review = var("LOOP_REVIEW").as_deref() == Some("1");
                 let pass = json(d.join("judged.json")).is_some_and(|j| j["verdict"] == "pass");

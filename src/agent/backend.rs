@@ -25,6 +25,19 @@ impl std::fmt::Display for Refused {
     }
 }
 
+/// `LIMITS.MAX_COST_USD` where `backend` reports no dollars: the cap could not be counted, so
+/// it is refused, as any setting a backend cannot honour. `None` when the loop has no such cap
+/// or the backend counts dollars.
+#[must_use]
+pub(crate) fn dollar_cap_refused(backend: &dyn Backend, capped: bool) -> Option<Refused> {
+    (capped && !backend.counts_dollars()).then(|| Refused {
+        setting: "LIMITS.MAX_COST_USD".into(),
+        why: "it reports tokens, not dollars, so the cap cannot be counted (LIMITS.MAX_STEPS and \
+              LIMITS.STEP_TIMEOUT still bound the loop)"
+            .into(),
+    })
+}
+
 /// A run's output read as it grows: the live line and the runner's watch read it between
 /// wake-ups.
 pub(crate) trait Follow {

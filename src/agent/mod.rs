@@ -12,8 +12,8 @@ mod claude;
 mod codex;
 mod verdict;
 
-pub(crate) use backend::Refused;
 pub(crate) use backend::{Backend, Follow};
+pub(crate) use backend::{Refused, dollar_cap_refused};
 pub(crate) use claude::ClaudeCode;
 pub(crate) use codex::Codex;
 

@@ -150,15 +150,8 @@ fn planning(m: &M1, caps: &Caps) -> Next {
 
 /// The plan's first open step, within the caps on steps, attempts and cost.
 fn next_step(m: &M1, caps: &Caps) -> Next {
-    let count = u32::try_from(m.plan.steps.len()).unwrap_or(u32::MAX);
-    if count > caps.max_steps {
-        return Next::Halt {
-            reason: format!(
-                "the plan has {count} steps, over MAX_STEPS {}",
-                caps.max_steps
-            ),
-            how: "shorten PLAN.STEPS or raise LIMITS.MAX_STEPS in M1.md, then `loop resume`".into(),
-        };
+    if let Some((reason, how)) = over_max_steps(m, caps) {
+        return Next::Halt { reason, how };
     }
     let Some(step) = open_step(m, 0) else {
         return complete_or_stuck(m);
@@ -182,14 +175,8 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
             ),
         };
     }
-    if let Some(max) = caps.max_cost_usd {
-        let spent = spent(m);
-        if spent >= max {
-            return Next::Halt {
-                reason: format!("spent ${spent:.2}, at or over MAX_COST_USD ${max:.2}"),
-                how: "raise LIMITS.MAX_COST_USD in M1.md, then `loop resume`".into(),
-            };
-        }
+    if let Some((reason, how)) = over_max_cost(spent(m), caps) {
+        return Next::Halt { reason, how };
     }
     if pending {
         let runs = m.result(step.n).review_runs;
@@ -226,6 +213,33 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
         step: step.n,
         number: attempts + 1,
         session: session_for(m, step.n),
+    })
+}
+
+/// The plan has more steps than `MAX_STEPS`: why, and how to go on.
+#[must_use]
+pub(crate) fn over_max_steps(m: &M1, caps: &Caps) -> Option<(String, String)> {
+    let count = u32::try_from(m.plan.steps.len()).unwrap_or(u32::MAX);
+    (count > caps.max_steps).then(|| {
+        (
+            format!(
+                "the plan has {count} steps, over MAX_STEPS {}",
+                caps.max_steps
+            ),
+            "shorten PLAN.STEPS or raise LIMITS.MAX_STEPS in M1.md, then `loop resume`".into(),
+        )
+    })
+}
+
+/// `spent` dollars reach `MAX_COST_USD`: why, and how to go on.
+#[must_use]
+pub(crate) fn over_max_cost(spent: f64, caps: &Caps) -> Option<(String, String)> {
+    let max = caps.max_cost_usd?;
+    (spent >= max).then(|| {
+        (
+            format!("spent ${spent:.2}, at or over MAX_COST_USD ${max:.2}"),
+            "raise LIMITS.MAX_COST_USD in M1.md, then `loop resume`".into(),
+        )
     })
 }
 

@@ -97,16 +97,10 @@ impl Runner {
         let kind = self.backend_of(&m, run.kind, run.step);
         let cfg = run.kind.agent_config(self.settings.agent_on(&m, kind), &m);
         let backend = agent::backend_for(kind);
-        let counted = self.settings.caps(&m).max_cost_usd.is_some() && !backend.counts_dollars();
-        let called = if counted {
-            Err(agent::Refused {
-                setting: "LIMITS.MAX_COST_USD".into(),
-                why: "it reports tokens, not dollars, so the cap cannot be counted; remove the \
-                      line (LIMITS.MAX_STEPS and LIMITS.STEP_TIMEOUT still bound the loop)"
-                    .into(),
-            })
-        } else {
-            backend.invocation(&cfg, prompt, &session)
+        let capped = self.settings.caps(&m).max_cost_usd.is_some();
+        let called = match agent::dollar_cap_refused(backend, capped) {
+            Some(refused) => Err(refused),
+            None => backend.invocation(&cfg, prompt, &session),
         };
         match called {
             Ok(inv) if run.kind.gets_hooks() => {

@@ -170,14 +170,9 @@ fn check_agent(settings: &Settings) -> Result<()> {
                 ))
             })?;
         }
-        if settings.caps_for_new().max_cost_usd.is_some() && !agent.counts_dollars() {
-            return Err(refuse(
-                backend,
-                &crate::agent::Refused {
-                    setting: "LIMITS.MAX_COST_USD".into(),
-                    why: "it reports tokens, not dollars, so the cap cannot be counted".into(),
-                },
-            ));
+        let capped = settings.caps_for_new().max_cost_usd.is_some();
+        if let Some(r) = crate::agent::dollar_cap_refused(agent, capped) {
+            return Err(refuse(backend, &r));
         }
     }
     Ok(())
@@ -541,7 +536,13 @@ pub(crate) fn resume_as(
 
 /// Runs `loop resume` for `file` in the background, in its own session, and returns at once.
 /// A revival says `revived_by` whom, and prints nothing.
-pub(super) fn detach(file: &Path, revived_by: Option<&str>) -> Result<ExitStatus> {
+/// `loop --file FILE resume --quiet`, to run in the background: no input, and its output
+/// appended to the loop's runner output file (decisions only: `loop status` shows the agent's
+/// activity).
+///
+/// # Errors
+/// The loop binary cannot be found, or the output file cannot be opened.
+pub(super) fn background_runner(file: &Path) -> Result<Command> {
     let exe = std::env::current_exe().context("while finding the loop binary")?;
     let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
     let out_path = crate::layout::Layout::of(file).runner_out();
@@ -554,12 +555,18 @@ pub(super) fn detach(file: &Path, revived_by: Option<&str>) -> Result<ExitStatus
     cmd.arg("--file")
         .arg(&abs)
         .arg("resume")
-        // Its output is a file: decisions only (`loop status` shows the agent's activity).
         .arg("--quiet")
         .env("LOOP_DETACHED", "1")
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out);
+    Ok(cmd)
+}
+
+pub(super) fn detach(file: &Path, revived_by: Option<&str>) -> Result<ExitStatus> {
+    let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    let out_path = crate::layout::Layout::of(file).runner_out();
+    let mut cmd = background_runner(file)?;
     if let Some(by) = revived_by {
         cmd.arg("--revived-by").arg(by);
     }

@@ -392,7 +392,6 @@ fn modes_row(kind: AgentKind, cfg: &AgentConfig, help: &str) -> Row {
         AgentKind::Codex => {
             let check = format!("{name}: sandboxes");
             let known = choices(help, "--sandbox");
-            let flags = flags_passed(kind, cfg);
             let args = crate::agent::backend_for(kind)
                 .invocation(cfg, "x", &crate::agent::Session::New(String::new()))
                 .map(|i| i.args)
@@ -416,7 +415,14 @@ fn modes_row(kind: AgentKind, cfg: &AgentConfig, help: &str) -> Row {
                     Mark::Ok,
                     format!("-s {s}; this version knows {}", known.join(", ")),
                 ),
-                None => row(check, Mark::Ok, format!("no sandbox ({})", flags.join(" "))),
+                None => {
+                    let flags: Vec<&str> = args
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|a| a.starts_with('-') && *a != "-")
+                        .collect();
+                    row(check, Mark::Ok, format!("no sandbox ({})", flags.join(" ")))
+                }
             }
         }
     }

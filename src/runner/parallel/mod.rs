@@ -27,7 +27,6 @@
 mod git;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -59,6 +58,16 @@ fn closed(state: StepState) -> bool {
     matches!(state, StepState::Done | StepState::Skipped)
 }
 
+/// How VERIFY on a merged result came out.
+#[derive(Debug)]
+enum Checked {
+    Passed,
+    /// A stop ended it.
+    Stopped,
+    /// What it said, last.
+    Failed(String),
+}
+
 /// What a step's own loop says.
 #[derive(Debug)]
 enum Child {
@@ -84,7 +93,8 @@ impl Runner {
     /// Why the project cannot run steps at once (no git repository, or no commit to branch
     /// from), as a halt; `None` when it can.
     pub(super) fn cannot_run_parallel(&self, m: &M1) -> Option<engine::Transition> {
-        if git::commit_of(&self.workdir, "HEAD").is_some() {
+        // The same test as `loop start --parallel`'s.
+        if super::git::head(&self.workdir).is_some() {
             return None;
         }
         let what = if git::is_repo(&self.workdir) {
@@ -226,35 +236,21 @@ impl Runner {
     /// on; once none runs, the loop halts with it.
     fn over_caps(&self, m: &M1) -> Option<engine::Transition> {
         let caps = self.settings.caps(m);
-        let count = u32::try_from(m.plan.steps.len()).unwrap_or(u32::MAX);
-        if count > caps.max_steps {
-            return Some(engine::halt(
-                0,
-                &format!(
-                    "the plan has {count} steps, over MAX_STEPS {}",
-                    caps.max_steps
-                ),
-                "shorten PLAN.STEPS or raise LIMITS.MAX_STEPS in M1.md, then `loop resume`",
-            ));
-        }
-        let max = caps.max_cost_usd?;
-        let running: f64 = m
-            .parallel
-            .runs
-            .values()
-            .filter(|r| r.merged.is_none())
-            .filter_map(|r| r.loop_file.as_deref())
-            .filter_map(|f| crate::m1::load(Path::new(f)).ok())
-            .map(|d| engine::spent(&d.view()))
-            .sum();
-        let spent = engine::spent(m) + running;
-        (spent >= max).then(|| {
-            engine::halt(
-                0,
-                &format!("spent ${spent:.2}, at or over MAX_COST_USD ${max:.2}"),
-                "raise LIMITS.MAX_COST_USD in M1.md, then `loop resume`",
-            )
-        })
+        let (reason, how) = engine::over_max_steps(m, &caps).or_else(|| {
+            // The running steps' loops are read only where a cap on dollars asks for them.
+            caps.max_cost_usd?;
+            let running: f64 = m
+                .parallel
+                .runs
+                .values()
+                .filter(|r| r.merged.is_none())
+                .filter_map(|r| r.loop_file.as_deref())
+                .filter_map(|f| crate::m1::load(Path::new(f)).ok())
+                .map(|d| engine::spent(&d.view()))
+                .sum();
+            engine::over_max_cost(engine::spent(m) + running, &caps)
+        })?;
+        Some(engine::halt(0, &reason, &how))
     }
 
     /// Worktrees of the loop's steps that M1.md does not name (a crash between a worktree and
@@ -565,11 +561,16 @@ impl Runner {
                 }
                 git::Merged::At(sha) => {
                     super::crash::point("parallel-after-merge");
-                    if let Some(failure) = self.verify_merged(&m, &merge_wt)? {
-                        let why = format!(
-                            "VERIFY failed on step {n} merged with {integration}: {failure}"
-                        );
-                        return self.send_back(n, &why, &[]);
+                    match self.verify_merged(&m, n, &merge_wt)? {
+                        Checked::Passed => {}
+                        // The queue's next look sees the stop; the branch has not moved.
+                        Checked::Stopped => return Ok(None),
+                        Checked::Failed(failure) => {
+                            let why = format!(
+                                "VERIFY failed on step {n} merged with {integration}: {failure}"
+                            );
+                            return self.send_back(n, &why, &[]);
+                        }
                     }
                     super::crash::point("parallel-after-verify");
                     git::move_branch(&self.workdir, &integration, &sha, &old).map_err(fail)?;
@@ -612,32 +613,38 @@ impl Runner {
         self.commit(&[Edit::Remove(vec!["PARALLEL".into(), format!("STEP_{n}")])])
     }
 
-    /// VERIFY on the merged result in the merge worktree: `None` when it passed (or none is
-    /// set), else what it printed last.
-    fn verify_merged(&self, m: &M1, wt: &Path) -> crate::error::Result<Option<String>> {
+    /// VERIFY on step `n` merged, in the merge worktree `wt` (passed when none is set). It
+    /// runs as a step's VERIFY does ([`crate::verify::run`]): a task of the exec bridge, ended
+    /// with its whole group at `STEP_TIMEOUT` or a stop.
+    fn verify_merged(&self, m: &M1, n: u32, wt: &Path) -> crate::error::Result<Checked> {
+        use crate::verify::Outcome;
         let Some(cmd) = self.settings.verify(m) else {
-            return Ok(None);
+            return Ok(Checked::Passed);
         };
-        let out = Command::new("sh")
-            .arg("-c")
-            .arg(&cmd)
-            .current_dir(wt)
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("while running VERIFY `{cmd}`"))?;
-        if out.status.success() {
-            return Ok(None);
-        }
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(Some(format!(
-            "`{cmd}` exited {}: {}",
-            out.status.code().unwrap_or(-1),
-            crate::text::one_line(said.trim(), 300)
-        )))
+        let state_dir = self.state_dir.clone();
+        let outcome = crate::verify::run(
+            &cmd,
+            wt,
+            &[("LOOP_STEP".to_owned(), n.to_string())],
+            &self.state_dir,
+            &format!("merge-step-{n}"),
+            self.settings.caps(m).step_timeout,
+            &mut || stopfile::requested(&state_dir).is_some(),
+        )?;
+        let tail = |t: &str| crate::text::one_line(t.trim(), 300);
+        Ok(match outcome {
+            Outcome::Passed => Checked::Passed,
+            Outcome::Stopped => Checked::Stopped,
+            Outcome::Failed { code, tail: t } => Checked::Failed(format!(
+                "`{cmd}` exited {}: {}",
+                code.map_or_else(|| "by a signal".to_owned(), |c| c.to_string()),
+                tail(&t)
+            )),
+            Outcome::TimedOut { tail: t } => Checked::Failed(format!(
+                "`{cmd}` ran past STEP_TIMEOUT and was ended: {}",
+                tail(&t)
+            )),
+        })
     }
 
     /// Step `n` is merged at `commit`: DONE, with what its own loop recorded.
@@ -840,25 +847,10 @@ fn spawn_runner(file: &Path) -> crate::error::Result<()> {
     if super::lock::holder(file).is_some() {
         return Ok(());
     }
-    let exe = std::env::current_exe().context("while finding the loop binary")?;
-    let out_path = crate::layout::Layout::of(file).runner_out();
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&out_path)
-        .with_context(|| format!("while opening {}", out_path.display()))?;
-    Command::new(exe)
-        .arg("--file")
-        .arg(file)
-        .arg("resume")
-        .arg("--quiet")
-        .env("LOOP_DETACHED", "1")
+    super::start::background_runner(file)?
         // This loop tells the person; its steps' loops do not each.
         .env_remove("TELEGRAM_BOT_TOKEN")
         .env_remove("TELEGRAM_CHAT_ID")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out)
         .spawn()
         .context("while starting a step's runner")?;
     Ok(())
