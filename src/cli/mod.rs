@@ -689,7 +689,7 @@ fn gate_command(file: &std::path::Path, command: Command) -> crate::error::Resul
         Command::Skip { step, decide } => (
             None,
             step,
-            Answer::Text(crate::m1::gates::SKIP.into()),
+            Answer::Text(crate::m1::GateOption::Skip.as_str().into()),
             decide,
         ),
         Command::Answer { words, decide } => {

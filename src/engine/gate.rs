@@ -12,11 +12,9 @@ use super::transitions::{
     Effect, Transition, actions, moves_to, name, results, results_remove, step_state,
 };
 use crate::exit::Status as Exit;
-use crate::m1::gates::{
-    self, ACCEPT, ALLOW, APPROVE, NewGate, REJECT, RETRY, SKIP, STOP, fingerprint,
-};
+use crate::m1::gates::{self, NewGate, fingerprint};
 use crate::m1::keys::{AgentKey, ResultKey, Review};
-use crate::m1::{Edit, Gate, GateKind, M1, Status, StepState, typed};
+use crate::m1::{Edit, Gate, GateKind, GateOption, M1, Status, StepState, typed};
 use crate::text::one_line;
 
 /// What the next decision of a loop with `APPROVE_PLAN: on` is about its plan.
@@ -73,8 +71,11 @@ pub(crate) fn plan_gate(m: &M1) -> Option<PlanGate> {
     }
     let shown = plan_shown(m);
     let plans = || m.gates.iter().filter(|g| g.kind == GateKind::Plan);
-    if plans().any(|g| !g.is_pending() && g.shown == shown && g.choice.as_deref() == Some(APPROVE))
-    {
+    if plans().any(|g| {
+        !g.is_pending()
+            && g.shown == shown
+            && g.choice.as_deref() == Some(GateOption::Approve.as_str())
+    }) {
         return None;
     }
     Some(match plans().find(|g| g.is_pending()) {
@@ -92,6 +93,7 @@ pub(crate) fn plan_gate(m: &M1) -> Option<PlanGate> {
             options: options_of(GateKind::Plan),
             tools: Vec::new(),
             tool_use: None,
+            step_gate: None,
         }),
     })
 }
@@ -179,14 +181,15 @@ pub(crate) fn opened(m: &M1, open: &PlanGate) -> Transition {
 /// The answers a gate of `kind` offers; none: a free-text answer.
 #[must_use]
 pub(crate) fn options_of(kind: GateKind) -> Vec<String> {
-    let options: &[&str] = match kind {
-        GateKind::Plan => &[APPROVE, REJECT],
+    use GateOption as O;
+    let options: &[GateOption] = match kind {
+        GateKind::Plan => &[O::Approve, O::Reject],
         GateKind::Ask => &[],
-        GateKind::Denied => &[ALLOW, SKIP, STOP],
-        GateKind::Failed => &[RETRY, SKIP, STOP],
-        GateKind::Review => &[ACCEPT, RETRY, STOP],
+        GateKind::Denied => &[O::Allow, O::Skip, O::Stop],
+        GateKind::Failed | GateKind::Merge => &[O::Retry, O::Skip, O::Stop],
+        GateKind::Review => &[O::Accept, O::Retry, O::Stop],
     };
-    options.iter().map(|o| (*o).to_owned()).collect()
+    options.iter().map(|o| o.as_str().to_owned()).collect()
 }
 
 /// A new gate `id` of `kind` about step `step` (not the plan), which asks `question`, in the
@@ -209,6 +212,7 @@ pub(crate) fn about_step(
         options: options_of(kind),
         tools: tools.to_vec(),
         tool_use: None,
+        step_gate: None,
     }
 }
 
@@ -389,8 +393,26 @@ impl Outcome {
 fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Outcome {
     let (id, s) = (&g.id, g.step);
     let said = |last: String, next: String| actions(&last, &next).to_vec();
-    match (g.kind, choice) {
-        (GateKind::Plan, REJECT) => Outcome {
+    if g.step_gate.is_some() {
+        // A parallel step's decision: the step's own loop carries it out, this loop only
+        // records it (its runner takes it there) and runs on.
+        return Outcome::runs(said(
+            format!("Step {s}: {choice} (gate {id}, by {who})"),
+            format!("Step {s}'s own loop carries out `{choice}`"),
+        ));
+    }
+    let option = match g.kind {
+        GateKind::Ask => None,
+        _ => GateOption::parse(choice),
+    };
+    let Some(option) = option else {
+        return Outcome::runs(said(
+            format!("{} answered (gate {id}, by {who}): {choice}", name(s)),
+            format!("{} resumes with the answer", name(s)),
+        ));
+    };
+    match option {
+        GateOption::Reject => Outcome {
             edits: said(
                 format!("Plan rejected (gate {id}, by {who})"),
                 "Edit PLAN.STEPS in M1.md, then `loop resume` asks for approval again".into(),
@@ -398,18 +420,14 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
             carries_on: false,
             effects: Vec::new(),
         },
-        (GateKind::Plan, _) => Outcome::runs(said(
+        GateOption::Approve => Outcome::runs(said(
             format!("Plan approved (gate {id}, by {who})"),
             m.plan
                 .steps
                 .first()
                 .map_or_else(String::new, |s| format!("Step {}: {}", s.n, s.text)),
         )),
-        (GateKind::Ask, _) => Outcome::runs(said(
-            format!("{} answered (gate {id}, by {who}): {choice}", name(s)),
-            format!("{} resumes with the answer", name(s)),
-        )),
-        (_, RETRY) => {
+        GateOption::Retry => {
             let mut edits = super::retried(m, s).edits;
             // Said by the retry's own actions, but who decided is what the log wants.
             edits.extend(said(
@@ -418,9 +436,9 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
             ));
             Outcome::runs(edits)
         }
-        (_, ALLOW) => allow(g, who, allowed),
-        (_, ACCEPT) => accept(m, g, who),
-        (_, SKIP) => {
+        GateOption::Allow | GateOption::AllowAll => allow(g, who, allowed),
+        GateOption::Accept => accept(m, g, who),
+        GateOption::Skip => {
             let mut edits: Vec<Edit> = step_state(s, StepState::Skipped).into_iter().collect();
             let next = moved_on(m, s, &mut edits);
             edits.extend(said(
@@ -429,8 +447,8 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
             ));
             Outcome::runs(edits)
         }
-        _ => {
-            // STOP: the loop ends FAILED at this step; `loop retry` takes it up again.
+        GateOption::Stop => {
+            // The loop ends FAILED at this step; `loop retry` takes it up again.
             let mut edits: Vec<Edit> = step_state(s, StepState::Failed).into_iter().collect();
             edits.push(Edit::Status(Status::Failed));
             edits.extend(said(
@@ -547,8 +565,8 @@ fn find<'a>(m: &'a M1, req: &Request) -> Result<&'a Gate, String> {
 fn choice(g: &Gate, answer: &Answer) -> Result<String, String> {
     let id = &g.id;
     match (g.kind, answer) {
-        (GateKind::Plan, Answer::Approve) => Ok(APPROVE.into()),
-        (GateKind::Plan, Answer::Reject) => Ok(REJECT.into()),
+        (GateKind::Plan, Answer::Approve) => Ok(GateOption::Approve.as_str().into()),
+        (GateKind::Plan, Answer::Reject) => Ok(GateOption::Reject.as_str().into()),
         (GateKind::Plan, Answer::Text(t)) => g
             .option(t)
             .map(str::to_owned)

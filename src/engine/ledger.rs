@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::judge::LedgerVerdict as Verdict;
 use crate::m1::keys::ResultKey;
-use crate::m1::{Edit, M1, Status, StepState};
+use crate::m1::{Edit, M1, StoredEdit};
 
 /// One task of this loop.
 #[derive(Debug, Clone)]
@@ -36,69 +36,6 @@ pub(crate) struct Judged {
     pub edits: Vec<StoredEdit>,
 }
 
-/// An [`Edit`] as stored in `judged.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub(crate) enum StoredEdit {
-    Status { value: String },
-    Set { path: Vec<String>, value: String },
-    Remove { path: Vec<String> },
-    Clear { path: Vec<String> },
-    StepState { step: u32, state: String },
-    StepText { step: u32, text: String },
-    SetSteps { steps: Vec<(String, String)> },
-}
-
-impl StoredEdit {
-    fn from_edit(e: &Edit) -> Self {
-        match e {
-            Edit::Status(s) => Self::Status {
-                value: s.as_str().into(),
-            },
-            Edit::Set(path, value) => Self::Set {
-                path: path.clone(),
-                value: value.clone(),
-            },
-            Edit::Remove(path) => Self::Remove { path: path.clone() },
-            Edit::Clear(path) => Self::Clear { path: path.clone() },
-            Edit::StepState(step, state) => Self::StepState {
-                step: *step,
-                state: state.as_str().into(),
-            },
-            Edit::StepText(step, text) => Self::StepText {
-                step: *step,
-                text: text.clone(),
-            },
-            Edit::SetSteps(list) => Self::SetSteps {
-                steps: list
-                    .iter()
-                    .map(|(s, t)| (s.as_str().to_string(), t.clone()))
-                    .collect(),
-            },
-        }
-    }
-
-    /// The edit back; `None` for a state name this version does not know.
-    fn to_edit(&self) -> Option<Edit> {
-        Some(match self {
-            Self::Status { value } => Edit::Status(value.parse::<Status>().ok()?),
-            Self::Set { path, value } => Edit::Set(path.clone(), value.clone()),
-            Self::Remove { path } => Edit::Remove(path.clone()),
-            Self::Clear { path } => Edit::Clear(path.clone()),
-            Self::StepState { step, state } => {
-                Edit::StepState(*step, state.parse::<StepState>().ok()?)
-            }
-            Self::StepText { step, text } => Edit::StepText(*step, text.clone()),
-            Self::SetSteps { steps } => Edit::SetSteps(
-                steps
-                    .iter()
-                    .map(|(s, t)| Some((s.parse::<StepState>().ok()?, t.clone())))
-                    .collect::<Option<Vec<_>>>()?,
-            ),
-        })
-    }
-}
-
 impl Judged {
     #[must_use]
     pub(crate) fn new(verdict: Verdict, edits: &[Edit]) -> Self {
@@ -117,10 +54,7 @@ impl Judged {
     /// The value a recorded edit set at `RESULTS.STEP_N.KEY`.
     fn result(&self, step: u32, key: ResultKey) -> Option<&str> {
         let want = key.path(step);
-        self.edits.iter().rev().find_map(|e| match e {
-            StoredEdit::Set { path, value } if *path == want => Some(value.as_str()),
-            _ => None,
-        })
+        self.edits.iter().rev().find_map(|e| e.value_at(&want))
     }
 
     /// The edits that restore a step's recorded pass: its RESULTS and its DONE line, and
@@ -130,7 +64,7 @@ impl Judged {
         self.edits()
             .into_iter()
             .filter(|e| match e {
-                Edit::Set(p, _) | Edit::Remove(p) => p.len() == 3 && p[..2] == block[..],
+                Edit::Set(p, _) | Edit::Remove(p) => p.keys().len() == 3 && p.is_under(&block),
                 Edit::StepState(n, _) => *n == step,
                 _ => false,
             })
@@ -216,14 +150,15 @@ pub(crate) fn lost_pass<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::m1::{Status, StepState};
 
     #[test]
     fn stored_edits_come_back_as_they_went() {
         let edits = vec![
             Edit::Status(Status::Waiting),
-            Edit::set(&["RESULTS", "STEP_2", "EXIT"], "0"),
-            Edit::Remove(vec!["RESULTS".into(), "STEP_2".into(), "ERROR".into()]),
-            Edit::Clear(vec!["CURRENT".into()]),
+            ResultKey::Exit.set(2, "0"),
+            ResultKey::Error.remove(2),
+            crate::m1::keys::clear_current(),
             Edit::StepState(2, StepState::Done),
             Edit::StepText(2, "x".into()),
             Edit::SetSteps(vec![(StepState::Pending, "a".into())]),
@@ -247,21 +182,21 @@ mod tests {
 
     #[test]
     fn a_lost_pass_comes_back_with_what_its_reviews_recorded_after_it() {
-        let set = |k: &str, v: &str| Edit::set(&["RESULTS", "STEP_2", k], v);
+        let set = |k: ResultKey, v: &str| k.set(2, v);
         let pass = Judged::new(
             Verdict::Pass,
             &[
-                set("ATTEMPTS", "1"),
-                set("SUMMARY", "s"),
-                set("REVIEW", "pending"),
+                set(ResultKey::Attempts, "1"),
+                set(ResultKey::Summary, "s"),
+                set(ResultKey::Review, "pending"),
             ],
         );
         let review = Judged::new(
             Verdict::Review,
             &[
                 Edit::StepState(2, StepState::Done),
-                set("REVIEW", "approved: fine"),
-                Edit::set(&["PLAN", "CURRENT_STEP"], "3"),
+                set(ResultKey::Review, "approved: fine"),
+                crate::m1::keys::PlanKey::CurrentStep.set("3"),
             ],
         );
         let ledger = vec![entry("t1", false, pass), entry("t2", true, review)];
@@ -272,22 +207,25 @@ mod tests {
         assert_eq!(
             edits,
             vec![
-                set("ATTEMPTS", "1"),
-                set("SUMMARY", "s"),
-                set("REVIEW", "pending"),
+                set(ResultKey::Attempts, "1"),
+                set(ResultKey::Summary, "s"),
+                set(ResultKey::Review, "pending"),
                 Edit::StepState(2, StepState::Done),
-                set("REVIEW", "approved: fine"),
+                set(ResultKey::Review, "approved: fine"),
             ]
         );
     }
 
     #[test]
     fn a_text_naming_a_judged_task_gets_back_every_later_record_but_its_status() {
-        let set = |k: &str, v: &str| Edit::set(&["RESULTS", "STEP_2", k], v);
-        let pass = Judged::new(Verdict::Pass, &[set("SUMMARY", "s")]);
+        let set = |k: ResultKey, v: &str| k.set(2, v);
+        let pass = Judged::new(Verdict::Pass, &[set(ResultKey::Summary, "s")]);
         let halt = Judged::new(
             Verdict::Halt,
-            &[Edit::Status(Status::Waiting), set("ERROR", "billing")],
+            &[
+                Edit::Status(Status::Waiting),
+                set(ResultKey::Error, "billing"),
+            ],
         );
         let unjudged = Entry {
             judged: None,
@@ -295,7 +233,13 @@ mod tests {
         };
         let ledger = vec![entry("t1", false, pass), entry("t2", true, halt), unjudged];
         let (edits, later) = record_since(&ledger, "t1");
-        assert_eq!(edits, vec![set("SUMMARY", "s"), set("ERROR", "billing")]);
+        assert_eq!(
+            edits,
+            vec![
+                set(ResultKey::Summary, "s"),
+                set(ResultKey::Error, "billing")
+            ]
+        );
         assert_eq!(later, ["t2"]);
         assert_eq!(record_since(&ledger, "t9"), (Vec::new(), Vec::new()));
     }
@@ -306,16 +250,16 @@ mod tests {
             Verdict::Pass,
             &[
                 Edit::StepState(2, StepState::Done),
-                Edit::set(&["RESULTS", "STEP_2", "SUMMARY"], "s"),
-                Edit::set(&["PLAN", "CURRENT_STEP"], "3"),
-                Edit::Clear(vec!["CURRENT".into()]),
+                ResultKey::Summary.set(2, "s"),
+                crate::m1::keys::PlanKey::CurrentStep.set("3"),
+                crate::m1::keys::clear_current(),
             ],
         );
         assert_eq!(
             j.step_record(2),
             vec![
                 Edit::StepState(2, StepState::Done),
-                Edit::set(&["RESULTS", "STEP_2", "SUMMARY"], "s"),
+                ResultKey::Summary.set(2, "s"),
             ]
         );
         assert_eq!(j.result(2, ResultKey::Summary), Some("s"));
@@ -323,10 +267,7 @@ mod tests {
 
     #[test]
     fn a_pass_a_person_retried_is_not_taken_for_a_lost_one() {
-        let pass = Judged::new(
-            Verdict::Pass,
-            &[Edit::set(&["RESULTS", "STEP_2", "SUMMARY"], "s")],
-        );
+        let pass = Judged::new(Verdict::Pass, &[ResultKey::Summary.set(2, "s")]);
         let mut ledger = vec![entry("t1", false, pass)];
         let text =
             "STATUS: RUNNING\nGOAL: g\nPLAN:\n  STEPS:\n    1: [DONE] a\n    2: [PENDING] b\n";

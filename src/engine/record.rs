@@ -284,13 +284,9 @@ fn planned(
             .map(|s| (StepState::Pending, s.clone()))
             .collect(),
     ));
-    edits.push(Edit::Remove(vec!["PLAN".into(), "AFTER".into()]));
+    edits.push(crate::m1::keys::no_after());
     for (n, deps) in after {
-        let deps: Vec<String> = deps.iter().map(u32::to_string).collect();
-        edits.push(Edit::Set(
-            vec!["PLAN".into(), "AFTER".into(), n.to_string()],
-            deps.join(", "),
-        ));
+        edits.push(crate::m1::keys::after(*n, deps));
     }
     edits.push(PlanKey::CurrentStep.set("1"));
     let log = format!("pass: Planning attempt {}: {summary}", f.attempt);
@@ -341,7 +337,7 @@ fn retry(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
 /// The step goes on in a fresh session whose first prompt carries `why` and the handoff:
 /// the session's id goes, HANDOFF says why.
 fn fresh_session(s: u32, why: &str, edits: &mut Vec<Edit>) {
-    edits.retain(|e| !matches!(e, Edit::Set(p, _) if *p == ResultKey::SessionId.path(s)));
+    edits.retain(|e| !e.sets(&ResultKey::SessionId.path(s)));
     edits.push(results_remove(s, ResultKey::SessionId));
     edits.push(results(s, ResultKey::Handoff, one_line(why, 300)));
 }
@@ -476,7 +472,7 @@ fn blocked(
 /// exists; the attempt does not count.
 fn session(f: &Facts, reason: &str, fresh: bool, edits: &mut Vec<Edit>) -> Recorded {
     let (s, who) = (f.step, name(f.step));
-    edits.retain(|e| !matches!(e, Edit::Set(p, _) if *p == ResultKey::SessionId.path(s)));
+    edits.retain(|e| !e.sets(&ResultKey::SessionId.path(s)));
     if fresh {
         // The new session starts from the runner's handoff, not from the step's first prompt.
         fresh_session(s, reason, edits);
@@ -511,7 +507,7 @@ fn fallback(
     edits: &mut Vec<Edit>,
 ) -> Recorded {
     let (s, who) = (f.step, name(f.step));
-    edits.retain(|e| !matches!(e, Edit::Set(p, _) if *p == ResultKey::SessionId.path(s)));
+    edits.retain(|e| !e.sets(&ResultKey::SessionId.path(s)));
     let why = format!(
         "the usage limit resets only at {} ({reason}): continued on {to}",
         stamp(until)

@@ -110,6 +110,18 @@ impl Document {
         self.key_at(idx).value.as_ref().map(|v| v.text.clone())
     }
 
+    /// The unquoted value of a declared key ([`super::keys`]).
+    #[must_use]
+    pub fn get_at(&self, path: &super::KeyPath) -> Option<String> {
+        self.get(&path.keys().iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    /// [`Document::position`] of a declared key.
+    #[must_use]
+    pub fn position_at(&self, path: &super::KeyPath) -> Option<(usize, usize)> {
+        self.position(&path.keys().iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
     /// Where the value at `path` is, as errors name it: line and column (1-based; the column
     /// in characters). `None` when the key is absent.
     #[must_use]

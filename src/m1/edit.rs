@@ -10,18 +10,57 @@ use super::syntax::{self, Fenced};
 use super::value::{self, Scalar};
 use super::view::{Status, StepState};
 
+/// Where a key is in M1.md: its block's keys, then its own (`["RESULTS", "STEP_2", "EXIT"]`).
+///
+/// Only the key declarations of [`super::keys`] make one, so no module outside `m1` can edit
+/// a key by a name it spells itself: every key the runner writes is declared, and `validate`
+/// checks it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyPath(Vec<String>);
+
+impl KeyPath {
+    /// The path of `keys`, in `m1` alone.
+    pub(super) fn new<I, S>(keys: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self(keys.into_iter().map(Into::into).collect())
+    }
+
+    /// The keys of the path, outermost first.
+    #[must_use]
+    pub fn keys(&self) -> &[String] {
+        &self.0
+    }
+
+    /// The path as M1.md's errors and logs name it: `RESULTS.STEP_2.EXIT`.
+    #[must_use]
+    pub fn dotted(&self) -> String {
+        self.0.join(".")
+    }
+
+    /// Whether this path is `block` or under it.
+    #[must_use]
+    pub fn is_under(&self, block: &KeyPath) -> bool {
+        self.0.starts_with(&block.0)
+    }
+}
+
+/// A change of M1.md the runner makes. Keys are named by their declarations
+/// ([`super::keys`]): `Top::Goal.set(…)`, `ResultKey::Exit.set(2, …)`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Edit {
     Status(Status),
-    /// Set a scalar value at a key path, e.g. `["CURRENT","TASK_ID"]`; creates missing
-    /// blocks/keys (appended at the end of the parent block; top-level new keys go after the
-    /// last top-level key). A block at the path loses its nested keys.
-    Set(Vec<String>, String),
+    /// Set a scalar value at a key path; creates missing blocks/keys (appended at the end of
+    /// the parent block; top-level new keys go after the last top-level key). A block at the
+    /// path loses its nested keys.
+    Set(KeyPath, String),
     /// Remove a key (with its children, if a block). No-op when absent.
-    Remove(Vec<String>),
+    Remove(KeyPath),
     /// Remove all children of a block but keep the block line (e.g. clear CURRENT). No-op when
     /// absent or a scalar.
-    Clear(Vec<String>),
+    Clear(KeyPath),
     /// Set a step's state, keeping its text. No-op when the step does not exist.
     StepState(u32, StepState),
     /// Set a step's text, keeping its state. No-op when the step does not exist.
@@ -32,12 +71,19 @@ pub enum Edit {
 }
 
 impl Edit {
-    /// `Edit::Set` from string slices.
-    pub fn set(path: &[&str], value: impl Into<String>) -> Edit {
-        Edit::Set(
-            path.iter().map(|s| (*s).to_string()).collect(),
-            value.into(),
-        )
+    /// The key path a `Set`, `Remove` or `Clear` is about.
+    #[must_use]
+    pub fn path(&self) -> Option<&KeyPath> {
+        match self {
+            Edit::Set(p, _) | Edit::Remove(p) | Edit::Clear(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Whether this edit sets the key at `path`.
+    #[must_use]
+    pub fn sets(&self, path: &KeyPath) -> bool {
+        matches!(self, Edit::Set(p, _) if p == path)
     }
 }
 
@@ -49,15 +95,15 @@ pub(crate) fn apply(doc: &mut Document, edit: &Edit) {
             }
             set(doc, &["STATUS"], s.as_str());
         }
-        Edit::Set(path, v) => set(doc, &strs(path), v),
+        Edit::Set(path, v) => set(doc, &strs(&path.0), v),
         Edit::Remove(path) => {
-            if let Some(i) = doc.find(&strs(path)) {
+            if let Some(i) = doc.find(&strs(&path.0)) {
                 let end = doc.subtree_end(i);
                 remove(doc, i, end);
             }
         }
         Edit::Clear(path) => {
-            if let Some(i) = doc.find(&strs(path))
+            if let Some(i) = doc.find(&strs(&path.0))
                 && doc.key_at(i).value.is_none()
             {
                 let end = doc.subtree_end(i);

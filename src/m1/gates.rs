@@ -42,6 +42,9 @@ pub enum GateKind {
     Failed,
     /// A review that kept asking for changes past its retakes.
     Review,
+    /// A parallel step whose merge into the integration branch kept failing (a conflict, or
+    /// VERIFY red on the merged result) past `MAX_RETRIES`.
+    Merge,
 }
 
 /// Whether a gate still waits.
@@ -59,7 +62,8 @@ upper_enum!(
     Ask = "ASK",
     Denied = "DENIED",
     Failed = "FAILED",
-    Review = "REVIEW"
+    Review = "REVIEW",
+    Merge = "MERGE"
 );
 upper_enum!(
     GateState,
@@ -68,16 +72,88 @@ upper_enum!(
     Decided = "DECIDED"
 );
 
-/// The options of a plan's gate.
-pub(crate) const APPROVE: &str = "approve";
-pub(crate) const REJECT: &str = "reject";
-/// The options of a DENIED, FAILED or REVIEW gate: allow the denied tools and run the step
-/// again; run it again with a fresh budget; accept it as it is; move on past it; end the loop.
-pub(crate) const ALLOW: &str = "allow";
-pub(crate) const RETRY: &str = "retry";
-pub(crate) const ACCEPT: &str = "accept";
-pub(crate) const SKIP: &str = "skip";
-pub(crate) const STOP: &str = "stop";
+/// An answer a gate offers: every kind's but an ASK gate's, whose options are the agent's own
+/// words. Each is matched wherever a decision is carried out, so a new one cannot fall
+/// through to another's meaning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GateOption {
+    /// Run the plan.
+    Approve,
+    /// Run nothing; the plan is edited, then resumed.
+    Reject,
+    /// Allow what was denied (the narrow rule for it) and run the step again.
+    Allow,
+    /// Allow the whole tool that was denied, and run the step again.
+    AllowAll,
+    /// Run the step again with a fresh budget.
+    Retry,
+    /// Take the step as done, as it is.
+    Accept,
+    /// Leave the step SKIPPED and go on.
+    Skip,
+    /// End the loop FAILED at this step.
+    Stop,
+}
+
+impl GateOption {
+    /// Every option, in the order gates offer them.
+    pub const ALL: &'static [GateOption] = &[
+        GateOption::Approve,
+        GateOption::Reject,
+        GateOption::Allow,
+        GateOption::AllowAll,
+        GateOption::Retry,
+        GateOption::Accept,
+        GateOption::Skip,
+        GateOption::Stop,
+    ];
+
+    /// The word M1.md's `OPTIONS` and `CHOICE` write, and a person types.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            GateOption::Approve => "approve",
+            GateOption::Reject => "reject",
+            GateOption::Allow => "allow",
+            GateOption::AllowAll => "allow-all",
+            GateOption::Retry => "retry",
+            GateOption::Accept => "accept",
+            GateOption::Skip => "skip",
+            GateOption::Stop => "stop",
+        }
+    }
+
+    /// The option a word names, ignoring case and surrounding space.
+    #[must_use]
+    pub fn parse(word: &str) -> Option<GateOption> {
+        let w = word.trim();
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|o| o.as_str().eq_ignore_ascii_case(w))
+    }
+
+    /// What choosing it does, in a few words.
+    #[must_use]
+    pub const fn what_it_does(self) -> &'static str {
+        match self {
+            GateOption::Approve => "run the plan",
+            GateOption::Reject => "run nothing; edit the plan, then resume",
+            GateOption::Allow => "allow what was denied and run the step again",
+            GateOption::AllowAll => "allow the whole tool from now on and run the step again",
+            GateOption::Retry => "run the step again with a fresh budget",
+            GateOption::Accept => "take the step as done, as it is",
+            GateOption::Skip => "leave the step SKIPPED and go on",
+            GateOption::Stop => "end the loop FAILED at this step",
+        }
+    }
+}
+
+impl fmt::Display for GateOption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// The separator of `OPTIONS`.
 pub(crate) const OPTION_SEPARATOR: &str = " | ";
@@ -85,15 +161,16 @@ pub(crate) const OPTION_SEPARATOR: &str = " | ";
 /// What choosing `option` on a gate of `kind` does, in a few words.
 #[must_use]
 pub(crate) fn what_it_does(kind: GateKind, option: &str) -> &'static str {
-    match (kind, option) {
-        (GateKind::Plan, APPROVE) => "run the plan",
-        (GateKind::Plan, REJECT) => "run nothing; edit the plan, then resume",
-        (_, ALLOW) => "allow the tools and run the step again",
-        (_, RETRY) => "run the step again with a fresh budget",
-        (_, ACCEPT) => "take the step as done, as it is",
-        (_, SKIP) => "leave the step SKIPPED and go on",
-        (_, STOP) => "end the loop FAILED at this step",
-        _ => "the answer",
+    match (kind, GateOption::parse(option)) {
+        (GateKind::Ask, _) | (_, None) => "the answer",
+        (GateKind::Merge, Some(GateOption::Retry)) => {
+            "send the step back to its session to merge the integration branch, with a fresh \
+             budget of merges"
+        }
+        (GateKind::Merge, Some(GateOption::Skip)) => {
+            "leave the step SKIPPED, its work kept on its branch, and go on"
+        }
+        (_, Some(o)) => o.what_it_does(),
     }
 }
 
@@ -117,6 +194,10 @@ pub struct Gate {
     /// result when the session resumes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_use: Option<String>,
+    /// The gate of a parallel step's own loop this gate stands for (`STEP_GATE`): decided
+    /// here, the decision is carried there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_gate: Option<String>,
     pub state: GateState,
     pub choice: Option<String>,
     pub by: Option<String>,
@@ -185,6 +266,7 @@ pub(crate) fn list(doc: &Document) -> Vec<Gate> {
                     .and_then(|v| typed::tools(&v).ok())
                     .unwrap_or_default(),
                 tool_use: field(GateKey::ToolUse).filter(|v| !v.trim().is_empty()),
+                step_gate: field(GateKey::StepGate).filter(|v| !v.trim().is_empty()),
                 choice: field(GateKey::Choice),
                 by: field(GateKey::By),
                 at: field(GateKey::At).and_then(|v| typed::time(&v).ok()),
@@ -228,6 +310,8 @@ pub(crate) struct NewGate {
     pub tools: Vec<String>,
     /// The deferred question call, for an ASK gate the agent's question tool opened.
     pub tool_use: Option<String>,
+    /// The gate of a parallel step's own loop it stands for.
+    pub step_gate: Option<String>,
 }
 
 impl NewGate {
@@ -251,6 +335,9 @@ impl NewGate {
         }
         if let Some(t) = &self.tool_use {
             e.push(GateKey::ToolUse.set(id, t.clone()));
+        }
+        if let Some(g) = &self.step_gate {
+            e.push(GateKey::StepGate.set(id, g.clone()));
         }
         e.push(GateKey::State.set(id, GateState::Pending.as_str()));
         e
@@ -296,6 +383,7 @@ mod tests {
             options: vec!["approve".into(), "reject".into()],
             tools: Vec::new(),
             tool_use: None,
+            step_gate: None,
         };
         let denied = NewGate {
             id: "G2".into(),
@@ -303,9 +391,13 @@ mod tests {
             step: 2,
             shown: fingerprint("Bash"),
             question: Some("the agent was denied these tools: Bash(make:*), Write".into()),
-            options: vec![ALLOW.into(), SKIP.into(), STOP.into()],
+            options: [GateOption::Allow, GateOption::Skip, GateOption::Stop]
+                .iter()
+                .map(|o| o.as_str().to_owned())
+                .collect(),
             tools: vec!["Bash(make:*)".into(), "Write".into()],
             tool_use: None,
+            step_gate: None,
         };
         for e in g.edits().into_iter().chain(denied.edits()) {
             doc.apply(&e);

@@ -5,7 +5,7 @@
 //!
 //! Keys a person adds are kept and passed over; only the keys declared here have a meaning.
 
-use super::edit::Edit;
+use super::edit::{Edit, KeyPath};
 use super::typed;
 
 /// The kind of value a key holds, with what `validate` expects of it.
@@ -51,6 +51,12 @@ pub(crate) enum Kind {
     Gate,
     /// A gate's state: PENDING or DECIDED.
     GateState,
+    /// A git branch name (`loop/4f2a9c1d0b3e`).
+    Branch,
+    /// A git commit id: 4 to 40 hex digits.
+    Commit,
+    /// An absolute path.
+    Path,
 }
 
 /// A value that must be one of `all`'s names.
@@ -158,6 +164,7 @@ impl Kind {
                 .map(drop)
                 .map_err(Problem::Said),
             Kind::Gate | Kind::GateState => self.gate_word(v),
+            Kind::Branch | Kind::Commit | Kind::Path => self.git_word(v),
         }
     }
 }
@@ -172,6 +179,46 @@ impl Kind {
         };
         read.map_err(Problem::Said)
     }
+}
+
+impl Kind {
+    /// A branch, a commit id or a path of a parallel step's record.
+    fn git_word(self, v: &str) -> Result<(), Problem> {
+        let (fine, what) = match self {
+            Kind::Branch => (
+                branch_name(v),
+                "a git branch name (no spaces, `..`, `~`, `^`, `:`, `?`, `*`, `[` or `\\`, \
+                 not starting with `-` or `/`)",
+            ),
+            Kind::Commit => (
+                (4..=40).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_hexdigit()),
+                "a git commit id (4 to 40 hex digits)",
+            ),
+            _ => (std::path::Path::new(v).is_absolute(), "an absolute path"),
+        };
+        if fine {
+            Ok(())
+        } else {
+            Err(Problem::Expected(what.to_owned()))
+        }
+    }
+}
+
+/// Whether `v` may name a git branch (git's `check-ref-format` rules that a hand edit can
+/// break): what git would refuse is refused at its line, not by git in the middle of a step.
+fn branch_name(v: &str) -> bool {
+    !v.is_empty()
+        && !v.starts_with(['-', '/'])
+        && !v.ends_with(['/', '.'])
+        && !std::path::Path::new(v)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("lock"))
+        && !v.contains("..")
+        && !v.contains("//")
+        && !v.contains("@{")
+        && !v
+            .chars()
+            .any(|c| c.is_ascii_control() || " ~^:?*[\\".contains(c))
 }
 
 /// A number with no unit after it.
@@ -202,14 +249,14 @@ macro_rules! keys {
     }) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub(crate) enum $name {
+        pub enum $name {
             $($(#[$vm])* $v,)+
         }
 
         impl $name {
             /// The key as M1.md writes it.
             #[must_use]
-            pub(crate) const fn name(self) -> &'static str {
+            pub const fn name(self) -> &'static str {
                 match self { $($name::$v => $key,)+ }
             }
         }
@@ -249,6 +296,10 @@ keys! {
         ApprovePlan = "APPROVE_PLAN": Switch,
         /// The loop that runs this one as one of its parallel steps (its M1.md).
         Parent = "PARENT": Text,
+        /// That loop's `LOOP_ID`: a step's loop belongs to that loop alone.
+        ParentId = "PARENT_ID": Text,
+        /// The step of that loop this loop runs.
+        ParentStep = "PARENT_STEP": Positive,
     }
 }
 
@@ -268,6 +319,9 @@ keys! {
         Tools = "TOOLS": Tools,
         /// The agent's deferred `AskUserQuestion` call an ASK gate answers (its `tool_use` id).
         ToolUse = "TOOL_USE": Text,
+        /// The gate of a parallel step's own loop that this gate stands for: a decision here
+        /// is carried to that gate.
+        StepGate = "STEP_GATE": Text,
         State = "STATE": GateState,
         Choice = "CHOICE": Text,
         By = "BY": Text,
@@ -280,6 +334,40 @@ keys! {
     PlanKey in ["PLAN"] {
         TotalSteps = "TOTAL_STEPS": Count,
         CurrentStep = "CURRENT_STEP": Count,
+    }
+}
+
+/// `PLAN.STEPS`, the block of the step lines.
+pub(crate) const STEPS: &str = "STEPS";
+/// `PLAN.AFTER`, the block of what each step waits for: `4: 2, 3`.
+pub(crate) const AFTER: &str = "AFTER";
+
+keys! {
+    /// The keys of `PARALLEL:`, the block of a loop whose steps run at once.
+    ParallelKey in ["PARALLEL"] {
+        /// The integration branch the steps are merged into.
+        Branch = "BRANCH": Branch,
+        /// The project's HEAD when that branch was made.
+        Base = "BASE": Commit,
+    }
+}
+
+keys! {
+    /// The keys of a step's `PARALLEL.STEP_N` block: its record, written before its worktree
+    /// and its loop exist.
+    RunKey in ["PARALLEL"] {
+        Worktree = "WORKTREE": Path,
+        Branch = "BRANCH": Branch,
+        /// The integration head the step's branch was made from.
+        Base = "BASE": Commit,
+        /// The step's own loop (its M1.md).
+        Loop = "LOOP": Path,
+        /// Merges (or VERIFY runs after a merge) that failed and sent the step back.
+        MergeFails = "MERGE_FAILS": Count,
+        /// Its loop was stopped with this one.
+        Stopped = "STOPPED": Bool,
+        /// The integration commit it was merged as.
+        Merged = "MERGED": Commit,
     }
 }
 
@@ -392,44 +480,70 @@ keys! {
 
 /// The key path of `STEP_n`'s block in RESULTS.
 #[must_use]
-pub(crate) fn result_block(step: u32) -> Vec<String> {
-    vec!["RESULTS".into(), format!("STEP_{step}")]
+pub fn result_block(step: u32) -> KeyPath {
+    KeyPath::new(["RESULTS".to_owned(), format!("STEP_{step}")])
+}
+
+/// The path of `key` in `block`.
+fn within(block: &[&str], key: &str) -> KeyPath {
+    KeyPath::new(block.iter().copied().chain([key]))
 }
 
 impl Top {
     #[must_use]
-    pub(crate) fn path(self) -> Vec<String> {
-        vec![self.name().into()]
+    pub fn path(self) -> KeyPath {
+        within(Self::BLOCK, self.name())
     }
 
     /// Sets the key.
     #[must_use]
-    pub(crate) fn set(self, value: impl Into<String>) -> Edit {
+    pub fn set(self, value: impl Into<String>) -> Edit {
         Edit::Set(self.path(), value.into())
     }
 
     /// Removes the key.
     #[must_use]
-    pub(crate) fn remove(self) -> Edit {
+    pub fn remove(self) -> Edit {
         Edit::Remove(self.path())
     }
 }
 
 impl PlanKey {
     #[must_use]
-    pub(crate) fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(vec!["PLAN".into(), self.name().into()], value.into())
+    pub fn path(self) -> KeyPath {
+        within(Self::BLOCK, self.name())
     }
+
+    #[must_use]
+    pub fn set(self, value: impl Into<String>) -> Edit {
+        Edit::Set(self.path(), value.into())
+    }
+}
+
+/// `PLAN.AFTER`'s line for step `n`: it waits for `deps`.
+#[must_use]
+pub fn after(n: u32, deps: &[u32]) -> Edit {
+    let list: Vec<String> = deps.iter().map(u32::to_string).collect();
+    Edit::Set(
+        KeyPath::new([PlanKey::BLOCK[0], AFTER, &n.to_string()]),
+        list.join(", "),
+    )
+}
+
+/// Removes `PLAN.AFTER` (a new plan brings its own).
+#[must_use]
+pub fn no_after() -> Edit {
+    Edit::Remove(KeyPath::new([PlanKey::BLOCK[0], AFTER]))
 }
 
 impl CurrentKey {
     #[must_use]
-    pub(crate) fn path(self) -> Vec<String> {
-        vec!["CURRENT".into(), self.name().into()]
+    pub fn path(self) -> KeyPath {
+        within(Self::BLOCK, self.name())
     }
 
     #[must_use]
-    pub(crate) fn set(self, value: impl Into<String>) -> Edit {
+    pub fn set(self, value: impl Into<String>) -> Edit {
         Edit::Set(self.path(), value.into())
     }
 }
@@ -437,19 +551,19 @@ impl CurrentKey {
 impl ResultKey {
     /// The path of this key in `STEP_n`'s block.
     #[must_use]
-    pub(crate) fn path(self, step: u32) -> Vec<String> {
-        let mut p = result_block(step);
+    pub fn path(self, step: u32) -> KeyPath {
+        let mut p = result_block(step).keys().to_vec();
         p.push(self.name().into());
-        p
+        KeyPath::new(p)
     }
 
     #[must_use]
-    pub(crate) fn set(self, step: u32, value: impl Into<String>) -> Edit {
+    pub fn set(self, step: u32, value: impl Into<String>) -> Edit {
         Edit::Set(self.path(step), value.into())
     }
 
     #[must_use]
-    pub(crate) fn remove(self, step: u32) -> Edit {
+    pub fn remove(self, step: u32) -> Edit {
         Edit::Remove(self.path(step))
     }
 }
@@ -457,44 +571,98 @@ impl ResultKey {
 impl GateKey {
     /// The path of this key in gate `id`'s block.
     #[must_use]
-    pub(crate) fn path(self, id: &str) -> Vec<String> {
-        vec!["GATES".into(), id.into(), self.name().into()]
+    pub fn path(self, id: &str) -> KeyPath {
+        KeyPath::new([Self::BLOCK[0], id, self.name()])
     }
 
     #[must_use]
-    pub(crate) fn set(self, id: &str, value: impl Into<String>) -> Edit {
+    pub fn set(self, id: &str, value: impl Into<String>) -> Edit {
         Edit::Set(self.path(id), value.into())
     }
 }
 
 impl LimitKey {
     #[must_use]
-    pub(crate) fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(vec!["LIMITS".into(), self.name().into()], value.into())
+    pub fn path(self) -> KeyPath {
+        within(Self::BLOCK, self.name())
+    }
+
+    #[must_use]
+    pub fn set(self, value: impl Into<String>) -> Edit {
+        Edit::Set(self.path(), value.into())
+    }
+
+    #[must_use]
+    pub fn remove(self) -> Edit {
+        Edit::Remove(self.path())
     }
 }
 
 impl AgentKey {
     #[must_use]
-    pub(crate) fn path(self) -> Vec<String> {
-        vec!["AGENT".into(), self.name().into()]
+    pub fn path(self) -> KeyPath {
+        within(Self::BLOCK, self.name())
     }
 
     #[must_use]
-    pub(crate) fn set(self, value: impl Into<String>) -> Edit {
+    pub fn set(self, value: impl Into<String>) -> Edit {
         Edit::Set(self.path(), value.into())
     }
 
     #[must_use]
-    pub(crate) fn remove(self) -> Edit {
+    pub fn remove(self) -> Edit {
         Edit::Remove(self.path())
+    }
+}
+
+impl ParallelKey {
+    /// The `PARALLEL:` block itself.
+    #[must_use]
+    pub fn block() -> KeyPath {
+        KeyPath::new(Self::BLOCK.iter().copied())
+    }
+
+    #[must_use]
+    pub fn path(self) -> KeyPath {
+        within(Self::BLOCK, self.name())
+    }
+
+    #[must_use]
+    pub fn set(self, value: impl Into<String>) -> Edit {
+        Edit::Set(self.path(), value.into())
+    }
+}
+
+/// `PARALLEL.STEP_n`, step `n`'s record.
+#[must_use]
+pub fn run_block(step: u32) -> KeyPath {
+    KeyPath::new([RunKey::BLOCK[0].to_owned(), format!("STEP_{step}")])
+}
+
+impl RunKey {
+    /// The path of this key in step `n`'s record.
+    #[must_use]
+    pub fn path(self, step: u32) -> KeyPath {
+        let mut p = run_block(step).keys().to_vec();
+        p.push(self.name().into());
+        KeyPath::new(p)
+    }
+
+    #[must_use]
+    pub fn set(self, step: u32, value: impl Into<String>) -> Edit {
+        Edit::Set(self.path(step), value.into())
+    }
+
+    #[must_use]
+    pub fn remove(self, step: u32) -> Edit {
+        Edit::Remove(self.path(step))
     }
 }
 
 /// Clears `CURRENT:` (the run on record is over).
 #[must_use]
-pub(crate) fn clear_current() -> Edit {
-    Edit::Clear(vec!["CURRENT".into()])
+pub fn clear_current() -> Edit {
+    Edit::Clear(KeyPath::new(CurrentKey::BLOCK.iter().copied()))
 }
 
 /// A step's review, as `RESULTS.STEP_N.REVIEW` says it (and `loop status --json` shows it:
@@ -590,5 +758,12 @@ mod tests {
         unique(&LimitKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
         unique(&AgentKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
         unique(&GateKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
+        unique(
+            &ParallelKey::ALL
+                .iter()
+                .map(|k| k.name())
+                .collect::<Vec<_>>(),
+        );
+        unique(&RunKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
     }
 }

@@ -201,8 +201,8 @@ impl History {
             if was != ours && now == was {
                 names.push(k.join("."));
                 edits.push(match ours {
-                    Some(v) => Edit::Set(k.clone(), v.clone()),
-                    None => Edit::Remove(k.clone()),
+                    Some(v) => Edit::Set(super::edit::KeyPath::new(k.clone()), v.clone()),
+                    None => Edit::Remove(super::edit::KeyPath::new(k.clone())),
                 });
             }
         }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::document::Document;
+use super::keys::{Key as _, PlanKey};
 use super::view::{Step, StepState};
 
 /// The steps of a `PLAN.AFTER` line's value: `2, 3`.
@@ -27,7 +28,7 @@ pub(crate) fn parse_after(value: &str) -> Result<Vec<u32>, String> {
 /// not read so are left out (validation reports them).
 #[must_use]
 pub(super) fn after(doc: &Document) -> BTreeMap<u32, Vec<u32>> {
-    let Some(block) = doc.find(&["PLAN", "AFTER"]) else {
+    let Some(block) = doc.find(&[PlanKey::BLOCK[0], super::keys::AFTER]) else {
         return BTreeMap::new();
     };
     doc.children(Some(block))
@@ -102,7 +103,7 @@ pub(super) fn value(state: StepState, text: &str) -> String {
 /// (validation reports them).
 #[must_use]
 pub(super) fn list(doc: &Document) -> Vec<Step> {
-    let Some(block) = doc.find(&["PLAN", "STEPS"]) else {
+    let Some(block) = doc.find(&[PlanKey::BLOCK[0], super::keys::STEPS]) else {
         return Vec::new();
     };
     doc.children(Some(block))

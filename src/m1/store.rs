@@ -721,7 +721,7 @@ mod tests {
         let (_dir, file) = seed();
         let (mut first, _) = Store::open_with_history(&file).unwrap();
         first
-            .commit(&[Edit::set(&["NEXT_ACTION"], "step 3 next")])
+            .commit(&[crate::m1::keys::Top::NextAction.set("step 3 next")])
             .unwrap();
         first.commit(&[Edit::Status(Status::Done)]).unwrap();
         drop(first);

@@ -9,7 +9,8 @@ use super::gates::{GateState, gate_number};
 use super::hidden::{self, KNOWN_TOP};
 use super::keys::Key;
 use super::keys::{
-    AgentKey, CurrentKey, GateKey, Kind, LimitKey, PlanKey, Problem, ResultKey, Top,
+    AgentKey, CurrentKey, GateKey, Kind, LimitKey, ParallelKey, PlanKey, Problem, ResultKey,
+    RunKey, Top,
 };
 use super::line::{self, Kind as LineKind};
 use super::steps;
@@ -30,7 +31,9 @@ pub(super) fn check(doc: &Document) -> Vec<Error> {
     // A known key that is absent may be hiding in a line that reads as text.
     c.unclosed_fence();
     c.top();
-    for key in ["PLAN", "CURRENT", "RESULTS", "LIMITS", "AGENT", "GATES"] {
+    for key in [
+        "PLAN", "CURRENT", "RESULTS", "LIMITS", "AGENT", "GATES", "PARALLEL",
+    ] {
         if let Some(i) = doc.child(None, key) {
             c.block(i);
         }
@@ -43,6 +46,7 @@ pub(super) fn check(doc: &Document) -> Vec<Error> {
     c.fields(AgentKey::BLOCK, AgentKey::ALL, |k| (k.name(), k.kind()));
     c.results();
     c.gates();
+    c.parallel();
     c.errors
 }
 
@@ -132,6 +136,45 @@ impl Checker<'_> {
                     if let Some(j) = doc.child(Some(i), key.name()) {
                         self.typed(j, key.kind());
                     }
+                }
+            }
+        }
+    }
+
+    /// `PARALLEL:`: the integration branch and base, and each step's record, every key of its
+    /// kind (a branch git would refuse, a base that is no commit id, a relative worktree), and
+    /// no record of a step the plan lacks.
+    fn parallel(&mut self) {
+        let doc = self.doc;
+        self.fields(ParallelKey::BLOCK, ParallelKey::ALL, |k| {
+            (k.name(), k.kind())
+        });
+        let Some(p) = doc.find(ParallelKey::BLOCK) else {
+            return;
+        };
+        let steps = doc
+            .find(&[PlanKey::BLOCK[0], super::keys::STEPS])
+            .map_or(0, |s| doc.children(Some(s)).count());
+        for i in doc.children(Some(p)).collect::<Vec<_>>() {
+            let Some(n) = result_step(&doc.key_at(i).key) else {
+                continue;
+            };
+            if !self.block(i) {
+                continue;
+            }
+            if n == 0 || usize::try_from(n).is_ok_and(|n| n > steps) {
+                self.at_key(
+                    i,
+                    format!(
+                        "PARALLEL.STEP_{n} is the record of a step the plan lacks (PLAN.STEPS \
+                         has {steps}): remove it"
+                    ),
+                );
+                continue;
+            }
+            for key in RunKey::ALL {
+                if let Some(j) = doc.child(Some(i), key.name()) {
+                    self.typed(j, key.kind());
                 }
             }
         }
@@ -372,7 +415,7 @@ impl Checker<'_> {
         let total = count_of(PlanKey::TotalSteps);
         let current = count_of(PlanKey::CurrentStep);
         let mut count = 0u64;
-        if let Some(s) = doc.child(Some(plan), "STEPS")
+        if let Some(s) = doc.child(Some(plan), super::keys::STEPS)
             && self.block(s)
         {
             for i in doc.children(Some(s)).collect::<Vec<_>>() {
@@ -394,7 +437,7 @@ impl Checker<'_> {
             };
             self.at_value(i, msg);
         }
-        if let Some(a) = doc.child(Some(plan), "AFTER")
+        if let Some(a) = doc.child(Some(plan), super::keys::AFTER)
             && self.block(a)
         {
             self.after(a, count);

@@ -10,7 +10,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::document::Document;
-use super::keys::{AgentKey, CurrentKey, LimitKey, PlanKey, ResultKey, Review, Top, switch_on};
+use super::keys::{
+    AgentKey, CurrentKey, LimitKey, ParallelKey, PlanKey, ResultKey, Review, RunKey, Top, switch_on,
+};
 use super::settings::{AgentKind, DEFAULTS, PermissionMode};
 use super::steps;
 use super::typed;
@@ -287,6 +289,10 @@ pub struct M1 {
     pub parallel: Parallel,
     /// The loop that runs this one as one of its parallel steps (`PARENT`).
     pub parent: Option<String>,
+    /// That loop's `LOOP_ID` (`PARENT_ID`): this loop belongs to that loop alone.
+    pub parent_id: Option<String>,
+    /// The step of that loop this loop runs (`PARENT_STEP`).
+    pub parent_step: Option<u32>,
 }
 
 impl M1 {
@@ -371,6 +377,8 @@ impl M1 {
             gates: super::gates::list(doc),
             parallel: parallel(doc),
             parent: top(Top::Parent).filter(|p| !p.trim().is_empty()),
+            parent_id: top(Top::ParentId).filter(|p| !p.trim().is_empty()),
+            parent_step: parsed(top(Top::ParentStep)),
         }
     }
 }
@@ -462,7 +470,7 @@ fn results(doc: &Document) -> BTreeMap<u32, StepResult> {
 
 /// `PARALLEL:`.
 fn parallel(doc: &Document) -> Parallel {
-    let Some(block) = doc.find(&["PARALLEL"]) else {
+    let Some(block) = doc.find(ParallelKey::BLOCK) else {
         return Parallel::default();
     };
     let get = |i: Option<usize>, k: &str| {
@@ -477,21 +485,21 @@ fn parallel(doc: &Document) -> Parallel {
         runs.insert(
             n,
             ParallelRun {
-                worktree: get(Some(i), "WORKTREE"),
-                branch: get(Some(i), "BRANCH"),
-                base: get(Some(i), "BASE"),
-                loop_file: get(Some(i), "LOOP"),
-                merge_fails: get(Some(i), "MERGE_FAILS")
+                worktree: get(Some(i), RunKey::Worktree.name()),
+                branch: get(Some(i), RunKey::Branch.name()),
+                base: get(Some(i), RunKey::Base.name()),
+                loop_file: get(Some(i), RunKey::Loop.name()),
+                merge_fails: get(Some(i), RunKey::MergeFails.name())
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0),
-                stopped: get(Some(i), "STOPPED").is_some_and(|v| v.trim() == "true"),
-                merged: get(Some(i), "MERGED"),
+                stopped: get(Some(i), RunKey::Stopped.name()).is_some_and(|v| v.trim() == "true"),
+                merged: get(Some(i), RunKey::Merged.name()),
             },
         );
     }
     Parallel {
-        branch: get(Some(block), "BRANCH"),
-        base: get(Some(block), "BASE"),
+        branch: get(Some(block), ParallelKey::Branch.name()),
+        base: get(Some(block), ParallelKey::Base.name()),
         runs,
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Event;
 use crate::m1::GateKind;
-use crate::m1::gates::{ACCEPT, ALLOW, APPROVE, REJECT, RETRY, SKIP, STOP};
+use crate::m1::GateOption;
 use crate::text::cut;
 
 /// How a message is written.
@@ -149,10 +149,11 @@ fn gate(m: &mut Msg, g: &super::GateMessage) {
                 m.line("Tap an answer: the step resumes in its own session with it.");
             }
         }
-        GateKind::Denied | GateKind::Failed | GateKind::Review => {
+        GateKind::Denied | GateKind::Failed | GateKind::Review | GateKind::Merge => {
             let (icon, head) = match g.kind {
                 GateKind::Denied => ("🔒", "Step {} was denied tools (gate {}): "),
                 GateKind::Failed => ("❌", "FAILED at step {} (gate {}): "),
+                GateKind::Merge => ("🔀", "Step {} does not merge (gate {}): "),
                 _ => (
                     "🔍",
                     "Step {}: the review still asks for changes (gate {}): ",
@@ -187,16 +188,22 @@ fn gate(m: &mut Msg, g: &super::GateMessage) {
 /// The label of a gate's button for `option`.
 #[must_use]
 pub(crate) fn button_label(kind: GateKind, option: &str) -> String {
-    match (kind, option) {
-        (GateKind::Plan, APPROVE) => "✅ Approve".into(),
-        (GateKind::Plan, REJECT) => "✖️ Reject".into(),
-        (GateKind::Ask, _) => cut(option, 60),
-        (_, ALLOW) => "🔓 Allow".into(),
-        (_, RETRY) => "🔁 Retry".into(),
-        (_, ACCEPT) => "✅ Accept".into(),
-        (_, SKIP) => "⏭ Skip".into(),
-        (_, STOP) => "⏹ Stop".into(),
-        _ => cut(option, 60),
+    let parsed = match kind {
+        GateKind::Ask => None,
+        _ => GateOption::parse(option),
+    };
+    let Some(o) = parsed else {
+        return cut(option, 60);
+    };
+    match o {
+        GateOption::Approve => "✅ Approve".into(),
+        GateOption::Reject => "✖️ Reject".into(),
+        GateOption::Allow => "🔓 Allow".into(),
+        GateOption::AllowAll => "🔓 Allow all".into(),
+        GateOption::Retry => "🔁 Retry".into(),
+        GateOption::Accept => "✅ Accept".into(),
+        GateOption::Skip => "⏭ Skip".into(),
+        GateOption::Stop => "⏹ Stop".into(),
     }
 }
 

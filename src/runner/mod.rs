@@ -394,7 +394,7 @@ impl Runner {
         let records_wait = t
             .edits
             .iter()
-            .any(|e| matches!(e, crate::m1::Edit::Set(p, _) if *p == CurrentKey::WaitUntil.path()));
+            .any(|e| e.sets(&CurrentKey::WaitUntil.path()));
         if records_wait {
             self.announced_wait = engine::wait_until(&self.view());
         }

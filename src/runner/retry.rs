@@ -56,7 +56,7 @@ pub(crate) fn retry(
     {
         t.edits.extend(crate::m1::gates::decided(
             &g.id,
-            crate::m1::gates::RETRY,
+            crate::m1::GateOption::Retry.as_str(),
             "loop retry",
             Utc::now(),
         ));

@@ -5,7 +5,6 @@
 //! defaults. So a detached, resumed or revived runner runs exactly what the file says, and a
 //! hand edit takes effect at the next decision.
 
-use crate::m1::keys::Key;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -230,11 +229,8 @@ pub(crate) fn find_program(program: &str) -> Result<PathBuf, String> {
 /// # Errors
 /// That error, with `file`'s path.
 pub(crate) fn check_program_in(doc: &Document, file: &Path) -> Result<(), Errors> {
-    let at = [
-        crate::m1::keys::AgentKey::BLOCK[0],
-        crate::m1::keys::AgentKey::Program.name(),
-    ];
-    let (Some(program), Some((line, column))) = (doc.get(&at), doc.position(&at)) else {
+    let at = crate::m1::keys::AgentKey::Program.path();
+    let (Some(program), Some((line, column))) = (doc.get_at(&at), doc.position_at(&at)) else {
         return Ok(());
     };
     find_program(&program).map(drop).map_err(|why| {
@@ -524,7 +520,7 @@ struct Top {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::m1::keys::Kind;
+    use crate::m1::keys::{Key as _, Kind};
     use crate::m1::settings::{Kept, SETTINGS};
     use std::fmt::Write as _;
 

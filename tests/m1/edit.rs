@@ -1,6 +1,7 @@
 //! Each edit changes only the lines it is about (plus lines for keys that did not exist);
 //! everything else in the file keeps its bytes.
 
+use m1loop::m1::keys::{self, CurrentKey, PlanKey, ResultKey, Top};
 use m1loop::m1::{Document, Edit, Status, StepState};
 use proptest::prelude::*;
 
@@ -94,7 +95,7 @@ fn edits_of_a_missing_step_change_nothing() {
 
 #[test]
 fn results_field_set_and_added() {
-    let out = edited(SEED, &[Edit::set(&["RESULTS", "STEP_2", "EXIT"], "0")]);
+    let out = edited(SEED, &[ResultKey::Exit.set(2, "0")]);
     assert_eq!(
         diff(SEED, &out),
         (
@@ -103,10 +104,7 @@ fn results_field_set_and_added() {
             lines(&["    EXIT: 0\n"])
         )
     );
-    let out = edited(
-        SEED,
-        &[Edit::set(&["RESULTS", "STEP_2", "COMMIT"], "b1c2d3e")],
-    );
+    let out = edited(SEED, &[ResultKey::Commit.set(2, "b1c2d3e")]);
     assert_eq!(
         diff(SEED, &out),
         (27, vec![], lines(&["    COMMIT: b1c2d3e\n"]))
@@ -118,8 +116,8 @@ fn a_new_results_block_goes_after_the_last_one() {
     let out = edited(
         SEED,
         &[
-            Edit::set(&["RESULTS", "STEP_3", "EXIT"], "(pending)"),
-            Edit::set(&["RESULTS", "STEP_3", "COST_USD"], "0.42"),
+            ResultKey::Exit.set(3, "(pending)"),
+            ResultKey::CostUsd.set(3, "0.42"),
         ],
     );
     assert_eq!(
@@ -142,11 +140,11 @@ fn a_new_results_block_goes_after_the_last_one() {
 
 #[test]
 fn clear_current_keeps_the_block_line_and_set_refills_it() {
-    let out = edited(SEED, &[Edit::Clear(vec!["CURRENT".into()])]);
+    let out = edited(SEED, &[keys::clear_current()]);
     let (at, removed, added) = diff(SEED, &out);
     assert_eq!((at, removed.len(), added.len()), (14, 4, 0));
     assert!(out.contains("CURRENT:\n\nRESULTS:"));
-    let refilled = edited(&out, &[Edit::set(&["CURRENT", "TASK_ID"], "task_2")]);
+    let refilled = edited(&out, &[CurrentKey::TaskId.set("task_2")]);
     assert_eq!(
         diff(&out, &refilled),
         (14, vec![], lines(&["  TASK_ID: task_2\n"]))
@@ -155,15 +153,12 @@ fn clear_current_keeps_the_block_line_and_set_refills_it() {
 
 #[test]
 fn remove_takes_the_key_and_its_children() {
-    let out = edited(
-        SEED,
-        &[Edit::Remove(vec!["RESULTS".into(), "STEP_2".into()])],
-    );
+    let out = edited(SEED, &[Edit::Remove(keys::result_block(2))]);
     assert_eq!(
         diff(SEED, &out),
         (25, lines(&["  STEP_2:\n", "    EXIT: (pending)\n"]), vec![])
     );
-    assert_eq!(edited(SEED, &[Edit::Remove(vec!["NOPE".into()])]), SEED);
+    assert_eq!(edited(SEED, &[Top::PlanFile.remove()]), SEED);
 }
 
 #[test]
@@ -177,7 +172,7 @@ fn a_value_that_would_be_misread_is_quoted_and_reads_back_equal() {
         "two\nlines",
         "a\\b",
     ] {
-        let out = edited(SEED, &[Edit::set(&["GOAL"], goal)]);
+        let out = edited(SEED, &[Top::Goal.set(goal)]);
         let (at, _, added) = diff(SEED, &out);
         assert_eq!((at, added.len()), (2, 1), "{goal:?}");
         assert_eq!(
@@ -185,16 +180,13 @@ fn a_value_that_would_be_misread_is_quoted_and_reads_back_equal() {
             Some(goal)
         );
     }
-    let out = edited(SEED, &[Edit::set(&["GOAL"], "plain")]);
+    let out = edited(SEED, &[Top::Goal.set("plain")]);
     assert_eq!(diff(SEED, &out).2, lines(&["GOAL: plain\n"]));
 }
 
 #[test]
 fn a_quoted_value_stays_quoted() {
-    let out = edited(
-        SEED,
-        &[Edit::set(&["CURRENT", "COMMAND"], "claude -p next")],
-    );
+    let out = edited(SEED, &[CurrentKey::Command.set("claude -p next")]);
     assert_eq!(
         diff(SEED, &out).2,
         lines(&["  COMMAND: \"claude -p next\"\n"])
@@ -204,7 +196,7 @@ fn a_quoted_value_stays_quoted() {
 #[test]
 fn a_new_top_level_key_goes_after_the_last_one_before_trailing_prose() {
     let text = format!("# My loop\n\n{SEED}\n## Notes\nfree text\n");
-    let out = edited(&text, &[Edit::set(&["VERIFY"], "cargo test")]);
+    let out = edited(&text, &[Top::Verify.set("cargo test")]);
     assert_eq!(
         diff(&text, &out),
         (32, vec![], lines(&["VERIFY: cargo test\n"]))
@@ -218,7 +210,7 @@ fn crlf_is_kept_on_edited_lines_and_used_for_new_ones() {
         &crlf,
         &[
             Edit::Status(Status::Waiting),
-            Edit::set(&["RESULTS", "STEP_2", "ERROR"], "timeout"),
+            ResultKey::Error.set(2, "timeout"),
         ],
     );
     assert!(
@@ -232,9 +224,9 @@ fn crlf_is_kept_on_edited_lines_and_used_for_new_ones() {
 #[test]
 fn a_missing_final_newline_stays_missing() {
     let text = SEED.trim_end_matches('\n');
-    let out = edited(text, &[Edit::set(&["VERIFY"], "make check")]);
+    let out = edited(text, &[Top::Verify.set("make check")]);
     assert!(out.ends_with("Step 3へ\nVERIFY: make check"), "{out}");
-    let removed = edited(&out, &[Edit::Remove(vec!["VERIFY".into()])]);
+    let removed = edited(&out, &[Top::Verify.remove()]);
     assert_eq!(removed, text);
 }
 
@@ -263,7 +255,7 @@ fn set_steps_replaces_the_list_and_the_total() {
                 (StepState::Done, "a".into()),
                 (StepState::Running, "b".into()),
             ]),
-            Edit::set(&["PLAN", "CURRENT_STEP"], "2"),
+            PlanKey::CurrentStep.set("2"),
         ],
     );
     let (at, removed, added) = diff(SEED, &out);
@@ -290,22 +282,22 @@ proptest! {
         which in 0usize..6,
         v in prop::string::string_regex(r#"[a-z #"\\→日本🚀]{1,12}"#).unwrap(),
     ) {
-        let paths: [&[&str]; 6] = [
+        let paths = [
             // Not TASK_ID: task ids have their own alphabet (validation's job, tested elsewhere).
-            &["GOAL"], &["CONSTRAINTS"], &["LAST_ACTION"], &["CURRENT", "SPAWN_TIME"],
-            &["CURRENT", "COMMAND"], &["RESULTS", "STEP_1", "SUMMARY"],
+            Top::Goal.path(), Top::Constraints.path(), Top::LastAction.path(),
+            CurrentKey::SpawnTime.path(), CurrentKey::Command.path(), ResultKey::Summary.path(1),
         ];
-        let path = paths[which];
+        let path = &paths[which];
         // A blank GOAL is invalid (validation's job, tested elsewhere).
         prop_assume!(which != 0 || !v.trim().is_empty());
-        let before = Document::parse(SEED).unwrap().get(path).unwrap();
-        let out = edited(SEED, &[Edit::set(path, v.clone())]);
+        let before = Document::parse(SEED).unwrap().get_at(path).unwrap();
+        let out = edited(SEED, &[Edit::Set(path.clone(), v.clone())]);
         let (_, removed, added) = diff(SEED, &out);
         if v == before {
             prop_assert!(removed.len() <= 1 && removed.len() == added.len());
         } else {
             prop_assert_eq!((removed.len(), added.len()), (1, 1));
         }
-        prop_assert_eq!(Document::parse(&out).unwrap().get(path), Some(v));
+        prop_assert_eq!(Document::parse(&out).unwrap().get_at(path), Some(v));
     }
 }

@@ -3,6 +3,7 @@
 //! space, values that only fail once the runner acts on them. Each is either read as meant
 //! or rejected at its line and column, and a rejected file keeps every byte.
 
+use m1loop::m1::keys::ResultKey;
 use m1loop::m1::{Document, Edit, Status, Store};
 
 use crate::support::{SEED, Temp, case, loop_with_file, seed_with};
@@ -356,7 +357,7 @@ fn a_nul_byte_in_a_value_is_an_error_at_its_column() {
     );
     // The runner never writes one raw: it is escaped in a quoted value, and reads back.
     let mut doc = Document::parse(SEED).unwrap();
-    doc.apply(&Edit::set(&["RESULTS", "STEP_1", "SUMMARY"], "a\0b"));
+    doc.apply(&ResultKey::Summary.set(1, "a\0b"));
     let out = doc.render();
     assert!(out.contains("    SUMMARY: \"a\\0b\"\n"), "{out}");
     assert_eq!(

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use m1loop::m1::keys::{PlanKey, ResultKey, Top};
 use m1loop::m1::{Document, Edit, Status, StepState, Store, StoreError};
 
 use crate::support::{Case, SEED, Temp, case, save_by_rename};
@@ -73,8 +74,8 @@ fn a_hand_edit_since_the_last_read_is_merged_not_overwritten() {
     let doc = store
         .commit(&[
             Edit::StepState(2, StepState::Done),
-            Edit::set(&["RESULTS", "STEP_2", "EXIT"], "0"),
-            Edit::set(&["LAST_ACTION"], "Step 2 verified"),
+            ResultKey::Exit.set(2, "0"),
+            Top::LastAction.set("Step 2 verified"),
         ])
         .unwrap();
     let on_disk = std::fs::read_to_string(&file).unwrap();
@@ -119,9 +120,7 @@ fn a_malformed_file_on_disk_is_reported_and_left_alone() {
 fn edits_that_would_make_the_file_invalid_write_nothing() {
     let Case { dir: _dir, file } = case(SEED);
     let (mut store, _) = Store::open(&file).unwrap();
-    let err = store
-        .commit(&[Edit::set(&["PLAN", "CURRENT_STEP"], "7")])
-        .unwrap_err();
+    let err = store.commit(&[PlanKey::CurrentStep.set("7")]).unwrap_err();
     assert!(
         format!("{err:#}").contains("CURRENT_STEP 7 is outside the plan"),
         "{err:#}"
@@ -236,9 +235,9 @@ fn race(how: Saver) {
         // The runner writes its whole intended state each time (as it does for the current
         // step), so a runner edit replaced by a person's stale save comes back on the next.
         let mut edits: Vec<Edit> = (1..=k)
-            .map(|j| Edit::set(&["RESULTS", &format!("STEP_{}", 100 + j), "EXIT"], "0"))
+            .map(|j| ResultKey::Exit.set(100 + u32::try_from(j).unwrap(), "0"))
             .collect();
-        edits.push(Edit::set(&["LAST_ACTION"], format!("runner {k}")));
+        edits.push(Top::LastAction.set(format!("runner {k}")));
         let doc = store.commit(&edits).unwrap();
         let c = doc.get(&["CONSTRAINTS"]).unwrap();
         let seen: u64 = c.strip_prefix("hand ").map_or(0, |n| n.parse().unwrap());

@@ -312,7 +312,7 @@ fn a_gate_with_an_unknown_kind_or_a_decision_without_its_choice() {
         [
             format!(
                 "{}:11: unknown gate KIND `PLANN`: expected one of PLAN, ASK, DENIED, FAILED, \
-                 REVIEW",
+                 REVIEW, MERGE",
                 base + 3
             ),
             format!(
@@ -373,4 +373,37 @@ fn after_that_makes_a_cycle() {
         .unwrap()
         .view();
     assert_eq!(m.plan.after[&3], [1, 2]);
+}
+
+#[test]
+fn a_hand_written_parallel_record_with_a_bad_branch_base_or_worktree_is_refused_at_its_line() {
+    let text = format!(
+        "{SEED}\nPARALLEL:\n  BRANCH: loop/ok\n  BASE: 0123abcd\n  STEP_2:\n    WORKTREE: \
+         relative/wt\n    BRANCH: bad..branch\n    BASE: not-a-sha\n    LOOP: /abs/M1.md\n  \
+         STEP_9:\n    BRANCH: loop/x\n"
+    );
+    let base = SEED.lines().count() + 1;
+    assert_eq!(
+        errors(&text),
+        [
+            format!(
+                "{}:15: WORKTREE: expected an absolute path, found `relative/wt`",
+                base + 5
+            ),
+            format!(
+                "{}:13: BRANCH: expected a git branch name (no spaces, `..`, `~`, `^`, `:`, \
+                 `?`, `*`, `[` or `\\`, not starting with `-` or `/`), found `bad..branch`",
+                base + 6
+            ),
+            format!(
+                "{}:11: BASE: expected a git commit id (4 to 40 hex digits), found `not-a-sha`",
+                base + 7
+            ),
+            format!(
+                "{}:3: PARALLEL.STEP_9 is the record of a step the plan lacks (PLAN.STEPS has \
+                 3): remove it",
+                base + 9
+            ),
+        ]
+    );
 }

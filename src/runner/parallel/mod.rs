@@ -36,22 +36,12 @@ use super::Runner;
 use super::stopfile;
 use crate::engine;
 use crate::exit::Status as Exit;
-use crate::m1::keys::{AgentKey, LimitKey, ResultKey, Top};
+use crate::m1::keys::{AgentKey, LimitKey, ParallelKey, ResultKey, RunKey, Top};
 use crate::m1::{Document, Edit, M1, Status, StepState, Store};
 
 /// How long the queue sleeps between looks when no event wakes it (the watched directories
 /// of its steps' loops say when one changes; this is the fallback where events do not arrive).
 const POLL_FALLBACK: Duration = Duration::from_secs(2);
-
-/// The path of `PARALLEL.KEY`, or of `PARALLEL.STEP_N.KEY`.
-fn at(step: Option<u32>, key: &str) -> Vec<String> {
-    let mut p = vec!["PARALLEL".to_owned()];
-    if let Some(n) = step {
-        p.push(format!("STEP_{n}"));
-    }
-    p.push(key.to_owned());
-    p
-}
 
 /// Whether a step is closed: DONE or SKIPPED.
 fn closed(state: StepState) -> bool {
@@ -195,7 +185,7 @@ impl Runner {
                 Child::Missing => false,
             };
             if run.stopped && moved_on {
-                self.commit(&[Edit::Remove(at(Some(n), "STOPPED"))])?;
+                self.commit(&[Edit::Remove(RunKey::Stopped.path(n))])?;
             }
             match child {
                 Child::Missing => self.start_step(m, n)?,
@@ -343,8 +333,8 @@ impl Runner {
         })?;
         let branch = format!("loop/{}", self.loop_id);
         self.commit(&[
-            Edit::Set(at(None, "BRANCH"), branch.clone()),
-            Edit::Set(at(None, "BASE"), base.clone()),
+            Edit::Set(ParallelKey::Branch.path(), branch.clone()),
+            Edit::Set(ParallelKey::Base.path(), base.clone()),
         ])?;
         git::run(&self.workdir, &["branch", &branch, &base]).map_err(anyhow::Error::msg)?;
         self.say(&format!(
@@ -379,10 +369,10 @@ impl Runner {
         };
         self.commit(&[
             Edit::StepState(n, StepState::Running),
-            Edit::Set(at(Some(n), "WORKTREE"), worktree.display().to_string()),
-            Edit::Set(at(Some(n), "BRANCH"), branch.clone()),
-            Edit::Set(at(Some(n), "BASE"), base.clone()),
-            Edit::Set(at(Some(n), "LOOP"), loop_file.display().to_string()),
+            Edit::Set(RunKey::Worktree.path(n), worktree.display().to_string()),
+            Edit::Set(RunKey::Branch.path(n), branch.clone()),
+            Edit::Set(RunKey::Base.path(n), base.clone()),
+            Edit::Set(RunKey::Loop.path(n), loop_file.display().to_string()),
         ])?;
         super::crash::point("parallel-after-record");
         crate::dirs::create_state_dir(&root)
@@ -610,7 +600,7 @@ impl Runner {
             }
         }
         super::crash::point("parallel-after-cleanup");
-        self.commit(&[Edit::Remove(vec!["PARALLEL".into(), format!("STEP_{n}")])])
+        self.commit(&[Edit::Remove(crate::m1::keys::run_block(n))])
     }
 
     /// VERIFY on step `n` merged, in the merge worktree `wt` (passed when none is set). It
@@ -668,7 +658,7 @@ impl Runner {
             ResultKey::Attempts.set(n, r.attempts.unwrap_or(1).to_string()),
             ResultKey::Summary.set(n, r.summary.clone().unwrap_or_else(|| "done".into())),
             ResultKey::CostUsd.set(n, format!("{:.4}", r.cost_usd.unwrap_or(0.0))),
-            Edit::Set(at(Some(n), "MERGED"), commit.to_owned()),
+            Edit::Set(RunKey::Merged.path(n), commit.to_owned()),
         ];
         if let Some(sid) = &r.session_id {
             edits.push(ResultKey::SessionId.set(n, sid.clone()));
@@ -715,7 +705,7 @@ impl Runner {
         let fails = run.merge_fails + 1;
         let branch = run.branch.clone().unwrap_or_default();
         let max = self.settings.caps(&m).max_retries;
-        self.commit(&[Edit::Set(at(Some(n), "MERGE_FAILS"), fails.to_string())])?;
+        self.commit(&[Edit::Set(RunKey::MergeFails.path(n), fails.to_string())])?;
         self.say(&format!("merge: {why} ({fails} of MAX_RETRIES {max})"));
         if fails >= max {
             let t = engine::halt(
@@ -772,7 +762,7 @@ impl Runner {
         match git::fast_forward(&self.workdir, &branch, &base) {
             Ok(()) => {
                 let _ = git::run(&self.workdir, &["branch", "-d", &branch]);
-                self.commit(&[Edit::Remove(vec!["PARALLEL".into()])])?;
+                self.commit(&[Edit::Remove(ParallelKey::block())])?;
                 self.say(&format!(
                     "parallel: the project is fast-forwarded to {branch}'s result"
                 ));
@@ -803,7 +793,7 @@ impl Runner {
             .parallel
             .runs
             .keys()
-            .map(|n| Edit::Set(at(Some(*n), "STOPPED"), "true".into()))
+            .map(|n| Edit::Set(RunKey::Stopped.path(*n), "true".into()))
             .collect();
         self.commit(&marks)?;
         for run in m.parallel.runs.values() {
