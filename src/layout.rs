@@ -8,6 +8,7 @@
 //! state/
 //!   M1.md                   the loop's state (any name: --file)
 //!   M1.md.lock              the runner's lock, with its pid
+//!   M1.md.decide.lock       taken by whoever writes a gate's decision
 //!   M1.md.versions          the versions of M1.md runners have known (to tell a stale save)
 //!   .M1.md.displaced        the text a runner's write replaced, watched for a late save
 //!   STOP                    stops this loop only
@@ -26,6 +27,11 @@
 //!   tasks/.ledger/          which tasks each loop started, one file per loop (a rebuildable
 //!                           index of the task directories, see runner::ledger)
 //!   telegram.*              the chat bot's offset, lock and command output
+//!   parallel/<LOOP_ID>/     the steps of a loop that runs them at once, under its own id
+//!     step-N/               step N's git worktree
+//!     step-N.loop/M1.md     step N's own loop (and its state directory), with `merged`,
+//!                           the note of the integration commit it was merged as
+//!     merge/                the worktree the merge queue merges and verifies in
 //! ```
 //!
 //! `fire`, `check`, `kill` and `notify` outside a loop use the same layout in the per-user
@@ -68,6 +74,14 @@ impl Layout {
     #[must_use]
     pub fn runner_lock(m1: &Path) -> PathBuf {
         beside(m1, ".lock")
+    }
+
+    /// The lock whoever writes a gate's decision holds (`M1.md.decide.lock` beside `m1`): a
+    /// person's decision, a tap, and the runner closing a gate, one at a time, each against
+    /// the file as it is then.
+    #[must_use]
+    pub fn decide_lock(m1: &Path) -> PathBuf {
+        beside(m1, ".decide.lock")
     }
 
     /// The versions of the loop whose state file is `m1` that its runners have known
@@ -175,6 +189,44 @@ impl Layout {
         self.dir.join(format!("telegram.{what}"))
     }
 
+    /// Where the loop `loop_id` runs its steps at once: their worktrees and loops, and its
+    /// merge worktree. Under the loop's own id, so that no other loop of this directory, before
+    /// or after it, ever takes them for its own.
+    #[must_use]
+    pub fn parallel(&self, loop_id: &str) -> PathBuf {
+        self.dir.join("parallel").join(loop_id)
+    }
+
+    /// Step `n`'s worktree in loop `loop_id`; `k` above 1 for a later start of the same step
+    /// while an earlier one's worktree is still there.
+    #[must_use]
+    pub fn step_worktree(&self, loop_id: &str, n: u32, k: u32) -> PathBuf {
+        self.parallel(loop_id)
+            .join(numbered(&format!("step-{n}"), k))
+    }
+
+    /// Step `n`'s own loop (its `M1.md`) in loop `loop_id`, as [`Layout::step_worktree`].
+    #[must_use]
+    pub fn step_loop(&self, loop_id: &str, n: u32, k: u32) -> PathBuf {
+        self.parallel(loop_id)
+            .join(numbered(&format!("step-{n}.loop"), k))
+            .join("M1.md")
+    }
+
+    /// The worktree loop `loop_id`'s merge queue merges and verifies in.
+    #[must_use]
+    pub fn merge_worktree(&self, loop_id: &str) -> PathBuf {
+        self.parallel(loop_id).join("merge")
+    }
+
+    /// The note a step's loop (whose state file is `m1`) keeps of the integration commit its
+    /// step was merged as: what makes a merge happen once, whatever text of the parent's
+    /// M1.md is saved over its record.
+    #[must_use]
+    pub fn merged_note(m1: &Path) -> PathBuf {
+        m1.with_file_name("merged")
+    }
+
     /// The `.gitignore` a state directory the loop creates gets.
     #[must_use]
     pub fn gitignore(&self) -> PathBuf {
@@ -216,6 +268,15 @@ pub(crate) fn validate_task_id(id: &str) -> crate::error::Result<()> {
         return fail("it must not contain \"..\"");
     }
     Ok(())
+}
+
+/// `name`, or `name.k` for a `k` above 1.
+fn numbered(name: &str, k: u32) -> String {
+    if k > 1 {
+        format!("{name}.{k}")
+    } else {
+        name.to_owned()
+    }
 }
 
 /// The file beside `m1` whose name is `m1`'s with `suffix` added (`M1.md.lock`).

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::m1::{M1, StepResult};
+use crate::m1::{M1, Status, StepResult, StepState};
 
 /// The human view. `task` is the exec bridge's line about the running task, when known.
 #[must_use]
@@ -89,10 +89,10 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
     out
 }
 
-/// Each step running at once (a loop of its own), how it stands, and where.
+/// Each step running at once (a loop of its own), how it stands in this loop's words, and
+/// where.
 fn parallel_runs(m: &M1, out: &mut String) {
     for (n, run) in &m.parallel.runs {
-        // Each step running at once is a loop of its own: how it stands.
         let child = run
             .loop_file
             .as_deref()
@@ -100,11 +100,7 @@ fn parallel_runs(m: &M1, out: &mut String) {
             .map(|d| d.view());
         let how = match (&run.merged, &child) {
             (Some(c), _) => format!("merged as {}", c.get(..7).unwrap_or(c)),
-            (None, Some(c)) => format!(
-                "{}: {}",
-                c.status.as_str(),
-                c.last_action.clone().unwrap_or_default()
-            ),
+            (None, Some(c)) => step_words(m, *n, c),
             (None, None) => "starting".to_owned(),
         };
         let _ = writeln!(
@@ -113,6 +109,39 @@ fn parallel_runs(m: &M1, out: &mut String) {
             run.worktree.as_deref().unwrap_or("?"),
             run.branch.as_deref().unwrap_or("?")
         );
+    }
+}
+
+/// How step `n`, run by its own loop `c`, stands, in the words of the loop `m` that runs it
+/// (never its own loop's view of the plan, whose other steps it has SKIPPED).
+fn step_words(m: &M1, n: u32, c: &M1) -> String {
+    let gate_here = |kind: Option<crate::m1::GateKind>| {
+        m.pending_gates()
+            .find(|g| g.step == n && kind.is_none_or(|k| g.kind == k))
+            .map(|g| format!("waits on gate {} ({}) here", g.id, g.kind))
+    };
+    let step = c.plan.steps.iter().find(|s| s.n == n).map(|s| s.state);
+    match c.status {
+        Status::Done if step == Some(StepState::Skipped) => "SKIPPED in its own loop".to_owned(),
+        Status::Done => gate_here(Some(crate::m1::GateKind::Merge)).map_or_else(
+            || "DONE in its own loop, for the merge queue".to_owned(),
+            |g| format!("does not merge: {g}"),
+        ),
+        Status::Running => {
+            let attempt = c.current.attempt.unwrap_or(1);
+            if c.current.review {
+                format!("RUNNING: review {attempt}")
+            } else {
+                format!("RUNNING: attempt {attempt}")
+            }
+        }
+        _ => gate_here(None).unwrap_or_else(|| {
+            format!(
+                "{}: {}",
+                c.status.as_str(),
+                c.last_action.clone().unwrap_or_default()
+            )
+        }),
     }
 }
 

@@ -7,6 +7,7 @@ pub(crate) mod gate;
 mod judge;
 pub(crate) mod ledger;
 mod next;
+pub(crate) mod parallel;
 pub(crate) mod prompt;
 mod record;
 mod retry;
@@ -18,9 +19,7 @@ mod transitions;
 pub(crate) use conclude::{Conclusion, Context, Observed, conclude};
 pub(crate) use judge::{Judgement, LedgerVerdict, TaskEnd, failures, judge};
 pub(crate) use next::{Next, SessionPlan, next};
-pub(crate) use next::{
-    open_step, over_max_cost, over_max_steps, spent, spent_words, tokens, uncounted, wait_until,
-};
+pub(crate) use next::{open_step, spent, spent_words, tokens, uncounted, wait_until};
 pub(crate) use retry::{retried, retry_target};
 pub use run::RunKind;
 pub(crate) use run::{RunOnRecord, RunSpec, resumes, runs_on_record};

@@ -59,6 +59,8 @@ pub(crate) enum Effect {
     TickPlanFile(u32),
     /// Show gate `id` to the human (with its buttons in the chat): the loop waits for it.
     Gate { id: String },
+    /// Tell the human this, as it is.
+    Said(String),
 }
 
 /// A decision: the edits that record it, a line for the decision log, what follows, when it
@@ -452,34 +454,71 @@ pub(crate) fn stopped_parallel(steps: &[u32], stop: &Stop) -> Transition {
         .then(waiting(&format!("stopped by {by}"), &how))
 }
 
-/// Every step is DONE or SKIPPED: the loop is DONE.
+/// Every step is DONE or SKIPPED: the loop is DONE. It says the goal is reached only when
+/// every step is DONE; skipped steps are named. A step's own loop (of a loop that runs its
+/// steps at once) says its one step is done, for the loop that merges it.
 #[must_use]
 pub(crate) fn complete(m: &M1) -> Transition {
     let total = m.plan.steps.len();
-    let skipped = m
+    let skipped: Vec<String> = m
         .plan
         .steps
         .iter()
         .filter(|s| s.state == StepState::Skipped)
-        .count();
-    let all = match total {
-        1 => "The only step is done".to_string(),
-        n => format!("All {n} steps done"),
-    };
-    let last = if skipped == 0 {
-        all
+        .map(|s| s.n.to_string())
+        .collect();
+    let (last, next, log) = if let Some(n) = m.parent_step {
+        let state = m
+            .plan
+            .steps
+            .iter()
+            .find(|s| s.n == n)
+            .map_or(StepState::Done, |s| s.state);
+        let what = if state == StepState::Skipped {
+            "skipped"
+        } else {
+            "done"
+        };
+        (
+            format!("Step {n} {what}"),
+            "Nothing here: the loop that runs this step takes it from here".to_owned(),
+            format!(
+                "done: step {n} is {}; the loop that runs it takes it from here",
+                state.as_str()
+            ),
+        )
+    } else if skipped.is_empty() {
+        let all = match total {
+            1 => "The only step is done".to_string(),
+            n => format!("All {n} steps done"),
+        };
+        let log = format!(
+            "done: {} DONE; the goal is reached",
+            match total {
+                1 => "the only step is".to_string(),
+                n => format!("all {n} steps are"),
+            }
+        );
+        (all, "Nothing: the goal is reached".to_owned(), log)
     } else {
-        format!("{all} ({} run, {skipped} skipped)", total - skipped)
+        let which = match skipped.as_slice() {
+            [one] => format!("step {one} skipped"),
+            many => format!("steps {} skipped", many.join(", ")),
+        };
+        (
+            format!(
+                "DONE with {which} ({} of {total} done)",
+                total - skipped.len()
+            ),
+            format!("Nothing runs; {which}: `loop retry N` runs a skipped step"),
+            format!(
+                "done: DONE with {which} ({} of {total} done)",
+                total - skipped.len()
+            ),
+        )
     };
     let mut edits = vec![Edit::Status(Status::Done), clear_current()];
-    edits.extend(actions(&last, "Nothing: the goal is reached"));
-    let log = format!(
-        "done: {} DONE or SKIPPED; the goal is reached",
-        match total {
-            1 => "the only step is".to_string(),
-            n => format!("all {n} steps are"),
-        }
-    );
+    edits.extend(actions(&last, &next));
     Transition::exit(edits, log, Exit::Ok).then(Effect::Done)
 }
 

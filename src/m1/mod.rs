@@ -69,4 +69,4 @@ pub(crate) use source::{MAX_BYTES, load};
 pub use store::{Store, StoreError};
 pub(crate) use stored::StoredEdit;
 pub(crate) use view::Step;
-pub use view::{M1, Status, StepResult, StepState};
+pub use view::{M1, Parallel, ParallelRun, Status, StepResult, StepState};

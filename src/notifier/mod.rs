@@ -172,6 +172,13 @@ pub fn from_env(state_dir: &Path) -> Box<dyn Notifier> {
     }
 }
 
+/// The notifier that writes each message into the loop's log and sends nothing: a step's own
+/// loop's, whose parent loop tells the person.
+#[must_use]
+pub(crate) fn log_only(state_dir: &Path) -> Box<dyn Notifier> {
+    Box::new(log_only::LogNotifier::new(state_dir))
+}
+
 /// Sends whatever the outbox still holds, oldest first (used at every loop command's start and
 /// by `loop notify --flush`). Without a token nothing is sent and everything stays pending.
 #[must_use]

@@ -46,6 +46,8 @@ pub const PARALLEL_POINTS: &[&str] = &[
     "parallel-after-ref-move",
     "parallel-after-merged-write",
     "parallel-after-cleanup",
+    "parallel-before-finish",
+    "parallel-after-finish",
 ];
 
 /// Every crash point: [`STEP_POINTS`], then the others. A test holds this list to the points

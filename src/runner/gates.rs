@@ -30,7 +30,156 @@ pub(crate) struct DecideOptions {
     pub json: bool,
 }
 
-/// `loop approve | reject | answer`.
+/// What became of a decision, once written (or refused).
+#[derive(Debug)]
+pub(crate) enum Decided {
+    /// Written; whether the loop runs on.
+    Made {
+        gate: Gate,
+        choice: String,
+        carries_on: bool,
+    },
+    /// The gate was decided before: nothing changed.
+    Already(Gate),
+    /// What was shown has changed since: nothing decided, the gate is shown again.
+    Stale(Gate),
+    /// It cannot apply: why.
+    Refused(String),
+}
+
+/// Takes the decision `req` on the loop of `file`, once, whoever else decides at the same
+/// moment: every decider holds the loop's decision lock, and decides against the file as it
+/// is then, writing before anything says it was made.
+///
+/// A loop whose runner drives it (steps running at once, one of which waits on this gate)
+/// gets the decision written beside its runner, which carries it out. Otherwise the decider
+/// takes the loop's runner lock (waiting a little for a runner on its way out) and returns
+/// the runner, for the caller to carry the loop on when the decision says so.
+///
+/// # Errors
+/// No loop, a runner that does not let go, I/O failures.
+pub(crate) fn take(
+    file: &Path,
+    req: &Request,
+    opts: &RunOptions,
+) -> Result<(Decided, Option<Runner>)> {
+    must_exist(file)?;
+    let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
+    let decide_lock = crate::layout::Layout::decide_lock(file);
+    loop {
+        let held = crate::lockfile::exclusive(&decide_lock)?;
+        if lock::holder(file).is_some() {
+            let doc = crate::m1::load(file).map_err(|e| Error::bad_input(e.to_string()))?;
+            let m = doc.view();
+            if m.status == Status::Running {
+                return Ok((beside(file, &state_dir, req)?, None));
+            }
+            if let Decision::Already(g) = crate::engine::gate::decide(&m, req, &[], Utc::now()) {
+                return Ok((Decided::Already(g), None));
+            }
+            // The runner that opened the gate is on its way out; it may need the decision lock
+            // to get there.
+            drop(held);
+            if let Some(pid) = lock::wait_released(file, super::STOP_PATIENCE) {
+                return Err(Error::bad_input(format!(
+                    "a runner (pid {pid}) still drives {} {}s later; nothing was decided: try \
+                     again once it waits (`loop status`)",
+                    file.display(),
+                    super::STOP_PATIENCE.as_secs()
+                )));
+            }
+            continue;
+        }
+        let settings = Settings::load(&state_dir, Overrides::default())?;
+        let mut runner = Runner::open(file, settings, opts)?;
+        let m = runner.view();
+        let allowed = runner.settings.agent_for(&m).allowed_tools;
+        let decided = match crate::engine::gate::decide(&m, req, &allowed, Utc::now()) {
+            Decision::Refused(why) => Decided::Refused(why),
+            // A decision written by a decider that died before carrying the loop on.
+            Decision::Already(g) => {
+                let carries_on = m.status == Status::Running;
+                drop(held);
+                return Ok((Decided::Already(g), carries_on.then_some(runner)));
+            }
+            Decision::Stale { gate, transition } => {
+                runner.apply(&transition)?;
+                Decided::Stale(gate)
+            }
+            Decision::Made {
+                gate,
+                choice,
+                transition,
+                carries_on,
+            } => {
+                runner.apply(&transition)?;
+                super::crash::point("after-decision-write");
+                let gate = runner.view().gate(&gate.id).cloned().unwrap_or(gate);
+                Decided::Made {
+                    gate,
+                    choice,
+                    carries_on,
+                }
+            }
+        };
+        drop(held);
+        let carries_on = matches!(
+            decided,
+            Decided::Made {
+                carries_on: true,
+                ..
+            }
+        );
+        return Ok((decided, carries_on.then_some(runner)));
+    }
+}
+
+/// The decision, written while the loop's runner drives it (under the decision lock, which
+/// [`take`] holds): with a store of its own, as a person's edit would be, which the runner
+/// reads at once and carries out.
+fn beside(file: &Path, state_dir: &Path, req: &Request) -> Result<Decided> {
+    let (mut store, doc) =
+        crate::m1::Store::open(file).map_err(|e| Error::bad_input(e.to_string()))?;
+    let m = doc.view();
+    let settings = Settings::load(state_dir, Overrides::default())?;
+    let allowed = settings.agent_for(&m).allowed_tools;
+    Ok(
+        match crate::engine::gate::decide(&m, req, &allowed, Utc::now()) {
+            Decision::Refused(why) => Decided::Refused(why),
+            Decision::Already(g) => Decided::Already(g),
+            Decision::Stale { gate, transition } => {
+                store
+                    .commit(&transition.edits)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                let _ = crate::decision_log::append(state_dir, &transition.log);
+                Decided::Stale(gate)
+            }
+            Decision::Made {
+                gate,
+                choice,
+                transition,
+                carries_on,
+            } => {
+                let doc = store
+                    .commit(&transition.edits)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                let _ = crate::decision_log::append(
+                    state_dir,
+                    &format!("{} (the running loop carries it out)", transition.log),
+                );
+                super::crash::point("after-decision-write");
+                let gate = doc.view().gate(&gate.id).cloned().unwrap_or(gate);
+                Decided::Made {
+                    gate,
+                    choice,
+                    carries_on,
+                }
+            }
+        },
+    )
+}
+
+/// `loop approve | reject | answer | skip`.
 ///
 /// # Errors
 /// No loop, no such gate, an answer that does not fit (exit 2); a runner that keeps driving
@@ -45,46 +194,19 @@ pub(crate) fn decide(
         stopfile::block_interrupt();
     }
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
-    must_exist(file)?;
-    // A gate decided while a runner drives the loop (the runner that decision started): say
-    // so at once, there is nothing to carry on.
-    if lock::holder(file).is_some()
-        && let Ok(doc) = crate::m1::load(file)
-        && let Decision::Already(g) = crate::engine::gate::decide(&doc.view(), req, &[], Utc::now())
-    {
-        say(how, "already", Some(&g), &already(&g));
-        return Ok(ExitStatus::BadInput);
-    }
-    // The runner that opened the gate may still be on its way out.
-    if let Some(pid) = lock::wait_released(file, super::STOP_PATIENCE) {
-        return Err(Error::bad_input(format!(
-            "a runner (pid {pid}) still drives {} {}s later; nothing was decided: try again once \
-             it waits (`loop status`)",
-            file.display(),
-            super::STOP_PATIENCE.as_secs()
-        )));
-    }
-    let settings = Settings::load(&state_dir, Overrides::default())?;
-    let mut runner = Runner::open(file, settings, opts)?;
-    let m = runner.view();
-    let allowed = runner.settings.agent_for(&m).allowed_tools;
-    let carry_on = match crate::engine::gate::decide(&m, req, &allowed, Utc::now()) {
-        Decision::Refused(why) => {
+    let (decided, runner) = take(file, req, opts)?;
+    match decided {
+        Decided::Refused(why) => {
             say(how, "refused", None, &why);
             return Err(Error::bad_input(why));
         }
-        Decision::Already(g) => {
-            let line = already(&g);
-            // A decision written by a decider that died before carrying the loop on.
-            let carry_on = m.status == Status::Running;
-            say(how, "already", Some(&g), &line);
-            if !carry_on {
+        Decided::Already(g) => {
+            say(how, "already", Some(&g), &already(&g));
+            if runner.is_none() {
                 return Ok(ExitStatus::BadInput);
             }
-            true
         }
-        Decision::Stale { gate, transition } => {
-            runner.apply(&transition)?;
+        Decided::Stale(gate) => {
             let line = format!(
                 "gate {}: what was shown has changed since; nothing was decided, and it is shown \
                  again as it is now",
@@ -93,27 +215,26 @@ pub(crate) fn decide(
             say(how, "stale", Some(&gate), &line);
             return Ok(ExitStatus::Waiting);
         }
-        Decision::Made {
-            gate,
-            choice,
-            transition,
-            carries_on,
-        } => {
-            runner.apply(&transition)?;
-            super::crash::point("after-decision-write");
-            let decided = runner.view().gate(&gate.id).cloned().unwrap_or(gate);
-            say(
-                how,
-                "decided",
-                Some(&decided),
-                &format!("gate {}: {choice}", decided.id),
-            );
-            carries_on
+        Decided::Made { gate, choice, .. } => {
+            let line = if runner.is_none() && lock::holder(file).is_some() {
+                format!(
+                    "gate {}: {choice} (the running loop carries it out)",
+                    gate.id
+                )
+            } else {
+                format!("gate {}: {choice}", gate.id)
+            };
+            say(how, "decided", Some(&gate), &line);
         }
-    };
-    if !carry_on {
-        return Ok(ExitStatus::Waiting);
     }
+    let Some(mut runner) = runner else {
+        // Nobody to carry on: the decision stops the loop, or its runner carries it out.
+        return Ok(if lock::holder(file).is_some() {
+            ExitStatus::Ok
+        } else {
+            ExitStatus::Waiting
+        });
+    };
     if let Err(e) = refuse_if_stopped(&state_dir) {
         crate::errln!("loop: the decision is recorded, but the loop cannot carry on yet: {e}");
         return Ok(ExitStatus::Waiting);

@@ -157,7 +157,12 @@ impl Runner {
             .map_or_else(std::env::current_dir, Ok)
             .context("while finding the project directory")?;
         let watch = Watch::new(file, &stopfile::paths(&state_dir));
-        let notifier = notifier::from_env(&state_dir);
+        // A step's own loop tells nobody: the loop that runs it tells the person.
+        let notifier = if opened.parent.is_some() {
+            notifier::log_only(&state_dir)
+        } else {
+            notifier::from_env(&state_dir)
+        };
         // A loop written by hand or by an older version has no id yet: it gets one with its
         // next spawn.
         let loop_id = opened.loop_id.unwrap_or_else(new_loop_id);
@@ -473,6 +478,7 @@ impl Runner {
                     self.tick_plan_file(*step);
                     continue;
                 }
+                Effect::Said(text) => Event::Text(format!("{goal}\n{text}")),
                 Effect::Gate { id } => match self.gate_event(id) {
                     Some(event) => event,
                     None => continue,
@@ -547,9 +553,11 @@ impl Runner {
             let m = self.view();
             let caps = self.settings.caps(&m);
             let next = engine::next(&m, &caps, Utc::now());
-            let step_next =
-                matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt);
-            if self.runs_parallel(&m) && (step_next || !m.parallel.runs.is_empty()) {
+            // Steps at once: the parallel scheduler decides for every step, and for the end of
+            // a loop that ran its steps at once.
+            let parallel_next = matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt)
+                || matches!(next, Next::Complete | Next::Halt { .. });
+            if self.runs_parallel(&m) && (parallel_next || !m.parallel.runs.is_empty()) {
                 if let Some(t) = self.cannot_run_parallel(&m) {
                     return self.apply(&t).map(|e| e.unwrap_or(Exit::Waiting));
                 }

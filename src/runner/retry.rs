@@ -25,6 +25,24 @@ pub(crate) fn retry(
     opts: &RunOptions,
 ) -> Result<ExitStatus> {
     let state_dir = prepare_to_carry_on(file, detach_it)?;
+    // A step whose decision a running loop waits for (a step running at once, whose gate is
+    // shown here): the retry is that decision, taken as `loop answer` takes it.
+    if lock::holder(file).is_some()
+        && let Some(id) = step.and_then(|n| gate_offering_retry(file, n))
+    {
+        let req = crate::engine::gate::Request {
+            id: Some(id),
+            step: None,
+            answer: crate::engine::gate::Answer::Text(crate::m1::GateOption::Retry.as_str().into()),
+            shown: None,
+            by: "loop retry".into(),
+        };
+        let how = super::gates::DecideOptions {
+            detach: detach_it,
+            json: false,
+        };
+        return super::gates::decide(file, &req, how, opts);
+    }
     if let Some(pid) = lock::holder(file) {
         return Err(Error::bad_input(format!(
             "a runner (pid {pid}) drives {}; stop it first ({}), then `loop retry`",
@@ -69,6 +87,14 @@ pub(crate) fn retry(
     }
     stopfile::catch_interrupt(runner.watch.waker());
     runner.drive_in_view()
+}
+
+/// The pending gate of step `n` that offers `retry`, if the loop of `file` has one.
+fn gate_offering_retry(file: &Path, n: u32) -> Option<String> {
+    let m = crate::m1::load(file).ok()?.view();
+    m.pending_gates()
+        .find(|g| g.step == n && g.option(crate::m1::GateOption::Retry.as_str()).is_some())
+        .map(|g| g.id.clone())
 }
 
 /// The step a retry is about: the one named, which must be in the plan; else the failed or

@@ -37,8 +37,13 @@ fn run_parallel(env: &TestLoop, n: &str, steps: &[&str], after: &str, verify: Op
 /// When each agent run of the step loops began and ended (RFC 3339).
 fn task_spans(env: &TestLoop) -> Vec<(String, String)> {
     let mut spans = Vec::new();
+    // Each loop's steps are under `parallel/<LOOP_ID>/`, each step's loop in `step-N.loop`.
     let root = env.state().join("parallel");
-    for entry in std::fs::read_dir(&root).unwrap().flatten() {
+    let step_loops = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .flat_map(|l| std::fs::read_dir(l.path()).into_iter().flatten().flatten());
+    for entry in step_loops {
         let tasks = entry.path().join("tasks");
         let Ok(dirs) = std::fs::read_dir(&tasks) else {
             continue;

@@ -749,18 +749,23 @@ fn a_stop_during_planning_says_planning_runs_again_not_step_0() {
 }
 
 #[test]
-fn done_counts_the_steps_and_names_skipped_ones_only_when_there_are_some() {
-    let m = view(&applied(BASE, &complete(&view(BASE))));
+fn done_says_the_goal_is_reached_only_when_no_step_was_skipped() {
+    let t = complete(&view(BASE));
+    assert!(t.log.contains("the goal is reached"), "{}", t.log);
+    let m = view(&applied(BASE, &t));
     assert_eq!(m.status, Status::Done);
     assert_eq!(m.last_action.as_deref(), Some("All 3 steps done"));
     let skipped = with(&[("[PENDING] test", "[SKIPPED] test")]);
     let t = complete(&skipped);
     assert_eq!(t.outcome, Outcome::Exit(Exit::Ok));
+    assert!(!t.log.contains("the goal is reached"), "{}", t.log);
+    assert!(t.log.contains("step 3 skipped"), "{}", t.log);
     let m = view(&applied(BASE, &t));
     assert_eq!(
         m.last_action.as_deref(),
-        Some("All 3 steps done (2 run, 1 skipped)")
+        Some("DONE with step 3 skipped (2 of 3 done)")
     );
+    assert!(!m.next_action.unwrap().contains("goal is reached"));
     let one = "STATUS: RUNNING\nGOAL: g\nPLAN:\n  STEPS:\n    1: [DONE] only\n";
     let m = view(&applied(one, &complete(&view(one))));
     assert_eq!(m.last_action.as_deref(), Some("The only step is done"));

@@ -1,0 +1,523 @@
+//! Parallel steps, off the happy path, as a new user met them: each test is named after what
+//! went wrong, and holds the loop the person started to the promise the rest of the loop
+//! keeps (nothing reported that was not done, every decision taken where the person is).
+
+use std::path::PathBuf;
+
+use claude_sim::scenario::{Action, Scenario};
+use m1loop::m1::{GateKind, GateState, Status, StepState};
+
+use crate::support::bot::{CHAT, DEADLINE, start_real_bot, with_telegram};
+use crate::support::telegram_fake::FakeTelegram;
+use crate::support::{TestLoop, stdout, wait_until};
+
+/// `loop start GOAL --step …` with `--parallel N` and `extra`, run to its end; its exit code.
+fn start_parallel(env: &TestLoop, goal: &str, steps: &[&str], n: &str, extra: &[&str]) -> i32 {
+    let mut args = vec!["start", goal, "--parallel", n];
+    for s in steps {
+        args.extend(["--step", s]);
+    }
+    args.extend(extra);
+    crate::support::code(&env.run(&args))
+}
+
+/// The `M1.md` of step `n`'s own loop, as the loop the person started records it.
+fn step_loop(env: &TestLoop, n: u32) -> PathBuf {
+    PathBuf::from(
+        env.m1().parallel.runs[&n]
+            .loop_file
+            .clone()
+            .expect("the step's loop is recorded"),
+    )
+}
+
+/// Nothing of the loop's git is left: one worktree (the project's), no `loop/*` branch, no
+/// merge worktree.
+#[track_caller]
+fn assert_no_git_left(env: &TestLoop) {
+    assert_eq!(
+        env.git(&["worktree", "list"]).lines().count(),
+        1,
+        "{}",
+        env.git(&["worktree", "list"])
+    );
+    assert_eq!(env.git(&["branch", "--list", "loop/*"]).trim(), "");
+}
+
+#[test]
+fn a_second_parallel_loop_in_the_same_project_runs_its_own_steps_instead_of_adopting_the_first_ones()
+ {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("a").write("a.txt", "a\n"))
+            .step(2, Action::done("b").write("b.txt", "b\n")),
+    );
+    assert_eq!(start_parallel(&env, "first goal", &["a", "b"], "2", &[]), 0);
+    env.assert_status(Status::Done);
+    let first_calls = env.calls().len();
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("c").write("c.txt", "c\n"))
+            .step(2, Action::done("d").write("d.txt", "d\n")),
+    );
+    let code = start_parallel(
+        &env,
+        "a completely different goal",
+        &["delete everything", "rewrite in rust"],
+        "2",
+        &[],
+    );
+    assert_eq!(code, 0, "{}\n{}", env.text(), env.log());
+    env.assert_status(Status::Done);
+    assert_eq!(
+        env.calls().len(),
+        first_calls + 2,
+        "the second loop's two steps ran their agents\n{}",
+        env.log()
+    );
+    for f in ["c.txt", "d.txt"] {
+        assert!(
+            env.path().join(f).exists(),
+            "{f}: the second loop's work\n{}",
+            env.log()
+        );
+    }
+    assert_no_git_left(&env);
+    env.assert_no_processes();
+}
+
+/// Two steps at once, `--max-retries 1`; step 2's first attempt fails: returns once the loop
+/// the person started shows the FAILED gate of step 2 (its runner may still drive step 1).
+fn step_two_fails(env: &TestLoop, then: Action) -> crate::support::Guard {
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("a").sleep_ms(300).write("a.txt", "a\n"))
+            .step(2, [Action::failed("b does not build"), then]),
+    );
+    env.run_ok(&[
+        "start",
+        "g",
+        "--parallel",
+        "2",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--max-retries",
+        "1",
+        "--plan-only",
+    ]);
+    let runner = env.spawn(&["resume"]);
+    let shown = wait_until(DEADLINE, || {
+        env.m1()
+            .gates
+            .iter()
+            .any(|g| g.step == 2 && g.kind == GateKind::Failed && g.is_pending())
+    });
+    assert!(
+        shown,
+        "no gate of step 2 in the loop\n{}\n{}",
+        env.text(),
+        env.log()
+    );
+    runner
+}
+
+#[test]
+fn a_skipped_parallel_step_is_recorded_skipped_not_done_with_another_steps_commit() {
+    let env = TestLoop::new().with_git();
+    let mut runner = step_two_fails(&env, Action::done("never"));
+    // Step 1 done, step 2 waiting on its gate: the loop waits for the decision.
+    assert_eq!(runner.wait(DEADLINE).code(), Some(3), "{}", env.log());
+    // Decided in the step's own loop, by hand; the loop the person started follows it.
+    let child = step_loop(&env, 2);
+    let out = env.run(&["--file", &child.display().to_string(), "skip"]);
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    let out = env.run(&["resume"]);
+    assert!(out.status.success(), "{}\n{}", env.text(), env.log());
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done);
+    assert_eq!(m.plan.steps[1].state, StepState::Skipped, "{}", env.text());
+    let r = m.result(2);
+    assert!(r.commit.is_none(), "a skipped step has no commit: {r:?}");
+    assert_ne!(
+        r.verified,
+        Some(true),
+        "a skipped step is not verified: {r:?}"
+    );
+    assert!(!env.path().join("b.txt").exists());
+    assert!(env.path().join("a.txt").exists());
+    assert_eq!(env.calls_for(2), 1, "step 2 ran once, then was skipped");
+    let log = env.log();
+    assert!(!log.contains("the goal is reached"), "{log}");
+    assert!(
+        log.contains("step 2 skipped") || log.contains("steps 2 skipped"),
+        "{log}"
+    );
+    env.assert_no_processes();
+}
+
+#[test]
+fn a_parallel_steps_failure_is_decided_from_the_loop_the_person_started_with_loop_retry() {
+    let env = TestLoop::new().with_git();
+    let mut runner = step_two_fails(&env, Action::done("b at last").write("b.txt", "b\n"));
+    let listed = stdout(&env.run_ok(&["gates"]));
+    assert!(
+        listed.contains("FAILED PENDING") && listed.contains("b does not build"),
+        "{listed}"
+    );
+    let status = stdout(&env.run_ok(&["status"]));
+    assert!(status.contains("GATE"), "{status}");
+    env.run_ok(&["retry", "2"]);
+    let status = runner.wait(DEADLINE);
+    if status.code() == Some(3) {
+        // The loop waited for the decision with nothing else to do: the retry carried it on.
+        assert!(
+            wait_until(DEADLINE, || env.m1().status == Status::Done),
+            "{}\n{}",
+            env.text(),
+            env.log()
+        );
+    }
+    env.assert_status(Status::Done);
+    assert_eq!(env.calls_for(2), 2, "step 2 ran again once");
+    assert!(env.path().join("b.txt").exists() && env.path().join("a.txt").exists());
+    let m = env.m1();
+    let g = m
+        .gates
+        .iter()
+        .find(|g| g.step == 2 && g.kind == GateKind::Failed)
+        .unwrap();
+    assert_eq!(
+        (g.state, g.choice.as_deref()),
+        (GateState::Decided, Some("retry"))
+    );
+    // A second decision changes nothing.
+    let again = env.run(&["answer", &g.id, "skip"]);
+    assert!(
+        stdout(&again).contains("already decided"),
+        "{}",
+        stdout(&again)
+    );
+    assert_eq!(env.calls_for(2), 2);
+    assert_no_git_left(&env);
+    env.assert_no_processes();
+}
+
+#[test]
+fn a_parallel_steps_failure_is_skipped_by_a_tap_on_the_loop_the_person_started() {
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new().with_git(), &tg.base_url());
+    let mut runner = step_two_fails(&env, Action::done("never"));
+    let id = env
+        .m1()
+        .gates
+        .iter()
+        .find(|g| g.step == 2 && g.is_pending())
+        .map(|g| g.id.clone())
+        .unwrap();
+    assert!(
+        wait_until(DEADLINE, || tg.sent().iter().any(|s| s
+            .buttons()
+            .iter()
+            .any(|b| b.starts_with(&format!("{id} "))))),
+        "no message with buttons for {id}: {:?}",
+        tg.sent()
+    );
+    let sent = tg.sent();
+    let n = sent
+        .iter()
+        .rposition(|s| s.buttons().iter().any(|b| b.starts_with(&format!("{id} "))))
+        .unwrap();
+    let msg = sent[n].clone();
+    assert!(msg.text.contains("b does not build"), "{}", msg.text);
+    let skip = msg
+        .buttons()
+        .into_iter()
+        .find(|b| b.contains(" skip") || b.ends_with("skip"))
+        .or_else(|| msg.buttons().get(1).cloned())
+        .unwrap();
+    let bot = start_real_bot(&env, &tg.base_url());
+    tg.push_tap(CHAT, CHAT, n + 1, &skip);
+    assert!(
+        wait_until(DEADLINE, || env.m1().status == Status::Done),
+        "{}\n{}",
+        env.text(),
+        env.log()
+    );
+    let _ = runner.wait(DEADLINE);
+    let m = env.m1();
+    assert_eq!(m.plan.steps[1].state, StepState::Skipped);
+    assert_eq!(m.gate(&id).unwrap().choice.as_deref(), Some("skip"));
+    assert_eq!(env.calls_for(2), 1);
+    drop(bot);
+    env.assert_no_processes();
+}
+
+#[test]
+fn a_parallel_steps_loop_runs_under_the_retakes_the_loop_the_person_started_allows() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("a").write("a.txt", "a\n"))
+            .step(2, Action::done("b").write("b.txt", "b\n"))
+            .review(Action::changes("make it better")),
+    );
+    env.run_ok(&[
+        "start",
+        "g",
+        "--parallel",
+        "2",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--review",
+        "--plan-only",
+    ]);
+    let text = env
+        .text()
+        .replace("LIMITS:\n", "LIMITS:\n  MAX_RETAKES: 1\n");
+    std::fs::write(env.state().join("M1.md"), text).unwrap();
+    let _ = env.run(&["resume"]);
+    assert!(
+        wait_until(DEADLINE, || env
+            .m1()
+            .gates
+            .iter()
+            .filter(|g| g.kind == GateKind::Review && g.is_pending())
+            .count()
+            == 2),
+        "{}\n{}",
+        env.text(),
+        env.log()
+    );
+    let reviews = env
+        .calls()
+        .iter()
+        .filter(|c| crate::support::is_review(c))
+        .count();
+    assert_eq!(
+        reviews, 4,
+        "each step reviewed twice (MAX_RETAKES 1), not 4 times"
+    );
+    env.assert_no_processes();
+}
+
+#[test]
+fn a_parallel_loop_without_verify_never_says_verify_passed() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("a").write("a.txt", "a\n"))
+            .step(2, Action::done("b").write("b.txt", "b\n")),
+    );
+    assert_eq!(start_parallel(&env, "g", &["a", "b"], "2", &[]), 0);
+    let log = env.log();
+    assert!(log.contains("merge: step 1 merged"), "{log}");
+    assert!(!log.contains("VERIFY passed"), "{log}");
+    let m = env.m1();
+    for n in [1, 2] {
+        assert_ne!(m.result(n).verified, Some(false), "{}", env.text());
+    }
+}
+
+#[test]
+fn a_parallel_steps_status_is_said_in_the_words_of_the_loop_the_person_started() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("a").sleep_ms(1500).write("a.txt", "a\n"))
+            .step(2, Action::done("b").sleep_ms(1500).write("b.txt", "b\n"))
+            .step(3, Action::done("c").sleep_ms(1500).write("c.txt", "c\n")),
+    );
+    env.run_ok(&[
+        "start",
+        "g",
+        "--parallel",
+        "3",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--step",
+        "c",
+        "--plan-only",
+    ]);
+    let mut runner = env.spawn(&["resume"]);
+    assert!(wait_until(DEADLINE, || env.calls_for(3) >= 1));
+    let status = stdout(&env.run_ok(&["status"]));
+    // The step's own loop's private plan (its other steps SKIPPED) is not this loop's.
+    assert!(!status.contains("skipped)"), "{status}");
+    assert!(!status.contains("All 3 steps done"), "{status}");
+    assert!(
+        status.contains("STEP 2 ") && status.contains("RUNNING"),
+        "{status}"
+    );
+    assert!(runner.wait(DEADLINE).success());
+}
+
+#[test]
+fn a_conflict_past_max_retries_waits_on_a_gate_that_says_where_the_work_is() {
+    let env = TestLoop::new().with_git();
+    env.git(&["commit", "-q", "--allow-empty", "-m", "base"]);
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("one").write("a.txt", "one\n"))
+            .step(2, Action::done("two").sleep_ms(500).write("a.txt", "two\n")),
+    );
+    let code = start_parallel(&env, "g", &["one", "two"], "2", &["--max-retries", "1"]);
+    assert_eq!(code, 3, "{}\n{}", env.text(), env.log());
+    let m = env.m1();
+    let g = m
+        .gates
+        .iter()
+        .find(|g| g.kind == GateKind::Merge && g.is_pending())
+        .unwrap_or_else(|| panic!("no MERGE gate\n{}", env.text()));
+    assert_eq!(g.step, 2);
+    let q = g.question.clone().unwrap();
+    let run = &m.parallel.runs[&2];
+    assert!(q.contains(run.branch.as_deref().unwrap()), "{q}");
+    assert!(q.contains(run.worktree.as_deref().unwrap()), "{q}");
+    assert!(q.contains("a.txt"), "{q}");
+    let listed = stdout(&env.run_ok(&["gates"]));
+    assert!(
+        listed.contains("retry:") && listed.contains("skip:"),
+        "{listed}"
+    );
+    // `loop status` says how step 2 stands in this loop's words, not in its own loop's (whose
+    // plan has the other step SKIPPED, and which is DONE).
+    let status = stdout(&env.run_ok(&["status"]));
+    assert!(!status.contains("skipped)"), "{status}");
+    assert!(!status.contains("steps done"), "{status}");
+    assert!(
+        status.contains("STEP 2 ") && status.contains("MERGE"),
+        "{status}"
+    );
+    // Skipped: the loop ends DONE with step 2 skipped, its work kept on its branch.
+    env.run_ok(&["answer", &g.id, "skip"]);
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done, "{}\n{}", env.text(), env.log());
+    assert_eq!(m.plan.steps[1].state, StepState::Skipped);
+    assert_eq!(
+        std::fs::read_to_string(env.path().join("a.txt")).unwrap(),
+        "one\n"
+    );
+    let branches = env.git(&["branch", "--list", "loop/*"]);
+    assert!(
+        branches.contains("-step-2"),
+        "step 2's work is kept: {branches}"
+    );
+    env.assert_logged("kept on branch");
+    env.assert_no_processes();
+}
+
+#[test]
+fn a_runner_killed_right_after_the_last_merge_still_ends_the_loop_with_its_end() {
+    for point in [
+        "parallel-after-cleanup@2",
+        "parallel-before-finish",
+        "parallel-after-finish",
+    ] {
+        let env = TestLoop::new().with_git();
+        env.scenario(
+            &Scenario::new()
+                .step(1, Action::done("a").write("a.txt", "a\n"))
+                .step(2, Action::done("b").sleep_ms(300).write("b.txt", "b\n")),
+        );
+        env.run_ok(&[
+            "start",
+            "g",
+            "--step",
+            "a",
+            "--step",
+            "b",
+            "--parallel",
+            "2",
+            "--plan-only",
+        ]);
+        let mut c = env.cmd(&["resume"]);
+        c.env("LOOP_CRASH_AT", point);
+        let status = c.status().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9),
+            "{point}: no crash there"
+        );
+        let out = env.run(&["resume"]);
+        assert!(
+            out.status.success(),
+            "{point}: {}\n{}",
+            env.text(),
+            env.log()
+        );
+        env.assert_status(Status::Done);
+        // The end: the project has the result, and nothing of the loop's git is left.
+        assert!(
+            env.path().join("a.txt").exists() && env.path().join("b.txt").exists(),
+            "{point}: the project was not fast-forwarded"
+        );
+        assert_no_git_left(&env);
+        let merge = env.state().join("parallel");
+        let left: Vec<_> = walk_named(&merge, "merge");
+        assert!(left.is_empty(), "{point}: merge worktree left: {left:?}");
+        env.assert_each_step_started_once(2, point);
+    }
+}
+
+/// Directories named `name` under `dir`.
+fn walk_named(dir: &std::path::Path, name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n == name) {
+                found.push(p.clone());
+            }
+            found.extend(walk_named(&p, name));
+        }
+    }
+    found
+}
+
+#[test]
+fn a_parallel_record_git_cannot_use_halts_the_loop_saying_which_step_instead_of_exiting_70() {
+    let env = TestLoop::new().with_git();
+    env.scenario(&Scenario::new());
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--parallel",
+        "2",
+        "--plan-only",
+    ]);
+    // A record written by hand whose base is a commit the repository does not have.
+    let text =
+        env.text() + "PARALLEL:\n  STEP_1:\n    BASE: 0123456789abcdef0123456789abcdef01234567\n";
+    std::fs::write(env.state().join("M1.md"), text).unwrap();
+    let out = env.run(&["resume"]);
+    assert_eq!(
+        crate::support::code(&out),
+        3,
+        "{}\n{}",
+        crate::support::stderr(&out),
+        env.log()
+    );
+    let m = env.m1();
+    assert_eq!(m.status, Status::Waiting);
+    let said = format!(
+        "{} {}",
+        m.last_action.unwrap_or_default(),
+        m.next_action.unwrap_or_default()
+    );
+    assert!(said.contains("PARALLEL.STEP_1"), "{said}");
+    env.assert_no_processes();
+}
