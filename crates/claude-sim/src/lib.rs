@@ -152,6 +152,7 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
         return code;
     }
     let action = scenario.select(step, call, env.review);
+    let action = act::limit_refusal(args.codex, &action).unwrap_or(action);
     act::perform(
         &act::Call {
             args: &args,
