@@ -411,6 +411,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     }
     crate::dirs::create_state_dir(&state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
+    keep_out_of_git(&state_dir)?;
     if let Some(old) = make_room(file, req.force)? {
         crate::outln!("archived the previous loop as {}", old.display());
     }
@@ -439,6 +440,29 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
         });
     }
     runner.drive_in_view()
+}
+
+/// Keeps the loop's state directory out of the agent's `git add -A`, whoever made it, and
+/// says what it did, or why it could not.
+fn keep_out_of_git(state_dir: &Path) -> Result<()> {
+    use crate::dirs::GitGuard;
+    match crate::dirs::keep_out_of_git(state_dir)
+        .with_context(|| format!("while keeping {} out of git", state_dir.display()))?
+    {
+        GitGuard::Out => {}
+        GitGuard::Wrote => crate::outln!(
+            "{} was in git's sight: wrote a .gitignore holding `*` there, so the loop's state \
+             stays out of the agent's commits",
+            state_dir.display()
+        ),
+        GitGuard::Shared(why) => crate::errln!(
+            "warning: the loop's files in {} would go into a commit of everything: {why}, so \
+             no .gitignore holding `*` is written there; keep M1.md in a directory of its own \
+             (the default state/), or have git ignore the loop's files",
+            state_dir.display()
+        ),
+    }
+    Ok(())
 }
 
 /// A loop must be at `file` for a command about it.
