@@ -438,10 +438,11 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     }
     crate::dirs::create_state_dir(&state_dir)
         .with_context(|| format!("while creating {}", state_dir.display()))?;
-    keep_out_of_git(&state_dir)?;
     if let Some(old) = make_room(file, req.force)? {
         crate::outln!("archived the previous loop as {}", old.display());
     }
+    // Once nothing can refuse the start any more.
+    keep_out_of_git(&state_dir)?;
     Store::create(file, &text)?;
     // A detached runner's output is its loop's: the last loop's, appended to, read as this
     // one's. (Every runner's decisions stay in loop.log, which `loop logs` reads.)
