@@ -4,6 +4,7 @@
 use std::fs::OpenOptions;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use crate::error::Error;
 
@@ -17,7 +18,8 @@ const GITIGNORE: &str = "# Written by loop: this is a loop's state, not part of 
 
 /// Creates the state directory `dir` (and its parents) if it is missing. When this call is
 /// what created it, it also writes a `.gitignore` holding `*` there; an existing directory,
-/// and an existing `.gitignore`, are left as they are.
+/// and an existing `.gitignore`, are left as they are (see [`keep_out_of_git`] for one this
+/// call did not make).
 ///
 /// # Errors
 /// When the directory or its `.gitignore` cannot be created.
@@ -34,15 +36,90 @@ pub(crate) fn create_state_dir(dir: &Path) -> std::io::Result<()> {
         Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
         Err(e) => return Err(e),
     }
+    write_gitignore(dir).map(|_| ())
+}
+
+/// Writes the state directory's `.gitignore` unless one is there; whether this call wrote it.
+fn write_gitignore(dir: &Path) -> std::io::Result<bool> {
     match OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(crate::layout::Layout::dir(dir).gitignore())
     {
-        Ok(mut f) => f.write_all(GITIGNORE.as_bytes()),
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Ok(mut f) => f.write_all(GITIGNORE.as_bytes()).map(|()| true),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// What [`keep_out_of_git`] found, or did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GitGuard {
+    /// Git will not see the loop's files: the directory has a `.gitignore` (the loop's, or a
+    /// person's, left as it is), git ignores it already, or it is in no git work tree.
+    Out,
+    /// The directory was in git's sight: its `.gitignore` holding `*` was written now.
+    Wrote,
+    /// The directory is the project's own (the work tree's top, or git tracks files in it,
+    /// such as this one): a `*` there would hide the project's new files, so nothing was
+    /// written, and the loop's files there would go into a commit of everything.
+    Shared(String),
+}
+
+/// Keeps the loop's existing state directory `dir` out of git, whoever made it (an older
+/// `loop doctor`, a person, a loop of an older version): a directory in a git work tree that
+/// git does not ignore gets the `.gitignore` holding `*` that [`create_state_dir`] writes into
+/// a directory it makes, unless it is the project's own ([`GitGuard::Shared`]). A `.gitignore`
+/// already there is left as it is. Asks git only when there is none.
+///
+/// # Errors
+/// When the `.gitignore` cannot be written.
+pub(crate) fn keep_out_of_git(dir: &Path) -> std::io::Result<GitGuard> {
+    let ignore = crate::layout::Layout::dir(dir).gitignore();
+    if ignore.symlink_metadata().is_ok() || !dir.is_dir() {
+        return Ok(GitGuard::Out);
+    }
+    let Some(top) = git(dir, &["rev-parse", "--show-toplevel"]).map(PathBuf::from) else {
+        return Ok(GitGuard::Out);
+    };
+    if dir.canonicalize().ok() == top.canonicalize().ok() {
+        return Ok(GitGuard::Shared(
+            "it is the top of the git work tree".to_owned(),
+        ));
+    }
+    if let Some(tracked) = git(dir, &["ls-files", "--", "."]).filter(|t| !t.is_empty()) {
+        let first = tracked.lines().next().unwrap_or_default();
+        return Ok(GitGuard::Shared(format!(
+            "git tracks files in it ({first}, …)"
+        )));
+    }
+    // A line of the project's own `.gitignore` (`state/`) may ignore it already.
+    if git_succeeds(dir, &["check-ignore", "-q", "--", "M1.md"]) {
+        return Ok(GitGuard::Out);
+    }
+    Ok(if write_gitignore(dir)? {
+        GitGuard::Wrote
+    } else {
+        GitGuard::Out
+    })
+}
+
+/// `git ARGS` run in `dir`: its output, trimmed, when it succeeds.
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn git_succeeds(dir: &Path, args: &[&str]) -> bool {
+    git(dir, args).is_some()
 }
 
 /// The per-user state directory: `$XDG_STATE_HOME/m1loop`, else `~/.local/state/m1loop`
@@ -71,13 +148,21 @@ pub(crate) fn user_state_dir() -> crate::error::Result<PathBuf> {
 }
 
 /// Where `fire`, `check`, `kill` and `notify` keep their files: the loop's state directory
-/// `loop_dir` when `--file` (or `LOOP_FILE`) named the loop or that directory exists; else the
-/// per-user directory, so that running them anywhere never leaves a `state/` behind.
+/// `loop_dir` when `--file` (or `LOOP_FILE`) named the loop or that directory holds a loop
+/// (its `M1.md`, `m1_name`) or the tasks of earlier fires; else the per-user directory, so
+/// that running them anywhere never leaves a `state/` behind, nor fills a `state/` that
+/// holds no loop (a project's own directory of that name, an empty one an older `loop
+/// doctor` made).
 ///
 /// # Errors
 /// As [`user_state_dir`].
-pub(crate) fn bridge_state_dir(loop_dir: &Path, file_given: bool) -> crate::error::Result<PathBuf> {
-    if file_given || loop_dir.is_dir() {
+pub(crate) fn bridge_state_dir(
+    loop_dir: &Path,
+    m1_name: &std::ffi::OsStr,
+    file_given: bool,
+) -> crate::error::Result<PathBuf> {
+    let layout = crate::layout::Layout::dir(loop_dir);
+    if file_given || loop_dir.join(m1_name).is_file() || layout.tasks().is_dir() {
         Ok(loop_dir.to_path_buf())
     } else {
         user_state_dir()
@@ -107,5 +192,46 @@ mod tests {
             std::fs::read_to_string(dir.join(".gitignore")).unwrap(),
             "keep\n"
         );
+    }
+
+    /// A state directory made before the loop (an older `loop doctor` left one) is kept out
+    /// of git, unless it is the project's own; one git ignores already, or that is in no work
+    /// tree, is left as it is.
+    #[test]
+    fn a_state_dir_made_by_something_else_is_kept_out_of_git_unless_it_is_the_projects_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        assert_eq!(keep_out_of_git(&outside).unwrap(), GitGuard::Out);
+        assert!(!outside.join(".gitignore").exists());
+
+        let project = tmp.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        let init = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&project)
+            .status()
+            .unwrap();
+        assert!(init.success());
+        let state = project.join("state");
+        std::fs::create_dir(&state).unwrap();
+        assert_eq!(keep_out_of_git(&state).unwrap(), GitGuard::Wrote);
+        assert_eq!(
+            std::fs::read_to_string(state.join(".gitignore")).unwrap(),
+            GITIGNORE
+        );
+        assert_eq!(keep_out_of_git(&state).unwrap(), GitGuard::Out);
+
+        assert!(matches!(
+            keep_out_of_git(&project).unwrap(),
+            GitGuard::Shared(why) if why.contains("top of the git work tree")
+        ));
+        assert!(!project.join(".gitignore").exists());
+
+        let ignored = project.join("kept");
+        std::fs::create_dir(&ignored).unwrap();
+        std::fs::write(project.join(".gitignore"), "kept/\n").unwrap();
+        assert_eq!(keep_out_of_git(&ignored).unwrap(), GitGuard::Out);
+        assert!(!ignored.join(".gitignore").exists());
     }
 }

@@ -90,9 +90,12 @@ pub(crate) fn read(path: &Path, limit: u64) -> Result<(Vec<u8>, Metadata), ReadE
     Ok((bytes, meta))
 }
 
-fn accept(meta: &Metadata, limit: u64) -> Result<(), ReadError> {
+/// What `meta` describes when it is not a regular file (`a directory`, `a FIFO (named
+/// pipe)`, …); `None` for a regular file.
+#[must_use]
+pub(crate) fn not_regular(meta: &Metadata) -> Option<&'static str> {
     let t = meta.file_type();
-    let kind = if t.is_file() {
+    if t.is_file() {
         None
     } else if t.is_dir() {
         Some("a directory")
@@ -106,8 +109,11 @@ fn accept(meta: &Metadata, limit: u64) -> Result<(), ReadError> {
         Some("a socket")
     } else {
         Some("something else")
-    };
-    if let Some(kind) = kind {
+    }
+}
+
+fn accept(meta: &Metadata, limit: u64) -> Result<(), ReadError> {
+    if let Some(kind) = not_regular(meta) {
         return Err(ReadError::Refused(Refused::NotRegular(kind)));
     }
     if meta.len() > limit {

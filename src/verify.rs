@@ -68,7 +68,10 @@ pub(crate) fn run(
         cwd: Some(cwd.to_path_buf()),
         env: env.to_vec(),
         ..FireRequest::default()
-    };
+    }
+    // The project's command, which the agent may have written, and whose output's tail
+    // the agent reads: no more the loop's credentials than the agent's own runs.
+    .without_loop_credentials();
     bridge::fire_with_id(state_dir, &id, &req)
         .map_err(|e| e.context(format!("while starting VERIFY `{command}`")))?;
     link_log(state_dir, step_task, &id);

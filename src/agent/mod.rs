@@ -10,6 +10,7 @@
 mod backend;
 mod claude;
 mod codex;
+mod reset_minute;
 mod verdict;
 
 pub(crate) use backend::{Backend, Follow};

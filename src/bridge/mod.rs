@@ -98,6 +98,25 @@ pub(crate) struct FireRequest {
     pub on_exit_unless_held: Option<PathBuf>,
 }
 
+impl FireRequest {
+    /// The same request without the loop's own credentials ([`crate::notifier::CREDENTIALS`])
+    /// in the command's environment, whatever the runner's holds or `env` says: for every run
+    /// of the agent (planning, attempts, reviews) and for VERIFY, whose output's tail goes
+    /// into the agent's next prompt. The supervisor keeps them, for the runner its end may
+    /// bring back.
+    #[must_use]
+    pub(crate) fn without_loop_credentials(mut self) -> Self {
+        let secret = |k: &str| crate::notifier::CREDENTIALS.contains(&k);
+        self.env.retain(|(k, _)| !secret(k));
+        for k in crate::notifier::CREDENTIALS {
+            if !self.env_remove.iter().any(|r| r == k) {
+                self.env_remove.push(k.to_owned());
+            }
+        }
+        self
+    }
+}
+
 /// A new task id, `task_<UTC yyyymmddThhmmss>_<6 hex>`: sorts by creation time, safe in paths.
 #[must_use]
 pub(crate) fn new_task_id() -> String {
@@ -154,5 +173,31 @@ mod tests {
         validate_task_id(&"a".repeat(crate::layout::MAX_ID_LEN + 1)).unwrap_err();
         validate_task_id("task_20260217T053000_a1b2c3").unwrap();
         validate_task_id("step-2.retry_1").unwrap();
+    }
+
+    /// Not even a variable set on purpose gives the agent the loop's credentials.
+    #[test]
+    fn a_run_without_the_loops_credentials_has_them_removed_and_never_set() {
+        let req = FireRequest {
+            env: vec![
+                ("TELEGRAM_BOT_TOKEN".into(), "123:abc".into()),
+                ("LOOP_STEP".into(), "2".into()),
+            ],
+            env_remove: vec!["CLAUDECODE".into(), "TELEGRAM_CHAT_ID".into()],
+            ..FireRequest::default()
+        }
+        .without_loop_credentials();
+        assert_eq!(req.env, [("LOOP_STEP".to_owned(), "2".to_owned())]);
+        let mut removed = req.env_remove.clone();
+        removed.sort();
+        assert_eq!(
+            removed,
+            [
+                "CLAUDECODE",
+                "TELEGRAM_API_BASE",
+                "TELEGRAM_BOT_TOKEN",
+                "TELEGRAM_CHAT_ID"
+            ]
+        );
     }
 }

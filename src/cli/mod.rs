@@ -645,6 +645,9 @@ fn fire(state_dir: &std::path::Path, args: FireArgs) -> crate::error::Result<Sta
         on_exit: Vec::new(),
         on_exit_unless_held: None,
     };
+    // A loop's state directory made by something else is kept out of git here too; a fire
+    // goes on whatever that finds.
+    let _ = crate::dirs::keep_out_of_git(state_dir);
     let id = crate::bridge::fire(state_dir, &req)?;
     crate::outln!("{id}");
     Ok(Status::Ok)
@@ -716,7 +719,8 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
         .state_dir()
         .to_path_buf();
     // Files of the exec bridge and notify: never a new `state/` wherever they are run.
-    let bridge_state = || crate::dirs::bridge_state_dir(&state, cli.file_given);
+    let m1_name = cli.file.file_name().unwrap_or_default().to_owned();
+    let bridge_state = || crate::dirs::bridge_state_dir(&state, &m1_name, cli.file_given);
     match cli.command {
         Command::Start(a) => start(&cli.file, cli.found_above, a),
         Command::Resume {

@@ -232,9 +232,11 @@ pub(super) fn cut_off(a: &Attempt<'_>) -> Option<Judgement> {
 pub(crate) enum Interruption {
     /// A transient error: wait `delay`, then run again.
     Backoff { delay: Duration, reason: String },
-    /// The usage limit: wait until it resets, then carry on.
+    /// The usage limit: wait until it resets, then carry on. `guess`: how `until` was
+    /// guessed from words that did not fix it, said beside the wait.
     UsageWait {
         until: DateTime<Utc>,
+        guess: Option<String>,
         reason: String,
     },
     /// The runner cannot go on without a human.
@@ -281,20 +283,34 @@ fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
 
 /// A usage limit: wait until it resets, or, when it resets later than
 /// `LIMITS.FALLBACK_AFTER` and `AGENT.FALLBACK` is another backend, go on there.
-fn usage_limit(a: &Attempt<'_>, resets_at: Option<DateTime<Utc>>, message: &str) -> Judgement {
+fn usage_limit(
+    a: &Attempt<'_>,
+    resets_at: Option<DateTime<Utc>>,
+    guess: Option<String>,
+    message: &str,
+) -> Judgement {
     let unknown = chrono::Duration::from_std(UNKNOWN_RESET_WAIT).unwrap_or_default();
-    let until = resets_at
-        .filter(|t| *t > a.now)
-        .unwrap_or_else(|| a.now + unknown);
+    let (until, guess) = match resets_at.filter(|t| *t > a.now) {
+        Some(t) => (t, guess),
+        None => (a.now + unknown, None),
+    };
     let reason = one_line(message, 200);
     if let Some((to, after)) = a.caps.fallback
         && to != a.backend
         && a.step > 0
         && until - a.now > chrono::Duration::from_std(after).unwrap_or_default()
     {
+        let reason = match guess {
+            Some(g) => format!("{reason}; {g}"),
+            None => reason,
+        };
         return Judgement::Fallback { to, until, reason };
     }
-    Judgement::Interrupted(Interruption::UsageWait { until, reason })
+    Judgement::Interrupted(Interruption::UsageWait {
+        until,
+        guess,
+        reason,
+    })
 }
 
 /// A failure of a class that is not the work's fault: wait it out, or hand it to a human.
@@ -320,7 +336,11 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
                 })
             }
         }
-        Class::UsageLimit { resets_at, message } => usage_limit(a, resets_at, &message),
+        Class::UsageLimit {
+            resets_at,
+            guess,
+            message,
+        } => usage_limit(a, resets_at, guess, &message),
         Class::Auth(msg) => halt(
             format!("authentication failed: {}", one_line(&msg, 200)),
             &format!(

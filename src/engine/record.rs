@@ -560,23 +560,41 @@ pub(super) fn interrupted(
                 format!("backoff {}s: {who}: {reason}", delay.as_secs()),
             )
         }
-        Interruption::UsageWait { until, reason } => {
+        Interruption::UsageWait {
+            until,
+            guess,
+            reason,
+        } => {
             let mut edits = wait_edits(s, *until, reason, transients);
+            let (next, said) = match guess {
+                None => (
+                    format!(
+                        "Wait until the limit resets at {}, then carry on by itself",
+                        stamp(*until)
+                    ),
+                    reason.clone(),
+                ),
+                Some(g) => (
+                    format!(
+                        "Wait until {} ({g}), then carry on by itself; if the limit resets \
+                         sooner, `loop stop` then `loop resume` tries at once",
+                        stamp(*until)
+                    ),
+                    format!("{reason}; {g}"),
+                ),
+            };
             edits.extend(actions(
                 &format!("{who} hit the usage limit: {reason}"),
-                &format!(
-                    "Wait until the limit resets at {}, then carry on by itself",
-                    stamp(*until)
-                ),
+                &next,
             ));
-            Transition::now(
-                edits,
-                format!("usage limit: {who} waits until {}", stamp(*until)),
-            )
-            .then(Effect::UsageWait {
+            let log = match guess {
+                None => format!("usage limit: {who} waits until {}", stamp(*until)),
+                Some(g) => format!("usage limit: {who} waits until {} ({g})", stamp(*until)),
+            };
+            Transition::now(edits, log).then(Effect::UsageWait {
                 step: s,
                 until: *until,
-                reason: reason.clone(),
+                reason: said,
             })
         }
         Interruption::Halt { reason, how } => {

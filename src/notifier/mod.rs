@@ -19,6 +19,7 @@ pub(crate) mod telegram;
 use std::path::Path;
 
 pub(crate) use redact::redact;
+pub(crate) use telegram::CREDENTIALS;
 
 pub use delivery::FlushReport;
 pub use render::render;

@@ -15,6 +15,15 @@ use super::redact::redact_with;
 /// The public Bot API.
 pub(crate) const DEFAULT_API_BASE: &str = "https://api.telegram.org";
 
+/// The variables the loop reads for its own messages: the bot's token, its chat, and where
+/// its Bot API is. They are the loop's, never the agent's: no run the loop starts for the
+/// agent gets them (see [`crate::bridge::FireRequest::without_loop_credentials`]).
+pub(crate) const CREDENTIALS: [&str; 3] = [
+    "TELEGRAM_BOT_TOKEN",
+    "TELEGRAM_CHAT_ID",
+    "TELEGRAM_API_BASE",
+];
+
 /// Attempts per message in one process before leaving it in the outbox for the next command.
 const TRIES: u32 = 3;
 /// At most this much waiting for 429 `retry_after`s per message, so a runner is not held up.

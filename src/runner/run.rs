@@ -157,7 +157,10 @@ impl Runner {
             // Should this runner die while the run goes on, its end brings the runner back.
             on_exit: Self::revive_command(&file, task_id),
             on_exit_unless_held: Some(super::lock::path_for(&file)),
-        };
+        }
+        // Every agent run (planning, attempt, review) starts here: the agent needs none of
+        // the loop's own credentials.
+        .without_loop_credentials();
         if run.kind == RunKind::Review {
             self.note_tree_before_review(task_id)?;
         }

@@ -95,6 +95,32 @@ fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::remove_file(from)
 }
 
+/// Refuses a `--file` that names something other than a regular file (a symlink to one is
+/// one): a directory, a FIFO, a device. What is there is no loop to archive: `--force`
+/// renamed a directory, everything in it, to `DIR.<time>.md/` and wrote the new M1.md in its
+/// place. Nothing of it is moved or replaced, whatever the flags.
+fn refuse_if_not_a_file(file: &Path) -> Result<()> {
+    let Some(kind) = std::fs::metadata(file)
+        .ok()
+        .and_then(|m| crate::named_file::not_regular(&m))
+    else {
+        return Ok(());
+    };
+    let hint = if kind == "a directory" {
+        format!(
+            "name the file to write in it instead (`--file {}`)",
+            file.join("M1.md").display()
+        )
+    } else {
+        "name a regular file, or a path where none is yet".to_owned()
+    };
+    Err(Error::bad_input(format!(
+        "{} is not a regular file but {kind}, so no M1.md can be written there, and it is left \
+         as it is; {hint}",
+        file.display()
+    )))
+}
+
 /// Checks what a new loop would replace; archives it when allowed.
 fn make_room(file: &Path, force: bool) -> Result<Option<PathBuf>> {
     if !file.exists() {
@@ -366,6 +392,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     }
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     refuse_if_stopped(&state_dir)?;
+    refuse_if_not_a_file(file)?;
     if req.goal.trim().is_empty() {
         return Err(Error::bad_input(
             "the goal is empty; say what the loop should achieve",
@@ -414,6 +441,8 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     if let Some(old) = make_room(file, req.force)? {
         crate::outln!("archived the previous loop as {}", old.display());
     }
+    // Once nothing can refuse the start any more.
+    keep_out_of_git(&state_dir)?;
     Store::create(file, &text)?;
     // A detached runner's output is its loop's: the last loop's, appended to, read as this
     // one's. (Every runner's decisions stay in loop.log, which `loop logs` reads.)
@@ -439,6 +468,29 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
         });
     }
     runner.drive_in_view()
+}
+
+/// Keeps the loop's state directory out of the agent's `git add -A`, whoever made it, and
+/// says what it did, or why it could not.
+fn keep_out_of_git(state_dir: &Path) -> Result<()> {
+    use crate::dirs::GitGuard;
+    match crate::dirs::keep_out_of_git(state_dir)
+        .with_context(|| format!("while keeping {} out of git", state_dir.display()))?
+    {
+        GitGuard::Out => {}
+        GitGuard::Wrote => crate::outln!(
+            "{} was in git's sight: wrote a .gitignore holding `*` there, so the loop's state \
+             stays out of the agent's commits",
+            state_dir.display()
+        ),
+        GitGuard::Shared(why) => crate::errln!(
+            "warning: the loop's files in {} would go into a commit of everything: {why}, so \
+             no .gitignore holding `*` is written there; keep M1.md in a directory of its own \
+             (the default state/), or have git ignore the loop's files",
+            state_dir.display()
+        ),
+    }
+    Ok(())
 }
 
 /// A loop must be at `file` for a command about it.

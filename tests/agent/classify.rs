@@ -109,6 +109,7 @@ fn the_older_usage_limit_text_carries_its_epoch() {
         classify(&exited(1), "", &s, now()),
         Class::UsageLimit {
             resets_at: Some(Utc.timestamp_opt(1_767_240_000, 0).unwrap()),
+            guess: None,
             message: "Claude AI usage limit reached|1767240000".into(),
         }
     );

@@ -414,15 +414,16 @@ fn usage_limit_reset_comes_from_the_rate_limit_event() {
 
 #[test]
 fn usage_limit_reset_falls_back_to_the_text() {
-    // The same capture without its rate_limit_event: only "resets 5:06am (UTC)" is left.
+    // The same capture without its rate_limit_event: only "resets 5:06am (UTC)" is left, the
+    // reset (05:06:49) cut down to its minute, which is read as its end.
     let (mut s, stderr) = load("usage-limit-429-five-hour-2.1.197");
     s.rate_limit = None;
-    let want = Utc.with_ymd_and_hms(2026, 11, 22, 5, 6, 0).unwrap();
+    let want = Utc.with_ymd_and_hms(2026, 11, 22, 5, 7, 0).unwrap();
     match classify(&exited(1), &stderr, &s, now()) {
         Class::UsageLimit { resets_at, .. } => assert_eq!(resets_at, Some(want)),
         other => panic!("{other:?}"),
     }
-    // Seen after 5:06 the same text means the next day.
+    // Seen well after 5:06 the same text means the next day.
     let later = Utc.with_ymd_and_hms(2026, 11, 22, 6, 0, 0).unwrap();
     match classify(&exited(1), &stderr, &s, later) {
         Class::UsageLimit { resets_at, .. } => {

@@ -328,9 +328,20 @@ fn fire_and_notify_outside_a_loop_leave_no_state_directory_behind() {
 
 #[test]
 fn fire_inside_a_loops_directory_keeps_its_tasks_there() {
-    let w = TestLoop::new().without_state();
-    fs::create_dir(w.state()).unwrap();
+    let w = TestLoop::new();
+    fs::write(&w.file, crate::support::SEED).unwrap();
     let id = ok_outside_a_loop(&w, &["fire", "--", "true"]);
     assert!(w.task_file(&id, "spec.json").parent().unwrap().is_dir());
     assert!(!w.xdg().exists());
+}
+
+/// An empty `state/` (as an older `loop doctor` left, or a project's own directory of that
+/// name) holds no loop: `loop fire` wrote its tasks there instead of the per-user directory.
+#[test]
+fn fire_beside_a_state_directory_that_holds_no_loop_keeps_its_tasks_in_the_per_user_directory() {
+    let w = TestLoop::new();
+    assert!(w.state().is_dir());
+    let id = ok_outside_a_loop(&w, &["fire", "--", "true"]);
+    assert!(w.xdg().join("m1loop").join("tasks").join(&id).is_dir());
+    assert!(!w.state().join("tasks").exists(), "tasks went into state/");
 }

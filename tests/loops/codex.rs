@@ -177,17 +177,143 @@ fn a_codex_usage_limit_waits_until_the_reset_it_names() {
         &Scenario::new().step(1, [Action::error(&codex_limit(reset)), Action::done("ok")]),
     );
     let mut runner = env.spawn(&["start", "g", "--backend", "codex", "--step", "one"]);
-    let waiting = wait_until(crate::support::PATIENCE, || {
-        std::fs::read_to_string(env.state().join("M1.md")).is_ok_and(|t| t.contains("WAIT_UNTIL:"))
-    });
-    assert!(waiting, "{}", env.text());
+    assert!(
+        wait_until(crate::support::PATIENCE, || waits(&env)),
+        "{}",
+        env.text()
+    );
     let m = env.m1();
-    assert_eq!(m.current.wait_until, Some(reset), "{}", env.text());
+    // The minute named, cut down from the moment itself, is over at its end.
+    assert_eq!(
+        m.current.wait_until,
+        Some(end_of_minute(reset)),
+        "{}",
+        env.text()
+    );
     assert_eq!(m.agent.fallback, None);
     env.run_ok(&["stop"]);
     runner.wait(crate::support::PATIENCE);
     assert_eq!(env.calls_for(1), 1, "it waits; it does not run again");
     env.assert_logged("usage limit");
+}
+
+/// Waits until at least `room` seconds of the current minute are left, so that what the test
+/// does next happens within one minute of the clock.
+fn room_in_the_minute(room: u32) {
+    assert!(wait_until(std::time::Duration::from_secs(61), || {
+        60 - Utc::now().second() >= room
+    }));
+}
+
+/// The end of the minute `t` is in: when a limit Codex names by that minute has reset.
+fn end_of_minute(t: chrono::DateTime<Utc>) -> chrono::DateTime<Utc> {
+    t.with_second(0).and_then(|t| t.with_nanosecond(0)).unwrap() + chrono::Duration::minutes(1)
+}
+
+/// Whether M1.md holds a wait (as a runner writes it while it waits).
+fn waits(env: &TestLoop) -> bool {
+    std::fs::read_to_string(env.state().join("M1.md")).is_ok_and(|t| t.contains("WAIT_UNTIL:"))
+}
+
+/// Codex prints the reset cut down to its minute (21:43:48 is `9:43 PM`): a limit that resets
+/// within the minute of the refusal was read as tomorrow's, and a wake at the printed minute,
+/// before the real reset, met a second refusal of that minute, by then past, read as
+/// tomorrow's too. The simulated agent refuses every call before the reset, as the service
+/// does.
+#[test]
+fn a_codex_limit_that_resets_within_the_printed_minute_is_waited_for_not_read_as_tomorrow() {
+    let env = codex_loop().env("TZ", "UTC");
+    room_in_the_minute(12);
+    let reset = Utc::now().timestamp() + 4;
+    let minute_end = end_of_minute(chrono::DateTime::from_timestamp(reset, 0).unwrap());
+    env.scenario(&Scenario::new().step(1, Action::done("ok").limited_until(reset)));
+    let mut runner = env.spawn(&["start", "g", "--backend", "codex", "--step", "one"]);
+    assert!(
+        wait_until(crate::support::PATIENCE, || waits(&env)),
+        "{}",
+        env.text()
+    );
+    let m = env.m1();
+    assert_eq!(m.current.wait_until, Some(minute_end), "{}", env.text());
+    // The wake at the minute's end comes after the reset: the step runs, no second refusal.
+    let ended = runner.wait(std::time::Duration::from_secs(90));
+    assert!(ended.success(), "{}", env.text());
+    env.assert_status(Status::Done);
+    assert_eq!(env.calls_for(1), 2, "one refusal, then the work");
+}
+
+/// A wake before the reset (here a person's `loop resume` right after a `loop stop`) meets a
+/// second refusal of the same minute: the loop waits for that minute's end again, not a day.
+#[test]
+fn a_second_refusal_at_a_wake_before_the_reset_waits_for_the_minutes_end_not_a_day() {
+    let env = codex_loop().env("TZ", "UTC");
+    room_in_the_minute(25);
+    let reset = Utc::now().timestamp() + 15;
+    let minute_end = end_of_minute(chrono::DateTime::from_timestamp(reset, 0).unwrap());
+    env.scenario(&Scenario::new().step(1, Action::done("ok").limited_until(reset)));
+    let mut runner = env.spawn(&["start", "g", "--backend", "codex", "--step", "one"]);
+    assert!(
+        wait_until(crate::support::PATIENCE, || waits(&env)),
+        "{}",
+        env.text()
+    );
+    env.run_ok(&["stop"]);
+    runner.wait(crate::support::PATIENCE);
+    let mut resumed = env.spawn(&["resume"]);
+    let refused_twice = || env.log().matches("usage limit: Step 1 waits until").count() == 2;
+    assert!(
+        wait_until(crate::support::PATIENCE, refused_twice),
+        "{}",
+        env.log()
+    );
+    assert_eq!(env.calls_for(1), 2, "the wake before the reset was refused");
+    assert!(
+        Utc::now().timestamp() < reset,
+        "the second call came before the reset"
+    );
+    assert_eq!(
+        env.m1().current.wait_until,
+        Some(minute_end),
+        "{}",
+        env.text()
+    );
+    env.run_ok(&["stop"]);
+    resumed.wait(crate::support::PATIENCE);
+}
+
+/// Codex names a reset by the time alone when it falls on the same day; a bare time long past
+/// can only be guessed at (the next day's, here). A day's wait from such a guess is said where
+/// a person looks first: `NEXT_ACTION`.
+#[test]
+fn a_day_long_wait_read_from_a_bare_time_is_said_in_next_action() {
+    let env = codex_loop().env("TZ", "UTC");
+    room_in_the_minute(10);
+    let named = Utc::now() - chrono::Duration::hours(3);
+    env.scenario(
+        &Scenario::new().step(1, [Action::error(&codex_limit(named)), Action::done("ok")]),
+    );
+    let mut runner = env.spawn(&["start", "g", "--backend", "codex", "--step", "one"]);
+    assert!(
+        wait_until(crate::support::PATIENCE, || waits(&env)),
+        "{}",
+        env.text()
+    );
+    let m = env.m1();
+    let until = m.current.wait_until.expect("a wait");
+    assert_eq!(until, end_of_minute(named) + chrono::Duration::days(1));
+    let next = m.next_action.unwrap_or_default();
+    let (pm, hour) = named.hour12();
+    let shown = format!(
+        "{hour}:{:02} {}",
+        named.minute(),
+        if pm { "PM" } else { "AM" }
+    );
+    assert!(
+        next.contains(&shown) && next.contains("without a day"),
+        "NEXT_ACTION says the wait is a guess from `{shown}`: {next}"
+    );
+    env.run_ok(&["stop"]);
+    runner.wait(crate::support::PATIENCE);
 }
 
 #[test]

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::support::bot::with_telegram;
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{TestLoop, code, stdout, write_executable};
+use crate::support::{TestLoop, code, run, stdout, write_executable};
 
 /// A `claude` that knows neither `--permission-prompt-tool` nor the mode `default` (only its
 /// newer name, `manual`), and refuses the flag as Commander does.
@@ -122,4 +122,25 @@ fn doctor_asks_telegram_who_the_bot_is_and_sends_nothing() {
     );
     assert_eq!(tg.count("getMe"), 1);
     assert_eq!(tg.count("sendMessage"), 0, "nothing sent");
+}
+
+/// `loop doctor` before the first loop (as the README advises) made an empty `state/` without
+/// its `.gitignore`: the loop then kept it as it was, and the agent's `git add -A` committed
+/// the loop's state. Doctor looks; it creates nothing in the project.
+#[test]
+fn doctor_in_a_fresh_git_project_creates_nothing_there() {
+    let env = with_stub().without_state().with_git();
+    let out = run(env.cmd(&["doctor"]).env_remove("LOOP_FILE"));
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.contains("state directory"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.starts_with("ok"), "{line}");
+    assert!(
+        !env.state().exists(),
+        "doctor made {}",
+        env.state().display()
+    );
+    assert_eq!(env.git(&["status", "--porcelain"]), "", "{text}");
 }

@@ -378,3 +378,32 @@ fn start_refuses_to_replace_a_live_loop_without_force_and_archives_with_it() {
         .collect();
     assert_eq!(archived.len(), 1);
 }
+
+/// A step's agent inherited `TELEGRAM_BOT_TOKEN` (a step ran `env` and found it). No agent
+/// run (planning, attempt, review) gets the loop's own Telegram settings, nor VERIFY, whose
+/// output's tail goes into the agent's next prompt; the loop itself still notifies.
+#[test]
+fn no_agent_run_nor_verify_sees_the_loops_telegram_credentials() {
+    let tg = crate::support::telegram_fake::FakeTelegram::start();
+    let env = crate::support::bot::with_telegram(TestLoop::new(), &tg.base_url());
+    env.scenario(&Scenario::new().plan(Action::plan(["one", "two"])));
+    let verify = "env | grep '^TELEGRAM_' && exit 1; exit 0";
+    env.run_ok(&["start", "g", "--review", "--verify", verify]);
+    env.assert_status(Status::Done);
+    let calls = env.calls();
+    assert!(
+        calls.iter().any(|c| c["step"] == json!(0)),
+        "a planning call"
+    );
+    assert!(calls.iter().any(|c| c["review"] == json!(true)), "a review");
+    for c in &calls {
+        let names = c["env_names"].as_array().expect("the call's variables");
+        assert!(names.iter().any(|n| n == "LOOP_FILE"), "{names:?}");
+        let seen: Vec<_> = names
+            .iter()
+            .filter(|n| n.as_str().is_some_and(|n| n.starts_with("TELEGRAM_")))
+            .collect();
+        assert!(seen.is_empty(), "{} saw {seen:?}", c["task_id"]);
+    }
+    assert!(!tg.sent().is_empty(), "the loop itself still notifies");
+}

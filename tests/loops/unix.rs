@@ -125,6 +125,49 @@ fn the_state_directory_stays_out_of_the_agents_commits() {
     assert_eq!(tracked.trim(), "out.txt", "{tracked}");
 }
 
+/// A `state/` made by something else (an older `loop doctor`, a person) had no `.gitignore`,
+/// and `loop start` kept it as it was: `git status` showed `?? state/`, and the agent's
+/// `git add -A` committed the loop's state. The loop's state directory is kept out of git
+/// whoever made it.
+#[test]
+fn a_state_directory_made_before_the_loop_is_kept_out_of_the_agents_commits() {
+    let env = TestLoop::new().with_git();
+    assert!(env.state().is_dir() && !env.state().join(".gitignore").exists());
+    env.scenario(&Scenario::new().otherwise(Action::done("made it").write("out.txt", "made\n")));
+    let sweep = "git add -A && git -c user.name=t -c user.email=t@example.invalid commit -qm step";
+    env.run_ok(&["start", "g", "--step", "make it", "--verify", sweep]);
+    assert_eq!(env.git(&["ls-files"]).trim(), "out.txt");
+    assert_eq!(env.git(&["status", "--porcelain"]), "");
+}
+
+/// A directory git tracks files in is the project's, not the loop's alone: a `.gitignore`
+/// holding `*` there would hide the project's new files, so none is written, and `loop start`
+/// says the loop's files there would be committed.
+#[test]
+fn a_state_directory_holding_tracked_files_is_not_hidden_from_git_and_start_says_so() {
+    let env = TestLoop::new().with_git();
+    let docs = env.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    std::fs::write(docs.join("guide.md"), "guide\n").unwrap();
+    env.git(&["add", "docs/guide.md"]);
+    env.scenario(&steady(20));
+    let file = docs.join("M1.md");
+    let out = env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--file",
+        file.to_str().unwrap(),
+    ]);
+    assert!(!docs.join(".gitignore").exists());
+    let said = stderr(&out);
+    assert!(
+        said.contains("git tracks files in") && said.contains("docs"),
+        "{said}"
+    );
+}
+
 #[test]
 fn an_existing_gitignore_in_the_state_directory_is_left_as_it_is() {
     let env = TestLoop::new();

@@ -80,6 +80,40 @@ fn a_directory_as_file_is_refused_with_what_it_is() {
     refused_by_every_reader(&dir, "not a regular file but a directory");
 }
 
+/// `loop start --file DIR` was refused with the advice to use `--force`; with it, the
+/// directory and everything in it became `DIR.<time>.md/`, and the new M1.md a file named
+/// `DIR`. A directory is never archived or replaced, and the refusal does not suggest
+/// `--force`.
+#[test]
+fn start_on_a_directory_never_moves_it_and_does_not_suggest_force() {
+    let d = Temp::new();
+    let dir = d.join("sub");
+    std::fs::create_dir_all(dir.join("inner")).unwrap();
+    std::fs::write(dir.join("inner").join("work.txt"), "mine\n").unwrap();
+    for force in [false, true] {
+        let mut args = vec!["start", "x", "--step", "a"];
+        if force {
+            args.push("--force");
+        }
+        let out = run_within(bounded(&args, &dir), PROMPTLY);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{args:?}: {err}");
+        assert!(err.contains("not a regular file but a directory"), "{err}");
+        assert!(!err.contains("--force"), "{args:?}: {err}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("inner").join("work.txt")).unwrap(),
+            "mine\n",
+            "{args:?}"
+        );
+        let beside: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("sub"))
+            .collect();
+        assert_eq!(beside, ["sub"], "{args:?}: nothing archived beside it");
+    }
+}
+
 /// A file of any size was read whole. Fixed in 33478a2: at most 4 MiB is read.
 #[test]
 fn an_m1_md_over_4_mib_is_refused_and_left_as_it_is() {

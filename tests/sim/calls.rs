@@ -269,6 +269,7 @@ fn limits_denials_and_missing_results_are_emitted_as_the_cli_does() {
         class_of(&out),
         Class::UsageLimit {
             resets_at: Some(Utc.timestamp_opt(1_795_324_010, 0).unwrap()),
+            guess: None,
             message: "You've hit your session limit · resets 5:06am (UTC) (API status 429)".into(),
         }
     );

@@ -212,12 +212,14 @@ impl Temp {
         self.join("calls.jsonl")
     }
 
-    /// Every agent call, as the simulated agent logged it when it started.
+    /// Every agent call, as the simulated agent logged it when it started. A line is taken once
+    /// its newline is there: a call starting now may be halfway through writing its own (one
+    /// `write` with `O_APPEND`, but a reader can see its first page before the rest).
     pub fn calls(&self) -> Vec<Value> {
         std::fs::read_to_string(self.sim_log())
             .unwrap_or_default()
-            .lines()
-            .filter(|l| !l.trim().is_empty())
+            .split_inclusive('\n')
+            .filter(|l| l.ends_with('\n') && !l.trim().is_empty())
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }

@@ -438,6 +438,20 @@ fn codex_work(run: &Run<'_>) -> Option<i32> {
     run.work().err()
 }
 
+/// What a call answers instead of `action` while the usage limit is spent (its
+/// `limited_until`), in the CLI's dialect; `None` without a limit, or once it has reset.
+pub(crate) fn limit_refusal(codex: bool, action: &Action) -> Option<Action> {
+    let until = action.limited_until?;
+    if chrono::Utc::now().timestamp_millis() >= until.saturating_mul(1000) {
+        return None;
+    }
+    Some(if codex {
+        Action::error(&codex::usage_limit(until))
+    } else {
+        Action::api_error(429, &emit::usage_limit(until)).rate_limit("rejected", until)
+    })
+}
+
 /// The thread's usage so far, this call's included (Codex reports the thread's total).
 fn thread_tokens(state_dir: Option<&Path>, id: &str) -> (u64, u64) {
     const CALL: (u64, u64) = (1000, 50);

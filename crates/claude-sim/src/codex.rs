@@ -149,6 +149,21 @@ pub(crate) fn failed(message: &str) -> [Value; 2] {
     ]
 }
 
+/// The refusal of a call while the usage limit is spent until `until` (Unix seconds), in
+/// 0.169.0's words: the reset as a wall-clock minute of the machine's zone, cut down, without
+/// a day (the real CLI names the day only for a reset a day or more away).
+#[must_use]
+pub(crate) fn usage_limit(until: i64) -> String {
+    let at = chrono::DateTime::from_timestamp(until, 0)
+        .unwrap_or_default()
+        .with_timezone(&chrono::Local);
+    format!(
+        "You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit \
+         https://chatgpt.com/settings/usage to purchase more credits or try again at {}.",
+        at.format("%-I:%M %p")
+    )
+}
+
 /// The refusal of `exec resume` of a thread with no rollout (0.169.0's words).
 #[must_use]
 pub(crate) fn no_rollout(id: &str) -> String {
@@ -188,5 +203,23 @@ mod tests {
         // Resumed without a sandbox: reading only.
         let (a, _) = parse(&argv(&["--json", "resume", "t-1", "-"]));
         assert!(!may_write(&a));
+    }
+
+    /// Both CLIs name the reset by its minute, cut down: 05:06:50 is 5:06.
+    #[test]
+    fn a_spent_limit_names_its_reset_by_the_minute_cut_down() {
+        let words = usage_limit(1_795_324_010);
+        let at = words.split("try again at ").nth(1).unwrap();
+        let (clock, ampm) = at.trim_end_matches('.').split_once(' ').unwrap();
+        // In the machine's zone: its minute is the moment's, whatever the zone's offset.
+        let local = chrono::DateTime::from_timestamp(1_795_324_010, 0)
+            .unwrap()
+            .with_timezone(&chrono::Local);
+        assert!(clock.ends_with(&local.format(":%M").to_string()), "{words}");
+        assert!(["AM", "PM"].contains(&ampm), "{words}");
+        assert_eq!(
+            crate::emit::usage_limit(1_795_324_010),
+            "You've hit your session limit · resets 5:06am (UTC)"
+        );
     }
 }

@@ -103,6 +103,17 @@ pub(crate) fn tool_result_error(session_id: &str, tool_use_id: &str, text: &str)
     })
 }
 
+/// Claude Code's words for a spent limit that resets at `until` (Unix seconds): the minute,
+/// cut down, in UTC.
+#[must_use]
+pub(crate) fn usage_limit(until: i64) -> String {
+    let at = chrono::DateTime::from_timestamp(until, 0).unwrap_or_default();
+    format!(
+        "You've hit your session limit · resets {} (UTC)",
+        at.format("%-I:%M%P")
+    )
+}
+
 /// A `rate_limit_event` carrying `info` (given fields kept, `rateLimitType` defaulted).
 #[must_use]
 pub(crate) fn rate_limit(session_id: &str, info: &serde_json::Map<String, Value>) -> Value {

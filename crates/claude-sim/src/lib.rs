@@ -50,6 +50,9 @@ pub struct SimEnv {
     pub startup_failure_results: Option<String>,
     /// The call is a reviewer's (`LOOP_REVIEW`), answered from the scenario's `review`.
     pub review: bool,
+    /// The names of every variable of the call's environment, sorted (names only: the values
+    /// may be secrets), so a test sees what the agent could read.
+    pub env_names: Vec<String>,
 }
 
 impl SimEnv {
@@ -69,6 +72,13 @@ impl SimEnv {
             entrypoint: std::env::var_os("CLAUDE_CODE_ENTRYPOINT").is_some(),
             startup_failure_results: std::env::var("CLAUDE_CODE_STARTUP_FAILURE_RESULTS").ok(),
             review: std::env::var_os("LOOP_REVIEW").is_some(),
+            env_names: {
+                let mut names: Vec<String> = std::env::vars_os()
+                    .map(|(k, _)| k.to_string_lossy().into_owned())
+                    .collect();
+                names.sort();
+                names
+            },
         }
     }
 }
@@ -152,6 +162,7 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
         return code;
     }
     let action = scenario.select(step, call, env.review);
+    let action = act::limit_refusal(args.codex, &action).unwrap_or(action);
     act::perform(
         &act::Call {
             args: &args,
@@ -264,6 +275,7 @@ fn log_line(
         "claudecode_env": env.claudecode,
         "entrypoint_env": env.entrypoint,
         "startup_failure_results": env.startup_failure_results,
+        "env_names": env.env_names,
         "stdin_tty_or_pipe": stdin_open,
         "prompt": prompt,
         "call": call,

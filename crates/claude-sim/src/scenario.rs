@@ -84,6 +84,14 @@ pub struct Action {
     /// `{"status":"rejected","resetsAt":1795324010}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<serde_json::Map<String, Value>>,
+    /// The account's usage limit is spent until this moment (Unix seconds): every call before
+    /// it is refused as the CLI refuses it, naming the reset as the CLI prints it, a
+    /// wall-clock minute cut down (a reset at 21:43:48 is `9:43 PM`): Codex's `try again at
+    /// 9:43 PM.` in the machine's zone, Claude Code's `resets 9:43pm (UTC)` with the moment
+    /// itself in a rejected `rate_limit_event`. A call at or after it does the rest of the
+    /// action. So a wake at the printed minute, before the moment, meets a second refusal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limited_until: Option<i64>,
     /// Replay a real capture: `<stem>.stdout.jsonl` and `<stem>.stderr`, verbatim. A relative
     /// stem is taken from the scenario file's directory.
     #[serde(skip_serializing_if = "Option::is_none")]

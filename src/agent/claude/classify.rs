@@ -14,6 +14,7 @@ use regex::Regex;
 
 use super::reset_time::reset_from_text;
 use super::stream::{ResultEvent, StreamSummary};
+use crate::agent::reset_minute::Reset;
 
 /// How the agent process ended.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -66,6 +67,9 @@ pub enum Class {
     /// The subscription's usage window is spent: wait until `resets_at` (when known).
     UsageLimit {
         resets_at: Option<DateTime<Utc>>,
+        /// How `resets_at` was guessed when the agent's words did not fix it (a time
+        /// without a day, a minute just past), for the loop to say beside its wait.
+        guess: Option<String>,
         message: String,
     },
     /// Credentials missing, invalid or without permission: a human must act.
@@ -86,10 +90,12 @@ impl fmt::Display for Class {
             Self::UsageLimit {
                 resets_at: Some(at),
                 message,
+                ..
             } => write!(f, "usage limit until {}: {message}", at.to_rfc3339()),
             Self::UsageLimit {
                 resets_at: None,
                 message,
+                ..
             } => write!(f, "usage limit (reset time unknown): {message}"),
             Self::Auth(m) => write!(f, "authentication problem: {m}"),
             Self::Billing(m) => write!(f, "billing problem: {m}"),
@@ -136,11 +142,16 @@ pub fn classify(
         .as_ref()
         .filter(|r| r.status == "rejected");
     if rejected.is_some() || USAGE_LIMIT.is_match(&text) {
-        let resets_at = rejected
+        let reset = rejected
             .and_then(|r| r.resets_at)
             .and_then(|epoch| Utc.timestamp_opt(epoch, 0).single())
+            .map(|at| Reset { at, guess: None })
             .or_else(|| reset_from_text(&text, now));
-        return Class::UsageLimit { resets_at, message };
+        return Class::UsageLimit {
+            resets_at: reset.as_ref().map(|r| r.at),
+            guess: reset.and_then(|r| r.guess),
+            message,
+        };
     }
     if BILLING.is_match(&text) || result.is_some_and(|r| r.subtype == "error_max_budget_usd") {
         return Class::Billing(message);

@@ -2,13 +2,17 @@
 //! `rate_limit_event` (older versions, or a stream cut short).
 //!
 //! Two forms exist: `Claude AI usage limit reached|<epoch>` (older CLIs) and a wall-clock time
-//! such as `You've hit your session limit · resets 5:10am (UTC)`. A bare time means the next
-//! such moment after `now`, which is passed in so that the answer is a pure function.
+//! such as `You've hit your session limit · resets 5:10am (UTC)`. The time is cut down to its
+//! minute (05:06:50 prints `5:06am`) and names no day: it is read by the rules both CLIs
+//! share ([`reset_minute`]), from `now`, which is passed in so that the answer is a pure
+//! function.
 
 use std::sync::LazyLock;
 
-use chrono::{DateTime, Duration, FixedOffset, NaiveTime, TimeZone, Utc};
+use chrono::{DateTime, FixedOffset, NaiveTime, TimeZone, Utc};
 use regex::Regex;
+
+use crate::agent::reset_minute::{self, Reset};
 
 static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)usage limit reached\s*\|\s*(\d{9,13})").expect("valid regex")
@@ -17,9 +21,9 @@ static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
 /// `resets 5:06am (UTC)`, `resets at 17:00 (GMT+9)`, `reset at 3pm`.
 static CLOCK: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?ix) \breset s? (?:\s+at)? \s+
+        r"(?ix) \breset s? (?:\s+at)? \s+ (?P<when>
           (?P<h>\d{1,2}) (?: : (?P<m>\d{2}) )? \s* (?P<ampm>am|pm)?
-          (?: \s* \( (?P<zone>[^)]*) \) )?",
+          (?: \s* \( (?P<zone>[^)]*) \) )? )",
     )
     .expect("valid regex")
 });
@@ -33,13 +37,14 @@ static OFFSET: LazyLock<Regex> = LazyLock::new(|| {
 /// resolves only in UTC/GMT or a numeric offset (`UTC+9`, `+09:00`), or with no zone at all
 /// (taken as UTC); a named zone such as `Asia/Tokyo` gives `None` rather than a guess.
 #[must_use]
-pub(crate) fn reset_from_text(text: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+pub(crate) fn reset_from_text(text: &str, now: DateTime<Utc>) -> Option<Reset> {
     if let Some(caps) = EPOCH.captures(text) {
         let mut epoch: i64 = caps[1].parse().ok()?;
         if epoch > 100_000_000_000 {
             epoch /= 1000; // milliseconds
         }
-        return Utc.timestamp_opt(epoch, 0).single();
+        let at = Utc.timestamp_opt(epoch, 0).single()?;
+        return Some(Reset { at, guess: None });
     }
     let caps = CLOCK.captures(text)?;
     let mut hour: u32 = caps["h"].parse().ok()?;
@@ -62,7 +67,7 @@ pub(crate) fn reset_from_text(text: &str, now: DateTime<Utc>) -> Option<DateTime
     }
     let time = NaiveTime::from_hms_opt(hour, minute, 0)?;
     let offset = zone_offset(caps.name("zone").map_or("", |z| z.as_str()))?;
-    next_after(now, time, offset)
+    reset_minute::bare(now, time, &offset, caps["when"].trim())
 }
 
 /// The offset a zone label stands for; `None` for names that need a time-zone database.
@@ -80,20 +85,6 @@ fn zone_offset(zone: &str) -> Option<FixedOffset> {
     FixedOffset::east_opt(if &caps["sign"] == "-" { -secs } else { secs })
 }
 
-/// The first moment strictly after `now` whose wall-clock time in `offset` is `time`.
-fn next_after(now: DateTime<Utc>, time: NaiveTime, offset: FixedOffset) -> Option<DateTime<Utc>> {
-    let local_now = now.with_timezone(&offset);
-    let today = offset
-        .from_local_datetime(&local_now.date_naive().and_time(time))
-        .single()?;
-    let at = if today > local_now {
-        today
-    } else {
-        today + Duration::days(1)
-    };
-    Some(at.with_timezone(&Utc))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,25 +93,38 @@ mod tests {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
     }
 
-    #[test]
-    fn later_today() {
-        let now = at("2026-11-22T02:06:51Z");
-        let text = "You've hit your session limit · resets 5:06am (UTC)";
-        assert_eq!(reset_from_text(text, now), Some(at("2026-11-22T05:06:00Z")));
+    /// The reset the words name, without how it was guessed.
+    fn reset(text: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        reset_from_text(text, now).map(|r| r.at)
     }
 
     #[test]
-    fn already_passed_today_means_tomorrow() {
+    fn later_today_at_the_end_of_the_printed_minute() {
+        let now = at("2026-11-22T02:06:51Z");
+        let text = "You've hit your session limit · resets 5:06am (UTC)";
+        assert_eq!(reset(text, now), Some(at("2026-11-22T05:07:00Z")));
+    }
+
+    #[test]
+    fn long_past_today_means_tomorrow_and_says_it_guessed() {
         let now = at("2026-11-22T06:00:00Z");
-        assert_eq!(
-            reset_from_text("resets 5:06am (UTC)", now),
-            Some(at("2026-11-23T05:06:00Z"))
-        );
-        // Exactly now is not "after now".
+        let r = reset_from_text("resets 5:06am (UTC)", now).unwrap();
+        assert_eq!(r.at, at("2026-11-23T05:07:00Z"));
+        assert!(r.guess.unwrap().contains("`5:06am (UTC)`, without a day"));
+    }
+
+    /// The CLI cuts 05:06:50 down to `5:06am`: read within that minute, it is not past.
+    #[test]
+    fn a_limit_that_resets_within_the_printed_minute_is_not_read_as_tomorrow() {
         let now = at("2026-11-22T05:06:00Z");
         assert_eq!(
-            reset_from_text("resets 5:06am (UTC)", now),
-            Some(at("2026-11-23T05:06:00Z"))
+            reset("resets 5:06am (UTC)", now),
+            Some(at("2026-11-22T05:07:00Z"))
+        );
+        let now = at("2026-11-22T05:06:59Z");
+        assert_eq!(
+            reset("resets 5:06am (UTC)", now),
+            Some(at("2026-11-22T05:07:00Z"))
         );
     }
 
@@ -128,16 +132,13 @@ mod tests {
     fn noon_midnight_and_hour_only() {
         let now = at("2026-11-22T02:00:00Z");
         assert_eq!(
-            reset_from_text("resets 12am (UTC)", now),
-            Some(at("2026-11-23T00:00:00Z"))
+            reset("resets 12am (UTC)", now),
+            Some(at("2026-11-23T00:01:00Z"))
         );
+        assert_eq!(reset("resets 12pm", now), Some(at("2026-11-22T12:01:00Z")));
         assert_eq!(
-            reset_from_text("resets 12pm", now),
-            Some(at("2026-11-22T12:00:00Z"))
-        );
-        assert_eq!(
-            reset_from_text("resets 3pm (GMT)", now),
-            Some(at("2026-11-22T15:00:00Z"))
+            reset("resets 3pm (GMT)", now),
+            Some(at("2026-11-22T15:01:00Z"))
         );
     }
 
@@ -145,12 +146,12 @@ mod tests {
     fn numeric_offsets() {
         let now = at("2026-11-22T02:00:00Z"); // 11:00 in +09:00
         assert_eq!(
-            reset_from_text("resets 1pm (UTC+9)", now),
-            Some(at("2026-11-22T04:00:00Z"))
+            reset("resets 1pm (UTC+9)", now),
+            Some(at("2026-11-22T04:01:00Z"))
         );
         assert_eq!(
-            reset_from_text("resets at 17:30 (-05:00)", now),
-            Some(at("2026-11-22T22:30:00Z"))
+            reset("resets at 17:30 (-05:00)", now),
+            Some(at("2026-11-22T22:31:00Z"))
         );
     }
 
@@ -158,7 +159,7 @@ mod tests {
     fn older_epoch_form() {
         let now = at("2026-11-22T02:00:00Z");
         assert_eq!(
-            reset_from_text("Claude AI usage limit reached|1795324010", now),
+            reset("Claude AI usage limit reached|1795324010", now),
             Some(at("2026-11-22T05:06:50Z"))
         );
     }

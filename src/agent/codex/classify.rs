@@ -9,6 +9,7 @@ use regex::Regex;
 
 use crate::agent::claude::classify::{BugKind, Class, ExitInfo, classify as shared};
 use crate::agent::claude::stream::StreamSummary;
+use crate::agent::reset_minute::{self, Reset};
 
 /// Classifies one finished Codex run. `now` resolves the reset time, which Codex gives as a
 /// wall-clock time of the machine's own zone (the runner's, which the agent inherits).
@@ -36,8 +37,10 @@ pub(crate) fn classify(
     };
     if USAGE_LIMIT.is_match(&text) {
         let message = first("usage limit").unwrap_or_else(|| "usage limit".to_owned());
+        let reset = reset_at(&text, now, &Local);
         return Class::UsageLimit {
-            resets_at: reset_at(&text, now, &Local),
+            resets_at: reset.as_ref().map(|r| r.at),
+            guess: reset.and_then(|r| r.guess),
             message,
         };
     }
@@ -76,14 +79,14 @@ static TRANSIENT: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid regex")
 });
 
-/// `try again at 8:57 AM.` (today or the next such moment), `try again at Nov 26th, 2026
-/// 11:04 PM.`, both in the zone `tz` (Codex writes the machine's local time, without a zone);
-/// `try again in 3 hours` too.
+/// `try again at 8:57 AM.` (a reset on the same day: Codex names the day of any other),
+/// `try again at Nov 26th, 2026 11:04 PM.`, both in the zone `tz` (Codex writes the machine's
+/// local time, without a zone, cut down to the minute); `try again in 3 hours` too.
 static AT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?ix) try \s+ again \s+ at \s+
+        r"(?ix) try \s+ again \s+ at \s+ (?P<when>
           (?: (?P<mon>[A-Za-z]{3}) [a-z]* \s+ (?P<day>\d{1,2}) (?:st|nd|rd|th)? ,? \s+ (?P<year>\d{4}) ,? \s+ )?
-          (?P<h>\d{1,2}) : (?P<m>\d{2}) \s* (?P<ampm>[AP]M)?",
+          (?P<h>\d{1,2}) : (?P<m>\d{2}) (?: \s* (?P<ampm>[AP]M) )? )",
     )
     .expect("valid regex")
 });
@@ -93,12 +96,9 @@ static IN: LazyLock<Regex> = LazyLock::new(|| {
         .expect("valid regex")
 });
 
-/// When the limit of `text` resets, in `tz`.
-pub(crate) fn reset_at<Tz: TimeZone>(
-    text: &str,
-    now: DateTime<Utc>,
-    tz: &Tz,
-) -> Option<DateTime<Utc>> {
+/// When the limit of `text` resets, in `tz` (the printed minute read as its end: see
+/// [`reset_minute`]).
+pub(crate) fn reset_at<Tz: TimeZone>(text: &str, now: DateTime<Utc>, tz: &Tz) -> Option<Reset> {
     if let Some(c) = IN.captures(text) {
         let n: i64 = c["n"].parse().ok()?;
         let secs = match c["unit"].to_ascii_lowercase().as_str() {
@@ -107,7 +107,10 @@ pub(crate) fn reset_at<Tz: TimeZone>(
             "hour" => n * 3600,
             _ => n * 86_400,
         };
-        return Some(now + chrono::Duration::seconds(secs));
+        return Some(Reset {
+            at: now + chrono::Duration::seconds(secs),
+            guess: None,
+        });
     }
     let c = AT.captures(text)?;
     let mut hour: u32 = c["h"].parse().ok()?;
@@ -122,33 +125,19 @@ pub(crate) fn reset_at<Tz: TimeZone>(
         }
     }
     let time = NaiveTime::from_hms_opt(hour, minute, 0)?;
-    let local_now = now.with_timezone(tz);
-    let date = match (c.name("mon"), c.name("day"), c.name("year")) {
-        (Some(mon), Some(day), Some(year)) => {
-            let month = MONTHS
-                .iter()
-                .position(|m| m.eq_ignore_ascii_case(mon.as_str()))?;
-            NaiveDate::from_ymd_opt(
-                year.as_str().parse().ok()?,
-                u32::try_from(month).ok()? + 1,
-                day.as_str().parse().ok()?,
-            )?
-        }
-        _ => local_now.date_naive(),
+    let shown = &c["when"];
+    let (Some(mon), Some(day), Some(year)) = (c.name("mon"), c.name("day"), c.name("year")) else {
+        return reset_minute::bare(now, time, tz, shown);
     };
-    let at = tz
-        .from_local_datetime(&date.and_time(time))
-        .earliest()?
-        .with_timezone(&Utc);
-    // A bare time already past today is tomorrow's.
-    if c.name("year").is_none() && at <= now {
-        let next = date.succ_opt()?;
-        return tz
-            .from_local_datetime(&next.and_time(time))
-            .earliest()
-            .map(|t| t.with_timezone(&Utc));
-    }
-    Some(at)
+    let month = MONTHS
+        .iter()
+        .position(|m| m.eq_ignore_ascii_case(mon.as_str()))?;
+    let date = NaiveDate::from_ymd_opt(
+        year.as_str().parse().ok()?,
+        u32::try_from(month).ok()? + 1,
+        day.as_str().parse().ok()?,
+    )?;
+    reset_minute::dated(now, date, time, tz, shown)
 }
 
 const MONTHS: [&str; 12] = [
@@ -172,16 +161,50 @@ mod tests {
         let msg = "You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), \
                    visit https://chatgpt.com/settings/usage to purchase more credits or try \
                    again at 8:57 AM.";
-        assert_eq!(reset_at(msg, now, &utc), Some(at("2026-11-24T08:57:00Z")));
-        // The same words in Tokyo: 8:57 there is already past, so it is tomorrow's.
-        assert_eq!(reset_at(msg, now, &tokyo), Some(at("2026-11-24T23:57:00Z")));
+        let reset = |msg, tz| reset_at(msg, now, tz).map(|r| r.at);
+        // The minute is cut down: the limit resets by its end.
+        assert_eq!(reset(msg, &utc), Some(at("2026-11-24T08:58:00Z")));
+        // The same words in Tokyo: 8:57 there is long past, so it is tomorrow's, a guess the
+        // loop says it made.
+        assert_eq!(reset(msg, &tokyo), Some(at("2026-11-24T23:58:00Z")));
+        let guess = reset_at(msg, now, &tokyo).unwrap().guess.unwrap();
+        assert!(guess.contains("`8:57 AM`, without a day"), "{guess}");
         let far = "… or try again at Nov 26th, 2026 11:04 PM.";
-        assert_eq!(reset_at(far, now, &tokyo), Some(at("2026-11-26T14:04:00Z")));
+        assert_eq!(reset(far, &tokyo), Some(at("2026-11-26T14:05:00Z")));
         assert_eq!(
-            reset_at("try again in 3 hours", now, &utc),
+            reset("try again in 3 hours", &utc),
             Some(at("2026-11-24T09:27:43Z"))
         );
-        assert_eq!(reset_at("try again later", now, &utc), None);
+        assert_eq!(reset("try again later", &utc), None);
+    }
+
+    /// Codex cuts the reset down to its minute: a reset at 21:43:48 prints `9:43 PM`. Read
+    /// within that minute, the time is not past: the limit resets by the minute's end.
+    #[test]
+    fn a_codex_limit_that_resets_within_the_printed_minute_is_not_read_as_tomorrow() {
+        let utc = FixedOffset::east_opt(0).unwrap();
+        let msg = "You’ve hit your usage limit. … or try again at 9:43 PM.";
+        let now = at("2026-11-26T21:43:28Z");
+        let reset = reset_at(msg, now, &utc).unwrap();
+        assert_eq!((reset.at, reset.guess), (at("2026-11-26T21:44:00Z"), None));
+    }
+
+    /// A wake before the real reset (by a clock a little ahead, or a person's `loop resume`)
+    /// meets a second refusal of the same minute, now just past: the limit is due, so the
+    /// loop tries again shortly, not the next day.
+    #[test]
+    fn a_second_refusal_naming_a_minute_just_past_tries_again_shortly_not_tomorrow() {
+        let utc = FixedOffset::east_opt(0).unwrap();
+        let msg = "You’ve hit your usage limit. … or try again at 9:43 PM.";
+        let now = at("2026-11-26T21:44:10Z");
+        let reset = reset_at(msg, now, &utc).unwrap();
+        assert_eq!(reset.at, at("2026-11-26T21:45:10Z"));
+        assert!(
+            reset
+                .guess
+                .unwrap()
+                .contains("`9:43 PM`, a minute that ended 10s ago")
+        );
     }
 
     fn fixture(stem: &str) -> (StreamSummary, String) {

@@ -217,6 +217,10 @@ impl Setup<'_> {
         let input = self.scratch.join("prompt.txt");
         std::fs::write(&input, &inv.input).map_err(|e| e.to_string())?;
         let mut cmd = inv.command();
+        // As every agent run the loop starts: none of the loop's own credentials.
+        for k in crate::notifier::CREDENTIALS {
+            cmd.env_remove(k);
+        }
         cmd.current_dir(self.work)
             .env("HOME", self.home)
             .stdin(std::fs::File::open(&input).map_err(|e| e.to_string())?)

@@ -449,21 +449,51 @@ fn stop_file(state_dir: &Path) -> Row {
     }
 }
 
+/// Whether the loop can write its state directory, asked of the kernel (`access(2)`): a doctor
+/// run before the first loop, as the README advises, creates nothing in the project. (It made
+/// an empty `state/` once, which the loop then kept without its `.gitignore`.)
 fn state_directory(state_dir: &Path) -> Row {
-    let probe = state_dir.join(format!(".doctor-{}", std::process::id()));
-    let written = std::fs::create_dir_all(state_dir)
-        .and_then(|()| std::fs::write(&probe, "probe"))
-        .and_then(|()| std::fs::remove_file(&probe));
-    match written {
-        Ok(()) => row(
+    use nix::unistd::{AccessFlags, access};
+    let existing = state_dir
+        .ancestors()
+        .map(|d| {
+            if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            }
+        })
+        .find(|d| d.is_dir());
+    let Some(existing) = existing else {
+        return row(
+            "state directory",
+            Mark::Fail,
+            format!("{}: no directory on its path exists", state_dir.display()),
+        );
+    };
+    match access(existing, AccessFlags::W_OK | AccessFlags::X_OK) {
+        Ok(()) if existing == state_dir => row(
             "state directory",
             Mark::Ok,
             format!("{} is writable", state_dir.display()),
         ),
+        Ok(()) => row(
+            "state directory",
+            Mark::Ok,
+            format!(
+                "{} is not there yet: `loop start` makes it ({} is writable)",
+                state_dir.display(),
+                existing.display()
+            ),
+        ),
         Err(e) => row(
             "state directory",
             Mark::Fail,
-            format!("{}: {e}", state_dir.display()),
+            format!(
+                "{}: {} cannot be written ({e})",
+                state_dir.display(),
+                existing.display()
+            ),
         ),
     }
 }

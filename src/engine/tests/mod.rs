@@ -250,6 +250,7 @@ fn a_usage_limit_resetting_past_the_fallback_time_moves_the_step_to_the_fallback
     use crate::m1::settings::AgentKind;
     let limit = |hours: i64| Class::UsageLimit {
         resets_at: Some(now() + chrono::Duration::hours(hours)),
+        guess: None,
         message: "You've hit your limit".into(),
     };
     let caps = Caps {
@@ -264,6 +265,7 @@ fn a_usage_limit_resetting_past_the_fallback_time_moves_the_step_to_the_fallback
     // Soon enough to wait for; or no fallback set; or already on the fallback: it waits.
     let soon = Class::UsageLimit {
         resets_at: Some(now() + chrono::Duration::minutes(10)),
+        guess: None,
         message: "limit".into(),
     };
     let waits = |j: Judgement| matches!(j, Judgement::Interrupted(Interruption::UsageWait { .. }));
@@ -443,6 +445,7 @@ fn a_usage_limit_waits_until_its_reset_or_half_an_hour_when_unknown() {
         &caps,
         Class::UsageLimit {
             resets_at: Some(reset),
+            guess: None,
             message: "limit".into(),
         },
         &Verdict::Missing,
@@ -451,6 +454,7 @@ fn a_usage_limit_waits_until_its_reset_or_half_an_hour_when_unknown() {
         judge(&a),
         Judgement::Interrupted(Interruption::UsageWait {
             until: reset,
+            guess: None,
             reason: "limit".into()
         })
     );
@@ -458,6 +462,7 @@ fn a_usage_limit_waits_until_its_reset_or_half_an_hour_when_unknown() {
         &caps,
         Class::UsageLimit {
             resets_at: None,
+            guess: None,
             message: "limit".into(),
         },
         &Verdict::Missing,
@@ -725,6 +730,7 @@ fn a_wait_is_recorded_as_an_interruption_not_as_a_failure() {
         }),
         Judgement::Interrupted(Interruption::UsageWait {
             until: now() + chrono::Duration::hours(1),
+            guess: None,
             reason: "usage limit".into(),
         }),
     ] {

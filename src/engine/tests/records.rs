@@ -111,6 +111,7 @@ fn a_usage_wait_records_its_end_spends_no_attempt_and_tells_the_human_once() {
     let until = now() + chrono::Duration::hours(2);
     let j = Judgement::Interrupted(Interruption::UsageWait {
         until,
+        guess: None,
         reason: "5-hour limit".into(),
     });
     let (t, m) = recorded(&j, &facts(2, 1));
@@ -121,6 +122,28 @@ fn a_usage_wait_records_its_end_spends_no_attempt_and_tells_the_human_once() {
         &t.effects[..],
         [Effect::UsageWait { step: 2, .. }]
     ));
+}
+
+#[test]
+fn a_usage_wait_guessed_from_the_agents_words_says_the_guess_in_next_action() {
+    let until = now() + chrono::Duration::hours(23);
+    let guess = "the agent named only `9:43 PM`, without a day: read as the next one, 23h00m away";
+    let j = Judgement::Interrupted(Interruption::UsageWait {
+        until,
+        guess: Some(guess.into()),
+        reason: "usage limit".into(),
+    });
+    let (t, m) = recorded(&j, &facts(2, 1));
+    assert_eq!(wait_until(&m), Some(until));
+    let next = m.next_action.unwrap();
+    assert!(next.contains(guess), "{next}");
+    assert!(next.contains("`loop stop` then `loop resume`"), "{next}");
+    assert!(t.log.contains(guess), "{}", t.log);
+    assert!(
+        matches!(&t.effects[..], [Effect::UsageWait { reason, .. }] if reason.contains(guess)),
+        "the message says it too: {:?}",
+        t.effects
+    );
 }
 
 #[test]

@@ -91,6 +91,7 @@ fn a_review_cut_off_by_the_usage_limit_waits_for_the_reset_and_is_not_a_review_r
     let v = judged(
         Class::UsageLimit {
             resets_at: Some(until),
+            guess: None,
             message: "5-hour limit".into(),
         },
         "",

@@ -293,6 +293,14 @@ impl Action {
         self
     }
 
+    /// Refused for the usage limit until `until` (Unix seconds), as the real service refuses
+    /// every call before its reset; from then on, answers as the action says.
+    #[must_use]
+    pub fn limited_until(mut self, until: i64) -> Self {
+        self.limited_until = Some(until);
+        self
+    }
+
     /// One more `system/api_retry` event after `system/init`: a failed request the CLI tries
     /// again, with its HTTP status and error.
     #[must_use]
@@ -403,6 +411,7 @@ mod tests {
             .denied(["Bash"])
             .unavailable(["Write"])
             .rate_limit("rejected", 1_795_324_010)
+            .limited_until(1_795_324_010)
             .api_retry(401, "authentication_failed")
             .no_result()
             .grandchild_sleep_s(1.5)
