@@ -18,8 +18,9 @@
 //! to meet the rare save that lands in a file a runner's write displaced; `--backend codex`
 //! runs every loop on the Codex backend, the simulated agent speaking Codex's events;
 //! `--parallel` runs the three steps of every loop at once (`--parallel 3`) in a git project,
-//! each writing a file of its own, and also counts a loop whose result is not in the project,
-//! or that left a worktree or a branch behind, as a lost result).
+//! each writing a file of its own, and adds what parallel steps meet: conflicts, a VERIFY red
+//! only on the merged result, a failed step decided from the loop the person started (by the
+//! shell and by a tap), and a second loop in the same project; see `soak/parallel.rs`).
 
 #![expect(
     clippy::cast_precision_loss,
@@ -32,6 +33,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+#[path = "soak/parallel.rs"]
+mod parallel;
+#[expect(dead_code, reason = "the tests' fake, of which the soak uses a part")]
+#[path = "../tests/support/telegram_fake.rs"]
+mod telegram_fake;
 
 use common::{Rng, bin, kill9, wait_for};
 
@@ -58,6 +64,16 @@ struct Tally {
     gaps_ms: Vec<f64>,
     storm_gaps_ms: Vec<f64>,
     failures: Vec<String>,
+    // `--parallel` (see `soak/parallel.rs`).
+    false_done: usize,
+    lost_commits: usize,
+    git_left: usize,
+    double_decisions: usize,
+    decisions_by_shell: usize,
+    decisions_by_tap: usize,
+    conflicts: usize,
+    red_merges: usize,
+    second_loops: usize,
 }
 
 struct Loop {
@@ -66,10 +82,18 @@ struct Loop {
     sim_log: PathBuf,
     /// Whether a killed runner comes back by itself (the step's end revives it).
     revive: bool,
+    /// The loopback Bot API its runner and bot talk to, if it has a chat.
+    telegram: Option<String>,
 }
 
 impl Loop {
-    fn new(root: &Path, i: usize, sleep_ms: u64, leave_behind: bool, review: bool) -> Self {
+    fn new(
+        root: &Path,
+        i: usize,
+        sleep_ms: u64,
+        (leave_behind, review): (bool, bool),
+        variant: Option<parallel::Variant>,
+    ) -> Self {
         let dir = root.join(format!("loop-{i:04}"));
         let project = dir.join("project");
         std::fs::create_dir_all(project.join("state")).unwrap();
@@ -80,27 +104,21 @@ impl Loop {
             ""
         };
         let work = format!(r#""sleep_ms": {sleep_ms}, "heartbeat_ms": 50{grandchild}"#);
-        if on_parallel() {
-            git(&project, &["init", "-q"]);
-            git(&project, &["commit", "-q", "--allow-empty", "-m", "start"]);
-        }
-        let writes = if on_parallel() {
-            r#", "write": [{"path": "step-{step}.txt", "text": "{step}\n"}]"#
-        } else {
-            ""
-        };
         let reviewer = if review {
             format!(r#", "review": {{{work}, "result": "checked\nREVIEW_APPROVE: fine"}}"#)
         } else {
             String::new()
         };
-        std::fs::write(
-            &scenario,
-            format!(
-                r#"{{"default": {{{work}{writes}, "result": "worked\nSTEP_DONE: ok"}}{reviewer}}}"#
-            ),
-        )
-        .unwrap();
+        let text = match variant {
+            Some(v) => {
+                parallel::project(&project);
+                v.scenario(&work, &reviewer)
+            }
+            None => {
+                format!(r#"{{"default": {{{work}, "result": "worked\nSTEP_DONE: ok"}}{reviewer}}}"#)
+            }
+        };
+        std::fs::write(&scenario, text).unwrap();
         // The agent: a process that leaves the group with setsid, then the simulated agent.
         let agent = dir.join("agent.sh");
         let escape = if leave_behind {
@@ -123,6 +141,7 @@ impl Loop {
             sim_log: dir.join("calls.jsonl"),
             dir,
             revive: false,
+            telegram: None,
         }
     }
 
@@ -139,12 +158,19 @@ impl Loop {
             .env("LOOP_REVIVE", if self.revive { "on" } else { "off" })
             .env("CLAUDE_SIM_SCENARIO", self.dir.join("scenario.json"))
             .env("CLAUDE_SIM_LOG", &self.sim_log)
-            .env_remove("TELEGRAM_BOT_TOKEN")
-            .env_remove("TELEGRAM_CHAT_ID")
             .env_remove("LOOP_CRASH_AT")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        match &self.telegram {
+            Some(base) => c
+                .env("TELEGRAM_BOT_TOKEN", parallel::TOKEN)
+                .env("TELEGRAM_CHAT_ID", parallel::CHAT.to_string())
+                .env("TELEGRAM_API_BASE", base),
+            None => c
+                .env_remove("TELEGRAM_BOT_TOKEN")
+                .env_remove("TELEGRAM_CHAT_ID"),
+        };
         c
     }
 
@@ -183,13 +209,15 @@ impl Loop {
     }
 
     fn task_dirs(&self) -> Vec<PathBuf> {
-        // A parallel loop's steps are loops of their own, with their tasks beside their M1.md.
+        // A parallel loop's steps are loops of their own (`parallel/<LOOP_ID>/step-N.loop/`),
+        // with their tasks beside their M1.md.
         let mut roots = vec![self.dir.join("project/state/tasks")];
         roots.extend(
             std::fs::read_dir(self.dir.join("project/state/parallel"))
                 .into_iter()
                 .flatten()
                 .flatten()
+                .flat_map(|l| std::fs::read_dir(l.path()).into_iter().flatten().flatten())
                 .map(|e| e.path().join("tasks")),
         );
         roots
@@ -208,7 +236,7 @@ impl Loop {
         let json = |p: PathBuf| -> Option<serde_json::Value> {
             serde_json::from_slice(&std::fs::read(p).ok()?).ok()
         };
-        let mut tasks: Vec<(String, u64, bool, bool)> = self
+        let mut tasks: Vec<(String, String, u64, bool, bool)> = self
             .task_dirs()
             .into_iter()
             .filter_map(|d| {
@@ -221,23 +249,32 @@ impl Loop {
                         .and_then(|p| p[1].as_str().map(String::from))
                 };
                 // The agent's runs only (they carry the loop's id; VERIFY runs do not).
-                var("LOOP_ID")?;
+                let loop_id = var("LOOP_ID")?;
                 let step = var("LOOP_STEP")?.parse().ok()?;
                 let review = var("LOOP_REVIEW").as_deref() == Some("1");
-                let pass = json(d.join("judged.json")).is_some_and(|j| j["verdict"] == "pass");
-                Some((spec["created_at"].as_str()?.to_string(), step, review, pass))
+                // A pass that a decision ran again (`loop retry`, a merge sent back) is
+                // marked so in the ledger: a run after it is no re-run.
+                let pass = json(d.join("judged.json")).is_some_and(|j| j["verdict"] == "pass")
+                    && !d.join("retried.json").exists();
+                Some((
+                    spec["created_at"].as_str()?.to_string(),
+                    loop_id,
+                    step,
+                    review,
+                    pass,
+                ))
             })
-            .filter(|(_, step, review, _)| *step > 0 && !review)
+            .filter(|(_, _, step, review, _)| *step > 0 && !review)
             .collect();
         tasks.sort();
         let mut passed = std::collections::HashSet::new();
         let mut reruns = 0;
-        for (_, step, _, pass) in tasks {
-            if passed.contains(&step) {
+        for (_, loop_id, step, _, pass) in tasks {
+            if passed.contains(&(loop_id.clone(), step)) {
                 reruns += 1;
             }
             if pass {
-                passed.insert(step);
+                passed.insert((loop_id, step));
             }
         }
         reruns
@@ -385,9 +422,21 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         200 + rng.below(300)
     };
     // Every fault with and without a review of each step, on a sequence of faults that does
-    // not depend on it.
-    let review = (i / KINDS) % 2 == 1;
-    let mut l = Loop::new(root, i, sleep_ms, leave_behind, review);
+    // not depend on it; in parallel, every fault with every variant, then the same reviewed.
+    let variants = parallel::VARIANTS.len();
+    let (variant, review) = if on_parallel() {
+        (
+            Some(parallel::VARIANTS[i % variants]),
+            (i / (KINDS * variants)) % 2 == 1,
+        )
+    } else {
+        (None, (i / KINDS) % 2 == 1)
+    };
+    let mut l = Loop::new(root, i, sleep_ms, (leave_behind, review), variant);
+    let chat = variant
+        .filter(|v| v.taps())
+        .map(|_| telegram_fake::FakeTelegram::start());
+    l.telegram = chat.as_ref().map(telegram_fake::FakeTelegram::base_url);
     // Half the takeovers are revivals by the step's end, half a `loop resume` by hand.
     l.revive = kind == 5 && (i / KINDS) % 4 < 2;
     if leave_behind {
@@ -397,8 +446,9 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     if on_codex() {
         start.extend(["--backend", "codex"]);
     }
-    if on_parallel() {
+    if let Some(v) = variant {
         start.extend(["--parallel", "3"]);
+        start.extend(v.start_args());
     }
     if review {
         start.push("--review");
@@ -406,6 +456,9 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     }
     let mut runner = l.cmd(&start).spawn().unwrap();
     let saves = inject((kind, mode), &l, &mut runner, rng, t);
+    if let Some(v) = variant {
+        parallel::after_faults(i, &l, v, chat.as_ref(), t);
+    }
     if l.revive {
         // A revived runner is not ours to reap: its loop ends by itself.
         wait_for(Duration::from_secs(120), || l.done());
@@ -416,8 +469,17 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         let mut again = l.cmd(&["resume"]).spawn().unwrap();
         reap(&mut again, Duration::from_secs(120));
     }
+    let second = if variant == Some(parallel::Variant::Twice) && l.done() {
+        t.second_loops += 1;
+        Some(parallel::second_loop(&l))
+    } else {
+        None
+    };
     t.loops += 1;
-    let bad = assess(&l, saves, review, status, t);
+    let mut bad = assess(&l, saves, (review, second.is_some()), status, t);
+    if let Some(v) = variant {
+        bad.extend(parallel::assess(&l, v, second, t));
+    }
     let gaps = l.gaps();
     if kind == 4 {
         t.storm_gaps_ms.extend(&gaps);
@@ -571,18 +633,43 @@ fn inject(
 fn assess(
     l: &Loop,
     saves: usize,
-    review: bool,
+    (review, second): (bool, bool),
     status: Option<std::process::ExitStatus>,
     t: &mut Tally,
 ) -> Vec<String> {
     let mut bad = Vec::new();
-    // (step, attempt or review run, whether a review).
-    let mut seen: HashMap<(u64, u64, bool), usize> = HashMap::new();
+    // (the loop the person started, step, attempt or review run, whether a review). A loop
+    // whose steps run at once runs each in a loop of its own, under its own id
+    // (`parallel/<LOOP_ID>/step-N.loop/M1.md`): a step started in two such loops of one parent
+    // is started twice, and a second loop in the same directory counts afresh.
+    let mut seen: HashMap<(String, u64, u64, bool), usize> = HashMap::new();
+    let mut step_loops: HashMap<(String, u64), std::collections::HashSet<String>> = HashMap::new();
     for c in l.calls() {
         if let (Some(s), Some(a)) = (c["step"].as_u64(), c["attempt"].as_u64()) {
             // A reviewer's call, whichever backend (the simulated agent logs `LOOP_REVIEW`).
             let review = c["review"].as_bool() == Some(true);
-            *seen.entry((s, a, review)).or_default() += 1;
+            let file = c["loop_file"].as_str().unwrap_or_default();
+            let parent = file
+                .split("/parallel/")
+                .nth(1)
+                .and_then(|r| r.split('/').next())
+                .unwrap_or_default()
+                .to_owned();
+            let loop_id = c["loop_id"].as_str().unwrap_or_default().to_owned();
+            step_loops
+                .entry((parent.clone(), s))
+                .or_default()
+                .insert(loop_id);
+            *seen.entry((parent, s, a, review)).or_default() += 1;
+        }
+    }
+    // A step of a parallel loop started in a second loop of its own.
+    for ((parent, s), loops) in &step_loops {
+        if !parent.is_empty() && loops.len() > 1 {
+            seen.insert(
+                (format!("{parent} in another loop"), *s, 0, false),
+                loops.len(),
+            );
         }
     }
     let doubles: usize = seen.values().map(|n| n - 1).sum();
@@ -604,23 +691,18 @@ fn assess(
         bad.push(format!("saves lost: {lost:?}"));
     }
     let approved = text.matches("REVIEW: approved").count() as u64;
-    let mut results_ok = (1..=STEPS)
-        .all(|s| text.contains(&format!("{s}: [DONE]")) && text.contains(&format!("STEP_{s}:")))
-        && approved == if review { STEPS } else { 0 };
-    if on_parallel() {
-        let project = l.dir.join("project");
-        let merged = (1..=STEPS).all(|s| project.join(format!("step-{s}.txt")).exists());
-        let worktrees = git(&project, &["worktree", "list"]).lines().count();
-        let branches = git(&project, &["branch", "--list", "loop/*"]);
-        if !(merged && worktrees == 1 && branches.trim().is_empty()) {
-            bad.push(format!(
-                "parallel: every step's file in the project {merged}, worktrees {worktrees}, \
-                 branches left: {}",
-                branches.trim()
-            ));
-            results_ok = false;
-        }
-    }
+    // A second loop has two steps of its own, unreviewed; a step skipped by a decision has no
+    // result to lose, and no review.
+    let (steps, reviewed) = if second { (2, false) } else { (STEPS, review) };
+    // Which step may end SKIPPED is the parallel assessment's to say.
+    let closed = |s: u64| {
+        text.contains(&format!("{s}: [DONE]")) || text.contains(&format!("{s}: [SKIPPED]"))
+    };
+    let skipped = (1..=steps)
+        .filter(|s| text.contains(&format!("{s}: [SKIPPED]")))
+        .count() as u64;
+    let results_ok = (1..=steps).all(|s| closed(s) && text.contains(&format!("STEP_{s}:")))
+        && approved == if reviewed { steps - skipped } else { 0 };
     if !l.done() || !results_ok {
         t.lost_results += 1;
         bad.push(format!("not DONE with every result (runner {status:?})"));
@@ -709,6 +791,7 @@ fn main() {
         t.double_starts, t.reruns, t.lost_results, t.lost_edits, t.orphans
     );
     if on_parallel() {
+        parallel::report(&t);
         // Steps overlap: one agent's exit is not followed by the next one's spawn.
         println!("  agent exit → next spawn: not measured (steps run at once)");
     } else {

@@ -81,6 +81,44 @@ fn distance(a: &Fields, b: &Fields) -> usize {
     n
 }
 
+/// The blocks that putting back `edits` leaves with no key, that the newest version `newest`
+/// does not have either: the runner removed them whole (a merged step's record), so they go
+/// whole, not as an empty block that reads as a record of nothing.
+fn emptied_blocks(edits: &[Edit], newest: &Fields, saved: &Fields) -> Vec<Edit> {
+    let removed: Vec<&[String]> = edits
+        .iter()
+        .filter_map(|e| match e {
+            Edit::Remove(p) => Some(p.keys()),
+            _ => None,
+        })
+        .collect();
+    let mut blocks: Vec<Vec<String>> = Vec::new();
+    for path in &removed {
+        for len in (1..path.len()).rev() {
+            let block = &path[..len];
+            let under = |f: &Fields| f.keys().any(|k| k.starts_with(block));
+            let left = saved
+                .keys()
+                .any(|k| k.starts_with(block) && !removed.contains(&k.as_slice()));
+            if under(newest) || left {
+                break;
+            }
+            if !blocks.iter().any(|b| b.as_slice() == block) {
+                blocks.push(block.to_vec());
+            }
+        }
+    }
+    // The outermost of nested blocks is enough.
+    let outer: Vec<&Vec<String>> = blocks
+        .iter()
+        .filter(|b| !blocks.iter().any(|o| o.len() < b.len() && b.starts_with(o)))
+        .collect();
+    outer
+        .into_iter()
+        .map(|b| Edit::Remove(super::edit::KeyPath::new(b.clone())))
+        .collect()
+}
+
 /// The versions a store has known, oldest first; the last is the newest. With a journal,
 /// they are those every runner of the loop has known (see [`super::journal`]).
 #[derive(Debug, Default)]
@@ -209,6 +247,7 @@ impl History {
         if edits.is_empty() {
             return None;
         }
+        edits.extend(emptied_blocks(&edits, newest, &t));
         Some(Restored {
             versions_back: back,
             fields: names,

@@ -426,6 +426,10 @@ fn results(doc: &Document) -> BTreeMap<u32, StepResult> {
         let Some(n) = result_step(&doc.key_at(i).key) else {
             continue;
         };
+        // A record with nothing in it records nothing.
+        if doc.children(Some(i)).next().is_none() {
+            continue;
+        }
         let field = |k: ResultKey| {
             doc.child(Some(i), k.name())
                 .and_then(|j| doc.key_at(j).value.as_ref().map(|v| v.text.clone()))

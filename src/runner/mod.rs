@@ -150,12 +150,13 @@ impl Runner {
         })?;
         let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
         let opened = doc.view();
-        let workdir = opened
-            .workdir
-            .map(PathBuf::from)
-            .filter(|p| p.is_dir())
-            .map_or_else(std::env::current_dir, Ok)
-            .context("while finding the project directory")?;
+        // The directory M1.md names, or where the loop is run from when it names none. One it
+        // names that is not there is never replaced by another: the runner halts on it (see
+        // `drive`), so no agent runs where its loop did not say.
+        let workdir = match opened.workdir.map(PathBuf::from) {
+            Some(dir) => dir,
+            None => std::env::current_dir().context("while finding the project directory")?,
+        };
         let watch = Watch::new(file, &stopfile::paths(&state_dir));
         // A step's own loop tells nobody: the loop that runs it tells the person.
         let notifier = if opened.parent.is_some() {
@@ -543,6 +544,17 @@ impl Runner {
     /// # Errors
     /// I/O failures the runner cannot work around; the loop's own outcomes are statuses.
     pub(crate) fn drive(&mut self) -> crate::error::Result<Exit> {
+        if !self.workdir.is_dir() && self.view().status == Status::Running {
+            let reason = format!(
+                "WORKDIR {} is not a directory: the agent would run somewhere its loop does not \
+                 say",
+                self.workdir.display()
+            );
+            return self.halt(
+                &reason,
+                "make the directory again (or fix WORKDIR in M1.md), then `loop resume`",
+            );
+        }
         loop {
             if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return self.stop_now(&stop);

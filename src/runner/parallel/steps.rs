@@ -399,15 +399,13 @@ impl Runner {
 
 /// Starts a runner of the step's loop at `file` in the background, unless one drives it, and
 /// waits (briefly) until it holds the loop or has ended: so the next look sees it driven, not
-/// idle.
+/// idle. It runs with this runner's environment: a step's loop tells nobody itself (it has a
+/// `PARENT`), but a runner of this loop it revives must tell the person as this one does.
 pub(super) fn spawn_runner(file: &Path) -> crate::error::Result<()> {
     if super::super::lock::holder(file).is_some() {
         return Ok(());
     }
     let mut child = super::super::start::background_runner(file)?
-        // This loop tells the person; its steps' loops do not each.
-        .env_remove("TELEGRAM_BOT_TOKEN")
-        .env_remove("TELEGRAM_CHAT_ID")
         .spawn()
         .context("while starting a step's runner")?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
