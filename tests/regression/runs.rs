@@ -146,3 +146,34 @@ fn a_compaction_that_failed_is_not_counted() {
     assert_eq!(m.results[&1].compactions, 0, "{:?}", m.results[&1]);
     env.assert_logged("Not enough messages to compact.");
 }
+
+/// A step's loop of a parallel loop was started while its worktree was not there (a runner
+/// killed while git made it): the agent ran in the directory the runner was started from,
+/// the project itself. A loop never runs its agent anywhere but its WORKDIR.
+#[test]
+fn a_loop_whose_workdir_is_gone_halts_instead_of_running_the_agent_elsewhere() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new());
+    env.run_ok(&["start", "g", "--step", "one", "--plan-only"]);
+    let gone = env.path().join("gone");
+    let workdir = format!("WORKDIR: {}\n", env.path().display());
+    assert!(env.text().contains(&workdir), "{}", env.text());
+    let text = env
+        .text()
+        .replace(&workdir, &format!("WORKDIR: {}\n", gone.display()));
+    std::fs::write(env.state().join("M1.md"), text).unwrap();
+    env.run_exits(3, &["resume"]);
+    assert!(env.calls().is_empty(), "no agent ran: {:?}", env.calls());
+    let m = env.m1();
+    assert_eq!(m.status, Status::Waiting);
+    assert!(
+        m.last_action
+            .unwrap_or_default()
+            .contains("is not a directory"),
+        "{}",
+        env.text()
+    );
+    std::fs::create_dir_all(&gone).unwrap();
+    env.run_ok(&["resume"]);
+    assert_eq!(env.calls()[0]["cwd"].as_str(), Some(gone.to_str().unwrap()));
+}
