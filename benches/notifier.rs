@@ -27,7 +27,7 @@ use m1loop::notifier::{self, Event};
 use telegram_fake::FakeTelegram;
 
 /// Loops of each kind in the wall-time comparison.
-const LOOPS: usize = 7;
+const LOOPS: usize = 15;
 
 fn main() {
     let tg = FakeTelegram::start();
@@ -40,7 +40,6 @@ fn main() {
         std::env::set_var("TELEGRAM_API_BASE", tg.base_url());
         std::env::set_var("LOOP_NOTIFY_BACKOFF_MS", "1");
     }
-    let mut n = notifier::from_env(&state, Some(Path::new(LOOP)));
     let event = Event::StepDone {
         goal: "bench".into(),
         step: 1,
@@ -48,6 +47,18 @@ fn main() {
         summary: "ok".into(),
     };
     let runs = 200;
+    // Queueing alone (render, split, append with fsync), in an outbox nobody sends from.
+    let queued = tempfile::tempdir().unwrap();
+    let mut queue_only = notifier::from_env(&queued.path().join("state"), None);
+    let t = Instant::now();
+    for _ in 0..runs {
+        queue_only.notify(&event);
+    }
+    println!(
+        "notify, one short message, queued only: {:?} per message ({runs} runs)",
+        t.elapsed() / runs
+    );
+    let mut n = notifier::from_env(&state, Some(Path::new(LOOP)));
     let t = Instant::now();
     for _ in 0..runs {
         n.notify(&event);

@@ -15,7 +15,8 @@
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::backoff::Backoff;
@@ -73,50 +74,87 @@ pub(crate) fn start(binary: &Path, state_dir: &Path) -> std::io::Result<Child> {
     cmd.spawn()
 }
 
-/// Starts delivery processes for one outbox, and reaps them as they end.
+/// Starts delivery processes for one outbox, on a thread of its own: starting a process costs
+/// milliseconds (an exec), which no decision should wait for either. Asks that come while one
+/// is being started are served by one start (the process reads the outbox once it sends).
+/// Dropping the launcher waits for the starts asked for, so that a runner that exits right
+/// after queueing its DONE message leaves a delivery process behind for it.
 #[derive(Debug)]
 pub(crate) struct Launcher {
+    asks: Option<mpsc::Sender<()>>,
+    worker: Option<JoinHandle<()>>,
+    /// Where to start them, for when no thread could be made: then they start in the caller.
     state_dir: PathBuf,
     binary: PathBuf,
-    children: Mutex<Vec<Child>>,
 }
 
 impl Launcher {
     pub(crate) fn new(state_dir: &Path, binary: &Path) -> Self {
+        let (asks, asked) = mpsc::channel::<()>();
+        let (dir, exe) = (state_dir.to_path_buf(), binary.to_path_buf());
+        let worker = std::thread::Builder::new()
+            .name("deliverer-launcher".into())
+            .spawn(move || {
+                let mut children = Vec::new();
+                while asked.recv().is_ok() {
+                    while asked.try_recv().is_ok() {}
+                    start_unless_empty(&dir, &exe, &mut children);
+                }
+            });
+        let (asks, worker) = match worker {
+            Ok(w) => (Some(asks), Some(w)),
+            Err(_) => (None, None),
+        };
         Self {
+            asks,
+            worker,
             state_dir: state_dir.to_path_buf(),
             binary: binary.to_path_buf(),
-            children: Mutex::new(Vec::new()),
         }
     }
 
-    /// Makes sure what the outbox holds will be sent: unless nothing is pending, starts a
-    /// delivery process, which takes the place next in line (it reads the outbox once it
-    /// sends). Never waits for the network; a failure to start one is logged, and the messages
-    /// wait for the next.
+    /// Makes sure what the outbox holds will be sent: unless nothing is pending, a delivery
+    /// process is started, which takes the place next in line (it reads the outbox once it
+    /// sends). Returns at once; a failure to start one is logged, and the messages wait for
+    /// the next.
     pub(crate) fn deliver(&self) {
-        let mut children = self
-            .children
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
-        let outbox = Outbox::new(&self.state_dir);
-        if outbox.pending().is_ok_and(|p| p.is_empty()) {
-            return;
-        }
-        match start(&self.binary, &self.state_dir) {
-            Ok(child) => children.push(child),
-            Err(e) => {
-                let _ = crate::decision_log::append(
-                    &self.state_dir,
-                    &format!(
-                        "notify: could not start the delivery process {} {COMMAND} ({e}); the \
-                         messages wait in {} for the next one",
-                        self.binary.display(),
-                        outbox.path().display()
-                    ),
-                );
+        match &self.asks {
+            Some(asks) => {
+                let _ = asks.send(());
             }
+            None => start_unless_empty(&self.state_dir, &self.binary, &mut Vec::new()),
+        }
+    }
+}
+
+impl Drop for Launcher {
+    fn drop(&mut self) {
+        drop(self.asks.take());
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+/// Starts a delivery process unless nothing is pending; reaps those of `children` that ended.
+fn start_unless_empty(state_dir: &Path, binary: &Path, children: &mut Vec<Child>) {
+    children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+    let outbox = Outbox::new(state_dir);
+    if outbox.pending().is_ok_and(|p| p.is_empty()) {
+        return;
+    }
+    match start(binary, state_dir) {
+        Ok(child) => children.push(child),
+        Err(e) => {
+            let _ = crate::decision_log::append(
+                state_dir,
+                &format!(
+                    "notify: could not start the delivery process {} {COMMAND} ({e}); the \
+                     messages wait in {} for the next one",
+                    binary.display(),
+                    outbox.path().display()
+                ),
+            );
         }
     }
 }
