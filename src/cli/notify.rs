@@ -104,7 +104,14 @@ fn send_own(sender: &TelegramNotifier, ids: &[String], state_dir: &Path) -> anyh
             // This turn said what went wrong already.
             return all_sent(sender, ids, false);
         }
-        Waited::Done => return all_sent(sender, ids, true),
+        Waited::Done => {
+            // Another process sent it; one that came meanwhile may have found this one in
+            // line and left: whatever is pending gets a delivery process.
+            if let Ok(exe) = std::env::current_exe() {
+                crate::notifier::deliver(state_dir, &exe);
+            }
+            return all_sent(sender, ids, true);
+        }
         Waited::Queued => format!(
             "the message is queued in {}; another process, next in line to send, had not sent \
              it after {} (Telegram may not be answering) and sends it once it can",

@@ -61,13 +61,16 @@ pub(crate) fn start(binary: &Path, state_dir: &Path) -> std::io::Result<Child> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: setsid and sigprocmask are async-signal-safe and touch no memory of the
-    // parent. The mask is emptied: the runner blocks SIGINT for its own use, and a command
-    // waiting in line blocks the signal that asks a delivery process to leave its place.
+    // SAFETY: setsid, sigprocmask and sigaction are async-signal-safe and touch no memory of
+    // the parent. The mask is emptied (the runner blocks SIGINT for its own use, and a command
+    // waiting in line blocks the signal that asks a delivery process to leave its place), and
+    // that signal's action is the default, which ends the process, even where the parent
+    // ignored it (an ignored signal stays ignored across exec).
     unsafe {
         cmd.pre_exec(|| {
             nix::unistd::setsid()?;
             nix::sys::signal::SigSet::empty().thread_set_mask()?;
+            nix::sys::signal::signal(super::line::LEAVE, nix::sys::signal::SigHandler::SigDfl)?;
             Ok(())
         });
     }

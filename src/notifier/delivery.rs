@@ -161,18 +161,26 @@ impl TelegramNotifier {
     ) -> anyhow::Result<FlushReport> {
         let empty = || self.outbox.pending().is_ok_and(|p| p.is_empty());
         Line::keep_place();
+        let deliver = || {
+            if let Some(binary) = deliverer_binary {
+                super::deliverer::Launcher::new(&self.state_dir, binary).deliver();
+            }
+        };
         let why = match self.line.wait_turn(patience, Some(patience), empty)? {
             Waited::Turn(sending) => return self.turn(&sending),
-            Waited::Done => return Ok(FlushReport::default()),
+            Waited::Done => {
+                // Empty when it looked; a message queued since, by a process that found this
+                // one in line, gets a delivery process.
+                deliver();
+                return Ok(FlushReport::default());
+            }
             Waited::Queued => format!(
                 "another process is next in line to send the outbox and had not sent it after \
                  {}; the messages stay queued for it",
                 crate::duration::human(patience)
             ),
             Waited::Busy(holder) => {
-                if let Some(binary) = deliverer_binary {
-                    super::deliverer::Launcher::new(&self.state_dir, binary).deliver();
-                }
+                deliver();
                 busy(&holder, patience)
             }
         };

@@ -14,7 +14,9 @@
 //! blocks the signal ([`Line::keep_place`]).
 //!
 //! Whoever holds its place in line must not give it up with messages pending and nobody to
-//! send them: a command that stops waiting starts a delivery process as it leaves.
+//! send them: a command that leaves without a turn (its wait ran out, or another process sent
+//! what it waited for) starts a delivery process as it leaves if anything is pending, since it
+//! may have kept one out of line meanwhile.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -25,7 +27,7 @@ use nix::sys::signal::{SigSet, Signal};
 use crate::lockfile::{self, Held};
 
 /// What asks a process waiting in line to leave its place to a newer one.
-const LEAVE: Signal = Signal::SIGUSR1;
+pub(crate) const LEAVE: Signal = Signal::SIGUSR1;
 
 /// How often a process waiting in line looks again.
 const LOOK: Duration = Duration::from_millis(20);
