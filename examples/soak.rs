@@ -12,6 +12,12 @@
 //! runner's write displaced are counted apart), orphans (a process of the loop alive after it
 //! ended), and the time from an agent's exit to the next spawn.
 //!
+//! Every loop notifies a Telegram of its own (the loopback fake) that accepts each request and
+//! never answers until the loop's last runner has exited, as a hung proxy would; then it answers
+//! again. Counts loops slowed by it (a runner that exited with no request held open: it had
+//! waited for Telegram itself), messages lost (queued, and not delivered once Telegram answers
+//! again), loops whose DONE was never told, and messages that arrived twice.
+//!
 //! Run: `cargo build --release && cargo run --release --example soak -- --loops 100`
 //! (`--seed N` for another sequence of faults; `--keep` keeps the directories of failures;
 //! `--only-in-place-storms` runs nothing but storms of in-place saves, with steps of 1 to 2 s,
@@ -33,7 +39,15 @@ use std::time::{Duration, Instant};
 
 mod common;
 
+#[path = "../tests/support/telegram_fake.rs"]
+#[expect(
+    dead_code,
+    reason = "the soak uses the fake's hung mode, not every reply the tests script"
+)]
+mod telegram_fake;
+
 use common::{Rng, bin, kill9, wait_for};
+use telegram_fake::FakeTelegram;
 
 #[derive(Default)]
 struct Tally {
@@ -55,6 +69,11 @@ struct Tally {
     double_starts: usize,
     lost_results: usize,
     orphans: usize,
+    slowed_by_telegram: usize,
+    messages_lost: usize,
+    done_never_told: usize,
+    messages_twice: usize,
+    messages_sent: usize,
     gaps_ms: Vec<f64>,
     storm_gaps_ms: Vec<f64>,
     failures: Vec<String>,
@@ -66,6 +85,8 @@ struct Loop {
     sim_log: PathBuf,
     /// Whether a killed runner comes back by itself (the step's end revives it).
     revive: bool,
+    /// `TELEGRAM_API_BASE` of the loop's own Telegram.
+    telegram: String,
 }
 
 impl Loop {
@@ -123,6 +144,7 @@ impl Loop {
             sim_log: dir.join("calls.jsonl"),
             dir,
             revive: false,
+            telegram: String::new(),
         }
     }
 
@@ -139,8 +161,10 @@ impl Loop {
             .env("LOOP_REVIVE", if self.revive { "on" } else { "off" })
             .env("CLAUDE_SIM_SCENARIO", self.dir.join("scenario.json"))
             .env("CLAUDE_SIM_LOG", &self.sim_log)
-            .env_remove("TELEGRAM_BOT_TOKEN")
-            .env_remove("TELEGRAM_CHAT_ID")
+            .env("TELEGRAM_BOT_TOKEN", "1:AAsoakTOKEN")
+            .env("TELEGRAM_CHAT_ID", "1")
+            .env("TELEGRAM_API_BASE", &self.telegram)
+            .env_remove("LOOP_NOTIFY_BACKOFF_MS")
             .env_remove("LOOP_CRASH_AT")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -172,6 +196,34 @@ impl Loop {
 
     fn done(&self) -> bool {
         self.text().starts_with("STATUS: DONE")
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.join("project/state")
+    }
+
+    /// Whether a runner holds the loop (its lock, probed shared).
+    fn runner_alive(&self) -> bool {
+        std::fs::File::open(self.state().join("M1.md.lock"))
+            .is_ok_and(|f| f.try_lock_shared().is_err())
+    }
+
+    /// Messages in the outbox not settled (sent or rejected).
+    fn pending_messages(&self) -> usize {
+        let text = std::fs::read_to_string(self.state().join("outbox.jsonl")).unwrap_or_default();
+        let records: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let settled: Vec<&serde_json::Value> = records
+            .iter()
+            .filter(|r| r["kind"] != "message")
+            .map(|r| &r["id"])
+            .collect();
+        records
+            .iter()
+            .filter(|r| r["kind"] == "message" && !settled.contains(&&r["id"]))
+            .count()
     }
 
     /// Live processes of this loop: the loop's directory in their environment or command.
@@ -388,6 +440,9 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     // not depend on it.
     let review = (i / KINDS) % 2 == 1;
     let mut l = Loop::new(root, i, sleep_ms, leave_behind, review);
+    let tg = FakeTelegram::start();
+    tg.hang();
+    l.telegram = tg.base_url();
     // Half the takeovers are revivals by the step's end, half a `loop resume` by hand.
     l.revive = kind == 5 && (i / KINDS) % 4 < 2;
     if leave_behind {
@@ -417,7 +472,8 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         reap(&mut again, Duration::from_secs(120));
     }
     t.loops += 1;
-    let bad = assess(&l, saves, review, status, t);
+    let mut bad = telegram_assess(&l, &tg, t);
+    bad.extend(assess(&l, saves, review, status, t));
     let gaps = l.gaps();
     if kind == 4 {
         t.storm_gaps_ms.extend(&gaps);
@@ -567,6 +623,48 @@ fn inject(
     saves
 }
 
+/// What a Telegram that never answered did to a loop that ended: whether a runner waited for
+/// it, then, once it answers again, whether every message arrives, once.
+fn telegram_assess(l: &Loop, tg: &FakeTelegram, t: &mut Tally) -> Vec<String> {
+    let mut bad = Vec::new();
+    // A revived runner is not the soak's child: wait for the loop's lock to be let go.
+    wait_for(Duration::from_secs(30), || !l.runner_alive());
+    // A runner that sent a message itself waited for it until its client gave up; one that
+    // only queued it left the request held open by a delivery process.
+    if tg.held() == 0 {
+        t.slowed_by_telegram += 1;
+        bad.push(format!(
+            "no request held open once the runner exited (abandoned {}): a runner waited for \
+             Telegram",
+            tg.abandoned()
+        ));
+    }
+    tg.answer_again();
+    let drained = wait_for(Duration::from_secs(60), || {
+        l.pending_messages() == 0 && !l.processes().iter().any(|p| p.contains("__deliver"))
+    });
+    let texts: Vec<String> = tg.sent().into_iter().map(|m| m.text).collect();
+    t.messages_sent += texts.len();
+    if !drained {
+        let left = l.pending_messages();
+        t.messages_lost += left;
+        bad.push(format!(
+            "{left} message(s) still queued a minute after Telegram answered again"
+        ));
+    }
+    if l.done() && !texts.iter().any(|m| m.contains("<b>DONE:</b>")) {
+        t.done_never_told += 1;
+        bad.push(format!("DONE never told: {texts:?}"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let twice = texts.iter().filter(|m| !seen.insert(*m)).count();
+    if twice > 0 {
+        t.messages_twice += twice;
+        bad.push(format!("{twice} message(s) arrived twice: {texts:?}"));
+    }
+    bad
+}
+
 /// What went wrong with a loop that ended: each finding counted in `t`, and said.
 fn assess(
     l: &Loop,
@@ -707,6 +805,10 @@ fn main() {
     println!(
         "  double starts {}, re-runs of passed steps {}, lost results {}, lost edits {}, orphans {}",
         t.double_starts, t.reruns, t.lost_results, t.lost_edits, t.orphans
+    );
+    println!(
+        "  Telegram held every request until the loop ended: loops slowed by it {}, messages lost {}, DONE never told {}, messages twice {} ({} delivered once it answered again)",
+        t.slowed_by_telegram, t.messages_lost, t.done_never_told, t.messages_twice, t.messages_sent
     );
     if on_parallel() {
         // Steps overlap: one agent's exit is not followed by the next one's spawn.
