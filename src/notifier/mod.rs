@@ -176,6 +176,13 @@ pub fn from_env(state_dir: &Path, deliverer_binary: Option<&Path>) -> Box<dyn No
     }
 }
 
+/// The notifier that writes each message to the log only, whatever the settings (the loop of
+/// a parallel step, whose parallel loop tells the person).
+#[must_use]
+pub fn log_only(state_dir: &Path) -> Box<dyn Notifier> {
+    Box::new(log_only::LogNotifier::new(state_dir))
+}
+
 /// Starts a delivery process (`binary __deliver`) for what the outbox still holds, unless one
 /// is at work, and returns at once. Without Telegram settings, nothing.
 pub(crate) fn deliver(state_dir: &Path, binary: &Path) {

@@ -157,8 +157,14 @@ impl Runner {
             .map_or_else(std::env::current_dir, Ok)
             .context("while finding the project directory")?;
         let watch = Watch::new(file, &stopfile::paths(&state_dir));
+        // A parallel loop tells the person; the loops of its steps only their logs. They keep
+        // the Telegram settings, for the parallel loop's runner should one of them revive it.
         // Messages are sent by a delivery process, the `loop` binary in a hidden mode.
-        let notifier = notifier::from_env(&state_dir, std::env::current_exe().ok().as_deref());
+        let notifier = if opened.parent.is_some() {
+            notifier::log_only(&state_dir)
+        } else {
+            notifier::from_env(&state_dir, std::env::current_exe().ok().as_deref())
+        };
         // A loop written by hand or by an older version has no id yet: it gets one with its
         // next spawn.
         let loop_id = opened.loop_id.unwrap_or_else(new_loop_id);

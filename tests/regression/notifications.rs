@@ -126,3 +126,55 @@ fn a_telegram_that_refuses_connections_does_not_hold_up_the_loop() {
         "{got:?}"
     );
 }
+
+/// A parallel loop whose runner died and was revived by the loop of one of its steps told its
+/// DONE to its log instead of Telegram: the steps' runners were started without the Telegram
+/// settings (so that only the parallel loop notifies), and the revived runner inherited their
+/// environment. Found by the soak once it notified a Telegram of its own (`--parallel`, the
+/// runner killed mid-loop). A step's loop now keeps the settings and notifies only its log
+/// because it has a parent.
+#[test]
+fn a_parallel_loop_revived_by_one_of_its_steps_still_tells_its_done_on_telegram() {
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new().with_git(), &tg.base_url()).env("LOOP_REVIVE", "on");
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("a").sleep_ms(1500).write("a.txt", "a\n"))
+            .step(2, Action::done("b").sleep_ms(1500).write("b.txt", "b\n")),
+    );
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--parallel",
+        "2",
+        "--plan-only",
+    ]);
+    let mut runner = env.spawn(&["resume"]);
+    assert!(wait_until(PATIENCE, || env.calls_for(1) >= 1 && env.calls_for(2) >= 1));
+    runner.kill9();
+    assert!(
+        wait_until(PATIENCE, || env.m1().status == Status::Done),
+        "{}",
+        env.log()
+    );
+    env.assert_logged("revived by the loop of one of its steps");
+    assert!(
+        wait_until(PATIENCE, || replies(&tg).iter().any(|t| t.contains("DONE"))),
+        "{:?}\n{}",
+        replies(&tg),
+        env.log()
+    );
+    // Only the parallel loop tells (each message starts with its goal): its steps' loops do not.
+    assert!(
+        replies(&tg)
+            .iter()
+            .all(|t| t.starts_with("g\n") || t.starts_with("✅ <b>g</b>\n")),
+        "{:?}",
+        replies(&tg)
+    );
+    env.assert_no_processes();
+}

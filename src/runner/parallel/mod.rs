@@ -847,10 +847,9 @@ fn spawn_runner(file: &Path) -> crate::error::Result<()> {
     if super::lock::holder(file).is_some() {
         return Ok(());
     }
+    // This loop tells the person; its steps' loops do not each (they know they have a parent),
+    // but keep the Telegram settings for this loop's runner, should one of them revive it.
     super::start::background_runner(file)?
-        // This loop tells the person; its steps' loops do not each.
-        .env_remove("TELEGRAM_BOT_TOKEN")
-        .env_remove("TELEGRAM_CHAT_ID")
         .spawn()
         .context("while starting a step's runner")?;
     Ok(())
