@@ -12,6 +12,12 @@
 //! runner's write displaced are counted apart), orphans (a process of the loop alive after it
 //! ended), and the time from an agent's exit to the next spawn.
 //!
+//! Every loop notifies a Telegram of its own (the loopback fake) that accepts each request and
+//! never answers until the loop's last runner has exited, as a hung proxy would; then it answers
+//! again. Counts loops slowed by it (a runner that exited with no request held open: it had
+//! waited for Telegram itself), messages lost (queued, and not delivered once Telegram answers
+//! again), loops whose DONE was never told, and messages that arrived twice.
+//!
 //! Run: `cargo build --release && cargo run --release --example soak -- --loops 100`
 //! (`--seed N` for another sequence of faults; `--keep` keeps the directories of failures;
 //! `--only-in-place-storms` runs nothing but storms of in-place saves, with steps of 1 to 2 s,
@@ -35,11 +41,16 @@ use std::time::{Duration, Instant};
 mod common;
 #[path = "soak/parallel.rs"]
 mod parallel;
-#[expect(dead_code, reason = "the tests' fake, of which the soak uses a part")]
+
 #[path = "../tests/support/telegram_fake.rs"]
+#[expect(
+    dead_code,
+    reason = "the soak uses the fake's hung mode, not every reply the tests script"
+)]
 mod telegram_fake;
 
 use common::{Rng, bin, kill9, wait_for};
+use telegram_fake::FakeTelegram;
 
 #[derive(Default)]
 struct Tally {
@@ -61,6 +72,11 @@ struct Tally {
     double_starts: usize,
     lost_results: usize,
     orphans: usize,
+    slowed_by_telegram: usize,
+    messages_lost: usize,
+    done_never_told: usize,
+    messages_twice: usize,
+    messages_sent: usize,
     gaps_ms: Vec<f64>,
     storm_gaps_ms: Vec<f64>,
     failures: Vec<String>,
@@ -82,8 +98,8 @@ struct Loop {
     sim_log: PathBuf,
     /// Whether a killed runner comes back by itself (the step's end revives it).
     revive: bool,
-    /// The loopback Bot API its runner and bot talk to, if it has a chat.
-    telegram: Option<String>,
+    /// `TELEGRAM_API_BASE` of the loop's own Telegram.
+    telegram: String,
 }
 
 impl Loop {
@@ -141,7 +157,7 @@ impl Loop {
             sim_log: dir.join("calls.jsonl"),
             dir,
             revive: false,
-            telegram: None,
+            telegram: String::new(),
         }
     }
 
@@ -158,19 +174,14 @@ impl Loop {
             .env("LOOP_REVIVE", if self.revive { "on" } else { "off" })
             .env("CLAUDE_SIM_SCENARIO", self.dir.join("scenario.json"))
             .env("CLAUDE_SIM_LOG", &self.sim_log)
+            .env("TELEGRAM_BOT_TOKEN", "1:AAsoakTOKEN")
+            .env("TELEGRAM_CHAT_ID", parallel::CHAT.to_string())
+            .env("TELEGRAM_API_BASE", &self.telegram)
+            .env_remove("LOOP_NOTIFY_BACKOFF_MS")
             .env_remove("LOOP_CRASH_AT")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        match &self.telegram {
-            Some(base) => c
-                .env("TELEGRAM_BOT_TOKEN", parallel::TOKEN)
-                .env("TELEGRAM_CHAT_ID", parallel::CHAT.to_string())
-                .env("TELEGRAM_API_BASE", base),
-            None => c
-                .env_remove("TELEGRAM_BOT_TOKEN")
-                .env_remove("TELEGRAM_CHAT_ID"),
-        };
         c
     }
 
@@ -198,6 +209,34 @@ impl Loop {
 
     fn done(&self) -> bool {
         self.text().starts_with("STATUS: DONE")
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.join("project/state")
+    }
+
+    /// Whether a runner holds the loop (its lock, probed shared).
+    fn runner_alive(&self) -> bool {
+        std::fs::File::open(self.state().join("M1.md.lock"))
+            .is_ok_and(|f| f.try_lock_shared().is_err())
+    }
+
+    /// Messages in the outbox not settled (sent or rejected).
+    fn pending_messages(&self) -> usize {
+        let text = std::fs::read_to_string(self.state().join("outbox.jsonl")).unwrap_or_default();
+        let records: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let settled: Vec<&serde_json::Value> = records
+            .iter()
+            .filter(|r| r["kind"] != "message")
+            .map(|r| &r["id"])
+            .collect();
+        records
+            .iter()
+            .filter(|r| r["kind"] == "message" && !settled.contains(&&r["id"]))
+            .count()
     }
 
     /// Live processes of this loop: the loop's directory in their environment or command.
@@ -433,31 +472,25 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         (None, (i / KINDS) % 2 == 1)
     };
     let mut l = Loop::new(root, i, sleep_ms, (leave_behind, review), variant);
-    let chat = variant
-        .filter(|v| v.taps())
-        .map(|_| telegram_fake::FakeTelegram::start());
-    l.telegram = chat.as_ref().map(telegram_fake::FakeTelegram::base_url);
+    // Telegram holds every request unanswered, but for a loop decided by a tap in the chat.
+    let taps = variant.is_some_and(parallel::Variant::taps);
+    let tg = FakeTelegram::start();
+    if !taps {
+        tg.hang();
+    }
+    l.telegram = tg.base_url();
     // Half the takeovers are revivals by the step's end, half a `loop resume` by hand.
     l.revive = kind == 5 && (i / KINDS) % 4 < 2;
     if leave_behind {
         t.setsid_escapes += 1;
     }
-    let mut start = vec!["start", "soak", "--step", "a", "--step", "b", "--step", "c"];
-    if on_codex() {
-        start.extend(["--backend", "codex"]);
-    }
-    if let Some(v) = variant {
-        start.extend(["--parallel", "3"]);
-        start.extend(v.start_args());
-    }
     if review {
-        start.push("--review");
         t.reviewed += 1;
     }
-    let mut runner = l.cmd(&start).spawn().unwrap();
+    let mut runner = l.cmd(&start_args(variant, review)).spawn().unwrap();
     let saves = inject((kind, mode), &l, &mut runner, rng, t);
     if let Some(v) = variant {
-        parallel::after_faults(i, &l, v, chat.as_ref(), t);
+        parallel::after_faults(i, &l, v, taps.then_some(&tg), t);
     }
     if l.revive {
         // A revived runner is not ours to reap: its loop ends by itself.
@@ -476,7 +509,12 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         None
     };
     t.loops += 1;
-    let mut bad = assess(&l, saves, (review, second.is_some()), status, t);
+    let mut bad = if taps {
+        Vec::new()
+    } else {
+        telegram_assess(&l, &tg, t)
+    };
+    bad.extend(assess(&l, saves, (review, second.is_some()), status, t));
     if let Some(v) = variant {
         bad.extend(parallel::assess(&l, v, second, t));
     }
@@ -495,6 +533,23 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
             bad.join("; ")
         ));
     }
+}
+
+/// `loop start` for a loop of the soak: three steps, on the backend asked for, reviewed or
+/// not, and at once (with a variant's own flags) in parallel.
+fn start_args(variant: Option<parallel::Variant>, review: bool) -> Vec<&'static str> {
+    let mut start = vec!["start", "soak", "--step", "a", "--step", "b", "--step", "c"];
+    if on_codex() {
+        start.extend(["--backend", "codex"]);
+    }
+    if let Some(v) = variant {
+        start.extend(["--parallel", "3"]);
+        start.extend(v.start_args());
+    }
+    if review {
+        start.push("--review");
+    }
+    start
 }
 
 /// Saves M1.md every 20 ms until the runner exits, `how`: by rename, by append, or in place in
@@ -627,6 +682,48 @@ fn inject(
         }
     }
     saves
+}
+
+/// What a Telegram that never answered did to a loop that ended: whether a runner waited for
+/// it, then, once it answers again, whether every message arrives, once.
+fn telegram_assess(l: &Loop, tg: &FakeTelegram, t: &mut Tally) -> Vec<String> {
+    let mut bad = Vec::new();
+    // A revived runner is not the soak's child: wait for the loop's lock to be let go.
+    wait_for(Duration::from_secs(30), || !l.runner_alive());
+    // A runner that sent a message itself waited for it until its client gave up; one that
+    // only queued it left the request held open by a delivery process.
+    if tg.held() == 0 {
+        t.slowed_by_telegram += 1;
+        bad.push(format!(
+            "no request held open once the runner exited (abandoned {}): a runner waited for \
+             Telegram",
+            tg.abandoned()
+        ));
+    }
+    tg.answer_again();
+    let drained = wait_for(Duration::from_secs(60), || {
+        l.pending_messages() == 0 && !l.processes().iter().any(|p| p.contains("__deliver"))
+    });
+    let texts: Vec<String> = tg.sent().into_iter().map(|m| m.text).collect();
+    t.messages_sent += texts.len();
+    if !drained {
+        let left = l.pending_messages();
+        t.messages_lost += left;
+        bad.push(format!(
+            "{left} message(s) still queued a minute after Telegram answered again"
+        ));
+    }
+    if l.done() && !texts.iter().any(|m| m.contains("<b>DONE:</b>")) {
+        t.done_never_told += 1;
+        bad.push(format!("DONE never told: {texts:?}"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let twice = texts.iter().filter(|m| !seen.insert(*m)).count();
+    if twice > 0 {
+        t.messages_twice += twice;
+        bad.push(format!("{twice} message(s) arrived twice: {texts:?}"));
+    }
+    bad
 }
 
 /// What went wrong with a loop that ended: each finding counted in `t`, and said.
@@ -789,6 +886,10 @@ fn main() {
     println!(
         "  double starts {}, re-runs of passed steps {}, lost results {}, lost edits {}, orphans {}",
         t.double_starts, t.reruns, t.lost_results, t.lost_edits, t.orphans
+    );
+    println!(
+        "  Telegram held every request until the loop ended: loops slowed by it {}, messages lost {}, DONE never told {}, messages twice {} ({} delivered once it answered again)",
+        t.slowed_by_telegram, t.messages_lost, t.done_never_told, t.messages_twice, t.messages_sent
     );
     if on_parallel() {
         parallel::report(&t);

@@ -15,7 +15,8 @@
 //!   loop.yaml               defaults for new loops
 //!   loop.log                every decision, with its reason
 //!   outbox.jsonl            notifications, until Telegram took them
-//!   outbox.lock             the outbox's lock for writing, .send.lock for sending
+//!   outbox.lock             the outbox's lock for writing, .send.lock for sending (with the
+//!                           sender's pid), .next.lock for the sender next in line
 //!   revivals.log            when a revived runner took the loop over, and who revived it
 //!   runner.out              the output of this loop's detached runners
 //!   claude-settings.json    the settings (hooks) every agent run of the loop gets
@@ -133,6 +134,12 @@ impl Layout {
     #[must_use]
     pub fn outbox_send_lock(&self) -> PathBuf {
         self.dir.join("outbox.send.lock")
+    }
+
+    /// The lock of the process next in line to send from the outbox.
+    #[must_use]
+    pub fn outbox_next_lock(&self) -> PathBuf {
+        self.dir.join("outbox.next.lock")
     }
 
     /// When a revived runner took the loop over, and who revived it: one line each.

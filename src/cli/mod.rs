@@ -238,6 +238,13 @@ pub(crate) enum Command {
         /// The task directory to supervise.
         task_dir: PathBuf,
     },
+    /// Internal: sends what an outbox holds, beside the loop that queued it (started by
+    /// whoever queues a message; see the README's Telegram section).
+    #[command(name = "__deliver", hide = true)]
+    Deliver {
+        /// The state directory whose `outbox.jsonl` to deliver.
+        state_dir: PathBuf,
+    },
     /// Internal: starts the supervisors of the process that started it (`fire`).
     #[command(name = "__starter", hide = true)]
     Starter {
@@ -757,9 +764,13 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
         | Command::Skip { .. }) => gate_command(&cli.file, c),
         Command::Stop { all } => {
             let status = crate::runner::stop(&cli.file, all);
-            // A command a person runs by hand is a good moment to deliver a backlog.
-            if state.is_dir() {
-                let _ = crate::notifier::flush(&state);
+            // A command a person runs by hand is a good moment to deliver a backlog: beside
+            // it, by a delivery process, so that a Telegram that does not answer never holds
+            // `stop` up.
+            if state.is_dir()
+                && let Ok(exe) = std::env::current_exe()
+            {
+                crate::notifier::deliver(&state, &exe);
             }
             status
         }
@@ -782,6 +793,10 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
             crate::cli::telegram::run(&cli.file, &bridge_state()?, poll_timeout)
         }
         Command::Supervise { task_dir } => Ok(crate::bridge::supervise(&task_dir)?),
+        Command::Deliver { state_dir } => {
+            crate::notifier::deliverer::run(&state_dir)?;
+            Ok(Status::Ok)
+        }
         Command::Starter { .. } => Ok(crate::bridge::serve_starter()?),
     }
 }

@@ -2,13 +2,15 @@
 //!
 //! "Tell me when it's done or needs me." Every message goes into `state/outbox.jsonl` before it
 //! is sent and is marked sent once Telegram accepts it, so a network outage delays messages but
-//! never loses them: whatever is still pending is sent by the next `loop` command that runs.
-//! A notification never fails the loop: every failure is logged (with the bot token redacted)
-//! and the caller carries on.
+//! never loses them. Sending happens beside the loop, in a delivery process of its own
+//! ([`deliverer`]): no decision waits for the network. A notification never fails the loop:
+//! every failure is logged (with the bot token redacted) and the caller carries on.
 
 pub(crate) mod backoff;
+pub(crate) mod deliverer;
 pub(crate) mod delivery;
 pub(crate) mod gate_messages;
+pub(crate) mod line;
 pub(crate) mod log_only;
 pub(crate) mod outbox;
 mod redact;
@@ -153,14 +155,16 @@ pub trait Notifier: Send {
 
 /// Telegram when `TELEGRAM_BOT_TOKEN` and `TELEGRAM_CHAT_ID` are set, else the log-only notifier
 /// (which writes the message into `state/loop.log`, plus, once per process, one hint line saying
-/// how to set Telegram up). With Telegram, the outbox's backlog is flushed first, so messages a
-/// previous command could not deliver arrive before new ones.
+/// how to set Telegram up). With Telegram, each message is queued in the outbox and sent by a
+/// delivery process, `deliverer_binary __deliver` (the `loop` binary), which is started at once
+/// for a backlog a previous command left; without a binary, messages only queue, for the next
+/// command that delivers.
 #[must_use]
-pub fn from_env(state_dir: &Path) -> Box<dyn Notifier> {
+pub fn from_env(state_dir: &Path, deliverer_binary: Option<&Path>) -> Box<dyn Notifier> {
     match telegram::Config::from_env() {
         Ok(Some(config)) => {
-            let notifier = delivery::TelegramNotifier::new(state_dir, config);
-            notifier.flush_backlog();
+            let notifier = deliverer::Queued::new(state_dir, config, deliverer_binary);
+            notifier.deliver();
             Box::new(notifier)
         }
         Ok(None) => Box::new(log_only::LogNotifier::new(state_dir)),
@@ -173,19 +177,31 @@ pub fn from_env(state_dir: &Path) -> Box<dyn Notifier> {
     }
 }
 
-/// The notifier that writes each message into the loop's log and sends nothing: a step's own
-/// loop's, whose parent loop tells the person.
+/// The notifier that writes each message to the log only, whatever the settings (the loop of
+/// a parallel step, whose parallel loop tells the person).
 #[must_use]
-pub(crate) fn log_only(state_dir: &Path) -> Box<dyn Notifier> {
+pub fn log_only(state_dir: &Path) -> Box<dyn Notifier> {
     Box::new(log_only::LogNotifier::new(state_dir))
 }
 
-/// Sends whatever the outbox still holds, oldest first (used at every loop command's start and
-/// by `loop notify --flush`). Without a token nothing is sent and everything stays pending.
+/// Starts a delivery process (`binary __deliver`) for what the outbox still holds, unless one
+/// is at work, and returns at once. Without Telegram settings, nothing.
+pub(crate) fn deliver(state_dir: &Path, binary: &Path) {
+    if let Ok(Some(_)) = telegram::Config::from_env() {
+        deliverer::Launcher::new(state_dir, binary).deliver();
+    }
+}
+
+/// Sends whatever the outbox still holds, oldest first, here and now, waiting a little for a
+/// process that is sending from it; should it stop waiting with messages pending, it starts a
+/// delivery process (`deliverer_binary`) in its place. Without a token nothing is sent and
+/// everything stays pending.
 #[must_use]
-pub fn flush(state_dir: &Path) -> FlushReport {
+pub fn flush(state_dir: &Path, deliverer_binary: Option<&Path>) -> FlushReport {
     match telegram::Config::from_env() {
-        Ok(Some(config)) => delivery::TelegramNotifier::new(state_dir, config).flush_backlog(),
+        Ok(Some(config)) => {
+            delivery::TelegramNotifier::new(state_dir, config).flush_backlog(deliverer_binary)
+        }
         Ok(None) => delivery::report_unconfigured(state_dir, setup_hint().unwrap_or_default()),
         Err(bad) => delivery::report_unconfigured(state_dir, &redact(&bad)),
     }

@@ -4,10 +4,11 @@
 //! The file is append-only JSON lines: a `message` record is written (and fsynced) before the
 //! first attempt to send it, and a `sent` or `rejected` record naming its id once that is
 //! settled. Appending a settlement instead of rewriting the file means a message appended by
-//! another process meanwhile can never be lost. Two OS locks make it safe for several `loop`
-//! processes at once: `outbox.lock` is held for each short read or write of the file, and
-//! `outbox.send.lock` by the one process that is sending, so no message is sent twice by two
-//! flushers. Settled records are dropped by [`Outbox::compact`], an atomic rewrite under the lock.
+//! another process meanwhile can never be lost. `outbox.lock` is held for each short read or
+//! write of the file, so several `loop` processes may queue at once; who sends is decided by
+//! the line of senders ([`super::line`]). [`Outbox::compact`], an atomic rewrite under the
+//! lock, drops the messages settled, keeping the last few settlements, so that a process
+//! waiting for its message to be sent by another can still learn how it went.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -51,11 +52,17 @@ pub(crate) struct Outbox {
     dir: PathBuf,
 }
 
-/// Holding this means this process is the only one sending from the outbox.
-#[derive(Debug)]
-pub(crate) struct SendGuard(
-    #[expect(dead_code, reason = "held for its drop: the lock goes with it")] crate::lockfile::Held,
-);
+/// How a message was settled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Settled {
+    Sent,
+    /// Refused for good, with Telegram's description.
+    Rejected(String),
+}
+
+/// Settlements kept by [`Outbox::compact`] without their messages: enough for a process that
+/// waits a few seconds for another to send its message to find out how that went.
+const KEPT_SETTLEMENTS: usize = 64;
 
 impl Outbox {
     pub(crate) fn new(state_dir: &Path) -> Self {
@@ -72,13 +79,6 @@ impl Outbox {
         crate::dirs::create_state_dir(&self.dir)
             .with_context(|| format!("while creating {}", self.dir.display()))?;
         crate::lockfile::exclusive(path)
-    }
-
-    /// Blocks until no other process is sending from this outbox.
-    pub(crate) fn lock_sending(&self) -> anyhow::Result<SendGuard> {
-        Ok(SendGuard(self.lock(
-            &crate::layout::Layout::dir(&self.dir).outbox_send_lock(),
-        )?))
     }
 
     /// Queues `messages`, durably, in order.
@@ -133,6 +133,17 @@ impl Outbox {
         Ok(pending_in(&self.read()?))
     }
 
+    /// How message `id` was settled: `None` while it is pending, or once its settlement is no
+    /// longer kept (see [`KEPT_SETTLEMENTS`]).
+    pub(crate) fn settlement(&self, id: &str) -> anyhow::Result<Option<Settled>> {
+        let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
+        Ok(records_in(&self.read()?).into_iter().find_map(|r| match r {
+            Record::Sent { id: s } if s == id => Some(Settled::Sent),
+            Record::Rejected { id: s, error } if s == id => Some(Settled::Rejected(error)),
+            _ => None,
+        }))
+    }
+
     fn read(&self) -> anyhow::Result<String> {
         match std::fs::read_to_string(self.path()) {
             Ok(s) => Ok(s),
@@ -141,18 +152,28 @@ impl Outbox {
         }
     }
 
-    /// Drops settled records, keeping pending messages in order (an atomic rewrite under the
-    /// lock, so a concurrent append either lands before it and is kept, or waits for it).
+    /// Drops settled messages, keeping pending ones in order and the last settlements (an
+    /// atomic rewrite under the lock, so a concurrent append either lands before it and is
+    /// kept, or waits for it).
     pub(crate) fn compact(&self) -> anyhow::Result<()> {
         let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
         let text = self.read()?;
         let pending = pending_in(&text);
-        if text.lines().filter(|l| !l.trim().is_empty()).count() == pending.len() {
+        let settlements: Vec<Record> = records_in(&text)
+            .into_iter()
+            .filter(|r| !matches!(r, Record::Message(_)))
+            .collect();
+        let kept = &settlements[settlements.len().saturating_sub(KEPT_SETTLEMENTS)..];
+        if text.lines().filter(|l| !l.trim().is_empty()).count() == pending.len() + kept.len() {
             return Ok(());
         }
         let mut out = String::new();
         for m in pending {
             out.push_str(&serde_json::to_string(&Record::Message(m))?);
+            out.push('\n');
+        }
+        for r in kept {
+            out.push_str(&serde_json::to_string(r)?);
             out.push('\n');
         }
         let path = self.path();
@@ -170,17 +191,24 @@ impl Outbox {
 fn pending_in(text: &str) -> Vec<Message> {
     let mut messages = Vec::new();
     let mut settled = std::collections::HashSet::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        match serde_json::from_str::<Record>(line) {
-            Ok(Record::Message(m)) => messages.push(m),
-            Ok(Record::Sent { id } | Record::Rejected { id, .. }) => {
+    for record in records_in(text) {
+        match record {
+            Record::Message(m) => messages.push(m),
+            Record::Sent { id } | Record::Rejected { id, .. } => {
                 settled.insert(id);
             }
-            Err(_) => {}
         }
     }
     messages.retain(|m| !settled.contains(&m.id));
     messages
+}
+
+/// The records of an outbox file's text, skipping lines that do not parse.
+fn records_in(text: &str) -> Vec<Record> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(|l| serde_json::from_str::<Record>(l).ok())
+        .collect()
 }
 
 #[cfg(test)]
@@ -225,14 +253,42 @@ mod tests {
     }
 
     #[test]
-    fn compact_keeps_only_pending_messages() {
+    fn compact_keeps_pending_messages_and_the_last_settlements_without_their_messages() {
         let dir = tempfile::tempdir().unwrap();
         let ob = Outbox::new(dir.path());
-        ob.append(&[msg("a"), msg("b")]).unwrap();
+        ob.append(&[msg("a"), msg("b"), msg("c")]).unwrap();
         ob.mark_sent("a").unwrap();
+        ob.mark_rejected("c", "400 Bad Request: chat not found")
+            .unwrap();
         ob.compact().unwrap();
         let text = std::fs::read_to_string(ob.path()).unwrap();
-        assert_eq!(text.lines().count(), 1, "{text}");
+        assert_eq!(text.lines().count(), 3, "b, and how a and c went: {text}");
+        assert!(!text.contains("text of a"), "{text}");
+        assert_eq!(ob.pending().unwrap(), vec![msg("b")]);
+        assert_eq!(ob.settlement("a").unwrap(), Some(Settled::Sent));
+        assert_eq!(
+            ob.settlement("c").unwrap(),
+            Some(Settled::Rejected("400 Bad Request: chat not found".into()))
+        );
+        assert_eq!(ob.settlement("b").unwrap(), None);
+
+        // Only the last settlements are kept.
+        let many: Vec<Message> = (0..KEPT_SETTLEMENTS + 5)
+            .map(|i| msg(&format!("m{i}")))
+            .collect();
+        ob.append(&many).unwrap();
+        for m in &many {
+            ob.mark_sent(&m.id).unwrap();
+        }
+        ob.compact().unwrap();
+        let text = std::fs::read_to_string(ob.path()).unwrap();
+        assert_eq!(text.lines().count(), 1 + KEPT_SETTLEMENTS, "{text}");
+        assert_eq!(ob.settlement("a").unwrap(), None);
+        assert_eq!(
+            ob.settlement(&format!("m{}", KEPT_SETTLEMENTS + 4))
+                .unwrap(),
+            Some(Settled::Sent)
+        );
         assert_eq!(ob.pending().unwrap(), vec![msg("b")]);
     }
 }

@@ -24,12 +24,16 @@ pub(crate) const CREDENTIALS: [&str; 3] = [
     "TELEGRAM_API_BASE",
 ];
 
-/// Attempts per message in one process before leaving it in the outbox for the next command.
+/// Attempts per message in one turn before leaving it in the outbox for the next.
 const TRIES: u32 = 3;
-/// At most this much waiting for 429 `retry_after`s per message, so a runner is not held up.
+/// At most this much waiting for 429 `retry_after`s per message in one turn.
 const MAX_RATE_WAIT: Duration = Duration::from_secs(60);
-/// One `sendMessage` request, all included.
+/// One `sendMessage` request, all included (connecting, sending, the answer): every call has
+/// such a bound, so a Telegram that accepts and never answers costs a try this long, no more.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connecting, within a call's own bound: a host that drops the connection attempt is given
+/// up on sooner than one that is slow to answer.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where and as whom to send. Its `Debug` never shows the token.
 #[derive(Clone)]
@@ -164,7 +168,7 @@ impl ApiReply {
 }
 
 /// A Bot API client for one configuration.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Client {
     pub(crate) config: Config,
     agent: ureq::Agent,
@@ -175,7 +179,7 @@ impl Client {
     pub(crate) fn new(config: Config) -> Self {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(10)))
+            .timeout_connect(Some(CONNECT_TIMEOUT))
             .user_agent(concat!("m1loop/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();

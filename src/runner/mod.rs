@@ -158,11 +158,13 @@ impl Runner {
             None => std::env::current_dir().context("while finding the project directory")?,
         };
         let watch = Watch::new(file, &stopfile::paths(&state_dir));
-        // A step's own loop tells nobody: the loop that runs it tells the person.
+        // A parallel loop tells the person; the loops of its steps only their logs. They keep
+        // the Telegram settings, for the parallel loop's runner should one of them revive it.
+        // Messages are sent by a delivery process, the `loop` binary in a hidden mode.
         let notifier = if opened.parent.is_some() {
             notifier::log_only(&state_dir)
         } else {
-            notifier::from_env(&state_dir)
+            notifier::from_env(&state_dir, std::env::current_exe().ok().as_deref())
         };
         // A loop written by hand or by an older version has no id yet: it gets one with its
         // next spawn.

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::support::bot::with_telegram;
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{SIM, TestLoop, argv, is_review, stderr, stdout, wait_until};
+use crate::support::{PATIENCE, SIM, TestLoop, argv, is_review, stderr, stdout, wait_until};
 
 fn codex_loop() -> TestLoop {
     TestLoop::new()
@@ -343,11 +343,13 @@ fn a_claude_usage_limit_far_off_continues_the_step_on_codex_in_a_fresh_thread() 
         env.prompt(1)
     );
     env.assert_logged("fallback: Step 1");
-    let told = tg.sent().into_iter().map(|s| s.text).collect::<Vec<_>>();
+    let told = || tg.sent().into_iter().map(|s| s.text).collect::<Vec<_>>();
     assert!(
-        told.iter()
-            .any(|t| t.contains("Usage limit hit on step 1") && t.contains("goes on with codex")),
-        "{told:?}"
+        wait_until(PATIENCE, || told().iter().any(|t| t
+            .contains("Usage limit hit on step 1")
+            && t.contains("goes on with codex"))),
+        "{:?}",
+        told()
     );
 }
 

@@ -259,13 +259,16 @@ fn a_decider_killed_after_writing_its_decision_is_carried_on_by_the_next_once() 
     env.assert_each_step_started_once(2, "after the decider died");
 }
 
-/// The message of gate `id` the chat got, and its number.
+/// The latest message of gate `id` the chat got, and its number, once one has arrived (it is
+/// sent beside the loop, by a delivery process).
 fn gate_message(tg: &FakeTelegram, id: &str) -> (usize, crate::support::telegram_fake::Sent) {
+    let find = |sent: &[crate::support::telegram_fake::Sent]| {
+        sent.iter()
+            .rposition(|s| s.buttons().iter().any(|b| b.starts_with(&format!("{id} "))))
+    };
+    wait_until(DEADLINE, || find(&tg.sent()).is_some());
     let sent = tg.sent();
-    let i = sent
-        .iter()
-        .rposition(|s| s.buttons().iter().any(|b| b.starts_with(&format!("{id} "))))
-        .unwrap_or_else(|| panic!("no message with buttons for {id}: {sent:?}"));
+    let i = find(&sent).unwrap_or_else(|| panic!("no message with buttons for {id}: {sent:?}"));
     (i + 1, sent[i].clone())
 }
 
@@ -377,6 +380,10 @@ fn a_step_question_answered_by_replying_to_its_message_resumes_the_step_with_the
         &Scenario::new().step(1, [Action::blocked("which port?"), Action::done("used it")]),
     );
     env.run_exits(3, &["start", "g", "--step", "one"]);
+    assert!(wait_until(DEADLINE, || tg
+        .sent()
+        .iter()
+        .any(|s| s.text.contains("which port?"))));
     let sent = tg.sent();
     let n = sent
         .iter()

@@ -82,6 +82,16 @@ fn with_telegram_down_the_loop_finishes_and_the_next_command_delivers_the_backlo
     let tg = FakeTelegram::start();
     let env = env.env("TELEGRAM_API_BASE", tg.base_url());
     let out = env.run_ok(&["resume"]);
+    // Delivered beside the command, by a process of its own that ends once it has.
+    let delivering = |env: &TestLoop| env.processes().iter().any(|p| p.contains("__deliver"));
+    assert!(
+        wait_until(Duration::from_secs(10), || replies(&tg).len() >= 2
+            && !delivering(&env)),
+        "{:?} {:?}\n{}",
+        replies(&tg),
+        env.processes(),
+        env.log()
+    );
     let got = replies(&tg);
     assert_eq!(got.len(), 2, "started and done, once each: {got:?}");
     assert!(
@@ -90,6 +100,7 @@ fn with_telegram_down_the_loop_finishes_and_the_next_command_delivers_the_backlo
     );
     // Nothing is sent twice on the command after that.
     let _ = env.run(&["resume"]);
+    assert!(wait_until(Duration::from_secs(10), || !delivering(&env)));
     assert_eq!(replies(&tg).len(), 2);
 
     // The token is in no file of the loop and in no output, though every send failed once.

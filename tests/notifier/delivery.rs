@@ -271,3 +271,50 @@ fn a_bad_chat_id_is_named_in_the_error() {
         stderr(&out)
     );
 }
+
+#[test]
+fn notify_behind_a_sender_stuck_on_a_silent_telegram_gives_up_in_bounded_time_and_the_message_still_arrives()
+ {
+    use claude_sim::scenario::{Action, Scenario};
+
+    let tg = FakeTelegram::start();
+    tg.hang();
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let with_tg = |cmd: &mut std::process::Command| {
+        cmd.env("TELEGRAM_BOT_TOKEN", TOKEN)
+            .env("TELEGRAM_CHAT_ID", CHAT)
+            .env("TELEGRAM_API_BASE", tg.base_url());
+    };
+    let mut start = env.cmd(&["start", "g", "--step", "one"]);
+    with_tg(&mut start);
+    assert!(run(start).status.success());
+    // A delivery process holds the turn, its request to Telegram unanswered.
+    assert!(crate::support::wait_until(crate::support::PATIENCE, || tg
+        .held()
+        >= 1));
+
+    let mut notify = env.cmd(&["--file", "state/M1.md", "notify", "from the shell"]);
+    with_tg(&mut notify);
+    let out = crate::support::run_within(notify, std::time::Duration::from_secs(40));
+    assert_eq!(out.status.code(), Some(1), "not sent: exit 1");
+    assert!(
+        stderr(&out).contains("had not finished after 10s"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(pending(&env), 3);
+
+    // Telegram answers again: all three arrive, in order, once.
+    tg.answer_again();
+    assert!(crate::support::wait_until(crate::support::PATIENCE, || {
+        pending(&env) == 0 && tg.sent().len() == 3
+    }));
+    let texts: Vec<String> = tg.sent().into_iter().map(|s| s.text).collect();
+    assert!(
+        texts[0].contains("started") && texts[1].contains("DONE") && texts[2] == "from the shell",
+        "{texts:?}"
+    );
+    env.assert_no_processes();
+    assert_eq!(tg.sent().len(), 3);
+}

@@ -1,10 +1,12 @@
 //! A fake Telegram Bot API on 127.0.0.1, for tests: a hand-written HTTP/1.1 server on a
 //! thread that records every request and answers `sendMessage` and `getUpdates` the way the
 //! real API does, or with scripted failures (429 with `retry_after`, 5xx, 400, 409, a dropped
-//! connection). Nothing here touches the real network.
+//! connection), or plays hung: it accepts every connection and reads every request, then holds
+//! it unanswered until told to answer again (as a hung proxy or a stalled server does).
+//! Nothing here touches the real network.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -75,6 +77,12 @@ struct State {
     updates_script: VecDeque<Reply>,
     updates: Vec<Value>,
     sent: Vec<Sent>,
+    /// Playing hung: requests are read, then held unanswered.
+    hung: bool,
+    /// Requests held now, their connections still open.
+    held: usize,
+    /// Held requests whose client gave up (closed the connection) before an answer.
+    abandoned: usize,
 }
 
 /// The running fake; stops its thread when dropped.
@@ -98,8 +106,8 @@ impl FakeTelegram {
                     break;
                 }
                 if let Ok(conn) = conn {
-                    let st = st.clone();
-                    std::thread::spawn(move || serve(conn, &st));
+                    let (st, sp) = (st.clone(), sp.clone());
+                    std::thread::spawn(move || serve(conn, &st, &sp));
                 }
             }
         });
@@ -122,6 +130,27 @@ impl FakeTelegram {
         let addr = l.local_addr().unwrap();
         drop(l);
         format!("http://{addr}")
+    }
+
+    /// From now on, holds every request unanswered (its connection open) until
+    /// [`FakeTelegram::answer_again`].
+    pub fn hang(&self) {
+        self.state.lock().unwrap().hung = true;
+    }
+
+    /// Answers the requests held (those whose client still waits) and every later one.
+    pub fn answer_again(&self) {
+        self.state.lock().unwrap().hung = false;
+    }
+
+    /// Requests held unanswered right now, their clients still waiting on open connections.
+    pub fn held(&self) -> usize {
+        self.state.lock().unwrap().held
+    }
+
+    /// Held requests whose client gave up waiting (closed the connection) before an answer.
+    pub fn abandoned(&self) -> usize {
+        self.state.lock().unwrap().abandoned
     }
 
     /// Answers for the next `sendMessage` requests, in order; after them, [`Reply::Ok`].
@@ -232,7 +261,7 @@ fn message(id: i64, chat_id: i64, text: &str) -> Value {
     })
 }
 
-fn serve(conn: TcpStream, state: &Mutex<State>) {
+fn serve(conn: TcpStream, state: &Mutex<State>, stop: &AtomicBool) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut line = String::new();
@@ -267,6 +296,10 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
         token: token.to_string(),
         body,
     };
+    if !held_until_answered(&conn, state, stop) {
+        state.lock().unwrap().requests.push(req);
+        return;
+    }
     let answer = answer(&req, state);
     state.lock().unwrap().requests.push(req);
     let Answer::Respond(status, json) = answer else {
@@ -286,6 +319,42 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
         "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
         text.len()
     );
+}
+
+/// While the server plays hung, holds a request unanswered until it answers again; false if
+/// the client gave up first (closed the connection: nothing is answered or recorded as sent)
+/// or the server is stopping.
+fn held_until_answered(conn: &TcpStream, state: &Mutex<State>, stop: &AtomicBool) -> bool {
+    {
+        let mut s = state.lock().unwrap();
+        if !s.hung {
+            return true;
+        }
+        s.held += 1;
+    }
+    let _ = conn.set_nonblocking(true);
+    let answered = loop {
+        if stop.load(Ordering::SeqCst) {
+            break false;
+        }
+        if !state.lock().unwrap().hung {
+            break true;
+        }
+        // A closed connection reads as end of file; an open one has nothing to read.
+        match conn.peek(&mut [0u8; 1]) {
+            Ok(0) => break false,
+            Err(e) if e.kind() != ErrorKind::WouldBlock => break false,
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let _ = conn.set_nonblocking(false);
+    let mut s = state.lock().unwrap();
+    s.held -= 1;
+    if !answered {
+        s.abandoned += 1;
+    }
+    answered
 }
 
 /// What the server does with a request.

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use crate::error::Error;
 use crate::exit::Status;
 use crate::notifier::backoff::Backoff;
+use crate::notifier::deliverer::Queued;
 use crate::notifier::delivery::TelegramNotifier;
 use crate::notifier::telegram::{Client, Config};
 use commands::{Bot, Exec, Incoming, LoopBinary, Tap, User};
@@ -67,13 +68,16 @@ pub(crate) fn run(
         state_dir: state_dir.clone(),
         exec,
     };
+    // Replies are queued and sent by a delivery process, so that a slow `sendMessage` never
+    // holds up the next command.
+    let exe = std::env::current_exe().ok();
     let poller = Poller {
         client: Client::new(config.clone()),
-        replies: TelegramNotifier::new(&state_dir, config),
+        replies: Queued::new(&state_dir, config, exe.as_deref()),
         state_dir,
         poll_timeout,
     };
-    poller.replies.flush_backlog();
+    poller.replies.deliver();
     poller.say(&format!(
         "telegram: polling for commands from chat {}",
         bot.chat_id
@@ -112,7 +116,7 @@ fn write_offset(state_dir: &Path, offset: i64) -> crate::error::Result<()> {
 
 struct Poller {
     client: Client,
-    replies: TelegramNotifier,
+    replies: Queued,
     state_dir: PathBuf,
     poll_timeout: Duration,
 }
@@ -216,7 +220,9 @@ impl Poller {
             "telegram: {first_word} from chat {}: {what}",
             msg.chat_id
         ));
-        let _ = self.replies.send_html("reply", &self.client.redact(&reply));
+        let reply = self.client.redact(&reply);
+        self.replies
+            .send("reply", TelegramNotifier::html_messages("reply", &reply));
         next
     }
 }
