@@ -489,36 +489,33 @@ fn within(block: &[&str], key: &str) -> KeyPath {
     KeyPath::new(block.iter().copied().chain([key]))
 }
 
-impl Top {
-    #[must_use]
-    pub fn path(self) -> KeyPath {
-        within(Self::BLOCK, self.name())
-    }
+/// `path`, `set` and `remove` for the keys of a block that holds each key once (the top, `PLAN`,
+/// `CURRENT`, `LIMITS`, `AGENT`, `PARALLEL`): the same three for each.
+macro_rules! scalar_keys {
+    ($($name:ident),+) => {$(
+        impl $name {
+            /// Where the key is.
+            #[must_use]
+            pub fn path(self) -> KeyPath {
+                within(Self::BLOCK, self.name())
+            }
 
-    /// Sets the key.
-    #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(), value.into())
-    }
+            /// Sets the key.
+            #[must_use]
+            pub fn set(self, value: impl Into<String>) -> Edit {
+                Edit::Set(self.path(), value.into())
+            }
 
-    /// Removes the key.
-    #[must_use]
-    pub fn remove(self) -> Edit {
-        Edit::Remove(self.path())
-    }
+            /// Removes the key.
+            #[must_use]
+            pub fn remove(self) -> Edit {
+                Edit::Remove(self.path())
+            }
+        }
+    )+};
 }
 
-impl PlanKey {
-    #[must_use]
-    pub fn path(self) -> KeyPath {
-        within(Self::BLOCK, self.name())
-    }
-
-    #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(), value.into())
-    }
-}
+scalar_keys!(Top, PlanKey, CurrentKey, LimitKey, AgentKey, ParallelKey);
 
 /// `PLAN.AFTER`'s line for step `n`: it waits for `deps`.
 #[must_use]
@@ -534,18 +531,6 @@ pub fn after(n: u32, deps: &[u32]) -> Edit {
 #[must_use]
 pub fn no_after() -> Edit {
     Edit::Remove(KeyPath::new([PlanKey::BLOCK[0], AFTER]))
-}
-
-impl CurrentKey {
-    #[must_use]
-    pub fn path(self) -> KeyPath {
-        within(Self::BLOCK, self.name())
-    }
-
-    #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(), value.into())
-    }
 }
 
 impl ResultKey {
@@ -581,55 +566,11 @@ impl GateKey {
     }
 }
 
-impl LimitKey {
-    #[must_use]
-    pub fn path(self) -> KeyPath {
-        within(Self::BLOCK, self.name())
-    }
-
-    #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(), value.into())
-    }
-
-    #[must_use]
-    pub fn remove(self) -> Edit {
-        Edit::Remove(self.path())
-    }
-}
-
-impl AgentKey {
-    #[must_use]
-    pub fn path(self) -> KeyPath {
-        within(Self::BLOCK, self.name())
-    }
-
-    #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(), value.into())
-    }
-
-    #[must_use]
-    pub fn remove(self) -> Edit {
-        Edit::Remove(self.path())
-    }
-}
-
 impl ParallelKey {
     /// The `PARALLEL:` block itself.
     #[must_use]
     pub fn block() -> KeyPath {
         KeyPath::new(Self::BLOCK.iter().copied())
-    }
-
-    #[must_use]
-    pub fn path(self) -> KeyPath {
-        within(Self::BLOCK, self.name())
-    }
-
-    #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(), value.into())
     }
 }
 

@@ -421,22 +421,7 @@ fn a_runner_killed_right_after_the_last_merge_still_ends_the_loop_with_its_end()
         "parallel-after-finish",
     ] {
         let env = TestLoop::new().with_git();
-        env.scenario(
-            &Scenario::new()
-                .step(1, Action::done("a").write("a.txt", "a\n"))
-                .step(2, Action::done("b").sleep_ms(300).write("b.txt", "b\n")),
-        );
-        env.run_ok(&[
-            "start",
-            "g",
-            "--step",
-            "a",
-            "--step",
-            "b",
-            "--parallel",
-            "2",
-            "--plan-only",
-        ]);
+        env.plan_parallel(&[("a", 0), ("b", 300)], &[]);
         let mut c = env.cmd(&["resume"]);
         c.env("LOOP_CRASH_AT", point);
         let status = c.status().unwrap();
@@ -525,22 +510,7 @@ fn a_parallel_record_git_cannot_use_halts_the_loop_saying_which_step_instead_of_
 #[test]
 fn an_old_text_saved_over_a_merged_steps_cleanup_never_starts_that_step_again() {
     let env = TestLoop::new().with_git();
-    env.scenario(
-        &Scenario::new()
-            .step(1, Action::done("a").write("a.txt", "a\n"))
-            .step(2, Action::done("b").sleep_ms(2500).write("b.txt", "b\n")),
-    );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--parallel",
-        "2",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--plan-only",
-    ]);
+    env.plan_parallel(&[("a", 0), ("b", 2500)], &[]);
     let mut runner = env.spawn(&["resume"]);
     // A text read while step 1 still has its record, saved once it is merged and cleaned up.
     assert!(wait_until(DEADLINE, || env
@@ -569,47 +539,5 @@ fn an_old_text_saved_over_a_merged_steps_cleanup_never_starts_that_step_again() 
     env.assert_each_step_started_once(2, "after an old text was saved over step 1's cleanup");
     assert!(!env.text().contains("STEP_1:\n    \n"), "{}", env.text());
     assert_no_git_left(&env);
-    env.assert_no_processes();
-}
-
-#[test]
-fn a_parallel_loop_revived_by_one_of_its_steps_still_tells_the_person() {
-    let tg = FakeTelegram::start();
-    let env = with_telegram(TestLoop::new().with_git(), &tg.base_url()).env("LOOP_REVIVE", "on");
-    env.scenario(
-        &Scenario::new()
-            .step(1, Action::done("a").sleep_ms(1200).write("a.txt", "a\n"))
-            .step(2, Action::done("b").sleep_ms(1200).write("b.txt", "b\n")),
-    );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--parallel",
-        "2",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--plan-only",
-    ]);
-    let mut runner = env.spawn(&["resume"]);
-    assert!(wait_until(DEADLINE, || env.calls_for(1) >= 1 && env.calls_for(2) >= 1));
-    runner.kill9();
-    assert!(
-        wait_until(DEADLINE, || env.m1().status == Status::Done),
-        "{}\n{}",
-        env.text(),
-        env.log()
-    );
-    env.assert_logged("revived by the loop of one of its steps");
-    assert!(
-        wait_until(DEADLINE, || tg
-            .sent()
-            .iter()
-            .any(|s| s.text.contains("DONE"))),
-        "the revived runner told nobody: {:?}\n{}",
-        tg.sent().iter().map(|s| s.text.clone()).collect::<Vec<_>>(),
-        env.log()
-    );
     env.assert_no_processes();
 }

@@ -235,6 +235,27 @@ impl TestLoop {
         calls
     }
 
+    /// A loop of `steps` to run at once, each `(name, ms)` writing `name.txt` after `ms` of
+    /// work, planned with `--parallel` (as many slots as steps) and `--plan-only`, and
+    /// `extra` flags: `loop resume` runs it.
+    pub fn plan_parallel(&self, steps: &[(&str, u64)], extra: &[&str]) {
+        let mut scenario = claude_sim::scenario::Scenario::new();
+        for (k, (name, ms)) in (1..).zip(steps) {
+            let work = claude_sim::scenario::Action::done(name)
+                .sleep_ms(*ms)
+                .write(&format!("{name}.txt"), &format!("{name}\n"));
+            scenario = scenario.step(k, work);
+        }
+        self.scenario(&scenario);
+        let n = steps.len().to_string();
+        let mut args = vec!["start", "g", "--parallel", n.as_str(), "--plan-only"];
+        for (name, _) in steps {
+            args.extend(["--step", name]);
+        }
+        args.extend(extra);
+        self.run_ok(&args);
+    }
+
     pub fn calls_for(&self, step: u32) -> usize {
         let want = step.to_string();
         self.calls()

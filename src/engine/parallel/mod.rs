@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 pub(crate) use inherit::{StepLoop, step_loop};
 pub(crate) use record::{
     Landed, MergeCheck, MergeFailure, MergeOutcome, RunNames, WorkPlace, carried, dropped, failed,
-    finished, merge_failed, merged, mirrored, recorded, retried_there, run_again_there,
-    sent_back_by_a_person, settled, waiting,
+    finished, merge_failed, merged, mirrored, recorded, retried_there, sent_back_by_a_person,
+    settled, waiting,
 };
 
 use super::Caps;
