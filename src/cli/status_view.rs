@@ -11,7 +11,31 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "GOAL         {}", m.goal);
     let mut status = m.status.as_str().to_string();
-    if m.plan.total_steps > 0 {
+    let at_once = m.parallel.branch.is_some() || !m.parallel.runs.is_empty();
+    if at_once {
+        // Steps at once: no one step is current; how many are closed, and how many run.
+        let closed = m
+            .plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.state, StepState::Done | StepState::Skipped))
+            .count();
+        let _ = write!(
+            status,
+            "  {closed} of {} steps done, {} at once",
+            m.plan.steps.len(),
+            m.parallel.runs.len()
+        );
+    } else if m.plan.total_steps > 0 && m.plan.current_step == 0 && !m.plan.steps.is_empty() {
+        // No step is current (a loop that ran its steps at once, ended).
+        let closed = m
+            .plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.state, StepState::Done | StepState::Skipped))
+            .count();
+        let _ = write!(status, "  {closed} of {} steps done", m.plan.steps.len());
+    } else if m.plan.total_steps > 0 {
         let _ = write!(
             status,
             "  step {}/{}",
@@ -26,7 +50,11 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
         let _ = writeln!(out, "PLAN         (no steps yet)");
     }
     for s in &m.plan.steps {
-        let marker = if s.n == m.plan.current_step { '>' } else { ' ' };
+        let marker = if s.n == m.plan.current_step && !at_once {
+            '>'
+        } else {
+            ' '
+        };
         let _ = write!(
             out,
             "{marker} {:>2} {:<9} {}",

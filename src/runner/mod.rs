@@ -274,7 +274,36 @@ impl Runner {
     /// Logs what a person changed in M1.md (every decision is in loop.log, a person's too): the
     /// fields that changed from what the runner knew to the text it reads now.
     fn note_hand_edit(&self, before: &Document) {
-        let changes = crate::m1::changes(before, &self.doc);
+        // A gate decided while this runner drives the loop (`loop answer`, a tap): a decision,
+        // which the decider logged, not a hand edit.
+        let was = before.view();
+        let now = self.view();
+        let decided: Vec<String> = now
+            .gates
+            .iter()
+            .filter(|g| !g.is_pending() && was.gate(&g.id).is_some_and(crate::m1::Gate::is_pending))
+            .map(|g| {
+                format!(
+                    "{} ({} by {})",
+                    g.id,
+                    g.choice.as_deref().unwrap_or("?"),
+                    g.by.as_deref().unwrap_or("?")
+                )
+            })
+            .collect();
+        let mut changes = crate::m1::changes(before, &self.doc);
+        if !decided.is_empty() {
+            self.say(&format!(
+                "decide: taken up, decided beside this runner: gate {}",
+                decided.join(", gate ")
+            ));
+            // What the decision wrote; anything else is a person's edit.
+            changes.retain(|c| {
+                !["GATES.", "STATUS:", "LAST_ACTION:", "NEXT_ACTION:"]
+                    .iter()
+                    .any(|p| c.starts_with(p))
+            });
+        }
         if !changes.is_empty() {
             self.say(&format!(
                 "edit: M1.md was changed by hand: {}",
@@ -800,9 +829,13 @@ impl Runner {
     fn revived(&mut self, by: &str) {
         revive::record(&self.file, by);
         let m = self.view();
-        let at = match m.plan.current_step {
-            0 => "while planning".to_string(),
-            n => format!("at step {n}"),
+        let at_once: Vec<String> = m.parallel.runs.keys().map(u32::to_string).collect();
+        let at = match (m.plan.current_step, at_once.as_slice()) {
+            (_, [one]) => format!("while step {one} ran in its own loop"),
+            (_, [_, ..]) => format!("while steps {} ran at once", at_once.join(", ")),
+            (0, []) if m.plan.steps.is_empty() => "while planning".to_string(),
+            (0, []) => "between steps".to_string(),
+            (n, []) => format!("at step {n}"),
         };
         self.say(&format!(
             "revive: the runner had died {at}; resumed by itself (revived by {by})"

@@ -147,18 +147,18 @@ pub(crate) fn schedule(
         })
         .collect();
     moves.extend(settled_gates(m, seen));
-    if !moves.is_empty() {
-        return moves;
-    }
     let in_flight = m.parallel.runs.len();
     let starts = starts(m, seen, slots, caps);
     if let Some(over) = starts.as_ref().err()
         && in_flight == 0
+        && moves.is_empty()
     {
         return vec![(**over).clone()];
     }
-    let starts = starts.unwrap_or_default();
-    if !starts.is_empty() {
+    // New steps first: starting one is quick, and its agent works while the rest is done.
+    let mut starts = starts.unwrap_or_default();
+    if !starts.is_empty() || !moves.is_empty() {
+        starts.extend(moves);
         return starts;
     }
     if in_flight == 0 {
