@@ -10,38 +10,8 @@ use crate::m1::{M1, Status, StepResult, StepState};
 pub(super) fn human(m: &M1, task: Option<&str>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "GOAL         {}", m.goal);
-    let mut status = m.status.as_str().to_string();
     let at_once = m.parallel.branch.is_some() || !m.parallel.runs.is_empty();
-    if at_once {
-        // Steps at once: no one step is current; how many are closed, and how many run.
-        let closed = m
-            .plan
-            .steps
-            .iter()
-            .filter(|s| matches!(s.state, StepState::Done | StepState::Skipped))
-            .count();
-        let _ = write!(
-            status,
-            "  {closed} of {} steps done, {} at once",
-            m.plan.steps.len(),
-            m.parallel.runs.len()
-        );
-    } else if m.plan.total_steps > 0 && m.plan.current_step == 0 && !m.plan.steps.is_empty() {
-        // No step is current (a loop that ran its steps at once, ended).
-        let closed = m
-            .plan
-            .steps
-            .iter()
-            .filter(|s| matches!(s.state, StepState::Done | StepState::Skipped))
-            .count();
-        let _ = write!(status, "  {closed} of {} steps done", m.plan.steps.len());
-    } else if m.plan.total_steps > 0 {
-        let _ = write!(
-            status,
-            "  step {}/{}",
-            m.plan.current_step, m.plan.total_steps
-        );
-    }
+    let status = status_line(m, at_once);
     let _ = writeln!(out, "STATUS       {status}");
     if let Some(c) = &m.constraints {
         let _ = writeln!(out, "CONSTRAINTS  {c}");
@@ -115,6 +85,43 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
         let _ = writeln!(out, "             {}", crate::engine::gate::how(g));
     }
     out
+}
+
+/// `RUNNING  step 2/3`, or for a loop that runs its steps at once, how many are done and how
+/// many run.
+fn status_line(m: &M1, at_once: bool) -> String {
+    let mut status = m.status.as_str().to_string();
+    if at_once {
+        // Steps at once: no one step is current; how many are closed, and how many run.
+        let closed = m
+            .plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.state, StepState::Done | StepState::Skipped))
+            .count();
+        let _ = write!(
+            status,
+            "  {closed} of {} steps done, {} at once",
+            m.plan.steps.len(),
+            m.parallel.runs.len()
+        );
+    } else if m.plan.total_steps > 0 && m.plan.current_step == 0 && !m.plan.steps.is_empty() {
+        // No step is current (a loop that ran its steps at once, ended).
+        let closed = m
+            .plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.state, StepState::Done | StepState::Skipped))
+            .count();
+        let _ = write!(status, "  {closed} of {} steps done", m.plan.steps.len());
+    } else if m.plan.total_steps > 0 {
+        let _ = write!(
+            status,
+            "  step {}/{}",
+            m.plan.current_step, m.plan.total_steps
+        );
+    }
+    status
 }
 
 /// Each step running at once (a loop of its own), how it stands in this loop's words, and
