@@ -113,7 +113,8 @@ impl Loop {
         let dir = root.join(format!("loop-{i:04}"));
         let project = dir.join("project");
         std::fs::create_dir_all(project.join("state")).unwrap();
-        let scenario = dir.join("scenario.json");
+        std::fs::create_dir_all(dir.join("sim")).unwrap();
+        let scenario = dir.join("sim/scenario.json");
         let grandchild = if leave_behind {
             r#", "grandchild_sleep_s": 600"#
         } else {
@@ -154,7 +155,7 @@ impl Loop {
             .unwrap();
         Loop {
             file: project.join("state/M1.md"),
-            sim_log: dir.join("calls.jsonl"),
+            sim_log: dir.join("sim/calls.jsonl"),
             dir,
             revive: false,
             telegram: String::new(),
@@ -172,8 +173,11 @@ impl Loop {
             // The soak resumes every runner it kills itself, and counts what that does, but
             // for the loops left to revive themselves.
             .env("LOOP_REVIVE", if self.revive { "on" } else { "off" })
-            .env("CLAUDE_SIM_SCENARIO", self.dir.join("scenario.json"))
+            .env("CLAUDE_SIM_SCENARIO", self.dir.join("sim/scenario.json"))
             .env("CLAUDE_SIM_LOG", &self.sim_log)
+            // The simulated agent's scenario, log and counts: what its runs, confined, may
+            // write, and nothing else of the soak's.
+            .env("LOOP_SANDBOX_WRITE", self.dir.join("sim"))
             .env("TELEGRAM_BOT_TOKEN", "1:AAsoakTOKEN")
             .env("TELEGRAM_CHAT_ID", parallel::CHAT.to_string())
             .env("TELEGRAM_API_BASE", &self.telegram)
@@ -527,11 +531,14 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     if bad.is_empty() {
         let _ = std::fs::remove_dir_all(&l.dir);
     } else {
-        t.failures.push(format!(
+        let failure = format!(
             "loop {i} (fault {kind}) in {}: {}",
             l.dir.display(),
             bad.join("; ")
-        ));
+        );
+        // Said as it happens too, for a long run watched as it goes.
+        eprintln!("soak: FAIL {failure}");
+        t.failures.push(failure);
     }
 }
 

@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("agent", 2),
     ("bridge", 2),
     ("notifier", 2),
+    ("sandbox", 2),
     ("verify", 2),
     ("engine", 3),
     ("runner", 4),

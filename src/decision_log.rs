@@ -16,12 +16,17 @@ pub(crate) fn path(state_dir: &Path) -> PathBuf {
 /// # Errors
 /// When the log cannot be opened or written.
 pub(crate) fn append(state_dir: &Path, line: &str) -> std::io::Result<()> {
+    append_to(&path(state_dir), line)
+}
+
+/// [`append`] to the log at `file` (a run's own hooks' log, say).
+///
+/// # Errors
+/// When the log cannot be opened or written.
+pub(crate) fn append_to(file: &Path, line: &str) -> std::io::Result<()> {
     let stamp = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
     let folded = line.replace('\n', " ⏎ ");
-    let mut f = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path(state_dir))?;
+    let mut f = OpenOptions::new().create(true).append(true).open(file)?;
     // One write call per line, so lines from concurrent writers do not interleave.
     f.write_all(format!("{stamp} {folded}\n").as_bytes())
 }

@@ -39,6 +39,7 @@ mod loops {
     mod review;
     mod revive;
     mod run;
+    mod sandbox;
     mod sessions;
     mod settings;
     mod stale_save;

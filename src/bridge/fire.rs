@@ -129,6 +129,8 @@ fn resolve(id: &str, req: &FireRequest) -> Result<TaskSpec> {
         stdin,
         env: req.env.clone(),
         env_remove: req.env_remove.clone(),
+        env_keep: req.env_keep.clone(),
+        confined: req.confined,
         timeout_ms: req.timeout.map(ms),
         idle_timeout_ms: req.idle_timeout.map(ms),
         idle_exempt_marker: req.idle_exempt_marker.clone(),

@@ -89,6 +89,14 @@ pub(crate) struct FireRequest {
     pub env: Vec<(String, String)>,
     /// Variables to remove from the command's environment.
     pub env_remove: Vec<String>,
+    /// When set, the command's environment is an allowlist: of what the supervisor inherits,
+    /// only these names are kept (a trailing `*` keeps every name with that start), before
+    /// `env_remove` and `env` apply. Names only: no value of the environment is written into
+    /// the task's records.
+    pub env_keep: Option<Vec<String>>,
+    /// The command is the sandbox's (bubblewrap), which tells a signal that killed what it
+    /// ran as exit status 128 + the signal: recorded as the signal.
+    pub confined: bool,
     /// A command the supervisor starts once the exit record is written (empty: none), in a
     /// session of its own and not waited for: how a loop comes back when its runner died
     /// while the step ran.
@@ -115,6 +123,16 @@ impl FireRequest {
         }
         self
     }
+}
+
+/// Whether the variable `name` is kept by the allowlist `keep` (a trailing `*` keeps every
+/// name with that start).
+#[must_use]
+pub(crate) fn env_kept(keep: &[String], name: &str) -> bool {
+    keep.iter().any(|k| match k.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => k == name,
+    })
 }
 
 /// A new task id, `task_<UTC yyyymmddThhmmss>_<6 hex>`: sorts by creation time, safe in paths.

@@ -208,10 +208,16 @@ fn run(task_dir: &Path, spec: &TaskSpec, started: &mut dyn FnMut()) -> anyhow::R
             sweep::describe(&killed)
         );
     }
+    // A command confined by bubblewrap ends as bwrap does: the status of what it ran, a
+    // signal that killed it as 128 plus the signal.
+    let (exit_code, signal) = match (spec.confined, outcome.exit_code, outcome.signal) {
+        (true, Some(code), None) if (129..=192).contains(&code) => (None, Some(code - 128)),
+        (_, code, signal) => (code, signal),
+    };
     let rec = ExitRecord {
         reason: outcome.reason,
-        exit_code: outcome.exit_code,
-        signal: outcome.signal,
+        exit_code,
+        signal,
         message: sweep::with_strays(outcome.message, &killed),
         pid: Some(pid),
         started_at,
@@ -313,6 +319,14 @@ fn spawn(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<std::process::Child
         .stdout(output(STDOUT_FILE)?)
         .stderr(output(STDERR_FILE)?)
         .process_group(0);
+    if let Some(keep) = &spec.env_keep {
+        cmd.env_clear();
+        for (k, v) in std::env::vars_os() {
+            if k.to_str().is_some_and(|k| super::env_kept(keep, k)) {
+                cmd.env(k, v);
+            }
+        }
+    }
     for k in &spec.env_remove {
         cmd.env_remove(k);
     }

@@ -50,7 +50,7 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Write a new M1.md for GOAL and run the loop (in the foreground, or --detach).
-    Start(StartArgs),
+    Start(Box<StartArgs>),
     /// Carry on from M1.md alone: re-adopt a running step, judge a finished one, respawn a lost one.
     Resume {
         /// Run in the background and return at once.
@@ -328,6 +328,18 @@ pub(crate) struct StartArgs {
     /// How far away a usage limit's reset must be to send a step to the fallback (90s, 15m).
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub fallback_after: Option<Duration>,
+    /// How every agent run and VERIFY is confined: bwrap (bubblewrap, the default), or off
+    /// (unconfined: the agent has your whole authority).
+    #[arg(long, value_name = "SANDBOX")]
+    pub sandbox: Option<crate::m1::SandboxMode>,
+    /// A path a confined run may read besides its own (a toolchain such as ~/.rustup);
+    /// repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub sandbox_read: Vec<String>,
+    /// A path a confined run may write besides its work tree (a build cache such as
+    /// ~/.cargo/registry); repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub sandbox_write: Vec<String>,
     /// Replace a RUNNING or WAITING loop (the old M1.md is archived, never overwritten).
     #[arg(long)]
     pub force: bool,
@@ -502,6 +514,8 @@ Environment:
   TELEGRAM_BOT_TOKEN  the Telegram bot that sends notifications (unset: they go to loop.log)
   TELEGRAM_CHAT_ID    the chat it sends them to
   TELEGRAM_API_BASE   the Bot API address (default https://api.telegram.org)
+  LOOP_SANDBOX        how a new loop's agent runs are confined: bwrap (the default) or off;
+                      LOOP_SANDBOX_READ / LOOP_SANDBOX_WRITE: paths they may read, write
   LOOP_REVIVE         off: the steps of a runner started with it do not revive it should it
                       die (`loop daemon` still revives the loops it keeps)
   XDG_STATE_HOME      outside a loop, fire/check/kill/notify keep their files in
@@ -612,6 +626,9 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
             fallback_after: a.fallback_after,
             parallel: a.parallel,
             approve_plan: a.approve_plan,
+            sandbox: a.sandbox,
+            sandbox_read: a.sandbox_read,
+            sandbox_write: a.sandbox_write,
             ..Default::default()
         },
         detach: a.detach,
@@ -640,6 +657,8 @@ fn start(file: &std::path::Path, found_above: bool, a: StartArgs) -> crate::erro
 /// `loop fire`: starts the command as a task of the exec bridge and prints its id.
 fn fire(state_dir: &std::path::Path, args: FireArgs) -> crate::error::Result<Status> {
     let req = crate::bridge::FireRequest {
+        env_keep: None,
+        confined: false,
         command: args.command,
         timeout: args.timeout,
         idle_timeout: args.idle_timeout,
@@ -729,7 +748,7 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
     let m1_name = cli.file.file_name().unwrap_or_default().to_owned();
     let bridge_state = || crate::dirs::bridge_state_dir(&state, &m1_name, cli.file_given);
     match cli.command {
-        Command::Start(a) => start(&cli.file, cli.found_above, a),
+        Command::Start(a) => start(&cli.file, cli.found_above, *a),
         Command::Resume {
             detach,
             quiet,

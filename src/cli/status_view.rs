@@ -64,6 +64,7 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
     if let Some(t) = task {
         let _ = writeln!(out, "TASK         {t}");
     }
+    let _ = writeln!(out, "SANDBOX      {}", sandbox_line(m));
     parallel_runs(m, &mut out);
     let cost: f64 = m.results.values().filter_map(|r| r.cost_usd).sum();
     if cost > 0.0 {
@@ -85,6 +86,17 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
         let _ = writeln!(out, "             {}", crate::engine::gate::how(g));
     }
     out
+}
+
+/// How the loop's runs are confined, as M1.md says (`AGENT.SANDBOX`).
+fn sandbox_line(m: &M1) -> &'static str {
+    match m.agent.sandbox {
+        None => "bwrap (the default)",
+        Some(crate::m1::SandboxMode::Bwrap) => "bwrap",
+        Some(crate::m1::SandboxMode::Off) => {
+            "off: the agent runs with the person's whole authority"
+        }
+    }
 }
 
 /// `RUNNING  step 2/3`, or for a loop that runs its steps at once, how many are done and how

@@ -37,6 +37,10 @@ pub(crate) enum Kind {
     Mode,
     /// An agent backend: `claude` or `codex`.
     Backend,
+    /// A sandbox: `bwrap` or `off`.
+    Sandbox,
+    /// Paths separated by commas, each absolute or from `~/`.
+    Paths,
     /// Tool rules separated by commas, or `(none)`.
     Tools,
     /// Words separated by spaces, or a JSON array of strings.
@@ -141,10 +145,7 @@ impl Kind {
                     .iter()
                     .map(|m| m.as_str()),
             ),
-            Kind::Backend => one_of(
-                v.parse::<super::settings::AgentKind>().is_ok(),
-                super::settings::AgentKind::ALL.iter().map(|k| k.as_str()),
-            ),
+            Kind::Sandbox | Kind::Paths | Kind::Backend => self.agent_word(v),
             Kind::Tools => typed::tools(v).map(drop).or_else(|_| {
                 expected(format!(
                     "tool names separated by commas, e.g. `Read,Grep,Bash(git:*)`, or `{}`",
@@ -170,6 +171,21 @@ impl Kind {
 }
 
 impl Kind {
+    /// A backend, a sandbox, or paths of a confined run.
+    fn agent_word(self, v: &str) -> Result<(), Problem> {
+        match self {
+            Kind::Sandbox => one_of(
+                v.parse::<super::settings::SandboxMode>().is_ok(),
+                super::settings::SandboxMode::ALL.iter().map(|k| k.as_str()),
+            ),
+            Kind::Paths => typed::paths(v).map(drop).map_err(Problem::Said),
+            _ => one_of(
+                v.parse::<super::settings::AgentKind>().is_ok(),
+                super::settings::AgentKind::ALL.iter().map(|k| k.as_str()),
+            ),
+        }
+    }
+
     /// A gate's KIND or STATE.
     fn gate_word(self, v: &str) -> Result<(), Problem> {
         let read = if self == Kind::Gate {
@@ -475,6 +491,12 @@ keys! {
         /// The agent CLI a step continues on when its own hits a usage limit that resets
         /// later than `LIMITS.FALLBACK_AFTER`.
         Fallback = "FALLBACK": Backend,
+        /// How every agent run and VERIFY is confined: `bwrap` (the default) or `off`.
+        Sandbox = "SANDBOX": Sandbox,
+        /// Paths a confined run may read besides its own (a toolchain, a sibling project).
+        SandboxRead = "SANDBOX_READ": Paths,
+        /// Paths a confined run may write besides its work tree (a build cache).
+        SandboxWrite = "SANDBOX_WRITE": Paths,
     }
 }
 

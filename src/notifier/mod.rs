@@ -32,6 +32,9 @@ pub enum Event {
     Started {
         goal: String,
         steps: Vec<String>,
+        /// How the loop's runs are confined, in a few words (`bubblewrap`, `none: …`).
+        #[serde(default)]
+        sandbox: Option<String>,
     },
     StepDone {
         goal: String,

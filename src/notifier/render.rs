@@ -49,11 +49,18 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
         out: String::new(),
     };
     match event {
-        Event::Started { goal, steps } => {
+        Event::Started {
+            goal,
+            steps,
+            sandbox,
+        } => {
             m.headline("▶️", goal);
             m.line(&format!("Loop started, {} step(s):", steps.len()));
             for (i, step) in steps.iter().enumerate() {
                 m.line(&format!("{}. {}", i + 1, cut(step, LINE_MAX)));
+            }
+            if let Some(s) = sandbox {
+                m.line(&format!("Sandbox: {s}"));
             }
         }
         Event::StepDone {

@@ -2,6 +2,7 @@
 //! wait, verify, kill, notify), and records each outcome in M1.md with one compare-and-swap
 //! write. It blocks on file events and timers; while a step runs it does no work at all.
 
+mod confine;
 mod crash;
 pub(crate) mod gates;
 pub(crate) mod git;
@@ -109,6 +110,8 @@ pub(crate) struct Runner {
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
     ledger: ledger::Ledger,
+    /// Whether bubblewrap can confine runs here, looked at once (see [`confine`]).
+    sandbox_probe: Option<Result<PathBuf, String>>,
     _lock: lock::RunnerLock,
     /// This runner in the per-user registry, for `loop stop` to wait on; removed on drop.
     _registration: Option<crate::runner::registry::Registration>,
@@ -186,6 +189,7 @@ impl Runner {
             announced_wait: None,
             loop_id,
             ledger,
+            sandbox_probe: None,
             _lock: lock,
             _registration: registration,
         };
@@ -484,6 +488,7 @@ impl Runner {
                     Event::Started {
                         goal: goal.clone(),
                         steps,
+                        sandbox: Some(self.sandbox_words()),
                     }
                 }
                 Effect::UsageWait {
@@ -530,10 +535,11 @@ impl Runner {
         if self.echo {
             let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
             crate::errln!(
-                "loop: {} (M1.md {}, log {}); Ctrl-C or {} stops it",
+                "loop: {} (M1.md {}, log {}; sandbox: {}); Ctrl-C or {} stops it",
                 self.view().goal,
                 abs(&self.file).display(),
                 abs(&crate::layout::Layout::dir(&self.state_dir).log()).display(),
+                self.sandbox_words(),
                 stop::command_for(&self.file)
             );
         }

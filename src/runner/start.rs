@@ -223,6 +223,21 @@ fn check_parallel(req: &StartRequest, settings: &Settings) -> Result<()> {
     )))
 }
 
+/// A loop is never silently unconfined: with a sandbox asked for (the default), bubblewrap
+/// must be able to confine a run here, or the start is refused saying what to install or how
+/// to opt out.
+fn check_sandbox(sandbox: &crate::runner::settings::SandboxSettings) -> Result<()> {
+    if sandbox.mode == crate::m1::SandboxMode::Off {
+        return Ok(());
+    }
+    crate::sandbox::probe().map(drop).map_err(|why| {
+        Error::bad_input(format!(
+            "every agent run is confined by bubblewrap unless you say otherwise, and {why}; \
+             nothing was started"
+        ))
+    })
+}
+
 /// Before a resume runs anything: the agent the file names can be started (a loop that is
 /// DONE or FAILED, or a file that does not parse, is left to the runner to report).
 pub(super) fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
@@ -289,6 +304,16 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
     }
     if let Some(usd) = agent.max_budget_usd {
         edits.push(AgentKey::MaxBudgetUsd.set(usd.to_string()));
+    }
+    let sandbox = settings.sandbox_for_new();
+    edits.push(AgentKey::Sandbox.set(sandbox.mode.as_str()));
+    for (key, paths) in [
+        (AgentKey::SandboxRead, &sandbox.read),
+        (AgentKey::SandboxWrite, &sandbox.write),
+    ] {
+        if !paths.is_empty() {
+            edits.push(key.set(paths.join(", ")));
+        }
     }
     if !agent.extra_args.is_empty() {
         edits.push(AgentKey::ExtraArgs.set(typed::format_args(&agent.extra_args)));
@@ -428,6 +453,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     // no M1.md.
     check_agent(&settings)?;
     check_parallel(req, &settings)?;
+    check_sandbox(&settings.sandbox_for_new())?;
     let text = new_document(req, &steps, &settings)?;
     if let Err(errs) = Document::parse(&text) {
         return Err(Error::bad_input(format!(
@@ -465,6 +491,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
         runner.notify(&Event::Started {
             goal: m.goal.clone(),
             steps: m.plan.steps.iter().map(|s| s.text.clone()).collect(),
+            sandbox: Some(runner.sandbox_words()),
         });
     }
     runner.drive_in_view()

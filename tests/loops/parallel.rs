@@ -54,10 +54,11 @@ fn task_spans(env: &TestLoop) -> Vec<(String, String)> {
                     .unwrap_or_default()
             };
             let spec = json("spec.json");
-            // The agent's runs only (not the VERIFY runs of the step loops).
-            let agent = spec["command"][0]
-                .as_str()
-                .is_some_and(|c| c.ends_with("claude-sim"));
+            // The agent's runs only (not the VERIFY runs of the step loops), confined or not.
+            let agent = spec["command"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|a| a.as_str().is_some_and(|a| a.ends_with("claude-sim")))
+            });
             if agent {
                 let began = spec["created_at"].as_str().unwrap_or_default().to_owned();
                 let ended = json("exit.json")["ended_at"]

@@ -40,6 +40,7 @@ rusty_fork::rusty_fork_test! {
 
         let mut n = notifier::from_env(&state, Some(Path::new(LOOP)));
         n.notify(&Event::Started {
+            sandbox: None,
             goal: "fix the SIGTERM bug".into(),
             steps: vec!["investigate".into(), "fix".into()],
         });

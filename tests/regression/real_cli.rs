@@ -234,8 +234,9 @@ fn a_two_step_codex_loop_of_the_real_cli_reaches_done_and_each_retry_resumes_its
     let m = env.m1();
     assert!(
         env.path().join("made_by_tool.txt").exists(),
-        "{}",
-        env.log()
+        "{}\n{}",
+        env.log(),
+        std::fs::read_to_string(&log).unwrap_or_default()
     );
     let requests: Vec<serde_json::Value> = std::fs::read_to_string(&log)
         .unwrap()

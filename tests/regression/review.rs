@@ -150,10 +150,11 @@ fn the_planner_and_the_reviewer_are_offered_only_tools_that_read() {
 
 /// A change to the work tree during a review (a hook, a tool of an older CLI, anything
 /// running beside it) went unreviewed into the next step's commit under an approval. Fixed in
-/// 1bf0732 (issue 18).
+/// 1bf0732 (issue 18). Unconfined (`--sandbox off`): confined, a reviewer cannot write at all
+/// (`loops::sandbox`).
 #[test]
 fn a_review_that_changed_the_work_tree_is_not_an_approval() {
-    let env = TestLoop::new().with_git();
+    let env = TestLoop::new().with_git().env("LOOP_SANDBOX", "off");
     let meddling = Action::approve("fine")
         .write("made_by_reviewer.txt", "x\n")
         .write("a.txt", "half\n");

@@ -637,20 +637,47 @@ fn leave_grandchild(secs: f64) {
     }
 }
 
+/// The files an action writes, then its commands. A write the system refuses (a read-only
+/// file system, no permission: a sandbox) fails as the real CLI's edit tool does: said, and
+/// the call goes on to its answer. Any other failure is the scenario's error.
 fn do_files(action: &Action, fill: &dyn Fn(&str) -> String) -> Result<(), i32> {
     let fail = |path: &str, e: std::io::Error| {
+        if refused_by_the_system(&e) {
+            eprintln!("claude-sim: the tool call could not write {path}: {e}");
+            return Ok(());
+        }
         eprintln!("claude-sim: cannot write {path}: {e}");
-        SETUP_ERROR
+        Err(SETUP_ERROR)
     };
     for path in &action.touch {
         let path = fill(path);
-        touch(Path::new(&path)).map_err(|e| fail(&path, e))?;
+        if let Err(e) = touch(Path::new(&path)) {
+            fail(&path, e)?;
+        }
     }
     for w in &action.write {
         let path = fill(&w.path);
-        write_file(Path::new(&path), &fill(&w.text), w.append).map_err(|e| fail(&path, e))?;
+        if let Err(e) = write_file(Path::new(&path), &fill(&w.text), w.append) {
+            fail(&path, e)?;
+        }
+    }
+    for command in &action.bash {
+        let _ = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(fill(command))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .status();
     }
     Ok(())
+}
+
+/// Whether a write failed because the system forbids it here (what a sandbox answers).
+fn refused_by_the_system(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied
+    ) || e.raw_os_error() == Some(nix::libc::EPERM)
 }
 
 fn touch(path: &Path) -> std::io::Result<()> {

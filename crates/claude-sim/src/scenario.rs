@@ -71,6 +71,11 @@ pub struct Action {
     /// Files to write.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub write: Vec<WriteFile>,
+    /// Shell commands the agent runs (as its Bash tool would), with `sh -c` in the working
+    /// directory, one after another after the files are written; whether each succeeds
+    /// changes nothing else (a command can say what it saw in a file of its own).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bash: Vec<String>,
     /// Leave a `sleep N` behind in the call's process group.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grandchild_sleep_s: Option<f64>,

@@ -31,6 +31,11 @@ pub struct AgentConfig {
     pub model: Option<String>,
     /// Appended verbatim after everything else.
     pub extra_args: Vec<String>,
+    /// The loop's sandbox confines the run (`AGENT.SANDBOX: bwrap`): the work tree is
+    /// writable only for a step's attempt, so a backend's own sandbox that says the same need
+    /// not be nested inside it.
+    #[serde(skip)]
+    pub confined: bool,
 }
 
 /// The tools that only read: what a call that must not change the project is offered.
@@ -65,6 +70,7 @@ impl Default for AgentConfig {
             max_budget_usd: None,
             model: None,
             extra_args: Vec::new(),
+            confined: false,
         }
     }
 }

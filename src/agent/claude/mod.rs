@@ -81,6 +81,29 @@ impl Backend for ClaudeCode {
     }
 
     /// `~/.claude/projects/<the work directory, each `/` and `.` a `-`>/<session>.jsonl`.
+    fn own_state(&self, home: &Path) -> Vec<(PathBuf, bool)> {
+        // `CLAUDE_CONFIG_DIR` moves `~/.claude` (and the configuration file with it).
+        match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+            Some(dir) => vec![(PathBuf::from(dir), true)],
+            None => vec![
+                (home.join(".claude"), true),
+                (home.join(".claude.json"), false),
+            ],
+        }
+    }
+
+    fn own_env(&self) -> &'static [&'static str] {
+        &[
+            "ANTHROPIC_*",
+            "CLAUDE_*",
+            "DISABLE_*",
+            "MCP_*",
+            "MAX_THINKING_TOKENS",
+            "BASH_DEFAULT_TIMEOUT_MS",
+            "BASH_MAX_TIMEOUT_MS",
+        ]
+    }
+
     fn transcript(&self, session_id: &str, workdir: &Path, home: &Path) -> Option<PathBuf> {
         // Every character but an ASCII letter or digit becomes `-`, one per UTF-16 unit, as
         // the CLI (JavaScript) writes the directory's name: `/tmp/my_proj.v2 x` is

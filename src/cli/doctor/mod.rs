@@ -4,11 +4,14 @@
 //! permission modes (Claude Code) or sandboxes (Codex) this version knows, against the one in
 //! force; and a contract run against a loopback stand-in of the model API ([`mock`]): the
 //! events and fields the loop reads are there, the hooks fire, a resume keeps the session.
-//! Then the stop file, the state directory, Telegram (`getMe`, nothing sent) and the daemon.
+//! Then the sandbox (bubblewrap starts, and a confined run cannot read a planted key nor write
+//! outside its work tree), the stop file, the state directory, Telegram (`getMe`, nothing
+//! sent) and the daemon.
 //! A table, or `--json`; exit 0 when nothing failed, 1 otherwise.
 
 mod contract;
 mod mock;
+mod sandbox;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -70,9 +73,18 @@ pub(crate) fn doctor(
         backends.to_vec()
     };
     let mut rows = Vec::new();
+    // Each contract call runs as the loop's runs do: in its sandbox, where one is in force.
+    let bwrap = (settings.sandbox(&view).mode == crate::m1::SandboxMode::Bwrap)
+        .then(|| crate::sandbox::probe().ok())
+        .flatten();
     for b in used {
-        rows.extend(check_backend(b, &settings.agent_on(&view, b)));
+        rows.extend(check_backend(
+            b,
+            &settings.agent_on(&view, b),
+            bwrap.as_deref(),
+        ));
     }
+    rows.push(sandbox::check(&settings.sandbox(&view)));
     rows.push(stop_file(&state_dir));
     rows.push(state_directory(&state_dir));
     rows.push(telegram());
@@ -166,7 +178,7 @@ fn output_of(program: &Path, args: &[&str]) -> Result<String, String> {
 }
 
 /// The checks of one backend, run as `cfg` calls it.
-fn check_backend(kind: AgentKind, cfg: &AgentConfig) -> Vec<Row> {
+fn check_backend(kind: AgentKind, cfg: &AgentConfig, bwrap: Option<&Path>) -> Vec<Row> {
     let name = kind.as_str();
     let program = match find_program(&cfg.program) {
         Ok(p) => p,
@@ -201,7 +213,7 @@ fn check_backend(kind: AgentKind, cfg: &AgentConfig) -> Vec<Row> {
             Err(why) => rows.push(row(format!("{name}: help"), Mark::Fail, why)),
         }
     }
-    let run = contract::run(kind, cfg, &program);
+    let run = contract::run(kind, cfg, &program, bwrap);
     rows.push(flags_row(kind, cfg, &help, &run));
     rows.push(modes_row(kind, cfg, &help));
     rows.push(row(

@@ -229,6 +229,13 @@ impl Action {
         self
     }
 
+    /// Runs `command` with `sh -c` in the working directory, as the agent's Bash tool would.
+    #[must_use]
+    pub fn bash(mut self, command: &str) -> Self {
+        self.bash.push(command.into());
+        self
+    }
+
     /// Creates (or bumps) `path`.
     #[must_use]
     pub fn touch(mut self, path: &str) -> Self {
@@ -404,6 +411,7 @@ mod tests {
             .heartbeat_ms(1)
             .cost(0.5)
             .write("a.txt", "x")
+            .bash("echo x > c.txt")
             .touch("b.txt")
             .stderr("oops")
             .exit(3)
