@@ -75,6 +75,7 @@ mod regression {
     mod elsewhere;
     mod files;
     mod inputs;
+    mod messages;
     mod notifications;
     mod parallel;
     /// Against the real Claude Code CLI, installed from npm (skipped, saying so, where it

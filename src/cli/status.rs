@@ -34,13 +34,9 @@ pub(crate) fn validate(file: &Path) -> crate::error::Result<Status> {
 /// # Errors
 /// A missing or unreadable file.
 pub(crate) fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
-    let doc = match open(file)? {
-        Ok(doc) => doc,
-        Err(errors) => {
-            crate::errln!("{errors}");
-            return Ok(Status::BadInput);
-        }
-    };
+    // An invalid file is said as every command but `validate` (whose output is the list of
+    // problems) says it: as an error of `loop`.
+    let doc = open(file)?.map_err(|errors| Error::bad_input(errors.to_string()))?;
     let m = doc.view();
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     // What the exec bridge knows of the task on record: alive or not, elapsed, exit.

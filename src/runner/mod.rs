@@ -33,7 +33,7 @@ use crate::decision_log;
 use crate::engine::{self, Effect, Next, Outcome, Transition, Write};
 use crate::exit::Status as Exit;
 use crate::m1::keys::CurrentKey;
-use crate::m1::{Document, Edit, M1, Status, Store, StoreError};
+use crate::m1::{Document, Edit, M1, Status, StepState, Store, StoreError};
 use crate::notifier::{self, Event, Notifier};
 use crate::runner::settings::Settings;
 use crate::runner::watch::{Wake, Watch};
@@ -65,13 +65,21 @@ fn shown_changes(changes: &[String]) -> String {
     shown.join("; ")
 }
 
-/// A plan as a person reads it: a line saying how many steps, then one line each.
+/// A plan as a person reads it: a line saying how many steps (and how many of them are DONE
+/// already, which never run), then one line each. `steps`: whether each is DONE, and its text.
 #[must_use]
-pub(crate) fn plan_lines(steps: &[String]) -> String {
+pub(crate) fn plan_lines(steps: &[(bool, String)]) -> String {
     use std::fmt::Write as _;
     let mut out = format!("plan: {} step(s)", steps.len());
-    for (i, s) in steps.iter().enumerate() {
+    let done = steps.iter().filter(|(done, _)| *done).count();
+    if done > 0 {
+        let _ = write!(out, ", {done} already DONE");
+    }
+    for (i, (done, s)) in steps.iter().enumerate() {
         let _ = write!(out, "\n  {}. {s}", i + 1);
+        if *done {
+            out.push_str("  (already DONE: it does not run)");
+        }
     }
     out
 }
@@ -441,12 +449,12 @@ impl Runner {
                     summary: summary.clone(),
                 },
                 Effect::Planned => {
-                    let steps: Vec<String> = self
+                    let steps: Vec<(bool, String)> = self
                         .view()
                         .plan
                         .steps
                         .iter()
-                        .map(|s| s.text.clone())
+                        .map(|s| (s.state == StepState::Done, s.text.clone()))
                         .collect();
                     if self.echo {
                         self.progress.clear();
@@ -454,7 +462,7 @@ impl Runner {
                     }
                     Event::Started {
                         goal: goal.clone(),
-                        steps,
+                        steps: steps.into_iter().map(|(_, t)| t).collect(),
                     }
                 }
                 Effect::UsageWait {
