@@ -70,6 +70,7 @@ mod notifier {
 /// `elsewhere` lists the unit tests and capture tests that pin the same problems beside their
 /// code. Older tests named after a problem stay in their area (`loops::unix`, say).
 mod regression {
+    mod by_hand;
     mod chat;
     mod commands;
     mod elsewhere;

@@ -114,31 +114,38 @@ pub(crate) fn about(m: &M1, g: &Gate) -> String {
     }
 }
 
-/// How to decide a gate, for `NEXT_ACTION` and the messages.
+/// How to decide a gate from the shell, for `NEXT_ACTION` and the messages. The chat's way
+/// ([`chat_way`]) is added by whoever knows a chat is set up: M1.md is read where none is.
 #[must_use]
 pub(crate) fn how(g: &Gate) -> String {
     how_to(g.kind, &g.id, &g.options)
 }
 
-/// How to decide gate `id` of `kind`, which offers `options`.
+/// How to decide a gate in the chat, where one is set up: `tap an option on Telegram`.
+#[must_use]
+pub(crate) fn chat_way(g: &Gate) -> &'static str {
+    match g.kind {
+        GateKind::Plan => "tap Approve on Telegram",
+        GateKind::Ask if g.options.is_empty() => "reply to the question on Telegram",
+        _ => "tap an option on Telegram",
+    }
+}
+
+/// How to decide gate `id` of `kind`, which offers `options`, from the shell.
 fn how_to(kind: GateKind, id: &str, options: &[String]) -> String {
     match kind {
         GateKind::Plan => format!(
-            "approve the plan with `loop approve {id}` (or reject it with `loop reject {id}`), \
-             or tap Approve on Telegram"
+            "approve the plan with `loop approve {id}` (or reject it with `loop reject {id}`)"
         ),
         GateKind::Ask if options.is_empty() => format!(
-            "answer with `loop answer {id} TEXT`, or reply to the question on Telegram; the step \
-             resumes in its own session with the answer"
+            "answer with `loop answer {id} TEXT`; the step resumes in its own session with the \
+             answer"
         ),
         GateKind::Ask => format!(
-            "answer with `loop answer {id} OPTION` ({}), or tap an option on Telegram",
+            "answer with `loop answer {id} OPTION` ({})",
             options.join(", ")
         ),
-        _ => format!(
-            "decide with `loop answer {id} {}`, or tap an option on Telegram",
-            options.join("|")
-        ),
+        _ => format!("decide with `loop answer {id} {}`", options.join("|")),
     }
 }
 

@@ -2,6 +2,7 @@
 //! judge a finished attempt, and which field edits record the outcome. No clock and no I/O:
 //! `now` and every observation are passed in, so each rule is a unit test of a few lines.
 
+pub(crate) mod by_hand;
 mod conclude;
 pub(crate) mod gate;
 mod judge;

@@ -73,15 +73,11 @@ pub(crate) fn tokens(m: &M1) -> u64 {
     m.results.values().filter_map(|r| r.tokens).sum()
 }
 
-/// What the loop spent, as a person reads it: `$0.42`, and the tokens of steps run on a
-/// backend that reports no dollars (`$0.00 and 2,100 tokens`).
+/// What the loop spent, as a person reads it ([`crate::text::spent`]): `$0.42`, the tokens of
+/// steps run on a backend that reports no dollars (`2,100 tokens`), or both.
 #[must_use]
 pub(crate) fn spent_words(m: &M1) -> String {
-    let dollars = format!("${:.2}", spent(m));
-    match tokens(m) {
-        0 => dollars,
-        t => format!("{dollars} and {} tokens", crate::text::thousands(t)),
-    }
+    crate::text::spent(spent(m), tokens(m))
 }
 
 /// Total agent cost recorded in RESULTS.
@@ -98,6 +94,12 @@ pub(crate) fn spent(m: &M1) -> f64 {
 pub(crate) fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
     match m.status {
         Status::Done | Status::Failed => return Next::Finished(m.status),
+        // A pause by hand (`STATUS: WAITING` while a step runs) comes after the current
+        // step: a run on record is finished and judged first. (Every WAITING the loop writes
+        // itself has no run on record.)
+        Status::Waiting if let Some(run) = super::runs_on_record(m).into_iter().next() => {
+            return Next::Await(run);
+        }
         Status::Waiting => {
             let why = m
                 .next_action

@@ -394,8 +394,7 @@ fn failed(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
             &format!("{} failed (gate {}): {why}", name(s), gate.id),
             &format!(
                 "A human decides (gate {id}): `loop retry` (or `loop answer {id} retry`) gives \
-                 step {s} a fresh budget of attempts; `loop answer {id} skip|stop`; or tap an \
-                 option on Telegram",
+                 step {s} a fresh budget of attempts; `loop answer {id} skip|stop`",
                 id = gate.id
             ),
         ));
@@ -460,8 +459,8 @@ fn blocked(
     edits.extend(actions(
         &format!("{who} is blocked and asks (gate {id}): {question}"),
         &format!(
-            "Answer with `loop answer {id} TEXT` (or reply on Telegram), or edit M1.md (e.g. \
-             CONSTRAINTS) and `loop resume`. Question: {question}"
+            "Answer with `loop answer {id} TEXT`, or edit M1.md (e.g. CONSTRAINTS) and `loop \
+             resume`. Question: {question}"
         ),
     ));
     let log = format!("blocked: {who} asks (gate {id}): {question}");

@@ -101,13 +101,18 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
             goal,
             summaries,
             cost_usd,
+            tokens,
             elapsed_s,
         } => {
             m.headline("✅", goal);
             let time = crate::duration::human(Duration::from_secs(*elapsed_s));
             m.bold_line(
                 "DONE: ",
-                &format!("{} step(s) in {time}, ${cost_usd:.2}", summaries.len()),
+                &format!(
+                    "{} step(s) in {time}, {}",
+                    summaries.len(),
+                    crate::text::spent(*cost_usd, *tokens)
+                ),
             );
             for (step, summary) in summaries {
                 m.line(&format!("{step}. {}", cut(summary, LINE_MAX)));
@@ -312,6 +317,7 @@ mod tests {
             goal: "SIGTERMバグを修正".into(),
             summaries: vec![(1, "調査".into()), (2, "実装".into())],
             cost_usd: 1.234,
+            tokens: 0,
             elapsed_s: 723,
         };
         assert_eq!(

@@ -113,6 +113,9 @@ pub(crate) struct Runner {
     /// The end of the wait this runner last logged (when it recorded it, or when it came to
     /// it), so that a wait is logged once however often the runner wakes during it.
     announced_wait: Option<chrono::DateTime<Utc>>,
+    /// A person set `STATUS: WAITING` while this runner drove the loop: where it stops, it
+    /// says how to carry on.
+    paused_by_hand: bool,
     /// The loop's identity (`LOOP_ID`), which its tasks carry in their environment.
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
@@ -192,6 +195,7 @@ impl Runner {
             invalid_reported: None,
             pending: Vec::new(),
             announced_wait: None,
+            paused_by_hand: false,
             loop_id,
             ledger,
             _lock: lock,
@@ -207,6 +211,15 @@ impl Runner {
                 "edit: M1.md was changed by hand while no runner ran: {}",
                 shown_changes(&away)
             ));
+        }
+        // Steps added by hand while no runner ran: the count follows them.
+        if let Some(count) = engine::by_hand::step_count(&runner.view()) {
+            runner.say(&format!(
+                "edit: TOTAL_STEPS set to {}, the steps PLAN.STEPS lists",
+                runner.view().plan.steps.len()
+            ));
+            runner.doc.apply(&count);
+            runner.pending.push(count);
         }
         Ok(runner)
     }
@@ -252,6 +265,7 @@ impl Runner {
                     self.doc.apply(e);
                 }
                 self.note_hand_edit(&before);
+                self.read_hand_edit(&before.view());
                 self.invalid_reported = None;
                 if self.note_restored() {
                     self.commit(&[])?;
@@ -289,6 +303,22 @@ impl Runner {
                 shown_changes(&changes)
             ));
         }
+    }
+
+    /// Does what a person's hand edit asks of the runner beyond its text ([`engine::by_hand`]):
+    /// keeps the step count, says which steps were set DONE by hand, notes a pause.
+    fn read_hand_edit(&mut self, before: &M1) {
+        let after = self.view();
+        let running = engine::runs_on_record(&after).first().map(|r| r.step);
+        let h = engine::by_hand::read(before, &after, running);
+        for line in &h.said {
+            self.say(line);
+        }
+        for e in &h.edits {
+            self.doc.apply(e);
+        }
+        self.pending.extend(h.edits);
+        self.paused_by_hand |= h.paused;
     }
 
     /// Logs what the store put back after a stale save; whether it did.
@@ -538,7 +568,17 @@ impl Runner {
         match m.status {
             Status::Done => {
                 let n = m.plan.steps.len();
-                format!("DONE: {n} step(s), {spent}")
+                let by_hand = m
+                    .plan
+                    .steps
+                    .iter()
+                    .filter(|s| engine::by_hand::done_by_hand(&m, s.n))
+                    .count();
+                if by_hand > 0 {
+                    format!("DONE: {n} step(s), {by_hand} of them done by hand, {spent}")
+                } else {
+                    format!("DONE: {n} step(s), {spent}")
+                }
             }
             status => format!(
                 "{}: {} ({spent}); next: {}",
@@ -597,6 +637,9 @@ impl Runner {
                 Next::Finished(_) => {
                     self.say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
                     Some(Exit::Failed)
+                }
+                Next::Paused(_) if std::mem::take(&mut self.paused_by_hand) => {
+                    self.apply(&engine::by_hand::paused(&m))?
                 }
                 Next::Paused(why) => {
                     self.say(&format!("waiting: {why}"));
@@ -695,6 +738,13 @@ impl Runner {
             .steps
             .iter()
             .map(|s| {
+                // A step a person set DONE has no result of the loop's: said as what it is.
+                if engine::by_hand::done_by_hand(m, s.n) {
+                    return (
+                        s.n,
+                        format!("[DONE by hand, not run by the loop] {}", s.text),
+                    );
+                }
                 let r = m.results.get(&s.n);
                 let sum = r.and_then(|r| r.summary.clone());
                 let reviewed = r.is_some_and(|r| {
@@ -718,6 +768,7 @@ impl Runner {
             goal: m.goal.clone(),
             summaries,
             cost_usd: engine::spent(m),
+            tokens: engine::tokens(m),
             elapsed_s,
         }
     }

@@ -1,7 +1,14 @@
 //! Messages that said more or less than happened (issue "Fourth trial from outside", item 9):
 //! each test names what a person read, and pins what they read now.
 
-use crate::support::{TestLoop, code, stderr, stdout};
+use std::time::Duration;
+
+use claude_sim::scenario::{Action, Scenario};
+use m1loop::m1::Status;
+
+use crate::support::bot::with_telegram;
+use crate::support::telegram_fake::FakeTelegram;
+use crate::support::{TestLoop, code, stderr, stdout, wait_until};
 
 /// `loop gates` where no loop is printed the raw `No such file or directory (os error 2)`,
 /// where every other command says there is no loop and how to start one.
@@ -71,7 +78,7 @@ fn a_mistyped_command_is_never_told_to_try_an_internal_one() {
 }
 
 /// `--parallel 1000` was accepted without a word, although no plan may hold more than
-/// MAX_STEPS steps to run at once.
+/// `MAX_STEPS` steps to run at once.
 #[test]
 fn parallel_above_the_steps_a_plan_may_have_is_refused() {
     let env = TestLoop::new().with_git();
@@ -123,4 +130,177 @@ fn plan_only_says_which_imported_steps_are_already_done() {
         .unwrap_or_else(|| panic!("{text}"));
     assert!(!second.contains("DONE"), "{text}");
     assert!(text.contains("1 already DONE"), "{text}");
+}
+
+/// The live line read `result: done` for an attempt whose answer ended `STEP_FAILED`, or asked
+/// a question: the line now says what the answer's verdict line said.
+#[test]
+fn the_live_line_says_what_the_answer_ended_with_not_done() {
+    let env = TestLoop::new();
+    env.scenario(
+        &Scenario::new()
+            .step(
+                1,
+                [Action::failed("the build is red"), Action::done("fixed")],
+            )
+            .step(2, Action::blocked("which database?")),
+    );
+    let out = env.run_exits(3, &["start", "g", "--step", "a", "--step", "b"]);
+    let text = stdout(&out);
+    let live: Vec<&str> = text.lines().filter(|l| l.starts_with("  … ")).collect();
+    let of = |label: &str| {
+        live.iter()
+            .rfind(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no live line of {label}: {text}"))
+            .to_owned()
+    };
+    let failed = of("  … step 1 attempt 1 ");
+    assert!(
+        failed.contains("result: STEP_FAILED: the build is red")
+            && !failed.contains("result: done"),
+        "{failed}"
+    );
+    assert!(
+        of("  … step 1 attempt 2 ").contains("result: done"),
+        "{text}"
+    );
+    let asked = of("  … step 2 attempt 1 ");
+    assert!(
+        asked.contains("result: asks: which database?") && !asked.contains("result: done"),
+        "{asked}"
+    );
+}
+
+/// A Codex loop, which reports tokens and no dollars, ended `DONE: … $0.00 and 2,100 tokens`
+/// and its DONE message said `$0.00`: what it spent is its tokens.
+#[test]
+fn a_codex_loop_tells_its_tokens_not_zero_dollars() {
+    let env = TestLoop::new().env("LOOP_AGENT_CODEX", crate::support::SIM);
+    env.scenario(&Scenario::new());
+    let out = env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--backend",
+        "codex",
+    ]);
+    let err = stderr(&out);
+    let closing = err
+        .lines()
+        .find(|l| l.starts_with("loop: DONE"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        closing.contains("2,100 tokens") && !closing.contains('$'),
+        "{closing}"
+    );
+    let log = env.log();
+    let done = log
+        .lines()
+        .find(|l| l.contains("notify (done)"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        done.contains("2,100 tokens") && !done.contains('$'),
+        "{done}"
+    );
+}
+
+/// A failed step's gate said "or tap an option on Telegram" where Telegram was not set up: in
+/// `NEXT_ACTION`, the closing line and `loop status`. Said only where a chat is set up.
+#[test]
+fn a_gate_names_telegram_only_where_telegram_is_set_up() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().step(1, Action::failed("no")));
+    let out = env.run_exits(1, &["start", "g", "--step", "a", "--max-retries", "1"]);
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(said.contains("loop answer G1"), "{said}");
+    assert!(!said.contains("Telegram"), "{said}");
+    let m = env.m1();
+    let next = m.next_action.clone().unwrap_or_default();
+    assert!(
+        next.contains("loop answer G1") && !next.contains("Telegram"),
+        "{next}"
+    );
+    let status = stdout(&env.run_ok(&["status"]));
+    let gate = status
+        .lines()
+        .find(|l| l.contains("decide with `loop answer G1"))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(!gate.contains("Telegram"), "{status}");
+    // With a chat set up, the same gate says it can be decided there too.
+    let tg = FakeTelegram::start();
+    let env = with_telegram(env, &tg.base_url());
+    let status = stdout(&env.run_ok(&["status"]));
+    let gate = status
+        .lines()
+        .find(|l| l.contains("decide with `loop answer G1"))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(gate.contains("or tap an option on Telegram"), "{status}");
+}
+
+/// `loop status` said "RUNNER none: `loop resume` carries the loop on" while the step's
+/// supervisor was about to revive the loop by itself, as it did 20 s later: it says so now.
+#[test]
+fn status_says_a_loop_without_a_runner_comes_back_by_itself_when_its_step_ends() {
+    let env = TestLoop::new().env("LOOP_REVIVE", "on");
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(2500)));
+    let mut runner = env.spawn(&["start", "g", "--step", "a"]);
+    env.wait_for_calls(1, 1);
+    runner.kill9();
+    let status = stdout(&env.run_ok(&["status"]));
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("RUNNER"))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(
+        line.contains("when the step ends, its supervisor starts one"),
+        "{line}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
+        "{}",
+        env.log()
+    );
+    // Without revival, `loop resume` is what carries it on.
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(2500)));
+    let mut runner = env.spawn(&["start", "g", "--step", "a"]);
+    env.wait_for_calls(1, 1);
+    runner.kill9();
+    let status = stdout(&env.run_ok(&["status"]));
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("RUNNER"))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(
+        line.contains("`loop resume`") && !line.contains("supervisor"),
+        "{line}"
+    );
+}
+
+/// `STATUS: WAITING` set by hand paused the loop after its step, as it should, but left
+/// `NEXT_ACTION` naming the next step as if it were running: it says how to carry on.
+#[test]
+fn a_pause_by_hand_says_loop_resume_carries_on() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(1500)));
+    let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
+    env.wait_for_calls(1, 1);
+    let text = env.text().replacen("STATUS: RUNNING", "STATUS: WAITING", 1);
+    std::fs::write(&env.file, text).unwrap();
+    assert_eq!(runner.wait(Duration::from_secs(30)).code(), Some(3));
+    let m = env.m1();
+    assert_eq!(m.status, Status::Waiting);
+    let next = m.next_action.unwrap_or_default();
+    assert!(
+        next.contains("Paused by hand")
+            && next.contains("`loop resume`")
+            && next.contains("step 2"),
+        "{next}\n{}",
+        env.log()
+    );
+    env.run_ok(&["resume"]);
+    env.assert_status(Status::Done);
 }

@@ -304,7 +304,10 @@ impl StreamReader {
         s.last_activity = Some(if result.is_error {
             "result: an error".to_owned()
         } else {
-            "result: done".to_owned()
+            format!(
+                "result: {}",
+                crate::agent::verdict::ended_with(result.result.as_deref().unwrap_or_default())
+            )
         });
         s.result = Some(result);
     }
@@ -787,7 +790,8 @@ mod tests {
             seen.contains(&"Hello from mock. n_messages=4".to_owned()),
             "{seen:?}"
         );
-        assert_eq!(seen.last().unwrap(), "result: done");
+        // The mock's answer has no verdict line: it answered, and is never shown as done.
+        assert_eq!(seen.last().unwrap(), "result: answered");
     }
 
     #[test]

@@ -92,6 +92,26 @@ fn waiting_pauses_with_next_action_as_the_reason() {
     assert_eq!(got, Next::Paused("answer me".into()));
 }
 
+/// A pause by hand (`STATUS: WAITING` while a step ran) stopped the runner at once when it
+/// read the edit between the step's spawn and its wait, leaving the step running with no
+/// runner: the step on record is finished first, then the loop pauses.
+#[test]
+fn a_pause_by_hand_lets_the_running_step_finish_first() {
+    let got = next(
+        &with(&[
+            ("RUNNING", "WAITING"),
+            ("CURRENT:\n", "CURRENT:\n  TASK_ID: task_1\n"),
+            ("CURRENT_STEP: 1", "CURRENT_STEP: 2"),
+        ]),
+        &Caps::default(),
+        now(),
+    );
+    assert!(
+        matches!(&got, Next::Await(run) if run.task_id == "task_1" && run.step == 2),
+        "{got:?}"
+    );
+}
+
 #[test]
 fn a_recorded_task_is_awaited_not_respawned() {
     let got = next(
