@@ -304,3 +304,42 @@ fn a_pause_by_hand_says_loop_resume_carries_on() {
     env.run_ok(&["resume"]);
     env.assert_status(Status::Done);
 }
+
+/// `loop doctor` failed three checks on the simulated agent the README tells people to try
+/// (`--version` and `--help` unknown to it, and the `SessionStart` hook never run), and did
+/// not say that it checks the program the loop's `M1.md` pins rather than `LOOP_AGENT`.
+#[test]
+fn doctor_passes_on_the_simulated_agent_and_names_the_program_it_checks() {
+    let env = TestLoop::new();
+    let config = env.temp.join("config");
+    let env = env
+        .env("XDG_CONFIG_HOME", config)
+        .env("LOOP_AGENT_CODEX", crate::support::SIM);
+    env.scenario(&Scenario::new());
+    let out = env.run_for(
+        &["doctor", "--backend", "claude", "--backend", "codex"],
+        Duration::from_secs(120),
+    );
+    let text = stdout(&out);
+    assert_eq!(code(&out), 0, "{text}");
+    assert!(!text.contains("FAIL"), "{text}");
+    assert!(text.contains("the SessionStart hook fired"), "{text}");
+    let program = |text: &str| {
+        text.lines()
+            .find(|l| l.contains("claude: program"))
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_owned()
+    };
+    assert!(program(&text).contains("LOOP_AGENT: "), "{text}");
+    assert!(program(&text).contains("claude-sim"), "{text}");
+    // Once a loop pins its program, that is what doctor checks, whatever this shell says.
+    env.run_ok(&["start", "g", "--step", "a", "--plan-only"]);
+    let other = env.env("LOOP_AGENT", "claude");
+    let text = stdout(&other.run_for(&["doctor"], Duration::from_secs(120)));
+    let row = program(&text);
+    assert!(
+        row.contains("AGENT.PROGRAM of ") && row.contains("(over LOOP_AGENT=claude)"),
+        "{row}"
+    );
+    assert!(row.contains("claude-sim"), "{row}");
+}

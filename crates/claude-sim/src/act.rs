@@ -104,6 +104,29 @@ impl Run<'_> {
             .event(&emit::assistant(&self.session_id, &self.model, &text, None));
     }
 
+    /// The session starts (or resumes): its `SessionStart` hooks run, then `system/init`, then
+    /// the API retries the action asks for.
+    fn open_session(&self) {
+        let args = self.call.args;
+        let sid = self.session_id.as_str();
+        let source = if args.resume.is_some() {
+            "resume"
+        } else {
+            "startup"
+        };
+        for event in hooks::session_start(args.settings.as_deref(), sid, source) {
+            self.out.event(&event);
+        }
+        let cwd = std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
+        let mode = args.permission_mode.as_deref().unwrap_or("default");
+        self.out.event(&emit::init(sid, &cwd, &self.model, mode));
+        for (n, retry) in (1..).zip(&self.action.api_retries) {
+            self.out.event(&emit::api_retry(sid, n, retry));
+        }
+    }
+
     /// The work before the answer: a hang (for ever), or the sleep, with heartbeats.
     fn work(&self) -> Result<(), i32> {
         let action = self.action;
@@ -510,15 +533,8 @@ pub(crate) fn perform(call: &Call<'_>, action: &Action) -> i32 {
         sleep_ms(action.sleep_ms);
         return replay(&call.base_dir.join(stem), action.exit);
     }
-    let cwd = std::env::current_dir()
-        .map(|d| d.display().to_string())
-        .unwrap_or_default();
-    let mode = args.permission_mode.as_deref().unwrap_or("default");
+    run.open_session();
     let sid = run.session_id.as_str();
-    run.out.event(&emit::init(sid, &cwd, &run.model, mode));
-    for (n, retry) in (1..).zip(&action.api_retries) {
-        run.out.event(&emit::api_retry(sid, n, retry));
-    }
     if let Some(secs) = action.grandchild_sleep_s {
         leave_grandchild(secs);
     }
