@@ -6,7 +6,9 @@ use std::time::Duration;
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::{Status, StepState};
 
-use crate::support::{TestLoop, stderr, stdout};
+use crate::support::bot::{CHAT, start_real_bot, with_telegram};
+use crate::support::telegram_fake::FakeTelegram;
+use crate::support::{TestLoop, stderr, stdout, wait_until};
 
 /// Steps that each work `ms`, then pass.
 fn steady(env: &TestLoop, ms: u64) {
@@ -110,4 +112,50 @@ fn the_closing_line_counts_the_steps_done_by_hand() {
         "{err}"
     );
     assert_eq!(env.calls_for(1), 0);
+}
+
+/// A command or a tap from a chat (or a person) the bot does not obey changed nothing, which
+/// is right, but `loop.log` did not say who was refused, nor what they asked: it names both.
+#[test]
+fn a_refused_command_or_tap_is_logged_with_who_sent_it_and_what_it_asked() {
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
+    env.scenario(&Scenario::new());
+    env.run_exits(3, &["start", "g", "--step", "one", "--approve-plan"]);
+    let sent = || tg.sent();
+    assert!(wait_until(Duration::from_secs(30), || sent()
+        .iter()
+        .any(|s| !s.buttons().is_empty())));
+    let (n, buttons) = sent()
+        .iter()
+        .enumerate()
+        .rfind(|(_, s)| !s.buttons().is_empty())
+        .map(|(i, s)| (i + 1, s.buttons()))
+        .unwrap();
+    let _bot = start_real_bot(&env, &tg.base_url());
+    tg.push_message(999, "/stop");
+    tg.push_tap(CHAT + 1, CHAT + 1, n, &buttons[0]);
+    let logged = |what: &str| env.log().lines().any(|l| l.contains(what));
+    assert!(
+        wait_until(Duration::from_secs(30), || logged("ignored a message")
+            && logged("ignored a tap")),
+        "{}",
+        env.log()
+    );
+    let log = env.log();
+    let message = log
+        .lines()
+        .find(|l| l.contains("ignored a message"))
+        .unwrap();
+    assert!(
+        message.contains("/stop") && message.contains("from telegram 999 (T)"),
+        "{message}"
+    );
+    let tap = log.lines().find(|l| l.contains("ignored a tap")).unwrap();
+    let stranger = format!("telegram {} (@user{})", CHAT + 1, CHAT + 1);
+    assert!(
+        tap.contains("gate G1 (approve)") && tap.contains(&stranger),
+        "{tap}"
+    );
+    assert!(env.m1().gate("G1").unwrap().is_pending(), "nothing changed");
 }
