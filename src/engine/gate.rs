@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use super::transitions::{
     Effect, Transition, actions, moves_to, name, results, results_remove, step_state,
 };
+use crate::agent::tool_of;
 use crate::exit::Status as Exit;
 use crate::m1::gates::{self, NewGate, fingerprint};
 use crate::m1::keys::{AgentKey, ResultKey, Review};
@@ -188,10 +189,20 @@ pub(crate) fn opened(m: &M1, open: &PlanGate) -> Transition {
 /// The answers a gate of `kind` offers; none: a free-text answer.
 #[must_use]
 pub(crate) fn options_of(kind: GateKind) -> Vec<String> {
+    options_for(kind, &[])
+}
+
+/// The answers a gate of `kind` about the denied `tools` (rules, for a DENIED gate) offers.
+/// A DENIED gate allows what was denied (`allow`, its first option), and the whole tool only
+/// as an answer of its own (`allow-all`), offered when what was denied is narrower than it.
+#[must_use]
+fn options_for(kind: GateKind, tools: &[String]) -> Vec<String> {
     use GateOption as O;
+    let narrower = tools.iter().any(|t| tool_of(t) != t.as_str());
     let options: &[GateOption] = match kind {
         GateKind::Plan => &[O::Approve, O::Reject],
         GateKind::Ask => &[],
+        GateKind::Denied if narrower => &[O::Allow, O::AllowAll, O::Skip, O::Stop],
         GateKind::Denied => &[O::Allow, O::Skip, O::Stop],
         GateKind::Failed | GateKind::Merge => &[O::Retry, O::Skip, O::Stop],
         GateKind::Review => &[O::Accept, O::Retry, O::Stop],
@@ -216,7 +227,7 @@ pub(crate) fn about_step(
         step,
         shown: question_shown_in(loop_id, step, question),
         question: Some(question.to_owned()),
-        options: options_of(kind),
+        options: options_for(kind, tools),
         tools: tools.to_vec(),
         tool_use: None,
         step_gate: None,
@@ -367,7 +378,11 @@ pub(crate) fn decide(m: &M1, req: &Request, allowed: &[String], now: DateTime<Ut
         edits.push(Edit::Status(Status::Running));
     }
     edits.extend(outcome.edits);
-    let log = format!("decide: gate {} ({}): {choice} by {}", g.id, g.kind, req.by);
+    let mut log = format!("decide: gate {} ({}): {choice} by {}", g.id, g.kind, req.by);
+    if let Some(note) = &outcome.note {
+        log.push_str("; ");
+        log.push_str(note);
+    }
     let mut transition = Transition::now(edits, log);
     transition.effects = outcome.effects;
     Decision::Made {
@@ -383,6 +398,8 @@ struct Outcome {
     edits: Vec<Edit>,
     carries_on: bool,
     effects: Vec<Effect>,
+    /// What it changed that the decision log says too (what a DENIED gate allowed).
+    note: Option<String>,
 }
 
 impl Outcome {
@@ -391,6 +408,7 @@ impl Outcome {
             edits,
             carries_on: true,
             effects: Vec::new(),
+            note: None,
         }
     }
 }
@@ -426,6 +444,7 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
             ),
             carries_on: false,
             effects: Vec::new(),
+            note: None,
         },
         GateOption::Approve => Outcome::runs(said(
             format!("Plan approved (gate {id}, by {who})"),
@@ -443,7 +462,8 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
             ));
             Outcome::runs(edits)
         }
-        GateOption::Allow | GateOption::AllowAll => allow(g, who, allowed),
+        GateOption::Allow => allow(g, who, allowed, false),
+        GateOption::AllowAll => allow(g, who, allowed, true),
         GateOption::Accept => accept(m, g, who),
         GateOption::Skip => {
             let mut edits: Vec<Edit> = step_state(s, StepState::Skipped).into_iter().collect();
@@ -469,27 +489,41 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
                 edits,
                 carries_on: false,
                 effects: Vec::new(),
+                note: None,
             }
         }
     }
 }
 
-/// ALLOW on a DENIED gate: the denied tools join the allowed ones, and the step runs again.
-fn allow(g: &Gate, who: &str, allowed: &[String]) -> Outcome {
+/// ALLOW on a DENIED gate: what was denied (the narrowest rules for the refused calls) joins
+/// the allowed tools, and the step runs again; ALLOW-ALL (`whole`): each denied tool as a whole
+/// (`Bash`, every command), which a person chooses as an answer of its own.
+fn allow(g: &Gate, who: &str, allowed: &[String], whole: bool) -> Outcome {
     let (id, s) = (&g.id, g.step);
+    let mut added: Vec<String> = Vec::new();
+    for t in &g.tools {
+        let rule = if whole { tool_of(t) } else { t.as_str() };
+        if !added.iter().any(|a| a == rule) {
+            added.push(rule.to_owned());
+        }
+    }
     let mut tools = allowed.to_vec();
-    tools.extend(g.tools.iter().filter(|t| !allowed.contains(t)).cloned());
+    tools.extend(added.iter().filter(|t| !allowed.contains(t)).cloned());
     let mut edits = vec![AgentKey::AllowedTools.set(typed::format_tools(&tools))];
     edits.extend(step_state(s, StepState::Pending));
+    let what = if whole {
+        format!("may now use all of {}", added.join(", "))
+    } else {
+        format!("may now run {}", added.join(", "))
+    };
     edits.extend(actions(
-        &format!(
-            "{} may now use {} (gate {id}, by {who})",
-            name(s),
-            g.tools.join(", ")
-        ),
+        &format!("{} {what} (gate {id}, by {who})", name(s)),
         &format!("Run {} again", name(s).to_lowercase()),
     ));
-    Outcome::runs(edits)
+    Outcome {
+        note: Some(format!("{} {what}", name(s).to_lowercase())),
+        ..Outcome::runs(edits)
+    }
 }
 
 /// ACCEPT on a REVIEW gate: the step is DONE as it is, over the review's last words.
@@ -515,6 +549,7 @@ fn accept(m: &M1, g: &Gate, who: &str) -> Outcome {
         edits,
         carries_on: true,
         effects: vec![Effect::TickPlanFile(s)],
+        note: None,
     }
 }
 

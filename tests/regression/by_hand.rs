@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use claude_sim::scenario::{Action, Scenario};
-use m1loop::m1::{Status, StepState};
+use m1loop::m1::{GateKind, Status, StepState};
 
 use crate::support::bot::{CHAT, start_real_bot, with_telegram};
 use crate::support::telegram_fake::FakeTelegram;
@@ -158,4 +158,55 @@ fn a_refused_command_or_tap_is_logged_with_who_sent_it_and_what_it_asked() {
         "{tap}"
     );
     assert!(env.m1().gate("G1").unwrap().is_pending(), "nothing changed");
+}
+
+/// A DENIED gate's `allow` added bare `Bash` to `ALLOWED_TOOLS` when one command (`chmod +x
+/// tool.sh`) was denied: all of Bash for every later step. `allow` allows that command, and
+/// `allow-all` the whole tool, when a person says so.
+#[test]
+fn allowing_a_denied_command_allows_that_command_not_all_of_bash() {
+    let env = TestLoop::new();
+    env.scenario(
+        &Scenario::new()
+            .step(
+                1,
+                Action::done("made it runnable").denied(["Bash: chmod +x tool.sh"]),
+            )
+            .step(2, Action::done("cleaned").denied(["Bash: rm -rf build"])),
+    );
+    env.run_exits(
+        3,
+        &[
+            "start",
+            "g",
+            "--step",
+            "make tool.sh runnable",
+            "--step",
+            "clean",
+        ],
+    );
+    let g = env.m1().gate("G1").expect("a DENIED gate").clone();
+    assert_eq!(g.kind, GateKind::Denied);
+    assert_eq!(g.tools, ["Bash(chmod +x tool.sh)"]);
+    assert_eq!(g.options, ["allow", "allow-all", "skip", "stop"]);
+    // The narrow rule: step 1 runs again with it and passes; step 2's other command is denied.
+    env.run_exits(3, &["answer", "G1", "allow"]);
+    let m = env.m1();
+    let allowed = m.agent.allowed_tools.clone().unwrap_or_default();
+    assert!(
+        allowed.contains(&"Bash(chmod +x tool.sh)".to_owned()),
+        "{allowed:?}"
+    );
+    assert!(!allowed.contains(&"Bash".to_owned()), "{allowed:?}");
+    assert_eq!(m.plan.steps[0].state, StepState::Done);
+    let g2 = m.gate("G2").expect("step 2 denied in turn").clone();
+    assert_eq!(g2.tools, ["Bash(rm -rf build)"]);
+    // All of the tool, when a person chooses it.
+    env.run_ok(&["answer", "G2", "allow-all"]);
+    let allowed = env.m1().agent.allowed_tools.unwrap_or_default();
+    assert!(allowed.contains(&"Bash".to_owned()), "{allowed:?}");
+    env.assert_status(Status::Done);
+    let log = env.log();
+    assert!(log.contains("may now run Bash(chmod +x tool.sh)"), "{log}");
+    assert!(log.contains("may now use all of Bash"), "{log}");
 }

@@ -204,6 +204,13 @@ impl Run<'_> {
     fn finish(&self, text: &str, format: &str) {
         let (action, sid) = (self.action, self.session_id.as_str());
         let cost_usd = action.cost_usd.unwrap_or(0.01);
+        // A denied command that `--allowedTools` now covers runs: it is not denied again.
+        let denials: Vec<String> = action
+            .permission_denials
+            .iter()
+            .filter(|d| !emit::allowed(d, &self.call.args.allowed_tools))
+            .cloned()
+            .collect();
         let result = emit::result(&emit::ResultSpec {
             session_id: sid,
             subtype: action.subtype.as_deref().unwrap_or("success"),
@@ -215,7 +222,7 @@ impl Run<'_> {
             context_window: action.context_window.unwrap_or(200_000),
             cost_usd,
             session_cost_usd: session_cost(self.call.state_dir.as_deref(), sid, cost_usd),
-            permission_denials: &action.permission_denials,
+            permission_denials: &denials,
         });
         match format {
             "stream-json" => {
