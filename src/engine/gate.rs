@@ -14,7 +14,7 @@ use super::transitions::{
 use crate::agent::tool_of;
 use crate::exit::Status as Exit;
 use crate::m1::gates::{self, NewGate, fingerprint};
-use crate::m1::keys::{AgentKey, ResultKey, Review};
+use crate::m1::keys::{AgentKey, LimitKey, ResultKey, Review};
 use crate::m1::{Edit, Gate, GateKind, GateOption, M1, Status, StepState, typed};
 use crate::text::one_line;
 
@@ -146,6 +146,11 @@ fn how_to(kind: GateKind, id: &str, options: &[String]) -> String {
             "answer with `loop answer {id} OPTION` ({})",
             options.join(", ")
         ),
+        GateKind::Cost => format!(
+            "decide with `loop answer {id} {}` (raise: as much again), or `loop answer {id} \
+             AMOUNT` for a cap of AMOUNT US dollars",
+            options.join("|")
+        ),
         _ => format!("decide with `loop answer {id} {}`", options.join("|")),
     }
 }
@@ -186,6 +191,47 @@ pub(crate) fn opened(m: &M1, open: &PlanGate) -> Transition {
     }
 }
 
+/// The loop spent its `MAX_COST_USD` (`reason` says how much) before step `step` could run or
+/// go on: it waits on a COST gate, where a person raises the cap (by as much again, or to an
+/// amount) or stops. A COST gate of the step that still waits is kept, not opened again.
+#[must_use]
+pub(crate) fn over_budget(m: &M1, step: u32, reason: &str) -> Transition {
+    let pending = m
+        .pending_gates()
+        .find(|g| g.kind == GateKind::Cost && g.step == step);
+    let (mut edits, id, log, shown) = if let Some(g) = pending {
+        (
+            Vec::new(),
+            g.id.clone(),
+            format!("gate: {} still waits: {reason}", g.id),
+            None,
+        )
+    } else {
+        let id = gates::next_id(&m.gates);
+        let loop_id = m.loop_id.as_deref().unwrap_or_default();
+        let gate = about_step(GateKind::Cost, id.clone(), loop_id, step, reason, &[]);
+        (
+            gate.edits(),
+            id.clone(),
+            format!("gate: {id} opened: {reason}"),
+            Some(id),
+        )
+    };
+    edits.push(Edit::Status(Status::Waiting));
+    edits.extend(actions(
+        &format!("{} waits: {reason} (gate {id})", name(step)),
+        &format!(
+            "Decide gate {id}: {}",
+            how_to(GateKind::Cost, &id, &options_of(GateKind::Cost))
+        ),
+    ));
+    let t = Transition::exit(edits, log, Exit::Waiting);
+    match shown {
+        Some(id) => t.then(Effect::Gate { id }),
+        None => t,
+    }
+}
+
 /// The answers a gate of `kind` offers; none: a free-text answer.
 #[must_use]
 pub(crate) fn options_of(kind: GateKind) -> Vec<String> {
@@ -206,6 +252,7 @@ fn options_for(kind: GateKind, tools: &[String]) -> Vec<String> {
         GateKind::Denied => &[O::Allow, O::Skip, O::Stop],
         GateKind::Failed | GateKind::Merge => &[O::Retry, O::Skip, O::Stop],
         GateKind::Review => &[O::Accept, O::Retry, O::Stop],
+        GateKind::Cost => &[O::Raise, O::Stop],
     };
     options.iter().map(|o| o.as_str().to_owned()).collect()
 }
@@ -363,7 +410,7 @@ pub(crate) fn decide(m: &M1, req: &Request, allowed: &[String], now: DateTime<Ut
             transition,
         };
     }
-    let choice = match choice(&g, &req.answer) {
+    let choice = match choice(m, &g, &req.answer) {
         Ok(c) => c,
         Err(why) => return Decision::Refused(why),
     };
@@ -426,6 +473,11 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
             format!("Step {s}'s own loop carries out `{choice}`"),
         ));
     }
+    if g.kind == GateKind::Cost
+        && let Some(cap) = amount(choice)
+    {
+        return capped(m, g, who, cap);
+    }
     let option = match g.kind {
         GateKind::Ask => None,
         _ => GateOption::parse(choice),
@@ -465,6 +517,11 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
         GateOption::Allow => allow(g, who, allowed, false),
         GateOption::AllowAll => allow(g, who, allowed, true),
         GateOption::Accept => accept(m, g, who),
+        // As much again as the cap: what was spent, and the cap once more.
+        GateOption::Raise => {
+            let spent = super::spent(m);
+            capped(m, g, who, spent + m.limits.max_cost_usd.unwrap_or(spent))
+        }
         GateOption::Skip => {
             let mut edits: Vec<Edit> = step_state(s, StepState::Skipped).into_iter().collect();
             let next = moved_on(m, s, &mut edits);
@@ -474,24 +531,27 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
             ));
             Outcome::runs(edits)
         }
-        GateOption::Stop => {
-            // The loop ends FAILED at this step; `loop retry` takes it up again.
-            let mut edits: Vec<Edit> = step_state(s, StepState::Failed).into_iter().collect();
-            edits.push(Edit::Status(Status::Failed));
-            edits.extend(said(
-                format!(
-                    "Stopped at {} (gate {id}, by {who})",
-                    name(s).to_lowercase()
-                ),
-                format!("Nothing runs; `loop retry {s}` takes the step up again"),
-            ));
-            Outcome {
-                edits,
-                carries_on: false,
-                effects: Vec::new(),
-                note: None,
-            }
-        }
+        GateOption::Stop => stop(g, who),
+    }
+}
+
+/// STOP: the loop ends FAILED at the gate's step; `loop retry` takes it up again.
+fn stop(g: &Gate, who: &str) -> Outcome {
+    let (id, s) = (&g.id, g.step);
+    let mut edits: Vec<Edit> = step_state(s, StepState::Failed).into_iter().collect();
+    edits.push(Edit::Status(Status::Failed));
+    edits.extend(actions(
+        &format!(
+            "Stopped at {} (gate {id}, by {who})",
+            name(s).to_lowercase()
+        ),
+        &format!("Nothing runs; `loop retry {s}` takes the step up again"),
+    ));
+    Outcome {
+        edits,
+        carries_on: false,
+        effects: Vec::new(),
+        note: None,
     }
 }
 
@@ -522,6 +582,33 @@ fn allow(g: &Gate, who: &str, allowed: &[String], whole: bool) -> Outcome {
     ));
     Outcome {
         note: Some(format!("{} {what}", name(s).to_lowercase())),
+        ..Outcome::runs(edits)
+    }
+}
+
+/// An amount of US dollars as a person writes it: `5`, `2.50`, `$5`.
+fn amount(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let t = t.strip_prefix('$').unwrap_or(t).trim();
+    t.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0)
+}
+
+/// A COST gate decided: `MAX_COST_USD` becomes `cap`, and the loop runs on.
+fn capped(m: &M1, g: &Gate, who: &str, cap: f64) -> Outcome {
+    let (id, s) = (&g.id, g.step);
+    // Cents, rounded down, so the new cap never allows more than the person gave.
+    let cap = (cap * 100.0 + 1e-6).floor() / 100.0;
+    let was = m
+        .limits
+        .max_cost_usd
+        .map_or_else(|| "none".to_owned(), |c| format!("${c:.2}"));
+    let mut edits = vec![LimitKey::MaxCostUsd.set(cap.to_string())];
+    edits.extend(actions(
+        &format!("MAX_COST_USD raised from {was} to ${cap:.2} (gate {id}, by {who})"),
+        &format!("Run {}", name(s).to_lowercase()),
+    ));
+    Outcome {
+        note: Some(format!("MAX_COST_USD {was} → ${cap:.2}")),
         ..Outcome::runs(edits)
     }
 }
@@ -603,10 +690,28 @@ fn find<'a>(m: &'a M1, req: &Request) -> Result<&'a Gate, String> {
     }
 }
 
-/// The CHOICE an answer writes, or why it does not fit the gate.
-fn choice(g: &Gate, answer: &Answer) -> Result<String, String> {
+/// The CHOICE an answer writes, or why it does not fit the gate. A COST gate also takes an
+/// amount in US dollars, the loop's new cap, above what it spent.
+fn choice(m: &M1, g: &Gate, answer: &Answer) -> Result<String, String> {
     let id = &g.id;
     match (g.kind, answer) {
+        (GateKind::Cost, Answer::Text(t)) if g.option(t).is_none() => {
+            let Some(amount) = amount(t) else {
+                return Err(format!(
+                    "gate {id} offers {}, or an amount in US dollars (the loop's new cap): \
+                     `{t}` is neither",
+                    g.options.join(", ")
+                ));
+            };
+            let spent = super::spent(m);
+            if amount <= spent {
+                return Err(format!(
+                    "gate {id}: ${amount:.2} is not above what the loop spent, ${spent:.2}; \
+                     give a higher cap"
+                ));
+            }
+            Ok(amount.to_string())
+        }
         (GateKind::Plan, Answer::Approve) => Ok(GateOption::Approve.as_str().into()),
         (GateKind::Plan, Answer::Reject) => Ok(GateOption::Reject.as_str().into()),
         (GateKind::Plan, Answer::Text(t)) => g

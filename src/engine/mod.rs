@@ -20,7 +20,7 @@ mod transitions;
 pub(crate) use conclude::{Conclusion, Context, Observed, conclude};
 pub(crate) use judge::{Judgement, LedgerVerdict, TaskEnd, failures, judge};
 pub(crate) use next::{Next, SessionPlan, next};
-pub(crate) use next::{open_step, spent, spent_words, tokens, uncounted, wait_until};
+pub(crate) use next::{open_step, run_budget, spent, spent_words, tokens, uncounted, wait_until};
 pub(crate) use retry::{retried, retry_target};
 pub use run::RunKind;
 pub(crate) use run::{RunOnRecord, RunSpec, resumes, runs_on_record};

@@ -596,6 +596,18 @@ pub(super) fn interrupted(
                 reason: said,
             })
         }
+        Interruption::OverBudget { reason } => {
+            // Not a failed attempt: INTERRUPTED tells the run that goes on what cut it off,
+            // and the loop's next decision is the COST gate.
+            let mut edits: Vec<Edit> = step_state(s, StepState::Pending).into_iter().collect();
+            edits.push(results(s, ResultKey::Interrupted, one_line(reason, 300)));
+            edits.push(clear_current());
+            edits.extend(actions(
+                &format!("{who} was cut off: {reason}"),
+                "A person raises MAX_COST_USD (or stops) on a COST gate",
+            ));
+            Transition::now(edits, format!("cost cap: {who}: {reason}"))
+        }
         Interruption::Halt { reason, how } => {
             let mut edits = halt_edits(s, reason, how);
             edits.push(results(s, ResultKey::Error, one_line(reason, 300)));

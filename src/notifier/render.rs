@@ -154,11 +154,16 @@ fn gate(m: &mut Msg, g: &super::GateMessage) {
                 m.line("Tap an answer: the step resumes in its own session with it.");
             }
         }
-        GateKind::Denied | GateKind::Failed | GateKind::Review | GateKind::Merge => {
+        GateKind::Denied
+        | GateKind::Failed
+        | GateKind::Review
+        | GateKind::Merge
+        | GateKind::Cost => {
             let (icon, head) = match g.kind {
                 GateKind::Denied => ("🔒", "Step {} was denied tools (gate {}): "),
                 GateKind::Failed => ("❌", "FAILED at step {} (gate {}): "),
                 GateKind::Merge => ("🔀", "Step {} does not merge (gate {}): "),
+                GateKind::Cost => ("💰", "The cost cap stops step {} (gate {}): "),
                 _ => (
                     "🔍",
                     "Step {}: the review still asks for changes (gate {}): ",
@@ -185,6 +190,9 @@ fn gate(m: &mut Msg, g: &super::GateMessage) {
                     crate::m1::gates::what_it_does(g.kind, o)
                 ));
             }
+            if g.kind == GateKind::Cost {
+                m.line("Or reply with an amount in US dollars: the loop's new cap.");
+            }
         }
     }
     m.line(&format!("Or from a shell: {}", cut(&g.how, LINE_MAX)));
@@ -207,6 +215,7 @@ pub(crate) fn button_label(kind: GateKind, option: &str) -> String {
         GateOption::AllowAll => "🔓 Allow all".into(),
         GateOption::Retry => "🔁 Retry".into(),
         GateOption::Accept => "✅ Accept".into(),
+        GateOption::Raise => "➕ Raise the cap".into(),
         GateOption::Skip => "⏭ Skip".into(),
         GateOption::Stop => "⏹ Stop".into(),
     }

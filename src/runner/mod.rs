@@ -618,7 +618,10 @@ impl Runner {
             // Steps at once: the parallel scheduler decides for every step, and for the end of
             // a loop that ran its steps at once.
             let parallel_next = matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt)
-                || matches!(next, Next::Complete | Next::Halt { .. });
+                || matches!(
+                    next,
+                    Next::Complete | Next::Halt { .. } | Next::OverBudget { .. }
+                );
             if self.runs_parallel(&m) && (parallel_next || !m.parallel.runs.is_empty()) {
                 if let Some(t) = self.cannot_run_parallel(&m) {
                     return self.apply(&t).map(|e| e.unwrap_or(Exit::Waiting));
@@ -662,6 +665,9 @@ impl Runner {
                     self.apply(&engine::halt(m.plan.current_step, &reason, &how))?
                 }
                 Next::Gate(gate) => self.apply(&engine::gate::opened(&m, &gate))?,
+                Next::OverBudget { step, reason } => {
+                    self.apply(&engine::gate::over_budget(&m, step, &reason))?
+                }
             };
             if let Some(exit) = exit {
                 return Ok(exit);

@@ -8,7 +8,7 @@ use m1loop::m1::{GateKind, Status, StepState};
 
 use crate::support::bot::{CHAT, start_real_bot, with_telegram};
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{TestLoop, stderr, stdout, wait_until};
+use crate::support::{TestLoop, flag_value, stderr, stdout, wait_until};
 
 /// Steps that each work `ms`, then pass.
 fn steady(env: &TestLoop, ms: u64) {
@@ -209,4 +209,93 @@ fn allowing_a_denied_command_allows_that_command_not_all_of_bash() {
     let log = env.log();
     assert!(log.contains("may now run Bash(chmod +x tool.sh)"), "{log}");
     assert!(log.contains("may now use all of Bash"), "{log}");
+}
+
+/// The budgets the simulated agent's calls of step `n` were given (`--max-budget-usd`).
+fn budgets_of(env: &TestLoop, n: u64) -> Vec<f64> {
+    env.calls()
+        .iter()
+        .filter(|c| c["step"].as_u64() == Some(n))
+        .map(|c| {
+            flag_value(c, "--max-budget-usd")
+                .unwrap_or_else(|| panic!("step {n}'s call had no budget: {c}"))
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// `--max-cost-usd 1` stopped at $1.20, two steps of $0.60: the cap was checked between
+/// steps only, and reaching it halted the loop. Each run is given what is left of the cap
+/// (`--max-budget-usd`), a run cut off by it is not a failed attempt, and the loop waits on a
+/// COST gate: raise the cap (by as much again, or to an amount), or stop.
+#[test]
+fn a_cost_cap_is_passed_to_each_run_and_reaching_it_waits_on_a_gate() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").cost(0.6)));
+    let args = ["start", "g", "--step", "a", "--step", "b", "--step", "c"];
+    env.run_exits(3, &[&args[..], &["--max-cost-usd", "1"]].concat());
+    assert_eq!(budgets_of(&env, 1), [1.0]);
+    let left = budgets_of(&env, 2);
+    assert!((left[0] - 0.4).abs() < 1e-9, "{left:?}");
+    let m = env.m1();
+    assert_eq!(m.status, Status::Waiting);
+    assert_eq!(
+        m.plan.steps[1].state,
+        StepState::Pending,
+        "cut off, not failed"
+    );
+    assert!(m.results[&2].interrupted.is_some(), "{:?}", m.results[&2]);
+    assert_eq!(m.results[&2].error, None, "not a failed attempt");
+    let g = m.gate("G1").expect("a COST gate").clone();
+    assert_eq!(g.kind, GateKind::Cost);
+    assert_eq!(g.options, ["raise", "stop"]);
+    let next = m.next_action.clone().unwrap_or_default();
+    assert!(next.contains("loop answer G1"), "{next}");
+    // Raised by as much again: the step resumes its session and passes; the next one is cut
+    // off in turn.
+    env.run_exits(3, &["answer", "G1", "raise"]);
+    let m = env.m1();
+    assert_eq!(m.limits.max_cost_usd, Some(2.2));
+    assert_eq!(m.plan.steps[1].state, StepState::Done);
+    assert_eq!(
+        env.calls()
+            .iter()
+            .rfind(|c| c["step"].as_u64() == Some(2))
+            .unwrap()["resume"],
+        m.results[&2].session_id.clone().unwrap().as_str(),
+        "the cut-off step goes on in its session"
+    );
+    assert!(m.gate("G2").is_some_and(m1loop::m1::Gate::is_pending));
+    // Raised to an amount.
+    env.run_ok(&["answer", "G2", "5"]);
+    let m = env.m1();
+    assert_eq!(m.limits.max_cost_usd, Some(5.0));
+    assert_eq!(m.status, Status::Done);
+    let log = env.log();
+    assert!(log.contains("MAX_COST_USD"), "{log}");
+}
+
+/// A cap reached exactly between steps waits on the gate too, before any run, and `stop` ends
+/// the loop there.
+#[test]
+fn a_cost_cap_reached_between_steps_waits_on_a_gate_and_stop_ends_the_loop() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").cost(0.5)));
+    let args = ["start", "g", "--step", "a", "--step", "b", "--step", "c"];
+    env.run_exits(3, &[&args[..], &["--max-cost-usd", "1"]].concat());
+    assert_eq!(
+        (env.calls_for(1), env.calls_for(2), env.calls_for(3)),
+        (1, 1, 0)
+    );
+    let g = env.m1().gate("G1").expect("a COST gate").clone();
+    assert_eq!((g.kind, g.step), (GateKind::Cost, 3));
+    // A resume without a decision waits on the same gate.
+    env.run_exits(3, &["resume"]);
+    assert_eq!(env.m1().gates.len(), 1, "{}", env.text());
+    let out = env.run_exits(2, &["answer", "G1", "0.5"]);
+    assert!(stderr(&out).contains("not above"), "{}", stderr(&out));
+    env.run_exits(3, &["answer", "G1", "stop"]);
+    env.assert_status(Status::Failed);
+    assert_eq!(env.calls_for(3), 0);
 }

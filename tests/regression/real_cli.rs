@@ -255,6 +255,69 @@ fn a_denied_command_allowed_on_its_gate_runs_on_the_real_cli_2_1_197() {
     a_denied_command_allowed_on_its_gate_runs(VERSIONS[1]);
 }
 
+/// A loop whose cap is smaller than its first run's cost: the run is given the cap
+/// (`--max-budget-usd`), the real CLI ends it there, and the loop waits on a COST gate
+/// instead of going on past its cap.
+fn the_cost_cap_ends_a_real_run_and_waits_on_a_gate(version: &str) {
+    let Some(claude) = claude_or_skip(version) else {
+        return;
+    };
+    let env = TestLoop::new();
+    let home = env.temp.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let env = env.env("LOOP_AGENT", &claude).env("HOME", &home);
+    // 200,000 input tokens a request: more than $0.50 on every model the CLI defaults to.
+    let mock = Mock {
+        tool: "-",
+        command: "",
+        env: &[("MOCK_INPUT_TOKENS", "200000")],
+    };
+    let args = [
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--step",
+        "two",
+        "--max-cost-usd",
+        "0.5",
+    ];
+    let out = run_with_mock(
+        &env.cmd(&[&args[..], &["--quiet"]].concat()),
+        &mock,
+        None,
+        PATIENCE,
+    );
+    env.assert_exit(&out, 3);
+    let m = env.m1();
+    let g = m.gate("G1").cloned();
+    let g = g.unwrap_or_else(|| panic!("{version}: no gate\n{}\n{}", env.text(), env.log()));
+    assert_eq!(g.kind, m1loop::m1::GateKind::Cost, "{version}");
+    assert!(
+        env.log().contains("Reached maximum budget ($0.5)"),
+        "{version}: {}",
+        env.log()
+    );
+    assert!(
+        m.results[&1].error.is_none(),
+        "{version}: not a failed attempt"
+    );
+    env.assert_no_processes();
+}
+
+/// `--max-cost-usd 1` stopped at $1.20: the cap was checked between steps only (issue
+/// "Fourth trial from outside", item 8).
+#[test]
+fn the_cost_cap_ends_a_run_of_the_real_cli_and_waits_on_a_gate_2_1_330() {
+    the_cost_cap_ends_a_real_run_and_waits_on_a_gate(VERSIONS[0]);
+}
+
+/// As above, with 2.1.197.
+#[test]
+fn the_cost_cap_ends_a_run_of_the_real_cli_and_waits_on_a_gate_2_1_197() {
+    the_cost_cap_ends_a_real_run_and_waits_on_a_gate(VERSIONS[1]);
+}
+
 /// A loop on the real Codex CLI, against the project's Responses API mock: two steps, each
 /// of whose threads fails its first turn (`MOCK_FAILED_TURNS=1`), so each step's retry must
 /// resume its thread; the tool call the mock asks for really runs in the sandbox.

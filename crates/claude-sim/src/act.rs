@@ -482,6 +482,21 @@ pub(crate) fn limit_refusal(codex: bool, action: &Action) -> Option<Action> {
     })
 }
 
+/// A call whose `--max-budget-usd` is below what `action` costs, as the real CLI ends it
+/// (capture `error-max-budget-usd`): the work done and paid for, then an `error_max_budget_usd`
+/// result, `Reached maximum budget ($BUDGET)`, exit 1. `None` within its budget, or with none.
+pub(crate) fn over_budget(args: &SimArgs, action: &Action) -> Option<Action> {
+    let given = args.max_budget_usd.as_deref()?;
+    let budget: f64 = given.parse().ok()?;
+    (action.cost_usd.unwrap_or(0.01) > budget && !action.is_error).then(|| Action {
+        is_error: true,
+        subtype: Some("error_max_budget_usd".into()),
+        result: Some(format!("Reached maximum budget (${given})")),
+        exit: Some(1),
+        ..action.clone()
+    })
+}
+
 /// The thread's usage so far, this call's included (Codex reports the thread's total).
 fn thread_tokens(state_dir: Option<&Path>, id: &str) -> (u64, u64) {
     const CALL: (u64, u64) = (1000, 50);

@@ -172,6 +172,7 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
     }
     let action = scenario.select(step, call, env.review);
     let action = act::limit_refusal(args.codex, &action).unwrap_or(action);
+    let action = act::over_budget(&args, &action).unwrap_or(action);
     act::perform(
         &act::Call {
             args: &args,
