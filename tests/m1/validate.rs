@@ -314,7 +314,7 @@ fn a_gate_with_an_unknown_kind_or_a_decision_without_its_choice() {
         [
             format!(
                 "{}:11: unknown gate KIND `PLANN`: expected one of PLAN, ASK, DENIED, FAILED, \
-                 REVIEW, MERGE",
+                 REVIEW, MERGE, COST",
                 base + 3
             ),
             format!(
