@@ -71,11 +71,13 @@ mod notifier {
 /// `elsewhere` lists the unit tests and capture tests that pin the same problems beside their
 /// code. Older tests named after a problem stay in their area (`loops::unix`, say).
 mod regression {
+    mod by_hand;
     mod chat;
     mod commands;
     mod elsewhere;
     mod files;
     mod inputs;
+    mod messages;
     mod notifications;
     mod parallel;
     /// Against the real Claude Code CLI, installed from npm (skipped, saying so, where it

@@ -161,6 +161,17 @@ pub(crate) fn exists(state_dir: &Path, id: &str) -> bool {
     validate_task_id(id).is_ok() && task_dir(state_dir, id).is_dir()
 }
 
+/// Whether task `id` runs a command when it ends (a loop's step revives its runner so):
+/// `loop status` says the loop comes back by itself instead of asking for `loop resume`.
+#[must_use]
+pub(crate) fn has_on_exit(state_dir: &Path, id: &str) -> bool {
+    exists(state_dir, id)
+        && records::read::<records::TaskSpec>(&task_dir(state_dir, id).join(records::SPEC_FILE))
+            .ok()
+            .flatten()
+            .is_some_and(|spec| !spec.on_exit.is_empty())
+}
+
 /// Path of the exit record; the runner watches the task dir for it (inotify) to be
 /// event-driven.
 #[must_use]

@@ -275,10 +275,10 @@ pub(crate) struct StartArgs {
     #[arg(long, value_name = "TEXT")]
     pub constraints: Option<String>,
     /// Failed attempts of one step before the loop fails.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub max_retries: Option<u32>,
     /// Steps a plan may have.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub max_steps: Option<u32>,
     /// Wall-clock limit of one step, with its unit: 90s, 15m, 1h30m.
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
@@ -287,7 +287,7 @@ pub(crate) struct StartArgs {
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub idle_timeout: Option<Duration>,
     /// Halt the loop once its steps have cost this many US dollars.
-    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    #[arg(long, value_name = "USD", value_parser = parse_usd, allow_negative_numbers = true)]
     pub max_cost_usd: Option<f64>,
     /// Tools the agent may use without asking (replaces the defaults; repeat or comma-separate).
     #[arg(long, value_delimiter = ',', value_name = "TOOL")]
@@ -299,10 +299,10 @@ pub(crate) struct StartArgs {
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
     /// Agent turns one attempt may take (Claude Code's --max-turns).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub max_turns: Option<u32>,
     /// What one attempt may spend, in US dollars (Claude Code's --max-budget-usd).
-    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    #[arg(long, value_name = "USD", value_parser = parse_usd, allow_negative_numbers = true)]
     pub max_budget_usd: Option<f64>,
     /// Review every step that passes its checks with a separate, read-only agent run before
     /// it is DONE.
@@ -323,7 +323,7 @@ pub(crate) struct StartArgs {
     pub fallback: Option<crate::m1::settings::AgentKind>,
     /// Steps that may run at once, each in a git worktree of its own, merged one by one and
     /// verified after the merge (default 1: one at a time, in the project itself).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub parallel: Option<u32>,
     /// How far away a usage limit's reset must be to send a step to the fallback (90s, 15m).
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
@@ -561,7 +561,9 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let matches = command().try_get_matches_from(args)?;
+    let matches = command()
+        .try_get_matches_from(args)
+        .map_err(without_internal_suggestions)?;
     let mut cli = Cli::from_arg_matches(&matches)?;
     cli.file_given = !matches!(
         matches.value_source("file"),
@@ -587,6 +589,33 @@ where
         cli.found_above = true;
     }
     Ok(cli)
+}
+
+/// A mistyped command's error without the internal commands clap suggests beside the others
+/// (it suggests hidden ones too: `loop strat` was told to try `__starter`).
+fn without_internal_suggestions(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    if let Some(ContextValue::Strings(names)) = e.get(ContextKind::SuggestedSubcommand) {
+        let hidden: Vec<String> = Cli::command()
+            .get_subcommands()
+            .filter(|c| c.is_hide_set())
+            .map(|c| c.get_name().to_owned())
+            .collect();
+        let shown: Vec<String> = names
+            .iter()
+            .filter(|n| !hidden.contains(n))
+            .cloned()
+            .collect();
+        if shown.is_empty() {
+            e.remove(ContextKind::SuggestedSubcommand);
+        } else {
+            e.insert(
+                ContextKind::SuggestedSubcommand,
+                ContextValue::Strings(shown),
+            );
+        }
+    }
+    e
 }
 
 /// The loop of the nearest parent of the current directory that has `default` (`state/M1.md`),

@@ -134,6 +134,7 @@ pub(crate) fn conclude(
             cx.allowed_tools
         },
         caps: cx.caps,
+        spent_usd: super::spent(m) + o.cost_usd,
         backend: o.backend,
         now: o.now,
     };

@@ -108,13 +108,18 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
             goal,
             summaries,
             cost_usd,
+            tokens,
             elapsed_s,
         } => {
             m.headline("✅", goal);
             let time = crate::duration::human(Duration::from_secs(*elapsed_s));
             m.bold_line(
                 "DONE: ",
-                &format!("{} step(s) in {time}, ${cost_usd:.2}", summaries.len()),
+                &format!(
+                    "{} step(s) in {time}, {}",
+                    summaries.len(),
+                    crate::text::spent(*cost_usd, *tokens)
+                ),
             );
             for (step, summary) in summaries {
                 m.line(&format!("{step}. {}", cut(summary, LINE_MAX)));
@@ -156,11 +161,16 @@ fn gate(m: &mut Msg, g: &super::GateMessage) {
                 m.line("Tap an answer: the step resumes in its own session with it.");
             }
         }
-        GateKind::Denied | GateKind::Failed | GateKind::Review | GateKind::Merge => {
+        GateKind::Denied
+        | GateKind::Failed
+        | GateKind::Review
+        | GateKind::Merge
+        | GateKind::Cost => {
             let (icon, head) = match g.kind {
                 GateKind::Denied => ("🔒", "Step {} was denied tools (gate {}): "),
                 GateKind::Failed => ("❌", "FAILED at step {} (gate {}): "),
                 GateKind::Merge => ("🔀", "Step {} does not merge (gate {}): "),
+                GateKind::Cost => ("💰", "The cost cap stops step {} (gate {}): "),
                 _ => (
                     "🔍",
                     "Step {}: the review still asks for changes (gate {}): ",
@@ -187,6 +197,9 @@ fn gate(m: &mut Msg, g: &super::GateMessage) {
                     crate::m1::gates::what_it_does(g.kind, o)
                 ));
             }
+            if g.kind == GateKind::Cost {
+                m.line("Or reply with an amount in US dollars: the loop's new cap.");
+            }
         }
     }
     m.line(&format!("Or from a shell: {}", cut(&g.how, LINE_MAX)));
@@ -209,6 +222,7 @@ pub(crate) fn button_label(kind: GateKind, option: &str) -> String {
         GateOption::AllowAll => "🔓 Allow all".into(),
         GateOption::Retry => "🔁 Retry".into(),
         GateOption::Accept => "✅ Accept".into(),
+        GateOption::Raise => "➕ Raise the cap".into(),
         GateOption::Skip => "⏭ Skip".into(),
         GateOption::Stop => "⏹ Stop".into(),
     }
@@ -319,6 +333,7 @@ mod tests {
             goal: "SIGTERMバグを修正".into(),
             summaries: vec![(1, "調査".into()), (2, "実装".into())],
             cost_usd: 1.234,
+            tokens: 0,
             elapsed_s: 723,
         };
         assert_eq!(

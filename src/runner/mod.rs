@@ -34,7 +34,7 @@ use crate::decision_log;
 use crate::engine::{self, Effect, Next, Outcome, Transition, Write};
 use crate::exit::Status as Exit;
 use crate::m1::keys::CurrentKey;
-use crate::m1::{Document, Edit, M1, Status, Store, StoreError};
+use crate::m1::{Document, Edit, M1, Status, StepState, Store, StoreError};
 use crate::notifier::{self, Event, Notifier};
 use crate::runner::settings::Settings;
 use crate::runner::watch::{Wake, Watch};
@@ -66,13 +66,21 @@ fn shown_changes(changes: &[String]) -> String {
     shown.join("; ")
 }
 
-/// A plan as a person reads it: a line saying how many steps, then one line each.
+/// A plan as a person reads it: a line saying how many steps (and how many of them are DONE
+/// already, which never run), then one line each. `steps`: whether each is DONE, and its text.
 #[must_use]
-pub(crate) fn plan_lines(steps: &[String]) -> String {
+pub(crate) fn plan_lines(steps: &[(bool, String)]) -> String {
     use std::fmt::Write as _;
     let mut out = format!("plan: {} step(s)", steps.len());
-    for (i, s) in steps.iter().enumerate() {
+    let done = steps.iter().filter(|(done, _)| *done).count();
+    if done > 0 {
+        let _ = write!(out, ", {done} already DONE");
+    }
+    for (i, (done, s)) in steps.iter().enumerate() {
         let _ = write!(out, "\n  {}. {s}", i + 1);
+        if *done {
+            out.push_str("  (already DONE: it does not run)");
+        }
     }
     out
 }
@@ -106,6 +114,9 @@ pub(crate) struct Runner {
     /// The end of the wait this runner last logged (when it recorded it, or when it came to
     /// it), so that a wait is logged once however often the runner wakes during it.
     announced_wait: Option<chrono::DateTime<Utc>>,
+    /// A person set `STATUS: WAITING` while this runner drove the loop: where it stops, it
+    /// says how to carry on.
+    paused_by_hand: bool,
     /// The loop's identity (`LOOP_ID`), which its tasks carry in their environment.
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
@@ -187,6 +198,7 @@ impl Runner {
             invalid_reported: None,
             pending: Vec::new(),
             announced_wait: None,
+            paused_by_hand: false,
             loop_id,
             ledger,
             sandbox_probe: None,
@@ -203,6 +215,15 @@ impl Runner {
                 "edit: M1.md was changed by hand while no runner ran: {}",
                 shown_changes(&away)
             ));
+        }
+        // Steps added by hand while no runner ran: the count follows them.
+        if let Some(count) = engine::by_hand::step_count(&runner.view()) {
+            runner.say(&format!(
+                "edit: TOTAL_STEPS set to {}, the steps PLAN.STEPS lists",
+                runner.view().plan.steps.len()
+            ));
+            runner.doc.apply(&count);
+            runner.pending.push(count);
         }
         Ok(runner)
     }
@@ -248,6 +269,7 @@ impl Runner {
                     self.doc.apply(e);
                 }
                 self.note_hand_edit(&before);
+                self.read_hand_edit(&before.view());
                 self.invalid_reported = None;
                 if self.note_restored() {
                     self.commit(&[])?;
@@ -314,6 +336,22 @@ impl Runner {
                 shown_changes(&changes)
             ));
         }
+    }
+
+    /// Does what a person's hand edit asks of the runner beyond its text ([`engine::by_hand`]):
+    /// keeps the step count, says which steps were set DONE by hand, notes a pause.
+    fn read_hand_edit(&mut self, before: &M1) {
+        let after = self.view();
+        let running = engine::runs_on_record(&after).first().map(|r| r.step);
+        let h = engine::by_hand::read(before, &after, running);
+        for line in &h.said {
+            self.say(line);
+        }
+        for e in &h.edits {
+            self.doc.apply(e);
+        }
+        self.pending.extend(h.edits);
+        self.paused_by_hand |= h.paused;
     }
 
     /// Logs what the store put back after a stale save; whether it did.
@@ -474,12 +512,12 @@ impl Runner {
                     summary: summary.clone(),
                 },
                 Effect::Planned => {
-                    let steps: Vec<String> = self
+                    let steps: Vec<(bool, String)> = self
                         .view()
                         .plan
                         .steps
                         .iter()
-                        .map(|s| s.text.clone())
+                        .map(|s| (s.state == StepState::Done, s.text.clone()))
                         .collect();
                     if self.echo {
                         self.progress.clear();
@@ -487,7 +525,7 @@ impl Runner {
                     }
                     Event::Started {
                         goal: goal.clone(),
-                        steps,
+                        steps: steps.into_iter().map(|(_, t)| t).collect(),
                         sandbox: Some(self.sandbox_words()),
                     }
                 }
@@ -565,7 +603,17 @@ impl Runner {
         match m.status {
             Status::Done => {
                 let n = m.plan.steps.len();
-                format!("DONE: {n} step(s), {spent}")
+                let by_hand = m
+                    .plan
+                    .steps
+                    .iter()
+                    .filter(|s| engine::by_hand::done_by_hand(&m, s.n))
+                    .count();
+                if by_hand > 0 {
+                    format!("DONE: {n} step(s), {by_hand} of them done by hand, {spent}")
+                } else {
+                    format!("DONE: {n} step(s), {spent}")
+                }
             }
             status => format!(
                 "{}: {} ({spent}); next: {}",
@@ -605,7 +653,10 @@ impl Runner {
             // Steps at once: the parallel scheduler decides for every step, and for the end of
             // a loop that ran its steps at once.
             let parallel_next = matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt)
-                || matches!(next, Next::Complete | Next::Halt { .. });
+                || matches!(
+                    next,
+                    Next::Complete | Next::Halt { .. } | Next::OverBudget { .. }
+                );
             if self.runs_parallel(&m) && (parallel_next || !m.parallel.runs.is_empty()) {
                 if let Some(t) = self.cannot_run_parallel(&m) {
                     return self.apply(&t).map(|e| e.unwrap_or(Exit::Waiting));
@@ -624,6 +675,9 @@ impl Runner {
                 Next::Finished(_) => {
                     self.say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
                     Some(Exit::Failed)
+                }
+                Next::Paused(_) if std::mem::take(&mut self.paused_by_hand) => {
+                    self.apply(&engine::by_hand::paused(&m))?
                 }
                 Next::Paused(why) => {
                     self.say(&format!("waiting: {why}"));
@@ -646,6 +700,9 @@ impl Runner {
                     self.apply(&engine::halt(m.plan.current_step, &reason, &how))?
                 }
                 Next::Gate(gate) => self.apply(&engine::gate::opened(&m, &gate))?,
+                Next::OverBudget { step, reason } => {
+                    self.apply(&engine::gate::over_budget(&m, step, &reason))?
+                }
             };
             if let Some(exit) = exit {
                 return Ok(exit);
@@ -722,6 +779,13 @@ impl Runner {
             .steps
             .iter()
             .map(|s| {
+                // A step a person set DONE has no result of the loop's: said as what it is.
+                if engine::by_hand::done_by_hand(m, s.n) {
+                    return (
+                        s.n,
+                        format!("[DONE by hand, not run by the loop] {}", s.text),
+                    );
+                }
                 let r = m.results.get(&s.n);
                 let sum = r.and_then(|r| r.summary.clone());
                 let reviewed = r.is_some_and(|r| {
@@ -745,6 +809,7 @@ impl Runner {
             goal: m.goal.clone(),
             summaries,
             cost_usd: engine::spent(m),
+            tokens: engine::tokens(m),
             elapsed_s,
         }
     }

@@ -53,9 +53,8 @@ impl Runner {
         Observed {
             class,
             answer: result.and_then(|r| r.result.clone()).unwrap_or_default(),
-            denials: result
-                .map(|r| r.permission_denials.clone())
-                .unwrap_or_default(),
+            // As the narrowest rules that would allow them: what a DENIED gate offers.
+            denials: result.map(|r| r.denied_rules.clone()).unwrap_or_default(),
             deferred: result.and_then(|r| r.deferred.clone()),
             background_stopped: stream.background_stopped.clone(),
             cost_usd: stream.cost_usd.unwrap_or(0.0),

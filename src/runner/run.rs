@@ -98,7 +98,12 @@ impl Runner {
         let mut cfg = run.kind.agent_config(self.settings.agent_on(&m, kind), &m);
         cfg.confined = self.settings.sandbox(&m).mode != crate::m1::SandboxMode::Off;
         let backend = agent::backend_for(kind);
-        let capped = self.settings.caps(&m).max_cost_usd.is_some();
+        let caps = self.settings.caps(&m);
+        let capped = caps.max_cost_usd.is_some();
+        // What is left of the loop's cap goes to the run, so the cap holds within it.
+        if capped && agent::dollar_cap_refused(backend, true).is_none() {
+            cfg.max_budget_usd = engine::run_budget(&m, &caps, cfg.max_budget_usd);
+        }
         let called = match agent::dollar_cap_refused(backend, capped) {
             Some(refused) => Err(refused),
             None => backend.invocation(&cfg, prompt, &session),

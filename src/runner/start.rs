@@ -204,11 +204,25 @@ fn check_agent(settings: &Settings) -> Result<()> {
     Ok(())
 }
 
-/// Steps at once need a git repository with a commit to branch them from.
+/// Steps at once need a git repository with a commit to branch them from, and no more of
+/// them than a plan may have (more could never run: a bigger number only looks like it does).
 fn check_parallel(req: &StartRequest, settings: &Settings) -> Result<()> {
     let Some(n) = settings.parallel_for_new() else {
         return Ok(());
     };
+    let max = settings.caps_for_new().max_steps;
+    if n > max {
+        let given = if settings.overrides.parallel.is_some() {
+            format!("--parallel {n}")
+        } else {
+            format!("limits.parallel: {n} (loop.yaml)")
+        };
+        return Err(Error::bad_input(format!(
+            "{given} is more steps at once than a plan may have (MAX_STEPS {max}): at most {max} \
+             could ever run at once; give {max} or less (or raise --max-steps); nothing was \
+             changed"
+        )));
+    }
     let dir = match &req.workdir {
         Some(w) => w.clone(),
         None => std::env::current_dir().context("while reading the current directory")?,
@@ -475,8 +489,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     let _ = std::fs::remove_file(crate::layout::Layout::of(file).runner_out());
     let _ = decision_log::append(&state_dir, &format!("start: new loop, goal: {}", req.goal));
     if req.plan_only && !steps.is_empty() {
-        let texts: Vec<String> = steps.into_iter().map(|(_, t)| t).collect();
-        crate::outln!("{}", super::plan_lines(&texts));
+        crate::outln!("{}", super::plan_lines(&steps));
         crate::outln!("nothing runs yet: `loop resume` runs the plan");
         return Ok(ExitStatus::Ok);
     }

@@ -52,7 +52,7 @@ fn a_two_step_codex_loop_records_each_steps_thread_and_a_retry_resumes_it_with_i
     ]);
     env.assert_status(Status::Done);
     assert!(
-        stderr(&out).contains("DONE: 2 step(s), $0.00 and 3,150 tokens"),
+        stderr(&out).contains("DONE: 2 step(s), 3,150 tokens"),
         "{}",
         stderr(&out)
     );

@@ -293,7 +293,7 @@ fn a_plan_gate_approved_by_a_tap_runs_to_done_once_and_other_taps_change_nothing
     assert!(wait_until(DEADLINE, || tg.count("answerCallbackQuery") == 3));
     assert!(env.m1().gate("G1").unwrap().is_pending());
     assert_eq!(env.calls().len(), 0);
-    env.assert_logged("ignored a tap from telegram");
+    env.assert_logged("ignored a tap on gate G1 (approve) from telegram");
     // The person's tap decides, and the loop runs to DONE.
     tg.push_tap(CHAT, CHAT, n, &buttons[0]);
     assert!(wait_until(DEADLINE, || env.m1().status == Status::Done));

@@ -104,6 +104,29 @@ impl Run<'_> {
             .event(&emit::assistant(&self.session_id, &self.model, &text, None));
     }
 
+    /// The session starts (or resumes): its `SessionStart` hooks run, then `system/init`, then
+    /// the API retries the action asks for.
+    fn open_session(&self) {
+        let args = self.call.args;
+        let sid = self.session_id.as_str();
+        let source = if args.resume.is_some() {
+            "resume"
+        } else {
+            "startup"
+        };
+        for event in hooks::session_start(args.settings.as_deref(), sid, source) {
+            self.out.event(&event);
+        }
+        let cwd = std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
+        let mode = args.permission_mode.as_deref().unwrap_or("default");
+        self.out.event(&emit::init(sid, &cwd, &self.model, mode));
+        for (n, retry) in (1..).zip(&self.action.api_retries) {
+            self.out.event(&emit::api_retry(sid, n, retry));
+        }
+    }
+
     /// The work before the answer: a hang (for ever), or the sleep, with heartbeats.
     fn work(&self) -> Result<(), i32> {
         let action = self.action;
@@ -181,6 +204,13 @@ impl Run<'_> {
     fn finish(&self, text: &str, format: &str) {
         let (action, sid) = (self.action, self.session_id.as_str());
         let cost_usd = action.cost_usd.unwrap_or(0.01);
+        // A denied command that `--allowedTools` now covers runs: it is not denied again.
+        let denials: Vec<String> = action
+            .permission_denials
+            .iter()
+            .filter(|d| !emit::allowed(d, &self.call.args.allowed_tools))
+            .cloned()
+            .collect();
         let result = emit::result(&emit::ResultSpec {
             session_id: sid,
             subtype: action.subtype.as_deref().unwrap_or("success"),
@@ -192,7 +222,7 @@ impl Run<'_> {
             context_window: action.context_window.unwrap_or(200_000),
             cost_usd,
             session_cost_usd: session_cost(self.call.state_dir.as_deref(), sid, cost_usd),
-            permission_denials: &action.permission_denials,
+            permission_denials: &denials,
         });
         match format {
             "stream-json" => {
@@ -452,6 +482,21 @@ pub(crate) fn limit_refusal(codex: bool, action: &Action) -> Option<Action> {
     })
 }
 
+/// A call whose `--max-budget-usd` is below what `action` costs, as the real CLI ends it
+/// (capture `error-max-budget-usd`): the work done and paid for, then an `error_max_budget_usd`
+/// result, `Reached maximum budget ($BUDGET)`, exit 1. `None` within its budget, or with none.
+pub(crate) fn over_budget(args: &SimArgs, action: &Action) -> Option<Action> {
+    let given = args.max_budget_usd.as_deref()?;
+    let budget: f64 = given.parse().ok()?;
+    (action.cost_usd.unwrap_or(0.01) > budget && !action.is_error).then(|| Action {
+        is_error: true,
+        subtype: Some("error_max_budget_usd".into()),
+        result: Some(format!("Reached maximum budget (${given})")),
+        exit: Some(1),
+        ..action.clone()
+    })
+}
+
 /// The thread's usage so far, this call's included (Codex reports the thread's total).
 fn thread_tokens(state_dir: Option<&Path>, id: &str) -> (u64, u64) {
     const CALL: (u64, u64) = (1000, 50);
@@ -510,15 +555,8 @@ pub(crate) fn perform(call: &Call<'_>, action: &Action) -> i32 {
         sleep_ms(action.sleep_ms);
         return replay(&call.base_dir.join(stem), action.exit);
     }
-    let cwd = std::env::current_dir()
-        .map(|d| d.display().to_string())
-        .unwrap_or_default();
-    let mode = args.permission_mode.as_deref().unwrap_or("default");
+    run.open_session();
     let sid = run.session_id.as_str();
-    run.out.event(&emit::init(sid, &cwd, &run.model, mode));
-    for (n, retry) in (1..).zip(&action.api_retries) {
-        run.out.event(&emit::api_retry(sid, n, retry));
-    }
     if let Some(secs) = action.grandchild_sleep_s {
         leave_grandchild(secs);
     }

@@ -82,7 +82,9 @@ pub struct Action {
     /// Default 0.01.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
-    /// Tool names reported as silently denied.
+    /// Tools reported as silently denied: a tool's name (`Write`), or `Bash: COMMAND` for a
+    /// command (in the denial's `tool_input`), which is not denied when `--allowedTools` covers
+    /// it (`Bash`, `Bash(COMMAND)`, `Bash(PREFIX:*)`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub permission_denials: Vec<String>,
     /// Emitted as a `rate_limit_event`'s `rate_limit_info`, e.g.

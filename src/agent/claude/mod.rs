@@ -3,6 +3,7 @@
 
 pub(super) mod classify;
 pub(super) mod invocation;
+pub(crate) mod permission;
 pub(super) mod reset_time;
 pub(super) mod stream;
 

@@ -91,6 +91,9 @@ pub struct ResultEvent {
     /// Tool names of the calls the permission settings silently refused, followed by those
     /// of [`StreamSummary::unavailable_tools`] not listed already.
     pub permission_denials: Vec<String>,
+    /// The same calls as the narrowest rules that would allow them (`Bash(chmod +x tool.sh)`,
+    /// see [`super::permission::narrowest`]), each once: what a DENIED gate's `allow` allows.
+    pub denied_rules: Vec<String>,
     /// The tool call a `PreToolUse` hook deferred (`stop_reason: "tool_deferred"`): the run
     /// ended there, and `--resume` without a prompt runs the hook again for it.
     pub deferred: Option<DeferredCall>,
@@ -260,7 +263,7 @@ impl StreamReader {
                     }
                 }
                 if let Some(result) = s.result.as_mut() {
-                    merge_denials(&mut result.permission_denials, &s.unavailable_tools);
+                    merge_denials(result, &s.unavailable_tools);
                 }
                 false
             }
@@ -297,14 +300,17 @@ impl StreamReader {
             }
             None => result.total_cost_usd,
         };
-        merge_denials(&mut result.permission_denials, &s.unavailable_tools);
+        merge_denials(&mut result, &s.unavailable_tools);
         if result.session_id.is_some() {
             s.session_id.clone_from(&result.session_id);
         }
         s.last_activity = Some(if result.is_error {
             "result: an error".to_owned()
         } else {
-            "result: done".to_owned()
+            format!(
+                "result: {}",
+                crate::agent::verdict::ended_with(result.result.as_deref().unwrap_or_default())
+            )
         });
         s.result = Some(result);
     }
@@ -484,17 +490,29 @@ fn result_event(obj: &serde_json::Map<String, Value>) -> ResultEvent {
         Some(Value::String(one)) => vec![one.clone()],
         _ => Vec::new(),
     };
-    let permission_denials = match obj.get("permission_denials") {
+    let denied: Vec<(String, String)> = match obj.get("permission_denials") {
         Some(Value::Array(items)) => items
             .iter()
             .filter_map(|d| match d {
-                Value::Object(o) => str_field(o, "tool_name"),
-                Value::String(name) => Some(name.clone()),
+                Value::Object(o) => {
+                    let tool = str_field(o, "tool_name")?;
+                    let input = o.get("tool_input").cloned().unwrap_or(Value::Null);
+                    let rule = super::permission::narrowest(&tool, &input);
+                    Some((tool, rule))
+                }
+                Value::String(name) => Some((name.clone(), name.clone())),
                 _ => None,
             })
             .collect(),
         _ => Vec::new(),
     };
+    let permission_denials = denied.iter().map(|(tool, _)| tool.clone()).collect();
+    let mut denied_rules: Vec<String> = Vec::new();
+    for (_, rule) in denied {
+        if !denied_rules.contains(&rule) {
+            denied_rules.push(rule);
+        }
+    }
     ResultEvent {
         subtype: str_field(obj, "subtype").unwrap_or_default(),
         is_error: obj
@@ -515,6 +533,7 @@ fn result_event(obj: &serde_json::Map<String, Value>) -> ResultEvent {
             .and_then(|n| u32::try_from(n).ok()),
         duration_ms: obj.get("duration_ms").and_then(as_u64_lenient),
         permission_denials,
+        denied_rules,
         deferred: match obj.get("deferred_tool_use") {
             Some(Value::Object(d)) => Some(DeferredCall {
                 id: str_field(d, "id").unwrap_or_default(),
@@ -648,11 +667,15 @@ fn tool_use_blocks(obj: &serde_json::Map<String, Value>) -> impl Iterator<Item =
         .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
 }
 
-/// Appends the tools in `unavailable` that `denials` does not name yet.
-fn merge_denials(denials: &mut Vec<String>, unavailable: &[String]) {
+/// Appends the tools in `unavailable` that the result's denials do not name yet (a removed
+/// tool has no narrower rule than its name).
+fn merge_denials(result: &mut ResultEvent, unavailable: &[String]) {
     for tool in unavailable {
-        if !denials.contains(tool) {
-            denials.push(tool.clone());
+        if !result.permission_denials.contains(tool) {
+            result.permission_denials.push(tool.clone());
+        }
+        if !result.denied_rules.contains(tool) {
+            result.denied_rules.push(tool.clone());
         }
     }
 }
@@ -787,7 +810,8 @@ mod tests {
             seen.contains(&"Hello from mock. n_messages=4".to_owned()),
             "{seen:?}"
         );
-        assert_eq!(seen.last().unwrap(), "result: done");
+        // The mock's answer has no verdict line: it answered, and is never shown as done.
+        assert_eq!(seen.last().unwrap(), "result: answered");
     }
 
     #[test]

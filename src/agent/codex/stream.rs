@@ -42,7 +42,12 @@ pub(crate) fn event(
                 session_id: s.session_id.clone(),
                 ..ResultEvent::default()
             });
-            s.last_activity = Some("(turn completed)".to_owned());
+            s.last_activity = Some(format!(
+                "result: {}",
+                crate::agent::verdict::ended_with(
+                    s.last_assistant_text.as_deref().unwrap_or_default()
+                )
+            ));
         }
         "turn.failed" => {
             let message = obj

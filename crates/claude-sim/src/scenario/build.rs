@@ -264,7 +264,8 @@ impl Action {
         self
     }
 
-    /// Reports these tools as silently denied (`permission_denials`).
+    /// Reports these tools as silently denied (`permission_denials`): a name (`Write`), or
+    /// `Bash: COMMAND` for one command, denied until `--allowedTools` covers it.
     #[must_use]
     pub fn denied<const N: usize>(mut self, tools: [&str; N]) -> Self {
         self.permission_denials
