@@ -90,20 +90,7 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
             reason,
             answer,
             stderr_tail,
-        } => {
-            m.headline("❌", goal);
-            let at = step.map(|s| format!(" at step {s}")).unwrap_or_default();
-            m.bold_line(&format!("FAILED{at}: "), &cut(reason, LINE_MAX));
-            if let Some(answer) = answer.as_deref().filter(|a| !a.trim().is_empty()) {
-                m.line("The agent's last answer:");
-                m.pre(&last_lines(answer));
-            }
-            let tail = last_lines(&stderr_tail.join("\n"));
-            if !tail.is_empty() {
-                m.line("The end of its stderr:");
-                m.pre(&tail);
-            }
-        }
+        } => failed(&mut m, goal, *step, reason, answer.as_deref(), stderr_tail),
         Event::Done {
             goal,
             summaries,
@@ -129,6 +116,29 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
         Event::Text(text) => m.line(text),
     }
     m.out.trim_end().to_string()
+}
+
+/// A FAILED message: why, the agent's last answer and the end of its stderr.
+fn failed(
+    m: &mut Msg,
+    goal: &str,
+    step: Option<u32>,
+    reason: &str,
+    answer: Option<&str>,
+    stderr_tail: &[String],
+) {
+    m.headline("❌", goal);
+    let at = step.map(|s| format!(" at step {s}")).unwrap_or_default();
+    m.bold_line(&format!("FAILED{at}: "), &cut(reason, LINE_MAX));
+    if let Some(answer) = answer.filter(|a| !a.trim().is_empty()) {
+        m.line("The agent's last answer:");
+        m.pre(&last_lines(answer));
+    }
+    let tail = last_lines(&stderr_tail.join("\n"));
+    if !tail.is_empty() {
+        m.line("The end of its stderr:");
+        m.pre(&tail);
+    }
 }
 
 /// A gate's message: what it asks, and what each answer does.
