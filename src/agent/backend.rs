@@ -109,4 +109,10 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
 
     /// Where the CLI keeps the transcript of `session_id`, run in `workdir`, under `home`.
     fn transcript(&self, session_id: &str, workdir: &Path, home: &Path) -> Option<PathBuf>;
+
+    /// How a run called with `args` (the program's arguments, as the task ran them) was kept
+    /// from writing the project (`had only tools that read (--tools Read,Grep,Glob)`), in words
+    /// that follow "its run"; `None` when it could write. What the CLI itself enforces, not
+    /// what the prompt asks.
+    fn reads_only(&self, args: &[String]) -> Option<String>;
 }

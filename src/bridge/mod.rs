@@ -143,6 +143,16 @@ pub(crate) fn exists(state_dir: &Path, id: &str) -> bool {
     validate_task_id(id).is_ok() && task_dir(state_dir, id).is_dir()
 }
 
+/// The command task `id` runs (program and arguments), as its spec says; `None` when it
+/// cannot be read.
+#[must_use]
+pub(crate) fn command_of(state_dir: &Path, id: &str) -> Option<Vec<String>> {
+    let spec: records::TaskSpec = records::read(&task_dir(state_dir, id).join(SPEC_FILE))
+        .ok()
+        .flatten()?;
+    Some(spec.command)
+}
+
 /// Path of the exit record; the runner watches the task dir for it (inotify) to be
 /// event-driven.
 #[must_use]
