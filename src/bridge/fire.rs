@@ -43,6 +43,21 @@ pub(crate) fn fire(state_dir: &Path, req: &FireRequest) -> Result<String> {
 /// # Errors
 /// As [`fire`]; also bad input when `id` is invalid or already used.
 pub(crate) fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> Result<()> {
+    fire_published(state_dir, id, req, &mut || {})
+}
+
+/// [`fire_with_id`], calling `published` once the task directory is in place and before its
+/// supervisor is asked for (where a crash leaves a task nobody ever took: see
+/// [`super::take_back_unstarted`]).
+///
+/// # Errors
+/// As [`fire_with_id`].
+pub(crate) fn fire_published(
+    state_dir: &Path,
+    id: &str,
+    req: &FireRequest,
+    published: &mut dyn FnMut(),
+) -> Result<()> {
     validate_task_id(id)?;
     let mut spec = resolve(id, req)?;
     let tasks = crate::layout::Layout::dir(state_dir).tasks();
@@ -63,6 +78,7 @@ pub(crate) fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> Res
         spec.stdin = Some(dir.join(STDIN_FILE));
     }
     let lock = publish(&tasks, &dir, &spec, req.input.as_deref())?;
+    published();
     start_supervisor(&dir, &lock)
         .with_context(|| format!("while starting the supervisor of task {id}"))?;
     Ok(())

@@ -50,7 +50,7 @@ mod wait_loop;
 
 #[cfg(test)]
 pub(crate) use fire::use_loop_binary;
-pub(crate) use fire::{fire, fire_with_id};
+pub(crate) use fire::{fire, fire_published, fire_with_id};
 
 #[cfg(test)]
 pub(crate) use kill::wait_until;
@@ -141,6 +141,39 @@ pub(crate) fn task_dir(state_dir: &Path, id: &str) -> PathBuf {
 #[must_use]
 pub(crate) fn exists(state_dir: &Path, id: &str) -> bool {
     validate_task_id(id).is_ok() && task_dir(state_dir, id).is_dir()
+}
+
+/// Takes back task `id` if it was published and never started, nor ever will be: no exit
+/// record, nobody holding its lock (a supervisor, its guardian, or a starter the lock was
+/// handed to: a lock in flight is held), and no trace of its command's start (`supervisor.json`,
+/// `pid.json`, or `stdout`, which the supervisor creates right before the start). That is what
+/// a firing process killed between publishing the task and handing it over leaves: a task
+/// that reads LOST though its command never ran. Its directory is removed, under its lock, so
+/// the same task can be fired again; whether it was.
+///
+/// # Errors
+/// When the lock cannot be probed or the directory cannot be removed.
+pub(crate) fn take_back_unstarted(state_dir: &Path, id: &str) -> anyhow::Result<bool> {
+    if !exists(state_dir, id) {
+        return Ok(false);
+    }
+    let dir = task_dir(state_dir, id);
+    let Some(_lock) = lock::try_take(&dir)? else {
+        return Ok(false);
+    };
+    let traces = [
+        records::EXIT_FILE,
+        records::SUPERVISOR_FILE,
+        records::PID_FILE,
+        STDOUT_FILE,
+    ];
+    if traces.iter().any(|f| dir.join(f).exists()) {
+        return Ok(false);
+    }
+    std::fs::remove_dir_all(&dir)
+        .map_err(anyhow::Error::from)
+        .map_err(|e| e.context(format!("while removing {}", dir.display())))?;
+    Ok(true)
 }
 
 /// The command task `id` runs (program and arguments), as its spec says; `None` when it
