@@ -158,6 +158,11 @@ pub(crate) fn take_back_unstarted(state_dir: &Path, id: &str) -> anyhow::Result<
         return Ok(false);
     }
     let dir = task_dir(state_dir, id);
+    // Probed first, read-only: the task of a running step is looked at while the disk may be
+    // full.
+    if lock::is_held(&dir)? || dir.join(records::EXIT_FILE).exists() {
+        return Ok(false);
+    }
     let Some(_lock) = lock::try_take(&dir)? else {
         return Ok(false);
     };

@@ -20,6 +20,7 @@ mod start;
 pub(crate) mod stop;
 pub(crate) mod stopfile;
 mod tree;
+mod unwritable;
 pub(crate) mod watch;
 mod watching;
 
@@ -105,6 +106,10 @@ pub(crate) struct Runner {
     /// The end of the wait this runner last logged (when it recorded it, or when it came to
     /// it), so that a wait is logged once however often the runner wakes during it.
     announced_wait: Option<chrono::DateTime<Utc>>,
+    /// Since when the state directory cannot be written, while it cannot (see `unwritable`).
+    outage: Option<unwritable::Outage>,
+    /// Lines said while `loop.log` could not take them, for it once it can.
+    unlogged: std::cell::RefCell<Vec<String>>,
     /// The loop's identity (`LOOP_ID`), which its tasks carry in their environment.
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
@@ -184,6 +189,8 @@ impl Runner {
             invalid_reported: None,
             pending: Vec::new(),
             announced_wait: None,
+            outage: None,
+            unlogged: std::cell::RefCell::new(Vec::new()),
             loop_id,
             ledger,
             _lock: lock,
@@ -209,7 +216,7 @@ impl Runner {
 
     /// Writes a line to the decision log (and to stdout when echoing).
     fn say(&self, line: &str) {
-        let _ = decision_log::append(&self.state_dir, line);
+        self.log_line(line);
         if self.echo {
             self.progress.clear();
             crate::outln!("{} {line}", Utc::now().format("%H:%M:%S"));
@@ -313,6 +320,7 @@ impl Runner {
                     self.doc = doc;
                     self.pending.clear();
                     self.note_restored();
+                    self.note_writable();
                     return Ok(());
                 }
                 Err(StoreError::DiskInvalid(_)) => {
@@ -541,7 +549,10 @@ impl Runner {
         }
     }
 
-    /// Drives the loop until it is DONE, FAILED or WAITING.
+    /// Drives the loop until it is DONE, FAILED or WAITING. A state directory that cannot be
+    /// written for a while (a full disk, a file system turned read-only) stops nothing: the
+    /// write is as if never tried, the runner waits and decides again from M1.md, as a runner
+    /// after a crash would (see `unwritable`), and the running step goes on meanwhile.
     ///
     /// # Errors
     /// I/O failures the runner cannot work around; the loop's own outcomes are statuses.
@@ -558,64 +569,69 @@ impl Runner {
             );
         }
         loop {
-            if let Some(stop) = stopfile::requested(&self.state_dir) {
-                return self.stop_now(&stop);
-            }
-            if let Some(exit) = self.refresh()? {
-                return Ok(exit);
-            }
-            let m = self.view();
-            let caps = self.settings.caps(&m);
-            let next = engine::next(&m, &caps, Utc::now());
-            // Steps at once: the parallel scheduler decides for every step, and for the end of
-            // a loop that ran its steps at once.
-            let parallel_next = matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt)
-                || matches!(next, Next::Complete | Next::Halt { .. });
-            if self.runs_parallel(&m) && (parallel_next || !m.parallel.runs.is_empty()) {
-                if let Some(t) = self.cannot_run_parallel(&m) {
-                    return self.apply(&t).map(|e| e.unwrap_or(Exit::Waiting));
-                }
-                return self.drive_parallel();
-            }
-            // A held outcome rides on the next write; where none follows at once, write it now.
-            if next.writes_held_first() {
-                self.flush()?;
-            }
-            let exit = match next {
-                Next::Finished(Status::Done) => {
-                    self.say("done: STATUS is DONE; nothing to do");
-                    Some(Exit::Ok)
-                }
-                Next::Finished(_) => {
-                    self.say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
-                    Some(Exit::Failed)
-                }
-                Next::Paused(why) => {
-                    self.say(&format!("waiting: {why}"));
-                    Some(Exit::Waiting)
-                }
-                Next::Complete => Some(self.complete(&m)?),
-                Next::Await(run) => self.await_run(&run)?,
-                Next::WaitUntil { until, reason } => {
-                    if self.announced_wait != Some(until) {
-                        self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
-                        self.announced_wait = Some(until);
-                    }
-                    self.wait_until(until, &reason)?
-                }
-                Next::Run(spec) => self.start_run(&spec)?,
-                Next::Exhausted { step, reason } => {
-                    self.apply(&engine::exhausted(step, &reason))?
-                }
-                Next::Halt { reason, how } => {
-                    self.apply(&engine::halt(m.plan.current_step, &reason, &how))?
-                }
-                Next::Gate(gate) => self.apply(&engine::gate::opened(&m, &gate))?,
-            };
-            if let Some(exit) = exit {
-                return Ok(exit);
+            match self.decide_once() {
+                Ok(Some(exit)) => return Ok(exit),
+                Ok(None) => {}
+                Err(e) => self.wait_out_unwritable(e)?,
             }
         }
+    }
+
+    /// One decision of [`Runner::drive`], carried out: the exit it comes to, if any.
+    fn decide_once(&mut self) -> crate::error::Result<Option<Exit>> {
+        if let Some(stop) = stopfile::requested(&self.state_dir) {
+            return self.stop_now(&stop).map(Some);
+        }
+        if let Some(exit) = self.refresh()? {
+            return Ok(Some(exit));
+        }
+        let m = self.view();
+        let caps = self.settings.caps(&m);
+        let next = engine::next(&m, &caps, Utc::now());
+        // Steps at once: the parallel scheduler decides for every step, and for the end of
+        // a loop that ran its steps at once.
+        let parallel_next = matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt)
+            || matches!(next, Next::Complete | Next::Halt { .. });
+        if self.runs_parallel(&m) && (parallel_next || !m.parallel.runs.is_empty()) {
+            if let Some(t) = self.cannot_run_parallel(&m) {
+                return self.apply(&t).map(|e| Some(e.unwrap_or(Exit::Waiting)));
+            }
+            return self.drive_parallel().map(Some);
+        }
+        // A held outcome rides on the next write; where none follows at once, write it now.
+        if next.writes_held_first() {
+            self.flush()?;
+        }
+        let exit = match next {
+            Next::Finished(Status::Done) => {
+                self.say("done: STATUS is DONE; nothing to do");
+                Some(Exit::Ok)
+            }
+            Next::Finished(_) => {
+                self.say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
+                Some(Exit::Failed)
+            }
+            Next::Paused(why) => {
+                self.say(&format!("waiting: {why}"));
+                Some(Exit::Waiting)
+            }
+            Next::Complete => Some(self.complete(&m)?),
+            Next::Await(run) => self.await_run(&run)?,
+            Next::WaitUntil { until, reason } => {
+                if self.announced_wait != Some(until) {
+                    self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
+                    self.announced_wait = Some(until);
+                }
+                self.wait_until(until, &reason)?
+            }
+            Next::Run(spec) => self.start_run(&spec)?,
+            Next::Exhausted { step, reason } => self.apply(&engine::exhausted(step, &reason))?,
+            Next::Halt { reason, how } => {
+                self.apply(&engine::halt(m.plan.current_step, &reason, &how))?
+            }
+            Next::Gate(gate) => self.apply(&engine::gate::opened(&m, &gate))?,
+        };
+        Ok(exit)
     }
 
     /// Waits out a backoff or a usage limit, watching for stops and hand edits, with the live
