@@ -29,14 +29,20 @@ impl ReadOnly {
                 .is_ok_and(|s| s.success())
         };
         let d = dir.to_str().ok_or("a path that is not UTF-8")?;
-        if !run(&["--bind", d, d]) {
-            return Err(format!("cannot bind-mount {d} (needs root)"));
+        // A file opened for writing through the new mount before it turns read-only makes the
+        // remount busy: then it is tried again from the start.
+        for _ in 0..50 {
+            if !run(&["--bind", d, d]) {
+                return Err(format!("cannot bind-mount {d} (needs root)"));
+            }
+            let guard = Self(dir.to_path_buf());
+            if run(&["-o", "remount,bind,ro", d]) {
+                return Ok(guard);
+            }
+            drop(guard);
+            std::thread::sleep(Duration::from_millis(2));
         }
-        let guard = Self(dir.to_path_buf());
-        if !run(&["-o", "remount,bind,ro", d]) {
-            return Err(format!("cannot remount {d} read-only"));
-        }
-        Ok(guard)
+        Err(format!("cannot remount {d} read-only: always busy"))
     }
 }
 
@@ -182,6 +188,14 @@ pub fn assess(
             ));
         }
     }
+    t.taken_back += log
+        .lines()
+        .filter(|l| l.contains("never handed to a supervisor"))
+        .count();
+    t.full_disk_waits += log
+        .lines()
+        .filter(|l| l.contains("can be written again"))
+        .count();
     if kind == super::FULL_DISK && !status.is_some_and(|s| s.success()) {
         t.full_disk_runner_deaths += 1;
         bad.push(format!(
@@ -208,15 +222,18 @@ pub fn assess(
 /// The figures of the faults beside the loop.
 pub fn report(t: &Tally) {
     println!(
-        "  beside the loop: state directory full (read-only) 3 s during a step {}: runners that \
-         died of it {}, attempts it cost {}; runner killed as its first task was published {}: \
-         attempts counted for an agent that never ran {}; reviewed loops with loop.out written \
-         all along {}: reviews halted on a change not the reviewer's {} ({} changes said not \
-         the reviewer's)",
+        "  beside the loop: state directory full (read-only) 3 s during a step {} ({} waits \
+         logged by runners): runners that died of it {}, attempts it cost {}; runner killed as \
+         its first task was published {} ({} tasks taken back unstarted): attempts counted for \
+         an agent that never ran {}; reviewed loops with loop.out written all along {}: \
+         reviews halted on a change not the reviewer's {} ({} changes said not the \
+         reviewer's)",
         t.full_disks,
+        t.full_disk_waits,
         t.full_disk_runner_deaths,
         t.full_disk_attempts,
         t.early_kills,
+        t.taken_back,
         t.attempts_without_agent,
         t.reviewed,
         t.review_halts,

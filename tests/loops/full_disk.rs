@@ -25,17 +25,25 @@ impl ReadOnly {
                 .is_ok_and(|s| s.success())
         };
         let d = dir.to_str().unwrap();
-        assert!(
-            ok(&["--bind", d, d]),
-            "this test fakes a full disk with a bind mount, which needs root"
-        );
-        let guard = Self(dir.to_path_buf());
-        assert!(ok(&["-o", "remount,bind,ro", d]), "remount read-only");
-        assert!(
-            std::fs::write(dir.join("probe"), "x").is_err(),
-            "{d} is still writable"
-        );
-        guard
+        // A file opened for writing through the new mount before it turns read-only makes the
+        // remount busy: then it is tried again from the start.
+        for _ in 0..50 {
+            assert!(
+                ok(&["--bind", d, d]),
+                "this test fakes a full disk with a bind mount, which needs root"
+            );
+            let guard = Self(dir.to_path_buf());
+            if ok(&["-o", "remount,bind,ro", d]) {
+                assert!(
+                    std::fs::write(dir.join("probe"), "x").is_err(),
+                    "{d} is still writable"
+                );
+                return guard;
+            }
+            drop(guard);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        panic!("{d} could not be remounted read-only: always busy");
     }
 }
 
