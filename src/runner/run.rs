@@ -175,9 +175,22 @@ impl Runner {
             )?;
         }
         crash::point("before-fire");
-        bridge::fire_published(&self.state_dir, task_id, &req, &mut || {
-            crash::point("after-publish");
-        })
+        let log = bridge::task_dir(&self.state_dir, task_id).join(bridge::SUPERVISOR_LOG);
+        let mut told = std::time::Duration::ZERO;
+        bridge::fire_published(
+            &self.state_dir,
+            task_id,
+            &req,
+            &mut || crash::point("after-publish"),
+            &mut |waited| {
+                // A supervisor that waits for room for its command's output (a full disk):
+                // said at once, then every half minute.
+                if told.is_zero() || waited >= told + std::time::Duration::from_secs(30) {
+                    told = waited;
+                    self.waiting_for_supervisor(task_id, waited, &log);
+                }
+            },
+        )
         .map_err(|e| e.context(format!("while starting task {task_id}")))?;
         crash::point("after-fire");
         Ok(())

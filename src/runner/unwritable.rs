@@ -64,7 +64,7 @@ impl Runner {
                  (the running step goes on; this costs no attempt)"
             );
             self.say(&format!(
-                "disk: {dir} cannot be written ({why}): {e}; waiting for room, the running step \
+                "disk: {dir} cannot be written for now ({e}); waiting for room, the running step \
                  goes on"
             ));
         }
@@ -84,6 +84,26 @@ impl Runner {
             o.since.format("%H:%M:%S"),
             o.why,
             o.waits
+        );
+        self.progress.clear();
+        crate::errln!("loop: {line}");
+        self.say(&line);
+    }
+
+    /// The supervisor of task `task_id` has not started its command after `waited`: says so,
+    /// with the last line of its log (`log`), which says why (a full disk).
+    pub(super) fn waiting_for_supervisor(
+        &self,
+        task_id: &str,
+        waited: std::time::Duration,
+        log: &std::path::Path,
+    ) {
+        let last = crate::decision_log::last_lines(log, 1).pop();
+        let line = format!(
+            "start: task {task_id} has waited {} for its supervisor to start its agent{}",
+            crate::duration::human(waited),
+            last.map(|l| format!(": {}", l.trim_start_matches("supervisor: ")))
+                .unwrap_or_default()
         );
         self.progress.clear();
         crate::errln!("loop: {line}");

@@ -101,7 +101,8 @@ fn a_state_directory_full_for_a_while_during_a_step_costs_nothing() {
     );
     assert!(terminal.contains("can be written again"), "{terminal}");
     assert!(
-        log.contains("cannot be written (Read-only file system")
+        log.contains("cannot be written for now")
+            && log.contains("Read-only file system")
             && log.contains("can be written again"),
         "{log}"
     );
