@@ -12,6 +12,12 @@
 //! runner's write displaced are counted apart), orphans (a process of the loop alive after it
 //! ended), and the time from an agent's exit to the next spawn.
 //!
+//! Beside the loop (`soak/beside.rs`): the state directory read-only (as full) for 3 s during a
+//! step, the runner killed the moment its first task is published, and, in every reviewed loop
+//! (a git project then), a process appending to `loop.out` in the project all along, so during
+//! every review. Counts runners that died of the full disk, attempts counted for nothing (a run
+//! whose agent never ran, a full disk), and reviews halted on a change not the reviewer's.
+//!
 //! Every loop notifies a Telegram of its own (the loopback fake) that accepts each request and
 //! never answers until the loop's last runner has exited, as a hung proxy would; then it answers
 //! again. Counts loops slowed by it (a runner that exited with no request held open: it had
@@ -21,7 +27,9 @@
 //! Run: `cargo build --release && cargo run --release --example soak -- --loops 100`
 //! (`--seed N` for another sequence of faults; `--keep` keeps the directories of failures;
 //! `--only-in-place-storms` runs nothing but storms of in-place saves, with steps of 1 to 2 s,
-//! to meet the rare save that lands in a file a runner's write displaced; `--backend codex`
+//! to meet the rare save that lands in a file a runner's write displaced; `--only-beside` runs
+//! nothing but the faults beside the loop (a full state directory and a kill right after the
+//! first spawn, in turn; every other pair reviewed, with `loop.out` written meanwhile); `--backend codex`
 //! runs every loop on the Codex backend, the simulated agent speaking Codex's events;
 //! `--parallel` runs the three steps of every loop at once (`--parallel 3`) in a git project,
 //! each writing a file of its own, and adds what parallel steps meet: conflicts, a VERIFY red
@@ -38,6 +46,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "soak/beside.rs"]
+mod beside;
 mod common;
 #[path = "soak/parallel.rs"]
 mod parallel;
@@ -80,6 +90,16 @@ struct Tally {
     gaps_ms: Vec<f64>,
     storm_gaps_ms: Vec<f64>,
     failures: Vec<String>,
+    // Beside the loop (see `soak/beside.rs`).
+    full_disks: usize,
+    full_disk_runner_deaths: usize,
+    full_disk_attempts: usize,
+    full_disk_waits: usize,
+    early_kills: usize,
+    taken_back: usize,
+    attempts_without_agent: usize,
+    review_halts: usize,
+    review_outside_changes: usize,
     // `--parallel` (see `soak/parallel.rs`).
     false_done: usize,
     lost_commits: usize,
@@ -419,13 +439,21 @@ fn kill_supervisor_and_guardian(l: &Loop) -> bool {
 
 const STEPS: u64 = 3;
 
-const KINDS: usize = 6;
+const KINDS: usize = 8;
 
-/// What a run of the soak does: every fault in turn, or only storms of in-place saves.
+/// The fault kind of a state directory full (read-only) for 3 s during a step.
+const FULL_DISK: usize = 6;
+
+/// The fault kind of a runner killed the moment its first task is published.
+const EARLY_KILL: usize = 7;
+
+/// What a run of the soak does: every fault in turn, only storms of in-place saves, or only
+/// the faults beside the loop.
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
     All,
     InPlaceStorms,
+    Beside,
 }
 
 /// `--parallel`: every loop runs its steps at once, in a git project.
@@ -452,30 +480,41 @@ fn on_codex() -> bool {
         .any(|w| w[0] == "--backend" && w[1] == "codex")
 }
 
-fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
-    let kind = if mode == Mode::InPlaceStorms {
-        4
-    } else {
-        i % KINDS
+/// The fault of loop `i`, its variant when its steps run at once, and whether it is reviewed.
+/// Every fault with and without a review of each step, on a sequence of faults that does not
+/// depend on it; in parallel, every fault with every variant, then the same reviewed.
+fn fault_of(i: usize, mode: Mode) -> (usize, Option<parallel::Variant>, bool) {
+    let kind = match mode {
+        Mode::InPlaceStorms => 4,
+        Mode::Beside => FULL_DISK + i % 2,
+        Mode::All => i % KINDS,
     };
+    let variants = parallel::VARIANTS.len();
+    if on_parallel() {
+        (
+            kind,
+            Some(parallel::VARIANTS[i % variants]),
+            (i / (KINDS * variants)) % 2 == 1,
+        )
+    } else if mode == Mode::Beside {
+        (kind, None, (i / 2) % 2 == 1)
+    } else {
+        (kind, None, (i / KINDS) % 2 == 1)
+    }
+}
+
+fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
+    let (kind, variant, review) = fault_of(i, mode);
     let leave_behind = rng.below(2) == 0 || kind == 3;
     let sleep_ms = if mode == Mode::InPlaceStorms {
         1000 + rng.below(1000)
     } else {
         200 + rng.below(300)
     };
-    // Every fault with and without a review of each step, on a sequence of faults that does
-    // not depend on it; in parallel, every fault with every variant, then the same reviewed.
-    let variants = parallel::VARIANTS.len();
-    let (variant, review) = if on_parallel() {
-        (
-            Some(parallel::VARIANTS[i % variants]),
-            (i / (KINDS * variants)) % 2 == 1,
-        )
-    } else {
-        (None, (i / KINDS) % 2 == 1)
-    };
     let mut l = Loop::new(root, i, sleep_ms, (leave_behind, review), variant);
+    // A reviewed loop works in a git project (so its reviews look at the work tree), where a
+    // process writes all along, as `loop start … --review > loop.out` does.
+    let appender = (review && variant.is_none()).then(|| beside::Appender::in_git(&l));
     // Telegram holds every request unanswered, but for a loop decided by a tap in the chat.
     let taps = variant.is_some_and(parallel::Variant::taps);
     let tg = FakeTelegram::start();
@@ -506,6 +545,7 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         let mut again = l.cmd(&["resume"]).spawn().unwrap();
         reap(&mut again, Duration::from_secs(120));
     }
+    drop(appender);
     let second = if variant == Some(parallel::Variant::Twice) && l.done() {
         t.second_loops += 1;
         Some(parallel::second_loop(&l))
@@ -519,6 +559,9 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         telegram_assess(&l, &tg, t)
     };
     bad.extend(assess(&l, saves, (review, second.is_some()), status, t));
+    if variant.is_none() {
+        bad.extend(beside::assess(&l, kind, review, status, t));
+    }
     if let Some(v) = variant {
         bad.extend(parallel::assess(&l, v, second, t));
     }
@@ -677,6 +720,8 @@ fn inject(
                 }
             }
         }
+        FULL_DISK => beside::full_state_dir(l, rng, t),
+        EARLY_KILL => beside::kill_after_first_spawn(l, runner, rng, t),
         // A save every 20 ms until the loop ends.
         _ => {
             t.storms += 1;
@@ -850,6 +895,8 @@ fn main() {
     let keep = args.iter().any(|a| a == "--keep");
     let mode = if args.iter().any(|a| a == "--only-in-place-storms") {
         Mode::InPlaceStorms
+    } else if args.iter().any(|a| a == "--only-beside") {
+        Mode::Beside
     } else {
         Mode::All
     };
@@ -894,6 +941,7 @@ fn main() {
         "  double starts {}, re-runs of passed steps {}, lost results {}, lost edits {}, orphans {}",
         t.double_starts, t.reruns, t.lost_results, t.lost_edits, t.orphans
     );
+    beside::report(&t);
     println!(
         "  Telegram held every request until the loop ended: loops slowed by it {}, messages lost {}, DONE never told {}, messages twice {} ({} delivered once it answered again)",
         t.slowed_by_telegram, t.messages_lost, t.done_never_told, t.messages_twice, t.messages_sent

@@ -12,6 +12,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("duration", 0),
     ("error", 0),
     ("exit", 0),
+    ("full_disk", 0),
     ("layout", 0),
     ("lockfile", 0),
     ("named_file", 0),

@@ -17,6 +17,7 @@ mod dirs;
 mod duration;
 mod error;
 mod exit;
+mod full_disk;
 pub mod layout;
 mod lockfile;
 mod named_file;

@@ -30,6 +30,7 @@ mod loops {
     mod denials;
     mod doctor;
     mod find;
+    mod full_disk;
     mod gates;
     mod hooks;
     mod lost;

@@ -119,4 +119,10 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// The variables a confined run of it keeps besides every run's (its API key, its
     /// settings): a trailing `*` keeps every name with that start.
     fn own_env(&self) -> &'static [&'static str];
+
+    /// How a run called with `args` (the program's arguments, as the task ran them) was kept
+    /// from writing the project (`had only tools that read (--tools Read,Grep,Glob)`), in words
+    /// that follow "its run"; `None` when it could write. What the CLI itself enforces, not
+    /// what the prompt asks.
+    fn reads_only(&self, args: &[String]) -> Option<String>;
 }

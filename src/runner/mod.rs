@@ -2,7 +2,7 @@
 //! wait, verify, kill, notify), and records each outcome in M1.md with one compare-and-swap
 //! write. It blocks on file events and timers; while a step runs it does no work at all.
 
-mod confine;
+pub(crate) mod confine;
 mod crash;
 pub(crate) mod gates;
 pub(crate) mod git;
@@ -21,6 +21,7 @@ mod start;
 pub(crate) mod stop;
 pub(crate) mod stopfile;
 mod tree;
+mod unwritable;
 pub(crate) mod watch;
 mod watching;
 
@@ -117,6 +118,10 @@ pub(crate) struct Runner {
     /// A person set `STATUS: WAITING` while this runner drove the loop: where it stops, it
     /// says how to carry on.
     paused_by_hand: bool,
+    /// Since when the state directory cannot be written, while it cannot (see `unwritable`).
+    outage: Option<unwritable::Outage>,
+    /// Lines said while `loop.log` could not take them, for it once it can.
+    unlogged: std::cell::RefCell<Vec<String>>,
     /// The loop's identity (`LOOP_ID`), which its tasks carry in their environment.
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
@@ -199,6 +204,8 @@ impl Runner {
             pending: Vec::new(),
             announced_wait: None,
             paused_by_hand: false,
+            outage: None,
+            unlogged: std::cell::RefCell::new(Vec::new()),
             loop_id,
             ledger,
             sandbox_probe: None,
@@ -234,7 +241,7 @@ impl Runner {
 
     /// Writes a line to the decision log (and to stdout when echoing).
     fn say(&self, line: &str) {
-        let _ = decision_log::append(&self.state_dir, line);
+        self.log_line(line);
         if self.echo {
             self.progress.clear();
             crate::outln!("{} {line}", Utc::now().format("%H:%M:%S"));
@@ -384,6 +391,7 @@ impl Runner {
                     self.doc = doc;
                     self.pending.clear();
                     self.note_restored();
+                    self.note_writable();
                     return Ok(());
                 }
                 Err(StoreError::DiskInvalid(_)) => {
@@ -624,7 +632,10 @@ impl Runner {
         }
     }
 
-    /// Drives the loop until it is DONE, FAILED or WAITING.
+    /// Drives the loop until it is DONE, FAILED or WAITING. A state directory that cannot be
+    /// written for a while (a full disk, a file system turned read-only) stops nothing: the
+    /// write is as if never tried, the runner waits and decides again from M1.md, as a runner
+    /// after a crash would (see `unwritable`), and the running step goes on meanwhile.
     ///
     /// # Errors
     /// I/O failures the runner cannot work around; the loop's own outcomes are statuses.
@@ -641,73 +652,78 @@ impl Runner {
             );
         }
         loop {
-            if let Some(stop) = stopfile::requested(&self.state_dir) {
-                return self.stop_now(&stop);
-            }
-            if let Some(exit) = self.refresh()? {
-                return Ok(exit);
-            }
-            let m = self.view();
-            let caps = self.settings.caps(&m);
-            let next = engine::next(&m, &caps, Utc::now());
-            // Steps at once: the parallel scheduler decides for every step, and for the end of
-            // a loop that ran its steps at once.
-            let parallel_next = matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt)
-                || matches!(
-                    next,
-                    Next::Complete | Next::Halt { .. } | Next::OverBudget { .. }
-                );
-            if self.runs_parallel(&m) && (parallel_next || !m.parallel.runs.is_empty()) {
-                if let Some(t) = self.cannot_run_parallel(&m) {
-                    return self.apply(&t).map(|e| e.unwrap_or(Exit::Waiting));
-                }
-                return self.drive_parallel();
-            }
-            // A held outcome rides on the next write; where none follows at once, write it now.
-            if next.writes_held_first() {
-                self.flush()?;
-            }
-            let exit = match next {
-                Next::Finished(Status::Done) => {
-                    self.say("done: STATUS is DONE; nothing to do");
-                    Some(Exit::Ok)
-                }
-                Next::Finished(_) => {
-                    self.say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
-                    Some(Exit::Failed)
-                }
-                Next::Paused(_) if std::mem::take(&mut self.paused_by_hand) => {
-                    self.apply(&engine::by_hand::paused(&m))?
-                }
-                Next::Paused(why) => {
-                    self.say(&format!("waiting: {why}"));
-                    Some(Exit::Waiting)
-                }
-                Next::Complete => Some(self.complete(&m)?),
-                Next::Await(run) => self.await_run(&run)?,
-                Next::WaitUntil { until, reason } => {
-                    if self.announced_wait != Some(until) {
-                        self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
-                        self.announced_wait = Some(until);
-                    }
-                    self.wait_until(until, &reason)?
-                }
-                Next::Run(spec) => self.start_run(&spec)?,
-                Next::Exhausted { step, reason } => {
-                    self.apply(&engine::exhausted(step, &reason))?
-                }
-                Next::Halt { reason, how } => {
-                    self.apply(&engine::halt(m.plan.current_step, &reason, &how))?
-                }
-                Next::Gate(gate) => self.apply(&engine::gate::opened(&m, &gate))?,
-                Next::OverBudget { step, reason } => {
-                    self.apply(&engine::gate::over_budget(&m, step, &reason))?
-                }
-            };
-            if let Some(exit) = exit {
-                return Ok(exit);
+            match self.decide_once() {
+                Ok(Some(exit)) => return Ok(exit),
+                Ok(None) => {}
+                Err(e) => self.wait_out_unwritable(e)?,
             }
         }
+    }
+
+    /// One decision of [`Runner::drive`], carried out: the exit it comes to, if any.
+    fn decide_once(&mut self) -> crate::error::Result<Option<Exit>> {
+        if let Some(stop) = stopfile::requested(&self.state_dir) {
+            return self.stop_now(&stop).map(Some);
+        }
+        if let Some(exit) = self.refresh()? {
+            return Ok(Some(exit));
+        }
+        let m = self.view();
+        let caps = self.settings.caps(&m);
+        let next = engine::next(&m, &caps, Utc::now());
+        // Steps at once: the parallel scheduler decides for every step, and for the end of
+        // a loop that ran its steps at once.
+        let parallel_next = matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt)
+            || matches!(
+                next,
+                Next::Complete | Next::Halt { .. } | Next::OverBudget { .. }
+            );
+        if self.runs_parallel(&m) && (parallel_next || !m.parallel.runs.is_empty()) {
+            if let Some(t) = self.cannot_run_parallel(&m) {
+                return self.apply(&t).map(|e| Some(e.unwrap_or(Exit::Waiting)));
+            }
+            return self.drive_parallel().map(Some);
+        }
+        // A held outcome rides on the next write; where none follows at once, write it now.
+        if next.writes_held_first() {
+            self.flush()?;
+        }
+        let exit = match next {
+            Next::Finished(Status::Done) => {
+                self.say("done: STATUS is DONE; nothing to do");
+                Some(Exit::Ok)
+            }
+            Next::Finished(_) => {
+                self.say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
+                Some(Exit::Failed)
+            }
+            Next::Paused(_) if std::mem::take(&mut self.paused_by_hand) => {
+                self.apply(&engine::by_hand::paused(&m))?
+            }
+            Next::Paused(why) => {
+                self.say(&format!("waiting: {why}"));
+                Some(Exit::Waiting)
+            }
+            Next::Complete => Some(self.complete(&m)?),
+            Next::Await(run) => self.await_run(&run)?,
+            Next::WaitUntil { until, reason } => {
+                if self.announced_wait != Some(until) {
+                    self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
+                    self.announced_wait = Some(until);
+                }
+                self.wait_until(until, &reason)?
+            }
+            Next::Run(spec) => self.start_run(&spec)?,
+            Next::Exhausted { step, reason } => self.apply(&engine::exhausted(step, &reason))?,
+            Next::Halt { reason, how } => {
+                self.apply(&engine::halt(m.plan.current_step, &reason, &how))?
+            }
+            Next::Gate(gate) => self.apply(&engine::gate::opened(&m, &gate))?,
+            Next::OverBudget { step, reason } => {
+                self.apply(&engine::gate::over_budget(&m, step, &reason))?
+            }
+        };
+        Ok(exit)
     }
 
     /// Waits out a backoff or a usage limit, watching for stops and hand edits, with the live

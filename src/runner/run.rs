@@ -196,16 +196,34 @@ impl Runner {
         if run.kind == RunKind::Review {
             self.note_tree_before_review(task_id)?;
         }
-        // Noted in the ledger before it exists: no runner's death leaves a task it lacks.
-        self.ledger.started(
-            task_id,
-            (run.step, run.number),
-            &session_id,
-            run.kind == RunKind::Review,
-        )?;
+        // Noted in the ledger before it exists: no runner's death leaves a task it lacks. A
+        // task started again (its start never happened) is noted once.
+        if self.ledger.entry(task_id).is_none() {
+            self.ledger.started(
+                task_id,
+                (run.step, run.number),
+                &session_id,
+                run.kind == RunKind::Review,
+            )?;
+        }
         crash::point("before-fire");
-        bridge::fire_with_id(&self.state_dir, task_id, &req)
-            .map_err(|e| e.context(format!("while starting task {task_id}")))?;
+        let log = bridge::task_dir(&self.state_dir, task_id).join(bridge::SUPERVISOR_LOG);
+        let mut told = std::time::Duration::ZERO;
+        bridge::fire_published(
+            &self.state_dir,
+            task_id,
+            &req,
+            &mut || crash::point("after-publish"),
+            &mut |waited| {
+                // A supervisor that waits for room for its command's output (a full disk):
+                // said at once, then every half minute.
+                if told.is_zero() || waited >= told + std::time::Duration::from_secs(30) {
+                    told = waited;
+                    self.waiting_for_supervisor(task_id, waited, &log);
+                }
+            },
+        )
+        .map_err(|e| e.context(format!("while starting task {task_id}")))?;
         crash::point("after-fire");
         Ok(())
     }
@@ -253,6 +271,14 @@ impl Runner {
                 j.verdict
             ));
             return Ok(None);
+        }
+        if bridge::take_back_unstarted(&self.state_dir, task_id)
+            .map_err(|e| e.context(format!("while looking at task {task_id}")))?
+        {
+            self.say(&format!(
+                "resume: task {task_id} was published but never handed to a supervisor (its \
+                 runner died first): its agent never ran, so no attempt is counted"
+            ));
         }
         if !bridge::exists(&self.state_dir, task_id) {
             self.start_recorded(run)?;

@@ -5,14 +5,15 @@
 //! What a run sees, in this order (a later mount wins over an earlier one):
 //! - the system read-only (`/usr`, `/etc`, `/opt`, …), a fresh `/proc`, a minimal `/dev`, an
 //!   empty `/tmp` and an empty `$HOME`;
-//! - in `$HOME`, only what the run's backend declares as its own state (Claude Code's
-//!   `~/.claude` and `~/.claude.json`, Codex's `CODEX_HOME`), writable; the directories of
-//!   `PATH` (but one that holds `$HOME`), and the agent program's own, read-only;
+//! - the directories of `PATH` (but one that holds `$HOME`), and the agent program's own,
+//!   read-only;
 //! - the work tree (the project, or a step's worktree with its repository's git directory),
 //!   writable for a step and read-only for planning and reviews;
-//! - the loop's state directory read-only (hooks read `M1.md`), and the run's own task
-//!   directory writable (what hooks hand back goes there);
-//! - the paths a person adds (`AGENT.SANDBOX_READ`, `AGENT.SANDBOX_WRITE`).
+//! - what the run's backend declares as its own state (Claude Code's `~/.claude` and
+//!   `~/.claude.json`, Codex's `CODEX_HOME`), writable, and the paths a person adds
+//!   (`AGENT.SANDBOX_READ`, `AGENT.SANDBOX_WRITE`), even inside the work tree;
+//! - the loop's state directory read-only (hooks read `M1.md`), whatever a person added, and
+//!   the run's own task directory writable (what hooks hand back goes there).
 //!
 //! Not there: the rest of `$HOME` (`~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`,
 //! `~/.config/gh`, `~/.docker`, `~/.kube`, …), other projects, the loop's own credentials
@@ -31,7 +32,7 @@ use std::path::{Path, PathBuf};
 pub(crate) use env::kept_env;
 #[cfg(test)]
 use mounts::Mount;
-pub(crate) use mounts::mounts;
+pub(crate) use mounts::{kept_read_only, mounts};
 
 /// Whether a path is there for reading only, or for writing too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

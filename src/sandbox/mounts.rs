@@ -1,6 +1,6 @@
 //! The mounts of a run's sandbox, in the order bubblewrap makes them (a later one over an
-//! earlier one): the system, the empty places, the run's own paths, the work tree, the loop's
-//! state.
+//! earlier one): the system, the empty places, programs, the work tree, the run's own paths and
+//! the person's, the loop's state.
 
 use std::path::{Path, PathBuf};
 
@@ -38,6 +38,46 @@ impl Mount {
             Mount::Dev => vec!["--dev".into(), "/dev".into()],
         }
     }
+
+    /// The mounts a `bwrap` command line makes, in its order (up to the `--` before the
+    /// command); options that mount nothing are passed over.
+    #[must_use]
+    pub(crate) fn parse(args: &[String]) -> Vec<Mount> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            let at = |k: usize| args.get(i + k).map(PathBuf::from);
+            let (mount, used) = match a.as_str() {
+                "--" => break,
+                "--ro-bind" | "--ro-bind-try" => (at(2).map(Mount::Read), 3),
+                "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" => {
+                    (at(2).map(Mount::Write), 3)
+                }
+                "--tmpfs" => (at(1).map(Mount::Empty), 2),
+                "--symlink" => (
+                    at(1)
+                        .zip(at(2))
+                        .map(|(target, at)| Mount::Link { target, at }),
+                    3,
+                ),
+                "--proc" => (Some(Mount::Proc), 2),
+                "--dev" => (Some(Mount::Dev), 2),
+                _ => (None, 1),
+            };
+            out.extend(mount);
+            i += used;
+        }
+        out
+    }
+
+    /// Where it mounts, and whether a run may write there.
+    fn place(&self) -> Option<(&Path, bool)> {
+        match self {
+            Mount::Read(p) => Some((p, false)),
+            Mount::Write(p) | Mount::Empty(p) => Some((p, true)),
+            Mount::Link { .. } | Mount::Proc | Mount::Dev => None,
+        }
+    }
 }
 
 /// The system's directories, read-only: programs, libraries, configuration. Not `/home`,
@@ -72,12 +112,6 @@ pub(crate) fn mounts(policy: &Policy) -> Vec<Mount> {
         Mount::Read("/run/systemd/resolve".into()),
         Mount::Empty(policy.home.clone()),
     ]);
-    for (path, access) in &policy.paths {
-        out.push(match access {
-            Access::Read => Mount::Read(path.clone()),
-            Access::Write => Mount::Write(path.clone()),
-        });
-    }
     out.extend(path_dirs(&policy.home).into_iter().map(Mount::Read));
     out.extend(
         policy
@@ -91,6 +125,13 @@ pub(crate) fn mounts(policy: &Policy) -> Vec<Mount> {
     } else {
         Mount::Read(policy.work_tree.clone())
     });
+    // After the work tree, so that a path inside it keeps what the person said of it.
+    for (path, access) in &policy.paths {
+        out.push(match access {
+            Access::Read => Mount::Read(path.clone()),
+            Access::Write => Mount::Write(path.clone()),
+        });
+    }
     out.push(Mount::Read(policy.state_dir.clone()));
     out.extend(policy.state_writes.iter().cloned().map(Mount::Write));
     out
@@ -120,4 +161,24 @@ pub(crate) fn program_root(program: &Path) -> Option<PathBuf> {
         return Some(modules.to_path_buf());
     }
     real.parent().map(Path::to_path_buf)
+}
+
+/// Whether the run `command` (a task's, as recorded: `bwrap` and its arguments) was kept from
+/// writing `tree`: the last mount over `tree` reads only, and nothing under it is writable but
+/// in `except` (the loop's state directory, which no check of the tree looks at).
+#[must_use]
+pub(crate) fn kept_read_only(command: &[String], tree: &Path, except: &Path) -> bool {
+    let Some((program, args)) = command.split_first() else {
+        return false;
+    };
+    if Path::new(program).file_name().is_none_or(|n| n != "bwrap") {
+        return false;
+    }
+    let mounts = Mount::parse(args);
+    let places = || mounts.iter().filter_map(Mount::place);
+    let over = places().rfind(|(p, _)| tree.starts_with(p));
+    over.is_some_and(|(_, writes)| !writes)
+        && places().all(|(p, writes)| {
+            !writes || p == tree || !p.starts_with(tree) || p.starts_with(except)
+        })
 }

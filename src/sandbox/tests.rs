@@ -74,6 +74,38 @@ fn home_is_empty_but_for_the_agents_own_state_and_nothing_else_of_the_person_is_
 }
 
 #[test]
+fn a_recorded_command_says_whether_its_run_could_write_the_work_tree() {
+    let run = |writable: bool| {
+        confined(
+            Path::new("/usr/bin/bwrap"),
+            &policy(writable),
+            &[
+                "claude".into(),
+                "--bind".into(),
+                "/x".into(),
+                "/p/project".into(),
+            ],
+        )
+    };
+    let (tree, state) = (Path::new("/p/project"), Path::new("/p/project/state"));
+    // Its own task directory is writable, inside the tree but in the loop's state.
+    assert!(kept_read_only(&run(false), tree, state));
+    assert!(!kept_read_only(&run(true), tree, state));
+    // A mount the run's command makes is no mount of the sandbox's.
+    let unconfined: Vec<String> = run(false)
+        .into_iter()
+        .skip_while(|a| a != "--")
+        .skip(1)
+        .collect();
+    assert!(!kept_read_only(&unconfined, tree, state));
+    // A writable path inside the tree (a person's SANDBOX_WRITE) lets it write there.
+    let mut inside = policy(false);
+    inside.paths.push(("/p/project/out".into(), Access::Write));
+    let args = confined(Path::new("/usr/bin/bwrap"), &inside, &["claude".into()]);
+    assert!(!kept_read_only(&args, tree, state));
+}
+
+#[test]
 fn a_confined_command_runs_bwrap_in_the_work_tree_with_its_own_pid_namespace() {
     let args = confined(
         Path::new("/usr/bin/bwrap"),

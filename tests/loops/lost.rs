@@ -137,3 +137,29 @@ fn a_lost_confined_step_leaves_nothing_running_beside_its_retry() {
     );
     env.assert_no_processes();
 }
+
+/// A runner killed 4–10 ms after its first spawn, before the step's supervisor took the task,
+/// left a task that nobody ever started: `resume` judged it LOST, and so an attempt whose agent
+/// never ran cost an attempt (with `--max-retries 1`, the loop FAILED). Issue 30.
+#[test]
+fn an_attempt_whose_agent_never_ran_costs_no_attempt() {
+    use std::os::unix::process::ExitStatusExt;
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let mut start = env.cmd(&["start", "g", "--step", "a", "--max-retries", "1"]);
+    // Killed once the task's directory is published, before its supervisor is asked for.
+    start.env("LOOP_CRASH_AT", "after-publish");
+    assert_eq!(start.status().unwrap().signal(), Some(9));
+    assert!(env.calls().is_empty(), "no agent ran");
+    env.run_ok(&["resume"]);
+    env.assert_status(Status::Done);
+    let m = env.m1();
+    assert_eq!(m.results[&1].attempts, Some(1), "{}", env.text());
+    assert_eq!(env.calls().len(), 1, "the agent ran once");
+    let log = env.log();
+    assert!(
+        log.contains("its agent never ran, so no attempt is counted"),
+        "{log}"
+    );
+    assert!(!log.contains("LOST"), "{log}");
+}

@@ -127,11 +127,71 @@ impl Run<'_> {
         }
     }
 
+    /// The action's files: as Codex, written as they are (its sandbox decides before, see
+    /// `codex_work`); as Claude Code, each by a tool call (`Bash` for a touch, `Write` for a
+    /// write) that the stream shows, refused with the CLI's words when `--tools` does not
+    /// offer the tool (unless the action plays a CLI that ignores `--tools`).
+    fn files(&self) -> Result<(), i32> {
+        let action = self.action;
+        if self.call.args.codex {
+            return do_files(action, &|t| self.fill(t));
+        }
+        let offered = |tool: &str| {
+            action.ignores_tools
+                || self
+                    .call
+                    .args
+                    .tools
+                    .as_ref()
+                    .is_none_or(|t| t.iter().any(|o| o == tool))
+        };
+        let (sid, model) = (self.session_id.as_str(), self.model.as_str());
+        let calls = action
+            .touch
+            .iter()
+            .map(|p| ("Bash", serde_json::json!({"command": format!("touch {}", self.fill(p))})))
+            .chain(action.write.iter().map(|w| {
+                ("Write", serde_json::json!({"file_path": self.fill(&w.path), "content": self.fill(&w.text)}))
+            }));
+        let mut allowed = Action {
+            touch: Vec::new(),
+            write: Vec::new(),
+            bash: action.bash.clone(),
+            ..Action::default()
+        };
+        for (i, (tool, input)) in calls.enumerate() {
+            let id = format!(
+                "toolu_sim_{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..20]
+            );
+            let mut call = emit::tool_use(sid, model, &id, tool);
+            call["message"]["content"][0]["input"] = input;
+            self.out.event(&call);
+            if !offered(tool) {
+                // The real text of 2.1.330 for a tool `--tools` left out.
+                let refused = format!(
+                    "<tool_use_error>Error: No such tool available: {tool}. {tool} is disabled \
+                     for this session, in subagents as well as here.</tool_use_error>"
+                );
+                self.out.event(&emit::tool_result_error(sid, &id, &refused));
+                continue;
+            }
+            match action.touch.get(i) {
+                Some(p) => allowed.touch.push(p.clone()),
+                None => allowed
+                    .write
+                    .push(action.write[i - action.touch.len()].clone()),
+            }
+            self.out.event(&emit::tool_result_ok(sid, &id));
+        }
+        do_files(&allowed, &|t| self.fill(t))
+    }
+
     /// The work before the answer: a hang (for ever), or the sleep, with heartbeats.
     fn work(&self) -> Result<(), i32> {
         let action = self.action;
         if action.hang {
-            do_files(action, &|t| self.fill(t))?;
+            self.files()?;
             let beat = action.heartbeat_ms.filter(|ms| *ms > 0);
             for k in 1.. {
                 std::thread::sleep(Duration::from_millis(beat.unwrap_or(3_600_000)));
@@ -155,7 +215,7 @@ impl Run<'_> {
                 }
             }
         }
-        do_files(action, &|t| self.fill(t))
+        self.files()
     }
 
     /// What happens between the work and the answer: a compaction, a rate-limit event, tools

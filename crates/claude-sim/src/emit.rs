@@ -87,6 +87,18 @@ pub(crate) fn no_such_tool(tool: &str) -> String {
     )
 }
 
+/// The `user` event carrying a successful `tool_result` for `tool_use_id`.
+#[must_use]
+pub(crate) fn tool_result_ok(session_id: &str, tool_use_id: &str) -> Value {
+    json!({
+        "type": "user",
+        "message": {"role": "user", "content": [
+            {"tool_use_id": tool_use_id, "type": "tool_result", "content": "Done", "is_error": false}
+        ]},
+        "parent_tool_use_id": null, "session_id": session_id, "uuid": uuid(),
+    })
+}
+
 /// The `user` event carrying an error `tool_result` for `tool_use_id`.
 #[must_use]
 pub(crate) fn tool_result_error(session_id: &str, tool_use_id: &str, text: &str) -> Value {

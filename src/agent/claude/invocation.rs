@@ -58,6 +58,40 @@ impl AgentConfig {
     }
 }
 
+/// The tools a Claude Code call with `args` is offered, when `--tools` says (every value of
+/// every `--tools`, `--tools=A,B` too, split at commas and spaces); `None` without `--tools`:
+/// then it is offered every tool.
+#[must_use]
+pub(crate) fn offered_tools(args: &[String]) -> Option<Vec<String>> {
+    let mut tools: Option<Vec<String>> = None;
+    let mut add = |value: &str| {
+        let named = tools.get_or_insert_with(Vec::new);
+        for t in value
+            .split([',', ' '])
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        {
+            if !named.iter().any(|n| n == t) {
+                named.push(t.to_owned());
+            }
+        }
+    };
+    let mut i = 0;
+    while i < args.len() {
+        if let Some(inline) = args[i].strip_prefix("--tools=") {
+            add(inline);
+        } else if args[i] == "--tools" {
+            add("");
+            while i + 1 < args.len() && !args[i + 1].starts_with('-') {
+                i += 1;
+                add(&args[i]);
+            }
+        }
+        i += 1;
+    }
+    tools
+}
+
 impl Default for AgentConfig {
     fn default() -> Self {
         Self {

@@ -191,6 +191,30 @@ impl Backend for Codex {
         &["OPENAI_*", "CODEX_*", "RUST_LOG"]
     }
 
+    /// Only in the read-only sandbox (the last `-s`/`--sandbox` says), which the OS enforces
+    /// on every command Codex runs; a flag or `-c` setting that could lift it (bypass,
+    /// `--full-auto`, a `sandbox…` override) counts as writing.
+    fn reads_only(&self, args: &[String]) -> Option<String> {
+        let mut sandbox = None;
+        let mut lifted = false;
+        for (i, a) in args.iter().enumerate() {
+            let next = args.get(i + 1).map(String::as_str);
+            match a.as_str() {
+                "-s" | "--sandbox" => sandbox = next,
+                "--dangerously-bypass-approvals-and-sandbox" | "--full-auto" => lifted = true,
+                "-c" | "--config" => lifted |= next.is_some_and(|c| c.contains("sandbox")),
+                other => {
+                    if let Some(v) = other.strip_prefix("--sandbox=") {
+                        sandbox = Some(v);
+                    }
+                    lifted |= other.starts_with("--config=") && other.contains("sandbox");
+                }
+            }
+        }
+        (sandbox == Some("read-only") && !lifted)
+            .then(|| "ran in Codex's read-only sandbox".to_owned())
+    }
+
     /// `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl` (`CODEX_HOME` is
     /// `~/.codex` unless set).
     fn transcript(&self, session_id: &str, _workdir: &Path, home: &Path) -> Option<PathBuf> {
@@ -343,5 +367,24 @@ mod tests {
             ..cfg()
         };
         assert_eq!(refused(budget), "AGENT.MAX_BUDGET_USD");
+    }
+
+    #[test]
+    fn a_codex_run_reads_only_in_the_read_only_sandbox_that_nothing_lifts() {
+        let args = |line: &str| -> Vec<String> { line.split(' ').map(str::to_owned).collect() };
+        let reviewer = "exec --json --skip-git-repo-check -s read-only -";
+        assert_eq!(
+            Codex.reads_only(&args(reviewer)).as_deref(),
+            Some("ran in Codex's read-only sandbox")
+        );
+        for wider in [
+            "exec --json -s workspace-write -",
+            "exec --json -s read-only --sandbox workspace-write -",
+            "exec --json -s read-only --dangerously-bypass-approvals-and-sandbox -",
+            "exec --json -s read-only -c sandbox_mode=danger-full-access -",
+            "exec --json -",
+        ] {
+            assert_eq!(Codex.reads_only(&args(wider)), None, "{wider}");
+        }
     }
 }

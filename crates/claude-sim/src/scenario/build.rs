@@ -243,6 +243,13 @@ impl Action {
         self
     }
 
+    /// Plays an older CLI that offers every tool whatever `--tools` says.
+    #[must_use]
+    pub fn ignoring_tools(mut self) -> Self {
+        self.ignores_tools = true;
+        self
+    }
+
     /// Writes `text` to stderr right after it starts.
     #[must_use]
     pub fn stderr(mut self, text: &str) -> Self {
@@ -414,6 +421,7 @@ mod tests {
             .write("a.txt", "x")
             .bash("echo x > c.txt")
             .touch("b.txt")
+            .ignoring_tools()
             .stderr("oops")
             .exit(3)
             .subtype("error_during_execution")
