@@ -39,7 +39,6 @@ impl Runner {
         }
         let bwrap = self.bwrap()?;
         let home = home();
-        let expand = |p: &String| expand_home(p, &home);
         let mut paths: Vec<(PathBuf, Access)> = Vec::new();
         let mut env: Vec<String> = Vec::new();
         let mut programs = vec![];
@@ -75,8 +74,7 @@ impl Runner {
         if let Some(git) = linked_git_dir(&work_tree) {
             paths.push((git, if writes { Access::Write } else { Access::Read }));
         }
-        paths.extend(settings.read.iter().map(|p| (expand(p), Access::Read)));
-        paths.extend(settings.write.iter().map(|p| (expand(p), Access::Write)));
+        paths.extend(settings.paths(&home));
         let policy = Policy {
             work_tree,
             work_tree_writable: writes,
@@ -134,17 +132,8 @@ impl Runner {
 }
 
 /// `$HOME` of the user the loop runs as.
-fn home() -> PathBuf {
+pub(crate) fn home() -> PathBuf {
     std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from)
-}
-
-/// `~/x` as a path in `home`; any other path as it is.
-fn expand_home(p: &str, home: &Path) -> PathBuf {
-    match p.strip_prefix("~/") {
-        Some(rest) => home.join(rest),
-        None if p == "~" => home.to_path_buf(),
-        None => PathBuf::from(p),
-    }
 }
 
 fn absolute(p: &Path) -> PathBuf {

@@ -130,6 +130,24 @@ pub(crate) struct SandboxSettings {
     pub write: Vec<String>,
 }
 
+impl SandboxSettings {
+    /// The person's paths a confined run is given besides its own, each with its access,
+    /// `~/` filled in from `home`.
+    pub(crate) fn paths(&self, home: &Path) -> Vec<(PathBuf, crate::sandbox::Access)> {
+        let expand = |p: &String| match p.strip_prefix("~/") {
+            Some(rest) => home.join(rest),
+            None if p == "~" => home.to_path_buf(),
+            None => PathBuf::from(p),
+        };
+        let read = self
+            .read
+            .iter()
+            .map(|p| (expand(p), crate::sandbox::Access::Read));
+        let write = (self.write.iter()).map(|p| (expand(p), crate::sandbox::Access::Write));
+        read.chain(write).collect()
+    }
+}
+
 /// Settings resolved for one loop.
 ///
 /// Two resolutions, one rule: a new loop takes flags, environment, `loop.yaml` and defaults

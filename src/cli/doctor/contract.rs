@@ -89,12 +89,20 @@ struct Call {
     ok: bool,
 }
 
-/// Runs the contract of `kind` with `program`, called as `cfg` says.
+/// How the loop's runs are confined here: bubblewrap, and the person's paths
+/// (`SANDBOX_READ`, `SANDBOX_WRITE`) with their access.
+pub(super) struct Confined<'a> {
+    pub bwrap: &'a Path,
+    pub paths: Vec<(std::path::PathBuf, crate::sandbox::Access)>,
+}
+
+/// Runs the contract of `kind` with `program`, called as `cfg` says, confined as `confined`
+/// says (`None`: the loop's sandbox is off).
 pub(super) fn run(
     kind: AgentKind,
     cfg: &AgentConfig,
     program: &Path,
-    bwrap: Option<&Path>,
+    confined: Option<&Confined<'_>>,
 ) -> Outcome {
     let mut o = Outcome::default();
     let nanos = std::time::SystemTime::now()
@@ -126,7 +134,7 @@ pub(super) fn run(
         work: &work,
         home: &home,
         port: mock.port,
-        bwrap,
+        confined,
     };
     let first = match setup.call(
         &Session::New(crate::agent::new_session_id()),
@@ -139,7 +147,7 @@ pub(super) fn run(
         }
     };
     o.accepted = first.ok;
-    if bwrap.is_some() && first.ok {
+    if confined.is_some() && first.ok {
         o.held.push("inside the sandbox".into());
     }
     o.said.clone_from(&first.said);
@@ -220,7 +228,7 @@ impl Setup<'_> {
     fn confined(
         &self,
         cmd: &std::process::Command,
-        bwrap: &Path,
+        sandbox: &Confined<'_>,
         exe: &Path,
     ) -> std::process::Command {
         let backend = crate::agent::backend_for(self.kind);
@@ -231,7 +239,9 @@ impl Setup<'_> {
             state_dir: self.scratch.to_path_buf(),
             state_writes: vec![self.scratch.to_path_buf()],
             home: self.home.to_path_buf(),
-            paths: crate::sandbox::own_state(backend.own_state(self.home)),
+            paths: (crate::sandbox::own_state(backend.own_state(self.home)).into_iter())
+                .chain(sandbox.paths.iter().cloned())
+                .collect(),
             programs: vec![program, exe.to_path_buf()],
             env: crate::sandbox::kept_env(
                 &backend
@@ -243,7 +253,7 @@ impl Setup<'_> {
         };
         let mut command = vec![cmd.get_program().to_string_lossy().into_owned()];
         command.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
-        let args = crate::sandbox::confined(bwrap, &policy, &command);
+        let args = crate::sandbox::confined(sandbox.bwrap, &policy, &command);
         let mut out = std::process::Command::new(&args[0]);
         out.args(&args[1..]).env_clear();
         for (k, v) in std::env::vars_os() {
@@ -271,8 +281,8 @@ struct Setup<'a> {
     work: &'a Path,
     home: &'a Path,
     port: u16,
-    /// bubblewrap, when the loop's runs are confined: the calls are too.
-    bwrap: Option<&'a Path>,
+    /// How the loop's runs are confined, when they are: the calls are too.
+    confined: Option<&'a Confined<'a>>,
 }
 
 impl Setup<'_> {
@@ -280,7 +290,7 @@ impl Setup<'_> {
     fn call(&self, session: &Session, prompt: &str) -> Result<Call, String> {
         let backend = crate::agent::backend_for(self.kind);
         let cfg = crate::agent::AgentConfig {
-            confined: self.bwrap.is_some(),
+            confined: self.confined.is_some(),
             ..self.cfg.clone()
         };
         let inv = backend
@@ -306,9 +316,9 @@ impl Setup<'_> {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         self.point_at_the_mock(&mut cmd)?;
-        let mut cmd = match self.bwrap {
-            Some(bwrap) => {
-                let mut confined = self.confined(&cmd, bwrap, &exe);
+        let mut cmd = match self.confined {
+            Some(sandbox) => {
+                let mut confined = self.confined(&cmd, sandbox, &exe);
                 confined
                     .current_dir(self.work)
                     .stdin(std::fs::File::open(&input).map_err(|e| e.to_string())?)

@@ -74,16 +74,23 @@ pub(crate) fn doctor(
     };
     let mut rows = Vec::new();
     // Each contract call runs as the loop's runs do: in its sandbox, where one is in force.
-    let bwrap = (settings.sandbox(&view).mode == crate::m1::SandboxMode::Bwrap)
+    // With the person's paths (`SANDBOX_READ`, `SANDBOX_WRITE`), as the loop's runs have them.
+    let sandboxed = settings.sandbox(&view);
+    let bwrap = (sandboxed.mode == crate::m1::SandboxMode::Bwrap)
         .then(|| crate::sandbox::probe().ok())
         .flatten();
+    let home = crate::runner::confine::home();
+    let confined = bwrap.as_deref().map(|bwrap| contract::Confined {
+        bwrap,
+        paths: sandboxed.paths(&home),
+    });
     for b in used {
         let from = program_from(b, &settings, m.as_ref(), file);
         rows.extend(check_backend(
             b,
             &settings.agent_on(&view, b),
             &from,
-            bwrap.as_deref(),
+            confined.as_ref(),
         ));
     }
     rows.push(sandbox::check(&settings.sandbox(&view)));
@@ -209,7 +216,12 @@ fn output_of(program: &Path, args: &[&str]) -> Result<String, String> {
 }
 
 /// The checks of one backend, run as `cfg` calls it; `from`: where its program comes from.
-fn check_backend(kind: AgentKind, cfg: &AgentConfig, from: &str, bwrap: Option<&Path>) -> Vec<Row> {
+fn check_backend(
+    kind: AgentKind,
+    cfg: &AgentConfig,
+    from: &str,
+    confined: Option<&contract::Confined<'_>>,
+) -> Vec<Row> {
     let name = kind.as_str();
     let program = match find_program(&cfg.program) {
         Ok(p) => p,
@@ -251,7 +263,7 @@ fn check_backend(kind: AgentKind, cfg: &AgentConfig, from: &str, bwrap: Option<&
             Err(why) => rows.push(row(format!("{name}: help"), Mark::Fail, why)),
         }
     }
-    let run = contract::run(kind, cfg, &program, bwrap);
+    let run = contract::run(kind, cfg, &program, confined);
     rows.push(flags_row(kind, cfg, &help, &run));
     rows.push(modes_row(kind, cfg, &help));
     rows.push(row(
