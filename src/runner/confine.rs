@@ -55,6 +55,7 @@ impl Runner {
             } => {
                 let b = crate::agent::backend_for(backend);
                 paths.extend(sandbox::own_state(b.own_state(&home)));
+                paths.extend(sandbox::simulated_agent());
                 env.extend(b.own_env().iter().map(|s| (*s).to_owned()));
                 if let Ok(p) = super::settings::find_program(program) {
                     programs.push(p);

@@ -29,7 +29,7 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
-pub(crate) use env::kept_env;
+pub(crate) use env::{kept_env, simulated_agent};
 #[cfg(test)]
 use mounts::Mount;
 pub(crate) use mounts::{kept_read_only, mounts};

@@ -225,3 +225,30 @@ fn loop_start_refuses_when_bubblewrap_cannot_run_and_says_what_to_do() {
     env.run_ok(&["start", "g", "--step", "one", "--sandbox", "off"]);
     env.assert_status(Status::Done);
 }
+
+/// Tried as a new user would: `CLAUDE_SIM_SCENARIO=/elsewhere/scenario.json LOOP_AGENT=claude-sim
+/// loop start …` failed every attempt with `cannot read scenario …: No such file or directory`,
+/// because the confined run kept the variable but not the file it names (nor the simulated
+/// agent's log and counts beside it).
+#[test]
+fn a_scenario_outside_the_project_is_read_by_the_confined_simulated_agent() {
+    if !bwrap_here("a scenario outside the project …") {
+        return;
+    }
+    let env = TestLoop::new();
+    let nothing = env.path().parent().unwrap().join("nothing-granted");
+    std::fs::create_dir_all(&nothing).unwrap();
+    // Only the variables of the simulated agent say where its files are: no path granted.
+    let env = env
+        .env("LOOP_SANDBOX_WRITE", &nothing)
+        .env("LOOP_SANDBOX_READ", &nothing);
+    env.scenario(&Scenario::new().step(
+        1,
+        [Action::failed("not yet"), Action::done("second time lucky")],
+    ));
+    env.run_ok(&["start", "g", "--step", "one"]);
+    env.assert_status(Status::Done);
+    assert_eq!(env.calls_for(1), 2, "{}", env.log());
+    assert!(env.log().contains("second time lucky"), "{}", env.log());
+    env.assert_no_processes();
+}

@@ -241,6 +241,7 @@ impl Setup<'_> {
             home: self.home.to_path_buf(),
             paths: (crate::sandbox::own_state(backend.own_state(self.home)).into_iter())
                 .chain(sandbox.paths.iter().cloned())
+                .chain(crate::sandbox::simulated_agent())
                 .collect(),
             programs: vec![program, exe.to_path_buf()],
             env: crate::sandbox::kept_env(
