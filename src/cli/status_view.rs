@@ -123,33 +123,32 @@ fn sandbox_line(m: &M1) -> &'static str {
     }
 }
 
+/// `2 of 3 steps done, 1 skipped`: a skipped step is closed, not done.
+fn closed_words(m: &M1) -> String {
+    let count = |state: StepState| m.plan.steps.iter().filter(|s| s.state == state).count();
+    let (done, skipped) = (count(StepState::Done), count(StepState::Skipped));
+    let mut out = format!("{done} of {} steps done", m.plan.steps.len());
+    if skipped > 0 {
+        let _ = write!(out, ", {skipped} skipped");
+    }
+    out
+}
+
 /// `RUNNING  step 2/3`, or for a loop that runs its steps at once, how many are done and how
 /// many run.
 fn status_line(m: &M1, at_once: bool) -> String {
     let mut status = m.status.as_str().to_string();
     if at_once {
         // Steps at once: no one step is current; how many are closed, and how many run.
-        let closed = m
-            .plan
-            .steps
-            .iter()
-            .filter(|s| matches!(s.state, StepState::Done | StepState::Skipped))
-            .count();
         let _ = write!(
             status,
-            "  {closed} of {} steps done, {} at once",
-            m.plan.steps.len(),
+            "  {}, {} at once",
+            closed_words(m),
             m.parallel.runs.len()
         );
     } else if m.plan.total_steps > 0 && m.plan.current_step == 0 && !m.plan.steps.is_empty() {
         // No step is current (a loop that ran its steps at once, ended).
-        let closed = m
-            .plan
-            .steps
-            .iter()
-            .filter(|s| matches!(s.state, StepState::Done | StepState::Skipped))
-            .count();
-        let _ = write!(status, "  {closed} of {} steps done", m.plan.steps.len());
+        let _ = write!(status, "  {}", closed_words(m));
     } else {
         // The count the steps make (TOTAL_STEPS follows them, and a hand edit may not have yet).
         let total = match m.plan.steps.len() {

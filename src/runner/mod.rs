@@ -611,6 +611,14 @@ impl Runner {
         match m.status {
             Status::Done => {
                 let n = m.plan.steps.len();
+                let skipped = (m.plan.steps.iter())
+                    .filter(|s| s.state == crate::m1::StepState::Skipped)
+                    .count();
+                let n = if skipped > 0 {
+                    format!("{n} step(s), {skipped} skipped")
+                } else {
+                    format!("{n} step(s)")
+                };
                 let by_hand = m
                     .plan
                     .steps
@@ -618,9 +626,9 @@ impl Runner {
                     .filter(|s| engine::by_hand::done_by_hand(&m, s.n))
                     .count();
                 if by_hand > 0 {
-                    format!("DONE: {n} step(s), {by_hand} of them done by hand, {spent}")
+                    format!("DONE: {n}, {by_hand} of them done by hand, {spent}")
                 } else {
-                    format!("DONE: {n} step(s), {spent}")
+                    format!("DONE: {n}, {spent}")
                 }
             }
             status => format!(

@@ -124,6 +124,30 @@ fn step_two_fails(env: &TestLoop, then: Action) -> crate::support::Guard {
     runner
 }
 
+/// Tried as a new user would: a parallel loop that ended with step 2 skipped said
+/// `DONE  2 of 2 steps done` in `loop status` and `loop: DONE: 2 step(s)` at its end.
+#[test]
+fn a_loop_that_ended_with_a_skipped_step_does_not_count_it_done() {
+    let env = TestLoop::new().with_git();
+    let mut runner = step_two_fails(&env, Action::done("never"));
+    assert_eq!(runner.wait(DEADLINE).code(), Some(3), "{}", env.log());
+    let g = env
+        .m1()
+        .gates
+        .iter()
+        .find(|g| g.is_pending())
+        .unwrap()
+        .id
+        .clone();
+    let out = env.run(&["answer", &g, "skip"]);
+    assert!(out.status.success(), "{}", crate::support::stderr(&out));
+    env.assert_status(Status::Done);
+    let status = stdout(&env.run_ok(&["status"]));
+    assert!(status.contains("1 of 2 steps done, 1 skipped"), "{status}");
+    let said = crate::support::stderr(&out);
+    assert!(said.contains("DONE: 2 step(s), 1 skipped, $"), "{said}");
+}
+
 #[test]
 fn a_skipped_parallel_step_is_recorded_skipped_not_done_with_another_steps_commit() {
     let env = TestLoop::new().with_git();
