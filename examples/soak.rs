@@ -743,8 +743,10 @@ fn telegram_assess(l: &Loop, tg: &FakeTelegram, t: &mut Tally) -> Vec<String> {
     // A revived runner is not the soak's child: wait for the loop's lock to be let go.
     wait_for(Duration::from_secs(30), || !l.runner_alive());
     // A runner that sent a message itself waited for it until its client gave up; one that
-    // only queued it left the request held open by a delivery process.
-    if tg.held() == 0 {
+    // only queued it left the request held open by a delivery process. That process is started
+    // beside the runner and may connect after the runner has exited (a loaded machine): it is
+    // given a few seconds to.
+    if !wait_for(Duration::from_secs(15), || tg.held() > 0) {
         t.slowed_by_telegram += 1;
         bad.push(format!(
             "no request held open once the runner exited (abandoned {}): a runner waited for \

@@ -23,8 +23,10 @@ pub struct ReadOnly(PathBuf);
 impl ReadOnly {
     pub fn mount(dir: &Path) -> Result<Self, String> {
         let run = |args: &[&str]| {
+            // A remount refused as busy is tried again: its complaint is not the soak's.
             Command::new("mount")
                 .args(args)
+                .stderr(std::process::Stdio::null())
                 .status()
                 .is_ok_and(|s| s.success())
         };
