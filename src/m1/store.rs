@@ -493,6 +493,19 @@ impl Store {
             doc.apply(e);
         }
         let text = doc.render().into_bytes();
+        // Over the size every reader takes, the file would be refused by the runner's own
+        // next read and by every command: the record is not written (the runner halts).
+        if u64::try_from(text.len()).is_ok_and(|n| n > super::MAX_BYTES) {
+            let msg = format!(
+                "with the runner's record M1.md would be {} bytes, over the {} it may hold: \
+                 trim what need not be there (prose, comments, long values), then `loop resume`",
+                text.len(),
+                crate::named_file::size(super::MAX_BYTES),
+            );
+            return Err(StoreError::EditsInvalid(
+                super::Errors::new(vec![super::Error::new(1, 1, msg)]).with_path(&self.path),
+            ));
+        }
         let written = std::str::from_utf8(&text)
             .map_err(|e| StoreError::Io(e.into()))
             .and_then(|t| {

@@ -421,12 +421,21 @@ impl Runner {
     fn halt_unrecordable(&mut self, errs: &crate::m1::Errors) -> crate::error::Error {
         self.pending.clear();
         let t = engine::unrecordable(&errs.to_string());
+        // Where even the reason cannot be written (a file at its size limit), STATUS alone:
+        // WAITING is as long as RUNNING, so the file does not grow, and no revival runs it on.
+        let status_only = [Edit::Status(Status::Waiting)];
         let written = match self.store.commit(&t.edits) {
             Ok(doc) => {
                 self.doc = doc;
                 "STATUS WAITING written"
             }
-            Err(_) => "nothing written",
+            Err(_) => match self.store.commit(&status_only) {
+                Ok(doc) => {
+                    self.doc = doc;
+                    "STATUS WAITING written, without the reason (it would not fit)"
+                }
+                Err(_) => "nothing written",
+            },
         };
         self.say(&format!("{}; {written}", t.log));
         let m = self.view();

@@ -2,7 +2,8 @@
 //! quota, a file system remounted read-only. Faked here with a read-only bind mount of the
 //! loop's state directory over itself, which refuses every new write there (`Read-only file
 //! system`) while files opened before (the agent's output) go on being written, as on a disk
-//! that filled up. Needs what a bind mount needs (root, as CI runs).
+//! that filled up. Needs what a bind mount needs (root, as CI runs). And an `M1.md` at the size
+//! every reader takes, which the runner's own record must not push over.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
 
-use crate::support::{Guard, TestLoop, wait_until};
+use crate::support::{Guard, TestLoop, code, stderr, wait_until};
 
 /// `dir` made read-only (a bind mount of it over itself) until dropped.
 struct ReadOnly(PathBuf);
@@ -106,4 +107,37 @@ fn a_state_directory_full_for_a_while_during_a_step_costs_nothing() {
             && log.contains("can be written again"),
         "{log}"
     );
+}
+
+/// An M1.md just under its 4 MiB limit: the runner's own record pushed it over, then logged that
+/// record as a hand edit, and every command refused the file from then on. The runner never
+/// makes its own file unreadable: it halts, WAITING, with the file within its limit.
+#[test]
+fn a_runner_never_writes_its_m1_md_past_the_size_every_reader_takes() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().step(1, Action::done("did it").sleep_ms(200)));
+    env.run_ok(&["start", "g", "--step", "one", "--plan-only"]);
+    let trimmed = env.text();
+    let mut padded = trimmed.clone();
+    let line = "# a long comment line a person keeps in the file, to make it big\n";
+    while padded.len() + line.len() <= (4 << 20) - 40 {
+        padded.push_str(line);
+    }
+    std::fs::write(env.path().join("state/M1.md"), &padded).unwrap();
+    let out = env.run(&["resume"]);
+    assert_eq!(code(&out), 3, "{}\n{}", stderr(&out), env.log());
+    let len = std::fs::metadata(env.path().join("state/M1.md"))
+        .unwrap()
+        .len();
+    assert!(len <= 4 << 20, "the runner wrote {len} bytes");
+    env.assert_status(Status::Waiting);
+    assert!(env.log().contains("over the 4 MiB"), "{}", env.log());
+    assert!(!env.log().contains("changed by hand"), "{}", env.log());
+    // Every command still reads it, and once trimmed the loop carries on, running the step once.
+    env.run_ok(&["status"]);
+    let text = env.text().replace(line, "");
+    std::fs::write(env.path().join("state/M1.md"), text).unwrap();
+    env.run_ok(&["resume"]);
+    env.assert_status(Status::Done);
+    assert_eq!(env.calls_for(1), 1, "{}", env.log());
 }
