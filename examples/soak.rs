@@ -2,9 +2,11 @@
 //! of the runner at random moments, stale saves of M1.md (an old text saved over newer
 //! records, with the runner alive, dead, or after another runner took the loop over: revived
 //! by itself or resumed by hand), kill -9 of a step's supervisor and guardian together, an
-//! agent that leaves a `setsid` process and a grandchild behind, and saves of M1.md every
-//! 20 ms (by rename, by append, and in place in two chunks); every other group of six loops
-//! runs `--review`, so the faults also hit review runs. Counts, for every loop: double starts
+//! agent that leaves a `setsid` process and a grandchild behind, saves of M1.md every 20 ms
+//! (by rename, by append, and in place in two chunks), a save in place in the first
+//! milliseconds of `loop start`, and `>>` appends around the loop's final write (see
+//! `soak/saves.rs`); every other group of eight loops runs `--review`, so the faults also hit
+//! review runs. Counts, for every loop: double starts
 //! (an attempt of a step, or a run of its review, started twice), re-runs of passed steps (an
 //! attempt started after one of the same step was judged a pass), lost results (a loop not
 //! DONE, a step without its result or, when reviewed, its approval), lost edits (a save of the
@@ -20,8 +22,11 @@
 //!
 //! Run: `cargo build --release && cargo run --release --example soak -- --loops 100`
 //! (`--seed N` for another sequence of faults; `--keep` keeps the directories of failures;
-//! `--only-in-place-storms` runs nothing but storms of in-place saves, with steps of 1 to 2 s,
-//! to meet the rare save that lands in a file a runner's write displaced; `--backend codex`
+//! `--only-in-place-storms` runs nothing but dense storms of in-place saves (every 5–15 ms, open,
+//! truncate, write in two parts) against loops of ten 0.3 s steps, four loops at a time
+//! (`--at-once N`), to meet the rare save caught half written or landing in a file a runner's
+//! write displaced; `--busy N` spins N threads for the whole run (a loaded machine);
+//! `--at-once N` runs any soak N loops at a time; `--backend codex`
 //! runs every loop on the Codex backend, the simulated agent speaking Codex's events;
 //! `--parallel` runs the three steps of every loop at once (`--parallel 3`) in a git project,
 //! each writing a file of its own, and adds what parallel steps meet: conflicts, a VERIFY red
@@ -41,6 +46,8 @@ use std::time::{Duration, Instant};
 mod common;
 #[path = "soak/parallel.rs"]
 mod parallel;
+#[path = "soak/saves.rs"]
+mod saves;
 
 #[path = "../tests/support/telegram_fake.rs"]
 #[expect(
@@ -90,6 +97,65 @@ struct Tally {
     conflicts: usize,
     red_merges: usize,
     second_loops: usize,
+    // Saves racing the runner's writes (see `soak/saves.rs`).
+    saves_at_start: usize,
+    start_refused: usize,
+    appends_at_end: usize,
+}
+
+impl Tally {
+    /// Adds the counts of loops run on another thread.
+    fn absorb(&mut self, o: Tally) {
+        let sums = [
+            (&mut self.loops, o.loops),
+            (&mut self.runner_kills, o.runner_kills),
+            (&mut self.stale_saves, o.stale_saves),
+            (&mut self.stale_saves_dead_runner, o.stale_saves_dead_runner),
+            (
+                &mut self.stale_saves_after_takeover,
+                o.stale_saves_after_takeover,
+            ),
+            (&mut self.takeovers_revived, o.takeovers_revived),
+            (&mut self.storm_saves, o.storm_saves),
+            (&mut self.in_place_saves, o.in_place_saves),
+            (&mut self.displaced_saves, o.displaced_saves),
+            (&mut self.reruns, o.reruns),
+            (&mut self.lost_edits, o.lost_edits),
+            (
+                &mut self.supervisor_guardian_kills,
+                o.supervisor_guardian_kills,
+            ),
+            (&mut self.setsid_escapes, o.setsid_escapes),
+            (&mut self.storms, o.storms),
+            (&mut self.reviewed, o.reviewed),
+            (&mut self.double_starts, o.double_starts),
+            (&mut self.lost_results, o.lost_results),
+            (&mut self.orphans, o.orphans),
+            (&mut self.slowed_by_telegram, o.slowed_by_telegram),
+            (&mut self.messages_lost, o.messages_lost),
+            (&mut self.done_never_told, o.done_never_told),
+            (&mut self.messages_twice, o.messages_twice),
+            (&mut self.messages_sent, o.messages_sent),
+            (&mut self.false_done, o.false_done),
+            (&mut self.lost_commits, o.lost_commits),
+            (&mut self.git_left, o.git_left),
+            (&mut self.double_decisions, o.double_decisions),
+            (&mut self.decisions_by_shell, o.decisions_by_shell),
+            (&mut self.decisions_by_tap, o.decisions_by_tap),
+            (&mut self.conflicts, o.conflicts),
+            (&mut self.red_merges, o.red_merges),
+            (&mut self.second_loops, o.second_loops),
+            (&mut self.saves_at_start, o.saves_at_start),
+            (&mut self.start_refused, o.start_refused),
+            (&mut self.appends_at_end, o.appends_at_end),
+        ];
+        for (mine, theirs) in sums {
+            *mine += theirs;
+        }
+        self.gaps_ms.extend(o.gaps_ms);
+        self.storm_gaps_ms.extend(o.storm_gaps_ms);
+        self.failures.extend(o.failures);
+    }
 }
 
 struct Loop {
@@ -100,6 +166,8 @@ struct Loop {
     revive: bool,
     /// `TELEGRAM_API_BASE` of the loop's own Telegram.
     telegram: String,
+    /// How many steps its plan has.
+    steps: u64,
 }
 
 impl Loop {
@@ -158,6 +226,7 @@ impl Loop {
             dir,
             revive: false,
             telegram: String::new(),
+            steps: STEPS,
         }
     }
 
@@ -415,7 +484,7 @@ fn kill_supervisor_and_guardian(l: &Loop) -> bool {
 
 const STEPS: u64 = 3;
 
-const KINDS: usize = 6;
+const KINDS: usize = 8;
 
 /// What a run of the soak does: every fault in turn, or only storms of in-place saves.
 #[derive(Clone, Copy, PartialEq)]
@@ -448,18 +517,20 @@ fn on_codex() -> bool {
         .any(|w| w[0] == "--backend" && w[1] == "codex")
 }
 
-fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
-    let kind = if mode == Mode::InPlaceStorms {
-        4
-    } else {
-        i % KINDS
-    };
+/// Loop `i`'s fault, whether its agent leaves processes behind, how long its steps work and
+/// how many it has.
+fn shape(i: usize, mode: Mode, rng: &mut Rng) -> (usize, bool, u64, u64) {
+    if mode == Mode::InPlaceStorms {
+        let leave_behind = rng.below(2) == 0;
+        return (4, leave_behind, saves::DENSE_STEP_MS, saves::DENSE_STEPS);
+    }
+    let kind = i % KINDS;
     let leave_behind = rng.below(2) == 0 || kind == 3;
-    let sleep_ms = if mode == Mode::InPlaceStorms {
-        1000 + rng.below(1000)
-    } else {
-        200 + rng.below(300)
-    };
+    (kind, leave_behind, 200 + rng.below(300), STEPS)
+}
+
+fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
+    let (kind, leave_behind, sleep_ms, steps) = shape(i, mode, rng);
     // Every fault with and without a review of each step, on a sequence of faults that does
     // not depend on it; in parallel, every fault with every variant, then the same reviewed.
     let variants = parallel::VARIANTS.len();
@@ -472,6 +543,7 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         (None, (i / KINDS) % 2 == 1)
     };
     let mut l = Loop::new(root, i, sleep_ms, (leave_behind, review), variant);
+    l.steps = steps;
     // Telegram holds every request unanswered, but for a loop decided by a tap in the chat.
     let taps = variant.is_some_and(parallel::Variant::taps);
     let tg = FakeTelegram::start();
@@ -487,7 +559,10 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     if review {
         t.reviewed += 1;
     }
-    let mut runner = l.cmd(&start_args(variant, review)).spawn().unwrap();
+    let mut runner = l
+        .cmd(&start_args(l.steps, variant, review))
+        .spawn()
+        .unwrap();
     let saves = inject((kind, mode), &l, &mut runner, rng, t);
     if let Some(v) = variant {
         parallel::after_faults(i, &l, v, taps.then_some(&tg), t);
@@ -518,11 +593,10 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     if let Some(v) = variant {
         bad.extend(parallel::assess(&l, v, second, t));
     }
-    let gaps = l.gaps();
-    if kind == 4 {
-        t.storm_gaps_ms.extend(&gaps);
-    } else if kind == 1 {
-        t.gaps_ms.extend(&gaps);
+    match kind {
+        4 => t.storm_gaps_ms.extend(l.gaps()),
+        1 => t.gaps_ms.extend(l.gaps()),
+        _ => {}
     }
     if bad.is_empty() {
         let _ = std::fs::remove_dir_all(&l.dir);
@@ -535,10 +609,14 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     }
 }
 
-/// `loop start` for a loop of the soak: three steps, on the backend asked for, reviewed or
-/// not, and at once (with a variant's own flags) in parallel.
-fn start_args(variant: Option<parallel::Variant>, review: bool) -> Vec<&'static str> {
-    let mut start = vec!["start", "soak", "--step", "a", "--step", "b", "--step", "c"];
+/// `loop start` for a loop of the soak: `steps` steps (3 but for the dense storm), on the
+/// backend asked for, reviewed or not, and at once (with a variant's own flags) in parallel.
+fn start_args(steps: u64, variant: Option<parallel::Variant>, review: bool) -> Vec<&'static str> {
+    const NAMES: [&str; 10] = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+    let mut start = vec!["start", "soak"];
+    for name in NAMES.iter().take(usize::try_from(steps).unwrap_or(3)) {
+        start.extend(["--step", name]);
+    }
     if on_codex() {
         start.extend(["--backend", "codex"]);
     }
@@ -670,16 +748,17 @@ fn inject(
                 }
             }
         }
+        // In place every 5–15 ms from the first moment, several loops at a time.
+        4 if mode == Mode::InPlaceStorms => saves = saves::dense_storm(l, runner, rng, t),
         // A save every 20 ms until the loop ends.
-        _ => {
+        4 => {
             t.storms += 1;
-            let how = if mode == Mode::InPlaceStorms {
-                2
-            } else {
-                rng.below(3)
-            };
-            saves = storm(l, runner, how, t);
+            saves = storm(l, runner, rng.below(3), t);
         }
+        // A save in place in the first milliseconds of `loop start`.
+        6 => saves = saves::save_at_start(l, rng, t),
+        // Appends held open a moment, from the last step until the runner's last write.
+        _ => saves = saves::appends_at_the_end(l, runner, l.steps, rng, t),
     }
     saves
 }
@@ -735,6 +814,12 @@ fn assess(
     t: &mut Tally,
 ) -> Vec<String> {
     let mut bad = Vec::new();
+    // Exit 2 is for a person's bad input: a runner that says so of a valid loop refused its
+    // own file (or a save caught half written).
+    if status.and_then(|s| s.code()) == Some(2) {
+        t.start_refused += 1;
+        bad.push("the runner exited 2 (bad input) on the loop's own file".into());
+    }
     // (the loop the person started, step, attempt or review run, whether a review). A loop
     // whose steps run at once runs each in a loop of its own, under its own id
     // (`parallel/<LOOP_ID>/step-N.loop/M1.md`): a step started in two such loops of one parent
@@ -780,17 +865,15 @@ fn assess(
         bad.push(format!("{reruns} re-run(s) of a passed step"));
     }
     let text = l.text();
-    let lost: Vec<usize> = (1..=saves)
-        .filter(|n| !text.contains(&format!("# save {n}\n")))
-        .collect();
-    if !lost.is_empty() {
-        t.lost_edits += lost.len();
-        bad.push(format!("saves lost: {lost:?}"));
-    }
+    bad.extend(lost_saves(&text, saves, t));
     let approved = text.matches("REVIEW: approved").count() as u64;
     // A second loop has two steps of its own, unreviewed; a step skipped by a decision has no
     // result to lose, and no review.
-    let (steps, reviewed) = if second { (2, false) } else { (STEPS, review) };
+    let (steps, reviewed) = if second {
+        (2, false)
+    } else {
+        (l.steps, review)
+    };
     // Which step may end SKIPPED is the parallel assessment's to say.
     let closed = |s: u64| {
         text.contains(&format!("{s}: [DONE]")) || text.contains(&format!("{s}: [SKIPPED]"))
@@ -821,6 +904,18 @@ fn assess(
     bad
 }
 
+/// The saves of a storm (each a line `# save N`) missing from the loop's final text.
+fn lost_saves(text: &str, saves: usize, t: &mut Tally) -> Option<String> {
+    let lost: Vec<usize> = (1..=saves)
+        .filter(|n| !text.contains(&format!("# save {n}\n")))
+        .collect();
+    if lost.is_empty() {
+        return None;
+    }
+    t.lost_edits += lost.len();
+    Some(format!("saves lost: {lost:?}"))
+}
+
 fn pct(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -835,30 +930,53 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[i]
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let value = |flag: &str| common::number_after(&args, flag);
-    let loops = usize::try_from(value("--loops").unwrap_or(20)).unwrap_or(20);
-    let seed = value("--seed").unwrap_or(0x5eed_1234);
-    let keep = args.iter().any(|a| a == "--keep");
-    let mode = if args.iter().any(|a| a == "--only-in-place-storms") {
-        Mode::InPlaceStorms
-    } else {
-        Mode::All
-    };
-    let root = std::env::temp_dir().join(format!("loop-soak-{}", std::process::id()));
-    std::fs::create_dir_all(&root).unwrap();
-    let mut rng = Rng(seed | 1);
+/// Runs `loops` loops, `at_once` at a time, each on a thread with a sequence of faults of its
+/// own (from `seed` and its number); their counts added up.
+fn run_all(root: &Path, loops: usize, at_once: usize, seed: u64, mode: Mode) -> Tally {
     let mut t = Tally::default();
-    let began = Instant::now();
-    for i in 0..loops {
-        run_one(&root, i, &mut rng, &mut t, mode);
-        if (i + 1) % 10 == 0 {
-            eprintln!("soak: {} loops, {} failures", i + 1, t.failures.len());
+    let mut next = 0;
+    while next < loops {
+        let batch: Vec<usize> = (next..loops.min(next + at_once)).collect();
+        next += batch.len();
+        let done: Vec<Tally> = std::thread::scope(|s| {
+            let handles: Vec<_> = batch
+                .iter()
+                .map(|&i| {
+                    s.spawn(move || {
+                        let mut rng =
+                            Rng((seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1);
+                        let mut mine = Tally::default();
+                        run_one(root, i, &mut rng, &mut mine, mode);
+                        mine
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for d in done {
+            t.absorb(d);
+        }
+        if next % 10 < at_once {
+            eprintln!("soak: {next} loops, {} failures", t.failures.len());
         }
     }
+    t
+}
+
+/// The machine's load average over 1, 5 and 15 minutes, as `/proc/loadavg` says it.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Prints what the soak did and found.
+fn report(t: &mut Tally, seed: u64, (at_once, busy_threads): (usize, usize), began: Instant) {
     println!(
-        "soak: {} loops in {:.0} s (seed {seed}, backend {}{})",
+        "soak: {} loops in {:.0} s (seed {seed}, backend {}{}, {at_once} at a time, {busy_threads} busy threads; load average {})",
         t.loops,
         began.elapsed().as_secs_f64(),
         if on_codex() { "codex" } else { "claude" },
@@ -866,7 +984,8 @@ fn main() {
             ", 3 steps at once"
         } else {
             ""
-        }
+        },
+        load_average()
     );
     println!(
         "  faults: runner kill -9 {}, stale saves {} ({} with the runner dead, {} after another runner took over: {} revived by itself), supervisor+guardian kill -9 {}, setsid escapes tried {}, save storms {} ({} saves, {} in place, {} of them into a displaced file); {} loops reviewed",
@@ -884,6 +1003,10 @@ fn main() {
         t.reviewed
     );
     println!(
+        "  saves racing the runner's writes: {} in place in the first milliseconds of `loop start`, {} `>>` appends held open around the final write; runners that exited 2 on their own file {}",
+        t.saves_at_start, t.appends_at_end, t.start_refused
+    );
+    println!(
         "  double starts {}, re-runs of passed steps {}, lost results {}, lost edits {}, orphans {}",
         t.double_starts, t.reruns, t.lost_results, t.lost_edits, t.orphans
     );
@@ -892,18 +1015,45 @@ fn main() {
         t.slowed_by_telegram, t.messages_lost, t.done_never_told, t.messages_twice, t.messages_sent
     );
     if on_parallel() {
-        parallel::report(&t);
+        parallel::report(t);
         // Steps overlap: one agent's exit is not followed by the next one's spawn.
         println!("  agent exit → next spawn: not measured (steps run at once)");
     } else {
         println!(
-            "  agent exit → next spawn: loops with a stale save median {:.1} ms; under a save every 20 ms median {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            "  agent exit → next spawn: loops with a stale save median {:.1} ms; under a storm of saves median {:.1} ms, p99 {:.1} ms, max {:.1} ms",
             pct(&mut t.gaps_ms, 0.5),
             pct(&mut t.storm_gaps_ms, 0.5),
             pct(&mut t.storm_gaps_ms, 0.99),
             pct(&mut t.storm_gaps_ms, 1.0)
         );
     }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let value = |flag: &str| common::number_after(&args, flag);
+    let loops = usize::try_from(value("--loops").unwrap_or(20)).unwrap_or(20);
+    let seed = value("--seed").unwrap_or(0x5eed_1234);
+    let keep = args.iter().any(|a| a == "--keep");
+    let mode = if args.iter().any(|a| a == "--only-in-place-storms") {
+        Mode::InPlaceStorms
+    } else {
+        Mode::All
+    };
+    // Loops run this many at a time (the dense in-place storm's editors then meet several
+    // runners), each with a sequence of faults of its own.
+    let at_once = usize::try_from(
+        value("--at-once").unwrap_or(if mode == Mode::InPlaceStorms { 4 } else { 1 }),
+    )
+    .unwrap_or(1)
+    .max(1);
+    let busy_threads = usize::try_from(value("--busy").unwrap_or(0)).unwrap_or(0);
+    let _busy = saves::Busy::start(busy_threads);
+    let root = std::env::temp_dir().join(format!("loop-soak-{}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    let began = Instant::now();
+    let mut t = run_all(&root, loops, at_once, seed, mode);
+    report(&mut t, seed, (at_once, busy_threads), began);
     for f in &t.failures {
         println!("  FAIL {f}");
     }
