@@ -18,6 +18,7 @@ mod duration;
 mod error;
 mod exit;
 pub mod layout;
+mod lease;
 mod lockfile;
 mod named_file;
 mod output;

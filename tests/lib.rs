@@ -50,6 +50,7 @@ mod loops {
 
 mod m1 {
     mod edit;
+    mod in_place;
     mod misread;
     mod roundtrip;
     mod status;

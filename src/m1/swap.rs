@@ -17,10 +17,29 @@ use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::lease::{self, Probe};
 
 /// Whether a swap here is an exchange that hands back the bytes it displaced (where the
 /// file system supports it: otherwise [`Swapped::Unknown`]).
 pub(super) const EXCHANGES: bool = cfg!(all(target_os = "linux", target_env = "gnu"));
+
+/// What a guarded swap ([`Staged::swap_guarded`]) did.
+#[derive(Debug)]
+pub(super) enum Guarded {
+    /// The staged file is in place of one that held the expected bytes, and no one was
+    /// writing into that file, nor came to while the swap happened. It is kept open, should a
+    /// writer that found it just before the swap still open it.
+    Swapped(Displaced),
+    /// Nothing was swapped: the file holds other bytes, read whole (`Some`), or someone writes
+    /// it or came to write it while it was swapped (`None`; the swap was undone so that their
+    /// save lands in the file at the path): read it again once they are done.
+    Changed(Option<Vec<u8>>),
+    /// Nothing was swapped: the kernel cannot say who writes the file here; the caller swaps
+    /// as [`Staged::swap`] does.
+    Unguarded(Staged),
+}
 
 /// What a swap replaced.
 #[derive(Debug)]
@@ -50,9 +69,40 @@ impl Displaced {
         Ok(bytes)
     }
 
-    /// Its bytes once they hold still and look whole (see [`settled`]), starting from what
-    /// was read last.
-    pub(super) fn settled(&mut self, last: Vec<u8>, reference: &[u8]) -> io::Result<Vec<u8>> {
+    /// The file's inode number.
+    pub(super) fn ino(&self) -> u64 {
+        self.ino
+    }
+
+    /// Whether a process holds it open for writing (`None`: the kernel cannot say here).
+    pub(super) fn writing(&self) -> Option<bool> {
+        match lease::probe(&self.file) {
+            Probe::Free(_) => Some(false),
+            Probe::Writing => Some(true),
+            Probe::Unknown => None,
+        }
+    }
+
+    /// Its bytes once its writers are done: read under a lease where the kernel can say (no
+    /// path names the file but one only the runner knows, so no new writer can come), waiting
+    /// for a writer at most `patience`; elsewhere, or for a writer that stays, once they hold
+    /// still and look whole (see [`settled`]), starting from `last`.
+    pub(super) fn settled(
+        &mut self,
+        last: Vec<u8>,
+        reference: &[u8],
+        patience: Duration,
+    ) -> io::Result<Vec<u8>> {
+        let began = std::time::Instant::now();
+        loop {
+            match lease::probe(&self.file) {
+                Probe::Free(_held) => return read_all(&self.file),
+                Probe::Writing if began.elapsed() < patience => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Probe::Writing | Probe::Unknown => break,
+            }
+        }
         settled(|| self.read(), last, reference)
     }
 }
@@ -106,10 +156,12 @@ pub(super) fn stage(target: &Path, bytes: &[u8]) -> io::Result<Staged> {
 
 impl Staged {
     /// Puts the staged file at the target and fsyncs the directory. `expected`: what the
-    /// caller believes it replaces; when the displaced bytes differ, someone saved just now,
-    /// perhaps in place and not yet done (their writes go on into the displaced file): it is
-    /// read until it holds still, so that what is handed back is their whole text.
-    pub(super) fn swap(mut self, expected: &[u8]) -> io::Result<Swapped> {
+    /// caller believes it replaces; when the displaced bytes differ, or someone holds the
+    /// displaced file open for writing, someone saved just now, perhaps in place and not yet
+    /// done (their writes go on into the displaced file): it is read once they are done (a
+    /// writer waited for at most `patience`; see [`Displaced::settled`]), so that what is
+    /// handed back is their whole text.
+    pub(super) fn swap(mut self, expected: &[u8], patience: Duration) -> io::Result<Swapped> {
         let swapped = if exchange(&self.tmp, &self.target)? {
             // The old file now sits at the temporary path: kept open, and under the name the
             // runner watches, for a save still being written into it.
@@ -119,8 +171,8 @@ impl Staged {
             std::fs::rename(&self.tmp, &path)?;
             let mut displaced = Displaced { file, path, ino };
             let mut old = displaced.read()?;
-            if old != expected {
-                old = displaced.settled(old, expected)?;
+            if old != expected || (!patience.is_zero() && displaced.writing() == Some(true)) {
+                old = displaced.settled(old, expected, patience)?;
             }
             Swapped::Replaced(old, displaced)
         } else {
@@ -131,6 +183,80 @@ impl Staged {
         sync_dir(&self.target)?;
         Ok(swapped)
     }
+}
+
+impl Staged {
+    /// Puts the staged file at the target only if the file there holds `expected` and no one
+    /// writes it, reading and swapping under a read lease on it ([`crate::lease`]): a save in
+    /// place can neither be under way nor begin meanwhile, so no save is caught half written,
+    /// and none lands in the file the swap displaces. A writer that came while the lease was
+    /// held waits in its `open`, holding the old file: the swap is then undone, so that its save
+    /// goes where it belongs.
+    pub(super) fn swap_guarded(mut self, expected: &[u8]) -> io::Result<Guarded> {
+        if !EXCHANGES {
+            return Ok(Guarded::Unguarded(self));
+        }
+        let old = match File::open(&self.target) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Guarded::Unguarded(self)),
+            Err(e) => return Err(e),
+        };
+        let old_lease = match lease::probe(&old) {
+            Probe::Free(l) => l,
+            Probe::Writing => return Ok(Guarded::Changed(None)),
+            Probe::Unknown => return Ok(Guarded::Unguarded(self)),
+        };
+        let now = read_all(&old)?;
+        if now != expected {
+            return Ok(Guarded::Changed(Some(now)));
+        }
+        // Ours too: a writer who opens the target once ours is there waits as well, so that
+        // undoing the swap never takes their save away.
+        let new = File::open(&self.tmp)?;
+        let Probe::Free(new_lease) = lease::probe(&new) else {
+            drop(old_lease);
+            return Ok(Guarded::Unguarded(self));
+        };
+        if old_lease.contended() {
+            return Ok(Guarded::Changed(None));
+        }
+        if !exchange(&self.tmp, &self.target)? {
+            drop((old_lease, new_lease));
+            return Ok(Guarded::Unguarded(self));
+        }
+        if old_lease.contended() && !new_lease.contended() {
+            exchange(&self.tmp, &self.target)?;
+            return Ok(Guarded::Changed(None));
+        }
+        drop((old_lease, new_lease));
+        // One who found the old file just before the swap and opened it just after: undone too,
+        // unless someone writes ours by now.
+        if matches!(lease::probe(&old), Probe::Writing)
+            && let Probe::Free(again) = lease::probe(&new)
+        {
+            exchange(&self.tmp, &self.target)?;
+            drop(again);
+            return Ok(Guarded::Changed(None));
+        }
+        let ino = old.metadata()?.ino();
+        let path = crate::layout::Layout::displaced(&self.target);
+        std::fs::rename(&self.tmp, &path)?;
+        self.live = false;
+        sync_dir(&self.target)?;
+        Ok(Guarded::Swapped(Displaced {
+            file: old,
+            path,
+            ino,
+        }))
+    }
+}
+
+/// The whole file, from its start.
+fn read_all(mut file: &File) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    file.rewind()?;
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Reads again every few milliseconds until the bytes hold still and look whole: a save in
@@ -210,7 +336,7 @@ mod tests {
         std::fs::write(&f, "old").unwrap();
         let s = stage(&f, b"new").unwrap();
         std::fs::write(&f, "hand edit\n").unwrap();
-        match s.swap(b"old").unwrap() {
+        match s.swap(b"old", Duration::ZERO).unwrap() {
             Swapped::Replaced(old, displaced) => {
                 assert_eq!(old, b"hand edit\n");
                 assert!(crate::layout::Layout::displaced(&f).exists());
@@ -229,7 +355,10 @@ mod tests {
         drop(stage(&f, b"x").unwrap());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         let s = stage(&f, b"first").unwrap();
-        assert!(matches!(s.swap(b"").unwrap(), Swapped::Unknown));
+        assert!(matches!(
+            s.swap(b"", Duration::ZERO).unwrap(),
+            Swapped::Unknown
+        ));
         assert_eq!(std::fs::read(&f).unwrap(), b"first");
     }
 }
