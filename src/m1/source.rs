@@ -3,10 +3,10 @@
 //!
 //! A save in place (open, truncate, write) shows a reader an empty or cut text until it is
 //! done; taken as the person's, such a text loses the rest of their save (a commit merges onto
-//! it). So a text is read under a read lease ([`crate::lease`]): granted only while no process holds the file open for writing,
-//! and while it is held, none can begin to. A writer still at work is waited for, a little at
-//! a time, for at most a bound: a process that keeps the file open for writing for good never
-//! holds a reader up longer than that.
+//! it). So a text is read under a read lease ([`crate::lease`]): granted only while no process
+//! holds the file open for writing, and while it is held, none can begin to. A writer still at
+//! work is waited for, a little at a time, for at most a bound: a process that keeps the file
+//! open for writing for good never holds a reader up longer than that.
 
 use std::fs::Metadata;
 use std::path::Path;
@@ -143,11 +143,13 @@ fn refused(path: &Path, e: ReadError) -> StoreError {
     }
 }
 
-/// Reads and parses the M1.md at `path`, for a command that only looks at it.
+/// Reads and parses the M1.md at `path`, for a command that only looks at it: once no process
+/// writes it (see [`read_whole`]), so that a save in place under way is neither shown as a
+/// malformed file nor decided on half written (a resume checks the agent the file names).
 ///
 /// # Errors
 /// As [`read`], and [`StoreError::DiskInvalid`] for a malformed text.
 pub(crate) fn load(path: &Path) -> Result<super::Document, StoreError> {
-    let (bytes, _) = read(path)?;
-    super::store::decode(path, &bytes).map_err(StoreError::DiskInvalid)
+    let read = read_whole(path, |_| WRITER_PATIENCE)?;
+    super::store::decode(path, &read.bytes).map_err(StoreError::DiskInvalid)
 }

@@ -195,15 +195,28 @@ pub struct Store {
 }
 
 impl Store {
-    /// Reads and parses the file. Errors carry the path ([`Errors::with_path`]).
+    /// Reads and parses the file, once no process writes it (as every read of a store, see
+    /// [`source::read_whole`]). Errors carry the path ([`Errors::with_path`]).
     ///
     /// # Errors
     /// [`StoreError::Io`] when the file cannot be read, [`StoreError::DiskInvalid`] when it
     /// is not a valid M1.md (or the path names no regular file of at most 4 MiB).
     pub fn open(path: &Path) -> Result<(Store, Document), StoreError> {
-        let (bytes, _) = source::read(path)?;
-        let doc = decode(path, &bytes).map_err(StoreError::DiskInvalid)?;
-        Ok((Store::new(path, bytes, &doc), doc))
+        // Once no one writes it: a runner that starts during a save in place (in the first
+        // milliseconds of `loop start`, say) must neither refuse the empty file the truncate
+        // left nor write its record onto the first half of the save.
+        let read = source::read_whole(path, |_| source::WRITER_PATIENCE)?;
+        let doc = decode(path, &read.bytes).map_err(StoreError::DiskInvalid)?;
+        let id = FileId::of(&read.meta);
+        let whole = read.whole;
+        let store = Store::new(path, read.bytes, &doc);
+        store.note_wait(read.waited);
+        match whole {
+            Whole::Yes => store.seen.set(Some((id, hash(&store.bytes)))),
+            Whole::WriterStayed => store.held_for_good.set(Some(id)),
+            Whole::Unknown => {}
+        }
+        Ok((store, doc))
     }
 
     /// [`Store::open`] for a runner: with the versions every runner of this loop has known

@@ -111,6 +111,36 @@ fn a_reload_during_a_save_in_place_waits_for_the_rest_of_it() {
     );
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn a_runner_that_opens_the_file_during_a_save_in_place_takes_the_whole_save_not_its_first_half() {
+    let Case { dir: _dir, file } = case(SEED);
+    let text = theirs();
+    let (half, writer) = save_in_place_slowly(
+        &file,
+        &text,
+        at_the_end_of_the_plan(&text),
+        Duration::from_millis(400),
+    );
+    half.recv().unwrap();
+    let (_store, doc) = Store::open_with_history(&file).unwrap();
+    writer.join().unwrap();
+    assert_eq!(doc.render(), text);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_runner_that_opens_the_file_right_after_a_save_in_place_truncated_it_does_not_refuse_it() {
+    let Case { dir: _dir, file } = case(SEED);
+    let text = theirs();
+    // Truncated, nothing written yet: an empty file, which no M1.md is.
+    let (half, writer) = save_in_place_slowly(&file, &text, 0, Duration::from_millis(400));
+    half.recv().unwrap();
+    let (_store, doc) = Store::open_with_history(&file).unwrap();
+    writer.join().unwrap();
+    assert_eq!(doc.render(), text);
+}
+
 /// The file a write of the store displaced, named where the store keeps it open.
 fn displaced(file: &Path) -> PathBuf {
     m1loop::layout::Layout::displaced(file)
