@@ -17,6 +17,10 @@ use std::fs::{File, Metadata};
 
 /// What the kernel says of a file's writers.
 #[derive(Debug)]
+#[cfg_attr(
+    not(target_os = "linux"),
+    expect(dead_code, reason = "elsewhere the kernel cannot say: only Unknown")
+)]
 pub(crate) enum Probe<'f> {
     /// No process holds the file open for writing, and none can open it so while the lease
     /// is held (it is let go when dropped).
@@ -30,10 +34,6 @@ pub(crate) enum Probe<'f> {
 /// A read lease on an open file, let go when dropped.
 #[derive(Debug)]
 pub(crate) struct Lease<'f> {
-    #[cfg_attr(
-        not(target_os = "linux"),
-        expect(dead_code, reason = "leases are Linux's")
-    )]
     file: &'f File,
 }
 

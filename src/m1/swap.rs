@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::lease::{self, Probe};
+use super::source::MAX_BYTES;
+use crate::lease::{self, Lease, Probe};
+use crate::named_file::{self, ReadError};
 
 /// Whether a swap here is an exchange that hands back the bytes it displaced (where the
 /// file system supports it: otherwise [`Swapped::Unknown`]).
@@ -164,7 +166,9 @@ impl Staged {
     pub(super) fn swap(mut self, expected: &[u8], patience: Duration) -> io::Result<Swapped> {
         let swapped = if exchange(&self.tmp, &self.target)? {
             // The old file now sits at the temporary path: kept open, and under the name the
-            // runner watches, for a save still being written into it.
+            // runner watches, for a save still being written into it (and never removed, should
+            // anything below fail).
+            self.live = false;
             let file = File::open(&self.tmp)?;
             let ino = file.metadata()?.ino();
             let path = crate::layout::Layout::displaced(&self.target);
@@ -196,17 +200,26 @@ impl Staged {
         if !EXCHANGES {
             return Ok(Guarded::Unguarded(self));
         }
-        let old = match File::open(&self.target) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Guarded::Unguarded(self)),
-            Err(e) => return Err(e),
+        // Opened as every read of M1.md is: without waiting (a FIFO may have taken its place),
+        // and never more than an M1.md may hold; anything else, the next careful read reports.
+        let old = match named_file::open(&self.target, MAX_BYTES) {
+            Ok((file, _)) => file,
+            Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(Guarded::Unguarded(self));
+            }
+            Err(ReadError::Io(e)) => return Err(e),
+            Err(ReadError::Refused(_)) => return Ok(Guarded::Changed(None)),
         };
         let old_lease = match lease::probe(&old) {
             Probe::Free(l) => l,
             Probe::Writing => return Ok(Guarded::Changed(None)),
             Probe::Unknown => return Ok(Guarded::Unguarded(self)),
         };
-        let now = read_all(&old)?;
+        let now = match named_file::read_open(&old, MAX_BYTES) {
+            Ok(bytes) => bytes,
+            Err(ReadError::Io(e)) => return Err(e),
+            Err(ReadError::Refused(_)) => return Ok(Guarded::Changed(None)),
+        };
         if now != expected {
             return Ok(Guarded::Changed(Some(now)));
         }
@@ -224,8 +237,9 @@ impl Staged {
             drop((old_lease, new_lease));
             return Ok(Guarded::Unguarded(self));
         }
-        if old_lease.contended() && !new_lease.contended() {
-            exchange(&self.tmp, &self.target)?;
+        // The temporary path holds the old file now: whatever fails, it is never removed.
+        self.live = false;
+        if old_lease.contended() && !new_lease.contended() && self.undo(&new_lease)? {
             return Ok(Guarded::Changed(None));
         }
         drop((old_lease, new_lease));
@@ -233,21 +247,33 @@ impl Staged {
         // unless someone writes ours by now.
         if matches!(lease::probe(&old), Probe::Writing)
             && let Probe::Free(again) = lease::probe(&new)
+            && self.undo(&again)?
         {
-            exchange(&self.tmp, &self.target)?;
-            drop(again);
             return Ok(Guarded::Changed(None));
         }
         let ino = old.metadata()?.ino();
         let path = crate::layout::Layout::displaced(&self.target);
         std::fs::rename(&self.tmp, &path)?;
-        self.live = false;
         sync_dir(&self.target)?;
         Ok(Guarded::Swapped(Displaced {
             file: old,
             path,
             ino,
         }))
+    }
+
+    /// Puts the old file back at the target, ours back at the temporary path; unless a writer
+    /// came to ours in that instant (it waits on `ours`, the lease on it, and would write into
+    /// a file that is about to be removed): then ours goes back at the target, and the old
+    /// file is displaced after all (watched, as any). Whether the swap was undone.
+    fn undo(&mut self, ours: &Lease<'_>) -> io::Result<bool> {
+        exchange(&self.tmp, &self.target)?;
+        if !ours.contended() {
+            self.live = true;
+            return Ok(true);
+        }
+        exchange(&self.tmp, &self.target)?;
+        Ok(false)
     }
 }
 
