@@ -250,8 +250,31 @@ impl Loop {
             .env_remove("LOOP_CRASH_AT")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stderr(self.stderr());
         c
+    }
+
+    /// Where the loop's commands write their errors: `stderr.txt` beside the project, appended
+    /// by every command, so that a failure kept with `--keep` says what the runner said.
+    fn stderr(&self) -> Stdio {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("stderr.txt"))
+            .map_or_else(|_| Stdio::null(), Stdio::from)
+    }
+
+    /// What the loop's commands said of its file (`M1.md:LINE:COLUMN: …`, the first such line)
+    /// in their errors, else the last line they wrote there.
+    fn file_error(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("stderr.txt")).unwrap_or_default();
+        let mut lines = text.lines();
+        lines
+            .clone()
+            .find(|l| l.contains("M1.md:"))
+            .or_else(|| lines.next_back())
+            .unwrap_or_default()
+            .to_owned()
     }
 
     fn text(&self) -> String {
@@ -818,7 +841,10 @@ fn assess(
     // own file (or a save caught half written).
     if status.and_then(|s| s.code()) == Some(2) {
         t.start_refused += 1;
-        bad.push("the runner exited 2 (bad input) on the loop's own file".into());
+        bad.push(format!(
+            "the runner exited 2 (bad input) on the loop's own file: {}",
+            l.file_error()
+        ));
     }
     // (the loop the person started, step, attempt or review run, whether a review). A loop
     // whose steps run at once runs each in a loop of its own, under its own id
