@@ -8,9 +8,11 @@
 //! - the runner's CPU time and memory while a step sleeps (`BENCH_SLEEP_S`, default 30);
 //! - under a save of M1.md every 20 ms (by rename, by `>>`, by truncate and a write in two halves 5 ms apart), the time
 //!   from one step's agent exiting to the next one's spawn (judging, recording, spawning),
-//!   against the same loop with no saves.
+//!   against the same loop with no saves;
+//! - what the sandbox costs a step: the same loop with every run confined by bubblewrap, and
+//!   unconfined (every other section runs unconfined).
 //!
-//! Run: `cargo bench --bench loop` (or name sections: `-- overhead stop idle storm`).
+//! Run: `cargo bench --bench loop` (or name sections: `-- overhead stop idle storm sandbox`).
 
 #![expect(
     clippy::cast_precision_loss,
@@ -126,12 +128,30 @@ fn load_average() -> String {
 /// One loop of STEPS steps with the same agent: its wall time, the CPU time of the runner
 /// (with the processes it waited for), and that of every process of the loop.
 fn loop_round() -> (Duration, Duration, Duration) {
+    loop_round_in(Sandbox::Off)
+}
+
+/// Whether a bench's loop runs confined.
+#[derive(Clone, Copy, PartialEq)]
+enum Sandbox {
+    Off,
+    Bwrap,
+}
+
+/// [`loop_round`], its runs confined as `sandbox` says (the simulated agent's scenario, in
+/// the bench's directory, readable).
+fn loop_round_in(sandbox: Sandbox) -> (Duration, Duration, Duration) {
     let dir = fresh(r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#);
     let args = start_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = loop_cmd(&dir, &args);
+    if sandbox == Sandbox::Bwrap {
+        cmd.env("LOOP_SANDBOX", "bwrap")
+            .env("LOOP_SANDBOX_READ", &dir);
+    }
     let cpu = children_cpu();
     let t = Instant::now();
-    let status = loop_cmd(&dir, &args).status().unwrap();
+    let status = cmd.status().unwrap();
     let took = t.elapsed();
     let runner_cpu = children_cpu().saturating_sub(cpu); // never less: CPU time only grows
     assert!(status.success(), "loop failed: see {}", dir.display());
@@ -217,6 +237,62 @@ fn overhead() {
         extra_cpu[mid],
         extra_cpu[0],
         extra_cpu[last]
+    );
+}
+
+/// What the sandbox costs a step: the same loop of an instant agent with every run confined
+/// by bubblewrap and unconfined, alternating, measured in the same run.
+fn sandbox_cost() {
+    const ROUNDS: usize = 5;
+    let probe = Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--unshare-pid", "--", "true"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        println!("sandbox: bubblewrap cannot start here (install `bubblewrap`): not measured");
+        return;
+    }
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    let (mut off_cpu, mut on_cpu) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let (w, _, c) = loop_round_in(Sandbox::Off);
+        off.push(w);
+        off_cpu.push(c);
+        let (w, _, c) = loop_round_in(Sandbox::Bwrap);
+        on.push(w);
+        on_cpu.push(c);
+    }
+    nix::sys::prctl::set_child_subreaper(false).unwrap();
+    let per = |d: Duration| ms(d) / STEPS as f64;
+    let mut extra: Vec<f64> = on
+        .iter()
+        .zip(&off)
+        .map(|(a, b)| per(*a) - per(*b))
+        .collect();
+    extra.sort_by(f64::total_cmp);
+    for v in [&mut off, &mut on, &mut off_cpu, &mut on_cpu] {
+        v.sort();
+    }
+    let (mid, last) = (ROUNDS / 2, ROUNDS - 1);
+    println!(
+        "sandbox: {STEPS} steps with an instant agent, {ROUNDS} rounds each, alternating; median \
+         (min..max)"
+    );
+    for (name, wall, cpu) in [("unconfined", &off, &off_cpu), ("bubblewrap", &on, &on_cpu)] {
+        println!(
+            "  {name:<11}: {:6.1} ms per step ({:.1}..{:.1}), all CPU {:.2} ms per step",
+            per(wall[mid]),
+            per(wall[0]),
+            per(wall[last]),
+            per(cpu[mid])
+        );
+    }
+    println!(
+        "  the sandbox : {:+6.1} ms per step ({:+.1}..{:+.1}); ratio confined/unconfined {:.2}",
+        extra[mid],
+        extra[0],
+        extra[last],
+        per(on[mid]) / per(off[mid])
     );
 }
 
@@ -457,5 +533,8 @@ fn main() {
     }
     if run("storm") {
         save_storm();
+    }
+    if run("sandbox") {
+        sandbox_cost();
     }
 }

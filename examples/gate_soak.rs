@@ -62,8 +62,9 @@ impl Loop {
     fn new(root: &Path, i: usize, api: &str, sleep_ms: u64) -> Self {
         let dir = root.join(format!("loop-{i:04}"));
         std::fs::create_dir_all(dir.join("project/state")).unwrap();
+        std::fs::create_dir_all(dir.join("sim")).unwrap();
         std::fs::write(
-            dir.join("scenario.json"),
+            dir.join("sim/scenario.json"),
             format!(
                 r#"{{"default": {{"sleep_ms": {sleep_ms}, "result": "worked\nSTEP_DONE: ok"}}}}"#
             ),
@@ -85,8 +86,9 @@ impl Loop {
             .env("LOOP_STOP_FILE", self.dir.join("stop"))
             .env("XDG_STATE_HOME", self.dir.join("xdg"))
             .env("LOOP_REVIVE", "off")
-            .env("CLAUDE_SIM_SCENARIO", self.dir.join("scenario.json"))
-            .env("CLAUDE_SIM_LOG", self.dir.join("calls.jsonl"))
+            .env("CLAUDE_SIM_SCENARIO", self.dir.join("sim/scenario.json"))
+            .env("CLAUDE_SIM_LOG", self.dir.join("sim/calls.jsonl"))
+            .env("LOOP_SANDBOX_WRITE", self.dir.join("sim"))
             .env("TELEGRAM_BOT_TOKEN", TOKEN)
             .env("TELEGRAM_CHAT_ID", CHAT.to_string())
             .env("TELEGRAM_API_BASE", &self.api)
@@ -141,7 +143,7 @@ impl Loop {
 
     /// How many times each step's first attempt started, from the simulated agent's log.
     fn first_attempts(&self) -> Vec<usize> {
-        let calls = std::fs::read_to_string(self.dir.join("calls.jsonl")).unwrap_or_default();
+        let calls = std::fs::read_to_string(self.dir.join("sim/calls.jsonl")).unwrap_or_default();
         let mut n = vec![0; 3];
         for c in calls
             .lines()

@@ -5,7 +5,7 @@
 //! agent that leaves a `setsid` process and a grandchild behind, saves of M1.md every 20 ms
 //! (by rename, by append, and in place in two chunks), a save in place in the first
 //! milliseconds of `loop start`, and `>>` appends around the loop's final write (see
-//! `soak/saves.rs`); every other group of eight loops runs `--review`, so the faults also hit
+//! `soak/saves.rs`); every other group of ten loops runs `--review`, so the faults also hit
 //! review runs. Counts, for every loop: double starts
 //! (an attempt of a step, or a run of its review, started twice), re-runs of passed steps (an
 //! attempt started after one of the same step was judged a pass), lost results (a loop not
@@ -13,6 +13,12 @@
 //! storm whose line is not in the final text; in-place saves that landed in the file a
 //! runner's write displaced are counted apart), orphans (a process of the loop alive after it
 //! ended), and the time from an agent's exit to the next spawn.
+//!
+//! Beside the loop (`soak/beside.rs`): the state directory read-only (as full) for 3 s during a
+//! step, the runner killed the moment its first task is published, and, in every reviewed loop
+//! (a git project then), a process appending to `loop.out` in the project all along, so during
+//! every review. Counts runners that died of the full disk, attempts counted for nothing (a run
+//! whose agent never ran, a full disk), and reviews halted on a change not the reviewer's.
 //!
 //! Every loop notifies a Telegram of its own (the loopback fake) that accepts each request and
 //! never answers until the loop's last runner has exited, as a hung proxy would; then it answers
@@ -26,7 +32,9 @@
 //! truncate, write in two parts) against loops of ten 0.3 s steps, four loops at a time
 //! (`--at-once N`), to meet the rare save caught half written or landing in a file a runner's
 //! write displaced; `--busy N` spins N threads for the whole run (a loaded machine);
-//! `--at-once N` runs any soak N loops at a time; `--backend codex`
+//! `--only-beside` runs nothing but the faults beside the loop (a full state directory and a
+//! kill right after the first spawn, in turn; every other pair reviewed, with `loop.out`
+//! written meanwhile); `--at-once N` runs any soak N loops at a time; `--backend codex`
 //! runs every loop on the Codex backend, the simulated agent speaking Codex's events;
 //! `--parallel` runs the three steps of every loop at once (`--parallel 3`) in a git project,
 //! each writing a file of its own, and adds what parallel steps meet: conflicts, a VERIFY red
@@ -43,6 +51,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "soak/beside.rs"]
+mod beside;
 mod common;
 #[path = "soak/parallel.rs"]
 mod parallel;
@@ -87,6 +97,16 @@ struct Tally {
     gaps_ms: Vec<f64>,
     storm_gaps_ms: Vec<f64>,
     failures: Vec<String>,
+    // Beside the loop (see `soak/beside.rs`).
+    full_disks: usize,
+    full_disk_runner_deaths: usize,
+    full_disk_attempts: usize,
+    full_disk_waits: usize,
+    early_kills: usize,
+    taken_back: usize,
+    attempts_without_agent: usize,
+    review_halts: usize,
+    review_outside_changes: usize,
     // `--parallel` (see `soak/parallel.rs`).
     false_done: usize,
     lost_commits: usize,
@@ -148,6 +168,15 @@ impl Tally {
             (&mut self.saves_at_start, o.saves_at_start),
             (&mut self.start_refused, o.start_refused),
             (&mut self.appends_at_end, o.appends_at_end),
+            (&mut self.full_disks, o.full_disks),
+            (&mut self.full_disk_runner_deaths, o.full_disk_runner_deaths),
+            (&mut self.full_disk_attempts, o.full_disk_attempts),
+            (&mut self.full_disk_waits, o.full_disk_waits),
+            (&mut self.early_kills, o.early_kills),
+            (&mut self.taken_back, o.taken_back),
+            (&mut self.attempts_without_agent, o.attempts_without_agent),
+            (&mut self.review_halts, o.review_halts),
+            (&mut self.review_outside_changes, o.review_outside_changes),
         ];
         for (mine, theirs) in sums {
             *mine += theirs;
@@ -181,7 +210,8 @@ impl Loop {
         let dir = root.join(format!("loop-{i:04}"));
         let project = dir.join("project");
         std::fs::create_dir_all(project.join("state")).unwrap();
-        let scenario = dir.join("scenario.json");
+        std::fs::create_dir_all(dir.join("sim")).unwrap();
+        let scenario = dir.join("sim/scenario.json");
         let grandchild = if leave_behind {
             r#", "grandchild_sleep_s": 600"#
         } else {
@@ -222,7 +252,7 @@ impl Loop {
             .unwrap();
         Loop {
             file: project.join("state/M1.md"),
-            sim_log: dir.join("calls.jsonl"),
+            sim_log: dir.join("sim/calls.jsonl"),
             dir,
             revive: false,
             telegram: String::new(),
@@ -241,8 +271,11 @@ impl Loop {
             // The soak resumes every runner it kills itself, and counts what that does, but
             // for the loops left to revive themselves.
             .env("LOOP_REVIVE", if self.revive { "on" } else { "off" })
-            .env("CLAUDE_SIM_SCENARIO", self.dir.join("scenario.json"))
+            .env("CLAUDE_SIM_SCENARIO", self.dir.join("sim/scenario.json"))
             .env("CLAUDE_SIM_LOG", &self.sim_log)
+            // The simulated agent's scenario, log and counts: what its runs, confined, may
+            // write, and nothing else of the soak's.
+            .env("LOOP_SANDBOX_WRITE", self.dir.join("sim"))
             .env("TELEGRAM_BOT_TOKEN", "1:AAsoakTOKEN")
             .env("TELEGRAM_CHAT_ID", parallel::CHAT.to_string())
             .env("TELEGRAM_API_BASE", &self.telegram)
@@ -507,13 +540,24 @@ fn kill_supervisor_and_guardian(l: &Loop) -> bool {
 
 const STEPS: u64 = 3;
 
-const KINDS: usize = 8;
+const KINDS: usize = 10;
 
-/// What a run of the soak does: every fault in turn, or only storms of in-place saves.
+/// The fault kind of a state directory full (read-only) for 3 s during a step.
+const FULL_DISK: usize = 6;
+
+/// The fault kind of a runner killed the moment its first task is published.
+const EARLY_KILL: usize = 7;
+
+/// The fault kind of a save in place in the first milliseconds of `loop start`.
+const SAVE_AT_START: usize = 8;
+
+/// What a run of the soak does: every fault in turn, only storms of in-place saves, or only
+/// the faults beside the loop.
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
     All,
     InPlaceStorms,
+    Beside,
 }
 
 /// `--parallel`: every loop runs its steps at once, in a git project.
@@ -540,33 +584,47 @@ fn on_codex() -> bool {
         .any(|w| w[0] == "--backend" && w[1] == "codex")
 }
 
-/// Loop `i`'s fault, whether its agent leaves processes behind, how long its steps work and
-/// how many it has.
-fn shape(i: usize, mode: Mode, rng: &mut Rng) -> (usize, bool, u64, u64) {
-    if mode == Mode::InPlaceStorms {
-        let leave_behind = rng.below(2) == 0;
-        return (4, leave_behind, saves::DENSE_STEP_MS, saves::DENSE_STEPS);
-    }
-    let kind = i % KINDS;
-    let leave_behind = rng.below(2) == 0 || kind == 3;
-    (kind, leave_behind, 200 + rng.below(300), STEPS)
-}
-
-fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
-    let (kind, leave_behind, sleep_ms, steps) = shape(i, mode, rng);
-    // Every fault with and without a review of each step, on a sequence of faults that does
-    // not depend on it; in parallel, every fault with every variant, then the same reviewed.
+/// The fault of loop `i`, its variant when its steps run at once, and whether it is reviewed.
+/// Every fault with and without a review of each step, on a sequence of faults that does not
+/// depend on it; in parallel, every fault with every variant, then the same reviewed.
+fn fault_of(i: usize, mode: Mode) -> (usize, Option<parallel::Variant>, bool) {
+    let kind = match mode {
+        Mode::InPlaceStorms => 4,
+        Mode::Beside => FULL_DISK + i % 2,
+        Mode::All => i % KINDS,
+    };
     let variants = parallel::VARIANTS.len();
-    let (variant, review) = if on_parallel() {
+    if on_parallel() {
         (
+            kind,
             Some(parallel::VARIANTS[i % variants]),
             (i / (KINDS * variants)) % 2 == 1,
         )
+    } else if mode == Mode::Beside {
+        (kind, None, (i / 2) % 2 == 1)
     } else {
-        (None, (i / KINDS) % 2 == 1)
-    };
+        (kind, None, (i / KINDS) % 2 == 1)
+    }
+}
+
+/// Whether a loop of fault `kind` has its agent leave processes behind, how long its steps work
+/// and how many it has.
+fn shape(kind: usize, mode: Mode, rng: &mut Rng) -> (bool, u64, u64) {
+    let leave_behind = rng.below(2) == 0 || kind == 3;
+    if mode == Mode::InPlaceStorms {
+        return (leave_behind, saves::DENSE_STEP_MS, saves::DENSE_STEPS);
+    }
+    (leave_behind, 200 + rng.below(300), STEPS)
+}
+
+fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
+    let (kind, variant, review) = fault_of(i, mode);
+    let (leave_behind, sleep_ms, steps) = shape(kind, mode, rng);
     let mut l = Loop::new(root, i, sleep_ms, (leave_behind, review), variant);
     l.steps = steps;
+    // A reviewed loop works in a git project (so its reviews look at the work tree), where a
+    // process writes all along, as `loop start … --review > loop.out` does.
+    let appender = (review && variant.is_none()).then(|| beside::Appender::in_git(&l));
     // Telegram holds every request unanswered, but for a loop decided by a tap in the chat.
     let taps = variant.is_some_and(parallel::Variant::taps);
     let tg = FakeTelegram::start();
@@ -600,6 +658,7 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         let mut again = l.cmd(&["resume"]).spawn().unwrap();
         reap(&mut again, Duration::from_secs(120));
     }
+    drop(appender);
     let second = if variant == Some(parallel::Variant::Twice) && l.done() {
         t.second_loops += 1;
         Some(parallel::second_loop(&l))
@@ -613,6 +672,9 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         telegram_assess(&l, &tg, t)
     };
     bad.extend(assess(&l, saves, (review, second.is_some()), status, t));
+    if variant.is_none() {
+        bad.extend(beside::assess(&l, kind, review, status, t));
+    }
     if let Some(v) = variant {
         bad.extend(parallel::assess(&l, v, second, t));
     }
@@ -624,11 +686,14 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     if bad.is_empty() {
         let _ = std::fs::remove_dir_all(&l.dir);
     } else {
-        t.failures.push(format!(
+        let failure = format!(
             "loop {i} (fault {kind}) in {}: {}",
             l.dir.display(),
             bad.join("; ")
-        ));
+        );
+        // Said as it happens too, for a long run watched as it goes.
+        eprintln!("soak: FAIL {failure}");
+        t.failures.push(failure);
     }
 }
 
@@ -771,6 +836,8 @@ fn inject(
                 }
             }
         }
+        FULL_DISK => beside::full_state_dir(l, rng, t),
+        EARLY_KILL => beside::kill_after_first_spawn(l, runner, rng, t),
         // In place every 5–15 ms from the first moment, several loops at a time.
         4 if mode == Mode::InPlaceStorms => saves = saves::dense_storm(l, runner, rng, t),
         // A save every 20 ms until the loop ends.
@@ -778,8 +845,7 @@ fn inject(
             t.storms += 1;
             saves = storm(l, runner, rng.below(3), t);
         }
-        // A save in place in the first milliseconds of `loop start`.
-        6 => saves = saves::save_at_start(l, rng, t),
+        SAVE_AT_START => saves = saves::save_at_start(l, rng, t),
         // Appends held open a moment, from the last step until the runner's last write.
         _ => saves = saves::appends_at_the_end(l, runner, l.steps, rng, t),
     }
@@ -793,8 +859,10 @@ fn telegram_assess(l: &Loop, tg: &FakeTelegram, t: &mut Tally) -> Vec<String> {
     // A revived runner is not the soak's child: wait for the loop's lock to be let go.
     wait_for(Duration::from_secs(30), || !l.runner_alive());
     // A runner that sent a message itself waited for it until its client gave up; one that
-    // only queued it left the request held open by a delivery process.
-    if tg.held() == 0 {
+    // only queued it left the request held open by a delivery process. That process is started
+    // beside the runner and may connect after the runner has exited (a loaded machine): it is
+    // given a few seconds to.
+    if !wait_for(Duration::from_secs(15), || tg.held() > 0) {
         t.slowed_by_telegram += 1;
         bad.push(format!(
             "no request held open once the runner exited (abandoned {}): a runner waited for \
@@ -828,6 +896,23 @@ fn telegram_assess(l: &Loop, tg: &FakeTelegram, t: &mut Tally) -> Vec<String> {
     bad
 }
 
+/// Exit 2 is for a person's bad input: a runner that says so of a valid loop refused its own
+/// file (or a save caught half written). What it said of the file.
+fn refused_own_file(
+    l: &Loop,
+    status: Option<std::process::ExitStatus>,
+    t: &mut Tally,
+) -> Option<String> {
+    if status.and_then(|s| s.code()) != Some(2) {
+        return None;
+    }
+    t.start_refused += 1;
+    Some(format!(
+        "the runner exited 2 (bad input) on the loop's own file: {}",
+        l.file_error()
+    ))
+}
+
 /// What went wrong with a loop that ended: each finding counted in `t`, and said.
 fn assess(
     l: &Loop,
@@ -837,15 +922,7 @@ fn assess(
     t: &mut Tally,
 ) -> Vec<String> {
     let mut bad = Vec::new();
-    // Exit 2 is for a person's bad input: a runner that says so of a valid loop refused its
-    // own file (or a save caught half written).
-    if status.and_then(|s| s.code()) == Some(2) {
-        t.start_refused += 1;
-        bad.push(format!(
-            "the runner exited 2 (bad input) on the loop's own file: {}",
-            l.file_error()
-        ));
-    }
+    bad.extend(refused_own_file(l, status, t));
     // (the loop the person started, step, attempt or review run, whether a review). A loop
     // whose steps run at once runs each in a loop of its own, under its own id
     // (`parallel/<LOOP_ID>/step-N.loop/M1.md`): a step started in two such loops of one parent
@@ -1036,6 +1113,7 @@ fn report(t: &mut Tally, seed: u64, (at_once, busy_threads): (usize, usize), beg
         "  double starts {}, re-runs of passed steps {}, lost results {}, lost edits {}, orphans {}",
         t.double_starts, t.reruns, t.lost_results, t.lost_edits, t.orphans
     );
+    beside::report(t);
     println!(
         "  Telegram held every request until the loop ended: loops slowed by it {}, messages lost {}, DONE never told {}, messages twice {} ({} delivered once it answered again)",
         t.slowed_by_telegram, t.messages_lost, t.done_never_told, t.messages_twice, t.messages_sent
@@ -1063,6 +1141,8 @@ fn main() {
     let keep = args.iter().any(|a| a == "--keep");
     let mode = if args.iter().any(|a| a == "--only-in-place-storms") {
         Mode::InPlaceStorms
+    } else if args.iter().any(|a| a == "--only-beside") {
+        Mode::Beside
     } else {
         Mode::All
     };

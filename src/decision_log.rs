@@ -16,14 +16,38 @@ pub(crate) fn path(state_dir: &Path) -> PathBuf {
 /// # Errors
 /// When the log cannot be opened or written.
 pub(crate) fn append(state_dir: &Path, line: &str) -> std::io::Result<()> {
+    append_stamped(state_dir, &stamped(line))
+}
+
+/// [`append`] to the log at `file` (a run's own hooks' log, say).
+///
+/// # Errors
+/// When the log cannot be opened or written.
+pub(crate) fn append_to(file: &Path, line: &str) -> std::io::Result<()> {
+    write_stamped(file, &stamped(line))
+}
+
+/// `line` as the log holds it: with a UTC timestamp of now, newlines folded, ended by one.
+#[must_use]
+pub(crate) fn stamped(line: &str) -> String {
     let stamp = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
     let folded = line.replace('\n', " ⏎ ");
-    let mut f = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path(state_dir))?;
+    format!("{stamp} {folded}\n")
+}
+
+/// Appends lines already [`stamped`], in one write.
+///
+/// # Errors
+/// When the log cannot be opened or written.
+pub(crate) fn append_stamped(state_dir: &Path, text: &str) -> std::io::Result<()> {
+    write_stamped(&path(state_dir), text)
+}
+
+/// Appends `text` to `file` in one write call.
+fn write_stamped(file: &Path, text: &str) -> std::io::Result<()> {
+    let mut f = OpenOptions::new().create(true).append(true).open(file)?;
     // One write call per line, so lines from concurrent writers do not interleave.
-    f.write_all(format!("{stamp} {folded}\n").as_bytes())
+    f.write_all(text.as_bytes())
 }
 
 /// The last `n` lines of any text file (lossy UTF-8), oldest first; empty when unreadable.

@@ -21,9 +21,12 @@
 //!   revivals.log            when a revived runner took the loop over, and who revived it
 //!   runner.out              the output of this loop's detached runners
 //!   claude-settings.json    the settings (hooks) every agent run of the loop gets
-//!   handoff-step-N.md       the note an agent leaves for a fresh session of step N
+//!   handoff/step-N.md       the note an agent leaves for a fresh session of step N (the one
+//!                           place of the state directory a confined step writes, besides
+//!                           its task directory)
 //!   .gitignore              `*`, so that git leaves the state directory alone
-//!   tasks/<id>/             one per agent run: prompt, stdin, stdout, stderr, records
+//!   tasks/<id>/             one per agent run: prompt, stdin, stdout, stderr, records, and
+//!                           hooks.log, what the loop's hooks in the run hand back
 //!   tasks/<id>.verify/      one per VERIFY run of task <id>
 //!   tasks/<id>.tree-before.json  the work tree as a review began
 //!   tasks/.ledger/          which tasks each loop started, one file per loop (a rebuildable
@@ -165,6 +168,13 @@ impl Layout {
         self.tasks().join(id)
     }
 
+    /// What the loop's hooks inside run `id` hand back (a compaction starting), one line each:
+    /// in the run's own task directory, the one place of the loop's a confined run may write.
+    #[must_use]
+    pub fn task_hooks_log(&self, id: &str) -> PathBuf {
+        self.task(id).join("hooks.log")
+    }
+
     /// The prompt an agent run was given: its standard input.
     #[must_use]
     pub fn task_prompt(&self, id: &str) -> PathBuf {
@@ -174,7 +184,13 @@ impl Layout {
     /// The handoff note an agent writes for a fresh session of `step` (`STEP_RESTART`).
     #[must_use]
     pub fn handoff(&self, step: u32) -> PathBuf {
-        self.dir.join(format!("handoff-step-{step}.md"))
+        self.handoff_dir().join(format!("step-{step}.md"))
+    }
+
+    /// Where the handoff notes are.
+    #[must_use]
+    pub fn handoff_dir(&self) -> PathBuf {
+        self.dir.join("handoff")
     }
 
     /// The settings every agent run of this loop gets (`claude --settings`): the loop's hooks.

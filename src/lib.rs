@@ -17,6 +17,7 @@ mod dirs;
 mod duration;
 mod error;
 mod exit;
+mod full_disk;
 pub mod layout;
 mod lease;
 mod lockfile;
@@ -27,11 +28,12 @@ mod text;
 // The state file: M1.md, lossless, typed, edited line by line, saved by compare-and-swap.
 pub mod m1;
 
-// The outside world: the agent CLIs (Claude Code first), supervised processes, VERIFY,
-// Telegram.
+// The outside world: the agent CLIs (Claude Code first), supervised processes, the sandbox
+// they run in, VERIFY, Telegram.
 pub mod agent;
 pub mod bridge;
 pub mod notifier;
+mod sandbox;
 mod verify;
 
 // Every decision of the loop, as pure functions over M1.md's typed view.

@@ -55,9 +55,30 @@ pub(crate) fn thousands(n: u64) -> String {
     out
 }
 
+/// What a loop spent, as a person reads it: `$0.42`; the tokens of runs on a backend that
+/// reports tokens and no dollars (Codex) instead of a `$0.00` it never spent (`2,100 tokens`),
+/// or beside the dollars of the others (`$0.42 and 2,100 tokens`).
+#[must_use]
+pub(crate) fn spent(dollars: f64, tokens: u64) -> String {
+    let cents = format!("${dollars:.2}");
+    match tokens {
+        0 => cents,
+        t if cents == "$0.00" => format!("{} tokens", thousands(t)),
+        t => format!("{cents} and {} tokens", thousands(t)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spent_says_tokens_without_dollars_never_zero_dollars() {
+        assert_eq!(spent(0.0, 0), "$0.00");
+        assert_eq!(spent(0.421, 0), "$0.42");
+        assert_eq!(spent(0.0, 2100), "2,100 tokens");
+        assert_eq!(spent(1.2, 2100), "$1.20 and 2,100 tokens");
+    }
 
     #[test]
     fn one_line_folds_and_cuts() {

@@ -49,6 +49,7 @@ const JOINED_OUTPUT: &str = r#"exec 2>&1; exec sh -c "$1""#;
 /// # Errors
 /// When the task cannot be created or started, the shell cannot be started, or a stop
 /// cannot confirm the task dead.
+#[cfg(test)]
 pub(crate) fn run(
     command: &str,
     cwd: &Path,
@@ -58,6 +59,46 @@ pub(crate) fn run(
     timeout: Duration,
     should_stop: &mut dyn FnMut() -> bool,
 ) -> crate::error::Result<Outcome> {
+    let how = Run {
+        command,
+        cwd,
+        env,
+        state_dir,
+        step_task,
+        timeout,
+    };
+    run_confined(&how, &mut |req, _| req, should_stop)
+}
+
+/// What a VERIFY run is: [`run`]'s arguments.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Run<'a> {
+    pub command: &'a str,
+    pub cwd: &'a Path,
+    pub env: &'a [(String, String)],
+    pub state_dir: &'a Path,
+    pub step_task: &'a str,
+    pub timeout: Duration,
+}
+
+/// [`run`], its task confined by `confine` (given the request and the task's directory):
+/// VERIFY runs the project's code, which the agent may have written, in the loop's sandbox.
+///
+/// # Errors
+/// As [`run`].
+pub(crate) fn run_confined(
+    how: &Run<'_>,
+    confine: &mut dyn FnMut(FireRequest, &Path) -> FireRequest,
+    should_stop: &mut dyn FnMut() -> bool,
+) -> crate::error::Result<Outcome> {
+    let Run {
+        command,
+        cwd,
+        env,
+        state_dir,
+        step_task,
+        timeout,
+    } = *how;
     let id = new_task_id(state_dir, step_task)?;
     let req = FireRequest {
         command: ["sh", "-c", JOINED_OUTPUT, "sh", command]
@@ -72,6 +113,7 @@ pub(crate) fn run(
     // The project's command, which the agent may have written, and whose output's tail
     // the agent reads: no more the loop's credentials than the agent's own runs.
     .without_loop_credentials();
+    let req = confine(req, &bridge::task_dir(state_dir, &id));
     bridge::fire_with_id(state_dir, &id, &req)
         .map_err(|e| e.context(format!("while starting VERIFY `{command}`")))?;
     link_log(state_dir, step_task, &id);

@@ -30,6 +30,7 @@ mod loops {
     mod denials;
     mod doctor;
     mod find;
+    mod full_disk;
     mod gates;
     mod hooks;
     mod lost;
@@ -39,6 +40,7 @@ mod loops {
     mod review;
     mod revive;
     mod run;
+    mod sandbox;
     mod sessions;
     mod settings;
     mod stale_save;
@@ -71,11 +73,13 @@ mod notifier {
 /// `elsewhere` lists the unit tests and capture tests that pin the same problems beside their
 /// code. Older tests named after a problem stay in their area (`loops::unix`, say).
 mod regression {
+    mod by_hand;
     mod chat;
     mod commands;
     mod elsewhere;
     mod files;
     mod inputs;
+    mod messages;
     mod notifications;
     mod parallel;
     /// Against the real Claude Code CLI, installed from npm (skipped, saying so, where it

@@ -8,7 +8,9 @@ use std::time::Duration;
 pub const LOOP: &str = env!("CARGO_BIN_EXE_loop");
 pub const SIM: &str = env!("CARGO_BIN_EXE_claude-sim");
 
-/// `loop ARGS` on `dir/state/M1.md` with the simulated agent, nothing printed.
+/// `loop ARGS` on `dir/state/M1.md` with the simulated agent, nothing printed; unconfined
+/// (`LOOP_SANDBOX=off`), as the peers it is measured against run, unless the bench says so
+/// itself (`loop`'s `sandbox` section).
 pub fn loop_cmd(dir: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(LOOP);
     c.args(args)
@@ -18,6 +20,7 @@ pub fn loop_cmd(dir: &Path, args: &[&str]) -> Command {
         .env("LOOP_STOP_FILE", dir.join("stop"))
         .env("XDG_STATE_HOME", dir.join("xdg"))
         .env("CLAUDE_SIM_SCENARIO", dir.join("scenario.json"))
+        .env("LOOP_SANDBOX", "off")
         .env_remove("TELEGRAM_BOT_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

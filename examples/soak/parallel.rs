@@ -218,7 +218,7 @@ fn wait_until_some<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Opt
 /// DONE; the number of agent calls before it started.
 pub fn second_loop(l: &Loop) -> usize {
     let before = l.calls().len();
-    let scenario = l.dir.join("scenario.json");
+    let scenario = l.dir.join("sim/scenario.json");
     std::fs::write(
         &scenario,
         r#"{"default": {"write": [{"path": "other-{step}.txt", "text": "{step}\n"}], "result": "worked\nSTEP_DONE: ok"}}"#,

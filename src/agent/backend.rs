@@ -109,4 +109,20 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
 
     /// Where the CLI keeps the transcript of `session_id`, run in `workdir`, under `home`.
     fn transcript(&self, session_id: &str, workdir: &Path, home: &Path) -> Option<PathBuf>;
+
+    /// What the CLI keeps of its own under `home` (its settings, credentials, sessions): a
+    /// confined run of it may write there, and nowhere else in `home` but what a person adds.
+    /// Each path with whether it is a directory (made when missing, so that what the CLI
+    /// writes into it lasts beyond the run).
+    fn own_state(&self, home: &Path) -> Vec<(PathBuf, bool)>;
+
+    /// The variables a confined run of it keeps besides every run's (its API key, its
+    /// settings): a trailing `*` keeps every name with that start.
+    fn own_env(&self) -> &'static [&'static str];
+
+    /// How a run called with `args` (the program's arguments, as the task ran them) was kept
+    /// from writing the project (`had only tools that read (--tools Read,Grep,Glob)`), in words
+    /// that follow "its run"; `None` when it could write. What the CLI itself enforces, not
+    /// what the prompt asks.
+    fn reads_only(&self, args: &[String]) -> Option<String>;
 }

@@ -19,6 +19,7 @@ pub(crate) use claude::ClaudeCode;
 pub(crate) use codex::Codex;
 
 pub(crate) use claude::invocation::PERMIT_TOOL;
+pub(crate) use claude::permission::tool_of;
 pub(crate) use claude::stream::last_activity;
 
 pub use claude::classify::{BugKind, Class, ExitInfo, classify};

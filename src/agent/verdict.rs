@@ -62,6 +62,25 @@ pub fn verdict(result_text: &str) -> Verdict {
     }
 }
 
+/// What an answer ended with, for the live line: `done`, `STEP_FAILED: reason`, `asks:
+/// question`, a reviewer's verdict line, or `answered` when it has no verdict line (a plan, or
+/// an answer the loop then judges). A run that failed or asked is never shown as done.
+#[must_use]
+pub(crate) fn ended_with(result_text: &str) -> String {
+    match verdict(result_text) {
+        Verdict::Done(_) => "done".to_owned(),
+        Verdict::Failed(why) => format!("STEP_FAILED: {why}"),
+        Verdict::Blocked(question) => format!("asks: {question}"),
+        Verdict::Restart(why) => format!("STEP_RESTART: {why}"),
+        Verdict::Missing => result_text
+            .lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty() && !is_fence(l))
+            .filter(|l| l.starts_with("REVIEW_APPROVE:") || l.starts_with("REVIEW_CHANGES:"))
+            .map_or_else(|| "answered".to_owned(), str::to_owned),
+    }
+}
+
 /// The answer without its verdict line (and what follows it), for a person to read what the
 /// agent said; the whole text when it has no verdict line.
 #[must_use]

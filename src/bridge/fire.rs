@@ -43,6 +43,23 @@ pub(crate) fn fire(state_dir: &Path, req: &FireRequest) -> Result<String> {
 /// # Errors
 /// As [`fire`]; also bad input when `id` is invalid or already used.
 pub(crate) fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> Result<()> {
+    fire_published(state_dir, id, req, &mut || {}, &mut |_| {})
+}
+
+/// [`fire_with_id`], calling `published` once the task directory is in place and before its
+/// supervisor is asked for (where a crash leaves a task nobody ever took: see
+/// [`super::take_back_unstarted`]), and `waiting` every 2 s while the supervisor is not
+/// running yet, with the time waited.
+///
+/// # Errors
+/// As [`fire_with_id`].
+pub(crate) fn fire_published(
+    state_dir: &Path,
+    id: &str,
+    req: &FireRequest,
+    published: &mut dyn FnMut(),
+    waiting: &mut dyn FnMut(Duration),
+) -> Result<()> {
     validate_task_id(id)?;
     let mut spec = resolve(id, req)?;
     let tasks = crate::layout::Layout::dir(state_dir).tasks();
@@ -63,7 +80,8 @@ pub(crate) fn fire_with_id(state_dir: &Path, id: &str, req: &FireRequest) -> Res
         spec.stdin = Some(dir.join(STDIN_FILE));
     }
     let lock = publish(&tasks, &dir, &spec, req.input.as_deref())?;
-    start_supervisor(&dir, &lock)
+    published();
+    start_supervisor(&dir, &lock, waiting)
         .with_context(|| format!("while starting the supervisor of task {id}"))?;
     Ok(())
 }
@@ -129,6 +147,8 @@ fn resolve(id: &str, req: &FireRequest) -> Result<TaskSpec> {
         stdin,
         env: req.env.clone(),
         env_remove: req.env_remove.clone(),
+        env_keep: req.env_keep.clone(),
+        confined: req.confined,
         timeout_ms: req.timeout.map(ms),
         idle_timeout_ms: req.idle_timeout.map(ms),
         idle_exempt_marker: req.idle_exempt_marker.clone(),
@@ -182,14 +202,18 @@ fn publish(tasks: &Path, dir: &Path, spec: &TaskSpec, input: Option<&str>) -> Re
 /// process's starter, see [`super::starter`]), and returns once it runs: the supervisor is
 /// never our child (no zombie, nothing for our `wait` calls to see) and the lock is never
 /// free while the task runs.
-fn start_supervisor(dir: &Path, lock: &File) -> anyhow::Result<()> {
+fn start_supervisor(
+    dir: &Path,
+    lock: &File,
+    waiting: &mut dyn FnMut(Duration),
+) -> anyhow::Result<()> {
     let exe = match LOOP_BINARY.get() {
         Some(exe) => exe.clone(),
         None => std::env::current_exe().context("while locating the loop binary")?,
     };
     let log_path = dir.join(SUPERVISOR_LOG);
     let log = File::create(&log_path).context("while creating supervisor.log")?;
-    let Err(e) = super::starter::start(&exe, dir, lock, &log) else {
+    let Err(e) = super::starter::start(&exe, dir, (lock, &log), waiting) else {
         return Ok(());
     };
     let mut log_text = String::new();

@@ -50,11 +50,11 @@ mod wait_loop;
 
 #[cfg(test)]
 pub(crate) use fire::use_loop_binary;
-pub(crate) use fire::{fire, fire_with_id};
+pub(crate) use fire::{fire, fire_published, fire_with_id};
 
 #[cfg(test)]
 pub(crate) use kill::wait_until;
-pub(crate) use records::{SPEC_FILE, STDERR_FILE, STDOUT_FILE};
+pub(crate) use records::{SPEC_FILE, STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG};
 pub(crate) use report::{TaskEnd, TaskReport, check};
 pub(crate) use starter::serve as serve_starter;
 pub(crate) use supervisor::supervise;
@@ -89,6 +89,14 @@ pub(crate) struct FireRequest {
     pub env: Vec<(String, String)>,
     /// Variables to remove from the command's environment.
     pub env_remove: Vec<String>,
+    /// When set, the command's environment is an allowlist: of what the supervisor inherits,
+    /// only these names are kept (a trailing `*` keeps every name with that start), before
+    /// `env_remove` and `env` apply. Names only: no value of the environment is written into
+    /// the task's records.
+    pub env_keep: Option<Vec<String>>,
+    /// The command is the sandbox's (bubblewrap), which tells a signal that killed what it
+    /// ran as exit status 128 + the signal: recorded as the signal.
+    pub confined: bool,
     /// A command the supervisor starts once the exit record is written (empty: none), in a
     /// session of its own and not waited for: how a loop comes back when its runner died
     /// while the step ran.
@@ -117,6 +125,16 @@ impl FireRequest {
     }
 }
 
+/// Whether the variable `name` is kept by the allowlist `keep` (a trailing `*` keeps every
+/// name with that start).
+#[must_use]
+pub(crate) fn env_kept(keep: &[String], name: &str) -> bool {
+    keep.iter().any(|k| match k.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => k == name,
+    })
+}
+
 /// A new task id, `task_<UTC yyyymmddThhmmss>_<6 hex>`: sorts by creation time, safe in paths.
 #[must_use]
 pub(crate) fn new_task_id() -> String {
@@ -141,6 +159,65 @@ pub(crate) fn task_dir(state_dir: &Path, id: &str) -> PathBuf {
 #[must_use]
 pub(crate) fn exists(state_dir: &Path, id: &str) -> bool {
     validate_task_id(id).is_ok() && task_dir(state_dir, id).is_dir()
+}
+
+/// Whether task `id` runs a command when it ends (a loop's step revives its runner so):
+/// `loop status` says the loop comes back by itself instead of asking for `loop resume`.
+#[must_use]
+pub(crate) fn has_on_exit(state_dir: &Path, id: &str) -> bool {
+    exists(state_dir, id)
+        && records::read::<records::TaskSpec>(&task_dir(state_dir, id).join(records::SPEC_FILE))
+            .ok()
+            .flatten()
+            .is_some_and(|spec| !spec.on_exit.is_empty())
+}
+
+/// Takes back task `id` if it was published and never started, nor ever will be: no exit
+/// record, nobody holding its lock (a supervisor, its guardian, or a starter the lock was
+/// handed to: a lock in flight is held), and no trace of its command's start (`supervisor.json`,
+/// `pid.json`, or `stdout`, which the supervisor creates right before the start). That is what
+/// a firing process killed between publishing the task and handing it over leaves: a task
+/// that reads LOST though its command never ran. Its directory is removed, under its lock, so
+/// the same task can be fired again; whether it was.
+///
+/// # Errors
+/// When the lock cannot be probed or the directory cannot be removed.
+pub(crate) fn take_back_unstarted(state_dir: &Path, id: &str) -> anyhow::Result<bool> {
+    if !exists(state_dir, id) {
+        return Ok(false);
+    }
+    let dir = task_dir(state_dir, id);
+    // Probed first, read-only: the task of a running step is looked at while the disk may be
+    // full.
+    if lock::is_held(&dir)? || dir.join(records::EXIT_FILE).exists() {
+        return Ok(false);
+    }
+    let Some(_lock) = lock::try_take(&dir)? else {
+        return Ok(false);
+    };
+    let traces = [
+        records::EXIT_FILE,
+        records::SUPERVISOR_FILE,
+        records::PID_FILE,
+        STDOUT_FILE,
+    ];
+    if traces.iter().any(|f| dir.join(f).exists()) {
+        return Ok(false);
+    }
+    std::fs::remove_dir_all(&dir)
+        .map_err(anyhow::Error::from)
+        .map_err(|e| e.context(format!("while removing {}", dir.display())))?;
+    Ok(true)
+}
+
+/// The command task `id` runs (program and arguments), as its spec says; `None` when it
+/// cannot be read.
+#[must_use]
+pub(crate) fn command_of(state_dir: &Path, id: &str) -> Option<Vec<String>> {
+    let spec: records::TaskSpec = records::read(&task_dir(state_dir, id).join(SPEC_FILE))
+        .ok()
+        .flatten()?;
+    Some(spec.command)
 }
 
 /// Path of the exit record; the runner watches the task dir for it (inotify) to be

@@ -36,6 +36,12 @@ pub(crate) struct TaskSpec {
     pub stdin: Option<PathBuf>,
     pub env: Vec<(String, String)>,
     pub env_remove: Vec<String>,
+    /// The allowlist of inherited variables, when the command's environment is one.
+    #[serde(default)]
+    pub env_keep: Option<Vec<String>>,
+    /// The command is confined by bubblewrap (its exit status tells a signal as 128 + it).
+    #[serde(default)]
+    pub confined: bool,
     pub timeout_ms: Option<u64>,
     pub idle_timeout_ms: Option<u64>,
     #[serde(default)]

@@ -39,6 +39,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use anyhow::Context;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -85,12 +86,23 @@ enum Failed {
 /// # Errors
 /// When no starter can be started or asked, or the supervisor could not be started (the
 /// text says why; the log says more).
-pub(super) fn start(exe: &Path, task_dir: &Path, lock: &File, log: &File) -> anyhow::Result<()> {
+/// `waiting` is called every [`PATIENCE`] while the supervisor is not running yet, with the
+/// time waited (a supervisor waits for room to make its command's output files on a full
+/// disk).
+pub(super) fn start(
+    exe: &Path,
+    task_dir: &Path,
+    (lock, log): (&File, &File),
+    waiting: &mut dyn FnMut(Duration),
+) -> anyhow::Result<()> {
     let mut slot = STARTER
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    start_in(&mut slot, exe, task_dir, (lock, log))
+    start_in(&mut slot, exe, task_dir, (lock, log), waiting)
 }
+
+/// How long a firer waits for its supervisor's answer before it is told again that it waits.
+const PATIENCE: Duration = Duration::from_secs(2);
 
 /// [`start`] with the starter in `slot`.
 fn start_in(
@@ -98,6 +110,7 @@ fn start_in(
     exe: &Path,
     task_dir: &Path,
     (lock, log): (&File, &File),
+    waiting: &mut dyn FnMut(Duration),
 ) -> anyhow::Result<()> {
     let request = encode(task_dir);
     if slot.as_ref().is_some_and(|s| s.owner != std::process::id()) {
@@ -110,7 +123,7 @@ fn start_in(
             Some(s) => s,
             None => slot.insert(Starter::spawn(exe)?),
         };
-        match starter.ask(&request, lock, log) {
+        match starter.ask(&request, lock, log, waiting) {
             Ok(Ok(())) => return Ok(()),
             Ok(Err(why)) => anyhow::bail!("{why}"),
             Err(failed) => {
@@ -155,6 +168,7 @@ impl Starter {
         request: &[u8],
         lock: &File,
         log: &File,
+        waiting: &mut dyn FnMut(Duration),
     ) -> Result<Result<(), String>, Failed> {
         let fds = [lock.as_raw_fd(), log.as_raw_fd()];
         let cmsg = [ControlMessage::ScmRights(&fds)];
@@ -170,6 +184,17 @@ impl Starter {
         self.socket
             .write_all(&request[sent..])
             .map_err(unanswered)?;
+        let asked = std::time::Instant::now();
+        loop {
+            let mut fds = [PollFd::new(self.socket.as_fd(), PollFlags::POLLIN)];
+            let patience = PollTimeout::try_from(PATIENCE).unwrap_or(PollTimeout::NONE);
+            match poll(&mut fds, patience) {
+                Ok(0) => waiting(asked.elapsed()),
+                Ok(_) => break,
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(unanswered(e.into())),
+            }
+        }
         let answer = read_framed(&mut self.socket)
             .map_err(unanswered)?
             .ok_or_else(|| {
@@ -508,7 +533,7 @@ mod tests {
         let mut ids = Vec::new();
         for id in [crate::bridge::new_task_id(), crate::bridge::new_task_id()] {
             let (dir, lock, log) = published(state.path(), &id);
-            start_in(&mut slot, &exe, &dir, (&lock, &log)).unwrap();
+            start_in(&mut slot, &exe, &dir, (&lock, &log), &mut |_| {}).unwrap();
             // Back while the command runs, not once it ended.
             assert!(!dir.join(records::EXIT_FILE).exists());
             let sup: SupervisorRecord = records::read(&dir.join(records::SUPERVISOR_FILE))

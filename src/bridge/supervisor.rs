@@ -83,7 +83,11 @@ pub(crate) fn become_supervisor(
     let mut ready = Some(ready);
     let mut recorded = || {
         let Some(ready) = ready.take() else { return };
-        let r = record(task_dir, getpid());
+        // Its command runs: a full disk is waited out, not a reason to end it.
+        let r = crate::full_disk::retry(
+            || record(task_dir, getpid()),
+            waiting_for("supervisor.json"),
+        );
         ready(match &r {
             Ok(()) => Ok(()),
             Err(e) => Err(format!("{e:#}")),
@@ -208,20 +212,50 @@ fn run(task_dir: &Path, spec: &TaskSpec, started: &mut dyn FnMut()) -> anyhow::R
             sweep::describe(&killed)
         );
     }
+    // A command confined by bubblewrap ends as bwrap does: the status of what it ran, a
+    // signal that killed it as 128 plus the signal.
+    let (exit_code, signal) = match (spec.confined, outcome.exit_code, outcome.signal) {
+        (true, Some(code), None) if (129..=192).contains(&code) => (None, Some(code - 128)),
+        (_, code, signal) => (code, signal),
+    };
     let rec = ExitRecord {
         reason: outcome.reason,
-        exit_code: outcome.exit_code,
-        signal: outcome.signal,
+        exit_code,
+        signal,
         message: sweep::with_strays(outcome.message, &killed),
         pid: Some(pid),
         started_at,
         ended_at: outcome.ended_at,
         killed_outside_group: killed,
     };
-    records::write_durable(&task_dir.join(records::EXIT_FILE), &rec)?;
+    write_exit_record(task_dir, &rec)?;
     guardian.done();
     after_exit(spec);
     Ok(())
+}
+
+/// Writes the exit record, waiting out a full or read-only disk: without it the task would
+/// read LOST once this process is gone, and its run be counted as a failed attempt, though
+/// it ended as it did.
+fn write_exit_record(task_dir: &Path, rec: &ExitRecord) -> anyhow::Result<()> {
+    let path = task_dir.join(records::EXIT_FILE);
+    crate::full_disk::retry(
+        || records::write_durable(&path, rec),
+        waiting_for(records::EXIT_FILE),
+    )
+}
+
+/// What the supervisor says (in `supervisor.log`, its standard error) while `what` waits for a
+/// disk that cannot be written: the first time, then every 30th try.
+fn waiting_for(what: &str) -> impl FnMut(&str, u32) + '_ {
+    move |why, waits| {
+        if waits % 30 == 0 {
+            crate::errln!(
+                "supervisor: {what} cannot be written ({why}); waiting for room, try {}",
+                waits + 1
+            );
+        }
+    }
 }
 
 /// Once the exit record is written: the task's on-exit command, unless its lock is held.
@@ -278,7 +312,7 @@ fn record_spawn_failure(
         ended_at: Utc::now(),
         killed_outside_group: Vec::new(),
     };
-    records::write_durable(&task_dir.join(records::EXIT_FILE), &rec)?;
+    write_exit_record(task_dir, &rec)?;
     guardian.done();
     Ok(())
 }
@@ -298,13 +332,20 @@ fn spawn(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<std::process::Child
         ),
         None => Stdio::null(),
     };
+    // The command's output files cannot be made on a full disk: its start waits for room
+    // (a start that failed for that would cost an attempt).
     let output = |name: &str| -> anyhow::Result<File> {
         let p = task_dir.join(name);
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&p)
-            .with_context(|| format!("cannot open {}", p.display()))
+        crate::full_disk::retry(
+            || {
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&p)
+                    .with_context(|| format!("cannot open {}", p.display()))
+            },
+            waiting_for(name),
+        )
     };
     let mut cmd = Command::new(program);
     cmd.args(&spec.command[1..])
@@ -313,6 +354,14 @@ fn spawn(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<std::process::Child
         .stdout(output(STDOUT_FILE)?)
         .stderr(output(STDERR_FILE)?)
         .process_group(0);
+    if let Some(keep) = &spec.env_keep {
+        cmd.env_clear();
+        for (k, v) in std::env::vars_os() {
+            if k.to_str().is_some_and(|k| super::env_kept(keep, k)) {
+                cmd.env(k, v);
+            }
+        }
+    }
     for k in &spec.env_remove {
         cmd.env_remove(k);
     }

@@ -83,8 +83,15 @@ pub(crate) fn demo(file: Option<&Path>, opts: &RunOptions) -> crate::error::Resu
         dir.display()
     );
     crate::outln!(
-        "(Ctrl-C stops it; `loop resume --file {}` carries it on)\n",
+        "(Ctrl-C stops it; `loop resume --file {}` carries it on)",
         file.display()
+    );
+    // The simulated agent runs no command of anyone's: it writes the demo's step files and
+    // answers from its scenario, so the demo needs no sandbox, and runs where bubblewrap is
+    // not installed. A loop of your own is confined unless you say otherwise.
+    crate::outln!(
+        "(unconfined: the simulated agent runs no command, it only writes the demo's files; \
+         a loop of your own runs its agent in a sandbox, see `loop start --help`)\n"
     );
     let req = StartRequest {
         goal: "Demo: investigate, fix and test a (simulated) bug".into(),
@@ -98,6 +105,7 @@ pub(crate) fn demo(file: Option<&Path>, opts: &RunOptions) -> crate::error::Resu
             verify: Some("test -f step$LOOP_STEP.txt".into()),
             review: true,
             agent_program: Some(sim.display().to_string()),
+            sandbox: Some(crate::m1::SandboxMode::Off),
             agent_env: vec![
                 ("CLAUDE_SIM_SCENARIO".into(), scenario.display().to_string()),
                 (

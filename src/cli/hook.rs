@@ -102,9 +102,11 @@ pub(crate) fn pre_compact(file: &Path) -> Status {
         && crate::layout::validate_task_id(&task).is_ok()
         && layout.task(&task).is_dir()
     {
+        // Into the run's own task directory, the one place of the loop's a confined run may
+        // write: the runner carries it into the loop's log when it judges the run.
         let step = std::env::var("LOOP_STEP").unwrap_or_default();
-        let _ = crate::decision_log::append(
-            layout.state_dir(),
+        let _ = crate::decision_log::append_to(
+            &layout.task_hooks_log(&task),
             &format!(
                 "compaction: step {step}'s session (task {task}) starts compacting its context ({trigger})"
             ),

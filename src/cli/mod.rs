@@ -50,7 +50,7 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Write a new M1.md for GOAL and run the loop (in the foreground, or --detach).
-    Start(StartArgs),
+    Start(Box<StartArgs>),
     /// Carry on from M1.md alone: re-adopt a running step, judge a finished one, respawn a lost one.
     Resume {
         /// Run in the background and return at once.
@@ -275,10 +275,10 @@ pub(crate) struct StartArgs {
     #[arg(long, value_name = "TEXT")]
     pub constraints: Option<String>,
     /// Failed attempts of one step before the loop fails.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub max_retries: Option<u32>,
     /// Steps a plan may have.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub max_steps: Option<u32>,
     /// Wall-clock limit of one step, with its unit: 90s, 15m, 1h30m.
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
@@ -287,7 +287,7 @@ pub(crate) struct StartArgs {
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub idle_timeout: Option<Duration>,
     /// Halt the loop once its steps have cost this many US dollars.
-    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    #[arg(long, value_name = "USD", value_parser = parse_usd, allow_negative_numbers = true)]
     pub max_cost_usd: Option<f64>,
     /// Tools the agent may use without asking (replaces the defaults; repeat or comma-separate).
     #[arg(long, value_delimiter = ',', value_name = "TOOL")]
@@ -299,10 +299,10 @@ pub(crate) struct StartArgs {
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
     /// Agent turns one attempt may take (Claude Code's --max-turns).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub max_turns: Option<u32>,
     /// What one attempt may spend, in US dollars (Claude Code's --max-budget-usd).
-    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    #[arg(long, value_name = "USD", value_parser = parse_usd, allow_negative_numbers = true)]
     pub max_budget_usd: Option<f64>,
     /// Review every step that passes its checks with a separate, read-only agent run before
     /// it is DONE.
@@ -323,11 +323,23 @@ pub(crate) struct StartArgs {
     pub fallback: Option<crate::m1::settings::AgentKind>,
     /// Steps that may run at once, each in a git worktree of its own, merged one by one and
     /// verified after the merge (default 1: one at a time, in the project itself).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub parallel: Option<u32>,
     /// How far away a usage limit's reset must be to send a step to the fallback (90s, 15m).
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub fallback_after: Option<Duration>,
+    /// How every agent run and VERIFY is confined: bwrap (bubblewrap, the default), or off
+    /// (unconfined: the agent has your whole authority).
+    #[arg(long, value_name = "SANDBOX")]
+    pub sandbox: Option<crate::m1::SandboxMode>,
+    /// A path a confined run may read besides its own (a toolchain such as ~/.rustup);
+    /// repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub sandbox_read: Vec<String>,
+    /// A path a confined run may write besides its work tree (a build cache such as
+    /// ~/.cargo/registry); repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub sandbox_write: Vec<String>,
     /// Replace a RUNNING or WAITING loop (the old M1.md is archived, never overwritten).
     #[arg(long)]
     pub force: bool,
@@ -502,6 +514,8 @@ Environment:
   TELEGRAM_BOT_TOKEN  the Telegram bot that sends notifications (unset: they go to loop.log)
   TELEGRAM_CHAT_ID    the chat it sends them to
   TELEGRAM_API_BASE   the Bot API address (default https://api.telegram.org)
+  LOOP_SANDBOX        how a new loop's agent runs are confined: bwrap (the default) or off;
+                      LOOP_SANDBOX_READ / LOOP_SANDBOX_WRITE: paths they may read, write
   LOOP_REVIVE         off: the steps of a runner started with it do not revive it should it
                       die (`loop daemon` still revives the loops it keeps)
   XDG_STATE_HOME      outside a loop, fire/check/kill/notify keep their files in
@@ -547,7 +561,9 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let matches = command().try_get_matches_from(args)?;
+    let matches = command()
+        .try_get_matches_from(args)
+        .map_err(without_internal_suggestions)?;
     let mut cli = Cli::from_arg_matches(&matches)?;
     cli.file_given = !matches!(
         matches.value_source("file"),
@@ -573,6 +589,33 @@ where
         cli.found_above = true;
     }
     Ok(cli)
+}
+
+/// A mistyped command's error without the internal commands clap suggests beside the others
+/// (it suggests hidden ones too: `loop strat` was told to try `__starter`).
+fn without_internal_suggestions(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    if let Some(ContextValue::Strings(names)) = e.get(ContextKind::SuggestedSubcommand) {
+        let hidden: Vec<String> = Cli::command()
+            .get_subcommands()
+            .filter(|c| c.is_hide_set())
+            .map(|c| c.get_name().to_owned())
+            .collect();
+        let shown: Vec<String> = names
+            .iter()
+            .filter(|n| !hidden.contains(n))
+            .cloned()
+            .collect();
+        if shown.is_empty() {
+            e.remove(ContextKind::SuggestedSubcommand);
+        } else {
+            e.insert(
+                ContextKind::SuggestedSubcommand,
+                ContextValue::Strings(shown),
+            );
+        }
+    }
+    e
 }
 
 /// The loop of the nearest parent of the current directory that has `default` (`state/M1.md`),
@@ -612,6 +655,9 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
             fallback_after: a.fallback_after,
             parallel: a.parallel,
             approve_plan: a.approve_plan,
+            sandbox: a.sandbox,
+            sandbox_read: a.sandbox_read,
+            sandbox_write: a.sandbox_write,
             ..Default::default()
         },
         detach: a.detach,
@@ -640,6 +686,8 @@ fn start(file: &std::path::Path, found_above: bool, a: StartArgs) -> crate::erro
 /// `loop fire`: starts the command as a task of the exec bridge and prints its id.
 fn fire(state_dir: &std::path::Path, args: FireArgs) -> crate::error::Result<Status> {
     let req = crate::bridge::FireRequest {
+        env_keep: None,
+        confined: false,
         command: args.command,
         timeout: args.timeout,
         idle_timeout: args.idle_timeout,
@@ -729,7 +777,7 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
     let m1_name = cli.file.file_name().unwrap_or_default().to_owned();
     let bridge_state = || crate::dirs::bridge_state_dir(&state, &m1_name, cli.file_given);
     match cli.command {
-        Command::Start(a) => start(&cli.file, cli.found_above, a),
+        Command::Start(a) => start(&cli.file, cli.found_above, *a),
         Command::Resume {
             detach,
             quiet,

@@ -23,9 +23,46 @@ pub(crate) fn validate(file: &Path) -> crate::error::Result<Status> {
             Ok(Status::Ok)
         }
         Err(errors) => {
-            crate::errln!("{errors}");
+            crate::errln!("{}", problems(&errors));
             Ok(Status::BadInput)
         }
+    }
+}
+
+/// Who drives the loop: the runner's pid; with none, what carries it on. A step that runs on
+/// with no runner brings one back when it ends (unless the runner was started with
+/// `LOOP_REVIVE=off`): said, so nobody races it with `loop resume`.
+fn runner_line(
+    m: &crate::m1::M1,
+    runner: Option<u32>,
+    report: Option<&crate::bridge::TaskReport>,
+    state_dir: &Path,
+) -> Option<String> {
+    if let Some(pid) = runner {
+        return Some(format!("pid {pid}"));
+    }
+    if m.status != crate::m1::Status::Running {
+        return None;
+    }
+    let revives = report.is_some_and(|r| r.state == crate::bridge::TaskState::Running)
+        && crate::bridge::has_on_exit(state_dir, m.current.task_id.as_deref().unwrap_or(""));
+    Some(if revives {
+        "none: the step runs on under its supervisor; when the step ends, its supervisor starts \
+         one, which carries the loop on (`loop resume` does it now)"
+            .to_owned()
+    } else {
+        "none: `loop resume` carries the loop on from this file".to_owned()
+    })
+}
+
+/// What is wrong with the file, as `validate` and `status` say it: problems at a line as
+/// `file:line:column: …` (as compilers say them, for editors to jump to); a file that could not
+/// be read at all (a directory, too large) as an error of `loop`, as every command says it.
+fn problems(errors: &Errors) -> String {
+    if errors.errors().iter().all(crate::m1::Error::is_whole_file) {
+        format!("loop: {errors}")
+    } else {
+        errors.to_string()
     }
 }
 
@@ -37,7 +74,7 @@ pub(crate) fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
     let doc = match open(file)? {
         Ok(doc) => doc,
         Err(errors) => {
-            crate::errln!("{errors}");
+            crate::errln!("{}", problems(&errors));
             return Ok(Status::BadInput);
         }
     };
@@ -80,7 +117,8 @@ pub(crate) fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
             .map_or(serde_json::Value::Null, |p| p.display().to_string().into());
         crate::outln!("{v}");
     } else {
-        crate::out!("{}", status_view::human(&m, line.as_deref()));
+        let chat = crate::notifier::chat_set_up();
+        crate::out!("{}", status_view::human(&m, line.as_deref(), chat));
         if let Some((a, ago)) = &activity {
             let ago = ago.map_or_else(String::new, |d| format!(" ({}s ago)", d.as_secs()));
             crate::outln!("ACTIVITY     {a}{ago}");
@@ -88,14 +126,8 @@ pub(crate) fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
         if let Some(t) = &transcript {
             crate::outln!("TRANSCRIPT   {}", t.display());
         }
-        match (runner, m.status) {
-            (Some(pid), _) => crate::outln!("RUNNER       pid {pid}"),
-            (None, crate::m1::Status::Running) => {
-                crate::outln!(
-                    "RUNNER       none: `loop resume` carries the loop on from this file"
-                );
-            }
-            (None, _) => {}
+        if let Some(line) = runner_line(&m, runner, report.as_ref(), &state_dir) {
+            crate::outln!("RUNNER       {line}");
         }
         if let Some(p) = &stop {
             crate::outln!(

@@ -5,19 +5,14 @@ use std::fmt::Write;
 
 use crate::m1::{M1, Status, StepResult, StepState};
 
-/// The human view. `task` is the exec bridge's line about the running task, when known.
+/// The human view. `task` is the exec bridge's line about the running task, when known;
+/// `chat`: a chat is set up where gates can be decided too.
 #[must_use]
-pub(super) fn human(m: &M1, task: Option<&str>) -> String {
+pub(super) fn human(m: &M1, task: Option<&str>, chat: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "GOAL         {}", m.goal);
-    let mut status = m.status.as_str().to_string();
-    if m.plan.total_steps > 0 {
-        let _ = write!(
-            status,
-            "  step {}/{}",
-            m.plan.current_step, m.plan.total_steps
-        );
-    }
+    let at_once = m.parallel.branch.is_some() || !m.parallel.runs.is_empty();
+    let status = status_line(m, at_once);
     let _ = writeln!(out, "STATUS       {status}");
     if let Some(c) = &m.constraints {
         let _ = writeln!(out, "CONSTRAINTS  {c}");
@@ -25,27 +20,7 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
     if m.plan.steps.is_empty() {
         let _ = writeln!(out, "PLAN         (no steps yet)");
     }
-    for s in &m.plan.steps {
-        let marker = if s.n == m.plan.current_step { '>' } else { ' ' };
-        let _ = write!(
-            out,
-            "{marker} {:>2} {:<9} {}",
-            s.n,
-            s.state.as_str(),
-            s.text
-        );
-        if let Some(deps) = m.plan.after.get(&s.n) {
-            let deps: Vec<String> = deps.iter().map(u32::to_string).collect();
-            let _ = write!(out, "  [after {}]", deps.join(", "));
-        }
-        if let Some(r) = m.results.get(&s.n) {
-            let facts = result_facts(r);
-            if !facts.is_empty() {
-                let _ = write!(out, "  ({facts})");
-            }
-        }
-        out.push('\n');
-    }
+    steps(m, at_once, &mut out);
     let c = &m.current;
     let mut current = Vec::new();
     if let Some(t) = &c.task_id {
@@ -66,6 +41,7 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
     if let Some(t) = task {
         let _ = writeln!(out, "TASK         {t}");
     }
+    let _ = writeln!(out, "SANDBOX      {}", sandbox_line(m));
     parallel_runs(m, &mut out);
     let cost: f64 = m.results.values().filter_map(|r| r.cost_usd).sum();
     if cost > 0.0 {
@@ -81,12 +57,109 @@ pub(super) fn human(m: &M1, task: Option<&str>) -> String {
     if let Some(a) = &m.next_action {
         let _ = writeln!(out, "NEXT_ACTION  {a}");
     }
+    gates(m, chat, &mut out);
+    out
+}
+
+/// One line per step: its number (`>` at the current one, none when steps run at once), state,
+/// text, what it waits for, and what its results say.
+fn steps(m: &M1, at_once: bool, out: &mut String) {
+    for s in &m.plan.steps {
+        let marker = if s.n == m.plan.current_step && !at_once {
+            '>'
+        } else {
+            ' '
+        };
+        let _ = write!(
+            out,
+            "{marker} {:>2} {:<9} {}",
+            s.n,
+            s.state.as_str(),
+            s.text
+        );
+        if let Some(deps) = m.plan.after.get(&s.n) {
+            let deps: Vec<String> = deps.iter().map(u32::to_string).collect();
+            let _ = write!(out, "  [after {}]", deps.join(", "));
+        }
+        if crate::engine::by_hand::done_by_hand(m, s.n) {
+            out.push_str("  (done by hand, not run by the loop)");
+        } else if let Some(r) = m.results.get(&s.n) {
+            let facts = result_facts(r);
+            if !facts.is_empty() {
+                let _ = write!(out, "  ({facts})");
+            }
+        }
+        out.push('\n');
+    }
+}
+
+/// Each pending gate, with how to decide it: from the shell, and in the chat when one is set
+/// up (`chat`).
+fn gates(m: &M1, chat: bool, out: &mut String) {
     for g in m.pending_gates() {
         let what = crate::engine::gate::about(m, g);
         let _ = writeln!(out, "GATE {:<7} {} PENDING: {what}", g.id, g.kind);
-        let _ = writeln!(out, "             {}", crate::engine::gate::how(g));
+        let how = crate::engine::gate::how(g);
+        if chat {
+            let _ = writeln!(
+                out,
+                "             {how}, or {}",
+                crate::engine::gate::chat_way(g)
+            );
+        } else {
+            let _ = writeln!(out, "             {how}");
+        }
+    }
+}
+
+/// How the loop's runs are confined, as M1.md says (`AGENT.SANDBOX`).
+fn sandbox_line(m: &M1) -> &'static str {
+    match m.agent.sandbox {
+        None => "bwrap (the default)",
+        Some(crate::m1::SandboxMode::Bwrap) => "bwrap",
+        Some(crate::m1::SandboxMode::Off) => {
+            "off: the agent runs with the person's whole authority"
+        }
+    }
+}
+
+/// `2 of 3 steps done, 1 skipped`: a skipped step is closed, not done.
+fn closed_words(m: &M1) -> String {
+    let count = |state: StepState| m.plan.steps.iter().filter(|s| s.state == state).count();
+    let (done, skipped) = (count(StepState::Done), count(StepState::Skipped));
+    let mut out = format!("{done} of {} steps done", m.plan.steps.len());
+    if skipped > 0 {
+        let _ = write!(out, ", {skipped} skipped");
     }
     out
+}
+
+/// `RUNNING  step 2/3`, or for a loop that runs its steps at once, how many are done and how
+/// many run.
+fn status_line(m: &M1, at_once: bool) -> String {
+    let mut status = m.status.as_str().to_string();
+    if at_once {
+        // Steps at once: no one step is current; how many are closed, and how many run.
+        let _ = write!(
+            status,
+            "  {}, {} at once",
+            closed_words(m),
+            m.parallel.runs.len()
+        );
+    } else if m.plan.total_steps > 0 && m.plan.current_step == 0 && !m.plan.steps.is_empty() {
+        // No step is current (a loop that ran its steps at once, ended).
+        let _ = write!(status, "  {}", closed_words(m));
+    } else {
+        // The count the steps make (TOTAL_STEPS follows them, and a hand edit may not have yet).
+        let total = match m.plan.steps.len() {
+            0 => m.plan.total_steps,
+            n => u32::try_from(n).unwrap_or(u32::MAX),
+        };
+        if total > 0 {
+            let _ = write!(status, "  step {}/{total}", m.plan.current_step);
+        }
+    }
+    status
 }
 
 /// Each step running at once (a loop of its own), how it stands in this loop's words, and

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::judge::{Attempt, Judgement, LedgerVerdict, TaskEnd};
 use super::record::{Facts, record};
-use super::review::{ReviewFacts, judge_review, record_review, tree_changed};
+use super::review::{Reach, ReviewFacts, TreeDuringReview, attribute, judge_review, record_review};
 use super::run::{RunKind, RunOnRecord, resumes, session_time};
 use super::transitions::Transition;
 use super::{Caps, handoff_reason, open_step, uncounted};
@@ -49,6 +49,8 @@ pub(crate) struct Observed {
     pub git_head: Option<String>,
     /// For a review: what changed in the work tree while it ran.
     pub tree_changes: Vec<String>,
+    /// For a review: what its run could write, which tells whose those changes can be.
+    pub reach: Reach,
     /// Where the run's full report is, relative to the state directory.
     pub report: String,
     pub now: DateTime<Utc>,
@@ -134,13 +136,22 @@ pub(crate) fn conclude(
             cx.allowed_tools
         },
         caps: cx.caps,
+        spent_usd: super::spent(m) + o.cost_usd,
         backend: o.backend,
         now: o.now,
     };
     if run.kind == RunKind::Review {
-        let v = tree_changed(run.step, &o.tree_changes).unwrap_or_else(|| judge_review(&attempt));
+        let (v, note) = match attribute(run.step, &o.tree_changes, &o.reach) {
+            TreeDuringReview::Unchanged => (judge_review(&attempt), None),
+            TreeDuringReview::NotTheReviewers(note) => (judge_review(&attempt), Some(note)),
+            TreeDuringReview::Suspect(v) => (v, None),
+        };
+        let mut transition = record_review(&v, &review_facts(run, m, o, cx), cx.caps);
+        if let Some(note) = note {
+            transition.log = format!("{}; {note}", transition.log);
+        }
         return Conclusion::Recorded {
-            transition: record_review(&v, &review_facts(run, m, o, cx), cx.caps),
+            transition,
             verdict: LedgerVerdict::Review,
             restart: false,
         };

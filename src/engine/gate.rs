@@ -11,9 +11,10 @@ use chrono::{DateTime, Utc};
 use super::transitions::{
     Effect, Transition, actions, moves_to, name, results, results_remove, step_state,
 };
+use crate::agent::tool_of;
 use crate::exit::Status as Exit;
 use crate::m1::gates::{self, NewGate, fingerprint};
-use crate::m1::keys::{AgentKey, ResultKey, Review};
+use crate::m1::keys::{AgentKey, LimitKey, ResultKey, Review};
 use crate::m1::{Edit, Gate, GateKind, GateOption, M1, Status, StepState, typed};
 use crate::text::one_line;
 
@@ -114,31 +115,43 @@ pub(crate) fn about(m: &M1, g: &Gate) -> String {
     }
 }
 
-/// How to decide a gate, for `NEXT_ACTION` and the messages.
+/// How to decide a gate from the shell, for `NEXT_ACTION` and the messages. The chat's way
+/// ([`chat_way`]) is added by whoever knows a chat is set up: M1.md is read where none is.
 #[must_use]
 pub(crate) fn how(g: &Gate) -> String {
     how_to(g.kind, &g.id, &g.options)
 }
 
-/// How to decide gate `id` of `kind`, which offers `options`.
+/// How to decide a gate in the chat, where one is set up: `tap an option on Telegram`.
+#[must_use]
+pub(crate) fn chat_way(g: &Gate) -> &'static str {
+    match g.kind {
+        GateKind::Plan => "tap Approve on Telegram",
+        GateKind::Ask if g.options.is_empty() => "reply to the question on Telegram",
+        _ => "tap an option on Telegram",
+    }
+}
+
+/// How to decide gate `id` of `kind`, which offers `options`, from the shell.
 fn how_to(kind: GateKind, id: &str, options: &[String]) -> String {
     match kind {
         GateKind::Plan => format!(
-            "approve the plan with `loop approve {id}` (or reject it with `loop reject {id}`), \
-             or tap Approve on Telegram"
+            "approve the plan with `loop approve {id}` (or reject it with `loop reject {id}`)"
         ),
         GateKind::Ask if options.is_empty() => format!(
-            "answer with `loop answer {id} TEXT`, or reply to the question on Telegram; the step \
-             resumes in its own session with the answer"
+            "answer with `loop answer {id} TEXT`; the step resumes in its own session with the \
+             answer"
         ),
         GateKind::Ask => format!(
-            "answer with `loop answer {id} OPTION` ({}), or tap an option on Telegram",
+            "answer with `loop answer {id} OPTION` ({})",
             options.join(", ")
         ),
-        _ => format!(
-            "decide with `loop answer {id} {}`, or tap an option on Telegram",
+        GateKind::Cost => format!(
+            "decide with `loop answer {id} {}` (raise: as much again), or `loop answer {id} \
+             AMOUNT` for a cap of AMOUNT US dollars",
             options.join("|")
         ),
+        _ => format!("decide with `loop answer {id} {}`", options.join("|")),
     }
 }
 
@@ -178,16 +191,68 @@ pub(crate) fn opened(m: &M1, open: &PlanGate) -> Transition {
     }
 }
 
+/// The loop spent its `MAX_COST_USD` (`reason` says how much) before step `step` could run or
+/// go on: it waits on a COST gate, where a person raises the cap (by as much again, or to an
+/// amount) or stops. A COST gate of the step that still waits is kept, not opened again.
+#[must_use]
+pub(crate) fn over_budget(m: &M1, step: u32, reason: &str) -> Transition {
+    let pending = m
+        .pending_gates()
+        .find(|g| g.kind == GateKind::Cost && g.step == step);
+    let (mut edits, id, log, shown) = if let Some(g) = pending {
+        (
+            Vec::new(),
+            g.id.clone(),
+            format!("gate: {} still waits: {reason}", g.id),
+            None,
+        )
+    } else {
+        let id = gates::next_id(&m.gates);
+        let loop_id = m.loop_id.as_deref().unwrap_or_default();
+        let gate = about_step(GateKind::Cost, id.clone(), loop_id, step, reason, &[]);
+        (
+            gate.edits(),
+            id.clone(),
+            format!("gate: {id} opened: {reason}"),
+            Some(id),
+        )
+    };
+    edits.push(Edit::Status(Status::Waiting));
+    edits.extend(actions(
+        &format!("{} waits: {reason} (gate {id})", name(step)),
+        &format!(
+            "Decide gate {id}: {}",
+            how_to(GateKind::Cost, &id, &options_of(GateKind::Cost))
+        ),
+    ));
+    let t = Transition::exit(edits, log, Exit::Waiting);
+    match shown {
+        Some(id) => t.then(Effect::Gate { id }),
+        None => t,
+    }
+}
+
 /// The answers a gate of `kind` offers; none: a free-text answer.
 #[must_use]
 pub(crate) fn options_of(kind: GateKind) -> Vec<String> {
+    options_for(kind, &[])
+}
+
+/// The answers a gate of `kind` about the denied `tools` (rules, for a DENIED gate) offers.
+/// A DENIED gate allows what was denied (`allow`, its first option), and the whole tool only
+/// as an answer of its own (`allow-all`), offered when what was denied is narrower than it.
+#[must_use]
+fn options_for(kind: GateKind, tools: &[String]) -> Vec<String> {
     use GateOption as O;
+    let narrower = tools.iter().any(|t| tool_of(t) != t.as_str());
     let options: &[GateOption] = match kind {
         GateKind::Plan => &[O::Approve, O::Reject],
         GateKind::Ask => &[],
+        GateKind::Denied if narrower => &[O::Allow, O::AllowAll, O::Skip, O::Stop],
         GateKind::Denied => &[O::Allow, O::Skip, O::Stop],
         GateKind::Failed | GateKind::Merge => &[O::Retry, O::Skip, O::Stop],
         GateKind::Review => &[O::Accept, O::Retry, O::Stop],
+        GateKind::Cost => &[O::Raise, O::Stop],
     };
     options.iter().map(|o| o.as_str().to_owned()).collect()
 }
@@ -209,7 +274,7 @@ pub(crate) fn about_step(
         step,
         shown: question_shown_in(loop_id, step, question),
         question: Some(question.to_owned()),
-        options: options_of(kind),
+        options: options_for(kind, tools),
         tools: tools.to_vec(),
         tool_use: None,
         step_gate: None,
@@ -345,7 +410,7 @@ pub(crate) fn decide(m: &M1, req: &Request, allowed: &[String], now: DateTime<Ut
             transition,
         };
     }
-    let choice = match choice(&g, &req.answer) {
+    let choice = match choice(m, &g, &req.answer) {
         Ok(c) => c,
         Err(why) => return Decision::Refused(why),
     };
@@ -360,7 +425,11 @@ pub(crate) fn decide(m: &M1, req: &Request, allowed: &[String], now: DateTime<Ut
         edits.push(Edit::Status(Status::Running));
     }
     edits.extend(outcome.edits);
-    let log = format!("decide: gate {} ({}): {choice} by {}", g.id, g.kind, req.by);
+    let mut log = format!("decide: gate {} ({}): {choice} by {}", g.id, g.kind, req.by);
+    if let Some(note) = &outcome.note {
+        log.push_str("; ");
+        log.push_str(note);
+    }
     let mut transition = Transition::now(edits, log);
     transition.effects = outcome.effects;
     Decision::Made {
@@ -376,6 +445,8 @@ struct Outcome {
     edits: Vec<Edit>,
     carries_on: bool,
     effects: Vec<Effect>,
+    /// What it changed that the decision log says too (what a DENIED gate allowed).
+    note: Option<String>,
 }
 
 impl Outcome {
@@ -384,6 +455,7 @@ impl Outcome {
             edits,
             carries_on: true,
             effects: Vec::new(),
+            note: None,
         }
     }
 }
@@ -400,6 +472,11 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
             format!("Step {s}: {choice} (gate {id}, by {who})"),
             format!("Step {s}'s own loop carries out `{choice}`"),
         ));
+    }
+    if g.kind == GateKind::Cost
+        && let Some(cap) = amount(choice)
+    {
+        return capped(m, g, who, cap);
     }
     let option = match g.kind {
         GateKind::Ask => None,
@@ -419,6 +496,7 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
             ),
             carries_on: false,
             effects: Vec::new(),
+            note: None,
         },
         GateOption::Approve => Outcome::runs(said(
             format!("Plan approved (gate {id}, by {who})"),
@@ -436,8 +514,14 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
             ));
             Outcome::runs(edits)
         }
-        GateOption::Allow | GateOption::AllowAll => allow(g, who, allowed),
+        GateOption::Allow => allow(g, who, allowed, false),
+        GateOption::AllowAll => allow(g, who, allowed, true),
         GateOption::Accept => accept(m, g, who),
+        // As much again as the cap: what was spent, and the cap once more.
+        GateOption::Raise => {
+            let spent = super::spent(m);
+            capped(m, g, who, spent + m.limits.max_cost_usd.unwrap_or(spent))
+        }
         GateOption::Skip => {
             let mut edits: Vec<Edit> = step_state(s, StepState::Skipped).into_iter().collect();
             let next = moved_on(m, s, &mut edits);
@@ -447,42 +531,86 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
             ));
             Outcome::runs(edits)
         }
-        GateOption::Stop => {
-            // The loop ends FAILED at this step; `loop retry` takes it up again.
-            let mut edits: Vec<Edit> = step_state(s, StepState::Failed).into_iter().collect();
-            edits.push(Edit::Status(Status::Failed));
-            edits.extend(said(
-                format!(
-                    "Stopped at {} (gate {id}, by {who})",
-                    name(s).to_lowercase()
-                ),
-                format!("Nothing runs; `loop retry {s}` takes the step up again"),
-            ));
-            Outcome {
-                edits,
-                carries_on: false,
-                effects: Vec::new(),
-            }
-        }
+        GateOption::Stop => stop(g, who),
     }
 }
 
-/// ALLOW on a DENIED gate: the denied tools join the allowed ones, and the step runs again.
-fn allow(g: &Gate, who: &str, allowed: &[String]) -> Outcome {
+/// STOP: the loop ends FAILED at the gate's step; `loop retry` takes it up again.
+fn stop(g: &Gate, who: &str) -> Outcome {
     let (id, s) = (&g.id, g.step);
-    let mut tools = allowed.to_vec();
-    tools.extend(g.tools.iter().filter(|t| !allowed.contains(t)).cloned());
-    let mut edits = vec![AgentKey::AllowedTools.set(typed::format_tools(&tools))];
-    edits.extend(step_state(s, StepState::Pending));
+    let mut edits: Vec<Edit> = step_state(s, StepState::Failed).into_iter().collect();
+    edits.push(Edit::Status(Status::Failed));
     edits.extend(actions(
         &format!(
-            "{} may now use {} (gate {id}, by {who})",
-            name(s),
-            g.tools.join(", ")
+            "Stopped at {} (gate {id}, by {who})",
+            name(s).to_lowercase()
         ),
+        &format!("Nothing runs; `loop retry {s}` takes the step up again"),
+    ));
+    Outcome {
+        edits,
+        carries_on: false,
+        effects: Vec::new(),
+        note: None,
+    }
+}
+
+/// ALLOW on a DENIED gate: what was denied (the narrowest rules for the refused calls) joins
+/// the allowed tools, and the step runs again; ALLOW-ALL (`whole`): each denied tool as a whole
+/// (`Bash`, every command), which a person chooses as an answer of its own.
+fn allow(g: &Gate, who: &str, allowed: &[String], whole: bool) -> Outcome {
+    let (id, s) = (&g.id, g.step);
+    let mut added: Vec<String> = Vec::new();
+    for t in &g.tools {
+        let rule = if whole { tool_of(t) } else { t.as_str() };
+        if !added.iter().any(|a| a == rule) {
+            added.push(rule.to_owned());
+        }
+    }
+    let mut tools = allowed.to_vec();
+    tools.extend(added.iter().filter(|t| !allowed.contains(t)).cloned());
+    let mut edits = vec![AgentKey::AllowedTools.set(typed::format_tools(&tools))];
+    edits.extend(step_state(s, StepState::Pending));
+    let what = if whole {
+        format!("may now use all of {}", added.join(", "))
+    } else {
+        format!("may now run {}", added.join(", "))
+    };
+    edits.extend(actions(
+        &format!("{} {what} (gate {id}, by {who})", name(s)),
         &format!("Run {} again", name(s).to_lowercase()),
     ));
-    Outcome::runs(edits)
+    Outcome {
+        note: Some(format!("{} {what}", name(s).to_lowercase())),
+        ..Outcome::runs(edits)
+    }
+}
+
+/// An amount of US dollars as a person writes it: `5`, `2.50`, `$5`.
+fn amount(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let t = t.strip_prefix('$').unwrap_or(t).trim();
+    t.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0)
+}
+
+/// A COST gate decided: `MAX_COST_USD` becomes `cap`, and the loop runs on.
+fn capped(m: &M1, g: &Gate, who: &str, cap: f64) -> Outcome {
+    let (id, s) = (&g.id, g.step);
+    // Cents, rounded down, so the new cap never allows more than the person gave.
+    let cap = (cap * 100.0 + 1e-6).floor() / 100.0;
+    let was = m
+        .limits
+        .max_cost_usd
+        .map_or_else(|| "none".to_owned(), |c| format!("${c:.2}"));
+    let mut edits = vec![LimitKey::MaxCostUsd.set(cap.to_string())];
+    edits.extend(actions(
+        &format!("MAX_COST_USD raised from {was} to ${cap:.2} (gate {id}, by {who})"),
+        &format!("Run {}", name(s).to_lowercase()),
+    ));
+    Outcome {
+        note: Some(format!("MAX_COST_USD {was} → ${cap:.2}")),
+        ..Outcome::runs(edits)
+    }
 }
 
 /// ACCEPT on a REVIEW gate: the step is DONE as it is, over the review's last words.
@@ -508,6 +636,7 @@ fn accept(m: &M1, g: &Gate, who: &str) -> Outcome {
         edits,
         carries_on: true,
         effects: vec![Effect::TickPlanFile(s)],
+        note: None,
     }
 }
 
@@ -561,10 +690,28 @@ fn find<'a>(m: &'a M1, req: &Request) -> Result<&'a Gate, String> {
     }
 }
 
-/// The CHOICE an answer writes, or why it does not fit the gate.
-fn choice(g: &Gate, answer: &Answer) -> Result<String, String> {
+/// The CHOICE an answer writes, or why it does not fit the gate. A COST gate also takes an
+/// amount in US dollars, the loop's new cap, above what it spent.
+fn choice(m: &M1, g: &Gate, answer: &Answer) -> Result<String, String> {
     let id = &g.id;
     match (g.kind, answer) {
+        (GateKind::Cost, Answer::Text(t)) if g.option(t).is_none() => {
+            let Some(amount) = amount(t) else {
+                return Err(format!(
+                    "gate {id} offers {}, or an amount in US dollars (the loop's new cap): \
+                     `{t}` is neither",
+                    g.options.join(", ")
+                ));
+            };
+            let spent = super::spent(m);
+            if amount <= spent {
+                return Err(format!(
+                    "gate {id}: ${amount:.2} is not above what the loop spent, ${spent:.2}; \
+                     give a higher cap"
+                ));
+            }
+            Ok(amount.to_string())
+        }
         (GateKind::Plan, Answer::Approve) => Ok(GateOption::Approve.as_str().into()),
         (GateKind::Plan, Answer::Reject) => Ok(GateOption::Reject.as_str().into()),
         (GateKind::Plan, Answer::Text(t)) => g

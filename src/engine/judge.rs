@@ -50,6 +50,9 @@ pub(crate) struct Attempt<'a> {
     /// a denial.
     pub allowed_tools: &'a [String],
     pub caps: &'a Caps,
+    /// What the loop has spent, this run included: whether a run cut off at its budget met
+    /// the loop's cap (`MAX_COST_USD`) or its own (`AGENT.MAX_BUDGET_USD`).
+    pub spent_usd: f64,
     /// The backend that ran the attempt.
     pub backend: AgentKind,
     pub now: DateTime<Utc>,
@@ -150,7 +153,11 @@ impl From<&Judgement> for LedgerVerdict {
             Judgement::NeedsVerify => LedgerVerdict::Verify,
             Judgement::Retry { .. } => LedgerVerdict::Retry,
             Judgement::Exhausted { .. } => LedgerVerdict::Failed,
-            Judgement::Interrupted(Interruption::Backoff { .. }) => LedgerVerdict::Backoff,
+            // A run cut off by the cost cap is not a failed attempt either: the step goes on
+            // in its session once the cap is raised.
+            Judgement::Interrupted(
+                Interruption::Backoff { .. } | Interruption::OverBudget { .. },
+            ) => LedgerVerdict::Backoff,
             Judgement::Interrupted(Interruption::UsageWait { .. }) => LedgerVerdict::UsageWait,
             Judgement::Blocked { .. } | Judgement::Asked { .. } => LedgerVerdict::Blocked,
             Judgement::Interrupted(Interruption::Halt { .. }) | Judgement::Denied { .. } => {
@@ -171,6 +178,10 @@ fn halt(reason: String, how: &str) -> Judgement {
         how: how.into(),
     })
 }
+
+/// How a run cut off by the loop's cap is said (in `INTERRUPTED`, which the run that goes on
+/// reads, see [`super::prompt::interrupted`]).
+pub(crate) const BUDGET_CUT: &str = "the loop's cost cap ended the run";
 
 /// When the reset time of a usage limit is unknown, wait this long before trying again.
 pub(super) const UNKNOWN_RESET_WAIT: Duration = Duration::from_secs(30 * 60);
@@ -241,6 +252,9 @@ pub(crate) enum Interruption {
     },
     /// The runner cannot go on without a human.
     Halt { reason: String, how: String },
+    /// The run was given what was left of the loop's `MAX_COST_USD`, and spent it: the loop
+    /// waits on a COST gate, and the step goes on in its session once the cap is raised.
+    OverBudget { reason: String },
 }
 
 /// How the process ended, when that alone decides: the loop's limits or a kill ended it, it
@@ -348,11 +362,7 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
                 crate::agent::backend_for(a.backend).login()
             ),
         ),
-        Class::Billing(msg) if msg.contains("maximum budget") => halt(
-            format!("the attempt reached its budget: {}", one_line(&msg, 200)),
-            "raise AGENT.MAX_BUDGET_USD in M1.md (the cap of one attempt, in US dollars), or \
-             remove that line for none, then `loop resume`",
-        ),
+        Class::Billing(msg) if msg.contains("maximum budget") => budget_spent(a, &msg),
         Class::Billing(msg) => halt(
             format!("billing: {}", one_line(&msg, 200)),
             "add credit to the account the agent uses (the Claude Console's billing page), \
@@ -384,6 +394,26 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
             ),
         },
         Class::Success | Class::Other(_) => failed(a, &class.to_string()),
+    }
+}
+
+/// A run the CLI ended at the budget it was given: the loop's cap, when the loop has now spent
+/// it (the run was given what was left of it), which a person raises or not on a COST gate;
+/// else the attempt's own cap (`AGENT.MAX_BUDGET_USD`), which only a hand edit raises.
+fn budget_spent(a: &Attempt<'_>, msg: &str) -> Judgement {
+    match a.caps.max_cost_usd.filter(|max| a.spent_usd >= *max) {
+        Some(max) => Judgement::Interrupted(Interruption::OverBudget {
+            reason: format!(
+                "{BUDGET_CUT} (${:.2} spent of MAX_COST_USD ${max:.2}): {}",
+                a.spent_usd,
+                one_line(msg, 200)
+            ),
+        }),
+        None => halt(
+            format!("the attempt reached its budget: {}", one_line(msg, 200)),
+            "raise AGENT.MAX_BUDGET_USD in M1.md (the cap of one attempt, in US dollars), or \
+             remove that line for none, then `loop resume`",
+        ),
     }
 }
 

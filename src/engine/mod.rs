@@ -2,6 +2,7 @@
 //! judge a finished attempt, and which field edits record the outcome. No clock and no I/O:
 //! `now` and every observation are passed in, so each rule is a unit test of a few lines.
 
+pub(crate) mod by_hand;
 mod conclude;
 pub(crate) mod gate;
 mod judge;
@@ -19,8 +20,8 @@ mod transitions;
 pub(crate) use conclude::{Conclusion, Context, Observed, conclude};
 pub(crate) use judge::{Judgement, LedgerVerdict, TaskEnd, failures, judge};
 pub(crate) use next::{Next, SessionPlan, next};
-pub(crate) use next::{open_step, spent, spent_words, tokens, uncounted, wait_until};
-pub(crate) use retry::{retried, retry_target};
+pub(crate) use next::{open_step, run_budget, spent, spent_words, tokens, uncounted, wait_until};
+pub(crate) use retry::{retried, retried_by, retry_target};
 pub use run::RunKind;
 pub(crate) use run::{RunOnRecord, RunSpec, resumes, runs_on_record};
 pub(crate) use transitions::{

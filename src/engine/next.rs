@@ -40,6 +40,9 @@ pub(crate) enum Next {
     Halt { reason: String, how: String },
     /// `APPROVE_PLAN: on` and the plan as it stands is not approved: wait on its gate.
     Gate(super::gate::PlanGate),
+    /// The loop spent its `MAX_COST_USD` before `step` could run (or go on): wait on a COST
+    /// gate, where a person raises the cap or stops.
+    OverBudget { step: u32, reason: String },
 }
 
 impl Next {
@@ -73,14 +76,27 @@ pub(crate) fn tokens(m: &M1) -> u64 {
     m.results.values().filter_map(|r| r.tokens).sum()
 }
 
-/// What the loop spent, as a person reads it: `$0.42`, and the tokens of steps run on a
-/// backend that reports no dollars (`$0.00 and 2,100 tokens`).
+/// What the loop spent, as a person reads it ([`crate::text::spent`]): `$0.42`, the tokens of
+/// steps run on a backend that reports no dollars (`2,100 tokens`), or both.
 #[must_use]
 pub(crate) fn spent_words(m: &M1) -> String {
-    let dollars = format!("${:.2}", spent(m));
-    match tokens(m) {
-        0 => dollars,
-        t => format!("{dollars} and {} tokens", crate::text::thousands(t)),
+    crate::text::spent(spent(m), tokens(m))
+}
+
+/// What one run may spend, for an agent that can be told (Claude Code's `--max-budget-usd`):
+/// what is left of the loop's `MAX_COST_USD`, within the attempt's own cap (`per_run`,
+/// `AGENT.MAX_BUDGET_USD`). So the loop's cap holds within a run, not only between runs.
+#[must_use]
+pub(crate) fn run_budget(m: &M1, caps: &Caps, per_run: Option<f64>) -> Option<f64> {
+    // To a hundredth of a cent, rounded down (what the agent is told, never more than is
+    // left), and never nothing: a run starts only while something is left.
+    let left = caps.max_cost_usd.map(|max| {
+        let cents = ((max - spent(m)).max(0.0) * 10_000.0 + 1e-6).floor();
+        cents.max(1.0) / 10_000.0
+    });
+    match (per_run, left) {
+        (Some(a), Some(l)) => Some(a.min(l)),
+        (a, l) => a.or(l),
     }
 }
 
@@ -98,6 +114,12 @@ pub(crate) fn spent(m: &M1) -> f64 {
 pub(crate) fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
     match m.status {
         Status::Done | Status::Failed => return Next::Finished(m.status),
+        // A pause by hand (`STATUS: WAITING` while a step runs) comes after the current
+        // step: a run on record is finished and judged first. (Every WAITING the loop writes
+        // itself has no run on record.)
+        Status::Waiting if let Some(run) = super::runs_on_record(m).into_iter().next() => {
+            return Next::Await(run);
+        }
         Status::Waiting => {
             let why = m
                 .next_action
@@ -131,8 +153,12 @@ pub(crate) fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
     next_step(m, caps)
 }
 
-/// No steps yet: plan them, unless planning already failed `MAX_RETRIES` times.
+/// No steps yet: plan them, unless planning already failed `MAX_RETRIES` times or the loop
+/// spent its `MAX_COST_USD` (a planning call the cap cut off waits on the gate too).
 fn planning(m: &M1, caps: &Caps) -> Next {
+    if let Some((reason, _)) = over_max_cost(spent(m), caps) {
+        return Next::OverBudget { step: 0, reason };
+    }
     let attempts = attempts_of(m, 0);
     if super::judge::failures(attempts, uncounted(m, 0)) >= caps.max_retries {
         return Next::Exhausted {
@@ -175,8 +201,11 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
             ),
         };
     }
-    if let Some((reason, how)) = over_max_cost(spent(m), caps) {
-        return Next::Halt { reason, how };
+    if let Some((reason, _)) = over_max_cost(spent(m), caps) {
+        return Next::OverBudget {
+            step: step.n,
+            reason,
+        };
     }
     if pending {
         let runs = m.result(step.n).review_runs;

@@ -96,8 +96,9 @@ pub(crate) fn fix(
     fill(FIX, &vars)
 }
 
-/// The prompt after an API error cut a run off and the loop waited it out: carry on, in the
-/// same session. `failure` is the step's last real failure, still to be fixed, if any.
+/// The prompt after an API error (or the loop's cost cap) cut a run off and the loop waited it
+/// out: carry on, in the same session. `failure` is the step's last real failure, still to be
+/// fixed, if any.
 #[must_use]
 pub(crate) fn interrupted(
     m: &M1,
@@ -110,6 +111,13 @@ pub(crate) fn interrupted(
         format!("\nThe attempt before it had not passed, and that still needs fixing:\n{f}\n")
     });
     let mut vars = step_vars(m, n, handoff);
+    // The loop's cost cap, once a person raised it; else what the loop waits out.
+    let cause = if reason.starts_with(super::judge::BUDGET_CUT) {
+        "the loop's cost cap, which a person has since raised"
+    } else {
+        "an API error"
+    };
+    vars.push(("cause", cause.to_string()));
     vars.push(("reason", reason.to_string()));
     vars.push(("still_open", still_open));
     fill(INTERRUPTED, &vars)

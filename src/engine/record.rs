@@ -394,8 +394,7 @@ fn failed(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
             &format!("{} failed (gate {}): {why}", name(s), gate.id),
             &format!(
                 "A human decides (gate {id}): `loop retry` (or `loop answer {id} retry`) gives \
-                 step {s} a fresh budget of attempts; `loop answer {id} skip|stop`; or tap an \
-                 option on Telegram",
+                 step {s} a fresh budget of attempts; `loop answer {id} skip|stop`",
                 id = gate.id
             ),
         ));
@@ -460,8 +459,8 @@ fn blocked(
     edits.extend(actions(
         &format!("{who} is blocked and asks (gate {id}): {question}"),
         &format!(
-            "Answer with `loop answer {id} TEXT` (or reply on Telegram), or edit M1.md (e.g. \
-             CONSTRAINTS) and `loop resume`. Question: {question}"
+            "Answer with `loop answer {id} TEXT`, or edit M1.md (e.g. CONSTRAINTS) and `loop \
+             resume`. Question: {question}"
         ),
     ));
     let log = format!("blocked: {who} asks (gate {id}): {question}");
@@ -596,6 +595,18 @@ pub(super) fn interrupted(
                 until: *until,
                 reason: said,
             })
+        }
+        Interruption::OverBudget { reason } => {
+            // Not a failed attempt: INTERRUPTED tells the run that goes on what cut it off,
+            // and the loop's next decision is the COST gate.
+            let mut edits: Vec<Edit> = step_state(s, StepState::Pending).into_iter().collect();
+            edits.push(results(s, ResultKey::Interrupted, one_line(reason, 300)));
+            edits.push(clear_current());
+            edits.extend(actions(
+                &format!("{who} was cut off: {reason}"),
+                "A person raises MAX_COST_USD (or stops) on a COST gate",
+            ));
+            Transition::now(edits, format!("cost cap: {who}: {reason}"))
         }
         Interruption::Halt { reason, how } => {
             let mut edits = halt_edits(s, reason, how);

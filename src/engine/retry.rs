@@ -4,7 +4,7 @@
 //! the ledger takes it for a lost record.
 
 use super::transitions::{Transition, actions, name, results, results_remove, step_state};
-use crate::m1::keys::{PlanKey, ResultKey, clear_current};
+use crate::m1::keys::{PlanKey, ResultKey, Top, clear_current};
 use crate::m1::{Edit, M1, Status, StepState};
 
 /// Which step a `loop retry` without a number means: the FAILED one, else (the loop waiting)
@@ -87,6 +87,48 @@ pub(crate) fn retried(m: &M1, n: u32) -> Transition {
             who.to_lowercase()
         ),
     )
+}
+
+/// [`retried`], with the gates that asked about step `n` answered `retry` (`by` deciding
+/// them), and `why` for its agent when there is a reason (a merge that failed). The way a
+/// person's `loop retry` runs a step again, and the way a loop that runs steps at once tells
+/// a step's own loop to.
+#[must_use]
+pub(crate) fn retried_by(
+    m: &M1,
+    n: u32,
+    why: Option<&str>,
+    by: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Transition {
+    let mut t = retried(m, n);
+    for g in m
+        .pending_gates()
+        .filter(|g| g.step == n && g.kind != crate::m1::GateKind::Plan)
+    {
+        t.edits.extend(crate::m1::gates::decided(
+            &g.id,
+            crate::m1::GateOption::Retry.as_str(),
+            by,
+            now,
+        ));
+    }
+    if let Some(why) = why {
+        t.edits.push(results(
+            n,
+            ResultKey::Error,
+            crate::text::one_line(why, 600),
+        ));
+        t.edits.push(Top::NextAction.set(crate::text::one_line(
+            &format!("Run step {n} again: {why}"),
+            300,
+        )));
+        t.log = format!(
+            "retry: step {n} runs again: {}",
+            crate::text::one_line(why, 200)
+        );
+    }
+    t
 }
 
 #[cfg(test)]

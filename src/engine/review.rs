@@ -81,20 +81,55 @@ pub(crate) fn judge_review(a: &Attempt<'_>) -> ReviewVerdict {
     }
 }
 
-/// The verdict on a review run during which the work tree changed (`changes`, as
-/// `a.txt (changed)`), whatever it answered: a review must change nothing, and what it changed
-/// would go unreviewed into the next step's commit. So it approves nothing, and a human looks
-/// (the review stays pending and runs again on resume). `None` when nothing changed.
+/// Who could have made a change found in the work tree after a review run: the runner tells
+/// from what the CLI enforced on the run and what its stream shows it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// The run could write nothing: how it was kept from it, in words that follow "its run"
+    /// (`had only read-only tools (--tools Read,Grep,Glob)`).
+    ReadOnly(String),
+    /// The run could have written: why, in words that follow "the reviewer" (`called Bash:
+    /// touch x`, `could write (its CLI was not kept to reading)`).
+    MayWrite(String),
+}
+
+/// What a review run's changes to the work tree come to.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum TreeDuringReview {
+    /// Nothing changed.
+    Unchanged,
+    /// Something changed that the reviewer could not have changed (a process beside it: a
+    /// shell writing the loop's output into the project, an editor, a watcher): not the
+    /// reviewer's, so it decides nothing; the line says what and why, for the log.
+    NotTheReviewers(String),
+    /// The reviewer could have made what changed: the review approves nothing.
+    Suspect(ReviewVerdict),
+}
+
+/// Attributes the changes to the work tree during a review of `step` (`a.txt (changed)`) by
+/// what its run could write (`reach`). A change the reviewer could not make is not its: the
+/// review is judged by its answer, as if nothing changed. A change it could have made is
+/// never approved, whatever it answered: it would go unreviewed into the next step's commit.
+/// So a human looks (the review stays pending and runs again on resume).
 #[must_use]
-pub(crate) fn tree_changed(step: u32, changes: &[String]) -> Option<ReviewVerdict> {
+pub(crate) fn attribute(step: u32, changes: &[String], reach: &Reach) -> TreeDuringReview {
     if changes.is_empty() {
-        return None;
+        return TreeDuringReview::Unchanged;
     }
     let what = one_line(&changes.join(", "), 250);
-    Some(ReviewVerdict::Interrupted(Interruption::Halt {
+    let why = match reach {
+        Reach::ReadOnly(how) => {
+            return TreeDuringReview::NotTheReviewers(format!(
+                "changed during the review of step {step}: {what} (not by the reviewer: its run \
+                 {how})"
+            ));
+        }
+        Reach::MayWrite(why) => one_line(why, 200),
+    };
+    TreeDuringReview::Suspect(ReviewVerdict::Interrupted(Interruption::Halt {
         reason: format!(
-            "the work tree changed while step {step} was reviewed, so the review is not an \
-             approval: {what}"
+            "the work tree changed while step {step} was reviewed, and the reviewer {why}, so \
+             the review is not an approval: {what}"
         ),
         how: format!(
             "see what changed ({what}) with `git status` and `git diff`, keep or undo it, then \

@@ -28,7 +28,9 @@ impl Error {
         Self::new(0, 0, message)
     }
 
-    fn is_whole_file(&self) -> bool {
+    /// About the file as a whole (it could not be read as a text), not at a line.
+    #[must_use]
+    pub fn is_whole_file(&self) -> bool {
         self.line == 0
     }
 }

@@ -45,6 +45,8 @@ pub enum GateKind {
     /// A parallel step whose merge into the integration branch kept failing (a conflict, or
     /// VERIFY red on the merged result) past `MAX_RETRIES`.
     Merge,
+    /// The loop spent its `LIMITS.MAX_COST_USD`: raise it, or stop.
+    Cost,
 }
 
 /// Whether a gate still waits.
@@ -63,7 +65,8 @@ upper_enum!(
     Denied = "DENIED",
     Failed = "FAILED",
     Review = "REVIEW",
-    Merge = "MERGE"
+    Merge = "MERGE",
+    Cost = "COST"
 );
 upper_enum!(
     GateState,
@@ -89,6 +92,8 @@ pub enum GateOption {
     Retry,
     /// Take the step as done, as it is.
     Accept,
+    /// Let the loop spend as much again as its cap (`MAX_COST_USD`), and run on.
+    Raise,
     /// Leave the step SKIPPED and go on.
     Skip,
     /// End the loop FAILED at this step.
@@ -104,6 +109,7 @@ impl GateOption {
         GateOption::AllowAll,
         GateOption::Retry,
         GateOption::Accept,
+        GateOption::Raise,
         GateOption::Skip,
         GateOption::Stop,
     ];
@@ -118,6 +124,7 @@ impl GateOption {
             GateOption::AllowAll => "allow-all",
             GateOption::Retry => "retry",
             GateOption::Accept => "accept",
+            GateOption::Raise => "raise",
             GateOption::Skip => "skip",
             GateOption::Stop => "stop",
         }
@@ -143,6 +150,7 @@ impl GateOption {
             GateOption::AllowAll => "allow the whole tool from now on and run the step again",
             GateOption::Retry => "run the step again with a fresh budget",
             GateOption::Accept => "take the step as done, as it is",
+            GateOption::Raise => "let the loop spend as much again as its cap, and run on",
             GateOption::Skip => "leave the step SKIPPED and go on",
             GateOption::Stop => "end the loop FAILED at this step",
         }

@@ -37,6 +37,10 @@ pub(crate) enum Kind {
     Mode,
     /// An agent backend: `claude` or `codex`.
     Backend,
+    /// A sandbox: `bwrap` or `off`.
+    Sandbox,
+    /// Paths separated by commas, each absolute or from `~/`.
+    Paths,
     /// Tool rules separated by commas, or `(none)`.
     Tools,
     /// Words separated by spaces, or a JSON array of strings.
@@ -141,10 +145,7 @@ impl Kind {
                     .iter()
                     .map(|m| m.as_str()),
             ),
-            Kind::Backend => one_of(
-                v.parse::<super::settings::AgentKind>().is_ok(),
-                super::settings::AgentKind::ALL.iter().map(|k| k.as_str()),
-            ),
+            Kind::Sandbox | Kind::Paths | Kind::Backend => self.agent_word(v),
             Kind::Tools => typed::tools(v).map(drop).or_else(|_| {
                 expected(format!(
                     "tool names separated by commas, e.g. `Read,Grep,Bash(git:*)`, or `{}`",
@@ -170,6 +171,21 @@ impl Kind {
 }
 
 impl Kind {
+    /// A backend, a sandbox, or paths of a confined run.
+    fn agent_word(self, v: &str) -> Result<(), Problem> {
+        match self {
+            Kind::Sandbox => one_of(
+                v.parse::<super::settings::SandboxMode>().is_ok(),
+                super::settings::SandboxMode::ALL.iter().map(|k| k.as_str()),
+            ),
+            Kind::Paths => typed::paths(v).map(drop).map_err(Problem::Said),
+            _ => one_of(
+                v.parse::<super::settings::AgentKind>().is_ok(),
+                super::settings::AgentKind::ALL.iter().map(|k| k.as_str()),
+            ),
+        }
+    }
+
     /// A gate's KIND or STATE.
     fn gate_word(self, v: &str) -> Result<(), Problem> {
         let read = if self == Kind::Gate {
@@ -475,6 +491,12 @@ keys! {
         /// The agent CLI a step continues on when its own hits a usage limit that resets
         /// later than `LIMITS.FALLBACK_AFTER`.
         Fallback = "FALLBACK": Backend,
+        /// How every agent run and VERIFY is confined: `bwrap` (the default) or `off`.
+        Sandbox = "SANDBOX": Sandbox,
+        /// Paths a confined run may read besides its own (a toolchain, a sibling project).
+        SandboxRead = "SANDBOX_READ": Paths,
+        /// Paths a confined run may write besides its work tree (a build cache).
+        SandboxWrite = "SANDBOX_WRITE": Paths,
     }
 }
 
@@ -489,36 +511,33 @@ fn within(block: &[&str], key: &str) -> KeyPath {
     KeyPath::new(block.iter().copied().chain([key]))
 }
 
-impl Top {
-    #[must_use]
-    pub fn path(self) -> KeyPath {
-        within(Self::BLOCK, self.name())
-    }
+/// `path`, `set` and `remove` for the keys of a block that holds each key once (the top, `PLAN`,
+/// `CURRENT`, `LIMITS`, `AGENT`, `PARALLEL`): the same three for each.
+macro_rules! scalar_keys {
+    ($($name:ident),+) => {$(
+        impl $name {
+            /// Where the key is.
+            #[must_use]
+            pub fn path(self) -> KeyPath {
+                within(Self::BLOCK, self.name())
+            }
 
-    /// Sets the key.
-    #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(), value.into())
-    }
+            /// Sets the key.
+            #[must_use]
+            pub fn set(self, value: impl Into<String>) -> Edit {
+                Edit::Set(self.path(), value.into())
+            }
 
-    /// Removes the key.
-    #[must_use]
-    pub fn remove(self) -> Edit {
-        Edit::Remove(self.path())
-    }
+            /// Removes the key.
+            #[must_use]
+            pub fn remove(self) -> Edit {
+                Edit::Remove(self.path())
+            }
+        }
+    )+};
 }
 
-impl PlanKey {
-    #[must_use]
-    pub fn path(self) -> KeyPath {
-        within(Self::BLOCK, self.name())
-    }
-
-    #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(), value.into())
-    }
-}
+scalar_keys!(Top, PlanKey, CurrentKey, LimitKey, AgentKey, ParallelKey);
 
 /// `PLAN.AFTER`'s line for step `n`: it waits for `deps`.
 #[must_use]
@@ -534,18 +553,6 @@ pub fn after(n: u32, deps: &[u32]) -> Edit {
 #[must_use]
 pub fn no_after() -> Edit {
     Edit::Remove(KeyPath::new([PlanKey::BLOCK[0], AFTER]))
-}
-
-impl CurrentKey {
-    #[must_use]
-    pub fn path(self) -> KeyPath {
-        within(Self::BLOCK, self.name())
-    }
-
-    #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(), value.into())
-    }
 }
 
 impl ResultKey {
@@ -581,55 +588,11 @@ impl GateKey {
     }
 }
 
-impl LimitKey {
-    #[must_use]
-    pub fn path(self) -> KeyPath {
-        within(Self::BLOCK, self.name())
-    }
-
-    #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(), value.into())
-    }
-
-    #[must_use]
-    pub fn remove(self) -> Edit {
-        Edit::Remove(self.path())
-    }
-}
-
-impl AgentKey {
-    #[must_use]
-    pub fn path(self) -> KeyPath {
-        within(Self::BLOCK, self.name())
-    }
-
-    #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(), value.into())
-    }
-
-    #[must_use]
-    pub fn remove(self) -> Edit {
-        Edit::Remove(self.path())
-    }
-}
-
 impl ParallelKey {
     /// The `PARALLEL:` block itself.
     #[must_use]
     pub fn block() -> KeyPath {
         KeyPath::new(Self::BLOCK.iter().copied())
-    }
-
-    #[must_use]
-    pub fn path(self) -> KeyPath {
-        within(Self::BLOCK, self.name())
-    }
-
-    #[must_use]
-    pub fn set(self, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(), value.into())
     }
 }
 

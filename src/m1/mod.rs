@@ -64,7 +64,7 @@ pub use error::{Error, Errors};
 pub use gates::{Gate, GateKind, GateOption, GateState};
 pub use keys::Review;
 pub(crate) use merge::changes;
-pub use settings::{AgentKind, PermissionMode};
+pub use settings::{AgentKind, PermissionMode, SandboxMode};
 pub use source::WriterWait;
 pub(crate) use source::{MAX_BYTES, load};
 pub use store::{Store, StoreError};

@@ -99,6 +99,49 @@ impl serde::Serialize for PermissionMode {
     }
 }
 
+/// How a loop's agent runs and VERIFY runs are confined (`AGENT.SANDBOX`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// bubblewrap around the whole run (the default).
+    #[default]
+    Bwrap,
+    /// No sandbox: a run has the person's whole authority. Only when a person says so.
+    Off,
+}
+
+impl SandboxMode {
+    /// Every mode, as written.
+    pub const ALL: &'static [SandboxMode] = &[SandboxMode::Bwrap, SandboxMode::Off];
+
+    /// The mode as M1.md writes it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Bwrap => "bwrap",
+            SandboxMode::Off => "off",
+        }
+    }
+}
+
+impl FromStr for SandboxMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|k| k.as_str() == s.trim())
+            .ok_or_else(|| format!("unknown sandbox `{s}`: expected bwrap or off"))
+    }
+}
+
+impl fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Which agent CLI a run goes to (`AGENT.BACKEND`, `AGENT.REVIEW_BACKEND`, `AGENT.FALLBACK`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AgentKind {
@@ -450,6 +493,24 @@ pub(crate) const SETTINGS: &[Setting] = &[
         Some("agent.extra_args"),
         None,
         None,
+    ),
+    setting(
+        Kept::Agent(AgentKey::Sandbox),
+        Some("agent.sandbox"),
+        Some("sandbox"),
+        Some("LOOP_SANDBOX"),
+    ),
+    setting(
+        Kept::Agent(AgentKey::SandboxRead),
+        Some("agent.sandbox_read"),
+        Some("sandbox-read"),
+        Some("LOOP_SANDBOX_READ"),
+    ),
+    setting(
+        Kept::Agent(AgentKey::SandboxWrite),
+        Some("agent.sandbox_write"),
+        Some("sandbox-write"),
+        Some("LOOP_SANDBOX_WRITE"),
     ),
     setting(
         Kept::Agent(AgentKey::ReviewModel),

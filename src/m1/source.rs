@@ -67,7 +67,8 @@ pub(super) struct Read {
 /// # Errors
 /// [`StoreError::DiskInvalid`], as one error about the whole file, when the path names no
 /// regular file or one over [`MAX_BYTES`]: like a malformed text, it is the person's to fix,
-/// and a runner waits for the fix without writing. [`StoreError::Io`] when it cannot be read.
+/// and a runner waits for the fix without writing. [`StoreError::Io`] when it cannot be read
+/// (when it is not there: that no loop is there).
 pub(super) fn read(path: &Path) -> Result<(Vec<u8>, Metadata), StoreError> {
     named_file::read(path, MAX_BYTES).map_err(|e| refused(path, e))
 }
@@ -136,6 +137,13 @@ fn refused(path: &Path, e: ReadError) -> StoreError {
                 ),
             };
             StoreError::DiskInvalid(Errors::new(vec![Error::whole_file(message)]).with_path(path))
+        }
+        // Said as every command says it, never as the raw error of the system call.
+        ReadError::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            StoreError::Io(anyhow::anyhow!(
+                "no loop at {}: start one with `loop start \"GOAL\"`",
+                path.display()
+            ))
         }
         ReadError::Io(e) => StoreError::Io(
             anyhow::Error::from(e).context(format!("while reading {}", path.display())),

@@ -128,6 +128,30 @@ pub(crate) fn format_args(args: &[String]) -> String {
     }
 }
 
+/// `~/.cargo, /opt/cache` → the paths, each absolute or from `~/` (`~` is the home of the
+/// user a run is for, filled in when it runs).
+///
+/// # Errors
+/// A path that is neither, said with the path.
+pub(crate) fn paths(v: &str) -> Result<Vec<String>, String> {
+    let list: Vec<String> = v
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if let Some(bad) = list
+        .iter()
+        .find(|p| !(p.starts_with('/') || p.starts_with("~/") || *p == "~"))
+    {
+        return Err(format!(
+            "`{bad}` is neither an absolute path nor one from `~/`: expected paths separated by \
+             commas, such as `~/.cargo, /opt/cache`"
+        ));
+    }
+    Ok(list)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

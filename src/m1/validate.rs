@@ -38,6 +38,7 @@ pub(super) fn check(doc: &Document) -> Vec<Error> {
             c.block(i);
         }
     }
+    c.misplaced();
     c.plan();
     c.lost_plan();
     c.fields(CurrentKey::BLOCK, CurrentKey::ALL, |k| (k.name(), k.kind()));
@@ -120,6 +121,50 @@ impl Checker<'_> {
                          `{key}: 90s`) and remove {key}_MIN"
                     ),
                 );
+            }
+        }
+    }
+
+    /// A key of one block found directly under another (`STEPS:` under `RESULTS:`, a
+    /// `STEP_1:` record under `PLAN:`): the block's own reading would take it as absent, and a
+    /// loop whose PLAN and RESULTS headers were swapped by hand would plan anew.
+    fn misplaced(&mut self) {
+        let doc = self.doc;
+        let belongs = |name: &str| -> Option<&'static str> {
+            if PlanKey::ALL.iter().any(|k| k.name() == name)
+                || [super::keys::STEPS, super::keys::AFTER].contains(&name)
+            {
+                Some(PlanKey::BLOCK[0])
+            } else if result_step(name).is_some() {
+                Some("RESULTS")
+            } else if LimitKey::ALL.iter().any(|k| k.name() == name) {
+                Some(LimitKey::BLOCK[0])
+            } else if AgentKey::ALL.iter().any(|k| k.name() == name) {
+                Some(AgentKey::BLOCK[0])
+            } else {
+                None
+            }
+        };
+        for block in ["PLAN", "RESULTS", "LIMITS", "AGENT"] {
+            let Some(b) = doc.child(None, block) else {
+                continue;
+            };
+            for i in doc.children(Some(b)).collect::<Vec<_>>() {
+                let key = doc.key_at(i).key.clone();
+                if let Some(home) = belongs(&key).filter(|home| *home != block) {
+                    let hint = if matches!((block, home), ("PLAN", "RESULTS") | ("RESULTS", "PLAN"))
+                    {
+                        " (are the PLAN: and RESULTS: headers swapped?)"
+                    } else {
+                        ""
+                    };
+                    self.at_key(
+                        i,
+                        format!(
+                            "{block} holds `{key}:`, a key of {home}: move it under `{home}:`{hint}"
+                        ),
+                    );
+                }
             }
         }
     }
@@ -376,8 +421,24 @@ impl Checker<'_> {
     }
 
     fn typed(&mut self, idx: usize, kind: Kind) -> Option<String> {
-        let v = self.scalar(idx)?;
         let key = self.doc.key_at(idx).key.clone();
+        let Some(v) = self.scalar(idx) else {
+            // `PARALLEL:` with nothing after it, and nothing under it: an empty value, not
+            // an absent key, where the key's kind needs one.
+            if self.doc.children(Some(idx)).next().is_none()
+                && let Err(problem) = kind.check("")
+            {
+                let expected = match problem {
+                    Problem::Expected(e) => format!("expected {e}"),
+                    Problem::Said(said) => said,
+                };
+                self.at_value(
+                    idx,
+                    format!("{key}: empty: {expected}, or remove the line for the default"),
+                );
+            }
+            return None;
+        };
         match kind.check(&v) {
             Ok(()) => Some(v),
             Err(Problem::Expected(expected)) => {
@@ -423,26 +484,31 @@ impl Checker<'_> {
                 self.step(i, count);
             }
         }
+        // The count follows the list: a step added or removed by hand is not an error, and
+        // the runner writes the count with its next write. No steps at all under a count are
+        // steps that were lost, and setting the count to 0 would plan anew.
         if let Some((i, t)) = total
-            && t != count
+            && t > 0
+            && count == 0
         {
-            // No steps at all: they were lost, and setting the count to 0 would plan anew.
-            let msg = if count == 0 {
+            self.at_value(
+                i,
                 format!(
                     "TOTAL_STEPS is {t} but PLAN.STEPS lists no steps: the plan's steps are \
                      missing; put them back under PLAN.STEPS (or set TOTAL_STEPS: 0 to plan anew)"
-                )
-            } else {
-                format!("TOTAL_STEPS is {t} but PLAN.STEPS lists {count} steps: expected {count}")
-            };
-            self.at_value(i, msg);
+                ),
+            );
         }
         if let Some(a) = doc.child(Some(plan), super::keys::AFTER)
             && self.block(a)
         {
             self.after(a, count);
         }
-        let total = total.map_or(count, |(_, t)| t);
+        let total = if count > 0 {
+            count
+        } else {
+            total.map_or(count, |(_, t)| t)
+        };
         if let Some((i, c)) = current
             && c > total
         {

@@ -223,6 +223,11 @@ pub struct AgentKeys {
     pub review_backend: Option<AgentKind>,
     /// Where a step goes when its agent's usage limit resets too late (`FALLBACK`).
     pub fallback: Option<AgentKind>,
+    /// How runs are confined (`SANDBOX`).
+    pub sandbox: Option<super::settings::SandboxMode>,
+    /// Paths a confined run may read (`SANDBOX_READ`) and write (`SANDBOX_WRITE`).
+    pub sandbox_read: Option<Vec<String>>,
+    pub sandbox_write: Option<Vec<String>>,
 }
 
 /// The `PARALLEL:` block of a loop whose steps run at once (`LIMITS.PARALLEL` above 1): the
@@ -365,6 +370,9 @@ impl M1 {
                 backend: parsed(agent(AgentKey::Backend)),
                 review_backend: parsed(agent(AgentKey::ReviewBackend)),
                 fallback: parsed(agent(AgentKey::Fallback)),
+                sandbox: parsed(agent(AgentKey::Sandbox)),
+                sandbox_read: agent(AgentKey::SandboxRead).and_then(|v| typed::paths(&v).ok()),
+                sandbox_write: agent(AgentKey::SandboxWrite).and_then(|v| typed::paths(&v).ok()),
             },
             verify: top(Top::Verify),
             review: top(Top::Review).is_some_and(|v| switch_on(&v)),

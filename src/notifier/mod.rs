@@ -32,6 +32,9 @@ pub enum Event {
     Started {
         goal: String,
         steps: Vec<String>,
+        /// How the loop's runs are confined, in a few words (`bubblewrap`, `none: …`).
+        #[serde(default)]
+        sandbox: Option<String>,
     },
     StepDone {
         goal: String,
@@ -57,6 +60,8 @@ pub enum Event {
         goal: String,
         summaries: Vec<(u32, String)>,
         cost_usd: f64,
+        /// Tokens of the steps run on a backend that reports tokens, not dollars.
+        tokens: u64,
         elapsed_s: u64,
     },
     /// A decision the loop waits for (a gate): what it asks, and the answers offered, which
@@ -205,6 +210,13 @@ pub fn flush(state_dir: &Path, deliverer_binary: Option<&Path>) -> FlushReport {
         Ok(None) => delivery::report_unconfigured(state_dir, setup_hint().unwrap_or_default()),
         Err(bad) => delivery::report_unconfigured(state_dir, &redact(&bad)),
     }
+}
+
+/// Whether a Telegram chat is set up (`TELEGRAM_BOT_TOKEN` and `TELEGRAM_CHAT_ID`, well
+/// formed): only then is a person told they may decide in the chat.
+#[must_use]
+pub fn chat_set_up() -> bool {
+    matches!(telegram::Config::from_env(), Ok(Some(_)))
 }
 
 /// One line for `loop status` when Telegram is not set up, saying how to set it up.

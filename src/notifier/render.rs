@@ -49,11 +49,18 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
         out: String::new(),
     };
     match event {
-        Event::Started { goal, steps } => {
+        Event::Started {
+            goal,
+            steps,
+            sandbox,
+        } => {
             m.headline("▶️", goal);
             m.line(&format!("Loop started, {} step(s):", steps.len()));
             for (i, step) in steps.iter().enumerate() {
                 m.line(&format!("{}. {}", i + 1, cut(step, LINE_MAX)));
+            }
+            if let Some(s) = sandbox {
+                m.line(&format!("Sandbox: {s}"));
             }
         }
         Event::StepDone {
@@ -83,31 +90,23 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
             reason,
             answer,
             stderr_tail,
-        } => {
-            m.headline("❌", goal);
-            let at = step.map(|s| format!(" at step {s}")).unwrap_or_default();
-            m.bold_line(&format!("FAILED{at}: "), &cut(reason, LINE_MAX));
-            if let Some(answer) = answer.as_deref().filter(|a| !a.trim().is_empty()) {
-                m.line("The agent's last answer:");
-                m.pre(&last_lines(answer));
-            }
-            let tail = last_lines(&stderr_tail.join("\n"));
-            if !tail.is_empty() {
-                m.line("The end of its stderr:");
-                m.pre(&tail);
-            }
-        }
+        } => failed(&mut m, goal, *step, reason, answer.as_deref(), stderr_tail),
         Event::Done {
             goal,
             summaries,
             cost_usd,
+            tokens,
             elapsed_s,
         } => {
             m.headline("✅", goal);
             let time = crate::duration::human(Duration::from_secs(*elapsed_s));
             m.bold_line(
                 "DONE: ",
-                &format!("{} step(s) in {time}, ${cost_usd:.2}", summaries.len()),
+                &format!(
+                    "{} step(s) in {time}, {}",
+                    summaries.len(),
+                    crate::text::spent(*cost_usd, *tokens)
+                ),
             );
             for (step, summary) in summaries {
                 m.line(&format!("{step}. {}", cut(summary, LINE_MAX)));
@@ -117,6 +116,29 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
         Event::Text(text) => m.line(text),
     }
     m.out.trim_end().to_string()
+}
+
+/// A FAILED message: why, the agent's last answer and the end of its stderr.
+fn failed(
+    m: &mut Msg,
+    goal: &str,
+    step: Option<u32>,
+    reason: &str,
+    answer: Option<&str>,
+    stderr_tail: &[String],
+) {
+    m.headline("❌", goal);
+    let at = step.map(|s| format!(" at step {s}")).unwrap_or_default();
+    m.bold_line(&format!("FAILED{at}: "), &cut(reason, LINE_MAX));
+    if let Some(answer) = answer.filter(|a| !a.trim().is_empty()) {
+        m.line("The agent's last answer:");
+        m.pre(&last_lines(answer));
+    }
+    let tail = last_lines(&stderr_tail.join("\n"));
+    if !tail.is_empty() {
+        m.line("The end of its stderr:");
+        m.pre(&tail);
+    }
 }
 
 /// A gate's message: what it asks, and what each answer does.
@@ -149,11 +171,16 @@ fn gate(m: &mut Msg, g: &super::GateMessage) {
                 m.line("Tap an answer: the step resumes in its own session with it.");
             }
         }
-        GateKind::Denied | GateKind::Failed | GateKind::Review | GateKind::Merge => {
+        GateKind::Denied
+        | GateKind::Failed
+        | GateKind::Review
+        | GateKind::Merge
+        | GateKind::Cost => {
             let (icon, head) = match g.kind {
                 GateKind::Denied => ("🔒", "Step {} was denied tools (gate {}): "),
                 GateKind::Failed => ("❌", "FAILED at step {} (gate {}): "),
                 GateKind::Merge => ("🔀", "Step {} does not merge (gate {}): "),
+                GateKind::Cost => ("💰", "The cost cap stops step {} (gate {}): "),
                 _ => (
                     "🔍",
                     "Step {}: the review still asks for changes (gate {}): ",
@@ -180,6 +207,9 @@ fn gate(m: &mut Msg, g: &super::GateMessage) {
                     crate::m1::gates::what_it_does(g.kind, o)
                 ));
             }
+            if g.kind == GateKind::Cost {
+                m.line("Or reply with an amount in US dollars: the loop's new cap.");
+            }
         }
     }
     m.line(&format!("Or from a shell: {}", cut(&g.how, LINE_MAX)));
@@ -202,6 +232,7 @@ pub(crate) fn button_label(kind: GateKind, option: &str) -> String {
         GateOption::AllowAll => "🔓 Allow all".into(),
         GateOption::Retry => "🔁 Retry".into(),
         GateOption::Accept => "✅ Accept".into(),
+        GateOption::Raise => "➕ Raise the cap".into(),
         GateOption::Skip => "⏭ Skip".into(),
         GateOption::Stop => "⏹ Stop".into(),
     }
@@ -312,6 +343,7 @@ mod tests {
             goal: "SIGTERMバグを修正".into(),
             summaries: vec![(1, "調査".into()), (2, "実装".into())],
             cost_usd: 1.234,
+            tokens: 0,
             elapsed_s: 723,
         };
         assert_eq!(

@@ -10,6 +10,7 @@ pub const STEP_POINTS: &[&str] = &[
     "before-spawn-write",
     "after-spawn-write",
     "before-fire",
+    "after-publish",
     "after-fire",
     "after-pid-write",
     "before-verify",

@@ -94,34 +94,17 @@ pub(crate) fn take(
         let mut runner = Runner::open(file, settings, opts)?;
         let m = runner.view();
         let allowed = runner.settings.agent_for(&m).allowed_tools;
-        let decided = match crate::engine::gate::decide(&m, req, &allowed, Utc::now()) {
-            Decision::Refused(why) => Decided::Refused(why),
+        let decision = crate::engine::gate::decide(&m, req, &allowed, Utc::now());
+        if let Decision::Already(g) = decision {
             // A decision written by a decider that died before carrying the loop on.
-            Decision::Already(g) => {
-                let carries_on = m.status == Status::Running;
-                drop(held);
-                return Ok((Decided::Already(g), carries_on.then_some(runner)));
-            }
-            Decision::Stale { gate, transition } => {
-                runner.apply(&transition)?;
-                Decided::Stale(gate)
-            }
-            Decision::Made {
-                gate,
-                choice,
-                transition,
-                carries_on,
-            } => {
-                runner.apply(&transition)?;
-                super::crash::point("after-decision-write");
-                let gate = runner.view().gate(&gate.id).cloned().unwrap_or(gate);
-                Decided::Made {
-                    gate,
-                    choice,
-                    carries_on,
-                }
-            }
-        };
+            let carries_on = m.status == Status::Running;
+            drop(held);
+            return Ok((Decided::Already(g), carries_on.then_some(runner)));
+        }
+        let decided = settle(decision, |t| {
+            runner.apply(t)?;
+            Ok(runner.view())
+        })?;
         drop(held);
         let carries_on = matches!(
             decided,
@@ -143,40 +126,48 @@ fn beside(file: &Path, state_dir: &Path, req: &Request) -> Result<Decided> {
     let m = doc.view();
     let settings = Settings::load(state_dir, Overrides::default())?;
     let allowed = settings.agent_for(&m).allowed_tools;
-    Ok(
-        match crate::engine::gate::decide(&m, req, &allowed, Utc::now()) {
-            Decision::Refused(why) => Decided::Refused(why),
-            Decision::Already(g) => Decided::Already(g),
-            Decision::Stale { gate, transition } => {
-                store
-                    .commit(&transition.edits)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-                let _ = crate::decision_log::append(state_dir, &transition.log);
-                Decided::Stale(gate)
-            }
-            Decision::Made {
+    let decision = crate::engine::gate::decide(&m, req, &allowed, Utc::now());
+    settle(decision, |t| {
+        let doc = store
+            .commit(&t.edits)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        let _ = crate::decision_log::append(
+            state_dir,
+            &format!("{} (the running loop carries it out)", t.log),
+        );
+        Ok(doc.view())
+    })
+}
+
+/// The engine's `decision`, written by `write` (which records a transition and gives the loop
+/// as written), as what became of it.
+fn settle(
+    decision: Decision,
+    mut write: impl FnMut(&crate::engine::Transition) -> Result<crate::m1::M1>,
+) -> Result<Decided> {
+    Ok(match decision {
+        Decision::Refused(why) => Decided::Refused(why),
+        Decision::Already(g) => Decided::Already(g),
+        Decision::Stale { gate, transition } => {
+            write(&transition)?;
+            Decided::Stale(gate)
+        }
+        Decision::Made {
+            gate,
+            choice,
+            transition,
+            carries_on,
+        } => {
+            let written = write(&transition)?;
+            super::crash::point("after-decision-write");
+            let gate = written.gate(&gate.id).cloned().unwrap_or(gate);
+            Decided::Made {
                 gate,
                 choice,
-                transition,
                 carries_on,
-            } => {
-                let doc = store
-                    .commit(&transition.edits)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-                let _ = crate::decision_log::append(
-                    state_dir,
-                    &format!("{} (the running loop carries it out)", transition.log),
-                );
-                super::crash::point("after-decision-write");
-                let gate = doc.view().gate(&gate.id).cloned().unwrap_or(gate);
-                Decided::Made {
-                    gate,
-                    choice,
-                    carries_on,
-                }
             }
-        },
-    )
+        }
+    })
 }
 
 /// `loop approve | reject | answer | skip`.

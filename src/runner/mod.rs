@@ -2,6 +2,7 @@
 //! wait, verify, kill, notify), and records each outcome in M1.md with one compare-and-swap
 //! write. It blocks on file events and timers; while a step runs it does no work at all.
 
+pub(crate) mod confine;
 mod crash;
 pub(crate) mod gates;
 pub(crate) mod git;
@@ -21,6 +22,7 @@ mod start;
 pub(crate) mod stop;
 pub(crate) mod stopfile;
 mod tree;
+mod unwritable;
 pub(crate) mod watch;
 mod watching;
 
@@ -34,7 +36,7 @@ use crate::decision_log;
 use crate::engine::{self, Effect, Next, Outcome, Transition, Write};
 use crate::exit::Status as Exit;
 use crate::m1::keys::CurrentKey;
-use crate::m1::{Document, Edit, M1, Status, Store, StoreError};
+use crate::m1::{Document, Edit, M1, Status, StepState, Store, StoreError};
 use crate::notifier::{self, Event, Notifier};
 use crate::runner::settings::Settings;
 use crate::runner::watch::{Wake, Watch};
@@ -66,13 +68,21 @@ fn shown_changes(changes: &[String]) -> String {
     shown.join("; ")
 }
 
-/// A plan as a person reads it: a line saying how many steps, then one line each.
+/// A plan as a person reads it: a line saying how many steps (and how many of them are DONE
+/// already, which never run), then one line each. `steps`: whether each is DONE, and its text.
 #[must_use]
-pub(crate) fn plan_lines(steps: &[String]) -> String {
+pub(crate) fn plan_lines(steps: &[(bool, String)]) -> String {
     use std::fmt::Write as _;
     let mut out = format!("plan: {} step(s)", steps.len());
-    for (i, s) in steps.iter().enumerate() {
+    let done = steps.iter().filter(|(done, _)| *done).count();
+    if done > 0 {
+        let _ = write!(out, ", {done} already DONE");
+    }
+    for (i, (done, s)) in steps.iter().enumerate() {
         let _ = write!(out, "\n  {}. {s}", i + 1);
+        if *done {
+            out.push_str("  (already DONE: it does not run)");
+        }
     }
     out
 }
@@ -106,10 +116,19 @@ pub(crate) struct Runner {
     /// The end of the wait this runner last logged (when it recorded it, or when it came to
     /// it), so that a wait is logged once however often the runner wakes during it.
     announced_wait: Option<chrono::DateTime<Utc>>,
+    /// A person set `STATUS: WAITING` while this runner drove the loop: where it stops, it
+    /// says how to carry on.
+    paused_by_hand: bool,
+    /// Since when the state directory cannot be written, while it cannot (see `unwritable`).
+    outage: Option<unwritable::Outage>,
+    /// Lines said while `loop.log` could not take them, for it once it can.
+    unlogged: std::cell::RefCell<Vec<String>>,
     /// The loop's identity (`LOOP_ID`), which its tasks carry in their environment.
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
     ledger: ledger::Ledger,
+    /// Whether bubblewrap can confine runs here, looked at once (see [`confine`]).
+    sandbox_probe: Option<Result<PathBuf, String>>,
     _lock: lock::RunnerLock,
     /// This runner in the per-user registry, for `loop stop` to wait on; removed on drop.
     _registration: Option<crate::runner::registry::Registration>,
@@ -185,8 +204,12 @@ impl Runner {
             invalid_reported: None,
             pending: Vec::new(),
             announced_wait: None,
+            paused_by_hand: false,
+            outage: None,
+            unlogged: std::cell::RefCell::new(Vec::new()),
             loop_id,
             ledger,
+            sandbox_probe: None,
             _lock: lock,
             _registration: registration,
         };
@@ -202,6 +225,15 @@ impl Runner {
                 shown_changes(&away)
             ));
         }
+        // Steps added by hand while no runner ran: the count follows them.
+        if let Some(count) = engine::by_hand::step_count(&runner.view()) {
+            runner.say(&format!(
+                "edit: TOTAL_STEPS set to {}, the steps PLAN.STEPS lists",
+                runner.view().plan.steps.len()
+            ));
+            runner.doc.apply(&count);
+            runner.pending.push(count);
+        }
         Ok(runner)
     }
 
@@ -211,7 +243,7 @@ impl Runner {
 
     /// Writes a line to the decision log (and to stdout when echoing).
     fn say(&self, line: &str) {
-        let _ = decision_log::append(&self.state_dir, line);
+        self.log_line(line);
         if self.echo {
             self.progress.clear();
             crate::outln!("{} {line}", Utc::now().format("%H:%M:%S"));
@@ -248,6 +280,7 @@ impl Runner {
                     self.doc.apply(e);
                 }
                 self.note_hand_edit(&before);
+                self.read_hand_edit(&before.view());
                 self.invalid_reported = None;
                 if self.note_restored() {
                     self.commit(&[])?;
@@ -278,13 +311,58 @@ impl Runner {
     /// Logs what a person changed in M1.md (every decision is in loop.log, a person's too): the
     /// fields that changed from what the runner knew to the text it reads now.
     fn note_hand_edit(&self, before: &Document) {
-        let changes = crate::m1::changes(before, &self.doc);
+        // A gate decided while this runner drives the loop (`loop answer`, a tap): a decision,
+        // which the decider logged, not a hand edit.
+        let was = before.view();
+        let now = self.view();
+        let decided: Vec<String> = now
+            .gates
+            .iter()
+            .filter(|g| !g.is_pending() && was.gate(&g.id).is_some_and(crate::m1::Gate::is_pending))
+            .map(|g| {
+                format!(
+                    "{} ({} by {})",
+                    g.id,
+                    g.choice.as_deref().unwrap_or("?"),
+                    g.by.as_deref().unwrap_or("?")
+                )
+            })
+            .collect();
+        let mut changes = crate::m1::changes(before, &self.doc);
+        if !decided.is_empty() {
+            self.say(&format!(
+                "decide: taken up, decided beside this runner: gate {}",
+                decided.join(", gate ")
+            ));
+            // What the decision wrote; anything else is a person's edit.
+            changes.retain(|c| {
+                !["GATES.", "STATUS:", "LAST_ACTION:", "NEXT_ACTION:"]
+                    .iter()
+                    .any(|p| c.starts_with(p))
+            });
+        }
         if !changes.is_empty() {
             self.say(&format!(
                 "edit: M1.md was changed by hand: {}",
                 shown_changes(&changes)
             ));
         }
+    }
+
+    /// Does what a person's hand edit asks of the runner beyond its text ([`engine::by_hand`]):
+    /// keeps the step count, says which steps were set DONE by hand, notes a pause.
+    fn read_hand_edit(&mut self, before: &M1) {
+        let after = self.view();
+        let running = engine::runs_on_record(&after).first().map(|r| r.step);
+        let h = engine::by_hand::read(before, &after, running);
+        for line in &h.said {
+            self.say(line);
+        }
+        for e in &h.edits {
+            self.doc.apply(e);
+        }
+        self.pending.extend(h.edits);
+        self.paused_by_hand |= h.paused;
     }
 
     /// Logs what the store put back after a stale save; whether it did.
@@ -318,6 +396,7 @@ impl Runner {
                     self.doc = doc;
                     self.pending.clear();
                     self.note_restored();
+                    self.note_writable();
                     return Ok(());
                 }
                 Err(StoreError::DiskInvalid(_)) => {
@@ -446,12 +525,12 @@ impl Runner {
                     summary: summary.clone(),
                 },
                 Effect::Planned => {
-                    let steps: Vec<String> = self
+                    let steps: Vec<(bool, String)> = self
                         .view()
                         .plan
                         .steps
                         .iter()
-                        .map(|s| s.text.clone())
+                        .map(|s| (s.state == StepState::Done, s.text.clone()))
                         .collect();
                     if self.echo {
                         self.progress.clear();
@@ -459,7 +538,8 @@ impl Runner {
                     }
                     Event::Started {
                         goal: goal.clone(),
-                        steps,
+                        steps: steps.into_iter().map(|(_, t)| t).collect(),
+                        sandbox: Some(self.sandbox_words()),
                     }
                 }
                 Effect::UsageWait {
@@ -506,10 +586,11 @@ impl Runner {
         if self.echo {
             let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
             crate::errln!(
-                "loop: {} (M1.md {}, log {}); Ctrl-C or {} stops it",
+                "loop: {} (M1.md {}, log {}; sandbox: {}); Ctrl-C or {} stops it",
                 self.view().goal,
                 abs(&self.file).display(),
                 abs(&crate::layout::Layout::dir(&self.state_dir).log()).display(),
+                self.sandbox_words(),
                 stop::command_for(&self.file)
             );
         }
@@ -535,7 +616,25 @@ impl Runner {
         match m.status {
             Status::Done => {
                 let n = m.plan.steps.len();
-                format!("DONE: {n} step(s), {spent}")
+                let skipped = (m.plan.steps.iter())
+                    .filter(|s| s.state == crate::m1::StepState::Skipped)
+                    .count();
+                let n = if skipped > 0 {
+                    format!("{n} step(s), {skipped} skipped")
+                } else {
+                    format!("{n} step(s)")
+                };
+                let by_hand = m
+                    .plan
+                    .steps
+                    .iter()
+                    .filter(|s| engine::by_hand::done_by_hand(&m, s.n))
+                    .count();
+                if by_hand > 0 {
+                    format!("DONE: {n}, {by_hand} of them done by hand, {spent}")
+                } else {
+                    format!("DONE: {n}, {spent}")
+                }
             }
             status => format!(
                 "{}: {} ({spent}); next: {}",
@@ -546,7 +645,10 @@ impl Runner {
         }
     }
 
-    /// Drives the loop until it is DONE, FAILED or WAITING.
+    /// Drives the loop until it is DONE, FAILED or WAITING. A state directory that cannot be
+    /// written for a while (a full disk, a file system turned read-only) stops nothing: the
+    /// write is as if never tried, the runner waits and decides again from M1.md, as a runner
+    /// after a crash would (see `unwritable`), and the running step goes on meanwhile.
     ///
     /// # Errors
     /// I/O failures the runner cannot work around; the loop's own outcomes are statuses.
@@ -563,64 +665,78 @@ impl Runner {
             );
         }
         loop {
-            if let Some(stop) = stopfile::requested(&self.state_dir) {
-                return self.stop_now(&stop);
-            }
-            if let Some(exit) = self.refresh()? {
-                return Ok(exit);
-            }
-            let m = self.view();
-            let caps = self.settings.caps(&m);
-            let next = engine::next(&m, &caps, Utc::now());
-            // Steps at once: the parallel scheduler decides for every step, and for the end of
-            // a loop that ran its steps at once.
-            let parallel_next = matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt)
-                || matches!(next, Next::Complete | Next::Halt { .. });
-            if self.runs_parallel(&m) && (parallel_next || !m.parallel.runs.is_empty()) {
-                if let Some(t) = self.cannot_run_parallel(&m) {
-                    return self.apply(&t).map(|e| e.unwrap_or(Exit::Waiting));
-                }
-                return self.drive_parallel();
-            }
-            // A held outcome rides on the next write; where none follows at once, write it now.
-            if next.writes_held_first() {
-                self.flush()?;
-            }
-            let exit = match next {
-                Next::Finished(Status::Done) => {
-                    self.say("done: STATUS is DONE; nothing to do");
-                    Some(Exit::Ok)
-                }
-                Next::Finished(_) => {
-                    self.say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
-                    Some(Exit::Failed)
-                }
-                Next::Paused(why) => {
-                    self.say(&format!("waiting: {why}"));
-                    Some(Exit::Waiting)
-                }
-                Next::Complete => Some(self.complete(&m)?),
-                Next::Await(run) => self.await_run(&run)?,
-                Next::WaitUntil { until, reason } => {
-                    if self.announced_wait != Some(until) {
-                        self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
-                        self.announced_wait = Some(until);
-                    }
-                    self.wait_until(until, &reason)?
-                }
-                Next::Run(spec) => self.start_run(&spec)?,
-                Next::Exhausted { step, reason } => {
-                    self.apply(&engine::exhausted(step, &reason))?
-                }
-                Next::Halt { reason, how } => {
-                    self.apply(&engine::halt(m.plan.current_step, &reason, &how))?
-                }
-                Next::Gate(gate) => self.apply(&engine::gate::opened(&m, &gate))?,
-            };
-            if let Some(exit) = exit {
-                return Ok(exit);
+            match self.decide_once() {
+                Ok(Some(exit)) => return Ok(exit),
+                Ok(None) => {}
+                Err(e) => self.wait_out_unwritable(e)?,
             }
         }
+    }
+
+    /// One decision of [`Runner::drive`], carried out: the exit it comes to, if any.
+    fn decide_once(&mut self) -> crate::error::Result<Option<Exit>> {
+        if let Some(stop) = stopfile::requested(&self.state_dir) {
+            return self.stop_now(&stop).map(Some);
+        }
+        if let Some(exit) = self.refresh()? {
+            return Ok(Some(exit));
+        }
+        let m = self.view();
+        let caps = self.settings.caps(&m);
+        let next = engine::next(&m, &caps, Utc::now());
+        // Steps at once: the parallel scheduler decides for every step, and for the end of
+        // a loop that ran its steps at once.
+        let parallel_next = matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt)
+            || matches!(
+                next,
+                Next::Complete | Next::Halt { .. } | Next::OverBudget { .. }
+            );
+        if self.runs_parallel(&m) && (parallel_next || !m.parallel.runs.is_empty()) {
+            if let Some(t) = self.cannot_run_parallel(&m) {
+                return self.apply(&t).map(|e| Some(e.unwrap_or(Exit::Waiting)));
+            }
+            return self.drive_parallel().map(Some);
+        }
+        // A held outcome rides on the next write; where none follows at once, write it now.
+        if next.writes_held_first() {
+            self.flush()?;
+        }
+        let exit = match next {
+            Next::Finished(Status::Done) => {
+                self.say("done: STATUS is DONE; nothing to do");
+                Some(Exit::Ok)
+            }
+            Next::Finished(_) => {
+                self.say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
+                Some(Exit::Failed)
+            }
+            Next::Paused(_) if std::mem::take(&mut self.paused_by_hand) => {
+                self.apply(&engine::by_hand::paused(&m))?
+            }
+            Next::Paused(why) => {
+                self.say(&format!("waiting: {why}"));
+                Some(Exit::Waiting)
+            }
+            Next::Complete => Some(self.complete(&m)?),
+            Next::Await(run) => self.await_run(&run)?,
+            Next::WaitUntil { until, reason } => {
+                if self.announced_wait != Some(until) {
+                    self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
+                    self.announced_wait = Some(until);
+                }
+                self.wait_until(until, &reason)?
+            }
+            Next::Run(spec) => self.start_run(&spec)?,
+            Next::Exhausted { step, reason } => self.apply(&engine::exhausted(step, &reason))?,
+            Next::Halt { reason, how } => {
+                self.apply(&engine::halt(m.plan.current_step, &reason, &how))?
+            }
+            Next::Gate(gate) => self.apply(&engine::gate::opened(&m, &gate))?,
+            Next::OverBudget { step, reason } => {
+                self.apply(&engine::gate::over_budget(&m, step, &reason))?
+            }
+        };
+        Ok(exit)
     }
 
     /// Waits out a backoff or a usage limit, watching for stops and hand edits, with the live
@@ -692,6 +808,13 @@ impl Runner {
             .steps
             .iter()
             .map(|s| {
+                // A step a person set DONE has no result of the loop's: said as what it is.
+                if engine::by_hand::done_by_hand(m, s.n) {
+                    return (
+                        s.n,
+                        format!("[DONE by hand, not run by the loop] {}", s.text),
+                    );
+                }
                 let r = m.results.get(&s.n);
                 let sum = r.and_then(|r| r.summary.clone());
                 let reviewed = r.is_some_and(|r| {
@@ -715,6 +838,7 @@ impl Runner {
             goal: m.goal.clone(),
             summaries,
             cost_usd: engine::spent(m),
+            tokens: engine::tokens(m),
             elapsed_s,
         }
     }
@@ -805,9 +929,13 @@ impl Runner {
     fn revived(&mut self, by: &str) {
         revive::record(&self.file, by);
         let m = self.view();
-        let at = match m.plan.current_step {
-            0 => "while planning".to_string(),
-            n => format!("at step {n}"),
+        let at_once: Vec<String> = m.parallel.runs.keys().map(u32::to_string).collect();
+        let at = match (m.plan.current_step, at_once.as_slice()) {
+            (_, [one]) => format!("while step {one} ran in its own loop"),
+            (_, [_, ..]) => format!("while steps {} ran at once", at_once.join(", ")),
+            (0, []) if m.plan.steps.is_empty() => "while planning".to_string(),
+            (0, []) => "between steps".to_string(),
+            (n, []) => format!("at step {n}"),
         };
         self.say(&format!(
             "revive: the runner had died {at}; resumed by itself (revived by {by})"

@@ -53,9 +53,8 @@ impl Runner {
         Observed {
             class,
             answer: result.and_then(|r| r.result.clone()).unwrap_or_default(),
-            denials: result
-                .map(|r| r.permission_denials.clone())
-                .unwrap_or_default(),
+            // As the narrowest rules that would allow them: what a DENIED gate offers.
+            denials: result.map(|r| r.denied_rules.clone()).unwrap_or_default(),
             deferred: result.and_then(|r| r.deferred.clone()),
             background_stopped: stream.background_stopped.clone(),
             cost_usd: stream.cost_usd.unwrap_or(0.0),
@@ -71,6 +70,12 @@ impl Runner {
                 self.tree_changes_in_review(&run.task_id)
             } else {
                 Vec::new()
+            },
+            reach: if run.kind == RunKind::Review {
+                self.reach(&run.task_id, backend, &stream)
+            } else {
+                // Only a review's changes are attributed.
+                engine::review::Reach::MayWrite("is not a reviewer".into())
             },
             report: format!("tasks/{}/stdout", run.task_id),
             end,
@@ -202,6 +207,52 @@ impl Runner {
         }
         std::fs::write(&path, text).with_context(|| format!("while writing {}", path.display()))?;
         Ok(())
+    }
+
+    /// What the run of task `task_id` (on `backend`) could write: nothing where the loop's
+    /// sandbox kept its work tree read-only; else whatever its stream shows it wrote (a tool
+    /// call that writes and ran), else what its CLI let it (see
+    /// [`crate::agent::Backend::reads_only`]), judged from the command the task ran.
+    fn reach(
+        &self,
+        task_id: &str,
+        backend: &dyn crate::agent::Backend,
+        stream: &crate::agent::StreamSummary,
+    ) -> engine::review::Reach {
+        use engine::review::Reach;
+        let command = crate::bridge::command_of(&self.state_dir, task_id);
+        // Confined with its work tree read-only, it could write nothing there, whatever it
+        // called: the tree check decides nothing.
+        let tree = std::path::absolute(&self.workdir).unwrap_or_else(|_| self.workdir.clone());
+        let state = std::path::absolute(&self.state_dir).unwrap_or_else(|_| self.state_dir.clone());
+        if command
+            .as_deref()
+            .is_some_and(|c| crate::sandbox::kept_read_only(c, &tree, &state))
+        {
+            return Reach::ReadOnly("ran in the loop's sandbox, its work tree read-only".into());
+        }
+        if !stream.writes.is_empty() {
+            const SHOWN: usize = 3;
+            let mut calls = stream.writes[..stream.writes.len().min(SHOWN)].join(", ");
+            if stream.writes.len() > SHOWN {
+                let _ = std::fmt::Write::write_fmt(
+                    &mut calls,
+                    format_args!(" and {} more", stream.writes.len() - SHOWN),
+                );
+            }
+            return Reach::MayWrite(format!("called {calls}"));
+        }
+        let args = command.map(|c| c.into_iter().skip(1).collect::<Vec<_>>());
+        match args.as_deref().map(|a| backend.reads_only(a)) {
+            Some(Some(how)) => Reach::ReadOnly(how),
+            Some(None) => Reach::MayWrite(format!(
+                "could write (its {} run was not kept to reading)",
+                backend.name()
+            )),
+            None => Reach::MayWrite(format!(
+                "may have written (the command of task {task_id} cannot be read)"
+            )),
+        }
     }
 
     /// What changed in the work tree since review task `task_id` started; nothing when the

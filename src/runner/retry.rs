@@ -11,7 +11,7 @@ use super::{RunOptions, Runner, lock, stopfile};
 use crate::engine;
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
-use crate::m1::{GateKind, StepState};
+use crate::m1::StepState;
 
 /// `loop retry [N] [--detach]`.
 ///
@@ -54,31 +54,7 @@ pub(crate) fn retry(
     check_agent_of(file, &settings)?;
     let mut runner = Runner::open(file, settings, opts)?;
     let n = which_step(&runner, step)?;
-    let m = runner.view();
-    if m.plan
-        .steps
-        .iter()
-        .any(|s| s.n == n && s.state == StepState::Done)
-    {
-        // The ledger learns first that this pass no longer counts, then M1.md says so.
-        runner
-            .ledger
-            .mark_retried(n, &Utc::now().to_rfc3339())
-            .map_err(|e| e.context(format!("while recording the retry of step {n}")))?;
-    }
-    let mut t = engine::retried(&m, n);
-    // A gate that asked what to do about this step is answered by this retry.
-    for g in m
-        .pending_gates()
-        .filter(|g| g.step == n && g.kind != GateKind::Plan)
-    {
-        t.edits.extend(crate::m1::gates::decided(
-            &g.id,
-            crate::m1::GateOption::Retry.as_str(),
-            "loop retry",
-            Utc::now(),
-        ));
-    }
+    let t = runner.retried(n, None, "loop retry")?;
     runner.apply(&t)?;
     super::revive::forget(file);
     if detach_it {
@@ -87,6 +63,31 @@ pub(crate) fn retry(
     }
     stopfile::catch_interrupt(runner.watch.waker());
     runner.drive_in_view()
+}
+
+impl Runner {
+    /// Step `n` runs again, as a person's `loop retry` runs it: the ledger learns first that
+    /// its pass (if it passed) no longer counts, then the transition gives it a fresh budget
+    /// and answers `retry` on the gates that asked about it (`by` deciding them); `why`: what
+    /// its agent is told, when there is a reason. For the caller to apply.
+    pub(super) fn retried(
+        &mut self,
+        n: u32,
+        why: Option<&str>,
+        by: &str,
+    ) -> Result<engine::Transition> {
+        let m = self.view();
+        if m.plan
+            .steps
+            .iter()
+            .any(|s| s.n == n && s.state == StepState::Done)
+        {
+            self.ledger
+                .mark_retried(n, &Utc::now().to_rfc3339())
+                .map_err(|e| e.context(format!("while recording the retry of step {n}")))?;
+        }
+        Ok(engine::retried_by(&m, n, why, by, Utc::now()))
+    }
 }
 
 /// The pending gate of step `n` that offers `retry`, if the loop of `file` has one.

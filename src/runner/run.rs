@@ -6,7 +6,7 @@
 use anyhow::Context;
 use chrono::Utc;
 
-use super::{Runner, crash, stopfile};
+use super::{Runner, crash};
 use crate::agent::{self, Invocation, Session};
 use crate::bridge::{self, FireRequest, TaskReport, TaskState};
 use crate::engine::{self, Conclusion, RunKind, RunOnRecord, RunSpec, SessionPlan, SpawnFacts};
@@ -95,13 +95,28 @@ impl Runner {
             Session::New(session_id)
         };
         let kind = self.backend_of(&m, run.kind, run.step);
-        let cfg = run.kind.agent_config(self.settings.agent_on(&m, kind), &m);
+        let mut cfg = run.kind.agent_config(self.settings.agent_on(&m, kind), &m);
+        cfg.confined = self.settings.sandbox(&m).mode != crate::m1::SandboxMode::Off;
         let backend = agent::backend_for(kind);
-        let capped = self.settings.caps(&m).max_cost_usd.is_some();
+        let caps = self.settings.caps(&m);
+        let capped = caps.max_cost_usd.is_some();
+        // What is left of the loop's cap goes to the run, so the cap holds within it.
+        if capped && agent::dollar_cap_refused(backend, true).is_none() {
+            cfg.max_budget_usd = engine::run_budget(&m, &caps, cfg.max_budget_usd);
+        }
         let called = match agent::dollar_cap_refused(backend, capped) {
             Some(refused) => Err(refused),
             None => backend.invocation(&cfg, prompt, &session),
         };
+        // A loop confined by a sandbox that cannot start here never runs unconfined.
+        let called = called.and_then(|inv| {
+            self.sandbox_ready()
+                .map(|()| inv)
+                .map_err(|why| agent::Refused {
+                    setting: "AGENT.SANDBOX".into(),
+                    why,
+                })
+        });
         match called {
             Ok(inv) if run.kind.gets_hooks() => {
                 let exe = std::env::current_exe().context("while finding the loop binary")?;
@@ -112,6 +127,12 @@ impl Runner {
                 )))
             }
             Ok(inv) => Ok(Ok(inv)),
+            Err(refused) if refused.setting == "AGENT.SANDBOX" => {
+                let reason = format!("the loop's sandbox cannot start here: {}", refused.why);
+                let how = "install bubblewrap, or set AGENT.SANDBOX: off in M1.md (the agent then \
+                           runs with your whole authority), then `loop resume`";
+                self.halt(&reason, how).map(Err)
+            }
             Err(refused) => {
                 let reason = format!("the agent ({}) cannot honour {refused}", backend.name());
                 let how = format!("change {} in M1.md, then `loop resume`", refused.setting);
@@ -138,6 +159,7 @@ impl Runner {
         }
         env.push(("LOOP_SESSION_ID".into(), session_id.clone()));
         env.extend(self.settings.agent_env.iter().cloned());
+        let program = inv.program.clone();
         let mut command = vec![inv.program];
         command.extend(inv.args);
         let req = FireRequest {
@@ -154,6 +176,8 @@ impl Runner {
             input: Some(inv.input),
             env,
             env_remove: inv.env_remove,
+            env_keep: None,
+            confined: false,
             // Should this runner die while the run goes on, its end brings the runner back.
             on_exit: Self::revive_command(&file, task_id),
             on_exit_unless_held: Some(super::lock::path_for(&file)),
@@ -161,19 +185,45 @@ impl Runner {
         // Every agent run (planning, attempt, review) starts here: the agent needs none of
         // the loop's own credentials.
         .without_loop_credentials();
+        let confined = super::confine::RunOf::Agent {
+            writes: run.kind == RunKind::Attempt,
+            backend: self.backend_of(&m, run.kind, run.step),
+            program: &program,
+        };
+        let req = self
+            .confine(req, confined, &bridge::task_dir(&self.state_dir, task_id))
+            .map_err(|why| anyhow::anyhow!("the loop's sandbox cannot start: {why}"))?;
         if run.kind == RunKind::Review {
             self.note_tree_before_review(task_id)?;
         }
-        // Noted in the ledger before it exists: no runner's death leaves a task it lacks.
-        self.ledger.started(
-            task_id,
-            (run.step, run.number),
-            &session_id,
-            run.kind == RunKind::Review,
-        )?;
+        // Noted in the ledger before it exists: no runner's death leaves a task it lacks. A
+        // task started again (its start never happened) is noted once.
+        if self.ledger.entry(task_id).is_none() {
+            self.ledger.started(
+                task_id,
+                (run.step, run.number),
+                &session_id,
+                run.kind == RunKind::Review,
+            )?;
+        }
         crash::point("before-fire");
-        bridge::fire_with_id(&self.state_dir, task_id, &req)
-            .map_err(|e| e.context(format!("while starting task {task_id}")))?;
+        let log = bridge::task_dir(&self.state_dir, task_id).join(bridge::SUPERVISOR_LOG);
+        let mut told = std::time::Duration::ZERO;
+        bridge::fire_published(
+            &self.state_dir,
+            task_id,
+            &req,
+            &mut || crash::point("after-publish"),
+            &mut |waited| {
+                // A supervisor that waits for room for its command's output (a full disk):
+                // said at once, then every half minute.
+                if told.is_zero() || waited >= told + std::time::Duration::from_secs(30) {
+                    told = waited;
+                    self.waiting_for_supervisor(task_id, waited, &log);
+                }
+            },
+        )
+        .map_err(|e| e.context(format!("while starting task {task_id}")))?;
         crash::point("after-fire");
         Ok(())
     }
@@ -221,6 +271,14 @@ impl Runner {
                 j.verdict
             ));
             return Ok(None);
+        }
+        if bridge::take_back_unstarted(&self.state_dir, task_id)
+            .map_err(|e| e.context(format!("while looking at task {task_id}")))?
+        {
+            self.say(&format!(
+                "resume: task {task_id} was published but never handed to a supervisor (its \
+                 runner died first): its agent never ran, so no attempt is counted"
+            ));
         }
         if !bridge::exists(&self.state_dir, task_id) {
             self.start_recorded(run)?;
@@ -271,6 +329,7 @@ impl Runner {
         report: &TaskReport,
     ) -> crate::error::Result<Option<Exit>> {
         self.clean_up_after(&run.task_id, report)?;
+        self.take_hooks_log(&run.task_id);
         let m = self.view();
         let caps = self.settings.caps(&m);
         let mut observed = self.observe(run, report, &m);
@@ -330,15 +389,31 @@ impl Runner {
             ("LOOP_STEP".to_string(), run.step.to_string()),
             ("LOOP_ATTEMPT".to_string(), run.number.to_string()),
         ];
-        verify::run(
-            cmd,
-            &self.workdir,
-            &env,
-            &self.state_dir,
-            &run.task_id,
+        let workdir = self.workdir.clone();
+        let how = verify::Run {
+            command: cmd,
+            cwd: &workdir,
+            env: &env,
+            state_dir: &state_dir,
+            step_task: &run.task_id,
             timeout,
-            &mut || stopfile::requested(&state_dir).is_some(),
-        )
+        };
+        self.verify_confined(&how, &workdir)
+    }
+
+    /// What the loop's hooks in task `task_id` handed back (into its own directory, the one
+    /// place of the loop's a confined run may write), into the loop's log.
+    fn take_hooks_log(&self, task_id: &str) {
+        let file = crate::layout::Layout::dir(&self.state_dir).task_hooks_log(task_id);
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            return;
+        };
+        for line in text.lines() {
+            // Each line carries the time the hook wrote it; the log's own is now.
+            let said = line.split_once(' ').map_or(line, |(_, rest)| rest);
+            self.say(said);
+        }
+        let _ = std::fs::remove_file(&file);
     }
 
     /// Ends what is left of a task before it is judged: a LOST task's processes (its

@@ -14,7 +14,7 @@ use serde_saphyr::Spanned;
 use crate::agent::AgentConfig;
 use crate::engine::Caps;
 use crate::error::Error;
-use crate::m1::settings::{AgentKind, DEFAULTS, PermissionMode};
+use crate::m1::settings::{AgentKind, DEFAULTS, PermissionMode, SandboxMode};
 use crate::m1::{Document, Error as M1Error, Errors, M1};
 
 /// `loop.yaml`: every field optional.
@@ -60,6 +60,9 @@ pub(crate) struct AgentFile {
     pub model: Option<String>,
     #[serde(default)]
     pub extra_args: Vec<String>,
+    pub sandbox: Option<SandboxMode>,
+    pub sandbox_read: Option<Vec<String>>,
+    pub sandbox_write: Option<Vec<String>>,
 }
 
 /// The `limits:` section of `loop.yaml` (durations as `90s`, `5m`, `1h`). A duration keeps
@@ -110,6 +113,39 @@ pub(crate) struct Overrides {
     pub agent_program: Option<String>,
     /// Extra variables for the agent's environment (used by `loop demo`).
     pub agent_env: Vec<(String, String)>,
+    /// `--sandbox`: how runs are confined.
+    pub sandbox: Option<SandboxMode>,
+    /// `--sandbox-read`, `--sandbox-write`: paths a confined run may read, and write.
+    pub sandbox_read: Vec<String>,
+    pub sandbox_write: Vec<String>,
+}
+
+/// How a loop's runs are confined, resolved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct SandboxSettings {
+    pub mode: SandboxMode,
+    /// Paths a confined run may read, and write, besides its own (as written: `~/` is filled
+    /// in when it runs).
+    pub read: Vec<String>,
+    pub write: Vec<String>,
+}
+
+impl SandboxSettings {
+    /// The person's paths a confined run is given besides its own, each with its access,
+    /// `~/` filled in from `home`.
+    pub(crate) fn paths(&self, home: &Path) -> Vec<(PathBuf, crate::sandbox::Access)> {
+        let expand = |p: &String| match p.strip_prefix("~/") {
+            Some(rest) => home.join(rest),
+            None if p == "~" => home.to_path_buf(),
+            None => PathBuf::from(p),
+        };
+        let read = self
+            .read
+            .iter()
+            .map(|p| (expand(p), crate::sandbox::Access::Read));
+        let write = (self.write.iter()).map(|p| (expand(p), crate::sandbox::Access::Write));
+        read.chain(write).collect()
+    }
 }
 
 /// Settings resolved for one loop.
@@ -288,6 +324,7 @@ impl Settings {
             max_budget_usd: overrides.max_budget_usd.or(a.max_budget_usd),
             model: overrides.model.clone().or_else(|| a.model.clone()),
             extra_args: a.extra_args.clone(),
+            confined: false,
         };
         Ok(Self {
             notify_each_step: file.notify_each_step.unwrap_or(false),
@@ -327,6 +364,7 @@ impl Settings {
             max_budget_usd: k.max_budget_usd.or(d.max_budget_usd),
             model: k.model.clone().or_else(|| d.model.clone()),
             extra_args: k.extra_args.clone().unwrap_or_else(|| d.extra_args.clone()),
+            confined: false,
         }
     }
 
@@ -354,6 +392,51 @@ impl Settings {
             permission_mode: own.permission_mode,
             allowed_tools,
             ..AgentConfig::default()
+        }
+    }
+
+    /// How this loop's runs are confined: M1.md's `AGENT.SANDBOX`, `SANDBOX_READ` and
+    /// `SANDBOX_WRITE`, each one it leaves out from `LOOP_SANDBOX…`, `loop.yaml`, or the
+    /// default (bubblewrap, no extra path). Read at every run.
+    #[must_use]
+    pub(crate) fn sandbox(&self, m: &M1) -> SandboxSettings {
+        let d = self.sandbox_defaults(false);
+        SandboxSettings {
+            mode: m.agent.sandbox.unwrap_or(d.mode),
+            read: m.agent.sandbox_read.clone().unwrap_or(d.read),
+            write: m.agent.sandbox_write.clone().unwrap_or(d.write),
+        }
+    }
+
+    /// The sandbox a new loop is written with: flags, environment, `loop.yaml`, defaults.
+    #[must_use]
+    pub(crate) fn sandbox_for_new(&self) -> SandboxSettings {
+        self.sandbox_defaults(true)
+    }
+
+    /// Flags (for a new loop), then `LOOP_SANDBOX`, `LOOP_SANDBOX_READ`, `LOOP_SANDBOX_WRITE`,
+    /// then `loop.yaml`, then bubblewrap and no extra path.
+    fn sandbox_defaults(&self, with_flags: bool) -> SandboxSettings {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let env_paths = |k: &str| env(k).and_then(|v| crate::m1::typed::paths(&v).ok());
+        let o = &self.overrides;
+        let a = &self.file.agent;
+        let flag_paths = |v: &Vec<String>| (with_flags && !v.is_empty()).then(|| v.clone());
+        SandboxSettings {
+            mode: o
+                .sandbox
+                .filter(|_| with_flags)
+                .or_else(|| env("LOOP_SANDBOX").and_then(|v| v.parse().ok()))
+                .or(a.sandbox)
+                .unwrap_or_default(),
+            read: flag_paths(&o.sandbox_read)
+                .or_else(|| env_paths("LOOP_SANDBOX_READ"))
+                .or_else(|| a.sandbox_read.clone())
+                .unwrap_or_default(),
+            write: flag_paths(&o.sandbox_write)
+                .or_else(|| env_paths("LOOP_SANDBOX_WRITE"))
+                .or_else(|| a.sandbox_write.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -540,7 +623,8 @@ mod tests {
             Kind::Switch => "true",
             Kind::Mode => "plan",
             Kind::Backend => "claude",
-            Kind::Tools | Kind::Args => "[a, b]",
+            Kind::Sandbox => "off",
+            Kind::Tools | Kind::Args | Kind::Paths => "[a, b]",
             _ => "x",
         }
     }
@@ -583,5 +667,6 @@ mod tests {
             Duration::from_secs(90),
             "{yaml}"
         );
+        assert_eq!(s.sandbox_for_new().mode, SandboxMode::Off, "{yaml}");
     }
 }

@@ -204,11 +204,25 @@ fn check_agent(settings: &Settings) -> Result<()> {
     Ok(())
 }
 
-/// Steps at once need a git repository with a commit to branch them from.
+/// Steps at once need a git repository with a commit to branch them from, and no more of
+/// them than a plan may have (more could never run: a bigger number only looks like it does).
 fn check_parallel(req: &StartRequest, settings: &Settings) -> Result<()> {
     let Some(n) = settings.parallel_for_new() else {
         return Ok(());
     };
+    let max = settings.caps_for_new().max_steps;
+    if n > max {
+        let given = if settings.overrides.parallel.is_some() {
+            format!("--parallel {n}")
+        } else {
+            format!("limits.parallel: {n} (loop.yaml)")
+        };
+        return Err(Error::bad_input(format!(
+            "{given} is more steps at once than a plan may have (MAX_STEPS {max}): at most {max} \
+             could ever run at once; give {max} or less (or raise --max-steps); nothing was \
+             changed"
+        )));
+    }
     let dir = match &req.workdir {
         Some(w) => w.clone(),
         None => std::env::current_dir().context("while reading the current directory")?,
@@ -221,6 +235,21 @@ fn check_parallel(req: &StartRequest, settings: &Settings) -> Result<()> {
          commit (`git init && git commit --allow-empty -m start`); nothing was changed",
         dir.display()
     )))
+}
+
+/// A loop is never silently unconfined: with a sandbox asked for (the default), bubblewrap
+/// must be able to confine a run here, or the start is refused saying what to install or how
+/// to opt out.
+fn check_sandbox(sandbox: &crate::runner::settings::SandboxSettings) -> Result<()> {
+    if sandbox.mode == crate::m1::SandboxMode::Off {
+        return Ok(());
+    }
+    crate::sandbox::probe().map(drop).map_err(|why| {
+        Error::bad_input(format!(
+            "every agent run is confined by bubblewrap unless you say otherwise, and {why}; \
+             nothing was started"
+        ))
+    })
 }
 
 /// Before a resume runs anything: the agent the file names can be started (a loop that is
@@ -289,6 +318,16 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
     }
     if let Some(usd) = agent.max_budget_usd {
         edits.push(AgentKey::MaxBudgetUsd.set(usd.to_string()));
+    }
+    let sandbox = settings.sandbox_for_new();
+    edits.push(AgentKey::Sandbox.set(sandbox.mode.as_str()));
+    for (key, paths) in [
+        (AgentKey::SandboxRead, &sandbox.read),
+        (AgentKey::SandboxWrite, &sandbox.write),
+    ] {
+        if !paths.is_empty() {
+            edits.push(key.set(paths.join(", ")));
+        }
     }
     if !agent.extra_args.is_empty() {
         edits.push(AgentKey::ExtraArgs.set(typed::format_args(&agent.extra_args)));
@@ -428,6 +467,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     // no M1.md.
     check_agent(&settings)?;
     check_parallel(req, &settings)?;
+    check_sandbox(&settings.sandbox_for_new())?;
     let text = new_document(req, &steps, &settings)?;
     if let Err(errs) = Document::parse(&text) {
         return Err(Error::bad_input(format!(
@@ -449,8 +489,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     let _ = std::fs::remove_file(crate::layout::Layout::of(file).runner_out());
     let _ = decision_log::append(&state_dir, &format!("start: new loop, goal: {}", req.goal));
     if req.plan_only && !steps.is_empty() {
-        let texts: Vec<String> = steps.into_iter().map(|(_, t)| t).collect();
-        crate::outln!("{}", super::plan_lines(&texts));
+        crate::outln!("{}", super::plan_lines(&steps));
         crate::outln!("nothing runs yet: `loop resume` runs the plan");
         return Ok(ExitStatus::Ok);
     }
@@ -465,6 +504,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
         runner.notify(&Event::Started {
             goal: m.goal.clone(),
             steps: m.plan.steps.iter().map(|s| s.text.clone()).collect(),
+            sandbox: Some(runner.sandbox_words()),
         });
     }
     runner.drive_in_view()

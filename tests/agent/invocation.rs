@@ -88,6 +88,7 @@ fn configured_flags_follow_and_allowed_tools_cannot_swallow_arguments() {
         max_budget_usd: Some(2.5),
         model: Some("opus".into()),
         extra_args: vec!["--add-dir".into(), "../lib".into()],
+        confined: false,
     };
     let inv = invocation(&cfg, "p", &Session::Resume("s1".into()));
     assert_eq!(inv.program, "/opt/bin/claude-sim");

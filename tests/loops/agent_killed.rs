@@ -54,7 +54,14 @@ fn an_agent_killed_with_kill_minus_nine_from_outside_costs_an_attempt_and_is_ret
     let mut runner = env.spawn(&["start", "g", "--step", "one"]);
     env.wait_for_calls(1, 1);
     let call = &env.calls()[0];
-    let pid = call["pid"].as_u64().unwrap();
+    // The agent as the machine knows it (in a sandbox, the pid it logged is its own
+    // namespace's): the simulated agent's process of the task.
+    let task = call["task_id"].as_str().unwrap().to_owned();
+    let pid = crate::support::procs::task_processes(&task)
+        .into_iter()
+        .find(|p| p.name.contains("claude-sim"))
+        .map(|p| p.pid)
+        .expect("the agent runs");
     // Killed once it has said something, as a real agent would have: its init event is a
     // whole line of the task's stdout.
     let stdout = env.task_file(call["task_id"].as_str().unwrap(), "stdout");

@@ -33,7 +33,8 @@ fn is_codex(call: &Value) -> bool {
 
 #[test]
 fn a_two_step_codex_loop_records_each_steps_thread_and_a_retry_resumes_it_with_its_sandbox() {
-    let env = codex_loop();
+    // Unconfined by the loop, Codex's own sandbox is what keeps the run in the project.
+    let env = codex_loop().env("LOOP_SANDBOX", "off");
     env.scenario(
         &Scenario::new()
             .step(1, [Action::failed("not yet"), Action::done("one")])
@@ -51,7 +52,7 @@ fn a_two_step_codex_loop_records_each_steps_thread_and_a_retry_resumes_it_with_i
     ]);
     env.assert_status(Status::Done);
     assert!(
-        stderr(&out).contains("DONE: 2 step(s), $0.00 and 3,150 tokens"),
+        stderr(&out).contains("DONE: 2 step(s), 3,150 tokens"),
         "{}",
         stderr(&out)
     );
@@ -382,7 +383,30 @@ fn a_codex_usage_limit_far_off_continues_the_step_on_claude_and_a_near_one_waits
 
 #[test]
 fn codex_reviews_claudes_work_reading_only() {
+    let env = codex_loop().env("LOOP_SANDBOX", "off");
+    let args = codex_review(&env);
+    assert_eq!(args[3..5], ["-s", "read-only"], "{args:?}");
+}
+
+/// Inside the loop's sandbox, Codex nests none of its own: the reviewer's work tree is
+/// read-only by construction, and a retry of a step is given the same.
+#[test]
+fn codex_reviews_reading_only_inside_the_loops_sandbox_without_one_of_its_own() {
+    if !crate::support::bwrap_here() {
+        return;
+    }
     let env = codex_loop();
+    let args = codex_review(&env);
+    assert_eq!(
+        args[3..5],
+        ["--dangerously-bypass-approvals-and-sandbox", "-"],
+        "{args:?}"
+    );
+}
+
+/// A loop whose one step Claude does and Codex reviews, the reviewer trying to write a file:
+/// the review call's arguments, after checking the review read only.
+fn codex_review(env: &TestLoop) -> Vec<String> {
     env.scenario(
         &Scenario::new()
             .step(1, Action::done("wrote a.txt").write("a.txt", "a\n"))
@@ -402,8 +426,6 @@ fn codex_reviews_claudes_work_reading_only() {
     let review: Vec<&Value> = calls.iter().filter(|c| reviews(c)).collect();
     assert_eq!(review.len(), 1, "{calls:?}");
     assert!(is_codex(review[0]) && !is_codex(&calls[0]), "{calls:?}");
-    let args = argv(review[0]);
-    assert_eq!(args[3..5], ["-s", "read-only"], "{args:?}");
     assert!(!env.path().join("made_by_reviewer.txt").exists());
     assert_eq!(
         env.m1().agent.review_backend,
@@ -411,6 +433,7 @@ fn codex_reviews_claudes_work_reading_only() {
         "{}",
         env.text()
     );
+    argv(review[0])
 }
 
 #[test]

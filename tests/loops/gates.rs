@@ -293,7 +293,7 @@ fn a_plan_gate_approved_by_a_tap_runs_to_done_once_and_other_taps_change_nothing
     assert!(wait_until(DEADLINE, || tg.count("answerCallbackQuery") == 3));
     assert!(env.m1().gate("G1").unwrap().is_pending());
     assert_eq!(env.calls().len(), 0);
-    env.assert_logged("ignored a tap from telegram");
+    env.assert_logged("ignored a tap on gate G1 (approve) from telegram");
     // The person's tap decides, and the loop runs to DONE.
     tg.push_tap(CHAT, CHAT, n, &buttons[0]);
     assert!(wait_until(DEADLINE, || env.m1().status == Status::Done));
@@ -706,4 +706,79 @@ fn a_question_tool_answered_by_a_tap_resumes_the_call_once() {
         env.m1().gate("G1").unwrap().choice.as_deref(),
         Some("Postgres")
     );
+}
+
+/// Two shell decisions of one gate at once: the loser was told "another runner already runs
+/// the loop" in 4 of 5 cases instead of "already decided: …" (once after a reject, which read
+/// as if the plan had been approved). Issue 30.
+#[test]
+fn the_loser_of_two_decisions_at_once_is_told_what_was_already_decided() {
+    for (round, (first, second)) in [("approve", "reject"), ("reject", "approve")]
+        .into_iter()
+        .cycle()
+        .take(16)
+        .enumerate()
+    {
+        let env = TestLoop::new();
+        env.scenario(&crate::support::answers::passing());
+        // Decided the moment the gate is written, while the runner that opened it may still be
+        // on its way out.
+        let mut start = env.spawn(&[
+            "start",
+            "g",
+            "--step",
+            "one",
+            "--step",
+            "two",
+            "--approve-plan",
+        ]);
+        assert!(wait_until(Duration::from_secs(30), || {
+            std::fs::read_to_string(&env.file).is_ok_and(|t| t.contains("G1"))
+        }));
+        if round % 4 >= 2 {
+            // Or once it has exited.
+            start.wait(Duration::from_secs(30));
+        }
+        let mut a = env.cmd(&[first, "G1", "--json"]);
+        let mut b = env.cmd(&[second, "G1", "--json"]);
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| crate::support::run(&mut a));
+            let b = s.spawn(|| crate::support::run(&mut b));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        if round % 4 < 2 {
+            start.wait(Duration::from_secs(30));
+        }
+        // Each says what became of its decision, as one JSON object; an error is no answer.
+        let said = |out: &std::process::Output| {
+            assert!(
+                stdout(out).lines().any(|l| l.starts_with('{')),
+                "round {round}: no answer, but: {}",
+                crate::support::stderr(out)
+            );
+            json_of(out)
+        };
+        let (a, b) = (said(&a), said(&b));
+        let outcomes = [a["outcome"].as_str(), b["outcome"].as_str()];
+        let (won, lost) = match outcomes {
+            [Some("decided"), Some("already")] => (&a, &b),
+            [Some("already"), Some("decided")] => (&b, &a),
+            _ => panic!("round {round}: one decision and one `already`: {a}\n{b}"),
+        };
+        let choice = won["gate"]["choice"].as_str().unwrap();
+        let told = lost["message"].as_str().unwrap();
+        assert!(
+            told.starts_with(&format!("gate G1 was already decided: {choice}")),
+            "round {round}: {told}"
+        );
+        assert!(!told.contains("another runner"), "round {round}: {told}");
+        assert_eq!(env.m1().gate("G1").unwrap().choice.as_deref(), Some(choice));
+        // The loop carries on, or stays stopped, as the one decision says.
+        let calls = env.calls().len();
+        assert_eq!(
+            calls,
+            if choice == "approve" { 2 } else { 0 },
+            "round {round}"
+        );
+    }
 }

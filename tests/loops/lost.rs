@@ -16,9 +16,12 @@ fn read_pid(path: &Path) -> Option<i32> {
     i32::try_from(v["pid"].as_i64()?).ok()
 }
 
+/// Unconfined (`--sandbox off`), a process the agent left outside its group is found by the
+/// task's id and ended with the lost task. (Confined, the sandbox's own PID namespace ends it:
+/// see `a_lost_confined_step_leaves_nothing_running_beside_its_retry`.)
 #[test]
 fn a_lost_step_leaves_nothing_running_beside_its_retry() {
-    let env = TestLoop::new();
+    let env = TestLoop::new().env("LOOP_SANDBOX", "off");
     // The agent leaves a process outside its group, and (first call) one inside it.
     let escapees = env.temp.path().join("escapees");
     let agent = env.temp.path().join("agent.sh");
@@ -83,4 +86,80 @@ fn a_lost_step_leaves_nothing_running_beside_its_retry() {
     assert!(log.contains("lost: task"), "{log}");
     env.assert_no_processes();
     env.run_ok(&["status"]);
+}
+
+#[test]
+fn a_lost_confined_step_leaves_nothing_running_beside_its_retry() {
+    if !crate::support::bwrap_here() {
+        return;
+    }
+    let env = TestLoop::new();
+    let quick = || Action::done("ok").sleep_ms(10);
+    let long = Action::done("ok")
+        .sleep_ms(60_000)
+        .heartbeat_ms(100)
+        .grandchild_sleep_s(600.0)
+        .bash("setsid sleep 600 </dev/null >/dev/null 2>&1 &");
+    env.scenario(&Scenario::new().step(1, [long, quick()]).otherwise(quick()));
+    let mut runner = env.spawn(&["start", "g", "--step", "a"]);
+    env.wait_for_calls(1, 1);
+    let task = env.calls()[0]["task_id"].as_str().unwrap().to_owned();
+    let dir = env.state().join("tasks").join(&task);
+    let mut sup = None;
+    assert!(wait_until(Duration::from_secs(20), || {
+        sup = read_pid(&dir.join("supervisor.json"));
+        sup.is_some() && crate::support::procs::task_processes(&task).len() >= 3
+    }));
+    let first: Vec<i32> = crate::support::procs::task_processes(&task)
+        .iter()
+        .map(|p| p.pid)
+        .filter(|p| Some(*p) != sup)
+        .collect();
+    let sup = sup.unwrap();
+    let guardian = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .find(|&p| ppid(p) == Some(sup) && !first.contains(&p))
+        .expect("the guardian runs");
+    sigkill(sup);
+    sigkill(guardian);
+    let status = runner.wait(Duration::from_secs(60));
+    assert!(status.success(), "{status:?}\n{}", env.log());
+    env.assert_status(Status::Done);
+    assert_eq!(env.calls_for(1), 2, "LOST costs an attempt and is retried");
+    assert!(
+        wait_until(Duration::from_secs(10), || first
+            .iter()
+            .all(|&p| !running(p))),
+        "the lost task's processes outlived it: {first:?}\n{}",
+        env.log()
+    );
+    env.assert_no_processes();
+}
+
+/// A runner killed 4–10 ms after its first spawn, before the step's supervisor took the task,
+/// left a task that nobody ever started: `resume` judged it LOST, and so an attempt whose agent
+/// never ran cost an attempt (with `--max-retries 1`, the loop FAILED). Issue 30.
+#[test]
+fn an_attempt_whose_agent_never_ran_costs_no_attempt() {
+    use std::os::unix::process::ExitStatusExt;
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let mut start = env.cmd(&["start", "g", "--step", "a", "--max-retries", "1"]);
+    // Killed once the task's directory is published, before its supervisor is asked for.
+    start.env("LOOP_CRASH_AT", "after-publish");
+    assert_eq!(start.status().unwrap().signal(), Some(9));
+    assert!(env.calls().is_empty(), "no agent ran");
+    env.run_ok(&["resume"]);
+    env.assert_status(Status::Done);
+    let m = env.m1();
+    assert_eq!(m.results[&1].attempts, Some(1), "{}", env.text());
+    assert_eq!(env.calls().len(), 1, "the agent ran once");
+    let log = env.log();
+    assert!(
+        log.contains("its agent never ran, so no attempt is counted"),
+        "{log}"
+    );
+    assert!(!log.contains("LOST"), "{log}");
 }

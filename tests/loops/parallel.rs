@@ -54,10 +54,11 @@ fn task_spans(env: &TestLoop) -> Vec<(String, String)> {
                     .unwrap_or_default()
             };
             let spec = json("spec.json");
-            // The agent's runs only (not the VERIFY runs of the step loops).
-            let agent = spec["command"][0]
-                .as_str()
-                .is_some_and(|c| c.ends_with("claude-sim"));
+            // The agent's runs only (not the VERIFY runs of the step loops), confined or not.
+            let agent = spec["command"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|a| a.as_str().is_some_and(|a| a.ends_with("claude-sim")))
+            });
             if agent {
                 let began = spec["created_at"].as_str().unwrap_or_default().to_owned();
                 let ended = json("exit.json")["ended_at"]
@@ -203,24 +204,7 @@ fn a_verify_that_fails_only_on_the_merged_result_sends_the_step_back() {
 fn a_crash_at_each_write_point_then_resume_loses_nothing_and_starts_nothing_twice() {
     for point in PARALLEL_POINTS {
         let env = TestLoop::new().with_git();
-        env.scenario(
-            &Scenario::new()
-                .step(1, Action::done("a").sleep_ms(300).write("a.txt", "a\n"))
-                .step(2, Action::done("b").sleep_ms(300).write("b.txt", "b\n")),
-        );
-        env.run_ok(&[
-            "start",
-            "g",
-            "--step",
-            "a",
-            "--step",
-            "b",
-            "--parallel",
-            "2",
-            "--plan-only",
-            "--verify",
-            "true",
-        ]);
+        env.plan_parallel(&[("a", 300), ("b", 300)], &["--verify", "true"]);
         let mut c = env.cmd(&["resume"]);
         c.env("LOOP_CRASH_AT", format!("{point}@1"));
         let status = c.status().unwrap();
@@ -260,22 +244,7 @@ fn a_crash_at_each_write_point_then_resume_loses_nothing_and_starts_nothing_twic
 /// Two steps of `ms` each, writing a.txt and b.txt, run at once by a runner in the
 /// background: returned once both agents have started.
 fn two_steps_running(env: &TestLoop, ms: u64) -> crate::support::Guard {
-    env.scenario(
-        &Scenario::new()
-            .step(1, Action::done("a").sleep_ms(ms).write("a.txt", "a\n"))
-            .step(2, Action::done("b").sleep_ms(ms).write("b.txt", "b\n")),
-    );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--parallel",
-        "2",
-        "--plan-only",
-    ]);
+    env.plan_parallel(&[("a", ms), ("b", ms)], &[]);
     let runner = env.spawn(&["resume"]);
     assert!(crate::support::wait_until(crate::support::PATIENCE, || {
         env.calls_for(1) >= 1 && env.calls_for(2) >= 1

@@ -8,7 +8,7 @@ use crate::support::TestLoop;
 
 /// The agent leaves `note` as its handoff and asks for a fresh session.
 fn restart(note: &str) -> Action {
-    Action::restart("context nearly full").write("state/handoff-step-1.md", note)
+    Action::restart("context nearly full").write("state/handoff/step-1.md", note)
 }
 
 fn done() -> Action {
@@ -23,7 +23,7 @@ fn step_restart_goes_on_in_a_fresh_session_from_the_agents_handoff_note() {
     assert_ne!(calls[1]["session_id"], calls[0]["session_id"]);
     let first = env.prompt(0);
     assert!(
-        first.contains("STEP_RESTART") && first.contains("handoff-step-1.md"),
+        first.contains("STEP_RESTART") && first.contains("handoff/step-1.md"),
         "{first}"
     );
     let second = env.prompt(1);

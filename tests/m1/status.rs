@@ -57,6 +57,7 @@ CONSTRAINTS  ai-media.pyのみ変更、media-commands.ts触るな
 >  2 RUNNING   Fix1-5実装 → ai-media.py
    3 PENDING   実戦テスト → /edit --steps 1
 CURRENT      task task_xxx, pid 99356, since 2026-02-17T05:30:00
+SANDBOX      bwrap (the default)
 LAST_ACTION  Step 2 spawned via exec bridge --fire
 NEXT_ACTION  --check TASK_ID で完了確認 → 結果検証 → Step 3へ
 RUNNER       none: `loop resume` carries the loop on from this file
@@ -127,7 +128,10 @@ fn a_status_and_goal_only_file_shows_no_plan_and_runner_keys_show_up() {
     let Case { dir: _dir, file } = case("STATUS: IDLE\nGOAL: ship\n");
     assert_eq!(
         status(&file, false),
-        format!("GOAL         ship\nSTATUS       IDLE\nPLAN         (no steps yet)\n{HINT}\n")
+        format!(
+            "GOAL         ship\nSTATUS       IDLE\nPLAN         (no steps yet)\nSANDBOX      bwrap \
+             (the default)\n{HINT}\n"
+        )
     );
     std::fs::write(
         &file,
@@ -137,7 +141,7 @@ fn a_status_and_goal_only_file_shows_no_plan_and_runner_keys_show_up() {
     assert_eq!(
         status(&file, false),
         format!(
-            "GOAL         ship\nSTATUS       WAITING  step 1/1\n>  1 FAILED    build  (exit 1, 2 attempts, $0.50, error: verify failed)\nCURRENT      attempt 2\nCOST         $0.50\n{HINT}\n"
+            "GOAL         ship\nSTATUS       WAITING  step 1/1\n>  1 FAILED    build  (exit 1, 2 attempts, $0.50, error: verify failed)\nCURRENT      attempt 2\nSANDBOX      bwrap (the default)\nCOST         $0.50\n{HINT}\n"
         )
     );
     let v: serde_json::Value = serde_json::from_str(&status(&file, true)).unwrap();

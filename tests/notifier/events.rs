@@ -40,6 +40,7 @@ rusty_fork::rusty_fork_test! {
 
         let mut n = notifier::from_env(&state, Some(Path::new(LOOP)));
         n.notify(&Event::Started {
+            sandbox: None,
             goal: "fix the SIGTERM bug".into(),
             steps: vec!["investigate".into(), "fix".into()],
         });
@@ -54,6 +55,7 @@ rusty_fork::rusty_fork_test! {
             goal: "fix the SIGTERM bug".into(),
             summaries: vec![(1, "analysis written".into()), (2, "fixed & tested".into())],
             cost_usd: 0.42,
+            tokens: 0,
             elapsed_s: 95,
         });
         assert!(wait_until(PATIENCE, || tg.sent().len() == 4), "{:?}", tg.sent());

@@ -249,3 +249,49 @@ fn a_duration_without_a_unit_is_an_error_that_says_which_units_it_could_mean() {
         Some(Duration::from_secs(3600))
     );
 }
+
+/// An empty `LIMITS.PARALLEL:` or `AGENT.BACKEND:` was taken as unset (the default), where
+/// every other value a key needs is an error at its line and column.
+#[test]
+fn an_empty_value_where_a_value_is_needed_is_an_error_not_the_default() {
+    assert_eq!(
+        errors("STATUS: IDLE\nGOAL: g\nLIMITS:\n  PARALLEL:\nAGENT:\n  BACKEND:\n"),
+        [
+            "4:12: PARALLEL: empty: expected a whole number ≥ 1, or remove the line for the \
+             default",
+            "6:11: BACKEND: empty: expected one of claude, codex, or remove the line for the \
+             default"
+        ]
+    );
+    // A text may be empty, and a key left out is the default.
+    Document::parse("STATUS: IDLE\nGOAL: g\nCONSTRAINTS:\nLIMITS:\n  MAX_RETRIES: 2\n").unwrap();
+}
+
+/// PLAN's and RESULTS' headers swapped by hand passed `validate`; `resume` then found no
+/// plan, planned anew from scratch and ended FAILED.
+#[test]
+fn plan_and_results_headers_swapped_by_hand_are_an_error_not_a_new_plan() {
+    let text = "STATUS: RUNNING\nGOAL: g\nRESULTS:\n  TOTAL_STEPS: 1\n  CURRENT_STEP: 1\n  \
+                STEPS:\n    1: [DONE] a\nPLAN:\n  STEP_1:\n    EXIT: 0\n";
+    assert_eq!(
+        errors(text),
+        [
+            "4:3: RESULTS holds `TOTAL_STEPS:`, a key of PLAN: move it under `PLAN:` (are the \
+             PLAN: and RESULTS: headers swapped?)",
+            "5:3: RESULTS holds `CURRENT_STEP:`, a key of PLAN: move it under `PLAN:` (are the \
+             PLAN: and RESULTS: headers swapped?)",
+            "6:3: RESULTS holds `STEPS:`, a key of PLAN: move it under `PLAN:` (are the PLAN: \
+             and RESULTS: headers swapped?)",
+            "9:3: PLAN holds `STEP_1:`, a key of RESULTS: move it under `RESULTS:` (are the \
+             PLAN: and RESULTS: headers swapped?)",
+        ]
+    );
+    // `loop resume` refuses it as it is, and leaves it as it is.
+    let t = Temp::new();
+    let file = t.path().join("M1.md");
+    std::fs::write(&file, text).unwrap();
+    let out = run_within(&mut bounded(&["resume"], &file), PROMPTLY);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("headers swapped"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+}

@@ -137,22 +137,7 @@ fn a_telegram_that_refuses_connections_does_not_hold_up_the_loop() {
 fn a_parallel_loop_revived_by_one_of_its_steps_still_tells_its_done_on_telegram() {
     let tg = FakeTelegram::start();
     let env = with_telegram(TestLoop::new().with_git(), &tg.base_url()).env("LOOP_REVIVE", "on");
-    env.scenario(
-        &Scenario::new()
-            .step(1, Action::done("a").sleep_ms(1500).write("a.txt", "a\n"))
-            .step(2, Action::done("b").sleep_ms(1500).write("b.txt", "b\n")),
-    );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--parallel",
-        "2",
-        "--plan-only",
-    ]);
+    env.plan_parallel(&[("a", 1500), ("b", 1500)], &[]);
     let mut runner = env.spawn(&["resume"]);
     assert!(wait_until(PATIENCE, || env.calls_for(1) >= 1 && env.calls_for(2) >= 1));
     runner.kill9();

@@ -197,6 +197,127 @@ fn a_question_tool_call_of_the_real_cli_waits_on_a_gate_and_gets_the_answer_2_1_
     a_question_tool_call_becomes_a_gate(VERSIONS[1]);
 }
 
+/// One command denied (`chmod +x tool.sh`, which no default rule allows), allowed on its
+/// DENIED gate: the gate allows that command (`Bash(chmod +x tool.sh)`), which the real CLI
+/// then runs, and not all of Bash.
+fn a_denied_command_allowed_on_its_gate_runs(version: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(claude) = claude_or_skip(version) else {
+        return;
+    };
+    let env = TestLoop::new();
+    let home = env.temp.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let env = env.env("LOOP_AGENT", &claude).env("HOME", &home);
+    let tool = env.path().join("tool.sh");
+    std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+    let mock = Mock {
+        tool: "Bash",
+        command: "chmod +x tool.sh",
+        env: &[],
+    };
+    let start = env.cmd(&["start", "g", "--step", "make tool.sh runnable", "--quiet"]);
+    let out = run_with_mock(&start, &mock, None, PATIENCE);
+    env.assert_exit(&out, 3);
+    let g = env.m1().gate("G1").cloned();
+    let g = g.unwrap_or_else(|| panic!("{version}: no gate\n{}", env.log()));
+    assert_eq!(g.tools, ["Bash(chmod +x tool.sh)"], "{version}");
+    assert_eq!(
+        g.options,
+        ["allow", "allow-all", "skip", "stop"],
+        "{version}"
+    );
+    let answer = env.cmd(&["answer", "G1", "allow", "--quiet"]);
+    let out = run_with_mock(&answer, &mock, None, PATIENCE);
+    env.assert_exit(&out, 0);
+    env.assert_status(Status::Done);
+    let mode = std::fs::metadata(&tool).unwrap().permissions().mode();
+    assert_ne!(mode & 0o111, 0, "{version}: the allowed command ran");
+    let allowed = env.m1().agent.allowed_tools.unwrap_or_default();
+    assert!(
+        allowed.contains(&"Bash(chmod +x tool.sh)".to_owned())
+            && !allowed.contains(&"Bash".to_owned()),
+        "{version}: {allowed:?}"
+    );
+    env.assert_no_processes();
+}
+
+/// A DENIED gate's `allow` added bare `Bash` for one denied command: all of Bash for every
+/// later step (issue "Fourth trial from outside", item 8).
+#[test]
+fn a_denied_command_allowed_on_its_gate_runs_on_the_real_cli_2_1_330() {
+    a_denied_command_allowed_on_its_gate_runs(VERSIONS[0]);
+}
+
+/// As above, with 2.1.197.
+#[test]
+fn a_denied_command_allowed_on_its_gate_runs_on_the_real_cli_2_1_197() {
+    a_denied_command_allowed_on_its_gate_runs(VERSIONS[1]);
+}
+
+/// A loop whose cap is smaller than its first run's cost: the run is given the cap
+/// (`--max-budget-usd`), the real CLI ends it there, and the loop waits on a COST gate
+/// instead of going on past its cap.
+fn the_cost_cap_ends_a_real_run_and_waits_on_a_gate(version: &str) {
+    let Some(claude) = claude_or_skip(version) else {
+        return;
+    };
+    let env = TestLoop::new();
+    let home = env.temp.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let env = env.env("LOOP_AGENT", &claude).env("HOME", &home);
+    // 200,000 input tokens a request: more than $0.50 on every model the CLI defaults to.
+    let mock = Mock {
+        tool: "-",
+        command: "",
+        env: &[("MOCK_INPUT_TOKENS", "200000")],
+    };
+    let args = [
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--step",
+        "two",
+        "--max-cost-usd",
+        "0.5",
+    ];
+    let out = run_with_mock(
+        &env.cmd(&[&args[..], &["--quiet"]].concat()),
+        &mock,
+        None,
+        PATIENCE,
+    );
+    env.assert_exit(&out, 3);
+    let m = env.m1();
+    let g = m.gate("G1").cloned();
+    let g = g.unwrap_or_else(|| panic!("{version}: no gate\n{}\n{}", env.text(), env.log()));
+    assert_eq!(g.kind, m1loop::m1::GateKind::Cost, "{version}");
+    assert!(
+        env.log().contains("Reached maximum budget ($0.5)"),
+        "{version}: {}",
+        env.log()
+    );
+    assert!(
+        m.results[&1].error.is_none(),
+        "{version}: not a failed attempt"
+    );
+    env.assert_no_processes();
+}
+
+/// `--max-cost-usd 1` stopped at $1.20: the cap was checked between steps only (issue
+/// "Fourth trial from outside", item 8).
+#[test]
+fn the_cost_cap_ends_a_run_of_the_real_cli_and_waits_on_a_gate_2_1_330() {
+    the_cost_cap_ends_a_real_run_and_waits_on_a_gate(VERSIONS[0]);
+}
+
+/// As above, with 2.1.197.
+#[test]
+fn the_cost_cap_ends_a_run_of_the_real_cli_and_waits_on_a_gate_2_1_197() {
+    the_cost_cap_ends_a_real_run_and_waits_on_a_gate(VERSIONS[1]);
+}
+
 /// A loop on the real Codex CLI, against the project's Responses API mock: two steps, each
 /// of whose threads fails its first turn (`MOCK_FAILED_TURNS=1`), so each step's retry must
 /// resume its thread; the tool call the mock asks for really runs in the sandbox.
@@ -234,8 +355,9 @@ fn a_two_step_codex_loop_of_the_real_cli_reaches_done_and_each_retry_resumes_its
     let m = env.m1();
     assert!(
         env.path().join("made_by_tool.txt").exists(),
-        "{}",
-        env.log()
+        "{}\n{}",
+        env.log(),
+        std::fs::read_to_string(&log).unwrap_or_default()
     );
     let requests: Vec<serde_json::Value> = std::fs::read_to_string(&log)
         .unwrap()

@@ -148,15 +148,18 @@ fn the_planner_and_the_reviewer_are_offered_only_tools_that_read() {
     assert_eq!(tools(&calls[2]), read_only, "the reviewer");
 }
 
-/// A change to the work tree during a review (a hook, a tool of an older CLI, anything
-/// running beside it) went unreviewed into the next step's commit under an approval. Fixed in
-/// 1bf0732 (issue 18).
+/// A change to the work tree during a review by a reviewer that could write (here an older
+/// CLI that offers every tool whatever `--tools` says: its `Write` calls run, and its stream
+/// shows them) went unreviewed into the next step's commit under an approval. Fixed in
+/// 1bf0732 (issue 18); since issue 30 the halt says who could have made the change.
+/// Unconfined (`--sandbox off`): confined, a reviewer cannot write at all (`loops::sandbox`).
 #[test]
 fn a_review_that_changed_the_work_tree_is_not_an_approval() {
-    let env = TestLoop::new().with_git();
+    let env = TestLoop::new().with_git().env("LOOP_SANDBOX", "off");
     let meddling = Action::approve("fine")
         .write("made_by_reviewer.txt", "x\n")
-        .write("a.txt", "half\n");
+        .write("a.txt", "half\n")
+        .ignoring_tools();
     env.scenario(
         &Scenario::new()
             .step(1, work("whole"))
@@ -185,6 +188,104 @@ fn a_review_that_changed_the_work_tree_is_not_an_approval() {
         assert!(error.contains(file), "{file}: {error}");
         assert!(env.log().contains(file), "{file}: {}", env.log());
     }
+    assert!(
+        error.contains("the reviewer called Write: made_by_reviewer.txt"),
+        "{error}"
+    );
     let next = m.next_action.unwrap_or_default();
     assert!(next.contains("git status"), "{next}");
+}
+
+/// `loop start "add notes" --step … --step … --review > loop.out 2>&1` halted at the first
+/// review (`the work tree changed while step 1 was reviewed, so the review is not an
+/// approval: loop.out (changed)`), and every resume halted again: the loop's own output, and
+/// anything another process writes in the project during a review (an editor, a watcher, the
+/// CLI's own log), was taken for the reviewer's. A reviewer offered only tools that read
+/// (`--tools Read,Grep,Glob`) can write nothing: what changed is not its.
+#[test]
+fn a_review_halts_on_no_change_its_read_only_reviewer_could_not_make() {
+    reviews_beside_a_watcher(
+        "off",
+        "(not by the reviewer: its run had only read-only tools (--tools Read,Grep,Glob))",
+    );
+}
+
+/// The same, confined: the loop's sandbox keeps the reviewer's work tree read-only.
+#[test]
+fn a_confined_review_halts_on_no_change_beside_it() {
+    if !crate::support::bwrap_here() {
+        return;
+    }
+    reviews_beside_a_watcher(
+        "bwrap",
+        "(not by the reviewer: its run ran in the loop's sandbox, its work tree read-only)",
+    );
+}
+
+/// A two-step reviewed loop, its output into the project and a process appending to a file of
+/// the project all along, whose runs are confined as `sandbox` says: it ends DONE, each review
+/// approved, and `loop.log` says of each review what changed and `why` it is not the
+/// reviewer's.
+fn reviews_beside_a_watcher(sandbox: &str, why: &str) {
+    use std::io::Write as _;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let env = TestLoop::new().with_git().env("LOOP_SANDBOX", sandbox);
+    // The reviewer reads a while and tries to write too: its CLI refuses the call.
+    let reviewer = Action::approve("fine")
+        .sleep_ms(300)
+        .write("made_by_reviewer.txt", "x\n");
+    env.scenario(
+        &Scenario::new()
+            .step(1, work("half"))
+            .step(2, work("whole"))
+            .review(reviewer),
+    );
+    let out = std::fs::File::create(env.path().join("loop.out")).unwrap();
+    let mut cmd = env.cmd(&[
+        "start",
+        "add notes",
+        "--step",
+        "write a note",
+        "--step",
+        "write another",
+        "--review",
+    ]);
+    cmd.stdout(out.try_clone().unwrap()).stderr(out);
+    // Beside the loop, a process appends to a file of the project all along (a watcher's log).
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let appender = {
+        let (done, path) = (done.clone(), env.path().join("watcher.log"));
+        std::thread::spawn(move || {
+            let mut f = std::fs::File::create(path).unwrap();
+            while !done.load(Ordering::Relaxed) {
+                writeln!(f, "seen").unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        })
+    };
+    let status = crate::support::Guard::spawn(&mut cmd).wait(std::time::Duration::from_secs(60));
+    done.store(true, Ordering::Relaxed);
+    appender.join().unwrap();
+    let log = env.log();
+    assert_eq!(status.code(), Some(0), "{log}\n{}", env.text());
+    env.assert_status(Status::Done);
+    let m = env.m1();
+    for s in [1, 2] {
+        assert!(
+            matches!(m.results[&s].review, Some(m1loop::m1::Review::Approved(_))),
+            "{:?}",
+            m.results[&s].review
+        );
+    }
+    assert!(!env.path().join("made_by_reviewer.txt").exists());
+    // loop.log says what changed during each review, and who could have changed it.
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("changed during the review of step"))
+        .collect();
+    assert_eq!(said.len(), 2, "{log}");
+    for line in said {
+        assert!(line.contains("watcher.log (changed)"), "{line}");
+        assert!(line.contains(why), "{line}");
+    }
 }

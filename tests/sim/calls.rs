@@ -110,7 +110,7 @@ fn each_call_of_a_step_takes_the_next_entry_and_the_last_repeats() {
         summary(&out.stdout).result.unwrap().result.unwrap(),
         "STEP_DONE: default"
     );
-    let state = d.path().join("scenario.json.state");
+    let state = d.join("sim/scenario.json.state");
     assert_eq!(
         std::fs::read_to_string(state.join("step-2.calls"))
             .unwrap()

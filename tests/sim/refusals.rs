@@ -99,6 +99,7 @@ fn the_adapter_s_own_invocation_is_accepted() {
         max_budget_usd: Some(1.5),
         model: Some("sonnet".into()),
         extra_args: vec!["--dangerously-skip-permissions".into()],
+        confined: false,
     };
     let template = d.sim(1, &[]);
     let (new, resumed) = (new_session_id(), new_session_id());

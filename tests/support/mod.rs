@@ -202,14 +202,20 @@ impl Temp {
         path
     }
 
+    /// The simulated agent's directory: its scenario, its log, its counts of calls. A loop's
+    /// sandbox lets its runs write here (`LOOP_SANDBOX_WRITE`), and nowhere else of the test's.
+    pub fn sim_dir(&self) -> PathBuf {
+        self.join("sim")
+    }
+
     /// Writes the simulated agent's scenario (JSON); returns its path.
     pub fn scenario(&self, json: &str) -> PathBuf {
-        self.write("scenario.json", json)
+        self.write("sim/scenario.json", json)
     }
 
     /// Where the simulated agent logs its calls.
     pub fn sim_log(&self) -> PathBuf {
-        self.join("calls.jsonl")
+        self.join("sim/calls.jsonl")
     }
 
     /// Every agent call, as the simulated agent logged it when it started. A line is taken once
@@ -245,6 +251,7 @@ impl Temp {
     /// and scenario (if written), no inherited `CLAUDECODE` (the test itself may run inside
     /// Claude Code) and stdin from /dev/null.
     pub fn sim_raw(&self, step: u32, args: &[&str]) -> Command {
+        std::fs::create_dir_all(self.sim_dir()).unwrap();
         let mut cmd = Command::new(SIM);
         cmd.args(args)
             .current_dir(self.path())
@@ -257,7 +264,7 @@ impl Temp {
             .env("CLAUDE_SIM_LOG", self.sim_log())
             .env("LOOP_STEP", step.to_string())
             .stdin(Stdio::null());
-        let scenario = self.join("scenario.json");
+        let scenario = self.join("sim/scenario.json");
         if scenario.exists() {
             cmd.env("CLAUDE_SIM_SCENARIO", scenario);
         } else {
@@ -265,6 +272,26 @@ impl Temp {
         }
         cmd
     }
+}
+
+/// Whether bubblewrap can confine a run on this machine (looked at once). Where it cannot,
+/// says `skipped:` for the sandbox, once.
+pub fn bwrap_here() -> bool {
+    static HERE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HERE.get_or_init(|| {
+        let ok = Command::new("bwrap")
+            .args(["--ro-bind", "/", "/", "--unshare-pid", "--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            println!(
+                "skipped: the sandbox: bubblewrap (`bwrap`) is not installed here or cannot \
+                 start, so loops run unconfined (LOOP_SANDBOX=off) in these tests"
+            );
+        }
+        ok
+    })
 }
 
 /// An M1.md with the given bytes in a temporary directory of its own.

@@ -45,6 +45,7 @@ impl TestLoop {
         let project = temp.join("project");
         std::fs::create_dir_all(project.join("state")).unwrap();
         std::fs::create_dir(temp.join("tmp")).unwrap();
+        std::fs::create_dir_all(temp.sim_dir()).unwrap();
         Self {
             file: project.join("state").join("M1.md"),
             stop: temp.join("croppy-stop"),
@@ -119,8 +120,16 @@ impl TestLoop {
             .env("XDG_STATE_HOME", self.xdg())
             // What a loop puts in the temporary directory (the demo's project) goes with the test's.
             .env("TMPDIR", self.temp.join("tmp"))
-            .env("CLAUDE_SIM_SCENARIO", self.temp.join("scenario.json"))
+            .env("CLAUDE_SIM_SCENARIO", self.temp.join("sim/scenario.json"))
             .env("CLAUDE_SIM_LOG", self.temp.sim_log())
+            // The simulated agent keeps its log and counts there: its runs, confined, may
+            // write that and nothing else of the test's.
+            .env("LOOP_SANDBOX_WRITE", self.temp.sim_dir())
+            // The real captures the simulated agent replays.
+            .env(
+                "LOOP_SANDBOX_READ",
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
+            )
             .env("LOOP_NOTIFY_BACKOFF_MS", "10")
             // A test that kills a runner resumes it itself; tests of revival turn it on.
             .env("LOOP_REVIVE", "off")
@@ -131,6 +140,11 @@ impl TestLoop {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        if !super::bwrap_here() {
+            // Loops are confined by default; where bubblewrap cannot run, they run unconfined
+            // and the tests say so (`skipped:` once), rather than fail for the machine.
+            c.env("LOOP_SANDBOX", "off");
+        }
         for (k, v) in &self.env {
             c.env(k, v);
         }
@@ -233,6 +247,27 @@ impl TestLoop {
             "a fresh session, not --resume"
         );
         calls
+    }
+
+    /// A loop of `steps` to run at once, each `(name, ms)` writing `name.txt` after `ms` of
+    /// work, planned with `--parallel` (as many slots as steps) and `--plan-only`, and
+    /// `extra` flags: `loop resume` runs it.
+    pub fn plan_parallel(&self, steps: &[(&str, u64)], extra: &[&str]) {
+        let mut scenario = claude_sim::scenario::Scenario::new();
+        for (k, (name, ms)) in (1..).zip(steps) {
+            let work = claude_sim::scenario::Action::done(name)
+                .sleep_ms(*ms)
+                .write(&format!("{name}.txt"), &format!("{name}\n"));
+            scenario = scenario.step(k, work);
+        }
+        self.scenario(&scenario);
+        let n = steps.len().to_string();
+        let mut args = vec!["start", "g", "--parallel", n.as_str(), "--plan-only"];
+        for (name, _) in steps {
+            args.extend(["--step", name]);
+        }
+        args.extend(extra);
+        self.run_ok(&args);
     }
 
     pub fn calls_for(&self, step: u32) -> usize {

@@ -104,11 +104,94 @@ impl Run<'_> {
             .event(&emit::assistant(&self.session_id, &self.model, &text, None));
     }
 
+    /// The session starts (or resumes): its `SessionStart` hooks run, then `system/init`, then
+    /// the API retries the action asks for.
+    fn open_session(&self) {
+        let args = self.call.args;
+        let sid = self.session_id.as_str();
+        let source = if args.resume.is_some() {
+            "resume"
+        } else {
+            "startup"
+        };
+        for event in hooks::session_start(args.settings.as_deref(), sid, source) {
+            self.out.event(&event);
+        }
+        let cwd = std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
+        let mode = args.permission_mode.as_deref().unwrap_or("default");
+        self.out.event(&emit::init(sid, &cwd, &self.model, mode));
+        for (n, retry) in (1..).zip(&self.action.api_retries) {
+            self.out.event(&emit::api_retry(sid, n, retry));
+        }
+    }
+
+    /// The action's files: as Codex, written as they are (its sandbox decides before, see
+    /// `codex_work`); as Claude Code, each by a tool call (`Bash` for a touch, `Write` for a
+    /// write) that the stream shows, refused with the CLI's words when `--tools` does not
+    /// offer the tool (unless the action plays a CLI that ignores `--tools`).
+    fn files(&self) -> Result<(), i32> {
+        let action = self.action;
+        if self.call.args.codex {
+            return do_files(action, &|t| self.fill(t));
+        }
+        let offered = |tool: &str| {
+            action.ignores_tools
+                || self
+                    .call
+                    .args
+                    .tools
+                    .as_ref()
+                    .is_none_or(|t| t.iter().any(|o| o == tool))
+        };
+        let (sid, model) = (self.session_id.as_str(), self.model.as_str());
+        let calls = action
+            .touch
+            .iter()
+            .map(|p| ("Bash", serde_json::json!({"command": format!("touch {}", self.fill(p))})))
+            .chain(action.write.iter().map(|w| {
+                ("Write", serde_json::json!({"file_path": self.fill(&w.path), "content": self.fill(&w.text)}))
+            }));
+        let mut allowed = Action {
+            touch: Vec::new(),
+            write: Vec::new(),
+            bash: action.bash.clone(),
+            ..Action::default()
+        };
+        for (i, (tool, input)) in calls.enumerate() {
+            let id = format!(
+                "toolu_sim_{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..20]
+            );
+            let mut call = emit::tool_use(sid, model, &id, tool);
+            call["message"]["content"][0]["input"] = input;
+            self.out.event(&call);
+            if !offered(tool) {
+                // The real text of 2.1.330 for a tool `--tools` left out.
+                let refused = format!(
+                    "<tool_use_error>Error: No such tool available: {tool}. {tool} is disabled \
+                     for this session, in subagents as well as here.</tool_use_error>"
+                );
+                self.out.event(&emit::tool_result_error(sid, &id, &refused));
+                continue;
+            }
+            match action.touch.get(i) {
+                Some(p) => allowed.touch.push(p.clone()),
+                None => allowed
+                    .write
+                    .push(action.write[i - action.touch.len()].clone()),
+            }
+            self.out.event(&emit::tool_result_ok(sid, &id));
+        }
+        do_files(&allowed, &|t| self.fill(t))
+    }
+
     /// The work before the answer: a hang (for ever), or the sleep, with heartbeats.
     fn work(&self) -> Result<(), i32> {
         let action = self.action;
         if action.hang {
-            do_files(action, &|t| self.fill(t))?;
+            self.files()?;
             let beat = action.heartbeat_ms.filter(|ms| *ms > 0);
             for k in 1.. {
                 std::thread::sleep(Duration::from_millis(beat.unwrap_or(3_600_000)));
@@ -132,7 +215,7 @@ impl Run<'_> {
                 }
             }
         }
-        do_files(action, &|t| self.fill(t))
+        self.files()
     }
 
     /// What happens between the work and the answer: a compaction, a rate-limit event, tools
@@ -181,6 +264,13 @@ impl Run<'_> {
     fn finish(&self, text: &str, format: &str) {
         let (action, sid) = (self.action, self.session_id.as_str());
         let cost_usd = action.cost_usd.unwrap_or(0.01);
+        // A denied command that `--allowedTools` now covers runs: it is not denied again.
+        let denials: Vec<String> = action
+            .permission_denials
+            .iter()
+            .filter(|d| !emit::allowed(d, &self.call.args.allowed_tools))
+            .cloned()
+            .collect();
         let result = emit::result(&emit::ResultSpec {
             session_id: sid,
             subtype: action.subtype.as_deref().unwrap_or("success"),
@@ -192,7 +282,7 @@ impl Run<'_> {
             context_window: action.context_window.unwrap_or(200_000),
             cost_usd,
             session_cost_usd: session_cost(self.call.state_dir.as_deref(), sid, cost_usd),
-            permission_denials: &action.permission_denials,
+            permission_denials: &denials,
         });
         match format {
             "stream-json" => {
@@ -452,6 +542,21 @@ pub(crate) fn limit_refusal(codex: bool, action: &Action) -> Option<Action> {
     })
 }
 
+/// A call whose `--max-budget-usd` is below what `action` costs, as the real CLI ends it
+/// (capture `error-max-budget-usd`): the work done and paid for, then an `error_max_budget_usd`
+/// result, `Reached maximum budget ($BUDGET)`, exit 1. `None` within its budget, or with none.
+pub(crate) fn over_budget(args: &SimArgs, action: &Action) -> Option<Action> {
+    let given = args.max_budget_usd.as_deref()?;
+    let budget: f64 = given.parse().ok()?;
+    (action.cost_usd.unwrap_or(0.01) > budget && !action.is_error).then(|| Action {
+        is_error: true,
+        subtype: Some("error_max_budget_usd".into()),
+        result: Some(format!("Reached maximum budget (${given})")),
+        exit: Some(1),
+        ..action.clone()
+    })
+}
+
 /// The thread's usage so far, this call's included (Codex reports the thread's total).
 fn thread_tokens(state_dir: Option<&Path>, id: &str) -> (u64, u64) {
     const CALL: (u64, u64) = (1000, 50);
@@ -510,15 +615,8 @@ pub(crate) fn perform(call: &Call<'_>, action: &Action) -> i32 {
         sleep_ms(action.sleep_ms);
         return replay(&call.base_dir.join(stem), action.exit);
     }
-    let cwd = std::env::current_dir()
-        .map(|d| d.display().to_string())
-        .unwrap_or_default();
-    let mode = args.permission_mode.as_deref().unwrap_or("default");
+    run.open_session();
     let sid = run.session_id.as_str();
-    run.out.event(&emit::init(sid, &cwd, &run.model, mode));
-    for (n, retry) in (1..).zip(&action.api_retries) {
-        run.out.event(&emit::api_retry(sid, n, retry));
-    }
     if let Some(secs) = action.grandchild_sleep_s {
         leave_grandchild(secs);
     }
@@ -637,20 +735,47 @@ fn leave_grandchild(secs: f64) {
     }
 }
 
+/// The files an action writes, then its commands. A write the system refuses (a read-only
+/// file system, no permission: a sandbox) fails as the real CLI's edit tool does: said, and
+/// the call goes on to its answer. Any other failure is the scenario's error.
 fn do_files(action: &Action, fill: &dyn Fn(&str) -> String) -> Result<(), i32> {
     let fail = |path: &str, e: std::io::Error| {
+        if refused_by_the_system(&e) {
+            eprintln!("claude-sim: the tool call could not write {path}: {e}");
+            return Ok(());
+        }
         eprintln!("claude-sim: cannot write {path}: {e}");
-        SETUP_ERROR
+        Err(SETUP_ERROR)
     };
     for path in &action.touch {
         let path = fill(path);
-        touch(Path::new(&path)).map_err(|e| fail(&path, e))?;
+        if let Err(e) = touch(Path::new(&path)) {
+            fail(&path, e)?;
+        }
     }
     for w in &action.write {
         let path = fill(&w.path);
-        write_file(Path::new(&path), &fill(&w.text), w.append).map_err(|e| fail(&path, e))?;
+        if let Err(e) = write_file(Path::new(&path), &fill(&w.text), w.append) {
+            fail(&path, e)?;
+        }
+    }
+    for command in &action.bash {
+        let _ = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(fill(command))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .status();
     }
     Ok(())
+}
+
+/// Whether a write failed because the system forbids it here (what a sandbox answers).
+fn refused_by_the_system(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied
+    ) || e.raw_os_error() == Some(nix::libc::EPERM)
 }
 
 fn touch(path: &Path) -> std::io::Result<()> {

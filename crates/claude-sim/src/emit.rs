@@ -87,6 +87,18 @@ pub(crate) fn no_such_tool(tool: &str) -> String {
     )
 }
 
+/// The `user` event carrying a successful `tool_result` for `tool_use_id`.
+#[must_use]
+pub(crate) fn tool_result_ok(session_id: &str, tool_use_id: &str) -> Value {
+    json!({
+        "type": "user",
+        "message": {"role": "user", "content": [
+            {"tool_use_id": tool_use_id, "type": "tool_result", "content": "Done", "is_error": false}
+        ]},
+        "parent_tool_use_id": null, "session_id": session_id, "uuid": uuid(),
+    })
+}
+
 /// The `user` event carrying an error `tool_result` for `tool_use_id`.
 #[must_use]
 pub(crate) fn tool_result_error(session_id: &str, tool_use_id: &str, text: &str) -> Value {
@@ -168,7 +180,14 @@ pub(crate) fn result(r: &ResultSpec<'_>) -> Value {
         .permission_denials
         .iter()
         .enumerate()
-        .map(|(i, tool)| json!({"tool_name": tool, "tool_use_id": format!("toolu_sim_{i}"), "tool_input": {}}))
+        .map(|(i, entry)| {
+            let (tool, input) = match denied_command(entry) {
+                // As the real CLI lists a denied command (capture `error-max-turns`).
+                Some(command) => ("Bash", json!({"command": command, "description": "run it"})),
+                None => (entry.as_str(), json!({})),
+            };
+            json!({"tool_name": tool, "tool_use_id": format!("toolu_sim_{i}"), "tool_input": input})
+        })
         .collect();
     let terminal = if r.api_error_status.is_some() {
         "api_error"
@@ -215,4 +234,31 @@ pub(crate) fn task(
         _ => v["task_type"] = json!("local_bash"),
     }
     v
+}
+
+/// The command of a scenario's denial `Bash: COMMAND`; `None` for a bare tool name.
+#[must_use]
+pub(crate) fn denied_command(entry: &str) -> Option<&str> {
+    entry
+        .strip_prefix("Bash:")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+}
+
+/// Whether `--allowedTools` rules cover the denial `entry`, as the real CLI's rules do: the
+/// tool's bare name; for a command, `Bash(COMMAND)` exactly or a prefix rule `Bash(PREFIX:*)`.
+#[must_use]
+pub(crate) fn allowed(entry: &str, rules: &[String]) -> bool {
+    let Some(command) = denied_command(entry) else {
+        return false;
+    };
+    rules.iter().any(|rule| {
+        let Some(inner) = rule.strip_prefix("Bash(").and_then(|r| r.strip_suffix(')')) else {
+            return rule == "Bash";
+        };
+        match inner.strip_suffix(":*") {
+            Some(prefix) => command == prefix || command.starts_with(&format!("{prefix} ")),
+            None => command == inner,
+        }
+    })
 }

@@ -1,4 +1,5 @@
-//! The hooks of a call's `--settings` that the simulation runs: those of a compaction.
+//! The hooks of a call's `--settings` that the simulation runs: `SessionStart` as a session
+//! starts or resumes, those of a compaction, and a question's `PreToolUse`.
 
 use serde_json::{Value, json};
 
@@ -32,6 +33,68 @@ pub(crate) fn compact(settings: Option<&str>, session_id: &str, error: Option<&s
     events
 }
 
+/// A session starting (`source` `startup`) or resumed (`resume`), as the real CLI does it
+/// (capture `compact-manual`): each `SessionStart` hook of `settings` whose matcher takes
+/// `source` runs before `system/init`, announced in the stream by `hook_started` and
+/// `hook_response` events. The events, in order.
+pub(crate) fn session_start(settings: Option<&str>, session_id: &str, source: &str) -> Vec<Value> {
+    let Some(settings) = read_settings(settings) else {
+        return Vec::new();
+    };
+    let input = json!({"session_id": session_id, "hook_event_name": "SessionStart",
+                       "source": source});
+    let mut events = Vec::new();
+    for command in commands(&settings, "SessionStart", source) {
+        let id = uuid::Uuid::new_v4().to_string();
+        let name = format!("SessionStart:{source}");
+        let base = json!({"type": "system", "hook_id": id, "hook_name": name,
+                          "hook_event": "SessionStart", "session_id": session_id});
+        let mut started = base.clone();
+        started["subtype"] = json!("hook_started");
+        started["uuid"] = json!(uuid::Uuid::new_v4().to_string());
+        events.push(started);
+        let out = run_hook(&command, &input);
+        note_hook(
+            &json!({"hook": "SessionStart", "source": source, "command": command,
+                          "stdout": out}),
+        );
+        let mut response = base;
+        response["subtype"] = json!("hook_response");
+        response["output"] = json!(out);
+        response["stdout"] = json!(out);
+        response["stderr"] = json!("");
+        response["exit_code"] = json!(0);
+        response["outcome"] = json!("success");
+        response["uuid"] = json!(uuid::Uuid::new_v4().to_string());
+        events.push(response);
+    }
+    events
+}
+
+/// The settings of a call: the file `settings` names, or `settings` itself as JSON.
+fn read_settings(settings: Option<&str>) -> Option<Value> {
+    let settings = settings?;
+    let text = std::fs::read_to_string(settings).unwrap_or_else(|_| settings.to_owned());
+    serde_json::from_str::<Value>(&text).ok()
+}
+
+/// The commands of `settings`' `event` hooks whose matcher takes `what` (none, `*`, or `what`
+/// itself, or one of `a|b`).
+fn commands(settings: &Value, event: &str, what: &str) -> Vec<String> {
+    settings["hooks"][event]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| {
+            m["matcher"]
+                .as_str()
+                .is_none_or(|m| m.is_empty() || m == "*" || m.split('|').any(|w| w == what))
+        })
+        .flat_map(|m| m["hooks"].as_array().into_iter().flatten())
+        .filter_map(|h| h["command"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// Runs the `event` hooks of `settings` (a file or inline JSON), noting what each printed.
 fn run_hooks(settings: Option<&str>, session_id: &str, event: &str, extra: (&str, &str)) {
     let Some(settings) = settings else { return };
@@ -48,7 +111,7 @@ fn run_hooks(settings: Option<&str>, session_id: &str, event: &str, extra: (&str
         .filter_map(|h| h["command"].as_str().map(str::to_owned));
     for command in commands {
         let out = run_hook(&command, &input);
-        note_hook(&json!({"hook": event, "command": command, "stdout": out}));
+        note_hook(&json!({"hook": event, extra.0: extra.1, "command": command, "stdout": out}));
     }
 }
 

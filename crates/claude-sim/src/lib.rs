@@ -16,6 +16,7 @@ mod act;
 mod args;
 mod codex;
 mod emit;
+mod help;
 mod hooks;
 pub mod scenario;
 
@@ -87,6 +88,14 @@ impl SimEnv {
 #[must_use]
 pub fn main() -> i32 {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    // Its version and help, as the real CLIs print theirs: no call, nothing logged.
+    if let Some(text) = help::asked(&argv) {
+        print!("{text}");
+        if !text.ends_with('\n') {
+            println!();
+        }
+        return 0;
+    }
     run(&argv, &SimEnv::from_process())
 }
 
@@ -163,6 +172,7 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
     }
     let action = scenario.select(step, call, env.review);
     let action = act::limit_refusal(args.codex, &action).unwrap_or(action);
+    let action = act::over_budget(&args, &action).unwrap_or(action);
     act::perform(
         &act::Call {
             args: &args,

@@ -65,19 +65,32 @@ pub struct Action {
     /// Written to stderr right after start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr: Option<String>,
-    /// Files to create (or bump), relative to the working directory.
+    /// Files to create (or bump), relative to the working directory: as Claude Code, each is a
+    /// `Bash` call (`touch PATH`), which a call not offered `Bash` (`--tools`) cannot make.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub touch: Vec<String>,
-    /// Files to write.
+    /// Files to write: as Claude Code, each is a `Write` call, which a call not offered
+    /// `Write` (`--tools`) cannot make.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub write: Vec<WriteFile>,
+    /// Shell commands the agent runs (as its Bash tool would), with `sh -c` in the working
+    /// directory, one after another after the files are written; whether each succeeds
+    /// changes nothing else (a command can say what it saw in a file of its own).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bash: Vec<String>,
+    /// An older CLI that offers every tool whatever `--tools` says: its `touch` and `write`
+    /// calls run.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ignores_tools: bool,
     /// Leave a `sleep N` behind in the call's process group.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grandchild_sleep_s: Option<f64>,
     /// Default 0.01.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
-    /// Tool names reported as silently denied.
+    /// Tools reported as silently denied: a tool's name (`Write`), or `Bash: COMMAND` for a
+    /// command (in the denial's `tool_input`), which is not denied when `--allowedTools` covers
+    /// it (`Bash`, `Bash(COMMAND)`, `Bash(PREFIX:*)`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub permission_denials: Vec<String>,
     /// Emitted as a `rate_limit_event`'s `rate_limit_info`, e.g.

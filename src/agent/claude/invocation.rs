@@ -31,6 +31,11 @@ pub struct AgentConfig {
     pub model: Option<String>,
     /// Appended verbatim after everything else.
     pub extra_args: Vec<String>,
+    /// The loop's sandbox confines the run (`AGENT.SANDBOX: bwrap`): the work tree is
+    /// writable only for a step's attempt, so a backend's own sandbox that says the same need
+    /// not be nested inside it.
+    #[serde(skip)]
+    pub confined: bool,
 }
 
 /// The tools that only read: what a call that must not change the project is offered.
@@ -53,6 +58,40 @@ impl AgentConfig {
     }
 }
 
+/// The tools a Claude Code call with `args` is offered, when `--tools` says (every value of
+/// every `--tools`, `--tools=A,B` too, split at commas and spaces); `None` without `--tools`:
+/// then it is offered every tool.
+#[must_use]
+pub(crate) fn offered_tools(args: &[String]) -> Option<Vec<String>> {
+    let mut tools: Option<Vec<String>> = None;
+    let mut add = |value: &str| {
+        let named = tools.get_or_insert_with(Vec::new);
+        for t in value
+            .split([',', ' '])
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        {
+            if !named.iter().any(|n| n == t) {
+                named.push(t.to_owned());
+            }
+        }
+    };
+    let mut i = 0;
+    while i < args.len() {
+        if let Some(inline) = args[i].strip_prefix("--tools=") {
+            add(inline);
+        } else if args[i] == "--tools" {
+            add("");
+            while i + 1 < args.len() && !args[i + 1].starts_with('-') {
+                i += 1;
+                add(&args[i]);
+            }
+        }
+        i += 1;
+    }
+    tools
+}
+
 impl Default for AgentConfig {
     fn default() -> Self {
         Self {
@@ -65,6 +104,7 @@ impl Default for AgentConfig {
             max_budget_usd: None,
             model: None,
             extra_args: Vec::new(),
+            confined: false,
         }
     }
 }

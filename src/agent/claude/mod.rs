@@ -3,6 +3,7 @@
 
 pub(super) mod classify;
 pub(super) mod invocation;
+pub(crate) mod permission;
 pub(super) mod reset_time;
 pub(super) mod stream;
 
@@ -81,6 +82,29 @@ impl Backend for ClaudeCode {
     }
 
     /// `~/.claude/projects/<the work directory, each `/` and `.` a `-`>/<session>.jsonl`.
+    fn own_state(&self, home: &Path) -> Vec<(PathBuf, bool)> {
+        // `CLAUDE_CONFIG_DIR` moves `~/.claude` (and the configuration file with it).
+        match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+            Some(dir) => vec![(PathBuf::from(dir), true)],
+            None => vec![
+                (home.join(".claude"), true),
+                (home.join(".claude.json"), false),
+            ],
+        }
+    }
+
+    fn own_env(&self) -> &'static [&'static str] {
+        &[
+            "ANTHROPIC_*",
+            "CLAUDE_*",
+            "DISABLE_*",
+            "MCP_*",
+            "MAX_THINKING_TOKENS",
+            "BASH_DEFAULT_TIMEOUT_MS",
+            "BASH_MAX_TIMEOUT_MS",
+        ]
+    }
+
     fn transcript(&self, session_id: &str, workdir: &Path, home: &Path) -> Option<PathBuf> {
         // Every character but an ASCII letter or digit becomes `-`, one per UTF-16 unit, as
         // the CLI (JavaScript) writes the directory's name: `/tmp/my_proj.v2 x` is
@@ -105,11 +129,57 @@ impl Backend for ClaudeCode {
             .join(format!("{session_id}.jsonl"));
         path.exists().then_some(path)
     }
+
+    /// Only with `--tools` naming nothing but tools that read: no allow rule, permission mode
+    /// or `--allowedTools` gives a removed tool back (captures `reviewer-tools-read-only*`).
+    /// An MCP server's tools (`--mcp-config`) are not counted on to be removed.
+    fn reads_only(&self, args: &[String]) -> Option<String> {
+        let tools = invocation::offered_tools(args)?;
+        let writes = tools
+            .iter()
+            .any(|t| !super::READ_ONLY_TOOLS.contains(&t.as_str()));
+        let mcp = args
+            .iter()
+            .any(|a| a == "--mcp-config" || a.starts_with("--mcp-config="));
+        (!writes && !mcp).then(|| {
+            format!(
+                "had only read-only tools (--tools {})",
+                if tools.is_empty() {
+                    "none".to_owned()
+                } else {
+                    tools.join(",")
+                }
+            )
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn a_run_reads_only_when_its_tools_only_read_whatever_follows() {
+        let reviewer = "-p --output-format stream-json --verbose --tools Read,Grep,Glob \
+                        --allowedTools Read Grep Glob --permission-mode plan";
+        assert_eq!(
+            ClaudeCode.reads_only(&args(reviewer)).as_deref(),
+            Some("had only read-only tools (--tools Read,Grep,Glob)")
+        );
+        // Extra arguments that give a tool back, or every tool, or an MCP server's.
+        for wider in [
+            format!("{reviewer} --tools Bash"),
+            format!("{reviewer} --tools=Read,Edit"),
+            format!("{reviewer} --mcp-config x.json"),
+            "-p --output-format stream-json --verbose --permission-mode plan".to_owned(),
+        ] {
+            assert_eq!(ClaudeCode.reads_only(&args(&wider)), None, "{wider}");
+        }
+    }
 
     #[test]
     fn a_transcript_is_found_where_claude_code_keeps_it() {

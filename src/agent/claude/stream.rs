@@ -41,6 +41,11 @@ pub struct StreamSummary {
     /// which `permission_denials` does not list), deduplicated, in order of first refusal.
     /// They are merged into the result's `permission_denials` too.
     pub unavailable_tools: Vec<String>,
+    /// The calls of the run that may have written files, each as `Tool: what` (`Bash: touch
+    /// x`, `Write: a.txt`, Codex's `edit: a.txt`): a Claude Code tool call other than those
+    /// that only read (see [`touches_no_file`]), unless the CLI refused it; a Codex file change.
+    /// What tells whether a change to the project during a review can be the reviewer's.
+    pub writes: Vec<String>,
     /// The API error the CLI was last retrying (`system/api_retry`, or a synthetic assistant
     /// message carrying an API error), e.g. `429 rate_limit`: what a process killed before
     /// its result was waiting on.
@@ -91,6 +96,9 @@ pub struct ResultEvent {
     /// Tool names of the calls the permission settings silently refused, followed by those
     /// of [`StreamSummary::unavailable_tools`] not listed already.
     pub permission_denials: Vec<String>,
+    /// The same calls as the narrowest rules that would allow them (`Bash(chmod +x tool.sh)`,
+    /// see [`super::permission::narrowest`]), each once: what a DENIED gate's `allow` allows.
+    pub denied_rules: Vec<String>,
     /// The tool call a `PreToolUse` hook deferred (`stop_reason: "tool_deferred"`): the run
     /// ended there, and `--resume` without a prompt runs the hook again for it.
     pub deferred: Option<DeferredCall>,
@@ -155,6 +163,9 @@ pub struct StreamReader {
     tool_names: HashMap<String, String>,
     /// Background tasks by id: what each is (description, else command).
     background: HashMap<String, String>,
+    /// The `tool_use` id of each of [`StreamSummary::writes`], in the same order: a refusal
+    /// takes the call back out.
+    write_ids: Vec<String>,
     summary: StreamSummary,
 }
 
@@ -254,13 +265,19 @@ impl StreamReader {
             }
             Some("user") => {
                 let s = &mut self.summary;
-                for tool in refused_tools(obj, &self.tool_names) {
+                for (id, tool) in refused_tools(obj, &self.tool_names) {
+                    // A refused call did not run: it wrote nothing.
+                    if let Some(i) = id.and_then(|id| self.write_ids.iter().position(|w| *w == id))
+                    {
+                        self.write_ids.remove(i);
+                        s.writes.remove(i);
+                    }
                     if !s.unavailable_tools.contains(&tool) {
                         s.unavailable_tools.push(tool);
                     }
                 }
                 if let Some(result) = s.result.as_mut() {
-                    merge_denials(&mut result.permission_denials, &s.unavailable_tools);
+                    merge_denials(result, &s.unavailable_tools);
                 }
                 false
             }
@@ -297,14 +314,17 @@ impl StreamReader {
             }
             None => result.total_cost_usd,
         };
-        merge_denials(&mut result.permission_denials, &s.unavailable_tools);
+        merge_denials(&mut result, &s.unavailable_tools);
         if result.session_id.is_some() {
             s.session_id.clone_from(&result.session_id);
         }
         s.last_activity = Some(if result.is_error {
             "result: an error".to_owned()
         } else {
-            "result: done".to_owned()
+            format!(
+                "result: {}",
+                crate::agent::verdict::ended_with(result.result.as_deref().unwrap_or_default())
+            )
         });
         s.result = Some(result);
     }
@@ -385,10 +405,15 @@ impl StreamReader {
             s.last_activity = first_line(&text).map(str::to_owned);
             s.last_assistant_text = Some(text);
         }
-        if let Some(call) = tool_calls(obj).last() {
+        let calls = tool_calls(obj);
+        if let Some(call) = calls.last() {
             s.last_activity = Some(call.clone());
         }
-        for (id, name) in tool_uses(obj) {
+        for ((id, name), call) in tool_uses(obj).into_iter().zip(calls) {
+            if !touches_no_file(&name) {
+                self.write_ids.push(id.clone());
+                s.writes.push(call);
+            }
             self.tool_names.insert(id, name);
         }
     }
@@ -484,17 +509,29 @@ fn result_event(obj: &serde_json::Map<String, Value>) -> ResultEvent {
         Some(Value::String(one)) => vec![one.clone()],
         _ => Vec::new(),
     };
-    let permission_denials = match obj.get("permission_denials") {
+    let denied: Vec<(String, String)> = match obj.get("permission_denials") {
         Some(Value::Array(items)) => items
             .iter()
             .filter_map(|d| match d {
-                Value::Object(o) => str_field(o, "tool_name"),
-                Value::String(name) => Some(name.clone()),
+                Value::Object(o) => {
+                    let tool = str_field(o, "tool_name")?;
+                    let input = o.get("tool_input").cloned().unwrap_or(Value::Null);
+                    let rule = super::permission::narrowest(&tool, &input);
+                    Some((tool, rule))
+                }
+                Value::String(name) => Some((name.clone(), name.clone())),
                 _ => None,
             })
             .collect(),
         _ => Vec::new(),
     };
+    let permission_denials = denied.iter().map(|(tool, _)| tool.clone()).collect();
+    let mut denied_rules: Vec<String> = Vec::new();
+    for (_, rule) in denied {
+        if !denied_rules.contains(&rule) {
+            denied_rules.push(rule);
+        }
+    }
     ResultEvent {
         subtype: str_field(obj, "subtype").unwrap_or_default(),
         is_error: obj
@@ -515,6 +552,7 @@ fn result_event(obj: &serde_json::Map<String, Value>) -> ResultEvent {
             .and_then(|n| u32::try_from(n).ok()),
         duration_ms: obj.get("duration_ms").and_then(as_u64_lenient),
         permission_denials,
+        denied_rules,
         deferred: match obj.get("deferred_tool_use") {
             Some(Value::Object(d)) => Some(DeferredCall {
                 id: str_field(d, "id").unwrap_or_default(),
@@ -648,24 +686,45 @@ fn tool_use_blocks(obj: &serde_json::Map<String, Value>) -> impl Iterator<Item =
         .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
 }
 
-/// Appends the tools in `unavailable` that `denials` does not name yet.
-fn merge_denials(denials: &mut Vec<String>, unavailable: &[String]) {
+/// Appends the tools in `unavailable` that the result's denials do not name yet (a removed
+/// tool has no narrower rule than its name).
+fn merge_denials(result: &mut ResultEvent, unavailable: &[String]) {
     for tool in unavailable {
-        if !denials.contains(tool) {
-            denials.push(tool.clone());
+        if !result.permission_denials.contains(tool) {
+            result.permission_denials.push(tool.clone());
+        }
+        if !result.denied_rules.contains(tool) {
+            result.denied_rules.push(tool.clone());
         }
     }
 }
 
-/// `(id, name)` of each `tool_use` block of an assistant message.
+/// `(id, name)` of each `tool_use` block of an assistant message that has a name (as
+/// [`tool_calls`] lists them, in the same order); a block without an id gets an empty one.
 fn tool_uses(obj: &serde_json::Map<String, Value>) -> Vec<(String, String)> {
     tool_use_blocks(obj)
         .filter_map(|b| {
-            let id = b.get("id").and_then(Value::as_str)?;
             let name = b.get("name").and_then(Value::as_str)?;
+            let id = b.get("id").and_then(Value::as_str).unwrap_or_default();
             Some((id.to_owned(), name.to_owned()))
         })
         .collect()
+}
+
+/// Claude Code's tools that write no file of the project: those that only read (the
+/// reviewer's [`crate::agent::READ_ONLY_TOOLS`]), the web, the session's own to-do list and
+/// its questions. Every other tool (Bash, Write, Edit, a subagent, an MCP server's tools) may.
+#[must_use]
+pub(crate) fn touches_no_file(tool: &str) -> bool {
+    const ALSO: [&str; 6] = [
+        "LS",
+        "WebFetch",
+        "WebSearch",
+        "TodoWrite",
+        "AskUserQuestion",
+        "ExitPlanMode",
+    ];
+    crate::agent::READ_ONLY_TOOLS.contains(&tool) || ALSO.contains(&tool)
 }
 
 /// How the CLI answers a tool call it did not run because the tool may not be used: removed
@@ -682,11 +741,12 @@ static REFUSAL: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid regex")
 });
 
-/// The tools a `user` event's error `tool_result`s say could not be used.
+/// The calls a `user` event's error `tool_result`s say could not be used: each call's id, and
+/// its tool.
 fn refused_tools(
     obj: &serde_json::Map<String, Value>,
     tool_names: &HashMap<String, String>,
-) -> Vec<String> {
+) -> Vec<(Option<String>, String)> {
     let Some(Value::Array(blocks)) = obj.get("message").and_then(|m| m.get("content")) else {
         return Vec::new();
     };
@@ -697,20 +757,19 @@ fn refused_tools(
         .filter_map(|b| {
             let text = tool_result_text(b.get("content")?);
             let caps = REFUSAL.captures(&text)?;
-            let named = b
-                .get("tool_use_id")
-                .and_then(Value::as_str)
-                .and_then(|id| tool_names.get(id).cloned());
+            let id = b.get("tool_use_id").and_then(Value::as_str);
+            let named = id.and_then(|id| tool_names.get(id).cloned());
             let said = caps
                 .name("gone")
                 .or_else(|| caps.name("denied"))
                 .or_else(|| caps.name("asked"))
                 .map(|m| m.as_str().to_owned());
-            Some(
+            Some((
+                id.map(str::to_owned),
                 named
                     .or(said)
                     .unwrap_or_else(|| "an unnamed tool".to_owned()),
-            )
+            ))
         })
         .collect()
 }
@@ -767,6 +826,26 @@ mod tests {
             .join(format!("{name}.stdout.jsonl"))
     }
 
+    #[test]
+    fn a_call_that_writes_is_one_only_when_the_cli_ran_it_in_real_captures() {
+        // Plan mode let a Bash call through that an allow rule covered: it ran.
+        let ran = read_stream_file(&fixture("reviewer-plan-mode-allow-rule")).unwrap();
+        assert_eq!(ran.writes, ["Bash: touch made_by_tool.txt"]);
+        // `--tools Read,Grep,Glob`: the same call refused, `No such tool available`.
+        let refused = read_stream_file(&fixture("reviewer-tools-read-only")).unwrap();
+        assert!(refused.writes.is_empty(), "{:?}", refused.writes);
+        assert_eq!(refused.unavailable_tools, ["Bash"]);
+        // Tools that only read are no writes.
+        let read = read_stream_file(&fixture("success-after-tool-use")).unwrap();
+        assert!(
+            read.writes
+                .iter()
+                .all(|w| !w.starts_with("Read") && !w.starts_with("Grep")),
+            "{:?}",
+            read.writes
+        );
+    }
+
     fn activities(stream: &str) -> Vec<Option<String>> {
         let mut reader = StreamReader::new();
         stream
@@ -787,7 +866,8 @@ mod tests {
             seen.contains(&"Hello from mock. n_messages=4".to_owned()),
             "{seen:?}"
         );
-        assert_eq!(seen.last().unwrap(), "result: done");
+        // The mock's answer has no verdict line: it answered, and is never shown as done.
+        assert_eq!(seen.last().unwrap(), "result: answered");
     }
 
     #[test]

@@ -32,13 +32,25 @@ const TURN_COMPLETED: &str = r#""type":"turn.completed""#;
 /// project; `bypassPermissions` to no sandbox at all. A mode that asks before every change
 /// (`default`, `manual`, `dontAsk`) cannot ask in a headless run: nothing is approved, so it is
 /// read-only, never wider.
+///
+/// Inside the loop's own sandbox, which already keeps a review's or a plan's work tree
+/// read-only and an attempt's writable, Codex's is not nested: Codex starts its own
+/// bubblewrap for every command, and with a system `bwrap` older than 0.9 (Debian 12's 0.8)
+/// Codex 0.169 cannot start its helper there (`bwrap: execvp codex-linux-sandbox`), so every
+/// command the agent runs fails, confined or not. A read-only intent on an attempt keeps its
+/// `read-only`: the loop's sandbox gives an attempt a writable tree.
 fn sandbox(cfg: &AgentConfig) -> &'static [&'static str] {
+    const OURS: &[&str] = &["--dangerously-bypass-approvals-and-sandbox"];
     if cfg.tools.is_some() {
+        if cfg.confined {
+            return OURS;
+        }
         // The loop's read-only call (a review): reading only, whatever the mode says.
         return &["-s", "read-only"];
     }
     match cfg.permission_mode {
-        Some(PermissionMode::BypassPermissions) => &["--dangerously-bypass-approvals-and-sandbox"],
+        Some(PermissionMode::BypassPermissions) => OURS,
+        Some(PermissionMode::AcceptEdits | PermissionMode::Auto) | None if cfg.confined => OURS,
         Some(PermissionMode::AcceptEdits | PermissionMode::Auto) | None => {
             &["-s", "workspace-write"]
         }
@@ -165,6 +177,44 @@ impl Backend for Codex {
         false
     }
 
+    /// `$CODEX_HOME` (`~/.codex` unless set): its sessions, auth and config.
+    fn own_state(&self, home: &Path) -> Vec<(PathBuf, bool)> {
+        vec![(
+            std::env::var_os("CODEX_HOME")
+                .filter(|d| !d.is_empty())
+                .map_or_else(|| home.join(".codex"), PathBuf::from),
+            true,
+        )]
+    }
+
+    fn own_env(&self) -> &'static [&'static str] {
+        &["OPENAI_*", "CODEX_*", "RUST_LOG"]
+    }
+
+    /// Only in the read-only sandbox (the last `-s`/`--sandbox` says), which the OS enforces
+    /// on every command Codex runs; a flag or `-c` setting that could lift it (bypass,
+    /// `--full-auto`, a `sandbox…` override) counts as writing.
+    fn reads_only(&self, args: &[String]) -> Option<String> {
+        let mut sandbox = None;
+        let mut lifted = false;
+        for (i, a) in args.iter().enumerate() {
+            let next = args.get(i + 1).map(String::as_str);
+            match a.as_str() {
+                "-s" | "--sandbox" => sandbox = next,
+                "--dangerously-bypass-approvals-and-sandbox" | "--full-auto" => lifted = true,
+                "-c" | "--config" => lifted |= next.is_some_and(|c| c.contains("sandbox")),
+                other => {
+                    if let Some(v) = other.strip_prefix("--sandbox=") {
+                        sandbox = Some(v);
+                    }
+                    lifted |= other.starts_with("--config=") && other.contains("sandbox");
+                }
+            }
+        }
+        (sandbox == Some("read-only") && !lifted)
+            .then(|| "ran in Codex's read-only sandbox".to_owned())
+    }
+
     /// `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl` (`CODEX_HOME` is
     /// `~/.codex` unless set).
     fn transcript(&self, session_id: &str, _workdir: &Path, home: &Path) -> Option<PathBuf> {
@@ -272,6 +322,29 @@ mod tests {
     }
 
     #[test]
+    fn inside_the_loops_sandbox_codex_nests_none_of_its_own_but_a_read_only_intent() {
+        let args = |c: AgentConfig| {
+            Codex
+                .invocation(&c, "", &Session::New(String::new()))
+                .unwrap()
+                .args[3..]
+                .to_vec()
+        };
+        let confined = AgentConfig {
+            confined: true,
+            ..cfg()
+        };
+        let ours = ["--dangerously-bypass-approvals-and-sandbox", "-"];
+        assert_eq!(args(confined.clone()), ours);
+        assert_eq!(args(confined.clone().read_only()), ours);
+        let plan = AgentConfig {
+            permission_mode: Some(PermissionMode::Plan),
+            ..confined
+        };
+        assert_eq!(args(plan), ["-s", "read-only", "-"]);
+    }
+
+    #[test]
     fn settings_codex_cannot_honour_are_refused_by_name() {
         let refused = |c: AgentConfig| {
             Codex
@@ -294,5 +367,24 @@ mod tests {
             ..cfg()
         };
         assert_eq!(refused(budget), "AGENT.MAX_BUDGET_USD");
+    }
+
+    #[test]
+    fn a_codex_run_reads_only_in_the_read_only_sandbox_that_nothing_lifts() {
+        let args = |line: &str| -> Vec<String> { line.split(' ').map(str::to_owned).collect() };
+        let reviewer = "exec --json --skip-git-repo-check -s read-only -";
+        assert_eq!(
+            Codex.reads_only(&args(reviewer)).as_deref(),
+            Some("ran in Codex's read-only sandbox")
+        );
+        for wider in [
+            "exec --json -s workspace-write -",
+            "exec --json -s read-only --sandbox workspace-write -",
+            "exec --json -s read-only --dangerously-bypass-approvals-and-sandbox -",
+            "exec --json -s read-only -c sandbox_mode=danger-full-access -",
+            "exec --json -",
+        ] {
+            assert_eq!(Codex.reads_only(&args(wider)), None, "{wider}");
+        }
     }
 }

@@ -42,7 +42,12 @@ pub(crate) fn event(
                 session_id: s.session_id.clone(),
                 ..ResultEvent::default()
             });
-            s.last_activity = Some("(turn completed)".to_owned());
+            s.last_activity = Some(format!(
+                "result: {}",
+                crate::agent::verdict::ended_with(
+                    s.last_assistant_text.as_deref().unwrap_or_default()
+                )
+            ));
         }
         "turn.failed" => {
             let message = obj
@@ -98,10 +103,12 @@ fn item(s: &mut StreamSummary, completed: bool, item: &serde_json::Map<String, V
                 .flatten()
                 .filter_map(|c| c.get("path").and_then(Value::as_str))
                 .collect();
-            s.last_activity = Some(crate::text::one_line(
-                &format!("edit: {}", paths.join(", ")),
-                120,
-            ));
+            let edit = crate::text::one_line(&format!("edit: {}", paths.join(", ")), 120);
+            if completed {
+                // A change Codex made to the project's files.
+                s.writes.push(edit.clone());
+            }
+            s.last_activity = Some(edit);
         }
         _ => {}
     }

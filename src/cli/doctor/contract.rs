@@ -61,7 +61,20 @@ pub(super) fn wait_output(child: &mut Child, within: Duration) -> Result<Output,
 }
 
 /// A scratch directory, removed when dropped.
-struct Scratch(PathBuf);
+pub(super) struct Scratch(pub PathBuf);
+
+impl Scratch {
+    /// A new one, named for `what`, in the machine's temporary directory.
+    pub(super) fn new(what: &str) -> std::io::Result<Self> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir =
+            std::env::temp_dir().join(format!("loop-doctor-{what}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self(dir))
+    }
+}
 
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -76,8 +89,21 @@ struct Call {
     ok: bool,
 }
 
-/// Runs the contract of `kind` with `program`, called as `cfg` says.
-pub(super) fn run(kind: AgentKind, cfg: &AgentConfig, program: &Path) -> Outcome {
+/// How the loop's runs are confined here: bubblewrap, and the person's paths
+/// (`SANDBOX_READ`, `SANDBOX_WRITE`) with their access.
+pub(super) struct Confined<'a> {
+    pub bwrap: &'a Path,
+    pub paths: Vec<(std::path::PathBuf, crate::sandbox::Access)>,
+}
+
+/// Runs the contract of `kind` with `program`, called as `cfg` says, confined as `confined`
+/// says (`None`: the loop's sandbox is off).
+pub(super) fn run(
+    kind: AgentKind,
+    cfg: &AgentConfig,
+    program: &Path,
+    confined: Option<&Confined<'_>>,
+) -> Outcome {
     let mut o = Outcome::default();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -108,6 +134,7 @@ pub(super) fn run(kind: AgentKind, cfg: &AgentConfig, program: &Path) -> Outcome
         work: &work,
         home: &home,
         port: mock.port,
+        confined,
     };
     let first = match setup.call(
         &Session::New(crate::agent::new_session_id()),
@@ -120,6 +147,9 @@ pub(super) fn run(kind: AgentKind, cfg: &AgentConfig, program: &Path) -> Outcome
         }
     };
     o.accepted = first.ok;
+    if confined.is_some() && first.ok {
+        o.held.push("inside the sandbox".into());
+    }
     o.said.clone_from(&first.said);
     check_first(kind, &setup, &first, &mut o);
     if let Some(id) = first.stream.session_id.clone().filter(|_| first.ok) {
@@ -190,6 +220,60 @@ fn check_first(kind: AgentKind, setup: &Setup<'_>, first: &Call, o: &mut Outcome
     }
 }
 
+impl Setup<'_> {
+    /// `cmd` as the loop's sandbox runs it: the scratch project its work tree, the scratch
+    /// home empty but for the backend's own state, the scratch directory (settings, prompt,
+    /// the hook's mark) read and written as a run's task directory is, the environment the
+    /// allowlist.
+    fn confined(
+        &self,
+        cmd: &std::process::Command,
+        sandbox: &Confined<'_>,
+        exe: &Path,
+    ) -> std::process::Command {
+        let backend = crate::agent::backend_for(self.kind);
+        let program = std::path::PathBuf::from(cmd.get_program());
+        let policy = crate::sandbox::Policy {
+            work_tree: self.work.to_path_buf(),
+            work_tree_writable: true,
+            state_dir: self.scratch.to_path_buf(),
+            state_writes: vec![self.scratch.to_path_buf()],
+            home: self.home.to_path_buf(),
+            paths: (crate::sandbox::own_state(backend.own_state(self.home)).into_iter())
+                .chain(sandbox.paths.iter().cloned())
+                .chain(crate::sandbox::simulated_agent())
+                .collect(),
+            programs: vec![program, exe.to_path_buf()],
+            env: crate::sandbox::kept_env(
+                &backend
+                    .own_env()
+                    .iter()
+                    .map(|s| (*s).to_owned())
+                    .collect::<Vec<_>>(),
+            ),
+        };
+        let mut command = vec![cmd.get_program().to_string_lossy().into_owned()];
+        command.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
+        let args = crate::sandbox::confined(sandbox.bwrap, &policy, &command);
+        let mut out = std::process::Command::new(&args[0]);
+        out.args(&args[1..]).env_clear();
+        for (k, v) in std::env::vars_os() {
+            if k.to_str()
+                .is_some_and(|k| crate::bridge::env_kept(&policy.env, k))
+            {
+                out.env(k, v);
+            }
+        }
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => out.env(k, v),
+                None => out.env_remove(k),
+            };
+        }
+        out
+    }
+}
+
 /// Where and how the contract calls run.
 struct Setup<'a> {
     kind: AgentKind,
@@ -198,14 +282,20 @@ struct Setup<'a> {
     work: &'a Path,
     home: &'a Path,
     port: u16,
+    /// How the loop's runs are confined, when they are: the calls are too.
+    confined: Option<&'a Confined<'a>>,
 }
 
 impl Setup<'_> {
     /// One call in `session` with `prompt`, as the loop makes it.
     fn call(&self, session: &Session, prompt: &str) -> Result<Call, String> {
         let backend = crate::agent::backend_for(self.kind);
+        let cfg = crate::agent::AgentConfig {
+            confined: self.confined.is_some(),
+            ..self.cfg.clone()
+        };
         let inv = backend
-            .invocation(self.cfg, prompt, session)
+            .invocation(&cfg, prompt, session)
             .map_err(|r| format!("the loop's settings are refused: {r}"))?;
         let settings = self.scratch.join("settings.json");
         let hook = serde_json::json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command",
@@ -226,6 +316,43 @@ impl Setup<'_> {
             .stdin(std::fs::File::open(&input).map_err(|e| e.to_string())?)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        self.point_at_the_mock(&mut cmd)?;
+        let mut cmd = match self.confined {
+            Some(sandbox) => {
+                let mut confined = self.confined(&cmd, sandbox, &exe);
+                confined
+                    .current_dir(self.work)
+                    .stdin(std::fs::File::open(&input).map_err(|e| e.to_string())?)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+                confined
+            }
+            None => cmd,
+        };
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.cfg.program))?;
+        let out = wait_output(&mut child, WITHIN)?;
+        let mut reader = StreamReader::new();
+        reader.feed(&out.stdout);
+        let stream = reader.finish();
+        let result_ok = stream.result.as_ref().is_some_and(|r| !r.is_error);
+        let mut said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        if let Some(r) = stream.result.as_ref().filter(|r| r.is_error) {
+            said = format!("{} {said}", r.errors.join("; "));
+        }
+        if said.is_empty() && !out.status.success() {
+            said = format!("exited {}", out.status);
+        }
+        Ok(Call {
+            ok: out.status.success() && result_ok,
+            stream,
+            said,
+        })
+    }
+
+    /// The backend's API at the doctor's mock, with a dummy key.
+    fn point_at_the_mock(&self, cmd: &mut std::process::Command) -> Result<(), String> {
         match self.kind {
             AgentKind::Claude => {
                 cmd.env(
@@ -254,25 +381,6 @@ impl Setup<'_> {
                     .env("OPENAI_API_KEY", "dummy");
             }
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.cfg.program))?;
-        let out = wait_output(&mut child, WITHIN)?;
-        let mut reader = StreamReader::new();
-        reader.feed(&out.stdout);
-        let stream = reader.finish();
-        let result_ok = stream.result.as_ref().is_some_and(|r| !r.is_error);
-        let mut said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-        if let Some(r) = stream.result.as_ref().filter(|r| r.is_error) {
-            said = format!("{} {said}", r.errors.join("; "));
-        }
-        if said.is_empty() && !out.status.success() {
-            said = format!("exited {}", out.status);
-        }
-        Ok(Call {
-            ok: out.status.success() && result_ok,
-            stream,
-            said,
-        })
+        Ok(())
     }
 }

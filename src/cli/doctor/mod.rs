@@ -4,11 +4,14 @@
 //! permission modes (Claude Code) or sandboxes (Codex) this version knows, against the one in
 //! force; and a contract run against a loopback stand-in of the model API ([`mock`]): the
 //! events and fields the loop reads are there, the hooks fire, a resume keeps the session.
-//! Then the stop file, the state directory, Telegram (`getMe`, nothing sent) and the daemon.
+//! Then the sandbox (bubblewrap starts, and a confined run cannot read a planted key nor write
+//! outside its work tree), the stop file, the state directory, Telegram (`getMe`, nothing
+//! sent) and the daemon.
 //! A table, or `--json`; exit 0 when nothing failed, 1 otherwise.
 
 mod contract;
 mod mock;
+mod sandbox;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -70,9 +73,27 @@ pub(crate) fn doctor(
         backends.to_vec()
     };
     let mut rows = Vec::new();
+    // Each contract call runs as the loop's runs do: in its sandbox, where one is in force.
+    // With the person's paths (`SANDBOX_READ`, `SANDBOX_WRITE`), as the loop's runs have them.
+    let sandboxed = settings.sandbox(&view);
+    let bwrap = (sandboxed.mode == crate::m1::SandboxMode::Bwrap)
+        .then(|| crate::sandbox::probe().ok())
+        .flatten();
+    let home = crate::runner::confine::home();
+    let confined = bwrap.as_deref().map(|bwrap| contract::Confined {
+        bwrap,
+        paths: sandboxed.paths(&home),
+    });
     for b in used {
-        rows.extend(check_backend(b, &settings.agent_on(&view, b)));
+        let from = program_from(b, &settings, m.as_ref(), file);
+        rows.extend(check_backend(
+            b,
+            &settings.agent_on(&view, b),
+            &from,
+            confined.as_ref(),
+        ));
     }
+    rows.push(sandbox::check(&settings.sandbox(&view)));
     rows.push(stop_file(&state_dir));
     rows.push(state_directory(&state_dir));
     rows.push(telegram());
@@ -90,6 +111,35 @@ pub(crate) fn doctor(
     } else {
         Status::Ok
     })
+}
+
+/// Where the program doctor checks for `kind` comes from, as the loop resolves it: the loop's
+/// own `AGENT.PROGRAM` first (which a `LOOP_AGENT` of this shell does not change: said when they
+/// differ), then `LOOP_AGENT`, `loop.yaml`, the default; another backend's from its own
+/// variable (`LOOP_AGENT_CODEX`), else its default.
+fn program_from(kind: AgentKind, settings: &Settings, m: Option<&M1>, file: &Path) -> String {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let own = m.map_or(settings.agent.backend, |m| settings.agent_for(m).backend);
+    if kind != own {
+        return env(kind.program_env()).map_or_else(
+            || "the default".to_owned(),
+            |_| kind.program_env().to_owned(),
+        );
+    }
+    if let Some(pinned) = m.and_then(|m| m.agent.program.as_deref()) {
+        let over = env("LOOP_AGENT")
+            .filter(|a| a != pinned)
+            .map(|a| format!(" (over LOOP_AGENT={a})"))
+            .unwrap_or_default();
+        return format!("AGENT.PROGRAM of {}{over}", file.display());
+    }
+    if env("LOOP_AGENT").is_some() {
+        "LOOP_AGENT".to_owned()
+    } else if settings.file.agent.program.is_some() {
+        "agent.program of loop.yaml".to_owned()
+    } else {
+        "the default".to_owned()
+    }
 }
 
 /// The backends a loop uses: its steps', its reviewer's and its fallback's.
@@ -165,8 +215,13 @@ fn output_of(program: &Path, args: &[&str]) -> Result<String, String> {
     }
 }
 
-/// The checks of one backend, run as `cfg` calls it.
-fn check_backend(kind: AgentKind, cfg: &AgentConfig) -> Vec<Row> {
+/// The checks of one backend, run as `cfg` calls it; `from`: where its program comes from.
+fn check_backend(
+    kind: AgentKind,
+    cfg: &AgentConfig,
+    from: &str,
+    confined: Option<&contract::Confined<'_>>,
+) -> Vec<Row> {
     let name = kind.as_str();
     let program = match find_program(&cfg.program) {
         Ok(p) => p,
@@ -174,7 +229,10 @@ fn check_backend(kind: AgentKind, cfg: &AgentConfig) -> Vec<Row> {
             return vec![row(
                 format!("{name}: program"),
                 Mark::Fail,
-                format!("{why}; {}", crate::runner::settings::install_hint(kind)),
+                format!(
+                    "{from}: {why}; {}",
+                    crate::runner::settings::install_hint(kind)
+                ),
             )];
         }
     };
@@ -183,12 +241,16 @@ fn check_backend(kind: AgentKind, cfg: &AgentConfig) -> Vec<Row> {
             format!("{name}: program"),
             Mark::Ok,
             format!(
-                "{} ({})",
+                "{from}: {} ({})",
                 program.display(),
                 crate::text::one_line(v.trim(), 80)
             ),
         ),
-        Err(why) => row(format!("{name}: program"), Mark::Fail, why),
+        Err(why) => row(
+            format!("{name}: program"),
+            Mark::Fail,
+            format!("{from}: {why}"),
+        ),
     }];
     let help_args: &[&[&str]] = match kind {
         AgentKind::Claude => &[&["--help"]],
@@ -201,7 +263,7 @@ fn check_backend(kind: AgentKind, cfg: &AgentConfig) -> Vec<Row> {
             Err(why) => rows.push(row(format!("{name}: help"), Mark::Fail, why)),
         }
     }
-    let run = contract::run(kind, cfg, &program);
+    let run = contract::run(kind, cfg, &program, confined);
     rows.push(flags_row(kind, cfg, &help, &run));
     rows.push(modes_row(kind, cfg, &help));
     rows.push(row(
@@ -352,78 +414,96 @@ fn choices(help: &str, option: &str) -> Vec<String> {
         .collect()
 }
 
+/// The permission modes (Claude Code) or sandboxes (Codex) this version knows, against the
+/// one in force.
 fn modes_row(kind: AgentKind, cfg: &AgentConfig, help: &str) -> Row {
-    let name = kind.as_str();
     match kind {
-        AgentKind::Claude => {
-            let check = format!("{name}: permission modes");
-            let known = choices(help, "--permission-mode");
-            let Some(mode) = cfg.permission_mode else {
-                return row(
-                    check,
-                    Mark::Ok,
-                    format!("none set; this version knows {}", known.join(", ")),
-                );
-            };
-            if known.is_empty() || known.iter().any(|k| k == mode.as_str()) {
-                return row(
-                    check,
-                    Mark::Ok,
-                    format!("{mode} in force; this version knows {}", known.join(", ")),
-                );
-            }
-            let same = known
+        AgentKind::Claude => permission_modes_row(cfg, help),
+        AgentKind::Codex => sandboxes_row(cfg, help),
+    }
+}
+
+/// Claude Code's permission modes this version knows, against the one in force.
+fn permission_modes_row(cfg: &AgentConfig, help: &str) -> Row {
+    let check = format!("{}: permission modes", AgentKind::Claude.as_str());
+    let known = choices(help, "--permission-mode");
+    let Some(mode) = cfg.permission_mode else {
+        return row(
+            check,
+            Mark::Ok,
+            format!("none set; this version knows {}", known.join(", ")),
+        );
+    };
+    if known.is_empty() {
+        return row(
+            check,
+            Mark::Ok,
+            format!(
+                "{mode} in force; this version's --help lists no modes (the contract \
+                 run is called with it)"
+            ),
+        );
+    }
+    if known.iter().any(|k| k == mode.as_str()) {
+        return row(
+            check,
+            Mark::Ok,
+            format!("{mode} in force; this version knows {}", known.join(", ")),
+        );
+    }
+    let same = known
+        .iter()
+        .filter_map(|k| k.parse::<crate::m1::settings::PermissionMode>().ok())
+        .find(|k| k.same_as(mode));
+    let fix = same.map_or_else(
+        || "choose one of those".to_owned(),
+        |s| format!("this version calls it `{s}`: write that"),
+    );
+    row(
+        check,
+        Mark::Fail,
+        format!(
+            "AGENT.PERMISSION_MODE {mode} is unknown to this version ({}); {fix}",
+            known.join(", ")
+        ),
+    )
+}
+
+/// Codex's sandboxes this version knows, against the one the loop passes.
+fn sandboxes_row(cfg: &AgentConfig, help: &str) -> Row {
+    let kind = AgentKind::Codex;
+    let check = format!("{}: sandboxes", kind.as_str());
+    let known = choices(help, "--sandbox");
+    let args = crate::agent::backend_for(kind)
+        .invocation(cfg, "x", &crate::agent::Session::New(String::new()))
+        .map(|i| i.args)
+        .unwrap_or_default();
+    let sandbox = args
+        .iter()
+        .position(|a| a == "-s")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    match sandbox {
+        Some(s) if !known.is_empty() && !known.contains(&s) => row(
+            check,
+            Mark::Fail,
+            format!(
+                "the loop passes -s {s}; this version knows {}",
+                known.join(", ")
+            ),
+        ),
+        Some(s) => row(
+            check,
+            Mark::Ok,
+            format!("-s {s}; this version knows {}", known.join(", ")),
+        ),
+        None => {
+            let flags: Vec<&str> = args
                 .iter()
-                .filter_map(|k| k.parse::<crate::m1::settings::PermissionMode>().ok())
-                .find(|k| k.same_as(mode));
-            let fix = same.map_or_else(
-                || "choose one of those".to_owned(),
-                |s| format!("this version calls it `{s}`: write that"),
-            );
-            row(
-                check,
-                Mark::Fail,
-                format!(
-                    "AGENT.PERMISSION_MODE {mode} is unknown to this version ({}); {fix}",
-                    known.join(", ")
-                ),
-            )
-        }
-        AgentKind::Codex => {
-            let check = format!("{name}: sandboxes");
-            let known = choices(help, "--sandbox");
-            let args = crate::agent::backend_for(kind)
-                .invocation(cfg, "x", &crate::agent::Session::New(String::new()))
-                .map(|i| i.args)
-                .unwrap_or_default();
-            let sandbox = args
-                .iter()
-                .position(|a| a == "-s")
-                .and_then(|i| args.get(i + 1))
-                .cloned();
-            match sandbox {
-                Some(s) if !known.is_empty() && !known.contains(&s) => row(
-                    check,
-                    Mark::Fail,
-                    format!(
-                        "the loop passes -s {s}; this version knows {}",
-                        known.join(", ")
-                    ),
-                ),
-                Some(s) => row(
-                    check,
-                    Mark::Ok,
-                    format!("-s {s}; this version knows {}", known.join(", ")),
-                ),
-                None => {
-                    let flags: Vec<&str> = args
-                        .iter()
-                        .map(String::as_str)
-                        .filter(|a| a.starts_with('-') && *a != "-")
-                        .collect();
-                    row(check, Mark::Ok, format!("no sandbox ({})", flags.join(" ")))
-                }
-            }
+                .map(String::as_str)
+                .filter(|a| a.starts_with('-') && *a != "-")
+                .collect();
+            row(check, Mark::Ok, format!("no sandbox ({})", flags.join(" ")))
         }
     }
 }

@@ -350,6 +350,23 @@ impl<E: Exec> Bot<E> {
         self.exec.run(&args)
     }
 
+    /// What a tap's data asks, for the log: ` on gate G1 (approve)`, or nothing when it names
+    /// no gate's option.
+    fn tapped_on(&self, data: &str) -> String {
+        let Some((id, option, _)) = crate::notifier::parse_button_data(data) else {
+            return String::new();
+        };
+        let choice = crate::m1::load(&self.file).ok().and_then(|d| {
+            d.view()
+                .gate(&id)
+                .and_then(|g| g.options.get(option).cloned())
+        });
+        match choice {
+            Some(c) => format!(" on gate {id} ({c})"),
+            None => format!(" on gate {id}"),
+        }
+    }
+
     /// A tap on a gate's button: authorised (the configured chat, and in a private chat its
     /// person), looked up (the data is only an id, an option and a fingerprint: a client can
     /// forge it), then decided through the same command as from the shell.
@@ -368,8 +385,9 @@ impl<E: Exec> Bot<E> {
             return refuse(
                 "Not allowed: this bot takes decisions from its own chat only.",
                 format!(
-                    "ignored a tap from {} in chat {} (only chat {} decides, and in a private \
+                    "ignored a tap{} from {} in chat {} (only chat {} decides, and in a private \
                      chat only its person)",
+                    self.tapped_on(&tap.data),
                     tap.from.who(),
                     tap.chat_id,
                     self.chat_id

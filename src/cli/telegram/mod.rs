@@ -208,9 +208,17 @@ impl Poller {
             return next;
         };
         if !bot.is_ours(&msg) {
+            // Who was refused, and what they asked (its first word: a command, not a text).
+            let who = msg
+                .from
+                .as_ref()
+                .map_or_else(|| "someone unnamed".to_owned(), User::who);
+            let asked = msg.text.split_whitespace().next().unwrap_or_default();
             self.say(&format!(
-                "telegram: ignored a message from chat {} (only chat {} is obeyed)",
-                msg.chat_id, bot.chat_id
+                "telegram: ignored a message ({}) from {who} in chat {} (only chat {} is obeyed)",
+                crate::text::one_line(asked, 40),
+                msg.chat_id,
+                bot.chat_id
             ));
             return next;
         }

@@ -56,7 +56,10 @@ pub(crate) const fn agent_inheritance(k: AgentKey) -> Inherit {
         | AgentKey::ReviewModel
         | AgentKey::Backend
         | AgentKey::ReviewBackend
-        | AgentKey::Fallback => Inherit::Kept,
+        | AgentKey::Fallback
+        | AgentKey::Sandbox
+        | AgentKey::SandboxRead
+        | AgentKey::SandboxWrite => Inherit::Kept,
     }
 }
 

@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 pub(crate) use inherit::{StepLoop, step_loop};
 pub(crate) use record::{
     Landed, MergeCheck, MergeFailure, MergeOutcome, RunNames, WorkPlace, carried, dropped, failed,
-    finished, merge_failed, merged, mirrored, recorded, retried_there, run_again_there,
-    sent_back_by_a_person, settled, waiting,
+    finished, merge_failed, merged, mirrored, recorded, retried_there, sent_back_by_a_person,
+    settled, waiting,
 };
 
 use super::Caps;
@@ -147,18 +147,18 @@ pub(crate) fn schedule(
         })
         .collect();
     moves.extend(settled_gates(m, seen));
-    if !moves.is_empty() {
-        return moves;
-    }
     let in_flight = m.parallel.runs.len();
     let starts = starts(m, seen, slots, caps);
     if let Some(over) = starts.as_ref().err()
         && in_flight == 0
+        && moves.is_empty()
     {
         return vec![(**over).clone()];
     }
-    let starts = starts.unwrap_or_default();
-    if !starts.is_empty() {
+    // New steps first: starting one is quick, and its agent works while the rest is done.
+    let mut starts = starts.unwrap_or_default();
+    if !starts.is_empty() || !moves.is_empty() {
+        starts.extend(moves);
         return starts;
     }
     if in_flight == 0 {

@@ -491,31 +491,3 @@ pub(crate) fn finished(m: &M1, result: &Landed) -> Transition {
 pub(crate) fn is_retry(choice: &str) -> bool {
     GateOption::parse(choice) == Some(GateOption::Retry)
 }
-
-/// Step `n` of a step's own loop `m` runs again, as `loop retry` runs it (a fresh budget; a
-/// passed step's record kept until the new run replaces it), its pending gates answered
-/// `retry`; `why`: what its agent is told (a merge that failed), when there is a reason.
-#[must_use]
-pub(crate) fn run_again_there(
-    m: &M1,
-    n: u32,
-    why: Option<&str>,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Transition {
-    let mut t = super::super::retried(m, n);
-    for g in m.pending_gates().filter(|g| g.step == n) {
-        t.edits.extend(gates::decided(
-            &g.id,
-            GateOption::Retry.as_str(),
-            "the loop that runs this one",
-            now,
-        ));
-    }
-    if let Some(why) = why {
-        t.edits.push(ResultKey::Error.set(n, one_line(why, 600)));
-        t.edits
-            .push(Top::NextAction.set(one_line(&format!("Run step {n} again: {why}"), 300)));
-        t.log = format!("retry: step {n} runs again: {}", one_line(why, 200));
-    }
-    t
-}

@@ -92,6 +92,26 @@ fn waiting_pauses_with_next_action_as_the_reason() {
     assert_eq!(got, Next::Paused("answer me".into()));
 }
 
+/// A pause by hand (`STATUS: WAITING` while a step ran) stopped the runner at once when it
+/// read the edit between the step's spawn and its wait, leaving the step running with no
+/// runner: the step on record is finished first, then the loop pauses.
+#[test]
+fn a_pause_by_hand_lets_the_running_step_finish_first() {
+    let got = next(
+        &with(&[
+            ("RUNNING", "WAITING"),
+            ("CURRENT:\n", "CURRENT:\n  TASK_ID: task_1\n"),
+            ("CURRENT_STEP: 1", "CURRENT_STEP: 2"),
+        ]),
+        &Caps::default(),
+        now(),
+    );
+    assert!(
+        matches!(&got, Next::Await(run) if run.task_id == "task_1" && run.step == 2),
+        "{got:?}"
+    );
+}
+
 #[test]
 fn a_recorded_task_is_awaited_not_respawned() {
     let got = next(
@@ -184,7 +204,7 @@ fn a_wait_in_the_future_is_waited_out_and_a_past_one_ignored() {
 }
 
 #[test]
-fn no_steps_means_planning_and_the_cost_cap_halts() {
+fn no_steps_means_planning_and_the_cost_cap_waits_on_a_gate() {
     let m = view("STATUS: RUNNING\nGOAL: g\n");
     assert_eq!(
         next(&m, &Caps::default(), now()),
@@ -200,7 +220,7 @@ fn no_steps_means_planning_and_the_cost_cap_halts() {
         ..Caps::default()
     };
     assert!(
-        matches!(next(&view(BASE), &caps, now()), Next::Halt { reason, .. } if reason.contains("MAX_COST_USD"))
+        matches!(next(&view(BASE), &caps, now()), Next::OverBudget { reason, .. } if reason.contains("MAX_COST_USD"))
     );
 }
 
@@ -240,6 +260,7 @@ fn attempt<'a>(caps: &'a Caps, class: Class, verdict: &Verdict) -> Attempt<'a> {
         resumed: false,
         allowed_tools: &[],
         caps,
+        spent_usd: 0.0,
         backend: crate::m1::settings::AgentKind::Claude,
         now: now(),
     }
@@ -811,4 +832,60 @@ fn a_refused_key_is_advised_for_the_backend_that_ran() {
     assert!(how(&a).contains("claude /login"), "{}", how(&a));
     a.backend = crate::m1::settings::AgentKind::Codex;
     assert!(how(&a).contains("codex login"), "{}", how(&a));
+}
+
+/// `--max-cost-usd 1` stopped at $1.20: the cap was checked between runs only. Each run is
+/// given what is left of it, within its own cap, and reaching it waits on a COST gate.
+#[test]
+fn each_run_is_given_what_is_left_of_the_cost_cap_and_reaching_it_waits_on_a_gate() {
+    let m = view(BASE);
+    let caps = Caps {
+        max_cost_usd: Some(1.0),
+        ..Caps::default()
+    };
+    assert_eq!(run_budget(&m, &caps, None), Some(0.5));
+    assert_eq!(run_budget(&m, &caps, Some(0.2)), Some(0.2));
+    assert_eq!(run_budget(&m, &Caps::default(), Some(0.2)), Some(0.2));
+    assert_eq!(run_budget(&m, &Caps::default(), None), None);
+    let reached = Caps {
+        max_cost_usd: Some(0.5),
+        ..Caps::default()
+    };
+    assert!(
+        matches!(next(&m, &reached, now()), Next::OverBudget { step: 2, .. }),
+        "{:?}",
+        next(&m, &reached, now())
+    );
+    let t = gate::over_budget(&m, 2, "spent $0.50, at or over MAX_COST_USD $0.50");
+    let text = applied(BASE, &t);
+    let after = view(&text);
+    let g = after.gate("G1").expect("a COST gate");
+    assert_eq!(
+        (g.kind, g.options.clone()),
+        (
+            crate::m1::GateKind::Cost,
+            vec!["raise".into(), "stop".into()]
+        )
+    );
+    assert_eq!(after.status, Status::Waiting);
+    // Decided by as much again, or by an amount above what was spent.
+    let decide = |answer: &str| {
+        let req = gate::Request {
+            id: Some("G1".into()),
+            step: None,
+            answer: gate::Answer::Text(answer.into()),
+            shown: None,
+            by: "dj".into(),
+        };
+        gate::decide(&after, &req, &[], now())
+    };
+    let cap = |d: gate::Decision| match d {
+        gate::Decision::Made { transition, .. } => {
+            view(&applied(&text, &transition)).limits.max_cost_usd
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(cap(decide("raise")), Some(1.0));
+    assert_eq!(cap(decide("$3")), Some(3.0));
+    assert!(matches!(decide("0.4"), gate::Decision::Refused(why) if why.contains("not above")));
 }

@@ -116,6 +116,7 @@ fn observed(answer: &str, git_head: &str) -> Observed {
         elapsed: Duration::from_secs(30),
         git_head: Some(git_head.into()),
         tree_changes: Vec::new(),
+        reach: crate::engine::review::Reach::MayWrite("could write".into()),
         report: "tasks/task_9".into(),
         now: now(),
     }
@@ -183,13 +184,15 @@ fn an_attempt_that_left_head_where_it_was_records_no_commit() {
     assert_eq!(view(&applied(&text, &transition)).results[&2].commit, None);
 }
 
-#[test]
-fn a_review_during_which_the_tree_changed_is_no_approval() {
+/// A review of step 2 that answered `approve`, during which `made_by_reviewer.txt` appeared,
+/// concluded with the reviewer's run able to write as `reach` says: the loop as recorded.
+fn reviewed_with_a_change(reach: crate::engine::review::Reach) -> (M1, String) {
     let text = running(1, "  STEP_2:\n    EXIT: 0\n    REVIEW: pending\n")
         .replace("  SESSION_ID: s-2\n", "  SESSION_ID: s-2\n  REVIEW: true\n");
     let caps = Caps::default();
     let mut o = observed("looks right\nREVIEW_APPROVE: fine", "aaa");
     o.tree_changes = vec!["made_by_reviewer.txt (new)".into()];
+    o.reach = reach;
     let got = conclude(
         &run(RunKind::Review),
         &view(&text),
@@ -200,12 +203,40 @@ fn a_review_during_which_the_tree_changed_is_no_approval() {
     let Conclusion::Recorded { transition, .. } = got else {
         panic!("a review is recorded at once")
     };
-    let m = view(&applied(&text, &transition));
+    (view(&applied(&text, &transition)), transition.log)
+}
+
+#[test]
+fn a_review_during_which_the_tree_changed_is_no_approval() {
+    let (m, log) = reviewed_with_a_change(crate::engine::review::Reach::MayWrite(
+        "called Write: made_by_reviewer.txt".into(),
+    ));
     assert_eq!(m.status, Status::Waiting);
     assert!(
         !matches!(m.results[&2].review, Some(crate::m1::Review::Approved(_))),
         "{:?}",
         m.results[&2].review
+    );
+    assert!(log.contains("called Write: made_by_reviewer.txt"), "{log}");
+}
+
+#[test]
+fn a_change_a_read_only_reviewer_could_not_make_is_not_its_and_its_verdict_stands() {
+    let (m, log) = reviewed_with_a_change(crate::engine::review::Reach::ReadOnly(
+        "had only read-only tools (--tools Read,Grep,Glob)".into(),
+    ));
+    assert_eq!(m.status, Status::Running, "{log}");
+    assert!(
+        matches!(m.results[&2].review, Some(crate::m1::Review::Approved(_))),
+        "{:?}",
+        m.results[&2].review
+    );
+    assert!(
+        log.contains(
+            "changed during the review of step 2: made_by_reviewer.txt (new) (not by the \
+             reviewer: its run had only read-only tools (--tools Read,Grep,Glob))"
+        ),
+        "{log}"
     );
 }
 

@@ -306,13 +306,22 @@ fn a_review_run_without_a_verdict_is_counted_and_the_review_stays_pending() {
 
 #[test]
 fn a_review_that_changed_the_tree_approves_nothing_and_a_human_looks() {
-    assert_eq!(crate::engine::review::tree_changed(2, &[]), None);
+    use crate::engine::review::{Reach, TreeDuringReview, attribute};
+    let could = Reach::MayWrite("called Bash: touch made.txt".into());
+    assert_eq!(attribute(2, &[], &could), TreeDuringReview::Unchanged);
     let changed = ["made.txt (new)".to_owned(), "a.txt (changed)".to_owned()];
-    let v = crate::engine::review::tree_changed(2, &changed).unwrap();
+    let TreeDuringReview::Suspect(v) = attribute(2, &changed, &could) else {
+        panic!("a reviewer that could write is suspected")
+    };
     let t = record_review(&v, &facts(), &Caps::default());
     assert_eq!(t.outcome, Outcome::Exit(Exit::Waiting));
     assert!(
         t.log.contains("made.txt (new), a.txt (changed)"),
+        "{}",
+        t.log
+    );
+    assert!(
+        t.log.contains("the reviewer called Bash: touch made.txt"),
         "{}",
         t.log
     );
@@ -332,5 +341,20 @@ fn a_review_that_changed_the_tree_approves_nothing_and_a_human_looks() {
     assert!(
         (r.cost_usd.unwrap() - 0.12).abs() < 1e-9,
         "the run is paid for"
+    );
+}
+
+#[test]
+fn a_change_no_read_only_reviewer_could_make_is_said_and_decides_nothing() {
+    use crate::engine::review::{Reach, TreeDuringReview, attribute};
+    let reach = Reach::ReadOnly("ran in Codex's read-only sandbox".into());
+    let changed = ["loop.out (changed)".to_owned()];
+    assert_eq!(
+        attribute(2, &changed, &reach),
+        TreeDuringReview::NotTheReviewers(
+            "changed during the review of step 2: loop.out (changed) (not by the reviewer: its \
+             run ran in Codex's read-only sandbox)"
+                .into()
+        )
     );
 }

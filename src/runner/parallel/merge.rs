@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use super::super::{Runner, stopfile};
+use super::super::Runner;
 use super::git;
 use crate::engine::{
     self,
@@ -132,21 +132,21 @@ impl Runner {
     /// VERIFY on step `n` merged, in the merge worktree `wt` (passed, not run, when none is
     /// set). It runs as a step's VERIFY does ([`crate::verify::run`]): a task of the exec
     /// bridge, ended with its whole group at `STEP_TIMEOUT` or a stop.
-    fn verify_merged(&self, m: &M1, n: u32, wt: &Path) -> crate::error::Result<Checked> {
+    fn verify_merged(&mut self, m: &M1, n: u32, wt: &Path) -> crate::error::Result<Checked> {
         use crate::verify::Outcome;
         let Some(cmd) = self.settings.verify(m) else {
             return Ok(Checked::Passed { ran: false });
         };
         let state_dir = self.state_dir.clone();
-        let outcome = crate::verify::run(
-            &cmd,
-            wt,
-            &[("LOOP_STEP".to_owned(), n.to_string())],
-            &self.state_dir,
-            &format!("merge-step-{n}"),
-            self.settings.caps(m).step_timeout,
-            &mut || stopfile::requested(&state_dir).is_some(),
-        )?;
+        let how = crate::verify::Run {
+            command: &cmd,
+            cwd: wt,
+            env: &[("LOOP_STEP".to_owned(), n.to_string())],
+            state_dir: &state_dir,
+            step_task: &format!("merge-step-{n}"),
+            timeout: self.settings.caps(m).step_timeout,
+        };
+        let outcome = self.verify_confined(&how, wt)?;
         let tail = |t: &str| crate::text::one_line(t.trim(), 300);
         Ok(match outcome {
             Outcome::Passed => Checked::Passed { ran: true },

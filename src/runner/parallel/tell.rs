@@ -5,8 +5,6 @@
 
 use std::path::Path;
 
-use chrono::Utc;
-
 use super::super::{RunOptions, Runner, gates::Decided, settings::Overrides, settings::Settings};
 use super::steps::spawn_runner;
 use crate::engine::{
@@ -27,13 +25,7 @@ impl Runner {
         choice: &str,
         by: &str,
     ) -> crate::error::Result<Option<Exit>> {
-        let Some(file) = self
-            .view()
-            .parallel
-            .runs
-            .get(&n)
-            .and_then(|r| r.loop_file.clone())
-        else {
+        let Some(file) = self.step_loop_of(n) else {
             return Ok(None);
         };
         let req = Request {
@@ -77,16 +69,19 @@ impl Runner {
         Ok(None)
     }
 
-    /// A person's `loop retry N` here, after step `n`'s loop FAILED: that loop's step gets a
-    /// fresh budget and runs on.
-    pub(super) fn retry_there(&mut self, n: u32) -> crate::error::Result<Option<Exit>> {
-        let Some(file) = self
-            .view()
+    /// The `M1.md` of step `n`'s own loop, as recorded.
+    fn step_loop_of(&self, n: u32) -> Option<String> {
+        self.view()
             .parallel
             .runs
             .get(&n)
             .and_then(|r| r.loop_file.clone())
-        else {
+    }
+
+    /// A person's `loop retry N` here, after step `n`'s loop FAILED: that loop's step gets a
+    /// fresh budget and runs on.
+    pub(super) fn retry_there(&mut self, n: u32) -> crate::error::Result<Option<Exit>> {
+        let Some(file) = self.step_loop_of(n) else {
             return Ok(None);
         };
         run_again(Path::new(&file), n, None)?;
@@ -123,18 +118,7 @@ fn run_again(file: &Path, n: u32, why: Option<&str>) -> crate::error::Result<()>
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     let settings = Settings::load(&state_dir, Overrides::default())?;
     let mut runner = Runner::open(file, settings, &RunOptions::default())?;
-    let m = runner.view();
-    if m.plan
-        .steps
-        .iter()
-        .any(|s| s.n == n && s.state == StepState::Done)
-    {
-        runner
-            .ledger
-            .mark_retried(n, &Utc::now().to_rfc3339())
-            .map_err(|e| e.context(format!("while recording the retry of step {n}")))?;
-    }
-    let t = engine::parallel::run_again_there(&m, n, why, Utc::now());
+    let t = runner.retried(n, why, "the loop that runs this one")?;
     runner.apply(&t)?;
     drop(runner);
     spawn_runner(file)

@@ -229,10 +229,24 @@ impl Action {
         self
     }
 
+    /// Runs `command` with `sh -c` in the working directory, as the agent's Bash tool would.
+    #[must_use]
+    pub fn bash(mut self, command: &str) -> Self {
+        self.bash.push(command.into());
+        self
+    }
+
     /// Creates (or bumps) `path`.
     #[must_use]
     pub fn touch(mut self, path: &str) -> Self {
         self.touch.push(path.into());
+        self
+    }
+
+    /// Plays an older CLI that offers every tool whatever `--tools` says.
+    #[must_use]
+    pub fn ignoring_tools(mut self) -> Self {
+        self.ignores_tools = true;
         self
     }
 
@@ -257,7 +271,8 @@ impl Action {
         self
     }
 
-    /// Reports these tools as silently denied (`permission_denials`).
+    /// Reports these tools as silently denied (`permission_denials`): a name (`Write`), or
+    /// `Bash: COMMAND` for one command, denied until `--allowedTools` covers it.
     #[must_use]
     pub fn denied<const N: usize>(mut self, tools: [&str; N]) -> Self {
         self.permission_denials
@@ -404,7 +419,9 @@ mod tests {
             .heartbeat_ms(1)
             .cost(0.5)
             .write("a.txt", "x")
+            .bash("echo x > c.txt")
             .touch("b.txt")
+            .ignoring_tools()
             .stderr("oops")
             .exit(3)
             .subtype("error_during_execution")

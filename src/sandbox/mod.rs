@@ -1,0 +1,174 @@
+//! The sandbox every agent run and every VERIFY runs in (`AGENT.SANDBOX`): bubblewrap
+//! (`bwrap`) around the whole command, so the agent, its hooks, its MCP servers and every
+//! command it starts see what the run needs and nothing else.
+//!
+//! What a run sees, in this order (a later mount wins over an earlier one):
+//! - the system read-only (`/usr`, `/etc`, `/opt`, …), a fresh `/proc`, a minimal `/dev`, an
+//!   empty `/tmp` and an empty `$HOME`;
+//! - the directories of `PATH` (but one that holds `$HOME`), and the agent program's own,
+//!   read-only;
+//! - the work tree (the project, or a step's worktree with its repository's git directory),
+//!   writable for a step and read-only for planning and reviews;
+//! - what the run's backend declares as its own state (Claude Code's `~/.claude` and
+//!   `~/.claude.json`, Codex's `CODEX_HOME`), writable, and the paths a person adds
+//!   (`AGENT.SANDBOX_READ`, `AGENT.SANDBOX_WRITE`), even inside the work tree;
+//! - the loop's state directory read-only (hooks read `M1.md`), whatever a person added, and
+//!   the run's own task directory writable (what hooks hand back goes there).
+//!
+//! Not there: the rest of `$HOME` (`~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`,
+//! `~/.config/gh`, `~/.docker`, `~/.kube`, …), other projects, the loop's own credentials
+//! (the environment is an allowlist). Its own PID namespace: nothing it starts outlives it.
+//! The network stays open (the agent must reach its API). The supervisor and the runner stay
+//! outside: the supervisor starts `bwrap`, which is in the task's process group like any
+//! command, so timeouts, stops and kills work as they do unconfined.
+
+mod env;
+mod mounts;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+pub(crate) use env::{kept_env, simulated_agent};
+#[cfg(test)]
+use mounts::Mount;
+pub(crate) use mounts::{kept_read_only, mounts};
+
+/// Whether a path is there for reading only, or for writing too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+/// What one run may see and do.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Policy {
+    /// The directory the run works in.
+    pub work_tree: PathBuf,
+    /// Whether it may write there (a step: yes; planning and reviews: no).
+    pub work_tree_writable: bool,
+    /// The loop's state directory: read-only.
+    pub state_dir: PathBuf,
+    /// What of the state directory the run writes: its own task directory (what hooks hand
+    /// back), and a step's the handoff notes (what its agent leaves a fresh session).
+    pub state_writes: Vec<PathBuf>,
+    /// `$HOME` as the run knows it (empty in the sandbox but for what is bound into it).
+    pub home: PathBuf,
+    /// The backend's own state, and the person's extra paths.
+    pub paths: Vec<(PathBuf, Access)>,
+    /// Programs the run needs (the agent, the loop binary its hooks run): their directories
+    /// read-only.
+    pub programs: Vec<PathBuf>,
+    /// Names of variables the run keeps (a trailing `*`: every name with that start).
+    pub env: Vec<String>,
+}
+
+/// A backend's own state (each path, and whether it is a directory), writable: a directory
+/// the CLI would make itself is made first, or what the CLI writes there would be lost with
+/// the run's empty home.
+#[must_use]
+pub(crate) fn own_state(paths: Vec<(PathBuf, bool)>) -> Vec<(PathBuf, Access)> {
+    paths
+        .into_iter()
+        .map(|(p, dir)| {
+            if dir {
+                let _ = std::fs::create_dir_all(&p);
+            }
+            (p, Access::Write)
+        })
+        .collect()
+}
+
+/// The program that confines: `bwrap` on `PATH`.
+#[must_use]
+pub(crate) fn bwrap() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("bwrap"))
+        .find(|p| p.is_file())
+}
+
+/// Whether bubblewrap can confine a run here: it is installed, and it can start a command in
+/// namespaces of its own. `Err`: why not, and what to do.
+///
+/// # Errors
+/// That explanation.
+pub(crate) fn probe() -> Result<PathBuf, String> {
+    let Some(bwrap) = bwrap() else {
+        return Err(
+            "bubblewrap (`bwrap`) is not installed: install it (Debian/Ubuntu: `apt \
+                    install bubblewrap`, Fedora: `dnf install bubblewrap`), or run unconfined \
+                    with `--sandbox off` (AGENT.SANDBOX: off)"
+                .into(),
+        );
+    };
+    let out = std::process::Command::new(&bwrap)
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--unshare-pid",
+            "--die-with-parent",
+            "--",
+            "true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => Ok(bwrap),
+        Ok(o) => Err(format!(
+            "bubblewrap ({}) cannot start a sandbox here: {} (user namespaces may be off: \
+             `sysctl kernel.unprivileged_userns_clone=1`, or a container that forbids them); run \
+             unconfined with `--sandbox off` (AGENT.SANDBOX: off)",
+            bwrap.display(),
+            crate::text::one_line(String::from_utf8_lossy(&o.stderr).trim(), 300)
+        )),
+        Err(e) => Err(format!(
+            "bubblewrap ({}) cannot be run: {e}; run unconfined with `--sandbox off`",
+            bwrap.display()
+        )),
+    }
+}
+
+/// `req` confined by `policy`, with `bwrap`: its command run by bubblewrap, and its
+/// environment the allowlist of `policy` (names only: no value goes into the task's records).
+#[must_use]
+pub(crate) fn confine(
+    mut req: crate::bridge::FireRequest,
+    bwrap: &Path,
+    policy: &Policy,
+) -> crate::bridge::FireRequest {
+    req.command = confined(bwrap, policy, &req.command);
+    req.env_keep = Some(policy.env.clone());
+    req.confined = true;
+    req
+}
+
+/// The command `command` confined by `policy` with `bwrap` at `bwrap`: the arguments to run
+/// instead.
+#[must_use]
+pub(crate) fn confined(bwrap: &Path, policy: &Policy, command: &[String]) -> Vec<String> {
+    let mut args = vec![bwrap.display().to_string()];
+    for m in mounts(policy) {
+        args.extend(m.args());
+    }
+    args.extend(
+        [
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--die-with-parent",
+            "--chdir",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned()),
+    );
+    args.push(policy.work_tree.display().to_string());
+    args.push("--".into());
+    args.extend(command.iter().cloned());
+    args
+}

@@ -1,0 +1,184 @@
+//! The mounts of a run's sandbox, in the order bubblewrap makes them (a later one over an
+//! earlier one): the system, the empty places, programs, the work tree, the run's own paths and
+//! the person's, the loop's state.
+
+use std::path::{Path, PathBuf};
+
+use super::{Access, Policy};
+
+/// One mount of the sandbox.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Mount {
+    /// Read-only, where the source exists.
+    Read(PathBuf),
+    /// Writable, where the source exists.
+    Write(PathBuf),
+    /// An empty, writable, in-memory directory.
+    Empty(PathBuf),
+    /// A symbolic link (`/bin` → `usr/bin` on a merged-`/usr` system).
+    Link {
+        target: PathBuf,
+        at: PathBuf,
+    },
+    Proc,
+    Dev,
+}
+
+impl Mount {
+    /// Its `bwrap` arguments.
+    #[must_use]
+    pub(crate) fn args(&self) -> Vec<String> {
+        let p = |p: &Path| p.display().to_string();
+        match self {
+            Mount::Read(path) => vec!["--ro-bind-try".into(), p(path), p(path)],
+            Mount::Write(path) => vec!["--bind-try".into(), p(path), p(path)],
+            Mount::Empty(path) => vec!["--tmpfs".into(), p(path)],
+            Mount::Link { target, at } => vec!["--symlink".into(), p(target), p(at)],
+            Mount::Proc => vec!["--proc".into(), "/proc".into()],
+            Mount::Dev => vec!["--dev".into(), "/dev".into()],
+        }
+    }
+
+    /// The mounts a `bwrap` command line makes, in its order (up to the `--` before the
+    /// command); options that mount nothing are passed over.
+    #[must_use]
+    pub(crate) fn parse(args: &[String]) -> Vec<Mount> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            let at = |k: usize| args.get(i + k).map(PathBuf::from);
+            let (mount, used) = match a.as_str() {
+                "--" => break,
+                "--ro-bind" | "--ro-bind-try" => (at(2).map(Mount::Read), 3),
+                "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" => {
+                    (at(2).map(Mount::Write), 3)
+                }
+                "--tmpfs" => (at(1).map(Mount::Empty), 2),
+                "--symlink" => (
+                    at(1)
+                        .zip(at(2))
+                        .map(|(target, at)| Mount::Link { target, at }),
+                    3,
+                ),
+                "--proc" => (Some(Mount::Proc), 2),
+                "--dev" => (Some(Mount::Dev), 2),
+                _ => (None, 1),
+            };
+            out.extend(mount);
+            i += used;
+        }
+        out
+    }
+
+    /// Where it mounts, and whether a run may write there.
+    fn place(&self) -> Option<(&Path, bool)> {
+        match self {
+            Mount::Read(p) => Some((p, false)),
+            Mount::Write(p) | Mount::Empty(p) => Some((p, true)),
+            Mount::Link { .. } | Mount::Proc | Mount::Dev => None,
+        }
+    }
+}
+
+/// The system's directories, read-only: programs, libraries, configuration. Not `/home`,
+/// `/root`, `/srv`, `/var` or `/mnt`, where people keep their files.
+const SYSTEM: &[&str] = &["/usr", "/etc", "/opt", "/nix", "/snap", "/sys"];
+
+/// The top-level names that are a link into `/usr` on a merged-`/usr` system, else
+/// directories of their own.
+const USR_LINKS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/// The mounts of `policy`'s sandbox, on the machine as it is.
+#[must_use]
+pub(crate) fn mounts(policy: &Policy) -> Vec<Mount> {
+    let mut out: Vec<Mount> = SYSTEM.iter().map(|d| Mount::Read(d.into())).collect();
+    for d in USR_LINKS {
+        let path = Path::new(d);
+        match std::fs::read_link(path) {
+            Ok(target) => out.push(Mount::Link {
+                target,
+                at: path.to_path_buf(),
+            }),
+            Err(_) => out.push(Mount::Read(path.to_path_buf())),
+        }
+    }
+    out.extend([
+        Mount::Proc,
+        Mount::Dev,
+        Mount::Empty("/tmp".into()),
+        Mount::Empty("/var/tmp".into()),
+        // Sockets of the machine's services are not the agent's; the resolver's is (DNS).
+        Mount::Empty("/run".into()),
+        Mount::Read("/run/systemd/resolve".into()),
+        Mount::Empty(policy.home.clone()),
+    ]);
+    out.extend(path_dirs(&policy.home).into_iter().map(Mount::Read));
+    out.extend(
+        policy
+            .programs
+            .iter()
+            .filter_map(|p| program_root(p))
+            .map(Mount::Read),
+    );
+    out.push(if policy.work_tree_writable {
+        Mount::Write(policy.work_tree.clone())
+    } else {
+        Mount::Read(policy.work_tree.clone())
+    });
+    // After the work tree, so that a path inside it keeps what the person said of it.
+    for (path, access) in &policy.paths {
+        out.push(match access {
+            Access::Read => Mount::Read(path.clone()),
+            Access::Write => Mount::Write(path.clone()),
+        });
+    }
+    out.push(Mount::Read(policy.state_dir.clone()));
+    out.extend(policy.state_writes.iter().cloned().map(Mount::Write));
+    out
+}
+
+/// The directories of `PATH` (`~/.local/bin`, `~/.cargo/bin`, `/home/linuxbrew/.linuxbrew/bin`):
+/// programs, read-only, so that the agent finds what the person's shell finds. Not one that
+/// holds `home` (`/root`, `/home`): that would be the whole home again.
+fn path_dirs(home: &Path) -> Vec<PathBuf> {
+    let Some(path) = std::env::var_os("PATH") else {
+        return Vec::new();
+    };
+    std::env::split_paths(&path)
+        .filter(|d| d.is_absolute() && !home.starts_with(d) && d.is_dir())
+        .collect()
+}
+
+/// The directory a program needs whole: for one installed by npm, the `node_modules` it lies
+/// in (its dependencies are beside it); else the directory of the file it resolves to.
+#[must_use]
+pub(crate) fn program_root(program: &Path) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(program).ok()?;
+    if let Some(modules) = real
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+    {
+        return Some(modules.to_path_buf());
+    }
+    real.parent().map(Path::to_path_buf)
+}
+
+/// Whether the run `command` (a task's, as recorded: `bwrap` and its arguments) was kept from
+/// writing `tree`: the last mount over `tree` reads only, and nothing under it is writable but
+/// in `except` (the loop's state directory, which no check of the tree looks at).
+#[must_use]
+pub(crate) fn kept_read_only(command: &[String], tree: &Path, except: &Path) -> bool {
+    let Some((program, args)) = command.split_first() else {
+        return false;
+    };
+    if Path::new(program).file_name().is_none_or(|n| n != "bwrap") {
+        return false;
+    }
+    let mounts = Mount::parse(args);
+    let places = || mounts.iter().filter_map(Mount::place);
+    let over = places().rfind(|(p, _)| tree.starts_with(p));
+    over.is_some_and(|(_, writes)| !writes)
+        && places().all(|(p, writes)| {
+            !writes || p == tree || !p.starts_with(tree) || p.starts_with(except)
+        })
+}
