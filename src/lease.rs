@@ -7,7 +7,8 @@
 //! while it is held, a process that opens the file for writing waits in its `open` until the
 //! lease is let go (and the lease shows that someone waits). So a text read under a lease is
 //! whole: no save was under way, and none could begin. Leases are held for microseconds (a
-//! read, a rename); a writer waits that long at most.
+//! read, a rename), or, by a commit that keeps losing to saves, for the milliseconds of one
+//! write of the file; a writer waits that long at most.
 //!
 //! Where the kernel cannot say (another system, a file system without leases, a file of
 //! another owner without `CAP_LEASE`, leases turned off in `fs.leases-enable`), [`probe`] says
@@ -21,41 +22,43 @@ use std::fs::{File, Metadata};
     not(target_os = "linux"),
     expect(dead_code, reason = "elsewhere the kernel cannot say: only Unknown")
 )]
-pub(crate) enum Probe<'f> {
+pub(crate) enum Probe {
     /// No process holds the file open for writing, and none can open it so while the lease
     /// is held (it is let go when dropped).
-    Free(Lease<'f>),
+    Free(Lease),
     /// A process holds the file open for writing: a save may be under way.
     Writing,
     /// The kernel cannot say here.
     Unknown,
 }
 
-/// A read lease on an open file, let go when dropped.
+/// A read lease on an open file, let go when dropped. It holds a descriptor of its own of the
+/// open file (a lease belongs to the open file, not to one descriptor), so that it can be kept
+/// beside the file it leases.
 #[derive(Debug)]
-pub(crate) struct Lease<'f> {
-    file: &'f File,
+pub(crate) struct Lease {
+    file: File,
 }
 
 /// Asks for a read lease on `file` (opened read-only).
 #[must_use]
-pub(crate) fn probe(file: &File) -> Probe<'_> {
+pub(crate) fn probe(file: &File) -> Probe {
     imp::probe(file)
 }
 
-impl Lease<'_> {
+impl Lease {
     /// Whether a process has come to write since the lease was granted: it waits in its
     /// `open` until the lease is let go, and then writes into this file (whatever name the
     /// file has by then).
     #[must_use]
     pub(crate) fn contended(&self) -> bool {
-        imp::contended(self.file)
+        imp::contended(&self.file)
     }
 }
 
-impl Drop for Lease<'_> {
+impl Drop for Lease {
     fn drop(&mut self) {
-        imp::release(self.file);
+        imp::release(&self.file);
     }
 }
 
@@ -114,7 +117,7 @@ mod imp {
     /// crate leaves out.
     const F_SETSIG: libc::c_int = 10;
 
-    pub(super) fn probe(file: &File) -> Probe<'_> {
+    pub(super) fn probe(file: &File) -> Probe {
         let fd = file.as_raw_fd();
         // A writer who comes while the lease is held makes the kernel signal the holder, SIGIO
         // by default, whose default action ends the process. SIGURG's is to ignore it.
@@ -124,7 +127,11 @@ mod imp {
         }
         // SAFETY: as above.
         if unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) } == 0 {
-            return Probe::Free(Lease { file });
+            if let Ok(file) = file.try_clone() {
+                return Probe::Free(Lease { file });
+            }
+            release(file);
+            return Probe::Unknown;
         }
         match std::io::Error::last_os_error().raw_os_error() {
             Some(libc::EAGAIN) => Probe::Writing,
@@ -152,7 +159,7 @@ mod imp {
 
     use super::Probe;
 
-    pub(super) fn probe(_file: &File) -> Probe<'_> {
+    pub(super) fn probe(_file: &File) -> Probe {
         Probe::Unknown
     }
 
@@ -194,6 +201,38 @@ mod tests {
             panic!("no lease once the writer closed the file");
         };
         assert!(!lease.contended());
+    }
+
+    #[test]
+    fn a_lease_kept_apart_from_the_descriptor_it_was_taken_through_still_holds_writers_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("M1.md");
+        std::fs::write(&path, "STATUS: IDLE\n").unwrap();
+        let reader = File::open(&path).unwrap();
+        let Probe::Free(lease) = probe(&reader) else {
+            panic!("no lease on a file nobody writes");
+        };
+        drop(reader);
+        let p = path.clone();
+        let writer = std::thread::spawn(move || {
+            let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+            f.write_all(b"# late\n").unwrap();
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !lease.contended() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer never showed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "STATUS: IDLE\n");
+        drop(lease);
+        writer.join().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "STATUS: IDLE\n# late\n"
+        );
     }
 
     #[test]

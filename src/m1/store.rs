@@ -37,6 +37,10 @@ use super::merge::{History, Restored};
 use super::source::{self, Whole, WriterWait};
 use super::swap::{self, Displaced, Guarded, Swapped};
 
+mod held;
+
+use held::Held;
+
 /// How long a changed file must have been still before its text is trusted.
 pub(super) const SETTLE: Duration = Duration::from_millis(100);
 /// How long a store waits for that stillness. A file saved again and again (an editor's
@@ -116,8 +120,9 @@ impl From<anyhow::Error> for StoreError {
 const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
 const EAGER_ROUNDS: usize = 5;
 /// After this many rounds (about a second of saves faster than a round), the last look is
-/// left out where the swap is an exchange: the exchange hands back whatever it displaced and
-/// the commit merges onto it, so saves that never pause cannot hold a commit off.
+/// left out where the swap is an exchange but the kernel cannot say who writes the file (where
+/// it can, a round is held instead, see `held`): the exchange hands back whatever it displaced
+/// and the commit merges onto it, so saves that never pause cannot hold a commit off.
 const TRUST_EXCHANGE_AFTER: usize = 12;
 
 /// A file one of our swaps displaced: what it held, and since when it is watched.
@@ -192,6 +197,9 @@ pub struct Store {
     /// one instant no timing can reliably hit.
     #[cfg(test)]
     before_swap: Option<fn(&Path)>,
+    /// Test seam: runs before every swap (and is kept), for saves that keep coming.
+    #[cfg(test)]
+    before_every_swap: Option<fn(&Path)>,
 }
 
 impl Store {
@@ -260,6 +268,8 @@ impl Store {
             held_for_good: Cell::new(None),
             #[cfg(test)]
             before_swap: None,
+            #[cfg(test)]
+            before_every_swap: None,
         }
     }
 
@@ -495,16 +505,33 @@ impl Store {
         // Set right after a swap that replaced a hand save: that save is off the disk until
         // the next round puts it back, so that round neither waits nor gives up.
         let mut repairing = false;
+        // Rounds lost to a save; and whether a round may be held (see `held`) here.
+        let mut lost = 0;
+        let mut holdable = true;
         loop {
             if !repairing && self.pace(rounds, give_up, stop)? {
                 // What was read before the pause is stale by now.
                 base = self.read()?;
                 expected.clone_from(&base);
             }
-            repairing = false;
             if rounds > 0 {
                 self.merged = Some(ConflictMerged { rounds });
             }
+            // (Never while a save handed back by the exchange is off the file: it is in `base`
+            // only, and a held round reads the file.)
+            if lost > 0 && holdable && !repairing && !self.held_at_path() {
+                match self.held_round(edits)? {
+                    Held::Done(doc) => return Ok(doc),
+                    Held::Again(now) => {
+                        base = now;
+                        expected.clone_from(&base);
+                        rounds += 1;
+                        continue;
+                    }
+                    Held::Unguarded => holdable = false,
+                }
+            }
+            repairing = false;
             let (text, written) = self.apply_onto(&base, edits)?;
             if text == base && base == expected {
                 self.bytes = base;
@@ -525,8 +552,10 @@ impl Store {
                 Round::Again(now) => {
                     base = now;
                     expected.clone_from(&base);
+                    lost += 1;
                 }
                 Round::Repair(old) => {
+                    lost += 1;
                     self.bytes.clone_from(&text);
                     base = old;
                     expected = text;
@@ -537,11 +566,20 @@ impl Store {
         }
     }
 
+    /// Whether the file at the path is one a writer keeps open for good (see
+    /// [`Store::held_for_good`]).
+    fn held_at_path(&self) -> bool {
+        self.held_for_good
+            .get()
+            .is_some_and(|id| std::fs::metadata(&self.path).is_ok_and(|m| FileId::of(&m) == id))
+    }
+
     /// Puts the staged `text` in place of `expected`. Where the kernel can say who writes the
     /// file, under a lease ([`swap::Staged::swap_guarded`]): nothing is swapped while a save
     /// is under way or begins, and a save that came meanwhile is read whole for the next round.
-    /// Elsewhere, or for a file a writer holds for good, or once many rounds lost to saves
-    /// that never pause: a last look, then an exchange that hands back what it replaced.
+    /// Elsewhere, or for a file a writer holds for good: a last look (left out once many
+    /// rounds lost to saves that never pause), then an exchange that hands back what it
+    /// replaced.
     fn swap_round(
         &mut self,
         staged: swap::Staged,
@@ -549,13 +587,12 @@ impl Store {
         expected: &[u8],
         rounds: usize,
     ) -> Result<Round, StoreError> {
-        let held = self
-            .held_for_good
-            .get()
-            .is_some_and(|id| std::fs::metadata(&self.path).is_ok_and(|m| FileId::of(&m) == id));
-        let staged = if rounds <= TRUST_EXCHANGE_AFTER && !held {
+        let held = self.held_at_path();
+        let staged = if held {
+            staged
+        } else {
             #[cfg(test)]
-            if let Some(hook) = self.before_swap.take() {
+            if let Some(hook) = self.before_swap.take().or(self.before_every_swap) {
                 hook(&self.path);
             }
             match staged
@@ -570,8 +607,6 @@ impl Store {
                 Guarded::Changed(None) => return Ok(Round::Again(self.read()?)),
                 Guarded::Unguarded(staged) => staged,
             }
-        } else {
-            staged
         };
         if self.last_look(rounds, expected)? != expected {
             // What the quick look saw may be a save caught halfway: the next round starts from
@@ -579,7 +614,7 @@ impl Store {
             return Ok(Round::Again(self.read()?));
         }
         #[cfg(test)]
-        if let Some(hook) = self.before_swap.take() {
+        if let Some(hook) = self.before_swap.take().or(self.before_every_swap) {
             hook(&self.path);
         }
         let patience = if held {
@@ -1047,5 +1082,44 @@ mod tests {
 
     thread_local! {
         static WRITER: std::cell::RefCell<Option<std::thread::JoinHandle<()>>> = const { std::cell::RefCell::new(None) };
+    }
+
+    /// How many saves [`save_in_place_on_what_is_there`] made.
+    static SAVES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    const SAVES_MAX: usize = 20;
+
+    /// An editor that reloads the file whenever it changes and saves in place right after,
+    /// adding a line `# save N` each time (up to [`SAVES_MAX`]).
+    fn save_in_place_on_what_is_there(p: &Path) {
+        use std::sync::atomic::Ordering;
+        let n = SAVES.fetch_add(1, Ordering::SeqCst) + 1;
+        if n > SAVES_MAX {
+            return;
+        }
+        let text = format!("{}# save {n}\n", std::fs::read_to_string(p).unwrap());
+        std::fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn a_commit_that_keeps_losing_to_saves_in_place_loses_none_of_them() {
+        let (_dir, file) = seed();
+        let (mut store, _) = Store::open_with_history(&file).unwrap();
+        // A save lands before every swap the commit tries: each round finds the file changed.
+        store.before_every_swap = Some(save_in_place_on_what_is_there);
+        let doc = store.commit(&[Edit::Status(Status::Done)]).unwrap();
+        store.before_every_swap = None;
+        assert!(store.reload().unwrap().is_none());
+        let on_disk = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(doc.render(), on_disk);
+        assert!(on_disk.starts_with("STATUS: DONE"), "{on_disk}");
+        let made = SAVES
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .min(SAVES_MAX);
+        let lost: Vec<usize> = (1..=made)
+            .filter(|n| !on_disk.contains(&format!("# save {n}\n")))
+            .collect();
+        assert!(lost.is_empty(), "saves lost: {lost:?} of {made}\n{on_disk}");
+        // Through at the round after the one it lost, however many saves would still come.
+        assert_eq!(store.last_merge(), Some(ConflictMerged { rounds: 1 }));
     }
 }

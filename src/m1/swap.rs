@@ -19,29 +19,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::source::MAX_BYTES;
-use crate::lease::{self, Lease, Probe};
-use crate::named_file::{self, ReadError};
+use crate::lease::{self, Probe};
+
+mod guarded;
+
+pub(super) use guarded::{Guarded, Taken, lease};
 
 /// Whether a swap here is an exchange that hands back the bytes it displaced (where the
 /// file system supports it: otherwise [`Swapped::Unknown`]).
 pub(super) const EXCHANGES: bool = cfg!(all(target_os = "linux", target_env = "gnu"));
-
-/// What a guarded swap ([`Staged::swap_guarded`]) did.
-#[derive(Debug)]
-pub(super) enum Guarded {
-    /// The staged file is in place of one that held the expected bytes, and no one was
-    /// writing into that file, nor came to while the swap happened. It is kept open, should a
-    /// writer that found it just before the swap still open it.
-    Swapped(Displaced),
-    /// Nothing was swapped: the file holds other bytes, read whole (`Some`), or someone writes
-    /// it or came to write it while it was swapped (`None`; the swap was undone so that their
-    /// save lands in the file at the path): read it again once they are done.
-    Changed(Option<Vec<u8>>),
-    /// Nothing was swapped: the kernel cannot say who writes the file here; the caller swaps
-    /// as [`Staged::swap`] does.
-    Unguarded(Staged),
-}
 
 /// What a swap replaced.
 #[derive(Debug)]
@@ -186,94 +172,6 @@ impl Staged {
         self.live = false;
         sync_dir(&self.target)?;
         Ok(swapped)
-    }
-}
-
-impl Staged {
-    /// Puts the staged file at the target only if the file there holds `expected` and no one
-    /// writes it, reading and swapping under a read lease on it ([`crate::lease`]): a save in
-    /// place can neither be under way nor begin meanwhile, so no save is caught half written,
-    /// and none lands in the file the swap displaces. A writer that came while the lease was
-    /// held waits in its `open`, holding the old file: the swap is then undone, so that its save
-    /// goes where it belongs.
-    pub(super) fn swap_guarded(mut self, expected: &[u8]) -> io::Result<Guarded> {
-        if !EXCHANGES {
-            return Ok(Guarded::Unguarded(self));
-        }
-        // Opened as every read of M1.md is: without waiting (a FIFO may have taken its place),
-        // and never more than an M1.md may hold; anything else, the next careful read reports.
-        let old = match named_file::open(&self.target, MAX_BYTES) {
-            Ok((file, _)) => file,
-            Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
-                return Ok(Guarded::Unguarded(self));
-            }
-            Err(ReadError::Io(e)) => return Err(e),
-            Err(ReadError::Refused(_)) => return Ok(Guarded::Changed(None)),
-        };
-        let old_lease = match lease::probe(&old) {
-            Probe::Free(l) => l,
-            Probe::Writing => return Ok(Guarded::Changed(None)),
-            Probe::Unknown => return Ok(Guarded::Unguarded(self)),
-        };
-        let now = match named_file::read_open(&old, MAX_BYTES) {
-            Ok(bytes) => bytes,
-            Err(ReadError::Io(e)) => return Err(e),
-            Err(ReadError::Refused(_)) => return Ok(Guarded::Changed(None)),
-        };
-        if now != expected {
-            return Ok(Guarded::Changed(Some(now)));
-        }
-        // Ours too: a writer who opens the target once ours is there waits as well, so that
-        // undoing the swap never takes their save away.
-        let new = File::open(&self.tmp)?;
-        let Probe::Free(new_lease) = lease::probe(&new) else {
-            drop(old_lease);
-            return Ok(Guarded::Unguarded(self));
-        };
-        if old_lease.contended() {
-            return Ok(Guarded::Changed(None));
-        }
-        if !exchange(&self.tmp, &self.target)? {
-            drop((old_lease, new_lease));
-            return Ok(Guarded::Unguarded(self));
-        }
-        // The temporary path holds the old file now: whatever fails, it is never removed.
-        self.live = false;
-        if old_lease.contended() && !new_lease.contended() && self.undo(&new_lease)? {
-            return Ok(Guarded::Changed(None));
-        }
-        drop((old_lease, new_lease));
-        // One who found the old file just before the swap and opened it just after: undone too,
-        // unless someone writes ours by now.
-        if matches!(lease::probe(&old), Probe::Writing)
-            && let Probe::Free(again) = lease::probe(&new)
-            && self.undo(&again)?
-        {
-            return Ok(Guarded::Changed(None));
-        }
-        let ino = old.metadata()?.ino();
-        let path = crate::layout::Layout::displaced(&self.target);
-        std::fs::rename(&self.tmp, &path)?;
-        sync_dir(&self.target)?;
-        Ok(Guarded::Swapped(Displaced {
-            file: old,
-            path,
-            ino,
-        }))
-    }
-
-    /// Puts the old file back at the target, ours back at the temporary path; unless a writer
-    /// came to ours in that instant (it waits on `ours`, the lease on it, and would write into
-    /// a file that is about to be removed): then ours goes back at the target, and the old
-    /// file is displaced after all (watched, as any). Whether the swap was undone.
-    fn undo(&mut self, ours: &Lease<'_>) -> io::Result<bool> {
-        exchange(&self.tmp, &self.target)?;
-        if !ours.contended() {
-            self.live = true;
-            return Ok(true);
-        }
-        exchange(&self.tmp, &self.target)?;
-        Ok(false)
     }
 }
 
