@@ -31,7 +31,7 @@ impl Runner {
     }
 }
 
-/// `save: waited 35 ms for pid 4242 (vim) to finish writing M1.md before reading it`.
+/// `save: waited 60 ms for pid 4242 (vim) to finish writing M1.md before reading it`.
 fn wait_line(w: &WriterWait) -> String {
     let who = if w.writers.is_empty() {
         "a process".to_owned()
