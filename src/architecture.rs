@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("exit", 0),
     ("full_disk", 0),
     ("layout", 0),
+    ("lease", 0),
     ("lockfile", 0),
     ("named_file", 0),
     ("output", 0),

@@ -19,6 +19,7 @@ mod error;
 mod exit;
 mod full_disk;
 pub mod layout;
+mod lease;
 mod lockfile;
 mod named_file;
 mod output;

@@ -52,6 +52,7 @@ mod loops {
 
 mod m1 {
     mod edit;
+    mod in_place;
     mod misread;
     mod roundtrip;
     mod status;

@@ -65,6 +65,7 @@ pub use gates::{Gate, GateKind, GateOption, GateState};
 pub use keys::Review;
 pub(crate) use merge::changes;
 pub use settings::{AgentKind, PermissionMode, SandboxMode};
+pub use source::WriterWait;
 pub(crate) use source::{MAX_BYTES, load};
 pub use store::{Store, StoreError};
 pub(crate) use stored::StoredEdit;

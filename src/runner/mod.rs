@@ -16,6 +16,7 @@ pub(crate) mod registry;
 mod retry;
 pub(crate) mod revive;
 mod run;
+mod saves;
 pub(crate) mod settings;
 mod start;
 pub(crate) mod stop;
@@ -212,6 +213,7 @@ impl Runner {
             _lock: lock,
             _registration: registration,
         };
+        runner.note_saves();
         // An old text saved while no runner watched: what it reverted goes back at once.
         if runner.note_restored() {
             runner.commit(&[])?;
@@ -269,7 +271,9 @@ impl Runner {
     /// problem is reported once). A stale save (an old text saved over newer records) comes
     /// back with what it reverted put back, and that is written at once.
     fn reload(&mut self) -> crate::error::Result<bool> {
-        match self.store.reload() {
+        let reloaded = self.store.reload();
+        self.note_saves();
+        match reloaded {
             Ok(Some(doc)) => {
                 let before = std::mem::replace(&mut self.doc, doc);
                 for e in &self.pending {
@@ -383,10 +387,11 @@ impl Runner {
         let all: Vec<Edit> = self.pending.iter().chain(edits).cloned().collect();
         let state_dir = self.state_dir.clone();
         loop {
-            match self
+            let committed = self
                 .store
-                .commit_unless(&all, &mut || stopfile::requested(&state_dir).is_some())
-            {
+                .commit_unless(&all, &mut || stopfile::requested(&state_dir).is_some());
+            self.note_saves();
+            match committed {
                 Ok(doc) => {
                     self.doc = doc;
                     self.pending.clear();
