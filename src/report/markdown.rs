@@ -123,7 +123,10 @@ fn step(s: &StepReport, out: &mut String) {
     }
 }
 
-/// Text for one line of a table: no line break, no `|` that would end the cell.
+/// Text for one line of a table: no line break, no `|` that would end the cell, and no `<`
+/// that a pull request would take for HTML (an agent's words are text, never markup).
 fn cell(text: &str) -> String {
-    crate::text::one_line(text, 300).replace('|', "\\|")
+    crate::text::one_line(text, 300)
+        .replace('|', "\\|")
+        .replace('<', "\\<")
 }

@@ -89,3 +89,24 @@ fn a_report_that_cannot_be_written_is_logged_and_the_loop_ends_as_it_would_have(
     );
     assert!(env.log().contains("report: not written"), "{}", env.log());
 }
+
+#[test]
+fn what_a_goal_or_a_step_says_is_shown_as_text_never_run_as_markup() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("a | b <i>c</i>")));
+    let goal = "fix <script>alert(1)</script> & co";
+    env.run_ok(&["start", goal, "--step", "make a | b <img src=x>"]);
+    let html = std::fs::read_to_string(env.state().join("M1.report.html")).unwrap();
+    assert!(!html.contains("<script") && !html.contains("<img") && !html.contains("<i>"));
+    assert!(
+        html.contains("fix &lt;script&gt;alert(1)&lt;/script&gt; &amp; co"),
+        "{html}"
+    );
+    let md = stdout(&env.run_ok(&["report", "--format", "md"]));
+    let row = md.lines().find(|l| l.starts_with("| 1 |")).unwrap();
+    assert!(
+        row.starts_with("| 1 | make a \\| b \\<img src=x> | DONE |"),
+        "{row}"
+    );
+    assert!(md.contains("- Summary: a \\| b \\<i>c\\</i>"), "{md}");
+}
