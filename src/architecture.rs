@@ -27,6 +27,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("verify", 2),
     ("engine", 3),
     ("runner", 4),
+    ("report", 4),
     ("cli", 5),
 ];
 

@@ -36,6 +36,9 @@ mod loops {
     mod lost;
     mod old_files;
     mod parallel;
+    mod report;
+    mod report_browser;
+    mod report_files;
     mod retry;
     mod review;
     mod revive;
