@@ -397,8 +397,18 @@ impl Runner {
             self.note_saves();
             match committed {
                 Ok(doc) => {
-                    self.doc = doc;
+                    let mut ours = std::mem::replace(&mut self.doc, doc);
                     self.pending.clear();
+                    if self.store.last_merge().is_some() {
+                        // A person's save met this write and was merged under it: what it
+                        // changed is a hand edit like one read between writes (logged, a
+                        // pause or a step set DONE taken up), not absorbed without a word.
+                        for e in edits {
+                            ours.apply(e);
+                        }
+                        self.note_hand_edit(&ours);
+                        self.read_hand_edit(&ours.view());
+                    }
                     self.note_restored();
                     self.note_writable();
                     return Ok(());
