@@ -75,6 +75,7 @@ mod regression {
     mod by_hand;
     mod chat;
     mod commands;
+    mod completions;
     mod elsewhere;
     mod files;
     mod inputs;
