@@ -335,13 +335,13 @@ pub(crate) struct StartArgs {
     #[arg(long, value_name = "BACKEND")]
     pub fallback: Option<crate::m1::settings::AgentKind>,
     /// Steps that may run at once, each in a git worktree of its own, merged one by one and
-    /// verified after the merge (default 1: one at a time, in the project itself).
+    /// verified after the merge (1: one at a time, in the project itself).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub parallel: Option<u32>,
     /// How far away a usage limit's reset must be to send a step to the fallback (90s, 15m).
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub fallback_after: Option<Duration>,
-    /// How every agent run and VERIFY is confined: bwrap (bubblewrap, the default), or off
+    /// How every agent run and VERIFY is confined: bwrap (bubblewrap), or off
     /// (unconfined: the agent has your whole authority).
     #[arg(long, value_name = "SANDBOX")]
     pub sandbox: Option<crate::m1::SandboxMode>,
