@@ -76,6 +76,9 @@ mod regression {
     mod chat;
     mod commands;
     mod completions;
+    /// The README and the manual, held to the program.
+    mod doc_examples;
+    mod docs;
     mod elsewhere;
     mod files;
     mod inputs;

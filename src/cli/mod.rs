@@ -232,7 +232,7 @@ pub(crate) enum Command {
     /// Print the manual page of `loop` (roff): `loop man > ~/.local/share/man/man1/loop.1`,
     /// then `man loop`.
     Man,
-    /// Claude Code hooks that keep an agent inside its loop (see the README's hooks section).
+    /// Claude Code hooks that keep an agent inside its loop (see docs/08-backends.md).
     Hook {
         #[command(subcommand)]
         action: HookAction,
@@ -252,7 +252,7 @@ pub(crate) enum Command {
         task_dir: PathBuf,
     },
     /// Internal: sends what an outbox holds, beside the loop that queued it (started by
-    /// whoever queues a message; see the README's Telegram section).
+    /// whoever queues a message; see `docs/05-telegram.md`).
     #[command(name = "__deliver", hide = true)]
     Deliver {
         /// The state directory whose `outbox.jsonl` to deliver.
