@@ -2,9 +2,11 @@
 //! of the runner at random moments, stale saves of M1.md (an old text saved over newer
 //! records, with the runner alive, dead, or after another runner took the loop over: revived
 //! by itself or resumed by hand), kill -9 of a step's supervisor and guardian together, an
-//! agent that leaves a `setsid` process and a grandchild behind, and saves of M1.md every
-//! 20 ms (by rename, by append, and in place in two chunks); every other group of six loops
-//! runs `--review`, so the faults also hit review runs. Counts, for every loop: double starts
+//! agent that leaves a `setsid` process and a grandchild behind, saves of M1.md every 20 ms
+//! (by rename, by append, and in place in two chunks), a save in place in the first
+//! milliseconds of `loop start`, and `>>` appends around the loop's final write (see
+//! `soak/saves.rs`); every other group of ten loops runs `--review`, so the faults also hit
+//! review runs. Counts, for every loop: double starts
 //! (an attempt of a step, or a run of its review, started twice), re-runs of passed steps (an
 //! attempt started after one of the same step was judged a pass), lost results (a loop not
 //! DONE, a step without its result or, when reviewed, its approval), lost edits (a save of the
@@ -26,10 +28,13 @@
 //!
 //! Run: `cargo build --release && cargo run --release --example soak -- --loops 100`
 //! (`--seed N` for another sequence of faults; `--keep` keeps the directories of failures;
-//! `--only-in-place-storms` runs nothing but storms of in-place saves, with steps of 1 to 2 s,
-//! to meet the rare save that lands in a file a runner's write displaced; `--only-beside` runs
-//! nothing but the faults beside the loop (a full state directory and a kill right after the
-//! first spawn, in turn; every other pair reviewed, with `loop.out` written meanwhile); `--backend codex`
+//! `--only-in-place-storms` runs nothing but dense storms of in-place saves (every 5–15 ms, open,
+//! truncate, write in two parts) against loops of ten 0.3 s steps, four loops at a time
+//! (`--at-once N`), to meet the rare save caught half written or landing in a file a runner's
+//! write displaced; `--busy N` spins N threads for the whole run (a loaded machine);
+//! `--only-beside` runs nothing but the faults beside the loop (a full state directory and a
+//! kill right after the first spawn, in turn; every other pair reviewed, with `loop.out`
+//! written meanwhile); `--at-once N` runs any soak N loops at a time; `--backend codex`
 //! runs every loop on the Codex backend, the simulated agent speaking Codex's events;
 //! `--parallel` runs the three steps of every loop at once (`--parallel 3`) in a git project,
 //! each writing a file of its own, and adds what parallel steps meet: conflicts, a VERIFY red
@@ -51,6 +56,8 @@ mod beside;
 mod common;
 #[path = "soak/parallel.rs"]
 mod parallel;
+#[path = "soak/saves.rs"]
+mod saves;
 
 #[path = "../tests/support/telegram_fake.rs"]
 #[expect(
@@ -110,6 +117,74 @@ struct Tally {
     conflicts: usize,
     red_merges: usize,
     second_loops: usize,
+    // Saves racing the runner's writes (see `soak/saves.rs`).
+    saves_at_start: usize,
+    start_refused: usize,
+    appends_at_end: usize,
+}
+
+impl Tally {
+    /// Adds the counts of loops run on another thread.
+    fn absorb(&mut self, o: Tally) {
+        let sums = [
+            (&mut self.loops, o.loops),
+            (&mut self.runner_kills, o.runner_kills),
+            (&mut self.stale_saves, o.stale_saves),
+            (&mut self.stale_saves_dead_runner, o.stale_saves_dead_runner),
+            (
+                &mut self.stale_saves_after_takeover,
+                o.stale_saves_after_takeover,
+            ),
+            (&mut self.takeovers_revived, o.takeovers_revived),
+            (&mut self.storm_saves, o.storm_saves),
+            (&mut self.in_place_saves, o.in_place_saves),
+            (&mut self.displaced_saves, o.displaced_saves),
+            (&mut self.reruns, o.reruns),
+            (&mut self.lost_edits, o.lost_edits),
+            (
+                &mut self.supervisor_guardian_kills,
+                o.supervisor_guardian_kills,
+            ),
+            (&mut self.setsid_escapes, o.setsid_escapes),
+            (&mut self.storms, o.storms),
+            (&mut self.reviewed, o.reviewed),
+            (&mut self.double_starts, o.double_starts),
+            (&mut self.lost_results, o.lost_results),
+            (&mut self.orphans, o.orphans),
+            (&mut self.slowed_by_telegram, o.slowed_by_telegram),
+            (&mut self.messages_lost, o.messages_lost),
+            (&mut self.done_never_told, o.done_never_told),
+            (&mut self.messages_twice, o.messages_twice),
+            (&mut self.messages_sent, o.messages_sent),
+            (&mut self.false_done, o.false_done),
+            (&mut self.lost_commits, o.lost_commits),
+            (&mut self.git_left, o.git_left),
+            (&mut self.double_decisions, o.double_decisions),
+            (&mut self.decisions_by_shell, o.decisions_by_shell),
+            (&mut self.decisions_by_tap, o.decisions_by_tap),
+            (&mut self.conflicts, o.conflicts),
+            (&mut self.red_merges, o.red_merges),
+            (&mut self.second_loops, o.second_loops),
+            (&mut self.saves_at_start, o.saves_at_start),
+            (&mut self.start_refused, o.start_refused),
+            (&mut self.appends_at_end, o.appends_at_end),
+            (&mut self.full_disks, o.full_disks),
+            (&mut self.full_disk_runner_deaths, o.full_disk_runner_deaths),
+            (&mut self.full_disk_attempts, o.full_disk_attempts),
+            (&mut self.full_disk_waits, o.full_disk_waits),
+            (&mut self.early_kills, o.early_kills),
+            (&mut self.taken_back, o.taken_back),
+            (&mut self.attempts_without_agent, o.attempts_without_agent),
+            (&mut self.review_halts, o.review_halts),
+            (&mut self.review_outside_changes, o.review_outside_changes),
+        ];
+        for (mine, theirs) in sums {
+            *mine += theirs;
+        }
+        self.gaps_ms.extend(o.gaps_ms);
+        self.storm_gaps_ms.extend(o.storm_gaps_ms);
+        self.failures.extend(o.failures);
+    }
 }
 
 struct Loop {
@@ -120,6 +195,8 @@ struct Loop {
     revive: bool,
     /// `TELEGRAM_API_BASE` of the loop's own Telegram.
     telegram: String,
+    /// How many steps its plan has.
+    steps: u64,
 }
 
 impl Loop {
@@ -179,6 +256,7 @@ impl Loop {
             dir,
             revive: false,
             telegram: String::new(),
+            steps: STEPS,
         }
     }
 
@@ -205,8 +283,31 @@ impl Loop {
             .env_remove("LOOP_CRASH_AT")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stderr(self.stderr());
         c
+    }
+
+    /// Where the loop's commands write their errors: `stderr.txt` beside the project, appended
+    /// by every command, so that a failure kept with `--keep` says what the runner said.
+    fn stderr(&self) -> Stdio {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("stderr.txt"))
+            .map_or_else(|_| Stdio::null(), Stdio::from)
+    }
+
+    /// What the loop's commands said of its file (`M1.md:LINE:COLUMN: …`, the first such line)
+    /// in their errors, else the last line they wrote there.
+    fn file_error(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("stderr.txt")).unwrap_or_default();
+        let mut lines = text.lines();
+        lines
+            .clone()
+            .find(|l| l.contains("M1.md:"))
+            .or_else(|| lines.next_back())
+            .unwrap_or_default()
+            .to_owned()
     }
 
     fn text(&self) -> String {
@@ -439,13 +540,16 @@ fn kill_supervisor_and_guardian(l: &Loop) -> bool {
 
 const STEPS: u64 = 3;
 
-const KINDS: usize = 8;
+const KINDS: usize = 10;
 
 /// The fault kind of a state directory full (read-only) for 3 s during a step.
 const FULL_DISK: usize = 6;
 
 /// The fault kind of a runner killed the moment its first task is published.
 const EARLY_KILL: usize = 7;
+
+/// The fault kind of a save in place in the first milliseconds of `loop start`.
+const SAVE_AT_START: usize = 8;
 
 /// What a run of the soak does: every fault in turn, only storms of in-place saves, or only
 /// the faults beside the loop.
@@ -503,15 +607,21 @@ fn fault_of(i: usize, mode: Mode) -> (usize, Option<parallel::Variant>, bool) {
     }
 }
 
+/// Whether a loop of fault `kind` has its agent leave processes behind, how long its steps work
+/// and how many it has.
+fn shape(kind: usize, mode: Mode, rng: &mut Rng) -> (bool, u64, u64) {
+    let leave_behind = rng.below(2) == 0 || kind == 3;
+    if mode == Mode::InPlaceStorms {
+        return (leave_behind, saves::DENSE_STEP_MS, saves::DENSE_STEPS);
+    }
+    (leave_behind, 200 + rng.below(300), STEPS)
+}
+
 fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     let (kind, variant, review) = fault_of(i, mode);
-    let leave_behind = rng.below(2) == 0 || kind == 3;
-    let sleep_ms = if mode == Mode::InPlaceStorms {
-        1000 + rng.below(1000)
-    } else {
-        200 + rng.below(300)
-    };
+    let (leave_behind, sleep_ms, steps) = shape(kind, mode, rng);
     let mut l = Loop::new(root, i, sleep_ms, (leave_behind, review), variant);
+    l.steps = steps;
     // A reviewed loop works in a git project (so its reviews look at the work tree), where a
     // process writes all along, as `loop start … --review > loop.out` does.
     let appender = (review && variant.is_none()).then(|| beside::Appender::in_git(&l));
@@ -530,7 +640,10 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     if review {
         t.reviewed += 1;
     }
-    let mut runner = l.cmd(&start_args(variant, review)).spawn().unwrap();
+    let mut runner = l
+        .cmd(&start_args(l.steps, variant, review))
+        .spawn()
+        .unwrap();
     let saves = inject((kind, mode), &l, &mut runner, rng, t);
     if let Some(v) = variant {
         parallel::after_faults(i, &l, v, taps.then_some(&tg), t);
@@ -565,11 +678,10 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     if let Some(v) = variant {
         bad.extend(parallel::assess(&l, v, second, t));
     }
-    let gaps = l.gaps();
-    if kind == 4 {
-        t.storm_gaps_ms.extend(&gaps);
-    } else if kind == 1 {
-        t.gaps_ms.extend(&gaps);
+    match kind {
+        4 => t.storm_gaps_ms.extend(l.gaps()),
+        1 => t.gaps_ms.extend(l.gaps()),
+        _ => {}
     }
     if bad.is_empty() {
         let _ = std::fs::remove_dir_all(&l.dir);
@@ -585,10 +697,14 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     }
 }
 
-/// `loop start` for a loop of the soak: three steps, on the backend asked for, reviewed or
-/// not, and at once (with a variant's own flags) in parallel.
-fn start_args(variant: Option<parallel::Variant>, review: bool) -> Vec<&'static str> {
-    let mut start = vec!["start", "soak", "--step", "a", "--step", "b", "--step", "c"];
+/// `loop start` for a loop of the soak: `steps` steps (3 but for the dense storm), on the
+/// backend asked for, reviewed or not, and at once (with a variant's own flags) in parallel.
+fn start_args(steps: u64, variant: Option<parallel::Variant>, review: bool) -> Vec<&'static str> {
+    const NAMES: [&str; 10] = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+    let mut start = vec!["start", "soak"];
+    for name in NAMES.iter().take(usize::try_from(steps).unwrap_or(3)) {
+        start.extend(["--step", name]);
+    }
     if on_codex() {
         start.extend(["--backend", "codex"]);
     }
@@ -722,16 +838,16 @@ fn inject(
         }
         FULL_DISK => beside::full_state_dir(l, rng, t),
         EARLY_KILL => beside::kill_after_first_spawn(l, runner, rng, t),
+        // In place every 5–15 ms from the first moment, several loops at a time.
+        4 if mode == Mode::InPlaceStorms => saves = saves::dense_storm(l, runner, rng, t),
         // A save every 20 ms until the loop ends.
-        _ => {
+        4 => {
             t.storms += 1;
-            let how = if mode == Mode::InPlaceStorms {
-                2
-            } else {
-                rng.below(3)
-            };
-            saves = storm(l, runner, how, t);
+            saves = storm(l, runner, rng.below(3), t);
         }
+        SAVE_AT_START => saves = saves::save_at_start(l, rng, t),
+        // Appends held open a moment, from the last step until the runner's last write.
+        _ => saves = saves::appends_at_the_end(l, runner, l.steps, rng, t),
     }
     saves
 }
@@ -780,6 +896,23 @@ fn telegram_assess(l: &Loop, tg: &FakeTelegram, t: &mut Tally) -> Vec<String> {
     bad
 }
 
+/// Exit 2 is for a person's bad input: a runner that says so of a valid loop refused its own
+/// file (or a save caught half written). What it said of the file.
+fn refused_own_file(
+    l: &Loop,
+    status: Option<std::process::ExitStatus>,
+    t: &mut Tally,
+) -> Option<String> {
+    if status.and_then(|s| s.code()) != Some(2) {
+        return None;
+    }
+    t.start_refused += 1;
+    Some(format!(
+        "the runner exited 2 (bad input) on the loop's own file: {}",
+        l.file_error()
+    ))
+}
+
 /// What went wrong with a loop that ended: each finding counted in `t`, and said.
 fn assess(
     l: &Loop,
@@ -789,6 +922,7 @@ fn assess(
     t: &mut Tally,
 ) -> Vec<String> {
     let mut bad = Vec::new();
+    bad.extend(refused_own_file(l, status, t));
     // (the loop the person started, step, attempt or review run, whether a review). A loop
     // whose steps run at once runs each in a loop of its own, under its own id
     // (`parallel/<LOOP_ID>/step-N.loop/M1.md`): a step started in two such loops of one parent
@@ -834,17 +968,15 @@ fn assess(
         bad.push(format!("{reruns} re-run(s) of a passed step"));
     }
     let text = l.text();
-    let lost: Vec<usize> = (1..=saves)
-        .filter(|n| !text.contains(&format!("# save {n}\n")))
-        .collect();
-    if !lost.is_empty() {
-        t.lost_edits += lost.len();
-        bad.push(format!("saves lost: {lost:?}"));
-    }
+    bad.extend(lost_saves(&text, saves, t));
     let approved = text.matches("REVIEW: approved").count() as u64;
     // A second loop has two steps of its own, unreviewed; a step skipped by a decision has no
     // result to lose, and no review.
-    let (steps, reviewed) = if second { (2, false) } else { (STEPS, review) };
+    let (steps, reviewed) = if second {
+        (2, false)
+    } else {
+        (l.steps, review)
+    };
     // Which step may end SKIPPED is the parallel assessment's to say.
     let closed = |s: u64| {
         text.contains(&format!("{s}: [DONE]")) || text.contains(&format!("{s}: [SKIPPED]"))
@@ -875,6 +1007,18 @@ fn assess(
     bad
 }
 
+/// The saves of a storm (each a line `# save N`) missing from the loop's final text.
+fn lost_saves(text: &str, saves: usize, t: &mut Tally) -> Option<String> {
+    let lost: Vec<usize> = (1..=saves)
+        .filter(|n| !text.contains(&format!("# save {n}\n")))
+        .collect();
+    if lost.is_empty() {
+        return None;
+    }
+    t.lost_edits += lost.len();
+    Some(format!("saves lost: {lost:?}"))
+}
+
 fn pct(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -889,32 +1033,53 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[i]
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let value = |flag: &str| common::number_after(&args, flag);
-    let loops = usize::try_from(value("--loops").unwrap_or(20)).unwrap_or(20);
-    let seed = value("--seed").unwrap_or(0x5eed_1234);
-    let keep = args.iter().any(|a| a == "--keep");
-    let mode = if args.iter().any(|a| a == "--only-in-place-storms") {
-        Mode::InPlaceStorms
-    } else if args.iter().any(|a| a == "--only-beside") {
-        Mode::Beside
-    } else {
-        Mode::All
-    };
-    let root = std::env::temp_dir().join(format!("loop-soak-{}", std::process::id()));
-    std::fs::create_dir_all(&root).unwrap();
-    let mut rng = Rng(seed | 1);
+/// Runs `loops` loops, `at_once` at a time, each on a thread with a sequence of faults of its
+/// own (from `seed` and its number); their counts added up.
+fn run_all(root: &Path, loops: usize, at_once: usize, seed: u64, mode: Mode) -> Tally {
     let mut t = Tally::default();
-    let began = Instant::now();
-    for i in 0..loops {
-        run_one(&root, i, &mut rng, &mut t, mode);
-        if (i + 1) % 10 == 0 {
-            eprintln!("soak: {} loops, {} failures", i + 1, t.failures.len());
+    let mut next = 0;
+    while next < loops {
+        let batch: Vec<usize> = (next..loops.min(next + at_once)).collect();
+        next += batch.len();
+        let done: Vec<Tally> = std::thread::scope(|s| {
+            let handles: Vec<_> = batch
+                .iter()
+                .map(|&i| {
+                    s.spawn(move || {
+                        let mut rng =
+                            Rng((seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1);
+                        let mut mine = Tally::default();
+                        run_one(root, i, &mut rng, &mut mine, mode);
+                        mine
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for d in done {
+            t.absorb(d);
+        }
+        if next % 10 < at_once {
+            eprintln!("soak: {next} loops, {} failures", t.failures.len());
         }
     }
+    t
+}
+
+/// The machine's load average over 1, 5 and 15 minutes, as `/proc/loadavg` says it.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Prints what the soak did and found.
+fn report(t: &mut Tally, seed: u64, (at_once, busy_threads): (usize, usize), began: Instant) {
     println!(
-        "soak: {} loops in {:.0} s (seed {seed}, backend {}{})",
+        "soak: {} loops in {:.0} s (seed {seed}, backend {}{}, {at_once} at a time, {busy_threads} busy threads; load average {})",
         t.loops,
         began.elapsed().as_secs_f64(),
         if on_codex() { "codex" } else { "claude" },
@@ -922,7 +1087,8 @@ fn main() {
             ", 3 steps at once"
         } else {
             ""
-        }
+        },
+        load_average()
     );
     println!(
         "  faults: runner kill -9 {}, stale saves {} ({} with the runner dead, {} after another runner took over: {} revived by itself), supervisor+guardian kill -9 {}, setsid escapes tried {}, save storms {} ({} saves, {} in place, {} of them into a displaced file); {} loops reviewed",
@@ -940,27 +1106,60 @@ fn main() {
         t.reviewed
     );
     println!(
+        "  saves racing the runner's writes: {} in place in the first milliseconds of `loop start`, {} `>>` appends held open around the final write; runners that exited 2 on their own file {}",
+        t.saves_at_start, t.appends_at_end, t.start_refused
+    );
+    println!(
         "  double starts {}, re-runs of passed steps {}, lost results {}, lost edits {}, orphans {}",
         t.double_starts, t.reruns, t.lost_results, t.lost_edits, t.orphans
     );
-    beside::report(&t);
+    beside::report(t);
     println!(
         "  Telegram held every request until the loop ended: loops slowed by it {}, messages lost {}, DONE never told {}, messages twice {} ({} delivered once it answered again)",
         t.slowed_by_telegram, t.messages_lost, t.done_never_told, t.messages_twice, t.messages_sent
     );
     if on_parallel() {
-        parallel::report(&t);
+        parallel::report(t);
         // Steps overlap: one agent's exit is not followed by the next one's spawn.
         println!("  agent exit → next spawn: not measured (steps run at once)");
     } else {
         println!(
-            "  agent exit → next spawn: loops with a stale save median {:.1} ms; under a save every 20 ms median {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            "  agent exit → next spawn: loops with a stale save median {:.1} ms; under a storm of saves median {:.1} ms, p99 {:.1} ms, max {:.1} ms",
             pct(&mut t.gaps_ms, 0.5),
             pct(&mut t.storm_gaps_ms, 0.5),
             pct(&mut t.storm_gaps_ms, 0.99),
             pct(&mut t.storm_gaps_ms, 1.0)
         );
     }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let value = |flag: &str| common::number_after(&args, flag);
+    let loops = usize::try_from(value("--loops").unwrap_or(20)).unwrap_or(20);
+    let seed = value("--seed").unwrap_or(0x5eed_1234);
+    let keep = args.iter().any(|a| a == "--keep");
+    let mode = if args.iter().any(|a| a == "--only-in-place-storms") {
+        Mode::InPlaceStorms
+    } else if args.iter().any(|a| a == "--only-beside") {
+        Mode::Beside
+    } else {
+        Mode::All
+    };
+    // Loops run this many at a time (the dense in-place storm's editors then meet several
+    // runners), each with a sequence of faults of its own.
+    let at_once = usize::try_from(
+        value("--at-once").unwrap_or(if mode == Mode::InPlaceStorms { 4 } else { 1 }),
+    )
+    .unwrap_or(1)
+    .max(1);
+    let busy_threads = usize::try_from(value("--busy").unwrap_or(0)).unwrap_or(0);
+    let _busy = saves::Busy::start(busy_threads);
+    let root = std::env::temp_dir().join(format!("loop-soak-{}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    let began = Instant::now();
+    let mut t = run_all(&root, loops, at_once, seed, mode);
+    report(&mut t, seed, (at_once, busy_threads), began);
     for f in &t.failures {
         println!("  FAIL {f}");
     }

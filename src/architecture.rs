@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("exit", 0),
     ("full_disk", 0),
     ("layout", 0),
+    ("lease", 0),
     ("lockfile", 0),
     ("named_file", 0),
     ("output", 0),
@@ -26,6 +27,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("verify", 2),
     ("engine", 3),
     ("runner", 4),
+    ("report", 4),
     ("cli", 5),
 ];
 

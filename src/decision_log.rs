@@ -4,6 +4,8 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use chrono::{DateTime, Utc};
+
 /// The log file of the loop whose state directory is `state_dir`.
 #[must_use]
 pub(crate) fn path(state_dir: &Path) -> PathBuf {
@@ -60,4 +62,59 @@ pub(crate) fn last_lines(file: &Path, n: usize) -> Vec<String> {
         .iter()
         .map(|s| (*s).to_string())
         .collect()
+}
+
+/// The first line of `start: new loop` that `loop start` logs for a new loop.
+const START_LINE: &str = "start: new loop";
+
+/// Where this loop's part of the log `text` begins (a byte offset): its `start:` line, the last
+/// one logged since it started; else its first line since it started; else the whole log (a
+/// loop written by hand, or by an older version, has no `STARTED_AT`).
+#[must_use]
+pub(crate) fn this_loops_part(text: &str, started: Option<DateTime<Utc>>) -> usize {
+    let Some(started) = started else {
+        return 0;
+    };
+    let mut first_since = None;
+    let mut start_line = None;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let (stamp, said) = line.split_once(' ').unwrap_or((line, ""));
+        // STARTED_AT has whole seconds; a line of the second it names belongs to the loop.
+        let since = DateTime::parse_from_rfc3339(stamp)
+            .is_ok_and(|t| t.with_timezone(&Utc).timestamp() >= started.timestamp());
+        if since {
+            first_since.get_or_insert(at);
+            if said.starts_with(START_LINE) {
+                start_line = Some(at);
+            }
+        }
+        at += line.len();
+    }
+    start_line.or(first_since).unwrap_or(text.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "\
+2026-11-24T01:00:00.100Z start: new loop, goal: old
+2026-11-24T01:00:05.000Z done: old
+2026-11-24T01:18:46.100Z done: the old loop's last line, in the second the new one starts
+2026-11-24T01:18:46.464Z start: new loop, goal: x
+2026-11-24T01:18:47.000Z spawn: Step 1
+";
+
+    #[test]
+    fn this_loops_part_starts_at_its_start_line() {
+        let t = |s: &str| Some(s.parse::<DateTime<Utc>>().unwrap());
+        let at = this_loops_part(LOG, t("2026-11-24T01:18:46Z"));
+        assert!(LOG[at..].starts_with("2026-11-24T01:18:46.464Z start: new loop, goal: x"));
+        // Without a start line since (a loop written by hand): its lines since it started.
+        let at = this_loops_part(LOG, t("2026-11-24T01:18:47Z"));
+        assert!(LOG[at..].starts_with("2026-11-24T01:18:47.000Z spawn"));
+        assert_eq!(this_loops_part(LOG, None), 0);
+        assert_eq!(this_loops_part(LOG, t("2027-01-01T00:00:00Z")), LOG.len());
+    }
 }

@@ -11,6 +11,7 @@
 //!   M1.md.decide.lock       taken by whoever writes a gate's decision
 //!   M1.md.versions          the versions of M1.md runners have known (to tell a stale save)
 //!   .M1.md.displaced        the text a runner's write replaced, watched for a late save
+//!   M1.md.late-<time>       a late save found after a newer one, kept instead of applied
 //!   STOP                    stops this loop only
 //!   loop.yaml               defaults for new loops
 //!   loop.log                every decision, with its reason

@@ -19,6 +19,7 @@ mod error;
 mod exit;
 mod full_disk;
 pub mod layout;
+mod lease;
 mod lockfile;
 mod named_file;
 mod output;
@@ -40,6 +41,10 @@ pub mod engine;
 
 // The one owner of a loop's state: gathers facts, asks the engine, carries transitions out.
 pub mod runner;
+
+// What a loop did (`loop report`): a read-only view of its records, beside the runner, whose
+// ledger it reads and which writes it when a loop ends.
+mod report;
 
 // The command line and the other front ends (`status`, the exec bridge, `notify`, the chat
 // bot, `demo`).

@@ -71,23 +71,43 @@ impl std::error::Error for ReadError {}
 /// [`ReadError::Refused`] for anything but a regular file, or one over `limit` bytes;
 /// [`ReadError::Io`] when it cannot be read.
 pub(crate) fn read(path: &Path, limit: u64) -> Result<(Vec<u8>, Metadata), ReadError> {
+    let (file, meta) = open(path, limit)?;
+    Ok((read_open(&file, limit)?, meta))
+}
+
+/// The regular file at `path` (at most `limit` bytes long), opened for reading, and its
+/// metadata: for a caller that does something with the open file before it reads it.
+///
+/// # Errors
+/// As [`read`].
+pub(crate) fn open(path: &Path, limit: u64) -> Result<(File, Metadata), ReadError> {
     // Looked at before it is opened: opening a device may already do something.
     accept(&std::fs::metadata(path)?, limit)?;
     // And opened without waiting, should a FIFO have taken the path's place since.
-    let mut file: File = OpenOptions::new()
+    let file: File = OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
         .open(path)?;
     let meta = file.metadata()?;
     accept(&meta, limit)?;
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    (&mut file).take(limit + 1).read_to_end(&mut bytes)?;
+    Ok((file, meta))
+}
+
+/// The bytes of a file [`open`] opened, from its start, at most `limit` of them.
+///
+/// # Errors
+/// [`ReadError::Refused`] when it grew over `limit`; [`ReadError::Io`] when it cannot be read.
+pub(crate) fn read_open(mut file: &File, limit: u64) -> Result<Vec<u8>, ReadError> {
+    use std::io::Seek;
+    file.rewind()?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
     // It grew while it was read.
     let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
     if read > limit {
         return Err(ReadError::Refused(Refused::TooLarge { len: read, limit }));
     }
-    Ok((bytes, meta))
+    Ok(bytes)
 }
 
 /// What `meta` describes when it is not a regular file (`a directory`, `a FIFO (named

@@ -36,6 +36,9 @@ mod loops {
     mod lost;
     mod old_files;
     mod parallel;
+    mod report;
+    mod report_browser;
+    mod report_files;
     mod retry;
     mod review;
     mod revive;
@@ -52,6 +55,7 @@ mod loops {
 
 mod m1 {
     mod edit;
+    mod in_place;
     mod misread;
     mod roundtrip;
     mod status;

@@ -8,6 +8,7 @@ pub(crate) mod hook;
 mod hook_install;
 pub(crate) mod logs;
 pub(crate) mod notify;
+mod report;
 pub(crate) mod service;
 pub(crate) mod status;
 mod status_view;
@@ -170,6 +171,21 @@ pub(crate) enum Command {
         /// Keep printing new lines until no runner drives the loop.
         #[arg(long, short)]
         follow: bool,
+    },
+    /// Report what the loop did: each step's attempts, reviews, cost, time, VERIFY, commit and
+    /// gates, with the loop's totals.
+    ///
+    /// HTML (the default) is one self-contained page with a timeline of every run and the cost
+    /// of each step; it goes beside M1.md (`M1.report.html`) and its path is printed. Markdown
+    /// (for a pull request or a chat) and JSON go to standard output. A loop writes its page by
+    /// itself when it ends.
+    Report {
+        /// What to write.
+        #[arg(long, value_enum, default_value = "html")]
+        format: crate::report::Format,
+        /// Where to write it (`-`: standard output).
+        #[arg(long, short, value_name = "PATH")]
+        output: Option<PathBuf>,
     },
     /// Show what M1.md says, plus whether the step's process is alive. Never writes.
     Status {
@@ -866,6 +882,9 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
         Command::Validate => crate::cli::status::validate(&cli.file),
         Command::Doctor { backend, json } => crate::cli::doctor::doctor(&cli.file, &backend, json),
         Command::Status { json } => crate::cli::status::status(&cli.file, json),
+        Command::Report { format, output } => {
+            crate::cli::report::run(&cli.file, format, output.as_deref())
+        }
         Command::Fire(args) => fire(&bridge_state()?, args),
         Command::Check { id, json } => crate::cli::bridge::check(&bridge_state()?, &id, json),
         Command::Kill { id } => crate::cli::bridge::kill(&bridge_state()?, &id),

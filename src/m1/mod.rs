@@ -66,6 +66,7 @@ pub use keys::Review;
 pub(crate) use merge::changes;
 pub use settings::reference as settings_reference;
 pub use settings::{AgentKind, PermissionMode, Reference as SettingReference, SandboxMode};
+pub use source::WriterWait;
 pub(crate) use source::{MAX_BYTES, load};
 pub use store::{Store, StoreError};
 pub(crate) use stored::StoredEdit;

@@ -2,21 +2,28 @@
 //! human's edit made while the runner was busy is merged, never overwritten.
 //!
 //! The guarantee: a commit re-reads the file and applies its edits onto whatever is there.
-//! The result goes to a synced temporary file; right before the swap the file is compared
-//! with what the edits were applied onto, and a change means starting over on the newer
-//! text. On Linux the swap is an exchange that hands back the exact bytes it replaced (see
-//! [`super::swap`]): if a person saved in the instant between the comparison and the swap,
-//! their text comes back and the edits are applied onto it and swapped in again, so a save
-//! by rename (what most editors do) is never lost. A save in place (truncate, then write) by
-//! an editor that opened the file just before the swap goes on into the file the swap
-//! displaced: that file is watched for a few seconds, and what arrives in it is put on the
-//! file and read like any other save. What remains is the editor's own race: a save computed
-//! from a text read *before* the runner's write replaces that write, as it would with any
-//! other program (a stale save, see [`super::merge`], which puts the runner's record back);
-//! and on platforms without the exchange, a save in the microseconds between comparison and
-//! rename can be replaced.
+//! The result goes to a synced temporary file, which is swapped in only if the file still
+//! holds what the edits were applied onto; a change means starting over on the newer text.
+//!
+//! Where the kernel can say who writes the file (Linux, see [`crate::lease`]), a text is read
+//! only while no one writes it (a save in place, truncated and then written, is never taken
+//! half written), and the comparison and the swap happen under a read lease: no save can be
+//! under way or begin meanwhile, and one who opens the file in the instant of the swap has it
+//! undone, so that their save lands in the file at the path. On Linux the swap is an exchange
+//! that hands back the exact bytes it replaced (see [`super::swap`]).
+//!
+//! Where the kernel cannot say (or for a writer that keeps the file open for good), a text is
+//! judged by its stillness and shape, and the exchange is what catches a save in the instant
+//! between the comparison and the swap: a save by rename comes back and the edits are applied
+//! onto it; a save in place by an editor that opened the file just before the swap goes on into
+//! the file the swap displaced, which is watched for a few seconds, and what arrives in it is
+//! put on the file and read like any other save (unless a person saved the file since: then it
+//! is kept beside it, never put over the newer save). What remains is the editor's own race: a
+//! save computed from a text read *before* the runner's write replaces that write, as it would
+//! with any other program (a stale save, see [`super::merge`], which puts the runner's record
+//! back).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -27,8 +34,12 @@ use super::document::Document;
 use super::edit::Edit;
 use super::error::{Error, Errors};
 use super::merge::{History, Restored};
-use super::source;
-use super::swap::{self, Displaced, Swapped};
+use super::source::{self, Whole, WriterWait};
+use super::swap::{self, Displaced, Guarded, Swapped};
+
+mod held;
+
+use held::Held;
 
 /// How long a changed file must have been still before its text is trusted.
 pub(super) const SETTLE: Duration = Duration::from_millis(100);
@@ -109,8 +120,9 @@ impl From<anyhow::Error> for StoreError {
 const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
 const EAGER_ROUNDS: usize = 5;
 /// After this many rounds (about a second of saves faster than a round), the last look is
-/// left out where the swap is an exchange: the exchange hands back whatever it displaced and
-/// the commit merges onto it, so saves that never pause cannot hold a commit off.
+/// left out where the swap is an exchange but the kernel cannot say who writes the file (where
+/// it can, a round is held instead, see `held`): the exchange hands back whatever it displaced
+/// and the commit merges onto it, so saves that never pause cannot hold a commit off.
 const TRUST_EXCHANGE_AFTER: usize = 12;
 
 /// A file one of our swaps displaced: what it held, and since when it is watched.
@@ -119,6 +131,29 @@ struct Watched {
     file: Displaced,
     seen: Vec<u8>,
     since: Instant,
+    /// A person saved the file at the path since: a save found late in this one never saw
+    /// theirs, and is not put over it.
+    superseded: bool,
+}
+
+/// A save that arrived late in a file one of our swaps displaced.
+#[derive(Debug)]
+struct Late {
+    text: Vec<u8>,
+    /// A person's newer save is on the file (see [`Watched::superseded`]).
+    superseded: bool,
+}
+
+/// How a round of a commit ended.
+#[derive(Debug)]
+enum Round {
+    /// The text is on the file.
+    Written,
+    /// Not written: someone saved meanwhile; their text, read whole, is the next base.
+    Again(Vec<u8>),
+    /// Written, over a save made in the instant before the swap (handed back by it): that
+    /// save goes back on the file with the edits applied onto it.
+    Repair(Vec<u8>),
 }
 
 /// Marks a commit that found a hand edit on disk and applied its edits onto it.
@@ -150,23 +185,46 @@ pub struct Store {
     /// Files our swaps displaced, watched for a while for a save written into them late.
     displaced: Vec<Watched>,
     /// A late save found in a displaced file that could not be put on the file yet.
-    late: Option<Vec<u8>>,
+    late: Option<Late>,
+    /// Where a late save that a newer save left behind was kept, until the caller takes it.
+    set_aside: Option<PathBuf>,
+    /// The longest wait for a writer to finish with the file since the caller last took it.
+    waited: RefCell<Option<WriterWait>>,
+    /// The file a writer kept open for writing past [`source::WRITER_PATIENCE`]: it is not
+    /// waited for again while it holds it (its text is judged by its stillness instead).
+    held_for_good: Cell<Option<FileId>>,
     /// Test seam: runs between the last comparison and the swap, to land a hand save in the
     /// one instant no timing can reliably hit.
     #[cfg(test)]
     before_swap: Option<fn(&Path)>,
+    /// Test seam: runs before every swap (and is kept), for saves that keep coming.
+    #[cfg(test)]
+    before_every_swap: Option<fn(&Path)>,
 }
 
 impl Store {
-    /// Reads and parses the file. Errors carry the path ([`Errors::with_path`]).
+    /// Reads and parses the file, once no process writes it (as every read of a store, see
+    /// [`source::read_whole`]). Errors carry the path ([`Errors::with_path`]).
     ///
     /// # Errors
     /// [`StoreError::Io`] when the file cannot be read, [`StoreError::DiskInvalid`] when it
     /// is not a valid M1.md (or the path names no regular file of at most 4 MiB).
     pub fn open(path: &Path) -> Result<(Store, Document), StoreError> {
-        let (bytes, _) = source::read(path)?;
-        let doc = decode(path, &bytes).map_err(StoreError::DiskInvalid)?;
-        Ok((Store::new(path, bytes, &doc), doc))
+        // Once no one writes it: a runner that starts during a save in place (in the first
+        // milliseconds of `loop start`, say) must neither refuse the empty file the truncate
+        // left nor write its record onto the first half of the save.
+        let read = source::read_whole(path, |_| source::WRITER_PATIENCE)?;
+        let doc = decode(path, &read.bytes).map_err(StoreError::DiskInvalid)?;
+        let id = FileId::of(&read.meta);
+        let whole = read.whole;
+        let store = Store::new(path, read.bytes, &doc);
+        store.note_wait(read.waited);
+        match whole {
+            Whole::Yes => store.seen.set(Some((id, hash(&store.bytes)))),
+            Whole::WriterStayed => store.held_for_good.set(Some(id)),
+            Whole::Unknown => {}
+        }
+        Ok((store, doc))
     }
 
     /// [`Store::open`] for a runner: with the versions every runner of this loop has known
@@ -205,8 +263,13 @@ impl Store {
             seen: Cell::new(None),
             displaced: Vec::new(),
             late: None,
+            set_aside: None,
+            waited: RefCell::new(None),
+            held_for_good: Cell::new(None),
             #[cfg(test)]
             before_swap: None,
+            #[cfg(test)]
+            before_every_swap: None,
         }
     }
 
@@ -222,23 +285,51 @@ impl Store {
         self.restored.take()
     }
 
+    /// The longest wait for a writer to finish with the file (a save in place under way)
+    /// since this was last taken: the runner logs the long ones.
+    pub fn take_wait(&mut self) -> Option<WriterWait> {
+        self.waited.get_mut().take()
+    }
+
+    /// Where a save found late in a file the runner's write had displaced was kept, because
+    /// a newer save had replaced the runner's text meanwhile (see [`Store::reload`]). Taken
+    /// once.
+    pub fn take_set_aside(&mut self) -> Option<PathBuf> {
+        self.set_aside.take()
+    }
+
+    /// Keeps the longest of the waits since the caller last took them.
+    fn note_wait(&self, wait: Option<WriterWait>) {
+        let Some(wait) = wait else { return };
+        let mut held = self.waited.borrow_mut();
+        if held
+            .as_ref()
+            .is_none_or(|w| wait.gave_up || (!w.gave_up && wait.took > w.took))
+        {
+            *held = Some(wait);
+        }
+    }
+
     /// Re-reads the file (e.g. after a file-watch event). `Ok(None)` if unchanged since the
     /// last read or write.
     ///
     /// A stale save (a text made from an older version, see `m1::merge`) comes back
     /// with what it reverted put back; those edits go out with the next commit. A save that
     /// arrived late in a file one of our swaps displaced is put on the file first, and read
-    /// the same way.
+    /// the same way; unless a person saved the file since, whose save never saw it and is not
+    /// replaced by it: then the late one is kept beside the file ([`Store::take_set_aside`]).
     ///
     /// # Errors
     /// The file cannot be read or is invalid; the store still remembers the last good bytes.
     pub fn reload(&mut self) -> Result<Option<Document>, StoreError> {
         let late = self.late.take().or_else(|| self.late_save());
         let mut changed = self.reload_disk()?;
-        if let Some(late) = late
-            && self.put_on_file(late)?
-        {
-            changed = self.reload_disk()?.or(changed);
+        if let Some(late) = late {
+            if late.superseded || changed.is_some() {
+                self.keep_aside(&late.text)?;
+            } else if self.put_on_file(late)? {
+                changed = self.reload_disk()?.or(changed);
+            }
         }
         Ok(changed)
     }
@@ -254,24 +345,42 @@ impl Store {
             self.history.push(&doc, bytes.len());
         }
         self.bytes = bytes;
+        for w in &mut self.displaced {
+            w.superseded = true;
+        }
         Ok(Some(doc))
     }
 
     /// A save written into a file one of our swaps displaced, since we last looked: an editor
-    /// that opened the file just before the swap and wrote after it. Files watched longer
-    /// than [`DISPLACED_WATCH`] are let go.
-    fn late_save(&mut self) -> Option<Vec<u8>> {
+    /// that opened the file just before the swap and wrote after it (read once it is done
+    /// with it). Files watched longer than [`DISPLACED_WATCH`] are let go.
+    fn late_save(&mut self) -> Option<Late> {
         self.displaced
             .retain(|w| w.since.elapsed() < DISPLACED_WATCH);
         for w in &mut self.displaced {
             let Ok(now) = w.file.read() else { continue };
-            if now == w.seen {
+            let held = self
+                .held_for_good
+                .get()
+                .is_some_and(|id| id.ino == w.file.ino());
+            if now == w.seen && (held || w.file.writing() != Some(true)) {
                 continue;
             }
-            let whole = w.file.settled(now, &w.seen).ok()?;
+            let patience = if held {
+                Duration::ZERO
+            } else {
+                source::WRITER_PATIENCE
+            };
+            let whole = w.file.settled(now, &w.seen, patience).ok()?;
+            if whole == w.seen {
+                continue;
+            }
             w.seen.clone_from(&whole);
             if whole != self.bytes {
-                return Some(whole);
+                return Some(Late {
+                    text: whole,
+                    superseded: w.superseded,
+                });
             }
         }
         None
@@ -279,17 +388,31 @@ impl Store {
 
     /// Puts a late save on the file, as if it had landed there, so that it is read as any
     /// save is (a stale one gets what it reverted put back). Only over our own text: when
-    /// someone saved again meanwhile, it waits for the next look. Whether it was put there.
-    fn put_on_file(&mut self, late: Vec<u8>) -> Result<bool, StoreError> {
-        let staged = swap::stage(&self.path, &late)
+    /// someone is saving right now, it waits for the next look. Whether it was put there.
+    fn put_on_file(&mut self, late: Late) -> Result<bool, StoreError> {
+        let staged = swap::stage(&self.path, &late.text)
             .with_context(|| format!("while writing beside {}", self.path.display()))?;
+        let staged = match staged
+            .swap_guarded(&self.bytes)
+            .with_context(|| format!("while replacing {}", self.path.display()))?
+        {
+            Guarded::Swapped(d) => {
+                self.watch(d, self.bytes.clone());
+                return Ok(true);
+            }
+            Guarded::Changed(_) => {
+                self.late = Some(late);
+                return Ok(false);
+            }
+            Guarded::Unguarded(staged) => staged,
+        };
         let (now, _) = self.read_once()?;
         if now != self.bytes {
             self.late = Some(late);
             return Ok(false);
         }
         let swapped = staged
-            .swap(&self.bytes)
+            .swap(&self.bytes, source::WRITER_PATIENCE)
             .with_context(|| format!("while replacing {}", self.path.display()))?;
         if let Swapped::Replaced(old, d) = swapped {
             // Yet another save in that instant is displaced in turn: it is found late too.
@@ -303,6 +426,21 @@ impl Store {
         Ok(true)
     }
 
+    /// Keeps a late save that a person's newer save left behind beside the file
+    /// (`M1.md.late-<time>`), so that nothing they saved is lost.
+    fn keep_aside(&mut self, text: &[u8]) -> Result<(), StoreError> {
+        let name = self
+            .path
+            .file_name()
+            .map_or_else(|| "M1.md".into(), |n| n.to_string_lossy());
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3f");
+        let aside = self.path.with_file_name(format!("{name}.late-{stamp}"));
+        std::fs::write(&aside, text)
+            .with_context(|| format!("while keeping a late save as {}", aside.display()))?;
+        self.set_aside = Some(aside);
+        Ok(())
+    }
+
     /// Keeps a displaced file open and watched, `seen` being what it held when displaced.
     fn watch(&mut self, file: Displaced, seen: Vec<u8>) {
         if self.displaced.len() == DISPLACED_MAX {
@@ -312,6 +450,7 @@ impl Store {
             file,
             seen,
             since: Instant::now(),
+            superseded: false,
         });
     }
 
@@ -366,16 +505,33 @@ impl Store {
         // Set right after a swap that replaced a hand save: that save is off the disk until
         // the next round puts it back, so that round neither waits nor gives up.
         let mut repairing = false;
+        // Rounds lost to a save; and whether a round may be held (see `held`) here.
+        let mut lost = 0;
+        let mut holdable = true;
         loop {
             if !repairing && self.pace(rounds, give_up, stop)? {
                 // What was read before the pause is stale by now.
                 base = self.read()?;
                 expected.clone_from(&base);
             }
-            repairing = false;
             if rounds > 0 {
                 self.merged = Some(ConflictMerged { rounds });
             }
+            // (Never while a save handed back by the exchange is off the file: it is in `base`
+            // only, and a held round reads the file.)
+            if lost > 0 && holdable && !repairing && !self.held_at_path() {
+                match self.held_round(edits)? {
+                    Held::Done(doc) => return Ok(doc),
+                    Held::Again(now) => {
+                        base = now;
+                        expected.clone_from(&base);
+                        rounds += 1;
+                        continue;
+                    }
+                    Held::Unguarded => holdable = false,
+                }
+            }
+            repairing = false;
             let (text, written) = self.apply_onto(&base, edits)?;
             if text == base && base == expected {
                 self.bytes = base;
@@ -385,49 +541,107 @@ impl Store {
             }
             let staged = swap::stage(&self.path, &text)
                 .with_context(|| format!("while writing beside {}", self.path.display()))?;
-            if self.last_look(rounds, &expected)? != expected {
-                drop(staged);
-                // What the quick look saw may be a save caught halfway: the next round starts
-                // from a careful read.
-                base = self.read()?;
-                expected.clone_from(&base);
-                rounds += 1;
-                continue;
-            }
-            #[cfg(test)]
-            if let Some(hook) = self.before_swap.take() {
-                hook(&self.path);
-            }
-            let swapped = staged
-                .swap(&expected)
-                .with_context(|| format!("while replacing {}", self.path.display()))?;
-            match swapped {
-                Swapped::Replaced(old, displaced) if old != expected => {
-                    // Saved by hand in the instant before the swap: merge onto it, or put it
-                    // back untouched if it is malformed.
-                    if let Err(err) = decode(&self.path, &old) {
-                        self.restore(&old, &text)?;
-                        return Err(StoreError::DiskInvalid(err));
-                    }
-                    self.watch(displaced, old.clone());
-                    self.bytes.clone_from(&text);
-                    base = old;
-                    expected = text;
-                    rounds += 1;
-                    repairing = true;
-                }
-                swapped => {
-                    if let Swapped::Replaced(old, displaced) = swapped {
-                        self.watch(displaced, old);
-                    }
+            match self.swap_round(staged, &text, &expected, rounds)? {
+                Round::Written => {
                     self.note_written(&text);
                     self.owed.clear();
                     self.history.push(&written, text.len());
                     self.bytes = text;
                     return Ok(written);
                 }
+                Round::Again(now) => {
+                    base = now;
+                    expected.clone_from(&base);
+                    lost += 1;
+                }
+                Round::Repair(old) => {
+                    lost += 1;
+                    self.bytes.clone_from(&text);
+                    base = old;
+                    expected = text;
+                    repairing = true;
+                }
             }
+            rounds += 1;
         }
+    }
+
+    /// Whether the file at the path is one a writer keeps open for good (see
+    /// [`Store::held_for_good`]).
+    fn held_at_path(&self) -> bool {
+        self.held_for_good
+            .get()
+            .is_some_and(|id| std::fs::metadata(&self.path).is_ok_and(|m| FileId::of(&m) == id))
+    }
+
+    /// Puts the staged `text` in place of `expected`. Where the kernel can say who writes the
+    /// file, under a lease ([`swap::Staged::swap_guarded`]): nothing is swapped while a save
+    /// is under way or begins, and a save that came meanwhile is read whole for the next round.
+    /// Elsewhere, or for a file a writer holds for good: a last look (left out once many
+    /// rounds lost to saves that never pause), then an exchange that hands back what it
+    /// replaced.
+    fn swap_round(
+        &mut self,
+        staged: swap::Staged,
+        text: &[u8],
+        expected: &[u8],
+        rounds: usize,
+    ) -> Result<Round, StoreError> {
+        let held = self.held_at_path();
+        let staged = if held {
+            staged
+        } else {
+            #[cfg(test)]
+            if let Some(hook) = self.before_swap.take().or(self.before_every_swap) {
+                hook(&self.path);
+            }
+            match staged
+                .swap_guarded(expected)
+                .with_context(|| format!("while replacing {}", self.path.display()))?
+            {
+                Guarded::Swapped(displaced) => {
+                    self.watch(displaced, expected.to_vec());
+                    return Ok(Round::Written);
+                }
+                Guarded::Changed(Some(now)) => return Ok(Round::Again(now)),
+                Guarded::Changed(None) => return Ok(Round::Again(self.read()?)),
+                Guarded::Unguarded(staged) => staged,
+            }
+        };
+        if self.last_look(rounds, expected)? != expected {
+            // What the quick look saw may be a save caught halfway: the next round starts from
+            // a careful read.
+            return Ok(Round::Again(self.read()?));
+        }
+        #[cfg(test)]
+        if let Some(hook) = self.before_swap.take().or(self.before_every_swap) {
+            hook(&self.path);
+        }
+        let patience = if held {
+            Duration::ZERO
+        } else {
+            source::WRITER_PATIENCE
+        };
+        let swapped = staged
+            .swap(expected, patience)
+            .with_context(|| format!("while replacing {}", self.path.display()))?;
+        Ok(match swapped {
+            Swapped::Replaced(old, displaced) if old != expected => {
+                // Saved by hand in the instant before the swap: merge onto it, or put it back
+                // untouched if it is malformed.
+                if let Err(err) = decode(&self.path, &old) {
+                    self.restore(&old, text)?;
+                    return Err(StoreError::DiskInvalid(err));
+                }
+                self.watch(displaced, old.clone());
+                Round::Repair(old)
+            }
+            Swapped::Replaced(old, displaced) => {
+                self.watch(displaced, old);
+                Round::Written
+            }
+            Swapped::Unknown => Round::Written,
+        })
     }
 
     /// The last look before the swap: a hand edit since then means start over on it. The
@@ -522,7 +736,7 @@ impl Store {
             .with_context(|| format!("while restoring {}", self.path.display()))?;
         if self.read()? == ours {
             staged
-                .swap(ours)
+                .swap(ours, Duration::ZERO)
                 .with_context(|| format!("while restoring {}", self.path.display()))?;
         }
         Ok(())
@@ -540,7 +754,7 @@ impl Store {
                 .with_context(|| format!("while creating {}", dir.display()))?;
         }
         swap::stage(path, text.as_bytes())
-            .and_then(|s| s.swap(b""))
+            .and_then(|s| s.swap(b"", Duration::ZERO))
             .with_context(|| format!("while writing {}", path.display()))?;
         let mut store = Store::new(path, text.as_bytes().to_vec(), &doc);
         // A new loop: the versions of the one before it are no base of a save of this one.
@@ -559,10 +773,43 @@ impl Store {
         self.merged
     }
 
-    /// The file's bytes. Bytes this store did not write are trusted only once the file has
-    /// been still for [`SETTLE`]: an editor that saves in place (truncate, then write) shows a
-    /// reader an empty or cut text for a moment, and merging onto that would lose the rest.
+    /// The file's bytes once no one writes it: read under a lease where the kernel can say
+    /// (see [`source::read_whole`]); an editor that saves in place (truncate, then write) shows
+    /// a reader an empty or cut text for a moment, and merging onto that would lose the rest.
+    /// Where the kernel cannot say, or for a writer that holds the file for good, judged by
+    /// the text's stillness and shape instead ([`Store::read_by_stillness`]).
     fn read(&self) -> Result<Vec<u8>, StoreError> {
+        let held = self.held_for_good.get();
+        let read = source::read_whole(&self.path, |m| {
+            if held == Some(FileId::of(m)) {
+                Duration::ZERO
+            } else {
+                source::WRITER_PATIENCE
+            }
+        })?;
+        self.note_wait(read.waited);
+        let id = FileId::of(&read.meta);
+        match read.whole {
+            Whole::Yes => {
+                if held == Some(id) {
+                    self.held_for_good.set(None);
+                }
+                self.seen.set(Some((id, hash(&read.bytes))));
+                Ok(read.bytes)
+            }
+            Whole::WriterStayed => {
+                self.held_for_good.set(Some(id));
+                self.read_by_stillness()
+            }
+            Whole::Unknown => self.read_by_stillness(),
+        }
+    }
+
+    /// The file's bytes, where no one can say whether a writer is at work. Bytes this store
+    /// did not write are trusted only once the file has been still for [`SETTLE`], and a text
+    /// that looks cut off (the beginning of the one we know, or one that stops mid-line) only
+    /// after a long wait.
+    fn read_by_stillness(&self) -> Result<Vec<u8>, StoreError> {
         let began = Instant::now();
         loop {
             let (bytes, meta) = self.read_once()?;
@@ -789,42 +1036,103 @@ mod tests {
         static EDITOR: std::cell::RefCell<Option<std::fs::File>> = const { std::cell::RefCell::new(None) };
     }
 
-    /// An editor that saves in place opens the file before the swap (its path still names
-    /// the old file) and truncates and writes it after: into the file the swap displaced.
+    /// An editor that saves in place opens the file just before the swap (its path still
+    /// names the old file), and truncates and writes it a moment later.
     fn open_before_the_swap(p: &Path) {
         let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
         EDITOR.with(|e| *e.borrow_mut() = Some(f));
     }
 
-    fn write_through_the_editor(text: &str) {
+    /// The editor's save, written `after` the hook on a thread of its own, then closed.
+    fn write_through_the_editor(text: &str, after: Duration) -> std::thread::JoinHandle<()> {
         use std::io::{Seek, Write};
-        EDITOR.with(|e| {
-            let mut e = e.borrow_mut();
-            let f = e.as_mut().unwrap();
+        let mut f = EDITOR.with(|e| e.borrow_mut().take()).unwrap();
+        let text = text.to_owned();
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
             f.set_len(0).unwrap();
             f.rewind().unwrap();
             f.write_all(text.as_bytes()).unwrap();
-        });
+        })
     }
 
     #[test]
     fn an_in_place_save_that_overlaps_the_runners_write_is_not_lost() {
         let (_dir, file) = seed();
         let (mut store, _) = Store::open_with_history(&file).unwrap();
-        store.before_swap = Some(open_before_the_swap);
-        store.commit(&[Edit::Status(Status::Done)]).unwrap();
-        // The editor's save lands in the displaced file, after the runner's write.
+        // The hook runs inside the commit; the editor's thread writes once the commit is at
+        // its swap (or past it).
         let theirs = SEED.replace("GOAL: /edit", "GOAL: /EDIT");
-        write_through_the_editor(&theirs);
-        let doc = store.reload().unwrap().expect("the save is seen");
+        let hook_then_write = |p: &Path| {
+            open_before_the_swap(p);
+            WRITER.with(|w| {
+                *w.borrow_mut() = Some(write_through_the_editor(
+                    &SEED.replace("GOAL: /edit", "GOAL: /EDIT"),
+                    Duration::from_millis(30),
+                ));
+            });
+        };
+        store.before_swap = Some(hook_then_write);
+        store.commit(&[Edit::Status(Status::Done)]).unwrap();
+        WRITER.with(|w| w.borrow_mut().take().unwrap().join().unwrap());
+        // Whether the commit waited for the editor or the save landed in the file it
+        // displaced, the next look has both.
+        let doc = match store.reload().unwrap() {
+            Some(doc) => doc,
+            None => Document::parse(&std::fs::read_to_string(&file).unwrap()).unwrap(),
+        };
         assert_eq!(
             doc.get(&["GOAL"]).as_deref(),
-            Some("/EDITのSIGTERMバグを修正")
+            Some("/EDITのSIGTERMバグを修正"),
+            "{theirs}"
         );
         assert_eq!(doc.view().status, Status::Done, "{}", doc.render());
         store.commit(&[]).unwrap();
         let on_disk = std::fs::read_to_string(&file).unwrap();
         assert!(on_disk.contains("GOAL: /EDIT"), "{on_disk}");
         assert!(on_disk.contains("STATUS: DONE"), "{on_disk}");
+    }
+
+    thread_local! {
+        static WRITER: std::cell::RefCell<Option<std::thread::JoinHandle<()>>> = const { std::cell::RefCell::new(None) };
+    }
+
+    /// How many saves [`save_in_place_on_what_is_there`] made.
+    static SAVES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    const SAVES_MAX: usize = 20;
+
+    /// An editor that reloads the file whenever it changes and saves in place right after,
+    /// adding a line `# save N` each time (up to [`SAVES_MAX`]).
+    fn save_in_place_on_what_is_there(p: &Path) {
+        use std::sync::atomic::Ordering;
+        let n = SAVES.fetch_add(1, Ordering::SeqCst) + 1;
+        if n > SAVES_MAX {
+            return;
+        }
+        let text = format!("{}# save {n}\n", std::fs::read_to_string(p).unwrap());
+        std::fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn a_commit_that_keeps_losing_to_saves_in_place_loses_none_of_them() {
+        let (_dir, file) = seed();
+        let (mut store, _) = Store::open_with_history(&file).unwrap();
+        // A save lands before every swap the commit tries: each round finds the file changed.
+        store.before_every_swap = Some(save_in_place_on_what_is_there);
+        let doc = store.commit(&[Edit::Status(Status::Done)]).unwrap();
+        store.before_every_swap = None;
+        assert!(store.reload().unwrap().is_none());
+        let on_disk = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(doc.render(), on_disk);
+        assert!(on_disk.starts_with("STATUS: DONE"), "{on_disk}");
+        let made = SAVES
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .min(SAVES_MAX);
+        let lost: Vec<usize> = (1..=made)
+            .filter(|n| !on_disk.contains(&format!("# save {n}\n")))
+            .collect();
+        assert!(lost.is_empty(), "saves lost: {lost:?} of {made}\n{on_disk}");
+        // Through at the round after the one it lost, however many saves would still come.
+        assert_eq!(store.last_merge(), Some(ConflictMerged { rounds: 1 }));
     }
 }

@@ -17,6 +17,13 @@ use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::lease::{self, Probe};
+
+mod guarded;
+
+pub(super) use guarded::{Guarded, Taken, lease};
 
 /// Whether a swap here is an exchange that hands back the bytes it displaced (where the
 /// file system supports it: otherwise [`Swapped::Unknown`]).
@@ -50,9 +57,40 @@ impl Displaced {
         Ok(bytes)
     }
 
-    /// Its bytes once they hold still and look whole (see [`settled`]), starting from what
-    /// was read last.
-    pub(super) fn settled(&mut self, last: Vec<u8>, reference: &[u8]) -> io::Result<Vec<u8>> {
+    /// The file's inode number.
+    pub(super) fn ino(&self) -> u64 {
+        self.ino
+    }
+
+    /// Whether a process holds it open for writing (`None`: the kernel cannot say here).
+    pub(super) fn writing(&self) -> Option<bool> {
+        match lease::probe(&self.file) {
+            Probe::Free(_) => Some(false),
+            Probe::Writing => Some(true),
+            Probe::Unknown => None,
+        }
+    }
+
+    /// Its bytes once its writers are done: read under a lease where the kernel can say (no
+    /// path names the file but one only the runner knows, so no new writer can come), waiting
+    /// for a writer at most `patience`; elsewhere, or for a writer that stays, once they hold
+    /// still and look whole (see [`settled`]), starting from `last`.
+    pub(super) fn settled(
+        &mut self,
+        last: Vec<u8>,
+        reference: &[u8],
+        patience: Duration,
+    ) -> io::Result<Vec<u8>> {
+        let began = std::time::Instant::now();
+        loop {
+            match lease::probe(&self.file) {
+                Probe::Free(_held) => return read_all(&self.file),
+                Probe::Writing if began.elapsed() < patience => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Probe::Writing | Probe::Unknown => break,
+            }
+        }
         settled(|| self.read(), last, reference)
     }
 }
@@ -106,21 +144,25 @@ pub(super) fn stage(target: &Path, bytes: &[u8]) -> io::Result<Staged> {
 
 impl Staged {
     /// Puts the staged file at the target and fsyncs the directory. `expected`: what the
-    /// caller believes it replaces; when the displaced bytes differ, someone saved just now,
-    /// perhaps in place and not yet done (their writes go on into the displaced file): it is
-    /// read until it holds still, so that what is handed back is their whole text.
-    pub(super) fn swap(mut self, expected: &[u8]) -> io::Result<Swapped> {
+    /// caller believes it replaces; when the displaced bytes differ, or someone holds the
+    /// displaced file open for writing, someone saved just now, perhaps in place and not yet
+    /// done (their writes go on into the displaced file): it is read once they are done (a
+    /// writer waited for at most `patience`; see [`Displaced::settled`]), so that what is
+    /// handed back is their whole text.
+    pub(super) fn swap(mut self, expected: &[u8], patience: Duration) -> io::Result<Swapped> {
         let swapped = if exchange(&self.tmp, &self.target)? {
             // The old file now sits at the temporary path: kept open, and under the name the
-            // runner watches, for a save still being written into it.
+            // runner watches, for a save still being written into it (and never removed, should
+            // anything below fail).
+            self.live = false;
             let file = File::open(&self.tmp)?;
             let ino = file.metadata()?.ino();
             let path = crate::layout::Layout::displaced(&self.target);
             std::fs::rename(&self.tmp, &path)?;
             let mut displaced = Displaced { file, path, ino };
             let mut old = displaced.read()?;
-            if old != expected {
-                old = displaced.settled(old, expected)?;
+            if old != expected || (!patience.is_zero() && displaced.writing() == Some(true)) {
+                old = displaced.settled(old, expected, patience)?;
             }
             Swapped::Replaced(old, displaced)
         } else {
@@ -131,6 +173,14 @@ impl Staged {
         sync_dir(&self.target)?;
         Ok(swapped)
     }
+}
+
+/// The whole file, from its start.
+fn read_all(mut file: &File) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    file.rewind()?;
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Reads again every few milliseconds until the bytes hold still and look whole: a save in
@@ -210,7 +260,7 @@ mod tests {
         std::fs::write(&f, "old").unwrap();
         let s = stage(&f, b"new").unwrap();
         std::fs::write(&f, "hand edit\n").unwrap();
-        match s.swap(b"old").unwrap() {
+        match s.swap(b"old", Duration::ZERO).unwrap() {
             Swapped::Replaced(old, displaced) => {
                 assert_eq!(old, b"hand edit\n");
                 assert!(crate::layout::Layout::displaced(&f).exists());
@@ -229,7 +279,10 @@ mod tests {
         drop(stage(&f, b"x").unwrap());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         let s = stage(&f, b"first").unwrap();
-        assert!(matches!(s.swap(b"").unwrap(), Swapped::Unknown));
+        assert!(matches!(
+            s.swap(b"", Duration::ZERO).unwrap(),
+            Swapped::Unknown
+        ));
         assert_eq!(std::fs::read(&f).unwrap(), b"first");
     }
 }

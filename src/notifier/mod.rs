@@ -63,6 +63,9 @@ pub enum Event {
         /// Tokens of the steps run on a backend that reports tokens, not dollars.
         tokens: u64,
         elapsed_s: u64,
+        /// Where the loop's report page is, when it was written.
+        #[serde(default)]
+        report: Option<String>,
     },
     /// A decision the loop waits for (a gate): what it asks, and the answers offered, which
     /// the chat shows as buttons.

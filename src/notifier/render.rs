@@ -97,6 +97,7 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
             cost_usd,
             tokens,
             elapsed_s,
+            report,
         } => {
             m.headline("✅", goal);
             let time = crate::duration::human(Duration::from_secs(*elapsed_s));
@@ -110,6 +111,9 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
             );
             for (step, summary) in summaries {
                 m.line(&format!("{step}. {}", cut(summary, LINE_MAX)));
+            }
+            if let Some(page) = report {
+                m.line(&format!("Report: {page}"));
             }
         }
         Event::Gate(g) => gate(&mut m, g),
@@ -345,10 +349,12 @@ mod tests {
             cost_usd: 1.234,
             tokens: 0,
             elapsed_s: 723,
+            report: Some("/p/state/M1.report.html".into()),
         };
         assert_eq!(
             render(&e),
-            "✅ <b>SIGTERMバグを修正</b>\n<b>DONE:</b> 2 step(s) in 12m03s, $1.23\n1. 調査\n2. 実装"
+            "✅ <b>SIGTERMバグを修正</b>\n<b>DONE:</b> 2 step(s) in 12m03s, $1.23\n1. 調査\n2. 実装\n\
+             Report: /p/state/M1.report.html"
         );
     }
 

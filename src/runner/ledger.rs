@@ -37,6 +37,13 @@ pub(super) struct Ledger {
     entries: Vec<Entry>,
 }
 
+/// The tasks loop `loop_id` started in `state_dir`, oldest first, each with how it was judged:
+/// what a report of the loop reads (its index made whole first, as a runner's open does).
+#[must_use]
+pub(crate) fn tasks_of(state_dir: &Path, loop_id: &str) -> Vec<Entry> {
+    Ledger::load(state_dir, loop_id).entries
+}
+
 impl Ledger {
     /// Reads the ledger of loop `loop_id` from `state_dir/tasks`: the tasks its index names
     /// ([`index`]; rebuilt from the task directories when this boot has not made it whole),

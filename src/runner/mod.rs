@@ -16,6 +16,7 @@ pub(crate) mod registry;
 mod retry;
 pub(crate) mod revive;
 mod run;
+mod saves;
 pub(crate) mod settings;
 mod start;
 pub(crate) mod stop;
@@ -41,6 +42,7 @@ use crate::runner::settings::Settings;
 use crate::runner::watch::{Wake, Watch};
 
 pub use crash::{PARALLEL_POINTS, STEP_POINTS as CRASH_POINTS};
+pub(crate) use ledger::tasks_of as ledger_tasks;
 pub(crate) use progress::Mode as ProgressMode;
 pub(crate) use retry::retry;
 pub(crate) use start::{StartRequest, resume_as, start};
@@ -128,6 +130,8 @@ pub(crate) struct Runner {
     ledger: ledger::Ledger,
     /// Whether bubblewrap can confine runs here, looked at once (see [`confine`]).
     sandbox_probe: Option<Result<PathBuf, String>>,
+    /// The report page this runner wrote when the loop ended, for its closing line.
+    report: Option<PathBuf>,
     _lock: lock::RunnerLock,
     /// This runner in the per-user registry, for `loop stop` to wait on; removed on drop.
     _registration: Option<crate::runner::registry::Registration>,
@@ -209,9 +213,11 @@ impl Runner {
             loop_id,
             ledger,
             sandbox_probe: None,
+            report: None,
             _lock: lock,
             _registration: registration,
         };
+        runner.note_saves();
         // An old text saved while no runner watched: what it reverted goes back at once.
         if runner.note_restored() {
             runner.commit(&[])?;
@@ -269,7 +275,9 @@ impl Runner {
     /// problem is reported once). A stale save (an old text saved over newer records) comes
     /// back with what it reverted put back, and that is written at once.
     fn reload(&mut self) -> crate::error::Result<bool> {
-        match self.store.reload() {
+        let reloaded = self.store.reload();
+        self.note_saves();
+        match reloaded {
             Ok(Some(doc)) => {
                 let before = std::mem::replace(&mut self.doc, doc);
                 for e in &self.pending {
@@ -383,10 +391,11 @@ impl Runner {
         let all: Vec<Edit> = self.pending.iter().chain(edits).cloned().collect();
         let state_dir = self.state_dir.clone();
         loop {
-            match self
+            let committed = self
                 .store
-                .commit_unless(&all, &mut || stopfile::requested(&state_dir).is_some())
-            {
+                .commit_unless(&all, &mut || stopfile::requested(&state_dir).is_some());
+            self.note_saves();
+            match committed {
                 Ok(doc) => {
                     self.doc = doc;
                     self.pending.clear();
@@ -494,6 +503,11 @@ impl Runner {
         if records_wait {
             self.announced_wait = engine::wait_until(&self.view());
         }
+        // A loop that ended FAILED (at a step, or on a gate of one) gets its report as a DONE
+        // one does (which writes it with its message, to name it there).
+        if matches!(t.outcome, Outcome::Exit(Exit::Failed)) {
+            self.write_report();
+        }
         self.carry_out(&before, &t.effects);
         Ok(match t.outcome {
             Outcome::Exit(s) => Some(s),
@@ -565,7 +579,10 @@ impl Runner {
                      UTC, so the step goes on with {to}, in a fresh session.",
                     until.format("%Y-%m-%d %H:%M")
                 )),
-                Effect::Done => Self::done_event(before),
+                Effect::Done => {
+                    let page = self.write_report();
+                    Self::done_event(before, page)
+                }
                 Effect::TickPlanFile(step) => {
                     self.tick_plan_file(*step);
                     continue;
@@ -582,7 +599,7 @@ impl Runner {
 
     /// [`Runner::drive`] for a person watching (a foreground runner): a line first saying
     /// where the loop's file and log are and how to stop it, and one at the end saying how it
-    /// stands, what it spent and how long it took, and what comes next.
+    /// stands, what it spent and how long it took, what comes next, and where its report is.
     ///
     /// # Errors
     /// As [`Runner::drive`].
@@ -602,7 +619,11 @@ impl Runner {
         self.revive_parent();
         if self.echo {
             self.progress.clear();
-            crate::errln!("loop: {}", self.closing_line());
+            let page = self
+                .report
+                .as_ref()
+                .map_or_else(String::new, |p| format!("; report: {}", p.display()));
+            crate::errln!("loop: {}{page}", self.closing_line());
         }
         exit
     }
@@ -805,8 +826,30 @@ impl Runner {
         Some(Event::Gate(message))
     }
 
-    /// The DONE notification: each step's summary, the cost, the time since the loop started.
-    fn done_event(m: &M1) -> Event {
+    /// The loop has ended: its report page, written beside M1.md (not for a step's own loop,
+    /// whose runs are in the report of the loop that ran it). Cheap, and never in the way: a
+    /// page that cannot be written is logged, and the loop ends as it would have.
+    fn write_report(&mut self) -> Option<String> {
+        if self.view().parent_id.is_some() {
+            return None;
+        }
+        match crate::report::write_beside(&self.file) {
+            Ok(page) => {
+                self.log_line(&format!("report: {}", page.display()));
+                let shown = page.display().to_string();
+                self.report = Some(page);
+                Some(shown)
+            }
+            Err(e) => {
+                self.log_line(&format!("report: not written: {e:#}"));
+                None
+            }
+        }
+    }
+
+    /// The DONE notification: each step's summary, the cost, the time since the loop started,
+    /// and where its report is.
+    fn done_event(m: &M1, report: Option<String>) -> Event {
         let summaries = m
             .plan
             .steps
@@ -844,6 +887,7 @@ impl Runner {
             cost_usd: engine::spent(m),
             tokens: engine::tokens(m),
             elapsed_s,
+            report,
         }
     }
 

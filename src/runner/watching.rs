@@ -52,13 +52,16 @@ impl Runner {
                 self.commit(&engine::pid_recorded(pid).edits)?;
                 crash::point("after-pid-write");
             }
+            let m = self.view();
             if let Some(named) = stream.summary().session_id.clone()
                 && report.state == TaskState::Running
                 && report.elapsed >= PID_RECORD_AFTER
-                && self.view().current.session_id.as_deref() != Some(named.as_str())
+                && m.current.session_id.as_deref() != Some(named.as_str())
+                && !engine::resumes(&m, step, m.current.session_id.as_deref())
             {
                 // Codex names its thread in its first event: on record at once, not only
-                // when the run is judged.
+                // when the run is judged. A run that resumed the step's session keeps that one
+                // on record until it is judged, whatever it names: it is judged as a resume.
                 let t = engine::session_named(&named);
                 self.commit(&t.edits)?;
                 self.say(&t.log);

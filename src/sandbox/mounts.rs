@@ -125,8 +125,12 @@ pub(crate) fn mounts(policy: &Policy) -> Vec<Mount> {
     } else {
         Mount::Read(policy.work_tree.clone())
     });
-    // After the work tree, so that a path inside it keeps what the person said of it.
-    for (path, access) in &policy.paths {
+    // After the work tree, so that a path inside it keeps what the person said of it; and a
+    // path inside another after it (the simulated agent's counts, writable, inside a
+    // directory the person made readable), for the same reason.
+    let mut paths: Vec<&(PathBuf, Access)> = policy.paths.iter().collect();
+    paths.sort_by_key(|(p, _)| p.components().count());
+    for (path, access) in paths {
         out.push(match access {
             Access::Read => Mount::Read(path.clone()),
             Access::Write => Mount::Write(path.clone()),

@@ -162,3 +162,20 @@ fn an_npm_program_brings_its_node_modules_and_another_its_directory() {
         bin.canonicalize().unwrap()
     );
 }
+
+/// The bench made the directory of the simulated agent's scenario readable
+/// (`SANDBOX_READ`): mounted after the agent's own counts inside it, it hid them read-only,
+/// and every call failed `Read-only file system`.
+#[test]
+fn a_path_inside_another_keeps_its_own_access_whatever_order_they_come_in() {
+    let mut p = policy(true);
+    p.paths = vec![
+        ("/b/scenario.json.state".into(), Access::Write),
+        ("/b".into(), Access::Read),
+    ];
+    let ms = mounts(&p);
+    assert!(
+        at(&ms, &Mount::Read("/b".into()))
+            < at(&ms, &Mount::Write("/b/scenario.json.state".into()))
+    );
+}

@@ -57,6 +57,7 @@ rusty_fork::rusty_fork_test! {
             cost_usd: 0.42,
             tokens: 0,
             elapsed_s: 95,
+            report: None,
         });
         assert!(wait_until(PATIENCE, || tg.sent().len() == 4), "{:?}", tg.sent());
 

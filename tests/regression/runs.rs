@@ -78,6 +78,33 @@ fn a_prompt_too_long_on_resume_goes_on_in_a_fresh_session_without_costing_an_att
     );
 }
 
+/// A resumed run whose agent names a session of its own in its first event (the capture above
+/// names the one it was recorded in) was judged as a fresh run when the runner read that name
+/// before the run ended (a busy machine): the name went into CURRENT, the run no longer matched
+/// the step's session, and a prompt too long on resume halted the loop instead of going on
+/// fresh. The session a run resumed stays on record until the run is judged.
+#[test]
+fn a_resumed_run_that_names_another_session_before_it_ends_is_still_judged_as_a_resume() {
+    let env = TestLoop::new();
+    let too_long = crate::support::captures().join("prompt-too-long-on-resume-2.1.197");
+    env.scenario(&Scenario::new().step(
+        1,
+        [
+            Action::says("I think it works now."),
+            Action::fixture(too_long).linger_ms(600),
+            Action::done("ok"),
+        ],
+    ));
+    env.run_ok(&["start", "g", "--step", "one"]);
+    let calls = env.calls();
+    assert_eq!(calls.len(), 3);
+    assert!(
+        calls[2]["resume"].is_null(),
+        "a fresh session, not --resume"
+    );
+    assert_eq!(env.m1().results[&1].attempts, Some(2));
+}
+
 /// A session of the 1M variant was measured against its own window, though its resume gets
 /// 200k: it passed the context threshold unseen and its resume was too long. Fixed in acff6ba
 /// (issue 18).

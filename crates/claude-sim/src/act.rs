@@ -583,7 +583,9 @@ pub(crate) fn perform(call: &Call<'_>, action: &Action) -> i32 {
     if call.args.codex {
         if let Some(stem) = &action.fixture {
             sleep_ms(action.sleep_ms);
-            return replay(&call.base_dir.join(stem), action.exit);
+            let code = replay(&call.base_dir.join(stem), action.exit);
+            sleep_ms(action.linger_ms);
+            return code;
         }
         return perform_codex(call, action);
     }
@@ -613,7 +615,9 @@ pub(crate) fn perform(call: &Call<'_>, action: &Action) -> i32 {
     }
     if let Some(stem) = &action.fixture {
         sleep_ms(action.sleep_ms);
-        return replay(&call.base_dir.join(stem), action.exit);
+        let code = replay(&call.base_dir.join(stem), action.exit);
+        sleep_ms(action.linger_ms);
+        return code;
     }
     run.open_session();
     let sid = run.session_id.as_str();

@@ -159,6 +159,10 @@ pub struct Action {
     /// waits that long for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sigterm_exit_ms: Option<u64>,
+    /// After the replayed capture (`fixture`), stay this long before exiting: a run whose
+    /// stream its watcher reads while the process still runs, as on a busy machine.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub linger_ms: u64,
 }
 
 /// A file an action writes.

@@ -229,6 +229,13 @@ impl Action {
         self
     }
 
+    /// After a replayed capture, stays `ms` before exiting (see [`Action::linger_ms`]).
+    #[must_use]
+    pub fn linger_ms(mut self, ms: u64) -> Self {
+        self.linger_ms = ms;
+        self
+    }
+
     /// Runs `command` with `sh -c` in the working directory, as the agent's Bash tool would.
     #[must_use]
     pub fn bash(mut self, command: &str) -> Self {
@@ -444,7 +451,7 @@ mod tests {
             .step(2, [Action::failed("no build"), Action::done("fixed")])
             .step(3, all)
             .review(Action::changes("more"))
-            .otherwise(Action::fixture("captures/x"));
+            .otherwise(Action::fixture("captures/x").linger_ms(300));
         let json = serde_json::to_string(&scenario).unwrap();
         assert_eq!(Scenario::parse(&json).unwrap(), scenario, "{json}");
         let value: Value = serde_json::from_str(&json).unwrap();
