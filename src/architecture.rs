@@ -318,6 +318,38 @@ fn every_module_of_lib_rs_has_a_layer() {
     }
 }
 
+/// ARCHITECTURE.md's table of layers says what [`LAYERS`] says: every module, in its layer,
+/// and no other.
+#[test]
+fn architecture_md_names_every_layer_as_this_test_checks_it() {
+    let doc = include_str!("../ARCHITECTURE.md");
+    let mut named: Vec<(String, u8)> = Vec::new();
+    for row in doc.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let Ok(layer) = cells[1].parse::<u8>() else {
+            continue;
+        };
+        for m in cells[2].split(',') {
+            named.push((m.trim().trim_matches('`').to_owned(), layer));
+        }
+        // What the layer may import: every layer up to its own.
+        let may = if layer == 0 {
+            "layer 0".to_owned()
+        } else {
+            format!("layers 0–{layer}")
+        };
+        assert_eq!(cells[3], may, "ARCHITECTURE.md, layer {layer}");
+    }
+    let mut checked: Vec<(String, u8)> =
+        LAYERS.iter().map(|(m, l)| ((*m).to_owned(), *l)).collect();
+    named.sort();
+    checked.sort();
+    assert_eq!(
+        named, checked,
+        "ARCHITECTURE.md's layers and LAYERS disagree"
+    );
+}
+
 #[test]
 fn groups_across_lines_comments_and_strings_are_read_as_rust_reads_them() {
     let src = "use crate::{\n    error::Error,\n    runner::{lock, stop},\n};\n\

@@ -1,8 +1,8 @@
 //! Exit statuses a user or a script acts on; [`crate::error::Error`] says which one a failure
 //! asks for.
 //!
-//! Every code `loop` exits with is a named constant in [`code`]; `loop --help` and the README
-//! list them ([`HELP`]). A code means one thing: a FAILED loop (1) is not an unexpected error
+//! Every code `loop` exits with is a named constant in [`code`]; `loop --help` lists them
+//! ([`HELP`]), and a test holds the manual's table (`docs/03-commands.md`) to that list. A code means one thing: a FAILED loop (1) is not an unexpected error
 //! (70), and a task `loop check` found FAILED (11) is not a `check` that failed.
 
 /// The exit codes of `loop`, one constant each.

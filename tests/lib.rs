@@ -79,6 +79,10 @@ mod regression {
     mod by_hand;
     mod chat;
     mod commands;
+    mod completions;
+    /// The README and the manual, held to the program.
+    mod doc_examples;
+    mod docs;
     mod elsewhere;
     mod files;
     mod inputs;

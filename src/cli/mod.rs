@@ -218,7 +218,8 @@ pub(crate) enum Command {
         #[arg(long)]
         flush: bool,
     },
-    /// Run a Telegram bot: the configured chat may /loop, /status, /stop and /resume.
+    /// Run a Telegram bot: the configured chat may /loop, /status, /stop, /resume, /gates,
+    /// /approve, /reject, /answer, /retry and /skip (and /help).
     Telegram {
         /// How long one getUpdates long poll waits for a message (e.g. 50s).
         #[arg(long, value_parser = parse_duration, default_value = "50s")]
@@ -235,7 +236,19 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: ServiceAction,
     },
-    /// Claude Code hooks that keep an agent inside its loop (see the README's hooks section).
+    /// Print the completions of `loop` for a shell (bash, zsh, fish, elvish, powershell).
+    ///
+    /// bash: `loop completions bash > ~/.local/share/bash-completion/completions/loop`;
+    /// zsh: `loop completions zsh > ~/.zfunc/_loop` (with `fpath+=~/.zfunc` before
+    /// `compinit`); fish: `loop completions fish > ~/.config/fish/completions/loop.fish`.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page of `loop` (roff): `loop man > ~/.local/share/man/man1/loop.1`,
+    /// then `man loop`.
+    Man,
+    /// Claude Code hooks that keep an agent inside its loop (see docs/08-backends.md).
     Hook {
         #[command(subcommand)]
         action: HookAction,
@@ -255,7 +268,7 @@ pub(crate) enum Command {
         task_dir: PathBuf,
     },
     /// Internal: sends what an outbox holds, beside the loop that queued it (started by
-    /// whoever queues a message; see the README's Telegram section).
+    /// whoever queues a message; see `docs/05-telegram.md`).
     #[command(name = "__deliver", hide = true)]
     Deliver {
         /// The state directory whose `outbox.jsonl` to deliver.
@@ -338,13 +351,13 @@ pub(crate) struct StartArgs {
     #[arg(long, value_name = "BACKEND")]
     pub fallback: Option<crate::m1::settings::AgentKind>,
     /// Steps that may run at once, each in a git worktree of its own, merged one by one and
-    /// verified after the merge (default 1: one at a time, in the project itself).
+    /// verified after the merge (1: one at a time, in the project itself).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub parallel: Option<u32>,
     /// How far away a usage limit's reset must be to send a step to the fallback (90s, 15m).
     #[arg(long, value_parser = parse_limit, value_name = "DUR")]
     pub fallback_after: Option<Duration>,
-    /// How every agent run and VERIFY is confined: bwrap (bubblewrap, the default), or off
+    /// How every agent run and VERIFY is confined: bwrap (bubblewrap), or off
     /// (unconfined: the agent has your whole authority).
     #[arg(long, value_name = "SANDBOX")]
     pub sandbox: Option<crate::m1::SandboxMode>,
@@ -544,6 +557,32 @@ pub(crate) fn command() -> clap::Command {
     Cli::command()
         .after_help(format!("{ENV_HELP}\n\n{}", exit::HELP))
         .mut_subcommand("start", with_setting_homes)
+}
+
+/// Prints what is generated from the command line's definition: the completions for `shell`,
+/// or (`None`) the manual page.
+fn generated(shell: Option<clap_complete::Shell>) -> crate::error::Result<Status> {
+    let mut out = Vec::new();
+    match shell {
+        Some(shell) => clap_complete::generate(shell, &mut public_command(), "loop", &mut out),
+        None => clap_mangen::Man::new(command()).render(&mut out)?,
+    }
+    crate::outln!("{}", String::from_utf8_lossy(&out).trim_end());
+    Ok(Status::Ok)
+}
+
+/// [`command`] without its internal subcommands (`__starter`, …), which completions would
+/// offer although `--help` hides them.
+fn public_command() -> clap::Command {
+    let full = command();
+    let mut public = clap::Command::new("loop")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(full.get_about().cloned().unwrap_or_default())
+        .subcommand_required(true);
+    for arg in full.get_arguments() {
+        public = public.arg(arg.clone());
+    }
+    public.subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
 }
 
 /// `loop start`'s help of each setting's flag says where else the setting is given and kept
@@ -859,6 +898,8 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
         Command::Telegram { poll_timeout } => {
             crate::cli::telegram::run(&cli.file, &bridge_state()?, poll_timeout)
         }
+        Command::Completions { shell } => generated(Some(shell)),
+        Command::Man => generated(None),
         Command::Supervise { task_dir } => Ok(crate::bridge::supervise(&task_dir)?),
         Command::Deliver { state_dir } => {
             crate::notifier::deliverer::run(&state_dir)?;
@@ -900,6 +941,20 @@ mod tests {
         "file",
         "help",
     ];
+
+    /// `loop --help` named 4 of the chat's 10 commands.
+    #[test]
+    fn the_telegram_summary_names_every_command_of_the_chat() {
+        let cmd = super::command();
+        let about = cmd
+            .find_subcommand("telegram")
+            .unwrap()
+            .get_about()
+            .unwrap();
+        for c in super::telegram::commands::COMMANDS {
+            assert!(about.to_string().contains(c), "{c} missing from: {about}");
+        }
+    }
 
     #[test]
     fn every_setting_flag_of_start_is_in_the_settings_table_and_no_other() {

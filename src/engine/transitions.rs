@@ -1,5 +1,6 @@
 //! The field edits that record each decision in M1.md. Each transition is one write: the
-//! write-ahead record before a spawn, or the outcome after an attempt (the README's "When something dies").
+//! write-ahead record before a spawn, or the outcome after an attempt (the manual's recovery
+//! chapter, `docs/13-recovery.md`).
 
 use chrono::{DateTime, SecondsFormat, Utc};
 

@@ -221,6 +221,8 @@ pub(crate) struct Defaults {
     pub max_retakes: u32,
     /// With `AGENT.FALLBACK`, a usage limit resetting later than this moves the step on.
     pub fallback_after: Duration,
+    /// Steps at once: one, in the project directory itself.
+    pub parallel: u32,
 }
 
 /// The defaults.
@@ -235,6 +237,7 @@ pub(crate) const DEFAULTS: Defaults = Defaults {
     context_threshold: 70,
     max_retakes: 3,
     fallback_after: Duration::from_secs(15 * 60),
+    parallel: 1,
 };
 
 /// What an ordinary coding step needs without a denial: read, edit and write files, search,
@@ -328,8 +331,9 @@ impl Kept {
 }
 
 impl Setting {
-    /// Its default, as a person would write it; none where the default is to leave it unset,
-    /// and for the tool list, too long for a flag's help (the README lists it).
+    /// Its default, as a person would write it; none where the default is to leave it unset
+    /// (or off), and for the tool list, too long for a flag's help (the settings reference
+    /// lists it).
     #[must_use]
     pub(crate) fn default(&self) -> Option<String> {
         let d = DEFAULTS;
@@ -340,9 +344,14 @@ impl Setting {
             Kept::Limit(LimitKey::MaxRetakes) => d.max_retakes.to_string(),
             Kept::Limit(LimitKey::MaxRestarts) => d.max_restarts.to_string(),
             Kept::Limit(LimitKey::ContextThreshold) => d.context_threshold.to_string(),
+            Kept::Limit(LimitKey::Parallel) => d.parallel.to_string(),
             Kept::Agent(AgentKey::PermissionMode) => d.permission_mode.to_string(),
             Kept::Agent(AgentKey::Backend) => AgentKind::default().to_string(),
+            Kept::Agent(AgentKey::Sandbox) => SandboxMode::default().to_string(),
             Kept::Limit(LimitKey::FallbackAfter) => crate::duration::exact(d.fallback_after),
+            Kept::Runner if self.yaml == Some("transient_retries") => {
+                d.transient_retries.to_string()
+            }
             _ => return None,
         })
     }
@@ -377,6 +386,39 @@ const fn setting(
         flag,
         env,
     }
+}
+
+/// One setting as the settings reference (`docs/14-settings.md`) lists it, each place as a
+/// person writes it: where M1.md keeps it (`LIMITS.MAX_RETRIES`), its flag of `loop start`
+/// (`--max-retries`), its environment variable, its `loop.yaml` key, and its default. A test
+/// holds the reference to these rows, so the manual cannot drift from the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    pub m1: Option<String>,
+    pub flag: Option<String>,
+    pub env: Option<&'static str>,
+    pub yaml: Option<&'static str>,
+    /// None where the default is to leave it unset (or off); the tool list for
+    /// `AGENT.ALLOWED_TOOLS`, comma-separated.
+    pub default: Option<String>,
+}
+
+/// Every setting, as [`Reference`] rows, in the order of the table.
+#[must_use]
+pub fn reference() -> Vec<Reference> {
+    SETTINGS
+        .iter()
+        .map(|s| Reference {
+            m1: s.m1.path(),
+            flag: s.flag.map(|f| format!("--{f}")),
+            env: s.env,
+            yaml: s.yaml,
+            default: match s.m1 {
+                Kept::Agent(AgentKey::AllowedTools) => Some(DEFAULT_ALLOWED_TOOLS.join(",")),
+                _ => s.default(),
+            },
+        })
+        .collect()
 }
 
 /// Every setting of a loop. Resolved for a new loop from its flag, environment variable,

@@ -117,15 +117,15 @@ pub(crate) fn missing_settings_hint() -> Option<&'static str> {
         (false, false) => None,
         (true, true) => Some(
             "Telegram notifications are off: set TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID \
-             (see the README's Telegram section)",
+             (see docs/05-telegram.md)",
         ),
         (true, false) => Some(
             "Telegram notifications are off: TELEGRAM_CHAT_ID is set but TELEGRAM_BOT_TOKEN is \
-             not (see the README's Telegram section)",
+             not (see docs/05-telegram.md)",
         ),
         (false, true) => Some(
             "Telegram notifications are off: TELEGRAM_BOT_TOKEN is set but TELEGRAM_CHAT_ID is \
-             not (see the README's Telegram section)",
+             not (see docs/05-telegram.md)",
         ),
     }
 }

@@ -1,9 +1,9 @@
-//! Settings (the README's "Settings"). A new loop resolves flags, environment, `loop.yaml` beside M1.md and
-//! defaults (highest first), and `loop start` writes the result into M1.md's `LIMITS:`,
-//! `AGENT:` and `VERIFY:`. From then on M1.md wins: the runner reads those keys again at every
-//! decision, and only a key the file leaves out falls back to environment, `loop.yaml` and
-//! defaults. So a detached, resumed or revived runner runs exactly what the file says, and a
-//! hand edit takes effect at the next decision.
+//! Settings (the manual's settings reference, `docs/14-settings.md`). A new loop resolves flags,
+//! environment, `loop.yaml` beside M1.md and defaults (highest first), and `loop start` writes the
+//! result into M1.md's `LIMITS:`, `AGENT:` and `VERIFY:`. From then on M1.md wins: the runner reads
+//! those keys again at every decision, and only a key the file leaves out falls back to
+//! environment, `loop.yaml` and defaults. So a detached, resumed or revived runner runs exactly
+//! what the file says, and a hand edit takes effect at the next decision.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -452,7 +452,10 @@ impl Settings {
     /// Steps that may run at once: M1.md's `LIMITS.PARALLEL`, else `loop.yaml`'s, else 1.
     #[must_use]
     pub(crate) fn parallel(&self, m: &M1) -> u32 {
-        m.limits.parallel.or(self.file.limits.parallel).unwrap_or(1)
+        m.limits
+            .parallel
+            .or(self.file.limits.parallel)
+            .unwrap_or(DEFAULTS.parallel)
     }
 
     /// `LIMITS.PARALLEL` of a new loop, when above 1: the flag, then `loop.yaml`.

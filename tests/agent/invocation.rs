@@ -1,4 +1,4 @@
-//! The agent call is built as the README's "How a step runs" says: stream-json with --verbose, exactly one session
+//! The agent call is built as the manual's "How the agent is called" says: stream-json with --verbose, exactly one session
 //! flag, configured flags, and the environment fixed so Claude Code does not refuse to nest.
 
 use m1loop::agent::{AgentConfig, Invocation, Session, invocation, new_session_id};

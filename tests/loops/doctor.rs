@@ -124,7 +124,7 @@ fn doctor_asks_telegram_who_the_bot_is_and_sends_nothing() {
     assert_eq!(tg.count("sendMessage"), 0, "nothing sent");
 }
 
-/// `loop doctor` before the first loop (as the README advises) made an empty `state/` without
+/// `loop doctor` before the first loop (as the manual advises) made an empty `state/` without
 /// its `.gitignore`: the loop then kept it as it was, and the agent's `git add -A` committed
 /// the loop's state. Doctor looks; it creates nothing in the project.
 #[test]

@@ -33,7 +33,7 @@ fn status(file: &Path, json: bool) -> String {
 }
 
 /// With no Telegram settings, the human view ends with how to set them up.
-const HINT: &str = "Telegram notifications are off: set TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID (see the README's Telegram section)";
+const HINT: &str = "Telegram notifications are off: set TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID (see docs/05-telegram.md)";
 
 fn untouched(dir: &Path, file: &Path) {
     assert_eq!(std::fs::read_to_string(file).unwrap(), SEED);

@@ -2,11 +2,14 @@
 //! built on it ([`TestLoop`]), one guard for a process a test starts ([`Guard`]), one way to
 //! wait ([`wait_until`]) and to run a command to its end ([`run`]), and a look at `/proc`
 //! through the library's own reader ([`procs`]); for tests of more than one file, the answers
-//! of a step that writes `a.txt` and of its reviewer ([`answers`]) and `loop telegram` with its
-//! child commands recorded ([`bot`]).
+//! of a step that writes `a.txt` and of its reviewer ([`answers`]), `loop telegram` with its
+//! child commands recorded ([`bot`]), and the pages of the manual with the Markdown as their
+//! tests read it ([`manual`], [`markdown`]).
 
 pub mod answers;
 pub mod bot;
+pub mod manual;
+pub mod markdown;
 pub mod procs;
 pub mod real_cli;
 pub mod telegram_fake;

@@ -1,5 +1,5 @@
-//! The command line and environment that start one agent call (the README's "How a step
-//! runs").
+//! The command line and environment that start one agent call (the manual's "How the agent
+//! is called", `docs/08-backends.md`).
 //!
 //! Pure: nothing here spawns. The runner hands an [`Invocation`] to the exec bridge, which
 //! owns standard input (the prompt, as a file in the task directory: never an open pipe), the

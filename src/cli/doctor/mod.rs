@@ -530,7 +530,7 @@ fn stop_file(state_dir: &Path) -> Row {
 }
 
 /// Whether the loop can write its state directory, asked of the kernel (`access(2)`): a doctor
-/// run before the first loop, as the README advises, creates nothing in the project. (It made
+/// run before the first loop, as the manual advises, creates nothing in the project. (It made
 /// an empty `state/` once, which the loop then kept without its `.gitignore`.)
 fn state_directory(state_dir: &Path) -> Row {
     use nix::unistd::{AccessFlags, access};
@@ -584,8 +584,8 @@ fn telegram() -> Row {
         Ok(None) => row(
             "telegram",
             Mark::Off,
-            "TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID not set: no messages (see the README's \
-             Telegram section)",
+            "TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID not set: no messages (see \
+             docs/05-telegram.md)",
         ),
         Err(e) => row("telegram", Mark::Fail, e),
         Ok(Some(config)) => {

@@ -84,6 +84,13 @@ pub(crate) enum BotCommand {
     Help,
 }
 
+/// Every command the bot takes, as `/help` and `loop telegram --help` list them (checked).
+#[cfg(test)]
+pub(crate) const COMMANDS: [&str; 10] = [
+    "/loop", "/status", "/stop", "/resume", "/gates", "/approve", "/reject", "/answer", "/retry",
+    "/skip",
+];
+
 /// Parses `/cmd[@botname] [args]`; anything that is not a known command asks for help.
 pub(crate) fn parse(text: &str) -> BotCommand {
     let text = text.trim();
@@ -603,6 +610,20 @@ fn show(out: &ChildOutput) -> String {
 mod tests {
     use super::*;
     use std::cell::RefCell;
+
+    /// Each command the bot takes is a command (not help) and `/help` lists it.
+    #[test]
+    fn every_command_is_taken_and_listed_in_help() {
+        for c in COMMANDS {
+            let args = if matches!(c, "/retry" | "/skip") {
+                "2"
+            } else {
+                "G1 x"
+            };
+            assert_ne!(parse(&format!("{c} {args}")), BotCommand::Help, "{c}");
+            assert!(HELP.contains(&format!("{c} ")), "/help lacks {c}");
+        }
+    }
 
     #[test]
     fn commands_parse_with_or_without_the_bot_name() {

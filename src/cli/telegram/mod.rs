@@ -6,7 +6,7 @@
 //! `state/telegram.offset` *before* a command runs, so after a crash or restart no command
 //! runs twice; at worst one is lost, which is the safe side for `/loop`.
 
-mod commands;
+pub(in crate::cli) mod commands;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
