@@ -26,6 +26,7 @@ mod loops {
     mod after;
     mod agent_killed;
     mod codex;
+    mod commits;
     mod crash;
     mod denials;
     mod doctor;

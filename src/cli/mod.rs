@@ -351,6 +351,10 @@ pub(crate) struct StartArgs {
     /// the loop waits on a PLAN gate.
     #[arg(long)]
     pub approve_plan: bool,
+    /// Commit no step: by default each DONE step of a git project becomes a commit of its
+    /// own work (never your uncommitted changes from before it).
+    #[arg(long)]
+    pub no_commit: bool,
     /// Run in the background and return at once.
     #[arg(long)]
     pub detach: bool,
@@ -516,6 +520,8 @@ Environment:
   TELEGRAM_API_BASE   the Bot API address (default https://api.telegram.org)
   LOOP_SANDBOX        how a new loop's agent runs are confined: bwrap (the default) or off;
                       LOOP_SANDBOX_READ / LOOP_SANDBOX_WRITE: paths they may read, write
+  LOOP_COMMIT         off: a new loop commits no step (default on: each DONE step of a git
+                      project becomes a commit of its own work; --no-commit, COMMIT_STEPS)
   LOOP_REVIVE         off: the steps of a runner started with it do not revive it should it
                       die (`loop daemon` still revives the loops it keeps)
   XDG_STATE_HOME      outside a loop, fire/check/kill/notify keep their files in
@@ -655,6 +661,7 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
             fallback_after: a.fallback_after,
             parallel: a.parallel,
             approve_plan: a.approve_plan,
+            no_commit: a.no_commit,
             sandbox: a.sandbox,
             sandbox_read: a.sandbox_read,
             sandbox_write: a.sandbox_write,

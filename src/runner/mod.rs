@@ -18,6 +18,7 @@ pub(crate) mod revive;
 mod run;
 pub(crate) mod settings;
 mod start;
+mod step_commit;
 pub(crate) mod stop;
 pub(crate) mod stopfile;
 mod tree;
@@ -671,6 +672,10 @@ impl Runner {
         let m = self.view();
         let caps = self.settings.caps(&m);
         let next = engine::next(&m, &caps, Utc::now());
+        // A DONE step's commit, before anything else runs (in a loop of steps at once too).
+        if let Next::Commit(due) = &next {
+            return self.settle_commit(due);
+        }
         // Steps at once: the parallel scheduler decides for every step, and for the end of
         // a loop that ran its steps at once.
         let parallel_next = matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt)
@@ -722,6 +727,7 @@ impl Runner {
             Next::OverBudget { step, reason } => {
                 self.apply(&engine::gate::over_budget(&m, step, &reason))?
             }
+            Next::Commit(due) => self.settle_commit(&due)?,
         };
         Ok(exit)
     }
@@ -768,6 +774,10 @@ impl Runner {
         self.commit(&t.edits)?;
         self.say(&t.log);
         crash::point("after-done-write");
+        // What the steps' commits needed is needed no more: every step is DONE or SKIPPED.
+        let _ = std::fs::remove_dir_all(
+            crate::layout::Layout::dir(&self.state_dir).commits(&self.loop_id),
+        );
         self.carry_out(m, &t.effects);
         Ok(Exit::Ok)
     }

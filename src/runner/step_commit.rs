@@ -1,0 +1,435 @@
+//! A commit per DONE step, the runner's part (what is committed and when is
+//! [`crate::engine::commit`]'s). Before a step's run begins, the runner notes the work tree:
+//! HEAD, and each path that holds uncommitted changes then, with a hash of its content. Once
+//! the step is DONE, `git status` is read again: a path it did not list before is the step's
+//! work and goes into the commit; one that still holds what it held is the person's and stays
+//! out; one the person had changed and the step changed again is left out, and named. The
+//! commit is built in an index of its own (what the person staged stays staged, and no hook
+//! runs), and HEAD moves by a compare-and-swap. A runner that dies after the commit and before
+//! its record finds it again by its trailers instead of making a second one.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Runner, crash};
+use crate::engine::commit::{Due, Made};
+use crate::exit::Status as Exit;
+use crate::layout::Layout;
+use crate::m1::M1;
+
+/// The work tree as a step's run began.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Baseline {
+    /// The attempt that began the run: the id its commit carries (`Loop-Run`).
+    pub run: String,
+    /// HEAD then (its full id); none on an unborn branch.
+    pub head: Option<String>,
+    /// Each path, from the work tree's top, that held uncommitted changes then, with a hash
+    /// of its content ([`super::tree::hash`]: `-` deleted, `dir` a directory).
+    pub dirty: BTreeMap<String, String>,
+}
+
+/// How many of the latest commits are searched for a step's commit made before a crash: it
+/// is the last thing the loop does before it records it, so it is at HEAD unless a person
+/// committed in between.
+const FOUND_WITHIN: &str = "50";
+
+impl Runner {
+    /// Notes the work tree before an attempt of `step` (task `task_id`) starts, once per run
+    /// of the step: an attempt after the first keeps the note of the first (`COMMIT:
+    /// (pending)` says a run of the step is under way), so the step's earlier attempts' work
+    /// stays the step's. Whether the note is there; when it cannot be taken the step is not
+    /// committed, and the log says why.
+    pub(super) fn note_tree_before_step(
+        &self,
+        m: &M1,
+        step: u32,
+        task_id: &str,
+    ) -> crate::error::Result<bool> {
+        let path = Layout::dir(&self.state_dir).step_tree(&self.loop_id, step);
+        if m.result(step).commit_pending && read_baseline(&path).is_some() {
+            return Ok(true);
+        }
+        let taken = top_of(&self.workdir)
+            .ok_or_else(|| "the project is not a git work tree".to_owned())
+            .and_then(|top| {
+                let own = Own::new(&top, &self.state_dir, &self.file);
+                Ok(Baseline {
+                    run: task_id.to_owned(),
+                    head: rev(&top, "HEAD"),
+                    dirty: changed(&top, &own)?,
+                })
+            });
+        let baseline = match taken {
+            Ok(b) => b,
+            Err(why) => {
+                self.say(&format!(
+                    "commit: step {step} will not be committed: the work tree as it begins \
+                     could not be noted ({why})"
+                ));
+                return Ok(false);
+            }
+        };
+        // A state directory that cannot be written for now is waited out as for any write.
+        write_baseline(&path, &baseline).map_err(|e| {
+            anyhow::Error::new(e).context(format!("while writing {}", path.display()))
+        })?;
+        Ok(true)
+    }
+
+    /// A DONE step owed its commit: made (or found made before a crash) and recorded, or
+    /// its mark dropped.
+    pub(super) fn settle_commit(&mut self, due: &Due) -> crate::error::Result<Option<Exit>> {
+        let t = match due {
+            Due::Drop { step, why } => crate::engine::commit::dropped(*step, why),
+            Due::Commit(step) => {
+                let m = self.view();
+                let made = self.commit_step(&m, *step);
+                crate::engine::commit::recorded(*step, &made)
+            }
+        };
+        self.apply(&t)
+    }
+
+    /// Commits DONE step `step`'s work, as [`Baseline`] tells it from the person's.
+    fn commit_step(&self, m: &M1, step: u32) -> Made {
+        let fail = |why: String| Made {
+            failed: Some(why),
+            ..Made::default()
+        };
+        let Some(top) = top_of(&self.workdir) else {
+            return fail("the project is no longer a git work tree".into());
+        };
+        let path = Layout::dir(&self.state_dir).step_tree(&self.loop_id, step);
+        let Some(before) = read_baseline(&path) else {
+            return fail(format!(
+                "there is no note of the work tree as step {step} began ({}), so its work \
+                 cannot be told from yours",
+                path.display()
+            ));
+        };
+        if let Some(c) = find(&top, &self.loop_id, step, &before.run) {
+            let files = files_of(&top, &c);
+            self.sync_index(&top, &files);
+            return Made {
+                commit: Some(short(&c)),
+                found: true,
+                files: files.len(),
+                agent_commits: agent_commits(&top, before.head.as_deref(), Some(&c)),
+                ..Made::default()
+            };
+        }
+        let own = Own::new(&top, &self.state_dir, &self.file);
+        let now = match changed(&top, &own) {
+            Ok(now) => now,
+            Err(why) => return fail(why),
+        };
+        let who = crate::engine::commit::attribute(&before.dirty, &now);
+        let mut made = Made {
+            agent_commits: agent_commits(&top, before.head.as_deref(), None),
+            left_out: who.left_out,
+            gone: who.gone,
+            ..Made::default()
+        };
+        if who.step.is_empty() {
+            return made;
+        }
+        let message = crate::engine::commit::message(m, step, None, Some(&before.run));
+        match make(&top, &who.step, &message) {
+            Ok(c) => {
+                crash::point("after-step-commit");
+                made.commit = Some(short(&c));
+                made.files = who.step.len();
+            }
+            Err(why) => made.failed = Some(why),
+        }
+        made
+    }
+
+    /// The person's index, for `paths` just committed, brought to what the commit holds: so
+    /// `git status` shows them clean. What the person staged elsewhere stays staged.
+    fn sync_index(&self, top: &Path, paths: &[String]) {
+        if paths.is_empty() {
+            return;
+        }
+        if let Err(why) = update_index(top, None, paths) {
+            self.say(&format!(
+                "commit: git's index could not be brought up to the commit ({why}): `git \
+                 status` may show the step's files as changed until `git reset -q`"
+            ));
+        }
+    }
+}
+
+/// What of a state directory is the loop's own, seen from the work tree's top.
+struct Own {
+    /// The state directory, from the top (`""`: the top itself); none when outside the tree.
+    dir: Option<PathBuf>,
+    /// The name of the loop's state file (`M1.md`).
+    m1_name: String,
+}
+
+impl Own {
+    fn new(top: &Path, state_dir: &Path, m1: &Path) -> Self {
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        Self {
+            dir: canon(state_dir)
+                .strip_prefix(canon(top))
+                .ok()
+                .map(Path::to_path_buf),
+            m1_name: m1
+                .file_name()
+                .map_or_else(|| "M1.md".into(), |n| n.to_string_lossy().into_owned()),
+        }
+    }
+
+    /// Whether `path` (from the top) is one of the loop's own files.
+    fn holds(&self, path: &str) -> bool {
+        let Some(dir) = &self.dir else {
+            return false;
+        };
+        let Ok(rest) = Path::new(path).strip_prefix(dir) else {
+            return false;
+        };
+        rest.components().next().is_some_and(|first| {
+            Layout::is_loops_own(&self.m1_name, &first.as_os_str().to_string_lossy())
+        })
+    }
+}
+
+fn read_baseline(path: &Path) -> Option<Baseline> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+/// Writes `b` at `path` whole or not at all (a runner that dies half way leaves the old one).
+fn write_baseline(path: &Path, b: &Baseline) -> std::io::Result<()> {
+    let text = serde_json::to_vec(b)?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut f = atomic_write_file::AtomicWriteFile::open(path)?;
+    f.write_all(&text)?;
+    f.commit()
+}
+
+/// `git ARGS` in `top`, with `env` set and `input` on its standard input: its output, trimmed
+/// of the last newline, or what it said when it failed.
+fn git(
+    top: &Path,
+    args: &[&str],
+    env: &[(&str, &Path)],
+    input: Option<&[u8]>,
+) -> Result<String, String> {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(top).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let said = |e: &dyn std::fmt::Display| format!("git {}: {e}", args.join(" "));
+    let mut child = cmd.spawn().map_err(|e| said(&e))?;
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin.write_all(bytes).map_err(|e| said(&e))?;
+    }
+    let out = child.wait_with_output().map_err(|e| said(&e))?;
+    if out.status.success() {
+        let text = String::from_utf8_lossy(&out.stdout);
+        Ok(text.strip_suffix('\n').unwrap_or(&text).to_owned())
+    } else {
+        Err(said(&crate::text::one_line(
+            String::from_utf8_lossy(&out.stderr).trim(),
+            300,
+        )))
+    }
+}
+
+/// The top of the git work tree `dir` is in.
+fn top_of(dir: &Path) -> Option<PathBuf> {
+    git(dir, &["rev-parse", "--show-toplevel"], &[], None)
+        .ok()
+        .filter(|t| !t.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The full id of commit `name`, if it exists.
+fn rev(top: &Path, name: &str) -> Option<String> {
+    git(
+        top,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{name}^{{commit}}"),
+        ],
+        &[],
+        None,
+    )
+    .ok()
+}
+
+fn short(commit: &str) -> String {
+    commit.get(..7).unwrap_or(commit).to_owned()
+}
+
+/// Every path `git status` lists (untracked files one by one, ignored ones not at all), from
+/// the top, with a hash of its content; the loop's own files left out.
+fn changed(top: &Path, own: &Own) -> Result<BTreeMap<String, String>, String> {
+    let listed = git(
+        top,
+        &[
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--ignore-submodules=none",
+        ],
+        &[],
+        None,
+    )?;
+    Ok(listed
+        .split('\0')
+        .filter(|e| e.len() > 3)
+        .map(|e| &e[3..])
+        .filter(|p| !own.holds(p))
+        .map(|p| (p.to_owned(), super::tree::hash(&top.join(p))))
+        .collect())
+}
+
+/// The commits since `base` (all of HEAD's on a branch that was unborn), oldest first,
+/// `but` left out: the agent's own.
+fn agent_commits(top: &Path, base: Option<&str>, but: Option<&str>) -> Vec<String> {
+    let range = base.map_or_else(|| "HEAD".to_owned(), |b| format!("{b}..HEAD"));
+    git(
+        top,
+        &["rev-list", "--reverse", "--max-count=100", &range],
+        &[],
+        None,
+    )
+    .unwrap_or_default()
+    .lines()
+    .filter(|c| Some(*c) != but)
+    .map(short)
+    .collect()
+}
+
+/// The commit of run `run` of step `step` of loop `loop_id`, among the latest ones.
+fn find(top: &Path, loop_id: &str, step: u32, run: &str) -> Option<String> {
+    let log = git(
+        top,
+        &["log", "-n", FOUND_WITHIN, "--format=%H%x00%B%x1e", "HEAD"],
+        &[],
+        None,
+    )
+    .ok()?;
+    log.split('\x1e').find_map(|entry| {
+        let (id, message) = entry.trim_start().split_once('\0')?;
+        crate::engine::commit::is_commit_of(message, loop_id, step, run).then(|| id.to_owned())
+    })
+}
+
+/// The files commit `c` changed.
+fn files_of(top: &Path, c: &str) -> Vec<String> {
+    git(
+        top,
+        &[
+            "diff-tree",
+            "-r",
+            "-z",
+            "--name-only",
+            "--no-commit-id",
+            "--root",
+            c,
+        ],
+        &[],
+        None,
+    )
+    .unwrap_or_default()
+    .split('\0')
+    .filter(|p| !p.is_empty())
+    .map(str::to_owned)
+    .collect()
+}
+
+/// `git update-index --add --remove` of `paths` as the work tree has them, in `index` (the
+/// repository's own when none): literal paths, a deleted one removed.
+fn update_index(top: &Path, index: Option<&Path>, paths: &[String]) -> Result<String, String> {
+    let mut list = paths.join("\0");
+    list.push('\0');
+    let env: Vec<(&str, &Path)> = index.map(|i| ("GIT_INDEX_FILE", i)).into_iter().collect();
+    git(
+        top,
+        &["update-index", "--add", "--remove", "-z", "--stdin"],
+        &env,
+        Some(list.as_bytes()),
+    )
+}
+
+/// Commits `paths` as the work tree has them on top of HEAD, with `message`, and moves HEAD
+/// there if nobody moved it meanwhile (tried three times). The commit is built in an index of
+/// its own in git's directory, so what the person staged elsewhere stays staged; the
+/// person's index gets `paths` as committed before HEAD moves, so that whatever stops it
+/// leaves a state git explains (the step's files staged, or committed). The commit's full id.
+fn make(top: &Path, paths: &[String], message: &str) -> Result<String, String> {
+    let index = git(
+        top,
+        &["rev-parse", "--git-path", "loop-step.index"],
+        &[],
+        None,
+    )?;
+    let index = top.join(index);
+    let env = [("GIT_INDEX_FILE", index.as_path())];
+    let mut last = String::new();
+    for _ in 0..3 {
+        let _ = std::fs::remove_file(&index);
+        let head = rev(top, "HEAD");
+        match &head {
+            Some(h) => git(top, &["read-tree", h], &env, None)?,
+            None => git(top, &["read-tree", "--empty"], &env, None)?,
+        };
+        update_index(top, Some(&index), paths)?;
+        let tree = git(top, &["write-tree"], &env, None)?;
+        let _ = std::fs::remove_file(&index);
+        let mut args: Vec<String> = super::parallel::git::commit_args(top);
+        args.extend(["commit-tree".into(), tree]);
+        if let Some(h) = &head {
+            args.extend(["-p".into(), h.clone()]);
+        }
+        args.extend(["-F".into(), "-".into()]);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let commit = git(top, &refs, &[], Some(message.as_bytes()))?;
+        update_index(top, None, paths)?;
+        let old = head.as_deref().unwrap_or("");
+        match git(
+            top,
+            &[
+                "update-ref",
+                "-m",
+                "loop: a step's commit",
+                "HEAD",
+                &commit,
+                old,
+            ],
+            &[],
+            None,
+        ) {
+            Ok(_) => return Ok(commit),
+            // HEAD moved while the commit was built: build it again on the new HEAD.
+            Err(why) => last = why,
+        }
+    }
+    Err(last)
+}
+
+#[cfg(test)]
+mod tests;
