@@ -34,6 +34,7 @@ mod loops {
     mod full_disk;
     mod gates;
     mod hooks;
+    mod list;
     mod lost;
     mod old_files;
     mod parallel;

@@ -1,12 +1,15 @@
 //! The command line: parsing, and turning each command's outcome into an exit code.
 
 pub(crate) mod bridge;
+mod clean;
 pub(crate) mod daemon;
 pub mod demo;
 mod doctor;
 pub(crate) mod hook;
 mod hook_install;
+mod list;
 pub(crate) mod logs;
+mod loops;
 pub(crate) mod notify;
 pub(crate) mod service;
 pub(crate) mod status;
@@ -170,6 +173,33 @@ pub(crate) enum Command {
         /// Keep printing new lines until no runner drives the loop.
         #[arg(long, short)]
         follow: bool,
+    },
+    /// List this user's loops on this machine, from any directory: running, waiting and
+    /// finished, each with its M1.md, STATUS, goal, step, cost and last activity. Never writes.
+    List {
+        /// One JSON array instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Also the archives `loop start` made of earlier loops (`M1.<time>.md`).
+        #[arg(long)]
+        all: bool,
+    },
+    /// Remove what finished loops left: archived M1.<time>.md files beyond the newest few of
+    /// each loop, and the task directories, task ledgers, parallel steps' leftovers and commit
+    /// notes of loops that are neither a loop file nor a kept archive.
+    ///
+    /// As `git clean`: without -f it only lists what it would remove. Never a loop file, a
+    /// running task, a git worktree, or a file of the project.
+    Clean {
+        /// Remove them (without it, only list them).
+        #[arg(long, short)]
+        force: bool,
+        /// Only list what would be removed (the default).
+        #[arg(long, short = 'n', conflicts_with = "force")]
+        dry_run: bool,
+        /// Archived loops kept whole per loop file, the newest.
+        #[arg(long, value_name = "N", default_value_t = 3)]
+        keep: usize,
     },
     /// Show what M1.md says, plus whether the step's process is alive. Never writes.
     Status {
@@ -834,6 +864,8 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
         Command::Validate => crate::cli::status::validate(&cli.file),
         Command::Doctor { backend, json } => crate::cli::doctor::doctor(&cli.file, &backend, json),
         Command::Status { json } => crate::cli::status::status(&cli.file, json),
+        Command::List { json, all } => crate::cli::list::list(&cli.file, json, all),
+        Command::Clean { force, keep, .. } => crate::cli::clean::clean(&cli.file, force, keep),
         Command::Fire(args) => fire(&bridge_state()?, args),
         Command::Check { id, json } => crate::cli::bridge::check(&bridge_state()?, &id, json),
         Command::Kill { id } => crate::cli::bridge::kill(&bridge_state()?, &id),

@@ -6,7 +6,8 @@ pub(crate) mod confine;
 mod crash;
 pub(crate) mod gates;
 pub(crate) mod git;
-mod ledger;
+pub(crate) mod known;
+pub(crate) mod ledger;
 pub mod lock;
 mod observe;
 mod parallel;
@@ -170,6 +171,11 @@ impl Runner {
         })?;
         let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
         let opened = doc.view();
+        // A loop of this user, for `loop list` and `loop clean` from anywhere (a step's own
+        // loop is its parent's part).
+        if opened.parent.is_none() {
+            known::remember(file);
+        }
         // The directory M1.md names, or where the loop is run from when it names none. One it
         // names that is not there is never replaced by another: the runner halts on it (see
         // `drive`), so no agent runs where its loop did not say.
