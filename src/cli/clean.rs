@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 use crate::exit::Status;
 use crate::layout::Layout;
 
+/// Archived loops kept whole per loop file, the newest, unless `--keep` says otherwise.
+pub(super) const KEEP: usize = 3;
+
 /// One thing to remove, and what it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Removal {
@@ -85,7 +88,6 @@ pub(crate) fn clean(here: &Path, force: bool, keep: usize) -> crate::error::Resu
         crate::runner::known::forget(&plan.forget)?;
     }
     let n = plan.remove.len();
-    let size = crate::named_file::size(freed);
     let said = match (n, force) {
         (0, _) => format!(
             "nothing to remove: {} loop director{} looked at; each keeps its loop and its {keep} \
@@ -93,28 +95,28 @@ pub(crate) fn clean(here: &Path, force: bool, keep: usize) -> crate::error::Resu
             dirs.len(),
             if dirs.len() == 1 { "y" } else { "ies" }
         ),
-        (_, true) => format!("removed {n} path(s), {}", approx(freed, &size)),
+        (_, true) => format!("removed {n} path(s), {}", approx(freed)),
         (_, false) => format!(
             "{n} path(s), {}; `loop clean -f` removes them",
-            approx(freed, &size)
+            approx(freed)
         ),
     };
     crate::outln!("{said}");
     Ok(Status::Ok)
 }
 
-/// `12.3 MiB`, or the bytes when fewer than a MiB.
-fn approx(bytes: u64, exact: &str) -> String {
+/// A size as a person reads it: `812 bytes`, `43.3 KiB`, `12.3 MiB`.
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "a size to read, to a tenth of its unit"
+)]
+fn approx(bytes: u64) -> String {
+    const KIB: u64 = 1 << 10;
     const MIB: u64 = 1 << 20;
-    if bytes < MIB {
-        exact.to_owned()
-    } else {
-        #[expect(
-            clippy::cast_precision_loss,
-            reason = "a size to read, to a tenth of a MiB"
-        )]
-        let mib = bytes as f64 / MIB as f64;
-        format!("{mib:.1} MiB")
+    match bytes {
+        0..KIB => format!("{bytes} bytes"),
+        KIB..MIB => format!("{:.1} KiB", bytes as f64 / KIB as f64),
+        _ => format!("{:.1} MiB", bytes as f64 / MIB as f64),
     }
 }
 

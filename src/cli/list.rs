@@ -222,13 +222,14 @@ fn summary(entries: &[Entry], archives: usize, all: bool) -> String {
     if archives > 0 {
         let _ = write!(
             line,
-            "; {archives} archived M1.md file{} ({}`loop clean` removes all but the last few)",
+            "; {archives} archived M1.md file{} ({}`loop clean` keeps the newest {} of each loop)",
             if archives == 1 { "" } else { "s" },
             if all {
                 ""
             } else {
                 "`loop list --all` lists them; "
-            }
+            },
+            super::clean::KEEP
         );
     }
     line

@@ -198,7 +198,7 @@ pub(crate) enum Command {
         #[arg(long, short = 'n', conflicts_with = "force")]
         dry_run: bool,
         /// Archived loops kept whole per loop file, the newest.
-        #[arg(long, value_name = "N", default_value_t = 3)]
+        #[arg(long, value_name = "N", default_value_t = clean::KEEP)]
         keep: usize,
     },
     /// Show what M1.md says, plus whether the step's process is alive. Never writes.

@@ -37,15 +37,21 @@ pub(crate) enum Due {
 }
 
 /// The first DONE step still marked to be committed, and what it is owed: a step a person set
-/// DONE is theirs to commit, and so is every step once `COMMIT_STEPS` is off.
+/// DONE is theirs to commit, and so is every step once `COMMIT_STEPS` is off. A step skipped
+/// loses its mark: nothing of it is committed (what it left stays in the tree, and a later
+/// run of it, by `loop retry`, begins a run of its own).
 #[must_use]
 pub(crate) fn due(m: &M1, caps: &Caps) -> Option<Due> {
-    let step = m
-        .plan
-        .steps
-        .iter()
-        .find(|s| s.state == StepState::Done && m.result(s.n).commit_pending)?;
+    let step = m.plan.steps.iter().find(|s| {
+        matches!(s.state, StepState::Done | StepState::Skipped) && m.result(s.n).commit_pending
+    })?;
     let n = step.n;
+    if step.state == StepState::Skipped {
+        return Some(Due::Drop {
+            step: n,
+            why: format!("step {n} was skipped: nothing of it is committed"),
+        });
+    }
     if super::by_hand::done_by_hand(m, n) {
         return Some(Due::Drop {
             step: n,
@@ -347,6 +353,11 @@ RESULTS:
         assert!(matches!(due(&m, &off), Some(Due::Drop { step: 2, .. })));
         let running = view(&DONE_2.replace("2: [DONE]", "2: [RUNNING]"));
         assert_eq!(due(&running, &Caps::default()), None, "not DONE yet");
+        let skipped = view(&DONE_2.replace("2: [DONE]", "2: [SKIPPED]"));
+        assert!(matches!(
+            due(&skipped, &Caps::default()),
+            Some(Due::Drop { step: 2, why }) if why.contains("skipped")
+        ));
     }
 
     #[test]
@@ -416,6 +427,23 @@ RESULTS:
         assert_eq!(r.commit.as_deref(), Some("2222222"));
         assert_eq!(r.uncommitted, None);
         assert!(own.effects.is_empty());
+
+        // A change of the person's the agent's own commit took: said, and told.
+        let took = recorded(
+            2,
+            &Made {
+                agent_commits: vec!["1111111".into()],
+                gone: vec!["notes.txt".into()],
+                ..Made::default()
+            },
+        );
+        assert!(
+            took.log
+                .contains("notes.txt had uncommitted changes of yours"),
+            "{}",
+            took.log
+        );
+        assert!(matches!(&took.effects[..], [Effect::Said(s)] if s.contains("notes.txt")));
 
         // Nothing changed: no commit, and the mark is gone.
         let none = applied(&recorded(2, &Made::default())).results[&2].clone();

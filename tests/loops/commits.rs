@@ -273,6 +273,11 @@ fn a_failed_step_is_not_committed_and_the_next_one_does_not_take_its_leftovers()
     let m = env.m1();
     assert_eq!(m.plan.steps[1].state, StepState::Skipped);
     assert_eq!(m.status, Status::Done);
+    assert!(
+        !m.results[&2].commit_pending,
+        "a skipped step is marked for no commit: {}",
+        env.text()
+    );
     let log = history(&env);
     assert_eq!(
         log[0].1,
@@ -315,6 +320,28 @@ fn a_reviewed_step_is_committed_once_approved() {
         2,
         "one commit after the retake and the approval: {log:?}"
     );
+    assert_eq!(log[0].1, ["step-1.txt"]);
+    assert_eq!(env.m1().results[&1].commit, Some(short(&env, "HEAD")));
+}
+
+#[test]
+fn a_reviewed_step_a_person_accepts_over_its_review_is_committed_too() {
+    let env = TestLoop::new().with_git();
+    std::fs::write(env.state().join("loop.yaml"), "review:\n  max_retakes: 0\n").unwrap();
+    env.scenario(
+        &Scenario::new()
+            .otherwise(writes_its_file())
+            .review(Action::changes("say more")),
+    );
+    env.run_exits(3, &["start", "g", "--step", "a"]);
+    assert_eq!(
+        history(&env).len(),
+        1,
+        "not yet: the step waits on its review's gate"
+    );
+    env.run_ok(&["answer", "accept"]);
+    let log = history(&env);
+    assert_eq!(log.len(), 2, "{log:?}\n{}", env.log());
     assert_eq!(log[0].1, ["step-1.txt"]);
     assert_eq!(env.m1().results[&1].commit, Some(short(&env, "HEAD")));
 }

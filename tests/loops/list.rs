@@ -154,7 +154,7 @@ fn loop_list_finds_the_loops_of_several_projects_from_anywhere() {
         "{text}"
     );
     assert!(
-        text.contains("3 loops: 1 running, 1 waiting, 1 finished; 1 archived M1.md file"),
+        text.contains("3 loops: 1 running, 1 waiting, 1 finished; 1 archived M1.md file ("),
         "{text}"
     );
     let all: Vec<Value> =
