@@ -4,9 +4,9 @@
 //! the step is DONE, `git status` is read again: a path it did not list before is the step's
 //! work and goes into the commit; one that still holds what it held is the person's and stays
 //! out; one the person had changed and the step changed again is left out, and named. The
-//! commit is built in an index of its own (what the person staged stays staged, and no hook
-//! runs), and HEAD moves by a compare-and-swap. A runner that dies after the commit and before
-//! its record finds it again by its trailers instead of making a second one.
+//! commit is git's own commit of only those paths (`git commit --only`: what the person staged
+//! stays staged), with no hook and no signature. A runner that dies after the commit and
+//! before its record finds it again by its trailers instead of making a second one.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -61,7 +61,10 @@ impl Runner {
                 Ok(Baseline {
                     run: task_id.to_owned(),
                     head: rev(&top, "HEAD"),
-                    dirty: changed(&top, &own)?,
+                    dirty: changed(&top, &own)?
+                        .into_iter()
+                        .map(|(p, c)| (p, c.hash))
+                        .collect(),
                 })
             });
         let baseline = match taken {
@@ -112,7 +115,10 @@ impl Runner {
                 path.display()
             ));
         };
-        if let Some(c) = find(&top, &self.loop_id, step, &before.run) {
+        // HEAD moved since the step began: the agent committed, or this step's commit was
+        // made before a runner died, which is found, not made again.
+        let moved = rev(&top, "HEAD") != before.head;
+        if moved && let Some(c) = find(&top, &self.loop_id, step, &before.run) {
             let files = files_of(&top, &c);
             self.sync_index(&top, &files);
             return Made {
@@ -128,35 +134,53 @@ impl Runner {
             Ok(now) => now,
             Err(why) => return fail(why),
         };
-        let who = crate::engine::commit::attribute(&before.dirty, &now);
+        let hashes = now
+            .iter()
+            .map(|(p, c)| (p.clone(), c.hash.clone()))
+            .collect();
+        let who = crate::engine::commit::attribute(&before.dirty, &hashes);
         let mut made = Made {
-            agent_commits: agent_commits(&top, before.head.as_deref(), None),
+            agent_commits: if moved {
+                agent_commits(&top, before.head.as_deref(), None)
+            } else {
+                Vec::new()
+            },
             left_out: who.left_out,
             gone: who.gone,
             ..Made::default()
         };
-        if who.step.is_empty() {
+        // A file the agent added to git's index and then deleted was never work: nothing of it
+        // is in HEAD, the index or the tree to commit.
+        let paths: Vec<&Change> = who
+            .step
+            .iter()
+            .filter_map(|p| now.get(p))
+            .filter(|c| !c.added_then_deleted())
+            .collect();
+        if paths.is_empty() {
             return made;
         }
         let message = crate::engine::commit::message(m, step, None, Some(&before.run));
-        match make(&top, &who.step, &message) {
-            Ok(c) => {
+        match make(&top, &paths, &message) {
+            Ok(Some(c)) => {
                 crash::point("after-step-commit");
                 made.commit = Some(short(&c));
-                made.files = who.step.len();
+                made.files = paths.len();
             }
+            Ok(None) => {}
             Err(why) => made.failed = Some(why),
         }
         made
     }
 
-    /// The person's index, for `paths` just committed, brought to what the commit holds: so
+    /// The person's index, for `paths` a commit holds that a runner made before it died,
+    /// brought to that commit (git's own commit does it, but a power cut may cut it short): so
     /// `git status` shows them clean. What the person staged elsewhere stays staged.
     fn sync_index(&self, top: &Path, paths: &[String]) {
         if paths.is_empty() {
             return;
         }
-        if let Err(why) = update_index(top, None, paths) {
+        if let Err(why) = update_index(top, paths) {
             self.say(&format!(
                 "commit: git's index could not be brought up to the commit ({why}): `git \
                  status` may show the step's files as changed until `git reset -q`"
@@ -221,7 +245,7 @@ fn write_baseline(path: &Path, b: &Baseline) -> std::io::Result<()> {
 fn git(
     top: &Path,
     args: &[&str],
-    env: &[(&str, &Path)],
+    env: &[(&str, &std::ffi::OsStr)],
     input: Option<&[u8]>,
 ) -> Result<String, String> {
     let mut cmd = Command::new("git");
@@ -246,10 +270,13 @@ fn git(
         let text = String::from_utf8_lossy(&out.stdout);
         Ok(text.strip_suffix('\n').unwrap_or(&text).to_owned())
     } else {
-        Err(said(&crate::text::one_line(
+        // Some refusals are on standard output (`git commit`'s "nothing to commit").
+        let told = format!(
+            "{} {}",
             String::from_utf8_lossy(&out.stderr).trim(),
-            300,
-        )))
+            String::from_utf8_lossy(&out.stdout).trim()
+        );
+        Err(said(&crate::text::one_line(told.trim(), 300)))
     }
 }
 
@@ -281,9 +308,29 @@ fn short(commit: &str) -> String {
     commit.get(..7).unwrap_or(commit).to_owned()
 }
 
+/// A path `git status` lists: how (its two status letters), and a hash of its content.
+#[derive(Debug, Clone)]
+struct Change {
+    path: String,
+    status: String,
+    hash: String,
+}
+
+impl Change {
+    /// Not in git yet: git must be told of it before a commit of only some paths takes it.
+    fn untracked(&self) -> bool {
+        self.status == "??"
+    }
+
+    /// Added to the index, then deleted from the tree: in neither HEAD nor the tree.
+    fn added_then_deleted(&self) -> bool {
+        self.status.starts_with('A') && self.hash == "-"
+    }
+}
+
 /// Every path `git status` lists (untracked files one by one, ignored ones not at all), from
-/// the top, with a hash of its content; the loop's own files left out.
-fn changed(top: &Path, own: &Own) -> Result<BTreeMap<String, String>, String> {
+/// the top, with how and a hash of its content; the loop's own files left out.
+fn changed(top: &Path, own: &Own) -> Result<BTreeMap<String, Change>, String> {
     let listed = git(
         top,
         &[
@@ -300,9 +347,16 @@ fn changed(top: &Path, own: &Own) -> Result<BTreeMap<String, String>, String> {
     Ok(listed
         .split('\0')
         .filter(|e| e.len() > 3)
-        .map(|e| &e[3..])
-        .filter(|p| !own.holds(p))
-        .map(|p| (p.to_owned(), super::tree::hash(&top.join(p))))
+        .map(|e| (&e[..2], &e[3..]))
+        .filter(|(_, p)| !own.holds(p))
+        .map(|(status, p)| {
+            let c = Change {
+                path: p.to_owned(),
+                status: status.to_owned(),
+                hash: super::tree::hash(&top.join(p)),
+            };
+            (p.to_owned(), c)
+        })
         .collect())
 }
 
@@ -361,74 +415,72 @@ fn files_of(top: &Path, c: &str) -> Vec<String> {
     .collect()
 }
 
-/// `git update-index --add --remove` of `paths` as the work tree has them, in `index` (the
-/// repository's own when none): literal paths, a deleted one removed.
-fn update_index(top: &Path, index: Option<&Path>, paths: &[String]) -> Result<String, String> {
+/// `git update-index --add --remove` of `paths` as the work tree has them, in the person's
+/// index: literal paths, a deleted one removed.
+fn update_index(top: &Path, paths: &[String]) -> Result<String, String> {
     let mut list = paths.join("\0");
     list.push('\0');
-    let env: Vec<(&str, &Path)> = index.map(|i| ("GIT_INDEX_FILE", i)).into_iter().collect();
     git(
         top,
         &["update-index", "--add", "--remove", "-z", "--stdin"],
-        &env,
+        &[],
         Some(list.as_bytes()),
     )
 }
 
-/// Commits `paths` as the work tree has them on top of HEAD, with `message`, and moves HEAD
-/// there if nobody moved it meanwhile (tried three times). The commit is built in an index of
-/// its own in git's directory, so what the person staged elsewhere stays staged; the
-/// person's index gets `paths` as committed before HEAD moves, so that whatever stops it
-/// leaves a state git explains (the step's files staged, or committed). The commit's full id.
-fn make(top: &Path, paths: &[String], message: &str) -> Result<String, String> {
-    let index = git(
-        top,
-        &["rev-parse", "--git-path", "loop-step.index"],
-        &[],
-        None,
-    )?;
-    let index = top.join(index);
-    let env = [("GIT_INDEX_FILE", index.as_path())];
-    let mut last = String::new();
-    for _ in 0..3 {
-        let _ = std::fs::remove_file(&index);
-        let head = rev(top, "HEAD");
-        match &head {
-            Some(h) => git(top, &["read-tree", h], &env, None)?,
-            None => git(top, &["read-tree", "--empty"], &env, None)?,
-        };
-        update_index(top, Some(&index), paths)?;
-        let tree = git(top, &["write-tree"], &env, None)?;
-        let _ = std::fs::remove_file(&index);
-        let mut args: Vec<String> = super::parallel::git::commit_args(top);
-        args.extend(["commit-tree".into(), tree]);
-        if let Some(h) = &head {
-            args.extend(["-p".into(), h.clone()]);
-        }
-        args.extend(["-F".into(), "-".into()]);
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let commit = git(top, &refs, &[], Some(message.as_bytes()))?;
-        update_index(top, None, paths)?;
-        let old = head.as_deref().unwrap_or("");
-        match git(
+/// Commits `paths` as the work tree has them, with `message`, on top of HEAD: git's own
+/// commit of only those paths (`--only`), which builds the commit in an index of its own, so
+/// what the person staged elsewhere stays staged, and brings the person's index to it for
+/// those paths. No hook runs (a hook is the person's, for their own commits), nothing is
+/// signed (a signing prompt would hang a loop nobody watches), the message is kept as it is.
+/// The commit's full id; `None` when the paths held nothing to commit after all.
+fn make(top: &Path, paths: &[&Change], message: &str) -> Result<Option<String>, String> {
+    let literal = [("GIT_LITERAL_PATHSPECS", std::ffi::OsStr::new("1"))];
+    let list = |of: &mut dyn Iterator<Item = &&Change>| {
+        let mut l = of.map(|c| c.path.as_str()).collect::<Vec<_>>().join("\0");
+        l.push('\0');
+        l
+    };
+    let new = list(&mut paths.iter().filter(|c| c.untracked()));
+    if new.len() > 1 {
+        git(
             top,
-            &[
-                "update-ref",
-                "-m",
-                "loop: a step's commit",
-                "HEAD",
-                &commit,
-                old,
-            ],
-            &[],
-            None,
-        ) {
-            Ok(_) => return Ok(commit),
-            // HEAD moved while the commit was built: build it again on the new HEAD.
-            Err(why) => last = why,
-        }
+            &["add", "--pathspec-from-file=-", "--pathspec-file-nul"],
+            &literal,
+            Some(new.as_bytes()),
+        )?;
     }
-    Err(last)
+    let mut args: Vec<String> = super::parallel::git::commit_args(top);
+    args.extend(
+        [
+            "-c",
+            "core.hooksPath=/dev/null",
+            "commit",
+            "--only",
+            "--no-verify",
+            "--no-gpg-sign",
+            "--quiet",
+            "--cleanup=verbatim",
+            "-m",
+            message,
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+        ]
+        .map(String::from),
+    );
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    match git(
+        top,
+        &refs,
+        &literal,
+        Some(list(&mut paths.iter()).as_bytes()),
+    ) {
+        Ok(_) => Ok(rev(top, "HEAD")),
+        Err(why) if why.contains("nothing to commit") || why.contains("no changes added") => {
+            Ok(None)
+        }
+        Err(why) => Err(why),
+    }
 }
 
 #[cfg(test)]

@@ -30,6 +30,14 @@ fn repo() -> tempfile::TempDir {
 
 const MESSAGE: &str = "loop: step 1/1: did it\n\nLoop-Id: abc\nLoop-Step: 1\nLoop-Run: task_1\n";
 
+/// Commits `paths` of the work tree of `d` as a step's commit is made: what `git status`
+/// says of them now.
+fn commit_of(d: &Path, paths: &[&str]) -> Option<String> {
+    let now = changed(d, &Own::new(d, &d.join("state"), &d.join("state/M1.md"))).unwrap();
+    let of: Vec<&Change> = paths.iter().map(|p| &now[*p]).collect();
+    make(d, &of, MESSAGE).unwrap()
+}
+
 #[test]
 fn a_step_commit_takes_only_its_paths_and_what_you_staged_stays_staged() {
     let dir = repo();
@@ -38,8 +46,7 @@ fn a_step_commit_takes_only_its_paths_and_what_you_staged_stays_staged() {
     sh_git(d, &["add", "a.txt"]);
     std::fs::write(d.join("c.txt"), "the step's\n").unwrap();
     std::fs::write(d.join("weird *name.txt"), "the step's too\n").unwrap();
-    let paths = ["c.txt".to_owned(), "weird *name.txt".to_owned()];
-    let c = make(d, &paths, MESSAGE).unwrap();
+    let c = commit_of(d, &["c.txt", "weird *name.txt"]).unwrap();
     assert_eq!(sh_git(d, &["rev-parse", "HEAD"]), c);
     assert_eq!(
         sh_git(d, &["show", "--format=", "--name-only", "HEAD"]),
@@ -63,7 +70,7 @@ fn a_commit_made_before_a_crash_is_found_by_its_trailers_and_no_other() {
     let dir = repo();
     let d = dir.path();
     std::fs::write(d.join("c.txt"), "x\n").unwrap();
-    let c = make(d, &["c.txt".to_owned()], MESSAGE).unwrap();
+    let c = commit_of(d, &["c.txt"]).unwrap();
     // A person's commit on top of it does not hide it.
     sh_git(d, &["commit", "-q", "--allow-empty", "-m", "mine"]);
     assert_eq!(find(d, "abc", 1, "task_1"), Some(c.clone()));
@@ -102,8 +109,21 @@ fn the_first_commit_of_an_unborn_branch_is_a_root_commit() {
     let d = dir.path();
     sh_git(d, &["init", "-q", "-b", "main"]);
     std::fs::write(d.join("c.txt"), "x\n").unwrap();
-    let c = make(d, &["c.txt".to_owned()], MESSAGE).unwrap();
+    let c = commit_of(d, &["c.txt"]).unwrap();
     assert_eq!(sh_git(d, &["rev-list", "--count", "HEAD"]), "1");
     assert_eq!(sh_git(d, &["rev-parse", "main"]), c);
     assert_eq!(sh_git(d, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn paths_that_hold_nothing_to_commit_make_no_commit_and_no_error() {
+    let dir = repo();
+    let d = dir.path();
+    // Staged, then put back as committed: listed, and nothing to commit.
+    std::fs::write(d.join("a.txt"), "2\n").unwrap();
+    sh_git(d, &["add", "a.txt"]);
+    std::fs::write(d.join("a.txt"), "1\n").unwrap();
+    let head = sh_git(d, &["rev-parse", "HEAD"]);
+    assert_eq!(commit_of(d, &["a.txt"]), None);
+    assert_eq!(sh_git(d, &["rev-parse", "HEAD"]), head);
 }
