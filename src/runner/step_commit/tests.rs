@@ -1,6 +1,8 @@
 //! The commit of a step against a real git repository.
 
+use super::git::*;
 use super::*;
+use std::process::Command;
 
 fn sh_git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
