@@ -10,9 +10,12 @@
 //!   from one step's agent exiting to the next one's spawn (judging, recording, spawning),
 //!   against the same loop with no saves;
 //! - what the sandbox costs a step: the same loop with every run confined by bubblewrap, and
-//!   unconfined (every other section runs unconfined).
+//!   unconfined (every other section runs unconfined);
+//! - what a commit per step costs a step: the same loop in a git project, each step writing a
+//!   file of its own, with each DONE step committed and with `--no-commit`.
 //!
-//! Run: `cargo bench --bench loop` (or name sections: `-- overhead stop idle storm sandbox`).
+//! Run: `cargo bench --bench loop` (or name sections: `-- overhead stop idle storm sandbox
+//! commit`).
 
 #![expect(
     clippy::cast_precision_loss,
@@ -296,6 +299,98 @@ fn sandbox_cost() {
     );
 }
 
+/// One loop of STEPS steps in a git project, each step writing a file of its own, committed
+/// as each step is DONE (`commit`) or not (`--no-commit`): its wall time, and the CPU time of
+/// every process of the loop (git's included).
+fn commit_round(commit: bool) -> (Duration, Duration) {
+    let dir = fresh(
+        r#"{"default": {"write": [{"path": "step-{step}.txt", "text": "{step}\n"}], "result": "ok\nSTEP_DONE: ok"}}"#,
+    );
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "start"]);
+    let mut args = start_args();
+    if !commit {
+        args.push("--no-commit".into());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let cpu = children_cpu();
+    let t = Instant::now();
+    let status = loop_cmd(&dir, &args).status().unwrap();
+    let took = t.elapsed();
+    assert!(status.success(), "loop failed: see {}", dir.display());
+    reap_orphans();
+    let all_cpu = children_cpu().saturating_sub(cpu);
+    let log = Command::new("git")
+        .args(["rev-list", "--count", "HEAD"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let commits: usize = String::from_utf8_lossy(&log.stdout).trim().parse().unwrap();
+    let want = if commit { STEPS + 1 } else { 1 };
+    assert_eq!(commits, want, "commits in {}", dir.display());
+    let _ = std::fs::remove_dir_all(&dir);
+    (took, all_cpu)
+}
+
+/// What a commit per step costs a step: the same loop with commits and with `--no-commit`,
+/// alternating, measured in the same run.
+fn commit_cost() {
+    const ROUNDS: usize = 5;
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    let (mut off_cpu, mut on_cpu) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let (w, c) = commit_round(false);
+        off.push(w);
+        off_cpu.push(c);
+        let (w, c) = commit_round(true);
+        on.push(w);
+        on_cpu.push(c);
+    }
+    nix::sys::prctl::set_child_subreaper(false).unwrap();
+    let per = |d: Duration| ms(d) / STEPS as f64;
+    let diff = |a: &[Duration], b: &[Duration]| {
+        let mut v: Vec<f64> = a.iter().zip(b).map(|(a, b)| per(*a) - per(*b)).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let (extra, extra_cpu) = (diff(&on, &off), diff(&on_cpu, &off_cpu));
+    for v in [&mut off, &mut on, &mut off_cpu, &mut on_cpu] {
+        v.sort();
+    }
+    let (mid, last) = (ROUNDS / 2, ROUNDS - 1);
+    println!(
+        "commit: {STEPS} steps writing a file each in a git project, {ROUNDS} rounds each, \
+         alternating; median (min..max)"
+    );
+    for (name, wall, cpu) in [("--no-commit", &off, &off_cpu), ("committed", &on, &on_cpu)] {
+        println!(
+            "  {name:<11}: {:6.1} ms per step ({:.1}..{:.1}), all CPU {:.2} ms per step",
+            per(wall[mid]),
+            per(wall[0]),
+            per(wall[last]),
+            per(cpu[mid])
+        );
+    }
+    println!(
+        "  the commit  : {:+6.1} ms per step ({:+.1}..{:+.1}), CPU {:+.2} ms; ratio {:.2}",
+        extra[mid],
+        extra[0],
+        extra[last],
+        extra_cpu[mid],
+        per(on[mid]) / per(off[mid])
+    );
+}
+
 fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + timeout;
     while Instant::now() < end {
@@ -536,5 +631,8 @@ fn main() {
     }
     if run("sandbox") {
         sandbox_cost();
+    }
+    if run("commit") {
+        commit_cost();
     }
 }

@@ -12,7 +12,10 @@
 //! DONE, a step without its result or, when reviewed, its approval), lost edits (a save of the
 //! storm whose line is not in the final text; in-place saves that landed in the file a
 //! runner's write displaced are counted apart), orphans (a process of the loop alive after it
-//! ended), and the time from an agent's exit to the next spawn.
+//! ended), and the time from an agent's exit to the next spawn. Every loop works in a git
+//! project, each step writing a file of its own: each DONE step must be one commit of it,
+//! found by the trailers that name its loop and step (none lost, none made twice, whatever
+//! was killed when), and no step's file left out of git.
 //!
 //! Beside the loop (`soak/beside.rs`): the state directory read-only (as full) for 3 s during a
 //! step, the runner killed the moment its first task is published, and, in every reviewed loop
@@ -107,6 +110,11 @@ struct Tally {
     attempts_without_agent: usize,
     review_halts: usize,
     review_outside_changes: usize,
+    // A commit per DONE step (the loops of one step at a time).
+    step_commits: usize,
+    step_commits_lost: usize,
+    step_commits_twice: usize,
+    step_files_left: usize,
     // `--parallel` (see `soak/parallel.rs`).
     false_done: usize,
     lost_commits: usize,
@@ -177,6 +185,10 @@ impl Tally {
             (&mut self.attempts_without_agent, o.attempts_without_agent),
             (&mut self.review_halts, o.review_halts),
             (&mut self.review_outside_changes, o.review_outside_changes),
+            (&mut self.step_commits, o.step_commits),
+            (&mut self.step_commits_lost, o.step_commits_lost),
+            (&mut self.step_commits_twice, o.step_commits_twice),
+            (&mut self.step_files_left, o.step_files_left),
         ];
         for (mine, theirs) in sums {
             *mine += theirs;
@@ -228,9 +240,10 @@ impl Loop {
                 parallel::project(&project);
                 v.scenario(&work, &reviewer)
             }
-            None => {
-                format!(r#"{{"default": {{{work}, "result": "worked\nSTEP_DONE: ok"}}{reviewer}}}"#)
-            }
+            // Each step writes a file of its own, which its commit must hold, once.
+            None => format!(
+                r#"{{"default": {{{work}, "write": [{{"path": "step-{{step}}.txt", "text": "{{step}}\n"}}], "result": "worked\nSTEP_DONE: ok"}}{reviewer}}}"#
+            ),
         };
         std::fs::write(&scenario, text).unwrap();
         // The agent: a process that leaves the group with setsid, then the simulated agent.
@@ -625,6 +638,10 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     // A reviewed loop works in a git project (so its reviews look at the work tree), where a
     // process writes all along, as `loop start … --review > loop.out` does.
     let appender = (review && variant.is_none()).then(|| beside::Appender::in_git(&l));
+    // Every loop works in a git project, where each DONE step must become one commit.
+    if variant.is_none() && !review {
+        parallel::project(&l.dir.join("project"));
+    }
     // Telegram holds every request unanswered, but for a loop decided by a tap in the chat.
     let taps = variant.is_some_and(parallel::Variant::taps);
     let tg = FakeTelegram::start();
@@ -674,6 +691,7 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     bad.extend(assess(&l, saves, (review, second.is_some()), status, t));
     if variant.is_none() {
         bad.extend(beside::assess(&l, kind, review, status, t));
+        bad.extend(assess_commits(&l, t));
     }
     if let Some(v) = variant {
         bad.extend(parallel::assess(&l, v, second, t));
@@ -1019,6 +1037,74 @@ fn lost_saves(text: &str, saves: usize, t: &mut Tally) -> Option<String> {
     Some(format!("saves lost: {lost:?}"))
 }
 
+/// Whether each DONE step of a loop of one step at a time is one commit of its own file,
+/// found by the trailers that name its loop and its step: none lost, none made twice, and no
+/// step's file left out of git.
+fn assess_commits(l: &Loop, t: &mut Tally) -> Vec<String> {
+    let mut bad = Vec::new();
+    let project = l.dir.join("project");
+    let Ok(m) = m1loop::m1::Document::parse(&l.text()).map(|d| d.view()) else {
+        return bad;
+    };
+    let id = m.loop_id.clone().unwrap_or_default();
+    let log = git(&project, &["log", "--format=%x1e%B%x1f", "--name-only"]);
+    for s in 1..=STEPS {
+        let n = u32::try_from(s).unwrap_or(0);
+        let state = m.plan.steps.iter().find(|x| x.n == n).map(|x| x.state);
+        if state != Some(m1loop::m1::StepState::Done) {
+            continue;
+        }
+        let file = format!("step-{s}.txt");
+        let commits: Vec<&str> = log
+            .split('\x1e')
+            .filter(|c| c.contains(&format!("Loop-Id: {id}\nLoop-Step: {s}\n")))
+            .collect();
+        t.step_commits += commits.len();
+        match commits.as_slice() {
+            [one] if one.lines().any(|l| l == file) => {}
+            [] => {
+                t.step_commits_lost += 1;
+                bad.push(format!("step {s} DONE without its commit"));
+            }
+            [one] => {
+                t.step_commits_lost += 1;
+                bad.push(format!("step {s}'s commit lacks {file}: {one:?}"));
+            }
+            many => {
+                t.step_commits_twice += many.len() - 1;
+                bad.push(format!("step {s} committed {} times", many.len()));
+            }
+        }
+        let recorded = m.results.get(&n).and_then(|r| r.commit.clone());
+        if recorded.is_none() {
+            t.step_commits_lost += 1;
+            bad.push(format!("step {s}'s COMMIT not recorded"));
+        }
+    }
+    let left: Vec<String> = git(
+        &project,
+        &["status", "--porcelain", "--untracked-files=all"],
+    )
+    .lines()
+    .filter(|l| l.contains("step-"))
+    .map(str::to_owned)
+    .collect();
+    if !left.is_empty() {
+        t.step_files_left += left.len();
+        bad.push(format!("steps' files left out of git: {left:?}"));
+    }
+    bad
+}
+
+/// The figures of the commits per step.
+fn report_commits(t: &Tally) {
+    println!(
+        "  a commit per DONE step: {} commits found by their trailers; steps without theirs {}, \
+         steps committed twice {}, steps' files left out of git {}",
+        t.step_commits, t.step_commits_lost, t.step_commits_twice, t.step_files_left
+    );
+}
+
 fn pct(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -1123,6 +1209,7 @@ fn report(t: &mut Tally, seed: u64, (at_once, busy_threads): (usize, usize), beg
         // Steps overlap: one agent's exit is not followed by the next one's spawn.
         println!("  agent exit → next spawn: not measured (steps run at once)");
     } else {
+        report_commits(t);
         println!(
             "  agent exit → next spawn: loops with a stale save median {:.1} ms; under a storm of saves median {:.1} ms, p99 {:.1} ms, max {:.1} ms",
             pct(&mut t.gaps_ms, 0.5),

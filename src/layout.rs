@@ -31,6 +31,10 @@
 //!   tasks/<id>.tree-before.json  the work tree as a review began
 //!   tasks/.ledger/          which tasks each loop started, one file per loop (a rebuildable
 //!                           index of the task directories, see runner::ledger)
+//!   commits/<LOOP_ID>/      step-N.tree.json: the work tree as step N began (which paths
+//!                           held uncommitted changes then, and what), so that the step's
+//!                           commit takes only its own work; `index`, the index a commit is
+//!                           built in
 //!   telegram.*              the chat bot's offset, lock and command output
 //!   parallel/<LOOP_ID>/     the steps of a loop that runs them at once, under its own id
 //!     step-N/               step N's git worktree
@@ -251,6 +255,46 @@ impl Layout {
         m1.with_file_name("merged")
     }
 
+    /// Where loop `loop_id` keeps what its steps' commits need.
+    #[must_use]
+    pub fn commits(&self, loop_id: &str) -> PathBuf {
+        self.dir.join("commits").join(loop_id)
+    }
+
+    /// The work tree as step `n` of loop `loop_id` began (see [`Layout::commits`]).
+    #[must_use]
+    pub fn step_tree(&self, loop_id: &str, n: u32) -> PathBuf {
+        self.commits(loop_id).join(format!("step-{n}.tree.json"))
+    }
+
+    /// Whether `name`, an entry of the state directory of the loop whose state file is named
+    /// `m1_name`, is one of the loop's own files: never part of a step's work, even where the
+    /// state directory is a directory of the project.
+    #[must_use]
+    pub fn is_loops_own(m1_name: &str, name: &str) -> bool {
+        const OWN: &[&str] = &[
+            "STOP",
+            "loop.yaml",
+            "loop.log",
+            "outbox.jsonl",
+            "outbox.lock",
+            "outbox.send.lock",
+            "outbox.next.lock",
+            "revivals.log",
+            "runner.out",
+            "claude-settings.json",
+            "handoff",
+            "tasks",
+            "parallel",
+            "commits",
+        ];
+        OWN.contains(&name)
+            || name.starts_with(m1_name)
+            || name == format!(".{m1_name}.displaced")
+            || name.starts_with("telegram.")
+            || is_archive_of(m1_name, name)
+    }
+
     /// The `.gitignore` a state directory the loop creates gets.
     #[must_use]
     pub fn gitignore(&self) -> PathBuf {
@@ -294,6 +338,31 @@ pub(crate) fn validate_task_id(id: &str) -> crate::error::Result<()> {
     Ok(())
 }
 
+/// Whether `name` is an archive of the state file `m1_name` that `loop start` made:
+/// `M1.20260217T053000.md`, or `M1.20260217T053000-2.md` for a second one of the same second.
+#[must_use]
+pub fn is_archive_of(m1_name: &str, name: &str) -> bool {
+    let stem = m1_name.strip_suffix(".md").unwrap_or(m1_name);
+    let Some(stamp) = name
+        .strip_prefix(stem)
+        .and_then(|r| r.strip_prefix('.'))
+        .and_then(|r| r.strip_suffix(".md"))
+    else {
+        return false;
+    };
+    let (time, nth) = match stamp.split_once('-') {
+        Some((time, n)) => (time, Some(n)),
+        None => (stamp, None),
+    };
+    let b = time.as_bytes();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+    b.len() == 15
+        && b[8] == b'T'
+        && digits(&time[..8])
+        && digits(&time[9..])
+        && nth.is_none_or(digits)
+}
+
 /// `name`, or `name.k` for a `k` above 1.
 fn numbered(name: &str, k: u32) -> String {
     if k > 1 {
@@ -332,5 +401,34 @@ mod tests {
             Path::new("proj/state/M1.md.lock")
         );
         assert_eq!(Layout::of(Path::new("M1.md")).state_dir(), Path::new("."));
+    }
+
+    #[test]
+    fn a_loops_own_files_are_told_from_a_projects_own() {
+        for own in [
+            "M1.md",
+            "M1.md.lock",
+            "M1.md.versions",
+            ".M1.md.displaced",
+            "M1.20260217T053000.md",
+            "M1.20260217T053000-3.md",
+            "loop.log",
+            "tasks",
+            "telegram.offset",
+            "commits",
+        ] {
+            assert!(Layout::is_loops_own("M1.md", own), "{own}");
+        }
+        for project in [
+            "README.md",
+            "M1-notes.md",
+            "M1.2026.md",
+            "M1.20260217T053000-.md",
+            "src",
+            ".gitignore",
+        ] {
+            assert!(!Layout::is_loops_own("M1.md", project), "{project}");
+        }
+        assert!(is_archive_of("plan.md", "plan.20260217T053000.md"));
     }
 }

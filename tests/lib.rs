@@ -26,6 +26,7 @@ mod loops {
     mod after;
     mod agent_killed;
     mod codex;
+    mod commits;
     mod crash;
     mod denials;
     mod doctor;
@@ -33,6 +34,7 @@ mod loops {
     mod full_disk;
     mod gates;
     mod hooks;
+    mod list;
     mod lost;
     mod old_files;
     mod parallel;

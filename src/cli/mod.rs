@@ -1,12 +1,15 @@
 //! The command line: parsing, and turning each command's outcome into an exit code.
 
 pub(crate) mod bridge;
+mod clean;
 pub(crate) mod daemon;
 pub mod demo;
 mod doctor;
 pub(crate) mod hook;
 mod hook_install;
+mod list;
 pub(crate) mod logs;
+mod loops;
 pub(crate) mod notify;
 mod report;
 pub(crate) mod service;
@@ -186,6 +189,33 @@ pub(crate) enum Command {
         /// Where to write it (`-`: standard output).
         #[arg(long, short, value_name = "PATH")]
         output: Option<PathBuf>,
+    },
+    /// List this user's loops on this machine, from any directory: running, waiting and
+    /// finished, each with its M1.md, STATUS, goal, step, cost and last activity. Never writes.
+    List {
+        /// One JSON array instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Also the archives `loop start` made of earlier loops (`M1.<time>.md`).
+        #[arg(long)]
+        all: bool,
+    },
+    /// Remove what finished loops left: archived M1.<time>.md files beyond the newest few of
+    /// each loop, and the task directories, task ledgers, parallel steps' leftovers and commit
+    /// notes of loops that are neither a loop file nor a kept archive.
+    ///
+    /// As `git clean`: without -f it only lists what it would remove. Never a loop file, a
+    /// running task, a git worktree, or a file of the project.
+    Clean {
+        /// Remove them (without it, only list them).
+        #[arg(long, short)]
+        force: bool,
+        /// Only list what would be removed (the default).
+        #[arg(long, short = 'n', conflicts_with = "force")]
+        dry_run: bool,
+        /// Archived loops kept whole per loop file, the newest.
+        #[arg(long, value_name = "N", default_value_t = clean::KEEP)]
+        keep: usize,
     },
     /// Show what M1.md says, plus whether the step's process is alive. Never writes.
     Status {
@@ -380,6 +410,10 @@ pub(crate) struct StartArgs {
     /// the loop waits on a PLAN gate.
     #[arg(long)]
     pub approve_plan: bool,
+    /// Commit no step: by default each DONE step of a git project becomes a commit of its
+    /// own work (never your uncommitted changes from before it).
+    #[arg(long)]
+    pub no_commit: bool,
     /// Run in the background and return at once.
     #[arg(long)]
     pub detach: bool,
@@ -545,6 +579,8 @@ Environment:
   TELEGRAM_API_BASE   the Bot API address (default https://api.telegram.org)
   LOOP_SANDBOX        how a new loop's agent runs are confined: bwrap (the default) or off;
                       LOOP_SANDBOX_READ / LOOP_SANDBOX_WRITE: paths they may read, write
+  LOOP_COMMIT         off: a new loop commits no step (default on: each DONE step of a git
+                      project becomes a commit of its own work; --no-commit, COMMIT_STEPS)
   LOOP_REVIVE         off: the steps of a runner started with it do not revive it should it
                       die (`loop daemon` still revives the loops it keeps)
   XDG_STATE_HOME      outside a loop, fire/check/kill/notify keep their files in
@@ -710,6 +746,7 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
             fallback_after: a.fallback_after,
             parallel: a.parallel,
             approve_plan: a.approve_plan,
+            no_commit: a.no_commit,
             sandbox: a.sandbox,
             sandbox_read: a.sandbox_read,
             sandbox_write: a.sandbox_write,
@@ -885,6 +922,8 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
         Command::Report { format, output } => {
             crate::cli::report::run(&cli.file, format, output.as_deref())
         }
+        Command::List { json, all } => crate::cli::list::list(&cli.file, json, all),
+        Command::Clean { force, keep, .. } => crate::cli::clean::clean(&cli.file, force, keep),
         Command::Fire(args) => fire(&bridge_state()?, args),
         Command::Check { id, json } => crate::cli::bridge::check(&bridge_state()?, &id, json),
         Command::Kill { id } => crate::cli::bridge::kill(&bridge_state()?, &id),

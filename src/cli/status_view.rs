@@ -229,6 +229,9 @@ fn result_facts(r: &StepResult) -> String {
     if let Some(c) = &r.commit {
         f.push(c.clone());
     }
+    if let Some(u) = &r.uncommitted {
+        f.push(format!("uncommitted: {u}"));
+    }
     match r.verified {
         Some(true) => f.push("verified".into()),
         Some(false) => f.push("not verified".into()),

@@ -205,10 +205,12 @@ fn facts(run: &RunOnRecord, m: &M1, o: &Observed, cx: &Context<'_>, verified: bo
         context_pct: o.context_pct,
         compactions: r.compactions + o.compactions,
         prior_session_s,
+        // A step marked to be committed gets its commit once DONE ([`super::commit`]); else
+        // HEAD, when the agent moved it.
         commit: o
             .git_head
             .clone()
-            .filter(|h| Some(h) != head_before.as_ref()),
+            .filter(|h| Some(h) != head_before.as_ref() && !r.commit_pending),
         verified,
         report: Some(o.report.clone()),
         next_step: open_step(m, step)

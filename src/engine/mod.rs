@@ -3,6 +3,7 @@
 //! `now` and every observation are passed in, so each rule is a unit test of a few lines.
 
 pub(crate) mod by_hand;
+pub(crate) mod commit;
 mod conclude;
 pub(crate) mod gate;
 mod judge;
@@ -55,6 +56,8 @@ pub(crate) struct Caps {
     pub max_session: Option<Duration>,
     /// Every step that passes is reviewed before it is DONE.
     pub review: bool,
+    /// Each DONE step of a git project is committed (`COMMIT_STEPS`).
+    pub commit_steps: bool,
     /// Reviews that may ask one step for changes; past them, a human decides.
     pub max_retakes: u32,
     /// `AGENT.FALLBACK` and `LIMITS.FALLBACK_AFTER`: a step whose agent's usage limit resets
@@ -76,6 +79,7 @@ impl Default for Caps {
             context_threshold: d.context_threshold,
             max_session: None,
             review: false,
+            commit_steps: true,
             max_retakes: d.max_retakes,
             fallback: None,
         }

@@ -43,6 +43,9 @@ pub(crate) enum Next {
     /// The loop spent its `MAX_COST_USD` before `step` could run (or go on): wait on a COST
     /// gate, where a person raises the cap or stops.
     OverBudget { step: u32, reason: String },
+    /// A DONE step's work is still to be committed (or its mark to be dropped): before
+    /// anything else runs, so the next step starts from a clean tree.
+    Commit(super::commit::Due),
 }
 
 impl Next {
@@ -112,6 +115,13 @@ pub(crate) fn spent(m: &M1) -> f64 {
 /// written as cases: each is one early return, each has its test).
 #[must_use]
 pub(crate) fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
+    // A DONE step's commit comes first, whatever the status, but never while a run is on
+    // record: its agent works in the tree a commit would take from.
+    let on_record = matches!(m.status, Status::Running | Status::Waiting)
+        && !super::runs_on_record(m).is_empty();
+    if !on_record && let Some(due) = super::commit::due(m, caps) {
+        return Next::Commit(due);
+    }
     match m.status {
         Status::Done | Status::Failed => return Next::Finished(m.status),
         // A pause by hand (`STATUS: WAITING` while a step runs) comes after the current

@@ -5,7 +5,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use crate::exit::Status as Exit;
-use crate::m1::keys::{CurrentKey, PlanKey, ResultKey, Top, clear_current};
+use crate::m1::keys::{CurrentKey, PENDING, PlanKey, ResultKey, Top, clear_current};
 use crate::m1::{Edit, M1, Status, StepState};
 use crate::text::one_line;
 
@@ -182,6 +182,8 @@ pub(crate) struct SpawnFacts<'a> {
     pub git_head: Option<String>,
     /// The loop's id, when M1.md does not say it yet (a hand-written or older file).
     pub new_loop_id: Option<&'a str>,
+    /// The step's work is to be committed once it is DONE ([`super::commit::wanted`]).
+    pub commit: bool,
     /// Pending gates this run leaves behind: the step's questions, which a person answered by
     /// editing M1.md and resuming ([`super::gate::superseded_by_run`]).
     pub superseded: Vec<String>,
@@ -223,7 +225,13 @@ fn spawn(f: &SpawnFacts<'_>) -> Transition {
     if let Some(id) = f.new_loop_id {
         edits.push(Top::LoopId.set(id));
     }
-    edits.push(results(f.step, ResultKey::Exit, "(pending)"));
+    edits.push(results(f.step, ResultKey::Exit, PENDING));
+    if f.commit {
+        // Cleared of what an earlier run of the step (before a `loop retry`) recorded.
+        edits.push(results(f.step, ResultKey::Commit, PENDING));
+        edits.push(results_remove(f.step, ResultKey::AgentCommits));
+        edits.push(results_remove(f.step, ResultKey::Uncommitted));
+    }
     for id in &f.superseded {
         edits.extend(crate::m1::gates::decided(
             id,

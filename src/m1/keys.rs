@@ -103,7 +103,7 @@ impl Kind {
             Kind::Count => ok(v.parse::<u64>().is_ok(), "a whole number"),
             Kind::Positive => ok(v.parse::<u64>().is_ok_and(|n| n >= 1), "a whole number ≥ 1"),
             Kind::Exit => ok(
-                v == "(pending)" || v.parse::<i32>().is_ok(),
+                v == PENDING || v.parse::<i32>().is_ok(),
                 "an exit code or `(pending)`",
             ),
             Kind::Bool => ok(v == "true" || v == "false", "`true` or `false`"),
@@ -243,6 +243,9 @@ fn is_bare_number(v: &str) -> bool {
     !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// A value not known yet: a step's `EXIT` while it runs, its `COMMIT` until it is made.
+pub(crate) const PENDING: &str = "(pending)";
+
 /// Whether a `Switch` value says on.
 #[must_use]
 pub(crate) fn switch_on(v: &str) -> bool {
@@ -299,6 +302,8 @@ keys! {
         Verify = "VERIFY": Text,
         /// Every step that passes is reviewed (`REVIEW: on`).
         Review = "REVIEW": Switch,
+        /// Each DONE step of a git project is committed (`COMMIT_STEPS: on`, the default).
+        CommitSteps = "COMMIT_STEPS": Switch,
         /// The project directory the agent works in.
         Workdir = "WORKDIR": Text,
         /// The loop's identity, which its tasks carry.
@@ -410,6 +415,8 @@ keys! {
     /// The keys of a step's `RESULTS.STEP_N` block.
     ResultKey in ["RESULTS"] {
         Exit = "EXIT": Exit,
+        /// The step's commit; `(pending)` from its first attempt until it is made, once the
+        /// step is DONE.
         Commit = "COMMIT": Text,
         Summary = "SUMMARY": Text,
         Verified = "VERIFIED": Bool,
@@ -448,6 +455,10 @@ keys! {
         Tokens = "TOKENS": Count,
         /// Tokens of the step's session so far: the session's own count is cumulative.
         SessionTokens = "SESSION_TOKENS": Count,
+        /// The commits the agent made itself during the step, oldest first.
+        AgentCommits = "AGENT_COMMITS": Text,
+        /// What of the step's work its commit left out, and why.
+        Uncommitted = "UNCOMMITTED": Text,
     }
 }
 

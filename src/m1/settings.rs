@@ -563,6 +563,12 @@ pub(crate) const SETTINGS: &[Setting] = &[
     setting(Kept::Top(Top::Verify), Some("verify"), Some("verify"), None),
     setting(Kept::Top(Top::Review), Some("review"), Some("review"), None),
     setting(
+        Kept::Top(Top::CommitSteps),
+        Some("commit"),
+        Some("no-commit"),
+        Some("LOOP_COMMIT"),
+    ),
+    setting(
         Kept::Top(Top::ApprovePlan),
         Some("approve_plan"),
         Some("approve-plan"),

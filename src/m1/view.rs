@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use super::document::Document;
 use super::keys::{
-    AgentKey, CurrentKey, LimitKey, ParallelKey, PlanKey, ResultKey, Review, RunKey, Top, switch_on,
+    AgentKey, CurrentKey, LimitKey, PENDING, ParallelKey, PlanKey, ResultKey, Review, RunKey, Top,
+    switch_on,
 };
 use super::settings::{AgentKind, DEFAULTS, PermissionMode};
 use super::steps;
@@ -102,7 +103,14 @@ pub struct Current {
 pub struct StepResult {
     /// `None` when absent or `(pending)`.
     pub exit: Option<i32>,
+    /// The step's commit; `None` when absent or `(pending)`.
     pub commit: Option<String>,
+    /// `COMMIT: (pending)`: the step's work is to be committed once it is DONE.
+    pub commit_pending: bool,
+    /// The commits the agent made itself during the step (`AGENT_COMMITS`), as written.
+    pub agent_commits: Option<String>,
+    /// What of the step's work its commit left out, and why (`UNCOMMITTED`).
+    pub uncommitted: Option<String>,
     pub summary: Option<String>,
     pub verified: Option<bool>,
     pub attempts: Option<u32>,
@@ -277,6 +285,9 @@ pub struct M1 {
     pub verify: Option<String>,
     /// `REVIEW: on`: every step that passes is reviewed by a separate, read-only agent run.
     pub review: bool,
+    /// `COMMIT_STEPS`: whether each DONE step is committed; `None` when the file does not say
+    /// (the settings decide, on by default).
+    pub commit_steps: Option<bool>,
     /// The project directory the agent works in (`WORKDIR`).
     pub workdir: Option<String>,
     /// The loop's identity (`LOOP_ID`), which its tasks carry.
@@ -376,6 +387,7 @@ impl M1 {
             },
             verify: top(Top::Verify),
             review: top(Top::Review).is_some_and(|v| switch_on(&v)),
+            commit_steps: top(Top::CommitSteps).map(|v| switch_on(&v)),
             workdir: top(Top::Workdir).filter(|w| !w.trim().is_empty()),
             loop_id: top(Top::LoopId).filter(|s| !s.is_empty()),
             started_at: top(Top::StartedAt).and_then(|v| typed::time(&v).ok()),
@@ -447,7 +459,10 @@ fn results(doc: &Document) -> BTreeMap<u32, StepResult> {
             n,
             StepResult {
                 exit: parsed(field(ResultKey::Exit)),
-                commit: field(ResultKey::Commit),
+                commit: field(ResultKey::Commit).filter(|c| c.trim() != PENDING),
+                commit_pending: field(ResultKey::Commit).is_some_and(|c| c.trim() == PENDING),
+                agent_commits: field(ResultKey::AgentCommits),
+                uncommitted: field(ResultKey::Uncommitted),
                 summary: field(ResultKey::Summary),
                 verified: parsed(field(ResultKey::Verified)),
                 attempts: parsed(field(ResultKey::Attempts)),

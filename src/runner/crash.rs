@@ -5,7 +5,8 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// The crash points a step's attempt passes, in order (and the loop's DONE write).
+/// The crash points a step's attempt passes, in order (with its commit, and the loop's DONE
+/// write).
 pub const STEP_POINTS: &[&str] = &[
     "before-spawn-write",
     "after-spawn-write",
@@ -16,6 +17,7 @@ pub const STEP_POINTS: &[&str] = &[
     "before-verify",
     "before-record-write",
     "after-record-write",
+    "after-step-commit",
     "before-done-write",
     "after-done-write",
 ];

@@ -21,6 +21,12 @@ fn git_dir(dir: &Path) -> Option<PathBuf> {
     None
 }
 
+/// Whether `dir` is in a git work tree (an unborn branch too).
+#[must_use]
+pub(crate) fn in_repo(dir: &Path) -> bool {
+    git_dir(dir).is_some()
+}
+
 /// `git diff --stat HEAD` in `dir`'s repository: what the working tree changed since the last
 /// commit, for a handoff. `None` outside a repository, or when nothing changed.
 #[must_use]

@@ -29,6 +29,13 @@ pub(super) const JUDGED_FILE: &str = "judged.json";
 /// the step is done.
 pub(super) const RETRIED_FILE: &str = "retried.json";
 
+/// The loop (its `LOOP_ID`) whose run the task directory `dir` is, from its spec; `None` for
+/// a task of no loop (a `loop fire` from a shell, a VERIFY run) or one that cannot be read.
+#[must_use]
+pub(crate) fn loop_of_task(dir: &Path) -> Option<String> {
+    index::from_spec(dir).map(|(loop_id, _)| loop_id)
+}
+
 /// This loop's tasks, oldest first.
 #[derive(Debug, Default)]
 pub(super) struct Ledger {

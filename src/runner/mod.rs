@@ -6,7 +6,8 @@ pub(crate) mod confine;
 mod crash;
 pub(crate) mod gates;
 pub(crate) mod git;
-mod ledger;
+pub(crate) mod known;
+pub(crate) mod ledger;
 pub mod lock;
 mod observe;
 mod parallel;
@@ -19,6 +20,7 @@ mod run;
 mod saves;
 pub(crate) mod settings;
 mod start;
+mod step_commit;
 pub(crate) mod stop;
 pub(crate) mod stopfile;
 mod tree;
@@ -173,6 +175,11 @@ impl Runner {
         })?;
         let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
         let opened = doc.view();
+        // A loop of this user, for `loop list` and `loop clean` from anywhere (a step's own
+        // loop is its parent's part).
+        if opened.parent.is_none() {
+            known::remember(file);
+        }
         // The directory M1.md names, or where the loop is run from when it names none. One it
         // names that is not there is never replaced by another: the runner halts on it (see
         // `drive`), so no agent runs where its loop did not say.
@@ -719,6 +726,10 @@ impl Runner {
         let m = self.view();
         let caps = self.settings.caps(&m);
         let next = engine::next(&m, &caps, Utc::now());
+        // A DONE step's commit, before anything else runs (in a loop of steps at once too).
+        if let Next::Commit(due) = &next {
+            return self.settle_commit(due);
+        }
         // Steps at once: the parallel scheduler decides for every step, and for the end of
         // a loop that ran its steps at once.
         let parallel_next = matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt)
@@ -770,6 +781,7 @@ impl Runner {
             Next::OverBudget { step, reason } => {
                 self.apply(&engine::gate::over_budget(&m, step, &reason))?
             }
+            Next::Commit(due) => self.settle_commit(&due)?,
         };
         Ok(exit)
     }
@@ -816,6 +828,10 @@ impl Runner {
         self.commit(&t.edits)?;
         self.say(&t.log);
         crash::point("after-done-write");
+        // What the steps' commits needed is needed no more: every step is DONE or SKIPPED.
+        let _ = std::fs::remove_dir_all(
+            crate::layout::Layout::dir(&self.state_dir).commits(&self.loop_id),
+        );
         self.carry_out(m, &t.effects);
         Ok(Exit::Ok)
     }

@@ -49,6 +49,14 @@ impl Runner {
             Err(exit) => return Ok(Some(exit)),
         };
         let task_id = run.task_id.clone();
+        // A step whose work is to be committed once DONE: the tree as it begins, first.
+        let commit = engine::commit::wanted(
+            &m,
+            &self.settings.caps(&m),
+            spec.kind,
+            spec.step,
+            super::git::in_repo(&self.workdir),
+        ) && self.note_tree_before_step(&m, spec.step, &task_id)?;
         let points = spec.kind.crash_points();
         crash::point(points.before_spawn_write);
         let t = engine::started(&SpawnFacts {
@@ -63,6 +71,7 @@ impl Runner {
                 .flatten(),
             new_loop_id: (m.loop_id.as_deref() != Some(self.loop_id.as_str()))
                 .then_some(self.loop_id.as_str()),
+            commit,
             superseded: match spec.kind {
                 RunKind::Attempt => engine::gate::superseded_by_run(&m, spec.step),
                 RunKind::Plan | RunKind::Review => Vec::new(),

@@ -32,6 +32,8 @@ pub(crate) struct FileSettings {
     pub review: Option<ReviewFile>,
     /// `approve_plan: true`: no step runs before a person approves the plan.
     pub approve_plan: Option<bool>,
+    /// `commit: false`: DONE steps are not committed (a person commits by hand).
+    pub commit: Option<bool>,
 }
 
 /// The `review:` of `loop.yaml`: on or off, or its settings (which turn it on).
@@ -109,6 +111,8 @@ pub(crate) struct Overrides {
     pub parallel: Option<u32>,
     /// `--approve-plan`: no step runs before a person approves the plan.
     pub approve_plan: bool,
+    /// `--no-commit`: DONE steps are not committed.
+    pub no_commit: bool,
     /// The agent program, above `LOOP_AGENT` (used by `loop demo`).
     pub agent_program: Option<String>,
     /// Extra variables for the agent's environment (used by `loop demo`).
@@ -190,6 +194,25 @@ pub(crate) fn other_program(backend: AgentKind) -> String {
         .ok()
         .filter(|p| !p.trim().is_empty())
         .unwrap_or_else(|| crate::agent::backend_for(backend).default_program().into())
+}
+
+/// `LOOP_COMMIT`: `on` or `off` (also `true`/`false`, `yes`/`no`); `None` when unset.
+///
+/// # Errors
+/// Any other value, in words that say which.
+fn env_commit() -> crate::error::Result<Option<bool>> {
+    let Some(v) = std::env::var("LOOP_COMMIT")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    else {
+        return Ok(None);
+    };
+    match crate::m1::keys::Kind::Switch.check(&v) {
+        Ok(()) => Ok(Some(crate::m1::keys::switch_on(&v))),
+        Err(_) => Err(Error::bad_input(format!(
+            "LOOP_COMMIT: expected `on` or `off`, found `{v}`"
+        ))),
+    }
 }
 
 /// `loop.yaml` beside M1.md.
@@ -296,6 +319,7 @@ impl Settings {
                     .into());
             }
         };
+        env_commit()?;
         let step_timeout = dur("step_timeout", &path, file.limits.step_timeout.as_ref())?;
         let idle_timeout = dur("idle_timeout", &path, file.limits.idle_timeout.as_ref())?;
         let fallback_after = dur("fallback_after", &path, file.limits.fallback_after.as_ref())?;
@@ -490,6 +514,7 @@ impl Settings {
             context_threshold: l.context_threshold.unwrap_or(defaults.context_threshold),
             max_session: l.max_session,
             review: m.review,
+            commit_steps: self.commit_steps(m),
             max_retakes: l.max_retakes.unwrap_or(defaults.max_retakes),
             fallback: m.agent.fallback.map(|to| (to, self.fallback_after(m))),
             ..self.caps_under(&Top {
@@ -566,6 +591,28 @@ impl Settings {
             max_retakes: retakes,
             backend: self.overrides.review_backend.or(backend),
         }
+    }
+
+    /// Whether each DONE step is committed: M1.md's `COMMIT_STEPS`, else `LOOP_COMMIT`, else
+    /// `loop.yaml`'s `commit`, else on. Read at every decision, so a hand edit applies at once.
+    #[must_use]
+    pub(crate) fn commit_steps(&self, m: &M1) -> bool {
+        m.commit_steps.unwrap_or_else(|| self.commit_default())
+    }
+
+    /// `COMMIT_STEPS` of a new loop: `--no-commit`, then `LOOP_COMMIT`, `loop.yaml`, on.
+    #[must_use]
+    pub(crate) fn commit_for_new(&self) -> bool {
+        !self.overrides.no_commit && self.commit_default()
+    }
+
+    /// `LOOP_COMMIT` (`on`/`off`), then `loop.yaml`'s `commit`, then on.
+    fn commit_default(&self) -> bool {
+        env_commit()
+            .ok()
+            .flatten()
+            .or(self.file.commit)
+            .unwrap_or(true)
     }
 
     /// Whether a new loop waits for a person to approve its plan: the flag, then `loop.yaml`.

@@ -332,6 +332,11 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
     if !agent.extra_args.is_empty() {
         edits.push(AgentKey::ExtraArgs.set(typed::format_args(&agent.extra_args)));
     }
+    edits.push(Top::CommitSteps.set(if settings.commit_for_new() {
+        "on"
+    } else {
+        "off"
+    }));
     edits
 }
 

@@ -76,7 +76,7 @@ pub(super) fn changes(before: &Snapshot, after: &Snapshot) -> Vec<String> {
 /// A hash of a file's content (FNV-1a, 64 bits: stable across builds, so a snapshot taken by
 /// one runner compares with one taken by the next); `-` for a path that is not there, `dir`
 /// for a directory (a nested repository).
-fn hash(path: &Path) -> String {
+pub(super) fn hash(path: &Path) -> String {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return "-".into();
     };

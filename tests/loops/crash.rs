@@ -24,12 +24,37 @@ fn assert_complete(env: &TestLoop, steps: u32) {
     assert_eq!(m.current.task_id, None);
 }
 
+/// Each of steps 1 to `steps` is one commit of the file it wrote, and nothing else is left.
+fn assert_one_commit_each(env: &TestLoop, steps: u32, point: &str) {
+    let log = env.git(&["log", "--format=%x1e%s", "--name-only"]);
+    let commits: Vec<&str> = log.split('\x1e').filter(|c| !c.trim().is_empty()).collect();
+    let want = usize::try_from(steps).unwrap() + 1;
+    assert_eq!(commits.len(), want, "{point}: {commits:?}\n{}", env.log());
+    for n in 1..=steps {
+        let c = commits[(steps - n) as usize];
+        assert!(
+            c.contains(&format!("loop: step {n}/{steps}: ok\n\nstep-{n}.txt")),
+            "{point}: step {n}: {c:?}"
+        );
+    }
+    let left = env.git(&["status", "--porcelain", "--untracked-files=all"]);
+    assert!(left.is_empty(), "{point}: left in the tree: {left}");
+}
+
 #[test]
-fn a_crash_at_every_point_resumes_to_done_starting_each_agent_once() {
+fn a_crash_at_every_point_resumes_to_done_starting_each_agent_once_committing_each_step_once() {
     for point in CRASH_POINTS {
-        let env = TestLoop::new();
-        // Long enough, with output to wake the runner, for the CC_PID write to happen.
-        env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(250).heartbeat_ms(40)));
+        let env = TestLoop::new().with_git();
+        // Long enough, with output to wake the runner, for the CC_PID write to happen; each
+        // step writes a file of its own, which its commit holds.
+        env.scenario(
+            &Scenario::new().otherwise(
+                Action::done("ok")
+                    .sleep_ms(250)
+                    .heartbeat_ms(40)
+                    .bash("echo $LOOP_STEP > step-$LOOP_STEP.txt"),
+            ),
+        );
         // Crash in the middle of the loop (step 2), or at the one DONE write.
         let nth = if point.contains("done") { 1 } else { 2 };
         let mut c = env.cmd(&[
@@ -45,6 +70,7 @@ fn a_crash_at_every_point_resumes_to_done_starting_each_agent_once() {
         env.run_ok(&["resume"]);
         assert_complete(&env, 3);
         env.assert_each_step_started_once(3, point);
+        assert_one_commit_each(&env, 3, point);
         env.assert_no_processes();
     }
 }

@@ -155,7 +155,7 @@ fn two_steps_that_change_the_same_line_lose_nothing() {
     // No commit of either step is lost: both are in the result's history.
     let log = env.git(&["log", "--format=%s"]);
     assert!(
-        log.contains("loop: step 1: one") && log.contains("loop: step 2: two"),
+        log.contains("loop: step 1/2: one") && log.contains("loop: step 2/2: two"),
         "{log}"
     );
     env.assert_logged("conflicted in a.txt");
@@ -228,7 +228,7 @@ fn a_crash_at_each_write_point_then_resume_loses_nothing_and_starts_nothing_twic
         // Every commit of the steps is in the result, and no worktree or branch is left.
         let log = env.git(&["log", "--format=%s"]);
         assert!(
-            log.contains("loop: step 1: a") && log.contains("loop: step 2: b"),
+            log.contains("loop: step 1/2: a") && log.contains("loop: step 2/2: b"),
             "{point}: {log}"
         );
         assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1, "{point}");

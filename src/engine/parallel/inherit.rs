@@ -72,6 +72,7 @@ pub(crate) const fn top_inheritance(k: Top) -> Option<Inherit> {
         Top::ApprovePlan => Inherit::Not("the plan was approved in this loop, before it ran"),
         Top::PlanOnly => Inherit::Not("a step's loop runs its step"),
         Top::PlanFile => Inherit::Not("this loop ticks the boxes of its checklist"),
+        Top::CommitSteps => Inherit::Not("this loop's merge queue commits each step's work"),
         Top::Status
         | Top::LastAction
         | Top::NextAction

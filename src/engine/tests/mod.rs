@@ -653,6 +653,7 @@ fn a_spawn_is_recorded_before_it_happens_and_a_stop_undoes_it() {
         command: "do the fix\nplease",
         git_head: None,
         new_loop_id: None,
+        commit: false,
         superseded: Vec::new(),
         now: now(),
     });

@@ -137,6 +137,7 @@ fn a_review_cut_off_by_the_usage_limit_waits_for_the_reset_and_is_not_a_review_r
             command: "",
             git_head: None,
             new_loop_id: None,
+            commit: false,
             superseded: Vec::new(),
             now: until,
         }),

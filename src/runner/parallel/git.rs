@@ -55,7 +55,7 @@ pub(super) fn is_repo(dir: &Path) -> bool {
 }
 
 /// A commit with the repository's identity, or the loop's where it has none.
-fn commit_args(dir: &Path) -> Vec<String> {
+pub(in crate::runner) fn commit_args(dir: &Path) -> Vec<String> {
     let known = run(dir, &["config", "user.email"]).is_ok_and(|e| !e.is_empty());
     if known {
         Vec::new()

@@ -49,7 +49,11 @@ impl Runner {
         }
         let fail = anyhow::Error::msg;
         if wt.join(".git").exists() {
-            git::commit_all(&wt, &format!("loop: step {n}: {text}")).map_err(fail)?;
+            // Named as a step's commit in a loop of one step at a time is: the loop, the
+            // step, and what its own loop says it did.
+            let summary = child_result(run.loop_file.as_deref(), n).summary;
+            let message = engine::commit::message(&m, n, summary.as_deref(), None);
+            git::commit_all(&wt, &message).map_err(fail)?;
         }
         super::super::crash::point("parallel-after-commit");
         let old = git::commit_of(&self.workdir, &format!("refs/heads/{integration}"))
@@ -114,12 +118,7 @@ impl Runner {
     ) -> crate::error::Result<()> {
         let m = self.view();
         let run = m.parallel.runs.get(&n).cloned().unwrap_or_default();
-        let child = run
-            .loop_file
-            .as_deref()
-            .and_then(|f| crate::m1::load(Path::new(f)).ok())
-            .map(|d| d.view().result(n).into_owned())
-            .unwrap_or_default();
+        let child = child_result(run.loop_file.as_deref(), n);
         let t = engine::parallel::merged(&m, n, commit, check, &child, run.loop_file.as_deref());
         self.apply(&t)?;
         if self.settings.notify_each_step {
@@ -231,6 +230,14 @@ impl Runner {
         self.tell_sent_back(&file, n, &told)?;
         Ok(None)
     }
+}
+
+/// What step `n`'s own loop (its M1.md at `loop_file`) recorded of it.
+fn child_result(loop_file: Option<&str>, n: u32) -> crate::m1::StepResult {
+    loop_file
+        .and_then(|f| crate::m1::load(Path::new(f)).ok())
+        .map(|d| d.view().result(n).into_owned())
+        .unwrap_or_default()
 }
 
 /// The text of step `n`.

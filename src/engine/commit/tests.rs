@@ -1,0 +1,213 @@
+//! The rules of a commit per step, each a test over a parsed M1.md.
+
+use super::*;
+use crate::m1::Document;
+
+const DONE_2: &str = "STATUS: RUNNING
+GOAL: fix the bug
+LOOP_ID: 4f2a9c1d0b3e
+PLAN:
+  TOTAL_STEPS: 3
+  CURRENT_STEP: 3
+  STEPS:
+    1: [DONE] investigate
+    2: [DONE] fix the handler
+    3: [PENDING] test
+RESULTS:
+  STEP_1:
+    COMMIT: a690fb3
+    VERIFIED: true
+  STEP_2:
+    COMMIT: (pending)
+    SUMMARY: handler fixed
+    VERIFIED: true
+";
+
+fn view(text: &str) -> M1 {
+    Document::parse(text).unwrap().view()
+}
+
+#[test]
+fn an_attempt_of_a_step_in_git_marks_its_work_and_nothing_else_does() {
+    let m = view(DONE_2);
+    let on = Caps::default();
+    assert!(wanted(&m, &on, RunKind::Attempt, 3, true));
+    assert!(!wanted(&m, &on, RunKind::Attempt, 3, false), "not in git");
+    assert!(!wanted(&m, &on, RunKind::Plan, 0, true));
+    assert!(!wanted(&m, &on, RunKind::Review, 3, true));
+    let off = Caps {
+        commit_steps: false,
+        ..Caps::default()
+    };
+    assert!(!wanted(&m, &off, RunKind::Attempt, 3, true));
+    let child = view(&format!("{DONE_2}PARENT_STEP: 3\n"));
+    assert!(
+        !wanted(&child, &on, RunKind::Attempt, 3, true),
+        "a parallel step's own loop: its merge queue commits it"
+    );
+}
+
+#[test]
+fn a_done_step_still_marked_is_owed_its_commit_unless_a_person_set_it_done() {
+    let m = view(DONE_2);
+    assert_eq!(m.results[&2].commit, None, "(pending) is no commit");
+    assert!(m.results[&2].commit_pending);
+    assert_eq!(due(&m, &Caps::default()), Some(Due::Commit(2)));
+    let by_hand = view(&DONE_2.replace(
+        "    SUMMARY: handler fixed\n    VERIFIED: true\n",
+        "    SUMMARY: handler fixed\n",
+    ));
+    assert!(matches!(
+        due(&by_hand, &Caps::default()),
+        Some(Due::Drop { step: 2, why }) if why.contains("by hand")
+    ));
+    let off = Caps {
+        commit_steps: false,
+        ..Caps::default()
+    };
+    assert!(matches!(due(&m, &off), Some(Due::Drop { step: 2, .. })));
+    let running = view(&DONE_2.replace("2: [DONE]", "2: [RUNNING]"));
+    assert_eq!(due(&running, &Caps::default()), None, "not DONE yet");
+    let skipped = view(&DONE_2.replace("2: [DONE]", "2: [SKIPPED]"));
+    assert!(matches!(
+        due(&skipped, &Caps::default()),
+        Some(Due::Drop { step: 2, why }) if why.contains("skipped")
+    ));
+}
+
+#[test]
+fn the_message_names_the_loop_the_step_and_its_summary_and_is_found_again() {
+    let m = view(DONE_2);
+    let msg = message(&m, 2, None, Some("task_1"));
+    assert!(
+        msg.starts_with(
+            "loop: step 2/3: handler fixed\n\nStep 2: fix the handler\nGoal: fix the bug\n"
+        ),
+        "{msg}"
+    );
+    assert!(msg.ends_with("Loop-Id: 4f2a9c1d0b3e\nLoop-Step: 2\nLoop-Run: task_1\n"));
+    assert!(is_commit_of(&msg, "4f2a9c1d0b3e", 2, "task_1"));
+    assert!(
+        !is_commit_of(&msg, "4f2a9c1d0b3e", 2, "task_2"),
+        "another run of it"
+    );
+    assert!(!is_commit_of(&msg, "4f2a9c1d0b3e", 1, "task_1"));
+    assert!(!is_commit_of(&msg, "ffffffffffff", 2, "task_1"));
+}
+
+fn applied(t: &Transition) -> M1 {
+    let mut d = Document::parse(DONE_2).unwrap();
+    for e in &t.edits {
+        d.apply(e);
+    }
+    d.view()
+}
+
+#[test]
+fn the_record_names_the_commit_the_agents_own_and_what_was_left_out() {
+    let made = Made {
+        commit: Some("b1c2d3e".into()),
+        files: 2,
+        agent_commits: vec!["1111111".into()],
+        left_out: vec!["notes.txt".into()],
+        ..Made::default()
+    };
+    let t = recorded(2, &made);
+    let r = applied(&t).results[&2].clone();
+    assert_eq!(r.commit.as_deref(), Some("b1c2d3e"));
+    assert!(!r.commit_pending);
+    assert_eq!(r.agent_commits.as_deref(), Some("1111111"));
+    assert!(r.uncommitted.unwrap().starts_with("notes.txt: "));
+    assert_eq!(t.write, Write::WithNextSpawn);
+    assert!(
+        t.log
+            .contains("as b1c2d3e (2 file(s)), after the agent's own"),
+        "{}",
+        t.log
+    );
+    assert!(
+        t.effects.is_empty(),
+        "left out is in the log and in RESULTS, not a message"
+    );
+
+    // The agent committed everything itself: its last commit is the step's.
+    let own = recorded(
+        2,
+        &Made {
+            agent_commits: vec!["1111111".into(), "2222222".into()],
+            ..Made::default()
+        },
+    );
+    let r = applied(&own).results[&2].clone();
+    assert_eq!(r.commit.as_deref(), Some("2222222"));
+    assert_eq!(r.uncommitted, None);
+    assert!(own.effects.is_empty());
+
+    // A change of the person's the agent's own commit took: said, and told.
+    let took = recorded(
+        2,
+        &Made {
+            agent_commits: vec!["1111111".into()],
+            gone: vec!["notes.txt".into()],
+            ..Made::default()
+        },
+    );
+    assert!(
+        took.log
+            .contains("notes.txt had uncommitted changes of yours"),
+        "{}",
+        took.log
+    );
+    assert!(matches!(&took.effects[..], [Effect::Said(s)] if s.contains("notes.txt")));
+
+    // Nothing changed: no commit, and the mark is gone.
+    let none = applied(&recorded(2, &Made::default())).results[&2].clone();
+    assert_eq!((none.commit, none.commit_pending), (None, false));
+}
+
+#[test]
+fn only_what_the_step_changed_is_its_own_and_a_file_both_changed_is_left_out() {
+    let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(p, h)| ((*p).to_owned(), (*h).to_owned()))
+            .collect()
+    };
+    let before = map(&[
+        ("yours.txt", "h1"),
+        ("both.txt", "h2"),
+        ("committed.txt", "h3"),
+        ("staged.txt", "h4"),
+    ]);
+    let now = map(&[
+        ("yours.txt", "h1"),
+        ("both.txt", "h9"),
+        ("staged.txt", "h4"),
+        ("new.txt", "h5"),
+        ("deleted.txt", "-"),
+        ("nested", "dir"),
+    ]);
+    let a = attribute(&before, &now);
+    assert_eq!(a.step, ["deleted.txt", "new.txt"]);
+    assert_eq!(a.left_out, ["both.txt"]);
+    assert_eq!(a.gone, ["committed.txt"]);
+}
+
+#[test]
+fn a_commit_that_could_not_be_made_says_why_and_the_loop_goes_on() {
+    let t = recorded(
+        2,
+        &Made {
+            failed: Some("git update-ref failed".into()),
+            ..Made::default()
+        },
+    );
+    assert_eq!(t.outcome, Outcome::Continue);
+    assert!(matches!(&t.effects[..], [Effect::Said(s)] if s.contains("git update-ref failed")));
+    let r = applied(&t).results[&2].clone();
+    assert_eq!(
+        r.uncommitted.as_deref(),
+        Some("all of it: git update-ref failed")
+    );
+    assert!(!r.commit_pending);
+}
