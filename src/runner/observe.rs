@@ -6,7 +6,6 @@ use anyhow::Context;
 use chrono::Utc;
 
 use super::Runner;
-use crate::agent::Backend as _;
 use crate::agent::{self, ExitInfo};
 use crate::bridge::TaskReport;
 use crate::engine::prompt::{Gathered, Prompt};
@@ -88,13 +87,7 @@ impl Runner {
     /// the loop's `AGENT.BACKEND`. Read from M1.md each time, so the run on record is read and
     /// classified by the CLI that ran it, after a crash too.
     pub(super) fn backend_of(&self, m: &M1, kind: RunKind, step: u32) -> AgentKind {
-        let own = self.settings.agent_for(m).backend;
-        match kind {
-            RunKind::Review => m.agent.review_backend.unwrap_or(own),
-            RunKind::Plan | RunKind::Attempt => {
-                m.results.get(&step).and_then(|r| r.backend).unwrap_or(own)
-            }
-        }
+        engine::backend_of(m, self.settings.agent_for(m).backend, kind, step)
     }
 
     /// The prompt of run `number` of `step`, of `kind`, in a session it `resumed` or not:
@@ -143,7 +136,10 @@ impl Runner {
         let last = r
             .report
             .as_ref()
-            .and_then(|p| agent::read_output(&self.state_dir.join(p)).ok())
+            .and_then(|p| {
+                let backend = self.backend_of(m, RunKind::Attempt, step);
+                agent::read_output(backend, &self.state_dir.join(p)).ok()
+            })
             .and_then(|s| s.result.and_then(|r| r.result));
         let stat = super::git::diff_stat(&self.workdir);
         engine::prompt::handoff_note(
@@ -179,13 +175,15 @@ impl Runner {
         );
     }
 
-    /// The settings file every agent call of this loop gets (its hooks, run by the loop binary
-    /// `exe`), written when missing or out of date; its path.
-    pub(super) fn agent_settings(&self, exe: &std::path::Path) -> crate::error::Result<String> {
+    /// The settings file every agent call of this loop with hooks gets (`settings`: the
+    /// backend's, for its hooks), written when missing or out of date; its path.
+    pub(super) fn agent_settings(
+        &self,
+        settings: &serde_json::Value,
+    ) -> crate::error::Result<String> {
         let path = crate::layout::Layout::dir(&self.state_dir).agent_settings();
-        let settings = agent::ClaudeCode.hook_settings(exe).unwrap_or_default();
         let text =
-            serde_json::to_string_pretty(&settings).context("while encoding the agent settings")?;
+            serde_json::to_string_pretty(settings).context("while encoding the agent settings")?;
         if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
             std::fs::write(&path, &text)
                 .with_context(|| format!("while writing {}", path.display()))?;

@@ -120,11 +120,12 @@ impl Runner {
         match called {
             Ok(inv) if run.kind.gets_hooks() => {
                 let exe = std::env::current_exe().context("while finding the loop binary")?;
-                Ok(Ok(backend.with_hooks(
-                    inv,
-                    &self.agent_settings(&exe)?,
-                    &exe,
-                )))
+                Ok(Ok(match backend.hook_settings(&exe) {
+                    Some(settings) => {
+                        backend.with_hooks(inv, &self.agent_settings(&settings)?, &exe)
+                    }
+                    None => inv,
+                }))
             }
             Ok(inv) => Ok(Ok(inv)),
             Err(refused) if refused.setting == "AGENT.SANDBOX" => {

@@ -168,18 +168,16 @@ pub(crate) struct Settings {
     fallback_after: Option<Duration>,
 }
 
-/// What a new loop's `AGENT.ALLOWED_TOOLS` is when nothing names the tools: Claude Code's
-/// list of an ordinary coding step; none for a backend that has no such list (Codex, whose
-/// sandbox decides).
+/// What a new loop's `AGENT.ALLOWED_TOOLS` is when nothing names the tools: the backend's
+/// list of an ordinary coding step (Claude Code's); none for a backend that has no such list
+/// (Codex, whose sandbox decides).
 fn default_tools(backend: AgentKind) -> Vec<String> {
-    match backend {
-        AgentKind::Claude => DEFAULTS
-            .allowed_tools
-            .iter()
-            .map(|s| (*s).to_string())
-            .collect(),
-        AgentKind::Codex => Vec::new(),
-    }
+    crate::agent::backend_for(backend)
+        .default_allowed_tools()
+        .unwrap_or_default()
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect()
 }
 
 /// The program of `backend` when it is not the loop's own (a reviewer's, a fallback's):
@@ -381,10 +379,10 @@ impl Settings {
             return own;
         }
         let program = other_program(backend);
-        let allowed_tools = match backend {
-            AgentKind::Claude if own.allowed_tools.is_empty() => default_tools(backend),
-            AgentKind::Claude => own.allowed_tools,
-            AgentKind::Codex => Vec::new(),
+        let allowed_tools = match crate::agent::backend_for(backend).default_allowed_tools() {
+            None => Vec::new(),
+            Some(_) if own.allowed_tools.is_empty() => default_tools(backend),
+            Some(_) => own.allowed_tools,
         };
         AgentConfig {
             backend,

@@ -36,7 +36,8 @@ impl Runner {
             let report = bridge::check(&self.state_dir, task_id)?;
             let stream = stream.get_or_insert_with(|| {
                 self.begin_progress(run, &report);
-                agent::follow(&report.stdout_path)
+                let m = self.view();
+                agent::follow(self.backend_of(&m, run.kind, run.step), &report.stdout_path)
             });
             stream.poll();
             self.progress.update(stream.summary());
