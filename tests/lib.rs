@@ -32,6 +32,7 @@ mod loops {
     mod find;
     mod full_disk;
     mod gates;
+    mod gemini;
     mod hooks;
     mod lost;
     mod old_files;

@@ -54,6 +54,15 @@ pub(crate) trait Follow {
 pub(crate) trait Dialect: std::fmt::Debug + Send {
     /// Reads one event into `s`.
     fn event(&mut self, s: &mut StreamSummary, obj: &serde_json::Map<String, serde_json::Value>);
+
+    /// Whether the CLI says on stderr what the loop must know while it runs (what it is
+    /// retrying, when its stdout says nothing meanwhile).
+    fn reads_stderr(&self) -> bool {
+        false
+    }
+
+    /// Reads one line of stderr into `s` (only when [`Dialect::reads_stderr`]).
+    fn stderr_line(&mut self, _s: &mut StreamSummary, _line: &str) {}
 }
 
 /// The option of a CLI whose value says what a run may do (Claude Code's permission mode,
@@ -122,9 +131,10 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
         super::output::read_file(path, self.dialect())
     }
 
-    /// A run's output followed as it grows.
-    fn follow(&self, path: &Path) -> Box<dyn Follow> {
-        Box::new(super::output::Follower::new(path, self.dialect()))
+    /// A run's output followed as it grows: its `stdout`, and its `stderr` where the CLI says
+    /// more there.
+    fn follow(&self, stdout: &Path, stderr: &Path) -> Box<dyn Follow> {
+        Box::new(super::output::Follower::new(stdout, stderr, self.dialect()))
     }
 
     /// What the agent did last, from the end of a run's output.
@@ -140,6 +150,14 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
         output: &StreamSummary,
         now: DateTime<Utc>,
     ) -> Class;
+
+    /// What the CLI was retrying when its run ended, from its `stderr`, for a CLI that says so
+    /// there only, with nothing on stdout meanwhile: an idle end then is the outage, not the
+    /// work. `None` for a CLI whose stdout shows its retries (its stream keeps the idle limit
+    /// away).
+    fn retrying(&self, _stderr: &str) -> Option<String> {
+        None
+    }
 
     /// What in a run's output says it has answered (the idle timeout is lifted then).
     fn answered_marker(&self) -> &'static str;

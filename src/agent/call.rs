@@ -37,6 +37,11 @@ pub struct AgentConfig {
     /// not be nested inside it.
     #[serde(skip)]
     pub confined: bool,
+    /// Where a backend may keep a file the call reads (Gemini CLI's read-only policy): the
+    /// loop's state directory. The call names the file in [`Invocation::files`]; whoever
+    /// spawns it writes it first.
+    #[serde(skip)]
+    pub files_dir: Option<std::path::PathBuf>,
 }
 
 /// The tools that only read: what a call that must not change the project is offered.
@@ -72,6 +77,7 @@ impl Default for AgentConfig {
             model: None,
             extra_args: Vec::new(),
             confined: false,
+            files_dir: None,
         }
     }
 }
@@ -111,6 +117,29 @@ pub struct Invocation {
     /// longer goal could not start), shown to every user in `ps`, and read as an option when
     /// it starts with `-`.
     pub input: String,
+    /// Files the call reads, with their content: written by whoever spawns it, before it
+    /// starts (a file already so is left alone).
+    pub files: Vec<(std::path::PathBuf, String)>,
+}
+
+impl Invocation {
+    /// Writes [`Invocation::files`] where they differ from what is there.
+    ///
+    /// # Errors
+    /// A file that cannot be written.
+    pub fn write_files(&self) -> std::io::Result<()> {
+        for (path, text) in &self.files {
+            if std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str()) {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                let temp = path.with_extension("tmp");
+                std::fs::write(&temp, text)?;
+                std::fs::rename(&temp, path)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Invocation {

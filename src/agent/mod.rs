@@ -6,7 +6,7 @@
 //! (`outcome`: the classes of a run's end and the rules they share), the verdict lines that
 //! end a step's answer (`verdict`) and the reading of a reset minute (`reset_minute`). Each
 //! backend is one folder that implements the trait: Claude Code (`claude/`), Codex
-//! (`codex/`). Adding one is a folder, a line in [`backend_for`], and its dialect in the
+//! (`codex/`), Gemini CLI (`gemini/`). Adding one is a folder, a line in [`backend_for`], and its dialect in the
 //! simulated agent.
 //!
 //! Everything here is pure or reads files only; spawning, timeouts and kills belong to the
@@ -17,6 +17,7 @@ mod backend;
 mod call;
 mod claude;
 mod codex;
+mod gemini;
 mod outcome;
 mod output;
 mod reset_minute;
@@ -49,6 +50,7 @@ pub(crate) fn backend_for(kind: AgentKind) -> &'static dyn Backend {
     match kind {
         AgentKind::Claude => &ClaudeCode,
         AgentKind::Codex => &codex::Codex,
+        AgentKind::Gemini => &gemini::Gemini,
     }
 }
 
@@ -73,10 +75,11 @@ pub fn read_stream_file(path: &Path) -> std::io::Result<StreamSummary> {
     read_output(AgentKind::Claude, path)
 }
 
-/// A run's output followed as it grows, read as `kind` writes it.
+/// A run's output (`stdout`, and its `stderr` where the backend says more there) followed
+/// as it grows, read as `kind` writes it.
 #[must_use]
-pub(crate) fn follow(kind: AgentKind, path: &Path) -> Box<dyn Follow> {
-    backend_for(kind).follow(path)
+pub(crate) fn follow(kind: AgentKind, stdout: &Path, stderr: &Path) -> Box<dyn Follow> {
+    backend_for(kind).follow(stdout, stderr)
 }
 
 /// What the agent of a run of `kind` did last, from the end of its output.

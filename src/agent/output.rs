@@ -71,6 +71,9 @@ pub struct StreamSummary {
     /// Tokens the session has used so far, as a CLI that counts tokens, not dollars, reports
     /// them (Codex's `turn.completed.usage`, the thread's total: input and output).
     pub session_tokens: Option<u64>,
+    /// Tokens this run alone used, as a CLI that counts tokens per run reports them (Gemini
+    /// CLI's `result.stats.total_tokens`: a resumed session's earlier runs are not in it).
+    pub run_tokens: Option<u64>,
     /// Lines that parsed as JSON objects.
     pub events: usize,
     /// Lines that did not (cut, binary, stray prints).
@@ -276,42 +279,75 @@ pub(crate) fn read_file(path: &Path, dialect: Box<dyn Dialect>) -> std::io::Resu
     }
 }
 
-/// Follows an output file that is still being written: each [`Follow::poll`] reads only the
-/// bytes added since the last one.
+/// Follows an output file that is still being written, and its stderr where the dialect reads
+/// it: each [`Follow::poll`] reads only the bytes added since the last one.
 #[derive(Debug)]
 pub(crate) struct Follower {
+    stdout: Grown,
+    /// Its stderr, and the end of a line not ended yet, when the dialect reads it.
+    stderr: Option<(Grown, Vec<u8>)>,
+    reader: StreamReader,
+}
+
+/// A file read as it grows.
+#[derive(Debug)]
+struct Grown {
     path: PathBuf,
     offset: u64,
-    reader: StreamReader,
+}
+
+impl Grown {
+    /// What was appended since the last call. A file not there yet reads as empty.
+    fn read(&mut self) -> Vec<u8> {
+        use std::io::{Seek, SeekFrom};
+        let Ok(mut file) = std::fs::File::open(&self.path) else {
+            return Vec::new();
+        };
+        if file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return Vec::new();
+        }
+        let mut buf = Vec::new();
+        let n = file.read_to_end(&mut buf).unwrap_or(0);
+        buf.truncate(n);
+        self.offset += n as u64;
+        buf
+    }
 }
 
 impl Follower {
     #[must_use]
-    pub(crate) fn new(path: &Path, dialect: Box<dyn Dialect>) -> Self {
-        Self {
-            path: path.to_path_buf(),
+    pub(crate) fn new(stdout: &Path, stderr: &Path, dialect: Box<dyn Dialect>) -> Self {
+        let grown = |p: &Path| Grown {
+            path: p.to_path_buf(),
             offset: 0,
+        };
+        Self {
+            stdout: grown(stdout),
+            stderr: dialect.reads_stderr().then(|| (grown(stderr), Vec::new())),
             reader: StreamReader::with(dialect),
         }
     }
 }
 
 impl Follow for Follower {
-    /// Reads what was appended since the last call; whether anything was. A file not there
-    /// yet reads as empty.
+    /// Reads what was appended since the last call (stderr first: what stdout says after it
+    /// is newer); whether anything was.
     fn poll(&mut self) -> bool {
-        use std::io::{Seek, SeekFrom};
-        let Ok(mut file) = std::fs::File::open(&self.path) else {
-            return false;
-        };
-        if file.seek(SeekFrom::Start(self.offset)).is_err() {
-            return false;
+        let mut any = false;
+        if let Some((file, partial)) = &mut self.stderr {
+            let bytes = file.read();
+            any |= !bytes.is_empty();
+            partial.extend_from_slice(&bytes);
+            while let Some(end) = partial.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = partial.drain(..=end).collect();
+                let r = &mut self.reader;
+                r.dialect
+                    .stderr_line(&mut r.summary, String::from_utf8_lossy(&line).trim_end());
+            }
         }
-        let mut buf = Vec::new();
-        let n = file.read_to_end(&mut buf).unwrap_or(0);
-        self.offset += n as u64;
-        self.reader.feed(&buf[..n]);
-        n > 0
+        let bytes = self.stdout.read();
+        self.reader.feed(&bytes);
+        any || !bytes.is_empty()
     }
 
     fn summary(&self) -> &StreamSummary {

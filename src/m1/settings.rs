@@ -151,15 +151,20 @@ pub enum AgentKind {
     Claude,
     /// The Codex CLI (`codex exec --json`).
     Codex,
+    /// Gemini CLI (`gemini --output-format stream-json`).
+    Gemini,
 }
 
 /// Every backend with its name in M1.md: the one list of them.
-const AGENT_NAMES: &[(AgentKind, &str)] =
-    &[(AgentKind::Claude, "claude"), (AgentKind::Codex, "codex")];
+const AGENT_NAMES: &[(AgentKind, &str)] = &[
+    (AgentKind::Claude, "claude"),
+    (AgentKind::Codex, "codex"),
+    (AgentKind::Gemini, "gemini"),
+];
 
 impl AgentKind {
     /// Every backend, as written.
-    pub const ALL: &'static [AgentKind] = &[AgentKind::Claude, AgentKind::Codex];
+    pub const ALL: &'static [AgentKind] = &[AgentKind::Claude, AgentKind::Codex, AgentKind::Gemini];
 
     /// The backend as M1.md writes it.
     #[must_use]
@@ -188,7 +193,11 @@ impl FromStr for AgentKind {
             .map(|(k, _)| *k)
             .ok_or_else(|| {
                 let names: Vec<&str> = AGENT_NAMES.iter().map(|(_, n)| *n).collect();
-                format!("unknown backend `{s}`: expected {}", names.join(" or "))
+                let (last, rest) = names.split_last().unwrap_or((&"", &[]));
+                format!(
+                    "unknown backend `{s}`: expected {} or {last}",
+                    rest.join(", ")
+                )
             })
     }
 }

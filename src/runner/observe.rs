@@ -27,15 +27,24 @@ impl Runner {
         let stderr =
             String::from_utf8_lossy(&std::fs::read(&report.stderr_path).unwrap_or_default())
                 .into_owned();
-        // A killed run's class tells whether the CLI was retrying a refused key at the time.
-        let class = matches!(end, TaskEnd::Exited { .. } | TaskEnd::Killed).then(|| {
-            let exit = ExitInfo {
-                code: report.exit_code,
-                signal: report.signal,
-                killed_by_runner: end == TaskEnd::Killed,
-            };
-            backend.classify(&exit, &stderr, &stream, Utc::now())
-        });
+        // A killed run's class tells whether the CLI was retrying a refused key at the time;
+        // an idle one's, whether it was waiting out an API error it retries.
+        let class = match end {
+            TaskEnd::Exited { .. } | TaskEnd::Killed => {
+                let exit = ExitInfo {
+                    code: report.exit_code,
+                    signal: report.signal,
+                    killed_by_runner: end == TaskEnd::Killed,
+                };
+                Some(backend.classify(&exit, &stderr, &stream, Utc::now()))
+            }
+            TaskEnd::Idle if stream.result.is_none() => backend.retrying(&stderr).map(|what| {
+                agent::Class::Transient(format!(
+                    "ended by the idle limit while the CLI was retrying an API error: {what}"
+                ))
+            }),
+            _ => None,
+        };
         // The window a resume of the session will have decides how full its context is; a
         // review's session is never resumed.
         let resume_model = match run.kind {
@@ -58,6 +67,7 @@ impl Runner {
             background_stopped: stream.background_stopped.clone(),
             cost_usd: stream.cost_usd.unwrap_or(0.0),
             session_tokens: stream.session_tokens,
+            run_tokens: stream.run_tokens,
             backend: self.backend_of(m, run.kind, run.step),
             context_pct: stream.context_pct(resume_model.as_deref()),
             compactions: stream.compactions,

@@ -323,6 +323,7 @@ impl Settings {
             model: overrides.model.clone().or_else(|| a.model.clone()),
             extra_args: a.extra_args.clone(),
             confined: false,
+            files_dir: None,
         };
         Ok(Self {
             notify_each_step: file.notify_each_step.unwrap_or(false),
@@ -363,6 +364,7 @@ impl Settings {
             model: k.model.clone().or_else(|| d.model.clone()),
             extra_args: k.extra_args.clone().unwrap_or_else(|| d.extra_args.clone()),
             confined: false,
+            files_dir: None,
         }
     }
 

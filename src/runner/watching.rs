@@ -37,7 +37,8 @@ impl Runner {
             let stream = stream.get_or_insert_with(|| {
                 self.begin_progress(run, &report);
                 let m = self.view();
-                agent::follow(self.backend_of(&m, run.kind, run.step), &report.stdout_path)
+                let backend = self.backend_of(&m, run.kind, run.step);
+                agent::follow(backend, &report.stdout_path, &report.stderr_path)
             });
             stream.poll();
             self.progress.update(stream.summary());

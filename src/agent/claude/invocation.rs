@@ -144,6 +144,7 @@ pub fn invocation(cfg: &AgentConfig, prompt: &str, session: &Session) -> Invocat
         )],
         env_remove: ENV_REMOVE.iter().map(|s| (*s).to_owned()).collect(),
         input: prompt.to_owned(),
+        files: Vec::new(),
     }
 }
 

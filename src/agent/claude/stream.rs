@@ -574,7 +574,7 @@ mod tests {
     fn the_follower_reads_only_what_was_appended_and_a_cut_line_waits() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("stdout");
-        let mut f = Follower::new(&path, claude());
+        let mut f = Follower::new(&path, &dir.path().join("stderr"), claude());
         assert!(!f.poll(), "no file yet reads as nothing");
         let call = r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"Read","input":{"file_path":"src/lib.rs"}}]}}"#;
         std::fs::write(&path, &call[..20]).unwrap();

@@ -143,6 +143,7 @@ impl Backend for Codex {
             env_set: Vec::new(),
             env_remove: Vec::new(),
             input: prompt.to_owned(),
+            files: Vec::new(),
         })
     }
 

@@ -277,6 +277,7 @@ impl Setup<'_> {
         let backend = crate::agent::backend_for(self.kind);
         let cfg = crate::agent::AgentConfig {
             confined: self.confined.is_some(),
+            files_dir: Some(self.scratch.to_path_buf()),
             ..self.cfg.clone()
         };
         let inv = backend
@@ -291,6 +292,7 @@ impl Setup<'_> {
         let inv = backend.with_hooks(inv, &settings.display().to_string(), &exe);
         let input = self.scratch.join("prompt.txt");
         std::fs::write(&input, &inv.input).map_err(|e| e.to_string())?;
+        inv.write_files().map_err(|e| e.to_string())?;
         let mut cmd = inv.command();
         // As every agent run the loop starts: none of the loop's own credentials.
         for k in crate::notifier::CREDENTIALS {

@@ -1,8 +1,9 @@
 //! The loopback stand-in for the model APIs that `loop doctor`'s contract check runs an agent
 //! CLI against: no account, no network. It answers Anthropic's Messages API
-//! (`POST /v1/messages`, streamed or not) and `OpenAI`'s Responses API (`POST /v1/responses`, streamed)
-//! with one text ending in a `STEP_DONE` line, as the project's scripted mocks
-//! (`scripts/mock-*-api.py`) do for the tests; anything else gets a 404.
+//! (`POST /v1/messages`, streamed or not), `OpenAI`'s Responses API (`POST /v1/responses`,
+//! streamed) and Google's Gemini API (`POST /v1beta/models/M:streamGenerateContent` and
+//! `:generateContent`) with one text ending in a `STEP_DONE` line, as the project's scripted
+//! mocks (`scripts/mock-*-api.py`) do for the tests; anything else gets a 404.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -112,6 +113,15 @@ fn answer(method: &str, path: &str, request: &Value) -> (&'static str, &'static 
     if path.starts_with("/v1/responses") {
         return ("200 OK", SSE, responses_stream());
     }
+    if path.contains(":countTokens") {
+        return ("200 OK", JSON, json!({"totalTokens": 10}).to_string());
+    }
+    if path.contains(":streamGenerateContent") {
+        return ("200 OK", SSE, format!("data: {}\r\n\r\n", gemini_answer()));
+    }
+    if path.contains(":generateContent") {
+        return ("200 OK", JSON, gemini_answer().to_string());
+    }
     (
         "404 Not Found",
         JSON,
@@ -169,6 +179,15 @@ fn messages_stream(model: &str) -> String {
         ),
         ("message_stop", json!({"type": "message_stop"})),
     ])
+}
+
+/// A Gemini API answer: the text, with its usage.
+fn gemini_answer() -> Value {
+    json!({"candidates": [{"content": {"role": "model", "parts": [{"text": ANSWER}]},
+                           "finishReason": "STOP", "index": 0}],
+           "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5,
+                             "totalTokenCount": 15},
+           "modelVersion": "gemini-doctor"})
 }
 
 fn responses_stream() -> String {

@@ -86,12 +86,12 @@ pub(crate) fn doctor(
     });
     for b in used {
         let from = program_from(b, &settings, m.as_ref(), file);
-        rows.extend(check_backend(
-            b,
-            &settings.agent_on(&view, b),
-            &from,
-            confined.as_ref(),
-        ));
+        let cfg = AgentConfig {
+            // Where a call's own files would go: the flags are read, nothing is written.
+            files_dir: Some(state_dir.clone()),
+            ..settings.agent_on(&view, b)
+        };
+        rows.extend(check_backend(b, &cfg, &from, confined.as_ref()));
     }
     rows.push(sandbox::check(&settings.sandbox(&view)));
     rows.push(stop_file(&state_dir));
