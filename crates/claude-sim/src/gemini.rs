@@ -111,6 +111,16 @@ fn session_file(state_dir: Option<&Path>, id: &str) -> Option<PathBuf> {
 pub(crate) fn session_refused(a: &SimArgs, state_dir: Option<&Path>, id: &str) -> Option<String> {
     let file = session_file(state_dir, id)?;
     let known = file.is_file();
+    let any = std::fs::read_dir(state_dir?).is_ok_and(|d| {
+        d.flatten().any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("gemini-session-")
+        })
+    });
+    if a.resume.is_some() && !any {
+        return Some("Error resuming session: No previous sessions found for this project.".into());
+    }
     if a.resume.is_some() && !known {
         return Some(format!(
             "Error resuming session: Invalid session identifier \"{id}\".\n  Searched for \

@@ -115,8 +115,11 @@ pub(crate) fn last_retry(stderr: &str) -> Option<String> {
 }
 
 /// Gemini CLI's refusals of the call as given (0.61.0's words).
-const BUGS: [(&str, BugKind); 7] = [
+const BUGS: [(&str, BugKind); 8] = [
     ("Invalid session identifier", BugKind::UnknownSession),
+    // `-r` in a project it has no session of at all (one killed before its first answer
+    // left none).
+    ("No previous sessions found", BugKind::UnknownSession),
     ("already exists. Use --resume", BugKind::SessionInUse),
     ("Unknown argument", BugKind::UnknownOption),
     ("Invalid values:", BugKind::BadArgument),

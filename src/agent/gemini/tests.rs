@@ -108,6 +108,11 @@ fn each_real_gemini_capture_has_its_class() {
         c => panic!("{stem}: {c:?}"),
     };
     assert_eq!(bug("resume-unknown-session", 42), BugKind::UnknownSession);
+    // A resume in a project the CLI has no session of at all: its other words for it.
+    assert_eq!(
+        bug("resume-in-a-project-without-sessions", 42),
+        BugKind::UnknownSession
+    );
     assert_eq!(bug("session-id-in-use", 42), BugKind::SessionInUse);
     assert_eq!(bug("unknown-option", 1), BugKind::UnknownOption);
     assert_eq!(bug("bad-approval-mode", 1), BugKind::BadArgument);
