@@ -39,8 +39,8 @@ More situations, by environment variable (all optional):
   `GenerateRequestsPerDayPerProjectPerModel-FreeTier`) adds the `QuotaFailure` of that quota
   and `MOCK_RETRY_DELAY=19s` a `RetryInfo`, as a spent free tier's answer has them.
 * `MOCK_LOG=FILE`: one JSON line per request (path, model, tools offered, turn, the prompts'
-  first words, a digest of the session's first prompt, which tells one session from another,
-  the answer).
+  first words, a digest of the session's first prompt, which tells one session from another
+  and stays the same when it is resumed, the answer).
 """
 
 import hashlib
@@ -86,6 +86,7 @@ def answer(body):
     if not tools:
         # A side call of the CLI (model routing, a check, a summary): it wants JSON or text.
         return [{"text": json.dumps({"reasoning": "mock", "model_choice": "flash",
+                                     "complexity_reasoning": "mock", "complexity_score": 1,
                                      "next_speaker": "user"})}]
     returned = bool(contents) and is_tool_answer(contents[-1])
     if returned or COMMAND == "-":
@@ -150,7 +151,11 @@ def log_request(path, body, answered):
              for d in t.get("functionDeclarations") or []]
     model = path.split("/models/")[-1].split(":")[0] if "/models/" in path else None
     asked = prompts(body)
-    first = json.dumps(asked[0].get("parts") if asked else None, sort_keys=True)
+    # The session's first prompt, as the agent was asked it (the CLI's own context, which a
+    # resumed session carries apart, left out).
+    texts = [p.get("text", "") for p in (asked[0].get("parts") or [] if asked else [])
+             if p.get("text")]
+    first = texts[-1] if texts else ""
     line = {"path": path.split("?")[0], "model": model, "tools": len(tools),
             "turn": len(asked), "contents": len(body.get("contents") or []),
             "session": hashlib.sha1(first.encode()).hexdigest()[:12],

@@ -116,11 +116,12 @@ fn answer(method: &str, path: &str, request: &Value) -> (&'static str, &'static 
     if path.contains(":countTokens") {
         return ("200 OK", JSON, json!({"totalTokens": 10}).to_string());
     }
-    if path.contains(":streamGenerateContent") {
-        return ("200 OK", SSE, format!("data: {}\r\n\r\n", gemini_answer()));
-    }
-    if path.contains(":generateContent") {
-        return ("200 OK", JSON, gemini_answer().to_string());
+    if path.contains(":streamGenerateContent") || path.contains(":generateContent") {
+        let answer = gemini_answer(request);
+        if path.contains(":streamGenerateContent") {
+            return ("200 OK", SSE, format!("data: {answer}\r\n\r\n"));
+        }
+        return ("200 OK", JSON, answer.to_string());
     }
     (
         "404 Not Found",
@@ -181,9 +182,23 @@ fn messages_stream(model: &str) -> String {
     ])
 }
 
-/// A Gemini API answer: the text, with its usage.
-fn gemini_answer() -> Value {
-    json!({"candidates": [{"content": {"role": "model", "parts": [{"text": ANSWER}]},
+/// A Gemini API answer: the text, with its usage. A request that offers no tools is one of the
+/// CLI's own side calls (choosing a model, a check), which want a JSON object: it gets one
+/// with the fields 0.61.0's ask for, or its retries of an unreadable answer would take
+/// minutes.
+fn gemini_answer(request: &Value) -> Value {
+    let offers_tools = request["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|d| d["functionDeclarations"].is_array()));
+    let text = if offers_tools {
+        ANSWER.to_owned()
+    } else {
+        json!({"reasoning": "doctor", "model_choice": "flash",
+               "complexity_reasoning": "doctor", "complexity_score": 1,
+               "next_speaker": "user"})
+        .to_string()
+    };
+    json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
                            "finishReason": "STOP", "index": 0}],
            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5,
                              "totalTokenCount": 15},
