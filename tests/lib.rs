@@ -85,6 +85,9 @@ mod regression {
     /// Against the real Claude Code CLI, installed from npm (skipped, saying so, where it
     /// cannot be).
     mod real_cli;
+    /// Against the real Gemini CLI, installed from npm and run in a network namespace of its
+    /// own (skipped, saying so, where it cannot be).
+    mod real_gemini;
     mod review;
     mod runs;
     mod saves;

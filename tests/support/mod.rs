@@ -9,6 +9,7 @@ pub mod answers;
 pub mod bot;
 pub mod procs;
 pub mod real_cli;
+pub mod real_gemini;
 pub mod telegram_fake;
 mod test_loop;
 
