@@ -300,6 +300,70 @@ fn no_module_outside_m1_reads_an_m1_key_by_its_name() {
     );
 }
 
+/// A backend is one folder of `agent/`: what it is and does is asked of it through the
+/// `Backend` trait, so no module outside `agent/` picks behaviour by matching on the kind
+/// (`AgentKind::Codex => …`), and adding a backend touches no module outside `agent/` but the
+/// list of names in `m1/settings.rs`.
+#[test]
+fn no_module_outside_agent_matches_on_the_backend() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut matches = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(&src).unwrap();
+        if rel.starts_with("agent") {
+            continue;
+        }
+        let code = code_only(&std::fs::read_to_string(&file).unwrap());
+        for (n, line) in code.lines().enumerate() {
+            let arm = line.split("AgentKind::").skip(1).any(|rest| {
+                let after = rest.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+                let after = after.trim_start();
+                after.starts_with("=>") || after.starts_with('|') || after.starts_with("if ")
+            });
+            if arm {
+                matches.push(format!("{}:{}: {}", rel.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        matches.is_empty(),
+        "matched on the backend outside agent/ (ask its Backend instead):\n{}",
+        matches.join("\n")
+    );
+}
+
+/// What backends share lives beside the trait (`agent/*.rs`), never in one backend's folder
+/// for another to import: no backend's folder names another's.
+#[test]
+fn no_backend_uses_another_backends_folder() {
+    let agent = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/agent");
+    let folders: Vec<String> = std::fs::read_dir(&agent)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(folders.len() >= 2, "{folders:?}");
+    let mut crossings = Vec::new();
+    for own in &folders {
+        let mut files = Vec::new();
+        sources(&agent.join(own), &mut files);
+        for file in files {
+            let code = code_only(&std::fs::read_to_string(&file).unwrap());
+            for other in folders.iter().filter(|f| *f != own) {
+                for path in [format!("agent::{other}::"), format!("super::{other}::")] {
+                    if code.contains(&path) {
+                        crossings.push(format!("{}: uses {path}", file.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(crossings.is_empty(), "{}", crossings.join("\n"));
+}
+
 #[test]
 fn every_module_of_lib_rs_has_a_layer() {
     let lib = include_str!("lib.rs");

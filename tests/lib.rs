@@ -33,6 +33,7 @@ mod loops {
     mod find;
     mod full_disk;
     mod gates;
+    mod gemini;
     mod hooks;
     mod list;
     mod lost;
@@ -94,6 +95,9 @@ mod regression {
     /// Against the real Claude Code CLI, installed from npm (skipped, saying so, where it
     /// cannot be).
     mod real_cli;
+    /// Against the real Gemini CLI, installed from npm and run in a network namespace of its
+    /// own (skipped, saying so, where it cannot be).
+    mod real_gemini;
     mod review;
     mod runs;
     mod saves;

@@ -1,8 +1,10 @@
 //! What a loop needs from an agent CLI, behind one interface: build the command of a run from
 //! the loop's intent (refusing, never widening, a setting the CLI cannot honour), read its
 //! output into the loop's terms (session, progress, usage, rate limit, final answer), tell how
-//! a run ended, find a session's transcript, and say what environment a run gets. Claude Code
-//! ([`super::claude::ClaudeCode`]) is the first implementation.
+//! a run ended, find a session's transcript, say what environment a run gets, and how `loop
+//! doctor` checks it. Every type the backends share lives beside this trait (the call in
+//! `call`, the output in `output`, the outcome in `outcome`); a backend is one folder of
+//! `agent/` that implements it, named once in the list of backends (`agent::backend_for`).
 
 use std::path::{Path, PathBuf};
 
@@ -47,6 +49,41 @@ pub(crate) trait Follow {
     fn summary(&self) -> &StreamSummary;
 }
 
+/// What one backend's output events mean: each JSON object of a run's output, read into the
+/// loop's [`StreamSummary`] (the shared reader splits the lines and skips the garbage).
+pub(crate) trait Dialect: std::fmt::Debug + Send {
+    /// Reads one event into `s`.
+    fn event(&mut self, s: &mut StreamSummary, obj: &serde_json::Map<String, serde_json::Value>);
+
+    /// Whether the CLI says on stderr what the loop must know while it runs (what it is
+    /// retrying, when its stdout says nothing meanwhile).
+    fn reads_stderr(&self) -> bool {
+        false
+    }
+
+    /// Reads one line of stderr into `s` (only when [`Dialect::reads_stderr`]).
+    fn stderr_line(&mut self, _s: &mut StreamSummary, _line: &str) {}
+}
+
+/// The option of a CLI whose value says what a run may do (Claude Code's permission mode,
+/// Codex's sandbox), for `loop doctor` to check against the values the CLI's help lists.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ModeOption {
+    /// What `loop doctor` calls its values (`permission modes`).
+    pub what: &'static str,
+    /// The option's names, the long one last (`-s`, `--sandbox`).
+    pub flags: &'static [&'static str],
+}
+
+/// One thing `loop doctor`'s contract run must find in a backend's answer, with the words for
+/// either outcome.
+#[derive(Debug, Clone)]
+pub(crate) struct ContractCheck {
+    pub holds: bool,
+    pub held: &'static str,
+    pub missing: &'static str,
+}
+
 /// An agent CLI, as a loop drives it.
 pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// Its name in M1.md and `loop doctor` (`claude`).
@@ -83,11 +120,27 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// no hooks.
     fn hook_settings(&self, exe: &Path) -> Option<serde_json::Value>;
 
+    /// What its output's events mean.
+    fn dialect(&self) -> Box<dyn Dialect>;
+
     /// The whole output of a run, read.
     ///
     /// # Errors
     /// When it cannot be read.
-    fn read_output(&self, path: &Path) -> std::io::Result<StreamSummary>;
+    fn read_output(&self, path: &Path) -> std::io::Result<StreamSummary> {
+        super::output::read_file(path, self.dialect())
+    }
+
+    /// A run's output followed as it grows: its `stdout`, and its `stderr` where the CLI says
+    /// more there.
+    fn follow(&self, stdout: &Path, stderr: &Path) -> Box<dyn Follow> {
+        Box::new(super::output::Follower::new(stdout, stderr, self.dialect()))
+    }
+
+    /// What the agent did last, from the end of a run's output.
+    fn last_activity(&self, path: &Path) -> Option<String> {
+        super::output::last_activity(path, self.dialect())
+    }
 
     /// How a run ended: its exit, its stderr and its output.
     fn classify(
@@ -98,6 +151,14 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
         now: DateTime<Utc>,
     ) -> Class;
 
+    /// What the CLI was retrying when its run ended, from its `stderr`, for a CLI that says so
+    /// there only, with nothing on stdout meanwhile: an idle end then is the outage, not the
+    /// work. `None` for a CLI whose stdout shows its retries (its stream keeps the idle limit
+    /// away).
+    fn retrying(&self, _stderr: &str) -> Option<String> {
+        None
+    }
+
     /// What in a run's output says it has answered (the idle timeout is lifted then).
     fn answered_marker(&self) -> &'static str;
 
@@ -105,6 +166,13 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// of the loop cannot be counted).
     fn counts_dollars(&self) -> bool {
         true
+    }
+
+    /// The tools a new loop allows where nothing names them (`AGENT.ALLOWED_TOOLS`); `None`
+    /// when the CLI has no list of allowed tools (its own sandbox or mode decides), so that
+    /// the setting does not apply to it.
+    fn default_allowed_tools(&self) -> Option<&'static [&'static str]> {
+        None
     }
 
     /// Where the CLI keeps the transcript of `session_id`, run in `workdir`, under `home`.
@@ -125,4 +193,28 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// that follow "its run"; `None` when it could write. What the CLI itself enforces, not
     /// what the prompt asks.
     fn reads_only(&self, args: &[String]) -> Option<String>;
+
+    /// The arguments whose output is this version's help for every flag the loop passes
+    /// (`loop doctor` reads them all).
+    fn help_args(&self) -> &'static [&'static [&'static str]];
+
+    /// The option whose value says what a run may do.
+    fn mode_option(&self) -> ModeOption;
+
+    /// What `loop doctor`'s contract run must find in its answer `s`, besides the session and
+    /// the verdict every backend must give; `hook_fired`: the contract's `SessionStart` hook
+    /// left its mark.
+    fn contract_checks(&self, s: &StreamSummary, hook_fired: bool) -> Vec<ContractCheck>;
+
+    /// Points a run under `home` at a loopback stand-in of its model API at `base_url`
+    /// (`http://127.0.0.1:PORT`) with a dummy key: the files it reads there are written, and
+    /// the variables to set (`Some`) or remove (`None`) returned.
+    ///
+    /// # Errors
+    /// A file that cannot be written.
+    fn point_at(
+        &self,
+        home: &Path,
+        base_url: &str,
+    ) -> std::io::Result<Vec<(String, Option<String>)>>;
 }

@@ -1,65 +1,89 @@
-//! The agents a loop drives, behind one interface (`Backend`): how a run is called, how its
-//! output is read into the loop's terms, and how its end is classified. Claude Code
-//! (`ClaudeCode`, `claude/`) is the first backend; the verdict lines that end a step's answer
-//! (`verdict`) are the loop's own, whatever the agent.
+//! The agents a loop drives, behind one interface (`Backend`, in `backend`): how a run is
+//! called, how its output is read into the loop's terms, and how its end is classified.
+//!
+//! What every backend shares lives beside the trait: the call (`call`: the loop's intent, the
+//! session, the command), the output (`output`: the summary and its reader), the outcome
+//! (`outcome`: the classes of a run's end and the rules they share), the verdict lines that
+//! end a step's answer (`verdict`) and the reading of a reset minute (`reset_minute`). Each
+//! backend is one folder that implements the trait: Claude Code (`claude/`), Codex
+//! (`codex/`), Gemini CLI (`gemini/`). Adding one is a folder, a line in [`backend_for`], and its dialect in the
+//! simulated agent.
 //!
 //! Everything here is pure or reads files only; spawning, timeouts and kills belong to the
 //! exec bridge, decisions to the engine. The simulated agent that `loop demo` and the tests
 //! run instead of the real CLI is its own crate, `claude-sim`.
 
 mod backend;
+mod call;
 mod claude;
 mod codex;
+mod gemini;
+mod outcome;
+mod output;
 mod reset_minute;
 mod verdict;
+
+use std::path::Path;
+
+use crate::m1::settings::AgentKind;
 
 pub(crate) use backend::{Backend, Follow};
 pub(crate) use backend::{Refused, dollar_cap_refused};
 pub(crate) use claude::ClaudeCode;
-pub(crate) use codex::Codex;
 
 pub(crate) use claude::invocation::PERMIT_TOOL;
 pub(crate) use claude::permission::tool_of;
-pub(crate) use claude::stream::last_activity;
 
-pub use claude::classify::{BugKind, Class, ExitInfo, classify};
-pub use claude::invocation::{
-    AgentConfig, Invocation, READ_ONLY_TOOLS, Session, invocation, new_session_id,
-};
-pub use claude::stream::{DeferredCall, StreamReader, StreamSummary, read_stream_file};
+pub use call::{AgentConfig, Invocation, READ_ONLY_TOOLS, Session, new_session_id};
+pub use outcome::{BugKind, Class, ExitInfo};
+pub use output::{DeferredCall, StreamReader, StreamSummary};
 pub use verdict::{Verdict, parse_plan, parse_plan_after, verdict, without_verdict};
 
-/// A run's whole output, whichever backend wrote it: the one stream reader reads Claude
-/// Code's stream-json and Codex's `--json` events alike.
-///
-/// # Errors
-/// When it cannot be read.
-pub(crate) fn read_output(path: &std::path::Path) -> std::io::Result<StreamSummary> {
-    read_stream_file(path)
-}
+/// Claude Code's own: the command of a call, and the class of its end (the loop's first
+/// backend, whose tests call them directly).
+pub use claude::classify::classify;
+pub use claude::invocation::invocation;
 
-/// A run's output followed as it grows, whichever backend writes it.
+/// The backend of `kind`: the one list of backends.
 #[must_use]
-pub(crate) fn follow(path: &std::path::Path) -> Box<dyn Follow> {
-    Box::new(claude::stream::StreamFollower::new(path))
-}
-
-/// Every backend, in the order `loop doctor` and `loop status` try them.
-pub(crate) const BACKENDS: [crate::m1::settings::AgentKind; 2] = [
-    crate::m1::settings::AgentKind::Claude,
-    crate::m1::settings::AgentKind::Codex,
-];
-
-/// The backend of `kind`.
-#[must_use]
-pub(crate) fn backend_for(kind: crate::m1::settings::AgentKind) -> &'static dyn Backend {
+pub(crate) fn backend_for(kind: AgentKind) -> &'static dyn Backend {
     match kind {
-        crate::m1::settings::AgentKind::Claude => &ClaudeCode,
-        crate::m1::settings::AgentKind::Codex => &Codex,
+        AgentKind::Claude => &ClaudeCode,
+        AgentKind::Codex => &codex::Codex,
+        AgentKind::Gemini => &gemini::Gemini,
     }
 }
 
-/// What marks the CLI's final `result` event in stream-json output (its keys come in no fixed
-/// order, and inside a string the quotes would be escaped): once a step's stdout holds it, the
-/// agent has answered, and the runner lifts the idle timeout.
-pub(crate) const RESULT_MARKER: &str = r#""type":"result""#;
+/// Every backend, in the order `loop doctor` and `loop status` try them.
+pub(crate) fn backends() -> impl Iterator<Item = &'static dyn Backend> {
+    AgentKind::ALL.iter().map(|k| backend_for(*k))
+}
+
+/// A run's whole output, read as `kind` writes it.
+///
+/// # Errors
+/// When it cannot be read.
+pub fn read_output(kind: AgentKind, path: &Path) -> std::io::Result<StreamSummary> {
+    backend_for(kind).read_output(path)
+}
+
+/// A whole Claude Code stream-json file, read (e.g. a finished task's stdout).
+///
+/// # Errors
+/// Only when the file cannot be read; its content never makes this fail.
+pub fn read_stream_file(path: &Path) -> std::io::Result<StreamSummary> {
+    read_output(AgentKind::Claude, path)
+}
+
+/// A run's output (`stdout`, and its `stderr` where the backend says more there) followed
+/// as it grows, read as `kind` writes it.
+#[must_use]
+pub(crate) fn follow(kind: AgentKind, stdout: &Path, stderr: &Path) -> Box<dyn Follow> {
+    backend_for(kind).follow(stdout, stderr)
+}
+
+/// What the agent of a run of `kind` did last, from the end of its output.
+#[must_use]
+pub(crate) fn last_activity(kind: AgentKind, path: &Path) -> Option<String> {
+    backend_for(kind).last_activity(path)
+}

@@ -370,7 +370,7 @@ pub(crate) struct StartArgs {
     /// The reviewer's model (Claude Code's --model for reviews).
     #[arg(long, value_name = "MODEL")]
     pub review_model: Option<String>,
-    /// The agent CLI of every step: claude or codex.
+    /// The agent CLI of every step: claude, codex or gemini.
     #[arg(long, value_name = "BACKEND")]
     pub backend: Option<crate::m1::settings::AgentKind>,
     /// The reviewer's agent CLI, when not the steps' own (so Codex can review Claude's work).

@@ -91,8 +91,12 @@ pub(crate) fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
     let line = report.as_ref().map(crate::bridge::TaskReport::line);
     // What the agent did last, as the foreground runner's live line shows it.
     let activity = report.as_ref().and_then(|r| {
+        let step = m.plan.current_step;
+        let kind = crate::engine::RunKind::of(step, m.current.review);
+        let backend =
+            crate::engine::backend_of(&m, m.agent.backend.unwrap_or_default(), kind, step);
         Some((
-            crate::agent::last_activity(&r.stdout_path)?,
+            crate::agent::last_activity(backend, &r.stdout_path)?,
             age(&r.stdout_path),
         ))
     });
@@ -157,9 +161,7 @@ fn transcript(m: &crate::m1::M1) -> Option<std::path::PathBuf> {
     })?;
     let workdir = m.workdir.as_deref().map(Path::new)?;
     let home = std::env::var_os("HOME")?;
-    crate::agent::BACKENDS
-        .iter()
-        .find_map(|b| crate::agent::backend_for(*b).transcript(session, workdir, Path::new(&home)))
+    crate::agent::backends().find_map(|b| b.transcript(session, workdir, Path::new(&home)))
 }
 
 /// How long ago a file last changed.

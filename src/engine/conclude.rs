@@ -39,6 +39,8 @@ pub(crate) struct Observed {
     /// The tokens its session had used by its end, as a backend that counts tokens reports
     /// them (the session's total, not the run's).
     pub session_tokens: Option<u64>,
+    /// Tokens the run alone used, from a backend that counts them per run (Gemini CLI).
+    pub run_tokens: Option<u64>,
     /// How full its context was, against the window a resume will have.
     pub context_pct: Option<u32>,
     /// Compactions of its context that happened.
@@ -184,17 +186,24 @@ fn facts(run: &RunOnRecord, m: &M1, o: &Observed, cx: &Context<'_>, verified: bo
             .clone()
             .or_else(|| m.current.session_id.clone()),
         cost_usd: o.cost_usd,
-        tokens: o.session_tokens.map(|total| {
-            // The session's count is cumulative: this run's share is what it added since the
-            // step's last run in the same session.
+        tokens: {
             let same = o.session_id.is_some() && o.session_id == r.session_id;
             let before = if same {
                 r.session_tokens.unwrap_or(0)
             } else {
                 0
             };
-            (r.tokens.unwrap_or(0) + total.saturating_sub(before), total)
-        }),
+            match (o.session_tokens, o.run_tokens) {
+                // The session's count is cumulative: this run's share is what it added since
+                // the step's last run in the same session.
+                (Some(total), _) => {
+                    Some((r.tokens.unwrap_or(0) + total.saturating_sub(before), total))
+                }
+                // Counted per run: the session's total is what its runs used, this one's added.
+                (None, Some(run)) => Some((r.tokens.unwrap_or(0) + run, before + run)),
+                (None, None) => None,
+            }
+        },
         duration_s: o.elapsed.as_secs_f64(),
         prior_cost_usd: r.cost_usd.unwrap_or(0.0),
         prior_duration_s: r.duration_s.unwrap_or(0.0),
@@ -237,7 +246,10 @@ fn review_facts(run: &RunOnRecord, m: &M1, o: &Observed, cx: &Context<'_>) -> Re
         cost_usd: o.cost_usd,
         prior_cost_usd: r.cost_usd.unwrap_or(0.0),
         // A review's session is its own and fresh: all its tokens are this run's.
-        tokens: o.session_tokens.map(|t| r.tokens.unwrap_or(0) + t),
+        tokens: o
+            .session_tokens
+            .or(o.run_tokens)
+            .map(|t| r.tokens.unwrap_or(0) + t),
         retakes: r.retakes,
         summary: r.summary.clone().unwrap_or_default(),
         next_step: open_step(m, run.step).map(|s| (s.n, s.text.clone())),

@@ -268,6 +268,9 @@ fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
                 minutes(a.caps.step_timeout)
             ),
         ),
+        // Silent while its CLI waited out an API error it retries (saying so only on stderr):
+        // the outage, not the work, is what the idle limit caught, and the class says so.
+        TaskEnd::Idle if matches!(a.class, Some(Class::Transient(_))) => return None,
         TaskEnd::Idle => {
             let idle = a
                 .caps

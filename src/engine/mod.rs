@@ -24,7 +24,7 @@ pub(crate) use next::{Next, SessionPlan, next};
 pub(crate) use next::{open_step, run_budget, spent, spent_words, tokens, uncounted, wait_until};
 pub(crate) use retry::{retried, retried_by, retry_target};
 pub use run::RunKind;
-pub(crate) use run::{RunOnRecord, RunSpec, resumes, runs_on_record};
+pub(crate) use run::{RunOnRecord, RunSpec, backend_of, resumes, runs_on_record};
 pub(crate) use transitions::{
     Effect, OnRecord, Outcome, SpawnFacts, Stop, Transition, Write, adopted, complete, exhausted,
     halt, kept_on_record, pid_recorded, session_named, started, stopped, stopped_parallel,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::agent::AgentConfig;
 use crate::m1::M1;
-use crate::m1::settings::PermissionMode;
+use crate::m1::settings::{AgentKind, PermissionMode};
 
 /// What an agent run is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +144,20 @@ pub(crate) fn runs_on_record(m: &M1) -> Vec<RunOnRecord> {
         number: m.current.attempt.unwrap_or(1),
         session_id: m.current.session_id.clone(),
     }]
+}
+
+/// The backend a run of `kind` of `step` goes to, for a loop whose own is `own`: a review's
+/// `AGENT.REVIEW_BACKEND`, a step's own `BACKEND` in its results (where a usage limit sent it
+/// to the fallback), else the loop's. Read from M1.md each time, so the run on record is read
+/// and classified by the CLI that ran it, after a crash too.
+#[must_use]
+pub(crate) fn backend_of(m: &M1, own: AgentKind, kind: RunKind, step: u32) -> AgentKind {
+    match kind {
+        RunKind::Review => m.agent.review_backend.unwrap_or(own),
+        RunKind::Plan | RunKind::Attempt => {
+            m.results.get(&step).and_then(|r| r.backend).unwrap_or(own)
+        }
+    }
 }
 
 /// Whether a run of `step` in `session` continues the step's recorded session (`--resume`)

@@ -35,7 +35,7 @@ pub(crate) enum Kind {
     Time,
     /// One of Claude Code's permission modes.
     Mode,
-    /// An agent backend: `claude` or `codex`.
+    /// An agent backend: `claude`, `codex` or `gemini`.
     Backend,
     /// A sandbox: `bwrap` or `off`.
     Sandbox,
@@ -495,7 +495,7 @@ keys! {
         MaxBudgetUsd = "MAX_BUDGET_USD": Amount,
         ExtraArgs = "EXTRA_ARGS": Args,
         ReviewModel = "REVIEW_MODEL": Name,
-        /// The agent CLI the steps run on (`claude` unless it says `codex`).
+        /// The agent CLI the steps run on (`claude` unless it says `codex` or `gemini`).
         Backend = "BACKEND": Backend,
         /// The reviewer's agent CLI, when not the steps' own.
         ReviewBackend = "REVIEW_BACKEND": Backend,

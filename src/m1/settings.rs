@@ -143,6 +143,7 @@ impl fmt::Display for SandboxMode {
 }
 
 /// Which agent CLI a run goes to (`AGENT.BACKEND`, `AGENT.REVIEW_BACKEND`, `AGENT.FALLBACK`).
+/// What each one is and does lives in `agent::backend_for`; here only its name.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AgentKind {
     /// Claude Code (`claude -p`).
@@ -150,29 +151,35 @@ pub enum AgentKind {
     Claude,
     /// The Codex CLI (`codex exec --json`).
     Codex,
+    /// Gemini CLI (`gemini --output-format stream-json`).
+    Gemini,
 }
+
+/// Every backend with its name in M1.md: the one list of them.
+const AGENT_NAMES: &[(AgentKind, &str)] = &[
+    (AgentKind::Claude, "claude"),
+    (AgentKind::Codex, "codex"),
+    (AgentKind::Gemini, "gemini"),
+];
 
 impl AgentKind {
     /// Every backend, as written.
-    pub const ALL: &'static [AgentKind] = &[AgentKind::Claude, AgentKind::Codex];
+    pub const ALL: &'static [AgentKind] = &[AgentKind::Claude, AgentKind::Codex, AgentKind::Gemini];
 
     /// The backend as M1.md writes it.
     #[must_use]
     pub fn as_str(self) -> &'static str {
-        match self {
-            AgentKind::Claude => "claude",
-            AgentKind::Codex => "codex",
-        }
+        AGENT_NAMES
+            .iter()
+            .find(|(k, _)| *k == self)
+            .map_or("", |(_, name)| name)
     }
 
     /// The environment variable naming this backend's program when it is not the loop's own
     /// (a reviewer or a fallback of another backend): `LOOP_AGENT_CODEX`.
     #[must_use]
-    pub fn program_env(self) -> &'static str {
-        match self {
-            AgentKind::Claude => "LOOP_AGENT_CLAUDE",
-            AgentKind::Codex => "LOOP_AGENT_CODEX",
-        }
+    pub fn program_env(self) -> String {
+        format!("LOOP_AGENT_{}", self.as_str().to_ascii_uppercase())
     }
 }
 
@@ -180,11 +187,18 @@ impl FromStr for AgentKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL
+        AGENT_NAMES
             .iter()
-            .copied()
-            .find(|k| k.as_str().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| format!("unknown backend `{s}`: expected claude or codex"))
+            .find(|(_, name)| name.eq_ignore_ascii_case(s.trim()))
+            .map(|(k, _)| *k)
+            .ok_or_else(|| {
+                let names: Vec<&str> = AGENT_NAMES.iter().map(|(_, n)| *n).collect();
+                let (last, rest) = names.split_last().unwrap_or((&"", &[]));
+                format!(
+                    "unknown backend `{s}`: expected {} or {last}",
+                    rest.join(", ")
+                )
+            })
     }
 }
 

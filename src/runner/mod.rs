@@ -925,7 +925,8 @@ impl Runner {
             return (None, Vec::new());
         };
         let stdout = self.state_dir.join(&report);
-        let answer = crate::agent::read_output(&stdout)
+        let backend = self.backend_of(&m, crate::engine::RunKind::Attempt, step);
+        let answer = crate::agent::read_output(backend, &stdout)
             .ok()
             .and_then(|s| s.result.and_then(|r| r.result))
             .map(|a| crate::agent::without_verdict(&a));

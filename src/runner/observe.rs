@@ -6,7 +6,6 @@ use anyhow::Context;
 use chrono::Utc;
 
 use super::Runner;
-use crate::agent::Backend as _;
 use crate::agent::{self, ExitInfo};
 use crate::bridge::TaskReport;
 use crate::engine::prompt::{Gathered, Prompt};
@@ -28,15 +27,24 @@ impl Runner {
         let stderr =
             String::from_utf8_lossy(&std::fs::read(&report.stderr_path).unwrap_or_default())
                 .into_owned();
-        // A killed run's class tells whether the CLI was retrying a refused key at the time.
-        let class = matches!(end, TaskEnd::Exited { .. } | TaskEnd::Killed).then(|| {
-            let exit = ExitInfo {
-                code: report.exit_code,
-                signal: report.signal,
-                killed_by_runner: end == TaskEnd::Killed,
-            };
-            backend.classify(&exit, &stderr, &stream, Utc::now())
-        });
+        // A killed run's class tells whether the CLI was retrying a refused key at the time;
+        // an idle one's, whether it was waiting out an API error it retries.
+        let class = match end {
+            TaskEnd::Exited { .. } | TaskEnd::Killed => {
+                let exit = ExitInfo {
+                    code: report.exit_code,
+                    signal: report.signal,
+                    killed_by_runner: end == TaskEnd::Killed,
+                };
+                Some(backend.classify(&exit, &stderr, &stream, Utc::now()))
+            }
+            TaskEnd::Idle if stream.result.is_none() => backend.retrying(&stderr).map(|what| {
+                agent::Class::Transient(format!(
+                    "ended by the idle limit while the CLI was retrying an API error: {what}"
+                ))
+            }),
+            _ => None,
+        };
         // The window a resume of the session will have decides how full its context is; a
         // review's session is never resumed.
         let resume_model = match run.kind {
@@ -59,6 +67,7 @@ impl Runner {
             background_stopped: stream.background_stopped.clone(),
             cost_usd: stream.cost_usd.unwrap_or(0.0),
             session_tokens: stream.session_tokens,
+            run_tokens: stream.run_tokens,
             backend: self.backend_of(m, run.kind, run.step),
             context_pct: stream.context_pct(resume_model.as_deref()),
             compactions: stream.compactions,
@@ -88,13 +97,7 @@ impl Runner {
     /// the loop's `AGENT.BACKEND`. Read from M1.md each time, so the run on record is read and
     /// classified by the CLI that ran it, after a crash too.
     pub(super) fn backend_of(&self, m: &M1, kind: RunKind, step: u32) -> AgentKind {
-        let own = self.settings.agent_for(m).backend;
-        match kind {
-            RunKind::Review => m.agent.review_backend.unwrap_or(own),
-            RunKind::Plan | RunKind::Attempt => {
-                m.results.get(&step).and_then(|r| r.backend).unwrap_or(own)
-            }
-        }
+        engine::backend_of(m, self.settings.agent_for(m).backend, kind, step)
     }
 
     /// The prompt of run `number` of `step`, of `kind`, in a session it `resumed` or not:
@@ -143,7 +146,10 @@ impl Runner {
         let last = r
             .report
             .as_ref()
-            .and_then(|p| agent::read_output(&self.state_dir.join(p)).ok())
+            .and_then(|p| {
+                let backend = self.backend_of(m, RunKind::Attempt, step);
+                agent::read_output(backend, &self.state_dir.join(p)).ok()
+            })
             .and_then(|s| s.result.and_then(|r| r.result));
         let stat = super::git::diff_stat(&self.workdir);
         engine::prompt::handoff_note(
@@ -179,13 +185,15 @@ impl Runner {
         );
     }
 
-    /// The settings file every agent call of this loop gets (its hooks, run by the loop binary
-    /// `exe`), written when missing or out of date; its path.
-    pub(super) fn agent_settings(&self, exe: &std::path::Path) -> crate::error::Result<String> {
+    /// The settings file every agent call of this loop with hooks gets (`settings`: the
+    /// backend's, for its hooks), written when missing or out of date; its path.
+    pub(super) fn agent_settings(
+        &self,
+        settings: &serde_json::Value,
+    ) -> crate::error::Result<String> {
         let path = crate::layout::Layout::dir(&self.state_dir).agent_settings();
-        let settings = agent::ClaudeCode.hook_settings(exe).unwrap_or_default();
         let text =
-            serde_json::to_string_pretty(&settings).context("while encoding the agent settings")?;
+            serde_json::to_string_pretty(settings).context("while encoding the agent settings")?;
         if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
             std::fs::write(&path, &text)
                 .with_context(|| format!("while writing {}", path.display()))?;

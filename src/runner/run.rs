@@ -106,6 +106,8 @@ impl Runner {
         let kind = self.backend_of(&m, run.kind, run.step);
         let mut cfg = run.kind.agent_config(self.settings.agent_on(&m, kind), &m);
         cfg.confined = self.settings.sandbox(&m).mode != crate::m1::SandboxMode::Off;
+        cfg.files_dir =
+            Some(std::path::absolute(&self.state_dir).unwrap_or(self.state_dir.clone()));
         let backend = agent::backend_for(kind);
         let caps = self.settings.caps(&m);
         let capped = caps.max_cost_usd.is_some();
@@ -129,11 +131,12 @@ impl Runner {
         match called {
             Ok(inv) if run.kind.gets_hooks() => {
                 let exe = std::env::current_exe().context("while finding the loop binary")?;
-                Ok(Ok(backend.with_hooks(
-                    inv,
-                    &self.agent_settings(&exe)?,
-                    &exe,
-                )))
+                Ok(Ok(match backend.hook_settings(&exe) {
+                    Some(settings) => {
+                        backend.with_hooks(inv, &self.agent_settings(&settings)?, &exe)
+                    }
+                    None => inv,
+                }))
             }
             Ok(inv) => Ok(Ok(inv)),
             Err(refused) if refused.setting == "AGENT.SANDBOX" => {
@@ -152,6 +155,9 @@ impl Runner {
 
     /// Starts the task of `run`, whose record is written, as `inv` calls its agent.
     fn fire(&mut self, run: &RunOnRecord, inv: Invocation) -> crate::error::Result<()> {
+        // What the call reads besides its prompt (a backend's policy), there before it starts.
+        inv.write_files()
+            .context("while writing the files of the agent's call")?;
         let m = self.view();
         let caps = self.settings.caps(&m);
         let session_id = run.session_id.clone().unwrap_or_default();

@@ -172,18 +172,16 @@ pub(crate) struct Settings {
     fallback_after: Option<Duration>,
 }
 
-/// What a new loop's `AGENT.ALLOWED_TOOLS` is when nothing names the tools: Claude Code's
-/// list of an ordinary coding step; none for a backend that has no such list (Codex, whose
-/// sandbox decides).
+/// What a new loop's `AGENT.ALLOWED_TOOLS` is when nothing names the tools: the backend's
+/// list of an ordinary coding step (Claude Code's); none for a backend that has no such list
+/// (Codex, whose sandbox decides).
 fn default_tools(backend: AgentKind) -> Vec<String> {
-    match backend {
-        AgentKind::Claude => DEFAULTS
-            .allowed_tools
-            .iter()
-            .map(|s| (*s).to_string())
-            .collect(),
-        AgentKind::Codex => Vec::new(),
-    }
+    crate::agent::backend_for(backend)
+        .default_allowed_tools()
+        .unwrap_or_default()
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect()
 }
 
 /// The program of `backend` when it is not the loop's own (a reviewer's, a fallback's):
@@ -349,6 +347,7 @@ impl Settings {
             model: overrides.model.clone().or_else(|| a.model.clone()),
             extra_args: a.extra_args.clone(),
             confined: false,
+            files_dir: None,
         };
         Ok(Self {
             notify_each_step: file.notify_each_step.unwrap_or(false),
@@ -389,6 +388,7 @@ impl Settings {
             model: k.model.clone().or_else(|| d.model.clone()),
             extra_args: k.extra_args.clone().unwrap_or_else(|| d.extra_args.clone()),
             confined: false,
+            files_dir: None,
         }
     }
 
@@ -405,10 +405,10 @@ impl Settings {
             return own;
         }
         let program = other_program(backend);
-        let allowed_tools = match backend {
-            AgentKind::Claude if own.allowed_tools.is_empty() => default_tools(backend),
-            AgentKind::Claude => own.allowed_tools,
-            AgentKind::Codex => Vec::new(),
+        let allowed_tools = match crate::agent::backend_for(backend).default_allowed_tools() {
+            None => Vec::new(),
+            Some(_) if own.allowed_tools.is_empty() => default_tools(backend),
+            Some(_) => own.allowed_tools,
         };
         AgentConfig {
             backend,

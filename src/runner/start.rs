@@ -294,7 +294,11 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
         edits.push(AgentKey::Backend.set(agent.backend.as_str()));
     }
     edits.push(
-        if !agent.allowed_tools.is_empty() || agent.backend == AgentKind::Claude {
+        if !agent.allowed_tools.is_empty()
+            || crate::agent::backend_for(agent.backend)
+                .default_allowed_tools()
+                .is_some()
+        {
             AgentKey::AllowedTools.set(typed::format_tools(&agent.allowed_tools))
         } else {
             AgentKey::AllowedTools.remove()

@@ -36,7 +36,9 @@ impl Runner {
             let report = bridge::check(&self.state_dir, task_id)?;
             let stream = stream.get_or_insert_with(|| {
                 self.begin_progress(run, &report);
-                agent::follow(&report.stdout_path)
+                let m = self.view();
+                let backend = self.backend_of(&m, run.kind, run.step);
+                agent::follow(backend, &report.stdout_path, &report.stderr_path)
             });
             stream.poll();
             self.progress.update(stream.summary());

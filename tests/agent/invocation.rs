@@ -89,6 +89,7 @@ fn configured_flags_follow_and_allowed_tools_cannot_swallow_arguments() {
         model: Some("opus".into()),
         extra_args: vec!["--add-dir".into(), "../lib".into()],
         confined: false,
+        files_dir: None,
     };
     let inv = invocation(&cfg, "p", &Session::Resume("s1".into()));
     assert_eq!(inv.program, "/opt/bin/claude-sim");

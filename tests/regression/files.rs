@@ -259,8 +259,8 @@ fn an_empty_value_where_a_value_is_needed_is_an_error_not_the_default() {
         [
             "4:12: PARALLEL: empty: expected a whole number ≥ 1, or remove the line for the \
              default",
-            "6:11: BACKEND: empty: expected one of claude, codex, or remove the line for the \
-             default"
+            "6:11: BACKEND: empty: expected one of claude, codex, gemini, or remove the line for \
+             the default"
         ]
     );
     // A text may be empty, and a key left out is the default.

@@ -100,6 +100,7 @@ fn the_adapter_s_own_invocation_is_accepted() {
         model: Some("sonnet".into()),
         extra_args: vec!["--dangerously-skip-permissions".into()],
         confined: false,
+        files_dir: None,
     };
     let template = d.sim(1, &[]);
     let (new, resumed) = (new_session_id(), new_session_id());

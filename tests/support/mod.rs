@@ -12,6 +12,7 @@ pub mod manual;
 pub mod markdown;
 pub mod procs;
 pub mod real_cli;
+pub mod real_gemini;
 pub mod telegram_fake;
 mod test_loop;
 

@@ -67,17 +67,17 @@ pub fn codex_or_skip() -> Option<PathBuf> {
 
 /// An agent CLI from npm: `package@version`, installed into `dir` under the target
 /// directory, whose `bin --version` starts with `says`.
-struct Cli<'a> {
-    package: &'a str,
-    version: &'a str,
-    bin: &'a str,
-    dir: &'a str,
-    says: &'a str,
+pub(super) struct Cli<'a> {
+    pub package: &'a str,
+    pub version: &'a str,
+    pub bin: &'a str,
+    pub dir: &'a str,
+    pub says: &'a str,
 }
 
 /// Installs `cli` and returns its program (once; one install at a time, as two npm processes
 /// filling one cache at once were seen to hang).
-fn install(cli: &Cli<'_>) -> Result<PathBuf, String> {
+pub(super) fn install(cli: &Cli<'_>) -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-cli");
     let dir = root.join(cli.dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -136,7 +136,7 @@ fn says_version(bin: &Path, version: &str) -> bool {
         })
 }
 
-fn which(program: &str) -> Option<PathBuf> {
+pub(super) fn which(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(program))
         .find(|p| p.is_file())
@@ -209,7 +209,7 @@ pub fn run_with_codex_mock(
 
 /// `cmd` run by [`WRAPPER`] after the mock `script` (of `scripts/`) with its two arguments on
 /// `port`, in a network namespace of its own where the machine allows one.
-fn wrapped(cmd: &Command, port: u16, script: &str, args: [&str; 2]) -> Command {
+pub(super) fn wrapped(cmd: &Command, port: u16, script: &str, args: [&str; 2]) -> Command {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("scripts")
         .join(script);
@@ -233,7 +233,7 @@ fn wrapped(cmd: &Command, port: u16, script: &str, args: [&str; 2]) -> Command {
 }
 
 /// The mock's `env`, then `cmd`'s own environment changes and directory, on `run`.
-fn keep_own_env(run: &mut Command, env: &[(&str, &str)], cmd: &Command) {
+pub(super) fn keep_own_env(run: &mut Command, env: &[(&str, &str)], cmd: &Command) {
     for (k, v) in env {
         run.env(k, v);
     }
@@ -268,7 +268,7 @@ exit $rc
 "#;
 
 /// `unshare` arguments that give a process a network namespace of its own here, if any do.
-fn namespace() -> Option<&'static [&'static str]> {
+pub(super) fn namespace() -> Option<&'static [&'static str]> {
     static FOUND: OnceLock<Option<&'static [&'static str]>> = OnceLock::new();
     *FOUND.get_or_init(|| {
         let tries: [&'static [&'static str]; 2] = [&["-n"], &["-r", "-n"]];
@@ -284,7 +284,7 @@ fn namespace() -> Option<&'static [&'static str]> {
     })
 }
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -1,5 +1,7 @@
 //! Carrying out one scenario action: the events, the waiting, the files, the leftovers.
 
+mod gemini;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -35,6 +37,8 @@ pub(crate) struct Call<'a> {
     pub base_dir: PathBuf,
     /// Where the simulation keeps what outlives a call (each session's cost so far).
     pub state_dir: Option<PathBuf>,
+    /// The prompt, as the CLI took it.
+    pub prompt: Option<String>,
 }
 
 /// Writes events to stdout in the requested format, flushing every line so that a reader
@@ -93,6 +97,10 @@ impl Run<'_> {
     }
 
     fn heartbeat(&self, k: u64) {
+        if self.call.args.gemini {
+            gemini::heartbeat(self, k);
+            return;
+        }
         let text = format!("Working on step {} ({k})…", self.call.step);
         if self.call.args.codex {
             let reasoning = serde_json::json!({"type": "reasoning", "text": text});
@@ -135,6 +143,9 @@ impl Run<'_> {
         let action = self.action;
         if self.call.args.codex {
             return do_files(action, &|t| self.fill(t));
+        }
+        if self.call.args.gemini {
+            return gemini::files(self);
         }
         let offered = |tool: &str| {
             action.ignores_tools
@@ -530,13 +541,16 @@ fn codex_work(run: &Run<'_>) -> Option<i32> {
 
 /// What a call answers instead of `action` while the usage limit is spent (its
 /// `limited_until`), in the CLI's dialect; `None` without a limit, or once it has reset.
-pub(crate) fn limit_refusal(codex: bool, action: &Action) -> Option<Action> {
+pub(crate) fn limit_refusal(args: &SimArgs, action: &Action) -> Option<Action> {
     let until = action.limited_until?;
     if chrono::Utc::now().timestamp_millis() >= until.saturating_mul(1000) {
         return None;
     }
-    Some(if codex {
+    Some(if args.codex {
         Action::error(&codex::usage_limit(until))
+    } else if args.gemini {
+        // Gemini CLI names no reset: a spent daily quota.
+        gemini::quota_refusal()
     } else {
         Action::api_error(429, &emit::usage_limit(until)).rate_limit("rejected", until)
     })
@@ -588,6 +602,9 @@ pub(crate) fn perform(call: &Call<'_>, action: &Action) -> i32 {
             return code;
         }
         return perform_codex(call, action);
+    }
+    if call.args.gemini {
+        return gemini::perform(call, action);
     }
     let args = call.args;
     let format = args.output_format.as_deref().unwrap_or("text");

@@ -12,6 +12,9 @@ pub(crate) struct SimArgs {
     /// Called as the Codex CLI (`claude-sim exec …`): `permission_mode` holds the sandbox,
     /// `resume` the thread, `settings` the last `-c`, `skip_permissions` the bypass.
     pub codex: bool,
+    /// Called as Gemini CLI (with `--approval-mode`): `permission_mode` holds the approval
+    /// mode, `settings` the last `--policy`.
+    pub gemini: bool,
     pub print: bool,
     pub prompt: Option<String>,
     pub output_format: Option<String>,
@@ -172,7 +175,7 @@ fn finish(mut a: SimArgs, mut positionals: Vec<String>) -> (SimArgs, Option<Refu
 /// # Errors
 /// The refusal, when the call is one the CLI would not run.
 pub(crate) fn check(a: &SimArgs, nested: bool) -> Result<(), Refusal> {
-    if a.codex {
+    if a.codex || a.gemini {
         return Ok(());
     }
     if nested {

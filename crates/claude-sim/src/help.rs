@@ -1,13 +1,14 @@
 //! What the simulation says about itself: `--version`, and the `--help` of each CLI it stands
-//! for, in the real CLIs' forms (Commander's for Claude Code, clap's for Codex), listing the
-//! flags it takes and the permission modes and sandboxes it knows. `loop doctor` reads both,
-//! as it reads the real CLIs'.
+//! for, in the real CLIs' forms (Commander's for Claude Code, clap's for Codex, yargs' for
+//! Gemini CLI), listing the flags it takes and the permission modes, sandboxes and approval
+//! modes it knows. `loop doctor` reads them as it reads the real CLIs'. Claude Code and Gemini
+//! CLI are both asked `--help`: the answer holds both, Gemini's after Claude's.
 
 /// The versions it behaves as.
 const VERSION: &str = concat!(
     "claude-sim ",
     env!("CARGO_PKG_VERSION"),
-    " (simulates Claude Code 2.1.330 and codex-cli 0.169.0)"
+    " (simulates Claude Code 2.1.330, codex-cli 0.169.0 and Gemini CLI 0.61.0)"
 );
 
 /// Claude Code's `--help`, for the headless mode the simulation knows.
@@ -37,6 +38,26 @@ Options:
   --dangerously-skip-permissions              Bypass all permission checks
   -v, --version                               Output the version number
   -h, --help                                  Display help for command
+"#;
+
+/// Gemini CLI's `--help` (yargs'), for the headless flags the simulation takes.
+const GEMINI_HELP: &str = r#"
+Usage: gemini [options] [command]
+
+Gemini CLI (simulated by claude-sim: the headless mode only)
+
+Options:
+  -m, --model                     Model  [string]
+  -p, --prompt                    Run in non-interactive (headless) mode with the given prompt. Appended to input on stdin (if any).  [string]
+      --skip-trust                Trust the current workspace for this session.  [boolean] [default: false]
+  -y, --yolo                      Automatically accept all actions  [boolean] [default: false]
+      --approval-mode             Set the approval mode: default (prompt for approval), auto_edit (auto-approve edit tools), yolo (auto-approve all tools), plan (read-only mode)  [string] [choices: "default", "auto_edit", "yolo", "plan"]
+      --policy                    Additional policy files or directories to load (comma-separated or multiple --policy)  [array]
+  -r, --resume                    Resume a previous session. Use "latest" for most recent or index number (e.g. --resume 5)  [string]
+      --session-id                Start a new session with a manually provided UUID.  [string]
+  -o, --output-format             The format of the CLI output.  [string] [choices: "text", "json", "stream-json"]
+  -v, --version                   Show version number  [boolean]
+  -h, --help                      Show help  [boolean]
 "#;
 
 /// `codex exec --help` (and `codex exec resume --help`), for the flags the simulation takes.
@@ -74,12 +95,15 @@ Options:
 /// What `argv` asks of the simulation about itself (`--version`, `--help`, `exec --help`,
 /// `exec resume --help`), if that is all it asks.
 #[must_use]
-pub(crate) fn asked(argv: &[String]) -> Option<&'static str> {
+pub(crate) fn asked(argv: &[String]) -> Option<String> {
     let words: Vec<&str> = argv.iter().map(String::as_str).collect();
-    match words.as_slice() {
-        ["-v" | "--version"] => Some(VERSION),
-        ["-h" | "--help"] => Some(CLAUDE_HELP),
-        ["exec", "-h" | "--help"] | ["exec", "resume", "-h" | "--help"] => Some(CODEX_EXEC_HELP),
-        _ => None,
-    }
+    let text = match words.as_slice() {
+        ["-v" | "--version"] => VERSION.to_owned(),
+        ["-h" | "--help"] => format!("{CLAUDE_HELP}{GEMINI_HELP}"),
+        ["exec", "-h" | "--help"] | ["exec", "resume", "-h" | "--help"] => {
+            CODEX_EXEC_HELP.to_owned()
+        }
+        _ => return None,
+    };
+    Some(text)
 }

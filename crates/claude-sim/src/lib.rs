@@ -16,6 +16,7 @@ mod act;
 mod args;
 mod codex;
 mod emit;
+mod gemini;
 mod help;
 mod hooks;
 pub mod scenario;
@@ -104,6 +105,7 @@ pub fn main() -> i32 {
 pub fn run(argv: &[String], env: &SimEnv) -> i32 {
     let (args, parse_error) = match argv.split_first() {
         Some((exec, rest)) if exec == "exec" => codex::parse(rest),
+        _ if gemini::called_as(argv) => gemini::parse(argv),
         _ => args::parse(argv),
     };
     let step: Result<u32, String> = match env.step.as_deref() {
@@ -171,7 +173,7 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
         return code;
     }
     let action = scenario.select(step, call, env.review);
-    let action = act::limit_refusal(args.codex, &action).unwrap_or(action);
+    let action = act::limit_refusal(&args, &action).unwrap_or(action);
     let action = act::over_budget(&args, &action).unwrap_or(action);
     act::perform(
         &act::Call {
@@ -181,6 +183,7 @@ pub fn run(argv: &[String], env: &SimEnv) -> i32 {
             review: env.review,
             base_dir: scenario.base_dir.clone(),
             state_dir,
+            prompt: prompt_of(&args, &piped),
         },
         &action,
     )
@@ -204,6 +207,13 @@ fn check_prompt(
     if args.codex {
         eprintln!("No prompt provided via stdin.");
         return Err(1);
+    }
+    if args.gemini {
+        eprintln!(
+            "No input provided via stdin. Input can be provided by piping data into gemini or \
+             using the --prompt option."
+        );
+        return Err(42);
     }
     if args.resume.is_some() {
         eprintln!(

@@ -11,22 +11,12 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use super::backend::{Backend, Follow, Refused};
+use super::backend::{Backend, ContractCheck, Dialect, ModeOption, Refused};
 use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 
 /// Claude Code, the loop's first backend.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ClaudeCode;
-
-impl Follow for stream::StreamFollower {
-    fn poll(&mut self) -> bool {
-        stream::StreamFollower::poll(self)
-    }
-
-    fn summary(&self) -> &StreamSummary {
-        stream::StreamFollower::summary(self)
-    }
-}
 
 impl Backend for ClaudeCode {
     fn name(&self) -> &'static str {
@@ -56,15 +46,15 @@ impl Backend for ClaudeCode {
     }
 
     fn with_hooks(&self, inv: Invocation, settings_file: &str, exe: &Path) -> Invocation {
-        inv.with_settings(settings_file).with_permission_host(exe)
+        invocation::with_permission_host(invocation::with_settings(inv, settings_file), exe)
     }
 
     fn hook_settings(&self, exe: &Path) -> Option<serde_json::Value> {
         Some(invocation::hook_settings(exe))
     }
 
-    fn read_output(&self, path: &Path) -> std::io::Result<StreamSummary> {
-        stream::read_stream_file(path)
+    fn dialect(&self) -> Box<dyn Dialect> {
+        Box::new(stream::ClaudeStream::default())
     }
 
     fn classify(
@@ -78,7 +68,11 @@ impl Backend for ClaudeCode {
     }
 
     fn answered_marker(&self) -> &'static str {
-        super::RESULT_MARKER
+        RESULT_MARKER
+    }
+
+    fn default_allowed_tools(&self) -> Option<&'static [&'static str]> {
+        Some(crate::m1::settings::DEFAULTS.allowed_tools)
     }
 
     /// `~/.claude/projects/<the work directory, each `/` and `.` a `-`>/<session>.jsonl`.
@@ -137,7 +131,7 @@ impl Backend for ClaudeCode {
         let tools = invocation::offered_tools(args)?;
         let writes = tools
             .iter()
-            .any(|t| !super::READ_ONLY_TOOLS.contains(&t.as_str()));
+            .any(|t| !crate::agent::READ_ONLY_TOOLS.contains(&t.as_str()));
         let mcp = args
             .iter()
             .any(|a| a == "--mcp-config" || a.starts_with("--mcp-config="));
@@ -152,7 +146,56 @@ impl Backend for ClaudeCode {
             )
         })
     }
+
+    fn help_args(&self) -> &'static [&'static [&'static str]] {
+        &[&["--help"]]
+    }
+
+    fn mode_option(&self) -> ModeOption {
+        ModeOption {
+            what: "permission modes",
+            flags: &["--permission-mode"],
+        }
+    }
+
+    /// Its cost, and the `SessionStart` hook of `--settings`.
+    fn contract_checks(&self, s: &StreamSummary, hook_fired: bool) -> Vec<ContractCheck> {
+        vec![
+            ContractCheck {
+                holds: s.cost_usd.is_some(),
+                held: "its cost",
+                missing: "no cost in the result (the loop's dollar cap counts it)",
+            },
+            ContractCheck {
+                holds: hook_fired,
+                held: "the SessionStart hook fired",
+                missing: "the SessionStart hook of --settings did not run (the loop's hooks \
+                          would not)",
+            },
+        ]
+    }
+
+    fn point_at(
+        &self,
+        _home: &Path,
+        base_url: &str,
+    ) -> std::io::Result<Vec<(String, Option<String>)>> {
+        let set = |k: &str, v: &str| (k.to_owned(), Some(v.to_owned()));
+        Ok(vec![
+            set("ANTHROPIC_BASE_URL", base_url),
+            set("ANTHROPIC_API_KEY", "dummy"),
+            ("ANTHROPIC_AUTH_TOKEN".to_owned(), None),
+            ("CLAUDE_CODE_OAUTH_TOKEN".to_owned(), None),
+            set("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            set("DISABLE_AUTOUPDATER", "1"),
+        ])
+    }
 }
+
+/// What marks the CLI's final `result` event in stream-json output (its keys come in no fixed
+/// order, and inside a string the quotes would be escaped): once a step's stdout holds it, the
+/// agent has answered, and the runner lifts the idle timeout.
+pub(crate) const RESULT_MARKER: &str = r#""type":"result""#;
 
 #[cfg(test)]
 mod tests {

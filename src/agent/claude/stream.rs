@@ -1,164 +1,20 @@
-//! Reading Claude Code's `--output-format stream-json` output: one JSON object per line.
-//!
-//! The runner reads the agent's stdout file while the agent is still writing it, and after a
-//! kill the last line may be cut anywhere, so the reader is incremental (bytes in any
-//! chunking give the same summary) and never fails: a line that is not a JSON object is
-//! counted as garbage and skipped.
+//! Claude Code's `--output-format stream-json`, read into the loop's [`StreamSummary`]: the
+//! `system/init` event names the session, `assistant` events carry text and tool calls, `user`
+//! events the tools' answers (a refusal among them), `rate_limit_event` the usage window, and
+//! the final `result` the answer, its cost and its denials.
 
 use std::collections::HashMap;
-use std::io::Read;
-use std::path::Path;
 use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::Value;
 
-/// A line longer than this without a newline is dropped as garbage, so a runaway writer
-/// cannot make the reader hold unbounded memory.
-const MAX_LINE_BYTES: usize = 64 << 20;
+use crate::agent::backend::Dialect;
+use crate::agent::output::{DeferredCall, RateLimitInfo, ResultEvent, StreamSummary};
 
-/// What the stream has said so far.
-#[derive(Clone, Debug, Default)]
-pub struct StreamSummary {
-    /// From the `system/init` event, replaced by the final `result`'s (the id to resume).
-    pub session_id: Option<String>,
-    /// The last `result` event.
-    pub result: Option<ResultEvent>,
-    /// What this run cost, in dollars. Not the result's `total_cost_usd`: after `--resume`,
-    /// 2.1.330 reports the whole session's total there, and only its
-    /// `model_usage_since_last_result` says what was spent since the result before (summed
-    /// over every result of the run). Older CLIs report each run alone in `total_cost_usd`.
-    pub cost_usd: Option<f64>,
-    /// The last `rate_limit_event` (the machine-readable usage-limit reset time).
-    pub rate_limit: Option<RateLimitInfo>,
-    /// The text of the last assistant message that had any text.
-    pub last_assistant_text: Option<String>,
-    /// What the agent did last, in one short line: a tool call (`Bash: cargo test`), the
-    /// first line of its latest text, or the result. Shown live while a step runs.
-    pub last_activity: Option<String>,
-    /// Tools the agent called but could not use, by the CLI's own answer in the call's
-    /// `tool_result` (e.g. `No such tool available: Bash` when a deny rule removed the tool,
-    /// which `permission_denials` does not list), deduplicated, in order of first refusal.
-    /// They are merged into the result's `permission_denials` too.
-    pub unavailable_tools: Vec<String>,
-    /// The calls of the run that may have written files, each as `Tool: what` (`Bash: touch
-    /// x`, `Write: a.txt`, Codex's `edit: a.txt`): a Claude Code tool call other than those
-    /// that only read (see [`touches_no_file`]), unless the CLI refused it; a Codex file change.
-    /// What tells whether a change to the project during a review can be the reviewer's.
-    pub writes: Vec<String>,
-    /// The API error the CLI was last retrying (`system/api_retry`, or a synthetic assistant
-    /// message carrying an API error), e.g. `429 rate_limit`: what a process killed before
-    /// its result was waiting on.
-    pub api_error: Option<String>,
-    /// The HTTP status of the API error the CLI was last retrying (`system/api_retry`'s
-    /// `error_status`).
-    pub api_error_status: Option<u16>,
-    /// Compactions of the session's context that happened (`system/compact_boundary`). The
-    /// `PreCompact` hook runs before a compaction that may still fail.
-    pub compactions: u32,
-    /// Why each compaction that was tried failed (`system/status` with `compact_result`
-    /// `failed`: `Not enough messages to compact.`, `too_few_groups`, …).
-    pub compactions_failed: Vec<String>,
-    /// Tokens in the session's context at its last assistant message: that message's input,
-    /// cache reads and cache writes (what the model read to answer).
-    pub context_tokens: Option<u64>,
-    /// Each model of the result's `modelUsage` with its context window: a `[1m]` model's
-    /// window is not what a `--resume` gets (see [`StreamSummary::context_pct`]).
-    pub model_windows: Vec<(String, u64)>,
-    /// Background tasks of the session (a `run_in_background` shell, …) that the CLI stopped
-    /// after its result: work the agent left running when it answered, cut off unfinished
-    /// (since 2.1.163 `-p` stops them about 5 s after the result). Their descriptions.
-    pub background_stopped: Vec<String>,
-    /// Tokens the session has used so far, as a CLI that counts tokens, not dollars, reports
-    /// them (Codex's `turn.completed.usage`, the thread's total: input and output).
-    pub session_tokens: Option<u64>,
-    /// Lines that parsed as JSON objects.
-    pub events: usize,
-    /// Lines that did not (cut, binary, stray prints).
-    pub garbage_lines: usize,
-}
-
-/// The fields of a `{"type":"result"}` event that decide what happened.
-#[derive(Clone, Debug, Default)]
-pub struct ResultEvent {
-    /// `success`, `error_max_turns`, `error_max_budget_usd`, `error_during_execution`, ...
-    /// API errors also say `success`: `is_error` is what tells.
-    pub subtype: String,
-    pub is_error: bool,
-    pub api_error_status: Option<u16>,
-    /// The final text (absent for the `error_*` subtypes, which carry `errors`).
-    pub result: Option<String>,
-    pub errors: Vec<String>,
-    pub session_id: Option<String>,
-    pub total_cost_usd: Option<f64>,
-    pub num_turns: Option<u32>,
-    pub duration_ms: Option<u64>,
-    /// Tool names of the calls the permission settings silently refused, followed by those
-    /// of [`StreamSummary::unavailable_tools`] not listed already.
-    pub permission_denials: Vec<String>,
-    /// The same calls as the narrowest rules that would allow them (`Bash(chmod +x tool.sh)`,
-    /// see [`super::permission::narrowest`]), each once: what a DENIED gate's `allow` allows.
-    pub denied_rules: Vec<String>,
-    /// The tool call a `PreToolUse` hook deferred (`stop_reason: "tool_deferred"`): the run
-    /// ended there, and `--resume` without a prompt runs the hook again for it.
-    pub deferred: Option<DeferredCall>,
-}
-
-/// A result's `deferred_tool_use`. When one answer made several calls and the hook deferred
-/// them all, it names only the last: the others never get a result (captures
-/// `tool-deferred-two-calls*`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct DeferredCall {
-    pub id: String,
-    pub name: String,
-    pub input: Value,
-}
-
-impl DeferredCall {
-    /// An `AskUserQuestion` call's questions, each with its options' labels; `None` for any
-    /// other tool, or an input without a question.
-    #[must_use]
-    pub fn questions(&self) -> Option<Vec<(String, Vec<String>)>> {
-        if self.name != "AskUserQuestion" {
-            return None;
-        }
-        let qs: Vec<(String, Vec<String>)> = self.input["questions"]
-            .as_array()?
-            .iter()
-            .filter_map(|q| {
-                let text = q["question"].as_str()?.trim().to_owned();
-                let options = q["options"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|o| o["label"].as_str().or_else(|| o.as_str()))
-                    .map(|l| l.trim().to_owned())
-                    .filter(|l| !l.is_empty())
-                    .collect();
-                (!text.is_empty()).then_some((text, options))
-            })
-            .collect();
-        (!qs.is_empty()).then_some(qs)
-    }
-}
-
-/// A `rate_limit_event`'s `rate_limit_info`.
-#[derive(Clone, Debug)]
-pub struct RateLimitInfo {
-    /// `allowed`, `allowed_warning` or `rejected`.
-    pub status: String,
-    /// Epoch seconds when the window resets.
-    pub resets_at: Option<i64>,
-    /// `rateLimitType`, e.g. `five_hour`, `seven_day`.
-    pub kind: Option<String>,
-}
-
-/// Incremental stream-json reader: [`feed`](Self::feed) bytes as they arrive.
+/// What Claude Code's events mean, with what it must remember between them.
 #[derive(Debug, Default)]
-pub struct StreamReader {
-    pending: Vec<u8>,
-    /// Inside an over-long line that was already counted as garbage.
-    skipping: bool,
+pub(crate) struct ClaudeStream {
     /// Tool names by `tool_use` id, to name the tool a `tool_result` answers.
     tool_names: HashMap<String, String>,
     /// Background tasks by id: what each is (description, else command).
@@ -166,88 +22,22 @@ pub struct StreamReader {
     /// The `tool_use` id of each of [`StreamSummary::writes`], in the same order: a refusal
     /// takes the call back out.
     write_ids: Vec<String>,
-    summary: StreamSummary,
 }
 
-impl StreamReader {
-    #[must_use]
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Takes the next bytes of the stream; complete lines are parsed at once, a trailing
-    /// partial line waits for the rest.
-    pub fn feed(&mut self, bytes: &[u8]) {
-        let mut rest = bytes;
-        while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
-            let (line, tail) = rest.split_at(pos);
-            rest = &tail[1..];
-            if self.skipping {
-                self.skipping = false;
-                continue;
-            }
-            if self.pending.is_empty() {
-                self.line(line);
-            } else {
-                let mut whole = std::mem::take(&mut self.pending);
-                whole.extend_from_slice(line);
-                self.line(&whole);
-            }
-        }
-        if !self.skipping {
-            self.pending.extend_from_slice(rest);
-            if self.pending.len() > MAX_LINE_BYTES {
-                self.pending = Vec::new();
-                self.skipping = true;
-                self.summary.garbage_lines += 1;
-            }
-        }
-    }
-
-    /// The summary of the complete lines seen so far.
-    #[must_use]
-    pub fn summary(&self) -> &StreamSummary {
-        &self.summary
-    }
-
-    /// Ends the stream: a last line without a newline is parsed too (the CLI always ends
-    /// lines, so an unterminated one is usually cut by a kill and counts as garbage).
-    #[must_use]
-    pub fn finish(mut self) -> StreamSummary {
-        if !self.skipping && !self.pending.is_empty() {
-            let last = std::mem::take(&mut self.pending);
-            self.line(&last);
-        }
-        self.summary
-    }
-
-    fn line(&mut self, raw: &[u8]) {
-        let trimmed = raw.trim_ascii();
-        if trimmed.is_empty() {
-            return;
-        }
-        match serde_json::from_slice::<Value>(trimmed) {
-            Ok(Value::Object(obj)) => {
-                self.summary.events += 1;
-                self.event(&obj);
-            }
-            _ => self.summary.garbage_lines += 1,
-        }
-    }
-
-    fn event(&mut self, obj: &serde_json::Map<String, Value>) {
+impl Dialect for ClaudeStream {
+    fn event(&mut self, summary: &mut StreamSummary, obj: &serde_json::Map<String, Value>) {
         let session = str_field(obj, "session_id");
         // The result and the system events that name the session set it themselves; any other
         // event's session id is taken only while none is known.
         let named = match obj.get("type").and_then(Value::as_str) {
             Some("result") => {
-                self.result(obj);
+                result(summary, obj);
                 true
             }
-            Some("system") => self.system(obj, session.clone()),
+            Some("system") => self.system(summary, obj, session.clone()),
             Some("rate_limit_event") => {
                 if let Some(Value::Object(info)) = obj.get("rate_limit_info") {
-                    self.summary.rate_limit = Some(RateLimitInfo {
+                    summary.rate_limit = Some(RateLimitInfo {
                         status: str_field(info, "status").unwrap_or_default(),
                         resets_at: info.get("resetsAt").and_then(as_i64),
                         kind: str_field(info, "rateLimitType"),
@@ -256,15 +46,11 @@ impl StreamReader {
                 false
             }
             Some("assistant") => {
-                self.assistant(obj);
+                self.assistant(summary, obj);
                 false
             }
-            // Codex's `--json` events (`thread.started`, `item.completed`, `turn.failed`, …).
-            Some(kind) if kind == "error" || kind.contains('.') => {
-                crate::agent::codex::stream::event(&mut self.summary, kind, obj)
-            }
             Some("user") => {
-                let s = &mut self.summary;
+                let s = &mut *summary;
                 for (id, tool) in refused_tools(obj, &self.tool_names) {
                     // A refused call did not run: it wrote nothing.
                     if let Some(i) = id.and_then(|id| self.write_ids.iter().position(|w| *w == id))
@@ -283,55 +69,20 @@ impl StreamReader {
             }
             _ => false,
         };
-        if !named && self.summary.session_id.is_none() {
-            self.summary.session_id = session;
+        if !named && summary.session_id.is_none() {
+            summary.session_id = session;
         }
     }
+}
 
-    fn result(&mut self, obj: &serde_json::Map<String, Value>) {
-        let s = &mut self.summary;
-        let windows: Vec<(String, u64)> = obj
-            .get("modelUsage")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(model, u)| Some((model.clone(), u.get("contextWindow")?.as_u64()?)))
-            .collect();
-        if !windows.is_empty() {
-            s.model_windows = windows;
-        }
-        let mut result = result_event(obj);
-        s.cost_usd = match obj
-            .get("model_usage_since_last_result")
-            .and_then(Value::as_object)
-        {
-            Some(since) => {
-                let spent: f64 = since
-                    .values()
-                    .filter_map(|u| u.get("costUSD").and_then(Value::as_f64))
-                    .sum();
-                Some(s.cost_usd.unwrap_or(0.0) + spent)
-            }
-            None => result.total_cost_usd,
-        };
-        merge_denials(&mut result, &s.unavailable_tools);
-        if result.session_id.is_some() {
-            s.session_id.clone_from(&result.session_id);
-        }
-        s.last_activity = Some(if result.is_error {
-            "result: an error".to_owned()
-        } else {
-            format!(
-                "result: {}",
-                crate::agent::verdict::ended_with(result.result.as_deref().unwrap_or_default())
-            )
-        });
-        s.result = Some(result);
-    }
-
+impl ClaudeStream {
     /// A `system` event; whether it took care of the session id.
-    fn system(&mut self, obj: &serde_json::Map<String, Value>, session: Option<String>) -> bool {
-        let s = &mut self.summary;
+    fn system(
+        &mut self,
+        s: &mut StreamSummary,
+        obj: &serde_json::Map<String, Value>,
+        session: Option<String>,
+    ) -> bool {
         match obj.get("subtype").and_then(Value::as_str) {
             Some("init") => {
                 if session.is_some() {
@@ -391,8 +142,7 @@ impl StreamReader {
         }
     }
 
-    fn assistant(&mut self, obj: &serde_json::Map<String, Value>) {
-        let s = &mut self.summary;
+    fn assistant(&mut self, s: &mut StreamSummary, obj: &serde_json::Map<String, Value>) {
         if let Some(used) = context_used(obj) {
             s.context_tokens = Some(used);
             // The API answered: whatever the CLI was retrying is behind it.
@@ -419,88 +169,44 @@ impl StreamReader {
     }
 }
 
-/// Reads a whole stream-json file (e.g. a finished task's stdout).
-///
-/// # Errors
-/// Only when the file cannot be read; its content never makes this fail.
-pub fn read_stream_file(path: &Path) -> std::io::Result<StreamSummary> {
-    let mut file = std::fs::File::open(path)?;
-    let mut reader = StreamReader::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            return Ok(reader.finish());
+fn result(s: &mut StreamSummary, obj: &serde_json::Map<String, Value>) {
+    let windows: Vec<(String, u64)> = obj
+        .get("modelUsage")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(model, u)| Some((model.clone(), u.get("contextWindow")?.as_u64()?)))
+        .collect();
+    if !windows.is_empty() {
+        s.model_windows = windows;
+    }
+    let mut result = result_event(obj);
+    s.cost_usd = match obj
+        .get("model_usage_since_last_result")
+        .and_then(Value::as_object)
+    {
+        Some(since) => {
+            let spent: f64 = since
+                .values()
+                .filter_map(|u| u.get("costUSD").and_then(Value::as_f64))
+                .sum();
+            Some(s.cost_usd.unwrap_or(0.0) + spent)
         }
-        reader.feed(&buf[..n]);
-    }
-}
-
-/// Follows a stream-json file that is still being written: each [`poll`](Self::poll) reads
-/// only the bytes added since the last one.
-#[derive(Debug)]
-pub(crate) struct StreamFollower {
-    path: std::path::PathBuf,
-    offset: u64,
-    reader: StreamReader,
-}
-
-impl StreamFollower {
-    #[must_use]
-    pub(crate) fn new(path: &Path) -> Self {
-        Self {
-            path: path.to_path_buf(),
-            offset: 0,
-            reader: StreamReader::new(),
-        }
-    }
-
-    /// Reads what was appended since the last call; whether anything was. A file not there
-    /// yet reads as empty.
-    pub(crate) fn poll(&mut self) -> bool {
-        use std::io::{Seek, SeekFrom};
-        let Ok(mut file) = std::fs::File::open(&self.path) else {
-            return false;
-        };
-        if file.seek(SeekFrom::Start(self.offset)).is_err() {
-            return false;
-        }
-        let mut buf = Vec::new();
-        let n = file.read_to_end(&mut buf).unwrap_or(0);
-        self.offset += n as u64;
-        self.reader.feed(&buf[..n]);
-        n > 0
-    }
-
-    /// The summary of the complete lines read so far.
-    #[must_use]
-    pub(crate) fn summary(&self) -> &StreamSummary {
-        self.reader.summary()
-    }
-}
-
-/// What the agent did last, from the end of a stream-json file (at most its last 256 KiB):
-/// for `loop status`, which looks once and must not read an hour of output.
-#[must_use]
-pub(crate) fn last_activity(path: &Path) -> Option<String> {
-    use std::io::{Seek, SeekFrom};
-    const TAIL: u64 = 256 * 1024;
-    let mut file = std::fs::File::open(path).ok()?;
-    let len = file.metadata().ok()?.len();
-    let start = len.saturating_sub(TAIL);
-    file.seek(SeekFrom::Start(start)).ok()?;
-    let mut buf = Vec::new();
-    file.read_to_end(&mut buf).ok()?;
-    // Begun mid-file: the first line is cut, so reading starts after it.
-    let whole = if start > 0 {
-        let cut = buf.iter().position(|&b| b == b'\n')?;
-        &buf[cut + 1..]
-    } else {
-        &buf[..]
+        None => result.total_cost_usd,
     };
-    let mut reader = StreamReader::new();
-    reader.feed(whole);
-    reader.summary().last_activity.clone()
+    merge_denials(&mut result, &s.unavailable_tools);
+    if result.session_id.is_some() {
+        s.session_id.clone_from(&result.session_id);
+    }
+    s.last_activity = Some(if result.is_error {
+        "result: an error".to_owned()
+    } else {
+        format!(
+            "result: {}",
+            crate::agent::verdict::ended_with(result.result.as_deref().unwrap_or_default())
+        )
+    });
+    s.result = Some(result);
 }
 
 fn result_event(obj: &serde_json::Map<String, Value>) -> ResultEvent {
@@ -594,52 +300,6 @@ fn context_used(obj: &serde_json::Map<String, Value>) -> Option<u64> {
     let usage = message.get("usage")?;
     let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
     Some(n("input_tokens") + n("cache_read_input_tokens") + n("cache_creation_input_tokens"))
-}
-
-/// The context window of a model that does not say, and of a `[1m]` model resumed without
-/// asking for the 1M variant.
-const STANDARD_WINDOW: u64 = 200_000;
-
-impl StreamSummary {
-    /// The model's context window, from the result's `modelUsage` (the largest, if several
-    /// models answered).
-    #[must_use]
-    pub fn context_window(&self) -> Option<u64> {
-        self.model_windows.iter().map(|(_, w)| *w).max()
-    }
-
-    /// Whether the CLI is retrying an authentication error (401, 403) before any result:
-    /// it retries a revoked key for about 3 minutes, though only a human can fix it.
-    #[must_use]
-    pub fn auth_failing(&self) -> bool {
-        matches!(self.api_error_status, Some(401 | 403))
-    }
-
-    /// How full the context was at the end, in percent of the window a `--resume` of the
-    /// session will have, called with `--model resume_model` (`None`: no `--model`). That is not
-    /// always the window this run had: 2.1.197 runs a fresh session without `--model` as the 1M
-    /// variant (`claude-opus-4-8[1m]`) and its resume as the plain model, with 200,000 tokens
-    /// (captures `context-250k-fresh-2.1.197`, `cost-resumed-run-2.1.197`); a resume that
-    /// names a `[1m]` model itself keeps it. 2.1.330 names no `[1m]` and keeps its window.
-    #[must_use]
-    pub fn context_pct(&self, resume_model: Option<&str>) -> Option<u32> {
-        let used = self.context_tokens?;
-        let keeps_1m = resume_model.is_some_and(|m| m.ends_with("[1m]"));
-        let window = self
-            .model_windows
-            .iter()
-            .map(|(model, w)| {
-                if model.ends_with("[1m]") && !keeps_1m {
-                    STANDARD_WINDOW.min(*w)
-                } else {
-                    *w
-                }
-            })
-            .filter(|w| *w > 0)
-            .max()
-            .unwrap_or(STANDARD_WINDOW);
-        u32::try_from(used.saturating_mul(100) / window).ok()
-    }
 }
 
 /// The first non-blank line of a text, for a one-line activity.
@@ -819,6 +479,17 @@ fn as_u64_lenient(v: &Value) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::backend::Follow as _;
+    use crate::agent::output::{Follower, StreamReader, last_activity, read_file};
+    use std::path::Path;
+
+    fn claude() -> Box<dyn Dialect> {
+        Box::new(ClaudeStream::default())
+    }
+
+    fn read_stream_file(path: &Path) -> std::io::Result<StreamSummary> {
+        read_file(path, claude())
+    }
 
     fn fixture(name: &str) -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -847,7 +518,7 @@ mod tests {
     }
 
     fn activities(stream: &str) -> Vec<Option<String>> {
-        let mut reader = StreamReader::new();
+        let mut reader = StreamReader::with(claude());
         stream
             .lines()
             .map(|l| {
@@ -883,7 +554,7 @@ mod tests {
     fn an_auth_error_the_api_then_answered_is_no_longer_failing() {
         let retry = r#"{"type":"system","subtype":"api_retry","attempt":1,"error_status":401,"error":"authentication_failed"}"#;
         let answer = r#"{"type":"assistant","message":{"model":"m","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":10}}}"#;
-        let mut reader = StreamReader::new();
+        let mut reader = StreamReader::with(claude());
         reader.feed(format!("{retry}\n").as_bytes());
         assert!(reader.summary().auth_failing());
         reader.feed(format!("{answer}\n").as_bytes());
@@ -903,7 +574,7 @@ mod tests {
     fn the_follower_reads_only_what_was_appended_and_a_cut_line_waits() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("stdout");
-        let mut f = StreamFollower::new(&path);
+        let mut f = Follower::new(&path, &dir.path().join("stderr"), claude());
         assert!(!f.poll(), "no file yet reads as nothing");
         let call = r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"Read","input":{"file_path":"src/lib.rs"}}]}}"#;
         std::fs::write(&path, &call[..20]).unwrap();
@@ -933,7 +604,10 @@ mod tests {
         let call = r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"Bash","input":{"command":"cargo test\nand more"}}]}}"#;
         std::fs::write(&path, format!("{}{call}\n", filler.repeat(600))).unwrap();
         assert!(std::fs::metadata(&path).unwrap().len() > 256 * 1024);
-        assert_eq!(last_activity(&path).as_deref(), Some("Bash: cargo test"));
-        assert_eq!(last_activity(&dir.path().join("missing")), None);
+        assert_eq!(
+            last_activity(&path, claude()).as_deref(),
+            Some("Bash: cargo test")
+        );
+        assert_eq!(last_activity(&dir.path().join("missing"), claude()), None);
     }
 }

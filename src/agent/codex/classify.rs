@@ -1,14 +1,14 @@
 //! How a Codex run ended, in the loop's classes. What only Codex says is read here (its
 //! usage-limit sentence, its refusals of the call); the rest (a clean answer, an API error's
-//! status, a kill) reads as Claude Code's does, by the shared rules.
+//! status, a kill) by the rules every backend shares ([`classify_with`]).
 
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Local, NaiveDate, NaiveTime, TimeZone, Utc};
 use regex::Regex;
 
-use crate::agent::claude::classify::{BugKind, Class, ExitInfo, classify as shared};
-use crate::agent::claude::stream::StreamSummary;
+use crate::agent::outcome::{BugKind, Class, ExitInfo, classify_with};
+use crate::agent::output::StreamSummary;
 use crate::agent::reset_minute::{self, Reset};
 
 /// Classifies one finished Codex run. `now` resolves the reset time, which Codex gives as a
@@ -20,11 +20,15 @@ pub(crate) fn classify(
     output: &StreamSummary,
     now: DateTime<Utc>,
 ) -> Class {
-    let result = output.result.as_ref();
-    if result.is_some_and(|r| !r.is_error) {
-        return shared(exit, stderr, output, now);
-    }
-    let mut text: Vec<&str> = result
+    classify_with(exit, stderr, output, |_| own(stderr, output, now))
+}
+
+/// What only Codex says, in its errors, its last `error` event and stderr: its usage limit,
+/// its refusals of the call, a refused key, what it retried.
+fn own(stderr: &str, output: &StreamSummary, now: DateTime<Utc>) -> Option<Class> {
+    let mut text: Vec<&str> = output
+        .result
+        .as_ref()
         .map(|r| r.errors.iter().map(String::as_str).collect())
         .unwrap_or_default();
     text.extend(output.api_error.as_deref());
@@ -38,24 +42,24 @@ pub(crate) fn classify(
     if USAGE_LIMIT.is_match(&text) {
         let message = first("usage limit").unwrap_or_else(|| "usage limit".to_owned());
         let reset = reset_at(&text, now, &Local);
-        return Class::UsageLimit {
+        return Some(Class::UsageLimit {
             resets_at: reset.as_ref().map(|r| r.at),
             guess: reset.and_then(|r| r.guess),
             message,
-        };
+        });
     }
     for (needle, kind) in BUGS {
         if let Some(message) = first(needle) {
-            return Class::InvocationBug { kind, message };
+            return Some(Class::InvocationBug { kind, message });
         }
     }
     if let Some(message) = first("401 Unauthorized").or_else(|| first("403 Forbidden")) {
-        return Class::Auth(message);
+        return Some(Class::Auth(message));
     }
-    if let Some(message) = TRANSIENT.find(&text).and_then(|m| first(m.as_str())) {
-        return Class::Transient(message);
-    }
-    shared(exit, stderr, output, now)
+    TRANSIENT
+        .find(&text)
+        .and_then(|m| first(m.as_str()))
+        .map(Class::Transient)
 }
 
 /// Codex's refusals of the call as given (0.169.0's words).
@@ -209,8 +213,11 @@ mod tests {
 
     fn fixture(stem: &str) -> (StreamSummary, String) {
         let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codex");
-        let out =
-            crate::agent::read_stream_file(&dir.join(format!("{stem}.stdout.jsonl"))).unwrap();
+        let out = crate::agent::read_output(
+            crate::m1::settings::AgentKind::Codex,
+            &dir.join(format!("{stem}.stdout.jsonl")),
+        )
+        .unwrap();
         let err = std::fs::read_to_string(dir.join(format!("{stem}.stderr"))).unwrap();
         (out, err)
     }

@@ -1,6 +1,6 @@
 //! The Codex CLI (`codex exec --json`): how a run is called from the loop's intent, what it
-//! refuses, and where its transcript is. Its events are read by the one stream reader
-//! ([`stream`]); its end is classified in [`classify`].
+//! refuses, and where its transcript is. Its events are read in [`stream`]; its end is
+//! classified in [`classify`].
 //!
 //! Facts this rests on (0.169.0, captures in `tests/fixtures/codex/`): the thread id is in
 //! the first event only; `exec resume <id>` takes fewer flags than `exec` and does not keep
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use super::backend::{Backend, Refused};
+use super::backend::{Backend, ContractCheck, Dialect, ModeOption, Refused};
 use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 use crate::m1::settings::PermissionMode;
 
@@ -143,6 +143,7 @@ impl Backend for Codex {
             env_set: Vec::new(),
             env_remove: Vec::new(),
             input: prompt.to_owned(),
+            files: Vec::new(),
         })
     }
 
@@ -155,8 +156,8 @@ impl Backend for Codex {
         None
     }
 
-    fn read_output(&self, path: &Path) -> std::io::Result<StreamSummary> {
-        super::read_stream_file(path)
+    fn dialect(&self) -> Box<dyn Dialect> {
+        Box::new(stream::CodexStream)
     }
 
     fn classify(
@@ -237,6 +238,50 @@ impl Backend for Codex {
             }
         }
         None
+    }
+
+    fn help_args(&self) -> &'static [&'static [&'static str]] {
+        &[&["exec", "--help"], &["exec", "resume", "--help"]]
+    }
+
+    fn mode_option(&self) -> ModeOption {
+        ModeOption {
+            what: "sandboxes",
+            flags: &["-s", "--sandbox"],
+        }
+    }
+
+    /// Its tokens.
+    fn contract_checks(&self, s: &StreamSummary, _hook_fired: bool) -> Vec<ContractCheck> {
+        vec![ContractCheck {
+            holds: s.session_tokens.is_some(),
+            held: "its tokens",
+            missing: "no usage in turn.completed (the loop records tokens from it)",
+        }]
+    }
+
+    /// A `config.toml` in `home/.codex` whose provider is the stand-in.
+    fn point_at(
+        &self,
+        home: &Path,
+        base_url: &str,
+    ) -> std::io::Result<Vec<(String, Option<String>)>> {
+        let codex_home = home.join(".codex");
+        std::fs::create_dir_all(&codex_home)?;
+        let config = format!(
+            "model = \"doctor-model\"\nmodel_provider = \"doctor\"\n\n\
+             [model_providers.doctor]\nname = \"doctor\"\n\
+             base_url = \"{base_url}/v1\"\nwire_api = \"responses\"\n\
+             supports_websockets = false\n"
+        );
+        std::fs::write(codex_home.join("config.toml"), config)?;
+        Ok(vec![
+            (
+                "CODEX_HOME".to_owned(),
+                Some(codex_home.display().to_string()),
+            ),
+            ("OPENAI_API_KEY".to_owned(), Some("dummy".to_owned())),
+        ])
     }
 }
 

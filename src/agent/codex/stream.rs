@@ -1,5 +1,4 @@
-//! Codex's `exec --json` events, read into the loop's [`StreamSummary`] by the one stream
-//! reader (which hands every event whose type has a dot, or is `error`, to [`event`]).
+//! Codex's `exec --json` events, read into the loop's [`StreamSummary`].
 //!
 //! What a run prints (captures in `tests/fixtures/codex/`, CLI 0.169.0):
 //! `thread.started {thread_id}` first and only there (the id to resume), `turn.started`,
@@ -10,20 +9,28 @@
 
 use serde_json::Value;
 
-use crate::agent::claude::stream::{ResultEvent, StreamSummary};
+use crate::agent::backend::Dialect;
+use crate::agent::output::{ResultEvent, StreamSummary};
 
-/// Reads one Codex event into `s`; whether it named the session.
-pub(crate) fn event(
-    s: &mut StreamSummary,
-    kind: &str,
-    obj: &serde_json::Map<String, Value>,
-) -> bool {
+/// What Codex's events mean (each stands alone: nothing is remembered between them).
+#[derive(Debug, Default)]
+pub(crate) struct CodexStream;
+
+impl Dialect for CodexStream {
+    fn event(&mut self, s: &mut StreamSummary, obj: &serde_json::Map<String, Value>) {
+        if let Some(kind) = obj.get("type").and_then(Value::as_str) {
+            event(s, kind, obj);
+        }
+    }
+}
+
+/// Reads one Codex event of type `kind` into `s`.
+fn event(s: &mut StreamSummary, kind: &str, obj: &serde_json::Map<String, Value>) {
     match kind {
         "thread.started" => {
             if let Some(id) = obj.get("thread_id").and_then(Value::as_str) {
                 s.session_id = Some(id.to_owned());
             }
-            return true;
         }
         "item.started" | "item.completed" => {
             if let Some(Value::Object(item)) = obj.get("item") {
@@ -74,7 +81,6 @@ pub(crate) fn event(
         }
         _ => {}
     }
-    false
 }
 
 /// An item as it starts or completes: the agent's text, a command, a file change.
@@ -116,8 +122,11 @@ fn item(s: &mut StreamSummary, completed: bool, item: &serde_json::Map<String, V
 
 #[cfg(test)]
 mod tests {
-    use crate::agent::read_stream_file;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
+
+    fn read_stream_file(path: &Path) -> std::io::Result<crate::agent::StreamSummary> {
+        crate::agent::read_output(crate::m1::settings::AgentKind::Codex, path)
+    }
 
     fn fixture(stem: &str) -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))

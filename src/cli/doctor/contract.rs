@@ -199,24 +199,9 @@ fn check_first(kind: AgentKind, setup: &Setup<'_>, first: &Call, o: &mut Outcome
         "the answer's verdict line in the final event",
         "the final event does not carry the answer's last line (the loop judges by it)",
     );
-    match kind {
-        AgentKind::Claude => {
-            need(
-                s.cost_usd.is_some(),
-                "its cost",
-                "no cost in the result (the loop's dollar cap counts it)",
-            );
-            need(
-                setup.scratch.join("hook-fired").exists(),
-                "the SessionStart hook fired",
-                "the SessionStart hook of --settings did not run (the loop's hooks would not)",
-            );
-        }
-        AgentKind::Codex => need(
-            s.session_tokens.is_some(),
-            "its tokens",
-            "no usage in turn.completed (the loop records tokens from it)",
-        ),
+    let hook_fired = setup.scratch.join("hook-fired").exists();
+    for c in crate::agent::backend_for(kind).contract_checks(s, hook_fired) {
+        need(c.holds, c.held, c.missing);
     }
 }
 
@@ -292,6 +277,7 @@ impl Setup<'_> {
         let backend = crate::agent::backend_for(self.kind);
         let cfg = crate::agent::AgentConfig {
             confined: self.confined.is_some(),
+            files_dir: Some(self.scratch.to_path_buf()),
             ..self.cfg.clone()
         };
         let inv = backend
@@ -306,6 +292,7 @@ impl Setup<'_> {
         let inv = backend.with_hooks(inv, &settings.display().to_string(), &exe);
         let input = self.scratch.join("prompt.txt");
         std::fs::write(&input, &inv.input).map_err(|e| e.to_string())?;
+        inv.write_files().map_err(|e| e.to_string())?;
         let mut cmd = inv.command();
         // As every agent run the loop starts: none of the loop's own credentials.
         for k in crate::notifier::CREDENTIALS {
@@ -333,7 +320,7 @@ impl Setup<'_> {
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", self.cfg.program))?;
         let out = wait_output(&mut child, WITHIN)?;
-        let mut reader = StreamReader::new();
+        let mut reader = StreamReader::of(self.kind);
         reader.feed(&out.stdout);
         let stream = reader.finish();
         let result_ok = stream.result.as_ref().is_some_and(|r| !r.is_error);
@@ -353,33 +340,15 @@ impl Setup<'_> {
 
     /// The backend's API at the doctor's mock, with a dummy key.
     fn point_at_the_mock(&self, cmd: &mut std::process::Command) -> Result<(), String> {
-        match self.kind {
-            AgentKind::Claude => {
-                cmd.env(
-                    "ANTHROPIC_BASE_URL",
-                    format!("http://127.0.0.1:{}", self.port),
-                )
-                .env("ANTHROPIC_API_KEY", "dummy")
-                .env_remove("ANTHROPIC_AUTH_TOKEN")
-                .env_remove("CLAUDE_CODE_OAUTH_TOKEN")
-                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-                .env("DISABLE_AUTOUPDATER", "1");
-            }
-            AgentKind::Codex => {
-                let codex_home = self.home.join(".codex");
-                std::fs::create_dir_all(&codex_home).map_err(|e| e.to_string())?;
-                let config = format!(
-                    "model = \"doctor-model\"\nmodel_provider = \"doctor\"\n\n\
-                     [model_providers.doctor]\nname = \"doctor\"\n\
-                     base_url = \"http://127.0.0.1:{}/v1\"\nwire_api = \"responses\"\n\
-                     supports_websockets = false\n",
-                    self.port
-                );
-                std::fs::write(codex_home.join("config.toml"), config)
-                    .map_err(|e| e.to_string())?;
-                cmd.env("CODEX_HOME", &codex_home)
-                    .env("OPENAI_API_KEY", "dummy");
-            }
+        let base_url = format!("http://127.0.0.1:{}", self.port);
+        let env = crate::agent::backend_for(self.kind)
+            .point_at(self.home, &base_url)
+            .map_err(|e| format!("cannot point the agent at the mock: {e}"))?;
+        for (k, v) in env {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
         }
         Ok(())
     }

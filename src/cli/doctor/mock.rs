@@ -1,8 +1,9 @@
 //! The loopback stand-in for the model APIs that `loop doctor`'s contract check runs an agent
 //! CLI against: no account, no network. It answers Anthropic's Messages API
-//! (`POST /v1/messages`, streamed or not) and `OpenAI`'s Responses API (`POST /v1/responses`, streamed)
-//! with one text ending in a `STEP_DONE` line, as the project's scripted mocks
-//! (`scripts/mock-*-api.py`) do for the tests; anything else gets a 404.
+//! (`POST /v1/messages`, streamed or not), `OpenAI`'s Responses API (`POST /v1/responses`,
+//! streamed) and Google's Gemini API (`POST /v1beta/models/M:streamGenerateContent` and
+//! `:generateContent`) with one text ending in a `STEP_DONE` line, as the project's scripted
+//! mocks (`scripts/mock-*-api.py`) do for the tests; anything else gets a 404.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -112,6 +113,16 @@ fn answer(method: &str, path: &str, request: &Value) -> (&'static str, &'static 
     if path.starts_with("/v1/responses") {
         return ("200 OK", SSE, responses_stream());
     }
+    if path.contains(":countTokens") {
+        return ("200 OK", JSON, json!({"totalTokens": 10}).to_string());
+    }
+    if path.contains(":streamGenerateContent") || path.contains(":generateContent") {
+        let answer = gemini_answer(request);
+        if path.contains(":streamGenerateContent") {
+            return ("200 OK", SSE, format!("data: {answer}\r\n\r\n"));
+        }
+        return ("200 OK", JSON, answer.to_string());
+    }
     (
         "404 Not Found",
         JSON,
@@ -169,6 +180,29 @@ fn messages_stream(model: &str) -> String {
         ),
         ("message_stop", json!({"type": "message_stop"})),
     ])
+}
+
+/// A Gemini API answer: the text, with its usage. A request that offers no tools is one of the
+/// CLI's own side calls (choosing a model, a check), which want a JSON object: it gets one
+/// with the fields 0.61.0's ask for, or its retries of an unreadable answer would take
+/// minutes.
+fn gemini_answer(request: &Value) -> Value {
+    let offers_tools = request["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|d| d["functionDeclarations"].is_array()));
+    let text = if offers_tools {
+        ANSWER.to_owned()
+    } else {
+        json!({"reasoning": "doctor", "model_choice": "flash",
+               "complexity_reasoning": "doctor", "complexity_score": 1,
+               "next_speaker": "user"})
+        .to_string()
+    };
+    json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                           "finishReason": "STOP", "index": 0}],
+           "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5,
+                             "totalTokenCount": 15},
+           "modelVersion": "gemini-doctor"})
 }
 
 fn responses_stream() -> String {

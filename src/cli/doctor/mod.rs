@@ -86,12 +86,12 @@ pub(crate) fn doctor(
     });
     for b in used {
         let from = program_from(b, &settings, m.as_ref(), file);
-        rows.extend(check_backend(
-            b,
-            &settings.agent_on(&view, b),
-            &from,
-            confined.as_ref(),
-        ));
+        let cfg = AgentConfig {
+            // Where a call's own files would go: the flags are read, nothing is written.
+            files_dir: Some(state_dir.clone()),
+            ..settings.agent_on(&view, b)
+        };
+        rows.extend(check_backend(b, &cfg, &from, confined.as_ref()));
     }
     rows.push(sandbox::check(&settings.sandbox(&view)));
     rows.push(stop_file(&state_dir));
@@ -121,10 +121,8 @@ fn program_from(kind: AgentKind, settings: &Settings, m: Option<&M1>, file: &Pat
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let own = m.map_or(settings.agent.backend, |m| settings.agent_for(m).backend);
     if kind != own {
-        return env(kind.program_env()).map_or_else(
-            || "the default".to_owned(),
-            |_| kind.program_env().to_owned(),
-        );
+        return env(&kind.program_env())
+            .map_or_else(|| "the default".to_owned(), |_| kind.program_env());
     }
     if let Some(pinned) = m.and_then(|m| m.agent.program.as_deref()) {
         let over = env("LOOP_AGENT")
@@ -252,12 +250,8 @@ fn check_backend(
             format!("{from}: {why}"),
         ),
     }];
-    let help_args: &[&[&str]] = match kind {
-        AgentKind::Claude => &[&["--help"]],
-        AgentKind::Codex => &[&["exec", "--help"], &["exec", "resume", "--help"]],
-    };
     let mut help = String::new();
-    for args in help_args {
+    for args in crate::agent::backend_for(kind).help_args() {
         match output_of(&program, args) {
             Ok(text) => help.push_str(&text),
             Err(why) => rows.push(row(format!("{name}: help"), Mark::Fail, why)),
@@ -399,13 +393,13 @@ fn choices(help: &str, option: &str) -> Vec<String> {
         return Vec::new();
     };
     let rest = &help[at..];
-    let (open, close) = match (rest.find("choices:"), rest.find("possible values:")) {
-        (Some(i), _) if i < 600 => (i + "choices:".len(), ')'),
-        (_, Some(i)) if i < 600 => (i + "possible values:".len(), ']'),
+    let open = match (rest.find("choices:"), rest.find("possible values:")) {
+        (Some(i), _) if i < 600 => i + "choices:".len(),
+        (_, Some(i)) if i < 600 => i + "possible values:".len(),
         _ => return Vec::new(),
     };
     rest[open..]
-        .split(close)
+        .split([')', ']'])
         .next()
         .unwrap_or_default()
         .split(',')
@@ -414,98 +408,70 @@ fn choices(help: &str, option: &str) -> Vec<String> {
         .collect()
 }
 
-/// The permission modes (Claude Code) or sandboxes (Codex) this version knows, against the
-/// one in force.
+/// The values of the option that says what a run may do (Claude Code's permission modes,
+/// Codex's sandboxes) this version knows, against the one the loop passes.
 fn modes_row(kind: AgentKind, cfg: &AgentConfig, help: &str) -> Row {
-    match kind {
-        AgentKind::Claude => permission_modes_row(cfg, help),
-        AgentKind::Codex => sandboxes_row(cfg, help),
-    }
-}
-
-/// Claude Code's permission modes this version knows, against the one in force.
-fn permission_modes_row(cfg: &AgentConfig, help: &str) -> Row {
-    let check = format!("{}: permission modes", AgentKind::Claude.as_str());
-    let known = choices(help, "--permission-mode");
-    let Some(mode) = cfg.permission_mode else {
+    let backend = crate::agent::backend_for(kind);
+    let option = backend.mode_option();
+    let check = format!("{}: {}", kind.as_str(), option.what);
+    let long = option.flags.last().copied().unwrap_or_default();
+    let known = choices(help, long);
+    let args = backend
+        .invocation(cfg, "x", &crate::agent::Session::New(String::new()))
+        .map(|i| i.args)
+        .unwrap_or_default();
+    let passed = args
+        .iter()
+        .position(|a| option.flags.contains(&a.as_str()))
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let knows = || {
+        if known.is_empty() {
+            "this version's --help lists none (the contract run is called with it)".to_owned()
+        } else {
+            format!("this version knows {}", known.join(", "))
+        }
+    };
+    let Some(value) = passed else {
+        let flags: Vec<&str> = args
+            .iter()
+            .map(String::as_str)
+            .filter(|a| a.starts_with('-') && *a != "-")
+            .collect();
         return row(
             check,
             Mark::Ok,
-            format!("none set; this version knows {}", known.join(", ")),
+            format!("none passed ({}); {}", flags.join(" "), knows()),
         );
     };
-    if known.is_empty() {
+    if known.is_empty() || known.contains(&value) {
         return row(
             check,
             Mark::Ok,
-            format!(
-                "{mode} in force; this version's --help lists no modes (the contract \
-                 run is called with it)"
-            ),
+            format!("{long} {value} passed; {}", knows()),
         );
     }
-    if known.iter().any(|k| k == mode.as_str()) {
-        return row(
-            check,
-            Mark::Ok,
-            format!("{mode} in force; this version knows {}", known.join(", ")),
-        );
-    }
-    let same = known
-        .iter()
-        .filter_map(|k| k.parse::<crate::m1::settings::PermissionMode>().ok())
-        .find(|k| k.same_as(mode));
+    // The loop's own mode passed as it is, under another name in this version.
+    let mode = cfg.permission_mode.filter(|m| m.as_str() == value);
+    let same = mode.and_then(|mode| {
+        known
+            .iter()
+            .filter_map(|k| k.parse::<crate::m1::settings::PermissionMode>().ok())
+            .find(|k| k.same_as(mode))
+    });
     let fix = same.map_or_else(
         || "choose one of those".to_owned(),
         |s| format!("this version calls it `{s}`: write that"),
     );
+    let what = match mode {
+        Some(mode) => format!("AGENT.PERMISSION_MODE {mode} is unknown to this version"),
+        None => format!("the loop passes {long} {value}, which this version does not know"),
+    };
     row(
         check,
         Mark::Fail,
-        format!(
-            "AGENT.PERMISSION_MODE {mode} is unknown to this version ({}); {fix}",
-            known.join(", ")
-        ),
+        format!("{what} ({}); {fix}", known.join(", ")),
     )
-}
-
-/// Codex's sandboxes this version knows, against the one the loop passes.
-fn sandboxes_row(cfg: &AgentConfig, help: &str) -> Row {
-    let kind = AgentKind::Codex;
-    let check = format!("{}: sandboxes", kind.as_str());
-    let known = choices(help, "--sandbox");
-    let args = crate::agent::backend_for(kind)
-        .invocation(cfg, "x", &crate::agent::Session::New(String::new()))
-        .map(|i| i.args)
-        .unwrap_or_default();
-    let sandbox = args
-        .iter()
-        .position(|a| a == "-s")
-        .and_then(|i| args.get(i + 1))
-        .cloned();
-    match sandbox {
-        Some(s) if !known.is_empty() && !known.contains(&s) => row(
-            check,
-            Mark::Fail,
-            format!(
-                "the loop passes -s {s}; this version knows {}",
-                known.join(", ")
-            ),
-        ),
-        Some(s) => row(
-            check,
-            Mark::Ok,
-            format!("-s {s}; this version knows {}", known.join(", ")),
-        ),
-        None => {
-            let flags: Vec<&str> = args
-                .iter()
-                .map(String::as_str)
-                .filter(|a| a.starts_with('-') && *a != "-")
-                .collect();
-            row(check, Mark::Ok, format!("no sandbox ({})", flags.join(" ")))
-        }
-    }
 }
 
 fn stop_file(state_dir: &Path) -> Row {

@@ -103,6 +103,7 @@ fn observed(answer: &str, git_head: &str) -> Observed {
         },
         class: Some(Class::Success),
         session_tokens: None,
+        run_tokens: None,
         backend: crate::m1::settings::AgentKind::Claude,
         answer: answer.into(),
         denials: Vec::new(),
