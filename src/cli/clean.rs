@@ -120,10 +120,30 @@ fn approx(bytes: u64) -> String {
     }
 }
 
+/// The `LOOP_ID` of the loop file `p`: from the file as read, else from its `LOOP_ID:` line
+/// (a file a person is editing may not read whole). `Err` when it says neither: whose tasks are
+/// whose cannot be told then.
+fn loop_id_in(p: &Path) -> Result<Option<String>, ()> {
+    if let Ok(d) = crate::m1::load(p) {
+        return Ok(d.view().loop_id);
+    }
+    let text = std::fs::read_to_string(p).map_err(drop)?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("LOOP_ID:"))
+        .and_then(|v| v.split_whitespace().next())
+        .map(|id| Some(id.to_owned()))
+        .ok_or(())
+}
+
 /// The loops of the state directory `dir`: every `.md` there that is no archive of another,
 /// and every loop `files` names there (whatever its name). The ids of those and of the newest
-/// `keep` archives of each, which are kept whole; the archives beyond them.
-fn loops_in(dir: &Path, files: &[PathBuf], keep: usize) -> (Vec<String>, Vec<PathBuf>) {
+/// `keep` archives of each, which are kept whole; the archives beyond them. `Err` with the
+/// file whose loop cannot be told (then nothing of `dir` is removed).
+fn loops_in(
+    dir: &Path,
+    files: &[PathBuf],
+    keep: usize,
+) -> Result<(Vec<String>, Vec<PathBuf>), PathBuf> {
     let names: Vec<String> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -136,35 +156,57 @@ fn loops_in(dir: &Path, files: &[PathBuf], keep: usize) -> (Vec<String>, Vec<Pat
             .iter()
             .any(|o| o != n && crate::layout::is_archive_of(o, n))
     };
-    let mut current: Vec<PathBuf> = names
+    let known: Vec<&PathBuf> = files
         .iter()
-        .filter(|n| Path::new(n.as_str()).extension().is_some_and(|x| x == "md") && !is_archive(n))
-        .map(|n| dir.join(n))
+        .filter(|f| Layout::of(f).state_dir() == dir)
         .collect();
-    for f in files {
-        if Layout::of(f).state_dir() == dir && !current.contains(f) {
-            current.push(f.clone());
+    let mut current: Vec<PathBuf> = known.iter().map(|f| (*f).clone()).collect();
+    for n in &names {
+        let p = dir.join(n);
+        if Path::new(n).extension().is_some_and(|x| x == "md")
+            && !is_archive(n)
+            && !current.contains(&p)
+        {
+            current.push(p);
         }
     }
-    let id_of = |p: &Path| crate::m1::load(p).ok().and_then(|d| d.view().loop_id);
-    let mut kept: Vec<String> = current.iter().filter_map(|p| id_of(p)).collect();
+    let mut kept: Vec<String> = Vec::new();
     let mut old: Vec<PathBuf> = Vec::new();
     for c in &current {
+        match loop_id_in(c) {
+            Ok(id) => kept.extend(id),
+            // A `.md` of the project's, not a loop: no archive, no task is its.
+            Err(()) if !known.contains(&c) => continue,
+            Err(()) => return Err(c.clone()),
+        }
         for (i, a) in super::loops::archives_of(c).into_iter().enumerate() {
             if i < keep {
-                kept.extend(id_of(&a));
+                kept.extend(loop_id_in(&a).map_err(|()| a.clone())?);
             } else {
                 old.push(a);
             }
         }
     }
-    (kept, old)
+    Ok((kept, old))
 }
 
 /// What to remove in the state directory `dir`: archives beyond the kept ones, then what the
 /// loops that are not kept left.
 fn plan_dir(dir: &Path, files: &[PathBuf], keep: usize, plan: &mut Plan) {
-    let (kept, old) = loops_in(dir, files, keep);
+    let (kept, old) = match loops_in(dir, files, keep) {
+        Ok(found) => found,
+        Err(unread) => {
+            plan.keep.push((
+                dir.to_path_buf(),
+                format!(
+                    "which loop its files are of cannot be told: {} cannot be read; fix it, \
+                     then `loop clean` again",
+                    super::loops::shown(&unread)
+                ),
+            ));
+            return;
+        }
+    };
     for a in old {
         let what = crate::m1::load(&a).map_or_else(
             |_| "an archived loop".into(),

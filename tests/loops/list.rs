@@ -278,14 +278,17 @@ fn loop_clean_lists_first_then_removes_what_finished_loops_left_never_a_running_
     } = fixture();
     let state = env.state();
     let left = state.join("parallel").join(&a1);
-    let (before_a, before_c) = (tree(&state), tree(&c.join("state")));
+    let before_a = tree(&state);
+    let c1_tasks = tasks_of(&c.join("state"), &c1);
     let said = ok(from_elsewhere(&env, &["clean"]));
     assert_eq!(
         tree(&state),
         before_a,
         "without -f nothing is removed:\n{said}"
     );
-    assert_eq!(tree(&c.join("state")), before_c, "{said}");
+    // (c's running loop writes its own files meanwhile.)
+    assert!(c1_file.exists() && !c1_tasks.is_empty(), "{said}");
+    assert!(c1_tasks.iter().all(|t| t.exists()), "{said}");
     assert!(said.contains("`loop clean -f` removes them"), "{said}");
     for (file, goal) in [(&a1_file, "a1"), (&c1_file, "c1")] {
         let line = format!(
@@ -329,4 +332,24 @@ fn loop_clean_lists_first_then_removes_what_finished_loops_left_never_a_running_
     let again = ok(from_elsewhere(&env, &["clean"]));
     assert!(!again.contains("Would remove"), "{again}");
     env.assert_no_processes();
+}
+
+#[test]
+fn loop_clean_removes_nothing_of_a_directory_whose_loop_file_cannot_be_read() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    for k in 1..=5 {
+        env.run_ok(&["start", &format!("g{k}"), "--step", "x"]);
+    }
+    // A person mid-edit: the loop file does not read, and its LOOP_ID line is gone too.
+    let text = env.text().replace("STATUS: DONE", "STATUS: DONNE");
+    let text: String = text
+        .split_inclusive('\n')
+        .filter(|l| !l.starts_with("LOOP_ID:"))
+        .collect();
+    std::fs::write(&env.file, text).unwrap();
+    let before = tree(&env.state());
+    let said = ok(from_elsewhere(&env, &["clean", "-f"]));
+    assert_eq!(tree(&env.state()), before, "{said}");
+    assert!(said.contains("cannot be read; fix it"), "{said}");
 }

@@ -211,3 +211,69 @@ fn a_commit_that_could_not_be_made_says_why_and_the_loop_goes_on() {
     );
     assert!(!r.commit_pending);
 }
+
+#[test]
+fn a_done_steps_commit_comes_before_the_next_step_but_never_while_a_run_is_on_record() {
+    let now = chrono::Utc::now();
+    let m = view(DONE_2);
+    assert_eq!(
+        super::super::next(&m, &Caps::default(), now),
+        super::super::Next::Commit(Due::Commit(2))
+    );
+    // A loop that waits, or is DONE, still gets its DONE step's commit.
+    for status in ["WAITING", "DONE"] {
+        let m = view(&DONE_2.replace("STATUS: RUNNING", &format!("STATUS: {status}")));
+        assert_eq!(
+            super::super::next(&m, &Caps::default(), now),
+            super::super::Next::Commit(Due::Commit(2)),
+            "{status}"
+        );
+    }
+    let running = view(
+        &DONE_2
+            .replace(
+                "RESULTS:\n",
+                "CURRENT:\n  TASK_ID: task_20260101T000000_abcdef\n  ATTEMPT: 1\nRESULTS:\n",
+            )
+            .replace("3: [PENDING]", "3: [RUNNING]"),
+    );
+    assert!(
+        matches!(
+            super::super::next(&running, &Caps::default(), now),
+            super::super::Next::Await(_)
+        ),
+        "its agent works in the tree a commit would take from"
+    );
+}
+
+#[test]
+fn an_attempt_marked_to_be_committed_clears_what_an_earlier_run_of_its_step_recorded() {
+    // Step 1 was DONE and committed; `loop retry 1` runs it again.
+    let again = DONE_2.replace(
+        "    COMMIT: a690fb3\n",
+        "    COMMIT: a690fb3\n    AGENT_COMMITS: 1111111\n    UNCOMMITTED: x.txt: theirs\n",
+    );
+    let t = super::super::started(&super::super::SpawnFacts {
+        kind: RunKind::Attempt,
+        step: 1,
+        attempt: 2,
+        task_id: "task_b",
+        session_id: "uuid-2",
+        command: "again",
+        git_head: None,
+        new_loop_id: None,
+        commit: true,
+        superseded: Vec::new(),
+        now: chrono::Utc::now(),
+    });
+    let mut d = Document::parse(&again).unwrap();
+    for e in &t.edits {
+        d.apply(e);
+    }
+    let r = d.view().results[&1].clone();
+    assert!(r.commit_pending);
+    assert_eq!(
+        (r.commit, r.agent_commits, r.uncommitted),
+        (None, None, None)
+    );
+}
