@@ -30,7 +30,8 @@
 //! to meet the rare save that lands in a file a runner's write displaced; `--only-beside` runs
 //! nothing but the faults beside the loop (a full state directory and a kill right after the
 //! first spawn, in turn; every other pair reviewed, with `loop.out` written meanwhile); `--backend codex`
-//! runs every loop on the Codex backend, the simulated agent speaking Codex's events;
+//! (or `gemini`) runs every loop on the Codex (or Gemini CLI) backend, the simulated agent
+//! speaking that CLI's events;
 //! `--parallel` runs the three steps of every loop at once (`--parallel 3`) in a git project,
 //! each writing a file of its own, and adds what parallel steps meet: conflicts, a VERIFY red
 //! only on the merged result, a failed step decided from the loop the person started (by the
@@ -473,11 +474,19 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// `--backend codex`: every loop runs on the Codex backend.
-fn on_codex() -> bool {
+/// `--backend codex` or `--backend gemini`: every loop runs on that backend (`claude`
+/// unless one is named).
+fn backend() -> &'static str {
     let args: Vec<String> = std::env::args().collect();
-    args.windows(2)
-        .any(|w| w[0] == "--backend" && w[1] == "codex")
+    let named = args
+        .windows(2)
+        .find(|w| w[0] == "--backend")
+        .map(|w| w[1].clone());
+    match named.as_deref() {
+        Some("codex") => "codex",
+        Some("gemini") => "gemini",
+        _ => "claude",
+    }
 }
 
 /// The fault of loop `i`, its variant when its steps run at once, and whether it is reviewed.
@@ -589,8 +598,8 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
 /// not, and at once (with a variant's own flags) in parallel.
 fn start_args(variant: Option<parallel::Variant>, review: bool) -> Vec<&'static str> {
     let mut start = vec!["start", "soak", "--step", "a", "--step", "b", "--step", "c"];
-    if on_codex() {
-        start.extend(["--backend", "codex"]);
+    if backend() != "claude" {
+        start.extend(["--backend", backend()]);
     }
     if let Some(v) = variant {
         start.extend(["--parallel", "3"]);
@@ -917,7 +926,7 @@ fn main() {
         "soak: {} loops in {:.0} s (seed {seed}, backend {}{})",
         t.loops,
         began.elapsed().as_secs_f64(),
-        if on_codex() { "codex" } else { "claude" },
+        backend(),
         if on_parallel() {
             ", 3 steps at once"
         } else {
