@@ -37,8 +37,9 @@
 //! write displaced; `--busy N` spins N threads for the whole run (a loaded machine);
 //! `--only-beside` runs nothing but the faults beside the loop (a full state directory and a
 //! kill right after the first spawn, in turn; every other pair reviewed, with `loop.out`
-//! written meanwhile); `--at-once N` runs any soak N loops at a time; `--backend codex`
-//! runs every loop on the Codex backend, the simulated agent speaking Codex's events;
+//! written meanwhile); `--at-once N` runs any soak N loops at a time; `--backend codex` (or
+//! `gemini`) runs every loop on the Codex (or Gemini CLI) backend, the simulated agent speaking
+//! that CLI's events;
 //! `--parallel` runs the three steps of every loop at once (`--parallel 3`) in a git project,
 //! each writing a file of its own, and adds what parallel steps meet: conflicts, a VERIFY red
 //! only on the merged result, a failed step decided from the loop the person started (by the
@@ -590,11 +591,19 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// `--backend codex`: every loop runs on the Codex backend.
-fn on_codex() -> bool {
+/// `--backend codex` or `--backend gemini`: every loop runs on that backend (`claude`
+/// unless one is named).
+fn backend() -> &'static str {
     let args: Vec<String> = std::env::args().collect();
-    args.windows(2)
-        .any(|w| w[0] == "--backend" && w[1] == "codex")
+    let named = args
+        .windows(2)
+        .find(|w| w[0] == "--backend")
+        .map(|w| w[1].clone());
+    match named.as_deref() {
+        Some("codex") => "codex",
+        Some("gemini") => "gemini",
+        _ => "claude",
+    }
 }
 
 /// The fault of loop `i`, its variant when its steps run at once, and whether it is reviewed.
@@ -723,8 +732,8 @@ fn start_args(steps: u64, variant: Option<parallel::Variant>, review: bool) -> V
     for name in NAMES.iter().take(usize::try_from(steps).unwrap_or(3)) {
         start.extend(["--step", name]);
     }
-    if on_codex() {
-        start.extend(["--backend", "codex"]);
+    if backend() != "claude" {
+        start.extend(["--backend", backend()]);
     }
     if let Some(v) = variant {
         start.extend(["--parallel", "3"]);
@@ -1168,7 +1177,7 @@ fn report(t: &mut Tally, seed: u64, (at_once, busy_threads): (usize, usize), beg
         "soak: {} loops in {:.0} s (seed {seed}, backend {}{}, {at_once} at a time, {busy_threads} busy threads; load average {})",
         t.loops,
         began.elapsed().as_secs_f64(),
-        if on_codex() { "codex" } else { "claude" },
+        backend(),
         if on_parallel() {
             ", 3 steps at once"
         } else {

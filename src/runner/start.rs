@@ -179,11 +179,17 @@ fn check_agent(settings: &Settings) -> Result<()> {
     used.extend(settings.review_for_new().backend);
     used.extend(settings.fallback_for_new().map(|(to, _)| to));
     let session = crate::agent::Session::New(String::new());
+    // The call's own files go to the state directory, which a run gives it: the settings are
+    // checked here, not the place.
+    let checked = crate::agent::AgentConfig {
+        files_dir: Some(std::path::PathBuf::from(".")),
+        ..cfg.clone()
+    };
     for backend in used {
         let agent = crate::agent::backend_for(backend);
         if backend == cfg.backend {
             agent
-                .invocation(cfg, "", &session)
+                .invocation(&checked, "", &session)
                 .map_err(|r| refuse(backend, &r))?;
         } else {
             let program = crate::runner::settings::other_program(backend);

@@ -305,3 +305,31 @@ fn doctor_checks_gemini_against_the_simulated_agent() {
     assert!(text.contains("its tokens"), "{text}");
     assert!(text.contains("a resume kept the session"), "{text}");
 }
+
+/// `--permission-mode plan` on Gemini reads only: the loop starts (its check of the settings
+/// gives the read-only policy a place, as a run does) and the run gets the policy.
+#[test]
+fn a_gemini_loop_in_plan_mode_starts_and_runs_under_the_read_only_policy() {
+    let env = gemini_loop();
+    env.scenario(&Scenario::new());
+    env.run_ok(&[
+        "start",
+        "g",
+        "--backend",
+        "gemini",
+        "--permission-mode",
+        "plan",
+        "--step",
+        "look",
+    ]);
+    env.assert_status(Status::Done);
+    let calls = env.calls();
+    assert_eq!(
+        flag_value(&calls[0], "--approval-mode").as_deref(),
+        Some("plan")
+    );
+    assert!(
+        flag_value(&calls[0], "--policy").is_some_and(|p| p.ends_with("gemini-read-only.toml")),
+        "{calls:?}"
+    );
+}
