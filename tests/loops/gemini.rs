@@ -333,3 +333,25 @@ fn a_gemini_loop_in_plan_mode_starts_and_runs_under_the_read_only_policy() {
         "{calls:?}"
     );
 }
+
+/// Gemini CLI with no credentials it can use exits 41 (the real capture, replayed): the loop
+/// waits for a person, saying what to set, rather than spending its attempts.
+#[test]
+fn a_gemini_cli_without_credentials_halts_saying_what_to_set() {
+    let env = gemini_loop();
+    let capture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/gemini/no-auth-setting");
+    let mut no_key = Action::fixture(capture);
+    no_key.exit = Some(41);
+    env.scenario(&Scenario::new().step(1, no_key));
+    let out = env.run_exits(3, &["start", "g", "--backend", "gemini", "--step", "one"]);
+    env.assert_status(Status::Waiting);
+    let said = stderr(&out);
+    assert!(
+        said.contains("Gemini CLI has no credentials it can use (exit 41)")
+            && said.contains("set GEMINI_API_KEY"),
+        "{said}"
+    );
+    let error = env.m1().results[&1].error.clone().unwrap_or_default();
+    assert!(error.contains("no credentials"), "{}", env.text());
+}
