@@ -133,7 +133,7 @@ impl Invocation {
                 if let Some(dir) = path.parent() {
                     std::fs::create_dir_all(dir)?;
                 }
-                let temp = path.with_extension("tmp");
+                let temp = path.with_extension(format!("tmp.{}", std::process::id()));
                 std::fs::write(&temp, text)?;
                 std::fs::rename(&temp, path)?;
             }

@@ -420,11 +420,9 @@ fn modes_row(kind: AgentKind, cfg: &AgentConfig, help: &str) -> Row {
         .invocation(cfg, "x", &crate::agent::Session::New(String::new()))
         .map(|i| i.args)
         .unwrap_or_default();
-    let passed = args
-        .iter()
-        .position(|a| option.flags.contains(&a.as_str()))
-        .and_then(|i| args.get(i + 1))
-        .cloned();
+    let at = args.iter().position(|a| option.flags.contains(&a.as_str()));
+    let flag = at.map_or(long, |i| args[i].as_str()).to_owned();
+    let passed = at.and_then(|i| args.get(i + 1)).cloned();
     let knows = || {
         if known.is_empty() {
             "this version's --help lists none (the contract run is called with it)".to_owned()
@@ -465,7 +463,7 @@ fn modes_row(kind: AgentKind, cfg: &AgentConfig, help: &str) -> Row {
     );
     let what = match mode {
         Some(mode) => format!("AGENT.PERMISSION_MODE {mode} is unknown to this version"),
-        None => format!("the loop passes {long} {value}, which this version does not know"),
+        None => format!("the loop passes {flag} {value}, which this version does not know"),
     };
     row(
         check,
