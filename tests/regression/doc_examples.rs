@@ -51,7 +51,10 @@ fn the_doctor_example_is_what_doctor_says_of_the_simulated_agent() {
     let place = Place::new();
     std::fs::create_dir(place.work().join("state")).unwrap();
     let mut doctor = place.loop_in(&place.work(), &args);
-    doctor.env("LOOP_AGENT", SIM).env("LOOP_AGENT_CODEX", SIM);
+    doctor
+        .env("LOOP_AGENT", SIM)
+        .env("LOOP_AGENT_CODEX", SIM)
+        .env("LOOP_AGENT_GEMINI", SIM);
     let out = run_within(doctor, WITHIN);
     let text = stdout(&out).replace(&place.stop_file().display().to_string(), "/tmp/croppy-stop");
     let (want, got) = (doctor_rows(&example.body), doctor_rows(&text));
