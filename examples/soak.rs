@@ -50,7 +50,6 @@
     reason = "counts and sizes become f64 only to be printed, far below where f64 loses precision"
 )]
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -62,6 +61,8 @@ mod common;
 mod parallel;
 #[path = "soak/saves.rs"]
 mod saves;
+#[path = "soak/starts.rs"]
+mod starts;
 
 #[path = "../tests/support/telegram_fake.rs"]
 #[expect(
@@ -126,6 +127,7 @@ struct Tally {
     conflicts: usize,
     red_merges: usize,
     second_loops: usize,
+    lost_tasks_retried: usize,
     // Saves racing the runner's writes (see `soak/saves.rs`).
     saves_at_start: usize,
     start_refused: usize,
@@ -174,6 +176,7 @@ impl Tally {
             (&mut self.conflicts, o.conflicts),
             (&mut self.red_merges, o.red_merges),
             (&mut self.second_loops, o.second_loops),
+            (&mut self.lost_tasks_retried, o.lost_tasks_retried),
             (&mut self.saves_at_start, o.saves_at_start),
             (&mut self.start_refused, o.start_refused),
             (&mut self.appends_at_end, o.appends_at_end),
@@ -950,41 +953,8 @@ fn assess(
 ) -> Vec<String> {
     let mut bad = Vec::new();
     bad.extend(refused_own_file(l, status, t));
-    // (the loop the person started, step, attempt or review run, whether a review). A loop
-    // whose steps run at once runs each in a loop of its own, under its own id
-    // (`parallel/<LOOP_ID>/step-N.loop/M1.md`): a step started in two such loops of one parent
-    // is started twice, and a second loop in the same directory counts afresh.
-    let mut seen: HashMap<(String, u64, u64, bool), usize> = HashMap::new();
-    let mut step_loops: HashMap<(String, u64), std::collections::HashSet<String>> = HashMap::new();
-    for c in l.calls() {
-        if let (Some(s), Some(a)) = (c["step"].as_u64(), c["attempt"].as_u64()) {
-            // A reviewer's call, whichever backend (the simulated agent logs `LOOP_REVIEW`).
-            let review = c["review"].as_bool() == Some(true);
-            let file = c["loop_file"].as_str().unwrap_or_default();
-            let parent = file
-                .split("/parallel/")
-                .nth(1)
-                .and_then(|r| r.split('/').next())
-                .unwrap_or_default()
-                .to_owned();
-            let loop_id = c["loop_id"].as_str().unwrap_or_default().to_owned();
-            step_loops
-                .entry((parent.clone(), s))
-                .or_default()
-                .insert(loop_id);
-            *seen.entry((parent, s, a, review)).or_default() += 1;
-        }
-    }
-    // A step of a parallel loop started in a second loop of its own.
-    for ((parent, s), loops) in &step_loops {
-        if !parent.is_empty() && loops.len() > 1 {
-            seen.insert(
-                (format!("{parent} in another loop"), *s, 0, false),
-                loops.len(),
-            );
-        }
-    }
-    let doubles: usize = seen.values().map(|n| n - 1).sum();
+    let seen = starts::starts(&l.calls());
+    let doubles = starts::doubles(&seen);
     if doubles > 0 {
         t.double_starts += doubles;
         bad.push(format!("{doubles} double start(s): {seen:?}"));

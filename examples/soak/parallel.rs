@@ -134,9 +134,15 @@ impl Drop for Bot {
 
 /// The pending gate of step 2 in the loop the person started, once shown there.
 fn gate_of_step_two(l: &Loop) -> Option<String> {
+    pending_gate(l, |keys| keys.iter().any(|k| k == "STEP: 2")).map(|(id, _)| id)
+}
+
+/// The last pending gate of the loop the person started whose keys satisfy `which`: its id
+/// and its keys (`STEP: 2`, `QUESTION: …`).
+fn pending_gate(l: &Loop, which: impl Fn(&[String]) -> bool) -> Option<(String, Vec<String>)> {
     let text = l.text();
     let doc = text.split("\nGATES:\n").nth(1)?;
-    // `  G4:` blocks, their keys in any order: the one with STEP: 2 and STATE: PENDING.
+    // `  G4:` blocks, their keys in any order.
     let mut blocks: Vec<(String, Vec<String>)> = Vec::new();
     for line in doc.lines() {
         if let Some(g) = line.strip_prefix("  G").and_then(|r| r.strip_suffix(':')) {
@@ -152,10 +158,19 @@ fn gate_of_step_two(l: &Loop) -> Option<String> {
     blocks
         .into_iter()
         .rev()
-        .find(|(_, keys)| {
-            keys.iter().any(|k| k == "STEP: 2") && keys.iter().any(|k| k == "STATE: PENDING")
-        })
-        .map(|(id, _)| id)
+        .find(|(_, keys)| keys.iter().any(|k| k == "STATE: PENDING") && which(keys))
+}
+
+/// The step of a pending gate that asks about a task lost to a kill of its supervisor (a
+/// failed attempt, as a lost task is, past `--max-retries 1`).
+fn gate_of_a_lost_task(l: &Loop) -> Option<String> {
+    let (_, keys) = pending_gate(l, |keys| {
+        keys.iter()
+            .any(|k| k.starts_with("QUESTION: ") && k.contains("task was lost"))
+    })?;
+    keys.iter()
+        .find_map(|k| k.strip_prefix("STEP: "))
+        .map(str::to_owned)
 }
 
 /// Takes the decision of a `Decided` loop once step 2's gate is shown in the loop the person
@@ -372,8 +387,15 @@ pub fn after_faults(
     };
     if decide(l, how, tg, t) {
         // Whoever carries the decision out (the loop's runner, the decider, the runner a tap
-        // started) drives the loop to its end.
-        wait_for(Duration::from_secs(120), || l.done());
+        // started) drives the loop to its end. A step whose task the soak's kill of its
+        // supervisor lost failed its one allowed attempt: a person retries it from here.
+        wait_for(Duration::from_secs(120), || {
+            if let Some(step) = gate_of_a_lost_task(l) {
+                let _ = l.cmd(&["retry", &step]).status();
+                t.lost_tasks_retried += 1;
+            }
+            l.done()
+        });
     } else {
         t.failures.push(format!(
             "loop {i}: step 2's gate was never shown, or the tap never taken"
@@ -386,7 +408,8 @@ pub fn report(t: &Tally) {
     println!(
         "  parallel: false DONE {}, lost commits {}, worktrees/branches/merge worktrees left {}, \
          double decisions {}; decided {} by the shell and {} by a tap; {} conflicts and {} red \
-         merges sent back; {} second loops in the same project",
+         merges sent back; {} second loops in the same project; {} steps retried from here after \
+         the soak lost their task",
         t.false_done,
         t.lost_commits,
         t.git_left,
@@ -395,6 +418,7 @@ pub fn report(t: &Tally) {
         t.decisions_by_tap,
         t.conflicts,
         t.red_merges,
-        t.second_loops
+        t.second_loops,
+        t.lost_tasks_retried
     );
 }
