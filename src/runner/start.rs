@@ -121,17 +121,31 @@ fn refuse_if_not_a_file(file: &Path) -> Result<()> {
     )))
 }
 
+/// How long a start waits for the runner of a loop that ended to let go of it.
+const ENDED_RUNNER_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Checks what a new loop would replace; archives it when allowed.
 fn make_room(file: &Path, force: bool) -> Result<Option<PathBuf>> {
     if !file.exists() {
         return Ok(None);
     }
     if let Some(pid) = lock::holder(file) {
-        return Err(Error::bad_input(format!(
-            "a runner (pid {pid}) is driving {}; stop it first ({})",
-            file.display(),
-            super::stop::command_for(file)
-        )));
+        // A loop that ended has a runner still letting go of it a moment (the report, the
+        // last messages queued): a start then, as a person's right after the DONE message,
+        // waits for it rather than refusing a loop nobody drives any more.
+        let ended = crate::m1::load(file)
+            .is_ok_and(|doc| matches!(doc.view().status, Status::Done | Status::Failed));
+        if let Some(pid) = if ended {
+            lock::wait_released(file, ENDED_RUNNER_GRACE)
+        } else {
+            Some(pid)
+        } {
+            return Err(Error::bad_input(format!(
+                "a runner (pid {pid}) is driving {}; stop it first ({})",
+                file.display(),
+                super::stop::command_for(file)
+            )));
+        }
     }
     match crate::m1::load(file) {
         Ok(doc) => {

@@ -284,3 +284,44 @@ fn a_second_loop_of_the_same_scenario_meets_its_scripted_failure_again() {
     }
     assert_eq!(env.calls_for(1), 4);
 }
+
+/// `loop start` right after a loop ended was refused ("a runner (pid N) is driving M1.md; stop
+/// it first") while the finished loop's runner had not let go of its lock yet (it writes the
+/// report and queues the last messages after DONE): the parallel soak's second loop in the same
+/// project then never started. A start now waits a moment for the runner of a finished loop.
+#[test]
+fn a_start_just_after_a_loop_ended_waits_for_its_runner_to_let_go() {
+    use std::io::Write;
+    let env = TestLoop::new();
+    env.scenario(&crate::support::answers::passing());
+    let out = env.run_for(
+        &["start", "first goal", "--step", "a"],
+        Duration::from_secs(60),
+    );
+    env.assert_exit(&out, 0);
+    assert!(env.text().starts_with("STATUS: DONE"), "{}", env.text());
+    // The first loop's runner, still holding its lock a moment after DONE.
+    let lock_path = env.state().join("M1.md.lock");
+    let mut lock = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&lock_path)
+        .unwrap();
+    lock.try_lock().unwrap();
+    write!(lock, "{}", std::process::id()).unwrap();
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(800));
+        drop(lock);
+    });
+    let out = env.run_for(
+        &["start", "second goal", "--step", "b"],
+        Duration::from_secs(60),
+    );
+    holder.join().unwrap();
+    env.assert_exit(&out, 0);
+    let text = env.text();
+    assert!(text.contains("GOAL: second goal"), "{text}");
+    assert!(text.starts_with("STATUS: DONE"), "{text}");
+}
