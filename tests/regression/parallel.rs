@@ -565,3 +565,34 @@ fn an_old_text_saved_over_a_merged_steps_cleanup_never_starts_that_step_again() 
     assert_no_git_left(&env);
     env.assert_no_processes();
 }
+
+/// A parallel step whose agent changed no file was recorded with `COMMIT:` the integration
+/// branch's tip, another step's merge or the project's start, and the log said it was "merged
+/// … (the integration branch held its work already)". The soak met it when its agent's writes
+/// were refused: the step looked committed. It has no commit of its own, and says so.
+#[test]
+fn a_parallel_step_that_changed_nothing_is_not_given_another_commit_as_its_own() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("a").write("a.txt", "a\n"))
+            .step(2, Action::done("nothing to change")),
+    );
+    assert_eq!(start_parallel(&env, "goal", &["a", "look"], "2", &[]), 0);
+    env.assert_status(Status::Done);
+    let m = env.m1();
+    assert!(m.results[&1].commit.is_some(), "{}", env.text());
+    assert_eq!(
+        m.results[&2].commit,
+        None,
+        "step 2 made no commit\n{}",
+        env.text()
+    );
+    let log = env.log();
+    assert!(
+        log.contains("step 2 changed no file: nothing to merge into"),
+        "{log}"
+    );
+    assert!(!log.contains("step 2 merged"), "{log}");
+    assert_no_git_left(&env);
+}

@@ -67,9 +67,12 @@ pub(crate) enum MergeCheck {
     Verified,
     /// No VERIFY is set: nothing ran on the merged result.
     NoVerify,
-    /// The integration branch held the step's work already (it added nothing, or a crash
-    /// came after its merge): nothing new was merged or verified.
+    /// The integration branch held the step's work already (a crash came after its merge):
+    /// nothing new was merged or verified.
     AlreadyIn,
+    /// The step's branch has no commit beyond where it started: its agent changed no file, so
+    /// nothing was merged, and the step has no commit of its own.
+    Nothing,
 }
 
 /// Step `n` is merged as `commit`: DONE here, with what its own loop recorded (`child`), its
@@ -85,7 +88,12 @@ pub(crate) fn merged(
 ) -> Transition {
     let mut edits = vec![
         Edit::StepState(n, StepState::Done),
-        ResultKey::Commit.set(n, short(commit)),
+        // A step that changed nothing has no commit: the integration branch's tip is not its.
+        if check == MergeCheck::Nothing {
+            ResultKey::Commit.remove(n)
+        } else {
+            ResultKey::Commit.set(n, short(commit))
+        },
         // Every check that applies passed: its own loop's, and VERIFY on the merged result
         // where one is set.
         ResultKey::Verified.set(n, child.verified.unwrap_or(true).to_string()),
@@ -119,25 +127,28 @@ pub(crate) fn merged(
     );
     edits.extend(loop_file.map(|f| ResultKey::Report.set(n, f)));
     let branch = m.parallel.branch.clone().unwrap_or_default();
-    let checked = match check {
-        MergeCheck::Verified => ", VERIFY passed on the merged result",
-        MergeCheck::NoVerify => " (no VERIFY is set)",
-        MergeCheck::AlreadyIn => " (the integration branch held its work already)",
+    let said = match check {
+        MergeCheck::Verified => format!(
+            "Step {n} merged into {branch} as {}, VERIFY passed on the merged result",
+            short(commit)
+        ),
+        MergeCheck::NoVerify => format!(
+            "Step {n} merged into {branch} as {} (no VERIFY is set)",
+            short(commit)
+        ),
+        MergeCheck::AlreadyIn => format!(
+            "Step {n} merged into {branch} as {} (the integration branch held its work already)",
+            short(commit)
+        ),
+        MergeCheck::Nothing => {
+            format!("Step {n} changed no file: nothing to merge into {branch}, and no commit")
+        }
     };
     edits.extend(actions(
-        &format!(
-            "Step {n} merged into {branch} as {}{checked}",
-            short(commit)
-        ),
+        &said,
         "Merge each step that is done, start those that are ready",
     ));
-    let mut t = Transition::now(
-        edits,
-        format!(
-            "merge: step {n} merged into {branch} as {}{checked}",
-            short(commit)
-        ),
-    );
+    let mut t = Transition::now(edits, format!("merge: {}", lower_first(&said)));
     t.effects.push(Effect::TickPlanFile(n));
     t
 }
@@ -490,4 +501,12 @@ pub(crate) fn finished(m: &M1, result: &Landed) -> Transition {
 #[must_use]
 pub(crate) fn is_retry(choice: &str) -> bool {
     GateOption::parse(choice) == Some(GateOption::Retry)
+}
+
+/// `text` with its first letter in lower case, as a log line's words after its `merge:`.
+fn lower_first(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |c| {
+        c.to_lowercase().chain(chars).collect::<String>()
+    })
 }

@@ -42,10 +42,17 @@ impl Runner {
             .loop_file
             .as_deref()
             .map(|f| Layout::merged_note(Path::new(f)));
+        // A branch with no commit beyond where the step started: its agent changed nothing.
+        let base = run.base.clone().unwrap_or_default();
+        let made_nothing = |tip: &str| !base.is_empty() && tip == base;
         if let Some(commit) = note.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
-            return self
-                .record_merged(n, commit.trim(), MergeCheck::AlreadyIn)
-                .map(|()| None);
+            let tip = git::commit_of(&self.workdir, &format!("refs/heads/{branch}"));
+            let check = if tip.as_deref().is_some_and(made_nothing) {
+                MergeCheck::Nothing
+            } else {
+                MergeCheck::AlreadyIn
+            };
+            return self.record_merged(n, commit.trim(), check).map(|()| None);
         }
         let fail = anyhow::Error::msg;
         if wt.join(".git").exists() {
@@ -61,7 +68,9 @@ impl Runner {
         let tip = git::commit_of(&self.workdir, &format!("refs/heads/{branch}"))
             .ok_or_else(|| anyhow::anyhow!("step {n}'s branch {branch} is gone"))?;
         // Merged before a crash: the integration branch has it already.
-        let (merged, check) = if git::is_ancestor(&self.workdir, &tip, &old) {
+        let (merged, check) = if made_nothing(&tip) {
+            (old.clone(), MergeCheck::Nothing)
+        } else if git::is_ancestor(&self.workdir, &tip, &old) {
             (old.clone(), MergeCheck::AlreadyIn)
         } else {
             let merge_wt = Layout::dir(&self.state_dir)
