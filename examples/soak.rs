@@ -128,6 +128,7 @@ struct Tally {
     red_merges: usize,
     second_loops: usize,
     lost_tasks_retried: usize,
+    done_with_writes_refused: usize,
     // Saves racing the runner's writes (see `soak/saves.rs`).
     saves_at_start: usize,
     start_refused: usize,
@@ -177,6 +178,10 @@ impl Tally {
             (&mut self.red_merges, o.red_merges),
             (&mut self.second_loops, o.second_loops),
             (&mut self.lost_tasks_retried, o.lost_tasks_retried),
+            (
+                &mut self.done_with_writes_refused,
+                o.done_with_writes_refused,
+            ),
             (&mut self.saves_at_start, o.saves_at_start),
             (&mut self.start_refused, o.start_refused),
             (&mut self.appends_at_end, o.appends_at_end),
@@ -688,6 +693,8 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
         reap(&mut again, Duration::from_secs(120));
     }
     drop(appender);
+    // The saves went into this loop's M1.md, which a second loop's start archives.
+    let saves_lost = lost_saves(&l.text(), saves, t);
     let second = if variant == Some(parallel::Variant::Twice) && l.done() {
         t.second_loops += 1;
         Some(parallel::second_loop(&l))
@@ -700,7 +707,8 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     } else {
         telegram_assess(&l, &tg, t)
     };
-    bad.extend(assess(&l, saves, (review, second.is_some()), status, t));
+    bad.extend(saves_lost);
+    bad.extend(assess(&l, (review, second.is_some()), status, t));
     if variant.is_none() {
         bad.extend(beside::assess(&l, kind, review, status, t));
         bad.extend(assess_commits(&l, t));
@@ -946,7 +954,6 @@ fn refused_own_file(
 /// What went wrong with a loop that ended: each finding counted in `t`, and said.
 fn assess(
     l: &Loop,
-    saves: usize,
     (review, second): (bool, bool),
     status: Option<std::process::ExitStatus>,
     t: &mut Tally,
@@ -965,7 +972,6 @@ fn assess(
         bad.push(format!("{reruns} re-run(s) of a passed step"));
     }
     let text = l.text();
-    bad.extend(lost_saves(&text, saves, t));
     let approved = text.matches("REVIEW: approved").count() as u64;
     // A second loop has two steps of its own, unreviewed; a step skipped by a decision has no
     // result to lose, and no review.

@@ -292,8 +292,21 @@ pub fn assess(
             bad.push(format!("step {s} DONE, but its agent never ran"));
         }
         if done && !project.join(file).exists() {
-            t.lost_commits += 1;
-            bad.push(format!("step {s} DONE, but {file} is not in the project"));
+            if refused_write(l, *s, file) {
+                // The read-only state directory (where the step's worktree is) refused its
+                // agent's write, and the agent said done all the same: the loop can only
+                // record that the step made no commit.
+                t.done_with_writes_refused += 1;
+                if step_commit(&text, *s).is_some() {
+                    t.false_done += 1;
+                    bad.push(format!(
+                        "step {s} wrote nothing (its write was refused), but has a COMMIT"
+                    ));
+                }
+            } else {
+                t.lost_commits += 1;
+                bad.push(format!("step {s} DONE, but {file} is not in the project"));
+            }
         }
     }
     if second_from.is_some() && !project.join("step-1.txt").exists() {
@@ -403,13 +416,40 @@ pub fn after_faults(
     }
 }
 
+/// Whether the agent of step `step` was refused the write of `file` by the system (the
+/// simulated agent notes each such write beside its log of calls).
+fn refused_write(l: &Loop, step: u64, file: &str) -> bool {
+    let mut log = l.sim_log.clone().into_os_string();
+    log.push(".refused.jsonl");
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .any(|r| {
+            r["step"].as_str() == Some(step.to_string().as_str())
+                && r["path"].as_str().is_some_and(|p| p.ends_with(file))
+        })
+}
+
+/// The `COMMIT:` of step `step` in the loop's RESULTS.
+fn step_commit(text: &str, step: u64) -> Option<String> {
+    let results = text.split("\nRESULTS:\n").nth(1)?;
+    let block = results.split(&format!("  STEP_{step}:\n")).nth(1)?;
+    block
+        .lines()
+        .take_while(|l| l.starts_with("    "))
+        .find_map(|l| l.trim().strip_prefix("COMMIT: "))
+        .map(str::to_owned)
+}
+
 /// The parallel counts, as the soak's summary prints them.
 pub fn report(t: &Tally) {
     println!(
         "  parallel: false DONE {}, lost commits {}, worktrees/branches/merge worktrees left {}, \
          double decisions {}; decided {} by the shell and {} by a tap; {} conflicts and {} red \
          merges sent back; {} second loops in the same project; {} steps retried from here after \
-         the soak lost their task",
+         the soak lost their task; {} steps done with their agent's writes refused (no commit \
+         recorded)",
         t.false_done,
         t.lost_commits,
         t.git_left,
@@ -419,6 +459,7 @@ pub fn report(t: &Tally) {
         t.conflicts,
         t.red_merges,
         t.second_loops,
-        t.lost_tasks_retried
+        t.lost_tasks_retried,
+        t.done_with_writes_refused
     );
 }

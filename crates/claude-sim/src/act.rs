@@ -763,6 +763,7 @@ fn do_files(action: &Action, fill: &dyn Fn(&str) -> String) -> Result<(), i32> {
     let fail = |path: &str, e: std::io::Error| {
         if refused_by_the_system(&e) {
             eprintln!("claude-sim: the tool call could not write {path}: {e}");
+            note_refused(path, &e);
             return Ok(());
         }
         eprintln!("claude-sim: cannot write {path}: {e}");
@@ -789,6 +790,28 @@ fn do_files(action: &Action, fill: &dyn Fn(&str) -> String) -> Result<(), i32> {
             .status();
     }
     Ok(())
+}
+
+/// Notes a write the system refused in `<CLAUDE_SIM_LOG>.refused.jsonl` (the call, the path,
+/// the error), so a soak can tell a step its agent called done without its files from one whose
+/// files the loop lost.
+fn note_refused(path: &str, e: &std::io::Error) {
+    let Some(log) = std::env::var_os("CLAUDE_SIM_LOG") else {
+        return;
+    };
+    let mut file = PathBuf::from(log).into_os_string();
+    file.push(".refused.jsonl");
+    let line = serde_json::json!({
+        "task_id": std::env::var("LOOP_TASK_ID").ok(),
+        "step": std::env::var("LOOP_STEP").ok(),
+        "path": path,
+        "error": e.to_string(),
+    });
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
 }
 
 /// Whether a write failed because the system forbids it here (what a sandbox answers).
