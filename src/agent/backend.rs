@@ -21,6 +21,38 @@ pub(crate) struct Refused {
     pub why: String,
 }
 
+/// What a backend that takes no list of tools, no turn cap and no budget on its command line
+/// says of each, in its own words: [`Refused::unsupported`] refuses the first one set.
+pub(crate) struct NoFlagFor {
+    pub allowed_tools: &'static str,
+    pub max_turns: &'static str,
+    pub max_budget_usd: &'static str,
+}
+
+impl Refused {
+    /// The first of `AGENT.ALLOWED_TOOLS` (on a run the loop gives no tools of its own),
+    /// `AGENT.MAX_TURNS` and `AGENT.MAX_BUDGET_USD` that `cfg` sets, refused with `why`'s words
+    /// for it: never dropped, never widened.
+    pub(crate) fn unsupported(cfg: &super::AgentConfig, why: &NoFlagFor) -> Option<Self> {
+        let no = |setting: &str, why: &str| {
+            Some(Self {
+                setting: setting.to_owned(),
+                why: why.to_owned(),
+            })
+        };
+        if cfg.tools.is_none() && !cfg.allowed_tools.is_empty() {
+            return no("AGENT.ALLOWED_TOOLS", why.allowed_tools);
+        }
+        if cfg.max_turns.is_some() {
+            return no("AGENT.MAX_TURNS", why.max_turns);
+        }
+        if cfg.max_budget_usd.is_some() {
+            return no("AGENT.MAX_BUDGET_USD", why.max_budget_usd);
+        }
+        None
+    }
+}
+
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.setting, self.why)

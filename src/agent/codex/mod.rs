@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use super::backend::{Backend, ContractCheck, Dialect, ModeOption, Refused};
+use super::backend::{Backend, ContractCheck, Dialect, ModeOption, NoFlagFor, Refused};
 use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 use crate::m1::settings::PermissionMode;
 
@@ -65,33 +65,18 @@ fn sandbox(cfg: &AgentConfig) -> &'static [&'static str] {
 
 /// The settings Codex has no equivalent of: refused, never dropped.
 fn refused(cfg: &AgentConfig) -> Option<Refused> {
-    let no = |setting: &str, why: &str| {
-        Some(Refused {
-            setting: setting.to_owned(),
-            why: why.to_owned(),
-        })
-    };
-    if cfg.tools.is_none() && !cfg.allowed_tools.is_empty() {
-        return no(
-            "AGENT.ALLOWED_TOOLS",
-            "Codex has no list of allowed tools: its sandbox decides what a run may do \
-             (AGENT.PERMISSION_MODE: plan reads only, acceptEdits writes the project, \
+    Refused::unsupported(
+        cfg,
+        &NoFlagFor {
+            allowed_tools: "Codex has no list of allowed tools: its sandbox decides what a run \
+             may do (AGENT.PERMISSION_MODE: plan reads only, acceptEdits writes the project, \
              bypassPermissions has no sandbox); remove the line",
-        );
-    }
-    if cfg.max_turns.is_some() {
-        return no(
-            "AGENT.MAX_TURNS",
-            "Codex has no cap on turns; remove the line (LIMITS.STEP_TIMEOUT bounds a run)",
-        );
-    }
-    if cfg.max_budget_usd.is_some() {
-        return no(
-            "AGENT.MAX_BUDGET_USD",
-            "Codex reports tokens, not dollars, and has no budget cap; remove the line",
-        );
-    }
-    None
+            max_turns: "Codex has no cap on turns; remove the line (LIMITS.STEP_TIMEOUT bounds a \
+             run)",
+            max_budget_usd: "Codex reports tokens, not dollars, and has no budget cap; remove the \
+             line",
+        },
+    )
 }
 
 impl Backend for Codex {

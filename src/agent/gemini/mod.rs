@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use super::backend::{Backend, ContractCheck, Dialect, ModeOption, Refused};
+use super::backend::{Backend, ContractCheck, Dialect, ModeOption, NoFlagFor, Refused};
 use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 use crate::m1::settings::PermissionMode;
 
@@ -74,34 +74,18 @@ fn approval(cfg: &AgentConfig) -> (&'static str, bool) {
 
 /// The settings Gemini CLI has no flag for: refused, never dropped.
 fn refused(cfg: &AgentConfig) -> Option<Refused> {
-    let no = |setting: &str, why: &str| {
-        Some(Refused {
-            setting: setting.to_owned(),
-            why: why.to_owned(),
-        })
-    };
-    if cfg.tools.is_none() && !cfg.allowed_tools.is_empty() {
-        return no(
-            "AGENT.ALLOWED_TOOLS",
-            "Gemini CLI takes no list of allowed tools on its command line: its approval mode \
-             decides what a run may do (AGENT.PERMISSION_MODE: acceptEdits edits files, \
-             bypassPermissions runs everything, plan reads only); remove the line",
-        );
-    }
-    if cfg.max_turns.is_some() {
-        return no(
-            "AGENT.MAX_TURNS",
-            "Gemini CLI takes its turn cap from its settings (model.maxSessionTurns), not from \
-             its command line; remove the line (LIMITS.STEP_TIMEOUT bounds a run)",
-        );
-    }
-    if cfg.max_budget_usd.is_some() {
-        return no(
-            "AGENT.MAX_BUDGET_USD",
-            "Gemini CLI reports tokens, not dollars, and has no budget cap; remove the line",
-        );
-    }
-    None
+    Refused::unsupported(
+        cfg,
+        &NoFlagFor {
+            allowed_tools: "Gemini CLI takes no list of allowed tools on its command line: its \
+             approval mode decides what a run may do (AGENT.PERMISSION_MODE: acceptEdits edits \
+             files, bypassPermissions runs everything, plan reads only); remove the line",
+            max_turns: "Gemini CLI takes its turn cap from its settings (model.maxSessionTurns), \
+             not from its command line; remove the line (LIMITS.STEP_TIMEOUT bounds a run)",
+            max_budget_usd: "Gemini CLI reports tokens, not dollars, and has no budget cap; \
+             remove the line",
+        },
+    )
 }
 
 impl Backend for Gemini {
