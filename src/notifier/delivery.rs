@@ -97,6 +97,16 @@ impl TelegramNotifier {
                 g.keyboard().as_ref(),
                 Some(&format!("{} {}", g.id, g.shown)),
             ),
+            Event::Done {
+                once: Some(key), ..
+            } => parts(event.kind(), &render(event), None, None)
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| Message {
+                    id: format!("{key}.{i}"),
+                    ..m
+                })
+                .collect(),
             _ => parts(event.kind(), &render(event), None, None),
         }
     }

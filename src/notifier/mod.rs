@@ -66,6 +66,11 @@ pub enum Event {
         /// Where the loop's report page is, when it was written.
         #[serde(default)]
         report: Option<String>,
+        /// The loop's end this tells, as a key (`done-LOOP_ID-STARTED_AT`): its messages are
+        /// queued once, however often it is told. A runner queues it before it writes DONE, so
+        /// one killed in between tells it again when the loop is carried on.
+        #[serde(default)]
+        once: Option<String>,
     },
     /// A decision the loop waits for (a gate): what it asks, and the answers offered, which
     /// the chat shows as buttons.

@@ -81,9 +81,31 @@ impl Outbox {
         crate::lockfile::exclusive(path)
     }
 
-    /// Queues `messages`, durably, in order.
+    /// Queues `messages`, durably, in order. A message whose id is a key of its own (not a
+    /// random one) and is in the outbox already, pending or settled, is not queued again.
     pub(crate) fn append(&self, messages: &[Message]) -> anyhow::Result<()> {
-        let records: Vec<Record> = messages.iter().cloned().map(Record::Message).collect();
+        let keyed = |m: &Message| uuid::Uuid::parse_str(&m.id).is_err();
+        let known: std::collections::HashSet<String> = if messages.iter().any(keyed) {
+            let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
+            records_in(&self.read()?)
+                .into_iter()
+                .map(|r| match r {
+                    Record::Message(m) => m.id,
+                    Record::Sent { id } | Record::Rejected { id, .. } => id,
+                })
+                .collect()
+        } else {
+            std::collections::HashSet::new()
+        };
+        let records: Vec<Record> = messages
+            .iter()
+            .filter(|m| !known.contains(&m.id))
+            .cloned()
+            .map(Record::Message)
+            .collect();
+        if records.is_empty() {
+            return Ok(());
+        }
         self.append_records(&records)
     }
 

@@ -98,6 +98,7 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
             tokens,
             elapsed_s,
             report,
+            ..
         } => {
             m.headline("✅", goal);
             let time = crate::duration::human(Duration::from_secs(*elapsed_s));
@@ -350,6 +351,7 @@ mod tests {
             tokens: 0,
             elapsed_s: 723,
             report: Some("/p/state/M1.report.html".into()),
+            once: None,
         };
         assert_eq!(
             render(&e),

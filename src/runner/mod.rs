@@ -597,8 +597,10 @@ impl Runner {
                     until.format("%Y-%m-%d %H:%M")
                 )),
                 Effect::Done => {
-                    let page = self.write_report();
-                    Self::done_event(before, page)
+                    // Told before DONE was written ([`Runner::tell_done`]): the page its
+                    // message names is written now.
+                    self.write_report();
+                    continue;
                 }
                 Effect::TickPlanFile(step) => {
                     self.tick_plan_file(*step);
@@ -823,8 +825,9 @@ impl Runner {
     }
 
     fn complete(&mut self, m: &M1) -> crate::error::Result<Exit> {
-        crash::point("before-done-write");
         let t = engine::complete(m);
+        self.tell_done(&t.edits);
+        crash::point("before-done-write");
         self.commit(&t.edits)?;
         self.say(&t.log);
         crash::point("after-done-write");
@@ -873,6 +876,36 @@ impl Runner {
         }
     }
 
+    /// Queues the DONE message of the loop as `edits` (its end) leave it, before they are
+    /// written: under a key of the loop's end, so it is queued once however often it is told.
+    /// Told after the DONE write, a runner killed in between left a DONE loop that nobody
+    /// carries on any more, and nobody told; told before, the runner that carries on a loop
+    /// killed in between ends it again and queues nothing twice. The report is named where it
+    /// is about to be written (a step's own loop writes none).
+    fn tell_done(&mut self, edits: &[crate::m1::Edit]) {
+        let mut doc = self.doc.clone();
+        for e in edits {
+            doc.apply(e);
+        }
+        let m = doc.view();
+        let page = m.parent_id.is_none().then(|| {
+            let page = crate::report::default_path(&self.file);
+            std::path::absolute(&page)
+                .unwrap_or(page)
+                .display()
+                .to_string()
+        });
+        let mut event = Self::done_event(&m, page);
+        if let Event::Done { once, .. } = &mut event {
+            let started = m.started_at.map(|t| t.timestamp()).unwrap_or_default();
+            *once = Some(format!(
+                "done-{}-{started}",
+                m.loop_id.as_deref().unwrap_or(&self.loop_id)
+            ));
+        }
+        self.notify(&event);
+    }
+
     /// The DONE notification: each step's summary, the cost, the time since the loop started,
     /// and where its report is.
     fn done_event(m: &M1, report: Option<String>) -> Event {
@@ -914,6 +947,7 @@ impl Runner {
             tokens: engine::tokens(m),
             elapsed_s,
             report,
+            once: None,
         }
     }
 

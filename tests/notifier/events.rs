@@ -58,6 +58,7 @@ rusty_fork::rusty_fork_test! {
             tokens: 0,
             elapsed_s: 95,
             report: None,
+            once: None,
         });
         assert!(wait_until(PATIENCE, || tg.sent().len() == 4), "{:?}", tg.sent());
 

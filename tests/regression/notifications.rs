@@ -163,3 +163,54 @@ fn a_parallel_loop_revived_by_one_of_its_steps_still_tells_its_done_on_telegram(
     );
     env.assert_no_processes();
 }
+
+/// The parallel soak killed a runner just after it wrote DONE and before it queued the DONE
+/// message: the loop was DONE, nobody was left to carry it on, and the person was never told.
+/// The message is now queued before DONE is written, under a key that queues it once.
+#[test]
+fn a_runner_killed_just_after_writing_done_has_told_it_already() {
+    use std::os::unix::process::ExitStatusExt;
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
+    env.scenario(&Scenario::new().otherwise(Action::done("parsed")));
+    let mut c = env.cmd(&["start", "ship the parser", "--step", "write it"]);
+    c.env("LOOP_CRASH_AT", "after-done-write@1");
+    let status = c.status().unwrap();
+    assert_eq!(status.signal(), Some(9), "the runner did not die there");
+    env.assert_status(Status::Done);
+    assert!(
+        wait_until(PATIENCE, || replies(&tg).iter().any(|t| t.contains("DONE"))),
+        "{:?}\n{}",
+        replies(&tg),
+        env.log()
+    );
+    env.assert_no_processes();
+}
+
+/// The other side of the same moment: a runner killed once the DONE message is queued but
+/// before DONE is written. The loop carried on ends again, and the person is told once.
+#[test]
+fn a_runner_killed_just_before_writing_done_tells_it_once() {
+    use std::os::unix::process::ExitStatusExt;
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
+    env.scenario(&Scenario::new().otherwise(Action::done("parsed")));
+    let mut c = env.cmd(&["start", "ship the parser", "--step", "write it"]);
+    c.env("LOOP_CRASH_AT", "before-done-write@1");
+    let status = c.status().unwrap();
+    assert_eq!(status.signal(), Some(9), "the runner did not die there");
+    env.run_ok(&["resume"]);
+    env.assert_status(Status::Done);
+    assert!(
+        wait_until(PATIENCE, || pending(&env) == 0
+            && deliverers(&env).is_empty()),
+        "{}",
+        env.log()
+    );
+    let done: Vec<String> = replies(&tg)
+        .into_iter()
+        .filter(|t| t.contains("DONE"))
+        .collect();
+    assert_eq!(done.len(), 1, "{:?}", replies(&tg));
+    env.assert_no_processes();
+}

@@ -363,6 +363,7 @@ impl Runner {
         self.watch.set_step_dirs(&[]);
         let m = self.view();
         let t = engine::parallel::finished(&m, &landed);
+        self.tell_done(&t.edits);
         self.commit(&t.edits)?;
         self.say(&t.log);
         self.carry_out(&m, &t.effects);
