@@ -24,6 +24,11 @@ pub(super) struct Snapshot {
 pub(super) fn snapshot(dir: &Path, skip: &Path) -> Option<Snapshot> {
     let args = ["status", "--porcelain=v1", "-z", "--untracked-files=all"];
     let listed = super::git::git_outside(dir, skip, &args)?;
+    // git names each path from the repository's top, which may be above the project.
+    let top = super::git::git(dir, &["rev-parse", "--show-toplevel"]).map_or_else(
+        || dir.to_path_buf(),
+        |t| std::path::PathBuf::from(t.trim_end()),
+    );
     let mut files = BTreeMap::new();
     let mut entries = listed.split('\0').filter(|e| e.len() > 3);
     while let Some(entry) = entries.next() {
@@ -35,7 +40,7 @@ pub(super) fn snapshot(dir: &Path, skip: &Path) -> Option<Snapshot> {
         }
         files.insert(
             path.to_owned(),
-            format!("{status} {}", hash(&dir.join(path))),
+            format!("{status} {}", hash(&top.join(path))),
         );
     }
     Some(Snapshot {
@@ -164,5 +169,26 @@ mod tests {
         git(d, &["commit", "-qm", "two"]);
         let said = changes(&before, &snapshot(d, &state).unwrap());
         assert!(said[0].starts_with("HEAD ("), "{said:?}");
+    }
+
+    /// In a project below its repository's top, git names each path from the top, and each
+    /// file was hashed from the project's directory instead: not there, so every content the
+    /// reviewer gave an already changed file hashed alike, and the change went unseen.
+    #[test]
+    fn a_change_to_a_changed_file_of_a_project_below_the_repository_top_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path();
+        let project = top.join("app");
+        let state = project.join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        git(top, &["init", "-q"]);
+        std::fs::write(project.join("dirty.txt"), "1\n").unwrap();
+        git(top, &["add", "."]);
+        git(top, &["commit", "-qm", "one"]);
+        std::fs::write(project.join("dirty.txt"), "2\n").unwrap();
+        let before = snapshot(&project, &state).unwrap();
+        std::fs::write(project.join("dirty.txt"), "3\n").unwrap();
+        let after = snapshot(&project, &state).unwrap();
+        assert_eq!(changes(&before, &after), ["app/dirty.txt (changed)"]);
     }
 }
