@@ -116,7 +116,11 @@ fn three_independent_steps_run_at_once_and_a_fourth_that_needs_them_sees_all_the
     assert_eq!(env.git(&["worktree", "list"]).lines().count(), 1);
     assert_eq!(env.git(&["branch", "--list", "loop/*"]).trim(), "");
     let m = env.m1();
-    assert!(m.results[&4].commit.is_some());
+    for n in 1..=3 {
+        assert!(m.results[&n].commit.is_some(), "step {n} has its commit");
+    }
+    // Step 4 wrote nothing: no commit is its own.
+    assert_eq!(m.results[&4].commit, None);
     env.assert_logged("merge: step 3 merged");
     env.assert_no_processes();
 }
