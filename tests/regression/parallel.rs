@@ -596,3 +596,48 @@ fn a_parallel_step_that_changed_nothing_is_not_given_another_commit_as_its_own()
     assert!(!log.contains("step 2 merged"), "{log}");
     assert_no_git_left(&env);
 }
+
+/// A parallel loop that reached `MAX_COST_USD` halted WAITING with only a line in NEXT_ACTION,
+/// where a loop of one step at a time waits on a COST gate, with buttons on the phone: raise
+/// the cap or stop. It waits on the same gate now, and a raise starts the steps left.
+#[test]
+fn a_parallel_loop_at_its_cost_cap_waits_on_a_cost_gate_a_raise_carries_on() {
+    use m1loop::m1::GateKind;
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new().otherwise(
+            Action::done("ok")
+                .write("f-{step}.txt", "{step}\n")
+                .cost(0.5),
+        ),
+    );
+    let code = start_parallel(
+        &env,
+        "goal",
+        &["a", "b", "c"],
+        "2",
+        &["--max-cost-usd", "1"],
+    );
+    assert_eq!(code, 3, "{}\n{}", env.text(), env.log());
+    let m = env.m1();
+    assert_eq!(m.status, Status::Waiting);
+    let g = m
+        .gates
+        .iter()
+        .find(|g| g.kind == GateKind::Cost)
+        .unwrap_or_else(|| panic!("no COST gate\n{}", env.text()))
+        .clone();
+    assert_eq!(g.options, ["raise", "stop"]);
+    assert_eq!(m.plan.steps[2].state, StepState::Pending);
+    assert_eq!(env.calls_for(3), 0, "step 3 started over the cap");
+    let out = env.run(&["answer", &g.id, "raise"]);
+    assert!(
+        wait_until(DEADLINE, || env.m1().status == Status::Done),
+        "{}\n{}\n{}",
+        crate::support::stdout(&out),
+        env.text(),
+        env.log()
+    );
+    assert_eq!(env.calls_for(3), 1);
+    assert_no_git_left(&env);
+}

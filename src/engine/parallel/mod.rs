@@ -121,6 +121,10 @@ pub(crate) enum Move {
     Finish,
     /// Nothing can go on without a person, and no step is in flight.
     Halt { reason: String, how: String },
+    /// The loop's spending reached `MAX_COST_USD` before step `step` could start, and no step
+    /// is in flight: it waits on a COST gate (raise the cap, or stop), as a loop of one step
+    /// at a time does.
+    OverBudget { step: u32, reason: String },
     /// Every step in flight waits for a person: the loop waits (its runner ends).
     Wait,
 }
@@ -292,10 +296,15 @@ fn starts(
     if candidates.is_empty() {
         return Ok(Vec::new());
     }
-    let running_spent: f64 = seen.values().map(|o| o.spent).sum();
-    let over = over_max_steps(m, caps).or_else(|| over_max_cost(spent(m) + running_spent, caps));
-    if let Some((reason, how)) = over {
+    if let Some((reason, how)) = over_max_steps(m, caps) {
         return Err(Box::new(Move::Halt { reason, how }));
+    }
+    let running_spent: f64 = seen.values().map(|o| o.spent).sum();
+    if let Some((reason, _)) = over_max_cost(spent(m) + running_spent, caps) {
+        return Err(Box::new(Move::OverBudget {
+            step: candidates[0],
+            reason,
+        }));
     }
     Ok(candidates.into_iter().map(Move::Start).collect())
 }

@@ -231,7 +231,7 @@ fn the_end_comes_when_every_step_is_closed_and_none_runs() {
 }
 
 #[test]
-fn a_cap_holds_new_steps_back_and_halts_once_none_runs() {
+fn a_cost_cap_holds_new_steps_back_and_waits_on_a_cost_gate_once_none_runs() {
     let text = LOOP.replace("  PARALLEL: 2\n", "  PARALLEL: 2\n  MAX_COST_USD: 1\n");
     let c = Caps {
         max_cost_usd: Some(1.0),
@@ -244,6 +244,20 @@ fn a_cap_holds_new_steps_back_and_halts_once_none_runs() {
     let idle = "STATUS: RUNNING\nGOAL: g\nRESULTS:\n  STEP_1:\n    COST_USD: 2\nPLAN:\n  STEPS:\n    1: [DONE] a\n    2: [PENDING] b\n";
     assert!(matches!(
         schedule(&view(idle), &BTreeMap::new(), 2, &c)[..],
+        [Move::OverBudget { step: 2, .. }]
+    ));
+}
+
+#[test]
+fn a_plan_over_max_steps_halts_before_any_step_starts() {
+    let c = Caps {
+        max_steps: 1,
+        ..Caps::default()
+    };
+    let text =
+        "STATUS: RUNNING\nGOAL: g\nPLAN:\n  STEPS:\n    1: [PENDING] a\n    2: [PENDING] b\n";
+    assert!(matches!(
+        schedule(&view(text), &BTreeMap::new(), 2, &c)[..],
         [Move::Halt { .. }]
     ));
 }

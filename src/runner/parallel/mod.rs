@@ -149,6 +149,9 @@ impl Runner {
             Move::Halt { reason, how } => self
                 .apply(&engine::halt(0, &reason, &how))
                 .map(|e| e.or(Some(Exit::Waiting))),
+            Move::OverBudget { step, reason } => self
+                .apply(&engine::gate::over_budget(&self.view(), step, &reason))
+                .map(|e| e.or(Some(Exit::Waiting))),
             Move::Wait => self.wait_for_people(),
         }
     }
