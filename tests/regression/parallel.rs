@@ -597,7 +597,7 @@ fn a_parallel_step_that_changed_nothing_is_not_given_another_commit_as_its_own()
     assert_no_git_left(&env);
 }
 
-/// A parallel loop that reached `MAX_COST_USD` halted WAITING with only a line in NEXT_ACTION,
+/// A parallel loop that reached `MAX_COST_USD` halted WAITING with only a line in `NEXT_ACTION`,
 /// where a loop of one step at a time waits on a COST gate, with buttons on the phone: raise
 /// the cap or stop. It waits on the same gate now, and a raise starts the steps left.
 #[test]
