@@ -129,6 +129,7 @@ struct Tally {
     second_loops: usize,
     lost_tasks_retried: usize,
     done_with_writes_refused: usize,
+    starts_killed_before_the_loop: usize,
     // Saves racing the runner's writes (see `soak/saves.rs`).
     saves_at_start: usize,
     start_refused: usize,
@@ -218,6 +219,8 @@ struct Loop {
     telegram: String,
     /// How many steps its plan has.
     steps: u64,
+    /// Its `loop start` arguments.
+    start: Vec<&'static str>,
 }
 
 impl Loop {
@@ -279,6 +282,7 @@ impl Loop {
             revive: false,
             telegram: String::new(),
             steps: STEPS,
+            start: Vec::new(),
         }
     }
 
@@ -334,6 +338,18 @@ impl Loop {
 
     fn text(&self) -> String {
         std::fs::read_to_string(&self.file).unwrap_or_default()
+    }
+
+    /// What a person runs after the loop's runner died: `loop resume`, or `loop start` again
+    /// where the start was killed before it made the loop (`loop resume` then says there is
+    /// no loop, and to start one).
+    fn carry_on(&self, t: &mut Tally) -> Command {
+        if self.file.exists() {
+            self.cmd(&["resume"])
+        } else {
+            t.starts_killed_before_the_loop += 1;
+            self.cmd(&self.start)
+        }
     }
 
     fn calls(&self) -> Vec<serde_json::Value> {
@@ -674,10 +690,8 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     if review {
         t.reviewed += 1;
     }
-    let mut runner = l
-        .cmd(&start_args(l.steps, variant, review))
-        .spawn()
-        .unwrap();
+    l.start = start_args(l.steps, variant, review);
+    let mut runner = l.cmd(&l.start).spawn().unwrap();
     let saves = inject((kind, mode), &l, &mut runner, rng, t);
     if let Some(v) = variant {
         parallel::after_faults(i, &l, v, taps.then_some(&tg), t);
@@ -689,7 +703,7 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     let status = reap(&mut runner, Duration::from_secs(120));
     // A runner killed last, or a loop that halted: one more resume, as a person would.
     if !l.done() {
-        let mut again = l.cmd(&["resume"]).spawn().unwrap();
+        let mut again = l.carry_on(t).spawn().unwrap();
         reap(&mut again, Duration::from_secs(120));
     }
     drop(appender);
@@ -820,7 +834,7 @@ fn inject(
                 kill9(runner.id());
                 let _ = runner.wait();
                 t.runner_kills += 1;
-                *runner = l.cmd(&["resume"]).spawn().unwrap();
+                *runner = l.carry_on(t).spawn().unwrap();
             }
         }
         // A stale save with the runner alive: a text read during step k, saved once k+1 runs.
@@ -1162,7 +1176,7 @@ fn report(t: &mut Tally, seed: u64, (at_once, busy_threads): (usize, usize), beg
         load_average()
     );
     println!(
-        "  faults: runner kill -9 {}, stale saves {} ({} with the runner dead, {} after another runner took over: {} revived by itself), supervisor+guardian kill -9 {}, setsid escapes tried {}, save storms {} ({} saves, {} in place, {} of them into a displaced file); {} loops reviewed",
+        "  faults: runner kill -9 {}, stale saves {} ({} with the runner dead, {} after another runner took over: {} revived by itself), supervisor+guardian kill -9 {}, setsid escapes tried {}, save storms {} ({} saves, {} in place, {} of them into a displaced file); {} loops reviewed; {} starts killed before they made their loop (started again)",
         t.runner_kills,
         t.stale_saves,
         t.stale_saves_dead_runner,
@@ -1174,7 +1188,8 @@ fn report(t: &mut Tally, seed: u64, (at_once, busy_threads): (usize, usize), beg
         t.storm_saves,
         t.in_place_saves,
         t.displaced_saves,
-        t.reviewed
+        t.reviewed,
+        t.starts_killed_before_the_loop
     );
     println!(
         "  saves racing the runner's writes: {} in place in the first milliseconds of `loop start`, {} `>>` appends held open around the final write; runners that exited 2 on their own file {}",
