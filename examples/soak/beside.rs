@@ -51,8 +51,11 @@ impl ReadOnly {
 impl Drop for ReadOnly {
     fn drop(&mut self) {
         let d = self.0.to_string_lossy().into_owned();
+        // A mount still busy (a process with a file open in it) is let go lazily instead:
+        // the first refusal is not the soak's to print.
         let ok = Command::new("umount")
             .arg(&d)
+            .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
         if !ok {
