@@ -101,6 +101,7 @@ mod regression {
     mod review;
     mod runs;
     mod saves;
+    mod traces;
 }
 
 mod sim {

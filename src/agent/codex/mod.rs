@@ -99,6 +99,10 @@ impl Backend for Codex {
         "codex"
     }
 
+    fn provider(&self) -> &'static str {
+        "openai"
+    }
+
     fn default_program(&self) -> &'static str {
         "codex"
     }

@@ -1,0 +1,265 @@
+//! Traces (issue 32, item 4): with `OTEL_EXPORTER_OTLP_ENDPOINT` set, one trace per loop over
+//! OTLP/HTTP, after the semantic conventions for generative AI, across runners; without it, nothing.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use claude_sim::scenario::{Action, Scenario};
+use m1loop::m1::Status;
+
+use crate::support::otlp::{Receiver, Span, refused_endpoint};
+use crate::support::{PATIENCE, TestLoop, wait_until};
+
+/// A loop whose spans go to `rx`.
+fn traced(rx: &Receiver) -> TestLoop {
+    TestLoop::new().env("OTEL_EXPORTER_OTLP_ENDPOINT", &rx.endpoint)
+}
+
+fn is_root(s: &Span) -> bool {
+    s.parent.is_empty() || s.parent.chars().all(|c| c == '0')
+}
+
+/// The spans named `op` (`gen_ai.operation.name`).
+fn of_op<'a>(spans: &'a [Span], op: &str) -> Vec<&'a Span> {
+    spans
+        .iter()
+        .filter(|s| s.attr("gen_ai.operation.name") == op)
+        .collect()
+}
+
+/// What must hold of every trace of a loop: one trace id, one loop span id (emitted once
+/// per runner), every other span a child of it. The loop span's id.
+fn assert_one_trace(spans: &[Span]) -> String {
+    let traces: BTreeSet<&str> = spans.iter().map(|s| s.trace_id.as_str()).collect();
+    assert_eq!(traces.len(), 1, "one trace: {spans:#?}");
+    let loops = of_op(spans, "invoke_workflow");
+    let ids: BTreeSet<&str> = loops.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids.len(), 1, "one loop span: {loops:#?}");
+    assert!(loops.iter().all(|s| is_root(s)), "{loops:#?}");
+    let root = loops[0].id.clone();
+    for s in spans.iter().filter(|s| s.id != root) {
+        assert_eq!(s.parent, root, "a child of the loop span: {s:#?}");
+        assert!(s.start_ns <= s.end_ns && s.start_ns > 0, "{s:#?}");
+    }
+    root
+}
+
+/// Each agent call of the loop had a `TRACEPARENT` naming its run's span in the loop's trace.
+fn assert_calls_traced(env: &TestLoop, spans: &[Span]) {
+    let agents = of_op(spans, "invoke_agent");
+    let calls = env.calls();
+    assert_eq!(calls.len(), agents.len(), "a span per run: {agents:#?}");
+    for call in &calls {
+        let tp = call["traceparent"].as_str().unwrap_or_default();
+        let parts: Vec<&str> = tp.split('-').collect();
+        assert_eq!(parts.len(), 4, "TRACEPARENT {tp:?}");
+        let span = agents
+            .iter()
+            .find(|s| s.id == parts[2])
+            .unwrap_or_else(|| panic!("no span for TRACEPARENT {tp}: {agents:#?}"));
+        assert_eq!(
+            (parts[0], parts[1], parts[3]),
+            ("00", span.trace_id.as_str(), "01")
+        );
+        assert_eq!(
+            span.attr("m1loop.task_id"),
+            call["task_id"].as_str().unwrap()
+        );
+        assert_eq!(
+            span.attr("gen_ai.conversation.id"),
+            call["session_id"].as_str().unwrap_or_default()
+        );
+    }
+}
+
+#[test]
+fn a_loop_is_one_trace_with_a_span_per_agent_run_and_verify_under_the_loop_span() {
+    let rx = Receiver::start();
+    let env = traced(&rx);
+    env.scenario(&crate::support::answers::passing());
+    env.run_ok(&[
+        "start", "g", "--step", "one", "--step", "two", "--verify", "true",
+    ]);
+    env.assert_status(Status::Done);
+    let spans = rx.spans();
+    assert_one_trace(&spans);
+    assert_calls_traced(&env, &spans);
+    assert!(spans.iter().all(|s| s.service == "m1loop"
+        && s.content_type == "application/x-protobuf"
+        && s.status.is_empty()));
+    let lp = of_op(&spans, "invoke_workflow")[0];
+    assert_eq!(lp.attr("m1loop.status"), "DONE");
+    assert_eq!(lp.attr("m1loop.steps"), "2");
+    let m = env.m1();
+    assert_eq!(lp.attr("m1loop.loop_id"), m.loop_id.clone().unwrap());
+    let agents = of_op(&spans, "invoke_agent");
+    for (n, s) in agents.iter().enumerate() {
+        assert_eq!(s.name, "invoke_agent claude");
+        assert_eq!(s.attr("gen_ai.agent.name"), "claude");
+        assert_eq!(s.attr("gen_ai.provider.name"), "anthropic");
+        assert_eq!(s.attr("m1loop.step"), (n + 1).to_string());
+        assert_eq!(
+            (s.attr("m1loop.attempt"), s.attr("m1loop.run")),
+            ("1".into(), "attempt".into())
+        );
+        assert_eq!(s.attr("m1loop.verdict"), "pass");
+        // What the simulated CLI's result says it used.
+        assert_eq!(s.attr("gen_ai.usage.input_tokens"), "10");
+        assert_eq!(s.attr("gen_ai.usage.output_tokens"), "5");
+        assert!(!s.attr("gen_ai.response.model").is_empty(), "{s:#?}");
+    }
+    let tools = of_op(&spans, "execute_tool");
+    assert_eq!(tools.len(), 2, "a VERIFY span per step: {tools:#?}");
+    for (n, s) in tools.iter().enumerate() {
+        assert_eq!(
+            (s.name.as_str(), s.attr("gen_ai.tool.name")),
+            ("execute_tool VERIFY", "VERIFY".into())
+        );
+        assert_eq!(s.attr("m1loop.step"), (n + 1).to_string());
+        assert_eq!(s.attr("m1loop.verdict"), "passed");
+    }
+}
+
+#[test]
+fn http_json_carries_the_same_trace_when_the_protocol_asks_for_it() {
+    let rx = Receiver::start();
+    let env = traced(&rx).env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json");
+    env.scenario(&crate::support::answers::passing());
+    env.run_ok(&["start", "g", "--step", "one"]);
+    let spans = rx.spans();
+    assert!(!spans.is_empty() && spans.iter().all(|s| s.content_type == "application/json"));
+    assert_one_trace(&spans);
+    assert_calls_traced(&env, &spans);
+    assert_eq!(of_op(&spans, "invoke_agent")[0].attr("m1loop.step"), "1");
+}
+
+#[test]
+fn a_loop_paused_on_a_gate_and_carried_on_by_another_runner_stays_one_trace_with_its_gate() {
+    let rx = Receiver::start();
+    let env = traced(&rx).env("OTEL_SERVICE_NAME", "nightly");
+    env.scenario(&crate::support::answers::passing());
+    env.run_exits(
+        3,
+        &[
+            "start",
+            "g",
+            "--step",
+            "one",
+            "--step",
+            "two",
+            "--approve-plan",
+        ],
+    );
+    let first = rx.spans();
+    assert_eq!(
+        first.len(),
+        1,
+        "the loop span of the runner that paused: {first:#?}"
+    );
+    assert_eq!(first[0].attr("m1loop.status"), "WAITING");
+    assert_eq!(first[0].events[0].0, "m1loop.gate.pending");
+    env.run_ok(&["approve"]);
+    let spans = rx.spans();
+    assert_one_trace(&spans);
+    assert_calls_traced(&env, &spans);
+    assert!(spans.iter().all(|s| s.service == "nightly"));
+    let last = of_op(&spans, "invoke_workflow").pop().unwrap().clone();
+    assert_eq!(last.attr("m1loop.status"), "DONE");
+    let (name, gate) = &last.events[0];
+    assert_eq!(name, "m1loop.gate.decided");
+    assert_eq!(gate["m1loop.gate.id"], "G1");
+    assert_eq!(gate["m1loop.gate.kind"], "PLAN");
+    assert_eq!(gate["m1loop.gate.choice"], "approve");
+}
+
+#[test]
+fn a_runner_killed_minus_nine_mid_step_and_resumed_leaves_one_trace() {
+    let rx = Receiver::start();
+    let env = traced(&rx);
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(1500).heartbeat_ms(100)));
+    let mut runner = env.spawn(&["start", "g", "--step", "one", "--step", "two"]);
+    // Step 1's span is out, and step 2 runs: the runner dies.
+    assert!(wait_until(PATIENCE, || {
+        of_op(&rx.spans(), "invoke_agent").len() == 1 && env.calls().len() == 2
+    }));
+    runner.kill9();
+    let killed_at = Instant::now();
+    env.run_ok(&["resume"]);
+    env.assert_status(Status::Done);
+    let spans = rx.spans();
+    let root = assert_one_trace(&spans);
+    assert_calls_traced(&env, &spans);
+    let agents = of_op(&spans, "invoke_agent");
+    assert_eq!(agents.len(), 2, "each run once: {agents:#?}");
+    // Step 2's run, judged by the runner that took over, keeps the time it started.
+    let two = agents
+        .iter()
+        .find(|s| s.attr("m1loop.step") == "2")
+        .unwrap();
+    let ran = Duration::from_nanos(two.end_ns - two.start_ns);
+    assert!(ran >= Duration::from_millis(1400), "{ran:?} {two:#?}");
+    assert!(killed_at.elapsed() > Duration::ZERO);
+    // The loop span, which the killed runner never sent, came from the one that resumed.
+    let loops = of_op(&spans, "invoke_workflow");
+    assert_eq!((loops.len(), loops[0].id.as_str()), (1, root.as_str()));
+    assert_eq!(loops[0].attr("m1loop.status"), "DONE");
+}
+
+/// A loop of one step with its spans going to `endpoint` ends DONE, and in bounded time: were
+/// its end to wait on the collector, it would not end within the deadline.
+fn ends_in_time_with(endpoint: &str) {
+    let env = TestLoop::new()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "500");
+    env.scenario(&crate::support::answers::passing());
+    let out = env.run_for(&["start", "g", "--step", "one"], Duration::from_secs(30));
+    env.assert_exit(&out, 0);
+    env.assert_status(Status::Done);
+}
+
+#[test]
+fn a_collector_that_refuses_connections_loses_the_spans_not_the_loop() {
+    ends_in_time_with(&refused_endpoint());
+}
+
+#[test]
+fn a_collector_that_never_answers_loses_the_spans_not_the_loop() {
+    let rx = Receiver::silent();
+    ends_in_time_with(&rx.endpoint);
+    assert!(rx.connections() > 0, "the exporter did try");
+}
+
+/// The threads of the runner `pid`, while its step runs.
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, Iterator::count)
+}
+
+/// The runner's threads while a step runs, with the environment `env` gives it.
+fn runner_threads(env: &TestLoop) -> usize {
+    env.scenario(&crate::support::answers::steady(1500));
+    let mut runner = env.spawn(&["start", "g", "--step", "one"]);
+    assert!(wait_until(PATIENCE, || env.calls().len() == 1));
+    std::thread::sleep(Duration::from_millis(200));
+    let n = threads(runner.pid());
+    runner.wait(PATIENCE);
+    n
+}
+
+#[test]
+fn without_an_endpoint_the_runner_starts_no_thread_and_the_agent_gets_no_traceparent() {
+    let rx = Receiver::start();
+    let plain = TestLoop::new();
+    let without = runner_threads(&plain);
+    assert!(without > 0);
+    assert!(
+        plain.calls()[0]["traceparent"].is_null(),
+        "{:?}",
+        plain.calls()
+    );
+    let with = runner_threads(&traced(&rx));
+    assert_eq!(
+        with,
+        without + 1,
+        "the export thread, and only with the variable"
+    );
+}
