@@ -228,7 +228,6 @@ impl Runner {
             _lock: lock,
             _registration: registration,
         };
-        runner.open_trace();
         runner.note_saves();
         // An old text saved while no runner watched: what it reverted goes back at once.
         if runner.note_restored() {
@@ -639,6 +638,7 @@ impl Runner {
                 stop::command_for(&self.file)
             );
         }
+        self.open_trace();
         let exit = self.drive();
         self.end_trace();
         self.revive_parent();

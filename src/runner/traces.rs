@@ -42,8 +42,8 @@ fn int(n: impl Into<u64>) -> i64 {
 }
 
 impl Runner {
-    /// The tracer, built when the `OTEL_*` variables ask for traces; one they set wrong is
-    /// logged, and the loop runs on without.
+    /// The tracer, built as this runner starts driving the loop when the `OTEL_*` variables
+    /// ask for traces; one they set wrong is logged, and the loop runs on without.
     pub(super) fn open_trace(&mut self) {
         let root = self
             .view()
