@@ -465,7 +465,7 @@ fn otel_round(endpoint: Option<&str>) -> (Duration, Duration) {
 /// What traces cost a step: the same loop with the variable unset and set, alternating,
 /// measured in the same run.
 fn otel_cost() {
-    const ROUNDS: usize = 5;
+    const ROUNDS: usize = 9;
     let (endpoint, exports) = collector();
     nix::sys::prctl::set_child_subreaper(true).unwrap();
     let (mut off, mut on) = (Vec::new(), Vec::new());
