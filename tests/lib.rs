@@ -102,6 +102,7 @@ mod regression {
     mod runs;
     mod saves;
     mod traces;
+    mod traces_off;
 }
 
 mod sim {

@@ -7,41 +7,12 @@ use std::time::Duration;
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
 
-use crate::support::otlp::{Receiver, Span, refused_endpoint};
+use crate::support::otlp::{Receiver, Span, assert_one_trace, is_root, of_op};
 use crate::support::{PATIENCE, TestLoop, wait_until};
 
 /// A loop whose spans go to `rx`.
-fn traced(rx: &Receiver) -> TestLoop {
+pub fn traced(rx: &Receiver) -> TestLoop {
     TestLoop::new().env("OTEL_EXPORTER_OTLP_ENDPOINT", &rx.endpoint)
-}
-
-fn is_root(s: &Span) -> bool {
-    s.parent.is_empty() || s.parent.chars().all(|c| c == '0')
-}
-
-/// The spans named `op` (`gen_ai.operation.name`).
-fn of_op<'a>(spans: &'a [Span], op: &str) -> Vec<&'a Span> {
-    spans
-        .iter()
-        .filter(|s| s.attr("gen_ai.operation.name") == op)
-        .collect()
-}
-
-/// What must hold of every trace of a loop: one trace id, one loop span id (emitted once
-/// per runner), every other span a child of it. The loop span's id.
-fn assert_one_trace(spans: &[Span]) -> String {
-    let traces: BTreeSet<&str> = spans.iter().map(|s| s.trace_id.as_str()).collect();
-    assert_eq!(traces.len(), 1, "one trace: {spans:#?}");
-    let loops = of_op(spans, "invoke_workflow");
-    let ids: BTreeSet<&str> = loops.iter().map(|s| s.id.as_str()).collect();
-    assert_eq!(ids.len(), 1, "one loop span: {loops:#?}");
-    assert!(loops.iter().all(|s| is_root(s)), "{loops:#?}");
-    let root = loops[0].id.clone();
-    for s in spans.iter().filter(|s| s.id != root) {
-        assert_eq!(s.parent, root, "a child of the loop span: {s:#?}");
-        assert!(s.start_ns <= s.end_ns && s.start_ns > 0, "{s:#?}");
-    }
-    root
 }
 
 /// Each agent call of the loop had a `TRACEPARENT` naming its run's span in the loop's trace.
@@ -212,93 +183,68 @@ fn a_runner_killed_minus_nine_mid_step_and_resumed_leaves_one_trace() {
     assert_eq!(loops[0].attr("m1loop.status"), "DONE");
 }
 
-/// A loop of one step with its spans going to `endpoint` ends DONE, and in bounded time: were
-/// its end to wait on the collector, it would not end within the deadline.
-fn ends_in_time_with(endpoint: &str) {
-    let env = TestLoop::new()
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "500");
-    env.scenario(&crate::support::answers::passing());
-    let out = env.run_for(&["start", "g", "--step", "one"], Duration::from_secs(30));
-    env.assert_exit(&out, 0);
-    env.assert_status(Status::Done);
-}
-
 #[test]
-fn a_collector_that_refuses_connections_loses_the_spans_not_the_loop() {
-    ends_in_time_with(&refused_endpoint());
-}
-
-#[test]
-fn a_collector_that_never_answers_loses_the_spans_not_the_loop() {
-    let rx = Receiver::silent();
-    ends_in_time_with(&rx.endpoint);
-    assert!(rx.connections() > 0, "the exporter did try");
-}
-
-#[test]
-fn a_setting_the_exporter_cannot_honour_is_logged_and_the_loop_runs_without_traces() {
-    for (var, value, said) in [
-        (
-            "OTEL_EXPORTER_OTLP_PROTOCOL",
-            "grpc",
-            "trace: no traces are exported: OTEL_EXPORTER_OTLP_PROTOCOL=grpc: loop sends traces \
-             over http/protobuf or http/json only",
-        ),
-        (
-            "OTEL_EXPORTER_OTLP_TIMEOUT",
-            "soon",
-            "trace: no traces are exported: OTEL_EXPORTER_OTLP_TIMEOUT=soon: not a number of \
-             milliseconds",
-        ),
-    ] {
-        let rx = Receiver::start();
-        let env = traced(&rx).env(var, value);
-        env.scenario(&crate::support::answers::passing());
-        env.run_ok(&["start", "g", "--step", "one"]);
-        env.assert_logged(said);
-        assert!(rx.spans().is_empty(), "{var}={value}");
-        assert!(env.calls()[0]["traceparent"].is_null(), "{var}={value}");
-    }
-    // Compression is not built in: the spans go uncompressed, as the receiver decodes them.
+fn a_runner_killed_minus_nine_and_revived_by_its_step_continues_the_same_trace() {
     let rx = Receiver::start();
-    let env = traced(&rx).env("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip");
-    env.scenario(&crate::support::answers::passing());
-    env.run_ok(&["start", "g", "--step", "one"]);
-    assert_one_trace(&rx.spans());
-}
-
-/// The threads of the runner `pid`, while its step runs.
-fn threads(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, Iterator::count)
-}
-
-/// The runner's threads while a step runs, with the environment `env` gives it.
-fn runner_threads(env: &TestLoop) -> usize {
+    let env = traced(&rx).env("LOOP_REVIVE", "on");
     env.scenario(&crate::support::answers::steady(1500));
-    let mut runner = env.spawn(&["start", "g", "--step", "one"]);
-    assert!(wait_until(PATIENCE, || env.calls().len() == 1));
-    std::thread::sleep(Duration::from_millis(200));
-    let n = threads(runner.pid());
-    runner.wait(PATIENCE);
-    n
+    let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
+    env.wait_for_calls(1, 1);
+    runner.kill9();
+    // The step's end brings a runner back, which drives the loop to its end and says so.
+    let done = |spans: &[Span]| {
+        of_op(spans, "invoke_workflow")
+            .iter()
+            .any(|s| s.attr("m1loop.status") == "DONE")
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || done(&rx.spans())),
+        "{}",
+        env.log()
+    );
+    env.assert_logged("resumed by itself (revived by the supervisor of task");
+    let spans = rx.spans();
+    assert_one_trace(&spans);
+    assert_calls_traced(&env, &spans);
+    assert_eq!(of_op(&spans, "invoke_agent").len(), 2, "{spans:#?}");
 }
 
 #[test]
-fn without_an_endpoint_the_runner_starts_no_thread_and_the_agent_gets_no_traceparent() {
+fn steps_run_at_once_are_in_their_loops_trace_with_a_span_per_merge() {
     let rx = Receiver::start();
-    let plain = TestLoop::new();
-    let without = runner_threads(&plain);
-    assert!(without > 0);
+    let env = traced(&rx).with_git();
+    env.plan_parallel(&[("a", 300), ("b", 300)], &[]);
+    env.run_ok(&["resume"]);
+    env.assert_status(Status::Done);
+    let spans = rx.spans();
+    let traces: BTreeSet<&str> = spans.iter().map(|s| s.trace_id.as_str()).collect();
+    assert_eq!(traces.len(), 1, "one trace: {spans:#?}");
+    let loops = of_op(&spans, "invoke_workflow");
+    let root = env.m1().loop_id.unwrap();
+    let (parent, steps): (Vec<&Span>, Vec<&Span>) =
+        loops.iter().partition(|s| s.attr("m1loop.loop_id") == root);
+    let root_id = &parent[0].id;
+    assert!(parent.iter().all(|s| is_root(s)), "{parent:#?}");
+    // Each step's own loop is a child of the loop that ran it, and its run a child of it.
+    let step_loops: BTreeSet<&str> = steps.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(step_loops.len(), 2, "{steps:#?}");
+    assert!(steps.iter().all(|s| &s.parent == root_id), "{steps:#?}");
+    let agents = of_op(&spans, "invoke_agent");
+    assert_eq!(agents.len(), 2, "{agents:#?}");
     assert!(
-        plain.calls()[0]["traceparent"].is_null(),
-        "{:?}",
-        plain.calls()
+        agents
+            .iter()
+            .all(|s| step_loops.contains(s.parent.as_str())),
+        "{agents:#?}"
     );
-    let with = runner_threads(&traced(&rx));
-    assert_eq!(
-        with,
-        without + 1,
-        "the export thread, and only with the variable"
+    let merges: Vec<&Span> = of_op(&spans, "execute_tool")
+        .into_iter()
+        .filter(|s| s.attr("gen_ai.tool.name") == "merge")
+        .collect();
+    assert_eq!(merges.len(), 2, "a span per merge: {spans:#?}");
+    assert!(
+        merges
+            .iter()
+            .all(|s| &s.parent == root_id && s.attr("m1loop.verdict") == "merged")
     );
 }

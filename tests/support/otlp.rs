@@ -4,7 +4,7 @@
 //! `opentelemetry-proto`), records every span, and answers 200. Or it plays a dead collector:
 //! it accepts each connection, reads the request, and never answers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -96,6 +96,36 @@ impl Receiver {
     pub fn connections(&self) -> usize {
         *self.connections.lock().unwrap()
     }
+}
+
+/// A span with no parent.
+pub fn is_root(s: &Span) -> bool {
+    s.parent.is_empty() || s.parent.chars().all(|c| c == '0')
+}
+
+/// The spans named `op` (`gen_ai.operation.name`).
+pub fn of_op<'a>(spans: &'a [Span], op: &str) -> Vec<&'a Span> {
+    spans
+        .iter()
+        .filter(|s| s.attr("gen_ai.operation.name") == op)
+        .collect()
+}
+
+/// What must hold of every trace of a loop: one trace id, one loop span id (emitted once
+/// per runner), every other span a child of it. The loop span's id.
+pub fn assert_one_trace(spans: &[Span]) -> String {
+    let traces: BTreeSet<&str> = spans.iter().map(|s| s.trace_id.as_str()).collect();
+    assert_eq!(traces.len(), 1, "one trace: {spans:#?}");
+    let loops = of_op(spans, "invoke_workflow");
+    let ids: BTreeSet<&str> = loops.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids.len(), 1, "one loop span: {loops:#?}");
+    assert!(loops.iter().all(|s| is_root(s)), "{loops:#?}");
+    let root = loops[0].id.clone();
+    for s in spans.iter().filter(|s| s.id != root) {
+        assert_eq!(s.parent, root, "a child of the loop span: {s:#?}");
+        assert!(s.start_ns <= s.end_ns && s.start_ns > 0, "{s:#?}");
+    }
+    root
 }
 
 /// An endpoint where nothing listens: each connection is refused.
