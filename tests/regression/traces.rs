@@ -105,12 +105,14 @@ fn http_json_carries_the_same_trace_when_the_protocol_asks_for_it() {
     let rx = Receiver::start();
     let env = traced(&rx).env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json");
     env.scenario(&crate::support::answers::passing());
-    env.run_ok(&["start", "g", "--step", "one"]);
+    env.run_ok(&["start", "g", "--step", "one", "--model", "claude-opus-4-1"]);
     let spans = rx.spans();
     assert!(!spans.is_empty() && spans.iter().all(|s| s.content_type == "application/json"));
     assert_one_trace(&spans);
     assert_calls_traced(&env, &spans);
-    assert_eq!(of_op(&spans, "invoke_agent")[0].attr("m1loop.step"), "1");
+    let run = of_op(&spans, "invoke_agent")[0];
+    assert_eq!(run.attr("m1loop.step"), "1");
+    assert_eq!(run.attr("gen_ai.request.model"), "claude-opus-4-1");
 }
 
 #[test]
@@ -246,5 +248,43 @@ fn steps_run_at_once_are_in_their_loops_trace_with_a_span_per_merge() {
         merges
             .iter()
             .all(|s| &s.parent == root_id && s.attr("m1loop.verdict") == "merged")
+    );
+}
+
+#[test]
+fn a_red_verify_and_the_attempts_it_fails_are_errors_in_the_trace() {
+    let rx = Receiver::start();
+    let env = traced(&rx);
+    env.scenario(&crate::support::answers::passing());
+    let out = env.run(&[
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--verify",
+        "false",
+        "--max-retries",
+        "2",
+    ]);
+    assert_ne!(out.status.code(), Some(0), "{}", env.log());
+    let spans = rx.spans();
+    assert_one_trace(&spans);
+    let verdicts: Vec<(String, String)> = of_op(&spans, "invoke_agent")
+        .iter()
+        .map(|s| (s.attr("m1loop.verdict"), s.status.clone()))
+        .collect();
+    assert!(!verdicts.is_empty(), "{spans:#?}");
+    assert!(
+        verdicts
+            .iter()
+            .all(|(v, status)| v != "pass" && status == "error"),
+        "{verdicts:?}"
+    );
+    let verifies = of_op(&spans, "execute_tool");
+    assert_eq!(verifies.len(), verdicts.len(), "{spans:#?}");
+    assert!(
+        verifies
+            .iter()
+            .all(|s| s.attr("m1loop.verdict") == "failed" && s.status == "error")
     );
 }
