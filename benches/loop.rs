@@ -12,10 +12,12 @@
 //! - what the sandbox costs a step: the same loop with every run confined by bubblewrap, and
 //!   unconfined (every other section runs unconfined);
 //! - what a commit per step costs a step: the same loop in a git project, each step writing a
-//!   file of its own, with each DONE step committed and with `--no-commit`.
+//!   file of its own, with each DONE step committed and with `--no-commit`;
+//! - what traces cost a step: the same loop with `OTEL_EXPORTER_OTLP_ENDPOINT` unset and set
+//!   to a loopback collector that answers every export (and counts them).
 //!
 //! Run: `cargo bench --bench loop` (or name sections: `-- overhead stop idle storm sandbox
-//! commit`).
+//! commit otel`).
 
 #![expect(
     clippy::cast_precision_loss,
@@ -391,6 +393,127 @@ fn commit_cost() {
     );
 }
 
+/// A loopback OTLP/HTTP collector that answers each request 200 with an empty body (an empty
+/// `ExportTraceServiceResponse`), counting the requests: its endpoint, and the count.
+fn collector() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let counted = counted.clone();
+            std::thread::spawn(move || {
+                let mut out = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                    let mut length = 0;
+                    loop {
+                        let mut header = String::new();
+                        if reader.read_line(&mut header).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let lower = header.trim().to_ascii_lowercase();
+                        if lower.is_empty() {
+                            break;
+                        }
+                        if let Some(n) = lower.strip_prefix("content-length:") {
+                            length = n.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    counted.fetch_add(1, Ordering::Relaxed);
+                    let ok = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n";
+                    if out.write_all(ok).is_err() {
+                        return;
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+    (endpoint, count)
+}
+
+/// One loop of STEPS steps of an instant agent, its spans sent to `endpoint` (none when
+/// `None`): its wall time, and the CPU time of every process of the loop.
+fn otel_round(endpoint: Option<&str>) -> (Duration, Duration) {
+    let dir = fresh(r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#);
+    let args = start_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = loop_cmd(&dir, &args);
+    if let Some(endpoint) = endpoint {
+        cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint);
+    }
+    let cpu = children_cpu();
+    let t = Instant::now();
+    let status = cmd.status().unwrap();
+    let took = t.elapsed();
+    assert!(status.success(), "loop failed: see {}", dir.display());
+    reap_orphans();
+    let all_cpu = children_cpu().saturating_sub(cpu);
+    let _ = std::fs::remove_dir_all(&dir);
+    (took, all_cpu)
+}
+
+/// What traces cost a step: the same loop with the variable unset and set, alternating,
+/// measured in the same run.
+fn otel_cost() {
+    const ROUNDS: usize = 9;
+    let (endpoint, exports) = collector();
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    let (mut off_cpu, mut on_cpu) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let (w, c) = otel_round(None);
+        off.push(w);
+        off_cpu.push(c);
+        let (w, c) = otel_round(Some(&endpoint));
+        on.push(w);
+        on_cpu.push(c);
+    }
+    nix::sys::prctl::set_child_subreaper(false).unwrap();
+    let per = |d: Duration| ms(d) / STEPS as f64;
+    let diff = |a: &[Duration], b: &[Duration]| {
+        let mut v: Vec<f64> = a.iter().zip(b).map(|(a, b)| per(*a) - per(*b)).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let (extra, extra_cpu) = (diff(&on, &off), diff(&on_cpu, &off_cpu));
+    for v in [&mut off, &mut on, &mut off_cpu, &mut on_cpu] {
+        v.sort();
+    }
+    let (mid, last) = (ROUNDS / 2, ROUNDS - 1);
+    let exports = exports.load(std::sync::atomic::Ordering::Relaxed);
+    println!(
+        "otel: {STEPS} steps with an instant agent, {ROUNDS} rounds each, alternating; \
+         median (min..max); {exports} export(s) received in all"
+    );
+    for (name, wall, cpu) in [("unset", &off, &off_cpu), ("set", &on, &on_cpu)] {
+        println!(
+            "  {name:<6}: {:6.1} ms per step ({:.1}..{:.1}), all CPU {:.2} ms per step",
+            per(wall[mid]),
+            per(wall[0]),
+            per(wall[last]),
+            per(cpu[mid])
+        );
+    }
+    println!(
+        "  traces: {:+6.1} ms per step ({:+.1}..{:+.1}), CPU {:+.2} ms; ratio set/unset {:.2}",
+        extra[mid],
+        extra[0],
+        extra[last],
+        extra_cpu[mid],
+        per(on[mid]) / per(off[mid])
+    );
+}
+
 fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + timeout;
     while Instant::now() < end {
@@ -634,5 +757,8 @@ fn main() {
     }
     if run("commit") {
         commit_cost();
+    }
+    if run("otel") {
+        otel_cost();
     }
 }

@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("bridge", 2),
     ("notifier", 2),
     ("sandbox", 2),
+    ("telemetry", 2),
     ("verify", 2),
     ("engine", 3),
     ("runner", 4),

@@ -29,11 +29,12 @@ mod text;
 pub mod m1;
 
 // The outside world: the agent CLIs (Claude Code first), supervised processes, the sandbox
-// they run in, VERIFY, Telegram.
+// they run in, VERIFY, Telegram, the collector traces go to.
 pub mod agent;
 pub mod bridge;
 pub mod notifier;
 mod sandbox;
+mod telemetry;
 mod verify;
 
 // Every decision of the loop, as pure functions over M1.md's typed view.

@@ -101,6 +101,8 @@ mod regression {
     mod review;
     mod runs;
     mod saves;
+    mod traces;
+    mod traces_off;
 }
 
 mod sim {

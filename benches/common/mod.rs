@@ -22,6 +22,9 @@ pub fn loop_cmd(dir: &Path, args: &[&str]) -> Command {
         .env("CLAUDE_SIM_SCENARIO", dir.join("scenario.json"))
         .env("LOOP_SANDBOX", "off")
         .env_remove("TELEGRAM_BOT_TOKEN")
+        // Traces only where a bench sets them (`loop`'s `otel` section).
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

@@ -121,6 +121,9 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// Its name in M1.md and `loop doctor` (`claude`).
     fn name(&self) -> &'static str;
 
+    /// Whose models it calls, as traces name it (`gen_ai.provider.name`: `anthropic`).
+    fn provider(&self) -> &'static str;
+
     /// The program it runs when the loop names none.
     fn default_program(&self) -> &'static str;
 

@@ -74,6 +74,9 @@ pub struct StreamSummary {
     /// Tokens this run alone used, as a CLI that counts tokens per run reports them (Gemini
     /// CLI's `result.stats.total_tokens`: a resumed session's earlier runs are not in it).
     pub run_tokens: Option<u64>,
+    /// The run's tokens as its result's `usage` counts them (Claude Code): what the model
+    /// read (cache reads and writes included) and what it wrote. What a trace reports.
+    pub usage_tokens: Option<(u64, u64)>,
     /// Lines that parsed as JSON objects.
     pub events: usize,
     /// Lines that did not (cut, binary, stray prints).

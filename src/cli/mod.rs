@@ -585,7 +585,11 @@ Environment:
                       die (`loop daemon` still revives the loops it keeps)
   XDG_STATE_HOME      outside a loop, fire/check/kill/notify keep their files in
                       $XDG_STATE_HOME/m1loop (default ~/.local/state/m1loop), and runners
-                      register there so that `loop stop` can wait for them";
+                      register there so that `loop stop` can wait for them
+  OTEL_EXPORTER_OTLP_ENDPOINT
+                      set: each loop is one trace, sent over OTLP/HTTP to this collector
+                      (unset: no traces, nothing started for them); the other OTEL_* of
+                      docs/11-reports-and-traces.md are honoured";
 
 /// The command line as clap sees it, with the environment and the exit codes after the help.
 #[must_use]

@@ -23,6 +23,7 @@ mod start;
 mod step_commit;
 pub(crate) mod stop;
 pub(crate) mod stopfile;
+mod traces;
 mod tree;
 mod unwritable;
 pub(crate) mod watch;
@@ -134,6 +135,8 @@ pub(crate) struct Runner {
     sandbox_probe: Option<Result<PathBuf, String>>,
     /// The report page this runner wrote when the loop ended, for its closing line.
     report: Option<PathBuf>,
+    /// Where the loop's spans go, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see `traces`).
+    tracer: Option<crate::telemetry::Tracer>,
     _lock: lock::RunnerLock,
     /// This runner in the per-user registry, for `loop stop` to wait on; removed on drop.
     _registration: Option<crate::runner::registry::Registration>,
@@ -221,6 +224,7 @@ impl Runner {
             ledger,
             sandbox_probe: None,
             report: None,
+            tracer: None,
             _lock: lock,
             _registration: registration,
         };
@@ -487,7 +491,9 @@ impl Runner {
         }
         self.ledger
             .judge(task_id, ledger::Judged::new(verdict, edits))
-            .map_err(|e| e.context(format!("while recording the judgement of task {task_id}")))
+            .map_err(|e| e.context(format!("while recording the judgement of task {task_id}")))?;
+        self.trace_judged(task_id, verdict);
+        Ok(())
     }
 
     /// Writes held edits now: before the runner waits, pauses or exits.
@@ -634,7 +640,9 @@ impl Runner {
                 stop::command_for(&self.file)
             );
         }
+        self.open_trace();
         let exit = self.drive();
+        self.end_trace();
         self.revive_parent();
         if self.echo {
             self.progress.clear();

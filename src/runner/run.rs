@@ -173,6 +173,7 @@ impl Runner {
             env.push(("LOOP_REVIEW".into(), "1".into()));
         }
         env.push(("LOOP_SESSION_ID".into(), session_id.clone()));
+        env.extend(self.traceparent(task_id));
         env.extend(self.settings.agent_env.iter().cloned());
         let program = inv.program.clone();
         let mut command = vec![inv.program];
@@ -413,7 +414,10 @@ impl Runner {
             step_task: &run.task_id,
             timeout,
         };
-        self.verify_confined(&how, &workdir)
+        let started = Utc::now();
+        let outcome = self.verify_confined(&how, &workdir);
+        self.trace_verify(run, started, &outcome);
+        outcome
     }
 
     /// What the loop's hooks in task `task_id` handed back (into its own directory, the one

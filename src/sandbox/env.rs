@@ -27,6 +27,9 @@ pub(crate) const BASE_ENV: &[&str] = &[
     "SSL_CERT_DIR",
     "NODE_EXTRA_CA_CERTS",
     "LOOP_*",
+    // Where the run's own telemetry goes, as the loop's traces do: with the `TRACEPARENT` it
+    // is given, an agent's spans join the loop's trace (docs/11-reports-and-traces.md).
+    "OTEL_*",
     // The bundled simulated agent's own settings (its scenario, its log), whichever backend's
     // language it speaks.
     "CLAUDE_SIM_*",

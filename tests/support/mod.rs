@@ -10,6 +10,7 @@ pub mod answers;
 pub mod bot;
 pub mod manual;
 pub mod markdown;
+pub mod otlp;
 pub mod procs;
 pub mod real_cli;
 pub mod real_gemini;

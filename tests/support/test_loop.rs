@@ -137,6 +137,10 @@ impl TestLoop {
             .env_remove("TELEGRAM_CHAT_ID")
             .env_remove("TELEGRAM_API_BASE")
             .env_remove("LOOP_CRASH_AT")
+            // No trace goes anywhere a test did not say.
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .env_remove("TRACEPARENT")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());

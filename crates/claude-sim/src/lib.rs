@@ -52,6 +52,9 @@ pub struct SimEnv {
     pub startup_failure_results: Option<String>,
     /// The call is a reviewer's (`LOOP_REVIEW`), answered from the scenario's `review`.
     pub review: bool,
+    /// The W3C trace context the call was started in (`TRACEPARENT`), which the real CLI
+    /// parents its own spans to.
+    pub traceparent: Option<String>,
     /// The names of every variable of the call's environment, sorted (names only: the values
     /// may be secrets), so a test sees what the agent could read.
     pub env_names: Vec<String>,
@@ -74,6 +77,7 @@ impl SimEnv {
             entrypoint: std::env::var_os("CLAUDE_CODE_ENTRYPOINT").is_some(),
             startup_failure_results: std::env::var("CLAUDE_CODE_STARTUP_FAILURE_RESULTS").ok(),
             review: std::env::var_os("LOOP_REVIEW").is_some(),
+            traceparent: var("TRACEPARENT"),
             env_names: {
                 let mut names: Vec<String> = std::env::vars_os()
                     .map(|(k, _)| k.to_string_lossy().into_owned())
@@ -288,6 +292,7 @@ fn log_line(
         "loop_file": env.loop_file,
         "loop_id": env.loop_id,
         "review": env.review,
+        "traceparent": env.traceparent,
         "session_id": args.session_id,
         "resume": args.resume,
         "settings": args.settings,

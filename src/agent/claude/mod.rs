@@ -23,6 +23,10 @@ impl Backend for ClaudeCode {
         "claude"
     }
 
+    fn provider(&self) -> &'static str {
+        "anthropic"
+    }
+
     fn default_program(&self) -> &'static str {
         "claude"
     }

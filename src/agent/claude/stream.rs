@@ -180,6 +180,12 @@ fn result(s: &mut StreamSummary, obj: &serde_json::Map<String, Value>) {
     if !windows.is_empty() {
         s.model_windows = windows;
     }
+    if let Some(Value::Object(usage)) = obj.get("usage") {
+        let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let read =
+            n("input_tokens") + n("cache_read_input_tokens") + n("cache_creation_input_tokens");
+        s.usage_tokens = Some((read, n("output_tokens")));
+    }
     let mut result = result_event(obj);
     s.cost_usd = match obj
         .get("model_usage_since_last_result")

@@ -84,6 +84,10 @@ impl Backend for Codex {
         "codex"
     }
 
+    fn provider(&self) -> &'static str {
+        "openai"
+    }
+
     fn default_program(&self) -> &'static str {
         "codex"
     }

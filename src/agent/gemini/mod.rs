@@ -93,6 +93,10 @@ impl Backend for Gemini {
         "gemini"
     }
 
+    fn provider(&self) -> &'static str {
+        "gcp.gemini"
+    }
+
     fn default_program(&self) -> &'static str {
         "gemini"
     }

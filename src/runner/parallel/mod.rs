@@ -118,7 +118,12 @@ impl Runner {
             Move::Start(n) => self.start_step(n),
             Move::SetAside(n) => self.set_aside(n).map(|()| None),
             Move::Drive(n) => self.drive_step(n).map(|()| None),
-            Move::Merge(n) => self.merge_step(n),
+            Move::Merge(n) => {
+                let started = chrono::Utc::now();
+                let merged = self.merge_step(n);
+                self.trace_merge(n, started, merged.as_ref().err().map(|e| format!("{e:#}")));
+                merged
+            }
             Move::SendBack { step, gate } => self.send_back_by_a_person(step, &gate),
             Move::CleanUp(n) => self.clean_up_step(n).map(|()| None),
             Move::Drop(n) => self.drop_step(n).map(|()| None),
