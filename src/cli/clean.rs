@@ -227,6 +227,47 @@ fn plan_dir(dir: &Path, files: &[PathBuf], keep: usize, plan: &mut Plan) {
     }
     let busy = plan_tasks(dir, &kept, plan);
     plan_leftovers(dir, &kept, &busy, plan);
+    plan_temporaries(dir, plan);
+}
+
+/// The temporary copies of a loop file (`.M1.md.PID.N.tmp`, `.M1.md.PID.tmp`) whose writer
+/// died before it renamed them (a `kill -9` mid-write): whole or not, never read again. A file
+/// of a process still alive is being written now, and is left.
+fn plan_temporaries(dir: &Path, plan: &mut Plan) {
+    for name in read_names(dir) {
+        let Some(pid) = writer_of_temporary(&name) else {
+            continue;
+        };
+        let alive = i32::try_from(pid)
+            .ok()
+            .and_then(crate::bridge::procfs::stat)
+            .is_some_and(|s| s.is_running());
+        if alive {
+            continue;
+        }
+        let path = dir.join(&name);
+        plan.remove.push(Removal {
+            bytes: size(&path),
+            what: format!(
+                "a temporary copy of a loop file, left by process {pid}, which died before it \
+                 renamed it"
+            ),
+            path,
+        });
+    }
+}
+
+/// The pid of the process that wrote `name`, when it is the name of a temporary copy of a
+/// loop file: `.FILE.md.PID.N.tmp` (a write of M1.md) or `.FILE.md.PID.tmp` (its journal).
+fn writer_of_temporary(name: &str) -> Option<u32> {
+    let inner = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let parts: Vec<&str> = inner.rsplitn(3, '.').collect();
+    let digits = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    match parts[..] {
+        [n, pid, base] if digits(&n) && digits(&pid) && base.ends_with(".md") => pid.parse().ok(),
+        [pid, ext, base] if digits(&pid) && ext == "md" && !base.is_empty() => pid.parse().ok(),
+        _ => None,
+    }
 }
 
 /// The task directories (with their `VERIFY` output and review notes) of the loops of `dir`

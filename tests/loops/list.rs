@@ -353,3 +353,35 @@ fn loop_clean_removes_nothing_of_a_directory_whose_loop_file_cannot_be_read() {
     assert_eq!(tree(&env.state()), before, "{said}");
     assert!(said.contains("cannot be read; fix it"), "{said}");
 }
+
+/// A runner killed mid-write leaves its temporary copy of M1.md (`.M1.md.PID.N.tmp`) in the
+/// state directory, whole but never renamed: the kill soak found one where a `loop start` was
+/// killed before it made its loop. Nothing removed them; `loop clean` does now, but never one
+/// of a process that is still alive.
+#[test]
+fn loop_clean_removes_the_temporary_files_of_writers_that_died() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    env.run_ok(&["start", "g", "--step", "x"]);
+    // A pid no process has (beyond pid_max), and this test's own, alive.
+    let dead = env.state().join(".M1.md.4194305.0.tmp");
+    let alive = env
+        .state()
+        .join(format!(".M1.md.{}.0.tmp", std::process::id()));
+    for f in [&dead, &alive] {
+        std::fs::write(f, "STATUS: IDLE\nGOAL: half\n").unwrap();
+    }
+    let said = ok(from_elsewhere(&env, &["clean"]));
+    assert!(
+        said.contains(&format!("Would remove {}", dead.display())),
+        "{said}"
+    );
+    assert!(dead.exists(), "listed first, not removed: {said}");
+    let removed = ok(from_elsewhere(&env, &["clean", "-f"]));
+    assert!(!dead.exists(), "{removed}");
+    assert!(
+        alive.exists(),
+        "a live writer's file was removed: {removed}"
+    );
+    assert!(env.file.exists());
+}
