@@ -263,8 +263,13 @@ fn writer_of_temporary(name: &str) -> Option<u32> {
     let inner = name.strip_prefix('.')?.strip_suffix(".tmp")?;
     let parts: Vec<&str> = inner.rsplitn(3, '.').collect();
     let digits = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    let markdown = |base: &str| {
+        Path::new(base)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("md"))
+    };
     match parts[..] {
-        [n, pid, base] if digits(&n) && digits(&pid) && base.ends_with(".md") => pid.parse().ok(),
+        [n, pid, base] if digits(&n) && digits(&pid) && markdown(base) => pid.parse().ok(),
         [pid, ext, base] if digits(&pid) && ext == "md" && !base.is_empty() => pid.parse().ok(),
         _ => None,
     }
