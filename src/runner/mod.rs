@@ -50,8 +50,9 @@ pub(crate) use retry::retry;
 pub(crate) use start::{StartRequest, resume_as, start};
 pub(crate) use stop::{STOP_PATIENCE, stop};
 
-/// How often the runner re-checks what it waits for when no file event arrives (the poll
-/// fallback for file systems where events do not arrive). One stat or two per second: no measurable CPU.
+/// How often the runner re-checks what it waits for where file events do not arrive (no
+/// inotify watcher, a directory it could not watch), and how often a terminal's live line is
+/// redrawn. Where events arrive, the runner sleeps until one comes or a timer is due.
 pub(crate) const POLL: Duration = Duration::from_secs(1);
 
 /// Grace between SIGTERM and SIGKILL when the runner ends a step.
@@ -272,8 +273,8 @@ impl Runner {
             if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return Ok(Some(self.stop_while_invalid(&stop)));
             }
-            // Any wake (or a second) is a reason to look again.
-            let _ = self.watch.wait(POLL);
+            // Any wake is a reason to look again (a second where events do not arrive).
+            let _ = self.watch.wait(self.watch.fallback());
         }
         Ok(None)
     }
@@ -803,9 +804,14 @@ impl Runner {
                 break None;
             }
             self.progress.wait(&label, until, reason);
-            // The same one-second poll fallback as while a step runs: a stop is seen within a
-            // second even where file events do not arrive.
-            match self.watch.wait(left.min(POLL)) {
+            // Asleep until the wait's end or an event; once a second only for the countdown
+            // on a terminal, or where events do not arrive (see `Watch::fallback`).
+            let limit = if self.progress.ticks() {
+                POLL
+            } else {
+                self.watch.fallback()
+            };
+            match self.watch.wait(left.min(limit)) {
                 // A hand edit may have changed the wait: decide again.
                 Wake::M1Changed => break None,
                 Wake::Stop | Wake::Task | Wake::Timeout => {
