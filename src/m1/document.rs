@@ -28,7 +28,7 @@ pub struct Document {
 
 /// A cache that is no part of the document's value: documents compare by their lines.
 #[derive(Clone, Debug, Default)]
-struct ViewCache(std::sync::OnceLock<M1>);
+struct ViewCache(std::sync::OnceLock<std::sync::Arc<M1>>);
 
 impl PartialEq for ViewCache {
     fn eq(&self, _: &Self) -> bool {
@@ -110,7 +110,17 @@ impl Document {
     /// a document from [`Document::parse`] has none of those.
     #[must_use]
     pub fn view(&self) -> M1 {
-        self.view.0.get_or_init(|| M1::from_document(self)).clone()
+        M1::clone(&self.shared_view())
+    }
+
+    /// The typed view, shared: built once per change of the document, never copied.
+    #[must_use]
+    pub fn shared_view(&self) -> std::sync::Arc<M1> {
+        std::sync::Arc::clone(
+            self.view
+                .0
+                .get_or_init(|| std::sync::Arc::new(M1::from_document(self))),
+        )
     }
 
     /// Applies one edit; see [`Edit`] for what each one touches.

@@ -702,10 +702,12 @@ impl Store {
         base: &[u8],
         edits: &[Edit],
     ) -> Result<(Vec<u8>, Document), StoreError> {
-        let mut doc = match &self.parsed {
-            // What this store wrote last and finds unchanged: parsed when it was written.
-            Some(doc) if base == self.bytes => doc.clone(),
-            _ => decode(&self.path, base).map_err(StoreError::DiskInvalid)?,
+        // What this store wrote last and finds unchanged: parsed when it was written (taken:
+        // the write that follows leaves its own parse, any other way out a fresh read).
+        let parsed = self.parsed.take().filter(|_| base == self.bytes);
+        let mut doc = match parsed {
+            Some(doc) => doc,
+            None => decode(&self.path, base).map_err(StoreError::DiskInvalid)?,
         };
         if base == self.bytes {
             for e in &self.owed {

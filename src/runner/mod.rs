@@ -249,8 +249,8 @@ impl Runner {
         Ok(runner)
     }
 
-    fn view(&self) -> M1 {
-        self.doc.view()
+    fn view(&self) -> std::sync::Arc<M1> {
+        self.doc.shared_view()
     }
 
     /// Writes a line to the decision log (and to stdout when echoing).
@@ -682,8 +682,8 @@ impl Runner {
             status => format!(
                 "{}: {} ({spent}); next: {}",
                 status.as_str(),
-                m.last_action.unwrap_or_default(),
-                m.next_action.unwrap_or_default()
+                m.last_action.clone().unwrap_or_default(),
+                m.next_action.clone().unwrap_or_default()
             ),
         }
     }
@@ -945,7 +945,7 @@ impl Runner {
 
     /// Ticks the step's box in the `--plan` file it came from, if any (one byte changes).
     fn tick_plan_file(&mut self, step: u32) {
-        let Some(path) = self.view().plan_file else {
+        let Some(path) = self.view().plan_file.clone() else {
             return;
         };
         if let Err(e) = crate::runner::plan_import::tick(Path::new(&path), step) {
@@ -989,7 +989,7 @@ impl Runner {
     /// nothing (the file is the human's to fix), and end WAITING.
     fn stop_while_invalid(&mut self, stop: &engine::Stop) -> Exit {
         let m = self.view();
-        if let Some(id) = m.current.task_id.filter(|t| !t.is_empty())
+        if let Some(id) = m.current.task_id.clone().filter(|t| !t.is_empty())
             && crate::bridge::exists(&self.state_dir, &id)
             && self.ledger.judged(&id).is_none()
         {
