@@ -58,6 +58,10 @@ pub(crate) struct Watch {
     /// by looking, so the runner looks every [`super::POLL`].
     blind: bool,
     task_blind: bool,
+    /// How many wakes [`Watch::wait`] has handed out: a caller that sees it move while it did
+    /// something else (a write that waited for a broken file to be fixed) knows that events
+    /// were taken by that wait, and looks again instead of sleeping on them.
+    woken: std::cell::Cell<u64>,
 }
 
 impl std::fmt::Debug for Watch {
@@ -118,6 +122,7 @@ impl Watch {
             step_dirs: Vec::new(),
             blind: false,
             task_blind: false,
+            woken: std::cell::Cell::new(0),
         };
         let mut dirs: Vec<PathBuf> = Vec::new();
         {
@@ -219,6 +224,12 @@ impl Watch {
         }
     }
 
+    /// How many wakes [`Watch::wait`] has returned so far (see `woken`).
+    #[must_use]
+    pub(crate) fn woken(&self) -> u64 {
+        self.woken.get()
+    }
+
     /// Blocks until an event or `timeout`. Events already queued are coalesced; the most
     /// urgent (Stop, then Task, then `M1Changed`) is returned.
     #[must_use]
@@ -239,6 +250,7 @@ impl Watch {
         while let Ok(w) = self.rx.try_recv() {
             best = more_urgent(best, w);
         }
+        self.woken.set(self.woken.get() + 1);
         best
     }
 }

@@ -33,6 +33,7 @@ impl Runner {
         let (step, task_id) = (run.step, run.task_id.as_str());
         let mut stream: Option<Box<dyn Follow>> = None;
         loop {
+            let woken = self.watch.woken();
             let report = bridge::check(&self.state_dir, task_id)?;
             let stream = stream.get_or_insert_with(|| {
                 self.begin_progress(run, &report);
@@ -70,6 +71,14 @@ impl Runner {
             }
             if report.state != TaskState::Running {
                 return Ok(Ok(report));
+            }
+            if self.watch.woken() != woken {
+                // A write above waited (for a broken M1.md to be fixed) and took the events
+                // that came meanwhile, the task's end among them perhaps: look again first.
+                if let Some(stop) = stopfile::requested(&self.state_dir) {
+                    return Ok(Err(stop));
+                }
+                continue;
             }
             // The one timer of a running step: the look that records its pid (and a named
             // session) once it has run PID_RECORD_AFTER. After it, only events wake the runner.
@@ -135,8 +144,13 @@ impl Runner {
                 Wake::M1Changed => {
                     // A broken or half-written file is reported and waited out later, by the
                     // write that needs it; the task is watched on meanwhile.
+                    let woken = self.watch.woken();
                     if self.reload()? {
                         self.keep_task_on_record(step, task_id)?;
+                    }
+                    if self.watch.woken() != woken {
+                        // That write waited, taking events: the full check sees what they said.
+                        return Ok(());
                     }
                 }
                 Wake::Task if !exit_record.exists() && checked.elapsed() < PID_RECORD_AFTER => {
