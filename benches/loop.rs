@@ -200,6 +200,58 @@ fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
     (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
+/// Prints one plan length's figures; returns the loop's extra wall time over the shell's,
+/// whole, per round, and the median overhead per step.
+fn print_size(n: usize, s: &Sized) -> (Vec<f64>, f64) {
+    let per = |d: &Duration| ms(*d) / n as f64;
+    let paired = |a: &[Duration], b: &[Duration]| {
+        a.iter()
+            .zip(b)
+            .map(|(a, b)| per(a) - per(b))
+            .collect::<Vec<f64>>()
+    };
+    let whole: Vec<f64> = s
+        .looped
+        .iter()
+        .zip(&s.shell)
+        .map(|(a, b)| ms(*a) - ms(*b))
+        .collect();
+    let shell = median(s.shell.iter().map(per).collect());
+    let looped = median(s.looped.iter().map(per).collect());
+    let over = median(paired(&s.looped, &s.shell));
+    let cpu = median(s.cpu.iter().map(per).collect());
+    let all = median(s.all_cpu.iter().map(per).collect());
+    let shell_cpu = median(s.shell_cpu.iter().map(per).collect());
+    let extra_cpu = median(paired(&s.all_cpu, &s.shell_cpu));
+    println!("  {n} steps:");
+    println!(
+        "    plain shell loop : {:6.2} ms per call ({:.2}..{:.2})",
+        shell.0, shell.1, shell.2
+    );
+    println!(
+        "    loop             : {:6.2} ms per step ({:.2}..{:.2})",
+        looped.0, looped.1, looped.2
+    );
+    println!(
+        "    runner overhead  : {:6.2} ms per step ({:.2}..{:.2}); ratio loop/shell {:.2}",
+        over.0,
+        over.1,
+        over.2,
+        looped.0 / shell.0
+    );
+    println!(
+        "    runner CPU       : {:6.2} ms per step ({:.2}..{:.2}): the runner and what it \
+         waited for",
+        cpu.0, cpu.1, cpu.2
+    );
+    println!(
+        "    all CPU          : {:6.2} ms per step ({:.2}..{:.2}): every process of the \
+         loop; the shell loop's {:.2} ms per call; extra {:.2} ms per step ({:.2}..{:.2})",
+        all.0, all.1, all.2, shell_cpu.0, extra_cpu.0, extra_cpu.1, extra_cpu.2
+    );
+    (whole, over.0)
+}
+
 /// Overhead per step against a plain shell loop running the same agent, for each plan length
 /// of [`sweep_sizes`], the lengths and the two loops alternating in one run; then what the
 /// loop costs once (start, end) and what each added step costs, from the paired differences.
@@ -231,55 +283,9 @@ fn overhead() {
     let mut extra: Vec<Vec<f64>> = Vec::new();
     let mut per_step = Vec::new();
     for (n, s) in sizes.iter().zip(&by) {
-        let n = *n;
-        let per = |d: &Duration| ms(*d) / n as f64;
-        let paired = |a: &[Duration], b: &[Duration]| {
-            a.iter()
-                .zip(b)
-                .map(|(a, b)| per(a) - per(b))
-                .collect::<Vec<f64>>()
-        };
-        let whole: Vec<f64> = s
-            .looped
-            .iter()
-            .zip(&s.shell)
-            .map(|(a, b)| ms(*a) - ms(*b))
-            .collect();
+        let (whole, over) = print_size(*n, s);
         extra.push(whole);
-        let shell = median(s.shell.iter().map(per).collect());
-        let looped = median(s.looped.iter().map(per).collect());
-        let over = median(paired(&s.looped, &s.shell));
-        per_step.push(over.0);
-        let cpu = median(s.cpu.iter().map(per).collect());
-        let all = median(s.all_cpu.iter().map(per).collect());
-        let shell_cpu = median(s.shell_cpu.iter().map(per).collect());
-        let extra_cpu = median(paired(&s.all_cpu, &s.shell_cpu));
-        println!("  {n} steps:");
-        println!(
-            "    plain shell loop : {:6.2} ms per call ({:.2}..{:.2})",
-            shell.0, shell.1, shell.2
-        );
-        println!(
-            "    loop             : {:6.2} ms per step ({:.2}..{:.2})",
-            looped.0, looped.1, looped.2
-        );
-        println!(
-            "    runner overhead  : {:6.2} ms per step ({:.2}..{:.2}); ratio loop/shell {:.2}",
-            over.0,
-            over.1,
-            over.2,
-            looped.0 / shell.0
-        );
-        println!(
-            "    runner CPU       : {:6.2} ms per step ({:.2}..{:.2}): the runner and what it \
-             waited for",
-            cpu.0, cpu.1, cpu.2
-        );
-        println!(
-            "    all CPU          : {:6.2} ms per step ({:.2}..{:.2}): every process of the \
-             loop; the shell loop's {:.2} ms per call; extra {:.2} ms per step ({:.2}..{:.2})",
-            all.0, all.1, all.2, shell_cpu.0, extra_cpu.0, extra_cpu.1, extra_cpu.2
-        );
+        per_step.push(over);
     }
     // What each added step costs, from one plan length to the next (medians of the whole
     // extra times, so the loop's cost at start and end cancels out).
