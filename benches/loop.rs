@@ -1,11 +1,14 @@
 //! The runner's cost, printed as figures (not asserted):
 //! - overhead per step with an instant agent, against a plain shell loop that runs the same
-//!   agent the same number of times, measured in the same run; with the CPU time of the runner
+//!   agent the same number of times, measured in the same run, for plans of 5, 20 and 80
+//!   steps (`BENCH_STEPS=5,20,80`), with what one more step costs; with the CPU time of the runner
 //!   (and the processes it waits for) and of every process of the loop (supervisors,
 //!   guardians, agents: this process becomes their subreaper and reaps them), against the
 //!   shell loop's, and the load average before and after;
 //! - time from the stop file appearing to the step's group dead and STATUS written;
-//! - the runner's CPU time and memory while a step sleeps (`BENCH_SLEEP_S`, default 30);
+//! - how often every process of the loop (runner, starter, supervisor, guardian, permission
+//!   host, hooks) is woken, and its CPU time, while a step sleeps (`BENCH_SLEEP_S`, default
+//!   30), and the runner's memory;
 //! - under a save of M1.md every 20 ms (by rename, by `>>`, by truncate and a write in two halves 5 ms apart), the time
 //!   from one step's agent exiting to the next one's spawn (judging, recording, spawning),
 //!   against the same loop with no saves;
@@ -64,25 +67,30 @@ fn children_cpu() -> Duration {
 
 /// `loop start` of a STEPS-step loop.
 fn start_args() -> Vec<String> {
+    start_args_of(STEPS)
+}
+
+/// `loop start` of a loop of `steps` steps (`MAX_STEPS` raised to match).
+fn start_args_of(steps: usize) -> Vec<String> {
     let mut args = vec![
         "start".to_string(),
         "bench".into(),
         "--max-steps".into(),
-        STEPS.to_string(),
+        steps.to_string(),
     ];
-    for i in 1..=STEPS {
+    for i in 1..=steps {
         args.push("--step".into());
         args.push(format!("step {i}"));
     }
     args
 }
 
-/// One plain shell loop running the agent STEPS times: its wall time and the CPU time of the
-/// shell and the agents.
-fn shell_round() -> (Duration, Duration) {
+/// One plain shell loop running the agent `steps` times: its wall time and the CPU time of
+/// the shell and the agents.
+fn shell_round(steps: usize) -> (Duration, Duration) {
     let dir = fresh(r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#);
     let script = format!(
-        "for i in $(seq {STEPS}); do LOOP_STEP=$i {SIM} -p 'do step' --output-format stream-json --verbose >/dev/null; done"
+        "for i in $(seq {steps}); do LOOP_STEP=$i {SIM} -p 'do step' --output-format stream-json --verbose >/dev/null; done"
     );
     let cpu = children_cpu();
     let t = Instant::now();
@@ -132,8 +140,8 @@ fn load_average() -> String {
 
 /// One loop of STEPS steps with the same agent: its wall time, the CPU time of the runner
 /// (with the processes it waited for), and that of every process of the loop.
-fn loop_round() -> (Duration, Duration, Duration) {
-    loop_round_in(Sandbox::Off)
+fn loop_round(steps: usize) -> (Duration, Duration, Duration) {
+    loop_round_in(Sandbox::Off, steps)
 }
 
 /// Whether a bench's loop runs confined.
@@ -145,9 +153,9 @@ enum Sandbox {
 
 /// [`loop_round`], its runs confined as `sandbox` says (the simulated agent's scenario, in
 /// the bench's directory, readable).
-fn loop_round_in(sandbox: Sandbox) -> (Duration, Duration, Duration) {
+fn loop_round_in(sandbox: Sandbox, steps: usize) -> (Duration, Duration, Duration) {
     let dir = fresh(r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#);
-    let args = start_args();
+    let args = start_args_of(steps);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut cmd = loop_cmd(&dir, &args);
     if sandbox == Sandbox::Bwrap {
@@ -166,83 +174,150 @@ fn loop_round_in(sandbox: Sandbox) -> (Duration, Duration, Duration) {
     (took, runner_cpu, all_cpu)
 }
 
+/// The plan lengths `overhead` sweeps: `BENCH_STEPS` (comma-separated), else 5, 20 and 80.
+fn sweep_sizes() -> Vec<usize> {
+    std::env::var("BENCH_STEPS")
+        .ok()
+        .map(|v| {
+            v.split(',')
+                .filter_map(|n| n.trim().parse().ok())
+                .collect::<Vec<usize>>()
+        })
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| vec![5, 20, 80])
+}
+
+/// One plan length's samples: wall and CPU times of the shell loop and of the loop.
+#[derive(Default)]
+struct Sized {
+    shell: Vec<Duration>,
+    shell_cpu: Vec<Duration>,
+    looped: Vec<Duration>,
+    cpu: Vec<Duration>,
+    all_cpu: Vec<Duration>,
+}
+
+fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+/// Prints one plan length's figures; returns the loop's extra wall time over the shell's,
+/// whole, per round, and the median overhead per step.
+fn print_size(n: usize, s: &Sized) -> (Vec<f64>, f64) {
+    let per = |d: &Duration| ms(*d) / n as f64;
+    let paired = |a: &[Duration], b: &[Duration]| {
+        a.iter()
+            .zip(b)
+            .map(|(a, b)| per(a) - per(b))
+            .collect::<Vec<f64>>()
+    };
+    let whole: Vec<f64> = s
+        .looped
+        .iter()
+        .zip(&s.shell)
+        .map(|(a, b)| ms(*a) - ms(*b))
+        .collect();
+    let shell = median(s.shell.iter().map(per).collect());
+    let looped = median(s.looped.iter().map(per).collect());
+    let over = median(paired(&s.looped, &s.shell));
+    let cpu = median(s.cpu.iter().map(per).collect());
+    let all = median(s.all_cpu.iter().map(per).collect());
+    let shell_cpu = median(s.shell_cpu.iter().map(per).collect());
+    let extra_cpu = median(paired(&s.all_cpu, &s.shell_cpu));
+    println!("  {n} steps:");
+    println!(
+        "    plain shell loop : {:6.2} ms per call ({:.2}..{:.2})",
+        shell.0, shell.1, shell.2
+    );
+    println!(
+        "    loop             : {:6.2} ms per step ({:.2}..{:.2})",
+        looped.0, looped.1, looped.2
+    );
+    println!(
+        "    runner overhead  : {:6.2} ms per step ({:.2}..{:.2}); ratio loop/shell {:.2}",
+        over.0,
+        over.1,
+        over.2,
+        looped.0 / shell.0
+    );
+    println!(
+        "    runner CPU       : {:6.2} ms per step ({:.2}..{:.2}): the runner and what it \
+         waited for",
+        cpu.0, cpu.1, cpu.2
+    );
+    println!(
+        "    all CPU          : {:6.2} ms per step ({:.2}..{:.2}): every process of the \
+         loop; the shell loop's {:.2} ms per call; extra {:.2} ms per step ({:.2}..{:.2})",
+        all.0, all.1, all.2, shell_cpu.0, extra_cpu.0, extra_cpu.1, extra_cpu.2
+    );
+    (whole, over.0)
+}
+
+/// Overhead per step against a plain shell loop running the same agent, for each plan length
+/// of [`sweep_sizes`], the lengths and the two loops alternating in one run; then what the
+/// loop costs once (start, end) and what each added step costs, from the paired differences.
 fn overhead() {
     const ROUNDS: usize = 5;
+    let sizes = sweep_sizes();
     let load_before = load_average();
     // The loop's supervisors and guardians are re-parented here, so their CPU time counts.
     nix::sys::prctl::set_child_subreaper(true).unwrap();
-    let (mut shell, mut shell_cpu) = (Vec::new(), Vec::new());
-    let (mut looped, mut cpu, mut all_cpu) = (Vec::new(), Vec::new(), Vec::new());
+    let mut by: Vec<Sized> = sizes.iter().map(|_| Sized::default()).collect();
     for _ in 0..ROUNDS {
-        let (w, c) = shell_round();
-        shell.push(w);
-        shell_cpu.push(c);
-        let (w, c, a) = loop_round();
-        looped.push(w);
-        cpu.push(c);
-        all_cpu.push(a);
+        for (n, s) in sizes.iter().zip(&mut by) {
+            let (w, c) = shell_round(*n);
+            s.shell.push(w);
+            s.shell_cpu.push(c);
+            let (w, c, a) = loop_round(*n);
+            s.looped.push(w);
+            s.cpu.push(c);
+            s.all_cpu.push(a);
+        }
     }
     nix::sys::prctl::set_child_subreaper(false).unwrap();
-    let per = |d: Duration| ms(d) / STEPS as f64;
-    let diffs = |a: &[Duration], b: &[Duration]| {
-        let mut v: Vec<f64> = a.iter().zip(b).map(|(a, b)| per(*a) - per(*b)).collect();
-        v.sort_by(f64::total_cmp);
-        v
-    };
-    let over = diffs(&looped, &shell);
-    let extra_cpu = diffs(&all_cpu, &shell_cpu);
-    for v in [
-        &mut shell,
-        &mut looped,
-        &mut cpu,
-        &mut all_cpu,
-        &mut shell_cpu,
-    ] {
-        v.sort();
-    }
-    let mid = ROUNDS / 2;
-    let last = ROUNDS - 1;
     println!(
-        "overhead: {STEPS} steps with an instant agent, {ROUNDS} rounds each, alternating; \
-         median (min..max); load average {load_before} before, {} after",
+        "overhead: an instant agent, plans of {sizes:?} steps, {ROUNDS} rounds each, \
+         alternating; median (min..max); load average {load_before} before, {} after",
         load_average()
     );
-    println!(
-        "  plain shell loop : {:6.1} ms per call ({:.1}..{:.1})",
-        per(shell[mid]),
-        per(shell[0]),
-        per(shell[last])
-    );
-    println!(
-        "  loop             : {:6.1} ms per step ({:.1}..{:.1})",
-        per(looped[mid]),
-        per(looped[0]),
-        per(looped[last])
-    );
-    println!(
-        "  runner overhead  : {:6.1} ms per step ({:.1}..{:.1}); ratio loop/shell {:.2}",
-        over[mid],
-        over[0],
-        over[last],
-        per(looped[mid]) / per(shell[mid])
-    );
-    println!(
-        "  runner CPU       : {:6.2} ms per step ({:.2}..{:.2}): the runner and what it waited for",
-        per(cpu[mid]),
-        per(cpu[0]),
-        per(cpu[last])
-    );
-    println!(
-        "  all CPU          : {:6.2} ms per step ({:.2}..{:.2}): every process of the loop; \
-         the shell loop's {:.2} ms per call; extra {:.2} ms per step ({:.2}..{:.2})",
-        per(all_cpu[mid]),
-        per(all_cpu[0]),
-        per(all_cpu[last]),
-        per(shell_cpu[mid]),
-        extra_cpu[mid],
-        extra_cpu[0],
-        extra_cpu[last]
-    );
+    // The loop's extra wall time over the shell's, whole, per round.
+    let mut extra: Vec<Vec<f64>> = Vec::new();
+    let mut per_step = Vec::new();
+    for (n, s) in sizes.iter().zip(&by) {
+        let (whole, over) = print_size(*n, s);
+        extra.push(whole);
+        per_step.push(over);
+    }
+    // What each added step costs, from one plan length to the next (medians of the whole
+    // extra times, so the loop's cost at start and end cancels out).
+    let mids: Vec<f64> = extra.iter().map(|e| median(e.clone()).0).collect();
+    let mut slopes = Vec::new();
+    for i in 1..sizes.len() {
+        let slope = (mids[i] - mids[i - 1]) / (sizes[i] - sizes[i - 1]) as f64;
+        slopes.push(slope);
+        println!(
+            "  each added step, {} → {} steps: {slope:6.2} ms over the shell loop",
+            sizes[i - 1],
+            sizes[i]
+        );
+    }
+    if let (Some(first), Some(last)) = (per_step.first(), per_step.last()) {
+        println!(
+            "  runner overhead per step, {} steps against {}: ratio {:.2}",
+            sizes[sizes.len() - 1],
+            sizes[0],
+            last / first
+        );
+    }
+    if let (Some(first), Some(last)) = (slopes.first(), slopes.last()) {
+        let fixed = mids[0] - first * sizes[0] as f64;
+        println!(
+            "  once per loop (start, end): {fixed:6.1} ms; added step at the longest plans \
+             against the shortest: ratio {:.2}",
+            last / first
+        );
+    }
 }
 
 /// What the sandbox costs a step: the same loop of an instant agent with every run confined
@@ -260,10 +335,10 @@ fn sandbox_cost() {
     let (mut off, mut on) = (Vec::new(), Vec::new());
     let (mut off_cpu, mut on_cpu) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        let (w, _, c) = loop_round_in(Sandbox::Off);
+        let (w, _, c) = loop_round_in(Sandbox::Off, STEPS);
         off.push(w);
         off_cpu.push(c);
-        let (w, _, c) = loop_round_in(Sandbox::Bwrap);
+        let (w, _, c) = loop_round_in(Sandbox::Bwrap, STEPS);
         on.push(w);
         on_cpu.push(c);
     }
@@ -568,6 +643,7 @@ fn stop_latency() {
     );
 }
 
+/// A process's CPU time so far (user + system), in clock ticks.
 fn proc_cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
@@ -587,6 +663,61 @@ fn proc_kb(pid: u32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// How often a process was woken so far: the voluntary and involuntary context switches of
+/// all its threads.
+fn proc_wakeups(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .map(|t| {
+            std::fs::read_to_string(t.path().join("status"))
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// Every process of the loop in `dir`, with its command line: each carries the bench's
+/// environment (`XDG_STATE_HOME` inside `dir`), whatever its parent (the supervisors run in
+/// sessions of their own).
+fn loop_processes(dir: &Path) -> Vec<(u32, String)> {
+    let mark = format!("XDG_STATE_HOME={}", dir.join("xdg").display());
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found: Vec<(u32, String)> = procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == mark.as_bytes()))
+        })
+        .map(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd: Vec<String> = cmd
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .take(3)
+                .map(|a| {
+                    let a = String::from_utf8_lossy(a);
+                    let a = a.rsplit('/').next().unwrap_or(&a).to_string();
+                    a.chars().take(24).collect()
+                })
+                .collect();
+            (pid, cmd.join(" "))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// The runner and every process of the loop while a step's agent sleeps `BENCH_SLEEP_S`
+/// (default 30): how often each is woken and what CPU it uses, and the runner's memory.
 fn idle_cost() {
     let secs: u64 = std::env::var("BENCH_SLEEP_S")
         .ok()
@@ -601,22 +732,52 @@ fn idle_cost() {
         .unwrap();
     let pid = child.id();
     assert!(wait_for(Duration::from_secs(20), || agent_started(&dir)));
-    let before = proc_cpu_ticks(pid);
+    // Past the step's start (its pid recorded after 100 ms): what is left is the sleep.
+    std::thread::sleep(Duration::from_millis(500));
+    let procs = loop_processes(&dir);
+    let before: Vec<(u64, u64)> = procs
+        .iter()
+        .map(|(p, _)| (proc_wakeups(*p), proc_cpu_ticks(*p)))
+        .collect();
     std::thread::sleep(Duration::from_secs(secs));
-    let after = proc_cpu_ticks(pid);
+    let after: Vec<(u64, u64)> = procs
+        .iter()
+        .map(|(p, _)| (proc_wakeups(*p), proc_cpu_ticks(*p)))
+        .collect();
     let rss = proc_kb(pid, "VmRSS:");
     let hwm = proc_kb(pid, "VmHWM:");
     let _ = std::fs::write(dir.join("stop"), "");
     let _ = child.wait();
     let tick_ms = 10.0; // USER_HZ is 100 on Linux
-    println!("idle: the runner while a step sleeps {secs} s");
+    println!("idle: every process of the loop while a step sleeps {secs} s");
+    let (mut wakes, mut ticks) = (0, 0);
+    for (((p, cmd), b), a) in procs.iter().zip(&before).zip(&after) {
+        let agent = cmd.starts_with("claude-sim");
+        let (w, t) = (a.0.saturating_sub(b.0), a.1.saturating_sub(b.1));
+        if !agent {
+            wakes += w;
+            ticks += t;
+        }
+        println!(
+            "  {:<7} {cmd:<52}: {w:4} wakeups, CPU {:4.0} ms{}",
+            p,
+            t as f64 * tick_ms,
+            if agent {
+                " (the agent: not the loop's)"
+            } else {
+                ""
+            }
+        );
+    }
     println!(
-        "  CPU {:.0} ms over {secs} s ({:.3} % of a core)",
-        (after - before) as f64 * tick_ms,
-        (after - before) as f64 * tick_ms / (secs as f64 * 10.0)
+        "  the loop's processes: {wakes} wakeups ({:.2} a second), CPU {:.0} ms over {secs} s \
+         ({:.3} % of a core)",
+        wakes as f64 / secs as f64,
+        ticks as f64 * tick_ms,
+        ticks as f64 * tick_ms / (secs as f64 * 10.0)
     );
     println!(
-        "  memory: RSS {:.1} MB, peak {:.1} MB",
+        "  the runner's memory: RSS {:.1} MB, peak {:.1} MB",
         rss as f64 / 1024.0,
         hwm as f64 / 1024.0
     );

@@ -21,7 +21,22 @@ pub struct Document {
     /// lookups stay linear on large files.
     top: Vec<usize>,
     kids: Vec<Vec<usize>>,
+    /// The typed view, built at the first [`Document::view`] after the last change: a runner
+    /// reads it many times a step, and building it walks the whole document.
+    view: ViewCache,
 }
+
+/// A cache that is no part of the document's value: documents compare by their lines.
+#[derive(Clone, Debug, Default)]
+struct ViewCache(std::sync::OnceLock<std::sync::Arc<M1>>);
+
+impl PartialEq for ViewCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ViewCache {}
 
 impl Document {
     /// Parses and validates M1.md. Errors are all syntax and semantic problems found, in
@@ -65,6 +80,7 @@ impl Document {
             lines,
             top: Vec::new(),
             kids: Vec::new(),
+            view: ViewCache::default(),
         };
         doc.index();
         errors.extend(doc.duplicates());
@@ -94,12 +110,24 @@ impl Document {
     /// a document from [`Document::parse`] has none of those.
     #[must_use]
     pub fn view(&self) -> M1 {
-        M1::from_document(self)
+        M1::clone(&self.shared_view())
+    }
+
+    /// The typed view, shared: built once per change of the document, never copied.
+    #[must_use]
+    pub fn shared_view(&self) -> std::sync::Arc<M1> {
+        std::sync::Arc::clone(
+            self.view
+                .0
+                .get_or_init(|| std::sync::Arc::new(M1::from_document(self))),
+        )
     }
 
     /// Applies one edit; see [`Edit`] for what each one touches.
     pub fn apply(&mut self, edit: &Edit) {
+        self.view = ViewCache::default();
         super::edit::apply(self, edit);
+        self.view = ViewCache::default();
     }
 
     /// The unquoted value at `path`, e.g. `&["PLAN", "CURRENT_STEP"]`; `None` when the key is
@@ -185,6 +213,7 @@ impl Document {
     }
 
     fn index(&mut self) {
+        self.view = ViewCache::default();
         self.top.clear();
         self.kids = vec![Vec::new(); self.lines.len()];
         for (i, l) in self.lines.iter().enumerate() {

@@ -168,6 +168,9 @@ pub struct Store {
     path: PathBuf,
     /// The bytes as last read or written by this store.
     bytes: Vec<u8>,
+    /// `bytes` parsed, when this store wrote them: the next commit onto an unchanged file
+    /// starts from it instead of parsing and validating the whole file again.
+    parsed: Option<Document>,
     merged: Option<ConflictMerged>,
     /// Versions of the file this store has known, to tell a stale save from a hand edit.
     history: History,
@@ -255,6 +258,7 @@ impl Store {
         Store {
             path: path.to_path_buf(),
             bytes,
+            parsed: None,
             merged: None,
             history,
             owed: Vec::new(),
@@ -345,6 +349,7 @@ impl Store {
             self.history.push(&doc, bytes.len());
         }
         self.bytes = bytes;
+        self.parsed = None;
         for w in &mut self.displaced {
             w.superseded = true;
         }
@@ -535,6 +540,7 @@ impl Store {
             let (text, written) = self.apply_onto(&base, edits)?;
             if text == base && base == expected {
                 self.bytes = base;
+                self.parsed = Some(written.clone());
                 self.owed.clear();
                 self.history.push(&written, text.len());
                 return Ok(written);
@@ -547,6 +553,7 @@ impl Store {
                     self.owed.clear();
                     self.history.push(&written, text.len());
                     self.bytes = text;
+                    self.parsed = Some(written.clone());
                     return Ok(written);
                 }
                 Round::Again(now) => {
@@ -557,6 +564,7 @@ impl Store {
                 Round::Repair(old) => {
                     lost += 1;
                     self.bytes.clone_from(&text);
+                    self.parsed = None;
                     base = old;
                     expected = text;
                     repairing = true;
@@ -694,7 +702,13 @@ impl Store {
         base: &[u8],
         edits: &[Edit],
     ) -> Result<(Vec<u8>, Document), StoreError> {
-        let mut doc = decode(&self.path, base).map_err(StoreError::DiskInvalid)?;
+        // What this store wrote last and finds unchanged: parsed when it was written (taken:
+        // the write that follows leaves its own parse, any other way out a fresh read).
+        let parsed = self.parsed.take().filter(|_| base == self.bytes);
+        let mut doc = match parsed {
+            Some(doc) => doc,
+            None => decode(&self.path, base).map_err(StoreError::DiskInvalid)?,
+        };
         if base == self.bytes {
             for e in &self.owed {
                 doc.apply(e);

@@ -19,7 +19,7 @@ use super::{RunOptions, Runner, lock, stopfile};
 use crate::engine::gate::{Decision, Request};
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
-use crate::m1::{Gate, GateKind, Status};
+use crate::m1::{Gate, GateKind, M1, Status};
 
 /// How a decision is carried out.
 #[derive(Debug, Clone, Copy, Default)]
@@ -103,7 +103,7 @@ pub(crate) fn take(
         }
         let decided = settle(decision, |t| {
             runner.apply(t)?;
-            Ok(runner.view())
+            Ok(M1::clone(&runner.view()))
         })?;
         drop(held);
         let carries_on = matches!(

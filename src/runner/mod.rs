@@ -51,8 +51,9 @@ pub(crate) use retry::retry;
 pub(crate) use start::{StartRequest, resume_as, start};
 pub(crate) use stop::{STOP_PATIENCE, stop};
 
-/// How often the runner re-checks what it waits for when no file event arrives (the poll
-/// fallback for file systems where events do not arrive). One stat or two per second: no measurable CPU.
+/// How often the runner re-checks what it waits for where file events do not arrive (no
+/// inotify watcher, a directory it could not watch), and how often a terminal's live line is
+/// redrawn. Where events arrive, the runner sleeps until one comes or a timer is due.
 pub(crate) const POLL: Duration = Duration::from_secs(1);
 
 /// Grace between SIGTERM and SIGKILL when the runner ends a step.
@@ -252,8 +253,8 @@ impl Runner {
         Ok(runner)
     }
 
-    fn view(&self) -> M1 {
-        self.doc.view()
+    fn view(&self) -> std::sync::Arc<M1> {
+        self.doc.shared_view()
     }
 
     /// Writes a line to the decision log (and to stdout when echoing).
@@ -276,8 +277,8 @@ impl Runner {
             if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return Ok(Some(self.stop_while_invalid(&stop)));
             }
-            // Any wake (or a second) is a reason to look again.
-            let _ = self.watch.wait(POLL);
+            // Any wake is a reason to look again (a second where events do not arrive).
+            let _ = self.watch.wait(self.watch.fallback());
         }
         Ok(None)
     }
@@ -691,8 +692,8 @@ impl Runner {
             status => format!(
                 "{}: {} ({spent}); next: {}",
                 status.as_str(),
-                m.last_action.unwrap_or_default(),
-                m.next_action.unwrap_or_default()
+                m.last_action.clone().unwrap_or_default(),
+                m.next_action.clone().unwrap_or_default()
             ),
         }
     }
@@ -813,9 +814,14 @@ impl Runner {
                 break None;
             }
             self.progress.wait(&label, until, reason);
-            // The same one-second poll fallback as while a step runs: a stop is seen within a
-            // second even where file events do not arrive.
-            match self.watch.wait(left.min(POLL)) {
+            // Asleep until the wait's end or an event; once a second only for the countdown
+            // on a terminal, or where events do not arrive (see `Watch::fallback`).
+            let limit = if self.progress.ticks() {
+                POLL
+            } else {
+                self.watch.fallback()
+            };
+            match self.watch.wait(left.min(limit)) {
                 // A hand edit may have changed the wait: decide again.
                 Wake::M1Changed => break None,
                 Wake::Stop | Wake::Task | Wake::Timeout => {
@@ -981,7 +987,7 @@ impl Runner {
 
     /// Ticks the step's box in the `--plan` file it came from, if any (one byte changes).
     fn tick_plan_file(&mut self, step: u32) {
-        let Some(path) = self.view().plan_file else {
+        let Some(path) = self.view().plan_file.clone() else {
             return;
         };
         if let Err(e) = crate::runner::plan_import::tick(Path::new(&path), step) {
@@ -1025,7 +1031,7 @@ impl Runner {
     /// nothing (the file is the human's to fix), and end WAITING.
     fn stop_while_invalid(&mut self, stop: &engine::Stop) -> Exit {
         let m = self.view();
-        if let Some(id) = m.current.task_id.filter(|t| !t.is_empty())
+        if let Some(id) = m.current.task_id.clone().filter(|t| !t.is_empty())
             && crate::bridge::exists(&self.state_dir, &id)
             && self.ledger.judged(&id).is_none()
         {

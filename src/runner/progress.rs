@@ -1,6 +1,6 @@
 //! The live line of a foreground runner while a step runs: elapsed time, what the agent did
-//! last (from its stream-json, which the runner reads when it wakes anyway: task output, or the
-//! one-second check, so a silent agent still costs nothing), and what the loop has spent. On a
+//! last (from its stream-json, which the runner reads when it wakes anyway: on task output, and
+//! on a terminal once a second for the clock; a silent agent off a terminal wakes nothing), and what the loop has spent. On a
 //! terminal it is one line rewritten in place; into a pipe or a file, a line each time the
 //! activity changes.
 
@@ -65,6 +65,13 @@ impl Progress {
             waited: None,
             on_screen: std::cell::Cell::new(false),
         }
+    }
+
+    /// Whether the line shows a clock that moves (on a terminal): the runner then wakes once
+    /// a second to redraw it; otherwise the line changes only with the step's stream.
+    #[must_use]
+    pub(super) fn ticks(&self) -> bool {
+        self.mode == Mode::Terminal
     }
 
     /// Starts showing a step. `elapsed` is how long its task has run already (a re-adopted

@@ -629,8 +629,8 @@ pub(crate) fn resume_as(
             crate::outln!(
                 "{}: the loop is FAILED: {}\nnext: {}",
                 file.display(),
-                m.last_action.unwrap_or_default(),
-                m.next_action.unwrap_or_default()
+                m.last_action.clone().unwrap_or_default(),
+                m.next_action.clone().unwrap_or_default()
             );
             return Ok(ExitStatus::Failed);
         }

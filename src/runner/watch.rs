@@ -1,14 +1,23 @@
 //! What the runner waits on: M1.md edited, a stop file created, the running task's directory
-//! changed (its exit record landing). One `notify` watcher feeds one channel; the runner blocks
-//! on it with a timeout, and polls the same conditions on each timeout as the fallback for
-//! file systems where events do not arrive.
+//! changed (its exit record landing, its lock's last holder gone). One `notify` watcher feeds
+//! one channel; the runner blocks on it until an event or a timer that is due. Where the
+//! watcher cannot start (no inotify left), the runner polls the same conditions every second
+//! instead; where it runs, a look every few minutes stays, for an event lost to an overflowed
+//! queue (see [`Watch::fallback`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+
+/// How often the runner looks for itself while events arrive and nothing is due: only for an
+/// event the kernel dropped (an inotify queue that overflowed is reported as a rescan, which
+/// wakes the runner at once; this covers what even that could miss). Rare enough to cost
+/// nothing, short enough that a step's end is never missed for long.
+pub(crate) const LOST_EVENT_LOOK: Duration = Duration::from_secs(300);
 
 /// Why the runner woke up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +53,15 @@ pub(crate) struct Watch {
     watched_dirs: Vec<PathBuf>,
     task_dir: Option<PathBuf>,
     step_dirs: Vec<PathBuf>,
+    /// A directory that should be watched is not (a stop file's directory that does not
+    /// exist, a task directory that could not be watched): what happens there is only seen
+    /// by looking, so the runner looks every [`super::POLL`].
+    blind: bool,
+    task_blind: bool,
+    /// How many wakes [`Watch::wait`] has handed out: a caller that sees it move while it did
+    /// something else (a write that waited for a broken file to be fixed) knows that events
+    /// were taken by that wait, and looks again instead of sleeping on them.
+    woken: std::cell::Cell<u64>,
 }
 
 impl std::fmt::Debug for Watch {
@@ -102,6 +120,9 @@ impl Watch {
             watched_dirs: Vec::new(),
             task_dir: None,
             step_dirs: Vec::new(),
+            blind: false,
+            task_blind: false,
+            woken: std::cell::Cell::new(0),
         };
         let mut dirs: Vec<PathBuf> = Vec::new();
         {
@@ -128,6 +149,8 @@ impl Watch {
             && w.watch(dir, RecursiveMode::NonRecursive).is_ok()
         {
             self.watched_dirs.push(dir.to_path_buf());
+        } else {
+            self.blind = true;
         }
     }
 
@@ -146,9 +169,10 @@ impl Watch {
         if let (Some(old), Some(w)) = (self.task_dir.take(), self.watcher.as_mut()) {
             let _ = w.unwatch(&old);
         }
-        if let (Some(d), Some(w)) = (&dir, self.watcher.as_mut()) {
-            let _ = w.watch(d, RecursiveMode::NonRecursive);
-        }
+        self.task_blind = match (&dir, self.watcher.as_mut()) {
+            (Some(d), Some(w)) => w.watch(d, RecursiveMode::NonRecursive).is_err(),
+            _ => false,
+        };
         self.targets
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -183,9 +207,27 @@ impl Watch {
     }
 
     /// Whether events arrive at all (false: the runner relies on polling alone).
-    #[cfg(test)]
-    fn is_live(&self) -> bool {
+    #[must_use]
+    pub(crate) fn is_live(&self) -> bool {
         self.watcher.is_some()
+    }
+
+    /// The longest the runner sleeps with nothing due: [`LOST_EVENT_LOOK`] while events
+    /// arrive from everywhere it waits on, [`super::POLL`] where some cannot (no watcher, a
+    /// directory that could not be watched).
+    #[must_use]
+    pub(crate) fn fallback(&self) -> Duration {
+        if self.is_live() && !self.blind && !self.task_blind {
+            LOST_EVENT_LOOK
+        } else {
+            super::POLL
+        }
+    }
+
+    /// How many wakes [`Watch::wait`] has returned so far (see `woken`).
+    #[must_use]
+    pub(crate) fn woken(&self) -> u64 {
+        self.woken.get()
     }
 
     /// Blocks until an event or `timeout`. Events already queued are coalesced; the most
@@ -208,6 +250,7 @@ impl Watch {
         while let Ok(w) = self.rx.try_recv() {
             best = more_urgent(best, w);
         }
+        self.woken.set(self.woken.get() + 1);
         best
     }
 }
@@ -228,7 +271,15 @@ fn more_urgent(a: Wake, b: Wake) -> Wake {
 fn make_watcher(tx: Sender<Wake>, targets: Arc<Mutex<Targets>>) -> Option<RecommendedWatcher> {
     notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         let Ok(event) = res else { return };
-        if matches!(event.kind, EventKind::Access(_)) {
+        if event.need_rescan() {
+            // The queue overflowed: events were lost, so anything may have happened.
+            let _ = tx.send(Wake::Task);
+            return;
+        }
+        // Opens and reads (the runner's own among them) are no news; a file written and
+        // closed is: a task's lock closed by its last holder (a supervisor and guardian that
+        // died) frees it, which makes the task lost.
+        if matches!(event.kind, EventKind::Access(a) if a != AccessKind::Close(AccessMode::Write)) {
             return;
         }
         let t = targets
@@ -278,6 +329,34 @@ mod tests {
         assert!(wait_for(&w, Wake::Task));
         std::fs::write(&stop, "").unwrap();
         assert!(wait_for(&w, Wake::Stop));
+    }
+
+    #[test]
+    fn a_task_lock_let_go_by_its_last_holder_wakes_the_runner() {
+        // A supervisor and guardian killed together write nothing: the kernel closing the
+        // lock they held is the only news that the task is lost.
+        let dir = tempfile::tempdir().unwrap();
+        let m1 = dir.path().join("M1.md");
+        std::fs::write(&m1, "STATUS: RUNNING\n").unwrap();
+        let task = dir.path().join("tasks").join("t1");
+        std::fs::create_dir_all(&task).unwrap();
+        let lock = std::fs::File::create(task.join("lock")).unwrap();
+        let mut w = Watch::new(&m1, &[]);
+        assert!(w.is_live());
+        w.set_task_dir(Some(&task));
+        assert_eq!(w.fallback(), LOST_EVENT_LOOK);
+        while w.wait(Duration::from_millis(100)) != Wake::Timeout {}
+        drop(lock);
+        assert!(wait_for(&w, Wake::Task));
+    }
+
+    #[test]
+    fn a_stop_file_in_a_missing_directory_keeps_the_one_second_look() {
+        let dir = tempfile::tempdir().unwrap();
+        let m1 = dir.path().join("M1.md");
+        std::fs::write(&m1, "STATUS: RUNNING\n").unwrap();
+        let w = Watch::new(&m1, &[dir.path().join("no-such-dir").join("stop")]);
+        assert_eq!(w.fallback(), crate::runner::POLL);
     }
 
     #[test]

@@ -33,6 +33,7 @@ impl Runner {
         let (step, task_id) = (run.step, run.task_id.as_str());
         let mut stream: Option<Box<dyn Follow>> = None;
         loop {
+            let woken = self.watch.woken();
             let report = bridge::check(&self.state_dir, task_id)?;
             let stream = stream.get_or_insert_with(|| {
                 self.begin_progress(run, &report);
@@ -71,7 +72,19 @@ impl Runner {
             if report.state != TaskState::Running {
                 return Ok(Ok(report));
             }
-            self.until_next_check(step, task_id, stream.as_mut())?;
+            if self.watch.woken() != woken {
+                // A write above waited (for a broken M1.md to be fixed) and took the events
+                // that came meanwhile, the task's end among them perhaps: look again first.
+                if let Some(stop) = stopfile::requested(&self.state_dir) {
+                    return Ok(Err(stop));
+                }
+                continue;
+            }
+            // The one timer of a running step: the look that records its pid (and a named
+            // session) once it has run PID_RECORD_AFTER. After it, only events wake the runner.
+            let due = (report.elapsed < PID_RECORD_AFTER)
+                .then(|| PID_RECORD_AFTER.saturating_sub(report.elapsed));
+            self.until_next_check(step, task_id, stream.as_mut(), due)?;
             if let Some(stop) = stopfile::requested(&self.state_dir) {
                 return Ok(Err(stop));
             }
@@ -99,21 +112,31 @@ impl Runner {
         })
     }
 
-    /// Sleeps on events until the next full check of a running task. Output makes the task
-    /// directory busy; between full checks (at most every `PID_RECORD_AFTER`, and on each poll)
-    /// a wake costs one look for the exit record. A full check comes at least every POLL by
-    /// the clock, however often M1.md is saved: its events never keep the runner from seeing
-    /// the task end.
+    /// Sleeps on events until the next full check of a running task: the task directory
+    /// changed (output, its exit record, its lock let go), a stop, or `due` (from now) passed.
+    /// Output makes the task directory busy; between full checks (at most every
+    /// `PID_RECORD_AFTER`) a wake costs one look for the exit record. With nothing due the
+    /// runner sleeps until an event: no timer but the live line's clock on a terminal and the
+    /// rare look for a lost event ([`super::watch::Watch::fallback`]). M1.md's events never
+    /// keep the runner from seeing the task end: its record's events end the wait.
     fn until_next_check(
         &mut self,
         step: u32,
         task_id: &str,
         stream: &mut dyn Follow,
+        due: Option<std::time::Duration>,
     ) -> crate::error::Result<()> {
         let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
         let checked = std::time::Instant::now();
+        let limit = if self.progress.ticks() {
+            // The clock of the live line moves once a second on a terminal.
+            POLL
+        } else {
+            self.watch.fallback()
+        };
+        let limit = due.map_or(limit, |d| d.min(limit));
         loop {
-            let left = POLL.saturating_sub(checked.elapsed());
+            let left = limit.saturating_sub(checked.elapsed());
             if left.is_zero() {
                 return Ok(());
             }
@@ -121,8 +144,13 @@ impl Runner {
                 Wake::M1Changed => {
                     // A broken or half-written file is reported and waited out later, by the
                     // write that needs it; the task is watched on meanwhile.
+                    let woken = self.watch.woken();
                     if self.reload()? {
                         self.keep_task_on_record(step, task_id)?;
+                    }
+                    if self.watch.woken() != woken {
+                        // That write waited, taking events: the full check sees what they said.
+                        return Ok(());
                     }
                 }
                 Wake::Task if !exit_record.exists() && checked.elapsed() < PID_RECORD_AFTER => {

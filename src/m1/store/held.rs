@@ -52,6 +52,7 @@ impl Store {
             self.owed.clear();
             self.history.push(&written, text.len());
             self.bytes = base;
+            self.parsed = Some(written.clone());
             return Ok(Held::Done(written));
         }
         let staged = swap::stage(&self.path, &text)
@@ -66,6 +67,7 @@ impl Store {
                 self.owed.clear();
                 self.history.push(&written, text.len());
                 self.bytes = text;
+                self.parsed = Some(written.clone());
                 Ok(Held::Done(written))
             }
             Guarded::Changed(_) => Ok(Held::Again(self.read()?)),

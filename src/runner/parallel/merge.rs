@@ -73,8 +73,13 @@ impl Runner {
         } else if git::is_ancestor(&self.workdir, &tip, &old) {
             (old.clone(), MergeCheck::AlreadyIn)
         } else {
-            let merge_wt = Layout::dir(&self.state_dir)
-                .merge_worktree(&self.view().loop_id.unwrap_or_else(|| self.loop_id.clone()));
+            let merge_wt = Layout::dir(&self.state_dir).merge_worktree(
+                &self
+                    .view()
+                    .loop_id
+                    .clone()
+                    .unwrap_or_else(|| self.loop_id.clone()),
+            );
             let merge_wt = std::path::absolute(&merge_wt).unwrap_or(merge_wt);
             if let Some(parent) = merge_wt.parent() {
                 crate::dirs::create_state_dir(parent)

@@ -225,7 +225,7 @@ impl Runner {
     /// the parallel loop, should its runner have died meanwhile, comes back to merge this step
     /// (as a step's supervisor revives a runner that died while it ran).
     pub(super) fn revive_parent(&self) {
-        let Some(parent) = self.view().parent else {
+        let Some(parent) = self.view().parent.clone() else {
             return;
         };
         if !super::revive::by_steps() {

@@ -18,7 +18,10 @@ use crate::m1::{Document, Edit, M1, Store};
 impl Runner {
     /// The loop's identity, as its steps' loops are bound to it.
     fn parallel_id(&self) -> String {
-        self.view().loop_id.unwrap_or_else(|| self.loop_id.clone())
+        self.view()
+            .loop_id
+            .clone()
+            .unwrap_or_else(|| self.loop_id.clone())
     }
 
     /// The integration branch, made (and recorded first) when the loop has none yet.
