@@ -48,6 +48,7 @@ impl Runner {
         let root = self
             .view()
             .parent_id
+            .clone()
             .unwrap_or_else(|| self.loop_id.clone());
         match Tracer::from_env(&root) {
             None => {}

@@ -73,18 +73,7 @@ impl Runner {
         } else if git::is_ancestor(&self.workdir, &tip, &old) {
             (old.clone(), MergeCheck::AlreadyIn)
         } else {
-            let merge_wt = Layout::dir(&self.state_dir).merge_worktree(
-                &self
-                    .view()
-                    .loop_id
-                    .clone()
-                    .unwrap_or_else(|| self.loop_id.clone()),
-            );
-            let merge_wt = std::path::absolute(&merge_wt).unwrap_or(merge_wt);
-            if let Some(parent) = merge_wt.parent() {
-                crate::dirs::create_state_dir(parent)
-                    .with_context(|| format!("while creating {}", parent.display()))?;
-            }
+            let merge_wt = self.merge_worktree()?;
             let message = format!("loop: merge step {n}: {text}");
             match git::merge(&self.workdir, &merge_wt, &old, &branch, &message).map_err(fail)? {
                 git::Merged::Conflict(files) => {
@@ -121,6 +110,22 @@ impl Runner {
         self.record_merged(n, &merged, check)?;
         super::super::crash::point("parallel-after-merged-write");
         Ok(None)
+    }
+
+    /// Where the merge queue merges (its parent directory made): one worktree for the loop.
+    fn merge_worktree(&self) -> crate::error::Result<PathBuf> {
+        let id = self
+            .view()
+            .loop_id
+            .clone()
+            .unwrap_or_else(|| self.loop_id.clone());
+        let merge_wt = Layout::dir(&self.state_dir).merge_worktree(&id);
+        let merge_wt = std::path::absolute(&merge_wt).unwrap_or(merge_wt);
+        if let Some(parent) = merge_wt.parent() {
+            crate::dirs::create_state_dir(parent)
+                .with_context(|| format!("while creating {}", parent.display()))?;
+        }
+        Ok(merge_wt)
     }
 
     /// Step `n` is merged at `commit`: DONE, with what its own loop recorded.
