@@ -23,6 +23,35 @@ fn loop_span(loop_id: &str) -> SpanId {
     span_id(&format!("loop {loop_id}"))
 }
 
+/// An `execute_tool` span of `tool` (VERIFY, a merge) under the loop span of `loop_id`, from
+/// `start` to now, with `attributes` after the tool's own.
+fn tool_span(
+    tracer: &Tracer,
+    tool: &'static str,
+    id: SpanId,
+    loop_id: &str,
+    start: DateTime<Utc>,
+    attributes: Vec<KeyValue>,
+    error: Option<String>,
+) {
+    let mut all = vec![
+        kv("gen_ai.operation.name", "execute_tool"),
+        kv("gen_ai.tool.name", tool),
+    ];
+    all.extend(attributes);
+    tracer.emit(Span {
+        name: format!("execute_tool {tool}"),
+        kind: SpanKind::Internal,
+        id,
+        parent: Some(loop_span(loop_id)),
+        start,
+        end: Utc::now(),
+        attributes: all,
+        events: Vec::new(),
+        error,
+    });
+}
+
 /// What kind of run a span is of.
 fn run_word(kind: RunKind) -> &'static str {
     match kind {
@@ -153,28 +182,26 @@ impl Runner {
             Ok(verify::Outcome::Stopped) => ("stopped", None),
             Err(e) => ("not_run", Some(format!("{e:#}"))),
         };
-        tracer.emit(Span {
-            name: "execute_tool VERIFY".into(),
-            kind: SpanKind::Internal,
-            id: span_id(&format!(
-                "verify {} {}",
-                run.task_id,
-                start.timestamp_micros()
-            )),
-            parent: Some(loop_span(&self.loop_id)),
+        let id = span_id(&format!(
+            "verify {} {}",
+            run.task_id,
+            start.timestamp_micros()
+        ));
+        let attributes = vec![
+            kv("m1loop.task_id", run.task_id.clone()),
+            kv("m1loop.step", int(run.step)),
+            kv("m1loop.attempt", int(run.number)),
+            kv("m1loop.verdict", word),
+        ];
+        tool_span(
+            tracer,
+            "VERIFY",
+            id,
+            &self.loop_id,
             start,
-            end: Utc::now(),
-            attributes: vec![
-                kv("gen_ai.operation.name", "execute_tool"),
-                kv("gen_ai.tool.name", "VERIFY"),
-                kv("m1loop.task_id", run.task_id.clone()),
-                kv("m1loop.step", int(run.step)),
-                kv("m1loop.attempt", int(run.number)),
-                kv("m1loop.verdict", word),
-            ],
-            events: Vec::new(),
+            attributes,
             error,
-        });
+        );
     }
 
     /// The merge of step `n` (steps at once), begun at `start`: an `execute_tool` span.
@@ -193,26 +220,21 @@ impl Runner {
             (None, true) => "merged",
             (None, false) => "not_merged",
         };
-        tracer.emit(Span {
-            name: "execute_tool merge".into(),
-            kind: SpanKind::Internal,
-            id: span_id(&format!(
-                "merge {} {n} {}",
-                self.loop_id,
-                start.timestamp_micros()
-            )),
-            parent: Some(loop_span(&self.loop_id)),
+        let id = span_id(&format!(
+            "merge {} {n} {}",
+            self.loop_id,
+            start.timestamp_micros()
+        ));
+        let attributes = vec![kv("m1loop.step", int(n)), kv("m1loop.verdict", word)];
+        tool_span(
+            tracer,
+            "merge",
+            id,
+            &self.loop_id,
             start,
-            end: Utc::now(),
-            attributes: vec![
-                kv("gen_ai.operation.name", "execute_tool"),
-                kv("gen_ai.tool.name", "merge"),
-                kv("m1loop.step", int(n)),
-                kv("m1loop.verdict", word),
-            ],
-            events: Vec::new(),
-            error: failed,
-        });
+            attributes,
+            failed,
+        );
     }
 
     /// This runner stops driving the loop: the loop's span, from its start to now, with its
