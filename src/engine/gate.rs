@@ -678,7 +678,17 @@ fn find<'a>(m: &'a M1, req: &Request) -> Result<&'a Gate, String> {
             .iter()
             .rev()
             .find(fits)
-            .ok_or_else(|| "no gate waits for such a decision (`loop gates` lists them)".into()),
+            .ok_or_else(|| match (req.step, &req.answer) {
+                // `loop skip N` of a step no gate is about: said how it is skipped by hand.
+                (Some(s), Answer::Text(t)) if GateOption::parse(t) == Some(GateOption::Skip) => {
+                    format!(
+                        "no gate waits on step {s} (`loop gates` lists them); a step no gate \
+                         waits on is skipped by hand: set it `[SKIPPED]` in PLAN.STEPS of \
+                         M1.md, which takes effect at the loop's next decision"
+                    )
+                }
+                _ => "no gate waits for such a decision (`loop gates` lists them)".into(),
+            }),
         many => Err(format!(
             "{} gates wait ({}): name the one you decide",
             many.len(),

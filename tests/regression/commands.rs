@@ -325,3 +325,35 @@ fn a_start_just_after_a_loop_ended_waits_for_its_runner_to_let_go() {
     assert!(text.contains("GOAL: second goal"), "{text}");
     assert!(text.starts_with("STATUS: DONE"), "{text}");
 }
+
+/// `loop skip 1` on a stopped loop whose step 1 no gate was about said only "no gate waits
+/// for such a decision": a person who wants a step skipped was not told how. It says now, and
+/// what it says works.
+#[test]
+fn loop_skip_of_a_step_no_gate_waits_on_says_how_to_skip_it_by_hand() {
+    let env = TestLoop::new();
+    env.scenario(&crate::support::answers::passing());
+    let out = env.run_for(
+        &[
+            "start",
+            "g",
+            "--step",
+            "one",
+            "--step",
+            "two",
+            "--plan-only",
+        ],
+        Duration::from_secs(60),
+    );
+    env.assert_exit(&out, 0);
+    let out = env.run(&["skip", "1"]);
+    let said = stderr(&out);
+    assert_ne!(code(&out), 0, "{said}");
+    assert!(said.contains("set it `[SKIPPED]` in PLAN.STEPS"), "{said}");
+    let text = env.text().replace("[PENDING] one", "[SKIPPED] one");
+    std::fs::write(&env.file, text).unwrap();
+    let out = env.run_for(&["resume"], Duration::from_secs(60));
+    env.assert_exit(&out, 0);
+    assert_eq!(env.calls_for(1), 0, "the skipped step ran");
+    assert_eq!(env.calls_for(2), 1);
+}
