@@ -118,7 +118,10 @@ impl Runner {
     /// `PID_RECORD_AFTER`) a wake costs one look for the exit record. With nothing due the
     /// runner sleeps until an event: no timer but the live line's clock on a terminal and the
     /// rare look for a lost event ([`super::watch::Watch::fallback`]). M1.md's events never
-    /// keep the runner from seeing the task end: its record's events end the wait.
+    /// keep the runner from seeing the task end: its record's events end the wait. A wake
+    /// taken as output brings a full check at most `PID_RECORD_AFTER` after the last one: the
+    /// task's end may have come with that output (its supervisor and guardian killed, their
+    /// lock let go, the agent gone with them), and no event may follow it.
     fn until_next_check(
         &mut self,
         step: u32,
@@ -134,7 +137,7 @@ impl Runner {
         } else {
             self.watch.fallback()
         };
-        let limit = due.map_or(limit, |d| d.min(limit));
+        let mut limit = due.map_or(limit, |d| d.min(limit));
         loop {
             let left = limit.saturating_sub(checked.elapsed());
             if left.is_zero() {
@@ -154,6 +157,7 @@ impl Runner {
                     }
                 }
                 Wake::Task if !exit_record.exists() && checked.elapsed() < PID_RECORD_AFTER => {
+                    limit = limit.min(PID_RECORD_AFTER);
                     stream.poll();
                     if stream.summary().auth_failing() {
                         return Ok(());

@@ -163,3 +163,45 @@ fn an_attempt_whose_agent_never_ran_costs_no_attempt() {
     );
     assert!(!log.contains("LOST"), "{log}");
 }
+
+/// The runner slept on events only (no periodic look) and took a task wake that came less
+/// than `PID_RECORD_AFTER` after its last full look for the agent's output, not looking again:
+/// a supervisor and guardian killed while the agent's last output came in left the lost task
+/// unseen until the five-minute look for a lost event. The kill soak met it: a loop stood
+/// still for minutes. A wake taken as output now brings one full look at most
+/// `PID_RECORD_AFTER` later.
+#[test]
+fn a_task_lost_as_its_output_ends_is_seen_at_once_not_at_the_five_minute_look() {
+    let env = TestLoop::new().env("LOOP_SANDBOX", "off");
+    let quick = || Action::done("ok").sleep_ms(10);
+    // Busy output to its end, which comes soon after the kill: no event follows the last.
+    let busy = Action::done("ok").sleep_ms(60_000).heartbeat_ms(20);
+    env.scenario(&Scenario::new().step(1, [busy, quick()]).otherwise(quick()));
+    let mut runner = env.spawn(&["start", "g", "--step", "a"]);
+    env.wait_for_calls(1, 1);
+    let task = env.calls()[0]["task_id"].as_str().unwrap().to_owned();
+    let dir = env.state().join("tasks").join(&task);
+    let (mut sup, mut agent_pid) = (None, None);
+    // Killed once the runner's timed look (the one that records the agent's pid) is past:
+    // from then on only events wake it.
+    assert!(wait_until(Duration::from_secs(20), || {
+        sup = read_pid(&dir.join("supervisor.json"));
+        agent_pid = read_pid(&dir.join("pid.json"));
+        sup.is_some() && agent_pid.is_some() && env.text().contains("CC_PID:")
+    }));
+    let sup = sup.unwrap();
+    let guardian = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .find(|&p| p != agent_pid.unwrap() && ppid(p) == Some(sup))
+        .expect("the guardian runs");
+    sigkill(sup);
+    sigkill(guardian);
+    // Well inside the five-minute look, well beyond a loaded machine's slowness.
+    let status = runner.wait(Duration::from_secs(45));
+    assert!(status.success(), "{status:?}\n{}", env.log());
+    env.assert_status(Status::Done);
+    assert_eq!(env.calls_for(1), 2, "LOST costs an attempt and is retried");
+    env.assert_no_processes();
+}
