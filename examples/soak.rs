@@ -130,6 +130,7 @@ struct Tally {
     lost_tasks_retried: usize,
     done_with_writes_refused: usize,
     starts_killed_before_the_loop: usize,
+    merge_gates_retried: usize,
     // Saves racing the runner's writes (see `soak/saves.rs`).
     saves_at_start: usize,
     start_refused: usize,
@@ -705,6 +706,9 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     if !l.done() {
         let mut again = l.carry_on(t).spawn().unwrap();
         reap(&mut again, Duration::from_secs(120));
+    }
+    if variant.is_some() {
+        parallel::answer_merge_gates(&l, t);
     }
     drop(appender);
     // The saves went into this loop's M1.md, which a second loop's start archives.

@@ -416,6 +416,23 @@ pub fn after_faults(
     }
 }
 
+/// Answers, as a person would, each MERGE gate the loop waits on once its runner has let go:
+/// steps whose later runs all add `ok.txt` (red on merge) can conflict past `MAX_RETRIES` when
+/// the merges meet in one order, and the loop then asks a person, as it should. `retry` gives
+/// the step a fresh budget of merges; the loop carries on in the foreground.
+pub fn answer_merge_gates(l: &Loop, t: &mut Tally) {
+    for _ in 0..3 {
+        if l.done() {
+            return;
+        }
+        let Some((id, _)) = pending_gate(l, |keys| keys.iter().any(|k| k == "KIND: MERGE")) else {
+            return;
+        };
+        let _ = l.cmd(&["answer", &id, "retry"]).status();
+        t.merge_gates_retried += 1;
+    }
+}
+
 /// Whether the agent of step `step` was refused the write of `file` by the system (the
 /// simulated agent notes each such write beside its log of calls).
 fn refused_write(l: &Loop, step: u64, file: &str) -> bool {
@@ -449,7 +466,7 @@ pub fn report(t: &Tally) {
          double decisions {}; decided {} by the shell and {} by a tap; {} conflicts and {} red \
          merges sent back; {} second loops in the same project; {} steps retried from here after \
          the soak lost their task; {} steps done with their agent's writes refused (no commit \
-         recorded)",
+         recorded); {} MERGE gates retried from here",
         t.false_done,
         t.lost_commits,
         t.git_left,
@@ -460,6 +477,7 @@ pub fn report(t: &Tally) {
         t.red_merges,
         t.second_loops,
         t.lost_tasks_retried,
-        t.done_with_writes_refused
+        t.done_with_writes_refused,
+        t.merge_gates_retried
     );
 }
