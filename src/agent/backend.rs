@@ -53,6 +53,34 @@ impl Refused {
     }
 }
 
+/// Checks that `backend`, called with `cfg` (a configuration it honours) plus one of the
+/// settings [`Refused::unsupported`] covers, refuses that setting by its name.
+#[cfg(test)]
+pub(crate) fn assert_refuses_by_name(backend: &dyn Backend, cfg: &super::AgentConfig) {
+    use super::{AgentConfig, Session};
+    let refused = |c: AgentConfig| {
+        backend
+            .invocation(&c, "", &Session::New(String::new()))
+            .unwrap_err()
+            .setting
+    };
+    let tools = AgentConfig {
+        allowed_tools: vec!["Bash(git:*)".into()],
+        ..cfg.clone()
+    };
+    assert_eq!(refused(tools), "AGENT.ALLOWED_TOOLS");
+    let turns = AgentConfig {
+        max_turns: Some(3),
+        ..cfg.clone()
+    };
+    assert_eq!(refused(turns), "AGENT.MAX_TURNS");
+    let budget = AgentConfig {
+        max_budget_usd: Some(1.0),
+        ..cfg.clone()
+    };
+    assert_eq!(refused(budget), "AGENT.MAX_BUDGET_USD");
+}
+
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.setting, self.why)

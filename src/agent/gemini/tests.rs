@@ -290,27 +290,7 @@ fn the_loops_intent_maps_to_an_approval_mode_never_wider() {
 
 #[test]
 fn settings_gemini_cannot_honour_are_refused_by_name() {
-    let refused = |c: AgentConfig| {
-        Gemini
-            .invocation(&c, "", &Session::New(String::new()))
-            .unwrap_err()
-            .setting
-    };
-    let tools = AgentConfig {
-        allowed_tools: vec!["Bash(git:*)".into()],
-        ..cfg()
-    };
-    assert_eq!(refused(tools), "AGENT.ALLOWED_TOOLS");
-    let turns = AgentConfig {
-        max_turns: Some(3),
-        ..cfg()
-    };
-    assert_eq!(refused(turns), "AGENT.MAX_TURNS");
-    let budget = AgentConfig {
-        max_budget_usd: Some(1.0),
-        ..cfg()
-    };
-    assert_eq!(refused(budget), "AGENT.MAX_BUDGET_USD");
+    crate::agent::backend::assert_refuses_by_name(&Gemini, &cfg());
 }
 
 #[test]
