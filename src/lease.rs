@@ -203,17 +203,9 @@ mod tests {
         assert!(!lease.contended());
     }
 
-    #[test]
-    fn a_lease_kept_apart_from_the_descriptor_it_was_taken_through_still_holds_writers_off() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("M1.md");
-        std::fs::write(&path, "STATUS: IDLE\n").unwrap();
-        let reader = File::open(&path).unwrap();
-        let Probe::Free(lease) = probe(&reader) else {
-            panic!("no lease on a file nobody writes");
-        };
-        drop(reader);
-        let p = path.clone();
+    /// A thread that appends `# late` to `path`, once `lease` shows it waiting to write.
+    fn late_writer(path: &std::path::Path, lease: &Lease) -> std::thread::JoinHandle<()> {
+        let p = path.to_path_buf();
         let writer = std::thread::spawn(move || {
             let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
             f.write_all(b"# late\n").unwrap();
@@ -226,6 +218,20 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        writer
+    }
+
+    #[test]
+    fn a_lease_kept_apart_from_the_descriptor_it_was_taken_through_still_holds_writers_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("M1.md");
+        std::fs::write(&path, "STATUS: IDLE\n").unwrap();
+        let reader = File::open(&path).unwrap();
+        let Probe::Free(lease) = probe(&reader) else {
+            panic!("no lease on a file nobody writes");
+        };
+        drop(reader);
+        let writer = late_writer(&path, &lease);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "STATUS: IDLE\n");
         drop(lease);
         writer.join().unwrap();
@@ -244,19 +250,7 @@ mod tests {
         let Probe::Free(lease) = probe(&reader) else {
             panic!("no lease on a file nobody writes");
         };
-        let p = path.clone();
-        let writer = std::thread::spawn(move || {
-            let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
-            f.write_all(b"# late\n").unwrap();
-        });
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !lease.contended() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the writer never showed"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        let writer = late_writer(&path, &lease);
         // Still waiting in its open: nothing written yet.
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "STATUS: IDLE\n");
         drop(lease);
