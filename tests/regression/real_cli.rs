@@ -440,16 +440,15 @@ fn a_stop_ends_every_process_of_a_real_codex_step_its_sandbox_included() {
     let user_home = env.temp.join("home");
     let env = env.env("LOOP_AGENT", &codex).env("HOME", user_home);
     let marker = "sleep 4242.4242";
+    let wait = crate::support::once_running(marker, 600);
     let script = format!(
         r#""$0" start g --backend codex --step "wait" --quiet &
 r=$!
-for _ in $(seq 1 600); do pgrep -f '^{marker}' >/dev/null && break; sleep 0.1; done
-pgrep -f '^{marker}' >/dev/null || {{ echo "the command never ran" >&2; kill $r; exit 9; }}
-"$0" stop
+{wait}"$0" stop
 wait $r
 echo "runner exited $?""#
     );
-    let out = run_with_codex_mock(&script_of(&env, &script), &home, marker, &[], PATIENCE * 6);
+    let out = run_with_codex_mock(&env.sh(&script), &home, marker, &[], PATIENCE * 6);
     let said = format!(
         "{}\n{}",
         crate::support::stdout(&out),
@@ -477,23 +476,6 @@ echo "runner exited $?""#
     env.assert_no_processes();
 }
 
-/// `sh -c SCRIPT` with `$0` the loop binary, in `env`'s directory and environment.
-fn script_of(env: &TestLoop, script: &str) -> std::process::Command {
-    let template = env.cmd(&[]);
-    let mut cmd = std::process::Command::new("sh");
-    cmd.arg("-c").arg(script).arg(crate::support::LOOP);
-    for (k, v) in template.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    if let Some(dir) = template.get_current_dir() {
-        cmd.current_dir(dir);
-    }
-    cmd
-}
-
 /// A runner killed with `kill -9` while a real Codex step runs comes back by itself when the
 /// step ends (the step's supervisor revives it), and judges that run: nothing started twice.
 #[test]
@@ -510,18 +492,17 @@ fn a_runner_killed_during_a_real_codex_step_is_revived_and_judges_it_once() {
         .env("HOME", user_home)
         .env("LOOP_REVIVE", "on");
     let marker = "sleep 2.4242";
+    let wait = crate::support::once_running(marker, 600);
     let script = format!(
         r#""$0" start g --backend codex --step "wait" --quiet &
 r=$!
-for _ in $(seq 1 600); do pgrep -f '^{marker}' >/dev/null && break; sleep 0.1; done
-pgrep -f '^{marker}' >/dev/null || {{ echo "the command never ran" >&2; kill $r; exit 9; }}
-kill -9 $r
+{wait}kill -9 $r
 for _ in $(seq 1 600); do grep -q '^STATUS: DONE' "$LOOP_FILE" && break; sleep 0.1; done
 grep '^STATUS' "$LOOP_FILE""#
     );
     let log_arg = log.display().to_string();
     let out = run_with_codex_mock(
-        &script_of(&env, &script),
+        &env.sh(&script),
         &home,
         marker,
         &[("MOCK_LOG", &log_arg)],

@@ -200,18 +200,17 @@ fn a_runner_killed_during_a_real_gemini_step_is_revived_and_judges_it_once() {
     let log = env.temp.join("mock.jsonl");
     let env = env.env("LOOP_AGENT", &gemini).env("LOOP_REVIVE", "on");
     let marker = "sleep 2.4242";
+    let wait = crate::support::once_running(marker, 900);
     let script = format!(
         r#""$0" start g --backend gemini --permission-mode bypassPermissions --step "wait" --quiet &
 r=$!
-for _ in $(seq 1 900); do pgrep -f '^{marker}' >/dev/null && break; sleep 0.1; done
-pgrep -f '^{marker}' >/dev/null || {{ echo "the command never ran" >&2; kill $r; exit 9; }}
-kill -9 $r
+{wait}kill -9 $r
 for _ in $(seq 1 900); do grep -q '^STATUS: DONE' "$LOOP_FILE" && break; sleep 0.1; done
 grep '^STATUS' "$LOOP_FILE""#
     );
     let log_arg = log.display().to_string();
     let out = run_with_gemini_mock(
-        &script_of(&env, &script),
+        &env.sh(&script),
         &home,
         marker,
         &[("MOCK_LOG", &log_arg)],
@@ -269,21 +268,4 @@ fn loop_doctor_passes_on_the_real_gemini_cli() {
     }
     assert!(text.contains("0.61.0"), "{text}");
     assert!(text.contains("a resume kept the session"), "{text}");
-}
-
-/// `sh -c SCRIPT` with `$0` the loop binary, in `env`'s directory and environment.
-fn script_of(env: &TestLoop, script: &str) -> std::process::Command {
-    let template = env.cmd(&[]);
-    let mut cmd = std::process::Command::new("sh");
-    cmd.arg("-c").arg(script).arg(crate::support::LOOP);
-    for (k, v) in template.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    if let Some(dir) = template.get_current_dir() {
-        cmd.current_dir(dir);
-    }
-    cmd
 }

@@ -414,3 +414,14 @@ pub fn save_by_rename(path: &Path, text: &str) {
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, path).unwrap();
 }
+
+/// Shell lines for a script whose runner runs in the background as `$r`: wait (up to
+/// `tenths` tenths of a second) until a process whose command line begins with `marker` runs,
+/// else say so, end the runner and exit 9.
+#[must_use]
+pub fn once_running(marker: &str, tenths: u32) -> String {
+    format!(
+        "for _ in $(seq 1 {tenths}); do pgrep -f '^{marker}' >/dev/null && break; sleep 0.1; done\n\
+         pgrep -f '^{marker}' >/dev/null || {{ echo \"the command never ran\" >&2; kill $r; exit 9; }}\n"
+    )
+}

@@ -109,6 +109,23 @@ impl TestLoop {
             .scenario(&serde_json::to_string(scenario).expect("a scenario is JSON"));
     }
 
+    /// `sh -c SCRIPT` with `$0` the loop binary, in this loop's directory and environment.
+    pub fn sh(&self, script: &str) -> Command {
+        let template = self.cmd(&[]);
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(script).arg(super::LOOP);
+        for (k, v) in template.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        if let Some(dir) = template.get_current_dir() {
+            cmd.current_dir(dir);
+        }
+        cmd
+    }
+
     /// `loop ARGS` as this loop runs it, with no input and its output discarded.
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(LOOP);
