@@ -82,30 +82,10 @@ impl Outbox {
     }
 
     /// Queues `messages`, durably, in order. A message whose id is a key of its own (not a
-    /// random one) and is in the outbox already, pending or settled, is not queued again.
+    /// random one) and is in the outbox already, pending or settled, is not queued again:
+    /// looked for under the same lock as the append, so two processes never both queue it.
     pub(crate) fn append(&self, messages: &[Message]) -> anyhow::Result<()> {
-        let keyed = |m: &Message| uuid::Uuid::parse_str(&m.id).is_err();
-        let known: std::collections::HashSet<String> = if messages.iter().any(keyed) {
-            let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
-            records_in(&self.read()?)
-                .into_iter()
-                .map(|r| match r {
-                    Record::Message(m) => m.id,
-                    Record::Sent { id } | Record::Rejected { id, .. } => id,
-                })
-                .collect()
-        } else {
-            std::collections::HashSet::new()
-        };
-        let records: Vec<Record> = messages
-            .iter()
-            .filter(|m| !known.contains(&m.id))
-            .cloned()
-            .map(Record::Message)
-            .collect();
-        if records.is_empty() {
-            return Ok(());
-        }
+        let records: Vec<Record> = messages.iter().cloned().map(Record::Message).collect();
         self.append_records(&records)
     }
 
@@ -123,6 +103,26 @@ impl Outbox {
 
     fn append_records(&self, records: &[Record]) -> anyhow::Result<()> {
         let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
+        let keyed =
+            |r: &&Record| matches!(r, Record::Message(m) if uuid::Uuid::parse_str(&m.id).is_err());
+        let known: std::collections::HashSet<String> = if records.iter().any(|r| keyed(&r)) {
+            records_in(&self.read()?)
+                .into_iter()
+                .map(|r| match r {
+                    Record::Message(m) => m.id,
+                    Record::Sent { id } | Record::Rejected { id, .. } => id,
+                })
+                .collect()
+        } else {
+            std::collections::HashSet::new()
+        };
+        let records: Vec<&Record> = records
+            .iter()
+            .filter(|r| !(keyed(r) && matches!(r, Record::Message(m) if known.contains(&m.id))))
+            .collect();
+        if records.is_empty() {
+            return Ok(());
+        }
         let path = self.path();
         let mut f = OpenOptions::new()
             .create(true)
