@@ -331,48 +331,23 @@ fn sandbox_cost() {
         println!("sandbox: bubblewrap cannot start here (install `bubblewrap`): not measured");
         return;
     }
-    nix::sys::prctl::set_child_subreaper(true).unwrap();
-    let (mut off, mut on) = (Vec::new(), Vec::new());
-    let (mut off_cpu, mut on_cpu) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        let (w, _, c) = loop_round_in(Sandbox::Off, STEPS);
-        off.push(w);
-        off_cpu.push(c);
-        let (w, _, c) = loop_round_in(Sandbox::Bwrap, STEPS);
-        on.push(w);
-        on_cpu.push(c);
-    }
-    nix::sys::prctl::set_child_subreaper(false).unwrap();
-    let per = |d: Duration| ms(d) / STEPS as f64;
-    let mut extra: Vec<f64> = on
-        .iter()
-        .zip(&off)
-        .map(|(a, b)| per(*a) - per(*b))
-        .collect();
-    extra.sort_by(f64::total_cmp);
-    for v in [&mut off, &mut on, &mut off_cpu, &mut on_cpu] {
-        v.sort();
-    }
+    let p = Paired::run(ROUNDS, |on| {
+        let (wall, _, cpu) = loop_round_in(if on { Sandbox::Bwrap } else { Sandbox::Off }, STEPS);
+        (wall, cpu)
+    });
     let (mid, last) = (ROUNDS / 2, ROUNDS - 1);
     println!(
         "sandbox: {STEPS} steps with an instant agent, {ROUNDS} rounds each, alternating; median \
          (min..max)"
     );
-    for (name, wall, cpu) in [("unconfined", &off, &off_cpu), ("bubblewrap", &on, &on_cpu)] {
-        println!(
-            "  {name:<11}: {:6.1} ms per step ({:.1}..{:.1}), all CPU {:.2} ms per step",
-            per(wall[mid]),
-            per(wall[0]),
-            per(wall[last]),
-            per(cpu[mid])
-        );
-    }
+    p.print_sides(["unconfined", "bubblewrap"], 11);
+    let extra = &p.extra;
     println!(
         "  the sandbox : {:+6.1} ms per step ({:+.1}..{:+.1}); ratio confined/unconfined {:.2}",
         extra[mid],
         extra[0],
         extra[last],
-        per(on[mid]) / per(off[mid])
+        per(p.on[mid]) / per(p.off[mid])
     );
 }
 
@@ -422,50 +397,12 @@ fn commit_round(commit: bool) -> (Duration, Duration) {
 /// alternating, measured in the same run.
 fn commit_cost() {
     const ROUNDS: usize = 5;
-    nix::sys::prctl::set_child_subreaper(true).unwrap();
-    let (mut off, mut on) = (Vec::new(), Vec::new());
-    let (mut off_cpu, mut on_cpu) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        let (w, c) = commit_round(false);
-        off.push(w);
-        off_cpu.push(c);
-        let (w, c) = commit_round(true);
-        on.push(w);
-        on_cpu.push(c);
-    }
-    nix::sys::prctl::set_child_subreaper(false).unwrap();
-    let per = |d: Duration| ms(d) / STEPS as f64;
-    let diff = |a: &[Duration], b: &[Duration]| {
-        let mut v: Vec<f64> = a.iter().zip(b).map(|(a, b)| per(*a) - per(*b)).collect();
-        v.sort_by(f64::total_cmp);
-        v
-    };
-    let (extra, extra_cpu) = (diff(&on, &off), diff(&on_cpu, &off_cpu));
-    for v in [&mut off, &mut on, &mut off_cpu, &mut on_cpu] {
-        v.sort();
-    }
-    let (mid, last) = (ROUNDS / 2, ROUNDS - 1);
+    let p = Paired::run(ROUNDS, commit_round);
     println!(
         "commit: {STEPS} steps writing a file each in a git project, {ROUNDS} rounds each, \
          alternating; median (min..max)"
     );
-    for (name, wall, cpu) in [("--no-commit", &off, &off_cpu), ("committed", &on, &on_cpu)] {
-        println!(
-            "  {name:<11}: {:6.1} ms per step ({:.1}..{:.1}), all CPU {:.2} ms per step",
-            per(wall[mid]),
-            per(wall[0]),
-            per(wall[last]),
-            per(cpu[mid])
-        );
-    }
-    println!(
-        "  the commit  : {:+6.1} ms per step ({:+.1}..{:+.1}), CPU {:+.2} ms; ratio {:.2}",
-        extra[mid],
-        extra[0],
-        extra[last],
-        extra_cpu[mid],
-        per(on[mid]) / per(off[mid])
-    );
+    p.print(["--no-commit", "committed"], 11, "the commit  ", "ratio ");
 }
 
 /// A loopback OTLP/HTTP collector that answers each request 200 with an empty body (an empty
@@ -542,51 +479,96 @@ fn otel_round(endpoint: Option<&str>) -> (Duration, Duration) {
 fn otel_cost() {
     const ROUNDS: usize = 9;
     let (endpoint, exports) = collector();
-    nix::sys::prctl::set_child_subreaper(true).unwrap();
-    let (mut off, mut on) = (Vec::new(), Vec::new());
-    let (mut off_cpu, mut on_cpu) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        let (w, c) = otel_round(None);
-        off.push(w);
-        off_cpu.push(c);
-        let (w, c) = otel_round(Some(&endpoint));
-        on.push(w);
-        on_cpu.push(c);
-    }
-    nix::sys::prctl::set_child_subreaper(false).unwrap();
-    let per = |d: Duration| ms(d) / STEPS as f64;
-    let diff = |a: &[Duration], b: &[Duration]| {
-        let mut v: Vec<f64> = a.iter().zip(b).map(|(a, b)| per(*a) - per(*b)).collect();
-        v.sort_by(f64::total_cmp);
-        v
-    };
-    let (extra, extra_cpu) = (diff(&on, &off), diff(&on_cpu, &off_cpu));
-    for v in [&mut off, &mut on, &mut off_cpu, &mut on_cpu] {
-        v.sort();
-    }
-    let (mid, last) = (ROUNDS / 2, ROUNDS - 1);
+    let p = Paired::run(ROUNDS, |on| otel_round(on.then_some(endpoint.as_str())));
     let exports = exports.load(std::sync::atomic::Ordering::Relaxed);
     println!(
         "otel: {STEPS} steps with an instant agent, {ROUNDS} rounds each, alternating; \
          median (min..max); {exports} export(s) received in all"
     );
-    for (name, wall, cpu) in [("unset", &off, &off_cpu), ("set", &on, &on_cpu)] {
+    p.print(["unset", "set"], 6, "traces", "ratio set/unset ");
+}
+
+/// The same loop without and with one thing (`round(false)`, `round(true)`: its wall and CPU
+/// time), run in turn in the same run: each side's times sorted, and the per-step differences
+/// (with − without) sorted.
+struct Paired {
+    off: Vec<Duration>,
+    on: Vec<Duration>,
+    off_cpu: Vec<Duration>,
+    on_cpu: Vec<Duration>,
+    extra: Vec<f64>,
+    extra_cpu: Vec<f64>,
+}
+
+impl Paired {
+    fn run(rounds: usize, mut round: impl FnMut(bool) -> (Duration, Duration)) -> Self {
+        nix::sys::prctl::set_child_subreaper(true).unwrap();
+        let (mut off, mut on) = (Vec::new(), Vec::new());
+        let (mut off_cpu, mut on_cpu) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let (w, c) = round(false);
+            off.push(w);
+            off_cpu.push(c);
+            let (w, c) = round(true);
+            on.push(w);
+            on_cpu.push(c);
+        }
+        nix::sys::prctl::set_child_subreaper(false).unwrap();
+        let diff = |a: &[Duration], b: &[Duration]| {
+            let mut v: Vec<f64> = a.iter().zip(b).map(|(a, b)| per(*a) - per(*b)).collect();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let (extra, extra_cpu) = (diff(&on, &off), diff(&on_cpu, &off_cpu));
+        for v in [&mut off, &mut on, &mut off_cpu, &mut on_cpu] {
+            v.sort();
+        }
+        Self {
+            off,
+            on,
+            off_cpu,
+            on_cpu,
+            extra,
+            extra_cpu,
+        }
+    }
+
+    /// A line per side (`labels`: without, with; padded to `width`), then the difference
+    /// (`extra`) and the ratio of the medians (after `ratio`).
+    fn print(&self, labels: [&str; 2], width: usize, extra: &str, ratio: &str) {
+        self.print_sides(labels, width);
+        let (mid, last) = (self.off.len() / 2, self.off.len() - 1);
         println!(
-            "  {name:<6}: {:6.1} ms per step ({:.1}..{:.1}), all CPU {:.2} ms per step",
-            per(wall[mid]),
-            per(wall[0]),
-            per(wall[last]),
-            per(cpu[mid])
+            "  {extra}: {:+6.1} ms per step ({:+.1}..{:+.1}), CPU {:+.2} ms; {ratio}{:.2}",
+            self.extra[mid],
+            self.extra[0],
+            self.extra[last],
+            self.extra_cpu[mid],
+            per(self.on[mid]) / per(self.off[mid])
         );
     }
-    println!(
-        "  traces: {:+6.1} ms per step ({:+.1}..{:+.1}), CPU {:+.2} ms; ratio set/unset {:.2}",
-        extra[mid],
-        extra[0],
-        extra[last],
-        extra_cpu[mid],
-        per(on[mid]) / per(off[mid])
-    );
+
+    /// A line per side: its median wall time per step (min..max) and its CPU time per step.
+    fn print_sides(&self, labels: [&str; 2], width: usize) {
+        let (mid, last) = (self.off.len() / 2, self.off.len() - 1);
+        for (name, wall, cpu) in [
+            (labels[0], &self.off, &self.off_cpu),
+            (labels[1], &self.on, &self.on_cpu),
+        ] {
+            println!(
+                "  {name:<width$}: {:6.1} ms per step ({:.1}..{:.1}), all CPU {:.2} ms per step",
+                per(wall[mid]),
+                per(wall[0]),
+                per(wall[last]),
+                per(cpu[mid])
+            );
+        }
+    }
+}
+
+/// Milliseconds per step of a loop of `STEPS` steps.
+fn per(d: Duration) -> f64 {
+    ms(d) / STEPS as f64
 }
 
 fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
