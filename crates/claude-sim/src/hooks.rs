@@ -95,21 +95,14 @@ fn commands(settings: &Value, event: &str, what: &str) -> Vec<String> {
         .collect()
 }
 
-/// Runs the `event` hooks of `settings` (a file or inline JSON), noting what each printed.
+/// Runs the `event` hooks of `settings` (a file or inline JSON) whose matcher takes what
+/// `extra` says (a compaction's `trigger`, a session's `source`), noting what each printed.
 fn run_hooks(settings: Option<&str>, session_id: &str, event: &str, extra: (&str, &str)) {
-    let Some(settings) = settings else { return };
-    let text = std::fs::read_to_string(settings).unwrap_or_else(|_| settings.to_owned());
-    let Ok(settings) = serde_json::from_str::<Value>(&text) else {
+    let Some(settings) = read_settings(settings) else {
         return;
     };
     let input = json!({"session_id": session_id, "hook_event_name": event, extra.0: extra.1});
-    let commands = settings["hooks"][event]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|m| m["hooks"].as_array().into_iter().flatten())
-        .filter_map(|h| h["command"].as_str().map(str::to_owned));
-    for command in commands {
+    for command in commands(&settings, event, extra.1) {
         let out = run_hook(&command, &input);
         note_hook(&json!({"hook": event, extra.0: extra.1, "command": command, "stdout": out}));
     }

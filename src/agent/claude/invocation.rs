@@ -149,6 +149,10 @@ pub fn invocation(cfg: &AgentConfig, prompt: &str, session: &Session) -> Invocat
 }
 
 /// The per-run settings every agent call of a loop gets: the loop's hooks, run by `exe`.
+///
+/// `SessionStart` fires only as a session resumes or was compacted: a fresh session's first
+/// prompt (step, handoff, answer, plan) already holds the goal, the plan and its step, and the
+/// hook would cost a shell and a start of `loop` per run to say them again.
 #[must_use]
 pub(crate) fn hook_settings(exe: &std::path::Path) -> serde_json::Value {
     let command = |what: &str| {
@@ -158,7 +162,8 @@ pub(crate) fn hook_settings(exe: &std::path::Path) -> serde_json::Value {
         )
     };
     serde_json::json!({"hooks": {
-        "SessionStart": [{"hooks": [{"type": "command", "command": command("session-start")}]}],
+        "SessionStart": [{"matcher": "resume|compact",
+                          "hooks": [{"type": "command", "command": command("session-start")}]}],
         "PreCompact": [{"hooks": [{"type": "command", "command": command("pre-compact")}]}],
         "PreToolUse": [{"matcher": "AskUserQuestion",
                         "hooks": [{"type": "command", "command": command("ask")}]}],
