@@ -47,8 +47,7 @@ pub fn kill(state_dir: &Path, id: &str, grace: Duration) -> crate::error::Result
                 requested_at: Utc::now(),
             },
         )?;
-        let supervisor: Option<SupervisorRecord> = records::read(&dir.join(SUPERVISOR_FILE))?;
-        let live = supervisor.filter(|s| procfs::is_alive_as(s.pid, s.start_ticks));
+        let live = recorded_supervisor(&dir)?.filter(|s| procfs::is_alive_as(s.pid, s.start_ticks));
         if let Some(s) = &live {
             let _ = send(Pid::from_raw(s.pid.cast_signed()), Signal::SIGTERM);
         }
@@ -68,6 +67,24 @@ pub fn kill(state_dir: &Path, id: &str, grace: Duration) -> crate::error::Result
     }
     end_orphaned_task(&dir, id, grace)?;
     check(state_dir, id)
+}
+
+/// The supervisor of a running task, as it recorded itself. It does so just after it started
+/// its command, so a kill that comes as the command starts can find the task held and no
+/// record yet: that is waited for (at most [`SLACK`]), not taken for a supervisor that is
+/// gone, which would get no signal while its command ran on. `None`: no record came, or the
+/// task ended or was let go meanwhile.
+fn recorded_supervisor(dir: &Path) -> anyhow::Result<Option<SupervisorRecord>> {
+    let path = dir.join(SUPERVISOR_FILE);
+    let mut found = Ok(None);
+    wait_until(Instant::now() + SLACK, || match records::read(&path) {
+        Ok(None) => dir.join(records::EXIT_FILE).exists() || !lock::is_held(dir).unwrap_or(true),
+        other => {
+            found = other;
+            true
+        }
+    });
+    found
 }
 
 /// The fallback when nobody supervises the task any more: end what is left of it, in its

@@ -203,6 +203,34 @@ fn kill_ends_the_whole_group_waits_and_records_killed() {
     assert_eq!(report["message"], "killed by loop kill");
 }
 
+/// A supervisor records itself just after it started its command, so a kill that comes as
+/// the command starts (its first output already written) can find the task running and no
+/// `supervisor.json` yet. It must wait for the record, not take the supervisor for gone: it
+/// once sent no signal at all, waited out grace and slack for nothing, and failed with "still
+/// held by its supervisor after SIGKILL" while the command ran to its end.
+#[test]
+fn a_kill_as_the_command_starts_waits_for_the_supervisor_to_record_itself() {
+    let w = TestLoop::new();
+    let id = w.fire(&["--", "sh", "-c", TREE]);
+    let leader = w.leader(&id);
+    wait_for_members(leader, 3);
+    // The moment before the supervisor recorded itself, held open: its record taken away,
+    // and put back a moment after the kill began.
+    let record = w.task_file(&id, "supervisor.json");
+    let aside = record.with_extension("aside");
+    fs::rename(&record, &aside).unwrap();
+    let put_back = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        fs::rename(&aside, &record).unwrap();
+    });
+    let report = m1loop::bridge::kill(&w.state(), &id, Duration::from_secs(1));
+    put_back.join().unwrap();
+    let report = report.unwrap();
+    assert_eq!(report.state, TaskState::Killed, "{report:?}");
+    assert_eq!(group_members(leader), Vec::<i32>::new());
+    assert_eq!(w.check(&id)["message"], "killed by loop kill");
+}
+
 #[test]
 fn kill_escalates_to_sigkill_for_a_group_that_ignores_sigterm() {
     let w = TestLoop::new();
