@@ -47,6 +47,22 @@ fn fresh(scenario: &str) -> PathBuf {
     dir
 }
 
+/// The directories of finished rounds, removed once every section has run: on a filesystem
+/// that looks through recently deleted inodes for each new one (ext4 without a journal), a
+/// round's files deleted right away would slow the rounds after it, which a loop in a
+/// project does not meet.
+static DONE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn done_with(dir: PathBuf) {
+    DONE.lock().unwrap().push(dir);
+}
+
+fn remove_finished_rounds() {
+    for dir in DONE.lock().unwrap().drain(..) {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 fn rand_suffix() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -106,7 +122,7 @@ fn shell_round(steps: usize) -> (Duration, Duration) {
     assert!(ok);
     reap_orphans();
     let cpu = children_cpu().saturating_sub(cpu);
-    let _ = std::fs::remove_dir_all(&dir);
+    done_with(dir);
     (took, cpu)
 }
 
@@ -129,6 +145,26 @@ fn reap_orphans() {
             Err(_) => return, // no children left
         }
     }
+}
+
+/// The filesystem the bench's loops keep their state on (the temporary directory: set
+/// `TMPDIR` to measure another). Each step makes about a dozen files, and syncs some: what that
+/// costs depends on it. On ext4 without a journal (`/proc/fs/jbd2` empty) each new file is
+/// looked for among the inodes deleted in the last minutes of its block group, so the
+/// figures there also depend on what else deleted files lately.
+fn filesystem() -> String {
+    use nix::sys::statfs::{EXT4_SUPER_MAGIC, TMPFS_MAGIC, statfs};
+    let dir = std::env::temp_dir();
+    let kind = match statfs(&dir).map(|s| s.filesystem_type()) {
+        Ok(t) if t == TMPFS_MAGIC => "tmpfs (in memory, fsync does nothing)".to_owned(),
+        Ok(t) if t == EXT4_SUPER_MAGIC => {
+            let journals = std::fs::read_dir("/proc/fs/jbd2").map_or(0, Iterator::count);
+            format!("ext4 ({journals} journalled filesystems mounted)")
+        }
+        Ok(t) => format!("filesystem type {t:?}"),
+        Err(e) => format!("unknown ({e})"),
+    };
+    format!("{} on {kind}", dir.display())
 }
 
 fn load_average() -> String {
@@ -170,7 +206,7 @@ fn loop_round_in(sandbox: Sandbox, steps: usize) -> (Duration, Duration, Duratio
     assert!(status.success(), "loop failed: see {}", dir.display());
     reap_orphans();
     let all_cpu = children_cpu().saturating_sub(cpu);
-    let _ = std::fs::remove_dir_all(&dir);
+    done_with(dir);
     (took, runner_cpu, all_cpu)
 }
 
@@ -278,8 +314,10 @@ fn overhead() {
     nix::sys::prctl::set_child_subreaper(false).unwrap();
     println!(
         "overhead: an instant agent, plans of {sizes:?} steps, {ROUNDS} rounds each, \
-         alternating; median (min..max); load average {load_before} before, {} after",
-        load_average()
+         alternating; median (min..max); load average {load_before} before, {} after; state \
+         in {}",
+        load_average(),
+        filesystem()
     );
     // The loop's extra wall time over the shell's, whole, per round.
     let mut extra: Vec<Vec<f64>> = Vec::new();
@@ -389,7 +427,7 @@ fn commit_round(commit: bool) -> (Duration, Duration) {
     let commits: usize = String::from_utf8_lossy(&log.stdout).trim().parse().unwrap();
     let want = if commit { STEPS + 1 } else { 1 };
     assert_eq!(commits, want, "commits in {}", dir.display());
-    let _ = std::fs::remove_dir_all(&dir);
+    done_with(dir);
     (took, all_cpu)
 }
 
@@ -470,7 +508,7 @@ fn otel_round(endpoint: Option<&str>) -> (Duration, Duration) {
     assert!(status.success(), "loop failed: see {}", dir.display());
     reap_orphans();
     let all_cpu = children_cpu().saturating_sub(cpu);
-    let _ = std::fs::remove_dir_all(&dir);
+    done_with(dir);
     (took, all_cpu)
 }
 
@@ -613,7 +651,7 @@ fn stop_latency() {
         assert_eq!(status.code(), Some(3));
         let m1 = std::fs::read_to_string(dir.join("state/M1.md")).unwrap();
         assert!(m1.contains("STATUS: WAITING"));
-        let _ = std::fs::remove_dir_all(&dir);
+        done_with(dir);
     }
     samples.sort();
     println!("stop: stop file → step's group dead, STATUS WAITING written, runner exited (5 runs)");
@@ -763,7 +801,7 @@ fn idle_cost() {
         rss as f64 / 1024.0,
         hwm as f64 / 1024.0
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    done_with(dir);
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -849,7 +887,7 @@ fn storm_round(how: Save) -> Vec<f64> {
         .windows(2)
         .filter_map(|w| Some((w[1].0 - w[0].1?).num_microseconds()? as f64 / 1000.0))
         .collect();
-    let _ = std::fs::remove_dir_all(&dir);
+    done_with(dir);
     gaps
 }
 
@@ -904,4 +942,5 @@ fn main() {
     if run("otel") {
         otel_cost();
     }
+    remove_finished_rounds();
 }
