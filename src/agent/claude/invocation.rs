@@ -150,9 +150,12 @@ pub fn invocation(cfg: &AgentConfig, prompt: &str, session: &Session) -> Invocat
 
 /// The per-run settings every agent call of a loop gets: the loop's hooks, run by `exe`.
 ///
-/// `SessionStart` fires only as a session resumes or was compacted: a fresh session's first
-/// prompt (step, handoff, answer, plan) already holds the goal, the plan and its step, and the
-/// hook would cost a shell and a start of `loop` per run to say them again.
+/// `SessionStart` fires only after a compaction, the one time a session loses what its first
+/// prompt said. A fresh session's first prompt (step, handoff, answer, plan) holds the goal,
+/// the plan and its step, and a resumed one still has it: the hook would cost a shell and a
+/// start of `loop` per run to say them again. (Fired on resume alone, without having fired at
+/// startup, it also kept the real CLI, 2.1.197 and 2.1.330, from carrying on a question call
+/// the loop had deferred: the resumed session asked anew.)
 #[must_use]
 pub(crate) fn hook_settings(exe: &std::path::Path) -> serde_json::Value {
     let command = |what: &str| {
@@ -162,7 +165,7 @@ pub(crate) fn hook_settings(exe: &std::path::Path) -> serde_json::Value {
         )
     };
     serde_json::json!({"hooks": {
-        "SessionStart": [{"matcher": "resume|compact",
+        "SessionStart": [{"matcher": "compact",
                           "hooks": [{"type": "command", "command": command("session-start")}]}],
         "PreCompact": [{"hooks": [{"type": "command", "command": command("pre-compact")}]}],
         "PreToolUse": [{"matcher": "AskUserQuestion",
