@@ -37,12 +37,12 @@ fn a_fresh_or_resumed_session_is_not_told_its_step_again_by_the_hook() {
     env.run_ok(&["start", "g", "--step", "one", "--max-retries", "2"]);
     let calls = env.calls();
     assert_eq!(calls.len(), 2, "a first attempt and a retry");
-    assert!(calls[1]["resume"].is_string(), "the retry resumes: {calls:?}");
-    let runs = env.hook_runs();
     assert!(
-        runs.iter().all(|h| h["hook"] != "SessionStart"),
-        "{runs:?}"
+        calls[1]["resume"].is_string(),
+        "the retry resumes: {calls:?}"
     );
+    let runs = env.hook_runs();
+    assert!(runs.iter().all(|h| h["hook"] != "SessionStart"), "{runs:?}");
 }
 
 #[test]
