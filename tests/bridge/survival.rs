@@ -24,6 +24,14 @@ fn wait_for_members(pgid: i32, n: usize) {
     );
 }
 
+/// A task of [`TREE`], once all three of its processes run: its id and its leader.
+fn fire_tree(w: &TestLoop) -> (String, i32) {
+    let id = w.fire(&["--", "sh", "-c", TREE]);
+    let leader = w.leader(&id);
+    wait_for_members(leader, 3);
+    (id, leader)
+}
+
 #[test]
 fn the_command_runs_on_and_is_recorded_when_the_runner_is_sigkilled() {
     let w = TestLoop::new();
@@ -73,9 +81,7 @@ fn the_command_runs_on_and_is_recorded_when_the_runner_is_sigkilled() {
 #[test]
 fn a_sigkilled_supervisor_leaves_lost_and_nothing_running() {
     let w = TestLoop::new();
-    let id = w.fire(&["--", "sh", "-c", TREE]);
-    let leader = w.leader(&id);
-    wait_for_members(leader, 3);
+    let (id, leader) = fire_tree(&w);
     let supervisor = w.supervisor(&id);
     kill(Pid::from_raw(supervisor), Signal::SIGKILL).unwrap();
     let report = w.wait_final(&id);
@@ -184,9 +190,7 @@ fn an_idle_timeout_kills_a_silent_command_but_not_a_chatty_one() {
 #[test]
 fn kill_ends_the_whole_group_waits_and_records_killed() {
     let w = TestLoop::new();
-    let id = w.fire(&["--", "sh", "-c", TREE]);
-    let leader = w.leader(&id);
-    wait_for_members(leader, 3);
+    let (id, leader) = fire_tree(&w);
     let out = w.run(&["kill", &id]);
     assert_eq!(
         out.status.code(),
@@ -211,9 +215,7 @@ fn kill_ends_the_whole_group_waits_and_records_killed() {
 #[test]
 fn a_kill_as_the_command_starts_waits_for_the_supervisor_to_record_itself() {
     let w = TestLoop::new();
-    let id = w.fire(&["--", "sh", "-c", TREE]);
-    let leader = w.leader(&id);
-    wait_for_members(leader, 3);
+    let (id, leader) = fire_tree(&w);
     // The moment before the supervisor recorded itself, held open: its record taken away,
     // and put back a moment after the kill began.
     let record = w.task_file(&id, "supervisor.json");
@@ -272,9 +274,7 @@ fn kill_during_a_timeouts_grace_period_keeps_the_first_reason() {
 #[test]
 fn kill_of_a_lost_task_ends_what_is_left_and_records_killed() {
     let w = TestLoop::new();
-    let id = w.fire(&["--", "sh", "-c", TREE]);
-    let leader = w.leader(&id);
-    wait_for_members(leader, 3);
+    let (id, leader) = fire_tree(&w);
     // Kill supervisor and guardian together (their own group), so no one cleans up:
     // PDEATHSIG takes the leader, the grandchildren run on.
     let supervisor = w.supervisor(&id);
