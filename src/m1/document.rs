@@ -212,6 +212,69 @@ impl Document {
         self.index();
     }
 
+    /// Brings parents and the child index up to date after a key line was inserted at `pos`,
+    /// without walking the whole document as [`Document::reindex`] does (an edit inserts a
+    /// line per new key, so a step's record would walk it a dozen times): every index from
+    /// `pos` on moves down by one, and the new line's parent is the nearest key line above it
+    /// that is less indented, none past a line of prose, as [`syntax::reindex`] finds it.
+    /// Where the new line would become the parent of lines below it, the index is rebuilt.
+    pub(crate) fn inserted(&mut self, pos: usize) {
+        let indent = self.key_at(pos).indent;
+        for l in &self.lines[pos + 1..] {
+            match &l.kind {
+                Kind::Blank | Kind::Comment => {}
+                Kind::Key(k) if k.indent > indent => {
+                    self.reindex();
+                    return;
+                }
+                Kind::Prose | Kind::Key(_) => break,
+            }
+        }
+        self.view = ViewCache::default();
+        let parent = self.lines[..pos]
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, l)| match &l.kind {
+                Kind::Prose => Some(None),
+                Kind::Key(k) if k.indent < indent => Some(Some(i)),
+                _ => None,
+            })
+            .flatten();
+        let shift = |i: &mut usize| {
+            if *i >= pos {
+                *i += 1;
+            }
+        };
+        for l in &mut self.lines {
+            if let Kind::Key(k) = &mut l.kind
+                && let Some(p) = &mut k.parent
+            {
+                shift(p);
+            }
+        }
+        if let Kind::Key(k) = &mut self.lines[pos].kind {
+            k.parent = parent;
+        }
+        self.top.iter_mut().for_each(shift);
+        self.kids.iter_mut().flatten().for_each(shift);
+        self.kids.insert(pos, Vec::new());
+        let siblings = match parent {
+            None => &mut self.top,
+            Some(p) => &mut self.kids[p],
+        };
+        let at = siblings.partition_point(|&i| i < pos);
+        siblings.insert(at, pos);
+        debug_assert!(
+            {
+                let mut whole = self.clone();
+                whole.reindex();
+                whole == *self
+            },
+            "the index kept up after an insertion at line {pos} is the one a rebuild gives"
+        );
+    }
+
     fn index(&mut self) {
         self.view = ViewCache::default();
         self.top.clear();

@@ -259,7 +259,7 @@ fn insert(doc: &mut Document, pos: usize, indent: usize, key: &str, encoded: Opt
             kind,
         },
     );
-    doc.reindex();
+    doc.inserted(pos);
 }
 
 /// Removes lines `from..=to` (nothing when `from > to`).
