@@ -8,9 +8,9 @@
 //! with the bare call, paired round by round.
 //!
 //! The CLI is the one `BENCH_CLAUDE` names, else the one the real-CLI tests installed under
-//! `target/tmp/real-cli/2.1.330`; without either it says so and measures nothing. It runs
-//! with a dummy key and a HOME of its own, and in a network namespace with only loopback
-//! where the machine allows one (`unshare -n`).
+//! the target directory's `tmp/real-cli/2.1.330`; without either it says so and measures
+//! nothing. It runs with a dummy key and a HOME of its own, and in a network namespace with
+//! only loopback where the machine allows one (`unshare -n`).
 //!
 //! Run: `cargo bench --bench agent_run` (`BENCH_ROUNDS`, default 15).
 
@@ -207,8 +207,12 @@ fn claude() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("BENCH_CLAUDE") {
         return Some(PathBuf::from(p));
     }
-    let installed = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target/tmp/real-cli/2.1.330/node_modules/.bin/claude");
+    // This bench runs from TARGET/release/deps/, whatever CARGO_TARGET_DIR said.
+    let exe = std::env::current_exe().ok()?;
+    let installed = exe
+        .ancestors()
+        .nth(3)?
+        .join("tmp/real-cli/2.1.330/node_modules/.bin/claude");
     installed.exists().then_some(installed)
 }
 
