@@ -8,7 +8,7 @@ use std::time::Duration;
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
 
-use crate::support::procs::{ppid, running, sigkill};
+use crate::support::procs::{child_of, running, sigkill};
 use crate::support::{SIM, TestLoop, wait_until, write_executable};
 
 fn read_pid(path: &Path) -> Option<i32> {
@@ -57,12 +57,7 @@ fn a_lost_step_leaves_nothing_running_beside_its_retry() {
     }));
     let sup = sup.unwrap();
     // The guardian: the supervisor's child that is not the agent.
-    let guardian = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-        .find(|&p| p != agent_pid.unwrap() && ppid(p) == Some(sup))
-        .expect("the guardian runs");
+    let guardian = child_of(sup, &[agent_pid.unwrap()]).expect("the guardian runs");
     let first: Vec<i32> = std::fs::read_to_string(&escapees)
         .unwrap()
         .lines()
@@ -116,12 +111,7 @@ fn a_lost_confined_step_leaves_nothing_running_beside_its_retry() {
         .filter(|p| Some(*p) != sup)
         .collect();
     let sup = sup.unwrap();
-    let guardian = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-        .find(|&p| ppid(p) == Some(sup) && !first.contains(&p))
-        .expect("the guardian runs");
+    let guardian = child_of(sup, &first).expect("the guardian runs");
     sigkill(sup);
     sigkill(guardian);
     let status = runner.wait(Duration::from_secs(60));
@@ -190,12 +180,7 @@ fn a_task_lost_as_its_output_ends_is_seen_at_once_not_at_the_five_minute_look() 
         sup.is_some() && agent_pid.is_some() && env.text().contains("CC_PID:")
     }));
     let sup = sup.unwrap();
-    let guardian = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-        .find(|&p| p != agent_pid.unwrap() && ppid(p) == Some(sup))
-        .expect("the guardian runs");
+    let guardian = child_of(sup, &[agent_pid.unwrap()]).expect("the guardian runs");
     sigkill(sup);
     sigkill(guardian);
     // Well inside the five-minute look, well beyond a loaded machine's slowness.

@@ -28,6 +28,14 @@ pub fn ppid(pid: i32) -> Option<i32> {
     procfs::stat(pid).map(|s| s.ppid)
 }
 
+/// A child of `parent` that is none of `except`: a step's guardian, as the child of its
+/// supervisor that is not the agent.
+pub fn child_of(parent: i32, except: &[i32]) -> Option<i32> {
+    procfs::pids()
+        .into_iter()
+        .find(|&p| !except.contains(&p) && ppid(p) == Some(parent))
+}
+
 /// Running (non-zombie) processes whose process group is `pgid`.
 pub fn group_members(pgid: i32) -> Vec<i32> {
     procfs::pids()
