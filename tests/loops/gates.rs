@@ -11,35 +11,6 @@ use crate::support::bot::{CHAT, DEADLINE, start_real_bot, with_telegram};
 use crate::support::telegram_fake::FakeTelegram;
 use crate::support::{TestLoop, stdout, wait_until};
 
-/// A loop of two steps started with `--approve-plan`: it waits on gate G1, having run nothing.
-fn waiting_for_approval(env: &TestLoop) {
-    env.scenario(&crate::support::answers::passing());
-    env.run_exits(
-        3,
-        &[
-            "start",
-            "g",
-            "--step",
-            "one",
-            "--step",
-            "two",
-            "--approve-plan",
-        ],
-    );
-    env.assert_status(Status::Waiting);
-    assert_eq!(env.calls().len(), 0, "no agent runs before the approval");
-    let m = env.m1();
-    let g = m.gate("G1").expect("a plan gate");
-    assert_eq!((g.kind, g.state), (GateKind::Plan, GateState::Pending));
-    assert!(m.next_action.unwrap().contains("loop approve G1"));
-    let status = stdout(&env.run_ok(&["status"]));
-    assert!(
-        status.contains("GATE G1      PLAN PENDING: the plan of 2 step(s)")
-            && status.contains("loop approve G1"),
-        "{status}"
-    );
-}
-
 /// What `loop … --json` printed.
 fn json_of(out: &std::process::Output) -> Value {
     let text = stdout(out);
@@ -53,7 +24,7 @@ fn json_of(out: &std::process::Output) -> Value {
 #[test]
 fn a_plan_gate_approved_from_the_shell_runs_the_steps_once_and_a_second_approval_changes_nothing() {
     let env = TestLoop::new();
-    waiting_for_approval(&env);
+    env.start_waiting_for_approval();
     let listed = stdout(&env.run_ok(&["gates"]));
     assert!(
         listed.contains("G1 PLAN PENDING") && listed.contains("loop approve G1"),
@@ -79,7 +50,7 @@ fn a_plan_gate_approved_from_the_shell_runs_the_steps_once_and_a_second_approval
 #[test]
 fn a_rejected_plan_runs_no_step_and_resume_after_an_edit_asks_again() {
     let env = TestLoop::new();
-    waiting_for_approval(&env);
+    env.start_waiting_for_approval();
     env.run_exits(3, &["reject", "G1"]);
     env.assert_status(Status::Waiting);
     assert_eq!(env.calls().len(), 0, "a rejected plan runs nothing");
@@ -105,7 +76,7 @@ fn a_rejected_plan_runs_no_step_and_resume_after_an_edit_asks_again() {
 #[test]
 fn a_decision_on_a_plan_shown_before_an_edit_is_refused_and_the_gate_shown_again() {
     let env = TestLoop::new();
-    waiting_for_approval(&env);
+    env.start_waiting_for_approval();
     let shown = env.m1().gate("G1").unwrap().shown.clone();
     std::fs::write(
         &env.file,
@@ -129,7 +100,7 @@ fn a_decision_on_a_plan_shown_before_an_edit_is_refused_and_the_gate_shown_again
 #[test]
 fn an_approved_plan_edited_before_any_step_ran_asks_again() {
     let env = TestLoop::new();
-    waiting_for_approval(&env);
+    env.start_waiting_for_approval();
     // Approved, but the runner never carried it on (as if the decider had died).
     let text = env.text();
     let approved = text
@@ -224,7 +195,7 @@ fn a_question_answered_in_m1_md_and_resumed_closes_its_gate() {
 #[test]
 fn a_decision_that_does_not_fit_is_refused_saying_why() {
     let env = TestLoop::new();
-    waiting_for_approval(&env);
+    env.start_waiting_for_approval();
     let out = env.run_exits(2, &["answer", "G1", "sure"]);
     assert!(
         crate::support::stderr(&out).contains("approve or reject"),
@@ -241,7 +212,7 @@ fn a_decision_that_does_not_fit_is_refused_saying_why() {
 #[test]
 fn a_decider_killed_after_writing_its_decision_is_carried_on_by_the_next_once() {
     let env = TestLoop::new();
-    waiting_for_approval(&env);
+    env.start_waiting_for_approval();
     let mut cmd = env.cmd(&["approve"]);
     cmd.env("LOOP_CRASH_AT", "after-decision-write");
     let out = crate::support::run(cmd);
@@ -276,7 +247,7 @@ fn gate_message(tg: &FakeTelegram, id: &str) -> (usize, crate::support::telegram
 fn a_plan_gate_approved_by_a_tap_runs_to_done_once_and_other_taps_change_nothing() {
     let tg = FakeTelegram::start();
     let env = with_telegram(TestLoop::new(), &tg.base_url());
-    waiting_for_approval(&env);
+    env.start_waiting_for_approval();
     let (n, msg) = gate_message(&tg, "G1");
     assert!(
         msg.text.contains("Approve the plan?") && msg.text.contains("1. one"),
@@ -330,7 +301,7 @@ fn a_plan_gate_approved_by_a_tap_runs_to_done_once_and_other_taps_change_nothing
 fn a_plan_rejected_by_a_tap_runs_no_step() {
     let tg = FakeTelegram::start();
     let env = with_telegram(TestLoop::new(), &tg.base_url());
-    waiting_for_approval(&env);
+    env.start_waiting_for_approval();
     let (n, msg) = gate_message(&tg, "G1");
     let _bot = start_real_bot(&env, &tg.base_url());
     tg.push_tap(CHAT, CHAT, n, &msg.buttons()[1]);
@@ -352,7 +323,7 @@ fn a_plan_rejected_by_a_tap_runs_no_step() {
 fn a_tap_on_a_plan_edited_since_its_message_is_refused_and_a_fresh_message_sent() {
     let tg = FakeTelegram::start();
     let env = with_telegram(TestLoop::new(), &tg.base_url());
-    waiting_for_approval(&env);
+    env.start_waiting_for_approval();
     let (n, msg) = gate_message(&tg, "G1");
     std::fs::write(
         &env.file,

@@ -119,19 +119,7 @@ fn http_json_carries_the_same_trace_when_the_protocol_asks_for_it() {
 fn a_loop_paused_on_a_gate_and_carried_on_by_another_runner_stays_one_trace_with_its_gate() {
     let rx = Receiver::start();
     let env = traced(&rx).env("OTEL_SERVICE_NAME", "nightly");
-    env.scenario(&crate::support::answers::passing());
-    env.run_exits(
-        3,
-        &[
-            "start",
-            "g",
-            "--step",
-            "one",
-            "--step",
-            "two",
-            "--approve-plan",
-        ],
-    );
+    env.start_waiting_for_approval();
     let first = rx.spans();
     assert_eq!(
         first.len(),

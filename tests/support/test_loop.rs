@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use claude_sim::scenario::Scenario;
 use m1loop::bridge::procfs;
-use m1loop::m1::{Document, M1, Status, StepState};
+use m1loop::m1::{Document, GateKind, GateState, M1, Status, StepState};
 use serde_json::Value;
 
 use super::procs::{self, Escapees, Proc, task_processes};
@@ -465,6 +465,37 @@ impl TestLoop {
     pub fn json(&self, id: &str, name: &str) -> Option<Value> {
         let text = std::fs::read_to_string(self.task_file(id, name)).ok()?;
         Some(serde_json::from_str(&text).unwrap())
+    }
+
+    /// Starts a loop of two steps with `--approve-plan`: it waits on gate G1, having run
+    /// nothing.
+    #[track_caller]
+    pub fn start_waiting_for_approval(&self) {
+        self.scenario(&super::answers::passing());
+        self.run_exits(
+            3,
+            &[
+                "start",
+                "g",
+                "--step",
+                "one",
+                "--step",
+                "two",
+                "--approve-plan",
+            ],
+        );
+        self.assert_status(Status::Waiting);
+        assert_eq!(self.calls().len(), 0, "no agent runs before the approval");
+        let m = self.m1();
+        let g = m.gate("G1").expect("a plan gate");
+        assert_eq!((g.kind, g.state), (GateKind::Plan, GateState::Pending));
+        assert!(m.next_action.unwrap().contains("loop approve G1"));
+        let status = stdout(&self.run_ok(&["status"]));
+        assert!(
+            status.contains("GATE G1      PLAN PENDING: the plan of 2 step(s)")
+                && status.contains("loop approve G1"),
+            "{status}"
+        );
     }
 
     /// `loop fire ARGS`, which must succeed; the task id.
