@@ -230,12 +230,12 @@ fn plan_dir(dir: &Path, files: &[PathBuf], keep: usize, plan: &mut Plan) {
     plan_temporaries(dir, plan);
 }
 
-/// The temporary copies of a loop file (`.M1.md.PID.N.tmp`, `.M1.md.PID.tmp`) whose writer
-/// died before it renamed them (a `kill -9` mid-write): whole or not, never read again. A file
+/// The temporary copies of a loop file or of its journal (`.M1.md.PID.N.tmp`,
+/// `.M1.md.versions.PID.tmp`) whose writer died before it renamed them (a `kill -9` mid-write): whole or not, never read again. A file
 /// of a process still alive is being written now, and is left.
 fn plan_temporaries(dir: &Path, plan: &mut Plan) {
     for name in read_names(dir) {
-        let Some(pid) = writer_of_temporary(&name) else {
+        let Some(pid) = crate::m1::temporary_writer(&name) else {
             continue;
         };
         let alive = i32::try_from(pid)
@@ -249,29 +249,11 @@ fn plan_temporaries(dir: &Path, plan: &mut Plan) {
         plan.remove.push(Removal {
             bytes: size(&path),
             what: format!(
-                "a temporary copy of a loop file, left by process {pid}, which died before it \
-                 renamed it"
+                "a temporary copy of a loop file or of its journal, left by process {pid}, \
+                 which died before it renamed it"
             ),
             path,
         });
-    }
-}
-
-/// The pid of the process that wrote `name`, when it is the name of a temporary copy of a
-/// loop file: `.FILE.md.PID.N.tmp` (a write of M1.md) or `.FILE.md.PID.tmp` (its journal).
-fn writer_of_temporary(name: &str) -> Option<u32> {
-    let inner = name.strip_prefix('.')?.strip_suffix(".tmp")?;
-    let parts: Vec<&str> = inner.rsplitn(3, '.').collect();
-    let digits = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
-    let markdown = |base: &str| {
-        Path::new(base)
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("md"))
-    };
-    match parts[..] {
-        [n, pid, base] if digits(&n) && digits(&pid) && markdown(base) => pid.parse().ok(),
-        [pid, ext, base] if digits(&pid) && ext == "md" && !base.is_empty() => pid.parse().ok(),
-        _ => None,
     }
 }
 

@@ -91,7 +91,7 @@ impl Journal {
             .map_or_else(|| "M1.md.versions".into(), |n| n.to_string_lossy());
         let tmp = self
             .path
-            .with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+            .with_file_name(super::swap::temporary_name(&name, None));
         let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &self.path));
         if written.is_ok() {
             self.lines = n;

@@ -70,5 +70,6 @@ pub use source::WriterWait;
 pub(crate) use source::{MAX_BYTES, load};
 pub use store::{Store, StoreError};
 pub(crate) use stored::StoredEdit;
+pub(crate) use swap::temporary_writer;
 pub(crate) use view::Step;
 pub use view::{M1, Parallel, ParallelRun, Status, StepResult, StepState};

@@ -112,6 +112,46 @@ pub(super) struct Staged {
     live: bool,
 }
 
+/// The name of this process's temporary copy of the file named `name`, written beside it and
+/// renamed over it: `.M1.md.PID.N.tmp` for a write of the loop file ([`stage`], `N` counting
+/// this process's writes), `.M1.md.versions.PID.tmp` for a rewrite of its journal.
+/// [`temporary_writer`] reads the pid back.
+pub(super) fn temporary_name(name: &str, n: Option<u64>) -> String {
+    let pid = std::process::id();
+    match n {
+        Some(n) => format!(".{name}.{pid}.{n}.tmp"),
+        None => format!(".{name}.{pid}.tmp"),
+    }
+}
+
+/// The pid of the process that wrote `name`, when it is the name of a temporary copy of a loop
+/// file or of its journal ([`temporary_name`]): what is left of a writer killed before it
+/// renamed it.
+#[must_use]
+pub(crate) fn temporary_writer(name: &str) -> Option<u32> {
+    let inner = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let number = |p: &str| {
+        (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| p.parse::<u32>().ok())
+            .flatten()
+    };
+    let loop_file = |base: &str| {
+        Path::new(base)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("md"))
+    };
+    let parts: Vec<&str> = inner.rsplitn(3, '.').collect();
+    match parts[..] {
+        // A write of the loop file: `.M1.md.PID.N.tmp`.
+        [n, pid, base] if number(n).is_some() && number(pid).is_some() && loop_file(base) => {
+            number(pid)
+        }
+        // A rewrite of its journal: `.M1.md.versions.PID.tmp`.
+        [pid, "versions", base] if loop_file(base) => number(pid),
+        _ => None,
+    }
+}
+
 /// Writes `bytes` to a new temporary file beside `target` (same directory, so the swap is one
 /// atomic step), with the target's permissions when it exists, and fsyncs it.
 pub(super) fn stage(target: &Path, bytes: &[u8]) -> io::Result<Staged> {
@@ -119,10 +159,9 @@ pub(super) fn stage(target: &Path, bytes: &[u8]) -> io::Result<Staged> {
     let name = target
         .file_name()
         .map_or_else(|| "M1.md".into(), |n| n.to_string_lossy());
-    let tmp = target.with_file_name(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
+    let tmp = target.with_file_name(temporary_name(
+        &name,
+        Some(COUNTER.fetch_add(1, Ordering::Relaxed)),
     ));
     let mut staged = Staged {
         tmp,
@@ -252,6 +291,33 @@ fn sync_dir(path: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_writer_of_a_temporary_copy_is_read_back_from_its_name_and_nothing_else_is_one() {
+        let pid = std::process::id();
+        assert_eq!(
+            temporary_writer(&temporary_name("M1.md", Some(7))),
+            Some(pid)
+        );
+        assert_eq!(
+            temporary_writer(&temporary_name("plan.md", Some(0))),
+            Some(pid)
+        );
+        assert_eq!(
+            temporary_writer(&temporary_name("M1.md.versions", None)),
+            Some(pid)
+        );
+        for other in [
+            ".M1.md.swp",
+            ".M1.md.12.tmp",
+            ".task_1.json.12.tmp",
+            ".M1.md.versions.x.tmp",
+            ".notes.txt.12.3.tmp",
+            "M1.md.12.3.tmp",
+        ] {
+            assert_eq!(temporary_writer(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn swap_returns_the_replaced_bytes_and_leaves_no_temporary_file() {

@@ -354,8 +354,8 @@ fn loop_clean_removes_nothing_of_a_directory_whose_loop_file_cannot_be_read() {
     assert!(said.contains("cannot be read; fix it"), "{said}");
 }
 
-/// A runner killed mid-write leaves its temporary copy of M1.md (`.M1.md.PID.N.tmp`) in the
-/// state directory, whole but never renamed: the kill soak found one where a `loop start` was
+/// A runner killed mid-write leaves its temporary copy of M1.md (`.M1.md.PID.N.tmp`), or of
+/// its journal (`.M1.md.versions.PID.tmp`), in the state directory, whole but never renamed: the kill soak found one where a `loop start` was
 /// killed before it made its loop. Nothing removed them; `loop clean` does now, but never one
 /// of a process that is still alive.
 #[test]
@@ -365,20 +365,25 @@ fn loop_clean_removes_the_temporary_files_of_writers_that_died() {
     env.run_ok(&["start", "g", "--step", "x"]);
     // A pid no process has (beyond pid_max), and this test's own, alive.
     let dead = env.state().join(".M1.md.4194305.0.tmp");
+    // The journal's rewrite too (`M1.md.versions`, written whole beside it).
+    let dead_journal = env.state().join(".M1.md.versions.4194305.tmp");
     let alive = env
         .state()
         .join(format!(".M1.md.{}.0.tmp", std::process::id()));
-    for f in [&dead, &alive] {
+    for f in [&dead, &dead_journal, &alive] {
         std::fs::write(f, "STATUS: IDLE\nGOAL: half\n").unwrap();
     }
     let said = ok(from_elsewhere(&env, &["clean"]));
-    assert!(
-        said.contains(&format!("Would remove {}", dead.display())),
-        "{said}"
-    );
-    assert!(dead.exists(), "listed first, not removed: {said}");
+    for f in [&dead, &dead_journal] {
+        assert!(
+            said.contains(&format!("Would remove {}", f.display())),
+            "{said}"
+        );
+        assert!(f.exists(), "listed first, not removed: {said}");
+    }
     let removed = ok(from_elsewhere(&env, &["clean", "-f"]));
     assert!(!dead.exists(), "{removed}");
+    assert!(!dead_journal.exists(), "{removed}");
     assert!(
         alive.exists(),
         "a live writer's file was removed: {removed}"
