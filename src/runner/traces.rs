@@ -108,11 +108,7 @@ impl Runner {
         });
         let stream = report
             .as_ref()
-            .and_then(|r| {
-                crate::agent::backend_for(backend)
-                    .read_output(&r.stdout_path)
-                    .ok()
-            })
+            .and_then(|r| agent.read_output(&r.stdout_path).ok())
             .unwrap_or_default();
         let model = kind
             .agent_config(self.settings.agent_on(&m, backend), &m)
