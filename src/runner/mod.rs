@@ -814,14 +814,8 @@ impl Runner {
                 break None;
             }
             self.progress.wait(&label, until, reason);
-            // Asleep until the wait's end or an event; once a second only for the countdown
-            // on a terminal, or where events do not arrive (see `Watch::fallback`).
-            let limit = if self.progress.ticks() {
-                POLL
-            } else {
-                self.watch.fallback()
-            };
-            match self.watch.wait(left.min(limit)) {
+            // Asleep until the wait's end or an event (see `Runner::longest_sleep`).
+            match self.watch.wait(left.min(self.longest_sleep())) {
                 // A hand edit may have changed the wait: decide again.
                 Wake::M1Changed => break None,
                 Wake::Stop | Wake::Task | Wake::Timeout => {
@@ -835,6 +829,17 @@ impl Runner {
         match waited {
             Some(stop) => self.stop_now(&stop).map(Some),
             None => Ok(None),
+        }
+    }
+
+    /// The longest the runner sleeps with nothing due: a second on a terminal, whose live line
+    /// shows a clock, or where events do not arrive; else only the rare look for a lost event
+    /// ([`watch::Watch::fallback`]).
+    fn longest_sleep(&self) -> Duration {
+        if self.progress.ticks() {
+            POLL
+        } else {
+            self.watch.fallback()
         }
     }
 

@@ -1,7 +1,7 @@
 //! Watching a run's task while it runs: its end, a stop, an edit that dropped it from M1.md,
 //! its stream (a CLI retrying a refused key is ended at once), the live line.
 
-use super::{POLL, Runner, crash, stopfile};
+use super::{Runner, crash, stopfile};
 use crate::agent::{self, Follow};
 use crate::bridge::{self, TaskReport, TaskState};
 use crate::engine::{self, OnRecord, RunOnRecord};
@@ -131,13 +131,8 @@ impl Runner {
     ) -> crate::error::Result<()> {
         let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
         let checked = std::time::Instant::now();
-        let limit = if self.progress.ticks() {
-            // The clock of the live line moves once a second on a terminal.
-            POLL
-        } else {
-            self.watch.fallback()
-        };
-        let mut limit = due.map_or(limit, |d| d.min(limit));
+        let longest = self.longest_sleep();
+        let mut limit = due.map_or(longest, |d| d.min(longest));
         loop {
             let left = limit.saturating_sub(checked.elapsed());
             if left.is_zero() {
