@@ -37,7 +37,6 @@ const TICK: Duration = Duration::from_millis(1);
 pub fn kill(state_dir: &Path, id: &str, grace: Duration) -> crate::error::Result<TaskReport> {
     let report = check(state_dir, id)?;
     let dir = task_dir(state_dir, id);
-    let done = |dir: &Path| dir.join(records::EXIT_FILE).exists();
     if report.state == TaskState::Running {
         let ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
         records::write_quick(
@@ -51,7 +50,6 @@ pub fn kill(state_dir: &Path, id: &str, grace: Duration) -> crate::error::Result
         if let Some(s) = &live {
             let _ = send(Pid::from_raw(s.pid.cast_signed()), Signal::SIGTERM);
         }
-        let settled = |dir: &Path| done(dir) || !lock::is_held(dir).unwrap_or(true);
         if !wait_until(Instant::now() + grace + SLACK, || settled(&dir)) {
             // Hung supervisor: SIGKILL it; its guardian then kills the group and lets go.
             if let Some(s) = live.filter(|s| procfs::is_alive_as(s.pid, s.start_ticks)) {
@@ -59,7 +57,7 @@ pub fn kill(state_dir: &Path, id: &str, grace: Duration) -> crate::error::Result
             }
             wait_until(Instant::now() + SLACK, || settled(&dir));
         }
-        if done(&dir) {
+        if ended(&dir) {
             return check(state_dir, id);
         }
     } else if report.state != TaskState::Lost {
@@ -67,6 +65,17 @@ pub fn kill(state_dir: &Path, id: &str, grace: Duration) -> crate::error::Result
     }
     end_orphaned_task(&dir, id, grace)?;
     check(state_dir, id)
+}
+
+/// Whether the task in `dir` has its exit record.
+fn ended(dir: &Path) -> bool {
+    dir.join(records::EXIT_FILE).exists()
+}
+
+/// Whether the task in `dir` is no longer its supervisor's to end: it ended, or nothing holds
+/// it any more.
+fn settled(dir: &Path) -> bool {
+    ended(dir) || !lock::is_held(dir).unwrap_or(true)
 }
 
 /// The supervisor of a running task, as it recorded itself. It does so just after it started
@@ -78,7 +87,7 @@ fn recorded_supervisor(dir: &Path) -> anyhow::Result<Option<SupervisorRecord>> {
     let path = dir.join(SUPERVISOR_FILE);
     let mut found = Ok(None);
     wait_until(Instant::now() + SLACK, || match records::read(&path) {
-        Ok(None) => dir.join(records::EXIT_FILE).exists() || !lock::is_held(dir).unwrap_or(true),
+        Ok(None) => settled(dir),
         other => {
             found = other;
             true
@@ -96,7 +105,7 @@ fn end_orphaned_task(dir: &Path, id: &str, grace: Duration) -> anyhow::Result<()
             dir.display()
         );
     };
-    if dir.join(records::EXIT_FILE).exists() {
+    if ended(dir) {
         return Ok(());
     }
     let leader = records::read::<PidRecord>(&dir.join(PID_FILE))?;
