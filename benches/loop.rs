@@ -17,16 +17,21 @@
 //! - what a commit per step costs a step: the same loop in a git project, each step writing a
 //!   file of its own, with each DONE step committed and with `--no-commit`;
 //! - what traces cost a step: the same loop with `OTEL_EXPORTER_OTLP_ENDPOINT` unset and set
-//!   to a loopback collector that answers every export (and counts them).
+//!   to a loopback collector that answers every export (and counts them);
+//! - the floor: what the guarantees the design binds cost a step by themselves, done by this
+//!   bench with nothing else around them (a durable `M1.md` write, a durable task directory,
+//!   a supervisor forked in a session of its own that runs the agent and records its exit
+//!   durably), against the shell loop and the loop, in the same run.
 //!
 //! Run: `cargo bench --bench loop` (or name sections: `-- overhead stop idle storm sandbox
-//! commit otel`).
+//! commit otel floor`).
 
 #![expect(
     clippy::cast_precision_loss,
     reason = "counts and sizes become f64 only to be printed, far below where f64 loses precision"
 )]
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -604,6 +609,156 @@ impl Paired {
     }
 }
 
+/// Replaces `path` with `bytes` as every write of `M1.md` must be: a temporary file, fsync,
+/// rename, fsync of the directory.
+fn durable_replace(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    let dir = path.parent().unwrap();
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name().unwrap().to_string_lossy()
+    ));
+    let mut f = std::fs::File::create(&tmp).unwrap();
+    f.write_all(bytes).unwrap();
+    f.sync_all().unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+    std::fs::File::open(dir).unwrap().sync_all().unwrap();
+}
+
+/// One round of the floor: `steps` steps, each with only what the design binds. The runner's
+/// part: the write-ahead record of the step in `M1.md` (durable), its task directory with its
+/// spec (durable, renamed into place), a supervisor forked in a session of its own, then the
+/// exit record and the agent's output read. The supervisor's part: the agent started in its
+/// own process group with its output to the task's file, waited for, its exit record written
+/// durably. (The runner here waits for its supervisor as a parent does, a lower bound of
+/// noticing an exit record.) Its wall time and the CPU time of all its processes.
+fn floor_round(steps: usize) -> (Duration, Duration) {
+    use nix::sys::wait::waitpid;
+    use nix::unistd::{ForkResult, fork, setsid};
+    let dir = fresh(r#"{"default": {"result": "ok\nSTEP_DONE: ok"}}"#);
+    let state = dir.join("state");
+    let tasks = state.join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    // As large as a loop's M1.md of that many steps, about 200 bytes a step.
+    let mut m1 = "x".repeat(1000 + 200 * steps);
+    m1.push('\n');
+    let cpu = children_cpu();
+    let t = Instant::now();
+    for i in 1..=steps {
+        durable_replace(&state.join("M1.md"), m1.as_bytes());
+        let task = tasks.join(format!("t{i}"));
+        let staging = tasks.join(format!(".t{i}.tmp"));
+        std::fs::create_dir(&staging).unwrap();
+        durable_replace(&staging.join("spec.json"), br#"{"command": ["agent"]}"#);
+        std::fs::rename(&staging, &task).unwrap();
+        std::fs::File::open(&tasks).unwrap().sync_all().unwrap();
+        // SAFETY: this process has a single thread (checked by the caller), so its fork may
+        // run any code.
+        match unsafe { fork() }.unwrap() {
+            ForkResult::Child => {
+                let code = (|| {
+                    setsid().ok()?;
+                    let out = std::fs::File::create(task.join("stdout")).ok()?;
+                    let status = Command::new(SIM)
+                        .args([
+                            "-p",
+                            "do step",
+                            "--output-format",
+                            "stream-json",
+                            "--verbose",
+                        ])
+                        .env("LOOP_STEP", i.to_string())
+                        .env("CLAUDE_SIM_SCENARIO", dir.join("scenario.json"))
+                        .current_dir(&dir)
+                        .stdout(out)
+                        .process_group(0)
+                        .status()
+                        .ok()?;
+                    let rec = format!("{{\"exit_code\": {}}}", status.code().unwrap_or(-1));
+                    durable_replace(&task.join("exit.json"), rec.as_bytes());
+                    Some(())
+                })();
+                // SAFETY: ends the fork without running the parent's destructors again.
+                unsafe { nix::libc::_exit(i32::from(code.is_none())) }
+            }
+            ForkResult::Parent { child } => {
+                waitpid(child, None).unwrap();
+            }
+        }
+        let exit = std::fs::read_to_string(task.join("exit.json")).unwrap();
+        assert!(exit.contains("\"exit_code\": 0"), "{exit}");
+        let out = std::fs::read_to_string(task.join("stdout")).unwrap();
+        assert!(out.contains("STEP_DONE"), "{out}");
+    }
+    let took = t.elapsed();
+    let cpu = children_cpu().saturating_sub(cpu);
+    done_with(dir);
+    (took, cpu)
+}
+
+/// Whether this process has a single thread (it may then fork and go on in the child).
+fn single_threaded() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.split_whitespace().eq(["Threads:", "1"]))
+    })
+}
+
+/// The floor against the shell loop and the loop, `STEPS` steps, alternating: what the
+/// guarantees cost by themselves, and what the loop adds beyond them.
+fn floor() {
+    const ROUNDS: usize = 7;
+    if !single_threaded() {
+        println!("floor: this process has threads by now (run the section alone): not measured");
+        return;
+    }
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let (mut shell, mut floor, mut looped) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut shell_cpu, mut floor_cpu, mut loop_cpu) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let (w, c) = shell_round(STEPS);
+        shell.push(w);
+        shell_cpu.push(c);
+        let (w, c) = floor_round(STEPS);
+        floor.push(w);
+        floor_cpu.push(c);
+        let (w, _, c) = loop_round(STEPS);
+        looped.push(w);
+        loop_cpu.push(c);
+    }
+    nix::sys::prctl::set_child_subreaper(false).unwrap();
+    let over = |a: &[Duration], b: &[Duration]| {
+        median(a.iter().zip(b).map(|(a, b)| per(*a) - per(*b)).collect())
+    };
+    println!(
+        "floor: {STEPS} steps of an instant agent, {ROUNDS} rounds, alternating; median \
+         (min..max); state in {}",
+        filesystem()
+    );
+    println!(
+        "  the guarantees alone: 6 fsyncs and 2 processes a step (a durable M1.md write, a \
+         durable task directory, a supervisor in a session of its own, the agent, a durable \
+         exit record)"
+    );
+    let shell_ms = median(shell.iter().map(|d| per(*d)).collect()).0;
+    for (name, wall, cpu) in [("floor", &floor, &floor_cpu), ("loop", &looped, &loop_cpu)] {
+        let o = over(wall, &shell);
+        let c = over(cpu, &shell_cpu);
+        println!(
+            "  {name:<6}: {:6.2} ms per step over the shell loop's {shell_ms:.2} ({:.2}..{:.2}), \
+             extra CPU {:.2} ms per step",
+            o.0, o.1, o.2, c.0
+        );
+    }
+    let f = over(&floor, &shell).0;
+    let l = over(&looped, &shell).0;
+    println!(
+        "  the loop beyond the floor: {:+.2} ms per step; floor/loop overhead ratio {:.2}",
+        l - f,
+        f / l
+    );
+}
+
 /// Milliseconds per step of a loop of `STEPS` steps.
 fn per(d: Duration) -> f64 {
     ms(d) / STEPS as f64
@@ -941,6 +1096,9 @@ fn main() {
     }
     if run("otel") {
         otel_cost();
+    }
+    if run("floor") {
+        floor();
     }
     remove_finished_rounds();
 }
