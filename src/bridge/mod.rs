@@ -54,7 +54,9 @@ pub(crate) use fire::{fire, fire_published, fire_with_id};
 
 #[cfg(test)]
 pub(crate) use kill::wait_until;
-pub(crate) use records::{SPEC_FILE, STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG};
+pub(crate) use records::{
+    EXIT_FILE, LOCK_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG,
+};
 pub(crate) use report::{TaskEnd, TaskReport, check};
 pub(crate) use starter::serve as serve_starter;
 pub(crate) use supervisor::supervise;

@@ -80,7 +80,7 @@ fn classify(targets: &Targets, path: &Path) -> Option<Wake> {
         return Some(Wake::Stop);
     }
     if let Some(task) = &targets.task
-        && path.starts_with(task)
+        && (path == task || path.parent() == Some(task) && is_news(path))
     {
         return Some(Wake::Task);
     }
@@ -92,6 +92,18 @@ fn classify(targets: &Targets, path: &Path) -> Option<Wake> {
         return Some(Wake::Task);
     }
     None
+}
+
+/// Whether a change of this file of a task directory is news to the runner: output (for the
+/// live line and an authentication error's early end), the exit record landing, or the lock
+/// let go by its last holder. The rest is the supervisor's own bookkeeping (its records and
+/// their temporary files, its log) or the runner's (its verdict, a kill request), which the
+/// runner reads when it looks anyway: waking for each would cost a look at every one.
+fn is_news(path: &Path) -> bool {
+    use crate::bridge::{EXIT_FILE, LOCK_FILE, STDERR_FILE, STDOUT_FILE};
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| [STDOUT_FILE, STDERR_FILE, EXIT_FILE, LOCK_FILE].contains(&n))
 }
 
 fn absolute(p: &Path) -> PathBuf {
@@ -357,6 +369,28 @@ mod tests {
         std::fs::write(&m1, "STATUS: RUNNING\n").unwrap();
         let w = Watch::new(&m1, &[dir.path().join("no-such-dir").join("stop")]);
         assert_eq!(w.fallback(), crate::runner::POLL);
+    }
+
+    #[test]
+    fn a_supervisors_own_records_do_not_wake_the_runner_and_its_output_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let m1 = dir.path().join("M1.md");
+        std::fs::write(&m1, "STATUS: RUNNING\n").unwrap();
+        let task = dir.path().join("tasks").join("t1");
+        std::fs::create_dir_all(&task).unwrap();
+        let mut w = Watch::new(&m1, &[]);
+        assert!(w.is_live());
+        w.set_task_dir(Some(&task));
+        while w.wait(Duration::from_millis(100)) != Wake::Timeout {}
+        for name in ["pid.json", "supervisor.json", "judged.json"] {
+            let tmp = task.join(format!(".{name}.1.tmp"));
+            std::fs::write(&tmp, "{}").unwrap();
+            std::fs::rename(&tmp, task.join(name)).unwrap();
+        }
+        std::fs::write(task.join("supervisor.log"), "a line\n").unwrap();
+        assert_eq!(w.wait(Duration::from_millis(300)), Wake::Timeout);
+        std::fs::write(task.join("stdout"), "{}\n").unwrap();
+        assert!(wait_for(&w, Wake::Task));
     }
 
     #[test]
