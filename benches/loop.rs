@@ -615,7 +615,7 @@ enum Durable {
     /// What the crash protocol needs after a machine's crash: `M1.md`, the task directory
     /// before its spawn, the exit record (6 fsyncs a step).
     All,
-    /// `M1.md` only, the letter of DESIGN §5 (2 fsyncs a step).
+    /// `M1.md` only, as every write of it is made durable (2 fsyncs a step).
     M1Only,
     /// Nothing: atomic renames, no fsync.
     Nothing,
