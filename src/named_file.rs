@@ -100,7 +100,10 @@ pub(crate) fn open(path: &Path, limit: u64) -> Result<(File, Metadata), ReadErro
 pub(crate) fn read_open(mut file: &File, limit: u64) -> Result<Vec<u8>, ReadError> {
     use std::io::Seek;
     file.rewind()?;
-    let mut bytes = Vec::new();
+    // Room for what it holds now, so the whole of it comes in one read (a `Take` gives
+    // `read_to_end` no size to go by: it would read 32 bytes, then twice as many, and so on).
+    let now = file.metadata().map_or(0, |m| m.len()).min(limit);
+    let mut bytes = Vec::with_capacity(usize::try_from(now).unwrap_or(0).saturating_add(1));
     file.take(limit + 1).read_to_end(&mut bytes)?;
     // It grew while it was read.
     let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
