@@ -1,8 +1,9 @@
 //! What the loop adds to each run of the real Claude Code CLI, printed, not asserted: the
 //! same `claude -p` call against the project's loopback mock of the Messages API
 //! (`scripts/mock-messages-api.py`, answering at once), bare, with the loop's permission host
-//! (`--mcp-config` naming `loop hook permission-host`, `--permission-prompt-tool`), and with a
-//! `SessionStart` hook that runs `loop hook session-start` as the session starts (what every
+//! (`--mcp-config` naming `loop hook permission-host`, `--permission-prompt-tool`), with the
+//! host named as an MCP server only (not as the permission tool: what any MCP server costs
+//! the CLI), and with a `SessionStart` hook that runs `loop hook session-start` as the session starts (what every
 //! run of a loop carried before the hook was kept for compactions). The three alternate, round
 //! after round, in one run; each line gives the median time per call, and the differences
 //! with the bare call, paired round by round.
@@ -42,7 +43,12 @@ fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let setup = Setup::new(dir.path(), claude);
     let mut mock = mock();
-    let variants = [Variant::Bare, Variant::Host, Variant::HookAtStart];
+    let variants = [
+        Variant::Bare,
+        Variant::Host,
+        Variant::ServerOnly,
+        Variant::HookAtStart,
+    ];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     // One call of each first, not counted: the CLI's first start reads more from disk.
     for v in variants {
@@ -68,7 +74,7 @@ fn main() {
     for (i, v) in variants.into_iter().enumerate() {
         let (mid, lo, hi) = median(times[i].clone());
         print!(
-            "  {:<34}: {mid:7.1} ms per call ({lo:.1}..{hi:.1})",
+            "  {:<35}: {mid:7.1} ms per call ({lo:.1}..{hi:.1})",
             v.label()
         );
         if i > 0 {
@@ -88,6 +94,7 @@ fn main() {
 enum Variant {
     Bare,
     Host,
+    ServerOnly,
     HookAtStart,
 }
 
@@ -96,6 +103,7 @@ impl Variant {
         match self {
             Variant::Bare => "bare",
             Variant::Host => "with the permission host",
+            Variant::ServerOnly => "with the host as an MCP server only",
             Variant::HookAtStart => "with a SessionStart hook at start",
         }
     }
@@ -165,11 +173,13 @@ impl Setup {
         .stderr(Stdio::null());
         match v {
             Variant::Bare => {}
-            Variant::Host => {
+            Variant::Host | Variant::ServerOnly => {
                 let host = serde_json::json!({"mcpServers": {"loop": {"type": "stdio",
                     "command": LOOP, "args": ["hook", "permission-host"]}}});
-                c.args(["--mcp-config", &host.to_string()])
-                    .args(["--permission-prompt-tool", "mcp__loop__permit"]);
+                c.args(["--mcp-config", &host.to_string()]);
+                if matches!(v, Variant::Host) {
+                    c.args(["--permission-prompt-tool", "mcp__loop__permit"]);
+                }
             }
             Variant::HookAtStart => {
                 c.arg("--settings").arg(&self.settings);
