@@ -312,6 +312,20 @@ mod tests {
 
     use std::time::Instant;
 
+    /// A running loop's M1.md and one task's directory in `dir`, watched, with nothing
+    /// pending: the watch and the task directory.
+    fn watching_a_task(dir: &Path) -> (Watch, PathBuf) {
+        let m1 = dir.join("M1.md");
+        std::fs::write(&m1, "STATUS: RUNNING\n").unwrap();
+        let task = dir.join("tasks").join("t1");
+        std::fs::create_dir_all(&task).unwrap();
+        let mut w = Watch::new(&m1, &[]);
+        assert!(w.is_live());
+        w.set_task_dir(Some(&task));
+        while w.wait(Duration::from_millis(100)) != Wake::Timeout {}
+        (w, task)
+    }
+
     fn wait_for(w: &Watch, want: Wake) -> bool {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
@@ -348,14 +362,8 @@ mod tests {
         // A supervisor and guardian killed together write nothing: the kernel closing the
         // lock they held is the only news that the task is lost.
         let dir = tempfile::tempdir().unwrap();
-        let m1 = dir.path().join("M1.md");
-        std::fs::write(&m1, "STATUS: RUNNING\n").unwrap();
-        let task = dir.path().join("tasks").join("t1");
-        std::fs::create_dir_all(&task).unwrap();
+        let (w, task) = watching_a_task(dir.path());
         let lock = std::fs::File::create(task.join("lock")).unwrap();
-        let mut w = Watch::new(&m1, &[]);
-        assert!(w.is_live());
-        w.set_task_dir(Some(&task));
         assert_eq!(w.fallback(), LOST_EVENT_LOOK);
         while w.wait(Duration::from_millis(100)) != Wake::Timeout {}
         drop(lock);
@@ -374,14 +382,7 @@ mod tests {
     #[test]
     fn a_supervisors_own_records_do_not_wake_the_runner_and_its_output_does() {
         let dir = tempfile::tempdir().unwrap();
-        let m1 = dir.path().join("M1.md");
-        std::fs::write(&m1, "STATUS: RUNNING\n").unwrap();
-        let task = dir.path().join("tasks").join("t1");
-        std::fs::create_dir_all(&task).unwrap();
-        let mut w = Watch::new(&m1, &[]);
-        assert!(w.is_live());
-        w.set_task_dir(Some(&task));
-        while w.wait(Duration::from_millis(100)) != Wake::Timeout {}
+        let (w, task) = watching_a_task(dir.path());
         for name in ["pid.json", "supervisor.json", "judged.json"] {
             let tmp = task.join(format!(".{name}.1.tmp"));
             std::fs::write(&tmp, "{}").unwrap();
