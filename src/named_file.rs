@@ -72,7 +72,7 @@ impl std::error::Error for ReadError {}
 /// [`ReadError::Io`] when it cannot be read.
 pub(crate) fn read(path: &Path, limit: u64) -> Result<(Vec<u8>, Metadata), ReadError> {
     let (file, meta) = open(path, limit)?;
-    Ok((read_open(&file, limit)?, meta))
+    Ok((read_open(&file, &meta, limit)?, meta))
 }
 
 /// The regular file at `path` (at most `limit` bytes long), opened for reading, and its
@@ -93,17 +93,23 @@ pub(crate) fn open(path: &Path, limit: u64) -> Result<(File, Metadata), ReadErro
     Ok((file, meta))
 }
 
-/// The bytes of a file [`open`] opened, from its start, at most `limit` of them.
+/// The bytes of a file [`open`] opened, from its start, at most `limit` of them. `meta` is
+/// what [`open`] said of it: its length then sizes the buffer (the file may have changed
+/// since; it is read to its end all the same).
 ///
 /// # Errors
 /// [`ReadError::Refused`] when it grew over `limit`; [`ReadError::Io`] when it cannot be read.
-pub(crate) fn read_open(mut file: &File, limit: u64) -> Result<Vec<u8>, ReadError> {
+pub(crate) fn read_open(
+    mut file: &File,
+    meta: &Metadata,
+    limit: u64,
+) -> Result<Vec<u8>, ReadError> {
     use std::io::Seek;
     file.rewind()?;
-    // Room for what it holds now, so the whole of it comes in one read (a `Take` gives
+    // Room for what it held, so the whole of it comes in one read (a `Take` gives
     // `read_to_end` no size to go by: it would read 32 bytes, then twice as many, and so on).
-    let now = file.metadata().map_or(0, |m| m.len()).min(limit);
-    let mut bytes = Vec::with_capacity(usize::try_from(now).unwrap_or(0).saturating_add(1));
+    let held = meta.len().min(limit);
+    let mut bytes = Vec::with_capacity(usize::try_from(held).unwrap_or(0).saturating_add(1));
     file.take(limit + 1).read_to_end(&mut bytes)?;
     // It grew while it was read.
     let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);

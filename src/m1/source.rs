@@ -107,7 +107,7 @@ pub(super) fn read_whole(
             }
         };
         // Read while the lease is held: no writer can begin meanwhile.
-        let bytes = named_file::read_open(&file, MAX_BYTES).map_err(|e| refused(path, e))?;
+        let bytes = named_file::read_open(&file, &meta, MAX_BYTES).map_err(|e| refused(path, e))?;
         drop(probe);
         let waited = saw_writer.then(|| WriterWait {
             took: began.elapsed(),

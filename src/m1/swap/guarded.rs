@@ -72,8 +72,8 @@ pub(in crate::m1) fn lease(target: &Path) -> io::Result<Taken> {
     if !EXCHANGES {
         return Ok(Taken::Unknown);
     }
-    let file = match named_file::open(target, MAX_BYTES) {
-        Ok((file, _)) => file,
+    let (file, meta) = match named_file::open(target, MAX_BYTES) {
+        Ok(opened) => opened,
         Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(Taken::Unknown),
         Err(ReadError::Io(e)) => return Err(e),
         Err(ReadError::Refused(_)) => return Ok(Taken::Refused),
@@ -83,7 +83,7 @@ pub(in crate::m1) fn lease(target: &Path) -> io::Result<Taken> {
         Probe::Writing => return Ok(Taken::Writing),
         Probe::Unknown => return Ok(Taken::Unknown),
     };
-    match named_file::read_open(&file, MAX_BYTES) {
+    match named_file::read_open(&file, &meta, MAX_BYTES) {
         Ok(bytes) => Ok(Taken::Held(Leased { file, lease, bytes })),
         Err(ReadError::Io(e)) => Err(e),
         Err(ReadError::Refused(_)) => Ok(Taken::Refused),
