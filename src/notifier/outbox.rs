@@ -46,6 +46,17 @@ enum Record {
     Rejected { id: String, error: String },
 }
 
+impl Record {
+    /// The id of a message queued under a key of its own (not a random id): such a message
+    /// is queued once, however often it is told.
+    fn key(&self) -> Option<&str> {
+        match self {
+            Record::Message(m) if uuid::Uuid::parse_str(&m.id).is_err() => Some(&m.id),
+            _ => None,
+        }
+    }
+}
+
 /// The outbox of one loop's state directory.
 #[derive(Debug, Clone)]
 pub(crate) struct Outbox {
@@ -103,9 +114,8 @@ impl Outbox {
 
     fn append_records(&self, records: &[Record]) -> anyhow::Result<()> {
         let _lock = self.lock(&crate::layout::Layout::dir(&self.dir).outbox_lock())?;
-        let keyed =
-            |r: &&Record| matches!(r, Record::Message(m) if uuid::Uuid::parse_str(&m.id).is_err());
-        let known: std::collections::HashSet<String> = if records.iter().any(|r| keyed(&r)) {
+        let known: std::collections::HashSet<String> = if records.iter().any(|r| r.key().is_some())
+        {
             records_in(&self.read()?)
                 .into_iter()
                 .map(|r| match r {
@@ -118,7 +128,7 @@ impl Outbox {
         };
         let records: Vec<&Record> = records
             .iter()
-            .filter(|r| !(keyed(r) && matches!(r, Record::Message(m) if known.contains(&m.id))))
+            .filter(|r| r.key().is_none_or(|k| !known.contains(k)))
             .collect();
         if records.is_empty() {
             return Ok(());
