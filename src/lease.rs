@@ -203,8 +203,21 @@ mod tests {
         assert!(!lease.contended());
     }
 
-    /// A thread that appends `# late` to `path`, once `lease` shows it waiting to write.
-    fn late_writer(path: &std::path::Path, lease: &Lease) -> std::thread::JoinHandle<()> {
+    /// A file nobody writes, `M1.md` in `dir`, opened for reading and leased through that
+    /// descriptor: its path, the descriptor and the lease.
+    fn leased(dir: &std::path::Path) -> (std::path::PathBuf, File, Lease) {
+        let path = dir.join("M1.md");
+        std::fs::write(&path, "STATUS: IDLE\n").unwrap();
+        let reader = File::open(&path).unwrap();
+        let Probe::Free(lease) = probe(&reader) else {
+            panic!("no lease on a file nobody writes");
+        };
+        (path, reader, lease)
+    }
+
+    /// A writer who comes to append to `path` while `lease` is held shows as waiting, has
+    /// written nothing until the lease is let go, and writes once it is.
+    fn a_late_writer_waits_for(path: &std::path::Path, lease: Lease) {
         let p = path.to_path_buf();
         let writer = std::thread::spawn(move || {
             let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
@@ -218,46 +231,28 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        writer
+        // Still waiting in its open: nothing written yet.
+        assert_eq!(std::fs::read_to_string(path).unwrap(), "STATUS: IDLE\n");
+        drop(lease);
+        writer.join().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(path).unwrap(),
+            "STATUS: IDLE\n# late\n"
+        );
     }
 
     #[test]
     fn a_lease_kept_apart_from_the_descriptor_it_was_taken_through_still_holds_writers_off() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("M1.md");
-        std::fs::write(&path, "STATUS: IDLE\n").unwrap();
-        let reader = File::open(&path).unwrap();
-        let Probe::Free(lease) = probe(&reader) else {
-            panic!("no lease on a file nobody writes");
-        };
+        let (path, reader, lease) = leased(dir.path());
         drop(reader);
-        let writer = late_writer(&path, &lease);
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "STATUS: IDLE\n");
-        drop(lease);
-        writer.join().unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            "STATUS: IDLE\n# late\n"
-        );
+        a_late_writer_waits_for(&path, lease);
     }
 
     #[test]
     fn a_writer_who_comes_while_the_lease_is_held_waits_for_it_and_shows() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("M1.md");
-        std::fs::write(&path, "STATUS: IDLE\n").unwrap();
-        let reader = File::open(&path).unwrap();
-        let Probe::Free(lease) = probe(&reader) else {
-            panic!("no lease on a file nobody writes");
-        };
-        let writer = late_writer(&path, &lease);
-        // Still waiting in its open: nothing written yet.
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "STATUS: IDLE\n");
-        drop(lease);
-        writer.join().unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            "STATUS: IDLE\n# late\n"
-        );
+        let (path, _reader, lease) = leased(dir.path());
+        a_late_writer_waits_for(&path, lease);
     }
 }
