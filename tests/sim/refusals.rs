@@ -108,12 +108,7 @@ fn the_adapter_s_own_invocation_is_accepted() {
         let inv = invocation(&cfg, "-leading dash prompt", &session);
         let input = d.write("input", &inv.input);
         let mut cmd = inv.command();
-        for (k, v) in template.get_envs() {
-            match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            };
-        }
+        crate::support::take_env_and_dir(&mut cmd, &template);
         let out = cmd
             .current_dir(d.path())
             .stdin(std::fs::File::open(&input).unwrap())

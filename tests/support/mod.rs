@@ -425,3 +425,17 @@ pub fn once_running(marker: &str, tenths: u32) -> String {
          pgrep -f '^{marker}' >/dev/null || {{ echo \"the command never ran\" >&2; kill $r; exit 9; }}\n"
     )
 }
+
+/// Makes on `to` what `from` changes of the environment it inherits (each variable it sets or
+/// removes) and the directory it runs in, if it names one.
+pub fn take_env_and_dir(to: &mut Command, from: &Command) {
+    for (k, v) in from.get_envs() {
+        match v {
+            Some(v) => to.env(k, v),
+            None => to.env_remove(k),
+        };
+    }
+    if let Some(dir) = from.get_current_dir() {
+        to.current_dir(dir);
+    }
+}

@@ -237,15 +237,7 @@ pub(super) fn keep_own_env(run: &mut Command, env: &[(&str, &str)], cmd: &Comman
     for (k, v) in env {
         run.env(k, v);
     }
-    for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => run.env(k, v),
-            None => run.env_remove(k),
-        };
-    }
-    if let Some(dir) = cmd.get_current_dir() {
-        run.current_dir(dir);
-    }
+    super::take_env_and_dir(run, cmd);
 }
 
 /// Brings loopback up (in a fresh namespace it is down), starts the mock, waits until it

@@ -114,15 +114,7 @@ impl TestLoop {
         let template = self.cmd(&[]);
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg(script).arg(super::LOOP);
-        for (k, v) in template.get_envs() {
-            match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            };
-        }
-        if let Some(dir) = template.get_current_dir() {
-            cmd.current_dir(dir);
-        }
+        super::take_env_and_dir(&mut cmd, &template);
         cmd
     }
 
