@@ -19,6 +19,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod stats;
+use stats::median;
+
 const LOOP: &str = env!("CARGO_BIN_EXE_loop");
 const PORT: u16 = 18_791;
 
@@ -253,9 +256,4 @@ fn in_namespace_or_reexec() -> bool {
         "the bench in its namespace failed: {status}"
     );
     true
-}
-
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0], v[v.len() - 1])
 }

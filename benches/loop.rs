@@ -37,7 +37,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
+mod stats;
 use common::{SIM, loop_cmd, ms};
+use stats::median;
 
 const STEPS: usize = 20;
 
@@ -238,21 +240,18 @@ struct Sized {
     all_cpu: Vec<Duration>,
 }
 
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0], v[v.len() - 1])
+/// Round by round, how many milliseconds per step of `steps` the times `a` took more than
+/// the times `b`.
+fn over_per_step(a: &[Duration], b: &[Duration], steps: usize) -> Vec<f64> {
+    let per = |d: &Duration| ms(*d) / steps as f64;
+    a.iter().zip(b).map(|(a, b)| per(a) - per(b)).collect()
 }
 
 /// Prints one plan length's figures; returns the loop's extra wall time over the shell's,
 /// whole, per round, and the median overhead per step.
 fn print_size(n: usize, s: &Sized) -> (Vec<f64>, f64) {
     let per = |d: &Duration| ms(*d) / n as f64;
-    let paired = |a: &[Duration], b: &[Duration]| {
-        a.iter()
-            .zip(b)
-            .map(|(a, b)| per(a) - per(b))
-            .collect::<Vec<f64>>()
-    };
+    let paired = |a: &[Duration], b: &[Duration]| over_per_step(a, b, n);
     let whole: Vec<f64> = s
         .looped
         .iter()
@@ -558,7 +557,7 @@ impl Paired {
         }
         nix::sys::prctl::set_child_subreaper(false).unwrap();
         let diff = |a: &[Duration], b: &[Duration]| {
-            let mut v: Vec<f64> = a.iter().zip(b).map(|(a, b)| per(*a) - per(*b)).collect();
+            let mut v = over_per_step(a, b, STEPS);
             v.sort_by(f64::total_cmp);
             v
         };
@@ -755,7 +754,8 @@ fn floor() {
     }
     nix::sys::prctl::set_child_subreaper(true).unwrap();
     let (mut shell, mut shell_cpu) = (Vec::new(), Vec::new());
-    let mut floors: Vec<(Vec<Duration>, Vec<Duration>)> = vec![(Vec::new(), Vec::new()); 3];
+    let mut floors: Vec<(Vec<Duration>, Vec<Duration>)> =
+        vec![(Vec::new(), Vec::new()); KINDS.len()];
     let (mut looped, mut loop_cpu) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         let (w, c) = shell_round(STEPS);
@@ -771,9 +771,7 @@ fn floor() {
         loop_cpu.push(c);
     }
     nix::sys::prctl::set_child_subreaper(false).unwrap();
-    let over = |a: &[Duration], b: &[Duration]| {
-        median(a.iter().zip(b).map(|(a, b)| per(*a) - per(*b)).collect())
-    };
+    let over = |a: &[Duration], b: &[Duration]| median(over_per_step(a, b, STEPS));
     println!(
         "floor: {STEPS} steps of an instant agent, {ROUNDS} rounds, alternating; median \
          (min..max); state in {}",
