@@ -694,15 +694,7 @@ fn the_loser_of_two_decisions_at_once_is_told_what_was_already_decided() {
         env.scenario(&crate::support::answers::passing());
         // Decided the moment the gate is written, while the runner that opened it may still be
         // on its way out.
-        let mut start = env.spawn(&[
-            "start",
-            "g",
-            "--step",
-            "one",
-            "--step",
-            "two",
-            "--approve-plan",
-        ]);
+        let mut start = env.spawn(&TestLoop::START_FOR_APPROVAL);
         assert!(wait_until(Duration::from_secs(30), || {
             std::fs::read_to_string(&env.file).is_ok_and(|t| t.contains("G1"))
         }));

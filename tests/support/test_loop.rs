@@ -459,23 +459,24 @@ impl TestLoop {
         Some(serde_json::from_str(&text).unwrap())
     }
 
-    /// Starts a loop of two steps with `--approve-plan`: it waits on gate G1, having run
-    /// nothing.
+    /// `loop ARGS` that starts a loop of two steps with `--approve-plan`: it opens gate G1
+    /// and runs nothing until the plan is approved.
+    pub const START_FOR_APPROVAL: [&str; 7] = [
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--step",
+        "two",
+        "--approve-plan",
+    ];
+
+    /// Starts a loop of two steps with `--approve-plan` ([`TestLoop::START_FOR_APPROVAL`]): it
+    /// waits on gate G1, having run nothing.
     #[track_caller]
     pub fn start_waiting_for_approval(&self) {
         self.scenario(&super::answers::passing());
-        self.run_exits(
-            3,
-            &[
-                "start",
-                "g",
-                "--step",
-                "one",
-                "--step",
-                "two",
-                "--approve-plan",
-            ],
-        );
+        self.run_exits(3, &Self::START_FOR_APPROVAL);
         self.assert_status(Status::Waiting);
         assert_eq!(self.calls().len(), 0, "no agent runs before the approval");
         let m = self.m1();
