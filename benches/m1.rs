@@ -51,18 +51,25 @@ fn file(steps: usize, prose_lines: usize) -> String {
     s
 }
 
+/// Mean time of `op`, run over enough rounds (at least 3) to fill about `budget`.
+fn mean_time(budget: Duration, mut op: impl FnMut()) -> Duration {
+    let start = Instant::now();
+    let mut rounds = 0u32;
+    while start.elapsed() < budget || rounds < 3 {
+        op();
+        rounds += 1;
+    }
+    start.elapsed() / rounds
+}
+
 /// Mean time of one parse + render, over enough rounds to fill about `budget`.
 fn time(text: &str, budget: Duration) -> Duration {
     let doc = Document::parse(text).expect("benchmark input is valid");
     assert_eq!(doc.render(), text);
-    let start = Instant::now();
-    let mut rounds = 0u32;
-    while start.elapsed() < budget || rounds < 3 {
+    mean_time(budget, || {
         let doc = Document::parse(black_box(text)).unwrap();
         black_box(doc.render());
-        rounds += 1;
-    }
-    start.elapsed() / rounds
+    })
 }
 
 fn report(name: &str, text: &str) {
@@ -122,18 +129,14 @@ fn step_record(n: u32) -> Vec<Edit> {
 fn record_time(text: &str, n: u32, budget: Duration) -> Duration {
     let doc = Document::parse(text).expect("benchmark input is valid");
     let edits = step_record(n);
-    let start = Instant::now();
-    let mut rounds = 0u32;
-    while start.elapsed() < budget || rounds < 3 {
+    mean_time(budget, || {
         let mut d = black_box(&doc).clone();
         for e in &edits {
             d.apply(e);
         }
         let out = d.render();
         black_box(Document::parse(&out).expect("the record keeps the file valid"));
-        rounds += 1;
-    }
-    start.elapsed() / rounds
+    })
 }
 
 fn records() {
