@@ -150,26 +150,37 @@ pub(crate) fn run_confined(
     Ok(outcome(&report, command)?)
 }
 
+/// The VERIFY tasks of step task `step_task` in `state_dir`, in the order they ran.
+pub(crate) fn task_ids(state_dir: &Path, step_task: &str) -> Vec<String> {
+    ids(state_dir, step_task).0
+}
+
+/// The VERIFY tasks of step task `step_task` that exist (`<step_task>.verify`, then
+/// `.verify-2`, `.verify-3`...), and the id of the next one.
+fn ids(state_dir: &Path, step_task: &str) -> (Vec<String>, String) {
+    let mut ids = Vec::new();
+    let mut id = format!("{step_task}.verify");
+    while bridge::exists(state_dir, &id) {
+        ids.push(id);
+        id = format!("{step_task}.verify-{}", ids.len() + 1);
+    }
+    (ids, id)
+}
+
 /// The id of a new VERIFY task of step task `step_task`: `<step_task>.verify`, or
 /// `.verify-2`, `.verify-3`... when VERIFY ran for it before (a runner resumed after a
-/// crash). One that still runs is ended first: no two VERIFY runs of a step overlap.
+/// crash, a merge tried again). One that still runs is ended first: no two VERIFY runs of a
+/// step overlap.
 fn new_task_id(state_dir: &Path, step_task: &str) -> crate::error::Result<String> {
-    let mut n = 1u32;
-    loop {
-        let id = match n {
-            1 => format!("{step_task}.verify"),
-            n => format!("{step_task}.verify-{n}"),
-        };
-        if !bridge::exists(state_dir, &id) {
-            return Ok(id);
-        }
-        let state = bridge::check(state_dir, &id)?.state;
+    let (earlier, next) = ids(state_dir, step_task);
+    for id in &earlier {
+        let state = bridge::check(state_dir, id)?.state;
         if matches!(state, TaskState::Running | TaskState::Lost) {
-            bridge::kill(state_dir, &id, bridge::DEFAULT_GRACE)
+            bridge::kill(state_dir, id, bridge::DEFAULT_GRACE)
                 .map_err(|e| e.context(format!("while ending the earlier VERIFY task {id}")))?;
         }
-        n += 1;
     }
+    Ok(next)
 }
 
 /// `verify.log` in the step's task directory: a link to the VERIFY task's output, where a

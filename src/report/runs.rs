@@ -102,10 +102,8 @@ pub(super) fn step_loops(
     let state_dir = layout.state_dir();
     for (n, r) in runs.iter_mut() {
         let done = r.spans.iter().filter_map(|s| s.ended_at).max();
-        let id = format!("merge-step-{n}.verify");
-        if crate::bridge::exists(state_dir, &id)
-            && let Some(mut v) = spans::verify_span(state_dir, &id, "merge queue")
-        {
+        let merge = crate::runner::merge_task(loop_id, *n);
+        for mut v in spans::verify_spans(state_dir, &merge, "merge queue") {
             v.detail = Some(format!("step {n} merged: VERIFY {}", v.outcome.word()));
             r.spans.push(v);
         }

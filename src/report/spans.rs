@@ -51,18 +51,23 @@ pub(super) fn of_task(state_dir: &Path, e: &Entry, lane: &str) -> Vec<Span> {
         outcome,
         detail,
     }];
-    let verify = format!("{}.verify", e.task_id);
-    if !e.review
-        && crate::bridge::exists(state_dir, &verify)
-        && let Some(v) = verify_span(state_dir, &verify, lane)
-    {
-        spans.push(v);
+    if !e.review {
+        spans.extend(verify_spans(state_dir, &e.task_id, lane));
     }
     spans
 }
 
+/// The spans of every VERIFY run of step task `step_task` (one, or more where a runner
+/// resumed after a crash ran it again, or a merge was tried again).
+pub(super) fn verify_spans(state_dir: &Path, step_task: &str, lane: &str) -> Vec<Span> {
+    crate::verify::task_ids(state_dir, step_task)
+        .iter()
+        .filter_map(|id| verify_span(state_dir, id, lane))
+        .collect()
+}
+
 /// A VERIFY task's span: passed, failed (with its exit code), timed out, stopped.
-pub(super) fn verify_span(state_dir: &Path, id: &str, lane: &str) -> Option<Span> {
+fn verify_span(state_dir: &Path, id: &str, lane: &str) -> Option<Span> {
     let task = crate::bridge::check(state_dir, id).ok()?;
     let (outcome, detail) = match task.state {
         TaskState::Done => (Outcome::Passed, None),

@@ -46,6 +46,7 @@ use crate::runner::watch::{Wake, Watch};
 
 pub use crash::{PARALLEL_POINTS, STEP_POINTS as CRASH_POINTS};
 pub(crate) use ledger::tasks_of as ledger_tasks;
+pub(crate) use parallel::merge_task;
 pub(crate) use progress::Mode as ProgressMode;
 pub(crate) use retry::retry;
 pub(crate) use start::{StartRequest, resume_as, start};

@@ -201,6 +201,20 @@ fn a_verify_that_fails_only_on_the_merged_result_sends_the_step_back() {
     env.assert_logged("VERIFY failed on step");
     assert!(env.path().join("ok.txt").exists());
     assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
+    // The report shows every VERIFY of the merge queue: the first merge's, the failed one
+    // of the step merged second, and its pass once it came back.
+    let out = env.run_ok(&["report", "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut merge_verifies: Vec<String> = json["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["spans"].as_array().unwrap().iter())
+        .filter(|x| x["kind"] == "verify" && x["lane"] == "merge queue")
+        .map(|x| x["outcome"].as_str().unwrap().to_owned())
+        .collect();
+    merge_verifies.sort();
+    assert_eq!(merge_verifies, ["failed", "passed", "passed"], "{json}");
     env.assert_no_processes();
 }
 
@@ -242,6 +256,38 @@ fn a_crash_at_each_write_point_then_resume_loses_nothing_and_starts_nothing_twic
             "{point}"
         );
         env.assert_no_processes();
+    }
+}
+
+/// A task's processes are found wherever they are by `LOOP_TASK_ID=<its id>`, so a kill of
+/// one loop's task ends every process that carries its id: two loops on one machine (or two
+/// tests at once) whose merge VERIFY tasks were both `merge-step-1.verify` ended each other's.
+#[test]
+fn the_merge_verify_tasks_of_two_loops_have_ids_of_their_own() {
+    let verify_tasks = |env: &TestLoop| -> Vec<String> {
+        std::fs::read_dir(env.state().join("tasks"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".verify"))
+            .collect()
+    };
+    let mut seen: Vec<String> = Vec::new();
+    for _ in 0..2 {
+        let env = TestLoop::new().with_git();
+        env.scenario(
+            &Scenario::new()
+                .step(1, [Action::done("a").write("a.txt", "a\n")])
+                .step(2, [Action::done("b").write("b.txt", "b\n")]),
+        );
+        run_parallel(&env, "2", &["a", "b"], "", Some("true"));
+        env.assert_status(Status::Done);
+        let ids = verify_tasks(&env);
+        assert_eq!(ids.len(), 2, "one merge VERIFY per step: {ids:?}");
+        for id in ids {
+            assert!(!seen.contains(&id), "{id} is another loop's task id too");
+            seen.push(id);
+        }
     }
 }
 

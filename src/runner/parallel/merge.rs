@@ -17,6 +17,14 @@ use crate::exit::Status as Exit;
 use crate::layout::Layout;
 use crate::m1::M1;
 
+/// The step task under which VERIFY runs on step `n` merged, in loop `loop_id`: its runs are
+/// `<this>.verify`, `<this>.verify-2`... Every process of a task carries its id
+/// (`LOOP_TASK_ID`), and ending a task ends every process on the machine that does: the id
+/// names its loop, so that ending one loop's merge VERIFY never touches another loop's.
+pub(crate) fn merge_task(loop_id: &str, n: u32) -> String {
+    format!("merge-{loop_id}-step-{n}")
+}
+
 /// How VERIFY on a merged result came out.
 #[derive(Debug)]
 enum Checked {
@@ -161,7 +169,7 @@ impl Runner {
             cwd: wt,
             env: &[("LOOP_STEP".to_owned(), n.to_string())],
             state_dir: &state_dir,
-            step_task: &format!("merge-step-{n}"),
+            step_task: &merge_task(&self.parallel_id(), n),
             timeout: self.settings.caps(m).step_timeout,
         };
         let outcome = self.verify_confined(&how, wt)?;

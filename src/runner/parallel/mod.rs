@@ -24,6 +24,8 @@ mod observe;
 mod steps;
 mod tell;
 
+pub(crate) use merge::merge_task;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

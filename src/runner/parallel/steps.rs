@@ -17,7 +17,7 @@ use crate::m1::{Document, Edit, M1, Store};
 
 impl Runner {
     /// The loop's identity, as its steps' loops are bound to it.
-    fn parallel_id(&self) -> String {
+    pub(super) fn parallel_id(&self) -> String {
         self.view()
             .loop_id
             .clone()
