@@ -81,8 +81,8 @@ fn steps(m: &M1, at_once: bool, out: &mut String) {
             let deps: Vec<String> = deps.iter().map(u32::to_string).collect();
             let _ = write!(out, "  [after {}]", deps.join(", "));
         }
-        if crate::engine::by_hand::done_by_hand(m, s.n) {
-            out.push_str("  (done by hand, not run by the loop)");
+        if let Some(words) = crate::engine::by_hand::done_by_hand_words(m, s.n) {
+            let _ = write!(out, "  ({words})");
         } else if let Some(r) = m.results.get(&s.n) {
             let facts = result_facts(r);
             if !facts.is_empty() {

@@ -43,6 +43,18 @@ pub(crate) fn read(before: &M1, after: &M1, running: Option<u32>) -> HandEdit {
             .iter()
             .find(|b| b.n == s.n)
             .map(|b| b.state);
+        if running == Some(s.n)
+            && was == Some(StepState::Running)
+            && matches!(s.state, StepState::Skipped | StepState::Done)
+        {
+            let state = s.state.as_str();
+            h.said.push(format!(
+                "edit: step {} set {state} by hand while it runs: its run goes on to its end, \
+                 which is recorded, not retried, and leaves the step {state} (`loop stop` ends \
+                 the run now)",
+                s.n
+            ));
+        }
         if s.state == StepState::Done
             && was != Some(StepState::Done)
             && running != Some(s.n)
@@ -56,6 +68,19 @@ pub(crate) fn read(before: &M1, after: &M1, running: Option<u32>) -> HandEdit {
         }
     }
     h
+}
+
+/// The state a person gave step `n` while its run was on record, when it closes the step:
+/// SKIPPED or DONE. The run's end keeps it: the run is recorded, not retried, and the loop
+/// goes on.
+#[must_use]
+pub(crate) fn closed_while_running(m: &M1, n: u32) -> Option<StepState> {
+    m.plan
+        .steps
+        .iter()
+        .find(|s| s.n == n)
+        .map(|s| s.state)
+        .filter(|s| matches!(s, StepState::Skipped | StepState::Done))
 }
 
 /// `TOTAL_STEPS` as the step list counts, when the file says another number of a plan that
@@ -78,6 +103,21 @@ pub(crate) fn done_by_hand(m: &M1, n: u32) -> bool {
         .iter()
         .any(|s| s.n == n && s.state == StepState::Done)
         && m.results.get(&n).and_then(|r| r.verified) != Some(true)
+}
+
+/// What step `n` set DONE by hand is, in words: "done by hand, not run by the loop", or, for a
+/// step a person closed while the loop ran it, "done by hand after N run(s) of the loop".
+/// `None` when it is not done by hand.
+#[must_use]
+pub(crate) fn done_by_hand_words(m: &M1, n: u32) -> Option<String> {
+    if !done_by_hand(m, n) {
+        return None;
+    }
+    Some(match m.results.get(&n).and_then(|r| r.attempts) {
+        None | Some(0) => "done by hand, not run by the loop".to_owned(),
+        Some(1) => "done by hand after 1 run of the loop".to_owned(),
+        Some(k) => format!("done by hand after {k} runs of the loop"),
+    })
 }
 
 /// The loop stops at a pause a person asked for (`STATUS: WAITING` while it ran):
@@ -119,7 +159,7 @@ mod tests {
     }
 
     #[test]
-    fn a_step_set_done_by_hand_is_said_and_the_running_one_is_left_to_its_run() {
+    fn a_step_set_done_by_hand_is_said_and_the_running_one_is_left_to_its_runs_end() {
         let after = m1(&TWO.replace("[PENDING] b", "[DONE] b"));
         let h = read(&m1(TWO), &after, Some(1));
         assert!(h.edits.is_empty());
@@ -131,7 +171,14 @@ mod tests {
         );
         assert!(done_by_hand(&after, 2));
         let running = m1(&TWO.replace("[RUNNING] a", "[DONE] a"));
-        assert!(read(&m1(TWO), &running, Some(1)).said.is_empty());
+        let said = read(&m1(TWO), &running, Some(1)).said;
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].contains("step 1 set DONE by hand while it runs: its run goes on to its end"),
+            "{said:?}"
+        );
+        assert_eq!(closed_while_running(&running, 1), Some(StepState::Done));
+        assert_eq!(closed_while_running(&m1(TWO), 1), None);
     }
 
     #[test]

@@ -99,9 +99,56 @@ pub(crate) fn conclude(
     } else {
         None
     };
+    let attempt = attempt(run, m, o, verify, verify_cmd.is_some(), cx);
+    if run.kind == RunKind::Review {
+        let (v, note) = match attribute(run.step, &o.tree_changes, &o.reach) {
+            TreeDuringReview::Unchanged => (judge_review(&attempt), None),
+            TreeDuringReview::NotTheReviewers(note) => (judge_review(&attempt), Some(note)),
+            TreeDuringReview::Suspect(v) => (v, None),
+        };
+        let mut transition = record_review(&v, &review_facts(run, m, o, cx), cx.caps);
+        if let Some(note) = note {
+            transition.log = format!("{}; {note}", transition.log);
+        }
+        return Conclusion::Recorded {
+            transition,
+            verdict: LedgerVerdict::Review,
+            restart: false,
+        };
+    }
+    let j = super::judge(&attempt);
+    if run.kind == RunKind::Attempt
+        && let Some(state) = super::by_hand::closed_while_running(m, run.step)
+    {
+        return Conclusion::Recorded {
+            transition: super::record::closed_by_hand(&j, state, &facts(run, m, o, cx, false)),
+            verdict: LedgerVerdict::from(&j),
+            restart: false,
+        };
+    }
+    if j == Judgement::NeedsVerify {
+        return Conclusion::Verify;
+    }
+    let verified = verify_cmd.is_none() || matches!(verify, Some(verify::Outcome::Passed));
+    Conclusion::Recorded {
+        transition: record(&j, &facts(run, m, o, cx, verified)),
+        verdict: LedgerVerdict::from(&j),
+        restart: matches!(j, Judgement::Restart { .. }),
+    }
+}
+
+/// What the judge is given of `run`: what it did, what M1.md says of its step, the caps.
+fn attempt<'a>(
+    run: &RunOnRecord,
+    m: &M1,
+    o: &'a Observed,
+    verify: Option<&'a verify::Outcome>,
+    verify_configured: bool,
+    cx: &Context<'a>,
+) -> Attempt<'a> {
     let resumed = run.kind.resumable() && resumes(m, run.step, m.current.session_id.as_deref());
     let r = m.result(run.step);
-    let attempt = Attempt {
+    Attempt {
         step: run.step,
         attempt: run.number,
         end: o.end.clone(),
@@ -118,7 +165,7 @@ pub(crate) fn conclude(
             &o.background_stopped
         },
         deferred: o.deferred.as_ref(),
-        verify_configured: verify_cmd.is_some(),
+        verify_configured,
         verify,
         transients: r.transient,
         restarts: if run.kind == RunKind::Review {
@@ -141,32 +188,6 @@ pub(crate) fn conclude(
         spent_usd: super::spent(m) + o.cost_usd,
         backend: o.backend,
         now: o.now,
-    };
-    if run.kind == RunKind::Review {
-        let (v, note) = match attribute(run.step, &o.tree_changes, &o.reach) {
-            TreeDuringReview::Unchanged => (judge_review(&attempt), None),
-            TreeDuringReview::NotTheReviewers(note) => (judge_review(&attempt), Some(note)),
-            TreeDuringReview::Suspect(v) => (v, None),
-        };
-        let mut transition = record_review(&v, &review_facts(run, m, o, cx), cx.caps);
-        if let Some(note) = note {
-            transition.log = format!("{}; {note}", transition.log);
-        }
-        return Conclusion::Recorded {
-            transition,
-            verdict: LedgerVerdict::Review,
-            restart: false,
-        };
-    }
-    let j = super::judge(&attempt);
-    if j == Judgement::NeedsVerify {
-        return Conclusion::Verify;
-    }
-    let verified = verify_cmd.is_none() || matches!(verify, Some(verify::Outcome::Passed));
-    Conclusion::Recorded {
-        transition: record(&j, &facts(run, m, o, cx, verified)),
-        verdict: LedgerVerdict::from(&j),
-        restart: matches!(j, Judgement::Restart { .. }),
     }
 }
 

@@ -168,6 +168,52 @@ pub(crate) fn record(j: &Judgement, f: &Facts) -> Transition {
     }
 }
 
+/// Records an attempt whose step a person closed by hand while it ran (`state`: SKIPPED or
+/// DONE): what every attempt records, and the person's state stands. Nothing of the judgement
+/// is acted on (no retry, no gate, no VERIFY); a step left DONE this way is done by hand
+/// ([`super::by_hand::done_by_hand`]), its work the person's to commit.
+#[must_use]
+pub(crate) fn closed_by_hand(j: &Judgement, state: StepState, f: &Facts) -> Transition {
+    let (s, who) = (f.step, name(f.step));
+    let state = state.as_str();
+    let mut edits = common(f);
+    edits.push(results(s, ResultKey::Attempts, f.attempt.to_string()));
+    edits.push(results_remove(s, ResultKey::Verified));
+    let said = match j {
+        Judgement::Pass { summary } => format!("it passed: {summary}"),
+        Judgement::NeedsVerify => "it reported done (VERIFY does not run for it)".to_owned(),
+        Judgement::Retry { reason } | Judgement::Exhausted { reason } => {
+            edits.push(results(s, ResultKey::Error, one_line(reason, 300)));
+            format!("it failed: {reason}")
+        }
+        other => format!("its run's verdict: {}", super::LedgerVerdict::from(other)),
+    };
+    edits.push(clear_current());
+    let next = moves_to(
+        f.next_step.as_ref().map(|(n, t)| (*n, t.as_str())),
+        &mut edits,
+    );
+    edits.extend(actions(
+        &format!(
+            "{who} attempt {} ended; it stays {state}, as set by hand",
+            f.attempt
+        ),
+        &next,
+    ));
+    let log = format!(
+        "by hand: {who} attempt {} ended ({said}); the step stays {state}, as set by hand while \
+         it ran",
+        f.attempt
+    );
+    Transition {
+        edits,
+        log,
+        outcome: Outcome::Continue,
+        write: Write::Now,
+        effects: Vec::new(),
+    }
+}
+
 /// What follows a recorded judgement beyond the write.
 fn effects(j: &Judgement, f: &Facts) -> Vec<Effect> {
     let s = f.step;

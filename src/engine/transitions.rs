@@ -421,10 +421,19 @@ impl Stop {
 }
 
 /// The loop was stopped (a stop file, `loop stop`, Ctrl-C): the step's processes are dead,
-/// the attempt is not counted, and the loop waits.
+/// the attempt is not counted, and the loop waits. The step goes back to PENDING, unless a
+/// person closed it by hand (`kept`: SKIPPED or DONE), which stands.
 #[must_use]
-pub(crate) fn stopped(step: u32, stop: &Stop, task_id: Option<&str>) -> Transition {
-    let mut edits: Vec<Edit> = step_state(step, StepState::Pending).into_iter().collect();
+pub(crate) fn stopped(
+    step: u32,
+    kept: Option<StepState>,
+    stop: &Stop,
+    task_id: Option<&str>,
+) -> Transition {
+    let mut edits: Vec<Edit> = match kept {
+        Some(_) => Vec::new(),
+        None => step_state(step, StepState::Pending).into_iter().collect(),
+    };
     // The killed attempt has no exit to report (its spawn wrote `(pending)`).
     if task_id.is_some() {
         edits.push(results_remove(step, ResultKey::Exit));
@@ -432,17 +441,17 @@ pub(crate) fn stopped(step: u32, stop: &Stop, task_id: Option<&str>) -> Transiti
     edits.push(clear_current());
     edits.push(Edit::Status(Status::Waiting));
     let killed = task_id.map_or_else(String::new, |t| format!("; task {t} killed"));
-    let again = if step == 0 {
-        "planning runs again on resume".to_string()
-    } else {
-        format!("step {step} back to PENDING")
+    let again = match kept {
+        _ if step == 0 => "planning runs again on resume".to_string(),
+        Some(state) => format!("step {step} stays {}, as set by hand", state.as_str()),
+        None => format!("step {step} back to PENDING"),
     };
     let (by, how) = (stop.by(), stop.how());
     edits.extend(actions(
         &format!("Stopped by {by}{killed}; {again}, attempt not counted"),
         &how,
     ));
-    Transition::exit(edits, format!("stop: {by}{killed}"), Exit::Waiting)
+    Transition::exit(edits, format!("stop: {by}{killed}; {again}"), Exit::Waiting)
         .then(waiting(&format!("stopped by {by}"), &how))
 }
 

@@ -935,11 +935,9 @@ impl Runner {
             .iter()
             .map(|s| {
                 // A step a person set DONE has no result of the loop's: said as what it is.
-                if engine::by_hand::done_by_hand(m, s.n) {
-                    return (
-                        s.n,
-                        format!("[DONE by hand, not run by the loop] {}", s.text),
-                    );
+                if let Some(words) = engine::by_hand::done_by_hand_words(m, s.n) {
+                    let words = words.replacen("done", "DONE", 1);
+                    return (s.n, format!("[{words}] {}", s.text));
                 }
                 let r = m.results.get(&s.n);
                 let sum = r.and_then(|r| r.summary.clone());
@@ -1025,7 +1023,9 @@ impl Runner {
                 ))
             })?;
         }
-        let t = engine::stopped(m.plan.current_step, stop, task.as_deref());
+        let step = m.plan.current_step;
+        let kept = engine::by_hand::closed_while_running(&m, step);
+        let t = engine::stopped(step, kept, stop, task.as_deref());
         if let Some(id) = &task {
             self.record_judged(id, engine::LedgerVerdict::Stopped, &t.edits)?;
         }
@@ -1043,7 +1043,9 @@ impl Runner {
         {
             let _ = crate::bridge::kill(&self.state_dir, &id, KILL_GRACE);
             // Once the file is fixed, its TASK_ID gets the stop's record, not a judgement.
-            let t = engine::stopped(m.plan.current_step, stop, Some(&id));
+            let step = m.plan.current_step;
+            let kept = engine::by_hand::closed_while_running(&m, step);
+            let t = engine::stopped(step, kept, stop, Some(&id));
             let _ = self.record_judged(&id, engine::LedgerVerdict::Stopped, &t.edits);
         }
         self.say(&format!(

@@ -97,6 +97,113 @@ fn a_step_set_done_by_hand_is_logged_and_shown_as_done_by_hand() {
     assert_eq!(env.m1().plan.steps[2].state, StepState::Done);
 }
 
+/// A step set `[SKIPPED]` or `[DONE]` by hand while it ran was logged as a hand edit, then
+/// overwritten when its run ended: the failed run was retried, and the loop ended FAILED at a
+/// step the person had closed. The person's state now stands at the run's end, the next
+/// decision: the run is recorded, not retried, and the loop goes on.
+fn closed_by_hand_while_it_runs(state: &str) -> TestLoop {
+    let env = TestLoop::new();
+    env.scenario(
+        &Scenario::new()
+            .step(1, [Action::failed("cannot").sleep_ms(1500)])
+            .otherwise(Action::done("ok")),
+    );
+    let args = [
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--step",
+        "two",
+        "--max-retries",
+        "3",
+    ];
+    let log = edit_while_step_1_runs(&env, &args, |t| {
+        t.replacen("1: [RUNNING] one", &format!("1: [{state}] one"), 1)
+    });
+    assert!(
+        log.contains(&format!("step 1 set {state} by hand while it runs")),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("the step stays {state}, as set by hand")),
+        "{log}"
+    );
+    assert_eq!(env.calls_for(1), 1, "not retried\n{log}");
+    assert_eq!(env.calls_for(2), 1, "{log}");
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done, "{log}");
+    assert_eq!(m.results[&1].attempts, Some(1), "the run is on record");
+    assert!(
+        m.results[&1].cost_usd.is_some_and(|c| c > 0.0),
+        "and its cost"
+    );
+    env
+}
+
+#[test]
+fn a_running_step_set_skipped_by_hand_is_not_retried_and_stays_skipped() {
+    let env = closed_by_hand_while_it_runs("SKIPPED");
+    assert_eq!(env.m1().plan.steps[0].state, StepState::Skipped);
+}
+
+#[test]
+fn a_running_step_set_done_by_hand_is_not_retried_and_stays_done_by_hand() {
+    let env = closed_by_hand_while_it_runs("DONE");
+    assert_eq!(env.m1().plan.steps[0].state, StepState::Done);
+    let status = stdout(&env.run_ok(&["status"]));
+    assert!(
+        status.contains("done by hand after 1 run of the loop"),
+        "{status}"
+    );
+    let done = env.log();
+    assert!(
+        done.contains("1. [DONE by hand after 1 run of the loop] one"),
+        "{done}"
+    );
+}
+
+/// `loop stop` while a step set SKIPPED by hand still runs (as the log says, to end it now)
+/// put the step back to PENDING, and `loop resume` ran it again. The stop ends the run, the
+/// step stays SKIPPED, and the resume goes on with the next one.
+#[test]
+fn a_stop_after_a_running_step_was_set_skipped_by_hand_keeps_it_skipped() {
+    let env = TestLoop::new();
+    env.scenario(
+        &Scenario::new()
+            .step(1, [Action::done("slow").sleep_ms(60_000)])
+            .otherwise(Action::done("ok")),
+    );
+    let mut runner = env.spawn(&["start", "g", "--step", "one", "--step", "two"]);
+    env.wait_for_calls(1, 1);
+    let text = env
+        .text()
+        .replacen("1: [RUNNING] one", "1: [SKIPPED] one", 1);
+    std::fs::write(&env.file, text).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(30), || env
+            .log()
+            .contains("step 1 set SKIPPED by hand while it runs")),
+        "{}",
+        env.log()
+    );
+    env.run_ok(&["stop"]);
+    let status = runner.wait(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(3), "WAITING\n{}", env.log());
+    let m = env.m1();
+    assert_eq!(m.status, Status::Waiting);
+    assert_eq!(m.plan.steps[0].state, StepState::Skipped, "{}", env.text());
+    assert!(
+        env.log().contains("step 1 stays SKIPPED, as set by hand"),
+        "{}",
+        env.log()
+    );
+    env.run_ok(&["resume"]);
+    assert_eq!(env.calls_for(1), 1, "{}", env.log());
+    assert_eq!(env.calls_for(2), 1);
+    assert_eq!(env.m1().status, Status::Done);
+}
+
 /// The same seen from the closing line of a foreground runner.
 #[test]
 fn the_closing_line_counts_the_steps_done_by_hand() {

@@ -664,7 +664,7 @@ fn a_spawn_is_recorded_before_it_happens_and_a_stop_undoes_it() {
     assert_eq!(m.current.session_id.as_deref(), Some("uuid-1"));
     assert_eq!(m.current.attempt, Some(1));
     assert_eq!(m.current.command.as_deref(), Some("do the fix please"));
-    let s = stopped(2, &Stop::File("/tmp/x-stop".into()), Some("task_a"));
+    let s = stopped(2, None, &Stop::File("/tmp/x-stop".into()), Some("task_a"));
     assert_eq!(s.outcome, Outcome::Exit(Exit::Waiting));
     let m = view(&applied(&after, &s));
     assert_eq!(
@@ -769,7 +769,7 @@ fn a_wait_is_recorded_as_an_interruption_not_as_a_failure() {
 
 #[test]
 fn a_stop_during_planning_says_planning_runs_again_not_step_0() {
-    let t = stopped(0, &Stop::Interrupt, Some("task_1"));
+    let t = stopped(0, None, &Stop::Interrupt, Some("task_1"));
     let m = view(&applied(BASE, &t));
     let last = m.last_action.unwrap();
     assert!(last.contains("planning runs again on resume"), "{last}");
