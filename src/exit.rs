@@ -10,14 +10,16 @@ pub(crate) mod code {
     /// The command did what it was asked. `start`/`resume`: the loop is DONE; `check`: the
     /// task is DONE.
     pub(crate) const SUCCESS: u8 = 0;
-    /// `start`/`resume`: the loop is FAILED. `notify`: a message is still pending or was
+    /// `start`/`resume`, and a decision (`answer`, `approve`, `reject`, `skip`) that leaves it
+    /// so: the loop is FAILED. `notify`: a message is still pending or was
     /// rejected. `stop`: a runner had not exited when `stop` gave up waiting. `service`:
     /// systemd could not install, tell or remove the unit (no systemctl, no user bus).
     pub(crate) const FAILED: u8 = 1;
     /// Bad input: a bad flag, id or duration, an invalid M1.md, or a loop that is in the way
     /// (another runner, a live loop `start` would replace).
     pub(crate) const BAD_INPUT: u8 = 2;
-    /// `start`/`resume`: the loop is WAITING: stopped, needs a human, or waiting out a limit.
+    /// `start`/`resume`, and a decision that leaves it so: the loop is WAITING: stopped, needs
+    /// a human, or waiting out a limit.
     pub(crate) const WAITING: u8 = 3;
     /// `check`: the task is still RUNNING.
     pub(crate) const TASK_RUNNING: u8 = 10;
@@ -38,11 +40,13 @@ pub(crate) mod code {
 pub(crate) const HELP: &str = "\
 Exit status:
   0    success; start/resume: the loop is DONE; check: the task is DONE
-  1    start/resume: the loop is FAILED; notify: a message is still pending or was rejected;
+  1    start/resume, or a decision (answer, approve, reject, skip) that leaves it so: the
+       loop is FAILED; notify: a message is still pending or was rejected;
        stop: a runner had not exited within 10s; service: systemd could not install, tell
        or remove the unit (install then prints a tmux and a cron line instead)
   2    bad input: a flag, id or duration, an invalid M1.md, or a loop in the way
-  3    start/resume: the loop is WAITING (stopped, needs a human, or waiting out a limit)
+  3    start/resume, or a decision that leaves it so: the loop is WAITING (stopped, needs a
+       human, or waiting out a limit)
   10   check: the task is RUNNING
   11   check: the task is FAILED (its own exit code is in `check --json`)
   12   check: the task is TIMEOUT

@@ -219,11 +219,17 @@ pub(crate) fn decide(
         }
     }
     let Some(mut runner) = runner else {
-        // Nobody to carry on: the decision stops the loop, or its runner carries it out.
-        return Ok(if lock::holder(file).is_some() {
-            ExitStatus::Ok
-        } else {
-            ExitStatus::Waiting
+        // Nobody to carry on: the running loop's runner carries the decision out (0), or the
+        // decision ended the loop, which stands as `loop resume` would say it: FAILED (STOP)
+        // exits 1, a loop still waiting 3.
+        if lock::holder(file).is_some() {
+            return Ok(ExitStatus::Ok);
+        }
+        let status = crate::m1::load(file).map(|d| d.view().status).ok();
+        return Ok(match status {
+            Some(Status::Failed) => ExitStatus::Failed,
+            Some(Status::Done) => ExitStatus::Ok,
+            _ => ExitStatus::Waiting,
         });
     };
     if let Err(e) = refuse_if_stopped(&state_dir) {

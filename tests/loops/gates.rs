@@ -447,7 +447,9 @@ fn a_failed_step_skipped_from_the_shell_is_left_skipped_and_the_loop_goes_on() {
 fn stop_on_a_gate_ends_the_loop_failed_and_loop_retry_takes_it_up_again() {
     let env = TestLoop::new();
     failed_on_a_gate(&env, Action::done("built"));
-    env.run_exits(3, &["answer", "G1", "stop"]);
+    // The loop is FAILED, and the decision says so as `loop resume` would (it exited 3, as
+    // if the loop still waited).
+    env.run_exits(1, &["answer", "G1", "stop"]);
     env.assert_status(Status::Failed);
     assert_eq!(env.calls().len(), 1, "stop runs nothing");
     assert!(env.m1().next_action.unwrap().contains("loop retry 1"));

@@ -402,7 +402,7 @@ fn a_cost_cap_reached_between_steps_waits_on_a_gate_and_stop_ends_the_loop() {
     assert_eq!(env.m1().gates.len(), 1, "{}", env.text());
     let out = env.run_exits(2, &["answer", "G1", "0.5"]);
     assert!(stderr(&out).contains("not above"), "{}", stderr(&out));
-    env.run_exits(3, &["answer", "G1", "stop"]);
+    env.run_exits(1, &["answer", "G1", "stop"]);
     env.assert_status(Status::Failed);
     assert_eq!(env.calls_for(3), 0);
 }

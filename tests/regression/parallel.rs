@@ -9,7 +9,7 @@ use m1loop::m1::{GateKind, GateState, Status, StepState};
 
 use crate::support::bot::{CHAT, DEADLINE, start_real_bot, with_telegram};
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{TestLoop, stdout, wait_until};
+use crate::support::{TestLoop, stderr, stdout, wait_until};
 
 /// `loop start GOAL --step …` with `--parallel N` and `extra`, run to its end; its exit code.
 fn start_parallel(env: &TestLoop, goal: &str, steps: &[&str], n: &str, extra: &[&str]) -> i32 {
@@ -179,6 +179,36 @@ fn a_skipped_parallel_step_is_recorded_skipped_not_done_with_another_steps_commi
         log.contains("step 2 skipped") || log.contains("steps 2 skipped"),
         "{log}"
     );
+    env.assert_no_processes();
+}
+
+/// `loop answer G stop` on the gate of a step run at once ends the loop FAILED and exits 1, as
+/// `loop resume` of a FAILED loop does, and as the same decision on a sequential loop's gate
+/// now does too (it exited 3 there, as if the loop still waited).
+#[test]
+fn stop_on_a_parallel_steps_gate_ends_the_loop_failed_and_exits_as_failed() {
+    let env = TestLoop::new().with_git();
+    let mut runner = step_two_fails(&env, Action::done("b at last").write("b.txt", "b\n"));
+    let status = runner.wait(DEADLINE);
+    assert_eq!(status.code(), Some(3), "{}", env.log());
+    let g = env
+        .m1()
+        .gates
+        .iter()
+        .find(|g| g.step == 2 && g.kind == GateKind::Failed)
+        .unwrap()
+        .id
+        .clone();
+    let out = env.run(&["answer", &g, "stop"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}\n{}",
+        stderr(&out),
+        env.log()
+    );
+    env.assert_status(Status::Failed);
+    assert_eq!(env.calls_for(2), 1, "stop runs nothing");
     env.assert_no_processes();
 }
 
