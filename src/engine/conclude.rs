@@ -8,7 +8,9 @@ use chrono::{DateTime, Utc};
 
 use super::judge::{Attempt, Judgement, LedgerVerdict, TaskEnd};
 use super::record::{Facts, record};
-use super::review::{Reach, ReviewFacts, TreeDuringReview, attribute, judge_review, record_review};
+use super::review::{
+    Reach, ReviewFacts, TreeDuringReview, attribute, closed_by_hand, judge_review, record_review,
+};
 use super::run::{RunKind, RunOnRecord, resumes, session_time};
 use super::transitions::Transition;
 use super::{Caps, handoff_reason, open_step, uncounted};
@@ -100,7 +102,16 @@ pub(crate) fn conclude(
         None
     };
     let attempt = attempt(run, m, o, verify, verify_cmd.is_some(), cx);
+    let closed = super::by_hand::closed_while_running(m, run.step).filter(|_| run.step > 0);
     if run.kind == RunKind::Review {
+        if let Some(state) = closed {
+            let f = review_facts(run, m, o, cx);
+            return Conclusion::Recorded {
+                transition: closed_by_hand(&judge_review(&attempt), state, &f),
+                verdict: LedgerVerdict::Review,
+                restart: false,
+            };
+        }
         let (v, note) = match attribute(run.step, &o.tree_changes, &o.reach) {
             TreeDuringReview::Unchanged => (judge_review(&attempt), None),
             TreeDuringReview::NotTheReviewers(note) => (judge_review(&attempt), Some(note)),
@@ -118,7 +129,7 @@ pub(crate) fn conclude(
     }
     let j = super::judge(&attempt);
     if run.kind == RunKind::Attempt
-        && let Some(state) = super::by_hand::closed_while_running(m, run.step)
+        && let Some(state) = closed
     {
         return Conclusion::Recorded {
             transition: super::record::closed_by_hand(&j, state, &facts(run, m, o, cx, false)),

@@ -237,6 +237,54 @@ pub(crate) fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> 
     }
 }
 
+/// Records a review whose step a person closed by hand while it ran (`state`: SKIPPED or
+/// DONE): its cost, and the person's state stands; its verdict is not acted on (no retake,
+/// no gate) and the review is no longer pending. A step left DONE keeps what its attempt
+/// passed (`VERIFIED`), and is committed as a passed step is.
+#[must_use]
+pub(crate) fn closed_by_hand(v: &ReviewVerdict, state: StepState, f: &ReviewFacts) -> Transition {
+    let s = f.step;
+    let state = state.as_str();
+    let mut edits = vec![
+        results(
+            s,
+            ResultKey::CostUsd,
+            format!("{:.4}", f.prior_cost_usd + f.cost_usd),
+        ),
+        clear_current(),
+        results_remove(s, ResultKey::Interrupted),
+        results_remove(s, ResultKey::Review),
+    ];
+    if let Some(t) = f.tokens {
+        edits.push(results(s, ResultKey::Tokens, t.to_string()));
+    }
+    let said = match v {
+        ReviewVerdict::Approve(why) => format!("it approved: {}", one_line(why, 200)),
+        ReviewVerdict::Changes(what) => format!("it asked for changes: {}", one_line(what, 200)),
+        ReviewVerdict::Missing(why) => format!("no verdict: {}", one_line(why, 200)),
+        ReviewVerdict::Interrupted(_) => "it was cut off".to_owned(),
+    };
+    let next = moves_to(
+        f.next_step.as_ref().map(|(n, t)| (*n, t.as_str())),
+        &mut edits,
+    );
+    edits.extend(actions(
+        &format!(
+            "Review {} of step {s} ended; the step stays {state}, as set by hand",
+            f.run
+        ),
+        &next,
+    ));
+    Transition::now(
+        edits,
+        format!(
+            "by hand: the review of step {s} (run {}) ended ({said}); the step stays {state}, as \
+             set by hand while it ran",
+            f.run
+        ),
+    )
+}
+
 /// The review asked for changes once more than `MAX_RETAKES` allows: a human decides.
 fn retakes_spent(f: &ReviewFacts, what: &str, caps: &Caps, mut edits: Vec<Edit>) -> Transition {
     let s = f.step;

@@ -163,6 +163,45 @@ fn a_running_step_set_done_by_hand_is_not_retried_and_stays_done_by_hand() {
     );
 }
 
+/// The same during the step's review: a step set `[DONE]` while its reviewer ran was sent
+/// back for the changes the review asked for. The review's cost is recorded, its verdict is
+/// not acted on, and the step stays DONE.
+#[test]
+fn a_step_set_done_by_hand_during_its_review_is_not_sent_back() {
+    use crate::support::answers::{changes, work};
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, [work("half"), changes().sleep_ms(1500), work("whole")])
+            .step(2, [Action::done("ok"), Action::approve("fine")]),
+    );
+    let mut runner = env.spawn(&["start", "g", "--step", "one", "--step", "two", "--review"]);
+    env.wait_for_calls(1, 2);
+    let text = env.text().replacen("1: [RUNNING] one", "1: [DONE] one", 1);
+    std::fs::write(&env.file, text).unwrap();
+    let status = runner.wait(Duration::from_secs(60));
+    assert!(status.success(), "{status:?}\n{}", env.log());
+    let log = env.log();
+    assert!(
+        log.contains("the review of step 1 (run 1) ended (it asked for changes"),
+        "{log}"
+    );
+    assert_eq!(env.calls_for(1), 2, "no retake\n{log}");
+    let m = env.m1();
+    assert_eq!(m.plan.steps[0].state, StepState::Done);
+    assert_eq!(
+        m.results[&1].review, None,
+        "no review pending: {:?}",
+        m.results[&1]
+    );
+    assert!(
+        (m.results[&1].cost_usd.unwrap() - 0.12).abs() < 1e-9,
+        "the review is paid for"
+    );
+    assert_eq!(env.calls_for(2), 2, "step 2's attempt and its review");
+    assert_eq!(m.status, Status::Done);
+}
+
 /// `loop stop` while a step set SKIPPED by hand still runs (as the log says, to end it now)
 /// put the step back to PENDING, and `loop resume` ran it again. The stop ends the run, the
 /// step stays SKIPPED, and the resume goes on with the next one.
