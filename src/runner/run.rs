@@ -346,7 +346,7 @@ impl Runner {
     ) -> crate::error::Result<Option<Exit>> {
         self.clean_up_after(&run.task_id, report)?;
         self.take_hooks_log(&run.task_id);
-        let m = self.view();
+        let mut m = self.view();
         let caps = self.settings.caps(&m);
         let mut observed = self.observe(run, report, &m);
         let allowed = self.settings.agent_for(&m).allowed_tools;
@@ -376,6 +376,13 @@ impl Runner {
                     }
                     // VERIFY may commit what the agent left (`git add … && git commit`).
                     observed.git_head = super::git::head(&self.workdir);
+                    // It may have run for minutes, and a person may have edited M1.md
+                    // meanwhile (set the step SKIPPED): the run is concluded on the file as it
+                    // is now, not as it was before VERIFY.
+                    if let Some(exit) = self.refresh()? {
+                        return Ok(Some(exit));
+                    }
+                    m = self.view();
                 }
             }
         };

@@ -202,6 +202,39 @@ fn a_step_set_done_by_hand_during_its_review_is_not_sent_back() {
     assert_eq!(m.status, Status::Done);
 }
 
+/// The same while the step's VERIFY runs, which can take minutes: the runner judged the
+/// step on the file as it was before VERIFY, and its record overwrote the person's SKIPPED.
+#[test]
+fn a_step_set_skipped_by_hand_while_its_verify_runs_stays_skipped() {
+    let env = TestLoop::new();
+    steady(&env, 10);
+    let mut runner = env.spawn(&[
+        "start", "g", "--step", "one", "--step", "two", "--verify", "sleep 2",
+    ]);
+    assert!(
+        wait_until(Duration::from_secs(30), || env
+            .log()
+            .contains("verify: step 1: running")),
+        "{}",
+        env.log()
+    );
+    let text = env
+        .text()
+        .replacen("1: [RUNNING] one", "1: [SKIPPED] one", 1);
+    std::fs::write(&env.file, text).unwrap();
+    let status = runner.wait(Duration::from_secs(60));
+    assert!(status.success(), "{status:?}\n{}", env.log());
+    let m = env.m1();
+    assert_eq!(m.plan.steps[0].state, StepState::Skipped, "{}", env.log());
+    assert!(
+        env.log().contains("the step stays SKIPPED, as set by hand"),
+        "{}",
+        env.log()
+    );
+    assert_eq!((env.calls_for(1), env.calls_for(2)), (1, 1));
+    assert_eq!(m.status, Status::Done);
+}
+
 /// `loop stop` while a step set SKIPPED by hand still runs (as the log says, to end it now)
 /// put the step back to PENDING, and `loop resume` ran it again. The stop ends the run, the
 /// step stays SKIPPED, and the resume goes on with the next one.
