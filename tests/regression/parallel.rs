@@ -182,6 +182,80 @@ fn a_skipped_parallel_step_is_recorded_skipped_not_done_with_another_steps_commi
     env.assert_no_processes();
 }
 
+/// A step set `[SKIPPED]` by hand while VERIFY ran on its merged result was merged anyway,
+/// and recorded DONE over the person's edit. It is not merged: its work stays on its branch.
+#[test]
+fn a_step_set_skipped_by_hand_while_its_merge_is_verified_is_not_merged() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, [Action::done("a").write("a.txt", "a\n")])
+            .step(2, [Action::done("b").write("b.txt", "b\n")]),
+    );
+    env.run_ok(&[
+        "start",
+        "g",
+        "--parallel",
+        "2",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--verify",
+        "sleep 2",
+        "--plan-only",
+    ]);
+    let mut runner = env.spawn(&["resume"]);
+    // The first merge's VERIFY (`merge-<loop>-step-N.verify`): the person's edit comes then.
+    let merging = || -> Option<u32> {
+        std::fs::read_dir(env.state().join("tasks"))
+            .ok()?
+            .flatten()
+            .find_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let n = name.strip_prefix("merge-")?.split("-step-").nth(1)?;
+                n.strip_suffix(".verify")?.parse().ok()
+            })
+    };
+    assert!(
+        wait_until(DEADLINE, || merging().is_some()),
+        "{}",
+        env.log()
+    );
+    let n = merging().unwrap();
+    let line = format!("{n}: [RUNNING] ");
+    assert!(env.text().contains(&line), "{}", env.text());
+    let text = env.text().replacen(&line, &format!("{n}: [SKIPPED] "), 1);
+    std::fs::write(&env.file, text).unwrap();
+    let status = runner.wait(DEADLINE);
+    assert!(status.success(), "{status:?}\n{}", env.log());
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done);
+    assert_eq!(
+        m.plan.steps[n as usize - 1].state,
+        StepState::Skipped,
+        "{}",
+        env.log()
+    );
+    let (skipped, other) = if n == 1 {
+        ("a.txt", "b.txt")
+    } else {
+        ("b.txt", "a.txt")
+    };
+    assert!(
+        !env.path().join(skipped).exists(),
+        "the skipped step's work was merged"
+    );
+    assert!(env.path().join(other).exists());
+    assert!(
+        env.log()
+            .contains(&format!("step {n} was set SKIPPED by hand")),
+        "{}",
+        env.log()
+    );
+    env.assert_no_processes();
+}
+
 /// `loop answer G stop` on the gate of a step run at once ends the loop FAILED and exits 1, as
 /// `loop resume` of a FAILED loop does, and as the same decision on a sequential loop's gate
 /// now does too (it exited 3 there, as if the loop still waited).

@@ -15,7 +15,7 @@ use crate::engine::{
 };
 use crate::exit::Status as Exit;
 use crate::layout::Layout;
-use crate::m1::M1;
+use crate::m1::{M1, StepState};
 
 /// The step task under which VERIFY runs on step `n` merged, in loop `loop_id`: its runs are
 /// `<this>.verify`, `<this>.verify-2`... Every process of a task carries its id
@@ -32,6 +32,10 @@ enum Checked {
     Passed { ran: bool },
     /// A stop ended it.
     Stopped,
+    /// A person set the step SKIPPED by hand while it ran: it is not merged.
+    Skipped,
+    /// The loop ended while it ran (a stop while M1.md was invalid).
+    Ended(Exit),
     /// What it said, last.
     Failed(String),
 }
@@ -91,8 +95,10 @@ impl Runner {
                     super::super::crash::point("parallel-after-merge");
                     let ran = match self.verify_merged(&m, n, &merge_wt)? {
                         Checked::Passed { ran } => ran,
-                        // The queue's next look sees the stop; the branch has not moved.
-                        Checked::Stopped => return Ok(None),
+                        // The queue's next look sees the stop, or drops the step; the branch
+                        // has not moved.
+                        Checked::Stopped | Checked::Skipped => return Ok(None),
+                        Checked::Ended(exit) => return Ok(Some(exit)),
                         Checked::Failed(failure) => {
                             return self.merge_failed(n, &MergeOutcome::Red(failure));
                         }
@@ -173,6 +179,17 @@ impl Runner {
             timeout: self.settings.caps(m).step_timeout,
         };
         let outcome = self.verify_confined(&how, wt)?;
+        // It may have run for minutes: what a person did meanwhile comes first.
+        if let Some(exit) = self.refresh()? {
+            return Ok(Checked::Ended(exit));
+        }
+        if engine::by_hand::closed_while_running(&self.view(), n) == Some(StepState::Skipped) {
+            self.say(&format!(
+                "merge: step {n} was set SKIPPED by hand while VERIFY ran on its merged result: \
+                 it is not merged"
+            ));
+            return Ok(Checked::Skipped);
+        }
         let tail = |t: &str| crate::text::one_line(t.trim(), 300);
         Ok(match outcome {
             Outcome::Passed => Checked::Passed { ran: true },
