@@ -256,6 +256,55 @@ fn a_step_set_skipped_by_hand_while_its_merge_is_verified_is_not_merged() {
     env.assert_no_processes();
 }
 
+/// A step run at once and set `[DONE]` by hand was never merged nor let go: its loop ended
+/// DONE, the loop it belongs to waited for it with nothing to do, STATUS RUNNING, forever. It
+/// is let go as a step set SKIPPED is (its loop stopped, its work kept on its branch), and
+/// stays DONE: done by hand.
+#[test]
+fn a_running_parallel_step_set_done_by_hand_is_let_go_and_the_loop_ends() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, [Action::done("a").sleep_ms(1500).write("a.txt", "a\n")])
+            .step(2, [Action::done("b").write("b.txt", "b\n")]),
+    );
+    env.run_ok(&[
+        "start",
+        "g",
+        "--parallel",
+        "2",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--plan-only",
+    ]);
+    let mut runner = env.spawn(&["resume"]);
+    assert!(wait_until(DEADLINE, || env.calls_for(1) >= 1));
+    let text = env.text().replacen("1: [RUNNING] a", "1: [DONE] a", 1);
+    std::fs::write(&env.file, text).unwrap();
+    let status = runner.wait(DEADLINE);
+    assert!(
+        status.success(),
+        "{status:?}\n{}\n{}",
+        env.text(),
+        env.log()
+    );
+    let m = env.m1();
+    assert_eq!(m.status, Status::Done);
+    assert_eq!(m.plan.steps[0].state, StepState::Done);
+    assert!(env.path().join("b.txt").exists());
+    assert!(!env.path().join("a.txt").exists(), "not merged");
+    let log = env.log();
+    assert!(log.contains("step 1 set DONE by hand"), "{log}");
+    assert!(
+        stdout(&env.run_ok(&["status"])).contains("done by hand"),
+        "{}",
+        env.text()
+    );
+    env.assert_no_processes();
+}
+
 /// `loop answer G stop` on the gate of a step run at once ends the loop FAILED and exits 1, as
 /// `loop resume` of a FAILED loop does, and as the same decision on a sequential loop's gate
 /// now does too (it exited 3 there, as if the loop still waited).

@@ -190,8 +190,10 @@ fn one_run(m: &M1, n: u32, run: &ParallelRun, o: &Observed, caps: &Caps) -> Opti
     if run.merged.is_some() {
         return Some(Move::CleanUp(n));
     }
-    // Skipped here (by hand, or a decision on its merge), or gone from the plan.
-    if matches!(state, None | Some(StepState::Skipped)) {
+    // Skipped here (by hand, or a decision on its merge), gone from the plan, or set DONE by
+    // hand before it was merged (a merge sets DONE and MERGED at once): the person's word, which
+    // lets the step go (its work kept on its branch) and keeps its state.
+    if matches!(state, None | Some(StepState::Skipped | StepState::Done)) {
         return Some(Move::Drop(n));
     }
     match &o.seen {
@@ -201,7 +203,6 @@ fn one_run(m: &M1, n: u32, run: &ParallelRun, o: &Observed, caps: &Caps) -> Opti
         Seen::Undriven => Some(Move::Drive(n)),
         Seen::Halted(_) => run.stopped.then_some(Move::Drive(n)),
         Seen::Decision(g) => decision(m, n, g),
-        Seen::Done if state == Some(StepState::Done) => None,
         Seen::Done if run.merge_fails >= caps.max_retries => merge_gate(m, n),
         Seen::Done => Some(Move::Merge(n)),
         Seen::Skipped => Some(Move::Drop(n)),

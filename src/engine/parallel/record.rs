@@ -369,11 +369,16 @@ pub(crate) fn retried_there(n: u32) -> Transition {
     Transition::now(edits, format!("retry: step {n} runs again in its own loop"))
 }
 
-/// Step `n` is SKIPPED: its record goes; `kept`: the branch its work is kept on, if it has
-/// work the result lacks.
+/// Step `n` is SKIPPED, or was set DONE by hand before it was merged (`done_by_hand`, a state
+/// that stays): its record goes; `kept`: the branch its work is kept on, if it has work the
+/// result lacks.
 #[must_use]
-pub(crate) fn dropped(n: u32, kept: Option<&str>) -> Transition {
-    let mut edits: Vec<Edit> = step_state(n, StepState::Skipped).into_iter().collect();
+pub(crate) fn dropped(n: u32, done_by_hand: bool, kept: Option<&str>) -> Transition {
+    let mut edits: Vec<Edit> = if done_by_hand {
+        Vec::new()
+    } else {
+        step_state(n, StepState::Skipped).into_iter().collect()
+    };
     edits.push(Edit::Remove(run_block(n)));
     edits.push(results_remove(n, ResultKey::Verified));
     edits.push(results_remove(n, ResultKey::Commit));
@@ -381,12 +386,17 @@ pub(crate) fn dropped(n: u32, kept: Option<&str>) -> Transition {
         Some(b) => format!("its work is kept on branch {b}, not merged"),
         None => "it left no work to keep".to_owned(),
     };
-    edits.push(results(n, ResultKey::Summary, format!("skipped: {what}")));
+    let (word, how) = if done_by_hand {
+        ("done by hand", "set DONE by hand")
+    } else {
+        ("skipped", "skipped")
+    };
+    edits.push(results(n, ResultKey::Summary, format!("{word}: {what}")));
     edits.extend(actions(
-        &format!("Step {n} skipped; {what}"),
+        &format!("Step {n} {how}; {what}"),
         "Merge each step that is done, start those that are ready",
     ));
-    Transition::now(edits, format!("parallel: step {n} skipped; {what}"))
+    Transition::now(edits, format!("parallel: step {n} {how}; {what}"))
 }
 
 /// Step `n`'s loop FAILED (`reason`): this loop fails at it; `stopped`, the steps that were

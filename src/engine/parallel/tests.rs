@@ -6,7 +6,7 @@ use super::inherit::{Inherit, agent_inheritance, limit_inheritance, top_inherita
 use super::*;
 use crate::engine::Caps;
 use crate::m1::keys::{AgentKey, Key as _, LimitKey, Top};
-use crate::m1::{Document, GateKind, GateState, M1, StepState};
+use crate::m1::{Document, Edit, GateKind, GateState, M1, StepState};
 
 /// Four steps, 4 after 2 and 3, two slots; step 1 runs in its own loop.
 const LOOP: &str = "STATUS: RUNNING
@@ -131,6 +131,20 @@ fn a_step_skipped_in_its_loop_or_here_is_dropped_never_merged() {
     assert_eq!(plan(LOOP, &[(1, Seen::Skipped)], 1), [Move::Drop(1)]);
     let by_hand = LOOP.replace("1: [RUNNING] a", "1: [SKIPPED] a");
     assert_eq!(plan(&by_hand, &[(1, Seen::Driven)], 1), [Move::Drop(1)]);
+}
+
+#[test]
+fn a_step_set_done_by_hand_before_its_merge_is_dropped_not_waited_for() {
+    let by_hand = LOOP.replace("1: [RUNNING] a", "1: [DONE] a");
+    for seen in [Seen::Driven, Seen::Done] {
+        assert_eq!(plan(&by_hand, &[(1, seen)], 1), [Move::Drop(1)]);
+    }
+    let t = dropped(1, true, Some("loop/x-step-1"));
+    assert!(
+        !t.edits.iter().any(|e| matches!(e, Edit::StepState(..))),
+        "{t:?}"
+    );
+    assert!(t.log.contains("step 1 set DONE by hand"), "{}", t.log);
 }
 
 #[test]

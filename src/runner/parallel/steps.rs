@@ -13,7 +13,7 @@ use crate::engine::{self, parallel::RunNames};
 use crate::exit::Status as Exit;
 use crate::layout::Layout;
 use crate::m1::keys::{ParallelKey, RunKey};
-use crate::m1::{Document, Edit, M1, Store};
+use crate::m1::{Document, Edit, M1, StepState, Store};
 
 impl Runner {
     /// The loop's identity, as its steps' loops are bound to it.
@@ -266,7 +266,8 @@ impl Runner {
         self.commit(&[Edit::Remove(crate::m1::keys::run_block(n))])
     }
 
-    /// Step `n` is SKIPPED (there, by a decision here, or by hand): its loop stops if it runs,
+    /// Step `n` is SKIPPED (there, by a decision here, or by hand), or was set DONE by hand
+    /// before it was merged, which it stays: its loop stops if it runs,
     /// what its agent left is committed on its branch, which is kept if it holds work the
     /// integration branch lacks; its worktree and its record go.
     pub(super) fn drop_step(&mut self, n: u32) -> crate::error::Result<()> {
@@ -303,7 +304,12 @@ impl Runner {
         if has_branch && !kept {
             let _ = git::run(&self.workdir, &["branch", "-D", &branch]);
         }
-        let t = engine::parallel::dropped(n, kept.then_some(branch.as_str()));
+        let done_by_hand = m
+            .plan
+            .steps
+            .iter()
+            .any(|s| s.n == n && s.state == StepState::Done);
+        let t = engine::parallel::dropped(n, done_by_hand, kept.then_some(branch.as_str()));
         self.apply(&t).map(drop)
     }
 
