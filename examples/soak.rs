@@ -4,9 +4,10 @@
 //! by itself or resumed by hand), kill -9 of a step's supervisor and guardian together, an
 //! agent that leaves a `setsid` process and a grandchild behind, saves of M1.md every 20 ms
 //! (by rename, by append, and in place in two chunks), a save in place in the first
-//! milliseconds of `loop start`, and `>>` appends around the loop's final write (see
-//! `soak/saves.rs`); every other group of ten loops runs `--review`, so the faults also hit
-//! review runs. Counts, for every loop: double starts
+//! milliseconds of `loop start`, `>>` appends around the loop's final write (see
+//! `soak/saves.rs`), and the running step set SKIPPED or DONE by hand, half the time with the
+//! runner killed right after (see `soak/by_hand.rs`); every other group of eleven loops runs
+//! `--review`, so the faults also hit review runs. Counts, for every loop: double starts
 //! (an attempt of a step, or a run of its review, started twice), re-runs of passed steps (an
 //! attempt started after one of the same step was judged a pass), lost results (a loop not
 //! DONE, a step without its result or, when reviewed, its approval), lost edits (a save of the
@@ -56,6 +57,8 @@ use std::time::{Duration, Instant};
 
 #[path = "soak/beside.rs"]
 mod beside;
+#[path = "soak/by_hand.rs"]
+mod by_hand;
 mod common;
 #[path = "soak/parallel.rs"]
 mod parallel;
@@ -135,6 +138,11 @@ struct Tally {
     saves_at_start: usize,
     start_refused: usize,
     appends_at_end: usize,
+    // The running step closed by hand (see `soak/by_hand.rs`).
+    hand_closes: usize,
+    hand_closes_taken: usize,
+    hand_closes_lost: usize,
+    hand_closes_rerun: usize,
 }
 
 impl Tally {
@@ -200,6 +208,10 @@ impl Tally {
             (&mut self.step_commits_lost, o.step_commits_lost),
             (&mut self.step_commits_twice, o.step_commits_twice),
             (&mut self.step_files_left, o.step_files_left),
+            (&mut self.hand_closes, o.hand_closes),
+            (&mut self.hand_closes_taken, o.hand_closes_taken),
+            (&mut self.hand_closes_lost, o.hand_closes_lost),
+            (&mut self.hand_closes_rerun, o.hand_closes_rerun),
         ];
         for (mine, theirs) in sums {
             *mine += theirs;
@@ -579,7 +591,7 @@ fn kill_supervisor_and_guardian(l: &Loop) -> bool {
 
 const STEPS: u64 = 3;
 
-const KINDS: usize = 10;
+const KINDS: usize = 11;
 
 /// The fault kind of a state directory full (read-only) for 3 s during a step.
 const FULL_DISK: usize = 6;
@@ -589,6 +601,9 @@ const EARLY_KILL: usize = 7;
 
 /// The fault kind of a save in place in the first milliseconds of `loop start`.
 const SAVE_AT_START: usize = 8;
+
+/// The fault kind of the running step set SKIPPED or DONE by hand (`soak/by_hand.rs`).
+const HAND_CLOSE: usize = 10;
 
 /// What a run of the soak does: every fault in turn, only storms of in-place saves, or only
 /// the faults beside the loop.
@@ -730,6 +745,7 @@ fn run_one(root: &Path, i: usize, rng: &mut Rng, t: &mut Tally, mode: Mode) {
     if variant.is_none() {
         bad.extend(beside::assess(&l, kind, review, status, t));
         bad.extend(assess_commits(&l, t));
+        bad.extend(by_hand::assess(&l, t));
     }
     if let Some(v) = variant {
         bad.extend(parallel::assess(&l, v, second, t));
@@ -902,6 +918,9 @@ fn inject(
             saves = storm(l, runner, rng.below(3), t);
         }
         SAVE_AT_START => saves = saves::save_at_start(l, rng, t),
+        // Its loop is one step at a time: a step closed by hand while steps run at once is
+        // dropped or merged by the loop that runs them (`tests/regression/parallel.rs`).
+        HAND_CLOSE if !on_parallel() => by_hand::close_running_step(l, runner, rng, t),
         // Appends held open a moment, from the last step until the runner's last write.
         _ => saves = saves::appends_at_the_end(l, runner, l.steps, rng, t),
     }
@@ -1005,8 +1024,18 @@ fn assess(
     let skipped = (1..=steps)
         .filter(|s| text.contains(&format!("{s}: [SKIPPED]")))
         .count() as u64;
+    // A step a person set DONE while it ran is not approved by a review either.
+    let done_by_hand = by_hand::closed(l)
+        .iter()
+        .filter(|(_, state)| state == "DONE")
+        .count() as u64;
     let results_ok = (1..=steps).all(|s| closed(s) && text.contains(&format!("STEP_{s}:")))
-        && approved == if reviewed { steps - skipped } else { 0 };
+        && approved
+            == if reviewed {
+                steps - skipped - done_by_hand
+            } else {
+                0
+            };
     if !l.done() || !results_ok {
         t.lost_results += 1;
         bad.push(format!("not DONE with every result (runner {status:?})"));
@@ -1051,6 +1080,9 @@ fn assess_commits(l: &Loop, t: &mut Tally) -> Vec<String> {
     };
     let id = m.loop_id.clone().unwrap_or_default();
     let log = git(&project, &["log", "--format=%x1e%B%x1f", "--name-only"]);
+    // A step a person closed while it ran is theirs to commit (or the loop's, when its attempt
+    // had passed: closed during its review): at most one commit, and its file may be left.
+    let by_hand: Vec<u64> = by_hand::closed(l).into_iter().map(|(k, _)| k).collect();
     for s in 1..=STEPS {
         let n = u32::try_from(s).unwrap_or(0);
         let state = m.plan.steps.iter().find(|x| x.n == n).map(|x| x.state);
@@ -1063,6 +1095,13 @@ fn assess_commits(l: &Loop, t: &mut Tally) -> Vec<String> {
             .filter(|c| c.contains(&format!("Loop-Id: {id}\nLoop-Step: {s}\n")))
             .collect();
         t.step_commits += commits.len();
+        if by_hand.contains(&s) {
+            if commits.len() > 1 {
+                t.step_commits_twice += commits.len() - 1;
+                bad.push(format!("step {s} committed {} times", commits.len()));
+            }
+            continue;
+        }
         match commits.as_slice() {
             [one] if one.lines().any(|l| l == file) => {}
             [] => {
@@ -1090,6 +1129,7 @@ fn assess_commits(l: &Loop, t: &mut Tally) -> Vec<String> {
     )
     .lines()
     .filter(|l| l.contains("step-"))
+    .filter(|l| !by_hand.iter().any(|s| l.contains(&format!("step-{s}.txt"))))
     .map(str::to_owned)
     .collect();
     if !left.is_empty() {
@@ -1204,6 +1244,9 @@ fn report(t: &mut Tally, seed: u64, (at_once, busy_threads): (usize, usize), beg
         t.double_starts, t.reruns, t.lost_results, t.lost_edits, t.orphans
     );
     beside::report(t);
+    if !on_parallel() {
+        by_hand::report(t);
+    }
     println!(
         "  Telegram held every request until the loop ended: loops slowed by it {}, messages lost {}, DONE never told {}, messages twice {} ({} delivered once it answered again)",
         t.slowed_by_telegram, t.messages_lost, t.done_never_told, t.messages_twice, t.messages_sent
