@@ -191,9 +191,10 @@ pub(crate) struct ReviewFacts {
     pub now: DateTime<Utc>,
 }
 
-/// Records a review's verdict.
-#[must_use]
-pub(crate) fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transition {
+/// What every review run records, whatever it said: its cost and tokens added to the step's,
+/// CURRENT cleared, and no interruption left on record (it is about the run before this one;
+/// a wait says it again).
+fn spent(f: &ReviewFacts) -> Vec<Edit> {
     let s = f.step;
     let mut edits = vec![
         results(
@@ -202,12 +203,19 @@ pub(crate) fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> 
             format!("{:.4}", f.prior_cost_usd + f.cost_usd),
         ),
         clear_current(),
-        // An interruption is about the run before this one; a wait below says it again.
         results_remove(s, ResultKey::Interrupted),
     ];
     if let Some(t) = f.tokens {
         edits.push(results(s, ResultKey::Tokens, t.to_string()));
     }
+    edits
+}
+
+/// Records a review's verdict.
+#[must_use]
+pub(crate) fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> Transition {
+    let s = f.step;
+    let mut edits = spent(f);
     match v {
         ReviewVerdict::Interrupted(cut) => {
             let who = format!("the review of step {s}");
@@ -245,19 +253,8 @@ pub(crate) fn record_review(v: &ReviewVerdict, f: &ReviewFacts, caps: &Caps) -> 
 pub(crate) fn closed_by_hand(v: &ReviewVerdict, state: StepState, f: &ReviewFacts) -> Transition {
     let s = f.step;
     let state = state.as_str();
-    let mut edits = vec![
-        results(
-            s,
-            ResultKey::CostUsd,
-            format!("{:.4}", f.prior_cost_usd + f.cost_usd),
-        ),
-        clear_current(),
-        results_remove(s, ResultKey::Interrupted),
-        results_remove(s, ResultKey::Review),
-    ];
-    if let Some(t) = f.tokens {
-        edits.push(results(s, ResultKey::Tokens, t.to_string()));
-    }
+    let mut edits = spent(f);
+    edits.push(results_remove(s, ResultKey::Review));
     let said = match v {
         ReviewVerdict::Approve(why) => format!("it approved: {}", one_line(why, 200)),
         ReviewVerdict::Changes(what) => format!("it asked for changes: {}", one_line(what, 200)),

@@ -182,17 +182,15 @@ fn a_skipped_parallel_step_is_recorded_skipped_not_done_with_another_steps_commi
     env.assert_no_processes();
 }
 
-/// A step set `[SKIPPED]` by hand while VERIFY ran on its merged result was merged anyway,
-/// and recorded DONE over the person's edit. It is not merged: its work stays on its branch.
-#[test]
-fn a_step_set_skipped_by_hand_while_its_merge_is_verified_is_not_merged() {
-    let env = TestLoop::new().with_git();
+/// Steps a and b at once, writing a.txt (after `a_ms`) and b.txt, with `extra` flags, run by a
+/// runner in the background.
+fn a_and_b_at_once(env: &TestLoop, a_ms: u64, extra: &[&str]) -> crate::support::Guard {
     env.scenario(
         &Scenario::new()
-            .step(1, [Action::done("a").write("a.txt", "a\n")])
+            .step(1, [Action::done("a").sleep_ms(a_ms).write("a.txt", "a\n")])
             .step(2, [Action::done("b").write("b.txt", "b\n")]),
     );
-    env.run_ok(&[
+    let mut args = vec![
         "start",
         "g",
         "--parallel",
@@ -201,11 +199,19 @@ fn a_step_set_skipped_by_hand_while_its_merge_is_verified_is_not_merged() {
         "a",
         "--step",
         "b",
-        "--verify",
-        "sleep 2",
         "--plan-only",
-    ]);
-    let mut runner = env.spawn(&["resume"]);
+    ];
+    args.extend(extra);
+    env.run_ok(&args);
+    env.spawn(&["resume"])
+}
+
+/// A step set `[SKIPPED]` by hand while VERIFY ran on its merged result was merged anyway,
+/// and recorded DONE over the person's edit. It is not merged: its work stays on its branch.
+#[test]
+fn a_step_set_skipped_by_hand_while_its_merge_is_verified_is_not_merged() {
+    let env = TestLoop::new().with_git();
+    let mut runner = a_and_b_at_once(&env, 0, &["--verify", "sleep 2"]);
     // The first merge's VERIFY (`merge-<loop>-step-N.verify`): the person's edit comes then.
     let merging = || -> Option<u32> {
         std::fs::read_dir(env.state().join("tasks"))
@@ -263,23 +269,7 @@ fn a_step_set_skipped_by_hand_while_its_merge_is_verified_is_not_merged() {
 #[test]
 fn a_running_parallel_step_set_done_by_hand_is_let_go_and_the_loop_ends() {
     let env = TestLoop::new().with_git();
-    env.scenario(
-        &Scenario::new()
-            .step(1, [Action::done("a").sleep_ms(1500).write("a.txt", "a\n")])
-            .step(2, [Action::done("b").write("b.txt", "b\n")]),
-    );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--parallel",
-        "2",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--plan-only",
-    ]);
-    let mut runner = env.spawn(&["resume"]);
+    let mut runner = a_and_b_at_once(&env, 1500, &[]);
     assert!(wait_until(DEADLINE, || env.calls_for(1) >= 1));
     let text = env.text().replacen("1: [RUNNING] a", "1: [DONE] a", 1);
     std::fs::write(&env.file, text).unwrap();
