@@ -90,25 +90,13 @@ fn a_second_parallel_loop_in_the_same_project_runs_its_own_steps_instead_of_adop
 /// Two steps at once, `--max-retries 1`; step 2's first attempt fails: returns once the loop
 /// the person started shows the FAILED gate of step 2 (its runner may still drive step 1).
 fn step_two_fails(env: &TestLoop, then: Action) -> crate::support::Guard {
-    env.scenario(
+    let runner = a_and_b_at_once(
+        env,
         &Scenario::new()
             .step(1, Action::done("a").sleep_ms(300).write("a.txt", "a\n"))
             .step(2, [Action::failed("b does not build"), then]),
+        &["--max-retries", "1"],
     );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--parallel",
-        "2",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--max-retries",
-        "1",
-        "--plan-only",
-    ]);
-    let runner = env.spawn(&["resume"]);
     let shown = wait_until(DEADLINE, || {
         env.m1()
             .gates
@@ -182,14 +170,10 @@ fn a_skipped_parallel_step_is_recorded_skipped_not_done_with_another_steps_commi
     env.assert_no_processes();
 }
 
-/// Steps a and b at once, writing a.txt (after `a_ms`) and b.txt, with `extra` flags, run by a
-/// runner in the background.
-fn a_and_b_at_once(env: &TestLoop, a_ms: u64, extra: &[&str]) -> crate::support::Guard {
-    env.scenario(
-        &Scenario::new()
-            .step(1, [Action::done("a").sleep_ms(a_ms).write("a.txt", "a\n")])
-            .step(2, [Action::done("b").write("b.txt", "b\n")]),
-    );
+/// Steps a and b at once, their agents as `scenario` says, with `extra` flags: started to plan
+/// only, then run by a runner in the background.
+fn a_and_b_at_once(env: &TestLoop, scenario: &Scenario, extra: &[&str]) -> crate::support::Guard {
+    env.scenario(scenario);
     let mut args = vec![
         "start",
         "g",
@@ -206,12 +190,19 @@ fn a_and_b_at_once(env: &TestLoop, a_ms: u64, extra: &[&str]) -> crate::support:
     env.spawn(&["resume"])
 }
 
+/// Steps a and b writing a.txt (after `a_ms`) and b.txt.
+fn a_and_b(a_ms: u64) -> Scenario {
+    Scenario::new()
+        .step(1, [Action::done("a").sleep_ms(a_ms).write("a.txt", "a\n")])
+        .step(2, [Action::done("b").write("b.txt", "b\n")])
+}
+
 /// A step set `[SKIPPED]` by hand while VERIFY ran on its merged result was merged anyway,
 /// and recorded DONE over the person's edit. It is not merged: its work stays on its branch.
 #[test]
 fn a_step_set_skipped_by_hand_while_its_merge_is_verified_is_not_merged() {
     let env = TestLoop::new().with_git();
-    let mut runner = a_and_b_at_once(&env, 0, &["--verify", "sleep 2"]);
+    let mut runner = a_and_b_at_once(&env, &a_and_b(0), &["--verify", "sleep 2"]);
     // The first merge's VERIFY (`merge-<loop>-step-N.verify`): the person's edit comes then.
     let merging = || -> Option<u32> {
         std::fs::read_dir(env.state().join("tasks"))
@@ -269,7 +260,7 @@ fn a_step_set_skipped_by_hand_while_its_merge_is_verified_is_not_merged() {
 #[test]
 fn a_running_parallel_step_set_done_by_hand_is_let_go_and_the_loop_ends() {
     let env = TestLoop::new().with_git();
-    let mut runner = a_and_b_at_once(&env, 1500, &[]);
+    let mut runner = a_and_b_at_once(&env, &a_and_b(1500), &[]);
     assert!(wait_until(DEADLINE, || env.calls_for(1) >= 1));
     let text = env.text().replacen("1: [RUNNING] a", "1: [DONE] a", 1);
     std::fs::write(&env.file, text).unwrap();
