@@ -142,6 +142,11 @@ struct Late {
     text: Vec<u8>,
     /// A person's newer save is on the file (see [`Watched::superseded`]).
     superseded: bool,
+    /// What it added at the end of what the file held, when that is all it did (`cmd >>
+    /// M1.md`): a change to a text, not a text of its own, which goes onto the file as it is
+    /// now. Two appends into two displaced files then both arrive; taken as whole texts, the
+    /// second would replace the first.
+    appended: Option<Vec<u8>>,
 }
 
 /// How a round of a commit ended.
@@ -322,6 +327,7 @@ impl Store {
     /// arrived late in a file one of our swaps displaced is put on the file first, and read
     /// the same way; unless a person saved the file since, whose save never saw it and is not
     /// replaced by it: then the late one is kept beside the file ([`Store::take_set_aside`]).
+    /// A late append (`>> M1.md`) replaces nothing: it goes at the end of the file as it is.
     ///
     /// # Errors
     /// The file cannot be read or is invalid; the store still remembers the last good bytes.
@@ -329,7 +335,11 @@ impl Store {
         let late = self.late.take().or_else(|| self.late_save());
         let mut changed = self.reload_disk()?;
         if let Some(late) = late {
-            if late.superseded || changed.is_some() {
+            if late.appended.is_some() {
+                if self.put_on_file(late)? {
+                    changed = self.reload_disk()?.or(changed);
+                }
+            } else if late.superseded || changed.is_some() {
                 self.keep_aside(&late.text)?;
             } else if self.put_on_file(late)? {
                 changed = self.reload_disk()?.or(changed);
@@ -380,11 +390,13 @@ impl Store {
             if whole == w.seen {
                 continue;
             }
+            let appended = whole.strip_prefix(w.seen.as_slice()).map(<[u8]>::to_vec);
             w.seen.clone_from(&whole);
-            if whole != self.bytes {
+            if appended.is_some() || whole != self.bytes {
                 return Some(Late {
                     text: whole,
                     superseded: w.superseded,
+                    appended,
                 });
             }
         }
@@ -392,10 +404,15 @@ impl Store {
     }
 
     /// Puts a late save on the file, as if it had landed there, so that it is read as any
-    /// save is (a stale one gets what it reverted put back). Only over our own text: when
-    /// someone is saving right now, it waits for the next look. Whether it was put there.
+    /// save is (a stale one gets what it reverted put back); an append goes at the end of the
+    /// file as it is. Only over our own text: when someone is saving right now, it waits for
+    /// the next look. Whether it was put there.
     fn put_on_file(&mut self, late: Late) -> Result<bool, StoreError> {
-        let staged = swap::stage(&self.path, &late.text)
+        let text = match &late.appended {
+            Some(tail) => [self.bytes.as_slice(), tail].concat(),
+            None => late.text.clone(),
+        };
+        let staged = swap::stage(&self.path, &text)
             .with_context(|| format!("while writing beside {}", self.path.display()))?;
         let staged = match staged
             .swap_guarded(&self.bytes)

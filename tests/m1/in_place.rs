@@ -179,6 +179,37 @@ fn a_late_save_found_after_a_newer_save_does_not_replace_it() {
     assert_eq!(std::fs::read_to_string(&aside).unwrap(), late);
 }
 
+/// `cmd >> M1.md`, twice, each opening the file just before one of the store's swaps and
+/// writing after it: the first line lands in the file a write displaced, and once it is put
+/// back on the path, the second lands in the file that this displaced in turn. Each was taken
+/// as a whole text, so the second, which never held the first line, replaced it: a soak lost
+/// one append of 176 this way. An append is put onto the file as it is now, and both arrive.
+#[test]
+fn two_appends_into_files_the_store_displaced_both_arrive() {
+    let Case { dir: _dir, file } = case(SEED);
+    let (mut store, _) = Store::open(&file).unwrap();
+    let ours = store
+        .commit(&[Edit::Status(Status::Done)])
+        .unwrap()
+        .render();
+    let append = |line: &str| {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(displaced(&file))
+            .unwrap();
+        f.write_all(line.as_bytes()).unwrap();
+    };
+    append("# save 1\n");
+    store.reload().unwrap();
+    append("# save 2\n");
+    store.reload().unwrap();
+    // What a runner does next: its next write, onto the file as it is.
+    store.commit(&[]).unwrap();
+    let on_disk = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(on_disk, format!("{ours}# save 1\n# save 2\n"));
+    assert!(store.take_set_aside().is_none(), "nothing kept aside");
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn a_process_that_keeps_m1_open_for_writing_does_not_hold_the_store_up() {
