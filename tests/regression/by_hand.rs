@@ -209,7 +209,15 @@ fn a_step_set_skipped_by_hand_while_its_verify_runs_stays_skipped() {
     let env = TestLoop::new();
     steady(&env, 10);
     let mut runner = env.spawn(&[
-        "start", "g", "--step", "one", "--step", "two", "--verify", "sleep 2",
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--step",
+        "two",
+        "--verify",
+        // Long enough for the edit below to land while it runs, on a busy machine too.
+        "[ \"$LOOP_STEP\" = 2 ] || sleep 5",
     ]);
     assert!(
         wait_until(Duration::from_secs(30), || env

@@ -202,7 +202,10 @@ fn a_and_b(a_ms: u64) -> Scenario {
 #[test]
 fn a_step_set_skipped_by_hand_while_its_merge_is_verified_is_not_merged() {
     let env = TestLoop::new().with_git();
-    let mut runner = a_and_b_at_once(&env, &a_and_b(0), &["--verify", "sleep 2"]);
+    // VERIFY takes its time on a merged result only (in the merge queue's worktree, `merge`):
+    // long enough for the edit below to land while it runs, on a busy machine too.
+    let verify = "case \"$PWD\" in */merge) sleep 5 ;; esac";
+    let mut runner = a_and_b_at_once(&env, &a_and_b(0), &["--verify", verify]);
     // The first merge's VERIFY (`merge-<loop>-step-N.verify`): the person's edit comes then.
     let merging = || -> Option<u32> {
         std::fs::read_dir(env.state().join("tasks"))
