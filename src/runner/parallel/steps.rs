@@ -304,11 +304,7 @@ impl Runner {
         if has_branch && !kept {
             let _ = git::run(&self.workdir, &["branch", "-D", &branch]);
         }
-        let done_by_hand = m
-            .plan
-            .steps
-            .iter()
-            .any(|s| s.n == n && s.state == StepState::Done);
+        let done_by_hand = engine::by_hand::closed_while_running(&m, n) == Some(StepState::Done);
         let t = engine::parallel::dropped(n, done_by_hand, kept.then_some(branch.as_str()));
         self.apply(&t).map(drop)
     }
