@@ -139,14 +139,20 @@ struct Watched {
 /// A save that arrived late in a file one of our swaps displaced.
 #[derive(Debug)]
 struct Late {
-    text: Vec<u8>,
+    text: LateText,
     /// A person's newer save is on the file (see [`Watched::superseded`]).
     superseded: bool,
-    /// What it added at the end of what the file held, when that is all it did (`cmd >>
-    /// M1.md`): a change to a text, not a text of its own, which goes onto the file as it is
-    /// now. Two appends into two displaced files then both arrive; taken as whole texts, the
-    /// second would replace the first.
-    appended: Option<Vec<u8>>,
+}
+
+/// What a late save wrote into a displaced file.
+#[derive(Debug)]
+enum LateText {
+    /// A text of its own, as an editor saves.
+    Whole(Vec<u8>),
+    /// Lines added at the end of what the file held, and nothing else (`cmd >> M1.md`): a
+    /// change to a text, which goes onto the file as it is now. Two appends into two displaced
+    /// files then both arrive; taken as whole texts, the second would replace the first.
+    Appended(Vec<u8>),
 }
 
 /// How a round of a commit ended.
@@ -335,14 +341,15 @@ impl Store {
         let late = self.late.take().or_else(|| self.late_save());
         let mut changed = self.reload_disk()?;
         if let Some(late) = late {
-            if late.appended.is_some() {
-                if self.put_on_file(late)? {
-                    changed = self.reload_disk()?.or(changed);
+            match &late.text {
+                LateText::Whole(text) if late.superseded || changed.is_some() => {
+                    self.keep_aside(text)?;
                 }
-            } else if late.superseded || changed.is_some() {
-                self.keep_aside(&late.text)?;
-            } else if self.put_on_file(late)? {
-                changed = self.reload_disk()?.or(changed);
+                _ => {
+                    if self.put_on_file(late)? {
+                        changed = self.reload_disk()?.or(changed);
+                    }
+                }
             }
         }
         Ok(changed)
@@ -390,15 +397,17 @@ impl Store {
             if whole == w.seen {
                 continue;
             }
-            let appended = whole.strip_prefix(w.seen.as_slice()).map(<[u8]>::to_vec);
+            let tail = whole.strip_prefix(w.seen.as_slice()).map(<[u8]>::to_vec);
             w.seen.clone_from(&whole);
-            if appended.is_some() || whole != self.bytes {
-                return Some(Late {
-                    text: whole,
-                    superseded: w.superseded,
-                    appended,
-                });
-            }
+            let text = match tail {
+                Some(tail) => LateText::Appended(tail),
+                None if whole != self.bytes => LateText::Whole(whole),
+                None => continue,
+            };
+            return Some(Late {
+                text,
+                superseded: w.superseded,
+            });
         }
         None
     }
@@ -408,9 +417,9 @@ impl Store {
     /// file as it is. Only over our own text: when someone is saving right now, it waits for
     /// the next look. Whether it was put there.
     fn put_on_file(&mut self, late: Late) -> Result<bool, StoreError> {
-        let text = match &late.appended {
-            Some(tail) => [self.bytes.as_slice(), tail].concat(),
-            None => late.text.clone(),
+        let text = match &late.text {
+            LateText::Appended(tail) => [self.bytes.as_slice(), tail].concat(),
+            LateText::Whole(text) => text.clone(),
         };
         let staged = swap::stage(&self.path, &text)
             .with_context(|| format!("while writing beside {}", self.path.display()))?;
