@@ -13,6 +13,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("error", 0),
     ("exit", 0),
     ("full_disk", 0),
+    ("git", 0),
     ("layout", 0),
     ("lease", 0),
     ("lockfile", 0),

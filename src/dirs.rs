@@ -4,7 +4,6 @@
 use std::fs::OpenOptions;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use crate::error::Error;
 
@@ -106,16 +105,7 @@ pub(crate) fn keep_out_of_git(dir: &Path) -> std::io::Result<GitGuard> {
 
 /// `git ARGS` run in `dir`: its output, trimmed, when it succeeds.
 fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    crate::git::output(dir, args).map(|o| o.trim().to_owned())
 }
 
 fn git_succeeds(dir: &Path, args: &[&str]) -> bool {

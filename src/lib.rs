@@ -18,6 +18,7 @@ mod duration;
 mod error;
 mod exit;
 mod full_disk;
+mod git;
 pub mod layout;
 mod lease;
 mod lockfile;

@@ -33,17 +33,11 @@ pub(crate) fn of(dir: &Path, commit: &str) -> Option<DiffStat> {
     if words.is_empty() {
         return None;
     }
-    let out = std::process::Command::new("git")
-        .args(["show", "--no-color", "--stat=100", "--format=\u{1}%h %s"])
-        .args(&words)
-        .arg("--")
-        .current_dir(dir)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())?;
-    Some(parse(&String::from_utf8_lossy(&out.stdout)))
+    let mut args = vec!["show", "--no-color", "--stat=100", "--format=\u{1}%h %s"];
+    args.extend(&words);
+    args.push("--");
+    let out = crate::git::output(dir, &args)?;
+    Some(parse(&out))
 }
 
 /// Reads `git show --stat` output whose commit lines start with [`MARK`].

@@ -38,15 +38,7 @@ pub(crate) fn diff_stat(dir: &Path) -> Option<String> {
 
 /// `git ARGS` in `dir`: its output, or `None` when it failed.
 pub(super) fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    crate::git::output(dir, args)
 }
 
 /// `git ARGS -- . :(exclude)SKIP` in `dir`: the work tree without `skip` (the loop's own state

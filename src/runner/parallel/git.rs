@@ -5,15 +5,10 @@
 //! fast-forward.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 /// `git ARGS` in `dir`: its stdout, trimmed, or what it said when it failed.
 pub(super) fn run(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .stdin(Stdio::null())
+    let out = crate::git::command(dir, args)
         .output()
         .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
     if out.status.success() {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use super::Own;
 
@@ -22,8 +22,7 @@ pub(super) fn git(
     env: &[(&str, &std::ffi::OsStr)],
     input: Option<&[u8]>,
 ) -> Result<String, String> {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(top).args(args);
+    let mut cmd = crate::git::command(top, args);
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -1,0 +1,208 @@
+//! The one way the loop runs git. Every git command of the loop (a step's commit, the handoff's
+//! and the review's diffs, the worktrees, merges and checks of a loop that runs its steps at
+//! once, the report's `git show`, the check of `.gitignore`) is made here, and none of them
+//! runs a program that the repository names.
+//!
+//! A repository can name programs for git to run, and an agent writes the repository. git's
+//! documentation lists these (githooks(5), git-config(1) and gitattributes(5)); each is met:
+//!
+//! | what runs a program | met by |
+//! |---|---|
+//! | hooks (`.git/hooks/*`: `post-index-change`, `post-commit`, `post-checkout`, `post-merge`, `pre-merge-commit`, `reference-transaction`, …) | `core.hooksPath=/dev/null`: git looks for every hook there, and finds none |
+//! | `core.hooksPath` set by the repository | the same: the command line's value wins over every file's |
+//! | `core.fsmonitor` (a hook program run by `status`, `add`, `diff`) | `core.fsmonitor=false` |
+//! | `diff.external`, `diff.<driver>.command` | `--no-ext-diff` on every command that diffs, and `GIT_EXTERNAL_DIFF` removed |
+//! | `diff.<driver>.textconv` | `--no-textconv` on every command that diffs |
+//! | `filter.<driver>.clean` / `smudge` / `process` (`add`, `status`, checkouts) | the drivers come from config files only; a run cannot write the repository's (the sandbox mounts `.git/config` read-only), so only the person's own drivers run, as in their own git |
+//! | `merge.<driver>.driver` | the same: config only |
+//! | `include.path`, `includeIf` | the same: they are read from config, which a run cannot write |
+//! | `core.sshCommand`, `GIT_SSH`, `core.gitProxy`, `credential.helper`, `core.askPass` | the loop's git never reaches a remote; set to do nothing all the same, and `GIT_SSH*`, `GIT_ASKPASS` removed |
+//! | `core.editor`, `sequence.editor`, `core.pager`, `pager.*` | `GIT_EDITOR=:`, `GIT_PAGER=cat`: no commit message is edited, output goes to a pipe |
+//! | `gpg.program` (signed commits) | the person's config only, as the filters are |
+//!
+//! A config file a run could write would defeat the "config only" rows: that is why the sandbox
+//! mounts the repository's `config` and `hooks/` read-only in every run, and pins `.git` (a
+//! directory, or a linked worktree's `.git` file and its `commondir`) where it is, so that a
+//! run cannot put another git directory in its place. See `runner::confine`.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::Command;
+
+/// The configuration every git command of the loop runs with (`git -c KEY=VALUE`, which wins
+/// over every config file), each switching off a program the repository could name.
+pub(crate) const NEUTRAL: &[(&str, &str)] = &[
+    ("core.hooksPath", "/dev/null"),
+    ("core.fsmonitor", "false"),
+    ("core.sshCommand", "false"),
+    ("core.askPass", "false"),
+    ("core.gitProxy", "false"),
+    ("credential.helper", ""),
+    ("protocol.allow", "never"),
+];
+
+/// Variables of the loop's own environment that would name a program to git, taken out.
+const REMOVED_ENV: &[&str] = &[
+    "GIT_EXTERNAL_DIFF",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "GIT_PROXY_COMMAND",
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_PAGER",
+    "GIT_CONFIG_COUNT",
+];
+
+/// The subcommands that can show a diff, and so run a diff driver or a text conversion.
+const DIFFS: &[&str] = &["diff", "show", "log", "format-patch", "whatchanged"];
+
+/// `git -C DIR ARGS`, as the loop runs it: with [`NEUTRAL`], without [`REMOVED_ENV`], and with
+/// `--no-ext-diff --no-textconv` after a subcommand that diffs. Standard input is null unless
+/// the caller says otherwise.
+#[must_use]
+pub(crate) fn command<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(dir);
+    for (k, v) in NEUTRAL {
+        cmd.arg("-c").arg(format!("{k}={v}"));
+    }
+    let mut args = args.iter().map(AsRef::as_ref);
+    if let Some(sub) = args.next() {
+        cmd.arg(sub);
+        if sub.to_str().is_some_and(|s| DIFFS.contains(&s)) {
+            cmd.args(["--no-ext-diff", "--no-textconv"]);
+        }
+    }
+    cmd.args(args);
+    for k in REMOVED_ENV {
+        cmd.env_remove(k);
+    }
+    cmd.env("GIT_EDITOR", ":")
+        .env("GIT_SEQUENCE_EDITOR", ":")
+        .env("GIT_PAGER", "cat")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// `git -C DIR ARGS` as [`command`] makes it, run: its standard output when it succeeded.
+#[must_use]
+pub(crate) fn output<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Option<String> {
+    command(dir, args)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn person_git(dir: &Path, args: &[&str]) {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(ok.status.success(), "git {args:?}: {ok:?}");
+    }
+
+    /// A repository whose config and hooks name programs that write `ran-*` files beside it.
+    fn planted() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        person_git(&repo, &["init", "-q"]);
+        std::fs::write(repo.join("a.txt"), "1\n").unwrap();
+        person_git(&repo, &["add", "a.txt"]);
+        person_git(&repo, &["commit", "-q", "-m", "one"]);
+        let ran = dir.path().display().to_string();
+        let script = |name: &str| {
+            let p = dir.path().join(format!("{name}.sh"));
+            std::fs::write(&p, format!("#!/bin/sh\ntouch '{ran}/ran-{name}'\ncat\n")).unwrap();
+            let mut perm = std::fs::metadata(&p).unwrap().permissions();
+            std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+            std::fs::set_permissions(&p, perm).unwrap();
+            p.display().to_string()
+        };
+        for hook in [
+            "post-index-change",
+            "post-commit",
+            "pre-commit",
+            "reference-transaction",
+        ] {
+            let p = repo.join(".git/hooks").join(hook);
+            std::fs::write(&p, format!("#!/bin/sh\ntouch '{ran}/ran-hook-{hook}'\n")).unwrap();
+            let mut perm = std::fs::metadata(&p).unwrap().permissions();
+            std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+            std::fs::set_permissions(&p, perm).unwrap();
+        }
+        let fsmonitor = script("fsmonitor");
+        let textconv = script("textconv");
+        let external = script("external");
+        person_git(&repo, &["config", "core.fsmonitor", &fsmonitor]);
+        person_git(&repo, &["config", "diff.evil.textconv", &textconv]);
+        person_git(&repo, &["config", "diff.external", &external]);
+        std::fs::write(repo.join(".gitattributes"), "*.txt diff=evil\n").unwrap();
+        std::fs::write(repo.join("a.txt"), "2\n").unwrap();
+        (dir, repo)
+    }
+
+    fn ran(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("ran-"))
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn the_loops_git_runs_no_hook_fsmonitor_textconv_or_external_diff_the_repository_names() {
+        let (dir, repo) = planted();
+        // The planted programs do run for a git that is not the loop's: the test can fail.
+        let plain = Command::new("git")
+            .args(["-C"])
+            .arg(&repo)
+            .args(["diff", "HEAD"])
+            .output()
+            .unwrap();
+        assert!(plain.status.success());
+        assert!(!ran(dir.path()).is_empty(), "the planted programs run");
+        for f in ran(dir.path()) {
+            std::fs::remove_file(dir.path().join(f)).unwrap();
+        }
+        for args in [
+            &["status", "--porcelain"][..],
+            &["diff", "HEAD"],
+            &["diff", "--stat", "HEAD"],
+            &["add", "a.txt"],
+            &[
+                "-c",
+                "user.name=l",
+                "-c",
+                "user.email=l@example.invalid",
+                "commit",
+                "-q",
+                "-m",
+                "two",
+            ],
+            &["show", "--stat", "HEAD"],
+            &["log", "-p", "-n", "1"],
+        ] {
+            let out = command(&repo, args).output().unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        }
+        assert_eq!(ran(dir.path()), Vec::<String>::new());
+        let shown = output(&repo, &["show", "HEAD"]).unwrap();
+        assert!(shown.contains("+2"), "the plain diff is shown: {shown}");
+    }
+}
