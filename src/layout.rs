@@ -26,7 +26,8 @@
 //!                           its task directory)
 //!   .gitignore              `*`, so that git leaves the state directory alone
 //!   tasks/<id>/             one per agent run: prompt, stdin, stdout, stderr, records, and
-//!                           hooks.log, what the loop's hooks in the run hand back
+//!                           hooks/hooks.log, what the loop's hooks in the run hand back
+//!                           (hooks/ is the one place of it the run may write)
 //!   tasks/<id>.verify/      one per VERIFY run of task <id>
 //!   tasks/<id>.tree-before.json  the work tree as a review began
 //!   tasks/.ledger/          which tasks each loop started, one file per loop (a rebuildable
@@ -176,7 +177,14 @@ impl Layout {
     /// in the run's own task directory, the one place of the loop's a confined run may write.
     #[must_use]
     pub fn task_hooks_log(&self, id: &str) -> PathBuf {
-        self.task(id).join("hooks.log")
+        self.task_hand_back(id).join("hooks.log")
+    }
+
+    /// The one place of task `id`'s directory its run may write (`hooks/`): what the loop's
+    /// hooks in it hand back. The runner reads it as the run's, never as its own.
+    #[must_use]
+    pub fn task_hand_back(&self, id: &str) -> PathBuf {
+        self.task(id).join("hooks")
     }
 
     /// The prompt an agent run was given: its standard input.

@@ -93,6 +93,90 @@ pub(crate) fn open(path: &Path, limit: u64) -> Result<(File, Metadata), ReadErro
     Ok((file, meta))
 }
 
+/// The regular file `rel` beneath the directory `dir`, opened for reading without following a
+/// link at any step of `rel`, and its metadata: for a file in a place a run of the agent, a
+/// reviewer or VERIFY may write (a handoff note, a task's hand-back, the work tree), where a
+/// link could name anything of the person's. `dir` itself is the loop's own and is trusted.
+///
+/// # Errors
+/// [`ReadError::Refused`] for anything but a regular file (a link is `a symbolic link`) or
+/// one over `limit` bytes; [`ReadError::Io`] when it cannot be opened, for a `rel` that is
+/// absolute or climbs out with `..` too.
+pub(crate) fn open_beneath(
+    dir: &Path,
+    rel: &Path,
+    limit: u64,
+) -> Result<(File, Metadata), ReadError> {
+    use std::os::fd::AsFd;
+
+    use nix::fcntl::{OFlag, openat};
+    use nix::sys::stat::Mode;
+    let escapes = || {
+        ReadError::Io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a path beneath {}", rel.display(), dir.display()),
+        ))
+    };
+    let parts: Vec<&std::ffi::OsStr> = rel
+        .components()
+        .map(|c| match c {
+            std::path::Component::Normal(n) => Ok(n),
+            _ => Err(escapes()),
+        })
+        .collect::<Result<_, _>>()?;
+    let (last, parents) = parts.split_last().ok_or_else(escapes)?;
+    let nofollow = OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
+    let mut at: std::os::fd::OwnedFd = File::open(dir)?.into();
+    for p in parents {
+        at = openat(
+            at.as_fd(),
+            *p,
+            nofollow | OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+            Mode::empty(),
+        )
+        .map_err(|e| link_said(e, at.as_fd(), p))?;
+    }
+    let file: File = openat(
+        at.as_fd(),
+        *last,
+        nofollow | OFlag::O_RDONLY | OFlag::O_NONBLOCK,
+        Mode::empty(),
+    )
+    .map_err(|e| link_said(e, at.as_fd(), last))?
+    .into();
+    let meta = file.metadata()?;
+    accept(&meta, limit)?;
+    Ok((file, meta))
+}
+
+/// [`open_beneath`], read: the bytes of the regular file `rel` beneath `dir`, at most `limit`.
+///
+/// # Errors
+/// As [`open_beneath`].
+pub(crate) fn read_beneath(dir: &Path, rel: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    let (file, meta) = open_beneath(dir, rel, limit)?;
+    read_open(&file, &meta, limit)
+}
+
+/// An error of opening `name` in the directory `at` without following links: a link found
+/// there is refused as such.
+fn link_said(
+    e: nix::errno::Errno,
+    at: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+) -> ReadError {
+    use nix::sys::stat::{SFlag, fstatat};
+    // `O_NOFOLLOW` on a link: ELOOP; with `O_DIRECTORY` too, ENOTDIR.
+    let is_link = || {
+        fstatat(at, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK)
+    };
+    if matches!(e, nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR) && is_link() {
+        return ReadError::Refused(Refused::NotRegular("a symbolic link"));
+    }
+    ReadError::Io(io::Error::from(e))
+}
+
 /// The bytes of a file [`open`] opened, from its start, at most `limit` of them. `meta` is
 /// what [`open`] said of it: its length then sizes the buffer (the file may have changed
 /// since; it is read to its end all the same).
@@ -180,6 +264,38 @@ mod tests {
             .to_string(),
             "5242880 bytes, more than the 4 MiB"
         );
+    }
+
+    #[test]
+    fn a_file_beneath_a_directory_is_read_only_where_no_step_of_its_path_is_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "SECRET").unwrap();
+        let inside = dir.path().join("inside");
+        std::fs::create_dir_all(inside.join("sub")).unwrap();
+        std::fs::write(inside.join("sub/note.md"), "mine").unwrap();
+        assert_eq!(
+            read_beneath(&inside, Path::new("sub/note.md"), 100).unwrap(),
+            b"mine"
+        );
+        std::os::unix::fs::symlink(&secret, inside.join("link.md")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), inside.join("up")).unwrap();
+        for rel in ["link.md", "up/secret", "../secret", "/etc/hostname"] {
+            match read_beneath(&inside, Path::new(rel), 100) {
+                Err(ReadError::Refused(Refused::NotRegular("a symbolic link")))
+                    if !rel.contains("..") && !rel.starts_with('/') => {}
+                Err(ReadError::Io(_)) if rel.contains("..") || rel.starts_with('/') => {}
+                other => panic!("{rel}: {other:?}"),
+            }
+        }
+        let fifo = inside.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(matches!(
+            read_beneath(&inside, Path::new("fifo"), 100),
+            Err(ReadError::Refused(Refused::NotRegular(
+                "a FIFO (named pipe)"
+            )))
+        ));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
 
-use super::records::{LOCK_FILE, SPEC_FILE, STDIN_FILE, SUPERVISOR_LOG, TaskSpec};
+use super::records::{HAND_BACK_DIR, LOCK_FILE, SPEC_FILE, STDIN_FILE, SUPERVISOR_LOG, TaskSpec};
 use super::{DEFAULT_GRACE, FireRequest, new_task_id, validate_task_id};
 use crate::error::{Error, Result};
 
@@ -79,7 +79,7 @@ pub(crate) fn fire_published(
     if req.input.is_some() {
         spec.stdin = Some(dir.join(STDIN_FILE));
     }
-    let lock = publish(&tasks, &dir, &spec, req.input.as_deref())?;
+    let lock = publish(&tasks, &dir, &spec, req.input.as_deref(), req.hand_back)?;
     published();
     start_supervisor(&dir, &lock, waiting)
         .with_context(|| format!("while starting the supervisor of task {id}"))?;
@@ -162,7 +162,13 @@ fn resolve(id: &str, req: &FireRequest) -> Result<TaskSpec> {
 /// Builds the directory under a temporary name (locked lock file, fsynced spec, the `input`
 /// for standard input) and renames it into place without replacing anything. Returns the held
 /// lock.
-fn publish(tasks: &Path, dir: &Path, spec: &TaskSpec, input: Option<&str>) -> Result<File> {
+fn publish(
+    tasks: &Path,
+    dir: &Path,
+    spec: &TaskSpec,
+    input: Option<&str>,
+    hand_back: bool,
+) -> Result<File> {
     let tmp = tasks.join(format!(".{}.{}.tmp", spec.id, std::process::id()));
     let built = (|| -> Result<File> {
         fs::create_dir(&tmp).with_context(|| format!("while creating {}", tmp.display()))?;
@@ -178,6 +184,10 @@ fn publish(tasks: &Path, dir: &Path, spec: &TaskSpec, input: Option<&str>) -> Re
         // an ended task is never started again from its directory.
         if let Some(text) = input {
             fs::write(tmp.join(STDIN_FILE), text).context("while writing the task's input")?;
+        }
+        if hand_back {
+            fs::create_dir(tmp.join(HAND_BACK_DIR))
+                .context("while creating the task's hand-back directory")?;
         }
         renameat2(AT_FDCWD, &tmp, AT_FDCWD, dir, RenameFlags::RENAME_NOREPLACE).map_err(|e| {
             if e == nix::errno::Errno::EEXIST || e == nix::errno::Errno::ENOTEMPTY {
@@ -235,7 +245,7 @@ pub(super) fn publish_for_test(state_dir: &Path, id: &str, req: &FireRequest) ->
     fs::create_dir_all(&tasks).unwrap();
     let tasks = tasks.canonicalize().unwrap();
     let dir = tasks.join(id);
-    let lock = publish(&tasks, &dir, &spec, None).unwrap();
+    let lock = publish(&tasks, &dir, &spec, None, false).unwrap();
     (dir, lock)
 }
 

@@ -55,7 +55,7 @@ pub(crate) use fire::{fire, fire_published, fire_with_id};
 #[cfg(test)]
 pub(crate) use kill::wait_until;
 pub(crate) use records::{
-    EXIT_FILE, LOCK_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG,
+    EXIT_FILE, HAND_BACK_DIR, LOCK_FILE, SPEC_FILE, STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG,
 };
 pub(crate) use report::{TaskEnd, TaskReport, check};
 pub(crate) use starter::serve as serve_starter;
@@ -99,6 +99,10 @@ pub(crate) struct FireRequest {
     /// The command is the sandbox's (bubblewrap), which tells a signal that killed what it
     /// ran as exit status 128 + the signal: recorded as the signal.
     pub confined: bool,
+    /// The task directory gets [`records::HAND_BACK_DIR`], empty, before the command starts:
+    /// where what runs in a sandbox hands something back (the loop's hooks in an agent's run),
+    /// and the only place of the task directory the sandbox lets it write.
+    pub hand_back: bool,
     /// A command the supervisor starts once the exit record is written (empty: none), in a
     /// session of its own and not waited for: how a loop comes back when its runner died
     /// while the step ran.

@@ -25,6 +25,10 @@ pub(crate) const LOCK_FILE: &str = "lock";
 pub(crate) const STDIN_FILE: &str = "stdin";
 pub(crate) const STDOUT_FILE: &str = "stdout";
 pub(crate) const STDERR_FILE: &str = "stderr";
+/// The one directory of a task the task's own command may write, made when it is asked for
+/// ([`super::FireRequest::hand_back`]): the rest of the task directory is the bridge's and the
+/// runner's, never written by what it records.
+pub(crate) const HAND_BACK_DIR: &str = "hooks";
 pub(crate) const SUPERVISOR_LOG: &str = "supervisor.log";
 
 /// What to run, as `fire` resolved it: paths absolute, so the supervisor needs nothing else.

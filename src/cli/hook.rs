@@ -100,7 +100,7 @@ pub(crate) fn pre_compact(file: &Path) -> Status {
     let layout = Layout::of(file);
     if let Ok(task) = std::env::var(crate::bridge::TASK_ID_ENV)
         && crate::layout::validate_task_id(&task).is_ok()
-        && layout.task(&task).is_dir()
+        && layout.task_hand_back(&task).is_dir()
     {
         // Into the run's own task directory, the one place of the loop's a confined run may
         // write: the runner carries it into the loop's log when it judges the run.

@@ -784,6 +784,7 @@ fn fire(state_dir: &std::path::Path, args: FireArgs) -> crate::error::Result<Sta
     let req = crate::bridge::FireRequest {
         env_keep: None,
         confined: false,
+        hand_back: false,
         command: args.command,
         timeout: args.timeout,
         idle_timeout: args.idle_timeout,

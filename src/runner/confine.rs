@@ -28,7 +28,7 @@ impl Runner {
     /// loop whose sandbox is `off` runs `req` as it is.
     pub(super) fn confine(
         &mut self,
-        req: FireRequest,
+        mut req: FireRequest,
         run: RunOf<'_>,
         task_dir: &Path,
     ) -> Result<FireRequest, String> {
@@ -46,13 +46,18 @@ impl Runner {
             programs.push(exe);
         }
         let layout = crate::layout::Layout::dir(&self.state_dir);
-        let mut state_writes = vec![absolute(task_dir)];
+        // What of the state directory the run writes: nothing but what its kind needs, never
+        // the records the runner reads as its own (exit, judgement, output).
+        let mut state_writes = Vec::new();
         let (work_tree, writes) = match run {
             RunOf::Agent {
                 writes,
                 backend,
                 program,
             } => {
+                // The loop's hooks in the run hand back what they saw here.
+                req.hand_back = true;
+                state_writes.push(absolute(task_dir).join(crate::bridge::HAND_BACK_DIR));
                 let b = crate::agent::backend_for(backend);
                 paths.extend(sandbox::own_state(b.own_state(&home)));
                 paths.extend(sandbox::simulated_agent());
@@ -72,9 +77,7 @@ impl Runner {
             RunOf::Verify { work_tree } => (work_tree.to_path_buf(), true),
         };
         let work_tree = absolute(&work_tree);
-        if let Some(git) = linked_git_dir(&work_tree) {
-            paths.push((git, if writes { Access::Write } else { Access::Read }));
-        }
+        paths.extend(git_pins(&work_tree, writes, &home));
         paths.extend(settings.paths(&home));
         let policy = Policy {
             work_tree,
@@ -141,11 +144,65 @@ fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// The repository's git directory of a linked worktree (`.git` is a file naming
-/// `<repository>/.git/worktrees/<name>`): a step's worktree needs it for every git command.
-/// `None` for a repository's own checkout, whose `.git` is in it.
-fn linked_git_dir(work_tree: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(work_tree.join(".git")).ok()?;
+/// What a run in `work_tree` gets of its repository's git directory, so that the agent's own
+/// `git add`, `commit` and `stash` work and nothing it does there runs later as the person:
+/// - the git directory writable where the run writes the work tree (a linked worktree's is in
+///   its repository's, which is outside the work tree), read-only where it only reads;
+/// - its `config` and `hooks/` read-only: they name the programs git runs (hooks, filters, diff
+///   and merge drivers, `core.fsmonitor`, includes), for the loop's git and the person's own
+///   later (`crate::git` says which each is). So `git config` and `git remote add` fail in a
+///   run; nothing a step needs writes there;
+/// - `.git` pinned where it is: a directory mounted over itself, or a linked worktree's `.git`
+///   file and the `commondir` and `gitdir` files of its own directory read-only, so that no run
+///   can put another git directory (one that names `$HOME`, say) in their place for the next
+///   run or for the loop's git. A `.git` that is a link, or a common directory that holds
+///   `home`, gets nothing.
+fn git_pins(work_tree: &Path, writes: bool, home: &Path) -> Vec<(PathBuf, Access)> {
+    let dot_git = work_tree.join(".git");
+    let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+        return Vec::new();
+    };
+    let guarded = |dir: &Path, out: &mut Vec<(PathBuf, Access)>| {
+        // A bind needs its source: `hooks/` made now, or a run could make it and fill it.
+        let _ = std::fs::create_dir_all(dir.join("hooks"));
+        out.push((dir.to_path_buf(), Access::Write));
+        out.push((dir.join("config"), Access::Read));
+        out.push((dir.join("hooks"), Access::Read));
+    };
+    let mut out = Vec::new();
+    if meta.is_dir() {
+        if writes {
+            guarded(&dot_git, &mut out);
+        }
+        return out;
+    }
+    if !meta.is_file() {
+        return out;
+    }
+    let Some((own, common)) = linked_git_dir(work_tree) else {
+        return out;
+    };
+    if home.starts_with(&common) || !looks_like_git_dir(&common) {
+        return out;
+    }
+    if writes {
+        guarded(&common, &mut out);
+        out.push((dot_git, Access::Read));
+        for f in ["commondir", "gitdir", "config.worktree"] {
+            out.push((own.join(f), Access::Read));
+        }
+    } else {
+        out.push((common, Access::Read));
+    }
+    out
+}
+
+/// A linked worktree's own git directory (`.git` is a file naming
+/// `<repository>/.git/worktrees/<name>`) and its repository's, which every git command there
+/// needs. `None` for a repository's own checkout, whose `.git` is in it.
+fn linked_git_dir(work_tree: &Path) -> Option<(PathBuf, PathBuf)> {
+    let (text, _) = crate::named_file::read(&work_tree.join(".git"), 4096).ok()?;
+    let text = String::from_utf8(text).ok()?;
     let own = PathBuf::from(text.trim().strip_prefix("gitdir:")?.trim());
     let own = if own.is_absolute() {
         own
@@ -153,17 +210,28 @@ fn linked_git_dir(work_tree: &Path) -> Option<PathBuf> {
         work_tree.join(own)
     };
     // `<common>/worktrees/<name>`, or what its `commondir` file names.
-    match std::fs::read_to_string(own.join("commondir")) {
-        Ok(common) => {
-            let common = PathBuf::from(common.trim());
-            Some(if common.is_absolute() {
+    let common = match crate::named_file::read(&own.join("commondir"), 4096) {
+        Ok((common, _)) => {
+            let common = PathBuf::from(String::from_utf8(common).ok()?.trim());
+            if common.is_absolute() {
                 common
             } else {
                 own.join(common)
-            })
+            }
         }
-        Err(_) => own.parent()?.parent().map(Path::to_path_buf),
-    }
+        Err(_) => own.parent()?.parent()?.to_path_buf(),
+    };
+    let common = std::fs::canonicalize(common).ok()?;
+    Some((own, common))
+}
+
+/// Whether `dir` is a git directory: `HEAD`, `objects/` and `refs/` in it, none a link.
+fn looks_like_git_dir(dir: &Path) -> bool {
+    let is = |name: &str, dir_wanted: bool| {
+        std::fs::symlink_metadata(dir.join(name))
+            .is_ok_and(|m| if dir_wanted { m.is_dir() } else { m.is_file() })
+    };
+    is("HEAD", false) && is("objects", true) && is("refs", true)
 }
 
 /// How runs confined by `s` are, in a few words.

@@ -72,10 +72,11 @@ pub(crate) fn review_diff(
     let with = |args: &[&str]| git_outside(dir, skip, args).unwrap_or_default();
     let mut diff = with(&["diff", base.unwrap_or("HEAD")]);
     for file in with(&["ls-files", "--others", "--exclude-standard"]).lines() {
-        let text = std::fs::read(dir.join(file))
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
-        let _ = write!(diff, "\n--- new file (untracked): {file}\n{text}");
+        let _ = write!(
+            diff,
+            "\n--- new file (untracked): {file}\n{}",
+            untracked(dir, file, cap)
+        );
     }
     if diff.len() > cap {
         let mut cut = cap;
@@ -94,6 +95,24 @@ pub(crate) fn review_diff(
     } else {
         diff
     })
+}
+
+/// What a reviewer is shown of the untracked `file` in `dir`: its text, read without following
+/// a link at any step of its path (the step's agent made it, and a link could name any file of
+/// the person's); a link is shown as one, with where it points, as `git diff` shows a tracked
+/// one.
+fn untracked(dir: &Path, file: &str, cap: usize) -> String {
+    let limit = u64::try_from(cap).unwrap_or(u64::MAX);
+    match crate::named_file::read_beneath(dir, Path::new(file), limit) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(crate::named_file::ReadError::Refused(crate::named_file::Refused::NotRegular(
+            "a symbolic link",
+        ))) => match std::fs::read_link(dir.join(file)) {
+            Ok(to) => format!("(a symbolic link to {}: not followed)", to.display()),
+            Err(_) => "(a symbolic link on its path: not followed)".into(),
+        },
+        Err(e) => format!("(not shown: {e})"),
+    }
 }
 
 /// The short hash of HEAD, or `None` outside a repository or on an unborn branch.

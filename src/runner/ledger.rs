@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 use crate::engine::LedgerVerdict as Verdict;
 pub(super) use crate::engine::ledger::{Entry, Judged};
 use crate::m1::{Edit, M1};
+use std::os::unix::fs::OpenOptionsExt as _;
+
 use anyhow::Context;
 
 /// The file a judged task gets.
@@ -166,7 +168,15 @@ impl Ledger {
         let path = self.tasks_dir.join(task_id).join(JUDGED_FILE);
         let json = serde_json::to_vec_pretty(&judged).context("while encoding judged.json")?;
         let tmp = path.with_file_name(format!(".{JUDGED_FILE}.{}.tmp", std::process::id()));
-        std::fs::write(&tmp, &json)
+        // Made new, never through a link: a file of that name left there (by a runner of the
+        // same pid that died) is removed first, and whatever it was, nothing else is written.
+        let _ = std::fs::remove_file(&tmp);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&tmp)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &json))
             .and_then(|()| std::fs::rename(&tmp, &path))
             .with_context(|| format!("while writing {}", path.display()))?;
         if let Some(e) = self.entries.iter_mut().find(|e| e.task_id == task_id) {

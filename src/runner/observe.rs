@@ -141,7 +141,26 @@ impl Runner {
     /// the last failure, the last answer, the files changed.
     fn handoff_note(&self, m: &M1, step: u32) -> String {
         let layout = crate::layout::Layout::dir(&self.state_dir);
-        let own = std::fs::read_to_string(layout.handoff(step)).ok();
+        // The agent writes this note, so it is read as the agent's: never through a link.
+        let name = format!("step-{step}.md");
+        let own = match crate::named_file::read_beneath(
+            &layout.handoff_dir(),
+            std::path::Path::new(&name),
+            HANDOFF_CAP,
+        ) {
+            Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+            Err(crate::named_file::ReadError::Io(e))
+                if e.kind() == std::io::ErrorKind::NotFound =>
+            {
+                None
+            }
+            Err(e) => {
+                self.say(&format!(
+                    "handoff: step {step}'s note (handoff/{name}) was not taken: {e}"
+                ));
+                None
+            }
+        };
         let r = m.result(step);
         let last = r
             .report
@@ -277,3 +296,6 @@ impl Runner {
         }
     }
 }
+
+/// The most of an agent's handoff note a fresh session is handed.
+const HANDOFF_CAP: u64 = 256 * 1024;

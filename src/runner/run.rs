@@ -194,6 +194,7 @@ impl Runner {
             env_remove: inv.env_remove,
             env_keep: None,
             confined: false,
+            hand_back: false,
             // Should this runner die while the run goes on, its end brings the runner back.
             on_exit: Self::revive_command(&file, task_id),
             on_exit_unless_held: Some(super::lock::path_for(&file)),
@@ -427,19 +428,47 @@ impl Runner {
         outcome
     }
 
-    /// What the loop's hooks in task `task_id` handed back (into its own directory, the one
-    /// place of the loop's a confined run may write), into the loop's log.
+    /// What the loop's hooks in task `task_id` handed back (into its hand-back directory, the
+    /// one place of the loop's a confined run may write), into the loop's log. Whatever runs in
+    /// the run can write that file too, so it is read as the run's word: without following a
+    /// link, and only lines the loop's hooks write are taken, each remade by the runner from
+    /// what it checked (a run's line can never read as the loop's own).
     fn take_hooks_log(&self, task_id: &str) {
-        let file = crate::layout::Layout::dir(&self.state_dir).task_hooks_log(task_id);
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            return;
+        let layout = crate::layout::Layout::dir(&self.state_dir);
+        let task = layout.task(task_id);
+        let rel = std::path::Path::new(crate::bridge::HAND_BACK_DIR).join("hooks.log");
+        let text = match crate::named_file::read_beneath(&task, &rel, 1 << 20) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(crate::named_file::ReadError::Io(e))
+                if e.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return;
+            }
+            Err(e) => {
+                self.say(&format!(
+                    "hooks: task {task_id}'s hooks.log was not read ({e}): a run wrote it, and \
+                     the loop takes no link or special file from a run"
+                ));
+                return;
+            }
         };
+        let mut refused = 0;
         for line in text.lines() {
-            // Each line carries the time the hook wrote it; the log's own is now.
-            let said = line.split_once(' ').map_or(line, |(_, rest)| rest);
-            self.say(said);
+            match compaction_trigger(line, task_id) {
+                Some((step, trigger)) => self.say(&format!(
+                    "compaction: step {step}'s session (task {task_id}) starts compacting its \
+                     context ({trigger})"
+                )),
+                None => refused += 1,
+            }
         }
-        let _ = std::fs::remove_file(&file);
+        if refused > 0 {
+            self.say(&format!(
+                "hooks: task {task_id} handed back {refused} line(s) that the loop's hooks do not \
+                 write; not taken"
+            ));
+        }
+        let _ = std::fs::remove_file(task.join(rel));
     }
 
     /// Ends what is left of a task before it is judged: a LOST task's processes (its
@@ -474,4 +503,20 @@ impl Runner {
         self.apply(&engine::adopted(&super::watching::on_record(&e)))?;
         Ok(true)
     }
+}
+
+/// The step and trigger of a line the loop's `PreCompact` hook writes for task `task_id`
+/// (`<time> compaction: step N's session (task ID) starts compacting its context (TRIGGER)`);
+/// `None` for any other line.
+fn compaction_trigger<'a>(line: &'a str, task_id: &str) -> Option<(u32, &'a str)> {
+    let (_, said) = line.split_once(' ')?;
+    let rest = said.strip_prefix("compaction: step ")?;
+    let (step, rest) = rest.split_once("'s session (task ")?;
+    let rest = rest.strip_prefix(task_id)?;
+    let trigger = rest
+        .strip_prefix(") starts compacting its context (")?
+        .strip_suffix(')')?;
+    let step: u32 = step.parse().ok()?;
+    (!trigger.is_empty() && trigger.len() <= 16 && trigger.bytes().all(|b| b.is_ascii_lowercase()))
+        .then_some((step, trigger))
 }
