@@ -9,7 +9,7 @@ use m1loop::m1::Status;
 use crate::support::{TestLoop, stderr, stdout};
 
 /// Whether bubblewrap can confine a run here; when not, the test says so and is skipped.
-fn bwrap_here(test: &str) -> bool {
+pub(super) fn bwrap_here(test: &str) -> bool {
     let ok = crate::support::bwrap_here();
     if !ok {
         println!("skipped: {test}: bubblewrap (`bwrap`) is not installed here or cannot start");
