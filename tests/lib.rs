@@ -53,6 +53,7 @@ mod loops {
     mod stale_save;
     mod stop;
     mod telegram;
+    mod toolchains;
     mod unix;
     mod visible;
 }

@@ -78,6 +78,20 @@ impl Runner {
         };
         let work_tree = absolute(&work_tree);
         paths.extend(git_pins(&work_tree, writes, &home));
+        // The person's toolchains, as their shell finds them (rustup, pyenv, nvm, caches …).
+        let var = |k: &str| std::env::var_os(k);
+        paths.extend(
+            sandbox::toolchains::grants(&home, &var)
+                .into_iter()
+                .map(|g| (g.path, g.access)),
+        );
+        // A script's interpreter, followed through `env` and shims: what starts the program.
+        let path_var = std::env::var_os("PATH");
+        let interpreters: Vec<PathBuf> = programs
+            .iter()
+            .filter_map(|p| sandbox::toolchains::interpreter(p, path_var.as_deref()))
+            .collect();
+        programs.extend(interpreters);
         paths.extend(settings.paths(&home));
         let policy = Policy {
             work_tree,

@@ -35,11 +35,16 @@ pub(crate) const BASE_ENV: &[&str] = &[
     "CLAUDE_SIM_*",
 ];
 
-/// The names a confined run keeps: [`BASE_ENV`] and its backend's `extra`. (The loop's own
+/// The names a confined run keeps: [`BASE_ENV`], the toolchains' variables
+/// ([`super::toolchains::ENV`]) and its backend's `extra`. (The loop's own
 /// credentials are taken out of every run's environment whatever this says.)
 #[must_use]
 pub(crate) fn kept_env(extra: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = BASE_ENV.iter().map(|s| (*s).to_owned()).collect();
+    let mut out: Vec<String> = BASE_ENV
+        .iter()
+        .chain(super::toolchains::ENV)
+        .map(|s| (*s).to_owned())
+        .collect();
     for e in extra {
         if !out.contains(e) {
             out.push(e.clone());

@@ -26,6 +26,7 @@ mod env;
 mod mounts;
 #[cfg(test)]
 mod tests;
+pub(crate) mod toolchains;
 
 use std::path::{Path, PathBuf};
 

@@ -22,6 +22,9 @@ pub(crate) enum Mount {
     },
     Proc,
     Dev,
+    /// A secret place inside something bound: an empty directory over it, or an empty file
+    /// (`/dev/null`, read-only) over a file.
+    Hidden(PathBuf),
 }
 
 impl Mount {
@@ -35,6 +38,8 @@ impl Mount {
             Mount::Empty(path) => vec!["--tmpfs".into(), p(path)],
             Mount::Link { target, at } => vec!["--symlink".into(), p(target), p(at)],
             Mount::Proc => vec!["--proc".into(), "/proc".into()],
+            Mount::Hidden(path) if path.is_dir() => vec!["--tmpfs".into(), p(path)],
+            Mount::Hidden(path) => vec!["--ro-bind".into(), "/dev/null".into(), p(path)],
             Mount::Dev => vec!["--dev".into(), "/dev".into()],
         }
     }
@@ -75,7 +80,7 @@ impl Mount {
         match self {
             Mount::Read(p) => Some((p, false)),
             Mount::Write(p) | Mount::Empty(p) => Some((p, true)),
-            Mount::Link { .. } | Mount::Proc | Mount::Dev => None,
+            Mount::Link { .. } | Mount::Proc | Mount::Dev | Mount::Hidden(_) => None,
         }
     }
 }
@@ -138,7 +143,24 @@ pub(crate) fn mounts(policy: &Policy) -> Vec<Mount> {
     }
     out.push(Mount::Read(policy.state_dir.clone()));
     out.extend(policy.state_writes.iter().cloned().map(Mount::Write));
+    out.extend(hidden(&out, &policy.home));
     out
+}
+
+/// The secret places of `home` that something of `mounts` would show: each hidden, last.
+fn hidden(mounts: &[Mount], home: &Path) -> Vec<Mount> {
+    let shown = |secret: &Path| {
+        mounts.iter().any(|m| match m {
+            Mount::Read(p) | Mount::Write(p) => secret.starts_with(p),
+            _ => false,
+        })
+    };
+    super::toolchains::SECRET
+        .iter()
+        .map(|s| home.join(s))
+        .filter(|s| shown(s) && std::fs::symlink_metadata(s).is_ok())
+        .map(Mount::Hidden)
+        .collect()
 }
 
 /// The directories of `PATH` (`~/.local/bin`, `~/.cargo/bin`, `/home/linuxbrew/.linuxbrew/bin`):
@@ -149,7 +171,7 @@ fn path_dirs(home: &Path) -> Vec<PathBuf> {
         return Vec::new();
     };
     std::env::split_paths(&path)
-        .filter(|d| d.is_absolute() && !home.starts_with(d) && d.is_dir())
+        .filter(|d| d.is_absolute() && super::toolchains::allowed(d, home) && d.is_dir())
         .collect()
 }
 

@@ -1,0 +1,189 @@
+//! The person's toolchains work inside the sandbox with nothing to configure: what their shell
+//! finds under `$HOME` (a pyenv-style shim and the manager it calls, an npm prefix in nvm's
+//! layout, rustup's cargo with its registry cache) runs the same in VERIFY as in their shell,
+//! and `~/.ssh` stays unreadable all the same. Real processes, real `bwrap` (each test says
+//! `skipped:` where it cannot run).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use claude_sim::scenario::{Action, Scenario};
+use m1loop::m1::Status;
+
+use super::sandbox::bwrap_here;
+use crate::support::TestLoop;
+
+const SECRET: &str = "SECRET-KEY-of-the-person";
+
+/// A home beside the project with `~/.ssh/id_test`.
+fn home_of(env: &TestLoop) -> PathBuf {
+    let home = env.path().parent().unwrap().join("home");
+    let key = home.join(".ssh/id_test");
+    std::fs::create_dir_all(key.parent().unwrap()).unwrap();
+    std::fs::write(key, SECRET).unwrap();
+    home
+}
+
+fn script(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// `PATH` with `dir` first.
+fn path_with(dir: &Path) -> std::ffi::OsString {
+    let mut dirs = vec![dir.to_path_buf()];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(dirs).unwrap()
+}
+
+/// Runs a one-step loop whose VERIFY is `verify` (then prints `~/.ssh/id_test`, or why it
+/// cannot, into `ssh.txt`), and says what VERIFY printed into `out.txt`.
+fn verify_in(env: &TestLoop, verify: &str) -> String {
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let verify = format!(
+        "{verify} > out.txt 2>&1; s=$?; cat \"$HOME/.ssh/id_test\" > ssh.txt 2>&1; exit $s"
+    );
+    env.run(&[
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--max-retries",
+        "1",
+        "--verify",
+        &verify,
+    ]);
+    let out = std::fs::read_to_string(env.path().join("out.txt")).unwrap_or_default();
+    let ssh = std::fs::read_to_string(env.path().join("ssh.txt")).unwrap_or_default();
+    assert!(!ssh.contains(SECRET), "~/.ssh was readable: {ssh}");
+    assert!(
+        !ssh.is_empty(),
+        "the read of ~/.ssh ran and said why it failed"
+    );
+    out
+}
+
+#[test]
+fn a_pyenv_style_shim_under_home_runs_in_verify_with_no_flag() {
+    if !bwrap_here("a pyenv-style shim …") {
+        return;
+    }
+    let env = TestLoop::new();
+    let home = home_of(&env);
+    let root = home.join(".pyenv");
+    // As pyenv's own: the shim runs the manager by its path under $HOME.
+    script(
+        &root.join("shims/python"),
+        &format!(
+            "#!/bin/sh\nexec \"{}/libexec/pyenv\" exec python \"$@\"\n",
+            root.display()
+        ),
+    );
+    script(
+        &root.join("libexec/pyenv"),
+        "#!/bin/sh\nshift; shift; echo \"python via pyenv: $*\"\n",
+    );
+    let env = env
+        .env("HOME", &home)
+        .env("PYENV_ROOT", &root)
+        .env("PATH", path_with(&root.join("shims")));
+    let out = verify_in(&env, "python -c ok");
+    assert_eq!(out, "python via pyenv: -c ok\n");
+    env.assert_status(Status::Done);
+}
+
+#[test]
+fn an_npm_global_tool_in_nvms_layout_under_home_runs_in_verify_with_no_flag() {
+    if !bwrap_here("an npm global tool in nvm's layout …") {
+        return;
+    }
+    let env = TestLoop::new();
+    let home = home_of(&env);
+    let prefix = home.join(".nvm/versions/node/v20.0.0");
+    // As npm installs a global package: its program is a link from bin/ into lib/node_modules/,
+    // which needs the rest of the package beside it.
+    let package = prefix.join("lib/node_modules/greet");
+    script(
+        &package.join("cli.sh"),
+        "#!/bin/sh\nd=$(dirname \"$(readlink -f \"$0\")\"); cat \"$d/greeting.txt\"\n",
+    );
+    std::fs::write(package.join("greeting.txt"), "hello from nvm\n").unwrap();
+    std::fs::create_dir_all(prefix.join("bin")).unwrap();
+    std::os::unix::fs::symlink("../lib/node_modules/greet/cli.sh", prefix.join("bin/greet"))
+        .unwrap();
+    let env = env
+        .env("HOME", &home)
+        .env("NVM_DIR", home.join(".nvm"))
+        .env("PATH", path_with(&prefix.join("bin")));
+    assert_eq!(verify_in(&env, "greet"), "hello from nvm\n");
+    env.assert_status(Status::Done);
+}
+
+#[test]
+fn rustups_cargo_builds_a_crate_with_a_registry_dependency_offline_with_no_flag() {
+    if !bwrap_here("rustup's cargo …") {
+        return;
+    }
+    // The machine's own rustup and cargo home, as the person's shell finds them; the test's
+    // home holds the key.
+    let real_home = PathBuf::from(std::env::var_os("HOME").unwrap_or_default());
+    let rustup =
+        std::env::var_os("RUSTUP_HOME").map_or_else(|| real_home.join(".rustup"), PathBuf::from);
+    let cargo_home =
+        std::env::var_os("CARGO_HOME").map_or_else(|| real_home.join(".cargo"), PathBuf::from);
+    let cargo = cargo_home.join("bin/cargo");
+    if !rustup.is_dir() || !cargo.is_file() || !cargo_home.join("registry/cache").is_dir() {
+        println!(
+            "skipped: rustup's cargo …: no rustup with a registry cache here ({} , {})",
+            rustup.display(),
+            cargo_home.display()
+        );
+        return;
+    }
+    let env = TestLoop::new().with_git();
+    let home = home_of(&env);
+    std::fs::write(
+        env.path().join("Cargo.toml"),
+        "[package]\nname = \"probe\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\nanyhow = \"1\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir(env.path().join("src")).unwrap();
+    std::fs::write(
+        env.path().join("src/lib.rs"),
+        "pub fn f() -> anyhow::Result<u8> { Ok(7) }\n#[test]\nfn seven() { assert_eq!(f().unwrap(), 7); }\n",
+    )
+    .unwrap();
+    std::fs::write(env.path().join(".gitignore"), "target/\n").unwrap();
+    let env = env
+        .env("HOME", &home)
+        .env("RUSTUP_HOME", &rustup)
+        .env("CARGO_HOME", &cargo_home)
+        .env("PATH", path_with(&cargo_home.join("bin")));
+    let out = verify_in(&env, "cargo test --offline --quiet");
+    assert!(out.contains("test result: ok. 1 passed"), "{out}");
+    env.assert_status(Status::Done);
+}
+
+#[test]
+fn a_granted_directory_that_holds_a_secret_place_shows_it_empty() {
+    if !bwrap_here("a granted directory that holds a secret place …") {
+        return;
+    }
+    let env = TestLoop::new();
+    let home = home_of(&env);
+    std::fs::write(home.join("notes.txt"), "the person's notes\n").unwrap();
+    std::fs::write(home.join(".netrc"), SECRET).unwrap();
+    let env = env.env("HOME", &home);
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let verify = "cat \"$HOME/notes.txt\" > out.txt; cat \"$HOME/.ssh/id_test\" \"$HOME/.netrc\" \
+                  > ssh.txt 2>&1; true";
+    env.run_ok(&["start", "g", "--step", "one", "--sandbox-read", "~", "--verify", verify]);
+    env.assert_status(Status::Done);
+    let read = |f: &str| std::fs::read_to_string(env.path().join(f)).unwrap();
+    assert_eq!(read("out.txt"), "the person's notes\n", "the home was granted");
+    assert!(!read("ssh.txt").contains(SECRET), "{}", read("ssh.txt"));
+}
