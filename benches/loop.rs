@@ -203,7 +203,8 @@ fn loop_round_in(sandbox: Sandbox, steps: usize) -> (Duration, Duration, Duratio
     let mut cmd = loop_cmd(&dir, &args);
     if sandbox == Sandbox::Bwrap {
         cmd.env("LOOP_SANDBOX", "bwrap")
-            .env("LOOP_SANDBOX_READ", &dir);
+            .env("LOOP_SANDBOX_READ", &dir)
+            .env("LOOP_SANDBOX_ENV", "CLAUDE_SIM_*");
     }
     let cpu = children_cpu();
     let t = Instant::now();

@@ -89,6 +89,7 @@ impl Loop {
             .env("CLAUDE_SIM_SCENARIO", self.dir.join("sim/scenario.json"))
             .env("CLAUDE_SIM_LOG", self.dir.join("sim/calls.jsonl"))
             .env("LOOP_SANDBOX_WRITE", self.dir.join("sim"))
+            .env("LOOP_SANDBOX_ENV", "CLAUDE_SIM_*")
             .env("TELEGRAM_BOT_TOKEN", TOKEN)
             .env("TELEGRAM_CHAT_ID", CHAT.to_string())
             .env("TELEGRAM_API_BASE", &self.api)

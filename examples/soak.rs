@@ -315,6 +315,7 @@ impl Loop {
             // The simulated agent's scenario, log and counts: what its runs, confined, may
             // write, and nothing else of the soak's.
             .env("LOOP_SANDBOX_WRITE", self.dir.join("sim"))
+            .env("LOOP_SANDBOX_ENV", "CLAUDE_SIM_*")
             .env("TELEGRAM_BOT_TOKEN", "1:AAsoakTOKEN")
             .env("TELEGRAM_CHAT_ID", parallel::CHAT.to_string())
             .env("TELEGRAM_API_BASE", &self.telegram)

@@ -124,6 +124,9 @@ impl Lab {
             .env("XDG_STATE_HOME", self.root.join("xdg"))
             .env("TMPDIR", self.root.join("tmp"))
             .env("CLAUDE_SIM_SCENARIO", self.root.join("sim/scenario.json"))
+            // The simulated agent's scenario and counts, granted as any program's files are.
+            .env("LOOP_SANDBOX_ENV", "CLAUDE_SIM_*")
+            .env("LOOP_SANDBOX_WRITE", self.root.join("sim"))
             .env("LOOP_REVIVE", "off")
             .env_remove("TELEGRAM_BOT_TOKEN")
             .env_remove("TELEGRAM_CHAT_ID")

@@ -399,6 +399,10 @@ pub(crate) struct StartArgs {
     /// ~/.cargo/registry); repeatable.
     #[arg(long, value_name = "PATH")]
     pub sandbox_write: Vec<String>,
+    /// A variable a confined run keeps besides its own (JAVA_HOME, DATABASE_URL), or every
+    /// variable with a start (`AWS_*`); repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub sandbox_env: Vec<String>,
     /// Replace a RUNNING or WAITING loop (the old M1.md is archived, never overwritten).
     #[arg(long)]
     pub force: bool,
@@ -578,7 +582,8 @@ Environment:
   TELEGRAM_CHAT_ID    the chat it sends them to
   TELEGRAM_API_BASE   the Bot API address (default https://api.telegram.org)
   LOOP_SANDBOX        how a new loop's agent runs are confined: bwrap (the default) or off;
-                      LOOP_SANDBOX_READ / LOOP_SANDBOX_WRITE: paths they may read, write
+                      LOOP_SANDBOX_READ / LOOP_SANDBOX_WRITE: paths they may read, write;
+                      LOOP_SANDBOX_ENV: variables they keep (NAME, PREFIX_*)
   LOOP_COMMIT         off: a new loop commits no step (default on: each DONE step of a git
                       project becomes a commit of its own work; --no-commit, COMMIT_STEPS)
   LOOP_REVIVE         off: the steps of a runner started with it do not revive it should it
@@ -754,6 +759,7 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
             sandbox: a.sandbox,
             sandbox_read: a.sandbox_read,
             sandbox_write: a.sandbox_write,
+            sandbox_env: a.sandbox_env,
             ..Default::default()
         },
         detach: a.detach,

@@ -41,6 +41,8 @@ pub(crate) enum Kind {
     Sandbox,
     /// Paths separated by commas, each absolute or from `~/`.
     Paths,
+    /// Names of environment variables separated by commas, each a name or `PREFIX_*`.
+    EnvNames,
     /// Tool rules separated by commas, or `(none)`.
     Tools,
     /// Words separated by spaces, or a JSON array of strings.
@@ -145,7 +147,7 @@ impl Kind {
                     .iter()
                     .map(|m| m.as_str()),
             ),
-            Kind::Sandbox | Kind::Paths | Kind::Backend => self.agent_word(v),
+            Kind::Sandbox | Kind::Paths | Kind::EnvNames | Kind::Backend => self.agent_word(v),
             Kind::Tools => typed::tools(v).map(drop).or_else(|_| {
                 expected(format!(
                     "tool names separated by commas, e.g. `Read,Grep,Bash(git:*)`, or `{}`",
@@ -179,6 +181,7 @@ impl Kind {
                 super::settings::SandboxMode::ALL.iter().map(|k| k.as_str()),
             ),
             Kind::Paths => typed::paths(v).map(drop).map_err(Problem::Said),
+            Kind::EnvNames => typed::env_names(v).map(drop).map_err(Problem::Said),
             _ => one_of(
                 v.parse::<super::settings::AgentKind>().is_ok(),
                 super::settings::AgentKind::ALL.iter().map(|k| k.as_str()),
@@ -508,6 +511,9 @@ keys! {
         SandboxRead = "SANDBOX_READ": Paths,
         /// Paths a confined run may write besides its work tree (a build cache).
         SandboxWrite = "SANDBOX_WRITE": Paths,
+        /// Variables a confined run keeps besides its own (`JAVA_HOME`, `DATABASE_URL`,
+        /// `AWS_*`).
+        SandboxEnv = "SANDBOX_ENV": EnvNames,
     }
 }
 

@@ -569,6 +569,12 @@ pub(crate) const SETTINGS: &[Setting] = &[
         Some("LOOP_SANDBOX_WRITE"),
     ),
     setting(
+        Kept::Agent(AgentKey::SandboxEnv),
+        Some("agent.sandbox_env"),
+        Some("sandbox-env"),
+        Some("LOOP_SANDBOX_ENV"),
+    ),
+    setting(
         Kept::Agent(AgentKey::ReviewModel),
         Some("review.model"),
         Some("review-model"),

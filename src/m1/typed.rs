@@ -152,6 +152,34 @@ pub(crate) fn paths(v: &str) -> Result<Vec<String>, String> {
     Ok(list)
 }
 
+/// Names of environment variables separated by commas (`JAVA_HOME, AWS_*`): each a name of
+/// letters, digits and `_` not starting with a digit, or such a start followed by `*`.
+///
+/// # Errors
+/// What is wrong with the first name that is not one.
+pub(crate) fn env_names(v: &str) -> Result<Vec<String>, String> {
+    let list: Vec<String> = v
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let good = |n: &str| {
+        let stem = n.strip_suffix('*').unwrap_or(n);
+        !stem.is_empty()
+            && !stem.starts_with(|c: char| c.is_ascii_digit())
+            && stem.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    if let Some(bad) = list.iter().find(|n| !good(n)) {
+        return Err(format!(
+            "`{bad}` is not the name of a variable: expected names separated by commas, each \
+             of letters, digits and `_`, or a start of names followed by `*`, such as \
+             `JAVA_HOME, AWS_*`"
+        ));
+    }
+    Ok(list)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -236,6 +236,8 @@ pub struct AgentKeys {
     /// Paths a confined run may read (`SANDBOX_READ`) and write (`SANDBOX_WRITE`).
     pub sandbox_read: Option<Vec<String>>,
     pub sandbox_write: Option<Vec<String>>,
+    /// Variables a confined run keeps besides its own (`SANDBOX_ENV`).
+    pub sandbox_env: Option<Vec<String>>,
 }
 
 /// The `PARALLEL:` block of a loop whose steps run at once (`LIMITS.PARALLEL` above 1): the
@@ -384,6 +386,7 @@ impl M1 {
                 sandbox: parsed(agent(AgentKey::Sandbox)),
                 sandbox_read: agent(AgentKey::SandboxRead).and_then(|v| typed::paths(&v).ok()),
                 sandbox_write: agent(AgentKey::SandboxWrite).and_then(|v| typed::paths(&v).ok()),
+                sandbox_env: agent(AgentKey::SandboxEnv).and_then(|v| typed::env_names(&v).ok()),
             },
             verify: top(Top::Verify),
             review: top(Top::Review).is_some_and(|v| switch_on(&v)),

@@ -60,7 +60,6 @@ impl Runner {
                 state_writes.push(absolute(task_dir).join(crate::bridge::HAND_BACK_DIR));
                 let b = crate::agent::backend_for(backend);
                 paths.extend(sandbox::own_state(b.own_state(&home)));
-                paths.extend(sandbox::simulated_agent());
                 env.extend(b.own_env().iter().map(|s| (*s).to_owned()));
                 if let Ok(p) = super::settings::find_program(program) {
                     programs.push(p);
@@ -78,21 +77,12 @@ impl Runner {
         };
         let work_tree = absolute(&work_tree);
         paths.extend(git_pins(&work_tree, writes, &home));
-        // The person's toolchains, as their shell finds them (rustup, pyenv, nvm, caches …).
-        let var = |k: &str| std::env::var_os(k);
-        paths.extend(
-            sandbox::toolchains::grants(&home, &var)
-                .into_iter()
-                .map(|g| (g.path, g.access)),
-        );
-        // A script's interpreter, followed through `env` and shims: what starts the program.
-        let path_var = std::env::var_os("PATH");
-        let interpreters: Vec<PathBuf> = programs
-            .iter()
-            .filter_map(|p| sandbox::toolchains::interpreter(p, path_var.as_deref()))
-            .collect();
-        programs.extend(interpreters);
+        // The person's toolchains, as their shell finds them (rustup, pyenv, nvm, caches …),
+        // and a script's interpreter, followed through `env` and shims.
+        paths.extend(sandbox::toolchains::of_person(&home));
+        let programs = sandbox::toolchains::with_interpreters(programs);
         paths.extend(settings.paths(&home));
+        env.extend(settings.env.iter().cloned());
         let policy = Policy {
             work_tree,
             work_tree_writable: writes,

@@ -65,6 +65,7 @@ pub(crate) struct AgentFile {
     pub sandbox: Option<SandboxMode>,
     pub sandbox_read: Option<Vec<String>>,
     pub sandbox_write: Option<Vec<String>>,
+    pub sandbox_env: Option<Vec<String>>,
 }
 
 /// The `limits:` section of `loop.yaml` (durations as `90s`, `5m`, `1h`). A duration keeps
@@ -122,6 +123,8 @@ pub(crate) struct Overrides {
     /// `--sandbox-read`, `--sandbox-write`: paths a confined run may read, and write.
     pub sandbox_read: Vec<String>,
     pub sandbox_write: Vec<String>,
+    /// `--sandbox-env`: variables a confined run keeps.
+    pub sandbox_env: Vec<String>,
 }
 
 /// How a loop's runs are confined, resolved.
@@ -132,6 +135,8 @@ pub(crate) struct SandboxSettings {
     /// in when it runs).
     pub read: Vec<String>,
     pub write: Vec<String>,
+    /// Variables a confined run keeps besides its own (a name, or `PREFIX_*`).
+    pub env: Vec<String>,
 }
 
 impl SandboxSettings {
@@ -419,16 +424,18 @@ impl Settings {
         }
     }
 
-    /// How this loop's runs are confined: M1.md's `AGENT.SANDBOX`, `SANDBOX_READ` and
-    /// `SANDBOX_WRITE`, each one it leaves out from `LOOP_SANDBOX…`, `loop.yaml`, or the
-    /// default (bubblewrap, no extra path). Read at every run.
+    /// How this loop's runs are confined: M1.md's `AGENT.SANDBOX`, else `LOOP_SANDBOX`,
+    /// `loop.yaml` or the default (bubblewrap); and the paths a run may read and write, which
+    /// add up: every path named in M1.md (`SANDBOX_READ`, `SANDBOX_WRITE`), `LOOP_SANDBOX_…`
+    /// or `loop.yaml` is granted. Read at every run.
     #[must_use]
     pub(crate) fn sandbox(&self, m: &M1) -> SandboxSettings {
         let d = self.sandbox_defaults(false);
         SandboxSettings {
             mode: m.agent.sandbox.unwrap_or(d.mode),
-            read: m.agent.sandbox_read.clone().unwrap_or(d.read),
-            write: m.agent.sandbox_write.clone().unwrap_or(d.write),
+            read: union([m.agent.sandbox_read.as_deref(), Some(&d.read)]),
+            write: union([m.agent.sandbox_write.as_deref(), Some(&d.write)]),
+            env: union([m.agent.sandbox_env.as_deref(), Some(&d.env)]),
         }
     }
 
@@ -438,14 +445,16 @@ impl Settings {
         self.sandbox_defaults(true)
     }
 
-    /// Flags (for a new loop), then `LOOP_SANDBOX`, `LOOP_SANDBOX_READ`, `LOOP_SANDBOX_WRITE`,
-    /// then `loop.yaml`, then bubblewrap and no extra path.
+    /// The mode from the flag (for a new loop), then `LOOP_SANDBOX`, then `loop.yaml`, then
+    /// bubblewrap; the paths of the flags (for a new loop), `LOOP_SANDBOX_READ` and
+    /// `LOOP_SANDBOX_WRITE`, and `loop.yaml`, all of them.
     fn sandbox_defaults(&self, with_flags: bool) -> SandboxSettings {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let env_paths = |k: &str| env(k).and_then(|v| crate::m1::typed::paths(&v).ok());
+        let env_names = |k: &str| env(k).and_then(|v| crate::m1::typed::env_names(&v).ok());
         let o = &self.overrides;
         let a = &self.file.agent;
-        let flag_paths = |v: &Vec<String>| (with_flags && !v.is_empty()).then(|| v.clone());
+        let flags = |v: &Vec<String>| if with_flags { v.clone() } else { Vec::new() };
         SandboxSettings {
             mode: o
                 .sandbox
@@ -453,14 +462,21 @@ impl Settings {
                 .or_else(|| env("LOOP_SANDBOX").and_then(|v| v.parse().ok()))
                 .or(a.sandbox)
                 .unwrap_or_default(),
-            read: flag_paths(&o.sandbox_read)
-                .or_else(|| env_paths("LOOP_SANDBOX_READ"))
-                .or_else(|| a.sandbox_read.clone())
-                .unwrap_or_default(),
-            write: flag_paths(&o.sandbox_write)
-                .or_else(|| env_paths("LOOP_SANDBOX_WRITE"))
-                .or_else(|| a.sandbox_write.clone())
-                .unwrap_or_default(),
+            read: union([
+                Some(&flags(&o.sandbox_read)[..]),
+                env_paths("LOOP_SANDBOX_READ").as_deref(),
+                a.sandbox_read.as_deref(),
+            ]),
+            write: union([
+                Some(&flags(&o.sandbox_write)[..]),
+                env_paths("LOOP_SANDBOX_WRITE").as_deref(),
+                a.sandbox_write.as_deref(),
+            ]),
+            env: union([
+                Some(&flags(&o.sandbox_env)[..]),
+                env_names("LOOP_SANDBOX_ENV").as_deref(),
+                a.sandbox_env.as_deref(),
+            ]),
         }
     }
 
@@ -650,6 +666,17 @@ struct Top {
     idle_timeout: Option<Duration>,
 }
 
+/// Every path of `lists`, once each, in the order first named.
+fn union<'a, const N: usize>(lists: [Option<&'a [String]>; N]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for p in lists.into_iter().flatten().flatten() {
+        if !out.contains(p) {
+            out.push(p.clone());
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -674,7 +701,7 @@ mod tests {
             Kind::Mode => "plan",
             Kind::Backend => "claude",
             Kind::Sandbox => "off",
-            Kind::Tools | Kind::Args | Kind::Paths => "[a, b]",
+            Kind::Tools | Kind::Args | Kind::Paths | Kind::EnvNames => "[a, b]",
             _ => "x",
         }
     }

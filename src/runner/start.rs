@@ -348,6 +348,7 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
     for (key, paths) in [
         (AgentKey::SandboxRead, &sandbox.read),
         (AgentKey::SandboxWrite, &sandbox.write),
+        (AgentKey::SandboxEnv, &sandbox.env),
     ] {
         if !paths.is_empty() {
             edits.push(key.set(paths.join(", ")));

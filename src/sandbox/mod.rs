@@ -30,7 +30,7 @@ pub(crate) mod toolchains;
 
 use std::path::{Path, PathBuf};
 
-pub(crate) use env::{kept_env, simulated_agent};
+pub(crate) use env::kept_env;
 #[cfg(test)]
 use mounts::Mount;
 pub(crate) use mounts::{kept_read_only, mounts};

@@ -225,6 +225,30 @@ pub(crate) fn grants(home: &Path, var: &dyn Fn(&str) -> Option<OsString>) -> Vec
     out
 }
 
+/// [`grants`] for the person the loop runs as (`$HOME`, their variables), with their access: what
+/// every confined run gets of their toolchains.
+#[must_use]
+pub(crate) fn of_person(home: &Path) -> Vec<(PathBuf, Access)> {
+    let var = |k: &str| std::env::var_os(k);
+    grants(home, &var)
+        .into_iter()
+        .map(|g| (g.path, g.access))
+        .collect()
+}
+
+/// `programs` and the interpreters of those that are scripts ([`interpreter`], through the
+/// person's `PATH`): what a run needs to start them.
+#[must_use]
+pub(crate) fn with_interpreters(mut programs: Vec<PathBuf>) -> Vec<PathBuf> {
+    let path_var = std::env::var_os("PATH");
+    let found: Vec<PathBuf> = programs
+        .iter()
+        .filter_map(|p| interpreter(p, path_var.as_deref()))
+        .collect();
+    programs.extend(found);
+    programs
+}
+
 /// Whether `path` may be granted to a run: not `home` or above it, not a secret place or in
 /// one.
 #[must_use]

@@ -228,8 +228,9 @@ fn loop_start_refuses_when_bubblewrap_cannot_run_and_says_what_to_do() {
 
 /// Tried as a new user would: `CLAUDE_SIM_SCENARIO=/elsewhere/scenario.json LOOP_AGENT=claude-sim
 /// loop start …` failed every attempt with `cannot read scenario …: No such file or directory`,
-/// because the confined run kept the variable but not the file it names (nor the simulated
-/// agent's log and counts beside it).
+/// because the confined run had neither the variable nor the file it names. The simulated agent
+/// is any program to the sandbox: its variables and its directory are granted as another
+/// program's would be (`--sandbox-env`, `--sandbox-write`).
 #[test]
 fn a_scenario_outside_the_project_is_read_by_the_confined_simulated_agent() {
     if !bwrap_here("a scenario outside the project …") {
@@ -238,15 +239,27 @@ fn a_scenario_outside_the_project_is_read_by_the_confined_simulated_agent() {
     let env = TestLoop::new();
     let nothing = env.path().parent().unwrap().join("nothing-granted");
     std::fs::create_dir_all(&nothing).unwrap();
-    // Only the variables of the simulated agent say where its files are: no path granted.
+    // Nothing of the environment grants the simulated agent's files or variables: the flags
+    // of `loop start` do, as they would for any program.
+    let sim = env.temp.sim_dir();
     let env = env
         .env("LOOP_SANDBOX_WRITE", &nothing)
-        .env("LOOP_SANDBOX_READ", &nothing);
+        .env("LOOP_SANDBOX_READ", &nothing)
+        .env("LOOP_SANDBOX_ENV", "NOTHING_GRANTED");
     env.scenario(&Scenario::new().step(
         1,
         [Action::failed("not yet"), Action::done("second time lucky")],
     ));
-    env.run_ok(&["start", "g", "--step", "one"]);
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--sandbox-env",
+        "CLAUDE_SIM_*",
+        "--sandbox-write",
+        sim.to_str().unwrap(),
+    ]);
     env.assert_status(Status::Done);
     assert_eq!(env.calls_for(1), 2, "{}", env.log());
     assert!(env.log().contains("second time lucky"), "{}", env.log());

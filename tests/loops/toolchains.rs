@@ -181,9 +181,119 @@ fn a_granted_directory_that_holds_a_secret_place_shows_it_empty() {
     env.scenario(&Scenario::new().otherwise(Action::done("ok")));
     let verify = "cat \"$HOME/notes.txt\" > out.txt; cat \"$HOME/.ssh/id_test\" \"$HOME/.netrc\" \
                   > ssh.txt 2>&1; true";
-    env.run_ok(&["start", "g", "--step", "one", "--sandbox-read", "~", "--verify", verify]);
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--sandbox-read",
+        "~",
+        "--verify",
+        verify,
+    ]);
     env.assert_status(Status::Done);
     let read = |f: &str| std::fs::read_to_string(env.path().join(f)).unwrap();
-    assert_eq!(read("out.txt"), "the person's notes\n", "the home was granted");
+    assert_eq!(
+        read("out.txt"),
+        "the person's notes\n",
+        "the home was granted"
+    );
     assert!(!read("ssh.txt").contains(SECRET), "{}", read("ssh.txt"));
+}
+
+#[test]
+fn sandbox_read_on_the_command_line_adds_to_loop_yamls_list_instead_of_replacing_it() {
+    if !bwrap_here("--sandbox-read adds to loop.yaml's list …") {
+        return;
+    }
+    let env = TestLoop::new();
+    let root = env.path().parent().unwrap().to_path_buf();
+    for d in ["from-yaml", "from-flag"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+        std::fs::write(root.join(d).join("f.txt"), format!("{d}\n")).unwrap();
+    }
+    std::fs::write(
+        env.state().join("loop.yaml"),
+        format!(
+            "agent:\n  sandbox_read: [{}]\n",
+            root.join("from-yaml").display()
+        ),
+    )
+    .unwrap();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let verify = format!(
+        "cat {0}/from-yaml/f.txt {0}/from-flag/f.txt > out.txt",
+        root.display()
+    );
+    let flag = root.join("from-flag").display().to_string();
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--sandbox-read",
+        &flag,
+        "--verify",
+        &verify,
+    ]);
+    env.assert_status(Status::Done);
+    assert_eq!(
+        std::fs::read_to_string(env.path().join("out.txt")).unwrap(),
+        "from-yaml\nfrom-flag\n"
+    );
+    let text = env.text();
+    assert!(
+        text.contains("from-yaml") && text.contains("from-flag"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_variable_named_by_sandbox_env_reaches_every_run_and_is_kept_in_m1() {
+    if !bwrap_here("a variable named by --sandbox-env …") {
+        return;
+    }
+    let env = TestLoop::new()
+        .env("DATABASE_URL", "postgres://db.invalid/app")
+        .env("APP_MODE", "test")
+        .env("UNNAMED_VAR", "not for the run");
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let verify = "echo \"$DATABASE_URL $APP_MODE [$UNNAMED_VAR]\" > out.txt";
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "one",
+        "--sandbox-env",
+        "DATABASE_URL",
+        "--sandbox-env",
+        "APP_*",
+        "--verify",
+        verify,
+    ]);
+    env.assert_status(Status::Done);
+    assert_eq!(
+        std::fs::read_to_string(env.path().join("out.txt")).unwrap(),
+        "postgres://db.invalid/app test []\n"
+    );
+    assert!(
+        env.text()
+            .contains("SANDBOX_ENV: CLAUDE_SIM_*, DATABASE_URL, APP_*")
+            || env
+                .text()
+                .contains("SANDBOX_ENV: DATABASE_URL, APP_*, CLAUDE_SIM_*"),
+        "{}",
+        env.text()
+    );
+}
+
+#[test]
+fn a_sandbox_env_that_is_not_a_variables_name_is_refused_and_says_why() {
+    let env = TestLoop::new();
+    let out = env.run(&["start", "g", "--step", "one", "--sandbox-env", "1BAD"]);
+    env.assert_exit(&out, 2);
+    let err = crate::support::stderr(&out);
+    assert!(err.contains("`1BAD` is not the name of a variable"), "{err}");
+    assert!(!env.file.exists(), "no M1.md was written");
+    assert!(env.calls().is_empty());
 }

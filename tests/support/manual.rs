@@ -100,6 +100,7 @@ impl Place {
             "LOOP_SANDBOX",
             "LOOP_SANDBOX_READ",
             "LOOP_SANDBOX_WRITE",
+            "LOOP_SANDBOX_ENV",
             "CLAUDE_SIM_SCENARIO",
             "CLAUDE_SIM_STATE",
             "CLAUDE_SIM_LOG",

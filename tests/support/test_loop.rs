@@ -134,6 +134,8 @@ impl TestLoop {
             // The simulated agent keeps its log and counts there: its runs, confined, may
             // write that and nothing else of the test's.
             .env("LOOP_SANDBOX_WRITE", self.temp.sim_dir())
+            // Its variables say where those are: a run keeps them as any program's would.
+            .env("LOOP_SANDBOX_ENV", "CLAUDE_SIM_*")
             // The real captures the simulated agent replays.
             .env(
                 "LOOP_SANDBOX_READ",

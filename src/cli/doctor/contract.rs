@@ -94,6 +94,8 @@ struct Call {
 pub(super) struct Confined<'a> {
     pub bwrap: &'a Path,
     pub paths: Vec<(std::path::PathBuf, crate::sandbox::Access)>,
+    /// The variables the person added (`SANDBOX_ENV`).
+    pub env: Vec<String>,
 }
 
 /// Runs the contract of `kind` with `program`, called as `cfg` says, confined as `confined`
@@ -226,14 +228,15 @@ impl Setup<'_> {
             home: self.home.to_path_buf(),
             paths: (crate::sandbox::own_state(backend.own_state(self.home)).into_iter())
                 .chain(sandbox.paths.iter().cloned())
-                .chain(crate::sandbox::simulated_agent())
+                .chain(crate::sandbox::toolchains::of_person(self.home))
                 .collect(),
-            programs: vec![program, exe.to_path_buf()],
+            programs: crate::sandbox::toolchains::with_interpreters(vec![
+                program,
+                exe.to_path_buf(),
+            ]),
             env: crate::sandbox::kept_env(
-                &backend
-                    .own_env()
-                    .iter()
-                    .map(|s| (*s).to_owned())
+                &(backend.own_env().iter().map(|s| (*s).to_owned()))
+                    .chain(sandbox.env.iter().cloned())
                     .collect::<Vec<_>>(),
             ),
         };

@@ -83,6 +83,7 @@ pub(crate) fn doctor(
     let confined = bwrap.as_deref().map(|bwrap| contract::Confined {
         bwrap,
         paths: sandboxed.paths(&home),
+        env: sandboxed.env.clone(),
     });
     for b in used {
         let from = program_from(b, &settings, m.as_ref(), file);

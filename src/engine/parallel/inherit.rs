@@ -59,7 +59,8 @@ pub(crate) const fn agent_inheritance(k: AgentKey) -> Inherit {
         | AgentKey::Fallback
         | AgentKey::Sandbox
         | AgentKey::SandboxRead
-        | AgentKey::SandboxWrite => Inherit::Kept,
+        | AgentKey::SandboxWrite
+        | AgentKey::SandboxEnv => Inherit::Kept,
     }
 }
 
