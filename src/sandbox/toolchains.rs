@@ -318,6 +318,21 @@ mod tests {
     }
 
     #[test]
+    fn the_manuals_table_names_every_toolchain_and_every_secret_place() {
+        let doc = include_str!("../../docs/09-sandbox.md");
+        let table = &doc[doc.find("## Your toolchains").unwrap()..];
+        for p in PLACES {
+            assert!(table.contains(&format!("\n| {} |", p.tool)), "{}", p.tool);
+            if let Some(v) = p.var {
+                assert!(table.contains(&format!("`{v}`")), "{v}");
+            }
+        }
+        for s in SECRET.iter().filter(|s| !s.starts_with(".cargo/")) {
+            assert!(table.contains(&format!("`~/{s}`")), "{s}");
+        }
+    }
+
+    #[test]
     fn no_grant_is_home_above_it_or_a_secret_place() {
         let home = Path::new("/home/u");
         for bad in ["/home/u", "/home", "/", "/home/u/.ssh", "/home/u/.ssh/keys"] {
