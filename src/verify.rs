@@ -19,6 +19,13 @@ pub(crate) enum Outcome {
     Passed,
     /// Exited non-zero, or was killed by a signal (`code` is then `None`).
     Failed { code: Option<i32>, tail: String },
+    /// Failed on a path the sandbox hid or kept read-only ([`crate::sandbox::Refusal`]): `said`
+    /// names the path and the flag that grants it. No retry can pass.
+    Refused {
+        code: Option<i32>,
+        tail: String,
+        said: String,
+    },
     /// Ran past its time limit; its process group was killed.
     TimedOut { tail: String },
     /// `should_stop` asked to stop; its process group was killed.

@@ -531,6 +531,13 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
                     let code = code.map_or_else(|| "a signal".into(), |c| format!("exit {c}"));
                     failed(a, &format!("VERIFY failed ({code}){}", said(tail)))
                 }
+                // No agent can grant a path: the person decides now, not after more attempts.
+                Some(verify::Outcome::Refused { code, said, .. }) => {
+                    let code = code.map_or_else(|| "a signal".into(), |c| format!("exit {c}"));
+                    Judgement::Exhausted {
+                        reason: one_line(&format!("VERIFY failed ({code}): {said}"), 400),
+                    }
+                }
                 Some(verify::Outcome::TimedOut { tail }) => {
                     failed(a, &format!("VERIFY timed out{}", said(tail)))
                 }

@@ -121,13 +121,30 @@ impl Runner {
         self.sandbox_ready()
             .map_err(|why| anyhow::anyhow!("the loop's sandbox cannot start: {why}"))?;
         let state_dir = self.state_dir.clone();
+        let mut command = Vec::new();
         let mut confine = |req: FireRequest, task_dir: &Path| {
             let run = RunOf::Verify { work_tree };
             // Ready: this cannot fail now.
-            self.confine(req.clone(), run, task_dir).unwrap_or(req)
+            let req = self.confine(req.clone(), run, task_dir).unwrap_or(req);
+            command.clone_from(&req.command);
+            req
         };
-        crate::verify::run_confined(how, &mut confine, &mut || {
+        let outcome = crate::verify::run_confined(how, &mut confine, &mut || {
             super::stopfile::requested(&state_dir).is_some()
+        })?;
+        // A failure on a path the sandbox hid is said as such, with the flag that grants it.
+        Ok(match outcome {
+            crate::verify::Outcome::Failed { code, tail } => {
+                match sandbox::refusal(&tail, &command, &home()) {
+                    Some(r) => crate::verify::Outcome::Refused {
+                        code,
+                        tail,
+                        said: r.said(),
+                    },
+                    None => crate::verify::Outcome::Failed { code, tail },
+                }
+            }
+            other => other,
         })
     }
 

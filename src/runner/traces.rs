@@ -170,7 +170,7 @@ impl Runner {
         };
         let (word, error) = match outcome {
             Ok(verify::Outcome::Passed) => ("passed", None),
-            Ok(verify::Outcome::Failed { code, .. }) => (
+            Ok(verify::Outcome::Failed { code, .. } | verify::Outcome::Refused { code, .. }) => (
                 "failed",
                 Some(code.map_or("killed by a signal".into(), |c| format!("exit {c}"))),
             ),

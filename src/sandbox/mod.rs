@@ -24,6 +24,7 @@
 
 mod env;
 mod mounts;
+mod refusal;
 #[cfg(test)]
 mod tests;
 pub(crate) mod toolchains;
@@ -34,6 +35,7 @@ pub(crate) use env::kept_env;
 #[cfg(test)]
 use mounts::Mount;
 pub(crate) use mounts::{kept_read_only, mounts};
+pub(crate) use refusal::refusal;
 
 /// Whether a path is there for reading only, or for writing too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

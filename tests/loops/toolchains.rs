@@ -293,7 +293,56 @@ fn a_sandbox_env_that_is_not_a_variables_name_is_refused_and_says_why() {
     let out = env.run(&["start", "g", "--step", "one", "--sandbox-env", "1BAD"]);
     env.assert_exit(&out, 2);
     let err = crate::support::stderr(&out);
-    assert!(err.contains("`1BAD` is not the name of a variable"), "{err}");
+    assert!(
+        err.contains("`1BAD` is not the name of a variable"),
+        "{err}"
+    );
     assert!(!env.file.exists(), "no M1.md was written");
     assert!(env.calls().is_empty());
+}
+
+#[test]
+fn a_verify_that_reaches_for_a_path_the_sandbox_hid_says_so_and_spends_no_more_attempts() {
+    if !bwrap_here("a VERIFY that reaches for a hidden path …") {
+        return;
+    }
+    let env = TestLoop::new();
+    let home = home_of(&env);
+    // A tool of the person's own, in a directory of their PATH, that runs a helper beside it:
+    // no toolchain the sandbox knows.
+    let tools = home.join("tools");
+    script(
+        &tools.join("bin/mytool"),
+        &format!("#!/bin/sh\nexec {}/lib/helper \"$@\"\n", tools.display()),
+    );
+    script(&tools.join("lib/helper"), "#!/bin/sh\necho helped\n");
+    let env = env
+        .env("HOME", &home)
+        .env("PATH", path_with(&tools.join("bin")));
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let out = env.run(&["start", "g", "--step", "one", "--verify", "mytool"]);
+    env.assert_exit(&out, 1);
+    let m = env.m1();
+    let r = &m.results[&1];
+    let error = r.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("the sandbox hid") && error.contains("--sandbox-read ~/tools"),
+        "{error}"
+    );
+    assert_eq!(
+        env.calls_for(1),
+        1,
+        "no attempt after the sandbox's refusal"
+    );
+    let said = crate::support::stdout(&out);
+    assert!(said.contains("--sandbox-read ~/tools"), "{said}");
+    // Granted as it says, the same loop passes.
+    let text = env.text().replacen(
+        "SANDBOX_READ: ",
+        &format!("SANDBOX_READ: {}, ", tools.display()),
+        1,
+    );
+    std::fs::write(&env.file, text).unwrap();
+    env.run_ok(&["retry"]);
+    env.assert_status(Status::Done);
 }

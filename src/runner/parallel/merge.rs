@@ -194,6 +194,10 @@ impl Runner {
         Ok(match outcome {
             Outcome::Passed => Checked::Passed { ran: true },
             Outcome::Stopped => Checked::Stopped,
+            Outcome::Refused { code, said, .. } => Checked::Failed(format!(
+                "`{cmd}` exited {}: {said}",
+                code.map_or_else(|| "by a signal".to_owned(), |c| c.to_string()),
+            )),
             Outcome::Failed { code, tail: t } => Checked::Failed(format!(
                 "`{cmd}` exited {}: {}",
                 code.map_or_else(|| "by a signal".to_owned(), |c| c.to_string()),
