@@ -399,7 +399,7 @@ pub(crate) struct StartArgs {
     /// ~/.cargo/registry); repeatable.
     #[arg(long, value_name = "PATH")]
     pub sandbox_write: Vec<String>,
-    /// A variable a confined run keeps besides its own (JAVA_HOME, DATABASE_URL), or every
+    /// A variable a confined run keeps besides its own (`JAVA_HOME`, `DATABASE_URL`), or every
     /// variable with a start (`AWS_*`); repeatable.
     #[arg(long, value_name = "NAME")]
     pub sandbox_env: Vec<String>,

@@ -667,7 +667,7 @@ struct Top {
 }
 
 /// Every path of `lists`, once each, in the order first named.
-fn union<'a, const N: usize>(lists: [Option<&'a [String]>; N]) -> Vec<String> {
+fn union<const N: usize>(lists: [Option<&[String]>; N]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for p in lists.into_iter().flatten().flatten() {
         if !out.contains(p) {
