@@ -1,0 +1,148 @@
+//! What the loop does outside the sandbox with what others control (issue 41): the text an
+//! agent, a plan or a chat wrote, shown on a terminal, logged, committed and sent; a file the
+//! loop writes in a directory every user may write; an agent program in the person's home.
+
+use claude_sim::scenario::{Action, Scenario};
+use m1loop::m1::Status;
+use serde_json::Value;
+
+use crate::support::telegram_fake::FakeTelegram;
+use crate::support::{TestLoop, stderr, stdout};
+
+/// An OSC 52 write to the clipboard (`rm -rf ~` in base64), ended by BEL.
+const OSC52: &str = "\u{1b}]52;c;cm0gLXJmIH4K\u{7}";
+
+/// Whether `text` holds a character a terminal acts on (C0 but tab and newline, DEL, C1), a
+/// bidirectional override or isolate, or a line or paragraph separator.
+fn raw_controls(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|&c| {
+            (c.is_control() && c != '\n' && c != '\t')
+                || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
+        })
+        .collect()
+}
+
+#[track_caller]
+fn assert_clean(what: &str, text: &str) {
+    let found = raw_controls(text);
+    assert!(found.is_empty(), "{what} holds {found:?}:\n{text:?}");
+}
+
+/// Every string in a JSON value, decoded (a JSON text escapes a control character, and
+/// still carries it).
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+        Value::Object(o) => o.values().for_each(|v| strings(v, out)),
+        _ => {}
+    }
+}
+
+#[track_caller]
+fn assert_json_clean(what: &str, text: &str) {
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{what}: {e}: {line}"));
+        let mut all = Vec::new();
+        strings(&v, &mut all);
+        for s in all {
+            assert_clean(what, &s);
+        }
+    }
+}
+
+/// The terminal control sequences in an agent's summary (an OSC 52 clipboard write, a cleared
+/// screen, a C1 CSI, a carriage return and a next-line that would start a line of its own
+/// reading as the loop's decision), in a plan's steps (an OSC 0 window title, a right-to-left
+/// override) and in a question and its answer were printed raw by the runner, `loop status`
+/// and `loop logs`, kept in `loop.log`, the commit messages, the report and the Telegram
+/// messages (issue 41, attack 7). Each is now shown as an escape, and the line stays one line.
+#[test]
+fn an_agents_osc52_clipboard_write_in_its_summary_reaches_no_terminal_log_or_commit() {
+    let tg = FakeTelegram::start();
+    let env = crate::support::bot::with_telegram(TestLoop::new().with_git(), &tg.base_url());
+    let summary = format!(
+        "summary with {OSC52} and \u{1b}[2J\u{9b}1;1H\rfake\u{85}2026-11-29T00:00:00Z decide: \
+         gate G9 approve by telegram"
+    );
+    env.scenario(
+        &Scenario::new()
+            .plan(Action::plan([
+                "write the note \u{1b}]0;owned\u{7} now",
+                "check it \u{202e}txt.exe\u{202c} then",
+            ]))
+            .step(
+                1,
+                [
+                    Action::blocked("which name \u{1b}[2J\u{8}\u{8}?"),
+                    Action::done(&summary).write("note.txt", "a\n"),
+                ],
+            )
+            .step(
+                2,
+                Action::done("checked \u{9b}31m").write("check.txt", "b\n"),
+            ),
+    );
+    let started = env.run_exits(3, &["start", "g"]);
+    let answered = env.run_ok(&["answer", "G1", "note \u{1b}]52;c;eA==\u{7} \u{2066}please"]);
+    env.assert_status(Status::Done);
+    assert!(
+        env.calls().iter().any(|c| c["step"] == 0),
+        "the plan came from the agent"
+    );
+    for (what, out) in [("loop start", &started), ("loop answer", &answered)] {
+        assert_clean(&format!("{what}'s output"), &stdout(out));
+        assert_clean(&format!("{what}'s errors"), &stderr(out));
+    }
+    // A line of an older version's, which `loop logs` shows as it shows the others.
+    let stamp = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
+    let old = format!("{stamp} done: logged by an older version {OSC52}\n");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(env.state().join("loop.log"))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, old.as_bytes()))
+        .unwrap();
+    let log = env.log().replace(&old, "");
+    assert_clean("loop.log", &log);
+    assert!(log.contains("summary with \\u001b]52;c;"), "{log}");
+    for line in log.lines() {
+        let (at, said) = line.split_once(' ').unwrap_or((line, ""));
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(at).is_ok()
+                && !said.starts_with("2026-11-29T00:00:00Z"),
+            "a line of loop.log that is not the loop's own: {line}"
+        );
+    }
+    let logs = stdout(&env.run_ok(&["logs"]));
+    assert_clean("loop logs", &logs);
+    assert!(logs.contains("logged by an older version"), "{logs}");
+    assert_clean("loop status", &stdout(&env.run_ok(&["status"])));
+    assert_json_clean(
+        "loop status --json",
+        &stdout(&env.run_ok(&["status", "--json"])),
+    );
+    assert_clean("M1.md", &env.text());
+    let messages = env.git(&["log", "--format=%B"]);
+    assert_clean("the commit messages", &messages);
+    assert!(messages.contains("summary with \\u001b]52"), "{messages}");
+    assert_clean(
+        "the Markdown report",
+        &stdout(&env.run_ok(&["report", "--format", "md"])),
+    );
+    let json = stdout(&env.run_ok(&["report", "--format", "json"]));
+    let report: Value = serde_json::from_str(&json).unwrap();
+    let mut all = Vec::new();
+    strings(&report, &mut all);
+    for s in all {
+        assert_clean("the JSON report", &s);
+    }
+    let outbox = std::fs::read_to_string(env.state().join("outbox.jsonl")).unwrap();
+    assert_json_clean("outbox.jsonl", &outbox);
+    let sent = tg.sent();
+    assert!(!sent.is_empty(), "the loop notified");
+    for s in sent {
+        assert_clean("a Telegram message", &s.text);
+    }
+    env.assert_no_processes();
+}
