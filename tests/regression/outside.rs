@@ -7,7 +7,7 @@ use m1loop::m1::Status;
 use serde_json::Value;
 
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{TestLoop, stderr, stdout};
+use crate::support::{TestLoop, code, stderr, stdout};
 
 /// An OSC 52 write to the clipboard (`rm -rf ~` in base64), ended by BEL.
 const OSC52: &str = "\u{1b}]52;c;cm0gLXJmIH4K\u{7}";
@@ -145,4 +145,60 @@ fn an_agents_osc52_clipboard_write_in_its_summary_reaches_no_terminal_log_or_com
         assert_clean("a Telegram message", &s.text);
     }
     env.assert_no_processes();
+}
+
+/// `loop stop --all` wrote the machine's stop file with `std::fs::write`, which follows a link:
+/// a link another local user planted at `/tmp/croppy-stop` had root overwrite whatever it
+/// named (issue 41, attack 9). It now writes nothing through a link nor into a file it did not
+/// make, says what is there and whose it is, and every loop obeys it as a stop all the same.
+#[test]
+fn loop_stop_all_never_writes_through_a_link_planted_at_the_stop_file() {
+    let env = TestLoop::new();
+    let victim = env.temp.join("victim.txt");
+    std::fs::write(&victim, "precious\n").unwrap();
+    std::os::unix::fs::symlink(&victim, &env.stop).unwrap();
+    if nix::unistd::geteuid().is_root() {
+        // As another user would have planted it (only root can give a link away).
+        let nobody = nix::unistd::Uid::from_raw(65534);
+        nix::unistd::fchownat(
+            nix::fcntl::AT_FDCWD,
+            &env.stop,
+            Some(nobody),
+            None,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .unwrap();
+    }
+    let out = env.run(&["stop", "--all"]);
+    let said = stderr(&out);
+    assert_ne!(code(&out), 0, "{said}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(
+        said.contains(&env.stop.display().to_string())
+            && said.contains("a symbolic link to")
+            && said.contains("owned by")
+            && said.contains("nothing was written"),
+        "{said}"
+    );
+    if nix::unistd::geteuid().is_root() {
+        assert!(said.contains("uid 65534"), "{said}");
+    }
+    // A link to nothing: nothing is made where it points.
+    std::fs::remove_file(&env.stop).unwrap();
+    let nowhere = env.temp.join("nowhere");
+    std::os::unix::fs::symlink(&nowhere, &env.stop).unwrap();
+    assert_ne!(code(&env.run(&["stop", "--all"])), 0);
+    assert!(
+        nowhere.symlink_metadata().is_err(),
+        "written through the link"
+    );
+    // The link stops loops all the same: none starts while it is there.
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let start = env.run(&["start", "g", "--step", "one"]);
+    assert_ne!(code(&start), 0, "{}", stderr(&start));
+    assert!(env.calls().is_empty(), "a loop ran past the stop");
+    // With nothing there, the stop file is made as before.
+    std::fs::remove_file(&env.stop).unwrap();
+    env.run_ok(&["stop", "--all"]);
+    assert!(env.stop.is_file() && !env.stop.is_symlink());
 }
