@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 pub(crate) use env::{kept_env, simulated_agent};
 #[cfg(test)]
 use mounts::Mount;
-pub(crate) use mounts::{kept_read_only, mounts};
+pub(crate) use mounts::{kept_read_only, mounts, program_shows_home};
 
 /// Whether a path is there for reading only, or for writing too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use m1loop::m1::Status;
 use serde_json::Value;
 
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{TestLoop, code, stderr, stdout};
+use crate::support::{TestLoop, code, stderr, stdout, write_executable};
 
 /// An OSC 52 write to the clipboard (`rm -rf ~` in base64), ended by BEL.
 const OSC52: &str = "\u{1b}]52;c;cm0gLXJmIH4K\u{7}";
@@ -201,4 +201,48 @@ fn loop_stop_all_never_writes_through_a_link_planted_at_the_stop_file() {
     std::fs::remove_file(&env.stop).unwrap();
     env.run_ok(&["stop", "--all"]);
     assert!(env.stop.is_file() && !env.stop.is_symlink());
+}
+
+/// `LOOP_AGENT=~/agent`: the sandbox shows a run its agent program's whole directory, here the
+/// person's home, so the run read all of it, and `loop doctor` said all was well (issue 41,
+/// attack 6). Such a program is now refused, saying why and what to do.
+#[test]
+fn an_agent_program_in_home_itself_is_refused_and_says_why() {
+    if !crate::support::bwrap_here() {
+        println!("skipped: an agent program in home …: bubblewrap cannot confine a run here");
+        return;
+    }
+    let env = TestLoop::new();
+    let home = env.temp.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_test"), "SECRET-SSH-KEY").unwrap();
+    let agent = home.join("agent");
+    write_executable(
+        &agent,
+        "#!/bin/sh\ncat $HOME/.ssh/id_test > /dev/null\nexit 1\n",
+    );
+    let env = env.env("HOME", &home).env("LOOP_AGENT", &agent);
+    let out = env.run(&["start", "g", "--step", "one"]);
+    let said = stderr(&out);
+    assert_eq!(code(&out), 2, "{said}");
+    assert!(
+        said.contains(&agent.display().to_string())
+            && said.contains("directly in your home")
+            && said.contains("your whole home")
+            && said.contains("~/.local/bin"),
+        "{said}"
+    );
+    assert!(!env.file.exists(), "a loop was started: {}", env.text());
+    assert!(env.calls().is_empty());
+    let doctor = env.run(&["doctor"]);
+    let table = stdout(&doctor);
+    assert_eq!(code(&doctor), 1, "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.contains("claude: program"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        row.starts_with("FAIL") && row.contains("directly in your home"),
+        "{row}"
+    );
 }
