@@ -13,6 +13,8 @@
 mod common;
 #[path = "redteam/lab.rs"]
 mod lab;
+#[path = "redteam/text.rs"]
+mod text;
 
 use lab::Verdict;
 
@@ -25,7 +27,8 @@ pub struct Attack {
 
 /// Every attack, a module of `redteam/` per seam.
 fn attacks() -> Vec<Attack> {
-    let all: Vec<Attack> = Vec::new();
+    let mut all: Vec<Attack> = Vec::new();
+    all.extend(text::attacks());
     all
 }
 
