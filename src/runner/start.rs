@@ -259,8 +259,9 @@ fn check_parallel(req: &StartRequest, settings: &Settings) -> Result<()> {
 
 /// A loop is never silently unconfined: with a sandbox asked for (the default), bubblewrap
 /// must be able to confine a run here, or the start is refused saying what to install or how
-/// to opt out.
-fn check_sandbox(sandbox: &crate::runner::settings::SandboxSettings) -> Result<()> {
+/// to opt out; and no program a run is shown the directory of may show it the home.
+fn check_sandbox(settings: &Settings) -> Result<()> {
+    let sandbox = settings.sandbox_for_new();
     if sandbox.mode == crate::m1::SandboxMode::Off {
         return Ok(());
     }
@@ -269,7 +270,16 @@ fn check_sandbox(sandbox: &crate::runner::settings::SandboxSettings) -> Result<(
             "every agent run is confined by bubblewrap unless you say otherwise, and {why}; \
              nothing was started"
         ))
-    })
+    })?;
+    let others = settings.review_for_new().backend.into_iter();
+    check_program_dirs(
+        &sandbox,
+        &programs_of(
+            &settings.agent,
+            others.chain(settings.fallback_for_new().map(|(to, _)| to)),
+        ),
+        "nothing was started",
+    )
 }
 
 /// Each program a confined run of the loop is shown the directory of, named for a message:
@@ -547,19 +557,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     // no M1.md.
     check_agent(&settings)?;
     check_parallel(req, &settings)?;
-    check_sandbox(&settings.sandbox_for_new())?;
-    check_program_dirs(
-        &settings.sandbox_for_new(),
-        &programs_of(
-            &settings.agent,
-            settings
-                .review_for_new()
-                .backend
-                .into_iter()
-                .chain(settings.fallback_for_new().map(|(to, _)| to)),
-        ),
-        "nothing was started",
-    )?;
+    check_sandbox(&settings)?;
     let text = new_document(req, &steps, &settings)?;
     if let Err(errs) = Document::parse(&text) {
         return Err(Error::bad_input(format!(

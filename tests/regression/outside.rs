@@ -52,6 +52,30 @@ fn assert_json_clean(what: &str, text: &str) {
     }
 }
 
+/// `loop.log` holds no control character and no line but the loop's own; then a line of an
+/// older version's is added, which `loop logs` must show as it shows the others.
+#[track_caller]
+fn assert_log_is_the_loops(env: &TestLoop) {
+    let log = env.log();
+    assert_clean("loop.log", &log);
+    assert!(log.contains("summary with \\u001b]52;c;"), "{log}");
+    for line in log.lines() {
+        let (at, said) = line.split_once(' ').unwrap_or((line, ""));
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(at).is_ok()
+                && !said.starts_with("2026-11-29T00:00:00Z"),
+            "a line of loop.log that is not the loop's own: {line}"
+        );
+    }
+    let stamp = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
+    let old = format!("{stamp} done: logged by an older version {OSC52}\n");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(env.state().join("loop.log"))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, old.as_bytes()))
+        .unwrap();
+}
+
 /// The terminal control sequences in an agent's summary (an OSC 52 clipboard write, a cleared
 /// screen, a C1 CSI, a carriage return and a next-line that would start a line of its own
 /// reading as the loop's decision), in a plan's steps (an OSC 0 window title, a right-to-left
@@ -95,25 +119,7 @@ fn an_agents_osc52_clipboard_write_in_its_summary_reaches_no_terminal_log_or_com
         assert_clean(&format!("{what}'s output"), &stdout(out));
         assert_clean(&format!("{what}'s errors"), &stderr(out));
     }
-    // A line of an older version's, which `loop logs` shows as it shows the others.
-    let stamp = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
-    let old = format!("{stamp} done: logged by an older version {OSC52}\n");
-    std::fs::OpenOptions::new()
-        .append(true)
-        .open(env.state().join("loop.log"))
-        .and_then(|mut f| std::io::Write::write_all(&mut f, old.as_bytes()))
-        .unwrap();
-    let log = env.log().replace(&old, "");
-    assert_clean("loop.log", &log);
-    assert!(log.contains("summary with \\u001b]52;c;"), "{log}");
-    for line in log.lines() {
-        let (at, said) = line.split_once(' ').unwrap_or((line, ""));
-        assert!(
-            chrono::DateTime::parse_from_rfc3339(at).is_ok()
-                && !said.starts_with("2026-11-29T00:00:00Z"),
-            "a line of loop.log that is not the loop's own: {line}"
-        );
-    }
+    assert_log_is_the_loops(&env);
     let logs = stdout(&env.run_ok(&["logs"]));
     assert_clean("loop logs", &logs);
     assert!(logs.contains("logged by an older version"), "{logs}");
