@@ -113,15 +113,11 @@ pub(crate) fn mounts(policy: &Policy) -> Vec<Mount> {
         Mount::Empty(policy.home.clone()),
     ]);
     out.extend(path_dirs(&policy.home).into_iter().map(Mount::Read));
-    // Never a directory that holds the home: a program there is refused at start
-    // ([`program_shows_home`]), and it is never bound should one get here.
     out.extend(
         policy
             .programs
             .iter()
-            .filter_map(|p| program_root(p))
-            .filter(|root| !holds_home(root, &policy.home))
-            .map(Mount::Read),
+            .filter_map(|p| program_mount(p, &policy.home)),
     );
     out.push(if policy.work_tree_writable {
         Mount::Write(policy.work_tree.clone())
@@ -168,6 +164,17 @@ pub(crate) fn program_root(program: &Path) -> Option<PathBuf> {
         return Some(modules.to_path_buf());
     }
     real.parent().map(Path::to_path_buf)
+}
+
+/// What a run is shown of `program`: its [`program_root`], unless that is `home` or holds it
+/// (a program there is refused at start, [`program_shows_home`]; should one get here all the
+/// same, the run is shown the program's file alone, never the home around it).
+fn program_mount(program: &Path, home: &Path) -> Option<Mount> {
+    let root = program_root(program)?;
+    if holds_home(&root, home) {
+        return std::fs::canonicalize(program).ok().map(Mount::Read);
+    }
+    Some(Mount::Read(root))
 }
 
 /// Whether `dir` is `home` or holds it (`/`, `/home`, `/root`), as written or as it resolves.
@@ -255,6 +262,10 @@ mod program_dir_tests {
         let ms = mounts(&policy);
         let real = |p: &Path| std::fs::canonicalize(p).unwrap();
         assert!(!ms.contains(&Mount::Read(real(&home))), "{ms:?}");
+        assert!(
+            ms.contains(&Mount::Read(real(&home.join("agent")))),
+            "{ms:?}"
+        );
         assert!(ms.contains(&Mount::Read(real(&bin))), "{ms:?}");
     }
 }
