@@ -239,6 +239,21 @@ fn an_agent_program_in_home_itself_is_refused_and_says_why() {
         "{said}"
     );
     assert!(!env.file.exists(), "a loop was started: {}", env.text());
+    // A loop whose M1.md names it is not resumed either.
+    let text = format!(
+        "STATUS: RUNNING\nGOAL: g\n\nPLAN:\n  TOTAL_STEPS: 1\n  CURRENT_STEP: 0\n  STEPS:\n    \
+         1: [PENDING] a\n\nAGENT:\n  PROGRAM: {}\n",
+        agent.display()
+    );
+    std::fs::write(&env.file, &text).unwrap();
+    let out = env.run(&["resume"]);
+    let said = stderr(&out);
+    assert_eq!(code(&out), 2, "{said}");
+    assert!(
+        said.contains("directly in your home") && said.contains("nothing was resumed"),
+        "{said}"
+    );
+    assert_eq!(env.text(), text, "left as it was");
     assert!(env.calls().is_empty());
     let doctor = env.run(&["doctor"]);
     let table = stdout(&doctor);
