@@ -191,7 +191,17 @@ pub(crate) fn program_shows_home(what: &str, program: &Path, home: &Path) -> Opt
     if !holds_home(&root, home) {
         return None;
     }
-    let lies = if std::fs::canonicalize(home).is_ok_and(|h| h == root) || root == home {
+    let own_dir = std::fs::canonicalize(program)
+        .ok()
+        .is_some_and(|p| p.parent() == Some(root.as_path()));
+    let lies = if !own_dir {
+        // The npm rule: the `node_modules` it lies in is shown whole.
+        format!(
+            "in {}, a node_modules that is your home or holds it ({})",
+            root.display(),
+            home.display()
+        )
+    } else if std::fs::canonicalize(home).is_ok_and(|h| h == root) || root == home {
         format!("directly in your home ({})", root.display())
     } else {
         format!(
@@ -253,6 +263,18 @@ mod program_dir_tests {
         let why = program_shows_home("it", &tmp.path().join("home/agent"), &home).unwrap();
         assert!(why.contains("which holds your home"), "{why}");
         assert_eq!(program_shows_home("it", &bin.join("agent"), &home), None);
+        // A home that is a node_modules itself: the npm rule would show all of it.
+        let npm_home = tmp.path().join("srv").join("node_modules");
+        let cli = npm_home.join("tool").join("bin").join("cli");
+        std::fs::create_dir_all(cli.parent().unwrap()).unwrap();
+        std::fs::write(&cli, "#!/bin/sh\n").unwrap();
+        let why = program_shows_home("it", &cli, &npm_home).unwrap();
+        assert!(why.contains("a node_modules that is your home"), "{why}");
+        let inside = home.join(".npm").join("lib").join("node_modules");
+        let claude = inside.join("claude").join("cli.js");
+        std::fs::create_dir_all(claude.parent().unwrap()).unwrap();
+        std::fs::write(&claude, "").unwrap();
+        assert_eq!(program_shows_home("it", &claude, &home), None);
         let policy = Policy {
             work_tree: tmp.path().join("p"),
             home: home.clone(),
