@@ -15,6 +15,8 @@ mod common;
 mod lab;
 #[path = "redteam/seams.rs"]
 mod seams;
+#[path = "redteam/text.rs"]
+mod text;
 
 use lab::Verdict;
 
@@ -29,6 +31,7 @@ pub struct Attack {
 fn attacks() -> Vec<Attack> {
     let mut all: Vec<Attack> = Vec::new();
     all.extend(seams::attacks());
+    all.extend(text::attacks());
     all
 }
 

@@ -159,9 +159,154 @@ pub(crate) fn bridge_state_dir(
     }
 }
 
+/// What was at a path in a shared directory where the loop would have created a file: the
+/// loop writes nothing through it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// What it is: `a regular file`, `a symbolic link to /home/x/.bashrc`, `a directory`, …
+    pub what: String,
+    /// Its owner, by name when the system knows one: `bob (uid 1000)`.
+    pub owner: String,
+    /// A regular file of the user the loop runs as: one this user made (an earlier stop).
+    pub own_file: bool,
+}
+
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}, owned by {}", self.what, self.owner)
+    }
+}
+
+/// What is at `path`, looked at without following a link; `None` when nothing is.
+#[must_use]
+pub(crate) fn found_at(path: &Path) -> Option<Found> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = path.symlink_metadata().ok()?;
+    let t = meta.file_type();
+    let what = if t.is_symlink() {
+        match std::fs::read_link(path) {
+            Ok(to) => format!("a symbolic link to {}", to.display()),
+            Err(_) => "a symbolic link".to_owned(),
+        }
+    } else if t.is_file() {
+        "a regular file".to_owned()
+    } else if t.is_dir() {
+        "a directory".to_owned()
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)".to_owned()
+    } else if t.is_socket() {
+        "a socket".to_owned()
+    } else {
+        "a device".to_owned()
+    };
+    let uid = nix::unistd::Uid::from_raw(meta.uid());
+    let owner = match nix::unistd::User::from_uid(uid) {
+        Ok(Some(u)) => format!("{} (uid {uid})", u.name),
+        _ => format!("uid {uid}"),
+    };
+    Some(Found {
+        what,
+        owner,
+        own_file: t.is_file() && uid == nix::unistd::geteuid(),
+    })
+}
+
+/// Creates `path`, a file in a directory others may write too (`/tmp`), holding `text`: only
+/// when nothing is there, never through a link, never over a file of someone else's
+/// (`O_CREAT | O_EXCL | O_NOFOLLOW`). Another user can put anything at a name in `/tmp`
+/// first, a link to a file of this user's among them, and writing through it would write
+/// that file with this user's authority (root's, for root). `Ok(None)`: created;
+/// `Ok(Some(found))`: something was there already, and is left as it was.
+///
+/// # Errors
+/// When it cannot be created for another reason (no such directory, no permission).
+pub(crate) fn create_in_shared(path: &Path, text: &str) -> std::io::Result<Option<Found>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let created = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .mode(0o644)
+        .open(path);
+    match created {
+        Ok(mut f) => f.write_all(text.as_bytes()).map(|()| None),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+            Ok(Some(found_at(path).unwrap_or(Found {
+                what: "something".to_owned(),
+                owner: "someone".to_owned(),
+                own_file: false,
+            })))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A new directory of this user's alone (mode 0700), named `prefix` and a random part, in the
+/// machine's temporary directory: made by one `mkdir`, which fails on anything already there
+/// (a directory or a link another user put at a name they could guess), so that nothing the
+/// loop writes into it goes anywhere else.
+///
+/// # Errors
+/// When no directory can be made there.
+pub(crate) fn private_temp_dir(prefix: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::temp_dir();
+    let mut last = None;
+    for _ in 0..16 {
+        let dir = base.join(format!("{prefix}-{}", uuid::Uuid::new_v4().simple()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free name")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_in_a_shared_directory_is_never_created_through_a_link_nor_over_a_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("bashrc");
+        std::fs::write(&target, "mine\n").unwrap();
+        let at = tmp.path().join("stop");
+        std::os::unix::fs::symlink(&target, &at).unwrap();
+        let found = create_in_shared(&at, "stop\n").unwrap().unwrap();
+        assert!(found.what.starts_with("a symbolic link to "), "{found}");
+        assert!(found.owner.contains("uid "), "{found}");
+        assert!(!found.own_file);
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "mine\n");
+        // A dangling link: nothing is created where it points.
+        let gone = tmp.path().join("nowhere");
+        let at2 = tmp.path().join("stop2");
+        std::os::unix::fs::symlink(&gone, &at2).unwrap();
+        assert!(create_in_shared(&at2, "x").unwrap().is_some());
+        assert!(!gone.exists());
+        // A file already there is left as it is.
+        let plain = tmp.path().join("stop3");
+        std::fs::write(&plain, "earlier\n").unwrap();
+        assert!(create_in_shared(&plain, "x").unwrap().unwrap().own_file);
+        assert_eq!(std::fs::read_to_string(&plain).unwrap(), "earlier\n");
+        // Nothing there: made.
+        let new = tmp.path().join("stop4");
+        assert_eq!(create_in_shared(&new, "made\n").unwrap(), None);
+        assert_eq!(std::fs::read_to_string(&new).unwrap(), "made\n");
+    }
+
+    #[test]
+    fn a_private_temp_dir_is_new_and_its_users_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let a = private_temp_dir("loop-test").unwrap();
+        let b = private_temp_dir("loop-test").unwrap();
+        assert_ne!(a, b);
+        let mode = std::fs::metadata(&a).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        std::fs::remove_dir(a).unwrap();
+        std::fs::remove_dir(b).unwrap();
+    }
 
     #[test]
     fn a_new_state_dir_gets_a_gitignore_and_an_existing_one_is_left_alone() {

@@ -3,13 +3,20 @@
 //! 101), which in a runner leaves the loop RUNNING with nobody driving it. What `loop` prints
 //! is a courtesy, never a reason to stop: these macros write and ignore any failure. The
 //! record that matters is M1.md and the decision log, which are files.
+//!
+//! Much of what `loop` prints came from outside it: an agent's answer, a plan's step, a
+//! reviewer's verdict, a line of `loop.log`. These macros are the one way out to a terminal,
+//! so they show every control character and bidirectional override as an escape
+//! ([`crate::text::shown`]): no text printed can write the clipboard, retitle the window,
+//! clear the screen or write over a line.
 
 /// `println!` that ignores a closed or failing stdout.
 #[macro_export]
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use ::std::io::Write as _;
-        let _ = ::std::writeln!(::std::io::stdout().lock(), $($arg)*);
+        let text = ::std::format!($($arg)*);
+        let _ = ::std::writeln!(::std::io::stdout().lock(), "{}", $crate::text::shown(&text));
     }};
 }
 
@@ -18,7 +25,8 @@ macro_rules! outln {
 macro_rules! out {
     ($($arg:tt)*) => {{
         use ::std::io::Write as _;
-        let _ = ::std::write!(::std::io::stdout().lock(), $($arg)*);
+        let text = ::std::format!($($arg)*);
+        let _ = ::std::write!(::std::io::stdout().lock(), "{}", $crate::text::shown(&text));
     }};
 }
 
@@ -27,6 +35,7 @@ macro_rules! out {
 macro_rules! errln {
     ($($arg:tt)*) => {{
         use ::std::io::Write as _;
-        let _ = ::std::writeln!(::std::io::stderr().lock(), $($arg)*);
+        let text = ::std::format!($($arg)*);
+        let _ = ::std::writeln!(::std::io::stderr().lock(), "{}", $crate::text::shown(&text));
     }};
 }

@@ -93,6 +93,8 @@ mod regression {
     mod inputs;
     mod messages;
     mod notifications;
+    /// What the loop does outside the sandbox with what others control (issue 41).
+    mod outside;
     mod parallel;
     /// Against the real Claude Code CLI, installed from npm (skipped, saying so, where it
     /// cannot be).

@@ -70,9 +70,16 @@ fn sim_agent() -> crate::error::Result<PathBuf> {
 pub(crate) fn demo(file: Option<&Path>, opts: &RunOptions) -> crate::error::Result<Status> {
     let sim = sim_agent()?;
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
-    let dir = std::env::temp_dir().join(format!("loop-demo-{stamp}-{}", std::process::id()));
+    // A directory of its own in the shared temporary directory: nothing another user put at a
+    // name there is written through.
+    let dir = crate::dirs::private_temp_dir(&format!("loop-demo-{stamp}")).with_context(|| {
+        format!(
+            "while creating the demo's directory in {}",
+            std::env::temp_dir().display()
+        )
+    })?;
     std::fs::create_dir_all(dir.join("state"))
-        .with_context(|| format!("while creating {}", dir.display()))?;
+        .with_context(|| format!("while creating {}", dir.join("state").display()))?;
     let scenario = dir.join("scenario.json");
     std::fs::write(&scenario, SCENARIO)?;
     // `--file` puts the demo's M1.md (and so its state directory) where a person asked; the

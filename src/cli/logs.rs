@@ -98,7 +98,8 @@ fn read_from(log: &Path, offset: u64) -> crate::error::Result<String> {
 }
 
 /// Prints the complete lines of `chunk`, keeping an unfinished last line in `partial` for the
-/// next chunk.
+/// next chunk. A line an older version logged may hold a control character an agent wrote:
+/// `out!` shows it as an escape, as the log's writer does now.
 fn print_lines(chunk: &str, partial: &mut String) {
     partial.push_str(chunk);
     if let Some(end) = partial.rfind('\n') {

@@ -300,7 +300,9 @@ fn parts(
     gate: Option<&str>,
 ) -> Vec<Message> {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let parts = split(html, true);
+    // Every message queued is made here: what an agent or a plan wrote reaches the chat with
+    // no control character and no bidirectional override, each shown as an escape.
+    let parts = split(&crate::text::shown(html), true);
     let last = parts.len().saturating_sub(1);
     parts
         .into_iter()

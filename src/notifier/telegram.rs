@@ -223,10 +223,11 @@ impl Client {
 
     /// Sends one message to the configured chat, retrying network errors and 5xx with backoff
     /// and honouring 429 `retry_after`, within a bounded time.
+    /// A message an older version queued may hold a control character: it goes as an escape.
     pub(crate) fn send_message(&self, text: &str, html: bool, markup: Option<&Value>) -> Delivery {
         let mut body = json!({
             "chat_id": self.config.chat_id,
-            "text": text,
+            "text": crate::text::shown(text),
             "link_preview_options": { "is_disabled": true },
         });
         if html {

@@ -236,7 +236,7 @@ pub(crate) enum Format {
 /// The report in `format`.
 #[must_use]
 pub(crate) fn render(r: &Report, format: Format) -> String {
-    match format {
+    let text = match format {
         Format::Md => markdown::render(r),
         Format::Json => {
             let mut s = serde_json::to_string_pretty(r).expect("a report serializes");
@@ -244,7 +244,11 @@ pub(crate) fn render(r: &Report, format: Format) -> String {
             s
         }
         Format::Html => html::render(r),
-    }
+    };
+    // What an agent wrote (a summary, a question, a verdict, a line of `loop.log`) holds no
+    // control character nor bidirectional override in any of them: each is an escape, JSON's
+    // own in JSON, which reads back as the same text.
+    crate::text::shown(&text).into_owned()
 }
 
 /// Where the page of the loop whose state file is `m1` goes by default: beside it, named after

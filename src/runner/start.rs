@@ -259,8 +259,9 @@ fn check_parallel(req: &StartRequest, settings: &Settings) -> Result<()> {
 
 /// A loop is never silently unconfined: with a sandbox asked for (the default), bubblewrap
 /// must be able to confine a run here, or the start is refused saying what to install or how
-/// to opt out.
-fn check_sandbox(sandbox: &crate::runner::settings::SandboxSettings) -> Result<()> {
+/// to opt out; and no program a run is shown the directory of may show it the home.
+fn check_sandbox(settings: &Settings) -> Result<()> {
+    let sandbox = settings.sandbox_for_new();
     if sandbox.mode == crate::m1::SandboxMode::Off {
         return Ok(());
     }
@@ -269,7 +270,59 @@ fn check_sandbox(sandbox: &crate::runner::settings::SandboxSettings) -> Result<(
             "every agent run is confined by bubblewrap unless you say otherwise, and {why}; \
              nothing was started"
         ))
-    })
+    })?;
+    let others = settings.review_for_new().backend.into_iter();
+    check_program_dirs(
+        &sandbox,
+        &programs_of(
+            &settings.agent,
+            others.chain(settings.fallback_for_new().map(|(to, _)| to)),
+        ),
+        "nothing was started",
+    )
+}
+
+/// Each program a confined run of the loop is shown the directory of, named for a message:
+/// the agent's (`agent`), a reviewer's or a fallback's on another backend (`others`), and the
+/// loop's own binary, which the agent's hooks run.
+fn programs_of(
+    agent: &crate::agent::AgentConfig,
+    others: impl IntoIterator<Item = AgentKind>,
+) -> Vec<(String, std::path::PathBuf)> {
+    let mut out = Vec::new();
+    if let Ok(p) = crate::runner::settings::find_program(&agent.program) {
+        out.push(("the agent program".to_owned(), p));
+    }
+    for backend in others.into_iter().filter(|b| *b != agent.backend) {
+        let program = crate::runner::settings::other_program(backend);
+        if let Ok(p) = crate::runner::settings::find_program(&program) {
+            out.push((format!("the {backend} agent's program"), p));
+        }
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        out.push(("the loop's own program".to_owned(), exe));
+    }
+    out
+}
+
+/// With a sandbox in force, refuses a program whose directory a confined run would be shown
+/// and that is the person's home or holds it (`~/agent`, `/agent`): the run would see the
+/// whole home. `then`: what the refusal left undone.
+fn check_program_dirs(
+    sandbox: &crate::runner::settings::SandboxSettings,
+    programs: &[(String, std::path::PathBuf)],
+    then: &str,
+) -> Result<()> {
+    if sandbox.mode == crate::m1::SandboxMode::Off {
+        return Ok(());
+    }
+    let home = crate::runner::confine::home();
+    for (what, program) in programs {
+        if let Some(why) = crate::sandbox::program_shows_home(what, program, &home) {
+            return Err(Error::bad_input(format!("{why}; {then}")));
+        }
+    }
+    Ok(())
 }
 
 /// Before a resume runs anything: the agent the file names can be started (a loop that is
@@ -284,11 +337,19 @@ pub(super) fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
     }
     crate::runner::settings::check_program_in(&doc, file)
         .map_err(|errs| Error::bad_input(format!("{errs}; then `loop resume` again")))?;
+    let agent = settings.agent_for(&m);
+    check_program_dirs(
+        &settings.sandbox(&m),
+        &programs_of(
+            &agent,
+            m.agent.review_backend.into_iter().chain(m.agent.fallback),
+        ),
+        "nothing was resumed",
+    )?;
     if m.agent.program.is_some() {
         // The file's program outranks every other: it is the one that would run, just found.
         return Ok(());
     }
-    let agent = settings.agent_for(&m);
     crate::runner::settings::find_program(&agent.program).map_err(|e| {
         Error::bad_input(format!(
             "{e}; {}; then `loop resume` again",
@@ -497,7 +558,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     // no M1.md.
     check_agent(&settings)?;
     check_parallel(req, &settings)?;
-    check_sandbox(&settings.sandbox_for_new())?;
+    check_sandbox(&settings)?;
     let text = new_document(req, &steps, &settings)?;
     if let Err(errs) = Document::parse(&text) {
         return Err(Error::bad_input(format!(

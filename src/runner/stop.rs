@@ -109,13 +109,60 @@ fn stop_unattended(file: &Path) -> Result<ExitStatus> {
 /// right after it finds no runner in the way. It waits for the runner of `file` and for every
 /// runner of this user registered as obeying the same stop file ([`registry`]).
 fn stop_all(file: &Path) -> Result<ExitStatus> {
-    let p = stopfile::create().context("while creating the stop file")?;
-    crate::outln!(
-        "created {}: every loop on this machine halts within a second and goes WAITING, and none \
-         may run until it is removed (`rm {}`); then `loop resume`.",
-        p.display(),
-        p.display()
-    );
+    let (p, found) = stopfile::create().with_context(|| {
+        format!(
+            "while creating the stop file {}",
+            stopfile::global().display()
+        )
+    })?;
+    // Something was there: a stop of this user's from before stays as it is; anything else
+    // (another user's file, a link) is not written through, and still stops every loop.
+    let refused = match found {
+        None => {
+            crate::outln!(
+                "created {}: every loop on this machine halts within a second and goes WAITING, \
+                 and none may run until it is removed (`rm {}`); then `loop resume`.",
+                p.display(),
+                p.display()
+            );
+            None
+        }
+        Some(f) if f.own_file => {
+            crate::outln!(
+                "{} exists already (a stop of yours): every loop on this machine halts within a \
+                 second and goes WAITING, and none may run until it is removed (`rm {}`); then \
+                 `loop resume`.",
+                p.display(),
+                p.display()
+            );
+            None
+        }
+        Some(f) => {
+            let why = format!(
+                "{} is {f}, so nothing was written: `loop stop --all` writes nothing through a \
+                 link, nor into a file it did not make, in a directory other users may write \
+                 (the file a link names would be written with your authority). It stops every \
+                 loop all the same, as anything at that path does; look at who put it there, \
+                 then remove it (`rm {}`), or give your loops a stop file of your own \
+                 (LOOP_STOP_FILE)",
+                p.display(),
+                p.display()
+            );
+            Some(why)
+        }
+    };
+    let result = wait_for_stopped(file, &p);
+    match refused {
+        Some(why) => result.and(Err(Error::failed(why))),
+        None => result,
+    }
+}
+
+/// Waits (at most [`STOP_PATIENCE`]) until the runners that obey the stop file `p` have let go
+/// of their loops: the runner of `file`, and every runner of this user registered as obeying
+/// the same stop file.
+fn wait_for_stopped(file: &Path, p: &Path) -> Result<ExitStatus> {
+    let p = p.to_path_buf();
     let stop_file = std::path::absolute(&p).unwrap_or(p);
     let mut runners: Vec<registry::Entry> = registry::live()
         .into_iter()

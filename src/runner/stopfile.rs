@@ -2,6 +2,13 @@
 //! emergency brake every loop obeys; a `STOP` file beside M1.md stops that loop only (`loop
 //! stop` puts one there and takes it away once the runner is gone); Ctrl-C stops the loop of a
 //! runner in the foreground.
+//!
+//! The global stop file is in a directory every user may write (`/tmp`), so whatever is at its
+//! path may be another user's: the loop never writes through it ([`create`]), and anything at
+//! the path counts as a stop, looked at without following a link. A link does not count less
+//! than a file: anyone who can plant a link there can put a plain file there too, which stops
+//! every loop as it is meant to; and a link that did not count would turn off the machine's
+//! brake, since `loop stop --all` will not write its own file through it.
 
 use std::path::{Path, PathBuf};
 
@@ -28,26 +35,38 @@ pub(crate) fn paths(state_dir: &Path) -> [PathBuf; 2] {
     [global(), local(state_dir)]
 }
 
+/// Whether something is at `path`: a file, a link (even one to nothing), anything, never
+/// followed.
+fn there(path: &Path) -> bool {
+    path.symlink_metadata().is_ok()
+}
+
 /// The first stop file that exists, if any.
 #[must_use]
 pub(crate) fn present(state_dir: &Path) -> Option<PathBuf> {
-    paths(state_dir).into_iter().find(|p| p.exists())
+    let [global, local] = paths(state_dir);
+    if there(&global) {
+        return Some(global);
+    }
+    local.exists().then_some(local)
 }
 
-/// Creates the global stop file (what `loop stop` does) and returns its path.
+/// Creates the global stop file (what `loop stop --all` does): created only where nothing is,
+/// never through a link, never over a file ([`crate::dirs::create_in_shared`]). Its path, and
+/// what was there already when something was (left as it was: a stop all the same).
 ///
 /// # Errors
-/// When the file cannot be created.
-pub(crate) fn create() -> std::io::Result<PathBuf> {
+/// When the file cannot be created for another reason.
+pub(crate) fn create() -> std::io::Result<(PathBuf, Option<crate::dirs::Found>)> {
     let p = global();
-    std::fs::write(
+    let found = crate::dirs::create_in_shared(
         &p,
-        format!(
+        &format!(
             "stopped by loop stop at {}\n",
             chrono::Utc::now().to_rfc3339()
         ),
     )?;
-    Ok(p)
+    Ok((p, found))
 }
 
 /// What `loop stop` writes into the loop's `STOP`: a stop of its own, which it removes once
@@ -103,7 +122,7 @@ pub(crate) fn requested(state_dir: &Path) -> Option<crate::engine::Stop> {
         return Some(Stop::Interrupt);
     }
     let global = global();
-    if global.exists() {
+    if there(&global) {
         return Some(Stop::File(global.display().to_string()));
     }
     let local = local(state_dir);

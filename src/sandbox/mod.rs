@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 pub(crate) use env::kept_env;
 #[cfg(test)]
 use mounts::Mount;
-pub(crate) use mounts::{kept_read_only, mounts};
+pub(crate) use mounts::{kept_read_only, mounts, program_shows_home};
 pub(crate) use refusal::refusal;
 
 /// Whether a path is there for reading only, or for writing too.

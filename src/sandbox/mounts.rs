@@ -122,8 +122,7 @@ pub(crate) fn mounts(policy: &Policy) -> Vec<Mount> {
         policy
             .programs
             .iter()
-            .filter_map(|p| program_root(p))
-            .map(Mount::Read),
+            .filter_map(|p| program_mount(p, &policy.home)),
     );
     out.push(if policy.work_tree_writable {
         Mount::Write(policy.work_tree.clone())
@@ -189,6 +188,58 @@ pub(crate) fn program_root(program: &Path) -> Option<PathBuf> {
     real.parent().map(Path::to_path_buf)
 }
 
+/// What a run is shown of `program`: its [`program_root`], unless that is `home` or holds it
+/// (a program there is refused at start, [`program_shows_home`]; should one get here all the
+/// same, the run is shown the program's file alone, never the home around it).
+fn program_mount(program: &Path, home: &Path) -> Option<Mount> {
+    let root = program_root(program)?;
+    if holds_home(&root, home) {
+        return std::fs::canonicalize(program).ok().map(Mount::Read);
+    }
+    Some(Mount::Read(root))
+}
+
+/// Whether `dir` is `home` or holds it (`/`, `/home`, `/root`), as written or as it resolves.
+fn holds_home(dir: &Path, home: &Path) -> bool {
+    home.starts_with(dir) || std::fs::canonicalize(home).is_ok_and(|h| h.starts_with(dir))
+}
+
+/// Why `program` (`what` names it: `the agent program`, `the loop's own program`) cannot run
+/// in the sandbox: the directory a run is shown of it ([`program_root`]) is `home` or holds
+/// it, so the run would see the whole home. `None`: it can.
+#[must_use]
+pub(crate) fn program_shows_home(what: &str, program: &Path, home: &Path) -> Option<String> {
+    let root = program_root(program)?;
+    if !holds_home(&root, home) {
+        return None;
+    }
+    let own_dir = std::fs::canonicalize(program)
+        .ok()
+        .is_some_and(|p| p.parent() == Some(root.as_path()));
+    let lies = if !own_dir {
+        // The npm rule: the `node_modules` it lies in is shown whole.
+        format!(
+            "in {}, a node_modules that is your home or holds it ({})",
+            root.display(),
+            home.display()
+        )
+    } else if std::fs::canonicalize(home).is_ok_and(|h| h == root) || root == home {
+        format!("directly in your home ({})", root.display())
+    } else {
+        format!(
+            "in {}, which holds your home ({})",
+            root.display(),
+            home.display()
+        )
+    };
+    Some(format!(
+        "{what} {} lies {lies}: a confined run is shown the whole directory of its program, so \
+         it would see your whole home (~/.ssh, ~/.aws, …); move it to ~/.local/bin or a \
+         directory of its own, or name it by its path under its tool's own directory",
+        program.display()
+    ))
+}
+
 /// Whether the run `command` (a task's, as recorded: `bwrap` and its arguments) was kept from
 /// writing `tree`: the last mount over `tree` reads only, and nothing under it is writable but
 /// in `except` (the loop's state directory, which no check of the tree looks at).
@@ -207,4 +258,58 @@ pub(crate) fn kept_read_only(command: &[String], tree: &Path, except: &Path) -> 
         && places().all(|(p, writes)| {
             !writes || p == tree || !p.starts_with(tree) || p.starts_with(except)
         })
+}
+
+#[cfg(test)]
+mod program_dir_tests {
+    use super::*;
+
+    #[test]
+    fn a_program_whose_directory_is_or_holds_the_home_is_refused_and_never_bound() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home").join("u");
+        let bin = home.join(".local").join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for p in [
+            home.join("agent"),
+            bin.join("agent"),
+            tmp.path().join("home/agent"),
+        ] {
+            std::fs::write(&p, "#!/bin/sh\n").unwrap();
+        }
+        let why = program_shows_home("the agent program", &home.join("agent"), &home).unwrap();
+        assert!(
+            why.contains("directly in your home") && why.contains("~/.local/bin"),
+            "{why}"
+        );
+        let why = program_shows_home("it", &tmp.path().join("home/agent"), &home).unwrap();
+        assert!(why.contains("which holds your home"), "{why}");
+        assert_eq!(program_shows_home("it", &bin.join("agent"), &home), None);
+        // A home that is a node_modules itself: the npm rule would show all of it.
+        let npm_home = tmp.path().join("srv").join("node_modules");
+        let cli = npm_home.join("tool").join("bin").join("cli");
+        std::fs::create_dir_all(cli.parent().unwrap()).unwrap();
+        std::fs::write(&cli, "#!/bin/sh\n").unwrap();
+        let why = program_shows_home("it", &cli, &npm_home).unwrap();
+        assert!(why.contains("a node_modules that is your home"), "{why}");
+        let inside = home.join(".npm").join("lib").join("node_modules");
+        let claude = inside.join("claude").join("cli.js");
+        std::fs::create_dir_all(claude.parent().unwrap()).unwrap();
+        std::fs::write(&claude, "").unwrap();
+        assert_eq!(program_shows_home("it", &claude, &home), None);
+        let policy = Policy {
+            work_tree: tmp.path().join("p"),
+            home: home.clone(),
+            programs: vec![home.join("agent"), bin.join("agent")],
+            ..Policy::default()
+        };
+        let ms = mounts(&policy);
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap();
+        assert!(!ms.contains(&Mount::Read(real(&home))), "{ms:?}");
+        assert!(
+            ms.contains(&Mount::Read(real(&home.join("agent")))),
+            "{ms:?}"
+        );
+        assert!(ms.contains(&Mount::Read(real(&bin))), "{ms:?}");
+    }
 }

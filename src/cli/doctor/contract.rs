@@ -64,15 +64,10 @@ pub(super) fn wait_output(child: &mut Child, within: Duration) -> Result<Output,
 pub(super) struct Scratch(pub PathBuf);
 
 impl Scratch {
-    /// A new one, named for `what`, in the machine's temporary directory.
+    /// A new one of this user's alone, named for `what`, in the machine's temporary
+    /// directory ([`crate::dirs::private_temp_dir`]).
     pub(super) fn new(what: &str) -> std::io::Result<Self> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir =
-            std::env::temp_dir().join(format!("loop-doctor-{what}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        Ok(Self(dir))
+        crate::dirs::private_temp_dir(&format!("loop-doctor-{what}")).map(Self)
     }
 }
 
@@ -107,11 +102,16 @@ pub(super) fn run(
     confined: Option<&Confined<'_>>,
 ) -> Outcome {
     let mut o = Outcome::default();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let scratch =
-        Scratch(std::env::temp_dir().join(format!("loop-doctor-{}-{nanos}", std::process::id())));
+    let scratch = match Scratch::new("contract") {
+        Ok(s) => s,
+        Err(e) => {
+            o.failures.push(format!(
+                "cannot make a scratch directory in {}: {e}",
+                std::env::temp_dir().display()
+            ));
+            return o;
+        }
+    };
     let (work, home) = (scratch.0.join("work"), scratch.0.join("home"));
     if let Err(e) = std::fs::create_dir_all(&work).and_then(|()| std::fs::create_dir_all(&home)) {
         o.failures

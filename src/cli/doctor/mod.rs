@@ -94,6 +94,13 @@ pub(crate) fn doctor(
         };
         rows.extend(check_backend(b, &cfg, &from, confined.as_ref()));
     }
+    // The agent's hooks run the loop's own binary in the sandbox, shown its directory too.
+    if confined.is_some()
+        && let Ok(exe) = std::env::current_exe()
+        && let Some(why) = crate::sandbox::program_shows_home("the loop's own program", &exe, &home)
+    {
+        rows.push(row("loop: program", Mark::Fail, why));
+    }
     rows.push(sandbox::check(&settings.sandbox(&view)));
     rows.push(stop_file(&state_dir));
     rows.push(state_directory(&state_dir));
@@ -235,6 +242,19 @@ fn check_backend(
             )];
         }
     };
+    if confined.is_some()
+        && let Some(why) = crate::sandbox::program_shows_home(
+            "the agent program",
+            &program,
+            &crate::runner::confine::home(),
+        )
+    {
+        return vec![row(
+            format!("{name}: program"),
+            Mark::Fail,
+            format!("{from}: {why}"),
+        )];
+    }
     let mut rows = vec![match output_of(&program, &["--version"]) {
         Ok(v) => row(
             format!("{name}: program"),

@@ -244,7 +244,7 @@ impl Poller {
         self.say(&format!("telegram: {}", reply.log));
         let answered = self.client.call(
             "answerCallbackQuery",
-            &json!({ "callback_query_id": tap.id, "text": reply.answer }),
+            &json!({ "callback_query_id": tap.id, "text": crate::text::shown(&reply.answer) }),
             Duration::from_secs(15),
         );
         if let Err(e) = answered {
@@ -257,7 +257,7 @@ impl Poller {
                 &json!({
                     "chat_id": tap.chat_id,
                     "message_id": tap.message_id,
-                    "text": text,
+                    "text": crate::text::shown(&text),
                 }),
                 Duration::from_secs(15),
             );

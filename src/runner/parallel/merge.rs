@@ -86,7 +86,10 @@ impl Runner {
             (old.clone(), MergeCheck::AlreadyIn)
         } else {
             let merge_wt = self.merge_worktree()?;
-            let message = format!("loop: merge step {n}: {text}");
+            let message = format!(
+                "loop: merge step {n}: {}",
+                crate::text::one_line(&text, 300)
+            );
             match git::merge(&self.workdir, &merge_wt, &old, &branch, &message).map_err(fail)? {
                 git::Merged::Conflict(files) => {
                     return self.merge_failed(n, &MergeOutcome::Conflict(files));
