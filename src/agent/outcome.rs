@@ -49,6 +49,9 @@ pub enum BugKind {
     UnknownModel,
     /// Started inside another Claude Code session (`CLAUDECODE` was not removed).
     NestedSession,
+    /// The program could not start in the loop's sandbox: it reached for a path the sandbox
+    /// hides (a version manager under `$HOME`). The message says which, and what grants it.
+    Sandboxed,
     /// The session's context no longer fits the model's window (`Prompt is too long`):
     /// resuming it can only fail again.
     ContextTooLong,

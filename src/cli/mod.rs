@@ -159,6 +159,10 @@ pub(crate) enum Command {
         /// The backends to check (repeat for both); default: those the loop uses.
         #[arg(long, value_name = "BACKEND")]
         backend: Vec<crate::m1::settings::AgentKind>,
+        /// Also run this VERIFY command in this project, confined as the loop's runs are, and
+        /// say what it reached for that the sandbox hid (default: the loop's own VERIFY).
+        #[arg(long, value_name = "CMD")]
+        verify: Option<String>,
         /// One JSON array of the checks instead of the table.
         #[arg(long)]
         json: bool,
@@ -928,7 +932,11 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
         Command::Demo { file, quiet } => crate::cli::demo::demo(file.as_deref(), &echo(quiet)),
         Command::Logs { follow } => crate::cli::logs::logs(&cli.file, follow),
         Command::Validate => crate::cli::status::validate(&cli.file),
-        Command::Doctor { backend, json } => crate::cli::doctor::doctor(&cli.file, &backend, json),
+        Command::Doctor {
+            backend,
+            verify,
+            json,
+        } => crate::cli::doctor::doctor(&cli.file, &backend, verify.as_deref(), json),
         Command::Status { json } => crate::cli::status::status(&cli.file, json),
         Command::Report { format, output } => {
             crate::cli::report::run(&cli.file, format, output.as_deref())

@@ -386,6 +386,13 @@ fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
             BugKind::SessionInUse if !a.resumed => Judgement::ResumeSession {
                 reason: one_line(&message, 200),
             },
+            BugKind::Sandboxed => halt(
+                format!(
+                    "the agent program cannot start in the sandbox: {}",
+                    one_line(&message, 300)
+                ),
+                "grant what it names as it says, then `loop resume`",
+            ),
             _ => halt(
                 format!(
                     "the agent refused its invocation: {}",

@@ -10,7 +10,7 @@ use crate::sandbox::{self, Access, Policy};
 
 /// What a confined run is.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum RunOf<'a> {
+pub(crate) enum RunOf<'a> {
     /// An agent's run: `writes` (a step's attempt) or only reads (planning, a review), on the
     /// backend `backend`, whose program is `program`.
     Agent {
@@ -38,61 +38,17 @@ impl Runner {
             return Ok(req);
         }
         let bwrap = self.bwrap()?;
-        let home = home();
-        let mut paths: Vec<(PathBuf, Access)> = Vec::new();
-        let mut env: Vec<String> = Vec::new();
-        let mut programs = vec![];
-        if let Ok(exe) = std::env::current_exe() {
-            programs.push(exe);
+        if matches!(run, RunOf::Agent { .. }) {
+            // The loop's hooks in the run hand back what they saw in its task's `hooks/`.
+            req.hand_back = true;
         }
-        let layout = crate::layout::Layout::dir(&self.state_dir);
-        // What of the state directory the run writes: nothing but what its kind needs, never
-        // the records the runner reads as its own (exit, judgement, output).
-        let mut state_writes = Vec::new();
-        let (work_tree, writes) = match run {
-            RunOf::Agent {
-                writes,
-                backend,
-                program,
-            } => {
-                // The loop's hooks in the run hand back what they saw here.
-                req.hand_back = true;
-                state_writes.push(absolute(task_dir).join(crate::bridge::HAND_BACK_DIR));
-                let b = crate::agent::backend_for(backend);
-                paths.extend(sandbox::own_state(b.own_state(&home)));
-                env.extend(b.own_env().iter().map(|s| (*s).to_owned()));
-                if let Ok(p) = super::settings::find_program(program) {
-                    programs.push(p);
-                }
-                if writes {
-                    // A step's agent may leave a note for a fresh session of its step.
-                    let notes = layout.handoff_dir();
-                    if std::fs::create_dir_all(&notes).is_ok() {
-                        state_writes.push(absolute(&notes));
-                    }
-                }
-                (self.workdir.clone(), writes)
-            }
-            RunOf::Verify { work_tree } => (work_tree.to_path_buf(), true),
-        };
-        let work_tree = absolute(&work_tree);
-        paths.extend(git_pins(&work_tree, writes, &home));
-        // The person's toolchains, as their shell finds them (rustup, pyenv, nvm, caches …),
-        // and a script's interpreter, followed through `env` and shims.
-        paths.extend(sandbox::toolchains::of_person(&home));
-        let programs = sandbox::toolchains::with_interpreters(programs);
-        paths.extend(settings.paths(&home));
-        env.extend(settings.env.iter().cloned());
-        let policy = Policy {
-            work_tree,
-            work_tree_writable: writes,
-            state_dir: absolute(&self.state_dir),
-            state_writes,
-            home,
-            paths,
-            programs,
-            env: sandbox::kept_env(&env),
-        };
+        let policy = policy(
+            &settings,
+            &self.state_dir,
+            &self.workdir,
+            run,
+            Some(task_dir),
+        );
         Ok(sandbox::confine(req, &bwrap, &policy))
     }
 
@@ -139,7 +95,7 @@ impl Runner {
                     Some(r) => crate::verify::Outcome::Refused {
                         code,
                         tail,
-                        said: r.said(),
+                        said: format!("{}, then `loop retry`", r.said()),
                     },
                     None => crate::verify::Outcome::Failed { code, tail },
                 }
@@ -153,6 +109,73 @@ impl Runner {
         self.sandbox_probe
             .get_or_insert_with(sandbox::probe)
             .clone()
+    }
+}
+
+/// What a run of kind `run` sees, for a loop whose sandbox is `settings`, whose state directory
+/// is `state_dir` and whose agent works in `workdir`; `task_dir`: the run's task directory (an
+/// agent's run writes its `hooks/`). `loop doctor` confines its VERIFY with the same.
+pub(crate) fn policy(
+    settings: &super::settings::SandboxSettings,
+    state_dir: &Path,
+    workdir: &Path,
+    run: RunOf<'_>,
+    task_dir: Option<&Path>,
+) -> Policy {
+    let home = home();
+    let mut paths: Vec<(PathBuf, Access)> = Vec::new();
+    let mut env: Vec<String> = Vec::new();
+    let mut programs = vec![];
+    if let Ok(exe) = std::env::current_exe() {
+        programs.push(exe);
+    }
+    let layout = crate::layout::Layout::dir(state_dir);
+    // What of the state directory the run writes: nothing but what its kind needs, never
+    // the records the runner reads as its own (exit, judgement, output).
+    let mut state_writes = Vec::new();
+    let (work_tree, writes) = match run {
+        RunOf::Agent {
+            writes,
+            backend,
+            program,
+        } => {
+            if let Some(t) = task_dir {
+                state_writes.push(absolute(t).join(crate::bridge::HAND_BACK_DIR));
+            }
+            let b = crate::agent::backend_for(backend);
+            paths.extend(sandbox::own_state(b.own_state(&home)));
+            env.extend(b.own_env().iter().map(|s| (*s).to_owned()));
+            if let Ok(p) = super::settings::find_program(program) {
+                programs.push(p);
+            }
+            if writes {
+                // A step's agent may leave a note for a fresh session of its step.
+                let notes = layout.handoff_dir();
+                if std::fs::create_dir_all(&notes).is_ok() {
+                    state_writes.push(absolute(&notes));
+                }
+            }
+            (workdir.to_path_buf(), writes)
+        }
+        RunOf::Verify { work_tree } => (work_tree.to_path_buf(), true),
+    };
+    let work_tree = absolute(&work_tree);
+    paths.extend(git_pins(&work_tree, writes, &home));
+    // The person's toolchains, as their shell finds them (rustup, pyenv, nvm, caches …), and a
+    // script's interpreter, followed through `env` and shims.
+    paths.extend(sandbox::toolchains::of_person(&home));
+    let programs = sandbox::toolchains::with_interpreters(programs);
+    paths.extend(settings.paths(&home));
+    env.extend(settings.env.iter().cloned());
+    Policy {
+        work_tree,
+        work_tree_writable: writes,
+        state_dir: absolute(state_dir),
+        state_writes,
+        home,
+        paths,
+        programs,
+        env: sandbox::kept_env(&env),
     }
 }
 

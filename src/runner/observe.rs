@@ -45,6 +45,19 @@ impl Runner {
             }),
             _ => None,
         };
+        // An agent that could not start in the sandbox is a set-up to change, not a failed
+        // attempt: what it printed names what the sandbox hid.
+        let class = match class {
+            Some(c) if stream.result.is_none() && c != agent::Class::Success => Some(
+                crate::bridge::command_of(&self.state_dir, &run.task_id)
+                    .and_then(|cmd| crate::sandbox::refusal(&stderr, &cmd, &super::confine::home()))
+                    .map_or(c, |r| agent::Class::InvocationBug {
+                        kind: agent::BugKind::Sandboxed,
+                        message: r.said(),
+                    }),
+            ),
+            other => other,
+        };
         // The window a resume of the session will have decides how full its context is; a
         // review's session is never resumed.
         let resume_model = match run.kind {

@@ -29,7 +29,7 @@ impl Refusal {
         };
         format!(
             "the sandbox {what} {}, which exists outside the run: grant it with `{flag} {}` \
-             (AGENT.{} in M1.md), then `loop retry`",
+             (AGENT.{} in M1.md)",
             self.path.display(),
             self.grant,
             if self.write {
@@ -66,7 +66,7 @@ pub(crate) fn refusal(output: &str, command: &[String], home: &Path) -> Option<R
         if !write && !MISSING.iter().any(|m| line.contains(m)) {
             continue;
         }
-        for path in paths_in(line) {
+        for path in paths_in(line).into_iter().map(|p| resolved(&p)) {
             // A write may be of a file to be made: its directory exists.
             let there = |p: &Path| std::fs::symlink_metadata(p).is_ok();
             let exists = there(&path) || (write && path.parent().is_some_and(there));
@@ -97,6 +97,16 @@ fn paths_in(line: &str) -> Vec<PathBuf> {
         .filter(|w| w.starts_with('/') && w.len() > 1)
         .map(PathBuf::from)
         .collect()
+}
+
+/// `path` as the kernel resolves it (`..` and links), where it or its directory exists.
+fn resolved(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path)
+        .or_else(|e| match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) => std::fs::canonicalize(dir).map(|d| d.join(name)),
+            _ => Err(e),
+        })
+        .unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// How the sandbox shows `path`: `None` when it does not (no mount over it, or an empty one,

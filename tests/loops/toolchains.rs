@@ -346,3 +346,38 @@ fn a_verify_that_reaches_for_a_path_the_sandbox_hid_says_so_and_spends_no_more_a
     env.run_ok(&["retry"]);
     env.assert_status(Status::Done);
 }
+
+#[test]
+fn an_agent_program_that_cannot_start_in_the_sandbox_halts_at_once_and_says_why() {
+    if !bwrap_here("an agent program that cannot start in the sandbox …") {
+        return;
+    }
+    let env = TestLoop::new();
+    let home = home_of(&env);
+    // The agent as a version manager installs it: a launcher that runs the real program from
+    // a directory of its own under the home.
+    let tools = home.join("tools");
+    let real = tools.join("lib/agent");
+    std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+    std::fs::copy(crate::support::SIM, &real).unwrap();
+    script(
+        &tools.join("bin/agent"),
+        &format!("#!/bin/sh\nexec {} \"$@\"\n", real.display()),
+    );
+    let env = env
+        .env("HOME", &home)
+        .env("LOOP_AGENT", tools.join("bin/agent"));
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    env.run(&["start", "g", "--step", "one"]);
+    let log = env.log();
+    assert!(
+        log.contains("cannot start in the sandbox") && log.contains("--sandbox-read ~/tools"),
+        "{log}"
+    );
+    assert!(env.calls().is_empty(), "the agent never ran");
+    assert_eq!(
+        log.matches("spawn: Step 1").count(),
+        1,
+        "one start, no retries: {log}"
+    );
+}

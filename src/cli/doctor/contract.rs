@@ -173,10 +173,25 @@ pub(super) fn run(
 fn check_first(kind: AgentKind, setup: &Setup<'_>, first: &Call, o: &mut Outcome) {
     let s = &first.stream;
     if !first.ok {
-        o.failures.push(format!(
-            "the call the loop makes did not answer: {}",
-            crate::text::one_line(&first.said, 300)
-        ));
+        // A program that cannot start in the sandbox is a set-up to change, said as such.
+        let refused = setup.confined.and_then(|sandbox| {
+            let exe = std::env::current_exe().ok()?;
+            let probe = std::process::Command::new(&setup.cfg.program);
+            let cmd = setup.confined(&probe, sandbox, &exe);
+            let mut argv = vec![cmd.get_program().to_string_lossy().into_owned()];
+            argv.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
+            crate::sandbox::refusal(&first.said, &argv, &crate::runner::confine::home())
+        });
+        o.failures.push(match refused {
+            Some(r) => format!(
+                "the agent program cannot start in the sandbox: {}",
+                r.said()
+            ),
+            None => format!(
+                "the call the loop makes did not answer: {}",
+                crate::text::one_line(&first.said, 300)
+            ),
+        });
         return;
     }
     let mut need = |ok: bool, held: &str, missing: &str| {

@@ -12,6 +12,7 @@
 mod contract;
 mod mock;
 mod sandbox;
+mod verify;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -60,6 +61,7 @@ fn row(check: impl Into<String>, status: Mark, detail: impl Into<String>) -> Row
 pub(crate) fn doctor(
     file: &Path,
     backends: &[AgentKind],
+    verify_cmd: Option<&str>,
     json: bool,
 ) -> crate::error::Result<Status> {
     let layout = crate::layout::Layout::of(file);
@@ -102,6 +104,12 @@ pub(crate) fn doctor(
         rows.push(row("loop: program", Mark::Fail, why));
     }
     rows.push(sandbox::check(&settings.sandbox(&view)));
+    // The loop's VERIFY, or the one asked for, as the loop's runs get it.
+    if let Some(cmd) = verify_cmd.or(view.verify.as_deref()) {
+        // Run where the person runs `loop doctor`, as `loop start` runs the loop there.
+        let project = std::env::current_dir().unwrap_or_else(|_| state_dir.clone());
+        rows.push(verify::check(cmd, &project, &state_dir, &sandboxed));
+    }
     rows.push(stop_file(&state_dir));
     rows.push(state_directory(&state_dir));
     rows.push(telegram());
