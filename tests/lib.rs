@@ -47,6 +47,7 @@ mod loops {
     mod revive;
     mod run;
     mod sandbox;
+    mod sandbox_root;
     mod sessions;
     mod settings;
     mod stale_save;

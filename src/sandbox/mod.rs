@@ -17,7 +17,9 @@
 //!
 //! Not there: the rest of `$HOME` (`~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`,
 //! `~/.config/gh`, `~/.docker`, `~/.kube`, …), other projects, the loop's own credentials
-//! (the environment is an allowlist). Its own PID namespace: nothing it starts outlives it.
+//! (the environment is an allowlist). Its own user namespace with no capability, even for
+//! root: nothing read-only can be remounted. Its own PID namespace: nothing it starts
+//! outlives it.
 //! The network stays open (the agent must reach its API). The supervisor and the runner stay
 //! outside: the supervisor starts `bwrap`, which is in the task's process group like any
 //! command, so timeouts, stops and kills work as they do unconfined.
@@ -80,6 +82,22 @@ pub(crate) fn own_state(paths: Vec<(PathBuf, bool)>) -> Vec<(PathBuf, Access)> {
         .collect()
 }
 
+/// What every confined run is in, besides its mounts, and what [`probe`] tries: a user
+/// namespace with every capability dropped, whoever runs the loop. Root outside is root
+/// inside by the namespace's map (what the run writes is the person's), yet holds no
+/// capability there: it cannot remount what is read-only (`CAP_SYS_ADMIN`), open a file of
+/// the host by its handle (`CAP_DAC_READ_SEARCH`) or pass over a file's permissions
+/// (`CAP_DAC_OVERRIDE`); and bubblewrap drops the bounding set too, so no program it runs
+/// gets one back. Its own PID and IPC namespaces, and it dies with its parent.
+pub(crate) const NAMESPACES: &[&str] = &[
+    "--unshare-user",
+    "--cap-drop",
+    "ALL",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--die-with-parent",
+];
+
 /// The program that confines: `bwrap` on `PATH`.
 #[must_use]
 pub(crate) fn bwrap() -> Option<PathBuf> {
@@ -90,7 +108,7 @@ pub(crate) fn bwrap() -> Option<PathBuf> {
 }
 
 /// Whether bubblewrap can confine a run here: it is installed, and it can start a command in
-/// namespaces of its own. `Err`: why not, and what to do.
+/// the namespaces every run gets ([`NAMESPACES`]). `Err`: why not, and what to do.
 ///
 /// # Errors
 /// That explanation.
@@ -104,19 +122,9 @@ pub(crate) fn probe() -> Result<PathBuf, String> {
         );
     };
     let out = std::process::Command::new(&bwrap)
-        .args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--unshare-pid",
-            "--die-with-parent",
-            "--",
-            "true",
-        ])
+        .args(["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"])
+        .args(NAMESPACES)
+        .args(["--", "true"])
         .stdin(std::process::Stdio::null())
         .output();
     match out {
@@ -157,16 +165,8 @@ pub(crate) fn confined(bwrap: &Path, policy: &Policy, command: &[String]) -> Vec
     for m in mounts(policy) {
         args.extend(m.args());
     }
-    args.extend(
-        [
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--die-with-parent",
-            "--chdir",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned()),
-    );
+    args.extend(NAMESPACES.iter().map(|s| (*s).to_owned()));
+    args.push("--chdir".into());
     args.push(policy.work_tree.display().to_string());
     args.push("--".into());
     args.extend(command.iter().cloned());

@@ -115,9 +115,16 @@ fn a_confined_command_runs_bwrap_in_the_work_tree_with_its_own_pid_namespace() {
     assert_eq!(args[0], "/usr/bin/bwrap");
     let dash = args.iter().position(|a| a == "--").unwrap();
     assert_eq!(&args[dash + 1..], ["claude", "-p"]);
-    for flag in ["--unshare-pid", "--die-with-parent"] {
+    for flag in ["--unshare-pid", "--die-with-parent", "--unshare-user"] {
         assert!(args[..dash].contains(&flag.to_owned()), "{flag}: {args:?}");
     }
+    // Root is nobody inside: every capability dropped, whoever runs the loop.
+    assert!(
+        args[..dash]
+            .windows(2)
+            .any(|w| w[0] == "--cap-drop" && w[1] == "ALL"),
+        "{args:?}"
+    );
     let chdir = args.iter().position(|a| a == "--chdir").unwrap();
     assert_eq!(args[chdir + 1], "/p/project");
     // The network stays: the agent must reach its API.
