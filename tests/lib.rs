@@ -48,6 +48,7 @@ mod loops {
     mod run;
     mod sandbox;
     mod sandbox_root;
+    mod sandbox_state;
     mod sessions;
     mod settings;
     mod stale_save;

@@ -66,20 +66,52 @@ pub(crate) struct Policy {
     pub env: Vec<String>,
 }
 
-/// A backend's own state (each path, and whether it is a directory), writable: a directory
-/// the CLI would make itself is made first, or what the CLI writes there would be lost with
-/// the run's empty home.
+/// A backend's own state as a run sees it: what the CLI writes, writable (a directory it
+/// would make itself is made first, or what it writes there would be lost with the run's
+/// empty home), and over that what would run or steer a later session of the person's,
+/// read-only (mounted after, being deeper).
+///
+/// A read-only path that is missing but lies in a directory the run writes is made first as
+/// the backend says nothing is (an empty directory, `{}`): else the run could create it,
+/// which is as bad as writing it. Where it cannot be made, the run cannot make it either (it
+/// runs as the same user, with no capability). One missing elsewhere would lie in the run's
+/// empty home, where what the run creates goes with the run. One that is a link is held
+/// read-only where it leads, as a mount cannot be made over a link itself.
 #[must_use]
-pub(crate) fn own_state(paths: Vec<(PathBuf, bool)>) -> Vec<(PathBuf, Access)> {
-    paths
-        .into_iter()
-        .map(|(p, dir)| {
-            if dir {
-                let _ = std::fs::create_dir_all(&p);
+pub(crate) fn own_state(state: crate::agent::OwnState) -> Vec<(PathBuf, Access)> {
+    use crate::agent::Missing;
+    let mut out = Vec::new();
+    for (p, dir) in &state.writes {
+        if *dir {
+            let _ = std::fs::create_dir_all(p);
+        }
+        out.push((p.clone(), Access::Write));
+    }
+    let written = |p: &Path| state.writes.iter().any(|(w, dir)| *dir && p.starts_with(w));
+    for (p, missing) in state.steers {
+        match std::fs::symlink_metadata(&p) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::canonicalize(&p) {
+                    out.push((target, Access::Read));
+                }
+                continue;
             }
-            (p, Access::Write)
-        })
-        .collect()
+            Ok(_) => {}
+            Err(_) if !written(&p) => continue,
+            Err(_) => {
+                let _ = match missing {
+                    Missing::Dir => std::fs::create_dir(&p),
+                    Missing::File(text) => std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&p)
+                        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes())),
+                };
+            }
+        }
+        out.push((p, Access::Read));
+    }
+    out
 }
 
 /// What every confined run is in, besides its mounts, and what [`probe`] tries: a user

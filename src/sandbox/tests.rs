@@ -186,3 +186,45 @@ fn a_path_inside_another_keeps_its_own_access_whatever_order_they_come_in() {
             < at(&ms, &Mount::Write("/b/scenario.json.state".into()))
     );
 }
+
+/// An agent wrote `~/.claude/settings.json` with a `SessionStart` hook, which ran as the
+/// person at their next `claude`: what would steer a later session is read-only over the
+/// writable state, and what is missing is made as nothing first, so the run cannot create it.
+#[test]
+fn what_steers_a_later_session_is_read_only_over_the_state_and_made_as_nothing_when_missing() {
+    use crate::agent::{Missing, OwnState};
+    let home = tempfile::tempdir().unwrap();
+    let claude = home.path().join(".claude");
+    std::fs::create_dir_all(&claude).unwrap();
+    std::fs::write(claude.join("settings.json"), r#"{"theme":"mine"}"#).unwrap();
+    let paths = own_state(OwnState {
+        writes: vec![(claude.clone(), true)],
+        steers: vec![
+            (claude.join("settings.json"), Missing::File("{}")),
+            (claude.join("settings.local.json"), Missing::File("{}")),
+            (claude.join("hooks"), Missing::Dir),
+            // In the run's empty home: nothing to make.
+            (home.path().join(".claude.json"), Missing::File("{}")),
+        ],
+    });
+    assert_eq!(
+        std::fs::read_to_string(claude.join("settings.json")).unwrap(),
+        r#"{"theme":"mine"}"#
+    );
+    assert_eq!(
+        std::fs::read_to_string(claude.join("settings.local.json")).unwrap(),
+        "{}"
+    );
+    assert!(claude.join("hooks").is_dir());
+    assert!(!home.path().join(".claude.json").exists());
+    let ms = mounts(&Policy {
+        home: home.path().to_path_buf(),
+        paths,
+        ..policy(true)
+    });
+    let state = at(&ms, &Mount::Write(claude.clone()));
+    for p in ["settings.json", "settings.local.json", "hooks"] {
+        assert!(state < at(&ms, &Mount::Read(claude.join(p))), "{p}: {ms:?}");
+    }
+    assert!(!ms.contains(&Mount::Read(home.path().join(".claude.json"))));
+}

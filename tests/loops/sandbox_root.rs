@@ -37,19 +37,21 @@ fn as_root_an_agent_cannot_remount_the_state_directory_writable_and_forge_m1() {
     let env = TestLoop::new();
     let state = env.state();
     let m1 = state.join("M1.md");
-    env.scenario(&Scenario::new().step(
-        1,
-        Action::done("did my work")
-            .bash("cat /proc/self/status > status.txt")
-            .bash(&format!(
-                "mount -o remount,rw,bind {s} > mount.txt 2>&1; echo $? >> mount.txt",
-                s = state.display()
-            ))
-            .bash(&format!(
-                "sed -i 's/^GOAL: g$/GOAL: forged by the agent/' {m}; echo $? > forged.txt",
-                m = m1.display()
-            )),
-    ));
+    env.scenario(
+        &Scenario::new().step(
+            1,
+            Action::done("did my work")
+                .bash("cat /proc/self/status > status.txt")
+                .bash(&format!(
+                    "mount -o remount,rw,bind {s} > mount.txt 2>&1; echo $? >> mount.txt",
+                    s = state.display()
+                ))
+                .bash(&format!(
+                    "sed -i 's/^GOAL: g$/GOAL: forged by the agent/' {m}; echo $? > forged.txt",
+                    m = m1.display()
+                )),
+        ),
+    );
     env.run_ok(&["start", "g", "--step", "one"]);
     env.assert_status(Status::Done);
     let status = std::fs::read_to_string(env.path().join("status.txt")).unwrap_or_default();
