@@ -9,18 +9,18 @@
 //!   read-only;
 //! - the work tree (the project, or a step's worktree with its repository's git directory),
 //!   writable for a step and read-only for planning and reviews;
-//! - what the run's backend declares as its own state (Claude Code's `~/.claude` and
-//!   `~/.claude.json`, Codex's `CODEX_HOME`), writable, and the paths a person adds
-//!   (`AGENT.SANDBOX_READ`, `AGENT.SANDBOX_WRITE`), even inside the work tree;
+//! - what the run's backend declares as its own state (Claude Code's `~/.claude`, Codex's
+//!   `CODEX_HOME`), writable where the CLI writes as it works, and read-only deeper in it what
+//!   would run or steer a later session of the person's ([`own_state`]); and the paths a
+//!   person adds (`AGENT.SANDBOX_READ`, `AGENT.SANDBOX_WRITE`), even inside the work tree;
 //! - the loop's state directory read-only (hooks read `M1.md`), whatever a person added, and
 //!   the run's own task directory writable (what hooks hand back goes there).
 //!
 //! Not there: the rest of `$HOME` (`~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`,
 //! `~/.config/gh`, `~/.docker`, `~/.kube`, …), other projects, the loop's own credentials
 //! (the environment is an allowlist). Its own user namespace with no capability, even for
-//! root: nothing read-only can be remounted. Its own PID namespace: nothing it starts
-//! outlives it.
-//! The network stays open (the agent must reach its API). The supervisor and the runner stay
+//! root ([`NAMESPACES`]): nothing read-only can be remounted. Its own PID namespace: nothing
+//! it starts outlives it. The network stays open (the agent must reach its API). The supervisor and the runner stay
 //! outside: the supervisor starts `bwrap`, which is in the task's process group like any
 //! command, so timeouts, stops and kills work as they do unconfined.
 

@@ -123,7 +123,8 @@ impl Backend for ClaudeCode {
         // session starts as the person, beside what the CLI rewrites on every run (startups,
         // tips, migrations, each project's trust and last session). Read-only: a run's
         // rewrite fails and the CLI goes on without keeping it ("continuing without
-        // persisting", seen with 2.1.330, which needs none of it to run, resume or compact).
+        // persisting" in its debug log, 2.1.330), which a headless run does not need: the
+        // real-CLI tests (2.1.330, 2.1.197) run, stop at gates and resume so.
         steers.push((config, Missing::File("{}")));
         OwnState {
             writes: vec![(dir, true)],
