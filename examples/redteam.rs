@@ -9,10 +9,14 @@
 //! (`--keep` keeps the directories of attacks that were not blocked). Exits 1 when any attack
 //! got through; an attack that cannot be tried here (no bubblewrap, not root) says why.
 
+#[path = "redteam/backend_state.rs"]
+mod backend_state;
 #[path = "common/mod.rs"]
 mod common;
 #[path = "redteam/lab.rs"]
 mod lab;
+#[path = "redteam/root.rs"]
+mod root;
 
 use lab::Verdict;
 
@@ -25,7 +29,9 @@ pub struct Attack {
 
 /// Every attack, a module of `redteam/` per seam.
 fn attacks() -> Vec<Attack> {
-    let all: Vec<Attack> = Vec::new();
+    let mut all: Vec<Attack> = Vec::new();
+    all.extend(root::attacks());
+    all.extend(backend_state::attacks());
     all
 }
 
