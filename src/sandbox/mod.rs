@@ -76,7 +76,8 @@ pub(crate) struct Policy {
 /// which is as bad as writing it. Where it cannot be made, the run cannot make it either (it
 /// runs as the same user, with no capability). One missing elsewhere would lie in the run's
 /// empty home, where what the run creates goes with the run. One that is a link is held
-/// read-only where it leads, as a mount cannot be made over a link itself.
+/// read-only where it leads, as a mount cannot be made over a link itself (the link, in a
+/// directory the run writes, could still be replaced).
 #[must_use]
 pub(crate) fn own_state(state: crate::agent::OwnState) -> Vec<(PathBuf, Access)> {
     use crate::agent::Missing;
@@ -91,7 +92,12 @@ pub(crate) fn own_state(state: crate::agent::OwnState) -> Vec<(PathBuf, Access)>
     for (p, missing) in state.steers {
         match std::fs::symlink_metadata(&p) {
             Ok(meta) if meta.file_type().is_symlink() => {
-                if let Ok(target) = std::fs::canonicalize(&p) {
+                // A link a run replaced could lead anywhere (`~/.ssh/id_rsa`): only one to a
+                // file or directory of the same name is followed, as a dotfiles manager
+                // makes them.
+                if let Ok(target) = std::fs::canonicalize(&p)
+                    && target.file_name() == p.file_name()
+                {
                     out.push((target, Access::Read));
                 }
                 continue;

@@ -228,3 +228,35 @@ fn what_steers_a_later_session_is_read_only_over_the_state_and_made_as_nothing_w
     }
     assert!(!ms.contains(&Mount::Read(home.path().join(".claude.json"))));
 }
+
+/// A link among the read-only paths (a dotfiles manager's) is read where it leads; one a run
+/// could have replaced to lead to a secret is not followed.
+#[test]
+fn a_read_only_link_is_followed_only_to_a_place_of_its_own_name() {
+    use crate::agent::{Missing, OwnState};
+    let home = tempfile::tempdir().unwrap();
+    let (claude, dotfiles) = (home.path().join(".claude"), home.path().join("dotfiles"));
+    std::fs::create_dir_all(&claude).unwrap();
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+    std::fs::write(dotfiles.join("settings.json"), "{}").unwrap();
+    std::fs::write(home.path().join(".ssh/id_rsa"), "key").unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("settings.json"), claude.join("settings.json"))
+        .unwrap();
+    std::os::unix::fs::symlink(home.path().join(".ssh/id_rsa"), claude.join("CLAUDE.md")).unwrap();
+    let paths = own_state(OwnState {
+        writes: vec![(claude.clone(), true)],
+        steers: vec![
+            (claude.join("settings.json"), Missing::File("{}")),
+            (claude.join("CLAUDE.md"), Missing::File("")),
+        ],
+    });
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap();
+    assert!(paths.contains(&(real(&dotfiles.join("settings.json")), Access::Read)));
+    assert!(
+        !paths
+            .iter()
+            .any(|(p, _)| p.starts_with(real(&home.path().join(".ssh")))),
+        "{paths:?}"
+    );
+}
