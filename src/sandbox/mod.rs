@@ -20,9 +20,10 @@
 //! `~/.config/gh`, `~/.docker`, `~/.kube`, …), other projects, the loop's own credentials
 //! (the environment is an allowlist). Its own user namespace with no capability, even for
 //! root ([`NAMESPACES`]): nothing read-only can be remounted. Its own PID namespace: nothing
-//! it starts outlives it. The network stays open (the agent must reach its API). The supervisor and the runner stay
-//! outside: the supervisor starts `bwrap`, which is in the task's process group like any
-//! command, so timeouts, stops and kills work as they do unconfined.
+//! it starts outlives it. The network stays open (the agent must reach its API). The
+//! supervisor and the runner stay outside: the supervisor starts `bwrap`, which is in the
+//! task's process group like any command, so timeouts, stops and kills work as they do
+//! unconfined.
 
 mod env;
 mod mounts;
