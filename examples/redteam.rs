@@ -9,6 +9,8 @@
 //! (`--keep` keeps the directories of attacks that were not blocked). Exits 1 when any attack
 //! got through; an attack that cannot be tried here (no bubblewrap, not root) says why.
 
+#[path = "redteam/backend_state.rs"]
+mod backend_state;
 #[path = "common/mod.rs"]
 mod common;
 #[path = "redteam/lab.rs"]
@@ -17,6 +19,8 @@ mod lab;
 mod seams;
 #[path = "redteam/text.rs"]
 mod text;
+#[path = "redteam/root.rs"]
+mod root;
 
 use lab::Verdict;
 
@@ -32,6 +36,8 @@ fn attacks() -> Vec<Attack> {
     let mut all: Vec<Attack> = Vec::new();
     all.extend(seams::attacks());
     all.extend(text::attacks());
+    all.extend(root::attacks());
+    all.extend(backend_state::attacks());
     all
 }
 

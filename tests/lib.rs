@@ -47,6 +47,8 @@ mod loops {
     mod revive;
     mod run;
     mod sandbox;
+    mod sandbox_root;
+    mod sandbox_state;
     mod seams;
     mod sessions;
     mod settings;

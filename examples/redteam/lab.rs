@@ -194,3 +194,37 @@ impl Lab {
         }
     }
 }
+
+impl Lab {
+    /// What the person's next session of Claude Code or Gemini CLI would run at its start: each
+    /// `SessionStart` hook command of the settings file `settings`, run as the person (in the
+    /// project, with the lab's home). Nothing when the file holds none.
+    pub fn next_session(&self, settings: &Path) {
+        let Ok(text) = std::fs::read_to_string(settings) else {
+            return;
+        };
+        let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
+            return;
+        };
+        let groups = json["hooks"]["SessionStart"].as_array().cloned();
+        for group in groups.unwrap_or_default() {
+            for hook in group["hooks"].as_array().cloned().unwrap_or_default() {
+                if let Some(command) = hook["command"].as_str() {
+                    let _ = Command::new("sh")
+                        .args(["-c", command])
+                        .current_dir(self.project())
+                        .env("HOME", self.home())
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .status();
+                }
+            }
+        }
+    }
+
+    /// Whether the loop is run by root here (attacks on what root keeps need it).
+    pub fn as_root() -> bool {
+        nix::unistd::geteuid().is_root()
+    }
+}

@@ -144,6 +144,34 @@ pub(crate) struct ContractCheck {
     pub missing: &'static str,
 }
 
+/// What a backend keeps of its own under the person's home, split by what a confined run may
+/// do with it. A run writes where the CLI must (its sessions, transcripts, history, the
+/// credentials it refreshes), and nothing there that the person's next session of the CLI
+/// would run or follow: an agent that wrote a `SessionStart` hook into Claude Code's settings
+/// had it run as the person at their next `claude`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct OwnState {
+    /// Writable: each path with whether it is a directory (made when missing, so that what
+    /// the CLI writes into it lasts beyond the run).
+    pub writes: Vec<(PathBuf, bool)>,
+    /// Read-only to the run, over what it writes: settings, hooks, commands, agents, skills,
+    /// MCP servers, instructions. Each with what it is made as when missing, where the run
+    /// could otherwise create it.
+    pub steers: Vec<(PathBuf, Missing)>,
+}
+
+/// What a read-only path of a backend's own state is made as when it is missing and lies in
+/// a directory the run writes (else the run could create it, as bad as writing it): what the
+/// CLI reads as nothing there at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Missing {
+    /// An empty directory (of commands, hooks, agents: none).
+    Dir,
+    /// A file holding this text (`{}` for a JSON settings file, nothing for instructions or
+    /// a TOML file).
+    File(&'static str),
+}
+
 /// An agent CLI, as a loop drives it.
 pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// Its name in M1.md and `loop doctor` (`claude`).
@@ -241,11 +269,10 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// Where the CLI keeps the transcript of `session_id`, run in `workdir`, under `home`.
     fn transcript(&self, session_id: &str, workdir: &Path, home: &Path) -> Option<PathBuf>;
 
-    /// What the CLI keeps of its own under `home` (its settings, credentials, sessions): a
-    /// confined run of it may write there, and nowhere else in `home` but what a person adds.
-    /// Each path with whether it is a directory (made when missing, so that what the CLI
-    /// writes into it lasts beyond the run).
-    fn own_state(&self, home: &Path) -> Vec<(PathBuf, bool)>;
+    /// What the CLI keeps of its own under `home`, as a confined run of it sees it: what it
+    /// writes as it works, writable, and what would run or steer a later session of the
+    /// person's, read-only. Nothing else of `home` is there but what a person adds.
+    fn own_state(&self, home: &Path) -> OwnState;
 
     /// The variables a confined run of it keeps besides every run's (its API key, its
     /// settings): a trailing `*` keeps every name with that start.

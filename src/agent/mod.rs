@@ -27,7 +27,7 @@ use std::path::Path;
 
 use crate::m1::settings::AgentKind;
 
-pub(crate) use backend::{Backend, Follow};
+pub(crate) use backend::{Backend, Follow, Missing, OwnState};
 pub(crate) use backend::{Refused, dollar_cap_refused};
 pub(crate) use claude::ClaudeCode;
 

@@ -9,20 +9,23 @@
 //!   read-only;
 //! - the work tree (the project, or a step's worktree with its repository's git directory),
 //!   writable for a step and read-only for planning and reviews;
-//! - what the run's backend declares as its own state (Claude Code's `~/.claude` and
-//!   `~/.claude.json`, Codex's `CODEX_HOME`), the person's toolchains ([`toolchains`]: rustup,
-//!   pyenv, nvm, their caches), and the paths a person adds (`AGENT.SANDBOX_READ`,
-//!   `AGENT.SANDBOX_WRITE`), even inside the work tree;
+//! - what the run's backend declares as its own state (Claude Code's `~/.claude`, Codex's
+//!   `CODEX_HOME`), writable where the CLI writes as it works, and read-only deeper in it what
+//!   would run or steer a later session of the person's ([`own_state`]); the person's
+//!   toolchains ([`toolchains`]: rustup, pyenv, nvm, their caches); and the paths a person adds
+//!   (`AGENT.SANDBOX_READ`, `AGENT.SANDBOX_WRITE`), even inside the work tree;
 //! - the loop's state directory read-only (hooks read `M1.md`), whatever a person added, but
 //!   an agent run's `hooks/` in its task directory (what hooks hand back goes there);
 //! - last, the secret places inside anything bound, hidden ([`toolchains::SECRET`]).
 //!
 //! Not there: the rest of `$HOME` (`~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`,
 //! `~/.config/gh`, `~/.docker`, `~/.kube`, …), other projects, the loop's own credentials
-//! (the environment is an allowlist, which a person adds to with `AGENT.SANDBOX_ENV`). Its own PID namespace: nothing it starts outlives it.
-//! The network stays open (the agent must reach its API). The supervisor and the runner stay
-//! outside: the supervisor starts `bwrap`, which is in the task's process group like any
-//! command, so timeouts, stops and kills work as they do unconfined.
+//! (the environment is an allowlist, which a person adds to with `AGENT.SANDBOX_ENV`). Its own
+//! user namespace with no capability, even for root ([`NAMESPACES`]): nothing read-only can be
+//! remounted. Its own PID namespace: nothing it starts outlives it. The network stays open (the
+//! agent must reach its API). The supervisor and the runner stay outside: the supervisor starts
+//! `bwrap`, which is in the task's process group like any command, so timeouts, stops and kills
+//! work as they do unconfined.
 
 mod env;
 mod mounts;
@@ -69,21 +72,75 @@ pub(crate) struct Policy {
     pub env: Vec<String>,
 }
 
-/// A backend's own state (each path, and whether it is a directory), writable: a directory
-/// the CLI would make itself is made first, or what the CLI writes there would be lost with
-/// the run's empty home.
+/// A backend's own state as a run sees it: what the CLI writes, writable (a directory it
+/// would make itself is made first, or what it writes there would be lost with the run's
+/// empty home), and over that what would run or steer a later session of the person's,
+/// read-only (mounted after, being deeper).
+///
+/// A read-only path that is missing but lies in a directory the run writes is made first as
+/// the backend says nothing is (an empty directory, `{}`): else the run could create it,
+/// which is as bad as writing it. Where it cannot be made, the run cannot make it either (it
+/// runs as the same user, with no capability). One missing elsewhere would lie in the run's
+/// empty home, where what the run creates goes with the run. One that is a link is held
+/// read-only where it leads, as a mount cannot be made over a link itself (the link, in a
+/// directory the run writes, could still be replaced).
 #[must_use]
-pub(crate) fn own_state(paths: Vec<(PathBuf, bool)>) -> Vec<(PathBuf, Access)> {
-    paths
-        .into_iter()
-        .map(|(p, dir)| {
-            if dir {
-                let _ = std::fs::create_dir_all(&p);
+pub(crate) fn own_state(state: crate::agent::OwnState) -> Vec<(PathBuf, Access)> {
+    use crate::agent::Missing;
+    let mut out = Vec::new();
+    for (p, dir) in &state.writes {
+        if *dir {
+            let _ = std::fs::create_dir_all(p);
+        }
+        out.push((p.clone(), Access::Write));
+    }
+    let written = |p: &Path| state.writes.iter().any(|(w, dir)| *dir && p.starts_with(w));
+    for (p, missing) in state.steers {
+        match std::fs::symlink_metadata(&p) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                // A link a run replaced could lead anywhere (`~/.ssh/id_rsa`): only one to a
+                // file or directory of the same name is followed, as a dotfiles manager
+                // makes them.
+                if let Ok(target) = std::fs::canonicalize(&p)
+                    && target.file_name() == p.file_name()
+                {
+                    out.push((target, Access::Read));
+                }
+                continue;
             }
-            (p, Access::Write)
-        })
-        .collect()
+            Ok(_) => {}
+            Err(_) if !written(&p) => continue,
+            Err(_) => {
+                let _ = match missing {
+                    Missing::Dir => std::fs::create_dir(&p),
+                    Missing::File(text) => std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&p)
+                        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes())),
+                };
+            }
+        }
+        out.push((p, Access::Read));
+    }
+    out
 }
+
+/// What every confined run is in, besides its mounts, and what [`probe`] tries: a user
+/// namespace with every capability dropped, whoever runs the loop. Root outside is root
+/// inside by the namespace's map (what the run writes is the person's), yet holds no
+/// capability there: it cannot remount what is read-only (`CAP_SYS_ADMIN`), open a file of
+/// the host by its handle (`CAP_DAC_READ_SEARCH`) or pass over a file's permissions
+/// (`CAP_DAC_OVERRIDE`); and bubblewrap drops the bounding set too, so no program it runs
+/// gets one back. Its own PID and IPC namespaces, and it dies with its parent.
+pub(crate) const NAMESPACES: &[&str] = &[
+    "--unshare-user",
+    "--cap-drop",
+    "ALL",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--die-with-parent",
+];
 
 /// The program that confines: `bwrap` on `PATH`.
 #[must_use]
@@ -95,7 +152,7 @@ pub(crate) fn bwrap() -> Option<PathBuf> {
 }
 
 /// Whether bubblewrap can confine a run here: it is installed, and it can start a command in
-/// namespaces of its own. `Err`: why not, and what to do.
+/// the namespaces every run gets ([`NAMESPACES`]). `Err`: why not, and what to do.
 ///
 /// # Errors
 /// That explanation.
@@ -109,19 +166,9 @@ pub(crate) fn probe() -> Result<PathBuf, String> {
         );
     };
     let out = std::process::Command::new(&bwrap)
-        .args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--unshare-pid",
-            "--die-with-parent",
-            "--",
-            "true",
-        ])
+        .args(["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"])
+        .args(NAMESPACES)
+        .args(["--", "true"])
         .stdin(std::process::Stdio::null())
         .output();
     match out {
@@ -162,16 +209,8 @@ pub(crate) fn confined(bwrap: &Path, policy: &Policy, command: &[String]) -> Vec
     for m in mounts(policy) {
         args.extend(m.args());
     }
-    args.extend(
-        [
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--die-with-parent",
-            "--chdir",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned()),
-    );
+    args.extend(NAMESPACES.iter().map(|s| (*s).to_owned()));
+    args.push("--chdir".into());
     args.push(policy.work_tree.display().to_string());
     args.push("--".into());
     args.extend(command.iter().cloned());

@@ -115,9 +115,16 @@ fn a_confined_command_runs_bwrap_in_the_work_tree_with_its_own_pid_namespace() {
     assert_eq!(args[0], "/usr/bin/bwrap");
     let dash = args.iter().position(|a| a == "--").unwrap();
     assert_eq!(&args[dash + 1..], ["claude", "-p"]);
-    for flag in ["--unshare-pid", "--die-with-parent"] {
+    for flag in ["--unshare-pid", "--die-with-parent", "--unshare-user"] {
         assert!(args[..dash].contains(&flag.to_owned()), "{flag}: {args:?}");
     }
+    // Root is nobody inside: every capability dropped, whoever runs the loop.
+    assert!(
+        args[..dash]
+            .windows(2)
+            .any(|w| w[0] == "--cap-drop" && w[1] == "ALL"),
+        "{args:?}"
+    );
     let chdir = args.iter().position(|a| a == "--chdir").unwrap();
     assert_eq!(args[chdir + 1], "/p/project");
     // The network stays: the agent must reach its API.
@@ -177,5 +184,79 @@ fn a_path_inside_another_keeps_its_own_access_whatever_order_they_come_in() {
     assert!(
         at(&ms, &Mount::Read("/b".into()))
             < at(&ms, &Mount::Write("/b/scenario.json.state".into()))
+    );
+}
+
+/// An agent wrote `~/.claude/settings.json` with a `SessionStart` hook, which ran as the
+/// person at their next `claude`: what would steer a later session is read-only over the
+/// writable state, and what is missing is made as nothing first, so the run cannot create it.
+#[test]
+fn what_steers_a_later_session_is_read_only_over_the_state_and_made_as_nothing_when_missing() {
+    use crate::agent::{Missing, OwnState};
+    let home = tempfile::tempdir().unwrap();
+    let claude = home.path().join(".claude");
+    std::fs::create_dir_all(&claude).unwrap();
+    std::fs::write(claude.join("settings.json"), r#"{"theme":"mine"}"#).unwrap();
+    let paths = own_state(OwnState {
+        writes: vec![(claude.clone(), true)],
+        steers: vec![
+            (claude.join("settings.json"), Missing::File("{}")),
+            (claude.join("settings.local.json"), Missing::File("{}")),
+            (claude.join("hooks"), Missing::Dir),
+            // In the run's empty home: nothing to make.
+            (home.path().join(".claude.json"), Missing::File("{}")),
+        ],
+    });
+    assert_eq!(
+        std::fs::read_to_string(claude.join("settings.json")).unwrap(),
+        r#"{"theme":"mine"}"#
+    );
+    assert_eq!(
+        std::fs::read_to_string(claude.join("settings.local.json")).unwrap(),
+        "{}"
+    );
+    assert!(claude.join("hooks").is_dir());
+    assert!(!home.path().join(".claude.json").exists());
+    let ms = mounts(&Policy {
+        home: home.path().to_path_buf(),
+        paths,
+        ..policy(true)
+    });
+    let state = at(&ms, &Mount::Write(claude.clone()));
+    for p in ["settings.json", "settings.local.json", "hooks"] {
+        assert!(state < at(&ms, &Mount::Read(claude.join(p))), "{p}: {ms:?}");
+    }
+    assert!(!ms.contains(&Mount::Read(home.path().join(".claude.json"))));
+}
+
+/// A link among the read-only paths (a dotfiles manager's) is read where it leads; one a run
+/// could have replaced to lead to a secret is not followed.
+#[test]
+fn a_read_only_link_is_followed_only_to_a_place_of_its_own_name() {
+    use crate::agent::{Missing, OwnState};
+    let home = tempfile::tempdir().unwrap();
+    let (claude, dotfiles) = (home.path().join(".claude"), home.path().join("dotfiles"));
+    std::fs::create_dir_all(&claude).unwrap();
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+    std::fs::write(dotfiles.join("settings.json"), "{}").unwrap();
+    std::fs::write(home.path().join(".ssh/id_rsa"), "key").unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("settings.json"), claude.join("settings.json"))
+        .unwrap();
+    std::os::unix::fs::symlink(home.path().join(".ssh/id_rsa"), claude.join("CLAUDE.md")).unwrap();
+    let paths = own_state(OwnState {
+        writes: vec![(claude.clone(), true)],
+        steers: vec![
+            (claude.join("settings.json"), Missing::File("{}")),
+            (claude.join("CLAUDE.md"), Missing::File("")),
+        ],
+    });
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap();
+    assert!(paths.contains(&(real(&dotfiles.join("settings.json")), Access::Read)));
+    assert!(
+        !paths
+            .iter()
+            .any(|(p, _)| p.starts_with(real(&home.path().join(".ssh")))),
+        "{paths:?}"
     );
 }

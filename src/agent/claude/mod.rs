@@ -11,8 +11,30 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use super::backend::{Backend, ContractCheck, Dialect, ModeOption, Refused};
+use super::backend::{Backend, ContractCheck, Dialect, Missing, ModeOption, OwnState, Refused};
 use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
+
+/// What in `~/.claude` would run or steer a later session of the person's, made as nothing
+/// when missing: settings (hooks, permissions, the status line's command, `apiKeyHelper`),
+/// instructions, hook scripts, slash commands, subagents and their memory, skills, plugins
+/// (their hooks and MCP servers), output styles, rules, and a local installation of the CLI
+/// itself (`local/`, run as `claude`). An empty `{}` settings file, an empty `CLAUDE.md` and
+/// an empty directory are read as none (a local installation is one only with its
+/// `node_modules/.bin/claude`).
+const STEERS: &[(&str, Missing)] = &[
+    ("settings.json", Missing::File("{}")),
+    ("settings.local.json", Missing::File("{}")),
+    ("CLAUDE.md", Missing::File("")),
+    ("hooks", Missing::Dir),
+    ("commands", Missing::Dir),
+    ("agents", Missing::Dir),
+    ("agent-memory", Missing::Dir),
+    ("skills", Missing::Dir),
+    ("plugins", Missing::Dir),
+    ("output-styles", Missing::Dir),
+    ("rules", Missing::Dir),
+    ("local", Missing::Dir),
+];
 
 /// Claude Code, the loop's first backend.
 #[derive(Debug, Clone, Copy, Default)]
@@ -79,15 +101,34 @@ impl Backend for ClaudeCode {
         Some(crate::m1::settings::DEFAULTS.allowed_tools)
     }
 
-    /// `~/.claude/projects/<the work directory, each `/` and `.` a `-`>/<session>.jsonl`.
-    fn own_state(&self, home: &Path) -> Vec<(PathBuf, bool)> {
-        // `CLAUDE_CONFIG_DIR` moves `~/.claude` (and the configuration file with it).
-        match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-            Some(dir) => vec![(PathBuf::from(dir), true)],
-            None => vec![
-                (home.join(".claude"), true),
-                (home.join(".claude.json"), false),
-            ],
+    /// `~/.claude` writable (sessions and transcripts in `projects/`, todos, history, file
+    /// snapshots, `.credentials.json` as the CLI refreshes its token; it writes them by
+    /// renaming a file of the same directory, so the directory is bound whole), and read-only
+    /// over it what the person's next session would run or follow ([`STEERS`]).
+    /// `CLAUDE_CONFIG_DIR` moves `~/.claude`, and the configuration file with it.
+    fn own_state(&self, home: &Path) -> OwnState {
+        let (dir, config) = match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+            Some(dir) => {
+                let dir = PathBuf::from(dir);
+                let config = dir.join(".claude.json");
+                (dir, config)
+            }
+            None => (home.join(".claude"), home.join(".claude.json")),
+        };
+        let mut steers: Vec<(PathBuf, Missing)> = STEERS
+            .iter()
+            .map(|(name, missing)| (dir.join(name), *missing))
+            .collect();
+        // `.claude.json` holds the MCP servers (the user's, and each project's), which the next
+        // session starts as the person, beside what the CLI rewrites on every run (startups,
+        // tips, migrations, each project's trust and last session). Read-only: a run's
+        // rewrite fails and the CLI goes on without keeping it ("continuing without
+        // persisting" in its debug log, 2.1.330), which a headless run does not need: the
+        // real-CLI tests (2.1.330, 2.1.197) run, stop at gates and resume so.
+        steers.push((config, Missing::File("{}")));
+        OwnState {
+            writes: vec![(dir, true)],
+            steers,
         }
     }
 

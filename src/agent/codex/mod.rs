@@ -15,9 +15,29 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use super::backend::{Backend, ContractCheck, Dialect, ModeOption, NoFlagFor, Refused};
+use super::backend::{
+    Backend, ContractCheck, Dialect, Missing, ModeOption, NoFlagFor, OwnState, Refused,
+};
 use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 use crate::m1::settings::PermissionMode;
+
+/// What in `CODEX_HOME` would run or steer a later session of the person's, made as nothing
+/// when missing: its configuration (MCP servers, `notify`, profiles, the shell's environment),
+/// hooks, instructions (`AGENTS.override.md` wins over `AGENTS.md`), saved prompts, the rules
+/// that approve commands, skills and subagents. An empty TOML file, an empty instructions
+/// file (0.169 goes on to `AGENTS.md` past an empty override), an empty `{}` hooks file and
+/// an empty directory are read as none.
+const STEERS: &[(&str, Missing)] = &[
+    ("config.toml", Missing::File("")),
+    ("hooks.json", Missing::File("{}")),
+    ("hooks", Missing::Dir),
+    ("AGENTS.md", Missing::File("")),
+    ("AGENTS.override.md", Missing::File("")),
+    ("prompts", Missing::Dir),
+    ("rules", Missing::Dir),
+    ("skills", Missing::Dir),
+    ("agents", Missing::Dir),
+];
 
 /// The Codex CLI.
 #[derive(Debug, Clone, Copy, Default)]
@@ -167,14 +187,20 @@ impl Backend for Codex {
         false
     }
 
-    /// `$CODEX_HOME` (`~/.codex` unless set): its sessions, auth and config.
-    fn own_state(&self, home: &Path) -> Vec<(PathBuf, bool)> {
-        vec![(
-            std::env::var_os("CODEX_HOME")
-                .filter(|d| !d.is_empty())
-                .map_or_else(|| home.join(".codex"), PathBuf::from),
-            true,
-        )]
+    /// `$CODEX_HOME` (`~/.codex` unless set) writable (its sessions, `auth.json` as it
+    /// refreshes the token, history, logs, its state database), and read-only over it what
+    /// the person's next session would run or follow ([`STEERS`]).
+    fn own_state(&self, home: &Path) -> OwnState {
+        let dir = std::env::var_os("CODEX_HOME")
+            .filter(|d| !d.is_empty())
+            .map_or_else(|| home.join(".codex"), PathBuf::from);
+        OwnState {
+            steers: STEERS
+                .iter()
+                .map(|(name, missing)| (dir.join(name), *missing))
+                .collect(),
+            writes: vec![(dir, true)],
+        }
     }
 
     fn own_env(&self) -> &'static [&'static str] {

@@ -21,9 +21,29 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use super::backend::{Backend, ContractCheck, Dialect, ModeOption, NoFlagFor, Refused};
+use super::backend::{
+    Backend, ContractCheck, Dialect, Missing, ModeOption, NoFlagFor, OwnState, Refused,
+};
 use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 use crate::m1::settings::PermissionMode;
+
+/// What in `~/.gemini` would run or steer a later session of the person's, made as nothing
+/// when missing: settings (hooks, MCP servers, tools, the sandbox), the variables it loads
+/// (`.env`), the folders it trusts (a trusted project's own settings and hooks load),
+/// instructions, custom commands, extensions, policies, subagents, skills and hooks. An
+/// empty `{}` JSON file, an empty text file and an empty directory are read as none.
+const STEERS: &[(&str, Missing)] = &[
+    ("settings.json", Missing::File("{}")),
+    (".env", Missing::File("")),
+    ("trustedFolders.json", Missing::File("{}")),
+    ("GEMINI.md", Missing::File("")),
+    ("commands", Missing::Dir),
+    ("extensions", Missing::Dir),
+    ("policies", Missing::Dir),
+    ("agents", Missing::Dir),
+    ("skills", Missing::Dir),
+    ("hooks", Missing::Dir),
+];
 
 /// Gemini CLI.
 #[derive(Debug, Clone, Copy, Default)]
@@ -205,10 +225,18 @@ impl Backend for Gemini {
         false
     }
 
-    /// `$GEMINI_CLI_HOME/.gemini` (`~/.gemini` unless set): its settings, credentials,
-    /// sessions and policies.
-    fn own_state(&self, home: &Path) -> Vec<(PathBuf, bool)> {
-        vec![(gemini_dir(home), true)]
+    /// `$GEMINI_CLI_HOME/.gemini` (`~/.gemini` unless set) writable (its chats and plans in
+    /// `tmp/`, history, the OAuth credentials it refreshes, its ids), and read-only over it
+    /// what the person's next session would run or follow ([`STEERS`]).
+    fn own_state(&self, home: &Path) -> OwnState {
+        let dir = gemini_dir(home);
+        OwnState {
+            steers: STEERS
+                .iter()
+                .map(|(name, missing)| (dir.join(name), *missing))
+                .collect(),
+            writes: vec![(dir, true)],
+        }
     }
 
     fn own_env(&self) -> &'static [&'static str] {

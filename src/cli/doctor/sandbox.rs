@@ -1,7 +1,9 @@
 //! `loop doctor`'s sandbox row: which sandbox the loop's runs get, whether bubblewrap can
 //! start here, and what a confined run does and does not see, tried for real: a key planted
 //! in a scratch home must not be readable, a write outside the work tree must fail, the work
-//! tree must take one.
+//! tree must take one, and the run must hold no capability (`CapEff` of `/proc/self/status`
+//! is 0), whoever runs the loop: root keeping its capabilities inside could remount the
+//! read-only state writable, which no planted key would show.
 
 use std::path::Path;
 
@@ -30,7 +32,7 @@ pub(super) fn check(s: &SandboxSettings) -> Row {
             Mark::Ok,
             format!(
                 "bubblewrap ({}{}): a key planted in ~/.ssh unreadable, a write outside the work \
-                 tree refused, the work tree writable",
+                 tree refused, the work tree writable, no capability inside (CapEff 0)",
                 bwrap.display(),
                 version(&bwrap)
                     .map(|v| format!(", {v}"))
@@ -76,7 +78,7 @@ fn tried(bwrap: &Path) -> Result<(), String> {
     };
     let script = format!(
         "cat {k} 2>/dev/null && echo READ-KEY; echo x > {o}/x 2>/dev/null && echo WROTE-OUTSIDE; \
-         echo x > {w}/doctor.txt && echo WROTE-TREE",
+         echo x > {w}/doctor.txt && echo WROTE-TREE; grep '^CapEff:' /proc/self/status",
         k = home.join(".ssh/id_doctor").display(),
         o = outside.display(),
         w = work.display()
@@ -93,6 +95,26 @@ fn tried(bwrap: &Path) -> Result<(), String> {
     }
     if said.contains("WROTE-OUTSIDE") || outside.join("x").exists() {
         return Err("a confined run wrote outside its work tree".into());
+    }
+    let caps = said
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .map(str::trim);
+    match caps.map(|c| u64::from_str_radix(c, 16)) {
+        Some(Ok(0)) => {}
+        Some(Ok(_)) => {
+            return Err(format!(
+                "a confined run holds capabilities (CapEff {}): it could remount what is \
+                 read-only; bubblewrap must drop them all in a user namespace of its own",
+                caps.unwrap_or_default()
+            ));
+        }
+        Some(Err(_)) | None => {
+            return Err(format!(
+                "a confined run's capabilities could not be read from /proc/self/status: {}",
+                crate::text::one_line(String::from_utf8_lossy(&out.stderr).trim(), 300)
+            ));
+        }
     }
     if !said.contains("WROTE-TREE") || !work.join("doctor.txt").exists() {
         return Err(format!(
