@@ -15,12 +15,12 @@ mod backend_state;
 mod common;
 #[path = "redteam/lab.rs"]
 mod lab;
+#[path = "redteam/root.rs"]
+mod root;
 #[path = "redteam/seams.rs"]
 mod seams;
 #[path = "redteam/text.rs"]
 mod text;
-#[path = "redteam/root.rs"]
-mod root;
 
 use lab::Verdict;
 

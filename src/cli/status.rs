@@ -66,6 +66,91 @@ fn problems(errors: &Errors) -> String {
     }
 }
 
+/// Everything a confined run of the loop gets besides its work tree and its own state: the
+/// paths and variables named anywhere (M1.md, the environment, `loop.yaml`: they add up), and
+/// the toolchains found here.
+struct Granted {
+    read: Vec<String>,
+    write: Vec<String>,
+    env: Vec<String>,
+    toolchains: Vec<crate::sandbox::toolchains::Grant>,
+}
+
+impl Granted {
+    fn line(&self) -> String {
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "-".to_owned()
+            } else {
+                v.join(", ")
+            }
+        };
+        let mut tools: Vec<&str> = self.toolchains.iter().map(|g| g.tool).collect();
+        tools.dedup();
+        format!(
+            "read {}; write {}; env {}; toolchains {}",
+            list(&self.read),
+            list(&self.write),
+            list(&self.env),
+            if tools.is_empty() {
+                "-".to_owned()
+            } else {
+                tools.join(", ")
+            }
+        )
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "read": self.read,
+            "write": self.write,
+            "env": self.env,
+            "toolchains": self.toolchains.iter().map(|g| serde_json::json!({
+                "tool": g.tool,
+                "path": g.path.display().to_string(),
+                "writable": g.access == crate::sandbox::Access::Write,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// What the loop of `m` grants its confined runs, as they would get it now; `None` when its
+/// sandbox is off or its settings cannot be read.
+fn granted(state_dir: &Path, m: &crate::m1::M1) -> Option<Granted> {
+    let settings = crate::runner::settings::Settings::load(
+        state_dir,
+        crate::runner::settings::Overrides::default(),
+    )
+    .ok()?;
+    let s = settings.sandbox(m);
+    if s.mode == crate::m1::SandboxMode::Off {
+        return None;
+    }
+    let home = crate::runner::confine::home();
+    let var = |k: &str| std::env::var_os(k);
+    Some(Granted {
+        read: s.read,
+        write: s.write,
+        env: s.env,
+        toolchains: crate::sandbox::toolchains::grants(&home, &var),
+    })
+}
+
+/// What the agent of the task `r` did last, as the foreground runner's live line shows it, and
+/// how long ago.
+fn activity(
+    m: &crate::m1::M1,
+    r: &crate::bridge::TaskReport,
+) -> Option<(String, Option<std::time::Duration>)> {
+    let step = m.plan.current_step;
+    let kind = crate::engine::RunKind::of(step, m.current.review);
+    let backend = crate::engine::backend_of(m, m.agent.backend.unwrap_or_default(), kind, step);
+    Some((
+        crate::agent::last_activity(backend, &r.stdout_path)?,
+        age(&r.stdout_path),
+    ))
+}
+
 /// `loop status [--json]`: what the file says. Never writes.
 ///
 /// # Errors
@@ -89,21 +174,15 @@ pub(crate) fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
         .and_then(|id| crate::bridge::check(&state_dir, id).ok());
     let runner = crate::runner::lock::holder(file);
     let line = report.as_ref().map(crate::bridge::TaskReport::line);
-    // What the agent did last, as the foreground runner's live line shows it.
-    let activity = report.as_ref().and_then(|r| {
-        let step = m.plan.current_step;
-        let kind = crate::engine::RunKind::of(step, m.current.review);
-        let backend =
-            crate::engine::backend_of(&m, m.agent.backend.unwrap_or_default(), kind, step);
-        Some((
-            crate::agent::last_activity(backend, &r.stdout_path)?,
-            age(&r.stdout_path),
-        ))
-    });
+    let activity = report.as_ref().and_then(|r| activity(&m, r));
     let stop = crate::runner::stopfile::present(&state_dir);
     let transcript = transcript(&m);
+    let granted = granted(&state_dir, &m);
     if json {
         let mut v = status_view::json(&m, line.as_deref());
+        v["sandbox_granted"] = granted
+            .as_ref()
+            .map_or(serde_json::Value::Null, Granted::json);
         v["task"] = report
             .as_ref()
             .and_then(|r| serde_json::to_value(r).ok())
@@ -123,6 +202,9 @@ pub(crate) fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
     } else {
         let chat = crate::notifier::chat_set_up();
         crate::out!("{}", status_view::human(&m, line.as_deref(), chat));
+        if let Some(g) = &granted {
+            crate::outln!("GRANTED      {}", g.line());
+        }
         if let Some((a, ago)) = &activity {
             let ago = ago.map_or_else(String::new, |d| format!(" ({}s ago)", d.as_secs()));
             crate::outln!("ACTIVITY     {a}{ago}");

@@ -246,6 +246,16 @@ fn sandbox_read_on_the_command_line_adds_to_loop_yamls_list_instead_of_replacing
         text.contains("from-yaml") && text.contains("from-flag"),
         "{text}"
     );
+    // `loop status` shows the whole list a run gets.
+    let status = crate::support::stdout(&env.run_ok(&["status"]));
+    let granted = status
+        .lines()
+        .find(|l| l.starts_with("GRANTED"))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(
+        granted.contains("from-yaml") && granted.contains("from-flag"),
+        "{granted}"
+    );
 }
 
 #[test]
