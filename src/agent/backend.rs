@@ -144,6 +144,18 @@ pub(crate) struct ContractCheck {
     pub missing: &'static str,
 }
 
+/// A mode of a CLI that needs more of a confined run than its ordinary one (Claude Code on
+/// Bedrock): granted only while the mode is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Mode {
+    /// What it is called (`Bedrock`).
+    pub name: &'static str,
+    /// The variables it reads (a trailing `*`: every name with that start).
+    pub env: &'static [&'static str],
+    /// The files its variables name (credentials), read-only.
+    pub files: Vec<std::path::PathBuf>,
+}
+
 /// What a backend keeps of its own under the person's home, split by what a confined run may
 /// do with it. A run writes where the CLI must (its sessions, transcripts, history, the
 /// credentials it refreshes), and nothing there that the person's next session of the CLI
@@ -277,6 +289,14 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// The variables a confined run of it keeps besides every run's (its API key, its
     /// settings): a trailing `*` keeps every name with that start.
     fn own_env(&self) -> &'static [&'static str];
+
+    /// The mode the CLI runs in as the variables `var` reads say (Claude Code on Bedrock,
+    /// Vertex or Foundry), and what a confined run needs for it: its variables and the files
+    /// they name (credentials, read-only). `None`: its ordinary mode, which needs nothing more.
+    fn mode(&self, var: &dyn Fn(&str) -> Option<String>) -> Option<Mode> {
+        let _ = var;
+        None
+    }
 
     /// How a run called with `args` (the program's arguments, as the task ran them) was kept
     /// from writing the project (`had only tools that read (--tools Read,Grep,Glob)`), in words

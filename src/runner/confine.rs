@@ -55,7 +55,25 @@ impl Runner {
     /// How this loop's runs are confined, in a few words: for the start line, the first
     /// message, `loop status`.
     pub(crate) fn sandbox_words(&self) -> String {
-        sandbox_words(&self.settings.sandbox(&self.view()))
+        let m = self.view();
+        let settings = self.settings.sandbox(&m);
+        let mut words = sandbox_words(&settings);
+        let backend = self.backend_of(&m, crate::engine::RunKind::Attempt, 1);
+        if settings.mode == SandboxMode::Bwrap
+            && let Some(mode) = crate::agent::backend_for(backend).mode(&|k| std::env::var(k).ok())
+        {
+            let _ = std::fmt::Write::write_fmt(
+                &mut words,
+                format_args!(
+                    "; {} on {}: its runs keep {} and read {} credential file(s)",
+                    crate::agent::backend_for(backend).name(),
+                    mode.name,
+                    mode.env.join(", "),
+                    mode.files.len()
+                ),
+            );
+        }
+        words
     }
 
     /// Whether this loop's runs can start as its sandbox says: `off`, or bubblewrap able to
@@ -125,6 +143,7 @@ pub(crate) fn policy(
     let home = home();
     let mut paths: Vec<(PathBuf, Access)> = Vec::new();
     let mut env: Vec<String> = Vec::new();
+    let mut named_files = Vec::new();
     let mut programs = vec![];
     if let Ok(exe) = std::env::current_exe() {
         programs.push(exe);
@@ -145,6 +164,11 @@ pub(crate) fn policy(
             let b = crate::agent::backend_for(backend);
             paths.extend(sandbox::own_state(b.own_state(&home)));
             env.extend(b.own_env().iter().map(|s| (*s).to_owned()));
+            // A mode the person turned on (Claude Code on Bedrock): its variables and files.
+            if let Some(mode) = b.mode(&|k| std::env::var(k).ok()) {
+                env.extend(mode.env.iter().map(|s| (*s).to_owned()));
+                named_files = mode.files;
+            }
             if let Ok(p) = super::settings::find_program(program) {
                 programs.push(p);
             }
@@ -176,6 +200,7 @@ pub(crate) fn policy(
         paths,
         programs,
         env: sandbox::kept_env(&env),
+        named_files,
     }
 }
 

@@ -70,6 +70,9 @@ pub(crate) struct Policy {
     pub programs: Vec<PathBuf>,
     /// Names of variables the run keeps (a trailing `*`: every name with that start).
     pub env: Vec<String>,
+    /// Files the run reads whatever place holds them, bound last: the credentials a CLI's mode
+    /// needs (Claude Code on Bedrock), which its person turned on.
+    pub named_files: Vec<PathBuf>,
 }
 
 /// A backend's own state as a run sees it: what the CLI writes, writable (a directory it

@@ -143,6 +143,7 @@ pub(crate) fn mounts(policy: &Policy) -> Vec<Mount> {
     out.push(Mount::Read(policy.state_dir.clone()));
     out.extend(policy.state_writes.iter().cloned().map(Mount::Write));
     out.extend(hidden(&out, &policy.home));
+    out.extend(policy.named_files.iter().cloned().map(Mount::Read));
     out
 }
 

@@ -14,6 +14,7 @@ fn policy(writable: bool) -> Policy {
         paths: vec![("/home/u/.claude".into(), Access::Write)],
         programs: Vec::new(),
         env: kept_env(&["ANTHROPIC_*".to_owned()]),
+        named_files: Vec::new(),
     }
 }
 

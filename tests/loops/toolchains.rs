@@ -391,3 +391,45 @@ fn an_agent_program_that_cannot_start_in_the_sandbox_halts_at_once_and_says_why(
         "one start, no retries: {log}"
     );
 }
+
+#[test]
+fn claude_code_on_bedrock_gets_its_aws_variables_and_credentials_only_while_the_mode_is_on() {
+    if !bwrap_here("Claude Code on Bedrock …") {
+        return;
+    }
+    let env = TestLoop::new();
+    let home = home_of(&env);
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(home.join(".aws/credentials"), "[default]\nkey = AWS-CRED\n").unwrap();
+    std::fs::write(home.join(".aws/other-secret"), SECRET).unwrap();
+    let pry = Action::done("pried").bash(
+        "echo \"[$AWS_REGION]\" > region.txt; cat \"$HOME/.aws/credentials\" > cred.txt 2>&1; \
+         cat \"$HOME/.aws/other-secret\" > other.txt 2>&1",
+    );
+    let read = |env: &TestLoop, f: &str| std::fs::read_to_string(env.path().join(f)).unwrap();
+    // The mode off: nothing of AWS reaches a run.
+    let off = env.env("HOME", &home).env("AWS_REGION", "eu-west-3");
+    off.scenario(&Scenario::new().otherwise(pry.clone()));
+    off.run_ok(&["start", "g", "--step", "one"]);
+    assert_eq!(read(&off, "region.txt"), "[]\n");
+    assert!(!read(&off, "cred.txt").contains("AWS-CRED"));
+    // On: its variables and its credential file, and not the rest of ~/.aws.
+    let on = off.env("CLAUDE_CODE_USE_BEDROCK", "1");
+    let out = on.run_ok(&["start", "g", "--step", "one", "--force"]);
+    assert_eq!(read(&on, "region.txt"), "[eu-west-3]\n");
+    assert!(
+        read(&on, "cred.txt").contains("AWS-CRED"),
+        "{}",
+        read(&on, "cred.txt")
+    );
+    assert!(
+        !read(&on, "other.txt").contains(SECRET),
+        "{}",
+        read(&on, "other.txt")
+    );
+    let said = crate::support::stdout(&out) + &crate::support::stderr(&out);
+    assert!(
+        said.contains("on Bedrock"),
+        "the start line says so: {said}"
+    );
+}

@@ -144,6 +144,58 @@ impl Backend for ClaudeCode {
         ]
     }
 
+    /// Claude Code on Amazon Bedrock, Google Vertex AI or Microsoft Foundry
+    /// (`CLAUDE_CODE_USE_BEDROCK`, `…_VERTEX`, `…_FOUNDRY`): the cloud's variables, and the
+    /// credential files they name or the cloud's tools keep (read-only, and only these files,
+    /// even where they lie in a place the sandbox otherwise hides).
+    fn mode(&self, var: &dyn Fn(&str) -> Option<String>) -> Option<crate::agent::backend::Mode> {
+        use crate::agent::backend::Mode;
+        let on = |k: &str| var(k).is_some_and(|v| !v.is_empty() && v != "0" && v != "false");
+        let home = var("HOME").map(PathBuf::from);
+        let file = |named: &str, default: &str| {
+            var(named)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join(default)))
+                .filter(|p| p.is_file())
+        };
+        if on("CLAUDE_CODE_USE_BEDROCK") {
+            return Some(Mode {
+                name: "Bedrock",
+                env: &["AWS_*"],
+                files: [
+                    file("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials"),
+                    file("AWS_CONFIG_FILE", ".aws/config"),
+                ]
+                .into_iter()
+                .flatten()
+                .collect(),
+            });
+        }
+        if on("CLAUDE_CODE_USE_VERTEX") {
+            return Some(Mode {
+                name: "Vertex AI",
+                env: &[
+                    "GOOGLE_*",
+                    "CLOUD_ML_REGION",
+                    "VERTEX_REGION_*",
+                    "GCLOUD_PROJECT",
+                ],
+                files: file(
+                    "GOOGLE_APPLICATION_CREDENTIALS",
+                    ".config/gcloud/application_default_credentials.json",
+                )
+                .into_iter()
+                .collect(),
+            });
+        }
+        on("CLAUDE_CODE_USE_FOUNDRY").then(|| Mode {
+            name: "Foundry",
+            env: &["AZURE_*"],
+            files: Vec::new(),
+        })
+    }
+
     fn transcript(&self, session_id: &str, workdir: &Path, home: &Path) -> Option<PathBuf> {
         // Every character but an ASCII letter or digit becomes `-`, one per UTF-16 unit, as
         // the CLI (JavaScript) writes the directory's name: `/tmp/my_proj.v2 x` is

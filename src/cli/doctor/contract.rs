@@ -234,6 +234,7 @@ impl Setup<'_> {
         exe: &Path,
     ) -> std::process::Command {
         let backend = crate::agent::backend_for(self.kind);
+        let mode = backend.mode(&|k| std::env::var(k).ok());
         let program = std::path::PathBuf::from(cmd.get_program());
         let policy = crate::sandbox::Policy {
             work_tree: self.work.to_path_buf(),
@@ -251,9 +252,14 @@ impl Setup<'_> {
             ]),
             env: crate::sandbox::kept_env(
                 &(backend.own_env().iter().map(|s| (*s).to_owned()))
+                    .chain(
+                        mode.iter()
+                            .flat_map(|m| m.env.iter().map(|s| (*s).to_owned())),
+                    )
                     .chain(sandbox.env.iter().cloned())
                     .collect::<Vec<_>>(),
             ),
+            named_files: mode.map(|m| m.files).unwrap_or_default(),
         };
         let mut command = vec![cmd.get_program().to_string_lossy().into_owned()];
         command.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));

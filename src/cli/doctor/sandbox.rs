@@ -75,6 +75,7 @@ fn tried(bwrap: &Path) -> Result<(), String> {
         paths: vec![(home.join(".claude"), Access::Write)],
         programs: Vec::new(),
         env: sandbox::kept_env(&[]),
+        named_files: Vec::new(),
     };
     let script = format!(
         "cat {k} 2>/dev/null && echo READ-KEY; echo x > {o}/x 2>/dev/null && echo WROTE-OUTSIDE; \
