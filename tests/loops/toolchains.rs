@@ -433,3 +433,44 @@ fn claude_code_on_bedrock_gets_its_aws_variables_and_credentials_only_while_the_
         "the start line says so: {said}"
     );
 }
+
+#[test]
+fn a_venv_under_home_runs_verify_with_its_own_packages_with_no_flag() {
+    if !bwrap_here("a venv under home …") {
+        return;
+    }
+    let env = TestLoop::new();
+    let home = home_of(&env);
+    let venv = home.join("venvs/app");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        println!("skipped: a venv under home …: python3 -m venv cannot make one here");
+        return;
+    }
+    // A package of the venv's own, as `pip install` would leave it.
+    let site = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("site-packages"))
+        .find(|p| p.is_dir())
+        .unwrap();
+    std::fs::write(site.join("greeting.py"), "WORDS = 'hello from the venv'\n").unwrap();
+    let env = env
+        .env("HOME", &home)
+        .env("VIRTUAL_ENV", &venv)
+        .env("PATH", path_with(&venv.join("bin")));
+    let out = verify_in(
+        &env,
+        "python -c 'import greeting, sys; print(greeting.WORDS, sys.prefix)'",
+    );
+    assert_eq!(
+        out,
+        format!("hello from the venv {}\n", venv.display()),
+        "{out}"
+    );
+    env.assert_status(Status::Done);
+}

@@ -528,3 +528,84 @@ grep '^STATUS' "$LOOP_FILE""#
     );
     env.assert_no_processes();
 }
+
+/// The real Claude Code installed under `$HOME` the way nvm installs a global package (a link
+/// in `~/.nvm/versions/node/<v>/bin` into `lib/node_modules`), with nothing granted by hand:
+/// a sandboxed loop of it runs its tool, and `~/.ssh` stays unreadable to it.
+#[test]
+fn the_real_claude_code_installed_under_home_the_nvm_way_runs_sandboxed_with_no_flag() {
+    let Some(claude) = claude_or_skip(VERSIONS[0]) else {
+        return;
+    };
+    if !crate::support::bwrap_here() {
+        println!("skipped: the real Claude Code under $HOME …: bubblewrap cannot run here");
+        return;
+    }
+    let env = TestLoop::new();
+    let home = env.temp.join("home");
+    let key = home.join(".ssh/id_test");
+    std::fs::create_dir_all(key.parent().unwrap()).unwrap();
+    std::fs::write(&key, "SECRET-KEY-of-the-person").unwrap();
+    // As `npm install -g` under nvm lays it out, linked (not copied) from the test's install.
+    let prefix = home.join(".nvm/versions/node/v20.0.0");
+    let modules = prefix.join("lib/node_modules");
+    std::fs::create_dir_all(&modules).unwrap();
+    let scope = claude
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("@anthropic-ai");
+    let copied = std::process::Command::new("cp")
+        .arg("-al")
+        .arg(&scope)
+        .arg(&modules)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !copied {
+        println!("skipped: the real Claude Code under $HOME …: cannot link its package there");
+        return;
+    }
+    std::fs::create_dir_all(prefix.join("bin")).unwrap();
+    std::os::unix::fs::symlink(
+        "../lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe",
+        prefix.join("bin/claude"),
+    )
+    .unwrap();
+    let mut path = vec![prefix.join("bin")];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let env = env
+        .env("HOME", &home)
+        .env("NVM_DIR", home.join(".nvm"))
+        .env("PATH", std::env::join_paths(path).unwrap())
+        .env("LOOP_AGENT", prefix.join("bin/claude"));
+    let mock = Mock {
+        tool: "Bash",
+        command: "cat \"$HOME/.ssh/id_test\" > saw-ssh.txt 2>&1; echo ran > ran.txt",
+        env: &[],
+    };
+    let start = env.cmd(&[
+        "start",
+        "g",
+        "--step",
+        "look around",
+        "--allowed-tools",
+        "Bash",
+        "--quiet",
+    ]);
+    let out = run_with_mock(&start, &mock, None, PATIENCE);
+    env.assert_exit(&out, 0);
+    env.assert_status(Status::Done);
+    let read = |f: &str| std::fs::read_to_string(env.path().join(f)).unwrap_or_default();
+    assert_eq!(read("ran.txt"), "ran\n", "its tool ran:\n{}", env.log());
+    let saw = read("saw-ssh.txt");
+    assert!(!saw.contains("SECRET") && !saw.is_empty(), "{saw}");
+    assert!(
+        env.text().contains("SANDBOX: bwrap"),
+        "it ran sandboxed:\n{}",
+        env.text()
+    );
+    env.assert_no_processes();
+}
