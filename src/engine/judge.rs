@@ -179,6 +179,10 @@ fn halt(reason: String, how: &str) -> Judgement {
     })
 }
 
+/// How a failure no retry can pass begins (a path the sandbox hid): the step waits on a person
+/// at once, whatever attempts are left.
+pub(crate) const NO_RETRY: &str = "no retry can pass: ";
+
 /// How a run cut off by the loop's cap is said (in `INTERRUPTED`, which the run that goes on
 /// reads, see [`super::prompt::interrupted`]).
 pub(crate) const BUDGET_CUT: &str = "the loop's cost cap ended the run";
@@ -542,7 +546,7 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
                 Some(verify::Outcome::Refused { code, said, .. }) => {
                     let code = code.map_or_else(|| "a signal".into(), |c| format!("exit {c}"));
                     Judgement::Exhausted {
-                        reason: one_line(&format!("VERIFY failed ({code}): {said}"), 400),
+                        reason: one_line(&format!("{NO_RETRY}VERIFY failed ({code}): {said}"), 400),
                     }
                 }
                 Some(verify::Outcome::TimedOut { tail }) => {

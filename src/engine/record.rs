@@ -422,7 +422,11 @@ fn failed(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     edits.push(results(s, ResultKey::Error, one_line(reason, 300)));
     edits.push(results(s, ResultKey::Verified, "false"));
     let n = super::failures(f.attempt, f.uncounted);
-    let why = format!("failed attempt {n} of {n} allowed: {reason}");
+    let why = if reason.starts_with(super::judge::NO_RETRY) {
+        reason.to_owned()
+    } else {
+        format!("failed attempt {n} of {n} allowed: {reason}")
+    };
     edits.extend(exhausted_edits(s, &why));
     let mut log = format!("fail: {} attempt {}: {reason}", name(s), f.attempt);
     if s > 0 {

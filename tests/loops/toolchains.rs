@@ -346,6 +346,10 @@ fn a_verify_that_reaches_for_a_path_the_sandbox_hid_says_so_and_spends_no_more_a
     );
     let said = crate::support::stdout(&out);
     assert!(said.contains("--sandbox-read ~/tools"), "{said}");
+    assert!(
+        said.contains("no retry can pass") && !said.contains("of 1 allowed"),
+        "no count of attempts it did not spend: {said}"
+    );
     // Granted as it says, the same loop passes.
     let text = env.text().replacen(
         "SANDBOX_READ: ",
