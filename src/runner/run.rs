@@ -31,6 +31,10 @@ impl Runner {
             ));
             return Ok(None);
         }
+        if spec.kind == RunKind::Attempt {
+            // A step of a loop that runs its steps at once goes on from what it merged so far.
+            self.catch_up_with_parent(&m, spec.step);
+        }
         let (session_id, resumed) = match &spec.session {
             SessionPlan::Fresh => (agent::new_session_id(), false),
             SessionPlan::Resume(id) => (id.clone(), true),

@@ -427,3 +427,64 @@ fn steps_running_at_once_are_carried_on_when_parallel_is_lowered_by_hand() {
     }
     env.assert_no_processes();
 }
+
+/// Tried as a new user would: step 1 fixes what the project's VERIFY checks, steps 2 and 3 add
+/// other files; their worktrees began at the base commit, where it was still broken, so their
+/// VERIFY failed on every attempt, and a retry ran them again on the same stale base. Each
+/// attempt of a step now goes on from what the loop has merged so far, its own work kept.
+#[test]
+fn a_project_wide_verify_does_not_strand_parallel_steps_on_a_stale_base() {
+    let env = TestLoop::new().with_git();
+    std::fs::write(env.path().join("add.txt"), "broken\n").unwrap();
+    env.git(&["add", "add.txt"]);
+    env.git(&["commit", "-q", "-m", "add is broken"]);
+    // Steps 2 and 3 work long enough for step 1 to be merged before their next attempt.
+    let slow = |name: &str| {
+        Action::done(name)
+            .sleep_ms(2500)
+            .write(&format!("{name}.txt"), &format!("{name}\n"))
+    };
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("fixed add").write("add.txt", "fixed\n"))
+            .step(2, slow("b"))
+            .step(3, slow("c")),
+    );
+    run_parallel(
+        &env,
+        "3",
+        &["fix add", "add b", "add c"],
+        "",
+        Some("grep -q fixed add.txt"),
+    );
+    env.assert_status(Status::Done);
+    // Each of steps 2 and 3 failed once on the stale base, then took step 1's fix.
+    assert_eq!(
+        (env.calls_for(2), env.calls_for(3)),
+        (2, 2),
+        "{}",
+        env.log()
+    );
+    let step_logs: String = std::fs::read_dir(env.state().join("parallel"))
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".loop"))
+        .map(|e| std::fs::read_to_string(e.path().join("loop.log")).unwrap_or_default())
+        .collect();
+    assert_eq!(
+        step_logs
+            .matches("goes on from what the loop has merged so far")
+            .count(),
+        2,
+        "{step_logs}"
+    );
+    for f in ["add.txt", "b.txt", "c.txt"] {
+        assert!(env.path().join(f).exists(), "{f}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.path().join("add.txt")).unwrap(),
+        "fixed\n"
+    );
+    env.assert_no_processes();
+}

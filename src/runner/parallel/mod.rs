@@ -18,6 +18,7 @@
 //! - **Nothing deleted that holds work**, and the project's checkout is only fast-forwarded,
 //!   at the end, if it has not moved.
 
+mod catch_up;
 pub(super) mod git;
 mod merge;
 mod observe;
