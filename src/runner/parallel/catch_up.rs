@@ -32,9 +32,10 @@ impl Runner {
         ) else {
             return;
         };
-        // A merge a killed runner left half done goes first: the work was committed before it.
+        // A merge under way is the agent's to finish: the merge queue sent the step back with
+        // its conflicts in the files.
         if git::run(wt, &["rev-parse", "-q", "--verify", "MERGE_HEAD"]).is_ok() {
-            let _ = git::run(wt, &["merge", "--abort"]);
+            return;
         }
         if git::is_ancestor(wt, &merged, &head) {
             return;
