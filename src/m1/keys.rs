@@ -324,6 +324,10 @@ keys! {
         ParentId = "PARENT_ID": Text,
         /// The step of that loop this loop runs.
         ParentStep = "PARENT_STEP": Positive,
+        /// The variables the loop was started with that its runs use (its agent's key and
+        /// settings, `SANDBOX_ENV`, `OTEL_*`), by name: a runner carries the loop on only where
+        /// they are set (the shell, the chat bot, the daemon alike).
+        Env = "ENV": EnvNames,
     }
 }
 

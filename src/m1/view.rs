@@ -311,6 +311,8 @@ pub struct M1 {
     pub parent_id: Option<String>,
     /// The step of that loop this loop runs (`PARENT_STEP`).
     pub parent_step: Option<u32>,
+    /// The variables the loop was started with that its runs use (`ENV`), by name.
+    pub env: Vec<String>,
 }
 
 impl M1 {
@@ -402,6 +404,9 @@ impl M1 {
             parent: top(Top::Parent).filter(|p| !p.trim().is_empty()),
             parent_id: top(Top::ParentId).filter(|p| !p.trim().is_empty()),
             parent_step: parsed(top(Top::ParentStep)),
+            env: top(Top::Env)
+                .and_then(|v| typed::env_names(&v).ok())
+                .unwrap_or_default(),
         }
     }
 }

@@ -180,6 +180,13 @@ impl Runner {
         })?;
         let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
         let opened = doc.view();
+        // A loop carries on only with what it was started with, whoever carries it on.
+        if !matches!(
+            opened.status,
+            crate::m1::Status::Done | crate::m1::Status::Failed
+        ) {
+            start::check_env(&opened, file)?;
+        }
         // A loop of this user, for `loop list` and `loop clean` from anywhere (a step's own
         // loop is its parent's part).
         if opened.parent.is_none() {

@@ -423,7 +423,68 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
     } else {
         "off"
     }));
+    let used = started_with(settings);
+    if !used.is_empty() {
+        edits.push(Top::Env.set(used.join(", ")));
+    }
     edits
+}
+
+/// The variables of this environment that the loop's runs use, by name: each backend's own
+/// (its key, its settings) and its mode's, the person's `SANDBOX_ENV`, and `OTEL_*`. What a
+/// later runner must have to carry the loop on as it was started (see `ENV`).
+fn started_with(settings: &Settings) -> Vec<String> {
+    let agent = &settings.agent;
+    let mut patterns: Vec<String> = vec!["OTEL_*".to_owned()];
+    let o = &settings.overrides;
+    let backends = std::iter::once(agent.backend)
+        .chain(o.review_backend)
+        .chain(o.fallback.or(settings.file.agent.fallback));
+    for b in backends {
+        let b = crate::agent::backend_for(b);
+        patterns.extend(b.own_env().iter().map(|s| (*s).to_owned()));
+        if let Some(mode) = b.mode(&|k| std::env::var(k).ok()) {
+            patterns.extend(mode.env.iter().map(|s| (*s).to_owned()));
+        }
+    }
+    patterns.extend(settings.sandbox_for_new().env);
+    let mut names: Vec<String> = std::env::vars_os()
+        .filter(|(_, v)| !v.is_empty())
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| crate::bridge::env_kept(&patterns, k))
+        // The loop's own credentials never reach a run, so no run needs them.
+        .filter(|k| !crate::notifier::CREDENTIALS.contains(&k.as_str()))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Whether this environment has every variable the loop of `m` was started with (`ENV`);
+/// `Err`: which it lacks, and what to do.
+///
+/// # Errors
+/// That explanation.
+pub(crate) fn check_env(m: &crate::m1::M1, file: &Path) -> Result<()> {
+    let missing: Vec<&str> = m
+        .env
+        .iter()
+        .map(String::as_str)
+        .filter(|k| std::env::var_os(k).is_none_or(|v| v.is_empty()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::bad_input(format!(
+        "{} was started with {} set, which its runs use, and this environment lacks {}: carry \
+         it on from a shell that has {} (`loop resume`), or take {} out of ENV in M1.md to run \
+         without {}; nothing was carried on",
+        file.display(),
+        m.env.join(", "),
+        missing.join(", "),
+        if missing.len() == 1 { "it" } else { "them" },
+        if missing.len() == 1 { "it" } else { "them" },
+        if missing.len() == 1 { "it" } else { "them" },
+    )))
 }
 
 /// The text of a new M1.md.

@@ -393,3 +393,46 @@ fn a_missing_agent_is_refused_before_anything_changes_with_how_to_install_it() {
         install,
     );
 }
+
+/// A loop started with its settings in the environment, decided by a tap to a `loop telegram`
+/// started earlier without them, carried on without them and said DONE with nothing done.
+/// The loop records the names its runs use (`ENV`); a runner carries it on only where they are
+/// set, whoever starts it: the shell, the chat bot (which runs `loop answer`), the daemon.
+#[test]
+fn a_decision_from_an_environment_without_the_loops_variables_carries_nothing_on_and_says_what() {
+    let env = TestLoop::new().env("APP_TOKEN", "abc");
+    env.scenario(
+        &Scenario::new()
+            .step(
+                1,
+                [Action::blocked("which colour?"), Action::done("blue it is")],
+            )
+            .otherwise(Action::done("ok")),
+    );
+    env.run_exits(
+        3,
+        &["start", "g", "--step", "one", "--sandbox-env", "APP_TOKEN"],
+    );
+    assert!(
+        env.text().contains("ENV: APP_TOKEN"),
+        "the names are kept: {}",
+        env.text()
+    );
+    let before = env.text();
+    // Decided from where the variable is not set: refused, nothing decided, nothing run.
+    let mut answer = env.cmd(&["answer", "G1", "blue"]);
+    answer.env_remove("APP_TOKEN");
+    let out = crate::support::run(answer);
+    env.assert_exit(&out, 2);
+    let said = stderr(&out) + &stdout(&out);
+    assert!(
+        said.contains("this environment lacks APP_TOKEN")
+            && said.contains("nothing was carried on"),
+        "{said}"
+    );
+    assert_eq!(env.text(), before, "nothing was decided");
+    assert_eq!(env.calls_for(1), 1);
+    // From where it is: decided, and carried on with it.
+    env.run_ok(&["answer", "G1", "blue"]);
+    env.assert_status(Status::Done);
+}

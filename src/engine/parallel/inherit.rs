@@ -69,7 +69,7 @@ pub(crate) const fn agent_inheritance(k: AgentKey) -> Inherit {
 #[must_use]
 pub(crate) const fn top_inheritance(k: Top) -> Option<Inherit> {
     Some(match k {
-        Top::Goal | Top::Constraints | Top::Verify | Top::Review => Inherit::Kept,
+        Top::Goal | Top::Constraints | Top::Verify | Top::Review | Top::Env => Inherit::Kept,
         Top::ApprovePlan => Inherit::Not("the plan was approved in this loop, before it ran"),
         Top::PlanOnly => Inherit::Not("a step's loop runs its step"),
         Top::PlanFile => Inherit::Not("this loop ticks the boxes of its checklist"),
