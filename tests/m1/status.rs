@@ -33,10 +33,12 @@ fn status_as(file: &Path, json: bool, user: Option<&Path>) -> String {
     }
     let granted = text.lines().filter(|l| l.starts_with("GRANTED ")).count();
     assert!(granted <= 1, "{text}");
-    text.lines()
-        .filter(|l| !l.starts_with("GRANTED "))
-        .map(|l| format!("{l}\n"))
-        .collect()
+    let mut kept = String::new();
+    for l in text.lines().filter(|l| !l.starts_with("GRANTED ")) {
+        kept.push_str(l);
+        kept.push('\n');
+    }
+    kept
 }
 
 fn status(file: &Path, json: bool) -> String {
