@@ -98,8 +98,83 @@ pub(crate) fn output<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Option<String> 
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
+/// `.git/index.lock` of the work tree `dir` (its own git directory's), cleared where no live
+/// git holds it: a git killed in mid-write (a power cut, the OOM killer, a group kill) leaves
+/// it, and every later `git add` or `commit` then fails with "File exists". A lock some process
+/// has open is waited for, up to `patience`. `Ok(Some(what))`: a stale lock was removed (said
+/// so); `Ok(None)`: there was none; `Err`: one is still held, by whom.
+///
+/// # Errors
+/// That a process still holds the lock after `patience`, or the lock could not be removed.
+pub(crate) fn clear_stale_index_lock(
+    dir: &Path,
+    patience: std::time::Duration,
+) -> Result<Option<String>, String> {
+    let Some(git_dir) = output(dir, &["rev-parse", "--absolute-git-dir"]) else {
+        return Ok(None);
+    };
+    let lock = Path::new(git_dir.trim()).join("index.lock");
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        if std::fs::symlink_metadata(&lock).is_err() {
+            return Ok(None);
+        }
+        match holder_of(&lock) {
+            None => {
+                return std::fs::remove_file(&lock)
+                    .map(|()| {
+                        Some(format!(
+                            "{} was left by a git that is gone (no process holds it): removed",
+                            lock.display()
+                        ))
+                    })
+                    .or_else(|e| {
+                        if e.kind() == std::io::ErrorKind::NotFound {
+                            Ok(None)
+                        } else {
+                            Err(format!("{} could not be removed: {e}", lock.display()))
+                        }
+                    });
+            }
+            Some(pid) if std::time::Instant::now() >= deadline => {
+                return Err(format!(
+                    "{} is held by process {pid} ({}) after {}s",
+                    lock.display(),
+                    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .unwrap_or_default()
+                        .trim(),
+                    patience.as_secs()
+                ));
+            }
+            Some(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+        }
+    }
+}
+
+/// A process that has `file` open, found through `/proc/*/fd`.
+fn holder_of(file: &Path) -> Option<u32> {
+    let want = std::fs::canonicalize(file).ok()?;
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else {
+            continue;
+        };
+        if fds
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == want))
+        {
+            return Some(pid);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn person_git(dir: &Path, args: &[&str]) {
@@ -163,6 +238,26 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn an_index_lock_no_process_holds_is_removed_and_a_held_one_is_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        person_git(dir.path(), &["init", "-q"]);
+        let lock = dir.path().join(".git/index.lock");
+        assert_eq!(clear_stale_index_lock(dir.path(), Duration::ZERO), Ok(None));
+        std::fs::write(&lock, "").unwrap();
+        let said = clear_stale_index_lock(dir.path(), Duration::ZERO).unwrap();
+        assert!(said.is_some_and(|s| s.contains("removed")));
+        assert!(!lock.exists());
+        // Held open by a live process (this one): not removed.
+        let held = std::fs::File::create(&lock).unwrap();
+        let err = clear_stale_index_lock(dir.path(), Duration::from_millis(200)).unwrap_err();
+        assert!(err.contains("is held by process"), "{err}");
+        assert!(lock.exists());
+        drop(held);
+        assert!(clear_stale_index_lock(dir.path(), Duration::ZERO).is_ok());
+        assert!(!lock.exists());
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub(crate) use run::{RunOnRecord, RunSpec, backend_of, resumes, runs_on_record};
 pub(crate) use transitions::{
     Effect, OnRecord, Outcome, SpawnFacts, Stop, Transition, Write, adopted, complete, exhausted,
     halt, kept_on_record, pid_recorded, session_named, started, stopped, stopped_parallel,
-    unrecordable,
+    uncommitted, unrecordable,
 };
 
 use std::time::Duration;

@@ -535,9 +535,36 @@ pub(crate) fn complete(m: &M1) -> Transition {
             ),
         )
     };
+    // A DONE that promised commits and holds none for some steps says how many.
+    let (last, log) = match uncommitted(m) {
+        0 => (last, log),
+        n => {
+            let note = format!(
+                "{n} step(s) uncommitted: their work is in the work tree, and \
+                 RESULTS.STEP_N.UNCOMMITTED says why"
+            );
+            (format!("{last}; {note}"), format!("{log}; {note}"))
+        }
+    };
     let mut edits = vec![Edit::Status(Status::Done), clear_current()];
     edits.extend(actions(&last, &next));
     Transition::exit(edits, log, Exit::Ok).then(Effect::Done)
+}
+
+/// How many DONE steps of `m` were to be committed and are not at all.
+#[must_use]
+pub(crate) fn uncommitted(m: &M1) -> usize {
+    m.plan
+        .steps
+        .iter()
+        .filter(|s| s.state == StepState::Done)
+        .filter(|s| {
+            m.results
+                .get(&s.n)
+                .and_then(|r| r.uncommitted.as_deref())
+                .is_some_and(|u| u.starts_with("all of it"))
+        })
+        .count()
 }
 
 /// A step that cannot be tried again (`MAX_RETRIES` spent, or set FAILED by hand): the loop fails.

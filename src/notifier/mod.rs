@@ -71,6 +71,9 @@ pub enum Event {
         /// one killed in between tells it again when the loop is carried on.
         #[serde(default)]
         once: Option<String>,
+        /// DONE steps whose work was to be committed and is not at all.
+        #[serde(default)]
+        uncommitted: usize,
     },
     /// A decision the loop waits for (a gate): what it asks, and the answers offered, which
     /// the chat shows as buttons.

@@ -98,14 +98,19 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
             tokens,
             elapsed_s,
             report,
+            uncommitted,
             ..
         } => {
             m.headline("✅", goal);
             let time = crate::duration::human(Duration::from_secs(*elapsed_s));
+            let uncommitted = match uncommitted {
+                0 => String::new(),
+                n => format!(" ({n} uncommitted: their work is in the work tree)"),
+            };
             m.bold_line(
                 "DONE: ",
                 &format!(
-                    "{} step(s) in {time}, {}",
+                    "{} step(s){uncommitted} in {time}, {}",
                     summaries.len(),
                     crate::text::spent(*cost_usd, *tokens)
                 ),
@@ -352,6 +357,7 @@ mod tests {
             elapsed_s: 723,
             report: Some("/p/state/M1.report.html".into()),
             once: None,
+            uncommitted: 0,
         };
         assert_eq!(
             render(&e),

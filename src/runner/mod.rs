@@ -691,6 +691,10 @@ impl Runner {
                     .iter()
                     .filter(|s| engine::by_hand::done_by_hand(&m, s.n))
                     .count();
+                let n = match engine::uncommitted(&m) {
+                    0 => n,
+                    u => format!("{n}, {u} uncommitted"),
+                };
                 if by_hand > 0 {
                     format!("DONE: {n}, {by_hand} of them done by hand, {spent}")
                 } else {
@@ -973,6 +977,7 @@ impl Runner {
             elapsed_s,
             report,
             once: None,
+            uncommitted: engine::uncommitted(m),
         }
     }
 

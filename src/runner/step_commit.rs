@@ -34,6 +34,9 @@ pub(super) struct Baseline {
     pub dirty: BTreeMap<String, String>,
 }
 
+/// How long a step's commit waits for a git of someone else's to let go of the index.
+const INDEX_LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Runner {
     /// Notes the work tree before an attempt of `step` (task `task_id`) starts, once per run
     /// of the step: an attempt after the first keeps the note of the first (`COMMIT:
@@ -103,6 +106,12 @@ impl Runner {
         let Some(top) = top_of(&self.workdir) else {
             return fail("the project is no longer a git work tree".into());
         };
+        // A git killed in mid-write leaves its lock, and every later commit would fail on it.
+        match crate::git::clear_stale_index_lock(&top, INDEX_LOCK_PATIENCE) {
+            Ok(Some(what)) => self.say(&format!("commit: {what}")),
+            Ok(None) => {}
+            Err(why) => return fail(why),
+        }
         let path = Layout::dir(&self.state_dir).step_tree(&self.loop_id, step);
         let Some(before) = read_baseline(&path) else {
             return fail(format!(

@@ -5,7 +5,7 @@
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::{Status, StepState};
 
-use crate::support::TestLoop;
+use crate::support::{TestLoop, stderr, stdout};
 
 /// Every step writes `step-N.txt` (by its shell, as an agent does) and passes.
 fn writes_its_file() -> Action {
@@ -344,4 +344,67 @@ fn a_reviewed_step_a_person_accepts_over_its_review_is_committed_too() {
     assert_eq!(log.len(), 2, "{log:?}\n{}", env.log());
     assert_eq!(log[0].1, ["step-1.txt"]);
     assert_eq!(env.m1().results[&1].commit, Some(short(&env, "HEAD")));
+}
+
+/// A runner killed together with its running `git add` or `git commit` left
+/// `.git/index.lock` in 9 of 34 such kills; every later step's commit then failed ("Unable to
+/// create … index.lock: File exists"), and the loop said DONE. A lock no process holds is a
+/// dead git's: it is removed, said, and the steps are committed.
+#[test]
+fn a_stale_index_lock_left_by_a_killed_git_does_not_leave_every_later_step_uncommitted() {
+    let env = TestLoop::new().with_git();
+    std::fs::write(env.path().join(".git/index.lock"), "").unwrap();
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("a").write("a.txt", "a\n"))
+            .step(2, Action::done("b").write("b.txt", "b\n")),
+    );
+    env.run_ok(&["start", "g", "--step", "a", "--step", "b"]);
+    env.assert_status(Status::Done);
+    env.assert_logged("index.lock was left by a git that is gone (no process holds it): removed");
+    let m = env.m1();
+    for n in [1, 2] {
+        assert!(m.results[&n].commit.is_some(), "step {n}:\n{}", env.text());
+        assert_eq!(m.results[&n].uncommitted, None, "step {n}");
+    }
+    let files = env.git(&["ls-files"]);
+    assert!(
+        files.contains("a.txt") && files.contains("b.txt"),
+        "{files}"
+    );
+}
+
+/// A loop whose promised commits are missing does not end a plain DONE: the DONE line, the
+/// message and the last action say how many steps are uncommitted.
+#[test]
+fn a_loop_whose_step_commits_failed_says_so_at_its_done() {
+    let env = TestLoop::new().with_git();
+    // A lock that cannot be cleared (a directory where git wants its lock file).
+    std::fs::create_dir(env.path().join(".git/index.lock")).unwrap();
+    env.scenario(&Scenario::new().step(1, Action::done("a").write("a.txt", "a\n")));
+    let out = env.run_ok(&["start", "g", "--step", "a"]);
+    env.assert_status(Status::Done);
+    let said = stdout(&out) + &stderr(&out);
+    assert!(said.contains("DONE: 1 step(s), 1 uncommitted"), "{said}");
+    let m = env.m1();
+    assert!(
+        m.last_action
+            .as_deref()
+            .is_some_and(|a| a.contains("1 step(s) uncommitted")),
+        "{}",
+        env.text()
+    );
+    assert!(
+        m.results[&1]
+            .uncommitted
+            .as_deref()
+            .is_some_and(|u| u.starts_with("all of it")),
+        "{}",
+        env.text()
+    );
+    env.assert_logged("1 step(s) uncommitted");
+    assert!(
+        env.path().join("a.txt").exists(),
+        "its work is in the work tree"
+    );
 }

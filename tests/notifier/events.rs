@@ -59,6 +59,7 @@ rusty_fork::rusty_fork_test! {
             elapsed_s: 95,
             report: None,
             once: None,
+            uncommitted: 0,
         });
         assert!(wait_until(PATIENCE, || tg.sent().len() == 4), "{:?}", tg.sent());
 
