@@ -91,41 +91,48 @@ pub(crate) fn render_as(event: &Event, format: Format) -> String {
             answer,
             stderr_tail,
         } => failed(&mut m, goal, *step, reason, answer.as_deref(), stderr_tail),
-        Event::Done {
-            goal,
-            summaries,
-            cost_usd,
-            tokens,
-            elapsed_s,
-            report,
-            uncommitted,
-            ..
-        } => {
-            m.headline("✅", goal);
-            let time = crate::duration::human(Duration::from_secs(*elapsed_s));
-            let uncommitted = match uncommitted {
-                0 => String::new(),
-                n => format!(" ({n} uncommitted: their work is in the work tree)"),
-            };
-            m.bold_line(
-                "DONE: ",
-                &format!(
-                    "{} step(s){uncommitted} in {time}, {}",
-                    summaries.len(),
-                    crate::text::spent(*cost_usd, *tokens)
-                ),
-            );
-            for (step, summary) in summaries {
-                m.line(&format!("{step}. {}", cut(summary, LINE_MAX)));
-            }
-            if let Some(page) = report {
-                m.line(&format!("Report: {page}"));
-            }
-        }
+        Event::Done { .. } => done(&mut m, event),
         Event::Gate(g) => gate(&mut m, g),
         Event::Text(text) => m.line(text),
     }
     m.out.trim_end().to_string()
+}
+
+/// A DONE message: the goal, the totals (and the steps left uncommitted), each step's summary.
+fn done(m: &mut Msg, event: &Event) {
+    let Event::Done {
+        goal,
+        summaries,
+        cost_usd,
+        tokens,
+        elapsed_s,
+        report,
+        uncommitted,
+        ..
+    } = event
+    else {
+        return;
+    };
+    m.headline("✅", goal);
+    let time = crate::duration::human(Duration::from_secs(*elapsed_s));
+    let uncommitted = match uncommitted {
+        0 => String::new(),
+        n => format!(" ({n} uncommitted: their work is in the work tree)"),
+    };
+    m.bold_line(
+        "DONE: ",
+        &format!(
+            "{} step(s){uncommitted} in {time}, {}",
+            summaries.len(),
+            crate::text::spent(*cost_usd, *tokens)
+        ),
+    );
+    for (step, summary) in summaries {
+        m.line(&format!("{step}. {}", cut(summary, LINE_MAX)));
+    }
+    if let Some(page) = report {
+        m.line(&format!("Report: {page}"));
+    }
 }
 
 /// A FAILED message: why, the agent's last answer and the end of its stderr.
