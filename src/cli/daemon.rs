@@ -77,6 +77,12 @@ fn look_after(file: &Path, tries: &mut Tries, args: &DaemonArgs) -> Option<Durat
             return (until - now).to_std().ok();
         }
         Revival::Started => {}
+        Revival::Idle => {
+            // A DONE loop whose runner died before it finished its end gets it finished.
+            crate::runner::revive::finish_ended(file);
+            *tries = Tries::default();
+            return None;
+        }
         _ => {
             *tries = Tries::default();
             return None;

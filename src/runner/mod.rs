@@ -870,6 +870,28 @@ impl Runner {
         Ok(Exit::Ok)
     }
 
+    /// What the end of this DONE loop left undone when its runner died right after writing
+    /// DONE (`after-done-write`): its report page, and the clean-up of what its steps' commits
+    /// needed. Done now, and said; nothing when all of it is there.
+    pub(crate) fn finish_end(&mut self) {
+        let m = self.view();
+        if m.status != Status::Done {
+            return;
+        }
+        let commits = crate::layout::Layout::dir(&self.state_dir).commits(&self.loop_id);
+        let no_page = m.parent_id.is_none() && !crate::report::default_path(&self.file).exists();
+        if !no_page && !commits.exists() {
+            return;
+        }
+        self.say(
+            "end: the loop's end was left unfinished (its runner died after DONE): finished now",
+        );
+        let _ = std::fs::remove_dir_all(&commits);
+        if no_page {
+            self.write_report();
+        }
+    }
+
     /// Gate `id`'s message, from M1.md as just written; `None` (logged) when it is not there.
     fn gate_event(&self, id: &str) -> Option<Event> {
         let m = self.view();

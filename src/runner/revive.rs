@@ -66,6 +66,39 @@ pub(crate) fn revive(file: &Path, by: &str) -> crate::error::Result<Revival> {
     Ok(Revival::Started)
 }
 
+/// A DONE loop at `file` whose runner died right after writing DONE has its end finished (its
+/// report page, its steps' commit notes cleaned up: see [`Runner::finish_end`]); nothing for
+/// any other loop, or one a runner drives.
+pub(crate) fn finish_ended(file: &Path) {
+    let Ok(doc) = crate::m1::load(file) else {
+        return;
+    };
+    let m = doc.view();
+    if m.status != crate::m1::Status::Done
+        || crate::lockfile::is_held(&lock::path_for(file)).unwrap_or(true)
+    {
+        return;
+    }
+    let state_dir = Layout::of(file).state_dir().to_path_buf();
+    // Looked at cheaply first: a daemon looks at every loop it keeps, every round.
+    let page = m.parent_id.is_some() || crate::report::default_path(file).exists();
+    let notes = m
+        .loop_id
+        .as_deref()
+        .is_some_and(|id| Layout::dir(&state_dir).commits(id).exists());
+    if page && !notes {
+        return;
+    }
+    let Ok(settings) =
+        super::settings::Settings::load(&state_dir, super::settings::Overrides::default())
+    else {
+        return;
+    };
+    if let Ok(mut runner) = Runner::open(file, settings, &RunOptions::default()) {
+        runner.finish_end();
+    }
+}
+
 /// The loop's runner died too often: write WAITING with the reason and tell the human, as
 /// the runner (holding its lock), so that nothing else ever writes M1.md.
 fn halt_storm(file: &Path, reason: &str, how: &str) -> crate::error::Result<Revival> {

@@ -741,6 +741,7 @@ pub(crate) fn resume_as(
     let m = runner.view();
     match m.status {
         Status::Done => {
+            runner.finish_end();
             crate::outln!(
                 "{}: the loop is DONE ({}); nothing to resume",
                 file.display(),

@@ -214,3 +214,40 @@ fn a_runner_killed_just_before_writing_done_tells_it_once() {
     assert_eq!(done.len(), 1, "{:?}", replies(&tg));
     env.assert_no_processes();
 }
+
+/// A runner killed between writing DONE and writing its report (14 of 20 such kills) left a
+/// DONE loop whose DONE message named a page that did not exist; `loop resume` said nothing to
+/// resume, the daemon left it alone, and `state/commits/<LOOP_ID>/` stayed. Whatever finishes a
+/// DONE loop now writes what is missing: `loop resume`, and the daemon.
+#[test]
+fn a_runner_killed_after_writing_done_leaves_no_loop_without_its_report() {
+    use std::os::unix::process::ExitStatusExt;
+    for by_daemon in [false, true] {
+        let env = TestLoop::new().with_git();
+        env.scenario(&Scenario::new().otherwise(Action::done("parsed").write("p.txt", "p\n")));
+        let mut c = env.cmd(&["start", "ship the parser", "--step", "write it"]);
+        c.env("LOOP_CRASH_AT", "after-done-write@1");
+        let status = c.status().unwrap();
+        assert_eq!(status.signal(), Some(9), "the runner did not die there");
+        env.assert_status(Status::Done);
+        let page = env.state().join("M1.report.html");
+        assert!(!page.exists(), "the kill came before the report");
+        if by_daemon {
+            let file = env.file.display().to_string();
+            let _daemon = env.spawn(&["daemon", "--loop", &file, "--every", "1s"]);
+            assert!(wait_until(PATIENCE, || page.exists()), "{}", env.log());
+        } else {
+            env.run_ok(&["resume"]);
+            assert!(page.exists(), "{}", env.log());
+        }
+        assert!(
+            !env.state()
+                .join("commits")
+                .read_dir()
+                .is_ok_and(|mut d| d.next().is_some()),
+            "the steps' commit notes are cleaned up"
+        );
+        env.assert_logged("the loop's end was left unfinished");
+        env.assert_status(Status::Done);
+    }
+}
