@@ -54,6 +54,9 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Write a new M1.md for GOAL and run the loop (in the foreground, or --detach).
+    // The usage clap makes after a mistyped flag names the flag it suggests as if it were
+    // required (`loop start --step <TEXT> <GOAL>`): said as it is instead.
+    #[command(override_usage = "loop start [OPTIONS] <GOAL>")]
     Start(Box<StartArgs>),
     /// Carry on from M1.md alone: re-adopt a running step, judge a finished one, respawn a lost one.
     Resume {

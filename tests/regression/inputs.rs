@@ -172,3 +172,16 @@ fn a_duration_without_a_unit_is_refused_saying_where_and_which_units_it_could_me
          unit: `60s` or `60m`",
     );
 }
+
+/// `loop start --stpe` printed `Usage: loop start --step <TEXT> <GOAL>`, which reads as if
+/// `--step` were required: the usage says what `loop start` takes.
+#[test]
+fn a_mistyped_flag_of_loop_start_shows_a_usage_that_requires_no_step() {
+    let env = TestLoop::new();
+    let out = env.run(&["start", "--stpe", "x", "g"]);
+    env.assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(err.contains("a similar argument exists: '--step'"), "{err}");
+    assert!(err.contains("Usage: loop start [OPTIONS] <GOAL>"), "{err}");
+    assert!(!err.contains("Usage: loop start --step"), "{err}");
+}
