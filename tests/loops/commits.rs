@@ -408,3 +408,27 @@ fn a_loop_whose_step_commits_failed_says_so_at_its_done() {
         "its work is in the work tree"
     );
 }
+
+/// Outside a git repository a loop never said that nothing would be committed: it says so at
+/// its start, on the terminal and in its log.
+#[test]
+fn outside_a_git_repository_the_start_says_no_step_will_be_committed() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let out = env.run_ok(&["start", "g", "--step", "one"]);
+    let said = stdout(&out);
+    assert!(
+        said.contains("is not in a git repository, so no step's work will be committed"),
+        "{said}"
+    );
+    env.assert_logged("no step's work will be committed");
+    // In one, or with --no-commit, nothing of it is said.
+    let git = TestLoop::new().with_git();
+    git.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let out = git.run_ok(&["start", "g", "--step", "one"]);
+    assert!(!stdout(&out).contains("not in a git repository"));
+    let off = TestLoop::new();
+    off.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let out = off.run_ok(&["start", "g", "--step", "one", "--no-commit"]);
+    assert!(!stdout(&out).contains("not in a git repository"));
+}
