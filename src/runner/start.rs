@@ -640,21 +640,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     // one's. (Every runner's decisions stay in loop.log, which `loop logs` reads.)
     let _ = std::fs::remove_file(crate::layout::Layout::of(file).runner_out());
     let _ = decision_log::append(&state_dir, &format!("start: new loop, goal: {}", req.goal));
-    // A commit per step is promised only where there is git to make it: said at the start.
-    let workdir = req
-        .workdir
-        .clone()
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_default();
-    if settings.commit_for_new() && !crate::runner::git::in_repo(&workdir) {
-        let said = format!(
-            "commit: {} is not in a git repository, so no step's work will be committed \
-             (`git init` first to have each DONE step a commit of its own)",
-            workdir.display()
-        );
-        crate::outln!("loop: {said}");
-        let _ = decision_log::append(&state_dir, &said);
-    }
+    say_if_nothing_is_committed(req, &settings, &state_dir);
     if req.plan_only && !steps.is_empty() {
         crate::outln!("{}", super::plan_lines(&steps));
         crate::outln!("nothing runs yet: `loop resume` runs the plan");
@@ -675,6 +661,25 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
         });
     }
     runner.drive_in_view()
+}
+
+/// A commit per step is promised only where there is git to make it: where there is none, the
+/// start says so, on the terminal and in the log.
+fn say_if_nothing_is_committed(req: &StartRequest, settings: &Settings, state_dir: &Path) {
+    let workdir = req
+        .workdir
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default();
+    if settings.commit_for_new() && !crate::runner::git::in_repo(&workdir) {
+        let said = format!(
+            "commit: {} is not in a git repository, so no step's work will be committed \
+             (`git init` first to have each DONE step a commit of its own)",
+            workdir.display()
+        );
+        crate::outln!("loop: {said}");
+        let _ = decision_log::append(state_dir, &said);
+    }
 }
 
 /// Keeps the loop's state directory out of the agent's `git add -A`, whoever made it, and
