@@ -40,8 +40,29 @@ struct Plan {
 ///
 /// # Errors
 /// When something to remove cannot be removed (what was removed before is said).
-pub(crate) fn clean(here: &Path, force: bool, keep: usize) -> crate::error::Result<Status> {
+pub(crate) fn clean(
+    here: &Path,
+    force: bool,
+    keep: usize,
+    all_projects: bool,
+) -> crate::error::Result<Status> {
     let (files, gone) = super::loops::gather(here);
+    // One project's clean-up never touches another's: the loops of this project (the one
+    // `--file` finds here, else those under the current directory), unless asked for all.
+    let scope = (!all_projects).then(|| super::loops::project_of(here));
+    let (files, gone) = match &scope {
+        Some(project) => (
+            super::loops::within(files, project),
+            super::loops::within(gone, project),
+        ),
+        None => (files, gone),
+    };
+    if let Some(project) = &scope {
+        crate::outln!(
+            "the loops of {} (`loop clean --all-projects`: every loop of yours)",
+            super::loops::shown(project)
+        );
+    }
     let mut dirs: Vec<PathBuf> = Vec::new();
     for f in &files {
         // A step's own loop is cleaned with its parent's.

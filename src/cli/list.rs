@@ -103,8 +103,18 @@ fn rank(e: &Entry) -> (u8, std::cmp::Reverse<Option<DateTime<Utc>>>) {
 ///
 /// # Errors
 /// When `--json` cannot be printed (never, in practice).
-pub(crate) fn list(here: &Path, json: bool, all: bool) -> crate::error::Result<Status> {
+pub(crate) fn list(
+    here: &Path,
+    json: bool,
+    all: bool,
+    this_project: bool,
+) -> crate::error::Result<Status> {
     let (files, _) = loops::gather(here);
+    let files = if this_project {
+        loops::within(files, &loops::project_of(here))
+    } else {
+        files
+    };
     let mut entries: Vec<Entry> = Vec::new();
     let mut archives = 0;
     for f in &files {

@@ -53,6 +53,31 @@ pub(crate) fn gather(here: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     (found, gone)
 }
 
+/// The project a command run with `--file` `here` is about: the directory that holds the state
+/// directory of the loop found here (`state/` in the project), else the current directory.
+#[must_use]
+pub(crate) fn project_of(here: &Path) -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    if here.is_file() {
+        let abs = std::fs::canonicalize(here).unwrap_or_else(|_| here.to_path_buf());
+        let state = Layout::of(&abs).state_dir().to_path_buf();
+        if let Some(project) = state.parent() {
+            return project.to_path_buf();
+        }
+    }
+    std::fs::canonicalize(&cwd).unwrap_or(cwd)
+}
+
+/// Of `files` (state files, absolute), those of loops within `project`: their state directory
+/// beneath it.
+#[must_use]
+pub(crate) fn within(files: Vec<PathBuf>, project: &Path) -> Vec<PathBuf> {
+    files
+        .into_iter()
+        .filter(|f| Layout::of(f).state_dir().starts_with(project))
+        .collect()
+}
+
 /// The archives `loop start` made of the loop whose state file is `file`, newest first.
 pub(crate) fn archives_of(file: &Path) -> Vec<PathBuf> {
     let Some(name) = file.file_name().map(|n| n.to_string_lossy().into_owned()) else {

@@ -206,6 +206,10 @@ pub(crate) enum Command {
         /// Also the archives `loop start` made of earlier loops (`M1.<time>.md`).
         #[arg(long)]
         all: bool,
+        /// Only the loops of this project (the one `--file` finds here, else those under the
+        /// current directory).
+        #[arg(long)]
+        here: bool,
     },
     /// Remove what finished loops left: archived M1.<time>.md files beyond the newest few of
     /// each loop, and the task directories, task ledgers, parallel steps' leftovers and commit
@@ -223,6 +227,9 @@ pub(crate) enum Command {
         /// Archived loops kept whole per loop file, the newest.
         #[arg(long, value_name = "N", default_value_t = clean::KEEP)]
         keep: usize,
+        /// Every loop of yours, wherever its project is (default: this project's loops only).
+        #[arg(long)]
+        all_projects: bool,
     },
     /// Show what M1.md says, plus whether the step's process is alive. Never writes.
     Status {
@@ -944,8 +951,13 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
         Command::Report { format, output } => {
             crate::cli::report::run(&cli.file, format, output.as_deref())
         }
-        Command::List { json, all } => crate::cli::list::list(&cli.file, json, all),
-        Command::Clean { force, keep, .. } => crate::cli::clean::clean(&cli.file, force, keep),
+        Command::List { json, all, here } => crate::cli::list::list(&cli.file, json, all, here),
+        Command::Clean {
+            force,
+            keep,
+            all_projects,
+            ..
+        } => crate::cli::clean::clean(&cli.file, force, keep, all_projects),
         Command::Fire(args) => fire(&bridge_state()?, args),
         Command::Check { id, json } => crate::cli::bridge::check(&bridge_state()?, &id, json),
         Command::Kill { id } => crate::cli::bridge::kill(&bridge_state()?, &id),

@@ -280,7 +280,7 @@ fn loop_clean_lists_first_then_removes_what_finished_loops_left_never_a_running_
     let left = state.join("parallel").join(&a1);
     let before_a = tree(&state);
     let c1_tasks = tasks_of(&c.join("state"), &c1);
-    let said = ok(from_elsewhere(&env, &["clean"]));
+    let said = ok(from_elsewhere(&env, &["clean", "--all-projects"]));
     assert_eq!(
         tree(&state),
         before_a,
@@ -299,7 +299,7 @@ fn loop_clean_lists_first_then_removes_what_finished_loops_left_never_a_running_
     }
     assert!(said.contains("Would keep"), "the worktree: {said}");
 
-    let removed = ok(from_elsewhere(&env, &["clean", "-f"]));
+    let removed = ok(from_elsewhere(&env, &["clean", "-f", "--all-projects"]));
     assert!(!a1_file.exists() && !c1_file.exists(), "{removed}");
     assert!(tasks_of(&state, &a1).is_empty() && tasks_of(&c.join("state"), &c1).is_empty());
     assert!(
@@ -329,7 +329,7 @@ fn loop_clean_lists_first_then_removes_what_finished_loops_left_never_a_running_
     assert!(stop.status.success(), "{}", stderr(&stop));
     assert_eq!(slow.wait(Duration::from_secs(30)).code(), Some(3));
     // Nothing is left to remove: the worktree is kept, as said.
-    let again = ok(from_elsewhere(&env, &["clean"]));
+    let again = ok(from_elsewhere(&env, &["clean", "--all-projects"]));
     assert!(!again.contains("Would remove"), "{again}");
     env.assert_no_processes();
 }
@@ -349,7 +349,7 @@ fn loop_clean_removes_nothing_of_a_directory_whose_loop_file_cannot_be_read() {
         .collect();
     std::fs::write(&env.file, text).unwrap();
     let before = tree(&env.state());
-    let said = ok(from_elsewhere(&env, &["clean", "-f"]));
+    let said = ok(from_elsewhere(&env, &["clean", "-f", "--all-projects"]));
     assert_eq!(tree(&env.state()), before, "{said}");
     assert!(said.contains("cannot be read; fix it"), "{said}");
 }
@@ -373,7 +373,7 @@ fn loop_clean_removes_the_temporary_files_of_writers_that_died() {
     for f in [&dead, &dead_journal, &alive] {
         std::fs::write(f, "STATUS: IDLE\nGOAL: half\n").unwrap();
     }
-    let said = ok(from_elsewhere(&env, &["clean"]));
+    let said = ok(from_elsewhere(&env, &["clean", "--all-projects"]));
     for f in [&dead, &dead_journal] {
         assert!(
             said.contains(&format!("Would remove {}", f.display())),
@@ -381,7 +381,7 @@ fn loop_clean_removes_the_temporary_files_of_writers_that_died() {
         );
         assert!(f.exists(), "listed first, not removed: {said}");
     }
-    let removed = ok(from_elsewhere(&env, &["clean", "-f"]));
+    let removed = ok(from_elsewhere(&env, &["clean", "-f", "--all-projects"]));
     assert!(!dead.exists(), "{removed}");
     assert!(!dead_journal.exists(), "{removed}");
     assert!(
@@ -389,4 +389,35 @@ fn loop_clean_removes_the_temporary_files_of_writers_that_died() {
         "a live writer's file was removed: {removed}"
     );
     assert!(env.file.exists());
+}
+
+/// Inside a project, `loop clean` acted on every loop of the user on the machine, and `--file`
+/// did not narrow it. It cleans this project's loops now; `--all-projects` every one.
+#[test]
+fn loop_clean_in_one_project_never_touches_another_projects_loops() {
+    let Fixture {
+        env,
+        c,
+        slow: _slow,
+        a1: (_, a1_file),
+        c1: (_, c1_file),
+        live: _,
+    } = fixture();
+    let before_a = tree(&env.state());
+    let mut here = env.cmd(&["clean", "-f"]);
+    here.current_dir(&c).env_remove("LOOP_FILE");
+    let said = ok(here);
+    assert_eq!(tree(&env.state()), before_a, "another project's loops:\n{said}");
+    assert!(a1_file.exists(), "{said}");
+    assert!(
+        said.contains(&format!("Removing {}", c1_file.display())),
+        "this project's own: {said}"
+    );
+    assert!(!c1_file.exists(), "{said}");
+    // `loop list --here` is this project's too.
+    let mut list = env.cmd(&["list", "--here"]);
+    list.current_dir(&c).env_remove("LOOP_FILE");
+    let listed = ok(list);
+    assert!(listed.contains("slow one"), "{listed}");
+    assert!(!listed.contains("a5"), "another project's loop: {listed}");
 }
