@@ -61,9 +61,9 @@ fn each_done_step_is_one_commit_of_its_own_work_and_your_changes_stay_yours() {
     assert_eq!(
         subjects,
         [
-            "loop: step 3/3: wrote its file",
-            "loop: step 2/3: wrote its file",
-            "loop: step 1/3: wrote its file",
+            "loop: step 3/3: c",
+            "loop: step 2/3: b",
+            "loop: step 1/3: a",
             "the project",
             "start"
         ],
@@ -90,11 +90,11 @@ fn each_done_step_is_one_commit_of_its_own_work_and_your_changes_stay_yours() {
         assert!(!m.results[&n].commit_pending);
     }
     assert!(env.text().contains("COMMIT_STEPS: on\n"), "{}", env.text());
-    // The message names the loop, the step and what it did.
+    // The message names the step, what it did, the goal and the loop.
     let body = env.git(&["log", "-1", "--format=%B", "HEAD~1"]);
     let id = m.loop_id.unwrap();
     assert!(
-        body.contains("Step 2: b\nGoal: ship it\n")
+        body.starts_with("loop: step 2/3: b\n\nwrote its file\n\nGoal: ship it\n")
             && body.contains(&format!("Loop-Id: {id}\nLoop-Step: 2\n")),
         "{body}"
     );
@@ -147,13 +147,7 @@ fn the_agents_own_commits_are_recorded_and_what_it_left_besides_them_is_committe
     );
     env.run_ok(&["start", "g", "--step", "a"]);
     let log = history(&env);
-    assert_eq!(
-        log[0],
-        (
-            "loop: step 1/1: committed part of it".into(),
-            vec!["b.txt".into()]
-        )
-    );
+    assert_eq!(log[0], ("loop: step 1/1: a".into(), vec!["b.txt".into()]));
     assert_eq!(log[1].0, "the agent: a.txt");
     let r = env.m1().results[&1].clone();
     assert_eq!(r.commit, Some(short(&env, "HEAD")));
@@ -344,4 +338,34 @@ fn a_reviewed_step_a_person_accepts_over_its_review_is_committed_too() {
     assert_eq!(log.len(), 2, "{log:?}\n{}", env.log());
     assert_eq!(log[0].1, ["step-1.txt"]);
     assert_eq!(env.m1().results[&1].commit, Some(short(&env, "HEAD")));
+}
+
+#[test]
+fn after_a_retake_the_commit_title_is_the_step_and_not_the_last_fix() {
+    use crate::support::answers::{approve, changes, work};
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, [work("half"), work("whole")])
+            .review([changes(), approve()]),
+    );
+    env.run_ok(&["start", "g", "--step", "write a.txt", "--review"]);
+    let log = history(&env);
+    assert_eq!(
+        log[0],
+        (
+            "loop: step 1/1: write a.txt".to_owned(),
+            vec!["a.txt".to_owned()]
+        ),
+        "{log:?}\n{}",
+        env.log()
+    );
+    assert_eq!(log.len(), 2, "{log:?}");
+    let body = env.git(&["log", "-1", "--format=%b"]);
+    assert!(
+        body.starts_with("a.txt says whole\n") && !body.contains("half"),
+        "the body is the summary: {body}"
+    );
+    assert!(body.contains("Loop-Step: 1\n"), "{body}");
+    assert_eq!(env.git(&["show", "HEAD:a.txt"]), "whole\n");
 }
