@@ -341,6 +341,47 @@ fn a_reviewed_step_a_person_accepts_over_its_review_is_committed_too() {
 }
 
 #[test]
+fn a_steps_commit_leaves_out_what_verify_wrote() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new().otherwise(
+            Action::done("wrote work.txt")
+                .write("work.txt", "the agent's\n")
+                .write("lib.py", "def f():\n    return 1\n"),
+        ),
+    );
+    // VERIFY leaves a file of its own (as `python -m pytest` leaves `__pycache__`) and
+    // rewrites one the agent wrote.
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "write work.txt",
+        "--verify",
+        "echo x > verify-output.txt && echo VERIFY > work.txt",
+    ]);
+    let log = history(&env);
+    assert_eq!(
+        log[0].1,
+        ["lib.py", "work.txt"],
+        "the agent's files and no other: {log:?}\n{}",
+        env.log()
+    );
+    assert_eq!(
+        env.git(&["show", "HEAD:work.txt"]),
+        "the agent's\n",
+        "as the agent left it"
+    );
+    // What VERIFY left is in the work tree as it was, uncommitted.
+    assert_eq!(
+        std::fs::read_to_string(env.path().join("work.txt")).unwrap(),
+        "VERIFY\n"
+    );
+    assert_eq!(status(&env), [" M work.txt", "?? verify-output.txt"]);
+    assert_eq!(env.m1().results[&1].commit, Some(short(&env, "HEAD")));
+}
+
+#[test]
 fn after_a_retake_the_commit_title_is_the_step_and_not_the_last_fix() {
     use crate::support::answers::{approve, changes, work};
     let env = TestLoop::new().with_git();
@@ -368,4 +409,86 @@ fn after_a_retake_the_commit_title_is_the_step_and_not_the_last_fix() {
     );
     assert!(body.contains("Loop-Step: 1\n"), "{body}");
     assert_eq!(env.git(&["show", "HEAD:a.txt"]), "whole\n");
+}
+
+#[test]
+fn what_an_earlier_attempts_verify_left_is_not_taken_by_the_attempt_that_passes() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new().step(
+            1,
+            [
+                Action::done("half of it").write("work.txt", "half\n"),
+                Action::done("all of it")
+                    .write("work.txt", "all\n")
+                    .write("ok.txt", "ok\n"),
+            ],
+        ),
+    );
+    // The first attempt's VERIFY fails, and leaves its cache behind for the second.
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--verify",
+        "echo x > cache.pyc && test -f ok.txt",
+    ]);
+    let log = history(&env);
+    assert_eq!(log[0].1, ["ok.txt", "work.txt"], "{log:?}\n{}", env.log());
+    assert_eq!(env.git(&["show", "HEAD:work.txt"]), "all\n");
+    assert_eq!(status(&env), ["?? cache.pyc"]);
+}
+
+#[test]
+fn a_runner_killed_around_verify_still_commits_once_what_the_agent_left() {
+    use std::os::unix::process::ExitStatusExt;
+    for point in [
+        "after-pid-write",
+        "after-work-noted",
+        "before-verify",
+        "before-record-write",
+        "after-step-commit",
+    ] {
+        let env = TestLoop::new().with_git();
+        env.scenario(
+            &Scenario::new().otherwise(
+                Action::done("wrote work.txt")
+                    .sleep_ms(250)
+                    .heartbeat_ms(40)
+                    .write("work.txt", "the agent's\n"),
+            ),
+        );
+        let mut c = env.cmd(&[
+            "start",
+            "g",
+            "--step",
+            "a",
+            "--verify",
+            "echo x >> verify-output.txt && echo VERIFY > work.txt",
+        ]);
+        c.env("LOOP_CRASH_AT", point);
+        let ended = c.status().unwrap();
+        assert_eq!(
+            ended.signal(),
+            Some(9),
+            "{point}: no crash there: {ended:?}"
+        );
+        env.run_ok(&["resume"]);
+        env.assert_status(Status::Done);
+        let log = history(&env);
+        assert_eq!(log.len(), 2, "{point}: one commit: {log:?}\n{}", env.log());
+        assert_eq!(log[0].1, ["work.txt"], "{point}: {log:?}");
+        assert_eq!(
+            env.git(&["show", "HEAD:work.txt"]),
+            "the agent's\n",
+            "{point}"
+        );
+        assert_eq!(
+            status(&env),
+            [" M work.txt", "?? verify-output.txt"],
+            "{point}"
+        );
+        env.assert_no_processes();
+    }
 }
