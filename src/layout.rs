@@ -34,8 +34,10 @@
 //!                           index of the task directories, see runner::ledger)
 //!   commits/<LOOP_ID>/      step-N.tree.json: the work tree as step N began (which paths
 //!                           held uncommitted changes then, and what), so that the step's
-//!                           commit takes only its own work; `index`, the index a commit is
-//!                           built in
+//!                           commit takes only its own work; step-N.work.json: each path the
+//!                           agent's runs of step N changed, as the last of them left it (a
+//!                           blob in git's store), so that the commit takes nothing VERIFY or
+//!                           a review wrote after; `index`, the index a commit is built in
 //!   telegram.*              the chat bot's offset, lock and command output
 //!   parallel/<LOOP_ID>/     the steps of a loop that runs them at once, under its own id
 //!     step-N/               step N's git worktree
@@ -273,6 +275,18 @@ impl Layout {
     #[must_use]
     pub fn step_tree(&self, loop_id: &str, n: u32) -> PathBuf {
         self.commits(loop_id).join(format!("step-{n}.tree.json"))
+    }
+
+    /// What the agent's runs of step `n` of loop `loop_id` left (see [`Layout::commits`]).
+    #[must_use]
+    pub fn step_work(&self, loop_id: &str, n: u32) -> PathBuf {
+        self.commits(loop_id).join(format!("step-{n}.work.json"))
+    }
+
+    /// The index file a step's commit of loop `loop_id` is built in, never the person's.
+    #[must_use]
+    pub fn commit_index(&self, loop_id: &str) -> PathBuf {
+        self.commits(loop_id).join("index")
     }
 
     /// Whether `name`, an entry of the state directory of the loop whose state file is named

@@ -77,11 +77,14 @@ fn trailers(loop_id: &str, step: u32, run: Option<&str>) -> String {
     t
 }
 
-/// The message of step `step`'s commit: a subject naming the step and what it did (`summary`,
-/// else its text), then the step, the goal and the trailers that name the loop. `run`: the run
-/// of the step it closes, by which a runner after a crash finds it again.
+/// The message of step `step`'s commit: a subject naming the step by its own text (what the
+/// plan asked, however many fixes it took), a body of what the agent said it did (`summary`,
+/// else its RESULTS' summary; after a retake, the last run's), the step's whole text when the
+/// subject had to cut it, the goal, and the trailers that name the loop. `run`: the run of the
+/// step it closes, by which a runner after a crash finds it again.
 #[must_use]
 pub(crate) fn message(m: &M1, step: u32, summary: Option<&str>, run: Option<&str>) -> String {
+    const SUBJECT: usize = 90;
     let text = m
         .plan
         .steps
@@ -89,16 +92,22 @@ pub(crate) fn message(m: &M1, step: u32, summary: Option<&str>, run: Option<&str
         .find(|s| s.n == step)
         .map(|s| s.text.clone())
         .unwrap_or_default();
+    let subject = one_line(&text, SUBJECT);
+    let mut body = String::new();
     let summary = summary
         .map(str::to_owned)
         .or_else(|| m.result(step).summary.clone())
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| text.clone());
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty() && *s != text.trim());
+    if let Some(s) = summary {
+        let _ = write!(body, "{s}\n\n");
+    }
+    if subject != one_line(&text, usize::MAX) {
+        let _ = writeln!(body, "Step {step}: {}", one_line(&text, 300));
+    }
     let total = m.plan.steps.len();
     format!(
-        "loop: step {step}/{total}: {}\n\nStep {step}: {}\nGoal: {}\n\n{}",
-        one_line(&summary, 90),
-        one_line(&text, 300),
+        "loop: step {step}/{total}: {subject}\n\n{body}Goal: {}\n\n{}",
         one_line(&m.goal, 300),
         trailers(m.loop_id.as_deref().unwrap_or_default(), step, run)
     )

@@ -14,6 +14,7 @@ pub const STEP_POINTS: &[&str] = &[
     "after-publish",
     "after-fire",
     "after-pid-write",
+    "after-work-noted",
     "before-verify",
     "before-record-write",
     "after-record-write",

@@ -352,6 +352,10 @@ impl Runner {
         self.clean_up_after(&run.task_id, report)?;
         self.take_hooks_log(&run.task_id);
         let mut m = self.view();
+        // What the agent left is its step's work: noted before VERIFY can write anything.
+        if run.kind == RunKind::Attempt && m.result(run.step).commit_pending {
+            self.note_work_after_run(run.step, &run.task_id)?;
+        }
         let caps = self.settings.caps(&m);
         let mut observed = self.observe(run, report, &m);
         let allowed = self.settings.agent_for(&m).allowed_tools;

@@ -61,9 +61,9 @@ fn each_done_step_is_one_commit_of_its_own_work_and_your_changes_stay_yours() {
     assert_eq!(
         subjects,
         [
-            "loop: step 3/3: wrote its file",
-            "loop: step 2/3: wrote its file",
-            "loop: step 1/3: wrote its file",
+            "loop: step 3/3: c",
+            "loop: step 2/3: b",
+            "loop: step 1/3: a",
             "the project",
             "start"
         ],
@@ -90,11 +90,11 @@ fn each_done_step_is_one_commit_of_its_own_work_and_your_changes_stay_yours() {
         assert!(!m.results[&n].commit_pending);
     }
     assert!(env.text().contains("COMMIT_STEPS: on\n"), "{}", env.text());
-    // The message names the loop, the step and what it did.
+    // The message names the step, what it did, the goal and the loop.
     let body = env.git(&["log", "-1", "--format=%B", "HEAD~1"]);
     let id = m.loop_id.unwrap();
     assert!(
-        body.contains("Step 2: b\nGoal: ship it\n")
+        body.starts_with("loop: step 2/3: b\n\nwrote its file\n\nGoal: ship it\n")
             && body.contains(&format!("Loop-Id: {id}\nLoop-Step: 2\n")),
         "{body}"
     );
@@ -147,13 +147,7 @@ fn the_agents_own_commits_are_recorded_and_what_it_left_besides_them_is_committe
     );
     env.run_ok(&["start", "g", "--step", "a"]);
     let log = history(&env);
-    assert_eq!(
-        log[0],
-        (
-            "loop: step 1/1: committed part of it".into(),
-            vec!["b.txt".into()]
-        )
-    );
+    assert_eq!(log[0], ("loop: step 1/1: a".into(), vec!["b.txt".into()]));
     assert_eq!(log[1].0, "the agent: a.txt");
     let r = env.m1().results[&1].clone();
     assert_eq!(r.commit, Some(short(&env, "HEAD")));
@@ -431,4 +425,157 @@ fn outside_a_git_repository_the_start_says_no_step_will_be_committed() {
     off.scenario(&Scenario::new().otherwise(Action::done("ok")));
     let out = off.run_ok(&["start", "g", "--step", "one", "--no-commit"]);
     assert!(!stdout(&out).contains("not in a git repository"));
+}
+
+#[test]
+fn a_steps_commit_leaves_out_what_verify_wrote() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new().otherwise(
+            Action::done("wrote work.txt")
+                .write("work.txt", "the agent's\n")
+                .write("lib.py", "def f():\n    return 1\n"),
+        ),
+    );
+    // VERIFY leaves a file of its own (as `python -m pytest` leaves `__pycache__`) and
+    // rewrites one the agent wrote.
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "write work.txt",
+        "--verify",
+        "echo x > verify-output.txt && echo VERIFY > work.txt",
+    ]);
+    let log = history(&env);
+    assert_eq!(
+        log[0].1,
+        ["lib.py", "work.txt"],
+        "the agent's files and no other: {log:?}\n{}",
+        env.log()
+    );
+    assert_eq!(
+        env.git(&["show", "HEAD:work.txt"]),
+        "the agent's\n",
+        "as the agent left it"
+    );
+    // What VERIFY left is in the work tree as it was, uncommitted.
+    assert_eq!(
+        std::fs::read_to_string(env.path().join("work.txt")).unwrap(),
+        "VERIFY\n"
+    );
+    assert_eq!(status(&env), [" M work.txt", "?? verify-output.txt"]);
+    assert_eq!(env.m1().results[&1].commit, Some(short(&env, "HEAD")));
+}
+
+#[test]
+fn after_a_retake_the_commit_title_is_the_step_and_not_the_last_fix() {
+    use crate::support::answers::{approve, changes, work};
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, [work("half"), work("whole")])
+            .review([changes(), approve()]),
+    );
+    env.run_ok(&["start", "g", "--step", "write a.txt", "--review"]);
+    let log = history(&env);
+    assert_eq!(
+        log[0],
+        (
+            "loop: step 1/1: write a.txt".to_owned(),
+            vec!["a.txt".to_owned()]
+        ),
+        "{log:?}\n{}",
+        env.log()
+    );
+    assert_eq!(log.len(), 2, "{log:?}");
+    let body = env.git(&["log", "-1", "--format=%b"]);
+    assert!(
+        body.starts_with("a.txt says whole\n") && !body.contains("half"),
+        "the body is the summary: {body}"
+    );
+    assert!(body.contains("Loop-Step: 1\n"), "{body}");
+    assert_eq!(env.git(&["show", "HEAD:a.txt"]), "whole\n");
+}
+
+#[test]
+fn what_an_earlier_attempts_verify_left_is_not_taken_by_the_attempt_that_passes() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new().step(
+            1,
+            [
+                Action::done("half of it").write("work.txt", "half\n"),
+                Action::done("all of it")
+                    .write("work.txt", "all\n")
+                    .write("ok.txt", "ok\n"),
+            ],
+        ),
+    );
+    // The first attempt's VERIFY fails, and leaves its cache behind for the second.
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--verify",
+        "echo x > cache.pyc && test -f ok.txt",
+    ]);
+    let log = history(&env);
+    assert_eq!(log[0].1, ["ok.txt", "work.txt"], "{log:?}\n{}", env.log());
+    assert_eq!(env.git(&["show", "HEAD:work.txt"]), "all\n");
+    assert_eq!(status(&env), ["?? cache.pyc"]);
+}
+
+#[test]
+fn a_runner_killed_around_verify_still_commits_once_what_the_agent_left() {
+    use std::os::unix::process::ExitStatusExt;
+    for point in [
+        "after-pid-write",
+        "after-work-noted",
+        "before-verify",
+        "before-record-write",
+        "after-step-commit",
+    ] {
+        let env = TestLoop::new().with_git();
+        env.scenario(
+            &Scenario::new().otherwise(
+                Action::done("wrote work.txt")
+                    .sleep_ms(250)
+                    .heartbeat_ms(40)
+                    .write("work.txt", "the agent's\n"),
+            ),
+        );
+        let mut c = env.cmd(&[
+            "start",
+            "g",
+            "--step",
+            "a",
+            "--verify",
+            "echo x >> verify-output.txt && echo VERIFY > work.txt",
+        ]);
+        c.env("LOOP_CRASH_AT", point);
+        let ended = c.status().unwrap();
+        assert_eq!(
+            ended.signal(),
+            Some(9),
+            "{point}: no crash there: {ended:?}"
+        );
+        env.run_ok(&["resume"]);
+        env.assert_status(Status::Done);
+        let log = history(&env);
+        assert_eq!(log.len(), 2, "{point}: one commit: {log:?}\n{}", env.log());
+        assert_eq!(log[0].1, ["work.txt"], "{point}: {log:?}");
+        assert_eq!(
+            env.git(&["show", "HEAD:work.txt"]),
+            "the agent's\n",
+            "{point}"
+        );
+        assert_eq!(
+            status(&env),
+            [" M work.txt", "?? verify-output.txt"],
+            "{point}"
+        );
+        env.assert_no_processes();
+    }
 }

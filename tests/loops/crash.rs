@@ -24,7 +24,11 @@ fn assert_complete(env: &TestLoop, steps: u32) {
     assert_eq!(m.current.task_id, None);
 }
 
-/// Each of steps 1 to `steps` is one commit of the file it wrote, and nothing else is left.
+/// The text of each step of the loops here, in order.
+const STEP: [&str; 3] = ["a", "b", "c"];
+
+/// Each of steps 1 to `steps` is one commit of the file it wrote, named for the step, and
+/// nothing else is left.
 fn assert_one_commit_each(env: &TestLoop, steps: u32, point: &str) {
     let log = env.git(&["log", "--format=%x1e%s", "--name-only"]);
     let commits: Vec<&str> = log.split('\x1e').filter(|c| !c.trim().is_empty()).collect();
@@ -33,7 +37,10 @@ fn assert_one_commit_each(env: &TestLoop, steps: u32, point: &str) {
     for n in 1..=steps {
         let c = commits[(steps - n) as usize];
         assert!(
-            c.contains(&format!("loop: step {n}/{steps}: ok\n\nstep-{n}.txt")),
+            c.contains(&format!(
+                "loop: step {n}/{steps}: {}\n\nstep-{n}.txt",
+                STEP[n as usize - 1]
+            )),
             "{point}: step {n}: {c:?}"
         );
     }

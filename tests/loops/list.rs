@@ -407,7 +407,11 @@ fn loop_clean_in_one_project_never_touches_another_projects_loops() {
     let mut here = env.cmd(&["clean", "-f"]);
     here.current_dir(&c).env_remove("LOOP_FILE");
     let said = ok(here);
-    assert_eq!(tree(&env.state()), before_a, "another project's loops:\n{said}");
+    assert_eq!(
+        tree(&env.state()),
+        before_a,
+        "another project's loops:\n{said}"
+    );
     assert!(a1_file.exists(), "{said}");
     assert!(
         said.contains(&format!("Removing {}", c1_file.display())),

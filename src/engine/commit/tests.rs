@@ -80,10 +80,8 @@ fn the_message_names_the_loop_the_step_and_its_summary_and_is_found_again() {
     let m = view(DONE_2);
     let msg = message(&m, 2, None, Some("task_1"));
     assert!(
-        msg.starts_with(
-            "loop: step 2/3: handler fixed\n\nStep 2: fix the handler\nGoal: fix the bug\n"
-        ),
-        "{msg}"
+        msg.starts_with("loop: step 2/3: fix the handler\n\nhandler fixed\n\nGoal: fix the bug\n"),
+        "the subject is the step, the body what it did: {msg}"
     );
     assert!(msg.ends_with("Loop-Id: 4f2a9c1d0b3e\nLoop-Step: 2\nLoop-Run: task_1\n"));
     assert!(is_commit_of(&msg, "4f2a9c1d0b3e", 2, "task_1"));
@@ -93,6 +91,28 @@ fn the_message_names_the_loop_the_step_and_its_summary_and_is_found_again() {
     );
     assert!(!is_commit_of(&msg, "4f2a9c1d0b3e", 1, "task_1"));
     assert!(!is_commit_of(&msg, "ffffffffffff", 2, "task_1"));
+}
+
+#[test]
+fn a_step_too_long_for_the_subject_is_whole_in_the_body_and_a_summary_like_it_is_not_repeated() {
+    let long = "x".repeat(120);
+    let m = view(&DONE_2.replace("fix the handler", &long));
+    let msg = message(&m, 2, Some("done"), None);
+    let subject = msg.lines().next().unwrap();
+    assert!(
+        subject.ends_with('…') && subject.chars().count() < 110,
+        "{subject}"
+    );
+    assert!(
+        msg.contains(&format!("done\n\nStep 2: {long}\nGoal: ")),
+        "{msg}"
+    );
+    let m = view(DONE_2);
+    let msg = message(&m, 2, Some("fix the handler"), None);
+    assert!(
+        msg.starts_with("loop: step 2/3: fix the handler\n\nGoal: fix the bug\n"),
+        "{msg}"
+    );
 }
 
 fn applied(t: &Transition) -> M1 {

@@ -32,12 +32,42 @@ fn repo() -> tempfile::TempDir {
 
 const MESSAGE: &str = "loop: step 1/1: did it\n\nLoop-Id: abc\nLoop-Step: 1\nLoop-Run: task_1\n";
 
-/// Commits `paths` of the work tree of `d` as a step's commit is made: what `git status`
-/// says of them now.
+/// Commits `paths` of the work tree of `d` as a step's commit is made: each taken into git as
+/// the tree holds it now, then committed from that.
 fn commit_of(d: &Path, paths: &[&str]) -> Option<String> {
-    let now = changed(d, &Own::new(d, &d.join("state"), &d.join("state/M1.md"))).unwrap();
-    let of: Vec<&Change> = paths.iter().map(|p| &now[*p]).collect();
-    make(d, &of, MESSAGE).unwrap()
+    let index = d.join(".git/loop-index");
+    let head = rev(d, "HEAD");
+    let (gone, there): (Vec<&str>, Vec<&str>) = paths.iter().partition(|p| !d.join(p).exists());
+    let held = take(d, &index, head.as_deref(), &there, &gone, paths).unwrap();
+    let entries: Vec<(&str, Option<&str>)> =
+        paths.iter().map(|p| (*p, held[*p].as_deref())).collect();
+    let c = build(d, &index, head.as_deref(), &entries, MESSAGE).unwrap()?;
+    index_to(d, &c).unwrap();
+    Some(c)
+}
+
+#[test]
+fn a_file_rewritten_after_it_was_taken_is_committed_as_taken_and_shown_changed() {
+    let dir = repo();
+    let d = dir.path();
+    std::fs::write(d.join("c.txt"), "the agent's\n").unwrap();
+    std::fs::write(d.join("a.txt"), "the agent's too\n").unwrap();
+    let index = d.join(".git/loop-index");
+    let head = rev(d, "HEAD");
+    let all = ["a.txt", "c.txt"];
+    let held = take(d, &index, head.as_deref(), &all, &[], &all).unwrap();
+    // Something else (VERIFY) rewrites both, and deletes one, after.
+    std::fs::write(d.join("c.txt"), "VERIFY's\n").unwrap();
+    std::fs::remove_file(d.join("a.txt")).unwrap();
+    let entries: Vec<(&str, Option<&str>)> =
+        all.iter().map(|p| (*p, held[*p].as_deref())).collect();
+    let c = build(d, &index, head.as_deref(), &entries, MESSAGE)
+        .unwrap()
+        .unwrap();
+    index_to(d, &c).unwrap();
+    assert_eq!(sh_git(d, &["show", "HEAD:c.txt"]), "the agent's");
+    assert_eq!(sh_git(d, &["show", "HEAD:a.txt"]), "the agent's too");
+    assert_eq!(sh_git(d, &["status", "--porcelain"]), "D a.txt\n M c.txt");
 }
 
 #[test]
