@@ -30,6 +30,7 @@ mod loops {
     mod crash;
     mod denials;
     mod doctor;
+    mod figures;
     mod find;
     mod full_disk;
     mod gates;

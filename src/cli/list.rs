@@ -73,8 +73,10 @@ fn entry(s: &Seen) -> Entry {
             } else {
                 m.plan.current_step
             };
-            e.cost_usd = crate::engine::spent(m);
-            e.tokens = crate::engine::tokens(m);
+            // With what the loops of its steps that run at once spent so far.
+            let spent = crate::engine::figures::totals(m, &crate::runner::step_loops(m));
+            e.cost_usd = spent.cost_usd;
+            e.tokens = spent.tokens;
             e.last_action.clone_from(&m.last_action);
             e.next_action.clone_from(&m.next_action);
             e.loop_id.clone_from(&m.loop_id);

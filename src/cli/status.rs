@@ -188,7 +188,10 @@ pub(crate) fn status(file: &Path, json: bool) -> crate::error::Result<Status> {
             .and_then(|r| serde_json::to_value(r).ok())
             .unwrap_or(serde_json::Value::Null);
         v["runner_pid"] = runner.map_or(serde_json::Value::Null, Into::into);
-        v["total_cost_usd"] = crate::engine::spent(&m).into();
+        let t = crate::engine::figures::totals(&m, &crate::runner::step_loops(&m));
+        v["total_cost_usd"] = t.cost_usd.into();
+        v["total_attempts"] = t.attempts.into();
+        v["total_tokens"] = t.tokens.into();
         v["activity"] = activity
             .as_ref()
             .map_or(serde_json::Value::Null, |(a, _)| a.as_str().into());

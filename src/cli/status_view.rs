@@ -43,13 +43,13 @@ pub(super) fn human(m: &M1, task: Option<&str>, chat: bool) -> String {
     }
     let _ = writeln!(out, "SANDBOX      {}", sandbox_line(m));
     parallel_runs(m, &mut out);
-    let cost: f64 = m.results.values().filter_map(|r| r.cost_usd).sum();
-    if cost > 0.0 {
-        let _ = writeln!(out, "COST         ${cost:.2}");
+    // The loop's figures, with what the loops of its steps that run at once spent so far.
+    let t = crate::engine::figures::totals(m, &crate::runner::step_loops(m));
+    if t.cost_usd > 0.0 {
+        let _ = writeln!(out, "COST         ${:.2}", t.cost_usd);
     }
-    let tokens = crate::engine::tokens(m);
-    if tokens > 0 {
-        let _ = writeln!(out, "TOKENS       {}", crate::text::thousands(tokens));
+    if t.tokens > 0 {
+        let _ = writeln!(out, "TOKENS       {}", crate::text::thousands(t.tokens));
     }
     if let Some(a) = &m.last_action {
         let _ = writeln!(out, "LAST_ACTION  {a}");

@@ -5,6 +5,7 @@
 pub(crate) mod by_hand;
 pub(crate) mod commit;
 mod conclude;
+pub(crate) mod figures;
 pub(crate) mod gate;
 mod judge;
 pub(crate) mod ledger;
@@ -21,7 +22,7 @@ mod transitions;
 pub(crate) use conclude::{Conclusion, Context, Observed, conclude};
 pub(crate) use judge::{Judgement, LedgerVerdict, TaskEnd, failures, judge};
 pub(crate) use next::{Next, SessionPlan, next};
-pub(crate) use next::{open_step, run_budget, spent, spent_words, tokens, uncounted, wait_until};
+pub(crate) use next::{open_step, run_budget, spent, spent_words, uncounted, wait_until};
 pub(crate) use retry::{retried, retried_by, retry_target};
 pub use run::RunKind;
 pub(crate) use run::{RunOnRecord, RunSpec, backend_of, resumes, runs_on_record};

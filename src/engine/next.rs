@@ -76,7 +76,7 @@ fn attempts_of(m: &M1, step: u32) -> u32 {
 /// Total tokens recorded in RESULTS (steps run on a backend that counts tokens, not dollars).
 #[must_use]
 pub(crate) fn tokens(m: &M1) -> u64 {
-    m.results.values().filter_map(|r| r.tokens).sum()
+    super::figures::totals(m, &std::collections::BTreeMap::new()).tokens
 }
 
 /// What the loop spent, as a person reads it ([`crate::text::spent`]): `$0.42`, the tokens of
@@ -103,11 +103,11 @@ pub(crate) fn run_budget(m: &M1, caps: &Caps, per_run: Option<f64>) -> Option<f6
     }
 }
 
-/// Total agent cost recorded in RESULTS.
+/// Total agent cost recorded in RESULTS: every run the loop paid for
+/// ([`super::figures::totals`], without the loops of steps that run at once).
 #[must_use]
 pub(crate) fn spent(m: &M1) -> f64 {
-    // `+ 0.0`: an empty sum of f64 is -0.0, which would print as `$-0.00`.
-    m.results.values().filter_map(|r| r.cost_usd).sum::<f64>() + 0.0
+    super::figures::totals(m, &std::collections::BTreeMap::new()).cost_usd
 }
 
 /// Decides the next action from the document alone: the status, then a task on record or a

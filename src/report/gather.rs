@@ -49,14 +49,17 @@ pub(crate) fn gather(file: &Path) -> crate::error::Result<Report> {
         }
     }
     let workdir = workdir(&m, state_dir);
+    // What the loops of steps still running at once have spent so far.
+    let own = crate::runner::step_loops(&m);
     let steps: Vec<StepReport> = m
         .plan
         .steps
         .iter()
         .map(|s| {
+            let figures = crate::engine::figures::of_step_at_once(&m, s.n, &own);
             step(
                 &m,
-                s.n,
+                (s.n, figures),
                 runs.remove(&s.n).unwrap_or_default(),
                 &events,
                 &workdir,
@@ -65,7 +68,8 @@ pub(crate) fn gather(file: &Path) -> crate::error::Result<Report> {
         .collect();
     let mut planning = runs.remove(&0).map(|r| r.spans).unwrap_or_default();
     sort(&mut planning);
-    let totals = totals(&m, &steps, &gates, started, end);
+    let spent = crate::engine::figures::totals(&m, &own);
+    let totals = totals(&spent, &steps, &gates, started, end);
     Ok(Report {
         goal: m.goal.clone(),
         status: m.status,
@@ -171,8 +175,15 @@ fn sort(spans: &mut [Span]) {
     spans.sort_by_key(|s| s.started_at);
 }
 
-/// Step `n`'s report, from its RESULTS and its runs.
-fn step(m: &M1, n: u32, mut runs: Runs, events: &[Event<'_>], workdir: &Path) -> StepReport {
+/// Step `n`'s report, from its RESULTS, its `figures` (what it attempted and spent, with its
+/// own loop's while it runs at once) and its runs.
+fn step(
+    m: &M1,
+    (n, figures): (u32, crate::engine::figures::Figures),
+    mut runs: Runs,
+    events: &[Event<'_>],
+    workdir: &Path,
+) -> StepReport {
     sort(&mut runs.spans);
     let result = m.result(n);
     let line = m.plan.steps.iter().find(|s| s.n == n);
@@ -199,13 +210,11 @@ fn step(m: &M1, n: u32, mut runs: Runs, events: &[Event<'_>], workdir: &Path) ->
         step: n,
         text: line.map(|s| s.text.clone()).unwrap_or_default(),
         status: line.map_or(StepState::Pending, |s| s.state),
-        attempts: runs
-            .attempts
-            .max(result.attempts.unwrap_or(0) + result.retried),
+        attempts: runs.attempts.max(figures.attempts),
         reviews: runs.reviews.max(result.review_runs),
         retakes: result.retakes,
-        cost_usd: result.cost_usd,
-        tokens: result.tokens,
+        cost_usd: (result.cost_usd.is_some() || figures.cost_usd > 0.0).then_some(figures.cost_usd),
+        tokens: (result.tokens.is_some() || figures.tokens > 0).then_some(figures.tokens),
         duration_s: from.zip(to).map(|(a, b)| seconds(b - a)),
         agent_s: result.duration_s,
         diff: result.commit.as_deref().and_then(|c| diff::of(workdir, c)),
@@ -243,7 +252,7 @@ fn seconds(d: chrono::TimeDelta) -> f64 {
 }
 
 fn totals(
-    m: &M1,
+    spent: &crate::engine::figures::Figures,
     steps: &[StepReport],
     gates: &[GateReport],
     started: Option<DateTime<Utc>>,
@@ -255,8 +264,8 @@ fn totals(
         done: count(StepState::Done).unwrap_or(0),
         skipped: count(StepState::Skipped).unwrap_or(0),
         failed: count(StepState::Failed).unwrap_or(0),
-        cost_usd: (crate::engine::spent(m) * 10_000.0).round() / 10_000.0,
-        tokens: crate::engine::tokens(m),
+        cost_usd: (spent.cost_usd * 10_000.0).round() / 10_000.0,
+        tokens: spent.tokens,
         duration_s: started.zip(end).map(|(a, b)| seconds(b - a)),
         gates: u32::try_from(gates.len()).unwrap_or(0),
         ..Totals::default()

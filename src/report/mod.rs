@@ -82,7 +82,8 @@ pub(crate) struct StepReport {
     pub step: u32,
     pub text: String,
     pub status: StepState,
-    /// The agent's runs of the step (all of them, a person's `loop retry` included).
+    /// The attempts the agent's runs of the step were made for, those before a person's `loop
+    /// retry` included, each once ([`crate::engine::figures::attempts`]).
     pub attempts: u32,
     /// The reviewer's runs.
     pub reviews: u32,

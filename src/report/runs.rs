@@ -10,11 +10,13 @@ use super::{Span, SpanKind};
 use crate::layout::Layout;
 use crate::m1::M1;
 
-/// What the records say of one step: its spans, and how many runs of each kind the ledger
-/// holds.
+/// What the records say of one step: its spans, the attempts its runs were made for, and how
+/// many review runs the ledger holds.
 #[derive(Debug, Default)]
 pub(super) struct Runs {
     pub spans: Vec<Span>,
+    /// The attempts the ledger's runs were made for: a run cut off and carried on (a usage
+    /// limit, a transient error, the fallback backend) is the same attempt, counted once.
     pub attempts: u32,
     pub reviews: u32,
     /// Its lane (a worktree's name, when steps ran at once).
@@ -44,11 +46,12 @@ pub(super) fn tasks_of(
     runs: &mut BTreeMap<u32, Runs>,
     lane_of: impl Fn(u32) -> String,
 ) {
+    let mut made = std::collections::BTreeSet::new();
     for e in crate::runner::ledger_tasks(state_dir, loop_id) {
         let r = runs.entry(e.step).or_default();
         if e.review {
             r.reviews += 1;
-        } else {
+        } else if made.insert((e.step, e.attempt)) {
             r.attempts += 1;
         }
         let lane = r.lane.clone().unwrap_or_else(|| lane_of(e.step));

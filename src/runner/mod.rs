@@ -46,7 +46,7 @@ use crate::runner::watch::{Wake, Watch};
 
 pub use crash::{PARALLEL_POINTS, STEP_POINTS as CRASH_POINTS};
 pub(crate) use ledger::tasks_of as ledger_tasks;
-pub(crate) use parallel::merge_task;
+pub(crate) use parallel::{merge_task, step_loops};
 pub(crate) use progress::Mode as ProgressMode;
 pub(crate) use retry::retry;
 pub(crate) use start::{StartRequest, resume_as, start};
@@ -991,11 +991,12 @@ impl Runner {
         let elapsed_s = m.started_at.map_or(0, |t| {
             u64::try_from((Utc::now() - t).num_seconds()).unwrap_or(0)
         });
+        let spent = engine::figures::totals(m, &step_loops(m));
         Event::Done {
             goal: m.goal.clone(),
             summaries,
-            cost_usd: engine::spent(m),
-            tokens: engine::tokens(m),
+            cost_usd: spent.cost_usd,
+            tokens: spent.tokens,
             elapsed_s,
             report,
             once: None,

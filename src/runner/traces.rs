@@ -243,6 +243,7 @@ impl Runner {
         };
         let m = self.view();
         let now = Utc::now();
+        let figures = engine::figures::totals(&m, &super::step_loops(&m));
         let mut attributes = vec![
             kv("gen_ai.operation.name", "invoke_workflow"),
             kv("m1loop.loop_id", self.loop_id.clone()),
@@ -252,11 +253,11 @@ impl Runner {
                 "m1loop.steps",
                 int(u32::try_from(m.plan.steps.len()).unwrap_or(u32::MAX)),
             ),
-            kv("m1loop.cost_usd", engine::spent(&m)),
+            kv("m1loop.attempts", int(figures.attempts)),
+            kv("m1loop.cost_usd", figures.cost_usd),
         ];
-        let tokens = engine::tokens(&m);
-        if tokens > 0 {
-            attributes.push(kv("m1loop.tokens", int(tokens)));
+        if figures.tokens > 0 {
+            attributes.push(kv("m1loop.tokens", int(figures.tokens)));
         }
         tracer.emit(Span {
             name: "invoke_workflow m1loop".into(),

@@ -369,16 +369,50 @@ pub(crate) fn retried_there(n: u32) -> Transition {
     Transition::now(edits, format!("retry: step {n} runs again in its own loop"))
 }
 
+/// What step `n`'s own loop spent (`child`, its record there), taken into this loop's record
+/// of the step, whatever became of it: its attempts and cost first, then its tokens and time,
+/// each where that loop has one.
+fn spent_there(n: u32, child: &StepResult) -> Vec<Edit> {
+    let mut edits = Vec::new();
+    edits.extend(
+        child
+            .attempts
+            .map(|a| ResultKey::Attempts.set(n, a.to_string())),
+    );
+    edits.extend(
+        child
+            .cost_usd
+            .map(|c| ResultKey::CostUsd.set(n, format!("{c:.4}"))),
+    );
+    edits.extend(
+        child
+            .tokens
+            .map(|t| ResultKey::Tokens.set(n, t.to_string())),
+    );
+    edits.extend(
+        child
+            .duration_s
+            .map(|d| ResultKey::DurationS.set(n, format!("{d:.1}"))),
+    );
+    edits
+}
+
 /// Step `n` is SKIPPED, or was set DONE by hand before it was merged (`done_by_hand`, a state
-/// that stays): its record goes; `kept`: the branch its work is kept on, if it has work the
-/// result lacks.
+/// that stays): its record goes, and what its own loop spent (`child`) is kept in this loop's;
+/// `kept`: the branch its work is kept on, if it has work the result lacks.
 #[must_use]
-pub(crate) fn dropped(n: u32, done_by_hand: bool, kept: Option<&str>) -> Transition {
+pub(crate) fn dropped(
+    n: u32,
+    done_by_hand: bool,
+    kept: Option<&str>,
+    child: &StepResult,
+) -> Transition {
     let mut edits: Vec<Edit> = if done_by_hand {
         Vec::new()
     } else {
         step_state(n, StepState::Skipped).into_iter().collect()
     };
+    edits.extend(spent_there(n, child));
     edits.push(Edit::Remove(run_block(n)));
     edits.push(results_remove(n, ResultKey::Verified));
     edits.push(results_remove(n, ResultKey::Commit));
@@ -399,14 +433,16 @@ pub(crate) fn dropped(n: u32, done_by_hand: bool, kept: Option<&str>) -> Transit
     Transition::now(edits, format!("parallel: step {n} {how}; {what}"))
 }
 
-/// Step `n`'s loop FAILED (`reason`): this loop fails at it; `stopped`, the steps that were
-/// running, stop with it and are carried on by `loop retry`.
+/// Step `n`'s loop FAILED (`reason`): this loop fails at it, with what that loop spent
+/// (`child`, its record of the step); `stopped`, the steps that were running, stop with it and
+/// are carried on by `loop retry`.
 #[must_use]
-pub(crate) fn failed(n: u32, reason: &str, stopped: &[u32]) -> Transition {
+pub(crate) fn failed(n: u32, reason: &str, stopped: &[u32], child: &StepResult) -> Transition {
     let mut edits = vec![
         Edit::StepState(n, StepState::Failed),
         Edit::Status(Status::Failed),
     ];
+    edits.extend(spent_there(n, child));
     let others = match stopped {
         [] => String::new(),
         [one] => format!("; step {one} stopped with it"),

@@ -6,7 +6,7 @@ use super::inherit::{Inherit, agent_inheritance, limit_inheritance, top_inherita
 use super::*;
 use crate::engine::Caps;
 use crate::m1::keys::{AgentKey, Key as _, LimitKey, Top};
-use crate::m1::{Document, Edit, GateKind, GateState, M1, StepState};
+use crate::m1::{Document, Edit, GateKind, GateState, M1, StepResult, StepState};
 
 /// Four steps, 4 after 2 and 3, two slots; step 1 runs in its own loop.
 const LOOP: &str = "STATUS: RUNNING
@@ -139,7 +139,7 @@ fn a_step_set_done_by_hand_before_its_merge_is_dropped_not_waited_for() {
     for seen in [Seen::Driven, Seen::Done] {
         assert_eq!(plan(&by_hand, &[(1, seen)], 1), [Move::Drop(1)]);
     }
-    let t = dropped(1, true, Some("loop/x-step-1"));
+    let t = dropped(1, true, Some("loop/x-step-1"), &StepResult::default());
     assert!(
         !t.edits.iter().any(|e| matches!(e, Edit::StepState(..))),
         "{t:?}"

@@ -283,8 +283,22 @@ impl Runner {
     }
 }
 
+/// The loops of `m`'s steps that run at once and are not merged yet, each one's M1.md as it
+/// reads now, by step: what the figures of a running loop count ([`crate::engine::figures`]).
+pub(crate) fn step_loops(m: &M1) -> std::collections::BTreeMap<u32, M1> {
+    m.parallel
+        .runs
+        .iter()
+        .filter(|(_, r)| r.merged.is_none())
+        .filter_map(|(n, r)| {
+            let file = r.loop_file.as_deref()?;
+            Some((*n, crate::m1::load(Path::new(file)).ok()?.view()))
+        })
+        .collect()
+}
+
 /// What step `n`'s own loop (its M1.md at `loop_file`) recorded of it.
-fn child_result(loop_file: Option<&str>, n: u32) -> crate::m1::StepResult {
+pub(super) fn child_result(loop_file: Option<&str>, n: u32) -> crate::m1::StepResult {
     loop_file
         .and_then(|f| crate::m1::load(Path::new(f)).ok())
         .map(|d| d.view().result(n).into_owned())

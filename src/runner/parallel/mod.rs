@@ -25,7 +25,7 @@ mod observe;
 mod steps;
 mod tell;
 
-pub(crate) use merge::merge_task;
+pub(crate) use merge::{merge_task, step_loops};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

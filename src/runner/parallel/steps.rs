@@ -238,7 +238,9 @@ impl Runner {
             .into_iter()
             .filter(|s| *s != n)
             .collect();
-        let t = engine::parallel::failed(n, reason, &others);
+        let run = m.parallel.runs.get(&n).cloned().unwrap_or_default();
+        let child = super::merge::child_result(run.loop_file.as_deref(), n);
+        let t = engine::parallel::failed(n, reason, &others, &child);
         self.apply(&t).map(|e| e.or(Some(Exit::Failed)))
     }
 
@@ -305,7 +307,8 @@ impl Runner {
             let _ = git::run(&self.workdir, &["branch", "-D", &branch]);
         }
         let done_by_hand = engine::by_hand::closed_while_running(&m, n) == Some(StepState::Done);
-        let t = engine::parallel::dropped(n, done_by_hand, kept.then_some(branch.as_str()));
+        let child = super::merge::child_result(run.loop_file.as_deref(), n);
+        let t = engine::parallel::dropped(n, done_by_hand, kept.then_some(branch.as_str()), &child);
         self.apply(&t).map(drop)
     }
 
