@@ -144,3 +144,25 @@ fn doctor_in_a_fresh_git_project_creates_nothing_there() {
     );
     assert_eq!(env.git(&["status", "--porcelain"]), "", "{text}");
 }
+
+/// `loop doctor --backend codex` ignored `LOOP_AGENT` where `loop start --backend codex` takes
+/// it: with no loop here, the backend asked for is a new loop's, and its program comes from
+/// where a new loop's would.
+#[test]
+fn doctor_backend_codex_with_no_loop_takes_loop_agent_as_loop_start_does() {
+    let env = TestLoop::new().without_state();
+    let out = env.run(&["doctor", "--backend", "codex", "--json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let program = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["check"] == "codex: program")
+        .unwrap_or_else(|| panic!("{rows}"));
+    assert_eq!(program["status"], "ok", "{program}");
+    let detail = program["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("LOOP_AGENT: ") && detail.contains("claude-sim"),
+        "{detail}"
+    );
+}

@@ -66,8 +66,14 @@ pub(crate) fn doctor(
 ) -> crate::error::Result<Status> {
     let layout = crate::layout::Layout::of(file);
     let state_dir = layout.state_dir().to_path_buf();
-    let settings = Settings::load(&state_dir, Overrides::default())?;
     let m = crate::m1::load(file).map(|d| d.view()).ok();
+    // With no loop here, `--backend X` is the backend of a new loop, as `loop start --backend
+    // X` takes it: its program from `LOOP_AGENT`.
+    let overrides = Overrides {
+        backend: m.is_none().then(|| backends.first().copied()).flatten(),
+        ..Overrides::default()
+    };
+    let settings = Settings::load(&state_dir, overrides)?;
     let view = m.clone().unwrap_or_default();
     let used = if backends.is_empty() {
         in_use(&settings, m.as_ref())
