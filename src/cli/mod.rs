@@ -7,6 +7,7 @@ pub mod demo;
 mod doctor;
 pub(crate) mod hook;
 mod hook_install;
+mod install_docs;
 mod list;
 pub(crate) mod logs;
 mod loops;
@@ -288,10 +289,19 @@ pub(crate) enum Command {
     Completions {
         /// The shell to complete in.
         shell: clap_complete::Shell,
+        /// Write them where that shell loads them (bash, zsh, fish), and say what it still
+        /// needs, instead of printing them.
+        #[arg(long)]
+        install: bool,
     },
-    /// Print the manual page of `loop` (roff): `loop man > ~/.local/share/man/man1/loop.1`,
-    /// then `man loop`.
-    Man,
+    /// Print the manual page of `loop` (roff); `--install` writes it and a page for each
+    /// command where `man` finds them, then `man loop`.
+    Man {
+        /// Write `loop.1` and `loop-start.1` … beside the `loop` binary (`../share/man/man1`),
+        /// else into ~/.local/share/man/man1, and say whether `man` finds them.
+        #[arg(long)]
+        install: bool,
+    },
     /// Claude Code hooks that keep an agent inside its loop (see docs/08-backends.md).
     Hook {
         #[command(subcommand)]
@@ -976,8 +986,13 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
         Command::Telegram { poll_timeout } => {
             crate::cli::telegram::run(&cli.file, &bridge_state()?, poll_timeout)
         }
-        Command::Completions { shell } => generated(Some(shell)),
-        Command::Man => generated(None),
+        Command::Completions {
+            shell,
+            install: true,
+        } => install_docs::completions(shell, &mut public_command()),
+        Command::Completions { shell, .. } => generated(Some(shell)),
+        Command::Man { install: true } => install_docs::man(&command(), &public_command()),
+        Command::Man { .. } => generated(None),
         Command::Supervise { task_dir } => Ok(crate::bridge::supervise(&task_dir)?),
         Command::Deliver { state_dir } => {
             crate::notifier::deliverer::run(&state_dir)?;
