@@ -299,6 +299,12 @@ pub(crate) fn list(file: &Path, as_json: bool) -> Result<ExitStatus> {
             g.kind,
             crate::engine::gate::about(&m, g)
         );
+        if g.kind == GateKind::Plan {
+            // The plan it asks about, as the chat's message shows it.
+            for s in &m.plan.steps {
+                crate::outln!("    {}. {}", s.n, s.text);
+            }
+        }
         crate::outln!("    {}", crate::engine::gate::how(g));
         if !matches!(g.kind, GateKind::Plan | GateKind::Ask) {
             for o in &g.options {

@@ -747,3 +747,30 @@ fn the_loser_of_two_decisions_at_once_is_told_what_was_already_decided() {
         );
     }
 }
+
+/// `loop gates` for a PLAN gate did not list the plan it asks about: it lists its steps, as the
+/// chat's message does.
+#[test]
+fn loop_gates_lists_the_plan_a_plan_gate_asks_about() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new());
+    env.run_exits(
+        3,
+        &[
+            "start",
+            "g",
+            "--step",
+            "parse it",
+            "--step",
+            "ship it",
+            "--approve-plan",
+        ],
+    );
+    let said = stdout(&env.run_ok(&["gates"]));
+    assert!(
+        said.contains("G1 PLAN PENDING")
+            && said.contains("1. parse it")
+            && said.contains("2. ship it"),
+        "{said}"
+    );
+}
