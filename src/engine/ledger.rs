@@ -34,6 +34,11 @@ pub(crate) struct Entry {
 pub(crate) struct Judged {
     pub verdict: Verdict,
     pub edits: Vec<StoredEdit>,
+    /// The decision's line in `loop.log`, as it was said: a runner that puts the record back
+    /// after its first runner died before logging it logs it then (a record from an older
+    /// version has none).
+    #[serde(default)]
+    pub log: Option<String>,
 }
 
 impl Judged {
@@ -42,7 +47,15 @@ impl Judged {
         Self {
             verdict,
             edits: edits.iter().map(StoredEdit::from_edit).collect(),
+            log: None,
         }
+    }
+
+    /// The same, with the decision's log line.
+    #[must_use]
+    pub(crate) fn said(mut self, log: &str) -> Self {
+        self.log = Some(log.to_owned());
+        self
     }
 
     /// The recorded edits, as edits.

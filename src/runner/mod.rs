@@ -493,13 +493,14 @@ impl Runner {
         task_id: &str,
         verdict: engine::LedgerVerdict,
         edits: &[Edit],
+        log: &str,
     ) -> crate::error::Result<()> {
         if !crate::bridge::exists(&self.state_dir, task_id) || self.ledger.judged(task_id).is_some()
         {
             return Ok(());
         }
         self.ledger
-            .judge(task_id, ledger::Judged::new(verdict, edits))
+            .judge(task_id, ledger::Judged::new(verdict, edits).said(log))
             .map_err(|e| e.context(format!("while recording the judgement of task {task_id}")))?;
         self.trace_judged(task_id, verdict);
         Ok(())
@@ -1062,7 +1063,7 @@ impl Runner {
         let kept = engine::by_hand::closed_while_running(&m, step);
         let t = engine::stopped(step, kept, stop, task.as_deref());
         if let Some(id) = &task {
-            self.record_judged(id, engine::LedgerVerdict::Stopped, &t.edits)?;
+            self.record_judged(id, engine::LedgerVerdict::Stopped, &t.edits, &t.log)?;
         }
         let exit = self.apply(&t)?;
         Ok(exit.unwrap_or(Exit::Waiting))
@@ -1081,7 +1082,7 @@ impl Runner {
             let step = m.plan.current_step;
             let kept = engine::by_hand::closed_while_running(&m, step);
             let t = engine::stopped(step, kept, stop, Some(&id));
-            let _ = self.record_judged(&id, engine::LedgerVerdict::Stopped, &t.edits);
+            let _ = self.record_judged(&id, engine::LedgerVerdict::Stopped, &t.edits, &t.log);
         }
         self.say(&format!(
             "stop: {} seen while M1.md is invalid; step killed, nothing written",

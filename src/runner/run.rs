@@ -278,6 +278,21 @@ impl Runner {
             // next steps): those go back as well, in order, or they would be made again.
             let (edits, ids) = self.ledger.record_since(task_id);
             self.commit(&edits)?;
+            // loop.log is the record of every decision: one whose runner died before it was
+            // logged is logged now, as the decision it was.
+            let logged = std::fs::read_to_string(crate::layout::Layout::dir(&self.state_dir).log())
+                .unwrap_or_default();
+            for id in std::iter::once(task_id).chain(ids.iter().map(String::as_str)) {
+                if let Some(line) = self.ledger.judged(id).and_then(|j| j.log.clone())
+                    && !line.is_empty()
+                    && !logged.contains(&line.chars().take(60).collect::<String>())
+                {
+                    self.say(&format!(
+                        "{line} (from the task ledger: the runner that decided it died before \
+                         it was logged)"
+                    ));
+                }
+            }
             let also = if ids.is_empty() {
                 String::new()
             } else {
@@ -395,7 +410,7 @@ impl Runner {
                 }
             }
         };
-        self.record_judged(&run.task_id, verdict, &t.edits)?;
+        self.record_judged(&run.task_id, verdict, &t.edits, &t.log)?;
         let points = run.kind.crash_points();
         crash::point(points.before_record_write);
         let exit = self.apply(&t)?;

@@ -289,3 +289,29 @@ fn reviews_beside_a_watcher(sandbox: &str, why: &str) {
         assert!(line.contains(why), "{line}");
     }
 }
+
+/// A review's approval reached M1.md but not loop.log: the runner was killed right after
+/// judging the review, and the revived one put the record back from the task ledger and logged
+/// only that it "was judged already". loop.log is the record of every decision: the one
+/// recovered from the ledger is logged as the decision it was.
+#[test]
+fn a_review_approval_recovered_from_the_ledger_is_logged_as_the_decision_it_was() {
+    use std::os::unix::process::ExitStatusExt;
+    let env = TestLoop::new().with_git();
+    env.scenario(&Scenario::new().step(1, [work("whole"), approve()]));
+    let mut c = env.cmd(&["start", "g", "--step", "write a.txt", "--review"]);
+    c.env("LOOP_CRASH_AT", "before-review-record-write@1");
+    let status = c.status().unwrap();
+    assert_eq!(status.signal(), Some(9), "the runner did not die there");
+    assert!(!env.log().contains("approved"), "{}", env.log());
+    env.run_ok(&["resume"]);
+    env.assert_status(Status::Done);
+    let log = env.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("review: step 1 approved"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains("from the task ledger"), "{line}");
+    let (_, reviews) = env.step_and_review_calls();
+    assert_eq!(reviews.len(), 1, "the review was not run again");
+}
