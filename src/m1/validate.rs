@@ -219,9 +219,86 @@ impl Checker<'_> {
             }
             for key in RunKey::ALL {
                 if let Some(j) = doc.child(Some(i), key.name()) {
-                    self.typed(j, key.kind());
+                    if let Some(v) = self.typed(j, key.kind()) {
+                        self.owned(j, *key, n, &v);
+                    }
                 }
             }
+        }
+        if let (Some(id), Some(b)) = (
+            doc.get(&[super::keys::Top::LoopId.name()]),
+            doc.child(Some(p), ParallelKey::Branch.name()),
+        ) && let Some(v) = doc.key_at(b).value.as_ref().map(|v| v.text.clone())
+            && v != format!("loop/{id}")
+        {
+            self.at_value(
+                b,
+                format!(
+                    "PARALLEL.BRANCH `{v}` is not this loop's integration branch: a loop that runs \
+                     its steps at once merges them on `loop/{id}` alone, never on a branch of \
+                     yours; fix or remove it"
+                ),
+            );
+        }
+    }
+
+    /// A key of step `n`'s record that names a place: the loop's own, under its id (its
+    /// worktree and loop under `parallel/<LOOP_ID>/`, its branch `loop/<LOOP_ID>-step-N`),
+    /// never another loop's or a place of the person's (`/etc`, `master`), which the runner
+    /// would otherwise work in or remove.
+    fn owned(&mut self, idx: usize, key: RunKey, n: u32, v: &str) {
+        let Some(id) = self.doc.get(&[super::keys::Top::LoopId.name()]) else {
+            return;
+        };
+        let numbered = |s: &str, stem: &str| {
+            s == stem
+                || s.strip_prefix(stem)
+                    .and_then(|k| k.strip_prefix('.'))
+                    .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+        };
+        let path = std::path::Path::new(v);
+        let names = |p: &std::path::Path| -> Vec<String> {
+            p.components()
+                .rev()
+                .take(3)
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect()
+        };
+        let (fine, want) = match key {
+            RunKey::Worktree => {
+                let c = names(path);
+                (
+                    c.len() == 3
+                        && numbered(&c[0], &format!("step-{n}"))
+                        && c[1] == id
+                        && c[2] == "parallel",
+                    format!("a worktree of this loop's own, `…/parallel/{id}/step-{n}`"),
+                )
+            }
+            RunKey::Loop => {
+                let dir = path.parent().map(names).unwrap_or_default();
+                (
+                    dir.len() == 3
+                        && numbered(&dir[0], &format!("step-{n}.loop"))
+                        && dir[1] == id
+                        && dir[2] == "parallel",
+                    format!("this loop's own step loop, `…/parallel/{id}/step-{n}.loop/M1.md`"),
+                )
+            }
+            RunKey::Branch => (
+                numbered(v, &format!("loop/{id}-step-{n}")),
+                format!("this loop's own branch, `loop/{id}-step-{n}`"),
+            ),
+            _ => return,
+        };
+        if !fine {
+            self.at_value(
+                idx,
+                format!(
+                    "PARALLEL.STEP_{n}.{} names `{v}`, not {want}: fix or remove the record",
+                    key.name()
+                ),
+            );
         }
     }
 

@@ -409,3 +409,33 @@ fn a_hand_written_parallel_record_with_a_bad_branch_base_or_worktree_is_refused_
         ]
     );
 }
+
+/// `PARALLEL.STEP_N.WORKTREE: /etc`, `BRANCH: master` and a `LOOP:` naming another loop's
+/// M1.md were accepted (a resume then worked in, or removed, what was not the loop's): each
+/// names the loop's own place under its `LOOP_ID`, or is refused at its line.
+#[test]
+fn a_parallel_record_naming_a_place_not_the_loops_own_is_refused_at_its_line() {
+    let ok = format!(
+        "{SEED}LOOP_ID: abc123\nPARALLEL:\n  BRANCH: loop/abc123\n  BASE: 0123abcd\n  STEP_2:\n    \
+         WORKTREE: /p/state/parallel/abc123/step-2\n    BRANCH: loop/abc123-step-2.2\n    \
+         BASE: 0123abcd\n    LOOP: /p/state/parallel/abc123/step-2.loop.2/M1.md\n"
+    );
+    assert!(
+        Document::parse(&ok).is_ok(),
+        "the loop's own names are fine"
+    );
+    let bad = format!(
+        "{SEED}LOOP_ID: abc123\nPARALLEL:\n  BRANCH: master\n  BASE: 0123abcd\n  STEP_2:\n    \
+         WORKTREE: /etc\n    BRANCH: master\n    BASE: 0123abcd\n    LOOP: \
+         /p/state/parallel/other9/step-2.loop/M1.md\n"
+    );
+    let said = errors(&bad);
+    for want in [
+        "PARALLEL.STEP_2.WORKTREE names `/etc`",
+        "PARALLEL.STEP_2.BRANCH names `master`",
+        "PARALLEL.STEP_2.LOOP names `/p/state/parallel/other9/step-2.loop/M1.md`",
+        "PARALLEL.BRANCH `master` is not this loop's integration branch",
+    ] {
+        assert!(said.iter().any(|e| e.contains(want)), "{want}: {said:?}");
+    }
+}
