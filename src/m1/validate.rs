@@ -218,10 +218,10 @@ impl Checker<'_> {
                 continue;
             }
             for key in RunKey::ALL {
-                if let Some(j) = doc.child(Some(i), key.name()) {
-                    if let Some(v) = self.typed(j, key.kind()) {
-                        self.owned(j, *key, n, &v);
-                    }
+                if let Some(j) = doc.child(Some(i), key.name())
+                    && let Some(v) = self.typed(j, key.kind())
+                {
+                    self.owned(j, *key, n, &v);
                 }
             }
         }
