@@ -46,6 +46,9 @@ pub(crate) enum Next {
     /// A DONE step's work is still to be committed (or its mark to be dropped): before
     /// anything else runs, so the next step starts from a clean tree.
     Commit(super::commit::Due),
+    /// `step` passed its checks and waits for its review, but `REVIEW` is off now (a person
+    /// set it so, as a halt's hint says): its passed attempt is taken as done, with no run.
+    Unreviewed { step: u32 },
 }
 
 impl Next {
@@ -200,6 +203,9 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
     }
     // The attempt under review passed; the others failed, but for those that do not count.
     let pending = super::review::pending(m, step.n);
+    if pending && !caps.review {
+        return Next::Unreviewed { step: step.n };
+    }
     let attempts = attempts_of(m, step.n);
     let failed = attempts.saturating_sub(uncounted(m, step.n) + u32::from(pending));
     if failed >= caps.max_retries {

@@ -191,6 +191,43 @@ pub(crate) struct ReviewFacts {
     pub now: DateTime<Utc>,
 }
 
+/// Step `s` passed its checks and waits for its review, and `REVIEW` is off now: its passed
+/// attempt is taken as done, unreviewed (no run, nothing paid), as a step that passes with
+/// `REVIEW: off` is; its commit follows, as an approved step's does.
+#[must_use]
+pub(crate) fn unreviewed(m: &M1, s: u32, notify_each_step: bool) -> Transition {
+    let summary = m.result(s).summary.clone().unwrap_or_default();
+    let mut edits: Vec<Edit> = step_state(s, StepState::Done).into_iter().collect();
+    edits.push(results(
+        s,
+        ResultKey::Review,
+        "off: taken as done without a review (REVIEW: off)",
+    ));
+    edits.push(results_remove(s, ResultKey::ReviewRuns));
+    edits.push(results_remove(s, ResultKey::ReviewTask));
+    edits.push(results_remove(s, ResultKey::Error));
+    edits.push(clear_current());
+    let after = super::next::open_step(m, s).map(|n| (n.n, n.text.clone()));
+    let next = moves_to(after.as_ref().map(|(n, t)| (*n, t.as_str())), &mut edits);
+    edits.extend(actions(
+        &format!("{} done, not reviewed (REVIEW is off): {summary}", name(s)),
+        &next,
+    ));
+    let mut t = Transition {
+        write: Write::WithNextSpawn,
+        outcome: Outcome::Continue,
+        ..Transition::now(
+            edits,
+            format!("review: step {s} taken as done without a review (REVIEW is off): {summary}"),
+        )
+    };
+    t.effects.push(Effect::TickPlanFile(s));
+    if notify_each_step {
+        t.effects.push(Effect::StepDone { step: s, summary });
+    }
+    t
+}
+
 /// What every review run records, whatever it said: its cost and tokens added to the step's,
 /// CURRENT cleared, and no interruption left on record (it is about the run before this one;
 /// a wait says it again).

@@ -794,6 +794,11 @@ impl Runner {
                 self.apply(&engine::gate::over_budget(&m, step, &reason))?
             }
             Next::Commit(due) => self.settle_commit(&due)?,
+            Next::Unreviewed { step } => self.apply(&engine::review::unreviewed(
+                &m,
+                step,
+                self.settings.notify_each_step,
+            ))?,
         };
         Ok(exit)
     }

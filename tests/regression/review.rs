@@ -289,3 +289,66 @@ fn reviews_beside_a_watcher(sandbox: &str, why: &str) {
         assert!(line.contains(why), "{line}");
     }
 }
+
+/// Tried as a new user would (issue 43): a step whose reviewer gave no verdict three times
+/// waited with `… then loop resume (or set REVIEW: off)`. With `REVIEW: off` in M1.md, `loop
+/// resume` halted again at once with the same sentence, and `loop retry` ran three more paid
+/// reviews. Followed as written, the hint takes the step's passed attempt as done, unreviewed.
+#[test]
+fn setting_review_off_as_the_hint_says_ends_the_review_without_another_paid_run() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, work("whole"))
+            .step(2, Action::done("b.txt written").write("b.txt", "b\n"))
+            .review(Action::says("Looks fine to me.")),
+    );
+    env.run_exits(
+        3,
+        &[
+            "start",
+            "g",
+            "--step",
+            "write a.txt",
+            "--step",
+            "write b.txt",
+            "--review",
+        ],
+    );
+    let m = env.m1();
+    let hint = m.next_action.clone().unwrap_or_default();
+    assert!(hint.contains("set REVIEW: off"), "{hint}");
+    let (steps, reviews) = env.step_and_review_calls();
+    let before = (steps.len(), reviews.len());
+    assert_eq!(before, (1, 3));
+    // As the hint says: REVIEW: off, then `loop resume`.
+    let text = env.text().replace("REVIEW: on", "REVIEW: off");
+    assert!(text.contains("REVIEW: off"), "{text}");
+    std::fs::write(&env.file, text).unwrap();
+    let out = env.run(&["resume"]);
+    assert_eq!(
+        crate::support::code(&out),
+        0,
+        "{}\n{}",
+        env.text(),
+        env.log()
+    );
+    env.assert_status(Status::Done);
+    let (steps, reviews) = env.step_and_review_calls();
+    assert_eq!(
+        reviews.len(),
+        3,
+        "no review after REVIEW: off\n{}",
+        env.log()
+    );
+    assert_eq!(steps.len(), 2, "step 1 did not run again\n{}", env.log());
+    let m = env.m1();
+    assert_eq!(m.plan.steps[0].state, StepState::Done);
+    assert_eq!(m.results[&1].attempts, Some(1));
+    assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
+    let log = env.git(&["log", "--format=%s"]);
+    assert!(
+        log.contains("loop: step 1/2"),
+        "step 1's work is committed: {log}"
+    );
+}
