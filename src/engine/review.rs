@@ -191,13 +191,25 @@ pub(crate) struct ReviewFacts {
     pub now: DateTime<Utc>,
 }
 
-/// Step `s` passed its checks and waits for its review, and `REVIEW` is off now: its passed
-/// attempt is taken as done, unreviewed (no run, nothing paid), as a step that passes with
-/// `REVIEW: off` is; its commit follows, as an approved step's does.
+/// Step `s` passed its checks and waits for its review, or waits on its REVIEW gate (past its
+/// retakes, maybe fixed by hand since), and `REVIEW` is off now: the step is taken as done as
+/// it stands, unreviewed (no run, nothing paid), as a step that passes with `REVIEW: off` is,
+/// and its REVIEW gate is accepted; its commit follows, as an approved step's does.
 #[must_use]
-pub(crate) fn unreviewed(m: &M1, s: u32, notify_each_step: bool) -> Transition {
+pub(crate) fn unreviewed(m: &M1, s: u32, notify_each_step: bool, now: DateTime<Utc>) -> Transition {
     let summary = m.result(s).summary.clone().unwrap_or_default();
     let mut edits: Vec<Edit> = step_state(s, StepState::Done).into_iter().collect();
+    for g in m
+        .pending_gates()
+        .filter(|g| g.step == s && g.kind == GateKind::Review)
+    {
+        edits.extend(crate::m1::gates::decided(
+            &g.id,
+            crate::m1::GateOption::Accept.as_str(),
+            "REVIEW: off in M1.md",
+            now,
+        ));
+    }
     edits.push(results(
         s,
         ResultKey::Review,

@@ -802,6 +802,7 @@ impl Runner {
                 &m,
                 step,
                 self.settings.notify_each_step,
+                Utc::now(),
             ))?,
         };
         Ok(exit)
