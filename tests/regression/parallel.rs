@@ -965,3 +965,66 @@ fn a_step_loop_whose_runner_dies_at_each_start_is_started_a_bounded_number_of_ti
     env.assert_each_step_started_once(2, "after the crashes");
     env.assert_no_processes();
 }
+
+/// The halt on a record git cannot use says "fix or remove PARALLEL.STEP_1 in M1.md …, then
+/// `loop resume`": removed as it says, the step starts afresh and the loop ends.
+#[test]
+fn a_parallel_record_git_cannot_use_removed_as_the_halt_says_lets_the_loop_end() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("a").write("a.txt", "a\n"))
+            .step(2, Action::done("b").write("b.txt", "b\n")),
+    );
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--parallel",
+        "2",
+        "--plan-only",
+    ]);
+    let planned = env.text();
+    let text = planned.clone()
+        + "PARALLEL:\n  STEP_1:\n    BASE: 0123456789abcdef0123456789abcdef01234567\n";
+    std::fs::write(&env.file, text).unwrap();
+    env.run_exits(3, &["resume"]);
+    let how = env.m1().next_action.unwrap_or_default();
+    assert!(how.contains("remove PARALLEL.STEP_1"), "{how}");
+    env.assert_no_processes();
+    // As it says: the record removed (the rest of the block as the loop left it).
+    let m = env.m1();
+    let mut in_record = false;
+    let text: String = env
+        .text()
+        .lines()
+        .filter(|l| {
+            if *l == "  STEP_1:" {
+                in_record = true;
+            } else if in_record && !l.starts_with("    ") {
+                in_record = false;
+            }
+            !in_record
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&env.file, &text).unwrap();
+    assert!(m.parallel.runs.contains_key(&1));
+    assert!(!env.m1().parallel.runs.contains_key(&1), "{text}");
+    let out = env.run(&["resume"]);
+    assert_eq!(
+        crate::support::code(&out),
+        0,
+        "{}\n{}\n{}",
+        stderr(&out),
+        env.text(),
+        env.log()
+    );
+    env.assert_status(Status::Done);
+    assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
+    assert_no_git_left(&env);
+    env.assert_no_processes();
+}

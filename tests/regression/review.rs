@@ -419,6 +419,9 @@ fn a_fix_by_hand_with_review_off_as_the_review_gate_says_is_taken_without_anothe
     assert_eq!(m.pending_gates().count(), 0, "{}", env.text());
     assert_eq!(m.plan.steps[0].state, StepState::Done);
     let log = env.git(&["log", "--format=%s"]);
-    assert!(log.contains("loop: step 1/1"), "the fix is committed: {log}");
+    assert!(
+        log.contains("loop: step 1/1"),
+        "the fix is committed: {log}"
+    );
     assert_eq!(env.git(&["show", "HEAD:a.txt"]), "whole\n");
 }

@@ -84,6 +84,14 @@ fn a_ready_step_starts_when_a_slot_is_free_and_one_that_waits_does_not() {
 }
 
 #[test]
+fn a_running_step_whose_record_a_person_removed_starts_again_instead_of_waiting_for_ever() {
+    // As the halt on a record git cannot use says: remove PARALLEL.STEP_1, then resume.
+    let at = LOOP.find("  STEP_1:\n").unwrap();
+    let removed = &LOOP[..at];
+    assert_eq!(plan(removed, &[], 2), [Move::Start(1), Move::Start(2)]);
+}
+
+#[test]
 fn the_readiness_rule_is_one_for_one_slot_and_many() {
     let m = view(LOOP);
     let parallel: Vec<u32> = crate::engine::next::ready(&m, 0).map(|s| s.n).collect();
