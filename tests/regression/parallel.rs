@@ -966,7 +966,7 @@ fn a_step_loop_whose_runner_dies_at_each_start_is_started_a_bounded_number_of_ti
     env.assert_no_processes();
 }
 
-/// The halt on a record git cannot use says "fix or remove PARALLEL.STEP_1 in M1.md …, then
+/// The halt on a record git cannot use says "fix or remove `PARALLEL.STEP_1` in M1.md …, then
 /// `loop resume`": removed as it says, the step starts afresh and the loop ends.
 #[test]
 fn a_parallel_record_git_cannot_use_removed_as_the_halt_says_lets_the_loop_end() {
@@ -1009,8 +1009,11 @@ fn a_parallel_record_git_cannot_use_removed_as_the_halt_says_lets_the_loop_end()
             }
             !in_record
         })
-        .map(|l| format!("{l}\n"))
-        .collect();
+        .fold(String::new(), |mut text, l| {
+            text.push_str(l);
+            text.push('\n');
+            text
+        });
     std::fs::write(&env.file, &text).unwrap();
     assert!(m.parallel.runs.contains_key(&1));
     assert!(!env.m1().parallel.runs.contains_key(&1), "{text}");
