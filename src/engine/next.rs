@@ -46,6 +46,10 @@ pub(crate) enum Next {
     /// A DONE step's work is still to be committed (or its mark to be dropped): before
     /// anything else runs, so the next step starts from a clean tree.
     Commit(super::commit::Due),
+    /// `step` passed its checks and waits for its review (or waits on its REVIEW gate), but
+    /// `REVIEW` is off now (a person set it so, as the halt or the gate says): the step is
+    /// taken as done as it stands, with no run.
+    Unreviewed { step: u32 },
 }
 
 impl Next {
@@ -200,6 +204,14 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
     }
     // The attempt under review passed; the others failed, but for those that do not count.
     let pending = super::review::pending(m, step.n);
+    // `REVIEW:` as the file says it now: a person may have set it off while the step waited
+    // for its review, or on its REVIEW gate (with a fix by hand), as the halt or gate says.
+    let review_gate = m
+        .pending_gates()
+        .any(|g| g.step == step.n && g.kind == crate::m1::GateKind::Review);
+    if (pending || review_gate) && !m.review {
+        return Next::Unreviewed { step: step.n };
+    }
     let attempts = attempts_of(m, step.n);
     let failed = attempts.saturating_sub(uncounted(m, step.n) + u32::from(pending));
     if failed >= caps.max_retries {
@@ -237,7 +249,11 @@ fn next_step(m: &M1, caps: &Caps) -> Next {
                      {runs} runs{of_last}",
                     step.n
                 ),
-                how: format!("{read}, then `loop resume` (or set REVIEW: off)"),
+                how: format!(
+                    "{read}; then `loop retry {n}` reviews it again, or set REVIEW: off in M1.md \
+                     and `loop resume` takes its passed attempt as done, unreviewed",
+                    n = step.n
+                ),
             };
         }
         return Next::Run(RunSpec {

@@ -191,6 +191,55 @@ pub(crate) struct ReviewFacts {
     pub now: DateTime<Utc>,
 }
 
+/// The review of a step taken as done as it stands, unreviewed, by `REVIEW: off`: its commit
+/// is the work tree as it stands then (a person's fix by hand included), not the last run's.
+pub(crate) const TAKEN_AS_IT_STANDS: &str = "off: taken as done without a review (REVIEW: off)";
+
+/// Step `s` passed its checks and waits for its review, or waits on its REVIEW gate (past its
+/// retakes, maybe fixed by hand since), and `REVIEW` is off now: the step is taken as done as
+/// it stands, unreviewed (no run, nothing paid), as a step that passes with `REVIEW: off` is,
+/// and its REVIEW gate is accepted; its commit follows, as an approved step's does.
+#[must_use]
+pub(crate) fn unreviewed(m: &M1, s: u32, notify_each_step: bool, now: DateTime<Utc>) -> Transition {
+    let summary = m.result(s).summary.clone().unwrap_or_default();
+    let mut edits: Vec<Edit> = step_state(s, StepState::Done).into_iter().collect();
+    for g in m
+        .pending_gates()
+        .filter(|g| g.step == s && g.kind == GateKind::Review)
+    {
+        edits.extend(crate::m1::gates::decided(
+            &g.id,
+            crate::m1::GateOption::Accept.as_str(),
+            "REVIEW: off in M1.md",
+            now,
+        ));
+    }
+    edits.push(results(s, ResultKey::Review, TAKEN_AS_IT_STANDS));
+    edits.push(results_remove(s, ResultKey::ReviewRuns));
+    edits.push(results_remove(s, ResultKey::ReviewTask));
+    edits.push(results_remove(s, ResultKey::Error));
+    edits.push(clear_current());
+    let after = super::next::open_step(m, s).map(|n| (n.n, n.text.clone()));
+    let next = moves_to(after.as_ref().map(|(n, t)| (*n, t.as_str())), &mut edits);
+    edits.extend(actions(
+        &format!("{} done, not reviewed (REVIEW is off): {summary}", name(s)),
+        &next,
+    ));
+    let mut t = Transition {
+        write: Write::WithNextSpawn,
+        outcome: Outcome::Continue,
+        ..Transition::now(
+            edits,
+            format!("review: step {s} taken as done without a review (REVIEW is off): {summary}"),
+        )
+    };
+    t.effects.push(Effect::TickPlanFile(s));
+    if notify_each_step {
+        t.effects.push(Effect::StepDone { step: s, summary });
+    }
+    t
+}
+
 /// What every review run records, whatever it said: its cost and tokens added to the step's,
 /// CURRENT cleared, and no interruption left on record (it is about the run before this one;
 /// a wait says it again).

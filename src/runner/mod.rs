@@ -139,6 +139,9 @@ pub(crate) struct Runner {
     report: Option<PathBuf>,
     /// Where the loop's spans go, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see `traces`).
     tracer: Option<crate::telemetry::Tracer>,
+    /// Each step's loop this runner started again while that loop stood still (see
+    /// `parallel::steps`): a count, and when the next start may be.
+    step_starts: std::collections::BTreeMap<u32, parallel::Restarts>,
     _lock: lock::RunnerLock,
     /// This runner in the per-user registry, for `loop stop` to wait on; removed on drop.
     _registration: Option<crate::runner::registry::Registration>,
@@ -234,6 +237,7 @@ impl Runner {
             sandbox_probe: None,
             report: None,
             tracer: None,
+            step_starts: std::collections::BTreeMap::new(),
             _lock: lock,
             _registration: registration,
         };
@@ -806,6 +810,12 @@ impl Runner {
                 self.apply(&engine::gate::over_budget(&m, step, &reason))?
             }
             Next::Commit(due) => self.settle_commit(&due)?,
+            Next::Unreviewed { step } => self.apply(&engine::review::unreviewed(
+                &m,
+                step,
+                self.settings.notify_each_step,
+                Utc::now(),
+            ))?,
         };
         Ok(exit)
     }

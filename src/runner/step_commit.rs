@@ -283,7 +283,12 @@ impl Runner {
                 ..Made::default()
             };
         }
-        let left = match self.work_left(step, &before) {
+        // A step a person took as it stands (REVIEW: off after a review's gate) is committed as
+        // it stands, their fix by hand included.
+        let as_it_stands = m.result(step).review.as_ref().is_some_and(|r| {
+            *r == crate::m1::Review::Other(crate::engine::review::TAKEN_AS_IT_STANDS.to_owned())
+        });
+        let left = match self.work_left(step, &before, as_it_stands) {
             Ok(left) => left,
             Err(why) => return fail(why),
         };
@@ -333,17 +338,29 @@ impl Runner {
 
     /// What the agent's runs of `step` left, as [`Runner::note_work_after_run`] took it; else
     /// (a run's end not noted) the work tree as it is now, and the log says so.
-    fn work_left(&self, step: u32, before: &Baseline) -> Result<BTreeMap<String, Left>, String> {
+    fn work_left(
+        &self,
+        step: u32,
+        before: &Baseline,
+        as_it_stands: bool,
+    ) -> Result<BTreeMap<String, Left>, String> {
         let path = Layout::dir(&self.state_dir).step_work(&self.loop_id, step);
         let work = read_json::<Work>(&path);
-        if let Some(w) = work.as_ref().filter(|w| w.ended) {
+        if let Some(w) = work.as_ref().filter(|w| w.ended && !as_it_stands) {
             return Ok(w.left.clone());
         }
-        self.say(&format!(
-            "commit: step {step}: what its agent's last run left was not noted ({}): its \
-             commit takes the work tree as it is now, what VERIFY wrote included",
-            path.display()
-        ));
+        if as_it_stands {
+            self.say(&format!(
+                "commit: step {step} was taken as it stands (REVIEW: off): its commit takes the \
+                 work tree as it is now"
+            ));
+        } else {
+            self.say(&format!(
+                "commit: step {step}: what its agent's last run left was not noted ({}): its \
+                 commit takes the work tree as it is now, what VERIFY wrote included",
+                path.display()
+            ));
+        }
         let (since, mut left) = match work {
             Some(w) => (w.before, w.left),
             None => (before.dirty.clone(), BTreeMap::new()),

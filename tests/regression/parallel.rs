@@ -778,3 +778,256 @@ fn a_parallel_loop_at_its_cost_cap_waits_on_a_cost_gate_a_raise_carries_on() {
     assert_eq!(env.calls_for(3), 1);
     assert_no_git_left(&env);
 }
+
+/// The `M1.md` of every step's own loop this loop made, wherever its record went.
+fn step_loop_files(env: &TestLoop) -> Vec<PathBuf> {
+    walk_named(&env.state().join("parallel"), "step-1.loop")
+        .into_iter()
+        .chain(walk_named(&env.state().join("parallel"), "step-2.loop"))
+        .chain(walk_named(&env.state().join("parallel"), "step-3.loop"))
+        .map(|d| d.join("M1.md"))
+        .filter(|f| f.exists())
+        .collect()
+}
+
+/// Tried as a new user would (issue 43): a hand-written M1.md with `PARALLEL: 3` and no
+/// `AGENT.PROGRAM`, the agent set by `LOOP_AGENT`, resumed. Each step's loop was written with
+/// the template's `PROGRAM: claude`, not what this loop runs, which was not installed: every
+/// step's loop ended at once, and was started again every few milliseconds, for ever.
+#[test]
+fn a_step_loop_runs_the_program_its_parent_runs_not_the_default() {
+    let env = TestLoop::new().with_git();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").write("f-{step}.txt", "{step}\n")));
+    let text = "STATUS: RUNNING\nGOAL: three files\nPLAN:\n  STEPS:\n    1: [PENDING] a\n    \
+                2: [PENDING] b\n    3: [PENDING] c\nLIMITS:\n  PARALLEL: 3\n";
+    std::fs::write(&env.file, text).unwrap();
+    let out = env.run_for(&["resume"], std::time::Duration::from_secs(40));
+    assert_eq!(
+        crate::support::code(&out),
+        0,
+        "{}\n{}\n{}",
+        stderr(&out),
+        env.text(),
+        env.log()
+    );
+    env.assert_status(Status::Done);
+    for n in 1..=3 {
+        assert_eq!(env.calls_for(n), 1, "step {n}\n{}", env.log());
+        assert!(env.path().join(format!("f-{n}.txt")).exists());
+    }
+    let files = step_loop_files(&env);
+    assert_eq!(files.len(), 3, "{files:?}");
+    for f in files {
+        let step = m1loop::m1::Document::parse(&std::fs::read_to_string(&f).unwrap())
+            .unwrap()
+            .view();
+        assert_eq!(
+            step.agent.program.as_deref(),
+            Some(crate::support::SIM),
+            "{}: {}",
+            f.display(),
+            std::fs::read_to_string(&f).unwrap()
+        );
+    }
+    let runs_on = env.log().matches("loop runs on").count();
+    assert!(runs_on <= 3, "{runs_on} restarts\n{}", env.log());
+    env.assert_no_processes();
+}
+
+/// A step's loop that cannot start (its agent program is not there) was started again every
+/// few milliseconds, nothing said why. It is said once, with the reason its runner gave, and
+/// the loop the person started waits on them; once the program is there, `loop resume` ends
+/// the loop, step 2's work merged too.
+#[test]
+fn a_step_loop_that_cannot_start_is_said_once_and_waits_without_restarting_in_a_tight_loop() {
+    let env = TestLoop::new().with_git();
+    env.plan_parallel(&[("a", 0), ("b", 0)], &[]);
+    // A crash right after step 1's loop is written, before its runner starts.
+    let mut c = env.cmd(&["resume"]);
+    c.env("LOOP_CRASH_AT", "parallel-after-step-loop@1");
+    let status = c.status().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    let step_file = step_loop(&env, 1);
+    let good = std::fs::read_to_string(&step_file).unwrap();
+    let missing = env.temp.join("no-such-agent");
+    let bad: String = good
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("PROGRAM:") {
+                format!("  PROGRAM: {}", missing.display())
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
+    assert!(bad.contains("no-such-agent"), "{bad}");
+    std::fs::write(&step_file, &bad).unwrap();
+    let out = env.run_for(&["resume"], std::time::Duration::from_secs(40));
+    assert_eq!(
+        crate::support::code(&out),
+        3,
+        "{}\n{}\n{}",
+        stderr(&out),
+        env.text(),
+        env.log()
+    );
+    let log = env.log();
+    let runs_on = log.matches("step 1's loop runs on").count();
+    assert!(runs_on <= 2, "{runs_on} restarts of step 1's loop\n{log}");
+    assert_eq!(
+        log.matches("halt: step 1's loop cannot start").count(),
+        1,
+        "said once\n{log}"
+    );
+    let m = env.m1();
+    assert_eq!(m.status, Status::Waiting);
+    let said = m.last_action.clone().unwrap_or_default();
+    assert!(
+        said.contains("step 1") && said.contains("no-such-agent"),
+        "{said}\n{}",
+        env.text()
+    );
+    assert_eq!(env.calls_for(1), 0);
+    // Step 2's loop ends its step meanwhile; nothing is started again.
+    env.assert_no_processes();
+    assert_eq!(env.log().matches("step 1's loop runs on").count(), runs_on);
+    // The person puts the program back: the step runs, and the loop ends.
+    let fixed = std::fs::read_to_string(&step_file)
+        .unwrap()
+        .replace(&missing.display().to_string(), crate::support::SIM);
+    std::fs::write(&step_file, fixed).unwrap();
+    let out = env.run_for(&["resume"], std::time::Duration::from_secs(40));
+    assert_eq!(
+        crate::support::code(&out),
+        0,
+        "{}\n{}\n{}",
+        stderr(&out),
+        env.text(),
+        env.log()
+    );
+    env.assert_status(Status::Done);
+    assert_eq!((env.calls_for(1), env.calls_for(2)), (1, 1));
+    assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
+    env.assert_no_processes();
+}
+
+/// A step's loop whose runner dies each time it starts (here killed at a crash point before
+/// its first write) is started again a bounded number of times, each later than the one
+/// before, then the loop the person started waits, saying which step; `loop resume` carries
+/// it on.
+#[test]
+fn a_step_loop_whose_runner_dies_at_each_start_is_started_a_bounded_number_of_times() {
+    let env = TestLoop::new().with_git();
+    env.plan_parallel(&[("a", 0), ("b", 0)], &[]);
+    let mut c = env.cmd(&["resume"]);
+    // The steps' runners take this loop's environment, and die where a step's run is recorded.
+    c.env("LOOP_CRASH_AT", "before-spawn-write");
+    let started = std::time::Instant::now();
+    let out = crate::support::run_within(c, std::time::Duration::from_secs(60));
+    assert_eq!(
+        crate::support::code(&out),
+        3,
+        "{}\n{}\n{}",
+        stderr(&out),
+        env.text(),
+        env.log()
+    );
+    let log = env.log();
+    for n in [1, 2] {
+        let runs_on = log.matches(&format!("step {n}'s loop runs on")).count();
+        assert!(
+            runs_on <= 5,
+            "step {n}'s loop started {runs_on} times\n{log}"
+        );
+    }
+    let m = env.m1();
+    assert_eq!(m.status, Status::Waiting);
+    let said = m.last_action.clone().unwrap_or_default();
+    assert!(said.contains("step 1") || said.contains("step 2"), "{said}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    assert_eq!(env.calls().len(), 0);
+    env.assert_no_processes();
+    let out = env.run(&["resume"]);
+    assert_eq!(
+        crate::support::code(&out),
+        0,
+        "{}\n{}\n{}",
+        stderr(&out),
+        env.text(),
+        env.log()
+    );
+    env.assert_status(Status::Done);
+    env.assert_each_step_started_once(2, "after the crashes");
+    env.assert_no_processes();
+}
+
+/// The halt on a record git cannot use says "fix or remove `PARALLEL.STEP_1` in M1.md …, then
+/// `loop resume`": removed as it says, the step starts afresh and the loop ends.
+#[test]
+fn a_parallel_record_git_cannot_use_removed_as_the_halt_says_lets_the_loop_end() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, Action::done("a").write("a.txt", "a\n"))
+            .step(2, Action::done("b").write("b.txt", "b\n")),
+    );
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--parallel",
+        "2",
+        "--plan-only",
+    ]);
+    let planned = env.text();
+    let text = planned.clone()
+        + "PARALLEL:\n  STEP_1:\n    BASE: 0123456789abcdef0123456789abcdef01234567\n";
+    std::fs::write(&env.file, text).unwrap();
+    env.run_exits(3, &["resume"]);
+    let how = env.m1().next_action.unwrap_or_default();
+    assert!(how.contains("remove PARALLEL.STEP_1"), "{how}");
+    env.assert_no_processes();
+    // As it says: the record removed (the rest of the block as the loop left it).
+    let m = env.m1();
+    let mut in_record = false;
+    let text: String = env
+        .text()
+        .lines()
+        .filter(|l| {
+            if *l == "  STEP_1:" {
+                in_record = true;
+            } else if in_record && !l.starts_with("    ") {
+                in_record = false;
+            }
+            !in_record
+        })
+        .fold(String::new(), |mut text, l| {
+            text.push_str(l);
+            text.push('\n');
+            text
+        });
+    std::fs::write(&env.file, &text).unwrap();
+    assert!(m.parallel.runs.contains_key(&1));
+    assert!(!env.m1().parallel.runs.contains_key(&1), "{text}");
+    let out = env.run(&["resume"]);
+    assert_eq!(
+        crate::support::code(&out),
+        0,
+        "{}\n{}\n{}",
+        stderr(&out),
+        env.text(),
+        env.log()
+    );
+    env.assert_status(Status::Done);
+    assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
+    assert_no_git_left(&env);
+    env.assert_no_processes();
+}

@@ -315,3 +315,139 @@ fn a_review_approval_recovered_from_the_ledger_is_logged_as_the_decision_it_was(
     let (_, reviews) = env.step_and_review_calls();
     assert_eq!(reviews.len(), 1, "the review was not run again");
 }
+
+/// Tried as a new user would (issue 43): a step whose reviewer gave no verdict three times
+/// waited with `… then loop resume (or set REVIEW: off)`. With `REVIEW: off` in M1.md, `loop
+/// resume` halted again at once with the same sentence, and `loop retry` ran three more paid
+/// reviews. Followed as written, the hint takes the step's passed attempt as done, unreviewed.
+#[test]
+fn setting_review_off_as_the_hint_says_ends_the_review_without_another_paid_run() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, work("whole"))
+            .step(2, Action::done("b.txt written").write("b.txt", "b\n"))
+            .review(Action::says("Looks fine to me.")),
+    );
+    env.run_exits(
+        3,
+        &[
+            "start",
+            "g",
+            "--step",
+            "write a.txt",
+            "--step",
+            "write b.txt",
+            "--review",
+        ],
+    );
+    let m = env.m1();
+    let hint = m.next_action.clone().unwrap_or_default();
+    assert!(hint.contains("set REVIEW: off"), "{hint}");
+    let (steps, reviews) = env.step_and_review_calls();
+    let before = (steps.len(), reviews.len());
+    assert_eq!(before, (1, 3));
+    // As the hint says: REVIEW: off, then `loop resume`.
+    let text = env.text().replace("REVIEW: on", "REVIEW: off");
+    assert!(text.contains("REVIEW: off"), "{text}");
+    std::fs::write(&env.file, text).unwrap();
+    let out = env.run(&["resume"]);
+    assert_eq!(
+        crate::support::code(&out),
+        0,
+        "{}\n{}",
+        env.text(),
+        env.log()
+    );
+    env.assert_status(Status::Done);
+    let (steps, reviews) = env.step_and_review_calls();
+    assert_eq!(
+        reviews.len(),
+        3,
+        "no review after REVIEW: off\n{}",
+        env.log()
+    );
+    assert_eq!(steps.len(), 2, "step 1 did not run again\n{}", env.log());
+    let m = env.m1();
+    assert_eq!(m.plan.steps[0].state, StepState::Done);
+    assert_eq!(m.results[&1].attempts, Some(1));
+    assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
+    let log = env.git(&["log", "--format=%s"]);
+    assert!(
+        log.contains("loop: step 1/2"),
+        "step 1's work is committed: {log}"
+    );
+}
+
+/// The halt after reviews without a verdict said `then loop resume`, which halted again at
+/// once with the same words. Its hint now names what reviews the step again, `loop retry N`,
+/// and that works as written: one more review, no new attempt of the step.
+#[test]
+fn the_hint_after_reviews_without_a_verdict_reviews_the_step_again_as_written() {
+    let env = TestLoop::new().with_git();
+    env.scenario(
+        &Scenario::new()
+            .step(1, work("whole"))
+            .review(Action::says("Looks fine to me.")),
+    );
+    env.run_exits(3, &["start", "g", "--step", "write a.txt", "--review"]);
+    let hint = env.m1().next_action.unwrap_or_default();
+    assert!(hint.contains("`loop retry 1`"), "{hint}");
+    env.scenario(&Scenario::new().step(1, work("whole")).review(approve()));
+    env.run_ok(&["retry", "1"]);
+    assert!(
+        crate::support::wait_until(crate::support::PATIENCE, || env.m1().status == Status::Done),
+        "{}\n{}",
+        env.text(),
+        env.log()
+    );
+    let (steps, reviews) = env.step_and_review_calls();
+    assert_eq!((steps.len(), reviews.len()), (1, 4), "{}", env.log());
+    assert_eq!(
+        review_text(&env.m1().results[&1]).as_deref(),
+        Some("approved: a.txt is right")
+    );
+}
+
+/// Past `MAX_RETAKES` the REVIEW gate says: "or fix it by hand and set REVIEW: off (or the
+/// step [SKIPPED]) in M1.md, then `loop resume`". Followed as written, the fix by hand is the
+/// step's work, taken as done without another paid run.
+#[test]
+fn a_fix_by_hand_with_review_off_as_the_review_gate_says_is_taken_without_another_paid_run() {
+    let env = TestLoop::new().with_git();
+    std::fs::write(env.state().join("loop.yaml"), "review:\n  max_retakes: 1\n").unwrap();
+    let still = Action::changes("still half").cost(0.02);
+    env.scenario(&Scenario::new().step(1, [work("half"), changes(), work("half"), still]));
+    env.run_exits(3, &["start", "g", "--step", "write a.txt"]);
+    let hint = env.m1().next_action.unwrap_or_default();
+    assert!(hint.contains("set REVIEW: off"), "{hint}");
+    let calls = env.calls().len();
+    std::fs::write(env.path().join("a.txt"), "whole\n").unwrap();
+    let text = env.text().replace("REVIEW: on", "REVIEW: off");
+    assert!(text.contains("REVIEW: off"), "{text}");
+    std::fs::write(&env.file, text).unwrap();
+    let out = env.run(&["resume"]);
+    assert_eq!(
+        crate::support::code(&out),
+        0,
+        "{}\n{}\n{}",
+        stdout(&out),
+        env.text(),
+        env.log()
+    );
+    env.assert_status(Status::Done);
+    assert_eq!(env.calls().len(), calls, "no paid run\n{}", env.log());
+    assert_eq!(
+        std::fs::read_to_string(env.path().join("a.txt")).unwrap(),
+        "whole\n"
+    );
+    let m = env.m1();
+    assert_eq!(m.pending_gates().count(), 0, "{}", env.text());
+    assert_eq!(m.plan.steps[0].state, StepState::Done);
+    let log = env.git(&["log", "--format=%s"]);
+    assert!(
+        log.contains("loop: step 1/1"),
+        "the fix is committed: {log}"
+    );
+    assert_eq!(env.git(&["show", "HEAD:a.txt"]), "whole\n");
+}

@@ -9,8 +9,10 @@ use crate::m1::{Edit, KeyPath, M1, StepState};
 /// Whether a step's loop takes a setting from the loop it belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Inherit {
-    /// Written into the step's loop as this loop has it (left out where this loop leaves it
-    /// out: the default, the environment, which the step's runner shares, decide alike).
+    /// Written into the step's loop as this loop runs with it: what its file says, else what
+    /// the environment, its `loop.yaml` or the defaults resolve it to. Never left to the step's
+    /// loop to resolve: its template's defaults and its own state directory (no `loop.yaml`)
+    /// would decide otherwise.
     Kept,
     /// Not inherited, and why.
     Not(&'static str),
@@ -103,12 +105,14 @@ pub(crate) struct StepLoop<'a> {
 
 /// The edits that make step `s.step`'s own loop from the template: this loop's plan with that
 /// step to run (the steps merged already DONE, the others SKIPPED: not its work), bound to
-/// this loop, with every inherited setting as this loop has it (`raw`: a key's text here).
+/// this loop, with every inherited setting as this loop runs with it (`runs_with`: a key's
+/// text as this loop resolves it). A `LIMITS:` or `AGENT:` key this loop runs without (no
+/// model, no idle timeout) is taken out of the template, so no default stands in for it.
 #[must_use]
 pub(crate) fn step_loop(
     m: &M1,
     s: &StepLoop<'_>,
-    raw: &dyn Fn(&KeyPath) -> Option<String>,
+    runs_with: &dyn Fn(&KeyPath) -> Option<String>,
 ) -> Vec<Edit> {
     let n = s.step;
     let mut edits = vec![
@@ -141,24 +145,25 @@ pub(crate) fn step_loop(
         ),
         LimitKey::Parallel.set("1"),
     ];
-    let copy = |path: KeyPath, edits: &mut Vec<Edit>| {
-        if let Some(v) = raw(&path) {
-            edits.push(Edit::Set(path, v));
-        }
-    };
     for k in Top::ALL {
-        if top_inheritance(*k) == Some(Inherit::Kept) {
-            copy(k.path(), &mut edits);
+        if top_inheritance(*k) == Some(Inherit::Kept)
+            && let Some(v) = runs_with(&k.path())
+        {
+            edits.push(Edit::Set(k.path(), v));
         }
     }
+    let setting = |path: KeyPath| match runs_with(&path) {
+        Some(v) => Edit::Set(path, v),
+        None => Edit::Remove(path),
+    };
     for k in LimitKey::ALL {
         if limit_inheritance(*k) == Inherit::Kept {
-            copy(k.path(), &mut edits);
+            edits.push(setting(k.path()));
         }
     }
     for k in AgentKey::ALL {
         if agent_inheritance(*k) == Inherit::Kept {
-            copy(k.path(), &mut edits);
+            edits.push(setting(k.path()));
         }
     }
     edits

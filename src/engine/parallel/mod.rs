@@ -279,7 +279,8 @@ fn settled_gates(m: &M1, seen: &BTreeMap<u32, Observed>) -> Vec<Move> {
         .collect()
 }
 
-/// The steps to start now: ready ([`ready`]), PENDING, not recorded, as slots allow; or,
+/// The steps to start now: ready ([`ready`]), PENDING (or RUNNING with no record: one a person
+/// removed, as the halt on a record git cannot use says to), not recorded, as slots allow; or,
 /// when a cap keeps new steps from starting, the halt it makes once none runs.
 fn starts(
     m: &M1,
@@ -290,7 +291,10 @@ fn starts(
     let running = u32::try_from(m.parallel.runs.len()).unwrap_or(u32::MAX);
     let free = slots.saturating_sub(running) as usize;
     let candidates: Vec<u32> = ready(m, 0)
-        .filter(|s| s.state == StepState::Pending && !m.parallel.runs.contains_key(&s.n))
+        .filter(|s| {
+            matches!(s.state, StepState::Pending | StepState::Running)
+                && !m.parallel.runs.contains_key(&s.n)
+        })
         .map(|s| s.n)
         .take(free)
         .collect();

@@ -84,6 +84,14 @@ fn a_ready_step_starts_when_a_slot_is_free_and_one_that_waits_does_not() {
 }
 
 #[test]
+fn a_running_step_whose_record_a_person_removed_starts_again_instead_of_waiting_for_ever() {
+    // As the halt on a record git cannot use says: remove PARALLEL.STEP_1, then resume.
+    let at = LOOP.find("  STEP_1:\n").unwrap();
+    let removed = &LOOP[..at];
+    assert_eq!(plan(removed, &[], 2), [Move::Start(1), Move::Start(2)]);
+}
+
+#[test]
 fn the_readiness_rule_is_one_for_one_slot_and_many() {
     let m = view(LOOP);
     let parallel: Vec<u32> = crate::engine::next::ready(&m, 0).map(|s| s.n).collect();
@@ -339,6 +347,39 @@ fn a_steps_loop_gets_every_inherited_setting_this_loop_has_and_belongs_to_it() {
         states,
         [StepState::Done, StepState::Pending, StepState::Skipped]
     );
+}
+
+#[test]
+fn a_steps_loop_keeps_no_default_of_its_template_that_this_loop_does_not_run_with() {
+    let text = "STATUS: RUNNING\nGOAL: g\nLOOP_ID: top1\nPLAN:\n  STEPS:\n    1: [PENDING] a\nLIMITS:\n  PARALLEL: 2\n";
+    let doc = Document::parse(text).unwrap();
+    let m = doc.view();
+    let spec = StepLoop {
+        step: 1,
+        worktree: "/p/wt",
+        parent_file: "/p/state/M1.md",
+        parent_id: "top1",
+        loop_id: "child1",
+        started_at: "2026-11-22T03:00:00Z",
+        max_steps: 10,
+    };
+    // This loop runs `/opt/agent` (from the environment) and no permission mode.
+    let runs_with = |p: &crate::m1::KeyPath| {
+        (*p == AgentKey::Program.path())
+            .then(|| "/opt/agent".to_owned())
+            .or_else(|| doc.get_at(p))
+    };
+    let mut child = Document::parse(
+        "STATUS: RUNNING\nGOAL: x\nLIMITS:\n  MAX_RETRIES: 3\nAGENT:\n  PROGRAM: claude\n  PERMISSION_MODE: acceptEdits\n",
+    )
+    .unwrap();
+    for e in step_loop(&m, &spec, &runs_with) {
+        child.apply(&e);
+    }
+    let c = child.view();
+    assert_eq!(c.agent.program.as_deref(), Some("/opt/agent"));
+    assert_eq!(c.agent.permission_mode, None, "{}", child.render());
+    assert_eq!(c.limits.max_retries, None, "{}", child.render());
 }
 
 #[test]

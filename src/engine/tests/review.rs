@@ -207,6 +207,36 @@ fn a_pending_review_is_next_and_its_runs_are_capped() {
 }
 
 #[test]
+fn a_pending_review_with_review_set_off_takes_the_passed_attempt_as_done_with_no_run() {
+    let off = UNDER_REVIEW
+        .replace("REVIEW: on\n", "REVIEW: off\n")
+        .replace(
+            "REVIEW: pending\n",
+            "REVIEW: pending\n    REVIEW_RUNS: 3\n    REVIEW_TASK: task_x\n",
+        );
+    let m = view(&off);
+    assert_eq!(
+        next(&m, &Caps::default(), now()),
+        Next::Unreviewed { step: 2 }
+    );
+    let t = crate::engine::review::unreviewed(&m, 2, false, now());
+    let after = view(&applied(&off, &t));
+    assert_eq!(after.plan.steps[1].state, StepState::Done);
+    assert_eq!(after.plan.current_step, 3);
+    let r = &after.results[&2];
+    assert!(!crate::engine::review::pending(&after, 2));
+    assert_eq!((r.review_runs, r.review_task.as_deref()), (0, None));
+    assert!(matches!(
+        next(&after, &Caps::default(), now()),
+        Next::Run(RunSpec {
+            kind: RunKind::Attempt,
+            step: 3,
+            ..
+        })
+    ));
+}
+
+#[test]
 fn approval_makes_the_step_done_with_the_reviews_cost_and_moves_on() {
     let t = record_review(
         &ReviewVerdict::Approve("good".into()),

@@ -26,6 +26,7 @@ mod steps;
 mod tell;
 
 pub(crate) use merge::{merge_task, step_loops};
+pub(super) use steps::Restarts;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -108,11 +109,17 @@ impl Runner {
         }
     }
 
-    /// The engine's moves for `m`, from what each step's loop looks like now.
+    /// The engine's moves for `m`, from what each step's loop looks like now, less the
+    /// start of a step's loop that is not due yet (it backs off: see [`Restarts`]).
     fn schedule(&self, m: &M1) -> Vec<Move> {
         let seen = self.observe_steps(m);
         let caps = self.settings.caps(m);
-        engine::parallel::schedule(m, &seen, self.settings.parallel(m), &caps)
+        let mut moves = engine::parallel::schedule(m, &seen, self.settings.parallel(m), &caps);
+        moves.retain(|mv| match mv {
+            Move::Drive(n) => self.start_due(*n).is_none(),
+            _ => true,
+        });
+        moves
     }
 
     /// Carries out one move; `Some` when the command ends with it.
@@ -120,7 +127,7 @@ impl Runner {
         match mv {
             Move::Start(n) => self.start_step(n),
             Move::SetAside(n) => self.set_aside(n).map(|()| None),
-            Move::Drive(n) => self.drive_step(n).map(|()| None),
+            Move::Drive(n) => self.drive_step(n),
             Move::Merge(n) => {
                 let started = chrono::Utc::now();
                 let merged = self.merge_step(n);
@@ -193,7 +200,14 @@ impl Runner {
             .filter(|d| d.is_dir())
             .collect();
         self.watch.set_step_dirs(&dirs);
-        let _ = self.watch.wait(POLL_FALLBACK);
+        let due = m
+            .parallel
+            .runs
+            .keys()
+            .filter_map(|n| self.start_due(*n))
+            .min()
+            .unwrap_or(POLL_FALLBACK);
+        let _ = self.watch.wait(due.min(POLL_FALLBACK));
     }
 
     /// The loop's decision lock, held while the runner writes what a decider could be

@@ -2,6 +2,7 @@
 //! write point in the order a crash can cut it (record, worktree, loop, runner), each made
 //! only if not made already.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -12,8 +13,8 @@ use super::git;
 use crate::engine::{self, parallel::RunNames};
 use crate::exit::Status as Exit;
 use crate::layout::Layout;
-use crate::m1::keys::{ParallelKey, RunKey};
-use crate::m1::{Document, Edit, M1, StepState, Store};
+use crate::m1::keys::{AgentKey, LimitKey, ParallelKey, RunKey, Top};
+use crate::m1::{Document, Edit, KeyPath, M1, StepState, Store};
 
 impl Runner {
     /// The loop's identity, as its steps' loops are bound to it.
@@ -153,14 +154,88 @@ impl Runner {
             started_at: &Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             max_steps: self.settings.caps(m).max_steps,
         };
-        let raw = |p: &crate::m1::KeyPath| self.doc.get_at(p);
-        let edits = engine::parallel::step_loop(m, &spec, &raw);
+        let resolved = self.runs_with(m);
+        let runs_with = |p: &crate::m1::KeyPath| match resolved.get(p) {
+            Some(v) => v.clone(),
+            None => self.doc.get_at(p),
+        };
+        let edits = engine::parallel::step_loop(m, &spec, &runs_with);
         let mut doc = Document::parse(super::super::start::TEMPLATE)
             .map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
         for e in &edits {
             doc.apply(e);
         }
         Ok(doc.render())
+    }
+
+    /// What this loop runs with, resolved as its own runs are (M1.md, else the environment,
+    /// `loop.yaml`, the defaults): each `LIMITS:` and `AGENT:` setting a step's loop inherits
+    /// and that is resolved beyond the file, with `None` for one it runs without. A step's
+    /// loop is written with these, never with its template's defaults: it has no `loop.yaml`
+    /// of its own, and a default `PROGRAM: claude` in place of the agent `LOOP_AGENT` names
+    /// could not start.
+    fn runs_with(&self, m: &M1) -> BTreeMap<KeyPath, Option<String>> {
+        use crate::m1::typed;
+        let exact = crate::duration::exact;
+        let agent = self.settings.agent_for(m);
+        let caps = self.settings.caps(m);
+        let sandbox = self.settings.sandbox(m);
+        let list = |v: &[String]| (!v.is_empty()).then(|| v.join(", "));
+        let tools = (!agent.allowed_tools.is_empty()
+            || crate::agent::backend_for(agent.backend)
+                .default_allowed_tools()
+                .is_some())
+        .then(|| typed::format_tools(&agent.allowed_tools));
+        let mut v: BTreeMap<KeyPath, Option<String>> = BTreeMap::new();
+        for (k, value) in [
+            (AgentKey::Program, Some(agent.program.clone())),
+            (AgentKey::Backend, Some(agent.backend.as_str().to_owned())),
+            (
+                AgentKey::PermissionMode,
+                agent.permission_mode.map(|p| p.as_str().to_owned()),
+            ),
+            (AgentKey::AllowedTools, tools),
+            (AgentKey::Model, agent.model.clone()),
+            (AgentKey::MaxTurns, agent.max_turns.map(|n| n.to_string())),
+            (
+                AgentKey::MaxBudgetUsd,
+                agent.max_budget_usd.map(|n| n.to_string()),
+            ),
+            (
+                AgentKey::ExtraArgs,
+                (!agent.extra_args.is_empty()).then(|| typed::format_args(&agent.extra_args)),
+            ),
+            (AgentKey::Sandbox, Some(sandbox.mode.as_str().to_owned())),
+            (AgentKey::SandboxRead, list(&sandbox.read)),
+            (AgentKey::SandboxWrite, list(&sandbox.write)),
+            (AgentKey::SandboxEnv, list(&sandbox.env)),
+        ] {
+            v.insert(k.path(), value);
+        }
+        for (k, value) in [
+            (LimitKey::MaxRetries, Some(caps.max_retries.to_string())),
+            (LimitKey::StepTimeout, Some(exact(caps.step_timeout))),
+            (LimitKey::IdleTimeout, caps.idle_timeout.map(exact)),
+            // Written as STEP_TIMEOUT and IDLE_TIMEOUT, exact.
+            (LimitKey::StepTimeoutMin, None),
+            (LimitKey::IdleTimeoutMin, None),
+            (LimitKey::MaxRestarts, Some(caps.max_restarts.to_string())),
+            (
+                LimitKey::ContextThreshold,
+                Some(caps.context_threshold.to_string()),
+            ),
+            (LimitKey::MaxSession, caps.max_session.map(exact)),
+            (LimitKey::MaxRetakes, Some(caps.max_retakes.to_string())),
+        ] {
+            v.insert(k.path(), value);
+        }
+        if let Some((_, after)) = caps.fallback {
+            v.insert(LimitKey::FallbackAfter.path(), Some(exact(after)));
+        }
+        if let Some(verify) = self.settings.verify(m) {
+            v.insert(Top::Verify.path(), Some(verify));
+        }
+        v
     }
 
     /// The loop at step `n`'s path is not its own: set aside (renamed, never removed), so the
@@ -187,20 +262,75 @@ impl Runner {
     }
 
     /// Step `n`'s loop runs on: the mark that it was stopped (or waited) with this loop goes
-    /// first, then its runner starts.
-    pub(super) fn drive_step(&mut self, n: u32) -> crate::error::Result<()> {
+    /// first, then its runner starts. A runner that ends at once, its loop as it was, could not
+    /// start: this loop halts saying why (what it printed), once, and starts it no more. Each
+    /// start after the first waits longer ([`backoff`]), and past [`MAX_STARTS`] without a
+    /// person's word this loop halts too: a step's loop is never started again and again.
+    pub(super) fn drive_step(&mut self, n: u32) -> crate::error::Result<Option<Exit>> {
         let m = self.view();
         let Some(run) = m.parallel.runs.get(&n) else {
-            return Ok(());
+            return Ok(None);
         };
         if run.stopped {
             self.commit(&[RunKey::Stopped.remove(n)])?;
+            // A person's `loop resume`: the count begins again.
+            self.step_starts.remove(&n);
         }
-        if let Some(f) = &run.loop_file {
-            self.say(&format!("parallel: step {n}'s loop runs on"));
-            spawn_runner(Path::new(f))?;
+        let Some(f) = run.loop_file.clone() else {
+            return Ok(None);
+        };
+        let file = Path::new(&f);
+        let out = Layout::of(file).runner_out();
+        let count = self.step_starts.get(&n).map_or(0, |r| r.count) + 1;
+        if count > MAX_STARTS {
+            self.step_starts.remove(&n);
+            let t = engine::halt(
+                0,
+                &format!(
+                    "step {n}'s loop was started {MAX_STARTS} times, and its runner ended each \
+                     time with the step unfinished"
+                ),
+                &format!(
+                    "read what it printed ({}) and its log, fix what ends it, then `loop resume`",
+                    out.display()
+                ),
+            );
+            return self.apply(&t).map(|e| e.or(Some(Exit::Waiting)));
         }
-        Ok(())
+        self.say(&format!("parallel: step {n}'s loop runs on"));
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let printed_before = std::fs::metadata(&out).map_or(0, |md| md.len());
+        let spawned = spawn_runner_seen(file)?;
+        if let Spawned::Ended(status) = spawned
+            && !status.success()
+            && super::super::lock::holder(file).is_none()
+            && std::fs::read_to_string(file).unwrap_or_default() == text
+        {
+            self.step_starts.remove(&n);
+            let said = printed_since(&out, printed_before);
+            let why = if said.is_empty() {
+                format!("its runner exited at once ({status}) and printed nothing")
+            } else {
+                crate::text::one_line(&said, 400)
+            };
+            let t = engine::halt(
+                0,
+                &format!("step {n}'s loop cannot start: {why}"),
+                &format!(
+                    "fix what it says (in {f} or this loop's environment), then `loop resume`"
+                ),
+            );
+            return self.apply(&t).map(|e| e.or(Some(Exit::Waiting)));
+        }
+        let due = std::time::Instant::now() + backoff(count);
+        self.step_starts.insert(n, Restarts { count, due });
+        Ok(None)
+    }
+
+    /// How long until step `n`'s loop may be started again; `None`: it may be now.
+    pub(super) fn start_due(&self, n: u32) -> Option<std::time::Duration> {
+        let r = self.step_starts.get(&n)?;
+        r.due.checked_duration_since(std::time::Instant::now())
     }
 
     /// Stops every step's loop that runs (marking each first, so that `loop resume` carries
@@ -406,24 +536,77 @@ impl Runner {
     }
 }
 
+/// Starts of a step's loop by one runner of this loop, without a person's `loop resume`
+/// between them, before it halts: its runner is meant to carry its step to the end, so each
+/// start after the first is one that ended early (it died, or was killed).
+const MAX_STARTS: u32 = 5;
+
+/// A step's loop this runner started: how often, and when the next start may be.
+#[derive(Debug, Clone)]
+pub(crate) struct Restarts {
+    count: u32,
+    due: std::time::Instant,
+}
+
+/// The wait before the start after the `count`-th: 250 ms, doubled each time, at most 8 s.
+fn backoff(count: u32) -> std::time::Duration {
+    std::time::Duration::from_millis(250 << count.saturating_sub(1).min(5))
+}
+
+/// What became of a step's runner just started.
+#[derive(Debug)]
+enum Spawned {
+    /// It holds the loop (or one already did), or has not ended yet.
+    Running,
+    /// It ended before it was seen holding the loop, with this status.
+    Ended(std::process::ExitStatus),
+}
+
+/// What a runner printed into `out` past its first `from` bytes: its last lines, trimmed.
+fn printed_since(out: &Path, from: u64) -> String {
+    use std::io::{Read as _, Seek as _};
+    let mut text = String::new();
+    if let Ok(mut f) = std::fs::File::open(out)
+        && f.seek(std::io::SeekFrom::Start(from)).is_ok()
+    {
+        let _ = f.take(64 * 1024).read_to_string(&mut text);
+    }
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(3)..].join(" ")
+}
+
 /// Starts a runner of the step's loop at `file` in the background, unless one drives it, and
 /// waits (briefly) until it holds the loop or has ended: so the next look sees it driven, not
 /// idle. It runs with this runner's environment: a step's loop tells nobody itself (it has a
 /// `PARENT`), but a runner of this loop it revives must tell the person as this one does.
 pub(super) fn spawn_runner(file: &Path) -> crate::error::Result<()> {
+    spawn_runner_seen(file).map(drop)
+}
+
+/// [`spawn_runner`], saying whether the runner ended before it held the loop.
+fn spawn_runner_seen(file: &Path) -> crate::error::Result<Spawned> {
     if super::super::lock::holder(file).is_some() {
-        return Ok(());
+        return Ok(Spawned::Running);
     }
     let mut child = super::super::start::background_runner(file)?
         .spawn()
         .context("while starting a step's runner")?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut seen = Spawned::Running;
     while std::time::Instant::now() < deadline {
-        if super::super::lock::holder(file).is_some() || child.try_wait().ok().flatten().is_some() {
+        if super::super::lock::holder(file).is_some() {
+            break;
+        }
+        if let Some(status) = child.try_wait().ok().flatten() {
+            seen = Spawned::Ended(status);
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     drop(child);
-    Ok(())
+    Ok(seen)
 }
