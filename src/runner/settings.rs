@@ -333,6 +333,13 @@ impl Settings {
             .clone()
             .or_else(|| std::env::var("LOOP_AGENT").ok().filter(|s| !s.is_empty()))
             .or_else(|| a.program.clone())
+            // The backend's own variable, as a reviewer's or a fallback's program on it is
+            // found (`LOOP_AGENT_GEMINI`), before its default name.
+            .or_else(|| {
+                std::env::var(backend.program_env())
+                    .ok()
+                    .filter(|s| !s.is_empty())
+            })
             .unwrap_or_else(|| crate::agent::backend_for(backend).default_program().into());
         let agent = AgentConfig {
             backend,

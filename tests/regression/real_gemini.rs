@@ -250,7 +250,10 @@ fn loop_doctor_passes_on_the_real_gemini_cli() {
     let env = env
         .env("LOOP_AGENT_GEMINI", &gemini)
         .env("XDG_CONFIG_HOME", config);
-    let doctor = env.cmd(&["doctor", "--backend", "gemini"]);
+    let mut doctor = env.cmd(&["doctor", "--backend", "gemini"]);
+    // With no loop here, the backend asked for is a new loop's: its program is `LOOP_AGENT`'s
+    // where set, as `loop start --backend gemini` takes it, else `LOOP_AGENT_GEMINI`'s.
+    doctor.env_remove("LOOP_AGENT");
     let out = run_with_gemini_mock(&doctor, &home, "", &[], PATIENCE * 6);
     let text = crate::support::stdout(&out);
     assert_eq!(crate::support::code(&out), 0, "{text}");

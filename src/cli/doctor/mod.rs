@@ -157,6 +157,8 @@ fn program_from(kind: AgentKind, settings: &Settings, m: Option<&M1>, file: &Pat
         "LOOP_AGENT".to_owned()
     } else if settings.file.agent.program.is_some() {
         "agent.program of loop.yaml".to_owned()
+    } else if env(&kind.program_env()).is_some() {
+        kind.program_env()
     } else {
         "the default".to_owned()
     }
