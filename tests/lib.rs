@@ -30,6 +30,7 @@ mod loops {
     mod crash;
     mod denials;
     mod doctor;
+    mod fallbacks;
     mod figures;
     mod find;
     mod full_disk;

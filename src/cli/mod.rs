@@ -401,9 +401,9 @@ pub(crate) struct StartArgs {
     #[arg(long, value_name = "BACKEND")]
     pub review_backend: Option<crate::m1::settings::AgentKind>,
     /// Continue a step on this agent CLI when its own hits a usage limit that resets later
-    /// than --fallback-after.
-    #[arg(long, value_name = "BACKEND")]
-    pub fallback: Option<crate::m1::settings::AgentKind>,
+    /// than --fallback-after. Several (repeated, or codex,gemini) are tried in order.
+    #[arg(long, value_delimiter = ',', value_name = "BACKEND")]
+    pub fallback: Vec<crate::m1::settings::AgentKind>,
     /// Steps that may run at once, each in a git worktree of its own, merged one by one and
     /// verified after the merge (1: one at a time, in the project itself).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]

@@ -303,7 +303,8 @@ fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
 }
 
 /// A usage limit: wait until it resets, or, when it resets later than
-/// `LIMITS.FALLBACK_AFTER` and `AGENT.FALLBACK` is another backend, go on there.
+/// `LIMITS.FALLBACK_AFTER`, go on with the next backend of `AGENT.FALLBACK` after the one that
+/// ran (see [`next_fallback`]).
 fn usage_limit(
     a: &Attempt<'_>,
     resets_at: Option<DateTime<Utc>>,
@@ -316,10 +317,10 @@ fn usage_limit(
         None => (a.now + unknown, None),
     };
     let reason = one_line(message, 200);
-    if let Some((to, after)) = a.caps.fallback
-        && to != a.backend
+    if let Some((chain, after)) = &a.caps.fallback
+        && let Some(to) = next_fallback(chain, a.backend)
         && a.step > 0
-        && until - a.now > chrono::Duration::from_std(after).unwrap_or_default()
+        && until - a.now > chrono::Duration::from_std(*after).unwrap_or_default()
     {
         let reason = match guess {
             Some(g) => format!("{reason}; {g}"),
@@ -332,6 +333,18 @@ fn usage_limit(
         guess,
         reason,
     })
+}
+
+/// The backend a step on `on` goes on with when `on`'s usage limit resets too late: the one
+/// after `on` in the chain, or the chain's first where `on` is not in it (the loop's own
+/// backend). A step only ever moves forward along its chain, so it never goes back to a
+/// backend whose limit it already met; `None` when the chain has nothing after `on`.
+pub(crate) fn next_fallback(chain: &[AgentKind], on: AgentKind) -> Option<AgentKind> {
+    let rest = match chain.iter().position(|k| *k == on) {
+        Some(i) => &chain[i + 1..],
+        None => chain,
+    };
+    rest.iter().copied().find(|k| *k != on)
 }
 
 /// A failure of a class that is not the work's fault: wait it out, or hand it to a human.

@@ -62,8 +62,8 @@ pub(crate) struct Caps {
     /// Reviews that may ask one step for changes; past them, a human decides.
     pub max_retakes: u32,
     /// `AGENT.FALLBACK` and `LIMITS.FALLBACK_AFTER`: a step whose agent's usage limit resets
-    /// later than that goes on with the other backend instead of waiting.
-    pub fallback: Option<(crate::m1::settings::AgentKind, Duration)>,
+    /// later than that goes on with the next backend of the chain instead of waiting.
+    pub fallback: Option<(Vec<crate::m1::settings::AgentKind>, Duration)>,
 }
 
 impl Default for Caps {

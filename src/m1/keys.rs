@@ -37,6 +37,8 @@ pub(crate) enum Kind {
     Mode,
     /// An agent backend: `claude`, `codex` or `gemini`.
     Backend,
+    /// Backends separated by commas, tried in order (`codex, gemini`); one is a list of one.
+    Backends,
     /// A sandbox: `bwrap` or `off`.
     Sandbox,
     /// Paths separated by commas, each absolute or from `~/`.
@@ -147,7 +149,9 @@ impl Kind {
                     .iter()
                     .map(|m| m.as_str()),
             ),
-            Kind::Sandbox | Kind::Paths | Kind::EnvNames | Kind::Backend => self.agent_word(v),
+            Kind::Sandbox | Kind::Paths | Kind::EnvNames | Kind::Backend | Kind::Backends => {
+                self.agent_word(v)
+            }
             Kind::Tools => typed::tools(v).map(drop).or_else(|_| {
                 expected(format!(
                     "tool names separated by commas, e.g. `Read,Grep,Bash(git:*)`, or `{}`",
@@ -182,6 +186,7 @@ impl Kind {
             ),
             Kind::Paths => typed::paths(v).map(drop).map_err(Problem::Said),
             Kind::EnvNames => typed::env_names(v).map(drop).map_err(Problem::Said),
+            Kind::Backends => typed::backends(v).map(drop).map_err(Problem::Said),
             _ => one_of(
                 v.parse::<super::settings::AgentKind>().is_ok(),
                 super::settings::AgentKind::ALL.iter().map(|k| k.as_str()),
@@ -506,9 +511,9 @@ keys! {
         Backend = "BACKEND": Backend,
         /// The reviewer's agent CLI, when not the steps' own.
         ReviewBackend = "REVIEW_BACKEND": Backend,
-        /// The agent CLI a step continues on when its own hits a usage limit that resets
-        /// later than `LIMITS.FALLBACK_AFTER`.
-        Fallback = "FALLBACK": Backend,
+        /// The agent CLIs a step continues on, in order, when the one it runs on hits a usage
+        /// limit that resets later than `LIMITS.FALLBACK_AFTER` (`codex` or `codex, gemini`).
+        Fallback = "FALLBACK": Backends,
         /// How every agent run and VERIFY is confined: `bwrap` (the default) or `off`.
         Sandbox = "SANDBOX": Sandbox,
         /// Paths a confined run may read besides its own (a toolchain, a sibling project).

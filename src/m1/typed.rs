@@ -152,6 +152,36 @@ pub(crate) fn paths(v: &str) -> Result<Vec<String>, String> {
     Ok(list)
 }
 
+/// `codex, gemini` → the backends, in order (a fallback chain); one backend alone is a chain of
+/// one, so a file written before chains reads as it did. A backend named twice is kept once.
+///
+/// # Errors
+/// An empty list, or the first name that is not a backend, said with the backends there are.
+pub(crate) fn backends(v: &str) -> Result<Vec<super::settings::AgentKind>, String> {
+    let mut list = Vec::new();
+    for name in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let kind = name
+            .parse::<super::settings::AgentKind>()
+            .map_err(|e| format!("{e}, or several separated by commas (`codex, gemini`)"))?;
+        if !list.contains(&kind) {
+            list.push(kind);
+        }
+    }
+    if list.is_empty() {
+        return Err("expected a backend, or several separated by commas (`codex, gemini`)".into());
+    }
+    Ok(list)
+}
+
+/// `[codex, gemini]` → `codex, gemini`, as [`backends`] reads it back.
+#[must_use]
+pub(crate) fn format_backends(list: &[super::settings::AgentKind]) -> String {
+    list.iter()
+        .map(|k| k.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Names of environment variables separated by commas (`JAVA_HOME, AWS_*`): each a name of
 /// letters, digits and `_` not starting with a digit, or such a start followed by `*`.
 ///

@@ -229,8 +229,9 @@ pub struct AgentKeys {
     pub backend: Option<AgentKind>,
     /// The reviewer's agent CLI (`REVIEW_BACKEND`), when not the steps' own.
     pub review_backend: Option<AgentKind>,
-    /// Where a step goes when its agent's usage limit resets too late (`FALLBACK`).
-    pub fallback: Option<AgentKind>,
+    /// Where a step goes when its agent's usage limit resets too late (`FALLBACK`): the
+    /// backends to try, in order; empty when none is set.
+    pub fallback: Vec<AgentKind>,
     /// How runs are confined (`SANDBOX`).
     pub sandbox: Option<super::settings::SandboxMode>,
     /// Paths a confined run may read (`SANDBOX_READ`) and write (`SANDBOX_WRITE`).
@@ -384,7 +385,9 @@ impl M1 {
                 review_model: agent(AgentKey::ReviewModel),
                 backend: parsed(agent(AgentKey::Backend)),
                 review_backend: parsed(agent(AgentKey::ReviewBackend)),
-                fallback: parsed(agent(AgentKey::Fallback)),
+                fallback: agent(AgentKey::Fallback)
+                    .and_then(|v| typed::backends(&v).ok())
+                    .unwrap_or_default(),
                 sandbox: parsed(agent(AgentKey::Sandbox)),
                 sandbox_read: agent(AgentKey::SandboxRead).and_then(|v| typed::paths(&v).ok()),
                 sandbox_write: agent(AgentKey::SandboxWrite).and_then(|v| typed::paths(&v).ok()),

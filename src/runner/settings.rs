@@ -53,7 +53,7 @@ pub(crate) enum ReviewFile {
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentFile {
     pub backend: Option<AgentKind>,
-    pub fallback: Option<AgentKind>,
+    pub fallback: Option<OneOrMany<AgentKind>>,
     pub program: Option<String>,
     pub permission_mode: Option<PermissionMode>,
     pub allowed_tools: Option<Vec<String>>,
@@ -66,6 +66,24 @@ pub(crate) struct AgentFile {
     pub sandbox_read: Option<Vec<String>>,
     pub sandbox_write: Option<Vec<String>>,
     pub sandbox_env: Option<Vec<String>>,
+}
+
+/// A `loop.yaml` value written as one (`fallback: codex`) or as a list (`fallback: [codex,
+/// gemini]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T: Clone> OneOrMany<T> {
+    pub(crate) fn to_vec(&self) -> Vec<T> {
+        match self {
+            OneOrMany::One(t) => vec![t.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
 }
 
 /// The `limits:` section of `loop.yaml` (durations as `90s`, `5m`, `1h`). A duration keeps
@@ -104,8 +122,9 @@ pub(crate) struct Overrides {
     pub backend: Option<AgentKind>,
     /// `--review-backend`: the reviewer's agent CLI.
     pub review_backend: Option<AgentKind>,
-    /// `--fallback`: where a step goes when its agent's usage limit resets too late.
-    pub fallback: Option<AgentKind>,
+    /// `--fallback`: where a step goes when its agent's usage limit resets too late, in
+    /// order; empty where no flag names one.
+    pub fallback: Vec<AgentKind>,
     /// `--fallback-after`.
     pub fallback_after: Option<Duration>,
     /// `--parallel`: steps that may run at once.
@@ -487,6 +506,16 @@ impl Settings {
         }
     }
 
+    /// The backends of `AGENT.FALLBACK` a step may go on with, in order: the loop's own
+    /// backend left out (a step cannot fall back to where it started).
+    #[must_use]
+    pub(crate) fn fallback_chain(&self, m: &M1) -> Vec<AgentKind> {
+        let own = self.agent_for(m).backend;
+        (m.agent.fallback.iter().copied())
+            .filter(|k| *k != own)
+            .collect()
+    }
+
     /// How far away a usage limit's reset must be to send a step to `AGENT.FALLBACK`.
     #[must_use]
     pub(crate) fn fallback_after(&self, m: &M1) -> Duration {
@@ -514,16 +543,37 @@ impl Settings {
             .filter(|n| *n > 1)
     }
 
-    /// The fallback a new loop is written with, and after how long: flags, then `loop.yaml`.
+    /// The fallback chain a new loop is written with, and after how long: flags, then
+    /// `loop.yaml`. A backend named twice is kept once, in its first place.
     #[must_use]
-    pub(crate) fn fallback_for_new(&self) -> Option<(AgentKind, Duration)> {
-        let to = self.overrides.fallback.or(self.file.agent.fallback)?;
+    pub(crate) fn fallback_for_new(&self) -> Option<(Vec<AgentKind>, Duration)> {
+        let named = match &self.overrides.fallback {
+            v if !v.is_empty() => v.clone(),
+            _ => self.file.agent.fallback.as_ref()?.to_vec(),
+        };
+        let mut to: Vec<AgentKind> = Vec::new();
+        for k in named {
+            if !to.contains(&k) {
+                to.push(k);
+            }
+        }
+        if to.is_empty() {
+            return None;
+        }
         let after = self
             .overrides
             .fallback_after
             .or(self.fallback_after)
             .unwrap_or(DEFAULTS.fallback_after);
         Some((to, after))
+    }
+
+    /// The backends of a new loop's fallback chain, in order; empty where none is set.
+    #[must_use]
+    pub(crate) fn fallbacks_for_new(&self) -> Vec<AgentKind> {
+        self.fallback_for_new()
+            .map(|(to, _)| to)
+            .unwrap_or_default()
     }
 
     /// The caps in force: M1.md's `LIMITS:`, each limit it leaves out from `loop.yaml`, else
@@ -539,7 +589,9 @@ impl Settings {
             review: m.review,
             commit_steps: self.commit_steps(m),
             max_retakes: l.max_retakes.unwrap_or(defaults.max_retakes),
-            fallback: m.agent.fallback.map(|to| (to, self.fallback_after(m))),
+            fallback: Some(self.fallback_chain(m))
+                .filter(|chain| !chain.is_empty())
+                .map(|chain| (chain, self.fallback_after(m))),
             ..self.caps_under(&Top {
                 max_retries: l.max_retries,
                 max_steps: l.max_steps,
@@ -706,7 +758,7 @@ mod tests {
             Kind::Count | Kind::Positive => "3",
             Kind::Switch => "true",
             Kind::Mode => "plan",
-            Kind::Backend => "claude",
+            Kind::Backend | Kind::Backends => "claude",
             Kind::Sandbox => "off",
             Kind::Tools | Kind::Args | Kind::Paths | Kind::EnvNames => "[a, b]",
             _ => "x",

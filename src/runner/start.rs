@@ -191,7 +191,8 @@ fn check_agent(settings: &Settings) -> Result<()> {
     };
     let mut used = vec![cfg.backend];
     used.extend(settings.review_for_new().backend);
-    used.extend(settings.fallback_for_new().map(|(to, _)| to));
+    used.extend(settings.fallbacks_for_new());
+    used.dedup();
     let session = crate::agent::Session::New(String::new());
     // The call's own files go to the state directory, which a run gives it: the settings are
     // checked here, not the place.
@@ -274,10 +275,7 @@ fn check_sandbox(settings: &Settings) -> Result<()> {
     let others = settings.review_for_new().backend.into_iter();
     check_program_dirs(
         &sandbox,
-        &programs_of(
-            &settings.agent,
-            others.chain(settings.fallback_for_new().map(|(to, _)| to)),
-        ),
+        &programs_of(&settings.agent, others.chain(settings.fallbacks_for_new())),
         "nothing was started",
     )
 }
@@ -342,7 +340,7 @@ pub(super) fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
         &settings.sandbox(&m),
         &programs_of(
             &agent,
-            m.agent.review_backend.into_iter().chain(m.agent.fallback),
+            (m.agent.review_backend.into_iter()).chain(m.agent.fallback.iter().copied()),
         ),
         "nothing was resumed",
     )?;
@@ -439,7 +437,7 @@ fn started_with(settings: &Settings) -> Vec<String> {
     let o = &settings.overrides;
     let backends = std::iter::once(agent.backend)
         .chain(o.review_backend)
-        .chain(o.fallback.or(settings.file.agent.fallback));
+        .chain(settings.fallbacks_for_new());
     for b in backends {
         let b = crate::agent::backend_for(b);
         patterns.extend(b.own_env().iter().map(|s| (*s).to_owned()));
@@ -542,7 +540,7 @@ fn new_document(
         edits.push(LimitKey::Parallel.set(n.to_string()));
     }
     if let Some((to, after)) = settings.fallback_for_new() {
-        edits.push(AgentKey::Fallback.set(to.as_str()));
+        edits.push(AgentKey::Fallback.set(crate::m1::typed::format_backends(&to)));
         edits.push(LimitKey::FallbackAfter.set(crate::duration::exact(after)));
     }
     if settings.approve_plan_for_new() {

@@ -191,7 +191,7 @@ fn a_codex_usage_limit_waits_until_the_reset_it_names() {
         "{}",
         env.text()
     );
-    assert_eq!(m.agent.fallback, None);
+    assert!(m.agent.fallback.is_empty());
     env.run_ok(&["stop"]);
     runner.wait(crate::support::PATIENCE);
     assert_eq!(env.calls_for(1), 1, "it waits; it does not run again");
@@ -326,7 +326,7 @@ fn a_claude_usage_limit_far_off_continues_the_step_on_codex_in_a_fresh_thread() 
     env.run_ok(&["start", "g", "--step", "one", "--fallback", "codex"]);
     env.assert_status(Status::Done);
     let m = env.m1();
-    assert_eq!(m.agent.fallback, Some(AgentKind::Codex));
+    assert_eq!(m.agent.fallback, [AgentKind::Codex]);
     assert_eq!(
         m.limits.fallback_after,
         Some(std::time::Duration::from_secs(900))

@@ -170,11 +170,11 @@ fn in_use(settings: &Settings, m: Option<&M1>) -> Vec<AgentKind> {
     if let Some(m) = m {
         used.push(settings.agent_for(m).backend);
         used.extend(m.agent.review_backend);
-        used.extend(m.agent.fallback);
+        used.extend(m.agent.fallback.iter().copied());
     } else {
         used.push(settings.agent.backend);
         used.extend(settings.review_for_new().backend);
-        used.extend(settings.fallback_for_new().map(|(to, _)| to));
+        used.extend(settings.fallbacks_for_new());
     }
     let mut seen = Vec::new();
     for b in used {

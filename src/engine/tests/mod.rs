@@ -275,7 +275,7 @@ fn a_usage_limit_resetting_past_the_fallback_time_moves_the_step_to_the_fallback
         message: "You've hit your limit".into(),
     };
     let caps = Caps {
-        fallback: Some((AgentKind::Codex, Duration::from_secs(15 * 60))),
+        fallback: Some((vec![AgentKind::Codex], Duration::from_secs(15 * 60))),
         ..Caps::default()
     };
     let j = crate::engine::judge(&attempt(&caps, limit(3), &Verdict::Missing));
@@ -304,6 +304,40 @@ fn a_usage_limit_resetting_past_the_fallback_time_moves_the_step_to_the_fallback
     let mut on_codex = attempt(&caps, limit(3), &Verdict::Missing);
     on_codex.backend = AgentKind::Codex;
     assert!(waits(crate::engine::judge(&on_codex)));
+}
+
+#[test]
+fn a_usage_limit_on_a_fallback_moves_the_step_to_the_next_of_the_chain_never_back() {
+    use crate::m1::settings::AgentKind::{Claude, Codex, Gemini};
+    let limit = Class::UsageLimit {
+        resets_at: Some(now() + chrono::Duration::hours(3)),
+        guess: None,
+        message: "You've hit your limit".into(),
+    };
+    let caps = Caps {
+        fallback: Some((vec![Codex, Gemini], Duration::from_secs(15 * 60))),
+        ..Caps::default()
+    };
+    let on = |backend| {
+        let mut a = attempt(&caps, limit.clone(), &Verdict::Missing);
+        a.backend = backend;
+        match crate::engine::judge(&a) {
+            Judgement::Fallback { to, .. } => Some(to),
+            Judgement::Interrupted(Interruption::UsageWait { .. }) => None,
+            j => panic!("{j:?}"),
+        }
+    };
+    assert_eq!(on(Claude), Some(Codex));
+    assert_eq!(on(Codex), Some(Gemini));
+    assert_eq!(on(Gemini), None, "the chain's last waits");
+    assert_eq!(
+        crate::engine::judge::next_fallback(&[Codex, Claude], Claude),
+        None
+    );
+    assert_eq!(
+        crate::engine::judge::next_fallback(&[Codex, Codex], Codex),
+        None
+    );
 }
 
 #[test]
