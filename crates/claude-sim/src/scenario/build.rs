@@ -334,6 +334,13 @@ impl Action {
         self
     }
 
+    /// `api_retries` printed `ms` apart, not all at once.
+    #[must_use]
+    pub fn api_retry_every_ms(mut self, ms: u64) -> Self {
+        self.api_retry_every_ms = Some(ms);
+        self
+    }
+
     /// Ends without a result event.
     #[must_use]
     pub fn no_result(mut self) -> Self {
