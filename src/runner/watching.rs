@@ -128,9 +128,9 @@ impl Runner {
     ) -> crate::error::Result<TaskReport> {
         let what = stream.api_error.as_deref().unwrap_or("429");
         self.say(&format!(
-            "rate limit: task {task_id}: the CLI keeps retrying a rate limit ({what}); ending it \
-             now and waiting it out as the loop's own backoff rather than its minutes of silent \
-             retries"
+            "rate limit: task {task_id}: the CLI keeps retrying a rate limit, {what}; ending it \
+             now and waiting it out as the loop's own backoff rather than through its minutes of \
+             silent retries"
         ));
         bridge::kill(&self.state_dir, task_id, super::KILL_GRACE).map_err(|e| {
             e.context(format!(

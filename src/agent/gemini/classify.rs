@@ -92,7 +92,7 @@ fn own(exit: &ExitInfo, stderr: &str, f: &Unanswered<'_>, now: DateTime<Utc>) ->
         // Ended in a storm of 429s (the runner ends one as soon as it sees it): the limit,
         // not the work, is what stopped it.
         return Some(Class::RateLimited(format!(
-            "{} while the CLI kept retrying a rate limit: {retry}",
+            "the CLI kept retrying a rate limit ({retry}); the run {}",
             crate::agent::outcome::describe_exit(exit),
         )));
     }

@@ -444,6 +444,7 @@ mod tests {
             .rate_limit("rejected", 1_795_324_010)
             .limited_until(1_795_324_010)
             .api_retry(401, "authentication_failed")
+            .api_retry_every_ms(10)
             .no_result()
             .grandchild_sleep_s(1.5)
             .killed_by_signal(9)
