@@ -66,6 +66,11 @@ pub enum Class {
     /// was retrying an API error: wait and retry, without counting a failed attempt. A kill
     /// from outside with no sign of an API error is [`Class::Other`].
     Transient(String),
+    /// Ended while the CLI was in a storm of rate-limit retries (see
+    /// [`super::StreamSummary::rate_limit_storm`]), by the runner, which does not sit through
+    /// the CLI's minutes of silent retries, or by anyone: waited out as [`Class::Transient`]
+    /// is, and not a failed attempt however it was ended.
+    RateLimited(String),
     /// The subscription's usage window is spent: wait until `resets_at` (when known).
     UsageLimit {
         resets_at: Option<DateTime<Utc>>,
@@ -89,6 +94,7 @@ impl fmt::Display for Class {
         match self {
             Self::Success => f.write_str("success"),
             Self::Transient(m) => write!(f, "transient error: {m}"),
+            Self::RateLimited(m) => write!(f, "rate limit: {m}"),
             Self::UsageLimit {
                 resets_at: Some(at),
                 message,

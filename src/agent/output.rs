@@ -52,6 +52,10 @@ pub struct StreamSummary {
     /// The HTTP status of the API error the CLI was last retrying (`system/api_retry`'s
     /// `error_status`).
     pub api_error_status: Option<u16>,
+    /// Which of its own attempts at one request the CLI last said failed on a rate limit or
+    /// quota (a 429), as a CLI that says so only on stderr counts them (Gemini CLI's `Attempt
+    /// 2 failed with status 429`); `None` once the API answers or another error is retried.
+    pub rate_limit_attempt: Option<u32>,
     /// Compactions of the session's context that happened (`system/compact_boundary`). The
     /// `PreCompact` hook runs before a compaction that may still fail.
     pub compactions: u32,
@@ -382,6 +386,14 @@ pub(crate) fn last_activity(path: &Path, dialect: Box<dyn Dialect>) -> Option<St
     reader.summary().last_activity.clone()
 }
 
+/// The attempt whose failure on a 429 makes a storm (see [`StreamSummary::rate_limit_storm`]):
+/// the second. One 429 is often a burst that the CLI's first wait (about 5 s) rides out; a
+/// second means the limit still holds after it, and from there Gemini CLI waits 10 s, 20 s,
+/// then 30 s at a time, up to about four minutes, while the loop would only say RUNNING. The
+/// second failure comes about 5 s into the storm: seen within seconds, and the loop's own
+/// backoff (2 s doubling, each wait on record) takes over, resuming the session.
+pub(crate) const STORM_ATTEMPT: u32 = 2;
+
 /// The context window of a model that does not say, and of a `[1m]` model resumed without
 /// asking for the 1M variant.
 const STANDARD_WINDOW: u64 = 200_000;
@@ -399,6 +411,14 @@ impl StreamSummary {
     #[must_use]
     pub fn auth_failing(&self) -> bool {
         matches!(self.api_error_status, Some(401 | 403))
+    }
+
+    /// Whether the CLI is in a storm of rate-limit retries: it has retried a 429 of one request
+    /// [`STORM_ATTEMPT`] times or more, and would go on for minutes, printing nothing on
+    /// stdout, while the loop can wait the same out itself and say so.
+    #[must_use]
+    pub fn rate_limit_storm(&self) -> bool {
+        self.result.is_none() && self.rate_limit_attempt.is_some_and(|n| n >= STORM_ATTEMPT)
     }
 
     /// How full the context was at the end, in percent of the window a `--resume` of the

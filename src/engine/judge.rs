@@ -285,6 +285,9 @@ fn judge_end(a: &Attempt<'_>) -> Option<Judgement> {
         // Ended (by the runner, or `loop kill`) while the CLI retried a refused key: the class
         // says so, and only a human can fix it.
         TaskEnd::Killed if matches!(a.class, Some(Class::Auth(_))) => return None,
+        // Ended (by the runner as soon as it saw it, or by `loop kill`) in a storm of rate-limit
+        // retries: the class says so, and the limit is waited out.
+        TaskEnd::Killed if matches!(a.class, Some(Class::RateLimited(_))) => return None,
         TaskEnd::Killed => failed(a, "the step's task was killed (loop kill)"),
         TaskEnd::Lost => failed(
             a,
@@ -350,7 +353,7 @@ pub(crate) fn next_fallback(chain: &[AgentKind], on: AgentKind) -> Option<AgentK
 /// A failure of a class that is not the work's fault: wait it out, or hand it to a human.
 fn judge_failure(a: &Attempt<'_>, class: Class) -> Judgement {
     match class {
-        Class::Transient(why) => {
+        Class::Transient(why) | Class::RateLimited(why) => {
             let n = a.transients + 1;
             if n > a.caps.transient_cap {
                 let reason = format!(

@@ -1,5 +1,6 @@
 //! Watching a run's task while it runs: its end, a stop, an edit that dropped it from M1.md,
-//! its stream (a CLI retrying a refused key is ended at once), the live line.
+//! its stream (a CLI retrying a refused key is ended at once, one in a storm of rate-limit
+//! retries as soon as it is seen), the live line.
 
 use super::{Runner, crash, stopfile};
 use crate::agent::{self, Follow};
@@ -45,6 +46,9 @@ impl Runner {
             self.progress.update(stream.summary());
             if report.state == TaskState::Running && stream.summary().auth_failing() {
                 return self.end_auth_failing(task_id, stream.summary()).map(Ok);
+            }
+            if report.state == TaskState::Running && stream.summary().rate_limit_storm() {
+                return self.end_rate_limit_storm(task_id, stream.summary()).map(Ok);
             }
             if let Some(pid) = report.pid
                 && report.state == TaskState::Running
@@ -112,6 +116,29 @@ impl Runner {
         })
     }
 
+    /// Ends a run whose CLI is in a storm of rate-limit retries (see
+    /// [`agent::StreamSummary::rate_limit_storm`]): it would retry for minutes, silent on
+    /// stdout, while M1.md said RUNNING. Ended as a stop ends it, the run is then judged from
+    /// its stderr like any other (a rate limit: the loop's own backoff, on record, and no
+    /// failed attempt), also by a runner that finds it ended after a crash.
+    fn end_rate_limit_storm(
+        &mut self,
+        task_id: &str,
+        stream: &agent::StreamSummary,
+    ) -> crate::error::Result<TaskReport> {
+        let what = stream.api_error.as_deref().unwrap_or("429");
+        self.say(&format!(
+            "rate limit: task {task_id}: the CLI keeps retrying a rate limit, {what}; ending it \
+             now and waiting it out as the loop's own backoff rather than through its minutes of \
+             silent retries"
+        ));
+        bridge::kill(&self.state_dir, task_id, super::KILL_GRACE).map_err(|e| {
+            e.context(format!(
+                "while ending task {task_id} in a storm of rate-limit retries"
+            ))
+        })
+    }
+
     /// Sleeps on events until the next full check of a running task: the task directory
     /// changed (output, its exit record, its lock let go), a stop, or `due` (from now) passed.
     /// Output makes the task directory busy; between full checks (at most every
@@ -154,7 +181,7 @@ impl Runner {
                 Wake::Task if !exit_record.exists() && checked.elapsed() < PID_RECORD_AFTER => {
                     limit = limit.min(PID_RECORD_AFTER);
                     stream.poll();
-                    if stream.summary().auth_failing() {
+                    if stream.summary().auth_failing() || stream.summary().rate_limit_storm() {
                         return Ok(());
                     }
                     self.progress.update(stream.summary());

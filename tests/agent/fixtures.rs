@@ -28,6 +28,7 @@ fn label(c: &Class) -> String {
     match c {
         Class::Success => "success".into(),
         Class::Transient(_) => "transient".into(),
+        Class::RateLimited(_) => "rate-limited".into(),
         Class::UsageLimit { resets_at, .. } => format!("usage-limit@{resets_at:?}"),
         Class::Auth(_) => "auth".into(),
         Class::Billing(_) => "billing".into(),

@@ -130,15 +130,15 @@ fn settings_gemini_cannot_honour_are_refused_before_anything_is_written() {
     assert!(env.calls().is_empty());
 }
 
-/// Gemini CLI retries a 429 by itself for minutes, saying so on stderr only. The loop shows
+/// Gemini CLI retries a 5xx by itself for minutes, saying so on stderr only. The loop shows
 /// it waits, and an idle timeout that ends the run meanwhile is the outage it is, waited out
-/// without a failed attempt.
+/// without a failed attempt. (A 429 is ended sooner, as a storm of rate-limit retries.)
 #[test]
 fn an_api_error_the_cli_retries_on_stderr_only_is_waited_out_not_a_failed_attempt() {
     let env = gemini_loop();
     let retrying = Action::hang()
-        .api_retry(429, "rate_limit")
-        .api_retry(429, "rate_limit");
+        .api_retry(503, "overloaded")
+        .api_retry(503, "overloaded");
     env.scenario(&Scenario::new().step(1, [retrying, Action::done("ok")]));
     let out = env.run_ok(&[
         "start",
@@ -153,7 +153,7 @@ fn an_api_error_the_cli_retries_on_stderr_only_is_waited_out_not_a_failed_attemp
     env.assert_status(Status::Done);
     let said = stdout(&out);
     assert!(
-        said.contains("waiting: the API answered status 429, the CLI retries (attempt 2)"),
+        said.contains("waiting: the API answered status 503, the CLI retries (attempt 2)"),
         "{said}"
     );
     let r = &env.m1().results[&1];
@@ -161,6 +161,97 @@ fn an_api_error_the_cli_retries_on_stderr_only_is_waited_out_not_a_failed_attemp
     let log = env.log();
     assert!(log.contains("while the CLI was retrying"), "{log}");
     assert_eq!(env.calls().len(), 2);
+}
+
+/// A call of the simulated Gemini CLI in a 429 storm: it retries a rate limit by itself,
+/// `every_ms` apart, saying so on stderr only, with nothing on stdout, and never gives up
+/// (the real CLI keeps at it for about four minutes).
+fn a_429_storm(every_ms: u64) -> Action {
+    (0..1000).fold(Action::hang().api_retry_every_ms(every_ms), |a, _| {
+        a.api_retry(429, "rate_limit")
+    })
+}
+
+/// A 429 storm is seen from the CLI's stderr while it runs, not minutes later: the runner ends
+/// the run itself and waits it out as the loop's own backoff (the wait on record in M1.md and
+/// in `loop status`), and no attempt is counted for it.
+#[test]
+fn a_gemini_429_storm_is_seen_within_seconds_and_waited_out_as_a_limit_not_a_failed_attempt() {
+    let env = gemini_loop();
+    env.scenario(
+        &Scenario::new().step(1, [a_429_storm(300), a_429_storm(300), Action::done("ok")]),
+    );
+    let runner = env.spawn(&["start", "g", "--backend", "gemini", "--step", "one"]);
+    // Each storm would go on for ever: only the runner's own end of it gets the loop on.
+    let mut status = String::new();
+    let waits_shown = wait_until(PATIENCE, || {
+        status = stdout(&env.run(&["status"]));
+        status.contains("Wait until")
+    });
+    assert!(
+        waits_shown,
+        "{status}
+{}
+{}",
+        env.text(),
+        env.log()
+    );
+    assert!(status.contains("STATUS       RUNNING"), "{status}");
+    assert!(status.contains("429"), "the wait says why: {status}");
+    let m = env.m1();
+    assert!(m.current.wait_until.is_some(), "{}", env.text());
+    assert!(
+        m.current
+            .wait_reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("429"),
+        "{}",
+        env.text()
+    );
+    let done = wait_until(PATIENCE, || env.m1().status == Status::Done);
+    drop(runner);
+    assert!(done, "{}\n{}", env.text(), env.log());
+    let r = &env.m1().results[&1];
+    assert_eq!(r.attempts, Some(1), "the storms were no failed attempts");
+    assert_eq!(r.transient, 2, "{}", env.text());
+    let log = env.log();
+    assert!(log.contains("rate limit"), "{log}");
+    assert!(log.contains("backoff"), "{log}");
+    assert_eq!(env.calls().len(), 3);
+    env.assert_no_processes();
+}
+
+/// `loop stop` while the CLI waits between its retries of a 429 ends all of the run: no CLI is
+/// left retrying, and the stop is no failed attempt.
+#[test]
+fn loop_stop_during_a_gemini_429_storm_leaves_no_cli_retrying() {
+    let env = gemini_loop();
+    // The first retry printed, the next a minute off: the stop comes while the CLI waits.
+    env.scenario(&Scenario::new().step(1, a_429_storm(60_000)));
+    let mut runner = env.spawn(&["start", "g", "--backend", "gemini", "--step", "one"]);
+    env.wait_for_calls(1, 1);
+    let task = env
+        .m1()
+        .current
+        .task_id
+        .clone()
+        .expect("the task on record");
+    let stderr_file = env.task_file(&task, "stderr");
+    let retrying =
+        || std::fs::read_to_string(&stderr_file).is_ok_and(|t| t.contains("Attempt 1 failed"));
+    assert!(wait_until(PATIENCE, retrying), "{}", env.log());
+    assert!(
+        !crate::support::procs::task_processes(&task).is_empty(),
+        "the CLI retries"
+    );
+    env.run_ok(&["stop"]);
+    runner.wait(PATIENCE);
+    env.assert_status(Status::Waiting);
+    let left = crate::support::procs::task_processes(&task);
+    assert!(left.is_empty(), "still retrying: {left:?}");
+    assert_eq!(env.m1().results.get(&1).and_then(|r| r.attempts), None);
+    env.assert_no_processes();
 }
 
 #[test]

@@ -49,6 +49,10 @@ pub struct Action {
     /// `auth-401-retrying-killed-2.1.197`); with `hang`, the CLI is still retrying.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub api_retries: Vec<serde_json::Map<String, Value>>,
+    /// As Gemini CLI, the time between two of `api_retries` on stderr (none: all at once), as
+    /// the CLI waits before each retry: a storm of retries that lasts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_retry_every_ms: Option<u64>,
     /// Exit code; default 0, or 1 when `is_error`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit: Option<i32>,

@@ -85,6 +85,17 @@ fn own(exit: &ExitInfo, stderr: &str, f: &Unanswered<'_>, now: DateTime<Utc>) ->
             message: format!("Gemini CLI refused {what} (exit {code}): {}", f.message),
         });
     }
+    if f.stream.result.is_none()
+        && died(exit)
+        && let Some(retry) = storm(stderr)
+    {
+        // Ended in a storm of 429s (the runner ends one as soon as it sees it): the limit,
+        // not the work, is what stopped it.
+        return Some(Class::RateLimited(format!(
+            "the CLI kept retrying a rate limit ({retry}); the run {}",
+            crate::agent::outcome::describe_exit(exit),
+        )));
+    }
     if let Some(message) = TRANSIENT.find(text).and_then(|m| first(m.as_str())) {
         return Some(Class::Transient(message));
     }
@@ -112,6 +123,20 @@ pub(crate) fn last_retry(stderr: &str) -> Option<String> {
             let said = l.split(" _ApiError").next().unwrap_or(l);
             crate::text::one_line(said, 200)
         })
+}
+
+/// What the CLI was retrying, when its `stderr` ends in a storm of rate-limit retries (see
+/// [`StreamSummary::rate_limit_storm`]): read line by line as a run followed live reads it,
+/// so that the runner's reason to end a run and the judgement of its end agree.
+#[must_use]
+pub(crate) fn storm(stderr: &str) -> Option<String> {
+    use crate::agent::backend::Dialect;
+    let mut dialect = super::stream::GeminiStream::default();
+    let mut s = StreamSummary::default();
+    for line in stderr.lines() {
+        dialect.stderr_line(&mut s, line);
+    }
+    s.rate_limit_storm().then(|| last_retry(stderr)).flatten()
 }
 
 /// Gemini CLI's refusals of the call as given (0.61.0's words).

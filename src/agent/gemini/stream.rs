@@ -108,17 +108,31 @@ impl Dialect for GeminiStream {
 
     /// `Attempt 3 failed with status 429. Retrying with backoff...` (or `Attempt 3 failed:
     /// WHY. Retrying after 5000ms...`): the CLI is waiting out an API error.
+    ///
+    /// A 429 is said `with status 429`, `with 429 error (no Retry-After header)`, or, for a
+    /// quota whose answer says how long to wait, `failed: WHY. Retrying after Nms` (0.61.0's
+    /// `RetryableQuotaError`, which only a 429, 499 or 503 of the quota kind makes): each is a
+    /// rate limit's retry, counted in [`StreamSummary::rate_limit_attempt`].
     fn stderr_line(&mut self, s: &mut StreamSummary, line: &str) {
         let Some(c) = RETRY.captures(line) else {
             return;
         };
-        let status = c.name("status").and_then(|m| m.as_str().parse().ok());
+        let n: u32 = c["n"].parse().unwrap_or(u32::MAX);
+        let quota = c.name("quota").is_some();
+        let status = c
+            .name("status")
+            .or_else(|| c.name("bare"))
+            .and_then(|m| m.as_str().parse().ok());
         s.api_error_status = status;
-        let what = status.map_or_else(|| "an API error".to_owned(), |st| format!("status {st}"));
-        s.api_error = Some(format!("{what} (attempt {} of the CLI's own)", &c["n"]));
+        s.rate_limit_attempt = (quota || status == Some(429)).then_some(n);
+        let what = match (status, quota) {
+            (Some(st), _) => format!("status {st}"),
+            (None, true) => "a quota error".to_owned(),
+            (None, false) => "an API error".to_owned(),
+        };
+        s.api_error = Some(format!("{what} (attempt {n} of the CLI's own)"));
         s.last_activity = Some(format!(
-            "waiting: the API answered {what}, the CLI retries (attempt {})",
-            &c["n"]
+            "waiting: the API answered {what}, the CLI retries (attempt {n})"
         ));
     }
 }
@@ -127,6 +141,7 @@ impl GeminiStream {
     /// The API answered: whatever the CLI was retrying is behind it.
     fn answered(s: &mut StreamSummary) {
         s.api_error_status = None;
+        s.rate_limit_attempt = None;
     }
 
     /// The run's last event: its status, its error, its tokens.
@@ -180,8 +195,10 @@ impl GeminiStream {
 
 /// What the CLI prints each time it retries an API error.
 static RETRY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\s*Attempt (?P<n>\d+) failed(?: with status (?P<status>\d{3}))?")
-        .expect("valid regex")
+    Regex::new(
+        r"^\s*Attempt (?P<n>\d+) failed(?: with status (?P<status>\d{3})| with (?P<bare>\d{3}) error|(?P<quota>: .*Retrying after \d+ ?ms))?",
+    )
+    .expect("valid regex")
 });
 
 /// The error types of a `tool_result` for a call the CLI did not carry out (refused by its

@@ -154,6 +154,74 @@ fn a_run_killed_while_the_cli_retried_a_429_waits_and_one_killed_otherwise_fails
 }
 
 #[test]
+fn a_storm_of_429s_is_seen_at_the_clis_second_retry_and_a_run_ended_in_one_is_rate_limited() {
+    use crate::agent::backend::Dialect;
+    // The three ways 0.61.0 words a retry of a 429 (`retryWithBackoff`, `logRetryAttempt`).
+    let quota = "Quota exceeded for quota metric 'Generate Content API requests per minute'";
+    let storms = [
+        "Attempt {n} failed with status 429. Retrying with backoff... _ApiError: x".to_owned(),
+        "Attempt {n} failed with 429 error (no Retry-After header). Retrying with backoff..."
+            .to_owned(),
+        format!("Attempt {{n}} failed: {quota}. Retrying after 5123ms..."),
+    ];
+    for line in &storms {
+        let nth = |n: u32| line.replace("{n}", &n.to_string());
+        let (mut d, mut s) = (stream::GeminiStream::default(), StreamSummary::default());
+        d.stderr_line(&mut s, &nth(1));
+        assert!(!s.rate_limit_storm(), "one 429 is no storm: {line}");
+        d.stderr_line(&mut s, "    at async retryWithBackoff (file:///x.js:1:2)");
+        d.stderr_line(&mut s, &nth(2));
+        assert!(s.rate_limit_storm(), "{line}");
+        let stderr = format!("{}\n{}\n", nth(1), nth(2));
+        assert!(classify::storm(&stderr).is_some(), "{line}");
+        // Ended in it, by the runner or by anyone: the limit, not a failed attempt.
+        for exit in [
+            ExitInfo {
+                code: None,
+                signal: Some(15),
+                killed_by_runner: true,
+            },
+            ExitInfo {
+                code: Some(143),
+                signal: None,
+                killed_by_runner: false,
+            },
+        ] {
+            match Gemini.classify(&exit, &stderr, &StreamSummary::default(), Utc::now()) {
+                Class::RateLimited(m) => assert!(m.contains("Attempt 2 failed"), "{m}"),
+                c => panic!("{line}: {c:?}"),
+            }
+        }
+    }
+    // A 5xx retried is no rate limit; an answer ends a storm; a new request counts anew.
+    let (mut d, mut s) = (stream::GeminiStream::default(), StreamSummary::default());
+    for n in 1..=3 {
+        d.stderr_line(
+            &mut s,
+            &format!("Attempt {n} failed with status 503. Retrying..."),
+        );
+    }
+    assert!(!s.rate_limit_storm());
+    d.stderr_line(
+        &mut s,
+        "Attempt 2 failed with status 429. Retrying with backoff...",
+    );
+    assert!(s.rate_limit_storm());
+    let answer = r#"{"type":"message","role":"assistant","content":"Done.","delta":true}"#;
+    let answer: serde_json::Map<String, serde_json::Value> = serde_json::from_str(answer).unwrap();
+    d.event(&mut s, &answer);
+    assert!(!s.rate_limit_storm());
+    d.stderr_line(
+        &mut s,
+        "Attempt 1 failed with status 429. Retrying with backoff...",
+    );
+    assert!(!s.rate_limit_storm());
+    // The CLI giving up is no retry: it ends by itself, and its exit is judged.
+    let gave_up = "Attempt 10 failed: Resource has been exhausted. Max attempts reached";
+    assert_eq!(classify::storm(gave_up), None);
+}
+
+#[test]
 fn the_live_line_says_the_cli_waits_while_it_retries_on_stderr_only() {
     let dir = tempfile::tempdir().unwrap();
     let (stdout, stderr) = (dir.path().join("stdout"), dir.path().join("stderr"));

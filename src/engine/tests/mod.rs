@@ -851,6 +851,25 @@ fn a_run_ended_while_the_cli_retried_a_refused_key_halts_and_costs_no_attempt() 
     ));
 }
 
+#[test]
+fn a_run_ended_in_a_storm_of_rate_limit_retries_backs_off_and_costs_no_attempt() {
+    let caps = Caps::default();
+    let killed = |class, transients| Attempt {
+        end: TaskEnd::Killed,
+        transients,
+        ..attempt(&caps, class, &Verdict::Missing)
+    };
+    let storm = || Class::RateLimited("Attempt 2 failed with status 429".into());
+    assert!(
+        matches!(judge(&killed(storm(), 0)), Judgement::Interrupted(Interruption::Backoff { reason, delay }) if reason.contains("429") && delay == backoff(1))
+    );
+    // Counted with the step's other transient errors, and halted past their cap.
+    assert!(matches!(
+        judge(&killed(storm(), caps.transient_cap)),
+        Judgement::Interrupted(Interruption::Halt { .. })
+    ));
+}
+
 mod pipeline;
 mod records;
 mod review;

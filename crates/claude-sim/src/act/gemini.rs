@@ -50,6 +50,11 @@ pub(super) fn perform(call: &Call<'_>, action: &Action) -> i32 {
     ));
     // What the CLI retries it says on stderr only: stdout stays quiet meanwhile.
     for (n, retry) in (1..).zip(&action.api_retries) {
+        if n > 1
+            && let Some(ms) = action.api_retry_every_ms
+        {
+            sleep_ms(ms);
+        }
         let status = retry
             .get("error_status")
             .and_then(Value::as_u64)

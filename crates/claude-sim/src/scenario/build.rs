@@ -334,6 +334,13 @@ impl Action {
         self
     }
 
+    /// `api_retries` printed `ms` apart, not all at once.
+    #[must_use]
+    pub fn api_retry_every_ms(mut self, ms: u64) -> Self {
+        self.api_retry_every_ms = Some(ms);
+        self
+    }
+
     /// Ends without a result event.
     #[must_use]
     pub fn no_result(mut self) -> Self {
@@ -437,6 +444,7 @@ mod tests {
             .rate_limit("rejected", 1_795_324_010)
             .limited_until(1_795_324_010)
             .api_retry(401, "authentication_failed")
+            .api_retry_every_ms(10)
             .no_result()
             .grandchild_sleep_s(1.5)
             .killed_by_signal(9)
