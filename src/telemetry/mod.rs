@@ -32,6 +32,8 @@ pub(crate) struct Tracer {
     scope: InstrumentationScope,
     /// How long the end of a runner waits for its last spans to be sent.
     flush_bound: Duration,
+    /// Why the last request to the collector failed, if one did.
+    failed: export::Failed,
 }
 
 impl std::fmt::Debug for Tracer {
@@ -76,8 +78,9 @@ impl Tracer {
     }
 
     fn with_config(cfg: &config::Config, root: &str) -> Result<Self, String> {
-        let exporter = export::exporter(cfg)?;
+        let (exporter, failed) = export::exporter(cfg)?;
         Ok(Self {
+            failed,
             processor: BatchSpanProcessor::builder(exporter)
                 .with_batch_config(config::batch())
                 .build(),
@@ -134,7 +137,13 @@ impl Tracer {
     pub(crate) fn shutdown(self) -> Result<(), String> {
         self.processor
             .shutdown_with_timeout(self.flush_bound)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        // A collector that refused the connection is no error to the processor: its batch is
+        // dropped all the same.
+        match self.failed.lock().ok().and_then(|mut f| f.take()) {
+            Some(why) => Err(format!("the collector could not be reached ({why})")),
+            None => Ok(()),
+        }
     }
 }
 
