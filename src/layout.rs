@@ -175,8 +175,10 @@ impl Layout {
         self.tasks().join(id)
     }
 
-    /// What the loop's hooks inside run `id` hand back (a compaction starting), one line each:
-    /// in the run's own task directory, the one place of the loop's a confined run may write.
+    /// What the loop's hooks inside run `id` hand back (a compaction starting), one line each
+    /// (`<time> compacting <TRIGGER>`, [`HOOK_COMPACTING`]; the runner words the log line
+    /// itself): in the run's own task directory, the one place of the loop's a confined run may
+    /// write.
     #[must_use]
     pub fn task_hooks_log(&self, id: &str) -> PathBuf {
         self.task_hand_back(id).join("hooks.log")
@@ -323,6 +325,9 @@ impl Layout {
         self.dir.join(".gitignore")
     }
 }
+
+/// The word of the line the loop's `PreCompact` hook hands back: `compacting <TRIGGER>`.
+pub const HOOK_COMPACTING: &str = "compacting";
 
 /// Longest accepted task id; ids become directory names.
 pub(crate) const MAX_ID_LEN: usize = 128;

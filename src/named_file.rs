@@ -29,6 +29,9 @@ impl fmt::Display for Refused {
     }
 }
 
+/// What [`open_beneath`] says of a link it met on its path ([`Refused::NotRegular`]).
+pub(crate) const LINK: &str = "a symbolic link";
+
 /// `4 MiB`, or the bytes when that is not a whole number of MiB.
 #[must_use]
 pub(crate) fn size(bytes: u64) -> String {
@@ -172,7 +175,7 @@ fn link_said(
             .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK)
     };
     if matches!(e, nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR) && is_link() {
-        return ReadError::Refused(Refused::NotRegular("a symbolic link"));
+        return ReadError::Refused(Refused::NotRegular(LINK));
     }
     ReadError::Io(io::Error::from(e))
 }
@@ -282,7 +285,7 @@ mod tests {
         std::os::unix::fs::symlink(dir.path(), inside.join("up")).unwrap();
         for rel in ["link.md", "up/secret", "../secret", "/etc/hostname"] {
             match read_beneath(&inside, Path::new(rel), 100) {
-                Err(ReadError::Refused(Refused::NotRegular("a symbolic link")))
+                Err(ReadError::Refused(Refused::NotRegular(LINK)))
                     if !rel.contains("..") && !rel.starts_with('/') => {}
                 Err(ReadError::Io(_)) if rel.contains("..") || rel.starts_with('/') => {}
                 other => panic!("{rel}: {other:?}"),

@@ -103,13 +103,10 @@ pub(crate) fn pre_compact(file: &Path) -> Status {
         && layout.task_hand_back(&task).is_dir()
     {
         // Into the run's own task directory, the one place of the loop's a confined run may
-        // write: the runner carries it into the loop's log when it judges the run.
-        let step = std::env::var("LOOP_STEP").unwrap_or_default();
+        // write: the runner words it into the loop's log when it judges the run.
         let _ = crate::decision_log::append_to(
             &layout.task_hooks_log(&task),
-            &format!(
-                "compaction: step {step}'s session (task {task}) starts compacting its context ({trigger})"
-            ),
+            &format!("{} {trigger}", crate::layout::HOOK_COMPACTING),
         );
     }
     Status::Ok

@@ -58,15 +58,16 @@ impl Runner {
         let m = self.view();
         let settings = self.settings.sandbox(&m);
         let mut words = sandbox_words(&settings);
-        let backend = self.backend_of(&m, crate::engine::RunKind::Attempt, 1);
+        let backend =
+            crate::agent::backend_for(self.backend_of(&m, crate::engine::RunKind::Attempt, 1));
         if settings.mode == SandboxMode::Bwrap
-            && let Some(mode) = crate::agent::backend_for(backend).mode(&|k| std::env::var(k).ok())
+            && let Some(mode) = backend.mode(&|k| std::env::var(k).ok())
         {
             let _ = std::fmt::Write::write_fmt(
                 &mut words,
                 format_args!(
                     "; {} on {}: its runs keep {} and read {} credential file(s)",
-                    crate::agent::backend_for(backend).name(),
+                    backend.name(),
                     mode.name,
                     mode.env.join(", "),
                     mode.files.len()

@@ -106,7 +106,7 @@ fn untracked(dir: &Path, file: &str, cap: usize) -> String {
     match crate::named_file::read_beneath(dir, Path::new(file), limit) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(crate::named_file::ReadError::Refused(crate::named_file::Refused::NotRegular(
-            "a symbolic link",
+            crate::named_file::LINK,
         ))) => match std::fs::read_link(dir.join(file)) {
             Ok(to) => format!("(a symbolic link to {}: not followed)", to.display()),
             Err(_) => "(a symbolic link on its path: not followed)".into(),

@@ -365,7 +365,7 @@ impl Runner {
         report: &TaskReport,
     ) -> crate::error::Result<Option<Exit>> {
         self.clean_up_after(&run.task_id, report)?;
-        self.take_hooks_log(&run.task_id);
+        self.take_hooks_log(&run.task_id, run.step);
         let mut m = self.view();
         // What the agent left is its step's work: noted before VERIFY can write anything.
         if run.kind == RunKind::Attempt && m.result(run.step).commit_pending {
@@ -456,7 +456,7 @@ impl Runner {
     /// the run can write that file too, so it is read as the run's word: without following a
     /// link, and only lines the loop's hooks write are taken, each remade by the runner from
     /// what it checked (a run's line can never read as the loop's own).
-    fn take_hooks_log(&self, task_id: &str) {
+    fn take_hooks_log(&self, task_id: &str, step: u32) {
         let layout = crate::layout::Layout::dir(&self.state_dir);
         let task = layout.task(task_id);
         let rel = std::path::Path::new(crate::bridge::HAND_BACK_DIR).join("hooks.log");
@@ -477,8 +477,8 @@ impl Runner {
         };
         let mut refused = 0;
         for line in text.lines() {
-            match compaction_trigger(line, task_id) {
-                Some((step, trigger)) => self.say(&format!(
+            match compaction_trigger(line) {
+                Some(trigger) => self.say(&format!(
                     "compaction: step {step}'s session (task {task_id}) starts compacting its \
                      context ({trigger})"
                 )),
@@ -528,18 +528,13 @@ impl Runner {
     }
 }
 
-/// The step and trigger of a line the loop's `PreCompact` hook writes for task `task_id`
-/// (`<time> compaction: step N's session (task ID) starts compacting its context (TRIGGER)`);
-/// `None` for any other line.
-fn compaction_trigger<'a>(line: &'a str, task_id: &str) -> Option<(u32, &'a str)> {
+/// The trigger of a line the loop's `PreCompact` hook hands back (`<time> compacting
+/// TRIGGER`, a few lower-case letters); `None` for any other line.
+fn compaction_trigger(line: &str) -> Option<&str> {
     let (_, said) = line.split_once(' ')?;
-    let rest = said.strip_prefix("compaction: step ")?;
-    let (step, rest) = rest.split_once("'s session (task ")?;
-    let rest = rest.strip_prefix(task_id)?;
-    let trigger = rest
-        .strip_prefix(") starts compacting its context (")?
-        .strip_suffix(')')?;
-    let step: u32 = step.parse().ok()?;
+    let trigger = said
+        .strip_prefix(crate::layout::HOOK_COMPACTING)?
+        .strip_prefix(' ')?;
     (!trigger.is_empty() && trigger.len() <= 16 && trigger.bytes().all(|b| b.is_ascii_lowercase()))
-        .then_some((step, trigger))
+        .then_some(trigger)
 }

@@ -568,6 +568,23 @@ impl Settings {
         Some((to, after))
     }
 
+    /// The backends a new loop uses, each once: its own, its reviewer's, its fallbacks'.
+    #[must_use]
+    pub(crate) fn backends_for_new(&self) -> Vec<AgentKind> {
+        let mut used = vec![self.agent.backend];
+        for b in self
+            .review_for_new()
+            .backend
+            .into_iter()
+            .chain(self.fallbacks_for_new())
+        {
+            if !used.contains(&b) {
+                used.push(b);
+            }
+        }
+        used
+    }
+
     /// The backends of a new loop's fallback chain, in order; empty where none is set.
     #[must_use]
     pub(crate) fn fallbacks_for_new(&self) -> Vec<AgentKind> {

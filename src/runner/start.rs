@@ -189,10 +189,7 @@ fn check_agent(settings: &Settings) -> Result<()> {
              a flag of `loop start` or loop.yaml)"
         ))
     };
-    let mut used = vec![cfg.backend];
-    used.extend(settings.review_for_new().backend);
-    used.extend(settings.fallbacks_for_new());
-    used.dedup();
+    let used = settings.backends_for_new();
     let session = crate::agent::Session::New(String::new());
     // The call's own files go to the state directory, which a run gives it: the settings are
     // checked here, not the place.
@@ -432,13 +429,8 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
 /// (its key, its settings) and its mode's, the person's `SANDBOX_ENV`, and `OTEL_*`. What a
 /// later runner must have to carry the loop on as it was started (see `ENV`).
 fn started_with(settings: &Settings) -> Vec<String> {
-    let agent = &settings.agent;
     let mut patterns: Vec<String> = vec!["OTEL_*".to_owned()];
-    let o = &settings.overrides;
-    let backends = std::iter::once(agent.backend)
-        .chain(o.review_backend)
-        .chain(settings.fallbacks_for_new());
-    for b in backends {
+    for b in settings.backends_for_new() {
         let b = crate::agent::backend_for(b);
         patterns.extend(b.own_env().iter().map(|s| (*s).to_owned()));
         if let Some(mode) = b.mode(&|k| std::env::var(k).ok()) {

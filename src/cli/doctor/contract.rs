@@ -263,16 +263,7 @@ impl Setup<'_> {
         };
         let mut command = vec![cmd.get_program().to_string_lossy().into_owned()];
         command.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
-        let args = crate::sandbox::confined(sandbox.bwrap, &policy, &command);
-        let mut out = std::process::Command::new(&args[0]);
-        out.args(&args[1..]).env_clear();
-        for (k, v) in std::env::vars_os() {
-            if k.to_str()
-                .is_some_and(|k| crate::bridge::env_kept(&policy.env, k))
-            {
-                out.env(k, v);
-            }
-        }
+        let (mut out, _) = sandboxed(sandbox.bwrap, &policy, &command);
         for (k, v) in cmd.get_envs() {
             match v {
                 Some(v) => out.env(k, v),
@@ -376,4 +367,25 @@ impl Setup<'_> {
         }
         Ok(())
     }
+}
+
+/// `argv` as a confined run of `policy` runs it, with `bwrap` at `bwrap`: the command, its
+/// environment the policy's allowlist of this one, and the whole command line it runs (what
+/// [`crate::sandbox::refusal`] reads the mounts of).
+pub(super) fn sandboxed(
+    bwrap: &Path,
+    policy: &crate::sandbox::Policy,
+    argv: &[String],
+) -> (std::process::Command, Vec<String>) {
+    let args = crate::sandbox::confined(bwrap, policy, argv);
+    let mut out = std::process::Command::new(&args[0]);
+    out.args(&args[1..]).env_clear();
+    for (k, v) in std::env::vars_os() {
+        if k.to_str()
+            .is_some_and(|k| crate::bridge::env_kept(&policy.env, k))
+        {
+            out.env(k, v);
+        }
+    }
+    (out, args)
 }

@@ -166,16 +166,12 @@ fn program_from(kind: AgentKind, settings: &Settings, m: Option<&M1>, file: &Pat
 
 /// The backends a loop uses: its steps', its reviewer's and its fallback's.
 fn in_use(settings: &Settings, m: Option<&M1>) -> Vec<AgentKind> {
-    let mut used = Vec::new();
-    if let Some(m) = m {
-        used.push(settings.agent_for(m).backend);
-        used.extend(m.agent.review_backend);
-        used.extend(m.agent.fallback.iter().copied());
-    } else {
-        used.push(settings.agent.backend);
-        used.extend(settings.review_for_new().backend);
-        used.extend(settings.fallbacks_for_new());
-    }
+    let Some(m) = m else {
+        return settings.backends_for_new();
+    };
+    let mut used = vec![settings.agent_for(m).backend];
+    used.extend(m.agent.review_backend);
+    used.extend(m.agent.fallback.iter().copied());
     let mut seen = Vec::new();
     for b in used {
         if !seen.contains(&b) {

@@ -34,19 +34,8 @@ pub(super) fn check(command: &str, project: &Path, state_dir: &Path, s: &Sandbox
         None,
     );
     let argv = vec!["sh".to_owned(), "-c".to_owned(), command.to_owned()];
-    let confined = crate::sandbox::confined(&bwrap, &policy, &argv);
-    let mut cmd = std::process::Command::new(&confined[0]);
-    cmd.args(&confined[1..])
-        .current_dir(project)
-        .env_clear()
-        .stdin(Stdio::null());
-    for (k, v) in std::env::vars_os() {
-        if k.to_str()
-            .is_some_and(|k| crate::bridge::env_kept(&policy.env, k))
-        {
-            cmd.env(k, v);
-        }
-    }
+    let (mut cmd, confined) = super::contract::sandboxed(&bwrap, &policy, &argv);
+    cmd.current_dir(project).stdin(Stdio::null());
     for k in crate::notifier::CREDENTIALS {
         cmd.env_remove(k);
     }
