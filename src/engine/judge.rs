@@ -73,8 +73,9 @@ pub(crate) enum Judgement {
     NeedsVerify,
     /// A failed attempt; another follows in the same session.
     Retry { reason: String },
-    /// A failed attempt, the last one `MAX_RETRIES` allows: the step and the loop fail.
-    Exhausted { reason: String },
+    /// A failed attempt, the last one `MAX_RETRIES` allows, or one no retry can pass
+    /// (`no_retry`: what it needed the sandbox hid): the step and the loop fail.
+    Exhausted { reason: String, no_retry: bool },
     /// Cut off by what is not the attempt's doing: a wait, then the same attempt again; or a
     /// human first. Not a failed attempt.
     Interrupted(Interruption),
@@ -179,8 +180,8 @@ fn halt(reason: String, how: &str) -> Judgement {
     })
 }
 
-/// How a failure no retry can pass begins (a path the sandbox hid): the step waits on a person
-/// at once, whatever attempts are left.
+/// How the reason of a failure no retry can pass begins (a path the sandbox hid): the step
+/// waits on a person at once, whatever attempts are left.
 pub(crate) const NO_RETRY: &str = "no retry can pass: ";
 
 /// How a run cut off by the loop's cap is said (in `INTERRUPTED`, which the run that goes on
@@ -207,7 +208,10 @@ pub(crate) fn failures(attempt: u32, uncounted: u32) -> u32 {
 pub(crate) fn failed_attempt(failures: u32, max_retries: u32, reason: &str) -> Judgement {
     let reason = one_line(reason, 300);
     if failures >= max_retries {
-        Judgement::Exhausted { reason }
+        Judgement::Exhausted {
+            reason,
+            no_retry: false,
+        }
     } else {
         Judgement::Retry { reason }
     }
@@ -563,6 +567,7 @@ fn judge_success(a: &Attempt<'_>) -> Judgement {
                     let code = code.map_or_else(|| "a signal".into(), |c| format!("exit {c}"));
                     Judgement::Exhausted {
                         reason: one_line(&format!("{NO_RETRY}VERIFY failed ({code}): {said}"), 400),
+                        no_retry: true,
                     }
                 }
                 Some(verify::Outcome::TimedOut { tail }) => {

@@ -147,7 +147,7 @@ pub(crate) fn record(j: &Judgement, f: &Facts) -> Transition {
         }
         Judgement::Retry { reason } => retry(f, reason, &mut edits),
         Judgement::Restart { reason } => restart(f, reason, &mut edits),
-        Judgement::Exhausted { reason } => failed(f, reason, &mut edits),
+        Judgement::Exhausted { reason, no_retry } => failed(f, reason, *no_retry, &mut edits),
         Judgement::Blocked { question } => blocked(f, question, None, &mut edits),
         Judgement::Asked {
             tool_use,
@@ -182,7 +182,7 @@ pub(crate) fn closed_by_hand(j: &Judgement, state: StepState, f: &Facts) -> Tran
     let said = match j {
         Judgement::Pass { summary } => format!("it passed: {summary}"),
         Judgement::NeedsVerify => "it reported done (VERIFY does not run for it)".to_owned(),
-        Judgement::Retry { reason } | Judgement::Exhausted { reason } => {
+        Judgement::Retry { reason } | Judgement::Exhausted { reason, .. } => {
             edits.push(results(s, ResultKey::Error, one_line(reason, 300)));
             format!("it failed: {reason}")
         }
@@ -233,7 +233,7 @@ fn effects(j: &Judgement, f: &Facts) -> Vec<Effect> {
         Judgement::Planned { .. } if f.approve_plan => Vec::new(),
         Judgement::Planned { .. } => vec![Effect::Planned],
         // The planning call has no step to retry, skip or stop at: it is told, not asked.
-        Judgement::Exhausted { reason } if s == 0 => vec![Effect::Failed {
+        Judgement::Exhausted { reason, .. } if s == 0 => vec![Effect::Failed {
             step: s,
             reason: reason.clone(),
         }],
@@ -415,14 +415,16 @@ fn restart(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     (log, Outcome::Continue, Write::WithNextSpawn)
 }
 
-/// The last failed attempt `MAX_RETRIES` allows: the step and the loop fail.
-fn failed(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
+/// The last failed attempt `MAX_RETRIES` allows, or one `no_retry` can pass: the step and the
+/// loop fail.
+fn failed(f: &Facts, reason: &str, no_retry: bool, edits: &mut Vec<Edit>) -> Recorded {
     let s = f.step;
     edits.push(results(s, ResultKey::Attempts, f.attempt.to_string()));
     edits.push(results(s, ResultKey::Error, one_line(reason, 300)));
     edits.push(results(s, ResultKey::Verified, "false"));
     let n = super::failures(f.attempt, f.uncounted);
-    let why = if reason.starts_with(super::judge::NO_RETRY) {
+    // One no retry can pass spent no count of attempts: none is said.
+    let why = if no_retry {
         reason.to_owned()
     } else {
         format!("failed attempt {n} of {n} allowed: {reason}")

@@ -49,7 +49,7 @@ pub(crate) fn judge_review(a: &Attempt<'_>) -> ReviewVerdict {
         return match j {
             Judgement::Interrupted(i) => ReviewVerdict::Interrupted(i),
             Judgement::Retry { reason }
-            | Judgement::Exhausted { reason }
+            | Judgement::Exhausted { reason, .. }
             | Judgement::FreshSession { reason }
             | Judgement::ResumeSession { reason } => {
                 ReviewVerdict::Missing(format!("the review run failed: {reason}"))

@@ -653,6 +653,7 @@ fn the_last_failed_attempt_fails_step_and_loop() {
     let t = record(
         &Judgement::Exhausted {
             reason: "VERIFY failed".into(),
+            no_retry: false,
         },
         &facts,
     );
