@@ -141,6 +141,7 @@ pub(crate) fn attribute(step: u32, changes: &[String], reach: &Reach) -> TreeDur
 /// The write-ahead record of a review run about to be started.
 pub(super) fn review_started(f: &super::SpawnFacts<'_>) -> Transition {
     let (step, run, task_id, session_id) = (f.step, f.attempt, f.task_id, f.session_id);
+    let nth = f.review_number;
     let mut edits = vec![
         clear_current(),
         current(CurrentKey::TaskId, task_id),
@@ -150,7 +151,7 @@ pub(super) fn review_started(f: &super::SpawnFacts<'_>) -> Transition {
         current(CurrentKey::Review, "true"),
         PlanKey::CurrentStep.set(step.to_string()),
         Top::LastAction.set(format!(
-            "Review {run} of step {step} spawned as task {task_id}"
+            "Review {nth} of step {step} spawned as task {task_id}"
         )),
         Top::NextAction.set(format!(
             "loop check {task_id} until it ends, then read the reviewer's verdict"
@@ -160,7 +161,7 @@ pub(super) fn review_started(f: &super::SpawnFacts<'_>) -> Transition {
     edits.extend(step_state(step, StepState::Running));
     Transition::now(
         edits,
-        format!("review: step {step} review {run} as {task_id} (session {session_id})"),
+        format!("review: step {step} review {nth} as {task_id} (session {session_id})"),
     )
 }
 

@@ -172,8 +172,11 @@ pub(super) fn name(step: u32) -> String {
 pub(crate) struct SpawnFacts<'a> {
     pub kind: super::RunKind,
     pub step: u32,
-    /// The attempt's number, or the review run's.
+    /// The attempt's number, or the review run's (counted since the step's last retake).
     pub attempt: u32,
+    /// A review's number within its step, as the report numbers it (R1, R2, …): one more
+    /// than the step's reviews the ledger holds. Unused for other runs.
+    pub review_number: u32,
     pub task_id: &'a str,
     pub session_id: &'a str,
     /// The prompt; its start is recorded as COMMAND.

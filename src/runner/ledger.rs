@@ -136,6 +136,13 @@ impl Ledger {
         Ok(())
     }
 
+    /// How many review runs of `step` this loop started: the report numbers them R1, R2, …
+    #[must_use]
+    pub(super) fn reviews_of(&self, step: u32) -> u32 {
+        let n = self.entries.iter().filter(|e| e.review && e.step == step);
+        u32::try_from(n.count()).unwrap_or(u32::MAX)
+    }
+
     /// Marks the passes of `step` as undone by a person's `loop retry`, before M1.md says the
     /// step runs again: from then on, no text is taken to have lost them.
     ///

@@ -67,6 +67,7 @@ impl Runner {
             kind: spec.kind,
             step: spec.step,
             attempt: spec.number,
+            review_number: self.ledger.reviews_of(spec.step) + 1,
             task_id: &task_id,
             session_id: &session_id,
             command: &prompt,

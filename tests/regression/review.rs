@@ -451,3 +451,23 @@ fn a_fix_by_hand_with_review_off_as_the_review_gate_says_is_taken_without_anothe
     );
     assert_eq!(env.git(&["show", "HEAD:a.txt"]), "whole\n");
 }
+
+/// The log numbered every review of a step "review 1" (the count of reviews since the last
+/// retake), where the report numbers them R1, R2 within the step: the two did not agree on
+/// which review said what.
+#[test]
+fn the_log_numbers_a_steps_reviews_as_the_report_does() {
+    let env = TestLoop::new().with_git();
+    env.scenario(&Scenario::new().step(1, [work("half"), changes(), work("whole"), approve()]));
+    env.run_ok(&["start", "g", "--step", "write a.txt", "--review"]);
+    env.assert_status(Status::Done);
+    let log = env.log();
+    let numbers: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split_once("review: step 1 review ")?.1.split(' ').next())
+        .collect();
+    assert_eq!(numbers, ["1", "2"], "{log}");
+    let md = stdout(&env.run_ok(&["report", "--format", "md"]));
+    assert!(md.contains("R1 changes asked"), "{md}");
+    assert!(md.contains("R2 approved"), "{md}");
+}

@@ -277,6 +277,7 @@ fn an_attempt_marked_to_be_committed_clears_what_an_earlier_run_of_its_step_reco
         kind: RunKind::Attempt,
         step: 1,
         attempt: 2,
+        review_number: 2,
         task_id: "task_b",
         session_id: "uuid-2",
         command: "again",

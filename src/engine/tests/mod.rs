@@ -683,6 +683,7 @@ fn a_spawn_is_recorded_before_it_happens_and_a_stop_undoes_it() {
         kind: RunKind::Attempt,
         step: 2,
         attempt: 1,
+        review_number: 1,
         task_id: "task_a",
         session_id: "uuid-1",
         command: "do the fix\nplease",

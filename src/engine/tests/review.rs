@@ -132,6 +132,7 @@ fn a_review_cut_off_by_the_usage_limit_waits_for_the_reset_and_is_not_a_review_r
             kind: RunKind::Review,
             step: 2,
             attempt: 1,
+            review_number: 1,
             task_id: "task_r",
             session_id: "sid",
             command: "",
