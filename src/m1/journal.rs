@@ -8,7 +8,12 @@
 //! a store learns is appended here, and a store that opens the file for a runner reads them
 //! back first.
 //!
-//! One JSON line per version: its fields as `[[key path], value]` pairs. Appended without an
+//! One JSON line per version: its fields as `[[key path], value]` pairs. Before a store
+//! replaces the file, it notes the text it is about to write as staged (`{"staged": pairs}`);
+//! a runner killed between the swap and the version's line leaves the staged line last, and
+//! the next runner that finds exactly that text on file knows it for the last runner's own
+//! write, not a hand edit. A staged line is never a version otherwise: a swap that did not
+//! happen must not become a base that a person's save is read against. Appended without an
 //! fsync: M1.md itself is the durable record, and a version a power cut took is only a base a
 //! stale save can no longer be matched to (the task ledger still stops a second run). A line
 //! cut short by a crash is skipped. The file is rewritten whole (temporary file, rename) when
@@ -34,18 +39,27 @@ pub(crate) struct Journal {
 
 impl Journal {
     /// Opens the journal at `path`: the versions it holds, oldest first, at most the `keep`
-    /// newest.
-    pub(crate) fn load(path: PathBuf, keep: usize) -> (Journal, Vec<Fields>) {
+    /// newest, and the text staged after the newest of them, if any (see the module's doc).
+    pub(crate) fn load(path: PathBuf, keep: usize) -> (Journal, Vec<Fields>, Option<Fields>) {
         let text = crate::named_file::read(&path, MAX_READ)
             .ok()
             .and_then(|(bytes, _)| String::from_utf8(bytes).ok())
             .unwrap_or_default();
         let lines = text.lines().count();
-        let mut versions: Vec<Fields> = text.lines().filter_map(decode).collect();
+        let mut versions: Vec<Fields> = Vec::new();
+        let mut staged = None;
+        for line in text.lines() {
+            if let Some(f) = decode(line) {
+                versions.push(f);
+                staged = None;
+            } else if let Some(f) = decode_staged(line) {
+                staged = Some(f);
+            }
+        }
         if versions.len() > keep {
             versions.drain(..versions.len() - keep);
         }
-        (Journal { path, lines }, versions)
+        (Journal { path, lines }, versions, staged)
     }
 
     /// The journal at `path`, not read: for a new loop, whose versions start over.
@@ -66,6 +80,21 @@ impl Journal {
             return;
         }
         let mut line = encode(f);
+        line.push('\n');
+        let appended = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .and_then(|mut file| file.write_all(line.as_bytes()));
+        if appended.is_ok() {
+            self.lines += 1;
+        }
+    }
+
+    /// Notes `f` as the text about to replace the file (see the module's doc).
+    pub(crate) fn stage(&mut self, f: &Fields) {
+        let pairs: Vec<(&Vec<String>, &String)> = f.iter().collect();
+        let mut line = serde_json::json!({ "staged": pairs }).to_string();
         line.push('\n');
         let appended = OpenOptions::new()
             .create(true)
@@ -111,6 +140,15 @@ fn decode(line: &str) -> Option<Fields> {
     Some(pairs.into_iter().collect())
 }
 
+fn decode_staged(line: &str) -> Option<Fields> {
+    #[derive(serde::Deserialize)]
+    struct Staged {
+        staged: Vec<(Vec<String>, String)>,
+    }
+    let s: Staged = serde_json::from_str(line).ok()?;
+    Some(s.staged.into_iter().collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,16 +167,16 @@ mod tests {
     fn versions_come_back_in_order_and_a_torn_last_line_is_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("M1.md.versions");
-        let (mut j, none) = Journal::load(path.clone(), 8);
+        let (mut j, none, _) = Journal::load(path.clone(), 8);
         assert!(none.is_empty());
         let (a, b) = (version("RUNNING"), version("DONE"));
         j.append(&a, [&a].into_iter(), 8);
         j.append(&b, [&a, &b].into_iter(), 8);
         let mut torn = OpenOptions::new().append(true).open(&path).unwrap();
         torn.write_all(b"[[[\"STATUS\"],\"WAI").unwrap();
-        let (_, back) = Journal::load(path.clone(), 8);
+        let (_, back, _) = Journal::load(path.clone(), 8);
         assert_eq!(back, vec![a.clone(), b.clone()]);
-        let (_, newest) = Journal::load(path, 1);
+        let (_, newest, _) = Journal::load(path, 1);
         assert_eq!(newest, vec![b]);
     }
 
@@ -146,7 +184,7 @@ mod tests {
     fn the_file_is_compacted_to_the_history_it_keeps() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("M1.md.versions");
-        let (mut j, _) = Journal::load(path.clone(), 2);
+        let (mut j, _, _) = Journal::load(path.clone(), 2);
         let vs: Vec<Fields> = (0..9).map(|i| version(&format!("S{i}"))).collect();
         for (i, v) in vs.iter().enumerate() {
             let kept = &vs[i.saturating_sub(1)..=i];
@@ -154,7 +192,7 @@ mod tests {
         }
         let lines = std::fs::read_to_string(&path).unwrap().lines().count();
         assert!(lines <= 4, "{lines} lines");
-        let (_, back) = Journal::load(path, 2);
+        let (_, back, _) = Journal::load(path, 2);
         assert_eq!(back, vs[7..].to_vec());
     }
 }

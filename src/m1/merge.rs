@@ -141,12 +141,19 @@ impl History {
     /// The versions in the journal at `path`, which this history goes on writing to. Versions
     /// of another loop (another `LOOP_ID` than `doc`'s) are not this file's history.
     pub(crate) fn journaled(path: std::path::PathBuf, doc: &Document) -> Self {
-        let (journal, versions) = Journal::load(path, HISTORY);
+        let (journal, versions, staged) = Journal::load(path, HISTORY);
         let ours = fields(doc);
-        let versions = versions
+        let mut versions: VecDeque<Fields> = versions
             .into_iter()
             .filter(|v| same_loop(v, &ours))
             .collect();
+        // The text on file is the one a runner staged and died before noting: its own write.
+        if let Some(staged) = staged.filter(|s| *s == ours) {
+            if versions.len() == HISTORY {
+                versions.pop_front();
+            }
+            versions.push_back(staged);
+        }
         Self {
             versions,
             journal: Some(journal),
@@ -184,6 +191,16 @@ impl History {
             j.rewrite(std::iter::empty());
         }
         self.push(doc, len);
+    }
+
+    /// Notes in the journal that `doc` is about to replace the file (see [`Journal::stage`]).
+    pub(crate) fn stage(&mut self, doc: &Document, len: usize) {
+        if len > MAX_REMEMBERED_BYTES {
+            return;
+        }
+        if let Some(j) = &mut self.journal {
+            j.stage(&fields(doc));
+        }
     }
 
     /// Remembers `doc` as the newest version.

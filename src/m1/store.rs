@@ -571,7 +571,8 @@ impl Store {
                 self.history.push(&written, text.len());
                 return Ok(written);
             }
-            let staged = swap::stage(&self.path, &text)
+            self.history.stage(&written, text.len());
+        let staged = swap::stage(&self.path, &text)
                 .with_context(|| format!("while writing beside {}", self.path.display()))?;
             match self.swap_round(staged, &text, &expected, rounds)? {
                 Round::Written => {
@@ -1057,6 +1058,49 @@ mod tests {
         let (mut second, doc) = Store::open_with_history(&file).unwrap();
         assert!(second.take_restored().is_none());
         assert_eq!(doc.render(), theirs);
+    }
+
+    /// A runner killed right after its write replaced the file, before it noted the new
+    /// version in the journal: the next runner took its own last write for a hand edit
+    /// ("changed by hand while no runner ran: PARALLEL.STEP_3.BASE …").
+    #[test]
+    fn a_runners_own_last_write_is_not_taken_for_a_hand_edit_when_it_died_before_noting_it() {
+        let (_dir, file) = seed();
+        let (mut first, _) = Store::open_with_history(&file).unwrap();
+        first.commit(&[Edit::Status(Status::Done)]).unwrap();
+        drop(first);
+        // The journal as the kill left it: without the line noted after the swap.
+        let versions = crate::layout::Layout::versions(&file);
+        let text = std::fs::read_to_string(&versions).unwrap();
+        let kept: Vec<&str> = text.lines().collect();
+        let cut = kept[..kept.len() - 1].join("\n") + "\n";
+        std::fs::write(&versions, cut).unwrap();
+        let (mut second, doc) = Store::open_with_history(&file).unwrap();
+        assert_eq!(second.take_edited_while_away(), Vec::<String>::new());
+        assert!(second.take_restored().is_none());
+        assert_eq!(doc.view().status, Status::Done);
+    }
+
+    /// The same cut, but the text on file is not the one the runner was writing (a person
+    /// saved over it): that is a hand edit, and is said.
+    #[test]
+    fn a_hand_edit_over_a_write_never_noted_is_still_a_hand_edit() {
+        let (_dir, file) = seed();
+        let (mut first, _) = Store::open_with_history(&file).unwrap();
+        first.commit(&[Edit::Status(Status::Done)]).unwrap();
+        drop(first);
+        let versions = crate::layout::Layout::versions(&file);
+        let text = std::fs::read_to_string(&versions).unwrap();
+        let kept: Vec<&str> = text.lines().collect();
+        let cut = kept[..kept.len() - 1].join("\n") + "\n";
+        std::fs::write(&versions, cut).unwrap();
+        let theirs = std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("GOAL: /edit", "GOAL: /EDIT");
+        save_by_rename(&file, &theirs);
+        let (mut second, _) = Store::open_with_history(&file).unwrap();
+        let away = second.take_edited_while_away();
+        assert!(away.iter().any(|c| c.starts_with("GOAL")), "{away:?}");
     }
 
     #[test]

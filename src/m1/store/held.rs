@@ -55,6 +55,7 @@ impl Store {
             self.parsed = Some(written.clone());
             return Ok(Held::Done(written));
         }
+        self.history.stage(&written, text.len());
         let staged = swap::stage(&self.path, &text)
             .with_context(|| format!("while writing beside {}", self.path.display()))?;
         match staged
