@@ -1062,7 +1062,7 @@ mod tests {
 
     /// A runner killed right after its write replaced the file, before it noted the new
     /// version in the journal: the next runner took its own last write for a hand edit
-    /// ("changed by hand while no runner ran: PARALLEL.STEP_3.BASE …").
+    /// ("changed by hand while no runner ran: `PARALLEL.STEP_3.BASE` …").
     #[test]
     fn a_runners_own_last_write_is_not_taken_for_a_hand_edit_when_it_died_before_noting_it() {
         let (_dir, file) = seed();
