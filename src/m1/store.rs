@@ -572,7 +572,7 @@ impl Store {
                 return Ok(written);
             }
             self.history.stage(&written, text.len());
-        let staged = swap::stage(&self.path, &text)
+            let staged = swap::stage(&self.path, &text)
                 .with_context(|| format!("while writing beside {}", self.path.display()))?;
             match self.swap_round(staged, &text, &expected, rounds)? {
                 Round::Written => {
