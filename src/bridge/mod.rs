@@ -40,6 +40,7 @@ mod kill;
 mod lock;
 pub mod procfs;
 mod records;
+mod relay;
 mod report;
 mod starter;
 mod supervisor;

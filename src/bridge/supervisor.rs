@@ -19,6 +19,7 @@ use super::records::{
     self, ExitRecord, LOCK_FILE, PidRecord, Reason, SPEC_FILE, STDERR_FILE, STDOUT_FILE,
     SUPERVISOR_FILE, SupervisorRecord, TaskSpec,
 };
+use super::relay::{self, Relay};
 use super::sweep::{self, Group, Sweep, TASK_ID_ENV};
 use super::{lock, procfs, wait_loop};
 use crate::exit::Status;
@@ -167,8 +168,8 @@ fn run(task_dir: &Path, spec: &TaskSpec, started: &mut dyn FnMut()) -> anyhow::R
     let started_at = Utc::now();
     let spawned = spawn(task_dir, spec);
     started();
-    let leader = match spawned {
-        Ok(child) => child,
+    let (leader, relays) = match spawned {
+        Ok(started) => started,
         Err(e) => return record_spawn_failure(task_dir, guardian, started_at, &e),
     };
     let pid = leader.id();
@@ -205,6 +206,10 @@ fn run(task_dir: &Path, spec: &TaskSpec, started: &mut dyn FnMut()) -> anyhow::R
         &limits,
         &mut strays,
     );
+    // All the output is in the task's files before the exit record says the task ended.
+    for r in relays {
+        r.finish();
+    }
     let killed = strays.killed().to_vec();
     if !killed.is_empty() {
         crate::errln!(
@@ -317,8 +322,9 @@ fn record_spawn_failure(
     Ok(())
 }
 
-/// Starts the command in its own process group, output to the task's files.
-fn spawn(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<std::process::Child> {
+/// Starts the command in its own process group, its output carried into the task's files
+/// (see [`relay`]).
+fn spawn(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<(std::process::Child, Vec<Relay>)> {
     let program = &spec.command[0];
     if !spec.cwd.is_dir() {
         anyhow::bail!(
@@ -347,12 +353,15 @@ fn spawn(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<std::process::Child
             waiting_for(name),
         )
     };
+    let (out_file, err_file) = (output(STDOUT_FILE)?, output(STDERR_FILE)?);
+    let (out_read, out_write) = relay::pipe()?;
+    let (err_read, err_write) = relay::pipe()?;
     let mut cmd = Command::new(program);
     cmd.args(&spec.command[1..])
         .current_dir(&spec.cwd)
         .stdin(stdin)
-        .stdout(output(STDOUT_FILE)?)
-        .stderr(output(STDERR_FILE)?)
+        .stdout(Stdio::from(out_write))
+        .stderr(Stdio::from(err_write))
         .process_group(0);
     if let Some(keep) = &spec.env_keep {
         cmd.env_clear();
@@ -381,6 +390,20 @@ fn spawn(task_dir: &Path, spec: &TaskSpec) -> anyhow::Result<std::process::Child
             Ok(())
         });
     }
-    cmd.spawn()
-        .with_context(|| format!("cannot start {program:?}"))
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start {program:?}"))?;
+    // The command holds the pipes' write ends now: ours close with `cmd`.
+    drop(cmd);
+    let relays = Relay::start(STDOUT_FILE, out_read, out_file)
+        .and_then(|out| Ok(vec![out, Relay::start(STDERR_FILE, err_read, err_file)?]));
+    match relays {
+        Ok(relays) => Ok((child, relays)),
+        Err(e) => {
+            // A command whose output would go nowhere is not left running.
+            let _ = kill(Pid::from_raw(-child.id().cast_signed()), Signal::SIGKILL);
+            let _ = child.wait();
+            Err(e)
+        }
+    }
 }
