@@ -81,7 +81,16 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::BadInput(m) | Self::Waiting(m) | Self::Failed(m) => f.write_str(m),
-            Self::Internal(e) => write!(f, "{e:#}"),
+            Self::Internal(e) => {
+                write!(f, "{e:#}")?;
+                if crate::full_disk::cause(e).is_some() {
+                    f.write_str(
+                        " (the file system cannot be written for now: a full disk, a spent \
+                         quota or a read-only mount: make room, then run the command again)",
+                    )?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -110,6 +119,21 @@ mod tests {
         assert_eq!(err.code(), Status::Internal);
         assert_eq!(err.to_string(), "while writing M1.md: disk on fire");
         assert_ne!(Status::Internal.code(), Status::Failed.code());
+    }
+
+    /// `loop resume` on a full disk said only "No space left on device (os error 28)".
+    #[test]
+    fn an_error_of_a_full_disk_says_so_and_what_to_do() {
+        let full = std::io::Error::from_raw_os_error(28);
+        let err: Error = anyhow::Error::new(full)
+            .context("while writing the lock state/M1.md.lock")
+            .into();
+        let said = err.to_string();
+        assert!(said.starts_with("while writing the lock state/M1.md.lock: No space left"));
+        assert!(
+            said.contains("a full disk") && said.contains("make room"),
+            "{said}"
+        );
     }
 
     #[test]

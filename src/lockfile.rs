@@ -26,12 +26,15 @@ impl Held {
     /// while the lock is held.
     ///
     /// # Errors
-    /// When the file cannot be written.
-    pub fn write(&mut self, text: &str) -> std::io::Result<()> {
-        self.file.set_len(0)?;
-        self.file.seek(SeekFrom::Start(0))?;
-        self.file.write_all(text.as_bytes())?;
-        self.file.flush()
+    /// When the file cannot be written, naming it.
+    pub fn write(&mut self, text: &str) -> anyhow::Result<()> {
+        let mut put = || {
+            self.file.set_len(0)?;
+            self.file.seek(SeekFrom::Start(0))?;
+            self.file.write_all(text.as_bytes())?;
+            self.file.flush()
+        };
+        put().with_context(|| format!("while writing the lock {}", self.path.display()))
     }
 
     /// The file, e.g. to hand to a child process that is to keep the lock.
