@@ -79,7 +79,7 @@ impl Runner {
         let took = crate::duration::human(o.began.elapsed());
         let line = format!(
             "disk: {} can be written again, after {took} (since {}, {}; {} tries waited): \
-             nothing was lost, the running step went on, and no attempt was counted",
+             nothing was lost, the running step went on, and the wait cost no attempt",
             self.state_dir.display(),
             o.since.format("%H:%M:%S"),
             o.why,
