@@ -59,7 +59,12 @@ pub(crate) fn question_shown_in(loop_id: &str, step: u32, question: &str) -> Str
 pub(crate) fn current_shown(m: &M1, g: &Gate) -> String {
     match g.kind {
         GateKind::Plan => plan_shown(m),
-        _ => g.shown.clone(),
+        GateKind::Ask
+        | GateKind::Denied
+        | GateKind::Failed
+        | GateKind::Review
+        | GateKind::Merge
+        | GateKind::Cost => g.shown.clone(),
     }
 }
 
@@ -128,7 +133,12 @@ pub(crate) fn chat_way(g: &Gate) -> &'static str {
     match g.kind {
         GateKind::Plan => "tap Approve on Telegram",
         GateKind::Ask if g.options.is_empty() => "reply to the question on Telegram",
-        _ => "tap an option on Telegram",
+        GateKind::Ask
+        | GateKind::Denied
+        | GateKind::Failed
+        | GateKind::Review
+        | GateKind::Merge
+        | GateKind::Cost => "tap an option on Telegram",
     }
 }
 
@@ -151,7 +161,9 @@ fn how_to(kind: GateKind, id: &str, options: &[String]) -> String {
              AMOUNT` for a cap of AMOUNT US dollars",
             options.join("|")
         ),
-        _ => format!("decide with `loop answer {id} {}`", options.join("|")),
+        GateKind::Denied | GateKind::Failed | GateKind::Review | GateKind::Merge => {
+            format!("decide with `loop answer {id} {}`", options.join("|"))
+        }
     }
 }
 
@@ -396,7 +408,12 @@ pub(crate) fn decide(m: &M1, req: &Request, allowed: &[String], now: DateTime<Ut
                     shown: current,
                 },
             ),
-            _ => Transition::exit(
+            GateKind::Ask
+            | GateKind::Denied
+            | GateKind::Failed
+            | GateKind::Review
+            | GateKind::Merge
+            | GateKind::Cost => Transition::exit(
                 Vec::new(),
                 format!(
                     "gate: {} refused a decision on an out-of-date message",
@@ -480,7 +497,12 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
     }
     let option = match g.kind {
         GateKind::Ask => None,
-        _ => GateOption::parse(choice),
+        GateKind::Plan
+        | GateKind::Denied
+        | GateKind::Failed
+        | GateKind::Review
+        | GateKind::Merge
+        | GateKind::Cost => GateOption::parse(choice),
     };
     let Some(option) = option else {
         return Outcome::runs(said(

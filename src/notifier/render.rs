@@ -163,7 +163,7 @@ fn gate(m: &mut Msg, g: &super::GateMessage) {
     let question = g.question.as_deref().unwrap_or_default();
     match g.kind {
         GateKind::Plan => {
-            m.headline("🗳", &g.goal);
+            m.headline(icon(g.kind), &g.goal);
             m.bold_line(
                 "Approve the plan? ",
                 &format!("({} step(s), gate {})", g.steps.len(), g.id),
@@ -174,7 +174,7 @@ fn gate(m: &mut Msg, g: &super::GateMessage) {
             m.line("Approve runs it. Reject runs nothing: edit the plan in M1.md, then resume.");
         }
         GateKind::Ask => {
-            m.headline("❓", &g.goal);
+            m.headline(icon(g.kind), &g.goal);
             m.bold_line(
                 &format!("Step {} asks (gate {}): ", g.step, g.id),
                 &cut(question, LINE_MAX),
@@ -193,17 +193,16 @@ fn gate(m: &mut Msg, g: &super::GateMessage) {
         | GateKind::Review
         | GateKind::Merge
         | GateKind::Cost => {
-            let (icon, head) = match g.kind {
-                GateKind::Denied => ("🔒", "Step {} was denied tools (gate {}): "),
-                GateKind::Failed => ("❌", "FAILED at step {} (gate {}): "),
-                GateKind::Merge => ("🔀", "Step {} does not merge (gate {}): "),
-                GateKind::Cost => ("💰", "The cost cap stops step {} (gate {}): "),
-                _ => (
-                    "🔍",
-                    "Step {}: the review still asks for changes (gate {}): ",
-                ),
+            let head = match g.kind {
+                GateKind::Denied => "Step {} was denied tools (gate {}): ",
+                GateKind::Failed => "FAILED at step {} (gate {}): ",
+                GateKind::Merge => "Step {} does not merge (gate {}): ",
+                GateKind::Cost => "The cost cap stops step {} (gate {}): ",
+                GateKind::Review => "Step {}: the review still asks for changes (gate {}): ",
+                // Asked above, with their own words.
+                GateKind::Plan | GateKind::Ask => "Step {} (gate {}): ",
             };
-            m.headline(icon, &g.goal);
+            m.headline(icon(g.kind), &g.goal);
             let head = head
                 .replacen("{}", &g.step.to_string(), 1)
                 .replacen("{}", &g.id, 1);
@@ -232,12 +231,30 @@ fn gate(m: &mut Msg, g: &super::GateMessage) {
     m.line(&format!("Or from a shell: {}", cut(&g.how, LINE_MAX)));
 }
 
+/// The icon a gate's message begins with.
+fn icon(kind: GateKind) -> &'static str {
+    match kind {
+        GateKind::Plan => "🗳",
+        GateKind::Ask => "❓",
+        GateKind::Denied => "🔒",
+        GateKind::Failed => "❌",
+        GateKind::Review => "🔍",
+        GateKind::Merge => "🔀",
+        GateKind::Cost => "💰",
+    }
+}
+
 /// The label of a gate's button for `option`.
 #[must_use]
 pub(crate) fn button_label(kind: GateKind, option: &str) -> String {
     let parsed = match kind {
         GateKind::Ask => None,
-        _ => GateOption::parse(option),
+        GateKind::Plan
+        | GateKind::Denied
+        | GateKind::Failed
+        | GateKind::Review
+        | GateKind::Merge
+        | GateKind::Cost => GateOption::parse(option),
     };
     let Some(o) = parsed else {
         return cut(option, 60);
