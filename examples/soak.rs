@@ -90,6 +90,7 @@ struct Tally {
     displaced_saves: usize,
     reruns: usize,
     lost_edits: usize,
+    own_writes_as_hand_edits: usize,
     supervisor_guardian_kills: usize,
     setsid_escapes: usize,
     storms: usize,
@@ -163,6 +164,10 @@ impl Tally {
             (&mut self.displaced_saves, o.displaced_saves),
             (&mut self.reruns, o.reruns),
             (&mut self.lost_edits, o.lost_edits),
+            (
+                &mut self.own_writes_as_hand_edits,
+                o.own_writes_as_hand_edits,
+            ),
             (
                 &mut self.supervisor_guardian_kills,
                 o.supervisor_guardian_kills,
@@ -1009,6 +1014,11 @@ fn assess(
         t.reruns += reruns;
         bad.push(format!("{reruns} re-run(s) of a passed step"));
     }
+    let own = own_writes_as_hand_edits(l);
+    if !own.is_empty() {
+        t.own_writes_as_hand_edits += own.len();
+        bad.push(format!("runner writes logged as hand edits: {own:?}"));
+    }
     let text = l.text();
     let approved = text.matches("REVIEW: approved").count() as u64;
     // A second loop has two steps of its own, unreviewed; a step skipped by a decision has no
@@ -1056,6 +1066,27 @@ fn assess(
         }
     }
     bad
+}
+
+/// The lines of the loop's log that take a runner's own write for a hand edit: "changed by
+/// hand while no runner ran" naming a key only runners write (a person of the soak edits
+/// step states and adds comment lines, never these).
+fn own_writes_as_hand_edits(l: &Loop) -> Vec<String> {
+    const RUNNERS_ONLY: [&str; 6] = [
+        "PARALLEL.",
+        "CURRENT.",
+        "RESULTS.",
+        "LAST_ACTION",
+        "NEXT_ACTION",
+        "LOOP_ID",
+    ];
+    std::fs::read_to_string(l.state().join("loop.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.split_once("changed by hand while no runner ran: "))
+        .filter(|(_, changes)| RUNNERS_ONLY.iter().any(|k| changes.contains(k)))
+        .map(|(_, changes)| changes.to_owned())
+        .collect()
 }
 
 /// The saves of a storm (each a line `# save N`) missing from the loop's final text.
@@ -1241,8 +1272,13 @@ fn report(t: &mut Tally, seed: u64, (at_once, busy_threads): (usize, usize), beg
         t.saves_at_start, t.appends_at_end, t.start_refused
     );
     println!(
-        "  double starts {}, re-runs of passed steps {}, lost results {}, lost edits {}, orphans {}",
-        t.double_starts, t.reruns, t.lost_results, t.lost_edits, t.orphans
+        "  double starts {}, re-runs of passed steps {}, lost results {}, lost edits {}, orphans {}, runner writes taken for hand edits {}",
+        t.double_starts,
+        t.reruns,
+        t.lost_results,
+        t.lost_edits,
+        t.orphans,
+        t.own_writes_as_hand_edits
     );
     beside::report(t);
     if !on_parallel() {
