@@ -25,6 +25,7 @@ mod bridge {
 mod loops {
     mod after;
     mod agent_killed;
+    mod backends;
     mod codex;
     mod commits;
     mod crash;
