@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::support::bot::with_telegram;
 use crate::support::telegram_fake::FakeTelegram;
 use crate::support::{
-    PATIENCE, SIM, TestLoop, argv, flag_value, is_review, stderr, stdout, wait_until,
+    PATIENCE, SIM, TestLoop, argv, flag_value, is_review, per_backend, stderr, stdout, wait_until,
 };
 
 /// A backend, as the shared cases need to know it.
@@ -106,29 +106,8 @@ pub const GEMINI: Backend = Backend {
     },
 };
 
-/// `fn CASE(b: &Backend) { … }` as a module `CASE` of one test per backend.
-macro_rules! per_backend {
-    ($(#[$doc:meta])* fn $case:ident($b:ident: &Backend) $body:block) => {
-        $(#[$doc])*
-        mod $case {
-            use super::*;
-
-            fn case($b: &Backend) $body
-
-            #[test]
-            fn codex() {
-                case(&CODEX);
-            }
-
-            #[test]
-            fn gemini() {
-                case(&GEMINI);
-            }
-        }
-    };
-}
-
 per_backend! {
+    [codex = CODEX, gemini = GEMINI]
     /// Two steps, the first failing once: each step's session is on record and its own, the
     /// retry resumes it, and the tokens are counted once (1,050 a call in the simulation).
     fn a_two_step_loop_records_each_steps_session_and_a_retry_resumes_it(b: &Backend) {
@@ -181,6 +160,7 @@ per_backend! {
 }
 
 per_backend! {
+    [codex = CODEX, gemini = GEMINI]
     fn settings_the_backend_cannot_honour_are_refused_before_anything_is_written(b: &Backend) {
         let env = b.test_loop();
         env.scenario(&Scenario::new());
@@ -205,6 +185,7 @@ per_backend! {
 }
 
 per_backend! {
+    [codex = CODEX, gemini = GEMINI]
     /// Claude's usage limit resets in three hours: the step goes on with the fallback, in a
     /// fresh session told why, and the person is told.
     fn a_claude_usage_limit_far_off_continues_the_step_on_the_backend_in_a_fresh_session(
@@ -247,6 +228,7 @@ per_backend! {
 }
 
 per_backend! {
+    [codex = CODEX, gemini = GEMINI]
     fn the_backend_reviews_claudes_work_reading_only(b: &Backend) {
         let env = b.test_loop().env("LOOP_SANDBOX", "off");
         let call = review_call(&env, b);
