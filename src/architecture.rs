@@ -17,6 +17,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("layout", 0),
     ("lease", 0),
     ("lockfile", 0),
+    ("loopback", 0),
     ("named_file", 0),
     ("output", 0),
     ("text", 0),

@@ -26,8 +26,9 @@
 //! run cannot put another git directory in its place. See `runner::confine`.
 
 use std::ffi::OsStr;
-use std::path::Path;
-use std::process::Command;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// The configuration every git command of the loop runs with (`git -c KEY=VALUE`, which wins
 /// over every config file), each switching off a program the repository could name.
@@ -83,19 +84,116 @@ pub(crate) fn command<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Command {
         .env("GIT_SEQUENCE_EDITOR", ":")
         .env("GIT_PAGER", "cat")
         .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(std::process::Stdio::null());
+        .stdin(Stdio::null());
     cmd
 }
 
-/// `git -C DIR ARGS` as [`command`] makes it, run: its standard output when it succeeded.
+/// A git command of the loop that did not succeed: which one, in which directory, and what git
+/// said (or why it could not be started).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Error {
+    /// The command's arguments, as a person would type them after `git`.
+    pub(crate) args: String,
+    /// The directory it ran in (`git -C`).
+    pub(crate) dir: PathBuf,
+    /// Its standard error and then its standard output on one line (some refusals, such as
+    /// `git commit`'s "nothing to commit", are on standard output), or why it did not start.
+    pub(crate) said: String,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "git {} in {}: {}",
+            self.args,
+            self.dir.display(),
+            self.said
+        )
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Most of the loop's git work reports its failures as text, said in a log line or a halt.
+impl From<Error> for String {
+    fn from(e: Error) -> Self {
+        e.to_string()
+    }
+}
+
+/// How much of what a failed git said is kept in an [`Error`].
+const SAID_CAP: usize = 400;
+
+/// `git -C DIR ARGS` as [`command`] makes it, run to its end: its standard output (as git wrote
+/// it) when it succeeded.
+///
+/// # Errors
+/// That git could not be started, or exited with a failure: the command, `dir` and what it said.
+pub(crate) fn run<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Result<String, Error> {
+    run_with(dir, args, &[], None)
+}
+
+/// [`run`], with `env` added to git's environment and `input` on its standard input.
+///
+/// # Errors
+/// As [`run`].
+pub(crate) fn run_with<S: AsRef<OsStr>>(
+    dir: &Path,
+    args: &[S],
+    env: &[(&str, &OsStr)],
+    input: Option<&[u8]>,
+) -> Result<String, Error> {
+    let error = |said: String| Error {
+        args: args
+            .iter()
+            .map(|a| a.as_ref().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" "),
+        dir: dir.to_path_buf(),
+        said,
+    };
+    let mut cmd = command(dir, args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    if input.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| error(format!("could not be started: {e}")))?;
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin
+            .write_all(bytes)
+            .map_err(|e| error(format!("its standard input could not be written: {e}")))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| error(format!("could not be waited for: {e}")))?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let told = format!(
+        "{} {}",
+        String::from_utf8_lossy(&out.stderr).trim(),
+        String::from_utf8_lossy(&out.stdout).trim()
+    );
+    let told = told.trim();
+    Err(error(if told.is_empty() {
+        format!("failed ({}) and said nothing", out.status)
+    } else {
+        crate::text::one_line(told, SAID_CAP)
+    }))
+}
+
+/// [`run`]'s standard output when git succeeded, `None` when it did not (for a question whose
+/// answer is "not known" when git cannot give it).
 #[must_use]
 pub(crate) fn output<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Option<String> {
-    command(dir, args)
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    run(dir, args).ok()
 }
 
 /// `.git/index.lock` of the work tree `dir` (its own git directory's), cleared where no live
@@ -171,6 +269,25 @@ fn holder_of(file: &Path) -> Option<u32> {
     None
 }
 
+/// git as a person runs it, for tests: their own config and hooks, with an identity. Its
+/// standard output, trimmed; a failure panics with what git said.
+#[cfg(test)]
+pub(crate) fn person(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -178,14 +295,29 @@ mod tests {
     use super::*;
 
     fn person_git(dir: &Path, args: &[&str]) {
-        let ok = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-            .args(args)
-            .current_dir(dir)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        assert!(ok.status.success(), "git {args:?}: {ok:?}");
+        person(dir, args);
+    }
+
+    #[test]
+    fn a_failed_git_says_the_command_the_directory_and_what_git_said() {
+        let dir = tempfile::tempdir().unwrap();
+        person_git(dir.path(), &["init", "-q"]);
+        let err = run(dir.path(), &["rev-parse", "--verify", "no-such-branch"]).unwrap_err();
+        assert_eq!(err.args, "rev-parse --verify no-such-branch");
+        assert_eq!(err.dir, dir.path());
+        let said = err.to_string();
+        assert!(
+            said.starts_with(&format!(
+                "git rev-parse --verify no-such-branch in {}: ",
+                dir.path().display()
+            )),
+            "{said}"
+        );
+        assert!(said.contains("fatal"), "what git said is kept: {said}");
+        // Standard input reaches git, and its output comes back as it wrote it.
+        let blob = run_with(dir.path(), &["hash-object", "--stdin"], &[], Some(b"one\n")).unwrap();
+        assert_eq!(blob.trim().len(), 40, "{blob}");
+        assert!(blob.ends_with('\n'));
     }
 
     /// A repository whose config and hooks name programs that write `ran-*` files beside it.

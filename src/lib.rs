@@ -22,6 +22,7 @@ mod git;
 pub mod layout;
 mod lease;
 mod lockfile;
+pub mod loopback;
 mod named_file;
 mod output;
 mod text;

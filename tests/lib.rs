@@ -25,6 +25,7 @@ mod bridge {
 mod loops {
     mod after;
     mod agent_killed;
+    mod backends;
     mod codex;
     mod commits;
     mod crash;
@@ -100,6 +101,9 @@ mod regression {
     /// What the loop does outside the sandbox with what others control (issue 41).
     mod outside;
     mod parallel;
+    /// Against the real Codex and Gemini CLIs, what both do alike, run per backend (skipped,
+    /// saying so, where a CLI cannot be installed).
+    mod real_backends;
     /// Against the real Claude Code CLI, installed from npm (skipped, saying so, where it
     /// cannot be).
     mod real_cli;

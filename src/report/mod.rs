@@ -7,6 +7,12 @@
 //! It sits beside the runner, whose ledger it reads and which writes the page beside M1.md
 //! when a loop ends ([`write_beside`]), so that the end-of-loop line and the DONE message can
 //! say where it is.
+//!
+//! The page and its pictures are `maud` templates (`html.rs`, `svg.rs`): written in Rust and
+//! checked when the crate compiles, with every value put into them escaped unless it is marked
+//! as markup already, so no call site can forget to escape a goal or an agent's words, and no
+//! template file ships beside the binary. (askama would check its templates as well, but from
+//! files of their own, in a language of their own.)
 
 mod diff;
 mod gather;

@@ -3,9 +3,10 @@
 //! marked slot instead of its share, so the runs around it stay readable; the ticks count the
 //! time since the loop began.
 
-use std::fmt::Write as _;
-
 use chrono::{DateTime, TimeDelta, Utc};
+use maud::{Markup, html};
+
+use super::svg::tenths;
 
 /// The width of a squeezed stretch.
 const BREAK: f64 = 40.0;
@@ -131,7 +132,7 @@ impl Scale {
     }
 
     /// The ticks along the top, with their lines down to `bottom`, in the unsqueezed stretches.
-    pub(super) fn axis(&self, out: &mut String, top: f64, bottom: f64) {
+    pub(super) fn axis(&self, top: f64, bottom: f64) -> Markup {
         let shown: f64 = self
             .pieces
             .iter()
@@ -144,40 +145,41 @@ impl Scale {
             .find(|s| shown / s <= 8.0)
             .unwrap_or(86400.0);
         let mut last_label = f64::MIN;
+        let mut ticks = Vec::new();
         for p in self.pieces.iter().filter(|p| !p.squeezed) {
             let mut k = (p.t0 / step).ceil();
             while k * step <= p.t1 + 1e-9 {
                 let x = self.x_at(k * step);
                 if x - last_label >= 48.0 {
-                    let _ = write!(
-                        out,
-                        "<line class=\"grid\" x1=\"{x:.1}\" y1=\"{top:.1}\" x2=\"{x:.1}\" \
-                         y2=\"{bottom:.1}\"/><text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\">{}</text>",
-                        top - 8.0,
-                        tick(k * step, step)
-                    );
+                    ticks.push((x, tick(k * step, step)));
                     last_label = x;
                 }
                 k += 1.0;
             }
         }
+        html! {
+            @for (x, label) in ticks {
+                line.grid x1=(tenths(x)) y1=(tenths(top)) x2=(tenths(x)) y2=(tenths(bottom)) {}
+                text.tick x=(tenths(x)) y=(tenths(top - 8.0)) { (label) }
+            }
+        }
     }
 
     /// Each squeezed stretch, marked across the lanes with how long it was.
-    pub(super) fn breaks(&self, out: &mut String, top: f64, bottom: f64) {
-        for p in self.pieces.iter().filter(|p| p.squeezed) {
-            let long = crate::duration::human(std::time::Duration::from_secs_f64(p.t1 - p.t0));
-            let _ = write!(
-                out,
-                "<g class=\"break\"><title>{long} with nothing running, drawn narrow</title>\
-                 <rect x=\"{:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\"/>\
-                 <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">⋯ {long} ⋯</text></g>",
-                p.x0 + 4.0,
-                p.x1 - p.x0 - 8.0,
-                bottom - top,
-                f64::midpoint(p.x0, p.x1),
-                top - 8.0
-            );
+    pub(super) fn breaks(&self, top: f64, bottom: f64) -> Markup {
+        html! {
+            @for p in self.pieces.iter().filter(|p| p.squeezed) {
+                @let long =
+                    crate::duration::human(std::time::Duration::from_secs_f64(p.t1 - p.t0));
+                g.break {
+                    title { (long) " with nothing running, drawn narrow" }
+                    rect x=(tenths(p.x0 + 4.0)) y=(tenths(top)) width=(tenths(p.x1 - p.x0 - 8.0))
+                        height=(tenths(bottom - top)) {}
+                    text.tick x=(tenths(f64::midpoint(p.x0, p.x1))) y=(tenths(top - 8.0)) {
+                        "⋯ " (long) " ⋯"
+                    }
+                }
+            }
         }
     }
 }
@@ -223,8 +225,7 @@ mod tests {
         assert!((first - 480.0).abs() < 1.0, "{first}");
         assert!((night - BREAK).abs() < 1e-6, "{night}");
         assert!((s.x(at(1200 + 28_800)) - 1000.0).abs() < 1e-6);
-        let mut marks = String::new();
-        s.breaks(&mut marks, 0.0, 10.0);
+        let marks = s.breaks(0.0, 10.0).into_string();
         assert!(marks.contains("⋯ 8h00m ⋯"), "{marks}");
     }
 
@@ -232,8 +233,7 @@ mod tests {
     fn a_busy_loop_is_drawn_to_scale_with_round_ticks() {
         let s = Scale::new(at(0), at(100), &[(at(0), at(100))], 100.0, 1100.0);
         assert!((s.x(at(50)) - 600.0).abs() < 1e-6);
-        let mut axis = String::new();
-        s.axis(&mut axis, 20.0, 100.0);
+        let axis = s.axis(20.0, 100.0).into_string();
         for label in [">0<", ">15s<", ">1m<", ">1m30s<"] {
             assert!(axis.contains(label), "{label} in {axis}");
         }

@@ -3,10 +3,15 @@
 //! coloured by how it ended, time across) and the cost of each step. Styled by the page's
 //! classes; no script, no outside resource. A long stretch when nothing ran (a night waiting
 //! on a gate) is drawn narrow and marked, so the runs around it keep their width.
+//!
+//! Written with `maud`, as the page is: every text put into a picture (a step's words, a
+//! run's detail) is escaped by it. An element with no content is written with an end tag
+//! (`<rect …></rect>`), which HTML's parser reads inside `<svg>` as XML would.
 
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
+use maud::{Markup, html};
 
 use super::scale::Scale;
 use super::{Report, Span, SpanKind, Tone, words};
@@ -92,7 +97,7 @@ fn lanes(r: &Report) -> Vec<Lane<'_>> {
 
 /// The timeline; `None` when nothing ran that has a time.
 #[must_use]
-pub(super) fn timeline(r: &Report) -> Option<String> {
+pub(super) fn timeline(r: &Report) -> Option<Markup> {
     let lanes = lanes(r);
     let all: Vec<&Span> = lanes.iter().flat_map(|l| l.spans.iter().copied()).collect();
     let end = r
@@ -111,43 +116,40 @@ pub(super) fn timeline(r: &Report) -> Option<String> {
     let scale = Scale::new(start, end, &busy, LEFT, WIDTH - RIGHT);
     #[expect(clippy::cast_precision_loss, reason = "a handful of lanes")]
     let height = AXIS + LANE * lanes.len() as f64 + 8.0;
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        "<svg class=\"timeline\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\">\
-         <title>Timeline of the loop</title>\
-         <defs><pattern id=\"wait\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" \
-         patternTransform=\"rotate(45)\"><rect width=\"3\" height=\"6\" class=\"t-gate\"/>\
-         </pattern></defs>"
-    );
-    for (i, lane) in lanes.iter().enumerate() {
-        #[expect(clippy::cast_precision_loss, reason = "a handful of lanes")]
-        let y = AXIS + LANE * i as f64;
-        let stripe = if i % 2 == 0 { "lane" } else { "lane alt" };
-        let _ = write!(
-            out,
-            "<rect class=\"{stripe}\" x=\"0\" y=\"{y}\" width=\"{WIDTH}\" height=\"{LANE}\"/>\
-             <text class=\"label\" x=\"10\" y=\"{:.1}\"><title>{}</title>{}</text>",
-            y + LANE / 2.0 + 4.0,
-            esc(&lane.title),
-            esc(&lane.label)
-        );
-    }
-    scale.axis(&mut out, AXIS, height - 4.0);
-    for (i, lane) in lanes.iter().enumerate() {
-        #[expect(clippy::cast_precision_loss, reason = "a handful of lanes")]
-        let y = AXIS + LANE * i as f64;
-        for s in &lane.spans {
-            bar(&mut out, &scale, s, y, end);
+    #[expect(clippy::cast_precision_loss, reason = "a handful of lanes")]
+    let lane_y = |i: usize| AXIS + LANE * i as f64;
+    Some(html! {
+        svg.timeline viewBox={ "0 0 " (WIDTH) " " (height) } role="img" {
+            title { "Timeline of the loop" }
+            defs {
+                pattern #wait width="6" height="6" patternUnits="userSpaceOnUse"
+                    patternTransform="rotate(45)" {
+                    rect width="3" height="6" class="t-gate" {}
+                }
+            }
+            @for (i, lane) in lanes.iter().enumerate() {
+                rect class=(if i % 2 == 0 { "lane" } else { "lane alt" }) x="0" y=(lane_y(i))
+                    width=(WIDTH) height=(LANE) {}
+                text.label x="10" y=(tenths(lane_y(i) + LANE / 2.0 + 4.0)) {
+                    title { (lane.title) } (lane.label)
+                }
+            }
+            (scale.axis(AXIS, height - 4.0))
+            @for (i, lane) in lanes.iter().enumerate() {
+                @for s in &lane.spans { (bar(&scale, s, lane_y(i), end)) }
+            }
+            (scale.breaks(AXIS, height - 4.0))
         }
-    }
-    scale.breaks(&mut out, AXIS, height - 4.0);
-    out.push_str("</svg>");
-    Some(out)
+    })
+}
+
+/// A coordinate as the pictures write it: to a tenth.
+pub(super) fn tenths(v: f64) -> String {
+    format!("{v:.1}")
 }
 
 /// One span's bar in the lane at `y`.
-fn bar(out: &mut String, scale: &Scale, s: &Span, y: f64, end: DateTime<Utc>) {
+fn bar(scale: &Scale, s: &Span, y: f64, end: DateTime<Utc>) -> Markup {
     let until = s.ended_at.unwrap_or(end);
     let x0 = scale.x(s.started_at);
     let w = (scale.x(until) - x0).max(3.0);
@@ -180,25 +182,21 @@ fn bar(out: &mut String, scale: &Scale, s: &Span, y: f64, end: DateTime<Utc>) {
     if let Some(d) = &s.detail {
         let _ = write!(title, ": {d}");
     }
-    let _ = write!(
-        out,
-        "<g class=\"bar k-{kind}\"><title>{}</title><rect class=\"{tone}\" x=\"{x0:.1}\" \
-         y=\"{top:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" rx=\"2\"/>",
-        esc(&title)
-    );
-    if !short.is_empty() && w >= 22.0 {
-        let ty = if s.kind == SpanKind::Gate {
-            top + 11.0
-        } else {
-            top + 11.5
-        };
-        let _ = write!(
-            out,
-            "<text class=\"in\" x=\"{:.1}\" y=\"{ty:.1}\">{short}</text>",
-            x0 + 4.0
-        );
+    let ty = if s.kind == SpanKind::Gate {
+        top + 11.0
+    } else {
+        top + 11.5
+    };
+    html! {
+        g class={ "bar k-" (kind) } {
+            title { (title) }
+            rect class=(tone) x=(tenths(x0)) y=(tenths(top)) width=(tenths(w)) height=(tenths(h))
+                rx="2" {}
+            @if !short.is_empty() && w >= 22.0 {
+                text.in x=(tenths(x0 + 4.0)) y=(tenths(ty)) { (short) }
+            }
+        }
     }
-    out.push_str("</g>");
 }
 
 /// The page's class for a tone.
@@ -216,7 +214,7 @@ pub(super) fn tone_class(t: Tone) -> &'static str {
 
 /// The cost of each step, as bars; `None` when no step has one.
 #[must_use]
-pub(super) fn costs(r: &Report) -> Option<String> {
+pub(super) fn costs(r: &Report) -> Option<Markup> {
     let dollars = r.steps.iter().any(|s| s.cost_usd.is_some_and(|c| c > 0.0));
     #[expect(clippy::cast_precision_loss, reason = "a count of tokens, drawn")]
     let amount = |s: &super::StepReport| {
@@ -234,31 +232,25 @@ pub(super) fn costs(r: &Report) -> Option<String> {
     #[expect(clippy::cast_precision_loss, reason = "a handful of steps")]
     let height = row * r.steps.len() as f64 + 8.0;
     let room = WIDTH - LEFT - RIGHT - 90.0;
-    let mut out = format!(
-        "<svg class=\"costs\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\">\
-         <title>Cost per step</title>"
-    );
-    for (i, s) in r.steps.iter().enumerate() {
-        #[expect(clippy::cast_precision_loss, reason = "a handful of steps")]
-        let y = 4.0 + row * i as f64;
-        let w = (amount(s) / max * room).max(if amount(s) > 0.0 { 2.0 } else { 0.0 });
-        let label = format!("{}. {}", s.step, crate::text::cut(&s.text, 26));
-        let _ = write!(
-            out,
-            "<text class=\"label\" x=\"10\" y=\"{:.1}\">{}</text>\
-             <rect class=\"cost\" x=\"{LEFT}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{:.1}\" rx=\"2\"/>\
-             <text class=\"value\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-            y + 15.0,
-            esc(&label),
-            y + 3.0,
-            row - 8.0,
-            LEFT + w + 8.0,
-            y + 15.0,
-            esc(&words::cost(s.cost_usd, s.tokens))
-        );
-    }
-    out.push_str("</svg>");
-    Some(out)
+    #[expect(clippy::cast_precision_loss, reason = "a handful of steps")]
+    let row_y = |i: usize| 4.0 + row * i as f64;
+    Some(html! {
+        svg.costs viewBox={ "0 0 " (WIDTH) " " (height) } role="img" {
+            title { "Cost per step" }
+            @for (i, s) in r.steps.iter().enumerate() {
+                @let y = row_y(i);
+                @let w = (amount(s) / max * room).max(if amount(s) > 0.0 { 2.0 } else { 0.0 });
+                text.label x="10" y=(tenths(y + 15.0)) {
+                    (s.step) ". " (crate::text::cut(&s.text, 26))
+                }
+                rect.cost x=(LEFT) y=(tenths(y + 3.0)) width=(tenths(w)) height=(tenths(row - 8.0))
+                    rx="2" {}
+                text.value x=(tenths(LEFT + w + 8.0)) y=(tenths(y + 15.0)) {
+                    (words::cost(s.cost_usd, s.tokens))
+                }
+            }
+        }
+    })
 }
 
 /// Seconds of a span, to the millisecond.
@@ -266,21 +258,4 @@ fn seconds(d: chrono::TimeDelta) -> f64 {
     #[expect(clippy::cast_precision_loss, reason = "milliseconds of a run")]
     let ms = d.num_milliseconds().max(0) as f64;
     ms / 1000.0
-}
-
-/// Text for XML: `&`, `<`, `>` and quotes escaped.
-#[must_use]
-pub(super) fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }

@@ -32,13 +32,10 @@ pub(crate) fn in_repo(dir: &Path) -> bool {
 #[must_use]
 pub(crate) fn diff_stat(dir: &Path) -> Option<String> {
     git_dir(dir)?;
-    let text = git(dir, &["diff", "--stat", "HEAD"])?.trim_end().to_owned();
+    let text = crate::git::output(dir, &["diff", "--stat", "HEAD"])?
+        .trim_end()
+        .to_owned();
     (!text.is_empty()).then_some(text)
-}
-
-/// `git ARGS` in `dir`: its output, or `None` when it failed.
-pub(super) fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    crate::git::output(dir, args)
 }
 
 /// `git ARGS -- . :(exclude)SKIP` in `dir`: the work tree without `skip` (the loop's own state
@@ -55,7 +52,7 @@ pub(super) fn git_outside(dir: &Path, skip: &Path, args: &[&str]) -> Option<Stri
     let mut all: Vec<&str> = args.to_vec();
     all.extend(["--", "."]);
     all.extend(exclude.as_deref());
-    git(dir, &all)
+    crate::git::output(dir, &all)
 }
 
 /// What changed in `dir`'s repository since `base` (a commit; HEAD when `None`): `git diff`
@@ -149,22 +146,7 @@ fn packed(common: &Path, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
+    use crate::git::person as git;
 
     #[test]
     fn agrees_with_git_through_loose_packed_and_detached_heads() {

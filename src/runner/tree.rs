@@ -25,7 +25,7 @@ pub(super) fn snapshot(dir: &Path, skip: &Path) -> Option<Snapshot> {
     let args = ["status", "--porcelain=v1", "-z", "--untracked-files=all"];
     let listed = super::git::git_outside(dir, skip, &args)?;
     // git names each path from the repository's top, which may be above the project.
-    let top = super::git::git(dir, &["rev-parse", "--show-toplevel"]).map_or_else(
+    let top = crate::git::output(dir, &["rev-parse", "--show-toplevel"]).map_or_else(
         || dir.to_path_buf(),
         |t| std::path::PathBuf::from(t.trim_end()),
     );
@@ -115,18 +115,7 @@ pub(super) fn hash(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) {
-        let ok = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-            .args(args)
-            .current_dir(dir)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "git {args:?}");
-    }
+    use crate::git::person as git;
 
     #[test]
     fn every_change_to_the_tree_is_named_and_the_state_directory_is_not_looked_at() {

@@ -1,128 +1,23 @@
 //! Loops on the Codex backend (`--backend codex`), with the simulated agent speaking Codex's
-//! `--json` events: each step's thread on record, a retry resuming it with the same sandbox,
-//! the thread's cumulative tokens counted once, settings Codex cannot honour refused before
-//! anything is written, its usage limit waited for, a fallback from one backend to the other,
-//! and Codex reviewing Claude's work without writing.
+//! `--json` events, in what only Codex does: a hand edit it cannot honour, its usage limit
+//! waited for by the minute it names, a fallback from it to Claude, its review inside the
+//! loop's sandbox, and the thread it names on record while the run goes on. What it does as
+//! Gemini does is in `backends.rs`.
 
 use chrono::{Timelike, Utc};
 use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::{AgentKind, Status};
 use serde_json::Value;
 
-use crate::support::bot::with_telegram;
-use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{PATIENCE, SIM, TestLoop, argv, is_review, stderr, stdout, wait_until};
+use super::backends::{CODEX, review_call};
+use crate::support::{TestLoop, argv, wait_until};
 
 fn codex_loop() -> TestLoop {
-    TestLoop::new()
-        .env("LOOP_AGENT_CODEX", SIM)
-        .env("LOOP_AGENT_CLAUDE", SIM)
-}
-
-/// A reviewer's call, whichever backend: its prompt is a review's.
-fn reviews(call: &Value) -> bool {
-    is_review(call)
-        || call["prompt"]
-            .as_str()
-            .is_some_and(|p| p.starts_with("You review one step"))
+    CODEX.test_loop()
 }
 
 fn is_codex(call: &Value) -> bool {
-    argv(call).first().map(String::as_str) == Some("exec")
-}
-
-#[test]
-fn a_two_step_codex_loop_records_each_steps_thread_and_a_retry_resumes_it_with_its_sandbox() {
-    // Unconfined by the loop, Codex's own sandbox is what keeps the run in the project.
-    let env = codex_loop().env("LOOP_SANDBOX", "off");
-    env.scenario(
-        &Scenario::new()
-            .step(1, [Action::failed("not yet"), Action::done("one")])
-            .step(2, Action::done("two")),
-    );
-    let out = env.run_ok(&[
-        "start",
-        "g",
-        "--backend",
-        "codex",
-        "--step",
-        "one",
-        "--step",
-        "two",
-    ]);
-    env.assert_status(Status::Done);
-    assert!(
-        stderr(&out).contains("DONE: 2 step(s), 3,150 tokens"),
-        "{}",
-        stderr(&out)
-    );
-    let status = stdout(&env.run_ok(&["status"]));
-    assert!(status.contains("TOKENS       3,150"), "{status}");
-    let m = env.m1();
-    assert_eq!(m.agent.backend, Some(AgentKind::Codex));
-    assert_eq!(m.agent.allowed_tools, None, "no Claude tool list for Codex");
-    let calls = env.calls();
-    assert_eq!(calls.len(), 3, "{calls:?}");
-    assert!(calls.iter().all(is_codex), "{calls:?}");
-    let (one, two) = (&m.results[&1], &m.results[&2]);
-    let thread = one.session_id.clone().expect("step 1's thread on record");
-    assert_ne!(
-        one.session_id, two.session_id,
-        "each step has its own thread"
-    );
-    // The first run names no thread (Codex names it); the retry resumes it, with the
-    // sandbox given again before `resume` (a resumed run does not keep it).
-    assert_eq!(calls[0]["resume"], Value::Null);
-    assert_eq!(
-        argv(&calls[1]),
-        [
-            "exec",
-            "--json",
-            "--skip-git-repo-check",
-            "-s",
-            "workspace-write",
-            "resume",
-            thread.as_str(),
-            "-"
-        ]
-    );
-    // Codex reports the thread's total: 1050 after the first run, 2100 after the second.
-    assert_eq!((one.tokens, one.session_tokens), (Some(2100), Some(2100)));
-    assert_eq!(two.tokens, Some(1050));
-    assert_eq!(one.attempts, Some(2));
-    // No hooks: a fresh thread's prompt carries the loop's state itself.
-    let first = env.prompt(0);
-    assert!(
-        first.contains("autonomous loop") && first.contains("one"),
-        "{first}"
-    );
-    assert!(
-        !env.prompt(1)
-            .contains("autonomous loop (m1loop). Its state")
-    );
-}
-
-#[test]
-fn settings_codex_cannot_honour_are_refused_before_anything_is_written() {
-    let env = codex_loop();
-    env.scenario(&Scenario::new());
-    for (flags, setting) in [
-        (&["--allowed-tools", "Read"][..], "AGENT.ALLOWED_TOOLS"),
-        (&["--max-turns", "3"][..], "AGENT.MAX_TURNS"),
-        (&["--max-budget-usd", "1"][..], "AGENT.MAX_BUDGET_USD"),
-        (&["--max-cost-usd", "5"][..], "LIMITS.MAX_COST_USD"),
-    ] {
-        let mut args = vec!["start", "g", "--backend", "codex", "--step", "one"];
-        args.extend_from_slice(flags);
-        let out = env.run_exits(2, &args);
-        let said = stderr(&out);
-        assert!(
-            said.contains(&format!("the agent (codex) cannot honour {setting}")),
-            "{said}"
-        );
-        assert!(!env.state().join("M1.md").exists(), "nothing written");
-    }
-    assert!(env.calls().is_empty());
+    (CODEX.is_call)(call)
 }
 
 #[test]
@@ -318,43 +213,6 @@ fn a_day_long_wait_read_from_a_bare_time_is_said_in_next_action() {
 }
 
 #[test]
-fn a_claude_usage_limit_far_off_continues_the_step_on_codex_in_a_fresh_thread() {
-    let tg = FakeTelegram::start();
-    let env = with_telegram(codex_loop(), &tg.base_url());
-    let reset = Utc::now().timestamp() + 3 * 3600;
-    env.scenario(&Scenario::new().step(1, [Action::usage_limit(reset), Action::done("ok")]));
-    env.run_ok(&["start", "g", "--step", "one", "--fallback", "codex"]);
-    env.assert_status(Status::Done);
-    let m = env.m1();
-    assert_eq!(m.agent.fallback, [AgentKind::Codex]);
-    assert_eq!(
-        m.limits.fallback_after,
-        Some(std::time::Duration::from_secs(900))
-    );
-    let r = &m.results[&1];
-    assert_eq!(r.backend, Some(AgentKind::Codex));
-    assert_eq!(r.attempts, Some(1), "the limit was no failed attempt");
-    let calls = env.calls();
-    assert_eq!(calls.len(), 2);
-    assert!(!is_codex(&calls[0]) && is_codex(&calls[1]), "{calls:?}");
-    assert_eq!(calls[1]["resume"], Value::Null, "a fresh thread");
-    assert!(
-        env.prompt(1).contains("usage limit"),
-        "the handoff says why: {}",
-        env.prompt(1)
-    );
-    env.assert_logged("fallback: Step 1");
-    let told = || tg.sent().into_iter().map(|s| s.text).collect::<Vec<_>>();
-    assert!(
-        wait_until(PATIENCE, || told().iter().any(|t| t
-            .contains("Usage limit hit on step 1")
-            && t.contains("goes on with codex"))),
-        "{:?}",
-        told()
-    );
-}
-
-#[test]
 fn a_codex_usage_limit_far_off_continues_the_step_on_claude_and_a_near_one_waits() {
     let env = codex_loop().env("TZ", "UTC");
     let far = Utc::now() + chrono::Duration::days(2);
@@ -381,13 +239,6 @@ fn a_codex_usage_limit_far_off_continues_the_step_on_claude_and_a_near_one_waits
     assert_eq!(env.m1().results[&1].backend, Some(AgentKind::Claude));
 }
 
-#[test]
-fn codex_reviews_claudes_work_reading_only() {
-    let env = codex_loop().env("LOOP_SANDBOX", "off");
-    let args = codex_review(&env);
-    assert_eq!(args[3..5], ["-s", "read-only"], "{args:?}");
-}
-
 /// Inside the loop's sandbox, Codex nests none of its own: the reviewer's work tree is
 /// read-only by construction, and a retry of a step is given the same.
 #[test]
@@ -396,44 +247,12 @@ fn codex_reviews_reading_only_inside_the_loops_sandbox_without_one_of_its_own() 
         return;
     }
     let env = codex_loop();
-    let args = codex_review(&env);
+    let args = argv(&review_call(&env, &CODEX));
     assert_eq!(
         args[3..5],
         ["--dangerously-bypass-approvals-and-sandbox", "-"],
         "{args:?}"
     );
-}
-
-/// A loop whose one step Claude does and Codex reviews, the reviewer trying to write a file:
-/// the review call's arguments, after checking the review read only.
-fn codex_review(env: &TestLoop) -> Vec<String> {
-    env.scenario(
-        &Scenario::new()
-            .step(1, Action::done("wrote a.txt").write("a.txt", "a\n"))
-            .review(Action::approve("fine").touch("made_by_reviewer.txt")),
-    );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "write a.txt",
-        "--review",
-        "--review-backend",
-        "codex",
-    ]);
-    env.assert_status(Status::Done);
-    let calls = env.calls();
-    let review: Vec<&Value> = calls.iter().filter(|c| reviews(c)).collect();
-    assert_eq!(review.len(), 1, "{calls:?}");
-    assert!(is_codex(review[0]) && !is_codex(&calls[0]), "{calls:?}");
-    assert!(!env.path().join("made_by_reviewer.txt").exists());
-    assert_eq!(
-        env.m1().agent.review_backend,
-        Some(AgentKind::Codex),
-        "{}",
-        env.text()
-    );
-    argv(review[0])
 }
 
 #[test]

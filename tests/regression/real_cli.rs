@@ -5,8 +5,9 @@
 //! stream, not after its ten retries (about 3 minutes). The reviewer's call, as the loop
 //! builds it: it cannot change the project even where a user's rule would allow the tool.
 //!
-//! The Codex CLI, the same way against the Responses API mock: a two-step loop whose retries
-//! resume their threads, a stop that ends the sandboxed command, and `loop doctor` on both.
+//! The Codex CLI, the same way against the Responses API mock: a stop that ends the sandboxed
+//! command, and `loop doctor` on both. What Codex does as Gemini does (a two-step loop whose
+//! retries resume their threads, a runner killed during a step) is in `real_backends.rs`.
 
 use std::time::Duration;
 
@@ -318,73 +319,6 @@ fn the_cost_cap_ends_a_run_of_the_real_cli_and_waits_on_a_gate_2_1_197() {
     the_cost_cap_ends_a_real_run_and_waits_on_a_gate(VERSIONS[1]);
 }
 
-/// A loop on the real Codex CLI, against the project's Responses API mock: two steps, each
-/// of whose threads fails its first turn (`MOCK_FAILED_TURNS=1`), so each step's retry must
-/// resume its thread; the tool call the mock asks for really runs in the sandbox.
-#[test]
-fn a_two_step_codex_loop_of_the_real_cli_reaches_done_and_each_retry_resumes_its_thread() {
-    let Some(codex) = codex_or_skip() else {
-        return;
-    };
-    let env = TestLoop::new();
-    let home = env.temp.join("codex-home");
-    let log = env.temp.join("mock.jsonl");
-    let user_home = env.temp.join("home");
-    let env = env.env("LOOP_AGENT", &codex).env("HOME", user_home);
-    let start = env.cmd(&[
-        "start",
-        "g",
-        "--backend",
-        "codex",
-        "--step",
-        "make the file",
-        "--step",
-        "check it",
-        "--quiet",
-    ]);
-    let log_arg = log.display().to_string();
-    let out = run_with_codex_mock(
-        &start,
-        &home,
-        "touch made_by_tool.txt",
-        &[("MOCK_FAILED_TURNS", "1"), ("MOCK_LOG", &log_arg)],
-        PATIENCE * 6,
-    );
-    env.assert_exit(&out, 0);
-    env.assert_status(Status::Done);
-    let m = env.m1();
-    assert!(
-        env.path().join("made_by_tool.txt").exists(),
-        "{}\n{}",
-        env.log(),
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
-    let requests: Vec<serde_json::Value> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    for step in [1, 2] {
-        let r = &m.results[&step];
-        assert_eq!(r.attempts, Some(2), "step {step}: {}", env.text());
-        let thread = r.session_id.clone().expect("the thread on record");
-        // Both turns of the step went to the same thread: the retry resumed it.
-        let turns: Vec<u64> = requests
-            .iter()
-            .filter(|q| q["thread"] == thread.as_str())
-            .map(|q| q["turn"].as_u64().unwrap())
-            .collect();
-        assert!(
-            turns.contains(&1) && turns.contains(&2),
-            "step {step}, thread {thread}: {turns:?}\n{requests:?}"
-        );
-        // Two turns of two requests of 107 tokens each, counted once.
-        assert_eq!(r.tokens, Some(428), "step {step}: {}", env.text());
-    }
-    assert_ne!(m.results[&1].session_id, m.results[&2].session_id);
-    env.assert_no_processes();
-}
-
 /// `loop doctor` on the real CLIs here: every check of both backends passes (Telegram and the
 /// daemon are off, which is no failure).
 #[test]
@@ -472,59 +406,6 @@ echo "runner exited $?""#
         crate::support::wait_until(Duration::from_secs(10), || left().is_empty()),
         "the sandboxed command outlived the stop: {}",
         left()
-    );
-    env.assert_no_processes();
-}
-
-/// A runner killed with `kill -9` while a real Codex step runs comes back by itself when the
-/// step ends (the step's supervisor revives it), and judges that run: nothing started twice.
-#[test]
-fn a_runner_killed_during_a_real_codex_step_is_revived_and_judges_it_once() {
-    let Some(codex) = codex_or_skip() else {
-        return;
-    };
-    let env = TestLoop::new();
-    let home = env.temp.join("codex-home");
-    let log = env.temp.join("mock.jsonl");
-    let user_home = env.temp.join("home");
-    let env = env
-        .env("LOOP_AGENT", &codex)
-        .env("HOME", user_home)
-        .env("LOOP_REVIVE", "on");
-    let marker = "sleep 2.4242";
-    let wait = crate::support::once_running(marker, 600);
-    let script = format!(
-        r#""$0" start g --backend codex --step "wait" --quiet &
-r=$!
-{wait}kill -9 $r
-for _ in $(seq 1 600); do grep -q '^STATUS: DONE' "$LOOP_FILE" && break; sleep 0.1; done
-grep '^STATUS' "$LOOP_FILE""#
-    );
-    let log_arg = log.display().to_string();
-    let out = run_with_codex_mock(
-        &env.sh(&script),
-        &home,
-        marker,
-        &[("MOCK_LOG", &log_arg)],
-        PATIENCE * 6,
-    );
-    let said = crate::support::stdout(&out);
-    assert!(said.contains("STATUS: DONE"), "{said}\n{}", env.log());
-    env.assert_logged("revive");
-    let m = env.m1();
-    let r = &m.results[&1];
-    assert_eq!(r.attempts, Some(1), "{}", env.text());
-    // One thread, one turn: the step was not run again after the kill.
-    let requests: Vec<serde_json::Value> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert!(
-        requests
-            .iter()
-            .all(|q| q["thread"] == r.session_id.as_deref().unwrap() && q["turn"] == 1),
-        "{requests:?}"
     );
     env.assert_no_processes();
 }

@@ -439,3 +439,28 @@ pub fn take_env_and_dir(to: &mut Command, from: &Command) {
         to.current_dir(dir);
     }
 }
+
+/// `per_backend! { [NAME = BACKEND, …] fn CASE(b: &Type) { … } }`: the case written once, as a
+/// module `CASE` holding a test `NAME` per backend that runs it on `BACKEND` (so a failure
+/// names both, `CASE::NAME`).
+macro_rules! per_backend {
+    (
+        [$($name:ident = $backend:expr),+ $(,)?]
+        $(#[$doc:meta])* fn $case:ident($b:ident: &$ty:ty) $body:block
+    ) => {
+        $(#[$doc])*
+        mod $case {
+            use super::*;
+
+            fn case($b: &$ty) $body
+
+            $(
+                #[test]
+                fn $name() {
+                    case(&$backend);
+                }
+            )+
+        }
+    };
+}
+pub(crate) use per_backend;

@@ -1,14 +1,14 @@
-//! A loopback OTLP/HTTP trace receiver for tests: a hand-written HTTP/1.1 server on
-//! 127.0.0.1 that takes `POST /v1/traces`, decodes the body as the exporter sent it
+//! A loopback OTLP/HTTP trace receiver for tests, on the crate's loopback HTTP server
+//! (`m1loop::loopback`): it takes `POST /v1/traces`, decodes the body as the exporter sent it
 //! (`application/x-protobuf` or `application/json`, with the OTLP messages of
 //! `opentelemetry-proto`), records every span, and answers 200. Or it plays a dead collector:
-//! it accepts each connection, reads the request, and never answers.
+//! it reads each request, and never answers.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+
+use m1loop::loopback::{Exchange, Server};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
@@ -47,14 +47,15 @@ impl Span {
     }
 }
 
-/// The receiver; it stops with the test process.
+/// The receiver; it stops when dropped.
 #[derive(Debug, Clone)]
 pub struct Receiver {
     /// `http://127.0.0.1:PORT`: what `OTEL_EXPORTER_OTLP_ENDPOINT` is set to.
     pub endpoint: String,
     spans: Arc<Mutex<Vec<Span>>>,
-    /// Connections accepted (a dead collector counts them too).
-    connections: Arc<Mutex<usize>>,
+    /// Requests received (a dead collector counts them too).
+    requests: Arc<Mutex<usize>>,
+    _server: Arc<Server>,
 }
 
 impl Receiver {
@@ -63,28 +64,25 @@ impl Receiver {
         Self::listen(true)
     }
 
-    /// A collector that accepts and reads every request, and never answers.
+    /// A collector that reads every request, and never answers.
     pub fn silent() -> Self {
         Self::listen(false)
     }
 
     fn listen(answers: bool) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-        let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let spans = Arc::new(Mutex::new(Vec::new()));
-        let connections = Arc::new(Mutex::new(0));
-        let (s, c) = (spans.clone(), connections.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                *c.lock().unwrap() += 1;
-                let s = s.clone();
-                std::thread::spawn(move || serve(stream, &s, answers));
-            }
-        });
+        let requests = Arc::new(Mutex::new(0));
+        let (s, r) = (spans.clone(), requests.clone());
+        let server = Server::start(move |ex| {
+            *r.lock().unwrap() += 1;
+            serve(ex, &s, answers);
+        })
+        .expect("a loopback port");
         Self {
-            endpoint,
+            endpoint: server.url(),
             spans,
-            connections,
+            requests,
+            _server: Arc::new(server),
         }
     }
 
@@ -93,8 +91,9 @@ impl Receiver {
         self.spans.lock().unwrap().clone()
     }
 
-    pub fn connections(&self) -> usize {
-        *self.connections.lock().unwrap()
+    /// Requests received so far.
+    pub fn requests(&self) -> usize {
+        *self.requests.lock().unwrap()
     }
 }
 
@@ -136,63 +135,30 @@ pub fn refused_endpoint() -> String {
     endpoint
 }
 
-/// Requests of one connection, until it closes.
-fn serve(stream: TcpStream, spans: &Mutex<Vec<Span>>, answers: bool) {
-    let mut out = stream.try_clone().unwrap();
-    let mut reader = BufReader::new(stream);
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let (mut length, mut content_type) = (0usize, String::new());
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header).unwrap_or(0) == 0 {
-                return;
-            }
-            let header = header.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            let (name, value) = header.split_once(':').unwrap_or((header, ""));
-            match name.trim().to_ascii_lowercase().as_str() {
-                "content-length" => length = value.trim().parse().unwrap_or(0),
-                "content-type" => value.trim().clone_into(&mut content_type),
-                _ => {}
-            }
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        if !answers {
-            // Held open, unanswered, for longer than any test waits.
-            std::thread::sleep(Duration::from_secs(600));
-            return;
-        }
-        let request = if content_type.contains("json") {
-            serde_json::from_slice::<ExportTraceServiceRequest>(&body).expect("OTLP JSON")
-        } else {
-            ExportTraceServiceRequest::decode(body.as_slice()).expect("OTLP protobuf")
-        };
-        spans
-            .lock()
-            .unwrap()
-            .extend(flatten(&request, &content_type));
-        let answer: &[u8] = if content_type.contains("json") {
-            b"{}"
-        } else {
-            b""
-        };
-        let head = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
-            answer.len()
-        );
-        if out.write_all(head.as_bytes()).is_err() || out.write_all(answer).is_err() {
-            return;
-        }
+/// One request: its spans recorded and answered, or (a dead collector) held unanswered until
+/// the client gives up.
+fn serve(ex: Exchange, spans: &Mutex<Vec<Span>>, answers: bool) {
+    if !answers {
+        let _ = ex.hold_while(|| true);
+        ex.hang_up();
+        return;
     }
+    let content_type = ex.header("content-type").unwrap_or_default().to_owned();
+    let request = if content_type.contains("json") {
+        serde_json::from_slice::<ExportTraceServiceRequest>(&ex.body).expect("OTLP JSON")
+    } else {
+        ExportTraceServiceRequest::decode(ex.body.as_slice()).expect("OTLP protobuf")
+    };
+    spans
+        .lock()
+        .unwrap()
+        .extend(flatten(&request, &content_type));
+    let answer: &[u8] = if content_type.contains("json") {
+        b"{}"
+    } else {
+        b""
+    };
+    ex.respond(200, &content_type, &[], answer);
 }
 
 fn flatten(request: &ExportTraceServiceRequest, content_type: &str) -> Vec<Span> {

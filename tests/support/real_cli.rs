@@ -18,10 +18,6 @@ const INSTALL_WITHIN: Duration = Duration::from_secs(300);
 
 /// `claude` of `version`, or `None` after saying on stderr why the test is skipped.
 pub fn claude_or_skip(version: &str) -> Option<PathBuf> {
-    if which("python3").is_none() {
-        eprintln!("skipped: python3 (for the Messages API mock) is not on PATH");
-        return None;
-    }
     let cli = Cli {
         package: "@anthropic-ai/claude-code",
         version,
@@ -29,13 +25,7 @@ pub fn claude_or_skip(version: &str) -> Option<PathBuf> {
         dir: version,
         says: version,
     };
-    match install(&cli) {
-        Ok(bin) => Some(bin),
-        Err(why) => {
-            eprintln!("skipped: Claude Code {version} could not be installed: {why}");
-            None
-        }
-    }
+    installed_or_skip(&cli, &format!("Claude Code {version}"), "Messages API")
 }
 
 /// The Codex version the captures in `tests/fixtures/codex/` come from.
@@ -43,10 +33,6 @@ pub const CODEX_VERSION: &str = "0.169.0";
 
 /// `codex` of [`CODEX_VERSION`], or `None` after saying on stderr why the test is skipped.
 pub fn codex_or_skip() -> Option<PathBuf> {
-    if which("python3").is_none() {
-        eprintln!("skipped: python3 (for the Responses API mock) is not on PATH");
-        return None;
-    }
     let dir = format!("codex-{CODEX_VERSION}");
     let says = format!("codex-cli {CODEX_VERSION}");
     let cli = Cli {
@@ -56,10 +42,24 @@ pub fn codex_or_skip() -> Option<PathBuf> {
         dir: &dir,
         says: &says,
     };
-    match install(&cli) {
+    installed_or_skip(
+        &cli,
+        &format!("the Codex CLI {CODEX_VERSION}"),
+        "Responses API",
+    )
+}
+
+/// `cli`'s program, installed, or `None` after saying on stderr why the test is skipped:
+/// python3 is missing (for the mock of its `api`), or `what` could not be installed.
+pub(super) fn installed_or_skip(cli: &Cli<'_>, what: &str, api: &str) -> Option<PathBuf> {
+    if which("python3").is_none() {
+        eprintln!("skipped: python3 (for the {api} mock) is not on PATH");
+        return None;
+    }
+    match install(cli) {
         Ok(bin) => Some(bin),
         Err(why) => {
-            eprintln!("skipped: the Codex CLI {CODEX_VERSION} could not be installed: {why}");
+            eprintln!("skipped: {what} could not be installed: {why}");
             None
         }
     }
@@ -77,7 +77,7 @@ pub(super) struct Cli<'a> {
 
 /// Installs `cli` and returns its program (once; one install at a time, as two npm processes
 /// filling one cache at once were seen to hang).
-pub(super) fn install(cli: &Cli<'_>) -> Result<PathBuf, String> {
+fn install(cli: &Cli<'_>) -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-cli");
     let dir = root.join(cli.dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -136,7 +136,7 @@ fn says_version(bin: &Path, version: &str) -> bool {
         })
 }
 
-pub(super) fn which(program: &str) -> Option<PathBuf> {
+fn which(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(program))
         .find(|p| p.is_file())

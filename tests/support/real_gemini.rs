@@ -11,17 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use super::real_cli::{Cli, free_port, install, keep_own_env, namespace, which, wrapped};
+use super::real_cli::{Cli, free_port, installed_or_skip, keep_own_env, namespace, wrapped};
 
 /// The version the captures in `tests/fixtures/gemini/` come from.
 pub const GEMINI_VERSION: &str = "0.61.0";
 
 /// `gemini` of [`GEMINI_VERSION`], or `None` after saying on stderr why the test is skipped.
 pub fn gemini_or_skip() -> Option<PathBuf> {
-    if which("python3").is_none() {
-        eprintln!("skipped: python3 (for the Gemini API mock) is not on PATH");
-        return None;
-    }
     if namespace().is_none() {
         eprintln!(
             "skipped: no network namespace of its own here (`unshare -n`): Gemini CLI is only \
@@ -37,13 +33,7 @@ pub fn gemini_or_skip() -> Option<PathBuf> {
         dir: &dir,
         says: GEMINI_VERSION,
     };
-    match install(&cli) {
-        Ok(bin) => Some(bin),
-        Err(why) => {
-            eprintln!("skipped: Gemini CLI {GEMINI_VERSION} could not be installed: {why}");
-            None
-        }
-    }
+    installed_or_skip(&cli, &format!("Gemini CLI {GEMINI_VERSION}"), "Gemini API")
 }
 
 /// Writes `home/.gemini/settings.json` as a person who chose the API key would have it, with

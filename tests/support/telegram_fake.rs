@@ -1,17 +1,16 @@
-//! A fake Telegram Bot API on 127.0.0.1, for tests: a hand-written HTTP/1.1 server on a
-//! thread that records every request and answers `sendMessage` and `getUpdates` the way the
+//! A fake Telegram Bot API on 127.0.0.1, for tests, on the crate's loopback HTTP server
+//! (`m1loop::loopback`): it records every request and answers `sendMessage` and `getUpdates` the way the
 //! real API does, or with scripted failures (429 with `retry_after`, 5xx, 400, 409, a dropped
 //! connection), or plays hung: it accepts every connection and reads every request, then holds
 //! it unanswered until told to answer again (as a hung proxy or a stalled server does).
 //! Nothing here touches the real network.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use m1loop::loopback::{Exchange, Server};
 
 use serde_json::{Value, json};
 
@@ -85,43 +84,23 @@ struct State {
     abandoned: usize,
 }
 
-/// The running fake; stops its thread when dropped.
+/// The running fake; it stops when dropped.
 pub struct FakeTelegram {
-    addr: SocketAddr,
+    server: Server,
     state: Arc<Mutex<State>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl FakeTelegram {
     pub fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-        let addr = listener.local_addr().unwrap();
         let state = Arc::new(Mutex::new(State::default()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (st, sp) = (state.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if sp.load(Ordering::SeqCst) {
-                    break;
-                }
-                if let Ok(conn) = conn {
-                    let (st, sp) = (st.clone(), sp.clone());
-                    std::thread::spawn(move || serve(conn, &st, &sp));
-                }
-            }
-        });
-        Self {
-            addr,
-            state,
-            stop,
-            thread: Some(thread),
-        }
+        let st = state.clone();
+        let server = Server::start(move |ex| serve(ex, &st)).expect("a loopback port");
+        Self { server, state }
     }
 
     /// The value for `TELEGRAM_API_BASE`.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.url()
     }
 
     /// A base URL where nothing listens: a server that is down.
@@ -242,16 +221,6 @@ impl FakeTelegram {
     }
 }
 
-impl Drop for FakeTelegram {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(self.addr); // wake the accept loop
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// A text message `id` from the person of the private chat `chat_id`.
 fn message(id: i64, chat_id: i64, text: &str) -> Value {
     json!({
@@ -261,70 +230,33 @@ fn message(id: i64, chat_id: i64, text: &str) -> Value {
     })
 }
 
-fn serve(conn: TcpStream, state: &Mutex<State>, stop: &AtomicBool) {
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut reader = BufReader::new(conn.try_clone().unwrap());
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-        return;
-    }
-    let path = line
-        .split_whitespace()
-        .nth(1)
-        .unwrap_or_default()
-        .to_string();
-    let mut len = 0;
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
-            break;
-        }
-        let lower = h.to_ascii_lowercase();
-        if let Some(v) = lower.strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; len];
-    if reader.read_exact(&mut body).is_err() {
-        return;
-    }
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let rest = path.strip_prefix("/bot").unwrap_or_default();
+fn serve(ex: Exchange, state: &Mutex<State>) {
+    let rest = ex.path.strip_prefix("/bot").unwrap_or_default();
     let (token, method) = rest.rsplit_once('/').unwrap_or((rest, ""));
     let req = Request {
         method: method.to_string(),
         token: token.to_string(),
-        body,
+        body: ex.json(),
     };
-    if !held_until_answered(&conn, state, stop) {
+    if !held_until_answered(&ex, state) {
         state.lock().unwrap().requests.push(req);
+        ex.hang_up();
         return;
     }
     let answer = answer(&req, state);
     state.lock().unwrap().requests.push(req);
-    let Answer::Respond(status, json) = answer else {
-        return;
-    };
-    let text = json.to_string();
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        409 => "Conflict",
-        429 => "Too Many Requests",
-        _ => "Internal Server Error",
-    };
-    let mut conn = conn;
-    let _ = write!(
-        conn,
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-        text.len()
-    );
+    match answer {
+        Answer::Respond(status, json) => {
+            ex.respond(status, "application/json", &[], json.to_string());
+        }
+        Answer::HangUp => ex.hang_up(),
+    }
 }
 
 /// While the server plays hung, holds a request unanswered until it answers again; false if
 /// the client gave up first (closed the connection: nothing is answered or recorded as sent)
 /// or the server is stopping.
-fn held_until_answered(conn: &TcpStream, state: &Mutex<State>, stop: &AtomicBool) -> bool {
+fn held_until_answered(ex: &Exchange, state: &Mutex<State>) -> bool {
     {
         let mut s = state.lock().unwrap();
         if !s.hung {
@@ -332,23 +264,7 @@ fn held_until_answered(conn: &TcpStream, state: &Mutex<State>, stop: &AtomicBool
         }
         s.held += 1;
     }
-    let _ = conn.set_nonblocking(true);
-    let answered = loop {
-        if stop.load(Ordering::SeqCst) {
-            break false;
-        }
-        if !state.lock().unwrap().hung {
-            break true;
-        }
-        // A closed connection reads as end of file; an open one has nothing to read.
-        match conn.peek(&mut [0u8; 1]) {
-            Ok(0) => break false,
-            Err(e) if e.kind() != ErrorKind::WouldBlock => break false,
-            _ => {}
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let _ = conn.set_nonblocking(false);
+    let answered = ex.hold_while(|| state.lock().unwrap().hung);
     let mut s = state.lock().unwrap();
     s.held -= 1;
     if !answered {

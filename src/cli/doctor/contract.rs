@@ -135,7 +135,7 @@ pub(super) fn run(
         scratch: &scratch.0,
         work: &work,
         home: &home,
-        port: mock.port,
+        port: mock.port(),
         confined,
     };
     let first = match setup.call(

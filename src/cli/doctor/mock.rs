@@ -6,18 +6,16 @@
 //! mocks (`scripts/mock-*-api.py`) do for the tests; anything else gets a 404.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 
 use serde_json::{Value, json};
 
 /// What every answer says.
 pub(crate) const ANSWER: &str = "Checked by loop doctor.\nSTEP_DONE: the contract holds";
 
-/// A server on a free loopback port, answering until the process ends.
+/// A server on a free loopback port, answering until it is dropped.
 #[derive(Debug)]
 pub(crate) struct Mock {
-    pub port: u16,
+    server: crate::loopback::Server,
 }
 
 impl Mock {
@@ -26,108 +24,53 @@ impl Mock {
     /// # Errors
     /// When no loopback port can be had.
     pub(crate) fn start() -> std::io::Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        let port = listener.local_addr()?.port();
-        std::thread::spawn(move || {
-            for conn in listener.incoming().flatten() {
-                std::thread::spawn(move || serve(conn));
-            }
-        });
-        Ok(Self { port })
+        let server = crate::loopback::Server::start(|ex| {
+            let (status, kind, text) = answer(&ex.method, &ex.path, &ex.json());
+            ex.respond(status, kind, &[("request-id", "req_doctor")], text);
+        })?;
+        Ok(Self { server })
+    }
+
+    /// The loopback port it answers on.
+    pub(crate) fn port(&self) -> u16 {
+        self.server.port()
     }
 }
 
-/// Answers the requests of one connection (kept alive) until it closes.
-fn serve(conn: TcpStream) {
-    let Ok(mut out) = conn.try_clone() else {
-        return;
-    };
-    let mut input = BufReader::new(conn);
-    loop {
-        let mut line = String::new();
-        if input.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut parts = line.split_whitespace();
-        let (method, path) = (
-            parts.next().unwrap_or_default().to_owned(),
-            parts.next().unwrap_or_default().to_owned(),
-        );
-        let mut length = 0usize;
-        loop {
-            let mut header = String::new();
-            if input.read_line(&mut header).unwrap_or(0) == 0 {
-                return;
-            }
-            let header = header.trim();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = header.split_once(':')
-                && k.trim().eq_ignore_ascii_case("content-length")
-            {
-                length = v.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0u8; length];
-        if input.read_exact(&mut body).is_err() {
-            return;
-        }
-        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let (status, kind, text) = answer(&method, &path, &request);
-        let head = format!(
-            "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
-             request-id: req_doctor\r\nConnection: keep-alive\r\n\r\n",
-            text.len()
-        );
-        if out.write_all(head.as_bytes()).is_err() || out.write_all(text.as_bytes()).is_err() {
-            return;
-        }
-    }
-}
-
-/// The status line's tail, the content type and the body for one request.
-fn answer(method: &str, path: &str, request: &Value) -> (&'static str, &'static str, String) {
+/// The status, the content type and the body for one request.
+fn answer(method: &str, path: &str, request: &Value) -> (u16, &'static str, String) {
     const JSON: &str = "application/json";
     const SSE: &str = "text/event-stream";
     if method == "HEAD" {
-        return ("200 OK", JSON, String::new());
+        return (200, JSON, String::new());
     }
     if method != "POST" {
-        return (
-            "404 Not Found",
-            JSON,
-            r#"{"error":{"message":"not here"}}"#.into(),
-        );
+        return (404, JSON, r#"{"error":{"message":"not here"}}"#.into());
     }
     if path.starts_with("/v1/messages/count_tokens") {
-        return ("200 OK", JSON, json!({"input_tokens": 10}).to_string());
+        return (200, JSON, json!({"input_tokens": 10}).to_string());
     }
     if path.starts_with("/v1/messages") {
         let model = request["model"].as_str().unwrap_or("claude-doctor");
         if request["stream"].as_bool() == Some(true) {
-            return ("200 OK", SSE, messages_stream(model));
+            return (200, SSE, messages_stream(model));
         }
-        return ("200 OK", JSON, message(model).to_string());
+        return (200, JSON, message(model).to_string());
     }
     if path.starts_with("/v1/responses") {
-        return ("200 OK", SSE, responses_stream());
+        return (200, SSE, responses_stream());
     }
     if path.contains(":countTokens") {
-        return ("200 OK", JSON, json!({"totalTokens": 10}).to_string());
+        return (200, JSON, json!({"totalTokens": 10}).to_string());
     }
     if path.contains(":streamGenerateContent") || path.contains(":generateContent") {
         let answer = gemini_answer(request);
         if path.contains(":streamGenerateContent") {
-            return ("200 OK", SSE, format!("data: {answer}\r\n\r\n"));
+            return (200, SSE, format!("data: {answer}\r\n\r\n"));
         }
-        return ("200 OK", JSON, answer.to_string());
+        return (200, JSON, answer.to_string());
     }
-    (
-        "404 Not Found",
-        JSON,
-        r#"{"error":{"message":"not here"}}"#.into(),
-    )
+    (404, JSON, r#"{"error":{"message":"not here"}}"#.into())
 }
 
 fn usage() -> Value {

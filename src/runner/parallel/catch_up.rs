@@ -64,7 +64,7 @@ impl Runner {
                     "parallel: step {n} goes on from its own base: what the loop has merged so \
                      far ({integration}) conflicts with its work, which the merge queue meets \
                      when the step is done ({})",
-                    crate::text::one_line(&why, 200)
+                    crate::text::one_line(&why.to_string(), 200)
                 ));
             }
         }

@@ -6,28 +6,9 @@
 
 use std::path::Path;
 
-/// `git ARGS` in `dir`: its stdout, trimmed, or what it said when it failed.
-pub(super) fn run(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = crate::git::command(dir, args)
-        .output()
-        .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    } else {
-        Err(format!(
-            "git {} in {}: {}",
-            args.join(" "),
-            dir.display(),
-            crate::text::one_line(
-                &format!(
-                    "{} {}",
-                    String::from_utf8_lossy(&out.stderr).trim(),
-                    String::from_utf8_lossy(&out.stdout).trim()
-                ),
-                400
-            )
-        ))
-    }
+/// `git ARGS` in `dir`: its stdout, trimmed.
+pub(super) fn run(dir: &Path, args: &[&str]) -> Result<String, crate::git::Error> {
+    crate::git::run(dir, args).map(|out| out.trim().to_owned())
 }
 
 /// The commit `name` (a branch, `HEAD`) is at, if it exists.
@@ -65,7 +46,7 @@ pub(in crate::runner) fn commit_args(dir: &Path) -> Vec<String> {
 }
 
 /// `git [identity] ARGS` in `dir`.
-pub(super) fn run_as_author(dir: &Path, args: &[&str]) -> Result<String, String> {
+pub(super) fn run_as_author(dir: &Path, args: &[&str]) -> Result<String, crate::git::Error> {
     let mut all: Vec<String> = commit_args(dir);
     all.extend(args.iter().map(|a| (*a).to_owned()));
     let refs: Vec<&str> = all.iter().map(String::as_str).collect();
@@ -80,10 +61,11 @@ pub(super) fn worktree(repo: &Path, path: &Path, branch: &str, base: &str) -> Re
     }
     let p = path.display().to_string();
     if commit_of(repo, &format!("refs/heads/{branch}")).is_some() {
-        run(repo, &["worktree", "add", &p, branch]).map(drop)
+        run(repo, &["worktree", "add", &p, branch])?;
     } else {
-        run(repo, &["worktree", "add", "-b", branch, &p, base]).map(drop)
+        run(repo, &["worktree", "add", "-b", branch, &p, base])?;
     }
+    Ok(())
 }
 
 /// Commits whatever the agent left uncommitted in worktree `wt` (so no step is done without
@@ -93,7 +75,8 @@ pub(super) fn commit_all(wt: &Path, message: &str) -> Result<bool, String> {
     if run(wt, &["diff", "--cached", "--quiet"]).is_ok() {
         return Ok(false);
     }
-    run_as_author(wt, &["commit", "-q", "--no-verify", "-m", message]).map(|_| true)
+    run_as_author(wt, &["commit", "-q", "--no-verify", "-m", message])?;
+    Ok(true)
 }
 
 /// How a merge of a step's branch onto the integration head went.
@@ -136,7 +119,7 @@ pub(super) fn merge(
             let files = run(wt, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
             let _ = run(wt, &["merge", "--abort"]);
             if files.is_empty() {
-                return Err(why);
+                return Err(why.into());
             }
             Ok(Merged::Conflict(files.lines().map(str::to_owned).collect()))
         }
@@ -148,8 +131,8 @@ pub(super) fn move_branch(repo: &Path, branch: &str, new: &str, old: &str) -> Re
     run(
         repo,
         &["update-ref", &format!("refs/heads/{branch}"), new, old],
-    )
-    .map(drop)
+    )?;
+    Ok(())
 }
 
 /// Whether every change of `branch` is in `integration`, by content: `git cherry` lists no
@@ -178,7 +161,8 @@ pub(super) fn remove(
     if path.exists() {
         run(repo, &["worktree", "remove", &path.display().to_string()])?;
     }
-    run(repo, &["branch", "-D", branch]).map(drop)
+    run(repo, &["branch", "-D", branch])?;
+    Ok(())
 }
 
 /// Brings the project's checkout to `integration` when it is still at `base` with no change
@@ -196,7 +180,8 @@ pub(super) fn fast_forward(project: &Path, integration: &str, base: &str) -> Res
     if !changed.is_empty() {
         return Err("the project has uncommitted changes to tracked files".into());
     }
-    run(project, &["merge", "--ff-only", "-q", integration]).map(drop)
+    run(project, &["merge", "--ff-only", "-q", integration])?;
+    Ok(())
 }
 
 /// A commit's first 7 characters.

@@ -5,9 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use super::Own;
 
@@ -17,42 +15,17 @@ use super::Own;
 const FOUND_WITHIN: &str = "50";
 
 /// `git ARGS` in `top`, with `env` set and `input` on its standard input: its output, trimmed
-/// of the last newline, or what it said when it failed.
+/// of the last newline.
 pub(super) fn git(
     top: &Path,
     args: &[&str],
     env: &[(&str, &std::ffi::OsStr)],
     input: Option<&[u8]>,
-) -> Result<String, String> {
-    let mut cmd = crate::git::command(top, args);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.stdin(if input.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    let said = |e: &dyn std::fmt::Display| format!("git {}: {e}", args.join(" "));
-    let mut child = cmd.spawn().map_err(|e| said(&e))?;
-    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
-        stdin.write_all(bytes).map_err(|e| said(&e))?;
-    }
-    let out = child.wait_with_output().map_err(|e| said(&e))?;
-    if out.status.success() {
-        let text = String::from_utf8_lossy(&out.stdout);
-        Ok(text.strip_suffix('\n').unwrap_or(&text).to_owned())
-    } else {
-        // Some refusals are on standard output (`git commit`'s "nothing to commit").
-        let told = format!(
-            "{} {}",
-            String::from_utf8_lossy(&out.stderr).trim(),
-            String::from_utf8_lossy(&out.stdout).trim()
-        );
-        Err(said(&crate::text::one_line(told.trim(), 300)))
-    }
+) -> Result<String, crate::git::Error> {
+    let out = crate::git::run_with(top, args, env, input)?;
+    Ok(out
+        .strip_suffix('\n')
+        .map_or_else(|| out.clone(), str::to_owned))
 }
 
 /// The top of the git work tree `dir` is in.
@@ -174,7 +147,7 @@ fn on_index(
     // git reads the variable from `top`, not from where the loop runs.
     let index = std::path::absolute(index)
         .map_err(|e| format!("while finding {}: {e}", index.display()))?;
-    git(
+    Ok(git(
         top,
         args,
         &[
@@ -182,7 +155,7 @@ fn on_index(
             ("GIT_LITERAL_PATHSPECS", std::ffi::OsStr::new("1")),
         ],
         input,
-    )
+    )?)
 }
 
 /// The index file `index` made anew from commit `head` (empty when there is none). What a
@@ -379,6 +352,6 @@ pub(super) fn index_to(top: &Path, c: &str) -> Result<(), String> {
         &["update-index", "-z", "--index-info"],
         &[],
         Some(info.as_bytes()),
-    )
-    .map(drop)
+    )?;
+    Ok(())
 }

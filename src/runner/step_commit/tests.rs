@@ -2,22 +2,7 @@
 
 use super::git::*;
 use super::*;
-use std::process::Command;
-
-fn sh_git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
+use crate::git::person as sh_git;
 
 /// A repository with `a.txt` committed, in a temporary directory.
 fn repo() -> tempfile::TempDir {
