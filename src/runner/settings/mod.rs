@@ -11,6 +11,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
+mod layer;
+
+pub(crate) use layer::Layer;
+use layer::env_commit;
+
 use crate::agent::AgentConfig;
 use crate::engine::Caps;
 use crate::error::Error;
@@ -178,22 +183,24 @@ impl SandboxSettings {
 
 /// Settings resolved for one loop.
 ///
-/// Two resolutions, one rule: a new loop takes flags, environment, `loop.yaml` and defaults
-/// (highest first) and `loop start` writes the result into M1.md; from then on what M1.md
-/// says wins, and a key it leaves out falls back to environment, `loop.yaml` and defaults
-/// (those are defaults for new loops, never above the file).
+/// One merge, two stacks ([`layer`]): a new loop takes its flags, the environment, `loop.yaml`
+/// and the defaults (highest first) and `loop start` writes the result into M1.md; from then
+/// on what M1.md says wins, and a key it leaves out falls back to the environment, `loop.yaml`
+/// and the defaults (those are defaults for new loops, never above the file).
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub file: FileSettings,
     pub overrides: Overrides,
-    /// How the agent is called where M1.md's `AGENT:` says nothing.
+    /// How a new loop's agent is called (and where M1.md's `AGENT:` leaves the backend as
+    /// it is, whose tool list is then this one's).
     pub agent: AgentConfig,
     pub notify_each_step: bool,
     /// Extra variables for the agent's environment.
     pub agent_env: Vec<(String, String)>,
-    step_timeout: Option<Duration>,
-    idle_timeout: Option<Duration>,
-    fallback_after: Option<Duration>,
+    /// The layers under M1.md: the environment over `loop.yaml`.
+    below: Layer,
+    /// A new loop's: the flags over those.
+    new: Layer,
 }
 
 /// What a new loop's `AGENT.ALLOWED_TOOLS` is when nothing names the tools: the backend's
@@ -218,49 +225,10 @@ pub(crate) fn other_program(backend: AgentKind) -> String {
         .unwrap_or_else(|| crate::agent::backend_for(backend).default_program().into())
 }
 
-/// `LOOP_COMMIT`: `on` or `off` (also `true`/`false`, `yes`/`no`); `None` when unset.
-///
-/// # Errors
-/// Any other value, in words that say which.
-fn env_commit() -> crate::error::Result<Option<bool>> {
-    let Some(v) = std::env::var("LOOP_COMMIT")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-    else {
-        return Ok(None);
-    };
-    match crate::m1::keys::Kind::Switch.check(&v) {
-        Ok(()) => Ok(Some(crate::m1::keys::switch_on(&v))),
-        Err(_) => Err(Error::bad_input(format!(
-            "LOOP_COMMIT: expected `on` or `off`, found `{v}`"
-        ))),
-    }
-}
-
 /// `loop.yaml` beside M1.md.
 #[must_use]
 pub(crate) fn yaml_path(state_dir: &Path) -> PathBuf {
     crate::layout::Layout::dir(state_dir).settings()
-}
-
-/// A `limits:` duration of `loop.yaml`; a bad one is an error at `path:line:column`.
-fn dur(
-    field: &str,
-    path: &Path,
-    v: Option<&Spanned<String>>,
-) -> crate::error::Result<Option<Duration>> {
-    v.map(|s| {
-        crate::m1::typed::duration(&s.value).map_err(|e| {
-            let at = &s.referenced;
-            Error::bad_input(format!(
-                "{}:{}:{}: limits.{field}: {e}",
-                path.display(),
-                at.line(),
-                at.column()
-            ))
-        })
-    })
-    .transpose()
 }
 
 /// How to get the agent of `backend`, for the message that says it is missing.
@@ -342,54 +310,33 @@ impl Settings {
             }
         };
         env_commit()?;
-        let step_timeout = dur("step_timeout", &path, file.limits.step_timeout.as_ref())?;
-        let idle_timeout = dur("idle_timeout", &path, file.limits.idle_timeout.as_ref())?;
-        let fallback_after = dur("fallback_after", &path, file.limits.fallback_after.as_ref())?;
-        let a = &file.agent;
-        let backend = overrides.backend.or(a.backend).unwrap_or_default();
-        let program = overrides
-            .agent_program
-            .clone()
-            .or_else(|| std::env::var("LOOP_AGENT").ok().filter(|s| !s.is_empty()))
-            .or_else(|| a.program.clone())
-            // The backend's own variable, as a reviewer's or a fallback's program on it is
-            // found (`LOOP_AGENT_GEMINI`), before its default name.
-            .or_else(|| {
-                std::env::var(backend.program_env())
-                    .ok()
-                    .filter(|s| !s.is_empty())
-            })
-            .unwrap_or_else(|| crate::agent::backend_for(backend).default_program().into());
-        let agent = AgentConfig {
-            backend,
-            program,
-            permission_mode: overrides
-                .permission_mode
-                .or(a.permission_mode)
-                .or(Some(DEFAULTS.permission_mode)),
-            allowed_tools: overrides
-                .allowed_tools
-                .clone()
-                .or_else(|| a.allowed_tools.clone())
-                .unwrap_or_else(|| default_tools(backend)),
-            tools: None,
-            max_turns: overrides.max_turns.or(a.max_turns),
-            max_budget_usd: overrides.max_budget_usd.or(a.max_budget_usd),
-            model: overrides.model.clone().or_else(|| a.model.clone()),
-            extra_args: a.extra_args.clone(),
-            confined: false,
-            files_dir: None,
-        };
+        let below = Layer::env().over(&Layer::yaml(&file, &path)?);
+        let new = Layer::flags(&overrides).over(&below);
+        let agent = agent_of(&new);
         Ok(Self {
-            notify_each_step: file.notify_each_step.unwrap_or(false),
+            notify_each_step: new.notify_each_step.unwrap_or(false),
             agent_env: overrides.agent_env.clone(),
             file,
             overrides,
             agent,
-            step_timeout,
-            idle_timeout,
-            fallback_after,
+            below,
+            new,
         })
+    }
+
+    /// What the loop of `m` runs with: its M1.md over the environment and `loop.yaml`. A tool
+    /// list below the file is for the backend a new loop would have: a file that names another
+    /// backend and no list gets that backend's own.
+    #[must_use]
+    pub(crate) fn running(&self, m: &M1) -> Layer {
+        let top = Layer::m1(m);
+        let other_backend =
+            top.allowed_tools.is_none() && top.backend.is_some_and(|b| b != self.agent.backend);
+        let mut v = top.over(&self.below);
+        if other_backend {
+            v.allowed_tools = None;
+        }
+        v
     }
 
     /// How this loop's agent is called: M1.md's `AGENT:` keys, each one it leaves out from
@@ -397,30 +344,7 @@ impl Settings {
     /// block applies to the next attempt.
     #[must_use]
     pub(crate) fn agent_for(&self, m: &M1) -> AgentConfig {
-        let k = &m.agent;
-        let d = &self.agent;
-        let backend = k.backend.unwrap_or(d.backend);
-        AgentConfig {
-            backend,
-            program: k.program.clone().unwrap_or_else(|| d.program.clone()),
-            permission_mode: k.permission_mode.or(d.permission_mode),
-            // The defaults' list is for the defaults' backend: a file that names another
-            // backend and no list gets that backend's default.
-            allowed_tools: k.allowed_tools.clone().unwrap_or_else(|| {
-                if backend == d.backend {
-                    d.allowed_tools.clone()
-                } else {
-                    default_tools(backend)
-                }
-            }),
-            tools: None,
-            max_turns: k.max_turns.or(d.max_turns),
-            max_budget_usd: k.max_budget_usd.or(d.max_budget_usd),
-            model: k.model.clone().or_else(|| d.model.clone()),
-            extra_args: k.extra_args.clone().unwrap_or_else(|| d.extra_args.clone()),
-            confined: false,
-            files_dir: None,
-        }
+        agent_of(&self.running(m))
     }
 
     /// How a run on `backend` is called. The loop's own backend (`AGENT.BACKEND`) runs as
@@ -450,122 +374,48 @@ impl Settings {
         }
     }
 
-    /// How this loop's runs are confined: M1.md's `AGENT.SANDBOX`, else `LOOP_SANDBOX`,
-    /// `loop.yaml` or the default (bubblewrap); and the paths a run may read and write, which
-    /// add up: every path named in M1.md (`SANDBOX_READ`, `SANDBOX_WRITE`), `LOOP_SANDBOX_…`
-    /// or `loop.yaml` is granted. Read at every run.
+    /// How this loop's runs are confined: its mode and the paths and variables a run is
+    /// given, which add up across M1.md, the environment and `loop.yaml`. Read at every run.
     #[must_use]
     pub(crate) fn sandbox(&self, m: &M1) -> SandboxSettings {
-        let d = self.sandbox_defaults(false);
-        SandboxSettings {
-            mode: m.agent.sandbox.unwrap_or(d.mode),
-            read: union([m.agent.sandbox_read.as_deref(), Some(&d.read)]),
-            write: union([m.agent.sandbox_write.as_deref(), Some(&d.write)]),
-            env: union([m.agent.sandbox_env.as_deref(), Some(&d.env)]),
-        }
+        sandbox_of(&self.running(m))
     }
 
-    /// The sandbox a new loop is written with: flags, environment, `loop.yaml`, defaults.
+    /// The sandbox a new loop is written with.
     #[must_use]
     pub(crate) fn sandbox_for_new(&self) -> SandboxSettings {
-        self.sandbox_defaults(true)
+        sandbox_of(&self.new)
     }
 
-    /// The mode from the flag (for a new loop), then `LOOP_SANDBOX`, then `loop.yaml`, then
-    /// bubblewrap; the paths of the flags (for a new loop), `LOOP_SANDBOX_READ` and
-    /// `LOOP_SANDBOX_WRITE`, and `loop.yaml`, all of them.
-    fn sandbox_defaults(&self, with_flags: bool) -> SandboxSettings {
-        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        let env_paths = |k: &str| env(k).and_then(|v| crate::m1::typed::paths(&v).ok());
-        let env_names = |k: &str| env(k).and_then(|v| crate::m1::typed::env_names(&v).ok());
-        let o = &self.overrides;
-        let a = &self.file.agent;
-        let flags = |v: &Vec<String>| if with_flags { v.clone() } else { Vec::new() };
-        SandboxSettings {
-            mode: o
-                .sandbox
-                .filter(|_| with_flags)
-                .or_else(|| env("LOOP_SANDBOX").and_then(|v| v.parse().ok()))
-                .or(a.sandbox)
-                .unwrap_or_default(),
-            read: union([
-                Some(&flags(&o.sandbox_read)[..]),
-                env_paths("LOOP_SANDBOX_READ").as_deref(),
-                a.sandbox_read.as_deref(),
-            ]),
-            write: union([
-                Some(&flags(&o.sandbox_write)[..]),
-                env_paths("LOOP_SANDBOX_WRITE").as_deref(),
-                a.sandbox_write.as_deref(),
-            ]),
-            env: union([
-                Some(&flags(&o.sandbox_env)[..]),
-                env_names("LOOP_SANDBOX_ENV").as_deref(),
-                a.sandbox_env.as_deref(),
-            ]),
-        }
-    }
-
-    /// The backends of `AGENT.FALLBACK` a step may go on with, in order: the loop's own
-    /// backend left out (a step cannot fall back to where it started).
-    #[must_use]
-    pub(crate) fn fallback_chain(&self, m: &M1) -> Vec<AgentKind> {
-        let own = self.agent_for(m).backend;
-        (m.agent.fallback.iter().copied())
-            .filter(|k| *k != own)
-            .collect()
-    }
-
-    /// How far away a usage limit's reset must be to send a step to `AGENT.FALLBACK`.
-    #[must_use]
-    pub(crate) fn fallback_after(&self, m: &M1) -> Duration {
-        m.limits
-            .fallback_after
-            .or(self.fallback_after)
-            .unwrap_or(DEFAULTS.fallback_after)
-    }
-
-    /// Steps that may run at once: M1.md's `LIMITS.PARALLEL`, else `loop.yaml`'s, else 1.
+    /// Steps that may run at once.
     #[must_use]
     pub(crate) fn parallel(&self, m: &M1) -> u32 {
-        m.limits
-            .parallel
-            .or(self.file.limits.parallel)
-            .unwrap_or(DEFAULTS.parallel)
+        self.running(m).parallel.unwrap_or(DEFAULTS.parallel)
     }
 
-    /// `LIMITS.PARALLEL` of a new loop, when above 1: the flag, then `loop.yaml`.
+    /// `LIMITS.PARALLEL` of a new loop, when above 1.
     #[must_use]
     pub(crate) fn parallel_for_new(&self) -> Option<u32> {
-        self.overrides
-            .parallel
-            .or(self.file.limits.parallel)
-            .filter(|n| *n > 1)
+        self.new.parallel.filter(|n| *n > 1)
     }
 
-    /// The fallback chain a new loop is written with, and after how long: flags, then
-    /// `loop.yaml`. A backend named twice is kept once, in its first place.
+    /// The fallback chain a new loop is written with, and after how long. A backend named
+    /// twice is kept once, in its first place.
     #[must_use]
     pub(crate) fn fallback_for_new(&self) -> Option<(Vec<AgentKind>, Duration)> {
-        let named = match &self.overrides.fallback {
-            v if !v.is_empty() => v.clone(),
-            _ => self.file.agent.fallback.as_ref()?.to_vec(),
-        };
         let mut to: Vec<AgentKind> = Vec::new();
-        for k in named {
-            if !to.contains(&k) {
-                to.push(k);
+        for k in self.new.fallback.iter().flatten() {
+            if !to.contains(k) {
+                to.push(*k);
             }
         }
         if to.is_empty() {
             return None;
         }
-        let after = self
-            .overrides
-            .fallback_after
-            .or(self.fallback_after)
-            .unwrap_or(DEFAULTS.fallback_after);
-        Some((to, after))
+        Some((
+            to,
+            self.new.fallback_after.unwrap_or(DEFAULTS.fallback_after),
+        ))
     }
 
     /// The backends a new loop uses, each once: its own, its reviewer's, its fallbacks'.
@@ -593,135 +443,129 @@ impl Settings {
             .unwrap_or_default()
     }
 
-    /// The caps in force: M1.md's `LIMITS:`, each limit it leaves out from `loop.yaml`, else
-    /// the default. Read at every decision, so a hand edit applies at the next one.
+    /// The caps in force. Read at every decision, so a hand edit applies at the next one.
     #[must_use]
     pub(crate) fn caps(&self, m: &M1) -> Caps {
-        let l = &m.limits;
-        let defaults = Caps::default();
+        let v = self.running(m);
         Caps {
-            max_restarts: l.max_restarts.unwrap_or(defaults.max_restarts),
-            context_threshold: l.context_threshold.unwrap_or(defaults.context_threshold),
-            max_session: l.max_session,
-            review: m.review,
-            commit_steps: self.commit_steps(m),
-            max_retakes: l.max_retakes.unwrap_or(defaults.max_retakes),
-            fallback: Some(self.fallback_chain(m))
+            fallback: Some(chain_of(&v))
                 .filter(|chain| !chain.is_empty())
-                .map(|chain| (chain, self.fallback_after(m))),
-            ..self.caps_under(&Top {
-                max_retries: l.max_retries,
-                max_steps: l.max_steps,
-                max_cost_usd: l.max_cost_usd,
-                step_timeout: l.step_timeout,
-                idle_timeout: l.idle_timeout,
-            })
+                .map(|chain| (chain, v.fallback_after.unwrap_or(DEFAULTS.fallback_after))),
+            ..caps_of(&v)
         }
     }
 
-    /// The caps a new M1.md is written with: flags, environment, `loop.yaml`, defaults.
+    /// The caps a new M1.md is written with.
     #[must_use]
     pub(crate) fn caps_for_new(&self) -> Caps {
-        let o = &self.overrides;
-        self.caps_under(&Top {
-            max_retries: o.max_retries,
-            max_steps: o.max_steps,
-            max_cost_usd: o.max_cost_usd,
-            step_timeout: o.step_timeout,
-            idle_timeout: o.idle_timeout,
-        })
+        caps_of(&self.new)
     }
 
-    /// The caps with `top` first, then `loop.yaml` (and the environment), then the defaults.
-    fn caps_under(&self, top: &Top) -> Caps {
-        let f = &self.file.limits;
-        Caps {
-            max_retries: top
-                .max_retries
-                .or(f.max_retries)
-                .unwrap_or(DEFAULTS.max_retries),
-            max_steps: top.max_steps.or(f.max_steps).unwrap_or(DEFAULTS.max_steps),
-            max_cost_usd: top.max_cost_usd.or(f.max_cost_usd),
-            transient_cap: self
-                .file
-                .transient_retries
-                .unwrap_or(DEFAULTS.transient_retries),
-            step_timeout: top
-                .step_timeout
-                .or(self.step_timeout)
-                .unwrap_or(DEFAULTS.step_timeout),
-            idle_timeout: top.idle_timeout.or(self.idle_timeout),
-            ..Caps::default()
-        }
-    }
-
-    /// The VERIFY command in force: M1.md's, else `loop.yaml`'s.
+    /// The VERIFY command in force.
     #[must_use]
     pub(crate) fn verify(&self, m: &M1) -> Option<String> {
-        m.verify
-            .clone()
-            .or_else(|| self.file.verify.clone())
-            .filter(|v| !v.trim().is_empty())
+        verify_of(&self.running(m))
     }
 
     /// Whether a new loop reviews its steps, with which model and backend, and how many
-    /// retakes: flags, then `loop.yaml`.
+    /// retakes.
     #[must_use]
     pub(crate) fn review_for_new(&self) -> NewReview {
-        let (on, model, retakes, backend) = match &self.file.review {
-            None | Some(ReviewFile::On(false)) => (false, None, None, None),
-            Some(ReviewFile::On(true)) => (true, None, None, None),
-            Some(ReviewFile::With {
-                model,
-                max_retakes,
-                backend,
-            }) => (true, model.clone(), *max_retakes, *backend),
-        };
+        let v = &self.new;
         NewReview {
-            on: on || self.overrides.review,
-            model: self.overrides.review_model.clone().or(model),
-            max_retakes: retakes,
-            backend: self.overrides.review_backend.or(backend),
+            on: v.review.unwrap_or(false),
+            model: v.review_model.clone(),
+            max_retakes: v.max_retakes,
+            backend: v.review_backend,
         }
     }
 
-    /// Whether each DONE step is committed: M1.md's `COMMIT_STEPS`, else `LOOP_COMMIT`, else
-    /// `loop.yaml`'s `commit`, else on. Read at every decision, so a hand edit applies at once.
-    #[must_use]
-    pub(crate) fn commit_steps(&self, m: &M1) -> bool {
-        m.commit_steps.unwrap_or_else(|| self.commit_default())
-    }
-
-    /// `COMMIT_STEPS` of a new loop: `--no-commit`, then `LOOP_COMMIT`, `loop.yaml`, on.
+    /// `COMMIT_STEPS` of a new loop.
     #[must_use]
     pub(crate) fn commit_for_new(&self) -> bool {
-        !self.overrides.no_commit && self.commit_default()
+        self.new.commit.unwrap_or(true)
     }
 
-    /// `LOOP_COMMIT` (`on`/`off`), then `loop.yaml`'s `commit`, then on.
-    fn commit_default(&self) -> bool {
-        env_commit()
-            .ok()
-            .flatten()
-            .or(self.file.commit)
-            .unwrap_or(true)
-    }
-
-    /// Whether a new loop waits for a person to approve its plan: the flag, then `loop.yaml`.
+    /// Whether a new loop waits for a person to approve its plan.
     #[must_use]
     pub(crate) fn approve_plan_for_new(&self) -> bool {
-        self.overrides.approve_plan || self.file.approve_plan.unwrap_or(false)
+        self.new.approve_plan.unwrap_or(false)
     }
 
     /// The VERIFY command a new M1.md is written with.
     #[must_use]
     pub(crate) fn verify_for_new(&self) -> Option<String> {
-        self.overrides
-            .verify
-            .clone()
-            .or_else(|| self.file.verify.clone())
-            .filter(|v| !v.trim().is_empty())
+        verify_of(&self.new)
     }
+}
+
+/// How the agent is called with the settings `v`, the defaults filled in: a program from the
+/// backend's own variable (`LOOP_AGENT_GEMINI`, as a reviewer's or a fallback's program on it
+/// is found), else its own name; the backend's tool list.
+fn agent_of(v: &Layer) -> AgentConfig {
+    let backend = v.backend.unwrap_or_default();
+    let program = v.program.clone().unwrap_or_else(|| {
+        std::env::var(backend.program_env())
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| crate::agent::backend_for(backend).default_program().into())
+    });
+    AgentConfig {
+        backend,
+        program,
+        permission_mode: v.permission_mode.or(Some(DEFAULTS.permission_mode)),
+        allowed_tools: (v.allowed_tools.clone()).unwrap_or_else(|| default_tools(backend)),
+        tools: None,
+        max_turns: v.max_turns,
+        max_budget_usd: v.max_budget_usd,
+        model: v.model.clone(),
+        extra_args: v.extra_args.clone().unwrap_or_default(),
+        confined: false,
+        files_dir: None,
+    }
+}
+
+/// The fallback chain of the settings `v`: the backend they run on left out.
+fn chain_of(v: &Layer) -> Vec<AgentKind> {
+    let own = v.backend.unwrap_or_default();
+    (v.fallback.iter().flatten().copied())
+        .filter(|k| *k != own)
+        .collect()
+}
+
+/// How runs are confined with the settings `v`: bubblewrap unless a layer says otherwise.
+fn sandbox_of(v: &Layer) -> SandboxSettings {
+    SandboxSettings {
+        mode: v.sandbox.unwrap_or_default(),
+        read: v.sandbox_read.clone().unwrap_or_default(),
+        write: v.sandbox_write.clone().unwrap_or_default(),
+        env: v.sandbox_env.clone().unwrap_or_default(),
+    }
+}
+
+/// The caps of the settings `v`, the defaults filled in (no fallback: [`Settings::caps`]).
+fn caps_of(v: &Layer) -> Caps {
+    let d = DEFAULTS;
+    Caps {
+        max_retries: v.max_retries.unwrap_or(d.max_retries),
+        max_steps: v.max_steps.unwrap_or(d.max_steps),
+        max_cost_usd: v.max_cost_usd,
+        transient_cap: v.transient_retries.unwrap_or(d.transient_retries),
+        step_timeout: v.step_timeout.unwrap_or(d.step_timeout),
+        idle_timeout: v.idle_timeout,
+        max_restarts: v.max_restarts.unwrap_or(d.max_restarts),
+        context_threshold: v.context_threshold.unwrap_or(d.context_threshold),
+        max_session: v.max_session,
+        review: v.review.unwrap_or(false),
+        commit_steps: v.commit.unwrap_or(true),
+        max_retakes: v.max_retakes.unwrap_or(d.max_retakes),
+        fallback: None,
+    }
+}
+
+/// The VERIFY command of the settings `v`; a blank one is none.
+fn verify_of(v: &Layer) -> Option<String> {
+    v.verify.clone().filter(|c| !c.trim().is_empty())
 }
 
 /// How a new loop reviews its steps.
@@ -733,41 +577,21 @@ pub(crate) struct NewReview {
     pub backend: Option<AgentKind>,
 }
 
-/// The limits that win over `loop.yaml`: M1.md's for a running loop, the flags for a new one.
-struct Top {
-    max_retries: Option<u32>,
-    max_steps: Option<u32>,
-    max_cost_usd: Option<f64>,
-    step_timeout: Option<Duration>,
-    idle_timeout: Option<Duration>,
-}
-
-/// Every path of `lists`, once each, in the order first named.
-fn union<const N: usize>(lists: [Option<&[String]>; N]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for p in lists.into_iter().flatten().flatten() {
-        if !out.contains(p) {
-            out.push(p.clone());
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::m1::keys::{Key as _, Kind};
-    use crate::m1::settings::{Kept, SETTINGS};
+    use crate::m1::settings::{Kept, RunnerKey, SETTINGS};
     use std::fmt::Write as _;
 
     /// A value of the kind a setting holds, as `loop.yaml` writes it.
-    fn sample(kept: Kept, path: &str) -> &'static str {
+    fn sample(kept: Kept) -> &'static str {
         let kind = match kept {
             Kept::Limit(k) => k.kind(),
             Kept::Agent(k) => k.kind(),
             Kept::Top(k) => k.kind(),
-            Kept::Runner if path == "notify_each_step" => Kind::Switch,
-            Kept::Runner => Kind::Count,
+            Kept::Runner(RunnerKey::NotifyEachStep) => Kind::Switch,
+            Kept::Runner(RunnerKey::TransientRetries) => Kind::Count,
         };
         match kind {
             Kind::Duration => "90s",
@@ -789,7 +613,7 @@ mod tests {
         let mut sections: Vec<(&str, Vec<(&str, &str)>)> = Vec::new();
         for s in SETTINGS {
             let Some(path) = s.yaml else { continue };
-            let value = sample(s.m1, path);
+            let value = sample(s.m1);
             match path.split_once('.') {
                 Some((section, key)) => match sections.iter_mut().find(|(n, _)| *n == section) {
                     Some((_, keys)) => keys.push((key, value)),
