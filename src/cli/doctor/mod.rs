@@ -98,7 +98,11 @@ pub(crate) fn doctor(
         let cfg = AgentConfig {
             // Where a call's own files would go: the flags are read, nothing is written.
             files_dir: Some(state_dir.clone()),
-            ..settings.agent_on(&view, b)
+            ..match &m {
+                Some(m) => settings.agent_on(m, b),
+                // No loop here: a new loop's, as `loop start` would call it.
+                None => settings.agent_on_new(b),
+            }
         };
         rows.extend(check_backend(b, &cfg, &from, confined.as_ref()));
     }

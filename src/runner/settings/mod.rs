@@ -105,50 +105,108 @@ pub(crate) struct LimitsFile {
     pub parallel: Option<u32>,
 }
 
-/// Values given on the command line of `loop start` (written into the new M1.md).
-#[derive(Debug, Default, Clone)]
+/// Values given on the command line of `loop start` (written into the new M1.md): its flags
+/// of settings, each one's help followed by where else the setting is given (from the
+/// settings table, `cli::with_setting_homes`).
+#[derive(Debug, Default, Clone, clap::Args)]
 pub(crate) struct Overrides {
-    pub max_retries: Option<u32>,
-    pub max_steps: Option<u32>,
-    pub step_timeout: Option<Duration>,
-    pub idle_timeout: Option<Duration>,
-    pub max_cost_usd: Option<f64>,
+    /// A shell command that must exit 0 after every step.
+    #[arg(long, value_name = "CMD")]
     pub verify: Option<String>,
+    /// Failed attempts of one step before the loop fails.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
+    pub max_retries: Option<u32>,
+    /// Steps a plan may have.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
+    pub max_steps: Option<u32>,
+    /// Wall-clock limit of one step, with its unit: 90s, 15m, 1h30m.
+    #[arg(long, value_parser = crate::m1::typed::duration, value_name = "DUR")]
+    pub step_timeout: Option<Duration>,
+    /// Kill a step that prints nothing for this long (with its unit: 90s, 15m).
+    #[arg(long, value_parser = crate::m1::typed::duration, value_name = "DUR")]
+    pub idle_timeout: Option<Duration>,
+    /// Halt the loop once its steps have cost this many US dollars.
+    #[arg(long, value_name = "USD", value_parser = parse_usd, allow_negative_numbers = true)]
+    pub max_cost_usd: Option<f64>,
+    /// Tools the agent may use without asking (replaces the defaults; repeat or comma-separate).
+    #[arg(long, value_delimiter = ',', value_name = "TOOL")]
     pub allowed_tools: Option<Vec<String>>,
+    /// Claude Code's permission mode for every step.
+    #[arg(long, value_name = "MODE")]
     pub permission_mode: Option<PermissionMode>,
+    /// The model of every step (Claude Code's --model).
+    #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
+    /// Agent turns one attempt may take (Claude Code's --max-turns).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub max_turns: Option<u32>,
+    /// What one attempt may spend, in US dollars (Claude Code's --max-budget-usd).
+    #[arg(long, value_name = "USD", value_parser = parse_usd, allow_negative_numbers = true)]
     pub max_budget_usd: Option<f64>,
-    /// `--review`: review every step that passes.
+    /// Review every step that passes its checks with a separate, read-only agent run before
+    /// it is DONE.
+    #[arg(long)]
     pub review: bool,
-    /// `--review-model`: the reviewer's model.
+    /// The reviewer's model (Claude Code's --model for reviews).
+    #[arg(long, value_name = "MODEL")]
     pub review_model: Option<String>,
-    /// `--backend`: the steps' agent CLI.
+    /// The agent CLI of every step: claude, codex or gemini.
+    #[arg(long, value_name = "BACKEND")]
     pub backend: Option<AgentKind>,
-    /// `--review-backend`: the reviewer's agent CLI.
+    /// The reviewer's agent CLI, when not the steps' own (so Codex can review Claude's work).
+    #[arg(long, value_name = "BACKEND")]
     pub review_backend: Option<AgentKind>,
-    /// `--fallback`: where a step goes when its agent's usage limit resets too late, in
-    /// order; empty where no flag names one.
+    /// Continue a step on this agent CLI when its own hits a usage limit that resets later
+    /// than --fallback-after. Several (repeated, or codex,gemini) are tried in order.
+    #[arg(long, value_delimiter = ',', value_name = "BACKEND")]
     pub fallback: Vec<AgentKind>,
-    /// `--fallback-after`.
-    pub fallback_after: Option<Duration>,
-    /// `--parallel`: steps that may run at once.
+    /// Steps that may run at once, each in a git worktree of its own, merged one by one and
+    /// verified after the merge (1: one at a time, in the project itself).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub parallel: Option<u32>,
-    /// `--approve-plan`: no step runs before a person approves the plan.
+    /// How far away a usage limit's reset must be to send a step to the fallback (90s, 15m).
+    #[arg(long, value_parser = crate::m1::typed::duration, value_name = "DUR")]
+    pub fallback_after: Option<Duration>,
+    /// How every agent run and VERIFY is confined: bwrap (bubblewrap), or off
+    /// (unconfined: the agent has your whole authority).
+    #[arg(long, value_name = "SANDBOX")]
+    pub sandbox: Option<SandboxMode>,
+    /// A path a confined run may read besides its own (a toolchain such as ~/.rustup);
+    /// repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub sandbox_read: Vec<String>,
+    /// A path a confined run may write besides its work tree (a build cache such as
+    /// ~/.cargo/registry); repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub sandbox_write: Vec<String>,
+    /// A variable a confined run keeps besides its own (`JAVA_HOME`, `DATABASE_URL`), or every
+    /// variable with a start (`AWS_*`); repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub sandbox_env: Vec<String>,
+    /// Run no step before a person approves the plan (`loop approve`, or a tap on Telegram):
+    /// the loop waits on a PLAN gate.
+    #[arg(long)]
     pub approve_plan: bool,
-    /// `--no-commit`: DONE steps are not committed.
+    /// Commit no step: by default each DONE step of a git project becomes a commit of its
+    /// own work (never your uncommitted changes from before it).
+    #[arg(long)]
     pub no_commit: bool,
     /// The agent program, above `LOOP_AGENT` (used by `loop demo`).
+    #[arg(skip)]
     pub agent_program: Option<String>,
     /// Extra variables for the agent's environment (used by `loop demo`).
+    #[arg(skip)]
     pub agent_env: Vec<(String, String)>,
-    /// `--sandbox`: how runs are confined.
-    pub sandbox: Option<SandboxMode>,
-    /// `--sandbox-read`, `--sandbox-write`: paths a confined run may read, and write.
-    pub sandbox_read: Vec<String>,
-    pub sandbox_write: Vec<String>,
-    /// `--sandbox-env`: variables a confined run keeps.
-    pub sandbox_env: Vec<String>,
+}
+
+/// An amount in US dollars, at least zero.
+fn parse_usd(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!(
+            "expected an amount in US dollars ≥ 0, e.g. 5 or 2.50, got {s:?}"
+        )),
+    }
 }
 
 /// How a loop's runs are confined, resolved.
@@ -355,23 +413,13 @@ impl Settings {
     /// are the loop's own backend's.
     #[must_use]
     pub(crate) fn agent_on(&self, m: &M1, backend: AgentKind) -> AgentConfig {
-        let own = self.agent_for(m);
-        if own.backend == backend {
-            return own;
-        }
-        let program = other_program(backend);
-        let allowed_tools = match crate::agent::backend_for(backend).default_allowed_tools() {
-            None => Vec::new(),
-            Some(_) if own.allowed_tools.is_empty() => default_tools(backend),
-            Some(_) => own.allowed_tools,
-        };
-        AgentConfig {
-            backend,
-            program,
-            permission_mode: own.permission_mode,
-            allowed_tools,
-            ..AgentConfig::default()
-        }
+        other_of(self.agent_for(m), backend)
+    }
+
+    /// How a run on `backend` of a new loop is called, as [`Settings::agent_on`] says.
+    #[must_use]
+    pub(crate) fn agent_on_new(&self, backend: AgentKind) -> AgentConfig {
+        other_of(self.agent.clone(), backend)
     }
 
     /// How this loop's runs are confined: its mode and the paths and variables a run is
@@ -496,6 +544,26 @@ impl Settings {
     #[must_use]
     pub(crate) fn verify_for_new(&self) -> Option<String> {
         verify_of(&self.new)
+    }
+}
+
+/// A run on `backend` where the loop's own agent is `own` (see [`Settings::agent_on`]).
+fn other_of(own: AgentConfig, backend: AgentKind) -> AgentConfig {
+    if own.backend == backend {
+        return own;
+    }
+    let program = other_program(backend);
+    let allowed_tools = match crate::agent::backend_for(backend).default_allowed_tools() {
+        None => Vec::new(),
+        Some(_) if own.allowed_tools.is_empty() => default_tools(backend),
+        Some(_) => own.allowed_tools,
+    };
+    AgentConfig {
+        backend,
+        program,
+        permission_mode: own.permission_mode,
+        allowed_tools,
+        ..AgentConfig::default()
     }
 }
 
