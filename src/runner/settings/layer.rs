@@ -294,3 +294,109 @@ impl Layer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn yaml(text: &str) -> Layer {
+        let f: FileSettings = serde_saphyr::from_str(text).unwrap();
+        Layer::yaml(&f, Path::new("loop.yaml")).unwrap()
+    }
+
+    fn m1(text: &str) -> Layer {
+        Layer::m1(&crate::m1::Document::parse(text).unwrap().view())
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_sandboxs_lists_add_up_across_flags_environment_loop_yaml_and_m1() {
+        let flags = Layer::flags(&Overrides {
+            sandbox_read: vec!["/flag".into()],
+            sandbox_write: vec!["/flag-w".into()],
+            sandbox_env: vec!["FLAG".into()],
+            ..Overrides::default()
+        });
+        // What `LOOP_SANDBOX_READ`, `_WRITE` and `_ENV` give (read by `Layer::env`).
+        let env = Layer {
+            sandbox_read: Some(strings(&["/env", "/flag"])),
+            sandbox_write: Some(strings(&["/env-w"])),
+            sandbox_env: Some(strings(&["ENV_*"])),
+            ..Layer::default()
+        };
+        let file = yaml(
+            "agent:\n  sandbox_read: [/yaml]\n  sandbox_write: [/yaml-w]\n  sandbox_env: [YAML]\n",
+        );
+        let below = env.over(&file);
+        let new = flags.over(&below);
+        assert_eq!(new.sandbox_read, Some(strings(&["/flag", "/env", "/yaml"])));
+        assert_eq!(
+            new.sandbox_write,
+            Some(strings(&["/flag-w", "/env-w", "/yaml-w"]))
+        );
+        assert_eq!(new.sandbox_env, Some(strings(&["FLAG", "ENV_*", "YAML"])));
+        let running =
+            m1("STATUS: RUNNING\nGOAL: g\nAGENT:\n  SANDBOX_READ: /m1\n  SANDBOX_ENV: M1\n")
+                .over(&below);
+        assert_eq!(
+            running.sandbox_read,
+            Some(strings(&["/m1", "/env", "/flag", "/yaml"]))
+        );
+        assert_eq!(running.sandbox_write, Some(strings(&["/env-w", "/yaml-w"])));
+        assert_eq!(running.sandbox_env, Some(strings(&["M1", "ENV_*", "YAML"])));
+    }
+
+    #[test]
+    fn a_setting_that_does_not_add_up_is_the_highest_layers_that_gives_it() {
+        let file = yaml(
+            "agent:\n  allowed_tools: [Read]\n  model: sonnet\n  program: from-yaml\nlimits:\n  step_timeout: 90s\n  max_retries: 5\n",
+        );
+        let flags = Layer::flags(&Overrides {
+            allowed_tools: Some(strings(&["Edit"])),
+            max_retries: Some(2),
+            ..Overrides::default()
+        });
+        let env = Layer {
+            program: Some("from-env".into()),
+            ..Layer::default()
+        };
+        let new = flags.over(&env.clone().over(&file));
+        assert_eq!(new.allowed_tools, Some(strings(&["Edit"])));
+        assert_eq!(new.max_retries, Some(2));
+        assert_eq!(new.model.as_deref(), Some("sonnet"));
+        assert_eq!(new.program.as_deref(), Some("from-env"));
+        assert_eq!(new.step_timeout, Some(Duration::from_secs(90)));
+        let running = m1(
+            "STATUS: RUNNING\nGOAL: g\nLIMITS:\n  STEP_TIMEOUT: 1h\nAGENT:\n  PROGRAM: pinned\n",
+        )
+        .over(&env.over(&file));
+        assert_eq!(running.program.as_deref(), Some("pinned"));
+        assert_eq!(running.step_timeout, Some(Duration::from_secs(3600)));
+        assert_eq!(running.max_retries, Some(5));
+        assert_eq!(running.allowed_tools, Some(strings(&["Read"])));
+    }
+
+    #[test]
+    fn only_the_lists_the_settings_table_says_add_up_do() {
+        for s in crate::m1::settings::SETTINGS {
+            let list = matches!(
+                s.m1,
+                Kept::Agent(AgentKey::SandboxRead | AgentKey::SandboxWrite | AgentKey::SandboxEnv)
+            );
+            assert_eq!(s.adds_up, list, "{:?}", s.m1);
+        }
+        let above = Some(strings(&["a"]));
+        let below = Some(strings(&["b"]));
+        let adds = list(
+            Kept::Agent(AgentKey::SandboxRead),
+            above.clone(),
+            below.as_ref(),
+        );
+        assert_eq!(adds, Some(strings(&["a", "b"])));
+        let wins = list(Kept::Agent(AgentKey::AllowedTools), above, below.as_ref());
+        assert_eq!(wins, Some(strings(&["a"])));
+    }
+}
