@@ -448,7 +448,7 @@ impl Setting {
 }
 
 /// The row of the setting M1.md keeps at `kept`; an older file's whole minutes
-/// (`STEP_TIMEOUT_MIN`) are the row of the exact duration.
+/// ([`LimitKey::StepTimeoutMin`]) are the row of the exact duration.
 #[must_use]
 pub(crate) fn row(kept: Kept) -> Option<&'static Setting> {
     let kept = match kept {

@@ -82,7 +82,7 @@ pub(crate) fn doctor(
     };
     let mut rows = Vec::new();
     // Each contract call runs as the loop's runs do: in its sandbox, where one is in force.
-    // With the person's paths (`SANDBOX_READ`, `SANDBOX_WRITE`), as the loop's runs have them.
+    // With the person's paths (`SandboxSettings::paths`), as the loop's runs have them.
     let sandboxed = settings.sandbox(&view);
     let bwrap = (sandboxed.mode == crate::m1::SandboxMode::Bwrap)
         .then(|| crate::sandbox::probe().ok())

@@ -216,7 +216,7 @@ impl Runner {
             (LimitKey::MaxRetries, Some(caps.max_retries.to_string())),
             (LimitKey::StepTimeout, Some(exact(caps.step_timeout))),
             (LimitKey::IdleTimeout, caps.idle_timeout.map(exact)),
-            // Written as STEP_TIMEOUT and IDLE_TIMEOUT, exact.
+            // Written as the exact durations above.
             (LimitKey::StepTimeoutMin, None),
             (LimitKey::IdleTimeoutMin, None),
             (LimitKey::MaxRestarts, Some(caps.max_restarts.to_string())),

@@ -4,18 +4,102 @@
 //! loop the flags are on top, for a running one its M1.md; the environment and `loop.yaml`
 //! are below either, and the defaults below all. A list that adds up (the settings table says
 //! which: the sandbox's paths and variables) takes what every layer names; any other value is
-//! the highest layer's.
+//! the highest layer's. `loop.yaml` is read here too, into the typed layer it gives.
 
 use std::path::Path;
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use super::{FileSettings, Overrides, ReviewFile};
+use super::Overrides;
 use crate::error::Error;
 use crate::m1::M1;
 use crate::m1::keys::{AgentKey, Top};
 use crate::m1::settings::{AgentKind, Kept, PermissionMode, SandboxMode, row};
+
+/// `loop.yaml`: every field optional.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileSettings {
+    #[serde(default)]
+    pub agent: AgentFile,
+    #[serde(default)]
+    pub limits: LimitsFile,
+    pub verify: Option<String>,
+    pub notify_each_step: Option<bool>,
+    pub transient_retries: Option<u32>,
+    /// `review: true`, or `review: {model: M, max_retakes: N}`.
+    pub review: Option<ReviewFile>,
+    /// `approve_plan: true`: no step runs before a person approves the plan.
+    pub approve_plan: Option<bool>,
+    /// `commit: false`: DONE steps are not committed (a person commits by hand).
+    pub commit: Option<bool>,
+}
+
+/// The `review:` of `loop.yaml`: on or off, or its settings (which turn it on).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum ReviewFile {
+    On(bool),
+    With {
+        model: Option<String>,
+        max_retakes: Option<u32>,
+        backend: Option<AgentKind>,
+    },
+}
+
+/// The `agent:` section of `loop.yaml`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentFile {
+    pub backend: Option<AgentKind>,
+    pub fallback: Option<OneOrMany<AgentKind>>,
+    pub program: Option<String>,
+    pub permission_mode: Option<PermissionMode>,
+    pub allowed_tools: Option<Vec<String>>,
+    pub max_turns: Option<u32>,
+    pub max_budget_usd: Option<f64>,
+    pub model: Option<String>,
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+    pub sandbox: Option<SandboxMode>,
+    pub sandbox_read: Option<Vec<String>>,
+    pub sandbox_write: Option<Vec<String>>,
+    pub sandbox_env: Option<Vec<String>>,
+}
+
+/// A `loop.yaml` value written as one (`fallback: codex`) or as a list (`fallback: [codex,
+/// gemini]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T: Clone> OneOrMany<T> {
+    pub(crate) fn to_vec(&self) -> Vec<T> {
+        match self {
+            OneOrMany::One(t) => vec![t.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// The `limits:` section of `loop.yaml` (durations as `90s`, `5m`, `1h`). A duration keeps
+/// where it was written, so that a bad one is an error at its line and column.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LimitsFile {
+    pub max_retries: Option<u32>,
+    pub max_steps: Option<u32>,
+    pub step_timeout: Option<Spanned<String>>,
+    pub idle_timeout: Option<Spanned<String>>,
+    pub max_cost_usd: Option<f64>,
+    pub fallback_after: Option<Spanned<String>>,
+    pub parallel: Option<u32>,
+}
 
 /// Declares [`Layer`]: each setting's field and type, and for a list, where M1.md keeps it
 /// (whether it adds up is the settings table's word).
@@ -231,7 +315,7 @@ impl Layer {
             fallback_after: dur("fallback_after", path, l.fallback_after.as_ref())?,
             backend: a.backend,
             review_backend,
-            fallback: a.fallback.as_ref().map(super::OneOrMany::to_vec),
+            fallback: a.fallback.as_ref().map(OneOrMany::to_vec),
             program: a.program.clone(),
             permission_mode: a.permission_mode,
             allowed_tools: a.allowed_tools.clone(),

@@ -8,102 +8,16 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
-use serde_saphyr::Spanned;
-
 mod layer;
 
-pub(crate) use layer::Layer;
 use layer::env_commit;
+pub(crate) use layer::{FileSettings, Layer};
 
 use crate::agent::AgentConfig;
 use crate::engine::Caps;
 use crate::error::Error;
 use crate::m1::settings::{AgentKind, DEFAULTS, PermissionMode, SandboxMode};
 use crate::m1::{Document, Error as M1Error, Errors, M1};
-
-/// `loop.yaml`: every field optional.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct FileSettings {
-    #[serde(default)]
-    pub agent: AgentFile,
-    #[serde(default)]
-    pub limits: LimitsFile,
-    pub verify: Option<String>,
-    pub notify_each_step: Option<bool>,
-    pub transient_retries: Option<u32>,
-    /// `review: true`, or `review: {model: M, max_retakes: N}`.
-    pub review: Option<ReviewFile>,
-    /// `approve_plan: true`: no step runs before a person approves the plan.
-    pub approve_plan: Option<bool>,
-    /// `commit: false`: DONE steps are not committed (a person commits by hand).
-    pub commit: Option<bool>,
-}
-
-/// The `review:` of `loop.yaml`: on or off, or its settings (which turn it on).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub(crate) enum ReviewFile {
-    On(bool),
-    With {
-        model: Option<String>,
-        max_retakes: Option<u32>,
-        backend: Option<AgentKind>,
-    },
-}
-
-/// The `agent:` section of `loop.yaml`.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct AgentFile {
-    pub backend: Option<AgentKind>,
-    pub fallback: Option<OneOrMany<AgentKind>>,
-    pub program: Option<String>,
-    pub permission_mode: Option<PermissionMode>,
-    pub allowed_tools: Option<Vec<String>>,
-    pub max_turns: Option<u32>,
-    pub max_budget_usd: Option<f64>,
-    pub model: Option<String>,
-    #[serde(default)]
-    pub extra_args: Vec<String>,
-    pub sandbox: Option<SandboxMode>,
-    pub sandbox_read: Option<Vec<String>>,
-    pub sandbox_write: Option<Vec<String>>,
-    pub sandbox_env: Option<Vec<String>>,
-}
-
-/// A `loop.yaml` value written as one (`fallback: codex`) or as a list (`fallback: [codex,
-/// gemini]`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub(crate) enum OneOrMany<T> {
-    One(T),
-    Many(Vec<T>),
-}
-
-impl<T: Clone> OneOrMany<T> {
-    pub(crate) fn to_vec(&self) -> Vec<T> {
-        match self {
-            OneOrMany::One(t) => vec![t.clone()],
-            OneOrMany::Many(v) => v.clone(),
-        }
-    }
-}
-
-/// The `limits:` section of `loop.yaml` (durations as `90s`, `5m`, `1h`). A duration keeps
-/// where it was written, so that a bad one is an error at its line and column.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct LimitsFile {
-    pub max_retries: Option<u32>,
-    pub max_steps: Option<u32>,
-    pub step_timeout: Option<Spanned<String>>,
-    pub idle_timeout: Option<Spanned<String>>,
-    pub max_cost_usd: Option<f64>,
-    pub fallback_after: Option<Spanned<String>>,
-    pub parallel: Option<u32>,
-}
 
 /// Values given on the command line of `loop start` (written into the new M1.md): its flags
 /// of settings, each one's help followed by where else the setting is given (from the
