@@ -13,7 +13,7 @@ use crate::decision_log;
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
 use crate::m1::keys::{AgentKey, LimitKey, Top};
-use crate::m1::settings::AgentKind;
+use crate::m1::settings::{AgentKind, DEFAULTS};
 use crate::m1::{Document, Edit, Status, StepState, Store, StoreError, typed};
 use crate::notifier::Event;
 use crate::runner::settings::{Overrides, Settings};
@@ -366,8 +366,12 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
         LimitKey::StepTimeout.set(exact(caps.step_timeout)),
         AgentKey::Program.set(agent.program.clone()),
     ];
-    if agent.backend != AgentKind::default() {
+    let (backend_pinned, parallel_pinned) = settings.pinned_for_new();
+    if agent.backend != AgentKind::default() || backend_pinned {
         edits.push(AgentKey::Backend.set(agent.backend.as_str()));
+    }
+    if parallel_pinned && settings.parallel_for_new().is_none() {
+        edits.push(LimitKey::Parallel.set(DEFAULTS.parallel.to_string()));
     }
     edits.push(
         if !agent.allowed_tools.is_empty()

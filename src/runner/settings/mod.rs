@@ -361,6 +361,17 @@ impl Settings {
         self.new.parallel.filter(|n| *n > 1)
     }
 
+    /// Whether a new loop's backend and steps at once, where they are the defaults (which
+    /// M1.md leaves out), must be written all the same: the environment or `loop.yaml` names
+    /// others, which a loop whose M1.md leaves them out would run with.
+    #[must_use]
+    pub(crate) fn pinned_for_new(&self) -> (bool, bool) {
+        let backend = self.below.backend.is_some_and(|b| b != self.agent.backend);
+        let parallel =
+            (self.new.parallel).is_some_and(|n| self.below.parallel.is_some_and(|b| b != n));
+        (backend, parallel)
+    }
+
     /// The fallback chain a new loop is written with, and after how long. A backend named
     /// twice is kept once, in its first place.
     #[must_use]
