@@ -405,13 +405,9 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
     }
     let sandbox = settings.sandbox_for_new();
     edits.push(AgentKey::Sandbox.set(sandbox.mode.as_str()));
-    for (key, paths) in [
-        (AgentKey::SandboxRead, &sandbox.read),
-        (AgentKey::SandboxWrite, &sandbox.write),
-        (AgentKey::SandboxEnv, &sandbox.env),
-    ] {
-        if !paths.is_empty() {
-            edits.push(key.set(paths.join(", ")));
+    for (key, items) in sandbox.lists() {
+        if !items.is_empty() {
+            edits.push(key.set(items.join(", ")));
         }
     }
     if !agent.extra_args.is_empty() {

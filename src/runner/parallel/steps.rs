@@ -206,11 +206,11 @@ impl Runner {
                 (!agent.extra_args.is_empty()).then(|| typed::format_args(&agent.extra_args)),
             ),
             (AgentKey::Sandbox, Some(sandbox.mode.as_str().to_owned())),
-            (AgentKey::SandboxRead, list(&sandbox.read)),
-            (AgentKey::SandboxWrite, list(&sandbox.write)),
-            (AgentKey::SandboxEnv, list(&sandbox.env)),
         ] {
             v.insert(k.path(), value);
+        }
+        for (k, items) in sandbox.lists() {
+            v.insert(k.path(), list(items));
         }
         for (k, value) in [
             (LimitKey::MaxRetries, Some(caps.max_retries.to_string())),

@@ -16,6 +16,7 @@ pub(crate) use layer::{FileSettings, Layer};
 use crate::agent::AgentConfig;
 use crate::engine::Caps;
 use crate::error::Error;
+use crate::m1::keys::AgentKey;
 use crate::m1::settings::{AgentKind, DEFAULTS, PermissionMode, SandboxMode};
 use crate::m1::{Document, Error as M1Error, Errors, M1};
 
@@ -136,6 +137,16 @@ pub(crate) struct SandboxSettings {
 }
 
 impl SandboxSettings {
+    /// The lists a person adds to, each with the key M1.md keeps it at.
+    #[must_use]
+    pub(crate) fn lists(&self) -> [(AgentKey, &[String]); 3] {
+        [
+            (AgentKey::SandboxRead, &self.read),
+            (AgentKey::SandboxWrite, &self.write),
+            (AgentKey::SandboxEnv, &self.env),
+        ]
+    }
+
     /// The person's paths a confined run is given besides its own, each with its access,
     /// `~/` filled in from `home`.
     pub(crate) fn paths(&self, home: &Path) -> Vec<(PathBuf, crate::sandbox::Access)> {
