@@ -351,82 +351,12 @@ pub(crate) struct StartArgs {
     /// Import the steps from a Markdown checklist (`- [ ] item`); DONE steps tick their box.
     #[arg(long, value_name = "FILE.md", conflicts_with = "steps")]
     pub plan: Option<PathBuf>,
-    /// A shell command that must exit 0 after every step.
-    #[arg(long, value_name = "CMD")]
-    pub verify: Option<String>,
     /// What the agent must respect (files not to touch, say).
     #[arg(long, value_name = "TEXT")]
     pub constraints: Option<String>,
-    /// Failed attempts of one step before the loop fails.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
-    pub max_retries: Option<u32>,
-    /// Steps a plan may have.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
-    pub max_steps: Option<u32>,
-    /// Wall-clock limit of one step, with its unit: 90s, 15m, 1h30m.
-    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
-    pub step_timeout: Option<Duration>,
-    /// Kill a step that prints nothing for this long (with its unit: 90s, 15m).
-    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
-    pub idle_timeout: Option<Duration>,
-    /// Halt the loop once its steps have cost this many US dollars.
-    #[arg(long, value_name = "USD", value_parser = parse_usd, allow_negative_numbers = true)]
-    pub max_cost_usd: Option<f64>,
-    /// Tools the agent may use without asking (replaces the defaults; repeat or comma-separate).
-    #[arg(long, value_delimiter = ',', value_name = "TOOL")]
-    pub allowed_tools: Option<Vec<String>>,
-    /// Claude Code's permission mode for every step.
-    #[arg(long, value_name = "MODE")]
-    pub permission_mode: Option<crate::m1::settings::PermissionMode>,
-    /// The model of every step (Claude Code's --model).
-    #[arg(long, value_name = "MODEL")]
-    pub model: Option<String>,
-    /// Agent turns one attempt may take (Claude Code's --max-turns).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
-    pub max_turns: Option<u32>,
-    /// What one attempt may spend, in US dollars (Claude Code's --max-budget-usd).
-    #[arg(long, value_name = "USD", value_parser = parse_usd, allow_negative_numbers = true)]
-    pub max_budget_usd: Option<f64>,
-    /// Review every step that passes its checks with a separate, read-only agent run before
-    /// it is DONE.
-    #[arg(long)]
-    pub review: bool,
-    /// The reviewer's model (Claude Code's --model for reviews).
-    #[arg(long, value_name = "MODEL")]
-    pub review_model: Option<String>,
-    /// The agent CLI of every step: claude, codex or gemini.
-    #[arg(long, value_name = "BACKEND")]
-    pub backend: Option<crate::m1::settings::AgentKind>,
-    /// The reviewer's agent CLI, when not the steps' own (so Codex can review Claude's work).
-    #[arg(long, value_name = "BACKEND")]
-    pub review_backend: Option<crate::m1::settings::AgentKind>,
-    /// Continue a step on this agent CLI when its own hits a usage limit that resets later
-    /// than --fallback-after. Several (repeated, or codex,gemini) are tried in order.
-    #[arg(long, value_delimiter = ',', value_name = "BACKEND")]
-    pub fallback: Vec<crate::m1::settings::AgentKind>,
-    /// Steps that may run at once, each in a git worktree of its own, merged one by one and
-    /// verified after the merge (1: one at a time, in the project itself).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
-    pub parallel: Option<u32>,
-    /// How far away a usage limit's reset must be to send a step to the fallback (90s, 15m).
-    #[arg(long, value_parser = parse_limit, value_name = "DUR")]
-    pub fallback_after: Option<Duration>,
-    /// How every agent run and VERIFY is confined: bwrap (bubblewrap), or off
-    /// (unconfined: the agent has your whole authority).
-    #[arg(long, value_name = "SANDBOX")]
-    pub sandbox: Option<crate::m1::SandboxMode>,
-    /// A path a confined run may read besides its own (a toolchain such as ~/.rustup);
-    /// repeatable.
-    #[arg(long, value_name = "PATH")]
-    pub sandbox_read: Vec<String>,
-    /// A path a confined run may write besides its work tree (a build cache such as
-    /// ~/.cargo/registry); repeatable.
-    #[arg(long, value_name = "PATH")]
-    pub sandbox_write: Vec<String>,
-    /// A variable a confined run keeps besides its own (`JAVA_HOME`, `DATABASE_URL`), or every
-    /// variable with a start (`AWS_*`); repeatable.
-    #[arg(long, value_name = "NAME")]
-    pub sandbox_env: Vec<String>,
+    // The flags of settings, which a new loop is written with.
+    #[command(flatten)]
+    pub settings: crate::runner::settings::Overrides,
     /// Replace a RUNNING or WAITING loop (the old M1.md is archived, never overwritten).
     #[arg(long)]
     pub force: bool,
@@ -434,14 +364,6 @@ pub(crate) struct StartArgs {
     /// resume` runs them.
     #[arg(long)]
     pub plan_only: bool,
-    /// Run no step before a person approves the plan (`loop approve`, or a tap on Telegram):
-    /// the loop waits on a PLAN gate.
-    #[arg(long)]
-    pub approve_plan: bool,
-    /// Commit no step: by default each DONE step of a git project becomes a commit of its
-    /// own work (never your uncommitted changes from before it).
-    #[arg(long)]
-    pub no_commit: bool,
     /// Run in the background and return at once.
     #[arg(long)]
     pub detach: bool,
@@ -564,15 +486,6 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 /// A limit's duration: like [`parse_duration`], and above zero.
 fn parse_limit(s: &str) -> Result<Duration, String> {
     crate::m1::typed::duration(s)
-}
-
-fn parse_usd(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
-        _ => Err(format!(
-            "expected an amount in US dollars ≥ 0, e.g. 5 or 2.50, got {s:?}"
-        )),
-    }
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -759,33 +672,7 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
         steps: a.steps,
         plan: a.plan,
         constraints: a.constraints,
-        overrides: crate::runner::settings::Overrides {
-            max_retries: a.max_retries,
-            max_steps: a.max_steps,
-            step_timeout: a.step_timeout,
-            idle_timeout: a.idle_timeout,
-            max_cost_usd: a.max_cost_usd,
-            verify: a.verify,
-            allowed_tools: a.allowed_tools,
-            permission_mode: a.permission_mode,
-            model: a.model,
-            max_turns: a.max_turns,
-            max_budget_usd: a.max_budget_usd,
-            review: a.review || a.review_model.is_some() || a.review_backend.is_some(),
-            review_model: a.review_model,
-            backend: a.backend,
-            review_backend: a.review_backend,
-            fallback: a.fallback,
-            fallback_after: a.fallback_after,
-            parallel: a.parallel,
-            approve_plan: a.approve_plan,
-            no_commit: a.no_commit,
-            sandbox: a.sandbox,
-            sandbox_read: a.sandbox_read,
-            sandbox_write: a.sandbox_write,
-            sandbox_env: a.sandbox_env,
-            ..Default::default()
-        },
+        overrides: a.settings,
         detach: a.detach,
         force: a.force,
         plan_only: a.plan_only,

@@ -31,7 +31,7 @@ impl Figures {
 
 /// Step `n`'s attempts: every attempt its agent's runs were made for, the one running now
 /// included. Those before a person's `loop retry` count once: ATTEMPTS numbers on across it,
-/// and RETRIED only says how many of them no longer count against `MAX_RETRIES`. A run cut
+/// and RETRIED only says how many of them no longer count against `Caps::max_retries`. A run cut
 /// off (a transient error, a usage limit, a fallback to another backend) and carried on is
 /// the same attempt; reviews are counted apart (`REVIEW_RUNS`).
 #[must_use]

@@ -41,7 +41,7 @@ pub(crate) struct Attempt<'a> {
     pub transients: u32,
     /// Fresh sessions this step already asked for (`STEP_RESTART`).
     pub restarts: u32,
-    /// Attempts of the step that do not count against `MAX_RETRIES` ([`super::uncounted`]):
+    /// Attempts of the step that do not count against `Caps::max_retries` ([`super::uncounted`]):
     /// retakes a review asked for, and those before a person's `loop retry`.
     pub uncounted: u32,
     /// The attempt resumed an earlier session (`--resume`).
@@ -73,7 +73,7 @@ pub(crate) enum Judgement {
     NeedsVerify,
     /// A failed attempt; another follows in the same session.
     Retry { reason: String },
-    /// A failed attempt, the last one `MAX_RETRIES` allows, or one no retry can pass
+    /// A failed attempt, the last one `Caps::max_retries` allows, or one no retry can pass
     /// (`no_retry`: what it needed the sandbox hid): the step and the loop fail.
     Exhausted { reason: String, no_retry: bool },
     /// Cut off by what is not the attempt's doing: a wait, then the same attempt again; or a
@@ -203,7 +203,7 @@ pub(crate) fn failures(attempt: u32, uncounted: u32) -> u32 {
 }
 
 /// A failed attempt, the `failures`-th of the step: retried, unless it was the last one
-/// `MAX_RETRIES` allows.
+/// `Caps::max_retries` allows.
 #[must_use]
 pub(crate) fn failed_attempt(failures: u32, max_retries: u32, reason: &str) -> Judgement {
     let reason = one_line(reason, 300);

@@ -34,7 +34,7 @@ pub(crate) enum Next {
     /// Start a run: the planning call (no steps yet), an attempt of a step, or a review of a
     /// step that passed its checks (a fresh, read-only session).
     Run(RunSpec),
-    /// A step reached `MAX_RETRIES` (or was set FAILED by hand): the loop fails.
+    /// A step reached `Caps::max_retries` (or was set FAILED by hand): the loop fails.
     Exhausted { step: u32, reason: String },
     /// The runner cannot go on without a human: write WAITING with this reason.
     Halt { reason: String, how: String },
@@ -167,7 +167,7 @@ pub(crate) fn next(m: &M1, caps: &Caps, now: DateTime<Utc>) -> Next {
     next_step(m, caps)
 }
 
-/// No steps yet: plan them, unless planning already failed `MAX_RETRIES` times or the loop
+/// No steps yet: plan them, unless planning already failed `Caps::max_retries` times or the loop
 /// spent its `MAX_COST_USD` (a planning call the cap cut off waits on the gate too).
 fn planning(m: &M1, caps: &Caps) -> Next {
     if let Some((reason, _)) = over_max_cost(spent(m), caps) {
@@ -320,7 +320,7 @@ fn complete_or_stuck(m: &M1) -> Next {
     }
 }
 
-/// Attempts of step `n` that do not count against `MAX_RETRIES`: the retakes a review asked
+/// Attempts of step `n` that do not count against `Caps::max_retries`: the retakes a review asked
 /// for (each follows an attempt that passed its checks), and the attempts before a person's
 /// `loop retry` gave the step a fresh budget (`RETRIED`).
 #[must_use]

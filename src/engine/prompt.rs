@@ -269,7 +269,7 @@ pub(crate) enum Prompt {
         why: String,
         still_open: Option<String>,
     },
-    /// A retry in the same session: attempt `nth` of `MAX_RETRIES` (counting the attempts that
+    /// A retry in the same session: attempt `nth` of `Caps::max_retries` (counting the attempts that
     /// can fail: a retake or a wait is not one), and what failed last.
     Fix { nth: u32, failure: String },
     /// The step's first prompt.

@@ -39,7 +39,7 @@ pub(crate) struct Facts {
     pub transients: u32,
     /// Fresh sessions this step asked for before this attempt.
     pub restarts: u32,
-    /// Attempts of this step that do not count against `MAX_RETRIES` ([`super::uncounted`]).
+    /// Attempts of this step that do not count against `Caps::max_retries` ([`super::uncounted`]).
     pub uncounted: u32,
     /// Why the next attempt, should there be one, starts a fresh session with a handoff
     /// instead of resuming this one ([`super::handoff_reason`]).
@@ -415,7 +415,7 @@ fn restart(f: &Facts, reason: &str, edits: &mut Vec<Edit>) -> Recorded {
     (log, Outcome::Continue, Write::WithNextSpawn)
 }
 
-/// The last failed attempt `MAX_RETRIES` allows, or one `no_retry` can pass: the step and the
+/// The last failed attempt `Caps::max_retries` allows, or one `no_retry` can pass: the step and the
 /// loop fail.
 fn failed(f: &Facts, reason: &str, no_retry: bool, edits: &mut Vec<Edit>) -> Recorded {
     let s = f.step;

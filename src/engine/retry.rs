@@ -30,7 +30,7 @@ pub(crate) fn retry_target(m: &M1) -> Option<u32> {
         .map(|s| s.n)
 }
 
-/// Step `n` gets a fresh budget (the attempts so far no longer count against `MAX_RETRIES`,
+/// Step `n` gets a fresh budget (the attempts so far no longer count against `Caps::max_retries`,
 /// and the review's retakes start again), goes back to PENDING, and the loop runs on. A step
 /// that was DONE runs again; its old record stays until the new run replaces it, but for what
 /// would say it passed.

@@ -32,7 +32,7 @@ pub(crate) enum ReviewVerdict {
     Approve(String),
     Changes(String),
     /// No verdict: the run failed or its answer did not end with one (why). The review is run
-    /// again, fresh, up to `MAX_RETRIES` runs.
+    /// again, fresh, up to `Caps::max_retries` runs.
     Missing(String),
     /// Cut off by what a step's attempt is cut off by too (an API error, the usage limit, a
     /// login or an agent that needs a human): waited out or handed over as for a step, and not

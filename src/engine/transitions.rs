@@ -570,7 +570,7 @@ pub(crate) fn uncommitted(m: &M1) -> usize {
         .count()
 }
 
-/// A step that cannot be tried again (`MAX_RETRIES` spent, or set FAILED by hand): the loop fails.
+/// A step that cannot be tried again (`Caps::max_retries` spent, or set FAILED by hand): the loop fails.
 #[must_use]
 pub(crate) fn exhausted(step: u32, reason: &str) -> Transition {
     let log = format!("fail: {}: {reason}", name(step));

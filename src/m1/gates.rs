@@ -43,7 +43,7 @@ pub enum GateKind {
     /// A review that kept asking for changes past its retakes.
     Review,
     /// A parallel step whose merge into the integration branch kept failing (a conflict, or
-    /// VERIFY red on the merged result) past `MAX_RETRIES`.
+    /// VERIFY red on the merged result) past `LimitKey::MaxRetries`.
     Merge,
     /// The loop spent its `LIMITS.MAX_COST_USD`: raise it, or stop.
     Cost,

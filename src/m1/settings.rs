@@ -305,8 +305,29 @@ pub(crate) enum Kept {
     Limit(LimitKey),
     Agent(AgentKey),
     Top(Top),
-    /// Not in M1.md: it changes how the runner reports, not what runs.
-    Runner,
+    /// Not in M1.md: it changes how the runner reports and waits, not what runs.
+    Runner(RunnerKey),
+}
+
+/// A setting of the runner that M1.md does not keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RunnerKey {
+    /// `notify_each_step`: a message after every step.
+    NotifyEachStep,
+    /// `transient_retries`: API errors waited out in a row on one step.
+    TransientRetries,
+}
+
+/// Whether a step's own loop (parallel steps) takes a setting from the loop it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Inherit {
+    /// Written into the step's loop as this loop runs with it: what its file says, else what
+    /// the environment, its `loop.yaml` or the defaults resolve it to. Never left to the step's
+    /// loop to resolve: its template's defaults and its own state directory (no `loop.yaml`)
+    /// would decide otherwise.
+    Kept,
+    /// Not inherited, and why.
+    Not(&'static str),
 }
 
 /// One setting, in every place a person can give it.
@@ -320,6 +341,11 @@ pub(crate) struct Setting {
     pub flag: Option<&'static str>,
     /// The environment variable that gives it, below the flag and above `loop.yaml`.
     pub env: Option<&'static str>,
+    /// A list that adds up: every place that names it adds to it (the sandbox's paths and
+    /// variables), where otherwise the highest place that gives a value wins.
+    pub adds_up: bool,
+    /// Whether a step's own loop takes it from the loop it belongs to.
+    pub inherit: Inherit,
 }
 
 impl Kept {
@@ -331,7 +357,7 @@ impl Kept {
             Kept::Limit(k) => (LimitKey::BLOCK, k.name()),
             Kept::Agent(k) => (AgentKey::BLOCK, k.name()),
             Kept::Top(k) => (Top::BLOCK, k.name()),
-            Kept::Runner => return None,
+            Kept::Runner(_) => return None,
         };
         Some(
             block
@@ -363,9 +389,7 @@ impl Setting {
             Kept::Agent(AgentKey::Backend) => AgentKind::default().to_string(),
             Kept::Agent(AgentKey::Sandbox) => SandboxMode::default().to_string(),
             Kept::Limit(LimitKey::FallbackAfter) => crate::duration::exact(d.fallback_after),
-            Kept::Runner if self.yaml == Some("transient_retries") => {
-                d.transient_retries.to_string()
-            }
+            Kept::Runner(RunnerKey::TransientRetries) => d.transient_retries.to_string(),
             _ => return None,
         })
     }
@@ -388,6 +412,7 @@ impl Setting {
     }
 }
 
+/// A setting that is inherited and whose highest value wins.
 const fn setting(
     m1: Kept,
     yaml: Option<&'static str>,
@@ -399,7 +424,39 @@ const fn setting(
         yaml,
         flag,
         env,
+        adds_up: false,
+        inherit: Inherit::Kept,
     }
+}
+
+impl Setting {
+    /// The same setting, a list that adds up across every place that names it.
+    const fn adds_up(self) -> Setting {
+        Setting {
+            adds_up: true,
+            ..self
+        }
+    }
+
+    /// The same setting, not inherited by a step's own loop, for `why`.
+    const fn not_inherited(self, why: &'static str) -> Setting {
+        Setting {
+            inherit: Inherit::Not(why),
+            ..self
+        }
+    }
+}
+
+/// The row of the setting M1.md keeps at `kept`; an older file's whole minutes
+/// ([`LimitKey::StepTimeoutMin`]) are the row of the exact duration.
+#[must_use]
+pub(crate) fn row(kept: Kept) -> Option<&'static Setting> {
+    let kept = match kept {
+        Kept::Limit(LimitKey::StepTimeoutMin) => Kept::Limit(LimitKey::StepTimeout),
+        Kept::Limit(LimitKey::IdleTimeoutMin) => Kept::Limit(LimitKey::IdleTimeout),
+        k => k,
+    };
+    SETTINGS.iter().find(|s| s.m1 == kept)
 }
 
 /// One setting as the settings reference (`docs/14-settings.md`) lists it, each place as a
@@ -435,6 +492,10 @@ pub fn reference() -> Vec<Reference> {
         .collect()
 }
 
+/// Why a setting of the runner is not a step's loop's: M1.md does not keep it.
+const NOT_IN_M1: &str =
+    "not kept in M1.md: it changes how a runner reports and waits, not what runs";
+
 /// Every setting of a loop. Resolved for a new loop from its flag, environment variable,
 /// `loop.yaml` key and default (highest first), and written into M1.md, which wins from then
 /// on.
@@ -450,6 +511,10 @@ pub(crate) const SETTINGS: &[Setting] = &[
         Some("limits.max_steps"),
         Some("max-steps"),
         None,
+    )
+    .not_inherited(
+        "a step's loop holds this loop's whole plan (the other steps DONE or SKIPPED): its \
+         cap is at least the plan's length",
     ),
     setting(
         Kept::Limit(LimitKey::StepTimeout),
@@ -468,6 +533,9 @@ pub(crate) const SETTINGS: &[Setting] = &[
         Some("limits.max_cost_usd"),
         Some("max-cost-usd"),
         None,
+    )
+    .not_inherited(
+        "this loop holds the budget over all its steps, the running ones' spending counted",
     ),
     setting(
         Kept::Limit(LimitKey::MaxRetakes),
@@ -483,7 +551,8 @@ pub(crate) const SETTINGS: &[Setting] = &[
         Some("limits.parallel"),
         Some("parallel"),
         None,
-    ),
+    )
+    .not_inherited("a step's loop runs its one step, in its worktree"),
     setting(
         Kept::Limit(LimitKey::FallbackAfter),
         Some("limits.fallback_after"),
@@ -561,19 +630,22 @@ pub(crate) const SETTINGS: &[Setting] = &[
         Some("agent.sandbox_read"),
         Some("sandbox-read"),
         Some("LOOP_SANDBOX_READ"),
-    ),
+    )
+    .adds_up(),
     setting(
         Kept::Agent(AgentKey::SandboxWrite),
         Some("agent.sandbox_write"),
         Some("sandbox-write"),
         Some("LOOP_SANDBOX_WRITE"),
-    ),
+    )
+    .adds_up(),
     setting(
         Kept::Agent(AgentKey::SandboxEnv),
         Some("agent.sandbox_env"),
         Some("sandbox-env"),
         Some("LOOP_SANDBOX_ENV"),
-    ),
+    )
+    .adds_up(),
     setting(
         Kept::Agent(AgentKey::ReviewModel),
         Some("review.model"),
@@ -587,15 +659,29 @@ pub(crate) const SETTINGS: &[Setting] = &[
         Some("commit"),
         Some("no-commit"),
         Some("LOOP_COMMIT"),
-    ),
+    )
+    .not_inherited("this loop's merge queue commits each step's work"),
     setting(
         Kept::Top(Top::ApprovePlan),
         Some("approve_plan"),
         Some("approve-plan"),
         None,
-    ),
-    setting(Kept::Runner, Some("notify_each_step"), None, None),
-    setting(Kept::Runner, Some("transient_retries"), None, None),
+    )
+    .not_inherited("the plan was approved in this loop, before it ran"),
+    setting(
+        Kept::Runner(RunnerKey::NotifyEachStep),
+        Some("notify_each_step"),
+        None,
+        None,
+    )
+    .not_inherited(NOT_IN_M1),
+    setting(
+        Kept::Runner(RunnerKey::TransientRetries),
+        Some("transient_retries"),
+        None,
+        None,
+    )
+    .not_inherited(NOT_IN_M1),
 ];
 
 #[cfg(test)]

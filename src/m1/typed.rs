@@ -22,7 +22,7 @@ pub(crate) fn duration(v: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A limit in whole minutes, as older files give it (`STEP_TIMEOUT_MIN: 60`): held to the
+/// A limit in whole minutes, as older files give it (`LimitKey::StepTimeoutMin`): held to the
 /// same bounds as [`duration`].
 ///
 /// # Errors

@@ -110,15 +110,19 @@ impl Checker<'_> {
     /// would be a guess.
     fn one_timeout_each(&mut self) {
         let doc = self.doc;
-        for key in ["STEP_TIMEOUT", "IDLE_TIMEOUT"] {
+        for (exact, minutes) in [
+            (LimitKey::StepTimeout, LimitKey::StepTimeoutMin),
+            (LimitKey::IdleTimeout, LimitKey::IdleTimeoutMin),
+        ] {
+            let (key, min) = (exact.name(), minutes.name());
             if doc.find(&["LIMITS", key]).is_some()
-                && let Some(i) = doc.find(&["LIMITS", &format!("{key}_MIN")])
+                && let Some(i) = doc.find(&["LIMITS", min])
             {
                 self.at_key(
                     i,
                     format!(
-                        "LIMITS has both {key} and {key}_MIN: expected one; keep {key} (e.g. \
-                         `{key}: 90s`) and remove {key}_MIN"
+                        "LIMITS has both {key} and {min}: expected one; keep {key} (e.g. \
+                         `{key}: 90s`) and remove {min}"
                     ),
                 );
             }

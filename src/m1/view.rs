@@ -156,7 +156,7 @@ pub struct StepResult {
 pub struct Limits {
     pub max_retries: Option<u32>,
     pub max_steps: Option<u32>,
-    /// `STEP_TIMEOUT` (exact), or `STEP_TIMEOUT_MIN` of an older file.
+    /// [`LimitKey::StepTimeout`] (exact), or [`LimitKey::StepTimeoutMin`] of an older file.
     pub step_timeout: Option<Duration>,
     /// `IDLE_TIMEOUT` (exact), or `IDLE_TIMEOUT_MIN` of an older file.
     pub idle_timeout: Option<Duration>,

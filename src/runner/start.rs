@@ -13,7 +13,7 @@ use crate::decision_log;
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
 use crate::m1::keys::{AgentKey, LimitKey, Top};
-use crate::m1::settings::AgentKind;
+use crate::m1::settings::{AgentKind, DEFAULTS};
 use crate::m1::{Document, Edit, Status, StepState, Store, StoreError, typed};
 use crate::notifier::Event;
 use crate::runner::settings::{Overrides, Settings};
@@ -366,8 +366,12 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
         LimitKey::StepTimeout.set(exact(caps.step_timeout)),
         AgentKey::Program.set(agent.program.clone()),
     ];
-    if agent.backend != AgentKind::default() {
+    let (backend_pinned, parallel_pinned) = settings.pinned_for_new();
+    if agent.backend != AgentKind::default() || backend_pinned {
         edits.push(AgentKey::Backend.set(agent.backend.as_str()));
+    }
+    if parallel_pinned && settings.parallel_for_new().is_none() {
+        edits.push(LimitKey::Parallel.set(DEFAULTS.parallel.to_string()));
     }
     edits.push(
         if !agent.allowed_tools.is_empty()
@@ -401,13 +405,9 @@ fn settings_edits(settings: &Settings) -> Vec<Edit> {
     }
     let sandbox = settings.sandbox_for_new();
     edits.push(AgentKey::Sandbox.set(sandbox.mode.as_str()));
-    for (key, paths) in [
-        (AgentKey::SandboxRead, &sandbox.read),
-        (AgentKey::SandboxWrite, &sandbox.write),
-        (AgentKey::SandboxEnv, &sandbox.env),
-    ] {
-        if !paths.is_empty() {
-            edits.push(key.set(paths.join(", ")));
+    for (key, items) in sandbox.lists() {
+        if !items.is_empty() {
+            edits.push(key.set(items.join(", ")));
         }
     }
     if !agent.extra_args.is_empty() {

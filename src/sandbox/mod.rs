@@ -13,7 +13,7 @@
 //!   `CODEX_HOME`), writable where the CLI writes as it works, and read-only deeper in it what
 //!   would run or steer a later session of the person's ([`own_state`]); the person's
 //!   toolchains ([`toolchains`]: rustup, pyenv, nvm, their caches); and the paths a person adds
-//!   (`AGENT.SANDBOX_READ`, `AGENT.SANDBOX_WRITE`), even inside the work tree;
+//!   (`AgentKey::SandboxRead`, `AgentKey::SandboxWrite`), even inside the work tree;
 //! - the loop's state directory read-only (hooks read `M1.md`), whatever a person added, but
 //!   an agent run's `hooks/` in its task directory (what hooks hand back goes there);
 //! - last, the secret places inside anything bound, hidden ([`toolchains::SECRET`]).

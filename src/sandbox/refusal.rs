@@ -22,21 +22,22 @@ impl Refusal {
     /// One sentence for a failure line, a gate and a message.
     #[must_use]
     pub(crate) fn said(&self) -> String {
-        let (what, flag) = if self.write {
-            ("kept read-only", "--sandbox-write")
+        use crate::m1::keys::AgentKey;
+        use crate::m1::settings::{Kept, row};
+        let (what, key) = if self.write {
+            ("kept read-only", AgentKey::SandboxWrite)
         } else {
-            ("hid", "--sandbox-read")
+            ("hid", AgentKey::SandboxRead)
         };
+        let flag = row(Kept::Agent(key))
+            .and_then(|s| s.flag)
+            .unwrap_or_default();
         format!(
-            "the sandbox {what} {}, which exists outside the run: grant it with `{flag} {}` \
+            "the sandbox {what} {}, which exists outside the run: grant it with `--{flag} {}` \
              (AGENT.{} in M1.md)",
             self.path.display(),
             self.grant,
-            if self.write {
-                "SANDBOX_WRITE"
-            } else {
-                "SANDBOX_READ"
-            }
+            key.name()
         )
     }
 }

@@ -436,3 +436,34 @@ fn a_decision_from_an_environment_without_the_loops_variables_carries_nothing_on
     env.run_ok(&["answer", "G1", "blue"]);
     env.assert_status(Status::Done);
 }
+
+/// `--backend claude` and `--parallel 1` name the defaults, which M1.md leaves out; with
+/// `loop.yaml` saying otherwise, the loop ran with what `loop.yaml` said once M1.md was read
+/// again (a resumed runner, and since the one merge the first one too). A setting given
+/// over `loop.yaml` is written, default or not.
+#[test]
+fn a_flag_that_names_the_default_over_loop_yaml_is_written_into_m1() {
+    let env = TestLoop::new();
+    std::fs::write(
+        env.state().join("loop.yaml"),
+        "agent:\n  backend: codex\nlimits:\n  parallel: 3\n",
+    )
+    .unwrap();
+    env.run_exits(
+        0,
+        &[
+            "start",
+            "g",
+            "--step",
+            "a",
+            "--backend",
+            "claude",
+            "--parallel",
+            "1",
+            "--plan-only",
+        ],
+    );
+    let text = env.text();
+    assert!(text.contains("  BACKEND: claude\n"), "{text}");
+    assert!(text.contains("  PARALLEL: 1\n"), "{text}");
+}

@@ -85,7 +85,7 @@ struct Call {
 }
 
 /// How the loop's runs are confined here: bubblewrap, and the person's paths
-/// (`SANDBOX_READ`, `SANDBOX_WRITE`) with their access.
+/// (`SandboxSettings::paths`) with their access.
 pub(super) struct Confined<'a> {
     pub bwrap: &'a Path,
     pub paths: Vec<(std::path::PathBuf, crate::sandbox::Access)>,

@@ -82,7 +82,7 @@ pub(crate) fn doctor(
     };
     let mut rows = Vec::new();
     // Each contract call runs as the loop's runs do: in its sandbox, where one is in force.
-    // With the person's paths (`SANDBOX_READ`, `SANDBOX_WRITE`), as the loop's runs have them.
+    // With the person's paths (`SandboxSettings::paths`), as the loop's runs have them.
     let sandboxed = settings.sandbox(&view);
     let bwrap = (sandboxed.mode == crate::m1::SandboxMode::Bwrap)
         .then(|| crate::sandbox::probe().ok())
@@ -98,7 +98,11 @@ pub(crate) fn doctor(
         let cfg = AgentConfig {
             // Where a call's own files would go: the flags are read, nothing is written.
             files_dir: Some(state_dir.clone()),
-            ..settings.agent_on(&view, b)
+            ..match &m {
+                Some(m) => settings.agent_on(m, b),
+                // No loop here: a new loop's, as `loop start` would call it.
+                None => settings.agent_on_new(b),
+            }
         };
         rows.extend(check_backend(b, &cfg, &from, confined.as_ref()));
     }

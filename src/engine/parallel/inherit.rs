@@ -1,90 +1,45 @@
-//! What a step's own loop takes from the loop it belongs to, in one list: every setting of
-//! `LIMITS:` and `AGENT:` is either inherited (written into the step's loop as this loop has
-//! it) or named here with why it is not. A new key must be put on one side or the other: the
-//! matches are exhaustive, so it does not compile until it is.
+//! What a step's own loop takes from the loop it belongs to: every setting is inherited
+//! (written into the step's loop as this loop has it) or its row of the settings table
+//! (`m1/settings.rs`) says why it is not; the loop's own words (goal, constraints, `ENV`) are
+//! inherited too.
 
 use crate::m1::keys::{AgentKey, LimitKey, PlanKey, Top};
+pub(crate) use crate::m1::settings::Inherit;
+use crate::m1::settings::{Kept, row};
 use crate::m1::{Edit, KeyPath, M1, StepState};
 
-/// Whether a step's loop takes a setting from the loop it belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Inherit {
-    /// Written into the step's loop as this loop runs with it: what its file says, else what
-    /// the environment, its `loop.yaml` or the defaults resolve it to. Never left to the step's
-    /// loop to resolve: its template's defaults and its own state directory (no `loop.yaml`)
-    /// would decide otherwise.
-    Kept,
-    /// Not inherited, and why.
-    Not(&'static str),
+/// A setting's inheritance, as the settings table says (`m1/settings.rs`); every `LIMITS:`
+/// and `AGENT:` key has a row there, a test holds it so.
+fn inheritance(kept: Kept) -> Inherit {
+    row(kept).map_or(Inherit::Kept, |s| s.inherit)
 }
 
 /// A `LIMITS:` key's inheritance.
 #[must_use]
-pub(crate) const fn limit_inheritance(k: LimitKey) -> Inherit {
-    match k {
-        LimitKey::MaxRetries
-        | LimitKey::StepTimeout
-        | LimitKey::IdleTimeout
-        | LimitKey::StepTimeoutMin
-        | LimitKey::IdleTimeoutMin
-        | LimitKey::MaxRestarts
-        | LimitKey::ContextThreshold
-        | LimitKey::MaxSession
-        | LimitKey::MaxRetakes
-        | LimitKey::FallbackAfter => Inherit::Kept,
-        LimitKey::MaxCostUsd => Inherit::Not(
-            "this loop holds the budget over all its steps, the running ones' spending counted",
-        ),
-        LimitKey::MaxSteps => Inherit::Not(
-            "a step's loop holds this loop's whole plan (the other steps DONE or SKIPPED): its \
-             cap is at least the plan's length",
-        ),
-        LimitKey::Parallel => Inherit::Not("a step's loop runs its one step, in its worktree"),
-    }
+pub(crate) fn limit_inheritance(k: LimitKey) -> Inherit {
+    inheritance(Kept::Limit(k))
 }
 
-/// An `AGENT:` key's inheritance: every one is inherited, so each step's agent runs as this
-/// loop's would.
+/// An `AGENT:` key's inheritance: the table inherits every one, so each step's agent runs as
+/// this loop's would.
 #[must_use]
-pub(crate) const fn agent_inheritance(k: AgentKey) -> Inherit {
-    match k {
-        AgentKey::Program
-        | AgentKey::PermissionMode
-        | AgentKey::AllowedTools
-        | AgentKey::Model
-        | AgentKey::MaxTurns
-        | AgentKey::MaxBudgetUsd
-        | AgentKey::ExtraArgs
-        | AgentKey::ReviewModel
-        | AgentKey::Backend
-        | AgentKey::ReviewBackend
-        | AgentKey::Fallback
-        | AgentKey::Sandbox
-        | AgentKey::SandboxRead
-        | AgentKey::SandboxWrite
-        | AgentKey::SandboxEnv => Inherit::Kept,
-    }
+pub(crate) fn agent_inheritance(k: AgentKey) -> Inherit {
+    inheritance(Kept::Agent(k))
 }
 
-/// A key at the top of M1.md that is a setting: inherited, or not and why. `None`: not a
-/// setting (the loop's own record: its status, plan, actions, identity).
+/// A key at the top of M1.md that is a setting (the table's), or the loop's own words a step
+/// needs: inherited, or not and why. `None`: not a setting (the loop's own record: its
+/// status, plan, actions, identity).
 #[must_use]
-pub(crate) const fn top_inheritance(k: Top) -> Option<Inherit> {
+pub(crate) fn top_inheritance(k: Top) -> Option<Inherit> {
+    if let Some(s) = row(Kept::Top(k)) {
+        return Some(s.inherit);
+    }
     Some(match k {
-        Top::Goal | Top::Constraints | Top::Verify | Top::Review | Top::Env => Inherit::Kept,
-        Top::ApprovePlan => Inherit::Not("the plan was approved in this loop, before it ran"),
+        Top::Goal | Top::Constraints | Top::Env => Inherit::Kept,
         Top::PlanOnly => Inherit::Not("a step's loop runs its step"),
         Top::PlanFile => Inherit::Not("this loop ticks the boxes of its checklist"),
-        Top::CommitSteps => Inherit::Not("this loop's merge queue commits each step's work"),
-        Top::Status
-        | Top::LastAction
-        | Top::NextAction
-        | Top::Workdir
-        | Top::LoopId
-        | Top::StartedAt
-        | Top::Parent
-        | Top::ParentId
-        | Top::ParentStep => return None,
+        _ => return None,
     })
 }
 

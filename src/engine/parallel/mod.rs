@@ -242,8 +242,8 @@ fn decision(m: &M1, n: u32, g: &Gate) -> Option<Move> {
     }
 }
 
-/// Step `n`'s merges failed `MAX_RETRIES` times: its MERGE gate decides. Pending: it waits;
-/// `retry`: back to its session; otherwise (none, or `MAX_RETRIES` raised since): merge it
+/// Step `n`'s merges failed `Caps::max_retries` times: its MERGE gate decides. Pending: it waits;
+/// `retry`: back to its session; otherwise (none, or `Caps::max_retries` raised since): merge it
 /// again.
 fn merge_gate(m: &M1, n: u32) -> Option<Move> {
     let g = m

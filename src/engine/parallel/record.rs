@@ -161,7 +161,7 @@ pub(crate) enum MergeFailure {
         transition: Transition,
         told: String,
     },
-    /// Past `MAX_RETRIES`: a gate here, for a person.
+    /// Past `Caps::max_retries`: a gate here, for a person.
     Gate(Transition),
 }
 
@@ -175,7 +175,7 @@ pub(crate) struct WorkPlace {
 }
 
 /// Step `n`'s merge failed (`outcome`: a conflict, or VERIFY red on the merged result): back
-/// to its session with what went wrong, or, past `MAX_RETRIES` of those, a MERGE gate that
+/// to its session with what went wrong, or, past `Caps::max_retries` of those, a MERGE gate that
 /// says where its work is and what each answer does.
 #[must_use]
 pub(crate) fn merge_failed(

@@ -419,3 +419,39 @@ fn a_merge_that_fails_goes_back_to_its_session_then_past_its_retries_waits_on_a_
         assert!(q.contains(said), "{said} in {q}");
     }
 }
+
+#[test]
+fn a_steps_loop_inherits_exactly_what_the_settings_table_says() {
+    use crate::m1::settings::{Kept, SETTINGS};
+    let m =
+        view("STATUS: RUNNING\nGOAL: g\nPLAN:\n  STEPS:\n    1: [PENDING] a\n    2: [PENDING] b\n");
+    let spec = StepLoop {
+        step: 2,
+        worktree: "/p/wt",
+        parent_file: "/p/state/M1.md",
+        parent_id: "top1",
+        loop_id: "child1",
+        started_at: "2026-11-22T03:00:00Z",
+        max_steps: 10,
+    };
+    // This loop runs with a value of its own for every setting.
+    let edits = step_loop(&m, &spec, &|_| Some("this loop's".to_owned()));
+    let inherited = |path: &crate::m1::KeyPath| {
+        edits
+            .iter()
+            .any(|e| matches!(e, Edit::Set(p, v) if p == path && v == "this loop's"))
+    };
+    let mut checked = 0;
+    for s in SETTINGS {
+        let path = match s.m1 {
+            Kept::Limit(k) => k.path(),
+            Kept::Agent(k) => k.path(),
+            Kept::Top(k) => k.path(),
+            Kept::Runner(_) => continue,
+        };
+        let want = s.inherit == Inherit::Kept;
+        assert_eq!(inherited(&path), want, "{:?}: {:?}", s.m1, s.inherit);
+        checked += 1;
+    }
+    assert!(checked > 25, "{checked}");
+}

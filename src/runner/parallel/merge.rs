@@ -166,7 +166,7 @@ impl Runner {
 
     /// VERIFY on step `n` merged, in the merge worktree `wt` (passed, not run, when none is
     /// set). It runs as a step's VERIFY does ([`crate::verify::run`]): a task of the exec
-    /// bridge, ended with its whole group at `STEP_TIMEOUT` or a stop.
+    /// bridge, ended with its whole group at the step timeout or a stop.
     fn verify_merged(&mut self, m: &M1, n: u32, wt: &Path) -> crate::error::Result<Checked> {
         use crate::verify::Outcome;
         let Some(cmd) = self.settings.verify(m) else {

@@ -206,17 +206,17 @@ impl Runner {
                 (!agent.extra_args.is_empty()).then(|| typed::format_args(&agent.extra_args)),
             ),
             (AgentKey::Sandbox, Some(sandbox.mode.as_str().to_owned())),
-            (AgentKey::SandboxRead, list(&sandbox.read)),
-            (AgentKey::SandboxWrite, list(&sandbox.write)),
-            (AgentKey::SandboxEnv, list(&sandbox.env)),
         ] {
             v.insert(k.path(), value);
+        }
+        for (k, items) in sandbox.lists() {
+            v.insert(k.path(), list(items));
         }
         for (k, value) in [
             (LimitKey::MaxRetries, Some(caps.max_retries.to_string())),
             (LimitKey::StepTimeout, Some(exact(caps.step_timeout))),
             (LimitKey::IdleTimeout, caps.idle_timeout.map(exact)),
-            // Written as STEP_TIMEOUT and IDLE_TIMEOUT, exact.
+            // Written as the exact durations above.
             (LimitKey::StepTimeoutMin, None),
             (LimitKey::IdleTimeoutMin, None),
             (LimitKey::MaxRestarts, Some(caps.max_restarts.to_string())),
