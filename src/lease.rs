@@ -209,10 +209,20 @@ mod tests {
         let path = dir.join("M1.md");
         std::fs::write(&path, "STATUS: IDLE\n").unwrap();
         let reader = File::open(&path).unwrap();
-        let Probe::Free(lease) = probe(&reader) else {
-            panic!("no lease on a file nobody writes");
-        };
-        (path, reader, lease)
+        // A child another test forks while the write above has the file open holds a copy of
+        // that descriptor until it execs, and a lease is refused meanwhile: tried again until
+        // a deadline.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Probe::Free(lease) = probe(&reader) {
+                return (path, reader, lease);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no lease on a file nobody writes"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// A writer who comes to append to `path` while `lease` is held shows as waiting, has

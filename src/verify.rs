@@ -366,9 +366,13 @@ mod tests {
         let marker = dir.path().join("pid");
         let cmd = format!("sleep 30 & echo $! > {}; wait", marker.display());
         let mut polls = 0;
+        // The marker exists a moment before the pid is in it (the shell's `>` creates it
+        // first): stopped once it names the pid.
+        let named =
+            |p: &Path| std::fs::read_to_string(p).is_ok_and(|t| t.trim().parse::<i32>().is_ok());
         let got = run_stoppable(dir.path(), &step, &cmd, &mut || {
             polls += 1;
-            marker.exists() && polls > 2
+            named(&marker) && polls > 2
         });
         assert_eq!(got, Outcome::Stopped);
         let pid = read_pid(&marker);

@@ -1197,26 +1197,34 @@ mod tests {
         std::fs::write(p, text).unwrap();
     }
 
-    #[test]
-    fn a_commit_that_keeps_losing_to_saves_in_place_loses_none_of_them() {
-        let (_dir, file) = seed();
-        let (mut store, _) = Store::open_with_history(&file).unwrap();
-        // A save lands before every swap the commit tries: each round finds the file changed.
-        store.before_every_swap = Some(save_in_place_on_what_is_there);
-        let doc = store.commit(&[Edit::Status(Status::Done)]).unwrap();
-        store.before_every_swap = None;
-        assert!(store.reload().unwrap().is_none());
-        let on_disk = std::fs::read_to_string(&file).unwrap();
-        assert_eq!(doc.render(), on_disk);
-        assert!(on_disk.starts_with("STATUS: DONE"), "{on_disk}");
-        let made = SAVES
-            .load(std::sync::atomic::Ordering::SeqCst)
-            .min(SAVES_MAX);
-        let lost: Vec<usize> = (1..=made)
-            .filter(|n| !on_disk.contains(&format!("# save {n}\n")))
-            .collect();
-        assert!(lost.is_empty(), "saves lost: {lost:?} of {made}\n{on_disk}");
-        // Through at the round after the one it lost, however many saves would still come.
-        assert_eq!(store.last_merge(), Some(ConflictMerged { rounds: 1 }));
+    // In a process of its own (`rusty_fork_test!` starts the test binary again for it alone):
+    // a child another test forks in the instant the editor has the file open holds its
+    // descriptor until it execs, the lease is refused meanwhile, and the rounds it counts
+    // would be that other test's.
+    rusty_fork::rusty_fork_test! {
+        #![rusty_fork(timeout_ms = 60000)]
+
+        #[test]
+        fn a_commit_that_keeps_losing_to_saves_in_place_loses_none_of_them() {
+            let (_dir, file) = seed();
+            let (mut store, _) = Store::open_with_history(&file).unwrap();
+            // A save lands before every swap the commit tries: each round finds the file changed.
+            store.before_every_swap = Some(save_in_place_on_what_is_there);
+            let doc = store.commit(&[Edit::Status(Status::Done)]).unwrap();
+            store.before_every_swap = None;
+            assert!(store.reload().unwrap().is_none());
+            let on_disk = std::fs::read_to_string(&file).unwrap();
+            assert_eq!(doc.render(), on_disk);
+            assert!(on_disk.starts_with("STATUS: DONE"), "{on_disk}");
+            let made = SAVES
+                .load(std::sync::atomic::Ordering::SeqCst)
+                .min(SAVES_MAX);
+            let lost: Vec<usize> = (1..=made)
+                .filter(|n| !on_disk.contains(&format!("# save {n}\n")))
+                .collect();
+            assert!(lost.is_empty(), "saves lost: {lost:?} of {made}\n{on_disk}");
+            // Through at the round after the one it lost, however many saves would still come.
+            assert_eq!(store.last_merge(), Some(ConflictMerged { rounds: 1 }));
+        }
     }
 }
