@@ -52,6 +52,7 @@ mod loops {
     mod sandbox_root;
     mod sandbox_state;
     mod seams;
+    mod serve;
     mod sessions;
     mod settings;
     mod stale_save;
