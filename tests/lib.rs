@@ -53,6 +53,7 @@ mod loops {
     mod sandbox_state;
     mod seams;
     mod serve;
+    mod serve_browser;
     mod sessions;
     mod settings;
     mod stale_save;
