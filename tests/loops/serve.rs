@@ -403,3 +403,107 @@ fn serve_refuses_an_address_other_than_loopback_without_expose_saying_what_it_wo
         "{err}"
     );
 }
+
+#[test]
+fn a_click_and_a_telegram_tap_at_once_make_one_decision_and_each_loser_is_told_by_whom() {
+    use crate::support::bot::{CHAT, DEADLINE, start_real_bot, with_telegram};
+    use crate::support::telegram_fake::FakeTelegram;
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
+    env.start_waiting_for_approval();
+    let message = |tg: &FakeTelegram| {
+        tg.sent()
+            .iter()
+            .rposition(|s| s.buttons().iter().any(|b| b.starts_with("G1 ")))
+    };
+    assert!(wait_until(DEADLINE, || message(&tg).is_some()));
+    let n = message(&tg).unwrap();
+    let approve = tg.sent()[n].buttons()[0].clone();
+    let _bot = start_real_bot(&env, &tg.base_url());
+    let served = Served::start(&env, &[]);
+    let path = gate_path(&served, &env, "G1");
+    // The tap approves, the click rejects: whichever comes first is the decision.
+    tg.push_tap(CHAT, CHAT, n + 1, &approve);
+    let web = served.post(&path, r#"{"choice":"reject"}"#);
+    assert!(wait_until(DEADLINE, || tg.count("answerCallbackQuery") == 1));
+    let tapped = tg.bodies("answerCallbackQuery")[0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let choice = env.m1().gate("G1").unwrap().choice.clone().unwrap();
+    if choice == "approve" {
+        assert_eq!(web.status, 409, "{web:?}");
+        let told = web.json()["message"].as_str().unwrap().to_owned();
+        assert!(
+            told.starts_with(&format!(
+                "gate G1 was already decided: approve by telegram {CHAT}"
+            )),
+            "{told}"
+        );
+    } else {
+        assert_eq!((choice.as_str(), web.status), ("reject", 200), "{web:?}");
+        assert!(tapped.contains("already answered: reject"), "{tapped}");
+        // Its message says by whom: the page.
+        assert!(wait_until(DEADLINE, || tg
+            .bodies("editMessageText")
+            .iter()
+            .any(|e| e["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("web"))));
+    }
+    ends(
+        &served,
+        &env,
+        if choice == "approve" {
+            Status::Done
+        } else {
+            Status::Waiting
+        },
+    );
+    assert_eq!(
+        env.log().matches("decide: gate G1 (PLAN)").count(),
+        1,
+        "{}",
+        env.log()
+    );
+}
+
+/// Context switches of every thread of `pid` so far.
+fn switches(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .map(|t| std::fs::read_to_string(t.path().join("status")).unwrap_or_default())
+        .flat_map(|s| {
+            s.lines()
+                .filter_map(|l| {
+                    l.strip_prefix("voluntary_ctxt_switches:")
+                        .or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                })
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// The server read the loops' files in directories it watches, and took its own reads for
+/// changes: idle, it read them again ten times a second.
+#[test]
+fn an_idle_server_is_not_woken_by_its_own_reads_of_the_loops() {
+    let env = TestLoop::new();
+    env.start_waiting_for_approval();
+    let served = Served::start(&env, &[]);
+    let _events = served.events();
+    for _ in 0..3 {
+        assert_eq!(served.get("/api/loops").status, 200);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let before = switches(served.pid());
+    std::thread::sleep(Duration::from_secs(2));
+    let woken = switches(served.pid()) - before;
+    assert!(
+        woken < 30,
+        "woken {woken} times in 2 s while nothing happened"
+    );
+}

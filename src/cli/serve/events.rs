@@ -13,7 +13,8 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, channel, sync_channel}
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecursiveMode, Watcher};
 
 use super::view;
 use crate::layout::Layout;
@@ -143,6 +144,10 @@ fn watch(here: &Path, hub: &Hub) {
             Ok(e) if e.need_rescan() => {
                 let _ = tx.send(None);
             }
+            // A file opened or read (by this server too, as it reads the loops) is no change;
+            // a file closed after a write is.
+            Ok(e) if matches!(e.kind, EventKind::Access(a) if a != AccessKind::Close(AccessMode::Write)) =>
+                {}
             Ok(e) => {
                 for p in e.paths {
                     let _ = tx.send(Some(p));
