@@ -191,7 +191,8 @@
     if (l.status === "RUNNING" && driven) button("stop", "end the step; the loop waits");
     if (!driven && (l.status === "WAITING" || l.status === "IDLE" || l.status === "RUNNING"))
       button("resume", "carry the loop on");
-    if (!driven && l.status !== "IDLE") button("retry", "run the failed or waiting step again, with a fresh budget");
+    if (!driven && (l.status === "FAILED" || l.status === "WAITING"))
+      button("retry", "run the failed or waiting step again, with a fresh budget");
     if (skip) button("skip", "leave the step SKIPPED and go on with the next");
     return out;
   }
@@ -306,8 +307,11 @@
       loadAll();
     };
     es.onerror = () => {
-      live.textContent = "reconnecting…";
       live.className = "live off";
+      // A server that went away comes back with a new token: this page's is no more.
+      live.textContent = es.readyState === EventSource.CLOSED
+        ? "disconnected: open the address `loop serve` printed"
+        : "reconnecting…";
     };
     es.addEventListener("loop", (e) => {
       const l = JSON.parse(e.data);
@@ -322,6 +326,8 @@
   }
 
   window.addEventListener("hashchange", render);
+  // "5m ago" moves on by itself (in the browser: the server is not woken for it).
+  setInterval(render, 30000);
   connect();
   loadAll();
 })();
