@@ -507,3 +507,35 @@ fn an_idle_server_is_not_woken_by_its_own_reads_of_the_loops() {
         "woken {woken} times in 2 s while nothing happened"
     );
 }
+
+#[test]
+fn a_question_answered_in_the_pages_box_resumes_its_step_with_the_answer_as_written() {
+    let env = TestLoop::new();
+    env.scenario(
+        &Scenario::new().step(1, [Action::blocked("which port?"), Action::done("used it")]),
+    );
+    env.run_exits(3, &["start", "g", "--step", "one"]);
+    let served = Served::start(&env, &[]);
+    let g = &served.loop_of(&env.file)["gates"][0];
+    assert_eq!(
+        (&g["kind"], &g["free_text"]),
+        (&Value::from("ASK"), &Value::from(true))
+    );
+    let path = gate_path(&served, &env, "G1");
+    // What the page was shown has changed since: nothing is decided.
+    let stale = served.post(&path, r#"{"choice":"8080","shown":"0000000000000000"}"#);
+    assert_eq!(stale.status, 409, "{stale:?}");
+    assert_eq!(stale.json()["outcome"], "stale");
+    assert!(env.m1().gate("G1").unwrap().is_pending());
+    // An answer that looks like a flag is an answer all the same.
+    let shown = g["shown"].as_str().unwrap();
+    let body = serde_json::json!({ "choice": "--port 8080", "shown": shown }).to_string();
+    let r = served.post(&path, &body);
+    assert_eq!(r.status, 200, "{r:?}");
+    ends(&served, &env, Status::Done);
+    let prompt = env.prompt(1);
+    assert!(
+        prompt.contains("The human answered: --port 8080"),
+        "{prompt}"
+    );
+}
