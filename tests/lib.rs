@@ -53,6 +53,8 @@ mod loops {
     mod sandbox_root;
     mod sandbox_state;
     mod seams;
+    mod serve;
+    mod serve_browser;
     mod sessions;
     mod settings;
     mod stale_save;

@@ -13,6 +13,7 @@ pub(crate) mod logs;
 mod loops;
 pub(crate) mod notify;
 mod report;
+mod serve;
 pub(crate) mod service;
 pub(crate) mod status;
 mod status_view;
@@ -232,6 +233,12 @@ pub(crate) enum Command {
         #[arg(long)]
         all_projects: bool,
     },
+    /// Serve every loop of yours on this machine as one live page in the browser, with a JSON
+    /// API: their gates decided with a click, through the same commands as from the shell.
+    ///
+    /// Prints the page's address with a token first (`http://127.0.0.1:PORT/?token=…`); every
+    /// request needs the token. Holds no state: stop it at any time.
+    Serve(serve::ServeArgs),
     /// Show what M1.md says, plus whether the step's process is alive. Never writes.
     Status {
         /// One JSON object instead of the human view.
@@ -854,6 +861,7 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
             crate::cli::report::run(&cli.file, format, output.as_deref())
         }
         Command::List { json, all, here } => crate::cli::list::list(&cli.file, json, all, here),
+        Command::Serve(args) => serve::run(&cli.file, &args),
         Command::Clean {
             force,
             keep,

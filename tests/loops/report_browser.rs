@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::support::output_within;
 
 /// Chromium, where it is installed.
-fn chromium() -> Option<PathBuf> {
+pub(super) fn chromium() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     ["chromium", "chromium-browser", "google-chrome"]
         .iter()
@@ -144,7 +144,7 @@ fn the_report_page_renders_in_a_real_browser_with_its_timeline_and_no_error() {
 }
 
 /// The screenshot's width, height and RGB bytes.
-fn decode(png_file: &Path) -> (u32, u32, Vec<u8>) {
+pub(super) fn decode(png_file: &Path) -> (u32, u32, Vec<u8>) {
     let decoder = png::Decoder::new(std::fs::File::open(png_file).unwrap());
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size()];

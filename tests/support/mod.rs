@@ -14,6 +14,7 @@ pub mod otlp;
 pub mod procs;
 pub mod real_cli;
 pub mod real_gemini;
+pub mod served;
 pub mod telegram_fake;
 mod test_loop;
 
