@@ -1,9 +1,11 @@
 //! The live stream of changes (`GET /api/events`, server-sent events): one `notify` watcher
 //! on every loop's state directory and on the per-user directory where loops and runners are
-//! noted. When something there changes, the loops it concerns are read again, and each whose
-//! view changed is sent to every client as an `event: loop` with that view; a loop no longer
-//! listed is sent as `event: gone`. Nothing wakes the server but these files and requests:
-//! no timer, no poll (unless inotify cannot start, which it says).
+//! noted, watched before `loop serve` prints its address, so that no change from the first
+//! request on is missed (the page reads every loop again when its stream opens). When
+//! something changes, the loops it concerns are read again, and each whose view changed is
+//! sent to every client as an `event: loop` with that view; a loop no longer listed is sent
+//! as `event: gone`. Nothing wakes the server but these files and requests: no timer, no poll
+//! (unless inotify cannot start, which it says).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -86,6 +88,17 @@ impl Hub {
             });
     }
 
+    /// Loop `id`'s view changed (its `event: loop`) or it is gone (`None`): sent to the
+    /// clients when `announce`.
+    fn changed(&self, id: &str, view: Option<Arc<str>>, announce: bool) {
+        if !announce {
+            return;
+        }
+        let sent = view
+            .unwrap_or_else(|| event("gone", &super::api::json(&serde_json::json!({ "id": id }))));
+        self.send(&sent);
+    }
+
     /// Serves the client of `ticket` on `out` (the raw connection) until it leaves: the
     /// response's head, then each event as it comes.
     pub(super) fn stream(&self, ticket: &Ticket, mut out: Box<dyn Write + Send>) {
@@ -123,9 +136,11 @@ fn event(name: &str, data: &str) -> Arc<str> {
     Arc::from(format!("event: {name}\ndata: {data}\n\n"))
 }
 
-/// Starts the thread that watches the loops and tells `hub`'s clients what changed.
+/// Watches the loops, and starts the thread that tells `hub`'s clients what changed. Returns
+/// once every loop is read and watched: a change from then on is sent.
 pub(super) fn start(here: PathBuf, hub: Arc<Hub>) {
-    std::thread::spawn(move || watch(&here, &hub));
+    let watching = Watching::begin(&here, &hub);
+    std::thread::spawn(move || watching.run(&here, &hub));
 }
 
 /// What the watcher has seen of the loops: their files, and each one's view as last sent.
@@ -136,89 +151,121 @@ struct Seen {
     dirs: BTreeSet<PathBuf>,
 }
 
-fn watch(here: &Path, hub: &Hub) {
-    let (tx, rx) = channel::<Option<PathBuf>>();
-    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        match res {
-            // A rescan (an overflowed queue): every loop is looked at again.
-            Ok(e) if e.need_rescan() => {
-                let _ = tx.send(None);
-            }
-            // A file opened or read (by this server too, as it reads the loops) is no change;
-            // a file closed after a write is.
-            Ok(e) if matches!(e.kind, EventKind::Access(a) if a != AccessKind::Close(AccessMode::Write)) =>
-                {}
-            Ok(e) => {
-                for p in e.paths {
-                    let _ = tx.send(Some(p));
+/// The watcher and what it has seen, between [`start`] and its thread.
+struct Watching {
+    watcher: Option<notify::RecommendedWatcher>,
+    rx: Receiver<Option<PathBuf>>,
+    user_dir: Option<PathBuf>,
+    seen: Seen,
+}
+
+impl Watching {
+    fn begin(here: &Path, hub: &Hub) -> Self {
+        let (tx, rx) = channel::<Option<PathBuf>>();
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            match res {
+                // A rescan (an overflowed queue): every loop is looked at again.
+                Ok(e) if e.need_rescan() => {
+                    let _ = tx.send(None);
+                }
+                // A file opened or read (by this server too, as it reads the loops) is no
+                // change; a file closed after a write is.
+                Ok(e) if matches!(e.kind, EventKind::Access(a) if a != AccessKind::Close(AccessMode::Write)) =>
+                    {}
+                Ok(e) => {
+                    for p in e.paths {
+                        let _ = tx.send(Some(p));
+                    }
+                }
+                Err(_) => {
+                    let _ = tx.send(None);
                 }
             }
-            Err(_) => {
-                let _ = tx.send(None);
+        });
+        let watcher = match watcher {
+            Ok(w) => Some(w),
+            Err(e) => {
+                crate::errln!(
+                    "loop serve: cannot watch the loops' files ({e}); looking at them every {}s \
+                     instead",
+                    POLL.as_secs()
+                );
+                None
             }
+        };
+        let mut w = Self {
+            watcher,
+            rx,
+            user_dir: crate::dirs::user_state_dir().ok(),
+            seen: Seen::default(),
+        };
+        if let Some(u) = w.user_dir.clone() {
+            // Where `loops`, the runner registry and the daemon's loops are noted; made if
+            // need be, so that the first loop of this user is seen when it starts.
+            let _ = std::fs::create_dir_all(u.join("runners"));
+            w.watch_dir(&u);
+            w.watch_dir(&u.join("runners"));
         }
-    });
-    let mut watcher = match watcher {
-        Ok(w) => Some(w),
-        Err(e) => {
-            crate::errln!(
-                "loop serve: cannot watch the loops' files ({e}); looking at them every {}s \
-                 instead",
-                POLL.as_secs()
-            );
-            None
+        // Watched before they are read: a change in between is sent, not lost.
+        for d in view::all(here)
+            .iter()
+            .map(|v| Layout::of(Path::new(&v.file)).state_dir().to_path_buf())
+        {
+            w.watch_dir(&d);
         }
-    };
-    let user_dir = crate::dirs::user_state_dir().ok();
-    let mut seen = Seen::default();
-    let watch_dir = |w: &mut Option<notify::RecommendedWatcher>, dir: &Path| {
-        if let Some(w) = w.as_mut() {
+        refresh_all(here, hub, &mut w.seen, false);
+        for d in w.seen.dirs.clone() {
+            w.watch_dir(&d);
+        }
+        w
+    }
+
+    fn watch_dir(&mut self, dir: &Path) {
+        if let Some(w) = self.watcher.as_mut() {
             let _ = w.watch(dir, RecursiveMode::NonRecursive);
         }
-    };
-    if let Some(u) = &user_dir {
-        // Where `loops`, the runner registry and the daemon's loops are noted; made if need
-        // be, so that the first loop of this user is seen when it starts.
-        let _ = std::fs::create_dir_all(u.join("runners"));
-        watch_dir(&mut watcher, u);
-        watch_dir(&mut watcher, &u.join("runners"));
     }
-    refresh_all(here, hub, &mut seen, false);
-    for d in &seen.dirs {
-        watch_dir(&mut watcher, d);
-    }
-    loop {
-        let first = if watcher.is_some() {
-            match rx.recv() {
-                Ok(p) => p,
-                Err(_) => return,
+
+    fn run(mut self, here: &Path, hub: &Hub) {
+        loop {
+            let first = if self.watcher.is_some() {
+                match self.rx.recv() {
+                    Ok(p) => p,
+                    Err(_) => return,
+                }
+            } else {
+                std::thread::sleep(POLL);
+                None
+            };
+            let mut paths = vec![first];
+            // What comes with it (without a watcher, nothing: its sender is gone).
+            while let Ok(p) = self.rx.recv_timeout(GATHER) {
+                paths.push(p);
             }
-        } else {
-            std::thread::sleep(POLL);
-            None
-        };
-        let mut paths = vec![first];
-        // What comes with it (without a watcher, nothing: its sender is gone).
-        while let Ok(p) = rx.recv_timeout(GATHER) {
-            paths.push(p);
-        }
-        let everything = paths.iter().any(|p| match p {
-            None => true,
-            Some(p) => user_dir.as_ref().is_some_and(|u| p.starts_with(u)),
-        });
-        let before = seen.dirs.clone();
-        if everything {
-            refresh_all(here, hub, &mut seen, true);
-        } else {
-            let dirs: BTreeSet<PathBuf> = paths
-                .iter()
-                .flatten()
-                .filter_map(|p| p.parent().map(Path::to_path_buf))
-                .collect();
-            refresh_some(hub, &mut seen, &dirs);
-        }
-        for d in seen.dirs.difference(&before) {
-            watch_dir(&mut watcher, d);
+            let everything = paths.iter().any(|p| match p {
+                None => true,
+                Some(p) => self.user_dir.as_ref().is_some_and(|u| p.starts_with(u)),
+            });
+            let before = self.seen.dirs.clone();
+            if everything {
+                refresh_all(here, hub, &mut self.seen, true);
+            } else {
+                let dirs: BTreeSet<PathBuf> = paths
+                    .iter()
+                    .flatten()
+                    .filter_map(|p| p.parent().map(Path::to_path_buf))
+                    .collect();
+                refresh_some(hub, &mut self.seen, &dirs);
+            }
+            for d in self
+                .seen
+                .dirs
+                .difference(&before)
+                .cloned()
+                .collect::<Vec<_>>()
+            {
+                self.watch_dir(&d);
+            }
         }
     }
 }
@@ -236,12 +283,7 @@ fn refresh_all(here: &Path, hub: &Hub, seen: &mut Seen, announce: bool) {
     for id in gone {
         seen.views.remove(&id);
         seen.files.remove(&id);
-        if announce {
-            hub.send(&event(
-                "gone",
-                &super::api::json(&serde_json::json!({ "id": id })),
-            ));
-        }
+        hub.changed(&id, None, announce);
     }
     for v in now {
         let file = PathBuf::from(&v.file);
@@ -267,10 +309,7 @@ fn refresh_some(hub: &Hub, seen: &mut Seen, dirs: &BTreeSet<PathBuf>) {
             let id = view::id_of(&f);
             seen.views.remove(&id);
             seen.files.remove(&id);
-            hub.send(&event(
-                "gone",
-                &super::api::json(&serde_json::json!({ "id": id })),
-            ));
+            hub.changed(&id, None, true);
         }
     }
 }
@@ -281,8 +320,6 @@ fn note(hub: &Hub, seen: &mut Seen, v: &view::LoopView, announce: bool) {
     if seen.views.get(&v.id) == Some(&text) {
         return;
     }
-    seen.views.insert(v.id.clone(), text.clone());
-    if announce {
-        hub.send(&event("loop", &text));
-    }
+    hub.changed(&v.id, Some(event("loop", &text)), announce);
+    seen.views.insert(v.id.clone(), text);
 }

@@ -78,6 +78,9 @@ pub(crate) fn run(here: &Path, args: &ServeArgs) -> crate::error::Result<Status>
         hub: Arc::new(events::Hub::default()),
         program: decide::Loop { program },
     });
+    // Watching every loop before the address is out: a change from the first request on is
+    // on the stream.
+    events::start(here.clone(), Arc::clone(&s.hub));
     crate::outln!("http://{bound}/?token={}", s.gate.token());
     if !bound.ip().is_loopback() {
         crate::errln!("loop serve: {}", exposure(bound));
@@ -87,7 +90,6 @@ pub(crate) fn run(here: &Path, args: &ServeArgs) -> crate::error::Result<Status>
          no state: stop it at any time (Ctrl-C)",
         view::all(&here).len()
     );
-    events::start(here, Arc::clone(&s.hub));
     let in_flight = Arc::new(AtomicUsize::new(0));
     for req in server.incoming_requests() {
         if in_flight.load(Ordering::Acquire) >= MAX_IN_FLIGHT {
