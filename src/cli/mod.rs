@@ -263,8 +263,8 @@ pub(crate) enum Command {
         #[arg(long)]
         flush: bool,
     },
-    /// Run a Telegram bot: the configured chat may /loop, /status, /stop, /resume, /gates,
-    /// /approve, /reject, /answer, /retry and /skip (and /help).
+    /// Run a Telegram bot: the configured chat may /loop, /issue, /status, /stop, /resume,
+    /// /gates, /approve, /reject, /answer, /retry and /skip (and /help).
     Telegram {
         /// How long one getUpdates long poll waits for a message (e.g. 50s).
         #[arg(long, value_parser = parse_duration, default_value = "50s")]

@@ -25,7 +25,8 @@ pub const STEP_POINTS: &[&str] = &[
 
 /// The crash points besides a step's: a review's (see [`crate::engine::RunKind::crash_points`]),
 /// after a `STEP_RESTART` is recorded, after a revived runner took its loop over, and between
-/// the pushing and the opening of a pull request (`runner/pull_request.rs`).
+/// the pushing and the opening of a pull request, and before a FAILED loop's comment on its
+/// issue (`runner/pull_request.rs`).
 const OTHER_POINTS: &[&str] = &[
     "before-review-spawn-write",
     "after-review-spawn-write",
@@ -38,6 +39,7 @@ const OTHER_POINTS: &[&str] = &[
     "pr-after-intent",
     "pr-after-push",
     "pr-after-create",
+    "before-issue-comment",
 ];
 
 /// The crash points of a parallel loop ([`super::parallel`]), in the order a step passes them:

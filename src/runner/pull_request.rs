@@ -297,13 +297,19 @@ impl Runner {
     }
 
     /// A loop of an issue that ended FAILED comments its report on the issue, once (unless
-    /// started with `--no-comment`).
+    /// started with `--no-comment`): right after FAILED is written, or, by a runner killed
+    /// before it could, when the loop is resumed (`before-issue-comment`).
     pub(super) fn comment_on_issue(&mut self) {
         let m = self.view();
         let g = &m.github;
-        if !g.comment || g.commented.is_some() || m.parent_id.is_some() {
+        if m.status != Status::Failed
+            || !g.comment
+            || g.commented.is_some()
+            || m.parent_id.is_some()
+        {
             return;
         }
+        crash::point("before-issue-comment");
         let Some(which) = g
             .issue_url
             .clone()

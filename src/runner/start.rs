@@ -787,6 +787,8 @@ pub(crate) fn resume_as(
             return Ok(ExitStatus::Ok);
         }
         Status::Failed => {
+            // A comment on the issue that a runner killed right after FAILED did not make.
+            runner.comment_on_issue();
             crate::outln!(
                 "{}: the loop is FAILED: {}\nnext: {}",
                 file.display(),

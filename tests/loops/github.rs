@@ -11,7 +11,7 @@ use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::{Status, StepState};
 
 use crate::support::github_fake::{FakeGitHub, OWNER, REPO, gh_here};
-use crate::support::{TestLoop, stderr};
+use crate::support::{PATIENCE, TestLoop, stderr, wait_until};
 
 const TITLE: &str = "Make the widgets round";
 const BODY: &str = "The widgets are square.\n\nThey should be round, like wheels.";
@@ -227,6 +227,23 @@ fn a_failed_loop_comments_its_report_on_the_issue_and_a_skipped_step_makes_the_p
 }
 
 #[test]
+fn a_runner_killed_before_its_comment_on_the_issue_makes_it_when_the_failed_loop_is_resumed() {
+    let Some(p) = project() else { return };
+    let env = &p.env;
+    env.scenario(&Scenario::new().otherwise(Action::failed("could not finish")));
+    let mut c = env.cmd(&["start", "--issue", "5", "--step", "a", "--max-retries", "1"]);
+    c.env("LOOP_CRASH_AT", "before-issue-comment");
+    let status = c.status().unwrap();
+    assert_eq!(status.signal(), Some(9), "the runner did not crash there");
+    env.assert_status(Status::Failed);
+    assert!(p.github.comments().is_empty());
+    env.run_exits(1, &["resume"]);
+    assert_eq!(p.github.comments().len(), 1, "{}", env.log());
+    env.run_exits(1, &["resume"]);
+    assert_eq!(p.github.comments().len(), 1, "the issue is told once");
+}
+
+#[test]
 fn no_comment_keeps_a_failed_loop_quiet_on_its_issue() {
     let Some(p) = project() else { return };
     let env = &p.env;
@@ -266,6 +283,28 @@ fn pr_without_an_issue_opens_the_pull_request_of_the_branch_the_loop_is_on() {
     );
     assert!(!prs[0].body.contains("Closes #"), "{}", prs[0].body);
     assert!(p.pushed("feature").is_some());
+}
+
+#[test]
+fn an_issue_named_by_its_url_starts_a_detached_loop_that_opens_its_pull_request() {
+    let Some(p) = project() else { return };
+    let env = &p.env;
+    env.scenario(&Scenario::new().otherwise(writes_its_file()));
+    let url = format!("https://github.com/{OWNER}/{REPO}/issues/5");
+    // As the chat's `/issue` starts it: in the background.
+    env.run_ok(&["start", "--detach", "--issue", &url, "--step", "a"]);
+    assert!(
+        wait_until(PATIENCE, || !p.github.pull_requests().is_empty()
+            && env.m1().status == Status::Done
+            && env.m1().github.pr.is_some()),
+        "{}\n{}",
+        env.text(),
+        env.log()
+    );
+    let m = env.m1();
+    assert_eq!(m.goal, format!("{TITLE} (#5)"));
+    assert_eq!(m.github.issue_url.as_deref(), Some(url.as_str()));
+    assert_eq!(p.github.pull_requests().len(), 1);
 }
 
 #[test]
