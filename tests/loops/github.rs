@@ -143,9 +143,15 @@ fn an_issue_is_the_goal_its_loop_works_on_a_branch_of_its_own_and_opens_one_pull
     );
     let report = env.run_ok(&["report", "--format", "md"]);
     assert!(
-        String::from_utf8_lossy(&report.stdout).contains(&pr.url),
+        String::from_utf8_lossy(&report.stdout).contains(&format!("Pull request: {}", pr.url)),
         "{}",
         String::from_utf8_lossy(&report.stdout)
+    );
+    // The page written when the loop ended, which its DONE message names.
+    let page = std::fs::read_to_string(env.state().join("M1.report.html")).unwrap();
+    assert!(
+        page.contains(&pr.url),
+        "the report page names the pull request"
     );
 }
 
