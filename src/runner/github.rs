@@ -120,11 +120,16 @@ pub(crate) fn issue(dir: &Path, which: &str) -> Result<Issue, String> {
     })
 }
 
-/// The URL of the pull request of `branch`, open, closed or merged; `None` when there is none.
+/// The URL of the newest pull request of `branch` that is open (`any_state`: or closed or
+/// merged); `None` when there is none.
 ///
 /// # Errors
 /// As [`gh`], or an answer that is not a list of pull requests.
-pub(crate) fn pull_request_of(dir: &Path, branch: &str) -> Result<Option<String>, String> {
+pub(crate) fn pull_request_of(
+    dir: &Path,
+    branch: &str,
+    any_state: bool,
+) -> Result<Option<String>, String> {
     #[derive(serde::Deserialize)]
     struct Pr {
         url: String,
@@ -132,7 +137,16 @@ pub(crate) fn pull_request_of(dir: &Path, branch: &str) -> Result<Option<String>
     let out = gh(
         dir,
         &[
-            "pr", "list", "--head", branch, "--state", "all", "--json", "url", "--limit", "1",
+            "pr",
+            "list",
+            "--head",
+            branch,
+            "--state",
+            if any_state { "all" } else { "open" },
+            "--json",
+            "url",
+            "--limit",
+            "1",
         ],
         None,
     )?;

@@ -4,9 +4,11 @@
 //! issue instead (unless `--no-comment`). `gh` does the talking (see [`super::github`]).
 //!
 //! Pushing and opening happen once, whenever the runner is killed. Before either, the intent
-//! (`GITHUB.OPENING`) is written to M1.md; the pull request's URL (`GITHUB.PR`) after. A
-//! runner that finds the intent and no URL looks the pull request up by its branch before it
-//! opens one, and pushing a branch again is harmless. The crash points `pr-after-intent`,
+//! (`GITHUB.OPENING`) is written to M1.md; the pull request's URL (`GITHUB.PR`) after. Before
+//! it opens one, the runner looks the pull request up by its branch: any it finds when it
+//! finds the intent and no URL (its own, opened before a kill), an open one otherwise (a loop
+//! of the same issue before, which the push brought up to date). Pushing a branch again is
+//! harmless. The crash points `pr-after-intent`,
 //! `pr-after-push` and `pr-after-create` are the moments in between.
 
 use std::fmt::Write as _;
@@ -234,19 +236,17 @@ impl Runner {
         }
         self.say(&format!("pr: pushed {branch} to {REMOTE}"));
         crash::point("pr-after-push");
-        let found = if resumed {
-            match github::pull_request_of(&dir, &branch) {
-                Ok(found) => found,
-                Err(e) => {
-                    self.pr_failed(&format!(
-                        "whether a pull request of {branch} is open already could not be \
-                         told: {e}"
-                    ));
-                    return;
-                }
+        // The pull request this loop opened before its runner was killed (whatever became of
+        // it since), or one open already for the branch (a loop of the same issue before),
+        // which the push has just brought up to date.
+        let found = match github::pull_request_of(&dir, &branch, resumed) {
+            Ok(found) => found,
+            Err(e) => {
+                self.pr_failed(&format!(
+                    "whether a pull request of {branch} is open already could not be told: {e}"
+                ));
+                return;
             }
-        } else {
-            None
         };
         let url = if let Some(url) = found {
             self.say(&format!(

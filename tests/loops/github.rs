@@ -178,12 +178,9 @@ fn a_runner_killed_while_opening_the_pull_request_opens_it_once_when_resumed() {
         let head = env.git(&["rev-parse", "HEAD"]).trim().to_owned();
         assert_eq!(p.pushed(BRANCH).as_deref(), Some(head.as_str()), "{point}");
         assert_eq!(env.calls_for(1), 1, "{point}: the step ran once");
-        // Resumed after the intent, the runner looked for the pull request before opening one.
         let ops = p.github.ops();
-        assert!(
-            ops.iter().any(|o| o == "PullRequestList"),
-            "{point}: {ops:?}"
-        );
+        let created = ops.iter().filter(|o| *o == "PullRequestCreate").count();
+        assert_eq!(created, 1, "{point}: {ops:?}");
     }
 }
 
@@ -311,6 +308,23 @@ fn an_issue_named_by_its_url_starts_a_detached_loop_that_opens_its_pull_request(
     assert_eq!(m.goal, format!("{TITLE} (#5)"));
     assert_eq!(m.github.issue_url.as_deref(), Some(url.as_str()));
     assert_eq!(p.github.pull_requests().len(), 1);
+}
+
+#[test]
+fn a_second_loop_of_the_same_issue_updates_the_pull_request_still_open() {
+    let Some(p) = project() else { return };
+    let env = &p.env;
+    env.scenario(&Scenario::new().otherwise(writes_its_file()));
+    env.run_ok(&["start", "--issue", "5", "--step", "a"]);
+    let first = env.m1().github.pr.clone().unwrap();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").bash("echo again > again.txt")));
+    env.run_ok(&["start", "--issue", "5", "--step", "b"]);
+    env.assert_status(Status::Done);
+    assert_eq!(env.m1().github.pr.as_deref(), Some(first.as_str()));
+    assert_eq!(p.github.pull_requests().len(), 1);
+    let head = env.git(&["rev-parse", "HEAD"]).trim().to_owned();
+    assert_eq!(p.pushed(BRANCH).as_deref(), Some(head.as_str()));
+    assert_eq!(env.git(&["rev-list", "--count", "main..HEAD"]).trim(), "2");
 }
 
 #[test]
