@@ -16,7 +16,7 @@
 //! | `filter.<driver>.clean` / `smudge` / `process` (`add`, `status`, checkouts) | the drivers come from config files only; a run cannot write the repository's (the sandbox mounts `.git/config` read-only), so only the person's own drivers run, as in their own git |
 //! | `merge.<driver>.driver` | the same: config only |
 //! | `include.path`, `includeIf` | the same: they are read from config, which a run cannot write |
-//! | `core.sshCommand`, `GIT_SSH`, `core.gitProxy`, `credential.helper`, `core.askPass` | the loop's git never reaches a remote; set to do nothing all the same, and `GIT_SSH*`, `GIT_ASKPASS` removed |
+//! | `core.sshCommand`, `GIT_SSH`, `core.gitProxy`, `credential.helper`, `core.askPass` | the loop's git never reaches a remote; set to do nothing all the same, and `GIT_SSH*`, `GIT_ASKPASS` removed. The one exception is [`push`] (a loop that opens a pull request), which reaches the person's own remote as their own `git push` would, with their transport and credentials, and still no hook |
 //! | `core.editor`, `sequence.editor`, `core.pager`, `pager.*` | `GIT_EDITOR=:`, `GIT_PAGER=cat`: no commit message is edited, output goes to a pipe |
 //! | `gpg.program` (signed commits) | the person's config only, as the filters are |
 //!
@@ -196,6 +196,58 @@ pub(crate) fn output<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Option<String> 
     run(dir, args).ok()
 }
 
+/// `git push REMOTE refs/heads/BRANCH:refs/heads/BRANCH`, run by the runner (never in a run's
+/// sandbox) when a loop opens a pull request. It reaches the person's own remote with their own
+/// transport and credentials (`core.sshCommand`, a credential helper, `GIT_SSH_COMMAND`, from
+/// their config and environment, which a run cannot write), so [`NEUTRAL`]'s transport keys are
+/// not set here; no hook runs (`core.hooksPath=/dev/null` and `--no-verify` for `pre-push`),
+/// and no prompt waits for a terminal nobody watches (`GIT_TERMINAL_PROMPT=0`). Pushing a
+/// branch the remote has already at the same commit does nothing, so a push repeated after a
+/// crash is harmless.
+///
+/// # Errors
+/// As [`run`]: the push, the directory, and what git said.
+pub(crate) fn push(dir: &Path, remote: &str, branch: &str) -> Result<String, Error> {
+    let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
+    let args = [
+        "push",
+        "--no-verify",
+        "--porcelain",
+        remote,
+        refspec.as_str(),
+    ];
+    let error = |said: String| Error {
+        args: args.join(" "),
+        dir: dir.to_path_buf(),
+        said,
+    };
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+        ])
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_EDITOR", ":")
+        .env("GIT_PAGER", "cat")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| error(format!("could not be started: {e}")))?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let told = format!(
+        "{} {}",
+        String::from_utf8_lossy(&out.stderr).trim(),
+        String::from_utf8_lossy(&out.stdout).trim()
+    );
+    Err(error(crate::text::one_line(told.trim(), SAID_CAP)))
+}
+
 /// `.git/index.lock` of the work tree `dir` (its own git directory's), cleared where no live
 /// git holds it: a git killed in mid-write (a power cut, the OOM killer, a group kill) leaves
 /// it, and every later `git add` or `commit` then fails with "File exists". A lock some process
@@ -370,6 +422,39 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn a_push_of_the_loops_branch_reaches_the_remote_and_runs_no_hook_of_the_repository() {
+        let (dir, repo) = planted();
+        let origin = dir.path().join("origin.git");
+        person_git(dir.path(), &["init", "-q", "--bare", "origin.git"]);
+        person_git(
+            &repo,
+            &["remote", "add", "origin", &origin.display().to_string()],
+        );
+        person_git(&repo, &["branch", "loop/issue-5"]);
+        for hook in ["pre-push", "reference-transaction"] {
+            let p = repo.join(".git/hooks").join(hook);
+            let ran = dir.path().display().to_string();
+            std::fs::write(&p, format!("#!/bin/sh\ntouch '{ran}/ran-hook-{hook}'\n")).unwrap();
+            let mut perm = std::fs::metadata(&p).unwrap().permissions();
+            std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+            std::fs::set_permissions(&p, perm).unwrap();
+        }
+        // The person's own git above ran the planted hooks; the loop's push runs none.
+        for f in ran(dir.path()) {
+            std::fs::remove_file(dir.path().join(f)).unwrap();
+        }
+        push(&repo, "origin", "loop/issue-5").unwrap();
+        let head = person(&repo, &["rev-parse", "loop/issue-5"]);
+        let pushed = person(&origin, &["rev-parse", "refs/heads/loop/issue-5"]);
+        assert_eq!(pushed, head);
+        assert_eq!(ran(dir.path()), Vec::<String>::new());
+        // Again, as a runner killed after pushing does: nothing to do, and no failure.
+        push(&repo, "origin", "loop/issue-5").unwrap();
+        let err = push(&repo, "nowhere", "loop/issue-5").unwrap_err();
+        assert!(err.to_string().contains("git push --no-verify"), "{err}");
     }
 
     #[test]

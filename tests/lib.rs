@@ -37,6 +37,7 @@ mod loops {
     mod full_disk;
     mod gates;
     mod gemini;
+    mod github;
     mod hooks;
     mod list;
     mod lost;

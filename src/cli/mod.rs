@@ -270,8 +270,8 @@ pub(crate) enum Command {
         #[arg(long)]
         flush: bool,
     },
-    /// Run a Telegram bot: the configured chat may /loop, /status, /stop, /resume, /gates,
-    /// /approve, /reject, /answer, /retry and /skip (and /help).
+    /// Run a Telegram bot: the configured chat may /loop, /issue, /status, /stop, /resume,
+    /// /gates, /approve, /reject, /answer, /retry and /skip (and /help).
     Telegram {
         /// How long one getUpdates long poll waits for a message (e.g. 50s).
         #[arg(long, value_parser = parse_duration, default_value = "50s")]
@@ -350,8 +350,22 @@ pub(crate) enum Command {
 )]
 #[derive(Debug, Args)]
 pub(crate) struct StartArgs {
-    /// What the loop should achieve, in one line.
-    pub goal: String,
+    /// What the loop should achieve, in one line (with --issue: the issue's title).
+    #[arg(required_unless_present = "issue", conflicts_with = "issue")]
+    pub goal: Option<String>,
+    /// Start from a GitHub issue (its number, or its URL): the goal is its title, its text is
+    /// shown to every run, the loop works on the branch loop/issue-N, and opens a pull request
+    /// at DONE (read with `gh`, as you are logged in).
+    #[arg(long, value_name = "URL|NUMBER")]
+    pub issue: Option<String>,
+    /// At DONE, push the loop's branch to origin and open a pull request with `gh pr create`
+    /// (implied by --issue).
+    #[arg(long)]
+    pub pr: bool,
+    /// A loop started from an issue that ends FAILED says nothing on the issue (by default it
+    /// comments its report there).
+    #[arg(long, requires = "issue")]
+    pub no_comment: bool,
     /// A step of the plan (repeat for each); without steps or --plan the agent plans.
     #[arg(long = "step", value_name = "TEXT")]
     pub steps: Vec<String>,
@@ -675,7 +689,7 @@ fn find_upward(default: &std::path::Path) -> Option<PathBuf> {
 /// What `loop start` was given, for the runner.
 fn start_request(a: StartArgs) -> crate::runner::StartRequest {
     crate::runner::StartRequest {
-        goal: a.goal,
+        goal: a.goal.unwrap_or_default(),
         steps: a.steps,
         plan: a.plan,
         constraints: a.constraints,
@@ -684,6 +698,11 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
         force: a.force,
         plan_only: a.plan_only,
         workdir: None,
+        github: crate::runner::pull_request::GithubRequest {
+            issue: a.issue,
+            pr: a.pr,
+            no_comment: a.no_comment,
+        },
     }
 }
 
@@ -926,6 +945,11 @@ mod tests {
         "detach",
         "quiet",
         "plan-only",
+        // Where the loop's goal comes from and where its work goes, given per loop as the goal
+        // is (`GITHUB:` in M1.md).
+        "issue",
+        "pr",
+        "no-comment",
         "file",
         "help",
     ];

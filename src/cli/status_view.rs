@@ -17,6 +17,7 @@ pub(super) fn human(m: &M1, task: Option<&str>, chat: bool) -> String {
     if let Some(c) = &m.constraints {
         let _ = writeln!(out, "CONSTRAINTS  {c}");
     }
+    github_lines(m, &mut out);
     if m.plan.steps.is_empty() {
         let _ = writeln!(out, "PLAN         (no steps yet)");
     }
@@ -63,6 +64,28 @@ pub(super) fn human(m: &M1, task: Option<&str>, chat: bool) -> String {
 
 /// One line per step: its number (`>` at the current one, none when steps run at once), state,
 /// text, what it waits for, and what its results say.
+/// The loop's issue and pull request (`GITHUB:`), when it has them.
+fn github_lines(m: &M1, out: &mut String) {
+    let g = &m.github;
+    if let Some(n) = g.issue {
+        let url = g
+            .issue_url
+            .as_deref()
+            .map_or_else(String::new, |u| format!(" {u}"));
+        let _ = writeln!(out, "ISSUE        #{n}{url}");
+    }
+    if !g.pull_request {
+        return;
+    }
+    let branch = g.branch.as_deref().unwrap_or("(no branch)");
+    let pr = match (&g.pr, &g.pr_error) {
+        (Some(url), _) => url.clone(),
+        (None, Some(why)) => format!("not opened ({why}); `loop resume` tries again"),
+        (None, None) => format!("opened from {branch} at DONE"),
+    };
+    let _ = writeln!(out, "PULL REQUEST {pr}");
+}
+
 fn steps(m: &M1, at_once: bool, out: &mut String) {
     for s in &m.plan.steps {
         let marker = if s.n == m.plan.current_step && !at_once {

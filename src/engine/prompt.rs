@@ -20,6 +20,21 @@ fn fill(template: &str, vars: &[(&str, String)]) -> String {
     out
 }
 
+/// The goal as a run is told it: for a loop started from a GitHub issue, the issue's text
+/// follows, which the one line of `GOAL` cannot hold.
+fn goal(m: &M1) -> String {
+    match (&m.github.issue, m.github.issue_body.as_deref()) {
+        (Some(n), Some(body)) if !body.trim().is_empty() => {
+            format!(
+                "{}\n\nThe goal is issue #{n}, which says:\n{}\n",
+                m.goal,
+                body.trim_end()
+            )
+        }
+        _ => m.goal.clone(),
+    }
+}
+
 fn constraints(m: &M1) -> String {
     m.constraints
         .clone()
@@ -60,7 +75,7 @@ pub(crate) fn step(m: &M1, n: u32, handoff: &str) -> String {
 /// What every prompt of step `n` may name.
 fn step_vars(m: &M1, n: u32, handoff: &str) -> Vec<(&'static str, String)> {
     vec![
-        ("goal", m.goal.clone()),
+        ("goal", goal(m)),
         ("constraints", constraints(m)),
         ("total", m.plan.steps.len().to_string()),
         ("plan", plan_listing(m)),
@@ -137,14 +152,14 @@ pub(crate) fn answered(
         Some(answer) => format!(
             "You asked: {question}\n\nThe human answered: {answer}\n\nThe goal and \
              constraints read:\nGOAL: {}\nCONSTRAINTS: {}\n\n{}",
-            m.goal,
+            goal(m),
             constraints(m),
             step(m, n, handoff)
         ),
         None => format!(
             "You asked: {question}\n\nThe human has answered by editing the loop's state. \
              The goal and constraints now read:\nGOAL: {}\nCONSTRAINTS: {}\n\n{}",
-            m.goal,
+            goal(m),
             constraints(m),
             step(m, n, handoff)
         ),
@@ -157,7 +172,7 @@ pub(crate) fn plan(m: &M1, max_steps: u32) -> String {
     fill(
         PLAN,
         &[
-            ("goal", m.goal.clone()),
+            ("goal", goal(m)),
             ("constraints", constraints(m)),
             ("max_steps", max_steps.to_string()),
         ],
@@ -173,7 +188,7 @@ pub(crate) fn session_context(m: &M1, step: u32, file: &str, handoff: &str) -> S
         "You work inside an autonomous loop (m1loop). Its state is in {file}; only the loop \
          writes it.\nSTATUS: {}\nGOAL: {}\nCONSTRAINTS: {}\n\nPLAN:\n{}\n",
         m.status.as_str(),
-        m.goal,
+        goal(m),
         constraints(m),
         plan_listing(m)
     );
@@ -208,7 +223,7 @@ pub(crate) fn person_context(m: &M1, file: &str) -> String {
          runner writes; this session is not one of its steps.\nSTATUS: {}\nGOAL: {}\n\
          CONSTRAINTS: {}\n\nPLAN:\n{}",
         m.status.as_str(),
-        m.goal,
+        goal(m),
         constraints(m),
         plan_listing(m)
     );

@@ -386,6 +386,35 @@ keys! {
 }
 
 keys! {
+    /// The keys of `GITHUB:`, the block of a loop started from a GitHub issue (`--issue`) or
+    /// one that opens a pull request when it is DONE (`--pr`).
+    GithubKey in ["GITHUB"] {
+        /// The issue's number.
+        Issue = "ISSUE": Positive,
+        IssueUrl = "ISSUE_URL": Text,
+        /// The issue's text as it was read, which every prompt shows after the goal.
+        IssueBody = "ISSUE_BODY": Text,
+        /// The branch the loop works on (`loop/issue-N`), pushed at DONE.
+        Branch = "BRANCH": Branch,
+        /// The branch the loop began on, which the pull request asks to merge into.
+        Base = "BASE": Text,
+        /// At DONE, the branch is pushed and a pull request opened (`on`).
+        PullRequest = "PULL_REQUEST": Switch,
+        /// A loop that ends FAILED comments on its issue with its report (`on`).
+        Comment = "COMMENT": Switch,
+        /// When pushing and opening the pull request began: a runner that finds this and no
+        /// `PR` looks the pull request up before it opens one.
+        Opening = "OPENING": Time,
+        /// The pull request's URL, once it is open.
+        Pr = "PR": Text,
+        /// Why the pull request could not be opened, when it could not.
+        PrError = "PR_ERROR": Text,
+        /// The comment on the issue, once made (its URL).
+        Commented = "COMMENTED": Text,
+    }
+}
+
+keys! {
     /// The keys of a step's `PARALLEL.STEP_N` block: its record, written before its worktree
     /// and its loop exist.
     RunKey in ["PARALLEL"] {
@@ -563,7 +592,15 @@ macro_rules! scalar_keys {
     )+};
 }
 
-scalar_keys!(Top, PlanKey, CurrentKey, LimitKey, AgentKey, ParallelKey);
+scalar_keys!(
+    Top,
+    PlanKey,
+    CurrentKey,
+    LimitKey,
+    AgentKey,
+    ParallelKey,
+    GithubKey
+);
 
 /// `PLAN.AFTER`'s line for step `n`: it waits for `deps`.
 #[must_use]
@@ -754,5 +791,6 @@ mod tests {
                 .collect::<Vec<_>>(),
         );
         unique(&RunKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
+        unique(&GithubKey::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
     }
 }

@@ -9,8 +9,8 @@ use super::gates::{GateState, gate_number};
 use super::hidden::{self, KNOWN_TOP};
 use super::keys::Key;
 use super::keys::{
-    AgentKey, CurrentKey, GateKey, Kind, LimitKey, ParallelKey, PlanKey, Problem, ResultKey,
-    RunKey, Top,
+    AgentKey, CurrentKey, GateKey, GithubKey, Kind, LimitKey, ParallelKey, PlanKey, Problem,
+    ResultKey, RunKey, Top,
 };
 use super::line::{self, Kind as LineKind};
 use super::steps;
@@ -48,6 +48,7 @@ pub(super) fn check(doc: &Document) -> Vec<Error> {
     c.results();
     c.gates();
     c.parallel();
+    c.fields(GithubKey::BLOCK, GithubKey::ALL, |k| (k.name(), k.kind()));
     c.errors
 }
 

@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use super::document::Document;
 use super::keys::{
-    AgentKey, CurrentKey, LimitKey, PENDING, ParallelKey, PlanKey, ResultKey, Review, RunKey, Top,
-    switch_on,
+    AgentKey, CurrentKey, GithubKey, LimitKey, PENDING, ParallelKey, PlanKey, ResultKey, Review,
+    RunKey, Top, switch_on,
 };
 use super::settings::{AgentKind, DEFAULTS, PermissionMode};
 use super::steps;
@@ -314,6 +314,29 @@ pub struct M1 {
     pub parent_step: Option<u32>,
     /// The variables the loop was started with that its runs use (`ENV`), by name.
     pub env: Vec<String>,
+    /// Its issue and pull request (`GITHUB:`).
+    pub github: Github,
+}
+
+/// The `GITHUB:` block: the issue a loop was started from (`--issue`), the branch it works on,
+/// and the pull request it opens when it is DONE (`--pr`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Github {
+    pub issue: Option<u32>,
+    pub issue_url: Option<String>,
+    pub issue_body: Option<String>,
+    pub branch: Option<String>,
+    pub base: Option<String>,
+    /// A pull request is opened at DONE.
+    pub pull_request: bool,
+    /// A FAILED loop comments on its issue.
+    pub comment: bool,
+    /// Pushing and opening began then (the intent, written first).
+    pub opening: Option<chrono::DateTime<chrono::Utc>>,
+    /// The pull request's URL, once open.
+    pub pr: Option<String>,
+    pub pr_error: Option<String>,
+    pub commented: Option<String>,
 }
 
 impl M1 {
@@ -410,6 +433,7 @@ impl M1 {
             env: top(Top::Env)
                 .and_then(|v| typed::env_names(&v).ok())
                 .unwrap_or_default(),
+            github: github(doc),
         }
     }
 }
@@ -504,6 +528,27 @@ fn results(doc: &Document) -> BTreeMap<u32, StepResult> {
         );
     }
     out
+}
+
+/// `GITHUB:`.
+fn github(doc: &Document) -> Github {
+    let get = |k: GithubKey| {
+        doc.get(&[GithubKey::BLOCK[0], k.name()])
+            .filter(|v| !v.trim().is_empty())
+    };
+    Github {
+        issue: parsed(get(GithubKey::Issue)),
+        issue_url: get(GithubKey::IssueUrl),
+        issue_body: get(GithubKey::IssueBody),
+        branch: get(GithubKey::Branch),
+        base: get(GithubKey::Base),
+        pull_request: get(GithubKey::PullRequest).is_some_and(|v| switch_on(&v)),
+        comment: get(GithubKey::Comment).is_some_and(|v| switch_on(&v)),
+        opening: get(GithubKey::Opening).and_then(|v| typed::time(&v).ok()),
+        pr: get(GithubKey::Pr),
+        pr_error: get(GithubKey::PrError),
+        commented: get(GithubKey::Commented),
+    }
 }
 
 /// `PARALLEL:`.

@@ -71,6 +71,9 @@ pub enum Event {
         /// one killed in between tells it again when the loop is carried on.
         #[serde(default)]
         once: Option<String>,
+        /// The pull request the loop opened (`--pr`, `--issue`).
+        #[serde(default)]
+        pull_request: Option<String>,
         /// DONE steps whose work was to be committed and is not at all.
         #[serde(default)]
         uncommitted: usize,

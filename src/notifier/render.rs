@@ -108,6 +108,7 @@ fn done(m: &mut Msg, event: &Event) {
         elapsed_s,
         report,
         uncommitted,
+        pull_request,
         ..
     } = event
     else {
@@ -129,6 +130,9 @@ fn done(m: &mut Msg, event: &Event) {
     );
     for (step, summary) in summaries {
         m.line(&format!("{step}. {}", cut(summary, LINE_MAX)));
+    }
+    if let Some(url) = pull_request {
+        m.line(&format!("Pull request: {url}"));
     }
     if let Some(page) = report {
         m.line(&format!("Report: {page}"));
@@ -382,11 +386,32 @@ mod tests {
             report: Some("/p/state/M1.report.html".into()),
             once: None,
             uncommitted: 0,
+            pull_request: None,
         };
         assert_eq!(
             render(&e),
             "✅ <b>SIGTERMバグを修正</b>\n<b>DONE:</b> 2 step(s) in 12m03s, $1.23\n1. 調査\n2. 実装\n\
              Report: /p/state/M1.report.html"
+        );
+    }
+
+    #[test]
+    fn done_names_the_pull_request_the_loop_opened() {
+        let e = Event::Done {
+            goal: "Make the widgets round (#5)".into(),
+            summaries: vec![(1, "rounded".into())],
+            cost_usd: 0.5,
+            tokens: 0,
+            elapsed_s: 60,
+            report: None,
+            once: None,
+            uncommitted: 0,
+            pull_request: Some("https://github.com/o/r/pull/7".into()),
+        };
+        assert!(
+            render(&e).ends_with("1. rounded\nPull request: https://github.com/o/r/pull/7"),
+            "{}",
+            render(&e)
         );
     }
 

@@ -89,6 +89,12 @@ pub(crate) fn gather(file: &Path) -> crate::error::Result<Report> {
         steps,
         planning,
         gates,
+        issue: m
+            .github
+            .issue_url
+            .clone()
+            .or_else(|| m.github.issue.map(|n| format!("#{n}"))),
+        pull_request: m.github.pr.clone(),
     })
 }
 

@@ -92,6 +92,12 @@ fn header(r: &Report) -> Markup {
     if let Some(w) = &r.workdir {
         facts.push(("project", w.clone()));
     }
+    if let Some(i) = &r.issue {
+        facts.push(("issue", i.clone()));
+    }
+    if let Some(pr) = &r.pull_request {
+        facts.push(("pull request", pr.clone()));
+    }
     if r.totals.open > 0
         && let Some(n) = &r.next_action
     {

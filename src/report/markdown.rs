@@ -23,6 +23,12 @@ pub(super) fn render(r: &Report) -> String {
     }
     about.push(format!("M1.md `{}`", r.file));
     let _ = writeln!(out, "{}", about.join(" · "));
+    if let Some(issue) = &r.issue {
+        let _ = writeln!(out, "\nIssue: {}", cell(issue));
+    }
+    if let Some(pr) = &r.pull_request {
+        let _ = writeln!(out, "\nPull request: {}", cell(pr));
+    }
     if let Some(c) = words::changes(r) {
         let _ = writeln!(out, "\nChanges: {c}");
     }

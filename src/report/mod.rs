@@ -57,6 +57,10 @@ pub(crate) struct Report {
     pub planning: Vec<Span>,
     /// The gates about no one step (the plan's).
     pub gates: Vec<GateReport>,
+    /// The GitHub issue the loop was started from (its URL, or `#N`).
+    pub issue: Option<String>,
+    /// The pull request it opened.
+    pub pull_request: Option<String>,
 }
 
 /// The loop's totals.
@@ -292,4 +296,16 @@ pub(crate) fn write_beside(m1: &Path) -> anyhow::Result<PathBuf> {
     let path = default_path(m1);
     write(&path, &render(&report, Format::Html))?;
     Ok(std::path::absolute(&path).unwrap_or(path))
+}
+
+/// The Markdown report of the loop whose state file is `m1`, as it reads once the loop is
+/// `status`: the body of its pull request, written just before DONE is, or of its comment on
+/// its issue.
+///
+/// # Errors
+/// When the loop cannot be read.
+pub(crate) fn markdown_as(m1: &Path, status: crate::m1::Status) -> anyhow::Result<String> {
+    let mut report = gather(m1).map_err(crate::error::Error::into_anyhow)?;
+    report.status = status;
+    Ok(render(&report, Format::Md))
 }

@@ -24,7 +24,9 @@ pub const STEP_POINTS: &[&str] = &[
 ];
 
 /// The crash points besides a step's: a review's (see [`crate::engine::RunKind::crash_points`]),
-/// after a `STEP_RESTART` is recorded, and after a revived runner took its loop over.
+/// after a `STEP_RESTART` is recorded, after a revived runner took its loop over, and between
+/// the pushing and the opening of a pull request, and before a FAILED loop's comment on its
+/// issue (`runner/pull_request.rs`).
 const OTHER_POINTS: &[&str] = &[
     "before-review-spawn-write",
     "after-review-spawn-write",
@@ -34,6 +36,10 @@ const OTHER_POINTS: &[&str] = &[
     "after-restart",
     "after-revival",
     "after-decision-write",
+    "pr-after-intent",
+    "pr-after-push",
+    "pr-after-create",
+    "before-issue-comment",
 ];
 
 /// The crash points of a parallel loop ([`super::parallel`]), in the order a step passes them:

@@ -6,6 +6,7 @@ pub(crate) mod confine;
 mod crash;
 pub(crate) mod gates;
 pub(crate) mod git;
+mod github;
 pub(crate) mod known;
 pub(crate) mod ledger;
 pub mod lock;
@@ -13,6 +14,7 @@ mod observe;
 mod parallel;
 pub(crate) mod plan_import;
 mod progress;
+pub(crate) mod pull_request;
 pub(crate) mod registry;
 mod retry;
 pub(crate) mod revive;
@@ -544,6 +546,7 @@ impl Runner {
         // one does (which writes it with its message, to name it there).
         if matches!(t.outcome, Outcome::Exit(Exit::Failed)) {
             self.write_report();
+            self.comment_on_issue();
         }
         self.carry_out(&before, &t.effects);
         Ok(match t.outcome {
@@ -700,10 +703,15 @@ impl Runner {
                     0 => n,
                     u => format!("{n}, {u} uncommitted"),
                 };
+                let pr = m
+                    .github
+                    .pr
+                    .as_deref()
+                    .map_or_else(String::new, |url| format!("; pull request: {url}"));
                 if by_hand > 0 {
-                    format!("DONE: {n}, {by_hand} of them done by hand, {spent}")
+                    format!("DONE: {n}, {by_hand} of them done by hand, {spent}{pr}")
                 } else {
-                    format!("DONE: {n}, {spent}")
+                    format!("DONE: {n}, {spent}{pr}")
                 }
             }
             status => format!(
@@ -867,6 +875,14 @@ impl Runner {
     }
 
     fn complete(&mut self, m: &M1) -> crate::error::Result<Exit> {
+        // Before DONE is told and written, so that both name the pull request.
+        self.open_pull_request();
+        let opened = self.view();
+        let m = if opened.github == m.github {
+            m
+        } else {
+            &opened
+        };
         let t = engine::complete(m);
         self.tell_done(&t.edits);
         crash::point("before-done-write");
@@ -1012,6 +1028,7 @@ impl Runner {
             report,
             once: None,
             uncommitted: engine::uncommitted(m),
+            pull_request: m.github.pr.clone(),
         }
     }
 

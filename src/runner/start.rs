@@ -8,7 +8,7 @@ use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
 
 use super::{RunOptions, Runner};
-use super::{lock, stopfile};
+use super::{lock, pull_request, stopfile};
 use crate::decision_log;
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
@@ -35,6 +35,8 @@ pub(crate) struct StartRequest {
     pub plan_only: bool,
     /// The project directory the agent works in (default: the current directory).
     pub workdir: Option<PathBuf>,
+    /// The issue the loop is started from, and its pull request.
+    pub github: super::pull_request::GithubRequest,
 }
 
 pub(super) fn refuse_if_stopped(state_dir: &Path) -> Result<()> {
@@ -482,6 +484,7 @@ fn new_document(
     req: &StartRequest,
     steps: &[(bool, String)],
     settings: &Settings,
+    begun: Option<&pull_request::Begun>,
 ) -> anyhow::Result<String> {
     let mut doc = Document::parse(TEMPLATE).map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
     let workdir = match &req.workdir {
@@ -557,10 +560,29 @@ fn new_document(
         }
     }
     edits.push(Top::StartedAt.set(Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)));
+    edits.extend(pull_request::edits(&req.github, begun));
     for e in &edits {
         doc.apply(e);
     }
     Ok(doc.render())
+}
+
+/// The request as it starts a loop, the issue it names (`--issue`, read), whose title is
+/// then the goal, and the project directory.
+///
+/// # Errors
+/// As [`pull_request::read_issue`], or no current directory.
+fn from_issue(req: &StartRequest) -> Result<(StartRequest, Option<super::github::Issue>, PathBuf)> {
+    let workdir = match &req.workdir {
+        Some(w) => w.clone(),
+        None => std::env::current_dir().context("while reading the current directory")?,
+    };
+    let issue = pull_request::read_issue(&req.github, &workdir)?;
+    let mut req = req.clone();
+    if let Some(i) = &issue {
+        req.goal = pull_request::goal_of(i);
+    }
+    Ok((req, issue, workdir))
 }
 
 /// `loop start`.
@@ -574,6 +596,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
     refuse_if_stopped(&state_dir)?;
     refuse_if_not_a_file(file)?;
+    let (req, issue, workdir) = &from_issue(req)?;
     if req.goal.trim().is_empty() {
         return Err(Error::bad_input(
             "the goal is empty; say what the loop should achieve",
@@ -610,7 +633,8 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     check_agent(&settings)?;
     check_parallel(req, &settings)?;
     check_sandbox(&settings)?;
-    let text = new_document(req, &steps, &settings)?;
+    let begun = pull_request::begin(&req.github, issue.clone(), workdir)?;
+    let text = new_document(req, &steps, &settings, begun.as_ref())?;
     if let Err(errs) = Document::parse(&text) {
         return Err(Error::bad_input(format!(
             "the settings given (flags, environment, loop.yaml) do not make a valid M1.md; \
@@ -624,6 +648,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
         crate::outln!("archived the previous loop as {}", old.display());
     }
     // Once nothing can refuse the start any more.
+    pull_request::switch(begun.as_ref(), workdir)?;
     keep_out_of_git(&state_dir)?;
     Store::create(file, &text)?;
     // A detached runner's output is its loop's: the last loop's, appended to, read as this
@@ -752,6 +777,8 @@ pub(crate) fn resume_as(
     match m.status {
         Status::Done => {
             runner.finish_end();
+            // A pull request that could not be opened at DONE is tried again.
+            runner.open_pull_request();
             crate::outln!(
                 "{}: the loop is DONE ({}); nothing to resume",
                 file.display(),
@@ -760,6 +787,8 @@ pub(crate) fn resume_as(
             return Ok(ExitStatus::Ok);
         }
         Status::Failed => {
+            // A comment on the issue that a runner killed right after FAILED did not make.
+            runner.comment_on_issue();
             crate::outln!(
                 "{}: the loop is FAILED: {}\nnext: {}",
                 file.display(),

@@ -60,6 +60,7 @@ rusty_fork::rusty_fork_test! {
             report: None,
             once: None,
             uncommitted: 0,
+            pull_request: None,
         });
         assert!(wait_until(PATIENCE, || tg.sent().len() == 4), "{:?}", tg.sent());
 

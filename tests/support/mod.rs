@@ -8,6 +8,7 @@
 
 pub mod answers;
 pub mod bot;
+pub mod github_fake;
 pub mod manual;
 pub mod markdown;
 pub mod otlp;

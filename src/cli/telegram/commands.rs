@@ -70,6 +70,8 @@ pub(crate) struct TapReply {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum BotCommand {
     Loop(String),
+    /// `/issue N|URL`: a loop from a GitHub issue (`loop start --issue`).
+    Issue(String),
     Status,
     Stop,
     Resume,
@@ -86,9 +88,9 @@ pub(crate) enum BotCommand {
 
 /// Every command the bot takes, as `/help` and `loop telegram --help` list them (checked).
 #[cfg(test)]
-pub(crate) const COMMANDS: [&str; 10] = [
-    "/loop", "/status", "/stop", "/resume", "/gates", "/approve", "/reject", "/answer", "/retry",
-    "/skip",
+pub(crate) const COMMANDS: [&str; 11] = [
+    "/loop", "/issue", "/status", "/stop", "/resume", "/gates", "/approve", "/reject", "/answer",
+    "/retry", "/skip",
 ];
 
 /// Parses `/cmd[@botname] [args]`; anything that is not a known command asks for help.
@@ -98,6 +100,7 @@ pub(crate) fn parse(text: &str) -> BotCommand {
     let name = head.split('@').next().unwrap_or_default();
     match name {
         "/loop" if !rest.trim().is_empty() => BotCommand::Loop(rest.trim().to_string()),
+        "/issue" if !rest.trim().is_empty() => BotCommand::Issue(rest.trim().to_string()),
         "/status" => BotCommand::Status,
         "/stop" => BotCommand::Stop,
         "/resume" => BotCommand::Resume,
@@ -130,6 +133,7 @@ fn step_arg(rest: &str) -> Result<Option<u32>, std::num::ParseIntError> {
 }
 
 const HELP: &str = "Commands:\n/loop &lt;goal&gt; – start a loop toward the goal\n\
+                    /issue &lt;number or URL&gt; – start a loop on a GitHub issue; a pull request at DONE\n\
                     /status – what the loop is doing\n\
                     /stop – stop this loop (as loop stop): its step ends, it waits\n\
                     /resume – carry it on (as loop resume)\n\
@@ -270,6 +274,23 @@ impl<E: Exec> Bot<E> {
                     show(&out)
                 );
                 (reply, format!("ran `loop start --detach` ({})", code(&out)))
+            }
+            BotCommand::Issue(which) => {
+                let out = self.exec.run(&[
+                    "start".into(),
+                    "--detach".into(),
+                    "--issue".into(),
+                    which.clone(),
+                ]);
+                let reply = format!(
+                    "▶️ Starting a loop on issue <b>{}</b>\n{}",
+                    escape(&which),
+                    show(&out)
+                );
+                (
+                    reply,
+                    format!("ran `loop start --detach --issue` ({})", code(&out)),
+                )
             }
             BotCommand::Status => {
                 let out = self.exec.run(&["status".into()]);
@@ -687,6 +708,25 @@ mod tests {
         assert!(channel.is_ours(&msg(-5, Some("myloops"), "/status")));
         assert!(!channel.is_ours(&msg(-5, Some("other"), "/status")));
         assert!(!channel.is_ours(&msg(-5, None, "/status")));
+    }
+
+    #[test]
+    fn issue_starts_a_loop_from_the_github_issue_in_the_background() {
+        let rec = Recorder(RefCell::new(Vec::new()));
+        let bot = Bot {
+            chat_id: "1".into(),
+            file: PathBuf::from("M1.md"),
+            state_dir: PathBuf::from("."),
+            exec: &rec,
+        };
+        assert_eq!(parse("/issue"), BotCommand::Help);
+        let (reply, log) = bot.handle(&msg(1, None, "/issue 42"));
+        assert_eq!(rec.0.borrow()[0], ["start", "--detach", "--issue", "42"]);
+        assert!(
+            reply.starts_with("▶️ Starting a loop on issue <b>42</b>\n"),
+            "{reply}"
+        );
+        assert_eq!(log, "ran `loop start --detach --issue` (exit 2)");
     }
 
     #[test]
