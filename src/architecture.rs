@@ -471,3 +471,41 @@ fn no_comment_names_a_file_the_repository_lacks() {
     }
     assert!(missing.is_empty(), "{}", missing.join("\n"));
 }
+
+/// Every file ARCHITECTURE.md names (`m1/settings.rs`, `runner/settings/layer.rs`,
+/// `tests/loops/backends.rs`, …) is in the tree: a recipe of "where to add" that names a file
+/// moved away is wrong, and fails here.
+#[test]
+fn every_file_architecture_md_names_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = include_str!("../ARCHITECTURE.md");
+    let mut missing = Vec::new();
+    let mut named = 0;
+    for (n, line) in doc.lines().enumerate() {
+        for path in line.split('`').skip(1).step_by(2) {
+            let path = path.trim_end_matches(['.', ',', ':']);
+            // A bare name (`view.rs`) is read in its sentence's folder; a path is checked.
+            if !path.ends_with(".rs")
+                || !path.contains('/')
+                || path.contains(['*', '<', '{', ' ', '('])
+            {
+                continue;
+            }
+            named += 1;
+            let found = [root.join(path), root.join("src").join(path)]
+                .iter()
+                .any(|p| p.is_file());
+            if !found {
+                missing.push(format!(
+                    "ARCHITECTURE.md:{}: `{path}` is not in the tree",
+                    n + 1
+                ));
+            }
+        }
+    }
+    assert!(
+        named > 20,
+        "only {named} files named: is this the right text?"
+    );
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
