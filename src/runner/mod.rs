@@ -26,6 +26,7 @@ pub(crate) mod stopfile;
 mod traces;
 mod tree;
 mod unwritable;
+mod voice;
 pub(crate) mod watch;
 mod watching;
 
@@ -40,7 +41,7 @@ use crate::engine::{self, Effect, Next, Outcome, Transition, Write};
 use crate::exit::Status as Exit;
 use crate::m1::keys::CurrentKey;
 use crate::m1::{Document, Edit, M1, Status, StepState, Store, StoreError};
-use crate::notifier::{self, Event, Notifier};
+use crate::notifier::{self, Event};
 use crate::runner::settings::Settings;
 use crate::runner::watch::{Wake, Watch};
 
@@ -107,11 +108,9 @@ pub(crate) struct Runner {
     store: Store,
     doc: Document,
     settings: Settings,
-    notifier: Box<dyn Notifier>,
+    /// What the runner says: the log, the terminal, the live line, messages (see [`voice`]).
+    voice: voice::Voice,
     watch: Watch,
-    echo: bool,
-    /// The live line while a step runs (foreground runners only).
-    progress: progress::Progress,
     invalid_reported: Option<String>,
     /// Edits decided but not yet written. A step's outcome waits to go into the next spawn's
     /// write-ahead record, so one atomic write says "step N done, step N+1 spawning": a step
@@ -127,8 +126,6 @@ pub(crate) struct Runner {
     paused_by_hand: bool,
     /// Since when the state directory cannot be written, while it cannot (see `unwritable`).
     outage: Option<unwritable::Outage>,
-    /// Lines said while `loop.log` could not take them, for it once it can.
-    unlogged: std::cell::RefCell<Vec<String>>,
     /// The loop's identity (`LOOP_ID`), which its tasks carry in their environment.
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
@@ -215,6 +212,7 @@ impl Runner {
         // next spawn.
         let loop_id = opened.loop_id.unwrap_or_else(new_loop_id);
         let ledger = ledger::Ledger::load(&state_dir, &loop_id);
+        let voice = voice::Voice::new(state_dir.clone(), notifier, opts.echo, opts.progress);
         let mut runner = Self {
             file: file.to_path_buf(),
             state_dir,
@@ -222,16 +220,13 @@ impl Runner {
             store,
             doc,
             settings,
-            notifier,
+            voice,
             watch,
-            echo: opts.echo,
-            progress: progress::Progress::new(opts.progress),
             invalid_reported: None,
             pending: Vec::new(),
             announced_wait: None,
             paused_by_hand: false,
             outage: None,
-            unlogged: std::cell::RefCell::new(Vec::new()),
             loop_id,
             ledger,
             sandbox_probe: None,
@@ -248,14 +243,14 @@ impl Runner {
         }
         let away = runner.store.take_edited_while_away();
         if !away.is_empty() {
-            runner.say(&format!(
+            runner.voice.say(&format!(
                 "edit: M1.md was changed by hand while no runner ran: {}",
                 shown_changes(&away)
             ));
         }
         // Steps added by hand while no runner ran: the count follows them.
         if let Some(count) = engine::by_hand::step_count(&runner.view()) {
-            runner.say(&format!(
+            runner.voice.say(&format!(
                 "edit: TOTAL_STEPS set to {}, the steps PLAN.STEPS lists",
                 runner.view().plan.steps.len()
             ));
@@ -267,19 +262,6 @@ impl Runner {
 
     fn view(&self) -> std::sync::Arc<M1> {
         self.doc.shared_view()
-    }
-
-    /// Writes a line to the decision log (and to stdout when echoing).
-    fn say(&self, line: &str) {
-        self.log_line(line);
-        if self.echo {
-            self.progress.clear();
-            crate::outln!("{} {line}", Utc::now().format("%H:%M:%S"));
-        }
-    }
-
-    fn notify(&mut self, event: &Event) {
-        self.notifier.notify(event);
     }
 
     /// Re-reads M1.md. A hand edit that broke it: report `file:line:column` once, write
@@ -322,7 +304,7 @@ impl Runner {
             Err(StoreError::DiskInvalid(errs)) => {
                 let msg = errs.to_string();
                 if self.invalid_reported.as_deref() != Some(msg.as_str()) {
-                    self.say(&format!(
+                    self.voice.say(&format!(
                         "invalid: M1.md was edited into an invalid state; waiting for the fix, writing nothing: {msg}"
                     ));
                     crate::errln!(
@@ -358,7 +340,7 @@ impl Runner {
             .collect();
         let mut changes = crate::m1::changes(before, &self.doc);
         if !decided.is_empty() {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "decide: taken up, decided beside this runner: gate {}",
                 decided.join(", gate ")
             ));
@@ -370,7 +352,7 @@ impl Runner {
             });
         }
         if !changes.is_empty() {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "edit: M1.md was changed by hand: {}",
                 shown_changes(&changes)
             ));
@@ -384,7 +366,7 @@ impl Runner {
         let running = engine::runs_on_record(&after).first().map(|r| r.step);
         let h = engine::by_hand::read(before, &after, running);
         for line in &h.said {
-            self.say(line);
+            self.voice.say(line);
         }
         for e in &h.edits {
             self.doc.apply(e);
@@ -398,7 +380,7 @@ impl Runner {
         let Some(r) = self.store.take_restored() else {
             return false;
         };
-        self.say(&format!(
+        self.voice.say(&format!(
             "stale save: M1.md was saved from a text {} version(s) old; kept what was changed in it, \
              put back what the runner had recorded since: {}",
             r.versions_back,
@@ -480,7 +462,7 @@ impl Runner {
                 Err(_) => "nothing written",
             },
         };
-        self.say(&format!("{}; {written}", t.log));
+        self.voice.say(&format!("{}; {written}", t.log));
         let m = self.view();
         self.carry_out(&m, &t.effects);
         let why = match t.effects.first() {
@@ -531,7 +513,7 @@ impl Runner {
             }
             _ => self.commit(&t.edits)?,
         }
-        self.say(&t.log);
+        self.voice.say(&t.log);
         // A transition that records a wait (a step's or a review's) has just logged it.
         let records_wait = t
             .edits
@@ -587,8 +569,8 @@ impl Runner {
                         .iter()
                         .map(|s| (s.state == StepState::Done, s.text.clone()))
                         .collect();
-                    if self.echo {
-                        self.progress.clear();
+                    if self.voice.echoes() {
+                        self.voice.clear();
                         crate::outln!("{}", plan_lines(&steps));
                     }
                     Event::Started {
@@ -632,7 +614,7 @@ impl Runner {
                     None => continue,
                 },
             };
-            self.notify(&event);
+            self.voice.notify(&event);
         }
     }
 
@@ -643,7 +625,7 @@ impl Runner {
     /// # Errors
     /// As [`Runner::drive`].
     pub(crate) fn drive_in_view(&mut self) -> crate::error::Result<Exit> {
-        if self.echo {
+        if self.voice.echoes() {
             let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
             crate::errln!(
                 "loop: {} (M1.md {}, log {}; sandbox: {}); Ctrl-C or {} stops it",
@@ -658,8 +640,8 @@ impl Runner {
         let exit = self.drive();
         self.end_trace();
         self.revive_parent();
-        if self.echo {
-            self.progress.clear();
+        if self.voice.echoes() {
+            self.voice.clear();
             let page = self
                 .report
                 .as_ref()
@@ -777,25 +759,27 @@ impl Runner {
         }
         let exit = match next {
             Next::Finished(Status::Done) => {
-                self.say("done: STATUS is DONE; nothing to do");
+                self.voice.say("done: STATUS is DONE; nothing to do");
                 Some(Exit::Ok)
             }
             Next::Finished(_) => {
-                self.say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
+                self.voice
+                    .say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
                 Some(Exit::Failed)
             }
             Next::Paused(_) if std::mem::take(&mut self.paused_by_hand) => {
                 self.apply(&engine::by_hand::paused(&m))?
             }
             Next::Paused(why) => {
-                self.say(&format!("waiting: {why}"));
+                self.voice.say(&format!("waiting: {why}"));
                 Some(Exit::Waiting)
             }
             Next::Complete => Some(self.complete(&m)?),
             Next::Await(run) => self.await_run(&run)?,
             Next::WaitUntil { until, reason } => {
                 if self.announced_wait != Some(until) {
-                    self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
+                    self.voice
+                        .say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
                     self.announced_wait = Some(until);
                 }
                 self.wait_until(until, &reason)?
@@ -836,7 +820,7 @@ impl Runner {
             if left.is_zero() {
                 break None;
             }
-            self.progress.wait(&label, until, reason);
+            self.voice.live().wait(&label, until, reason);
             // Asleep until the wait's end or an event (see `Runner::longest_sleep`).
             match self.watch.wait(left.min(self.longest_sleep())) {
                 // A hand edit may have changed the wait: decide again.
@@ -848,7 +832,7 @@ impl Runner {
                 }
             }
         };
-        self.progress.clear();
+        self.voice.clear();
         match waited {
             Some(stop) => self.stop_now(&stop).map(Some),
             None => Ok(None),
@@ -859,7 +843,7 @@ impl Runner {
     /// shows a clock, or where events do not arrive; else only the rare look for a lost event
     /// ([`watch::Watch::fallback`]).
     fn longest_sleep(&self) -> Duration {
-        if self.progress.ticks() {
+        if self.voice.ticks() {
             POLL
         } else {
             self.watch.fallback()
@@ -871,7 +855,7 @@ impl Runner {
         self.tell_done(&t.edits);
         crash::point("before-done-write");
         self.commit(&t.edits)?;
-        self.say(&t.log);
+        self.voice.say(&t.log);
         crash::point("after-done-write");
         // What the steps' commits needed is needed no more: every step is DONE or SKIPPED.
         let _ = std::fs::remove_dir_all(
@@ -894,7 +878,7 @@ impl Runner {
         if !no_page && !commits.exists() {
             return;
         }
-        self.say(
+        self.voice.say(
             "end: the loop's end was left unfinished (its runner died after DONE): finished now",
         );
         let _ = std::fs::remove_dir_all(&commits);
@@ -907,7 +891,7 @@ impl Runner {
     fn gate_event(&self, id: &str) -> Option<Event> {
         let m = self.view();
         let Some(g) = m.gate(id) else {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "notify: gate {id} is not in M1.md; no message sent"
             ));
             return None;
@@ -928,13 +912,13 @@ impl Runner {
         }
         match crate::report::write_beside(&self.file) {
             Ok(page) => {
-                self.log_line(&format!("report: {}", page.display()));
+                self.voice.log(&format!("report: {}", page.display()));
                 let shown = page.display().to_string();
                 self.report = Some(page);
                 Some(shown)
             }
             Err(e) => {
-                self.log_line(&format!("report: not written: {e:#}"));
+                self.voice.log(&format!("report: not written: {e:#}"));
                 None
             }
         }
@@ -967,7 +951,7 @@ impl Runner {
                 m.loop_id.as_deref().unwrap_or(&self.loop_id)
             ));
         }
-        self.notify(&event);
+        self.voice.notify(&event);
     }
 
     /// The DONE notification: each step's summary, the cost, the time since the loop started,
@@ -1041,7 +1025,7 @@ impl Runner {
             return;
         };
         if let Err(e) = crate::runner::plan_import::tick(Path::new(&path), step) {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "plan file: could not tick step {step} in {path}: {e:#}"
             ));
         }
@@ -1094,7 +1078,7 @@ impl Runner {
             let t = engine::stopped(step, kept, stop, Some(&id));
             let _ = self.record_judged(&id, engine::LedgerVerdict::Stopped, &t.edits, &t.log);
         }
-        self.say(&format!(
+        self.voice.say(&format!(
             "stop: {} seen while M1.md is invalid; step killed, nothing written",
             stop.by()
         ));
@@ -1114,10 +1098,10 @@ impl Runner {
             (0, []) => "between steps".to_string(),
             (n, []) => format!("at step {n}"),
         };
-        self.say(&format!(
+        self.voice.say(&format!(
             "revive: the runner had died {at}; resumed by itself (revived by {by})"
         ));
-        self.notify(&Event::Text(format!(
+        self.voice.notify(&Event::Text(format!(
             "{}\nThe runner died {at}; the loop resumed by itself (revived by {by}).",
             m.goal
         )));

@@ -18,10 +18,10 @@ impl Runner {
         if let Some(w) = self.store.take_wait()
             && (w.gave_up || w.took >= LOG_WAITS_FROM)
         {
-            self.say(&wait_line(&w));
+            self.voice.say(&wait_line(&w));
         }
         if let Some(aside) = self.store.take_set_aside() {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "late save: a save written into the file the runner's write had just replaced \
                  was found after a newer save of M1.md, which never saw it; it is kept as {} \
                  (not applied), so compare it with M1.md and copy over what you want",

@@ -644,7 +644,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     // With --approve-plan, the plan's gate shows the plan.
     if !steps.is_empty() && !runner.view().approve_plan {
         let m = runner.view();
-        runner.notify(&Event::Started {
+        runner.voice.notify(&Event::Started {
             goal: m.goal.clone(),
             steps: m.plan.steps.iter().map(|s| s.text.clone()).collect(),
             sandbox: Some(runner.sandbox_words()),
@@ -773,14 +773,16 @@ pub(crate) fn resume_as(
                 Edit::Status(Status::Running),
                 Top::LastAction.set(format!("Resumed by hand from {}", m.status.as_str())),
             ])?;
-            runner.say(&format!(
+            runner.voice.say(&format!(
                 "resume: {} → RUNNING by `loop resume`",
                 m.status.as_str()
             ));
         }
         Status::Running => match revived_by {
             Some(by) => runner.revived(by),
-            None => runner.say("resume: STATUS RUNNING; carrying on from M1.md"),
+            None => runner
+                .voice
+                .say("resume: STATUS RUNNING; carrying on from M1.md"),
         },
     }
     if revived_by.is_none() {

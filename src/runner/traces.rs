@@ -82,7 +82,9 @@ impl Runner {
         match Tracer::from_env(&root) {
             None => {}
             Some(Ok(tracer)) => self.tracer = Some(tracer),
-            Some(Err(why)) => self.say(&format!("trace: no traces are exported: {why}")),
+            Some(Err(why)) => self
+                .voice
+                .say(&format!("trace: no traces are exported: {why}")),
         }
     }
 
@@ -271,7 +273,7 @@ impl Runner {
             error: (m.status == crate::m1::Status::Failed).then(|| "the loop FAILED".into()),
         });
         if let Err(why) = tracer.shutdown() {
-            self.log_line(&format!("trace: spans not all sent: {why}"));
+            self.voice.log(&format!("trace: spans not all sent: {why}"));
         }
     }
 }

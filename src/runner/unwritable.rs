@@ -13,9 +13,6 @@ use chrono::{DateTime, Utc};
 use super::{Runner, stopfile};
 use crate::error::{Error, Result};
 
-/// Lines said while `loop.log` could not take them, kept for it: at most this many.
-const HELD_LINES: usize = 1000;
-
 /// The state directory could not be written, since.
 #[derive(Debug)]
 pub(super) struct Outage {
@@ -58,12 +55,12 @@ impl Runner {
         outage.waits += 1;
         if waits == 0 {
             let dir = self.state_dir.display().to_string();
-            self.progress.clear();
+            self.voice.clear();
             crate::errln!(
                 "loop: {dir} cannot be written ({why}); the loop waits for room and tries again \
                  (the running step goes on; this costs no attempt)"
             );
-            self.say(&format!(
+            self.voice.say(&format!(
                 "disk: {dir} cannot be written for now ({e}); waiting for room, the running step \
                  goes on"
             ));
@@ -85,9 +82,7 @@ impl Runner {
             o.why,
             o.waits
         );
-        self.progress.clear();
-        crate::errln!("loop: {line}");
-        self.say(&line);
+        self.voice.warn(&line);
     }
 
     /// The supervisor of task `task_id` has not started its command after `waited`: says so,
@@ -105,27 +100,6 @@ impl Runner {
             last.map(|l| format!(": {}", l.trim_start_matches("supervisor: ")))
                 .unwrap_or_default()
         );
-        self.progress.clear();
-        crate::errln!("loop: {line}");
-        self.say(&line);
-    }
-
-    /// Appends `line` to `loop.log`, after any lines it could not take before; keeps it for
-    /// later when it cannot take it now either.
-    pub(super) fn log_line(&self, line: &str) {
-        let stamped = crate::decision_log::stamped(line);
-        let mut held = self.unlogged.borrow_mut();
-        if !held.is_empty() {
-            if crate::decision_log::append_stamped(&self.state_dir, &held.concat()).is_err() {
-                if held.len() < HELD_LINES {
-                    held.push(stamped);
-                }
-                return;
-            }
-            held.clear();
-        }
-        if crate::decision_log::append_stamped(&self.state_dir, &stamped).is_err() {
-            held.push(stamped);
-        }
+        self.voice.warn(&line);
     }
 }

@@ -43,7 +43,7 @@ impl Runner {
                 agent::follow(backend, &report.stdout_path, &report.stderr_path)
             });
             stream.poll();
-            self.progress.update(stream.summary());
+            self.voice.live().update(stream.summary());
             if report.state == TaskState::Running && stream.summary().auth_failing() {
                 return self.end_auth_failing(task_id, stream.summary()).map(Ok);
             }
@@ -71,7 +71,7 @@ impl Runner {
                 // on record until it is judged, whatever it names: it is judged as a resume.
                 let t = engine::session_named(&named);
                 self.commit(&t.edits)?;
-                self.say(&t.log);
+                self.voice.say(&t.log);
             }
             if report.state != TaskState::Running {
                 return Ok(Ok(report));
@@ -105,7 +105,7 @@ impl Runner {
         stream: &agent::StreamSummary,
     ) -> crate::error::Result<TaskReport> {
         let what = stream.api_error.as_deref().unwrap_or("401");
-        self.say(&format!(
+        self.voice.say(&format!(
             "auth: task {task_id}: the CLI is retrying an authentication error ({what}); \
              ending it now rather than after its own retries"
         ));
@@ -127,7 +127,7 @@ impl Runner {
         stream: &agent::StreamSummary,
     ) -> crate::error::Result<TaskReport> {
         let what = stream.api_error.as_deref().unwrap_or("429");
-        self.say(&format!(
+        self.voice.say(&format!(
             "rate limit: task {task_id}: the CLI keeps retrying a rate limit, {what}; ending it \
              now and waiting it out as the loop's own backoff rather than through its minutes of \
              silent retries"
@@ -184,7 +184,7 @@ impl Runner {
                     if stream.summary().auth_failing() || stream.summary().rate_limit_storm() {
                         return Ok(());
                     }
-                    self.progress.update(stream.summary());
+                    self.voice.live().update(stream.summary());
                 }
                 Wake::Stop | Wake::Task | Wake::Timeout => return Ok(()),
             }
@@ -202,7 +202,8 @@ impl Runner {
         // A review run is counted apart from the step's attempts: "attempt 2" there would
         // read as the step failing once.
         let label = format!("{what} {} {}", run.kind.number_word(), run.number);
-        self.progress
+        self.voice
+            .live()
             .begin(label, report.elapsed, engine::spent(&m));
     }
 

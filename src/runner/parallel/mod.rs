@@ -250,7 +250,7 @@ impl Runner {
         }
         let by = format!("the loop of one of its steps ({})", self.file.display());
         if let Err(e) = super::revive::revive(Path::new(&parent), &by) {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "revive: the parallel loop {parent} could not be revived: {e}"
             ));
         }

@@ -47,7 +47,7 @@ impl Runner {
             ParallelKey::Base.set(base.clone()),
         ])?;
         git::run(&self.workdir, &["branch", &branch, &base]).map_err(anyhow::Error::msg)?;
-        self.say(&format!(
+        self.voice.say(&format!(
             "parallel: integration branch {branch} from {}",
             git::short(&base)
         ));
@@ -252,7 +252,7 @@ impl Runner {
         let aside = dir.with_extension(format!("set-aside-{}", Utc::now().format("%Y%m%dT%H%M%S")));
         std::fs::rename(&dir, &aside)
             .with_context(|| format!("while setting {} aside", dir.display()))?;
-        self.say(&format!(
+        self.voice.say(&format!(
             "parallel: the loop at step {n}'s path ({}) is not this loop's; set aside as {}, \
              and step {n} starts a loop of its own",
             dir.display(),
@@ -297,7 +297,8 @@ impl Runner {
             );
             return self.apply(&t).map(|e| e.or(Some(Exit::Waiting)));
         }
-        self.say(&format!("parallel: step {n}'s loop runs on"));
+        self.voice
+            .say(&format!("parallel: step {n}'s loop runs on"));
         let text = std::fs::read_to_string(file).unwrap_or_default();
         let printed_before = std::fs::metadata(&out).map_or(0, |md| md.len());
         let spawned = spawn_runner_seen(file)?;
@@ -348,7 +349,7 @@ impl Runner {
             .map(|(n, _)| RunKey::Stopped.set(*n, "true"))
             .collect();
         if let Err(e) = self.commit(&marks) {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "parallel: the stop marks could not be written: {e}"
             ));
         }
@@ -385,10 +386,10 @@ impl Runner {
         let branch_there = git::commit_of(&self.workdir, &format!("refs/heads/{branch}")).is_some();
         if branch_there || wt.join(".git").exists() {
             match git::remove(&self.workdir, &wt, &branch, &integration) {
-                Ok(()) => self.say(&format!(
+                Ok(()) => self.voice.say(&format!(
                     "parallel: step {n}'s worktree and {branch} removed"
                 )),
-                Err(why) => self.say(&format!(
+                Err(why) => self.voice.say(&format!(
                     "parallel: step {n}'s worktree {} and {branch} are kept: {why}",
                     wt.display()
                 )),
@@ -428,7 +429,7 @@ impl Runner {
                 &["worktree", "remove", "--force", &wt.display().to_string()],
             )
         {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "parallel: step {n}'s worktree {} is kept: {why}",
                 wt.display()
             ));
@@ -465,7 +466,7 @@ impl Runner {
                 && b.starts_with(&format!("{integration}-step-"))
                 && !known.contains(&b)
             {
-                self.say(&format!(
+                self.voice.say(&format!(
                     "parallel: worktree {path} on {b} is not in M1.md: kept as it is (`git \
                      worktree remove {path}` once you know it holds nothing you need)"
                 ));
@@ -503,7 +504,7 @@ impl Runner {
         let t = engine::parallel::finished(&m, &landed);
         self.tell_done(&t.edits);
         self.commit(&t.edits)?;
-        self.say(&t.log);
+        self.voice.say(&t.log);
         self.carry_out(&m, &t.effects);
         Ok(Exit::Ok)
     }

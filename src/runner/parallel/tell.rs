@@ -53,7 +53,8 @@ impl Runner {
             }
             Decided::Made { .. } | Decided::Already(_) | Decided::Stale(_) => {}
         }
-        self.say(&engine::parallel::carried(n, gate, step_gate, choice));
+        self.voice
+            .say(&engine::parallel::carried(n, gate, step_gate, choice));
         if carries_on {
             spawn_runner(Path::new(&file))?;
             if self
@@ -96,7 +97,7 @@ impl Runner {
         told: &str,
     ) -> crate::error::Result<()> {
         run_again(file, n, Some(told))?;
-        self.say(&format!(
+        self.voice.say(&format!(
             "merge: step {n} goes back to its session: {}",
             crate::text::one_line(told, 200)
         ));
