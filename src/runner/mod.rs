@@ -199,7 +199,7 @@ impl Runner {
             Some(dir) => dir,
             None => std::env::current_dir().context("while finding the project directory")?,
         };
-        let watch = Watch::new(file, &stopfile::paths(&state_dir));
+        let watch = Watch::of_loop(file, &state_dir);
         // A parallel loop tells the person; the loops of its steps only their logs. They keep
         // the Telegram settings, for the parallel loop's runner should one of them revive it.
         // Messages are sent by a delivery process, the `loop` binary in a hidden mode.
@@ -268,7 +268,7 @@ impl Runner {
     /// nothing, and wait for the fix (or a stop file).
     fn refresh(&mut self) -> crate::error::Result<Option<Exit>> {
         while !self.reload()? {
-            if let Some(stop) = stopfile::requested(&self.state_dir) {
+            if let Some(stop) = self.watch.stop() {
                 return Ok(Some(self.stop_while_invalid(&stop)));
             }
             // Any wake is a reason to look again (a second where events do not arrive).
@@ -395,11 +395,11 @@ impl Runner {
     /// help: the loop halts WAITING with the reason, and the command ends with exit 3.
     fn commit(&mut self, edits: &[Edit]) -> crate::error::Result<()> {
         let all: Vec<Edit> = self.pending.iter().chain(edits).cloned().collect();
-        let state_dir = self.state_dir.clone();
         loop {
+            let watch = &self.watch;
             let committed = self
                 .store
-                .commit_unless(&all, &mut || stopfile::requested(&state_dir).is_some());
+                .commit_unless(&all, &mut || watch.stop().is_some());
             self.note_saves();
             match committed {
                 Ok(doc) => {
@@ -727,7 +727,7 @@ impl Runner {
 
     /// One decision of [`Runner::drive`], carried out: the exit it comes to, if any.
     fn decide_once(&mut self) -> crate::error::Result<Option<Exit>> {
-        if let Some(stop) = stopfile::requested(&self.state_dir) {
+        if let Some(stop) = self.watch.stop() {
             return self.stop_now(&stop).map(Some);
         }
         if let Some(exit) = self.refresh()? {
@@ -821,12 +821,15 @@ impl Runner {
                 break None;
             }
             self.voice.live().wait(&label, until, reason);
-            // Asleep until the wait's end or an event (see `Runner::longest_sleep`).
-            match self.watch.wait(left.min(self.longest_sleep())) {
+            // Asleep until the wait's end or an event (see `Watch::longest_sleep`).
+            match self
+                .watch
+                .wait(left.min(self.watch.longest_sleep(self.voice.ticks())))
+            {
                 // A hand edit may have changed the wait: decide again.
                 Wake::M1Changed => break None,
                 Wake::Stop | Wake::Task | Wake::Timeout => {
-                    if let Some(stop) = stopfile::requested(&self.state_dir) {
+                    if let Some(stop) = self.watch.stop() {
                         break Some(stop);
                     }
                 }
@@ -836,17 +839,6 @@ impl Runner {
         match waited {
             Some(stop) => self.stop_now(&stop).map(Some),
             None => Ok(None),
-        }
-    }
-
-    /// The longest the runner sleeps with nothing due: a second on a terminal, whose live line
-    /// shows a clock, or where events do not arrive; else only the rare look for a lost event
-    /// ([`watch::Watch::fallback`]).
-    fn longest_sleep(&self) -> Duration {
-        if self.voice.ticks() {
-            POLL
-        } else {
-            self.watch.fallback()
         }
     }
 
@@ -1034,7 +1026,8 @@ impl Runner {
     /// What asks this loop to stop, now; the global stop file when nothing does any more (a
     /// wait that gave up because of a stop that has since been taken away).
     fn stop_cause(&self) -> engine::Stop {
-        stopfile::requested(&self.state_dir)
+        self.watch
+            .stop()
             .unwrap_or_else(|| engine::Stop::File(stopfile::global().display().to_string()))
     }
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 
-use super::{Runner, stopfile};
+use super::Runner;
 use crate::error::{Error, Result};
 
 /// The state directory could not be written, since.
@@ -37,7 +37,7 @@ impl Runner {
             _ => None,
         };
         let Some(why) = why else { return Err(e) };
-        if let Some(stop) = stopfile::requested(&self.state_dir) {
+        if let Some(stop) = self.watch.stop() {
             return Err(Error::waiting(format!(
                 "stopped by {} while {} could not be written ({why}); the last decision was \
                  not recorded (`loop resume` makes it again)",

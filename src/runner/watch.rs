@@ -62,6 +62,8 @@ pub(crate) struct Watch {
     /// something else (a write that waited for a broken file to be fixed) knows that events
     /// were taken by that wait, and looks again instead of sleeping on them.
     woken: std::cell::Cell<u64>,
+    /// The state directory of the loop watched, whose stop files [`Watch::stop`] looks at.
+    state_dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Watch {
@@ -111,6 +113,32 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 impl Watch {
+    /// Watches a loop: its M1.md and the stop files that apply to it (the global one and the
+    /// one in its state directory, `state_dir`), which [`Watch::stop`] then looks at.
+    #[must_use]
+    pub(crate) fn of_loop(m1: &Path, state_dir: &Path) -> Self {
+        let mut me = Self::new(m1, &super::stopfile::paths(state_dir));
+        me.state_dir = Some(state_dir.to_path_buf());
+        me
+    }
+
+    /// What asks the watched loop to stop, now (see [`super::stopfile::requested`]); nothing
+    /// for a watch made without a loop's state directory.
+    #[must_use]
+    pub(crate) fn stop(&self) -> Option<crate::engine::Stop> {
+        self.state_dir
+            .as_deref()
+            .and_then(super::stopfile::requested)
+    }
+
+    /// The longest the runner sleeps with nothing due: a second where `ticks` (a terminal's
+    /// live line shows a clock) or where events do not arrive; else only the rare look for a
+    /// lost event ([`Watch::fallback`]).
+    #[must_use]
+    pub(crate) fn longest_sleep(&self, ticks: bool) -> Duration {
+        if ticks { super::POLL } else { self.fallback() }
+    }
+
     /// Watches M1.md's directory and each stop file's directory. A watcher that cannot start
     /// (no inotify left, say) is not an error: the runner then lives on its poll fallback.
     #[must_use]
@@ -135,6 +163,7 @@ impl Watch {
             blind: false,
             task_blind: false,
             woken: std::cell::Cell::new(0),
+            state_dir: None,
         };
         let mut dirs: Vec<PathBuf> = Vec::new();
         {

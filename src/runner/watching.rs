@@ -2,7 +2,7 @@
 //! its stream (a CLI retrying a refused key is ended at once, one in a storm of rate-limit
 //! retries as soon as it is seen), the live line.
 
-use super::{Runner, crash, stopfile};
+use super::{Runner, crash};
 use crate::agent::{self, Follow};
 use crate::bridge::{self, TaskReport, TaskState};
 use crate::engine::{self, OnRecord, RunOnRecord};
@@ -79,7 +79,7 @@ impl Runner {
             if self.watch.woken() != woken {
                 // A write above waited (for a broken M1.md to be fixed) and took the events
                 // that came meanwhile, the task's end among them perhaps: look again first.
-                if let Some(stop) = stopfile::requested(&self.state_dir) {
+                if let Some(stop) = self.watch.stop() {
                     return Ok(Err(stop));
                 }
                 continue;
@@ -89,7 +89,7 @@ impl Runner {
             let due = (report.elapsed < PID_RECORD_AFTER)
                 .then(|| PID_RECORD_AFTER.saturating_sub(report.elapsed));
             self.until_next_check(step, task_id, stream.as_mut(), due)?;
-            if let Some(stop) = stopfile::requested(&self.state_dir) {
+            if let Some(stop) = self.watch.stop() {
                 return Ok(Err(stop));
             }
         }
@@ -158,7 +158,7 @@ impl Runner {
     ) -> crate::error::Result<()> {
         let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
         let checked = std::time::Instant::now();
-        let longest = self.longest_sleep();
+        let longest = self.watch.longest_sleep(self.voice.ticks());
         let mut limit = due.map_or(longest, |d| d.min(longest));
         loop {
             let left = limit.saturating_sub(checked.elapsed());

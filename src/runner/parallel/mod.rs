@@ -34,7 +34,6 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::Runner;
-use super::stopfile;
 use crate::engine::{self, parallel::Move};
 use crate::exit::Status as Exit;
 use crate::m1::{M1, Status};
@@ -88,7 +87,7 @@ impl Runner {
     pub(super) fn drive_parallel(&mut self) -> crate::error::Result<Exit> {
         self.reconcile_worktrees();
         loop {
-            if let Some(stop) = stopfile::requested(&self.state_dir) {
+            if let Some(stop) = self.watch.stop() {
                 return self.stop_parallel(&stop);
             }
             if let Some(exit) = self.refresh()? {
