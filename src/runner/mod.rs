@@ -13,11 +13,11 @@ mod observe;
 mod parallel;
 pub(crate) mod plan_import;
 mod progress;
+mod record;
 pub(crate) mod registry;
 mod retry;
 pub(crate) mod revive;
 mod run;
-mod saves;
 pub(crate) mod settings;
 mod start;
 mod step_commit;
@@ -40,8 +40,9 @@ use crate::decision_log;
 use crate::engine::{self, Effect, Next, Outcome, Transition, Write};
 use crate::exit::Status as Exit;
 use crate::m1::keys::CurrentKey;
-use crate::m1::{Document, Edit, M1, Status, StepState, Store, StoreError};
+use crate::m1::{Document, Edit, M1, Status, StepState, StoreError};
 use crate::notifier::{self, Event};
+use crate::runner::record::Reloaded;
 use crate::runner::settings::Settings;
 use crate::runner::watch::{Wake, Watch};
 
@@ -105,19 +106,13 @@ pub(crate) struct Runner {
     file: PathBuf,
     state_dir: PathBuf,
     workdir: PathBuf,
-    store: Store,
-    doc: Document,
+    /// M1.md as the runner knows it, and the edits it holds for its next write (see
+    /// [`record`]).
+    record: record::Record,
     settings: Settings,
     /// What the runner says: the log, the terminal, the live line, messages (see [`voice`]).
     voice: voice::Voice,
     watch: Watch,
-    invalid_reported: Option<String>,
-    /// Edits decided but not yet written. A step's outcome waits to go into the next spawn's
-    /// write-ahead record, so one atomic write says "step N done, step N+1 spawning": a step
-    /// costs one M1.md write, not two. They are applied to `doc` in memory and go out with the
-    /// next commit of any kind; a runner that dies first loses only a decision it can remake
-    /// from the task's exit record.
-    pending: Vec<Edit>,
     /// The end of the wait this runner last logged (when it recorded it, or when it came to
     /// it), so that a wait is logged once however often the runner wakes during it.
     announced_wait: Option<chrono::DateTime<Utc>>,
@@ -173,13 +168,13 @@ impl Runner {
     ) -> crate::error::Result<Self> {
         let lock = lock::acquire(file)?;
         let registration = crate::runner::registry::register(file);
-        let (store, doc) = Store::open_with_history(file).map_err(|e| match e {
+        let record = record::Record::open(file).map_err(|e| match e {
             // Bad input the person fixes: exit 2, with every error at its line and column.
             StoreError::DiskInvalid(errs) => crate::error::Error::bad_input(errs.to_string()),
             other => anyhow::Error::new(other).into(),
         })?;
         let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
-        let opened = doc.view();
+        let opened = record.doc().view();
         // A loop carries on only with what it was started with, whoever carries it on.
         if !matches!(
             opened.status,
@@ -217,13 +212,10 @@ impl Runner {
             file: file.to_path_buf(),
             state_dir,
             workdir,
-            store,
-            doc,
+            record,
             settings,
             voice,
             watch,
-            invalid_reported: None,
-            pending: Vec::new(),
             announced_wait: None,
             paused_by_hand: false,
             outage: None,
@@ -241,7 +233,7 @@ impl Runner {
         if runner.note_restored() {
             runner.commit(&[])?;
         }
-        let away = runner.store.take_edited_while_away();
+        let away = runner.record.edited_while_away();
         if !away.is_empty() {
             runner.voice.say(&format!(
                 "edit: M1.md was changed by hand while no runner ran: {}",
@@ -254,14 +246,20 @@ impl Runner {
                 "edit: TOTAL_STEPS set to {}, the steps PLAN.STEPS lists",
                 runner.view().plan.steps.len()
             ));
-            runner.doc.apply(&count);
-            runner.pending.push(count);
+            runner.record.hold(&[count]);
         }
         Ok(runner)
     }
 
     fn view(&self) -> std::sync::Arc<M1> {
-        self.doc.shared_view()
+        self.record.view()
+    }
+
+    /// Logs what the store met of saves since the last look (see [`record::Record::saves_met`]).
+    fn note_saves(&mut self) {
+        for line in self.record.saves_met() {
+            self.voice.say(&line);
+        }
     }
 
     /// Re-reads M1.md. A hand edit that broke it: report `file:line:column` once, write
@@ -281,36 +279,26 @@ impl Runner {
     /// problem is reported once). A stale save (an old text saved over newer records) comes
     /// back with what it reverted put back, and that is written at once.
     fn reload(&mut self) -> crate::error::Result<bool> {
-        let reloaded = self.store.reload();
+        let reloaded = self.record.reload();
         self.note_saves();
         match reloaded {
-            Ok(Some(doc)) => {
-                let before = std::mem::replace(&mut self.doc, doc);
-                for e in &self.pending {
-                    self.doc.apply(e);
-                }
+            Ok(Reloaded::Changed(before)) => {
                 self.note_hand_edit(&before);
                 self.read_hand_edit(&before.view());
-                self.invalid_reported = None;
                 if self.note_restored() {
                     self.commit(&[])?;
                 }
                 Ok(true)
             }
-            Ok(None) => {
-                self.invalid_reported = None;
-                Ok(true)
-            }
-            Err(StoreError::DiskInvalid(errs)) => {
-                let msg = errs.to_string();
-                if self.invalid_reported.as_deref() != Some(msg.as_str()) {
+            Ok(Reloaded::Same) => Ok(true),
+            Ok(Reloaded::Invalid(told)) => {
+                if let Some(msg) = told {
                     self.voice.say(&format!(
                         "invalid: M1.md was edited into an invalid state; waiting for the fix, writing nothing: {msg}"
                     ));
                     crate::errln!(
                         "loop: {msg}\nloop: fix M1.md; the runner waits and writes nothing until then"
                     );
-                    self.invalid_reported = Some(msg);
                 }
                 Ok(false)
             }
@@ -338,7 +326,7 @@ impl Runner {
                 )
             })
             .collect();
-        let mut changes = crate::m1::changes(before, &self.doc);
+        let mut changes = crate::m1::changes(before, self.record.doc());
         if !decided.is_empty() {
             self.voice.say(&format!(
                 "decide: taken up, decided beside this runner: gate {}",
@@ -368,24 +356,16 @@ impl Runner {
         for line in &h.said {
             self.voice.say(line);
         }
-        for e in &h.edits {
-            self.doc.apply(e);
-        }
-        self.pending.extend(h.edits);
+        self.record.hold(&h.edits);
         self.paused_by_hand |= h.paused;
     }
 
     /// Logs what the store put back after a stale save; whether it did.
     fn note_restored(&mut self) -> bool {
-        let Some(r) = self.store.take_restored() else {
+        let Some(line) = self.record.restored() else {
             return false;
         };
-        self.voice.say(&format!(
-            "stale save: M1.md was saved from a text {} version(s) old; kept what was changed in it, \
-             put back what the runner had recorded since: {}",
-            r.versions_back,
-            r.fields.join(", ")
-        ));
+        self.voice.say(&line);
         true
     }
 
@@ -394,24 +374,19 @@ impl Runner {
     /// edit took away what they are about (so they would make it invalid), retrying cannot
     /// help: the loop halts WAITING with the reason, and the command ends with exit 3.
     fn commit(&mut self, edits: &[Edit]) -> crate::error::Result<()> {
-        let all: Vec<Edit> = self.pending.iter().chain(edits).cloned().collect();
+        let all = self.record.with_held(edits);
         loop {
             let watch = &self.watch;
             let committed = self
-                .store
-                .commit_unless(&all, &mut || watch.stop().is_some());
+                .record
+                .commit(&all, edits, &mut || watch.stop().is_some());
             self.note_saves();
             match committed {
-                Ok(doc) => {
-                    let mut ours = std::mem::replace(&mut self.doc, doc);
-                    self.pending.clear();
-                    if self.store.last_merge().is_some() {
+                Ok(merged) => {
+                    if let Some(ours) = merged {
                         // A person's save met this write and was merged under it: what it
                         // changed is a hand edit like one read between writes (logged, a
                         // pause or a step set DONE taken up), not absorbed without a word.
-                        for e in edits {
-                            ours.apply(e);
-                        }
                         self.note_hand_edit(&ours);
                         self.read_hand_edit(&ours.view());
                     }
@@ -444,21 +419,14 @@ impl Runner {
     /// The runner's record cannot go into the file as a person left it: say so in the file
     /// (STATUS WAITING and the reason, nothing else) and end with exit 3.
     fn halt_unrecordable(&mut self, errs: &crate::m1::Errors) -> crate::error::Error {
-        self.pending.clear();
         let t = engine::unrecordable(&errs.to_string());
         // Where even the reason cannot be written (a file at its size limit), STATUS alone:
         // WAITING is as long as RUNNING, so the file does not grow, and no revival runs it on.
         let status_only = [Edit::Status(Status::Waiting)];
-        let written = match self.store.commit(&t.edits) {
-            Ok(doc) => {
-                self.doc = doc;
-                "STATUS WAITING written"
-            }
-            Err(_) => match self.store.commit(&status_only) {
-                Ok(doc) => {
-                    self.doc = doc;
-                    "STATUS WAITING written, without the reason (it would not fit)"
-                }
+        let written = match self.record.write_alone(&t.edits) {
+            Ok(()) => "STATUS WAITING written",
+            Err(_) => match self.record.write_alone(&status_only) {
+                Ok(()) => "STATUS WAITING written, without the reason (it would not fit)",
                 Err(_) => "nothing written",
             },
         };
@@ -494,7 +462,7 @@ impl Runner {
 
     /// Writes held edits now: before the runner waits, pauses or exits.
     fn flush(&mut self) -> crate::error::Result<()> {
-        if self.pending.is_empty() {
+        if !self.record.holds_any() {
             return Ok(());
         }
         self.commit(&[])
@@ -505,12 +473,7 @@ impl Runner {
     fn apply(&mut self, t: &Transition) -> crate::error::Result<Option<Exit>> {
         let before = self.view();
         match (t.write, &t.outcome) {
-            (Write::WithNextSpawn, Outcome::Continue) => {
-                for e in &t.edits {
-                    self.doc.apply(e);
-                }
-                self.pending.extend(t.edits.iter().cloned());
-            }
+            (Write::WithNextSpawn, Outcome::Continue) => self.record.hold(&t.edits),
             _ => self.commit(&t.edits)?,
         }
         self.voice.say(&t.log);
@@ -923,7 +886,7 @@ impl Runner {
     /// killed in between ends it again and queues nothing twice. The report is named where it
     /// is about to be written (a step's own loop writes none).
     fn tell_done(&mut self, edits: &[crate::m1::Edit]) {
-        let mut doc = self.doc.clone();
+        let mut doc = self.record.doc().clone();
         for e in edits {
             doc.apply(e);
         }

@@ -157,7 +157,7 @@ impl Runner {
         let resolved = self.runs_with(m);
         let runs_with = |p: &crate::m1::KeyPath| match resolved.get(p) {
             Some(v) => v.clone(),
-            None => self.doc.get_at(p),
+            None => self.record.doc().get_at(p),
         };
         let edits = engine::parallel::step_loop(m, &spec, &runs_with);
         let mut doc = Document::parse(super::super::start::TEMPLATE)
