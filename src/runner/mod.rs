@@ -131,9 +131,8 @@ pub(crate) struct Runner {
     report: Option<PathBuf>,
     /// Where the loop's spans go, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see `traces`).
     tracer: Option<crate::telemetry::Tracer>,
-    /// Each step's loop this runner started again while that loop stood still (see
-    /// `parallel::steps`): a count, and when the next start may be.
-    step_starts: std::collections::BTreeMap<u32, parallel::Restarts>,
+    /// The driver of steps at once, and what it keeps between passes (see [`parallel`]).
+    at_once: parallel::AtOnce,
     _lock: lock::RunnerLock,
     /// This runner in the per-user registry, for `loop stop` to wait on; removed on drop.
     _registration: Option<crate::runner::registry::Registration>,
@@ -224,7 +223,7 @@ impl Runner {
             sandbox_probe: None,
             report: None,
             tracer: None,
-            step_starts: std::collections::BTreeMap::new(),
+            at_once: parallel::AtOnce::default(),
             _lock: lock,
             _registration: registration,
         };
@@ -679,16 +678,27 @@ impl Runner {
                 "make the directory again (or fix WORKDIR in M1.md), then `loop resume`",
             );
         }
+        self.at_once.driving = false;
         loop {
-            match self.decide_once() {
+            let decided = if self.at_once.driving {
+                self.decide_at_once()
+            } else {
+                self.decide_once()
+            };
+            match decided {
                 Ok(Some(exit)) => return Ok(exit),
                 Ok(None) => {}
-                Err(e) => self.wait_out_unwritable(e)?,
+                Err(e) => {
+                    // Decided again from the first question, as by a runner after a crash.
+                    self.at_once.driving = false;
+                    self.wait_out_unwritable(e)?;
+                }
             }
         }
     }
 
-    /// One decision of [`Runner::drive`], carried out: the exit it comes to, if any.
+    /// One decision of [`Runner::drive`] for a loop of one step at a time, carried out: the
+    /// exit it comes to, if any. A loop of steps at once is handed to its scheduler here.
     fn decide_once(&mut self) -> crate::error::Result<Option<Exit>> {
         if let Some(stop) = self.watch.stop() {
             return self.stop_now(&stop).map(Some);
@@ -705,16 +715,12 @@ impl Runner {
         }
         // Steps at once: the parallel scheduler decides for every step, and for the end of
         // a loop that ran its steps at once.
-        let parallel_next = matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt)
-            || matches!(
-                next,
-                Next::Complete | Next::Halt { .. } | Next::OverBudget { .. }
-            );
-        if self.runs_parallel(&m) && (parallel_next || !m.parallel.runs.is_empty()) {
+        if engine::parallel::decides(&m, &next, self.settings.parallel(&m)) {
             if let Some(t) = self.cannot_run_parallel(&m) {
                 return self.apply(&t).map(|e| Some(e.unwrap_or(Exit::Waiting)));
             }
-            return self.drive_parallel().map(Some);
+            self.take_up_at_once();
+            return self.decide_at_once();
         }
         // A held outcome rides on the next write; where none follows at once, write it now.
         if next.writes_held_first() {

@@ -274,16 +274,16 @@ impl Runner {
         if run.stopped {
             self.commit(&[RunKey::Stopped.remove(n)])?;
             // A person's `loop resume`: the count begins again.
-            self.step_starts.remove(&n);
+            self.at_once.restarts.remove(&n);
         }
         let Some(f) = run.loop_file.clone() else {
             return Ok(None);
         };
         let file = Path::new(&f);
         let out = Layout::of(file).runner_out();
-        let count = self.step_starts.get(&n).map_or(0, |r| r.count) + 1;
+        let count = self.at_once.restarts.get(&n).map_or(0, |r| r.count) + 1;
         if count > MAX_STARTS {
-            self.step_starts.remove(&n);
+            self.at_once.restarts.remove(&n);
             let t = engine::halt(
                 0,
                 &format!(
@@ -307,7 +307,7 @@ impl Runner {
             && super::super::lock::holder(file).is_none()
             && std::fs::read_to_string(file).unwrap_or_default() == text
         {
-            self.step_starts.remove(&n);
+            self.at_once.restarts.remove(&n);
             let said = printed_since(&out, printed_before);
             let why = if said.is_empty() {
                 format!("its runner exited at once ({status}) and printed nothing")
@@ -324,13 +324,13 @@ impl Runner {
             return self.apply(&t).map(|e| e.or(Some(Exit::Waiting)));
         }
         let due = std::time::Instant::now() + backoff(count);
-        self.step_starts.insert(n, Restarts { count, due });
+        self.at_once.restarts.insert(n, Restarts { count, due });
         Ok(None)
     }
 
     /// How long until step `n`'s loop may be started again; `None`: it may be now.
     pub(super) fn start_due(&self, n: u32) -> Option<std::time::Duration> {
-        let r = self.step_starts.get(&n)?;
+        let r = self.at_once.restarts.get(&n)?;
         r.due.checked_duration_since(std::time::Instant::now())
     }
 
