@@ -373,7 +373,7 @@ fn no_backend_uses_another_backends_folder() {
 const RUNNER_PARTS: &[(&str, &[&str])] = &[
     ("voice.rs", &["progress"]),
     ("record.rs", &[]),
-    ("watch.rs", &["stopfile", "POLL"]),
+    ("watch.rs", &["stopfile"]),
     ("progress.rs", &[]),
     ("stopfile.rs", &["watch"]),
 ];

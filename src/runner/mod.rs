@@ -54,11 +54,6 @@ pub(crate) use retry::retry;
 pub(crate) use start::{StartRequest, resume_as, start};
 pub(crate) use stop::{STOP_PATIENCE, stop};
 
-/// How often the runner re-checks what it waits for where file events do not arrive (no
-/// inotify watcher, a directory it could not watch), and how often a terminal's live line is
-/// redrawn. Where events arrive, the runner sleeps until one comes or a timer is due.
-pub(crate) const POLL: Duration = Duration::from_secs(1);
-
 /// Grace between SIGTERM and SIGKILL when the runner ends a step.
 pub(crate) const KILL_GRACE: Duration = Duration::from_secs(3);
 
@@ -74,31 +69,6 @@ fn shown_changes(changes: &[String]) -> String {
         shown.push(format!("and {} more", changes.len() - SHOWN));
     }
     shown.join("; ")
-}
-
-/// A plan as a person reads it: a line saying how many steps (and how many of them are DONE
-/// already, which never run), then one line each. `steps`: whether each is DONE, and its text.
-#[must_use]
-pub(crate) fn plan_lines(steps: &[(bool, String)]) -> String {
-    use std::fmt::Write as _;
-    let mut out = format!("plan: {} step(s)", steps.len());
-    let done = steps.iter().filter(|(done, _)| *done).count();
-    if done > 0 {
-        let _ = write!(out, ", {done} already DONE");
-    }
-    for (i, (done, s)) in steps.iter().enumerate() {
-        let _ = write!(out, "\n  {}. {s}", i + 1);
-        if *done {
-            out.push_str("  (already DONE: it does not run)");
-        }
-    }
-    out
-}
-
-/// A new loop id: 12 hex digits, enough to tell loops of one state directory apart.
-#[must_use]
-pub(crate) fn new_loop_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
 }
 
 /// A loop being driven.
@@ -204,7 +174,7 @@ impl Runner {
         };
         // A loop written by hand or by an older version has no id yet: it gets one with its
         // next spawn.
-        let loop_id = opened.loop_id.unwrap_or_else(new_loop_id);
+        let loop_id = opened.loop_id.unwrap_or_else(start::new_loop_id);
         let ledger = ledger::Ledger::load(&state_dir, &loop_id);
         let voice = voice::Voice::new(state_dir.clone(), notifier, opts.echo, opts.progress);
         let mut runner = Self {
@@ -533,7 +503,7 @@ impl Runner {
                         .collect();
                     if self.voice.echoes() {
                         self.voice.clear();
-                        crate::outln!("{}", plan_lines(&steps));
+                        crate::outln!("{}", start::plan_lines(&steps));
                     }
                     Event::Started {
                         goal: goal.clone(),

@@ -539,7 +539,7 @@ fn new_document(
         edits.push(Top::ApprovePlan.set("on"));
     }
     edits.push(Top::Workdir.set(workdir.display().to_string()));
-    edits.push(Top::LoopId.set(super::new_loop_id()));
+    edits.push(Top::LoopId.set(new_loop_id()));
     if let Some(p) = &req.plan {
         let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
         edits.push(Top::PlanFile.set(abs.display().to_string()));
@@ -632,7 +632,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     let _ = decision_log::append(&state_dir, &format!("start: new loop, goal: {}", req.goal));
     say_if_nothing_is_committed(req, &settings, &state_dir);
     if req.plan_only && !steps.is_empty() {
-        crate::outln!("{}", super::plan_lines(&steps));
+        crate::outln!("{}", plan_lines(&steps));
         crate::outln!("nothing runs yet: `loop resume` runs the plan");
         return Ok(ExitStatus::Ok);
     }
@@ -841,4 +841,29 @@ pub(super) fn detach(file: &Path, revived_by: Option<&str>) -> Result<ExitStatus
         out_path.display()
     );
     Ok(ExitStatus::Ok)
+}
+
+/// A plan as a person reads it: a line saying how many steps (and how many of them are DONE
+/// already, which never run), then one line each. `steps`: whether each is DONE, and its text.
+#[must_use]
+pub(crate) fn plan_lines(steps: &[(bool, String)]) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!("plan: {} step(s)", steps.len());
+    let done = steps.iter().filter(|(done, _)| *done).count();
+    if done > 0 {
+        let _ = write!(out, ", {done} already DONE");
+    }
+    for (i, (done, s)) in steps.iter().enumerate() {
+        let _ = write!(out, "\n  {}. {s}", i + 1);
+        if *done {
+            out.push_str("  (already DONE: it does not run)");
+        }
+    }
+    out
+}
+
+/// A new loop id: 12 hex digits, enough to tell loops of one state directory apart.
+#[must_use]
+pub(crate) fn new_loop_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
 }

@@ -245,7 +245,7 @@ impl Runner {
         };
         let m = self.view();
         let now = Utc::now();
-        let figures = engine::figures::totals(&m, &super::step_loops(&m));
+        let figures = engine::figures::totals(&m, &super::parallel::step_loops(&m));
         let mut attributes = vec![
             kv("gen_ai.operation.name", "invoke_workflow"),
             kv("m1loop.loop_id", self.loop_id.clone()),

@@ -19,6 +19,11 @@ use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 /// nothing, short enough that a step's end is never missed for long.
 pub(crate) const LOST_EVENT_LOOK: Duration = Duration::from_secs(300);
 
+/// How often the runner re-checks what it waits for where file events do not arrive (no
+/// inotify watcher, a directory it could not watch), and how often a terminal's live line is
+/// redrawn. Where events arrive, the runner sleeps until one comes or a timer is due.
+pub(crate) const POLL: Duration = Duration::from_secs(1);
+
 /// Why the runner woke up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wake {
@@ -55,7 +60,7 @@ pub(crate) struct Watch {
     step_dirs: Vec<PathBuf>,
     /// A directory that should be watched is not (a stop file's directory that does not
     /// exist, a task directory that could not be watched): what happens there is only seen
-    /// by looking, so the runner looks every [`super::POLL`].
+    /// by looking, so the runner looks every [`POLL`].
     blind: bool,
     task_blind: bool,
     /// How many wakes [`Watch::wait`] has handed out: a caller that sees it move while it did
@@ -136,7 +141,7 @@ impl Watch {
     /// lost event ([`Watch::fallback`]).
     #[must_use]
     pub(crate) fn longest_sleep(&self, ticks: bool) -> Duration {
-        if ticks { super::POLL } else { self.fallback() }
+        if ticks { POLL } else { self.fallback() }
     }
 
     /// Watches M1.md's directory and each stop file's directory. A watcher that cannot start
@@ -254,14 +259,14 @@ impl Watch {
     }
 
     /// The longest the runner sleeps with nothing due: [`LOST_EVENT_LOOK`] while events
-    /// arrive from everywhere it waits on, [`super::POLL`] where some cannot (no watcher, a
+    /// arrive from everywhere it waits on, [`POLL`] where some cannot (no watcher, a
     /// directory that could not be watched).
     #[must_use]
     pub(crate) fn fallback(&self) -> Duration {
         if self.is_live() && !self.blind && !self.task_blind {
             LOST_EVENT_LOOK
         } else {
-            super::POLL
+            POLL
         }
     }
 
@@ -405,7 +410,7 @@ mod tests {
         let m1 = dir.path().join("M1.md");
         std::fs::write(&m1, "STATUS: RUNNING\n").unwrap();
         let w = Watch::new(&m1, &[dir.path().join("no-such-dir").join("stop")]);
-        assert_eq!(w.fallback(), crate::runner::POLL);
+        assert_eq!(w.fallback(), POLL);
     }
 
     #[test]

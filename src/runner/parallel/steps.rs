@@ -150,7 +150,7 @@ impl Runner {
             worktree: &worktree.display().to_string(),
             parent_file: &parent,
             parent_id: &self.parallel_id(),
-            loop_id: &super::super::new_loop_id(),
+            loop_id: &super::super::start::new_loop_id(),
             started_at: &Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             max_steps: self.settings.caps(m).max_steps,
         };

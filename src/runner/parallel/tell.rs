@@ -109,7 +109,7 @@ impl Runner {
 /// pass marked retried in the ledger, its gates answered), told `why` when there is a reason;
 /// then a runner of its own carries it on.
 fn run_again(file: &Path, n: u32, why: Option<&str>) -> crate::error::Result<()> {
-    if let Some(pid) = super::super::lock::wait_released(file, super::super::STOP_PATIENCE) {
+    if let Some(pid) = super::super::lock::wait_released(file, super::super::stop::STOP_PATIENCE) {
         return Err(anyhow::anyhow!(
             "step {n}'s loop {} is still driven by pid {pid}",
             file.display()
