@@ -376,6 +376,7 @@ const RUNNER_PARTS: &[(&str, &[&str])] = &[
     ("watch.rs", &["stopfile"]),
     ("progress.rs", &[]),
     ("stopfile.rs", &["watch"]),
+    ("unwritable.rs", &["voice", "watch"]),
 ];
 
 #[test]

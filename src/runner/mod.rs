@@ -89,8 +89,8 @@ pub(crate) struct Runner {
     /// A person set `STATUS: WAITING` while this runner drove the loop: where it stops, it
     /// says how to carry on.
     paused_by_hand: bool,
-    /// Since when the state directory cannot be written, while it cannot (see `unwritable`).
-    outage: Option<unwritable::Outage>,
+    /// Whether the state directory can be written, and since when not (see [`unwritable`]).
+    disk: unwritable::Unwritable,
     /// The loop's identity (`LOOP_ID`), which its tasks carry in their environment.
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
@@ -177,6 +177,7 @@ impl Runner {
         let loop_id = opened.loop_id.unwrap_or_else(start::new_loop_id);
         let ledger = ledger::Ledger::load(&state_dir, &loop_id);
         let voice = voice::Voice::new(state_dir.clone(), notifier, opts.echo, opts.progress);
+        let disk = unwritable::Unwritable::new(state_dir.clone());
         let mut runner = Self {
             file: file.to_path_buf(),
             state_dir,
@@ -187,7 +188,7 @@ impl Runner {
             watch,
             announced_wait: None,
             paused_by_hand: false,
-            outage: None,
+            disk,
             loop_id,
             ledger,
             sandbox_probe: None,
@@ -360,7 +361,7 @@ impl Runner {
                         self.read_hand_edit(&ours.view());
                     }
                     self.note_restored();
-                    self.note_writable();
+                    self.disk.note_writable(&self.voice);
                     return Ok(());
                 }
                 Err(StoreError::DiskInvalid(_)) => {
@@ -661,7 +662,7 @@ impl Runner {
                 Err(e) => {
                     // Decided again from the first question, as by a runner after a crash.
                     self.at_once.driving = false;
-                    self.wait_out_unwritable(e)?;
+                    self.disk.wait_out(e, &self.watch, &self.voice)?;
                 }
             }
         }

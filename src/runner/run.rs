@@ -6,6 +6,7 @@
 use anyhow::Context;
 use chrono::Utc;
 
+use super::unwritable::supervisor_waits;
 use super::{Runner, crash};
 use crate::agent::{self, Invocation, Session};
 use crate::bridge::{self, FireRequest, TaskReport, TaskState};
@@ -241,7 +242,7 @@ impl Runner {
                 // said at once, then every half minute.
                 if told.is_zero() || waited >= told + std::time::Duration::from_secs(30) {
                     told = waited;
-                    self.waiting_for_supervisor(task_id, waited, &log);
+                    supervisor_waits(&self.voice, task_id, waited, &log);
                 }
             },
         )
