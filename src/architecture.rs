@@ -367,6 +367,51 @@ fn no_backend_uses_another_backends_folder() {
     assert!(crossings.is_empty(), "{}", crossings.join("\n"));
 }
 
+/// The runner's parts with their own state (ARCHITECTURE.md, "The runner's parts"): the
+/// runner calls them and they never call it back. Each names, of the runner, only the parts
+/// listed beside it, and never `Runner` itself.
+const RUNNER_PARTS: &[(&str, &[&str])] = &[
+    ("voice.rs", &["progress"]),
+    ("record.rs", &[]),
+    ("watch.rs", &["stopfile"]),
+    ("progress.rs", &[]),
+    ("stopfile.rs", &["watch"]),
+    ("unwritable.rs", &["voice", "watch"]),
+];
+
+#[test]
+fn the_runners_parts_never_reach_back_into_the_runner() {
+    let runner = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/runner");
+    let mut reaches = Vec::new();
+    for (part, allowed) in RUNNER_PARTS {
+        let src = std::fs::read_to_string(runner.join(part)).unwrap();
+        // Its tests may use what they like.
+        let code = code_only(src.split("#[cfg(test)]").next().unwrap_or_default());
+        let words = code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+        if words.into_iter().any(|w| w == "Runner") {
+            reaches.push(format!("runner/{part}: names Runner"));
+        }
+        let mut used = Vec::new();
+        for prefix in ["crate::runner::", "super::"] {
+            for (at, _) in code.match_indices(prefix) {
+                let before = code[..at].chars().next_back();
+                if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+                    continue;
+                }
+                used.extend(first_segments(&code[at + prefix.len()..]));
+            }
+        }
+        for name in used {
+            if !allowed.contains(&name.as_str()) {
+                reaches.push(format!("runner/{part}: uses the runner's {name}"));
+            }
+        }
+    }
+    reaches.sort();
+    reaches.dedup();
+    assert!(reaches.is_empty(), "{}", reaches.join("\n"));
+}
+
 #[test]
 fn every_module_of_lib_rs_has_a_layer() {
     let lib = include_str!("lib.rs");
@@ -485,7 +530,10 @@ fn every_file_architecture_md_names_exists() {
         for path in line.split('`').skip(1).step_by(2) {
             let path = path.trim_end_matches(['.', ',', ':']);
             // A bare name (`view.rs`) is read in its sentence's folder; a path is checked.
-            if !path.ends_with(".rs")
+            let rust = std::path::Path::new(path)
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("rs"));
+            if !rust
                 || !path.contains('/')
                 || path.contains(['*', '<', '{', ' ', '('])
             {

@@ -80,12 +80,12 @@ pub(crate) fn take(
             // The runner that opened the gate is on its way out; it may need the decision lock
             // to get there.
             drop(held);
-            if let Some(pid) = lock::wait_released(file, super::STOP_PATIENCE) {
+            if let Some(pid) = lock::wait_released(file, super::stop::STOP_PATIENCE) {
                 return Err(Error::bad_input(format!(
                     "a runner (pid {pid}) still drives {} {}s later; nothing was decided: try \
                      again once it waits (`loop status`)",
                     file.display(),
-                    super::STOP_PATIENCE.as_secs()
+                    super::stop::STOP_PATIENCE.as_secs()
                 )));
             }
             continue;

@@ -15,11 +15,11 @@ mod parallel;
 pub(crate) mod plan_import;
 mod progress;
 pub(crate) mod pull_request;
+mod record;
 pub(crate) mod registry;
 mod retry;
 pub(crate) mod revive;
 mod run;
-mod saves;
 pub(crate) mod settings;
 mod start;
 mod step_commit;
@@ -28,6 +28,7 @@ pub(crate) mod stopfile;
 mod traces;
 mod tree;
 mod unwritable;
+mod voice;
 pub(crate) mod watch;
 mod watching;
 
@@ -41,8 +42,9 @@ use crate::decision_log;
 use crate::engine::{self, Effect, Next, Outcome, Transition, Write};
 use crate::exit::Status as Exit;
 use crate::m1::keys::CurrentKey;
-use crate::m1::{Document, Edit, M1, Status, StepState, Store, StoreError};
-use crate::notifier::{self, Event, Notifier};
+use crate::m1::{Document, Edit, M1, Status, StepState, StoreError};
+use crate::notifier::{self, Event};
+use crate::runner::record::Reloaded;
 use crate::runner::settings::Settings;
 use crate::runner::watch::{Wake, Watch};
 
@@ -53,11 +55,6 @@ pub(crate) use progress::Mode as ProgressMode;
 pub(crate) use retry::retry;
 pub(crate) use start::{StartRequest, resume_as, start};
 pub(crate) use stop::{STOP_PATIENCE, stop};
-
-/// How often the runner re-checks what it waits for where file events do not arrive (no
-/// inotify watcher, a directory it could not watch), and how often a terminal's live line is
-/// redrawn. Where events arrive, the runner sleeps until one comes or a timer is due.
-pub(crate) const POLL: Duration = Duration::from_secs(1);
 
 /// Grace between SIGTERM and SIGKILL when the runner ends a step.
 pub(crate) const KILL_GRACE: Duration = Duration::from_secs(3);
@@ -76,61 +73,26 @@ fn shown_changes(changes: &[String]) -> String {
     shown.join("; ")
 }
 
-/// A plan as a person reads it: a line saying how many steps (and how many of them are DONE
-/// already, which never run), then one line each. `steps`: whether each is DONE, and its text.
-#[must_use]
-pub(crate) fn plan_lines(steps: &[(bool, String)]) -> String {
-    use std::fmt::Write as _;
-    let mut out = format!("plan: {} step(s)", steps.len());
-    let done = steps.iter().filter(|(done, _)| *done).count();
-    if done > 0 {
-        let _ = write!(out, ", {done} already DONE");
-    }
-    for (i, (done, s)) in steps.iter().enumerate() {
-        let _ = write!(out, "\n  {}. {s}", i + 1);
-        if *done {
-            out.push_str("  (already DONE: it does not run)");
-        }
-    }
-    out
-}
-
-/// A new loop id: 12 hex digits, enough to tell loops of one state directory apart.
-#[must_use]
-pub(crate) fn new_loop_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
-}
-
 /// A loop being driven.
 pub(crate) struct Runner {
     file: PathBuf,
     state_dir: PathBuf,
     workdir: PathBuf,
-    store: Store,
-    doc: Document,
+    /// M1.md as the runner knows it, and the edits it holds for its next write (see
+    /// [`record`]).
+    record: record::Record,
     settings: Settings,
-    notifier: Box<dyn Notifier>,
+    /// What the runner says: the log, the terminal, the live line, messages (see [`voice`]).
+    voice: voice::Voice,
     watch: Watch,
-    echo: bool,
-    /// The live line while a step runs (foreground runners only).
-    progress: progress::Progress,
-    invalid_reported: Option<String>,
-    /// Edits decided but not yet written. A step's outcome waits to go into the next spawn's
-    /// write-ahead record, so one atomic write says "step N done, step N+1 spawning": a step
-    /// costs one M1.md write, not two. They are applied to `doc` in memory and go out with the
-    /// next commit of any kind; a runner that dies first loses only a decision it can remake
-    /// from the task's exit record.
-    pending: Vec<Edit>,
     /// The end of the wait this runner last logged (when it recorded it, or when it came to
     /// it), so that a wait is logged once however often the runner wakes during it.
     announced_wait: Option<chrono::DateTime<Utc>>,
     /// A person set `STATUS: WAITING` while this runner drove the loop: where it stops, it
     /// says how to carry on.
     paused_by_hand: bool,
-    /// Since when the state directory cannot be written, while it cannot (see `unwritable`).
-    outage: Option<unwritable::Outage>,
-    /// Lines said while `loop.log` could not take them, for it once it can.
-    unlogged: std::cell::RefCell<Vec<String>>,
+    /// Whether the state directory can be written, and since when not (see [`unwritable`]).
+    disk: unwritable::Unwritable,
     /// The loop's identity (`LOOP_ID`), which its tasks carry in their environment.
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
@@ -141,9 +103,8 @@ pub(crate) struct Runner {
     report: Option<PathBuf>,
     /// Where the loop's spans go, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see `traces`).
     tracer: Option<crate::telemetry::Tracer>,
-    /// Each step's loop this runner started again while that loop stood still (see
-    /// `parallel::steps`): a count, and when the next start may be.
-    step_starts: std::collections::BTreeMap<u32, parallel::Restarts>,
+    /// The driver of steps at once, and what it keeps between passes (see [`parallel`]).
+    at_once: parallel::AtOnce,
     _lock: lock::RunnerLock,
     /// This runner in the per-user registry, for `loop stop` to wait on; removed on drop.
     _registration: Option<crate::runner::registry::Registration>,
@@ -178,13 +139,13 @@ impl Runner {
     ) -> crate::error::Result<Self> {
         let lock = lock::acquire(file)?;
         let registration = crate::runner::registry::register(file);
-        let (store, doc) = Store::open_with_history(file).map_err(|e| match e {
+        let record = record::Record::open(file).map_err(|e| match e {
             // Bad input the person fixes: exit 2, with every error at its line and column.
             StoreError::DiskInvalid(errs) => crate::error::Error::bad_input(errs.to_string()),
             other => anyhow::Error::new(other).into(),
         })?;
         let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
-        let opened = doc.view();
+        let opened = record.doc().view();
         // A loop carries on only with what it was started with, whoever carries it on.
         if !matches!(
             opened.status,
@@ -204,7 +165,7 @@ impl Runner {
             Some(dir) => dir,
             None => std::env::current_dir().context("while finding the project directory")?,
         };
-        let watch = Watch::new(file, &stopfile::paths(&state_dir));
+        let watch = Watch::of_loop(file, &state_dir);
         // A parallel loop tells the person; the loops of its steps only their logs. They keep
         // the Telegram settings, for the parallel loop's runner should one of them revive it.
         // Messages are sent by a delivery process, the `loop` binary in a hidden mode.
@@ -215,31 +176,27 @@ impl Runner {
         };
         // A loop written by hand or by an older version has no id yet: it gets one with its
         // next spawn.
-        let loop_id = opened.loop_id.unwrap_or_else(new_loop_id);
+        let loop_id = opened.loop_id.unwrap_or_else(start::new_loop_id);
         let ledger = ledger::Ledger::load(&state_dir, &loop_id);
+        let voice = voice::Voice::new(state_dir.clone(), notifier, opts.echo, opts.progress);
+        let disk = unwritable::Unwritable::new(state_dir.clone());
         let mut runner = Self {
             file: file.to_path_buf(),
             state_dir,
             workdir,
-            store,
-            doc,
+            record,
             settings,
-            notifier,
+            voice,
             watch,
-            echo: opts.echo,
-            progress: progress::Progress::new(opts.progress),
-            invalid_reported: None,
-            pending: Vec::new(),
             announced_wait: None,
             paused_by_hand: false,
-            outage: None,
-            unlogged: std::cell::RefCell::new(Vec::new()),
+            disk,
             loop_id,
             ledger,
             sandbox_probe: None,
             report: None,
             tracer: None,
-            step_starts: std::collections::BTreeMap::new(),
+            at_once: parallel::AtOnce::default(),
             _lock: lock,
             _registration: registration,
         };
@@ -248,47 +205,40 @@ impl Runner {
         if runner.note_restored() {
             runner.commit(&[])?;
         }
-        let away = runner.store.take_edited_while_away();
+        let away = runner.record.edited_while_away();
         if !away.is_empty() {
-            runner.say(&format!(
+            runner.voice.say(&format!(
                 "edit: M1.md was changed by hand while no runner ran: {}",
                 shown_changes(&away)
             ));
         }
         // Steps added by hand while no runner ran: the count follows them.
         if let Some(count) = engine::by_hand::step_count(&runner.view()) {
-            runner.say(&format!(
+            runner.voice.say(&format!(
                 "edit: TOTAL_STEPS set to {}, the steps PLAN.STEPS lists",
                 runner.view().plan.steps.len()
             ));
-            runner.doc.apply(&count);
-            runner.pending.push(count);
+            runner.record.hold(&[count]);
         }
         Ok(runner)
     }
 
     fn view(&self) -> std::sync::Arc<M1> {
-        self.doc.shared_view()
+        self.record.view()
     }
 
-    /// Writes a line to the decision log (and to stdout when echoing).
-    fn say(&self, line: &str) {
-        self.log_line(line);
-        if self.echo {
-            self.progress.clear();
-            crate::outln!("{} {line}", Utc::now().format("%H:%M:%S"));
+    /// Logs what the store met of saves since the last look (see [`record::Record::saves_met`]).
+    fn note_saves(&mut self) {
+        for line in self.record.saves_met() {
+            self.voice.say(&line);
         }
-    }
-
-    fn notify(&mut self, event: &Event) {
-        self.notifier.notify(event);
     }
 
     /// Re-reads M1.md. A hand edit that broke it: report `file:line:column` once, write
     /// nothing, and wait for the fix (or a stop file).
     fn refresh(&mut self) -> crate::error::Result<Option<Exit>> {
         while !self.reload()? {
-            if let Some(stop) = stopfile::requested(&self.state_dir) {
+            if let Some(stop) = self.watch.stop() {
                 return Ok(Some(self.stop_while_invalid(&stop)));
             }
             // Any wake is a reason to look again (a second where events do not arrive).
@@ -301,36 +251,26 @@ impl Runner {
     /// problem is reported once). A stale save (an old text saved over newer records) comes
     /// back with what it reverted put back, and that is written at once.
     fn reload(&mut self) -> crate::error::Result<bool> {
-        let reloaded = self.store.reload();
+        let reloaded = self.record.reload();
         self.note_saves();
         match reloaded {
-            Ok(Some(doc)) => {
-                let before = std::mem::replace(&mut self.doc, doc);
-                for e in &self.pending {
-                    self.doc.apply(e);
-                }
+            Ok(Reloaded::Changed(before)) => {
                 self.note_hand_edit(&before);
                 self.read_hand_edit(&before.view());
-                self.invalid_reported = None;
                 if self.note_restored() {
                     self.commit(&[])?;
                 }
                 Ok(true)
             }
-            Ok(None) => {
-                self.invalid_reported = None;
-                Ok(true)
-            }
-            Err(StoreError::DiskInvalid(errs)) => {
-                let msg = errs.to_string();
-                if self.invalid_reported.as_deref() != Some(msg.as_str()) {
-                    self.say(&format!(
+            Ok(Reloaded::Same) => Ok(true),
+            Ok(Reloaded::Invalid(told)) => {
+                if let Some(msg) = told {
+                    self.voice.say(&format!(
                         "invalid: M1.md was edited into an invalid state; waiting for the fix, writing nothing: {msg}"
                     ));
                     crate::errln!(
                         "loop: {msg}\nloop: fix M1.md; the runner waits and writes nothing until then"
                     );
-                    self.invalid_reported = Some(msg);
                 }
                 Ok(false)
             }
@@ -358,9 +298,9 @@ impl Runner {
                 )
             })
             .collect();
-        let mut changes = crate::m1::changes(before, &self.doc);
+        let mut changes = crate::m1::changes(before, self.record.doc());
         if !decided.is_empty() {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "decide: taken up, decided beside this runner: gate {}",
                 decided.join(", gate ")
             ));
@@ -372,7 +312,7 @@ impl Runner {
             });
         }
         if !changes.is_empty() {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "edit: M1.md was changed by hand: {}",
                 shown_changes(&changes)
             ));
@@ -386,26 +326,18 @@ impl Runner {
         let running = engine::runs_on_record(&after).first().map(|r| r.step);
         let h = engine::by_hand::read(before, &after, running);
         for line in &h.said {
-            self.say(line);
+            self.voice.say(line);
         }
-        for e in &h.edits {
-            self.doc.apply(e);
-        }
-        self.pending.extend(h.edits);
+        self.record.hold(&h.edits);
         self.paused_by_hand |= h.paused;
     }
 
     /// Logs what the store put back after a stale save; whether it did.
     fn note_restored(&mut self) -> bool {
-        let Some(r) = self.store.take_restored() else {
+        let Some(line) = self.record.restored() else {
             return false;
         };
-        self.say(&format!(
-            "stale save: M1.md was saved from a text {} version(s) old; kept what was changed in it, \
-             put back what the runner had recorded since: {}",
-            r.versions_back,
-            r.fields.join(", ")
-        ));
+        self.voice.say(&line);
         true
     }
 
@@ -414,29 +346,24 @@ impl Runner {
     /// edit took away what they are about (so they would make it invalid), retrying cannot
     /// help: the loop halts WAITING with the reason, and the command ends with exit 3.
     fn commit(&mut self, edits: &[Edit]) -> crate::error::Result<()> {
-        let all: Vec<Edit> = self.pending.iter().chain(edits).cloned().collect();
-        let state_dir = self.state_dir.clone();
+        let all = self.record.with_held(edits);
         loop {
+            let watch = &self.watch;
             let committed = self
-                .store
-                .commit_unless(&all, &mut || stopfile::requested(&state_dir).is_some());
+                .record
+                .commit(&all, edits, &mut || watch.stop().is_some());
             self.note_saves();
             match committed {
-                Ok(doc) => {
-                    let mut ours = std::mem::replace(&mut self.doc, doc);
-                    self.pending.clear();
-                    if self.store.last_merge().is_some() {
+                Ok(merged) => {
+                    if let Some(ours) = merged {
                         // A person's save met this write and was merged under it: what it
                         // changed is a hand edit like one read between writes (logged, a
                         // pause or a step set DONE taken up), not absorbed without a word.
-                        for e in edits {
-                            ours.apply(e);
-                        }
                         self.note_hand_edit(&ours);
                         self.read_hand_edit(&ours.view());
                     }
                     self.note_restored();
-                    self.note_writable();
+                    self.disk.note_writable(&self.voice);
                     return Ok(());
                 }
                 Err(StoreError::DiskInvalid(_)) => {
@@ -464,25 +391,18 @@ impl Runner {
     /// The runner's record cannot go into the file as a person left it: say so in the file
     /// (STATUS WAITING and the reason, nothing else) and end with exit 3.
     fn halt_unrecordable(&mut self, errs: &crate::m1::Errors) -> crate::error::Error {
-        self.pending.clear();
         let t = engine::unrecordable(&errs.to_string());
         // Where even the reason cannot be written (a file at its size limit), STATUS alone:
         // WAITING is as long as RUNNING, so the file does not grow, and no revival runs it on.
         let status_only = [Edit::Status(Status::Waiting)];
-        let written = match self.store.commit(&t.edits) {
-            Ok(doc) => {
-                self.doc = doc;
-                "STATUS WAITING written"
-            }
-            Err(_) => match self.store.commit(&status_only) {
-                Ok(doc) => {
-                    self.doc = doc;
-                    "STATUS WAITING written, without the reason (it would not fit)"
-                }
+        let written = match self.record.write_alone(&t.edits) {
+            Ok(()) => "STATUS WAITING written",
+            Err(_) => match self.record.write_alone(&status_only) {
+                Ok(()) => "STATUS WAITING written, without the reason (it would not fit)",
                 Err(_) => "nothing written",
             },
         };
-        self.say(&format!("{}; {written}", t.log));
+        self.voice.say(&format!("{}; {written}", t.log));
         let m = self.view();
         self.carry_out(&m, &t.effects);
         let why = match t.effects.first() {
@@ -514,7 +434,7 @@ impl Runner {
 
     /// Writes held edits now: before the runner waits, pauses or exits.
     fn flush(&mut self) -> crate::error::Result<()> {
-        if self.pending.is_empty() {
+        if !self.record.holds_any() {
             return Ok(());
         }
         self.commit(&[])
@@ -525,15 +445,10 @@ impl Runner {
     fn apply(&mut self, t: &Transition) -> crate::error::Result<Option<Exit>> {
         let before = self.view();
         match (t.write, &t.outcome) {
-            (Write::WithNextSpawn, Outcome::Continue) => {
-                for e in &t.edits {
-                    self.doc.apply(e);
-                }
-                self.pending.extend(t.edits.iter().cloned());
-            }
+            (Write::WithNextSpawn, Outcome::Continue) => self.record.hold(&t.edits),
             _ => self.commit(&t.edits)?,
         }
-        self.say(&t.log);
+        self.voice.say(&t.log);
         // A transition that records a wait (a step's or a review's) has just logged it.
         let records_wait = t
             .edits
@@ -590,9 +505,9 @@ impl Runner {
                         .iter()
                         .map(|s| (s.state == StepState::Done, s.text.clone()))
                         .collect();
-                    if self.echo {
-                        self.progress.clear();
-                        crate::outln!("{}", plan_lines(&steps));
+                    if self.voice.echoes() {
+                        self.voice.clear();
+                        crate::outln!("{}", start::plan_lines(&steps));
                     }
                     Event::Started {
                         goal: goal.clone(),
@@ -635,7 +550,7 @@ impl Runner {
                     None => continue,
                 },
             };
-            self.notify(&event);
+            self.voice.notify(&event);
         }
     }
 
@@ -646,7 +561,7 @@ impl Runner {
     /// # Errors
     /// As [`Runner::drive`].
     pub(crate) fn drive_in_view(&mut self) -> crate::error::Result<Exit> {
-        if self.echo {
+        if self.voice.echoes() {
             let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
             crate::errln!(
                 "loop: {} (M1.md {}, log {}; sandbox: {}); Ctrl-C or {} stops it",
@@ -661,8 +576,8 @@ impl Runner {
         let exit = self.drive();
         self.end_trace();
         self.revive_parent();
-        if self.echo {
-            self.progress.clear();
+        if self.voice.echoes() {
+            self.voice.clear();
             let page = self
                 .report
                 .as_ref()
@@ -742,18 +657,29 @@ impl Runner {
                 "make the directory again (or fix WORKDIR in M1.md), then `loop resume`",
             );
         }
+        self.at_once.driving = false;
         loop {
-            match self.decide_once() {
+            let decided = if self.at_once.driving {
+                self.decide_at_once()
+            } else {
+                self.decide_once()
+            };
+            match decided {
                 Ok(Some(exit)) => return Ok(exit),
                 Ok(None) => {}
-                Err(e) => self.wait_out_unwritable(e)?,
+                Err(e) => {
+                    // Decided again from the first question, as by a runner after a crash.
+                    self.at_once.driving = false;
+                    self.disk.wait_out(e, &self.watch, &self.voice)?;
+                }
             }
         }
     }
 
-    /// One decision of [`Runner::drive`], carried out: the exit it comes to, if any.
+    /// One decision of [`Runner::drive`] for a loop of one step at a time, carried out: the
+    /// exit it comes to, if any. A loop of steps at once is handed to its scheduler here.
     fn decide_once(&mut self) -> crate::error::Result<Option<Exit>> {
-        if let Some(stop) = stopfile::requested(&self.state_dir) {
+        if let Some(stop) = self.watch.stop() {
             return self.stop_now(&stop).map(Some);
         }
         if let Some(exit) = self.refresh()? {
@@ -768,16 +694,12 @@ impl Runner {
         }
         // Steps at once: the parallel scheduler decides for every step, and for the end of
         // a loop that ran its steps at once.
-        let parallel_next = matches!(&next, Next::Run(spec) if spec.kind == engine::RunKind::Attempt)
-            || matches!(
-                next,
-                Next::Complete | Next::Halt { .. } | Next::OverBudget { .. }
-            );
-        if self.runs_parallel(&m) && (parallel_next || !m.parallel.runs.is_empty()) {
+        if engine::parallel::decides(&m, &next, self.settings.parallel(&m)) {
             if let Some(t) = self.cannot_run_parallel(&m) {
                 return self.apply(&t).map(|e| Some(e.unwrap_or(Exit::Waiting)));
             }
-            return self.drive_parallel().map(Some);
+            self.take_up_at_once();
+            return self.decide_at_once();
         }
         // A held outcome rides on the next write; where none follows at once, write it now.
         if next.writes_held_first() {
@@ -785,25 +707,27 @@ impl Runner {
         }
         let exit = match next {
             Next::Finished(Status::Done) => {
-                self.say("done: STATUS is DONE; nothing to do");
+                self.voice.say("done: STATUS is DONE; nothing to do");
                 Some(Exit::Ok)
             }
             Next::Finished(_) => {
-                self.say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
+                self.voice
+                    .say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
                 Some(Exit::Failed)
             }
             Next::Paused(_) if std::mem::take(&mut self.paused_by_hand) => {
                 self.apply(&engine::by_hand::paused(&m))?
             }
             Next::Paused(why) => {
-                self.say(&format!("waiting: {why}"));
+                self.voice.say(&format!("waiting: {why}"));
                 Some(Exit::Waiting)
             }
             Next::Complete => Some(self.complete(&m)?),
             Next::Await(run) => self.await_run(&run)?,
             Next::WaitUntil { until, reason } => {
                 if self.announced_wait != Some(until) {
-                    self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
+                    self.voice
+                        .say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
                     self.announced_wait = Some(until);
                 }
                 self.wait_until(until, &reason)?
@@ -844,33 +768,25 @@ impl Runner {
             if left.is_zero() {
                 break None;
             }
-            self.progress.wait(&label, until, reason);
-            // Asleep until the wait's end or an event (see `Runner::longest_sleep`).
-            match self.watch.wait(left.min(self.longest_sleep())) {
+            self.voice.live().wait(&label, until, reason);
+            // Asleep until the wait's end or an event (see `Watch::longest_sleep`).
+            match self
+                .watch
+                .wait(left.min(self.watch.longest_sleep(self.voice.ticks())))
+            {
                 // A hand edit may have changed the wait: decide again.
                 Wake::M1Changed => break None,
                 Wake::Stop | Wake::Task | Wake::Timeout => {
-                    if let Some(stop) = stopfile::requested(&self.state_dir) {
+                    if let Some(stop) = self.watch.stop() {
                         break Some(stop);
                     }
                 }
             }
         };
-        self.progress.clear();
+        self.voice.clear();
         match waited {
             Some(stop) => self.stop_now(&stop).map(Some),
             None => Ok(None),
-        }
-    }
-
-    /// The longest the runner sleeps with nothing due: a second on a terminal, whose live line
-    /// shows a clock, or where events do not arrive; else only the rare look for a lost event
-    /// ([`watch::Watch::fallback`]).
-    fn longest_sleep(&self) -> Duration {
-        if self.progress.ticks() {
-            POLL
-        } else {
-            self.watch.fallback()
         }
     }
 
@@ -887,7 +803,7 @@ impl Runner {
         self.tell_done(&t.edits);
         crash::point("before-done-write");
         self.commit(&t.edits)?;
-        self.say(&t.log);
+        self.voice.say(&t.log);
         crash::point("after-done-write");
         // What the steps' commits needed is needed no more: every step is DONE or SKIPPED.
         let _ = std::fs::remove_dir_all(
@@ -910,7 +826,7 @@ impl Runner {
         if !no_page && !commits.exists() {
             return;
         }
-        self.say(
+        self.voice.say(
             "end: the loop's end was left unfinished (its runner died after DONE): finished now",
         );
         let _ = std::fs::remove_dir_all(&commits);
@@ -923,7 +839,7 @@ impl Runner {
     fn gate_event(&self, id: &str) -> Option<Event> {
         let m = self.view();
         let Some(g) = m.gate(id) else {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "notify: gate {id} is not in M1.md; no message sent"
             ));
             return None;
@@ -944,13 +860,13 @@ impl Runner {
         }
         match crate::report::write_beside(&self.file) {
             Ok(page) => {
-                self.log_line(&format!("report: {}", page.display()));
+                self.voice.log(&format!("report: {}", page.display()));
                 let shown = page.display().to_string();
                 self.report = Some(page);
                 Some(shown)
             }
             Err(e) => {
-                self.log_line(&format!("report: not written: {e:#}"));
+                self.voice.log(&format!("report: not written: {e:#}"));
                 None
             }
         }
@@ -963,7 +879,7 @@ impl Runner {
     /// killed in between ends it again and queues nothing twice. The report is named where it
     /// is about to be written (a step's own loop writes none).
     fn tell_done(&mut self, edits: &[crate::m1::Edit]) {
-        let mut doc = self.doc.clone();
+        let mut doc = self.record.doc().clone();
         for e in edits {
             doc.apply(e);
         }
@@ -983,7 +899,7 @@ impl Runner {
                 m.loop_id.as_deref().unwrap_or(&self.loop_id)
             ));
         }
-        self.notify(&event);
+        self.voice.notify(&event);
     }
 
     /// The DONE notification: each step's summary, the cost, the time since the loop started,
@@ -1058,7 +974,7 @@ impl Runner {
             return;
         };
         if let Err(e) = crate::runner::plan_import::tick(Path::new(&path), step) {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "plan file: could not tick step {step} in {path}: {e:#}"
             ));
         }
@@ -1067,7 +983,8 @@ impl Runner {
     /// What asks this loop to stop, now; the global stop file when nothing does any more (a
     /// wait that gave up because of a stop that has since been taken away).
     fn stop_cause(&self) -> engine::Stop {
-        stopfile::requested(&self.state_dir)
+        self.watch
+            .stop()
             .unwrap_or_else(|| engine::Stop::File(stopfile::global().display().to_string()))
     }
 
@@ -1111,7 +1028,7 @@ impl Runner {
             let t = engine::stopped(step, kept, stop, Some(&id));
             let _ = self.record_judged(&id, engine::LedgerVerdict::Stopped, &t.edits, &t.log);
         }
-        self.say(&format!(
+        self.voice.say(&format!(
             "stop: {} seen while M1.md is invalid; step killed, nothing written",
             stop.by()
         ));
@@ -1131,10 +1048,10 @@ impl Runner {
             (0, []) => "between steps".to_string(),
             (n, []) => format!("at step {n}"),
         };
-        self.say(&format!(
+        self.voice.say(&format!(
             "revive: the runner had died {at}; resumed by itself (revived by {by})"
         ));
-        self.notify(&Event::Text(format!(
+        self.voice.notify(&Event::Text(format!(
             "{}\nThe runner died {at}; the loop resumed by itself (revived by {by}).",
             m.goal
         )));

@@ -65,7 +65,7 @@ impl Runner {
             RunKind::Plan | RunKind::Attempt => self.settings.agent_for(m).model,
         };
         for why in &stream.compactions_failed {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "compaction: step {}'s session could not compact its context (not counted): {why}",
                 run.step
             ));
@@ -168,7 +168,7 @@ impl Runner {
                 None
             }
             Err(e) => {
-                self.say(&format!(
+                self.voice.say(&format!(
                     "handoff: step {step}'s note (handoff/{name}) was not taken: {e}"
                 ));
                 None

@@ -221,7 +221,7 @@ impl Runner {
         if !resumed {
             let at = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
             if let Err(e) = self.commit(&[GithubKey::Opening.set(at)]) {
-                self.say(&format!(
+                self.voice.say(&format!(
                     "pr: the intent to open a pull request could not be written ({e}); none \
                      is opened"
                 ));
@@ -234,7 +234,7 @@ impl Runner {
             self.pr_failed(&format!("the push failed: {e}"));
             return;
         }
-        self.say(&format!("pr: pushed {branch} to {REMOTE}"));
+        self.voice.say(&format!("pr: pushed {branch} to {REMOTE}"));
         crash::point("pr-after-push");
         // The pull request this loop opened before its runner was killed (whatever became of
         // it since), or one open already for the branch (a loop of the same issue before),
@@ -249,7 +249,7 @@ impl Runner {
             }
         };
         let url = if let Some(url) = found {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "pr: the pull request of {branch} was opened already: {url}"
             ));
             url
@@ -266,10 +266,10 @@ impl Runner {
         let edits = [GithubKey::Pr.set(url.clone()), GithubKey::PrError.remove()];
         if let Err(e) = self.commit(&edits) {
             // The pull request is open; the next runner finds it by its branch.
-            self.say(&format!("pr: {url} could not be written into M1.md: {e}"));
+            self.voice.say(&format!("pr: {url} could not be written into M1.md: {e}"));
             return;
         }
-        self.say(&format!("pr: opened {url}"));
+        self.voice.say(&format!("pr: opened {url}"));
     }
 
     fn create_pull_request(&self, m: &M1, dir: &Path, branch: &str) -> Result<String, String> {
@@ -293,7 +293,7 @@ impl Runner {
     fn pr_failed(&mut self, why: &str) {
         let line = crate::text::one_line(why, 400);
         let _ = self.commit(&[GithubKey::PrError.set(line.clone())]);
-        self.say(&format!("pr: no pull request was opened: {line}"));
+        self.voice.say(&format!("pr: no pull request was opened: {line}"));
     }
 
     /// A loop of an issue that ended FAILED comments its report on the issue, once (unless
@@ -320,7 +320,7 @@ impl Runner {
         let body = match report(&self.file, Status::Failed) {
             Ok(b) => b,
             Err(e) => {
-                self.say(&format!(
+                self.voice.say(&format!(
                     "issue: no comment: the report could not be made: {e}"
                 ));
                 return;
@@ -329,9 +329,9 @@ impl Runner {
         match github::comment(self.github_dir(), &which, &body) {
             Ok(url) => {
                 let _ = self.commit(&[GithubKey::Commented.set(url.clone())]);
-                self.say(&format!("issue: commented the report on {which}: {url}"));
+                self.voice.say(&format!("issue: commented the report on {which}: {url}"));
             }
-            Err(e) => self.say(&format!("issue: no comment on {which}: {e}")),
+            Err(e) => self.voice.say(&format!("issue: no comment on {which}: {e}")),
         }
     }
 }

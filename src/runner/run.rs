@@ -6,6 +6,7 @@
 use anyhow::Context;
 use chrono::Utc;
 
+use super::unwritable::supervisor_waits;
 use super::{Runner, crash};
 use crate::agent::{self, Invocation, Session};
 use crate::bridge::{self, FireRequest, TaskReport, TaskState};
@@ -25,7 +26,7 @@ impl Runner {
         {
             let (task, step) = (e.task_id.clone(), spec.step);
             self.commit(&edits)?;
-            self.say(&format!(
+            self.voice.say(&format!(
                 "ledger: step {step} passed as task {task}, but M1.md no longer said so (a save \
                  of an older text); its record is put back and it is not run again"
             ));
@@ -241,7 +242,7 @@ impl Runner {
                 // said at once, then every half minute.
                 if told.is_zero() || waited >= told + std::time::Duration::from_secs(30) {
                     told = waited;
-                    self.waiting_for_supervisor(task_id, waited, &log);
+                    supervisor_waits(&self.voice, task_id, waited, &log);
                 }
             },
         )
@@ -288,7 +289,7 @@ impl Runner {
                     && !line.is_empty()
                     && !logged.contains(&line.chars().take(60).collect::<String>())
                 {
-                    self.say(&format!(
+                    self.voice.say(&format!(
                         "{line} (from the task ledger: the runner that decided it died before \
                          it was logged)"
                     ));
@@ -302,7 +303,7 @@ impl Runner {
                     ids.join(", ")
                 )
             };
-            self.say(&format!(
+            self.voice.say(&format!(
                 "ledger: task {task_id} was judged already ({}); its record is put back{also}; \
                  nothing is judged or run again",
                 j.verdict
@@ -312,7 +313,7 @@ impl Runner {
         if bridge::take_back_unstarted(&self.state_dir, task_id)
             .map_err(|e| e.context(format!("while looking at task {task_id}")))?
         {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "resume: task {task_id} was published but never handed to a supervisor (its \
                  runner died first): its agent never ran, so no attempt is counted"
             ));
@@ -324,7 +325,7 @@ impl Runner {
         self.watch.set_task_dir(Some(&dir));
         let watched = self.watch_task(run);
         self.watch.set_task_dir(None);
-        self.progress.end();
+        self.voice.live().end();
         match watched? {
             Ok(report) => self.conclude(run, &report),
             Err(stop) => self.stop_now(&stop).map(Some),
@@ -341,7 +342,7 @@ impl Runner {
             .get_or_insert_with(agent::new_session_id)
             .clone();
         let resumed = run.kind.resumable() && engine::resumes(&m, run.step, Some(&session_id));
-        self.say(&format!(
+        self.voice.say(&format!(
             "resume: {}task {} was recorded but never started; starting it now",
             if run.kind == RunKind::Review {
                 "review "
@@ -431,7 +432,8 @@ impl Runner {
         timeout: std::time::Duration,
     ) -> crate::error::Result<verify::Outcome> {
         crash::point("before-verify");
-        self.say(&format!("verify: step {}: running `{cmd}`", run.step));
+        self.voice
+            .say(&format!("verify: step {}: running `{cmd}`", run.step));
         let state_dir = self.state_dir.clone();
         let env = [
             ("LOOP_STEP".to_string(), run.step.to_string()),
@@ -469,7 +471,7 @@ impl Runner {
                 return;
             }
             Err(e) => {
-                self.say(&format!(
+                self.voice.say(&format!(
                     "hooks: task {task_id}'s hooks.log was not read ({e}): a run wrote it, and \
                      the loop takes no link or special file from a run"
                 ));
@@ -479,7 +481,7 @@ impl Runner {
         let mut refused = 0;
         for line in text.lines() {
             match compaction_trigger(line) {
-                Some(trigger) => self.say(&format!(
+                Some(trigger) => self.voice.say(&format!(
                     "compaction: step {step}'s session (task {task_id}) starts compacting its \
                      context ({trigger})"
                 )),
@@ -487,7 +489,7 @@ impl Runner {
             }
         }
         if refused > 0 {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "hooks: task {task_id} handed back {refused} line(s) that the loop's hooks do not \
                  write; not taken"
             ));
@@ -503,13 +505,13 @@ impl Runner {
             let after = bridge::kill(&self.state_dir, task_id, super::KILL_GRACE).map_err(|e| {
                 e.context(format!("while ending what is left of lost task {task_id}"))
             })?;
-            self.say(&format!(
+            self.voice.say(&format!(
                 "lost: task {task_id} lost its supervisor; its processes were ended ({})",
                 after.line()
             ));
         }
         if !report.killed_outside_group.is_empty() {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "cleanup: task {task_id} left processes outside its process group; ended: {}",
                 bridge::describe(&report.killed_outside_group)
             ));

@@ -542,7 +542,7 @@ fn new_document(
         edits.push(Top::ApprovePlan.set("on"));
     }
     edits.push(Top::Workdir.set(workdir.display().to_string()));
-    edits.push(Top::LoopId.set(super::new_loop_id()));
+    edits.push(Top::LoopId.set(new_loop_id()));
     if let Some(p) = &req.plan {
         let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
         edits.push(Top::PlanFile.set(abs.display().to_string()));
@@ -657,7 +657,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     let _ = decision_log::append(&state_dir, &format!("start: new loop, goal: {}", req.goal));
     say_if_nothing_is_committed(req, &settings, &state_dir);
     if req.plan_only && !steps.is_empty() {
-        crate::outln!("{}", super::plan_lines(&steps));
+        crate::outln!("{}", plan_lines(&steps));
         crate::outln!("nothing runs yet: `loop resume` runs the plan");
         return Ok(ExitStatus::Ok);
     }
@@ -669,7 +669,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
     // With --approve-plan, the plan's gate shows the plan.
     if !steps.is_empty() && !runner.view().approve_plan {
         let m = runner.view();
-        runner.notify(&Event::Started {
+        runner.voice.notify(&Event::Started {
             goal: m.goal.clone(),
             steps: m.plan.steps.iter().map(|s| s.text.clone()).collect(),
             sandbox: Some(runner.sandbox_words()),
@@ -802,14 +802,16 @@ pub(crate) fn resume_as(
                 Edit::Status(Status::Running),
                 Top::LastAction.set(format!("Resumed by hand from {}", m.status.as_str())),
             ])?;
-            runner.say(&format!(
+            runner.voice.say(&format!(
                 "resume: {} → RUNNING by `loop resume`",
                 m.status.as_str()
             ));
         }
         Status::Running => match revived_by {
             Some(by) => runner.revived(by),
-            None => runner.say("resume: STATUS RUNNING; carrying on from M1.md"),
+            None => runner
+                .voice
+                .say("resume: STATUS RUNNING; carrying on from M1.md"),
         },
     }
     if revived_by.is_none() {
@@ -868,4 +870,29 @@ pub(super) fn detach(file: &Path, revived_by: Option<&str>) -> Result<ExitStatus
         out_path.display()
     );
     Ok(ExitStatus::Ok)
+}
+
+/// A plan as a person reads it: a line saying how many steps (and how many of them are DONE
+/// already, which never run), then one line each. `steps`: whether each is DONE, and its text.
+#[must_use]
+pub(crate) fn plan_lines(steps: &[(bool, String)]) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!("plan: {} step(s)", steps.len());
+    let done = steps.iter().filter(|(done, _)| *done).count();
+    if done > 0 {
+        let _ = write!(out, ", {done} already DONE");
+    }
+    for (i, (done, s)) in steps.iter().enumerate() {
+        let _ = write!(out, "\n  {}. {s}", i + 1);
+        if *done {
+            out.push_str("  (already DONE: it does not run)");
+        }
+    }
+    out
+}
+
+/// A new loop id: 12 hex digits, enough to tell loops of one state directory apart.
+#[must_use]
+pub(crate) fn new_loop_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
 }

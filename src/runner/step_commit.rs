@@ -99,7 +99,7 @@ impl Runner {
         let baseline = match taken {
             Ok(b) => b,
             Err(why) => {
-                self.say(&format!(
+                self.voice.say(&format!(
                     "commit: step {step} will not be committed: the work tree as it begins \
                      could not be noted ({why})"
                 ));
@@ -151,7 +151,7 @@ impl Runner {
                 })?;
             }
             Err(why) => {
-                self.say(&format!(
+                self.voice.say(&format!(
                     "commit: the work tree as step {step}'s attempt begins could not be noted \
                      ({why}); its commit will take the work tree as it is when the step is DONE"
                 ));
@@ -182,7 +182,7 @@ impl Runner {
                 })?;
                 crash::point("after-work-noted");
             }
-            Err(why) => self.say(&format!(
+            Err(why) => self.voice.say(&format!(
                 "commit: what step {step}'s run (task {task_id}) left could not be noted \
                  ({why}); its commit will take the work tree as it is when the step is DONE"
             )),
@@ -256,7 +256,7 @@ impl Runner {
         };
         // A git killed in mid-write leaves its lock, and every later commit would fail on it.
         match crate::git::clear_stale_index_lock(&top, INDEX_LOCK_PATIENCE) {
-            Ok(Some(what)) => self.say(&format!("commit: {what}")),
+            Ok(Some(what)) => self.voice.say(&format!("commit: {what}")),
             Ok(None) => {}
             Err(why) => return fail(why),
         }
@@ -350,12 +350,12 @@ impl Runner {
             return Ok(w.left.clone());
         }
         if as_it_stands {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "commit: step {step} was taken as it stands (REVIEW: off): its commit takes the \
                  work tree as it is now"
             ));
         } else {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "commit: step {step}: what its agent's last run left was not noted ({}): its \
                  commit takes the work tree as it is now, what VERIFY wrote included",
                 path.display()
@@ -374,7 +374,7 @@ impl Runner {
     /// what was committed. What the person staged elsewhere stays staged.
     fn sync_index(&self, top: &Path, c: &str) {
         if let Err(why) = index_to(top, c) {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "commit: git's index could not be brought up to the commit ({why}): `git \
                  status` may show the step's files as changed until `git reset -q`"
             ));

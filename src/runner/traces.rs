@@ -82,7 +82,9 @@ impl Runner {
         match Tracer::from_env(&root) {
             None => {}
             Some(Ok(tracer)) => self.tracer = Some(tracer),
-            Some(Err(why)) => self.say(&format!("trace: no traces are exported: {why}")),
+            Some(Err(why)) => self
+                .voice
+                .say(&format!("trace: no traces are exported: {why}")),
         }
     }
 
@@ -243,7 +245,7 @@ impl Runner {
         };
         let m = self.view();
         let now = Utc::now();
-        let figures = engine::figures::totals(&m, &super::step_loops(&m));
+        let figures = engine::figures::totals(&m, &super::parallel::step_loops(&m));
         let mut attributes = vec![
             kv("gen_ai.operation.name", "invoke_workflow"),
             kv("m1loop.loop_id", self.loop_id.clone()),
@@ -271,7 +273,7 @@ impl Runner {
             error: (m.status == crate::m1::Status::Failed).then(|| "the loop FAILED".into()),
         });
         if let Err(why) = tracer.shutdown() {
-            self.log_line(&format!("trace: spans not all sent: {why}"));
+            self.voice.log(&format!("trace: spans not all sent: {why}"));
         }
     }
 }

@@ -6,19 +6,27 @@
 //! writes. The terminal is told at once; `loop.log`, which cannot be written either, gets the
 //! lines said meanwhile once it can, and a line saying how long the wait was.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 
-use super::{Runner, stopfile};
+use super::voice::Voice;
+use super::watch::Watch;
 use crate::error::{Error, Result};
 
-/// Lines said while `loop.log` could not take them, kept for it: at most this many.
-const HELD_LINES: usize = 1000;
+/// The state directory as the runner last met it: writable, or not since when. The runner
+/// hands it each error that ended a decision, and tells it of each write that got through.
+#[derive(Debug)]
+pub(super) struct Unwritable {
+    state_dir: PathBuf,
+    /// Since when the state directory cannot be written, while it cannot.
+    outage: Option<Outage>,
+}
 
 /// The state directory could not be written, since.
 #[derive(Debug)]
-pub(super) struct Outage {
+struct Outage {
     since: DateTime<Utc>,
     began: Instant,
     /// What the OS said the first time.
@@ -27,20 +35,27 @@ pub(super) struct Outage {
     waits: u32,
 }
 
-impl Runner {
+impl Unwritable {
+    pub(super) fn new(state_dir: PathBuf) -> Self {
+        Self {
+            state_dir,
+            outage: None,
+        }
+    }
+
     /// `e` ended a decision: when it says the state directory cannot be written for now, waits
     /// a little (saying so the first time) and returns, for the decision to be made again;
     /// any other error is handed back.
     ///
     /// # Errors
     /// `e` itself, unless it is an unwritable state directory; a stop asked for while waiting.
-    pub(super) fn wait_out_unwritable(&mut self, e: Error) -> Result<()> {
+    pub(super) fn wait_out(&mut self, e: Error, watch: &Watch, voice: &Voice) -> Result<()> {
         let why = match &e {
             Error::Internal(inner) => crate::full_disk::cause(inner),
             _ => None,
         };
         let Some(why) = why else { return Err(e) };
-        if let Some(stop) = stopfile::requested(&self.state_dir) {
+        if let Some(stop) = watch.stop() {
             return Err(Error::waiting(format!(
                 "stopped by {} while {} could not be written ({why}); the last decision was \
                  not recorded (`loop resume` makes it again)",
@@ -58,23 +73,23 @@ impl Runner {
         outage.waits += 1;
         if waits == 0 {
             let dir = self.state_dir.display().to_string();
-            self.progress.clear();
+            voice.clear();
             crate::errln!(
                 "loop: {dir} cannot be written ({why}); the loop waits for room and tries again \
                  (the running step goes on; this costs no attempt)"
             );
-            self.say(&format!(
+            voice.say(&format!(
                 "disk: {dir} cannot be written for now ({e}); waiting for room, the running step \
                  goes on"
             ));
         }
-        let _ = self.watch.wait(crate::full_disk::backoff(waits));
+        let _ = watch.wait(crate::full_disk::backoff(waits));
         Ok(())
     }
 
     /// A write got through: if the state directory could not be written before, says for how
     /// long, on the terminal and in the log.
-    pub(super) fn note_writable(&mut self) {
+    pub(super) fn note_writable(&mut self, voice: &Voice) {
         let Some(o) = self.outage.take() else { return };
         let took = crate::duration::human(o.began.elapsed());
         let line = format!(
@@ -85,47 +100,23 @@ impl Runner {
             o.why,
             o.waits
         );
-        self.progress.clear();
-        crate::errln!("loop: {line}");
-        self.say(&line);
+        voice.warn(&line);
     }
+}
 
-    /// The supervisor of task `task_id` has not started its command after `waited`: says so,
-    /// with the last line of its log (`log`), which says why (a full disk).
-    pub(super) fn waiting_for_supervisor(
-        &self,
-        task_id: &str,
-        waited: std::time::Duration,
-        log: &std::path::Path,
-    ) {
-        let last = crate::decision_log::last_lines(log, 1).pop();
-        let line = format!(
-            "start: task {task_id} has waited {} for its supervisor to start its agent{}",
-            crate::duration::human(waited),
-            last.map(|l| format!(": {}", l.trim_start_matches("supervisor: ")))
-                .unwrap_or_default()
-        );
-        self.progress.clear();
-        crate::errln!("loop: {line}");
-        self.say(&line);
-    }
-
-    /// Appends `line` to `loop.log`, after any lines it could not take before; keeps it for
-    /// later when it cannot take it now either.
-    pub(super) fn log_line(&self, line: &str) {
-        let stamped = crate::decision_log::stamped(line);
-        let mut held = self.unlogged.borrow_mut();
-        if !held.is_empty() {
-            if crate::decision_log::append_stamped(&self.state_dir, &held.concat()).is_err() {
-                if held.len() < HELD_LINES {
-                    held.push(stamped);
-                }
-                return;
-            }
-            held.clear();
-        }
-        if crate::decision_log::append_stamped(&self.state_dir, &stamped).is_err() {
-            held.push(stamped);
-        }
-    }
+/// The supervisor of task `task_id` has not started its command after `waited`: says so,
+/// with the last line of its log (`log`), which says why (a full disk).
+pub(super) fn supervisor_waits(
+    voice: &Voice,
+    task_id: &str,
+    waited: std::time::Duration,
+    log: &std::path::Path,
+) {
+    let last = crate::decision_log::last_lines(log, 1).pop();
+    voice.warn(&format!(
+        "start: task {task_id} has waited {} for its supervisor to start its agent{}",
+        crate::duration::human(waited),
+        last.map(|l| format!(": {}", l.trim_start_matches("supervisor: ")))
+            .unwrap_or_default()
+    ));
 }

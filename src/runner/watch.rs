@@ -19,6 +19,11 @@ use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 /// nothing, short enough that a step's end is never missed for long.
 pub(crate) const LOST_EVENT_LOOK: Duration = Duration::from_secs(300);
 
+/// How often the runner re-checks what it waits for where file events do not arrive (no
+/// inotify watcher, a directory it could not watch), and how often a terminal's live line is
+/// redrawn. Where events arrive, the runner sleeps until one comes or a timer is due.
+pub(crate) const POLL: Duration = Duration::from_secs(1);
+
 /// Why the runner woke up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wake {
@@ -55,13 +60,15 @@ pub(crate) struct Watch {
     step_dirs: Vec<PathBuf>,
     /// A directory that should be watched is not (a stop file's directory that does not
     /// exist, a task directory that could not be watched): what happens there is only seen
-    /// by looking, so the runner looks every [`super::POLL`].
+    /// by looking, so the runner looks every [`POLL`].
     blind: bool,
     task_blind: bool,
     /// How many wakes [`Watch::wait`] has handed out: a caller that sees it move while it did
     /// something else (a write that waited for a broken file to be fixed) knows that events
     /// were taken by that wait, and looks again instead of sleeping on them.
     woken: std::cell::Cell<u64>,
+    /// The state directory of the loop watched, whose stop files [`Watch::stop`] looks at.
+    state_dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Watch {
@@ -111,6 +118,32 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 impl Watch {
+    /// Watches a loop: its M1.md and the stop files that apply to it (the global one and the
+    /// one in its state directory, `state_dir`), which [`Watch::stop`] then looks at.
+    #[must_use]
+    pub(crate) fn of_loop(m1: &Path, state_dir: &Path) -> Self {
+        let mut me = Self::new(m1, &super::stopfile::paths(state_dir));
+        me.state_dir = Some(state_dir.to_path_buf());
+        me
+    }
+
+    /// What asks the watched loop to stop, now (see [`super::stopfile::requested`]); nothing
+    /// for a watch made without a loop's state directory.
+    #[must_use]
+    pub(crate) fn stop(&self) -> Option<crate::engine::Stop> {
+        self.state_dir
+            .as_deref()
+            .and_then(super::stopfile::requested)
+    }
+
+    /// The longest the runner sleeps with nothing due: a second where `ticks` (a terminal's
+    /// live line shows a clock) or where events do not arrive; else only the rare look for a
+    /// lost event ([`Watch::fallback`]).
+    #[must_use]
+    pub(crate) fn longest_sleep(&self, ticks: bool) -> Duration {
+        if ticks { POLL } else { self.fallback() }
+    }
+
     /// Watches M1.md's directory and each stop file's directory. A watcher that cannot start
     /// (no inotify left, say) is not an error: the runner then lives on its poll fallback.
     #[must_use]
@@ -135,6 +168,7 @@ impl Watch {
             blind: false,
             task_blind: false,
             woken: std::cell::Cell::new(0),
+            state_dir: None,
         };
         let mut dirs: Vec<PathBuf> = Vec::new();
         {
@@ -225,14 +259,14 @@ impl Watch {
     }
 
     /// The longest the runner sleeps with nothing due: [`LOST_EVENT_LOOK`] while events
-    /// arrive from everywhere it waits on, [`super::POLL`] where some cannot (no watcher, a
+    /// arrive from everywhere it waits on, [`POLL`] where some cannot (no watcher, a
     /// directory that could not be watched).
     #[must_use]
     pub(crate) fn fallback(&self) -> Duration {
         if self.is_live() && !self.blind && !self.task_blind {
             LOST_EVENT_LOOK
         } else {
-            super::POLL
+            POLL
         }
     }
 
@@ -376,7 +410,7 @@ mod tests {
         let m1 = dir.path().join("M1.md");
         std::fs::write(&m1, "STATUS: RUNNING\n").unwrap();
         let w = Watch::new(&m1, &[dir.path().join("no-such-dir").join("stop")]);
-        assert_eq!(w.fallback(), crate::runner::POLL);
+        assert_eq!(w.fallback(), POLL);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! its stream (a CLI retrying a refused key is ended at once, one in a storm of rate-limit
 //! retries as soon as it is seen), the live line.
 
-use super::{Runner, crash, stopfile};
+use super::{Runner, crash};
 use crate::agent::{self, Follow};
 use crate::bridge::{self, TaskReport, TaskState};
 use crate::engine::{self, OnRecord, RunOnRecord};
@@ -43,7 +43,7 @@ impl Runner {
                 agent::follow(backend, &report.stdout_path, &report.stderr_path)
             });
             stream.poll();
-            self.progress.update(stream.summary());
+            self.voice.live().update(stream.summary());
             if report.state == TaskState::Running && stream.summary().auth_failing() {
                 return self.end_auth_failing(task_id, stream.summary()).map(Ok);
             }
@@ -71,7 +71,7 @@ impl Runner {
                 // on record until it is judged, whatever it names: it is judged as a resume.
                 let t = engine::session_named(&named);
                 self.commit(&t.edits)?;
-                self.say(&t.log);
+                self.voice.say(&t.log);
             }
             if report.state != TaskState::Running {
                 return Ok(Ok(report));
@@ -79,7 +79,7 @@ impl Runner {
             if self.watch.woken() != woken {
                 // A write above waited (for a broken M1.md to be fixed) and took the events
                 // that came meanwhile, the task's end among them perhaps: look again first.
-                if let Some(stop) = stopfile::requested(&self.state_dir) {
+                if let Some(stop) = self.watch.stop() {
                     return Ok(Err(stop));
                 }
                 continue;
@@ -89,7 +89,7 @@ impl Runner {
             let due = (report.elapsed < PID_RECORD_AFTER)
                 .then(|| PID_RECORD_AFTER.saturating_sub(report.elapsed));
             self.until_next_check(step, task_id, stream.as_mut(), due)?;
-            if let Some(stop) = stopfile::requested(&self.state_dir) {
+            if let Some(stop) = self.watch.stop() {
                 return Ok(Err(stop));
             }
         }
@@ -105,7 +105,7 @@ impl Runner {
         stream: &agent::StreamSummary,
     ) -> crate::error::Result<TaskReport> {
         let what = stream.api_error.as_deref().unwrap_or("401");
-        self.say(&format!(
+        self.voice.say(&format!(
             "auth: task {task_id}: the CLI is retrying an authentication error ({what}); \
              ending it now rather than after its own retries"
         ));
@@ -127,7 +127,7 @@ impl Runner {
         stream: &agent::StreamSummary,
     ) -> crate::error::Result<TaskReport> {
         let what = stream.api_error.as_deref().unwrap_or("429");
-        self.say(&format!(
+        self.voice.say(&format!(
             "rate limit: task {task_id}: the CLI keeps retrying a rate limit, {what}; ending it \
              now and waiting it out as the loop's own backoff rather than through its minutes of \
              silent retries"
@@ -158,7 +158,7 @@ impl Runner {
     ) -> crate::error::Result<()> {
         let exit_record = bridge::exit_record_path(&self.state_dir, task_id);
         let checked = std::time::Instant::now();
-        let longest = self.longest_sleep();
+        let longest = self.watch.longest_sleep(self.voice.ticks());
         let mut limit = due.map_or(longest, |d| d.min(longest));
         loop {
             let left = limit.saturating_sub(checked.elapsed());
@@ -184,7 +184,7 @@ impl Runner {
                     if stream.summary().auth_failing() || stream.summary().rate_limit_storm() {
                         return Ok(());
                     }
-                    self.progress.update(stream.summary());
+                    self.voice.live().update(stream.summary());
                 }
                 Wake::Stop | Wake::Task | Wake::Timeout => return Ok(()),
             }
@@ -202,7 +202,8 @@ impl Runner {
         // A review run is counted apart from the step's attempts: "attempt 2" there would
         // read as the step failing once.
         let label = format!("{what} {} {}", run.kind.number_word(), run.number);
-        self.progress
+        self.voice
+            .live()
             .begin(label, report.elapsed, engine::spent(&m));
     }
 

@@ -25,7 +25,8 @@ pub(crate) use record::{
 
 use super::Caps;
 use super::next::{over_max_cost, over_max_steps, ready, spent};
-use crate::m1::{Gate, GateKind, M1, ParallelRun, StepState};
+use super::{Next, RunKind};
+use crate::m1::{Gate, GateKind, M1, ParallelRun, Status, StepState};
 
 /// What the runner saw of step `n`'s own loop (`PARALLEL.STEP_N.LOOP`).
 #[derive(Debug, Clone, PartialEq)]
@@ -127,6 +128,28 @@ pub(crate) enum Move {
     OverBudget { step: u32, reason: String },
     /// Every step in flight waits for a person: the loop waits (its runner ends).
     Wait,
+}
+
+/// Whether the scheduler of steps at once ([`schedule`]) decides for the loop `m`, whose next
+/// move one step at a time would be `next`, with `slots` steps allowed at once
+/// (`LIMITS.PARALLEL`). It does for a loop that runs its steps at once (`slots` above 1, or a
+/// `PARALLEL:` block of steps that ran at once, carried on whatever `LIMITS.PARALLEL` says now:
+/// a step is never started a second time in the project itself, and a loop that ran its steps
+/// at once ends as one), with a plan to run and no run of its own on record, when what comes
+/// next is an attempt of a step, the loop's end (complete, a halt, a cost cap), or a step is in
+/// flight. A DONE step's commit (`Next::Commit`) comes first in either loop.
+#[must_use]
+pub(crate) fn decides(m: &M1, next: &Next, slots: u32) -> bool {
+    let at_once = (slots > 1 || m.parallel.branch.is_some() || !m.parallel.runs.is_empty())
+        && !m.plan.steps.is_empty()
+        && m.status == Status::Running
+        && m.current.task_id.is_none();
+    let its_move = matches!(next, Next::Run(spec) if spec.kind == RunKind::Attempt)
+        || matches!(
+            next,
+            Next::Complete | Next::Halt { .. } | Next::OverBudget { .. }
+        );
+    at_once && (its_move || !m.parallel.runs.is_empty())
 }
 
 /// The next moves of the loop `m`, whose recorded steps' loops were seen as `seen`, with

@@ -455,3 +455,40 @@ fn a_steps_loop_inherits_exactly_what_the_settings_table_says() {
     }
     assert!(checked > 25, "{checked}");
 }
+
+/// The loop's next move one step at a time, as the sequential loop asks for it.
+fn next_of(m: &M1) -> Next {
+    crate::engine::next(m, &caps(), chrono::Utc::now())
+}
+
+#[test]
+fn the_scheduler_of_steps_at_once_decides_a_steps_attempt_and_the_end_while_steps_run_at_once() {
+    let fresh = "STATUS: RUNNING
+GOAL: g
+PLAN:
+  TOTAL_STEPS: 2
+  CURRENT_STEP: 0
+  STEPS:
+    1: [PENDING] a
+    2: [PENDING] b
+";
+    let m = view(fresh);
+    let next = next_of(&m);
+    assert!(matches!(&next, Next::Run(s) if s.kind == RunKind::Attempt));
+    // One slot, nothing that ran at once: the loop of one step at a time decides.
+    assert!(!decides(&m, &next, 1));
+    assert!(decides(&m, &next, 2));
+    // A wait is the loop's own, unless steps are in flight: then the scheduler watches them.
+    let wait = Next::Paused("a person".into());
+    assert!(!decides(&m, &wait, 2));
+    let running = view(LOOP);
+    assert!(
+        decides(&running, &wait, 1),
+        "a loop that ran its steps at once ends as one"
+    );
+    // A loop that is not RUNNING, or has a run of its own on record, is not the scheduler's.
+    let waiting = view(&LOOP.replace("STATUS: RUNNING", "STATUS: WAITING"));
+    assert!(!decides(&waiting, &wait, 2));
+    let own_run = view(&format!("{LOOP}CURRENT:\n  TASK_ID: task_1\n"));
+    assert!(!decides(&own_run, &wait, 2));
+}

@@ -45,14 +45,14 @@ impl Runner {
             wt,
             &format!("loop: step {n}: its work so far, before what the loop has merged"),
         ) {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "parallel: step {n} goes on from its own base: its work so far could not be \
                  committed before the loop's merged work is taken in ({why})"
             ));
             return;
         }
         match git::run_as_author(wt, &["merge", "--no-ff", "--no-edit", "-q", &integration]) {
-            Ok(_) => self.say(&format!(
+            Ok(_) => self.voice.say(&format!(
                 "parallel: step {n} goes on from what the loop has merged so far ({} at {}), \
                  its own work kept",
                 integration,
@@ -60,7 +60,7 @@ impl Runner {
             )),
             Err(why) => {
                 let _ = git::run(wt, &["merge", "--abort"]);
-                self.say(&format!(
+                self.voice.say(&format!(
                     "parallel: step {n} goes on from its own base: what the loop has merged so \
                      far ({integration}) conflicts with its work, which the merge queue meets \
                      when the step is done ({})",

@@ -187,7 +187,7 @@ impl Runner {
             return Ok(Checked::Ended(exit));
         }
         if engine::by_hand::closed_while_running(&self.view(), n) == Some(StepState::Skipped) {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "merge: step {n} was set SKIPPED by hand while VERIFY ran on its merged result: \
                  it is not merged"
             ));

@@ -26,15 +26,15 @@ mod steps;
 mod tell;
 
 pub(crate) use merge::{merge_task, step_loops};
-pub(super) use steps::Restarts;
+use steps::Restarts;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::Utc;
 
 use super::Runner;
-use super::stopfile;
 use crate::engine::{self, parallel::Move};
 use crate::exit::Status as Exit;
 use crate::m1::{M1, Status};
@@ -43,20 +43,19 @@ use crate::m1::{M1, Status};
 /// of its steps' loops say when one changes; this is the fallback where events do not arrive).
 const POLL_FALLBACK: Duration = Duration::from_secs(2);
 
-impl Runner {
-    /// Whether this loop runs its steps at once: `LIMITS.PARALLEL` above 1, or a `PARALLEL:`
-    /// block of steps that ran at once (carried on whatever `PARALLEL` says now: a step is
-    /// never started a second time in the project itself, and a loop that ran its steps at
-    /// once ends as one), with a plan to run and no run of its own on record.
-    pub(super) fn runs_parallel(&self, m: &M1) -> bool {
-        (self.settings.parallel(m) > 1
-            || m.parallel.branch.is_some()
-            || !m.parallel.runs.is_empty())
-            && !m.plan.steps.is_empty()
-            && m.status == Status::Running
-            && m.current.task_id.is_none()
-    }
+/// The driver of steps at once: what it keeps between passes of [`Runner::drive`].
+#[derive(Debug, Default)]
+pub(super) struct AtOnce {
+    /// This runner has taken the loop up as one of steps at once ([`Runner::take_up_at_once`]):
+    /// each pass asks the scheduler, until the runner ends or an error sends it back to the
+    /// first question (see [`Runner::drive`]).
+    pub(super) driving: bool,
+    /// Each step's loop this runner started again while that loop stood still (see
+    /// [`steps`]): a count, and when the next start may be.
+    restarts: BTreeMap<u32, Restarts>,
+}
 
+impl Runner {
     /// Why the project cannot run steps at once (no git repository, or no commit to branch
     /// from), as a halt; `None` when it can.
     pub(super) fn cannot_run_parallel(&self, m: &M1) -> Option<engine::Transition> {
@@ -81,32 +80,36 @@ impl Runner {
         ))
     }
 
-    /// Drives a parallel loop until it is DONE, FAILED, or waits for a person.
+    /// Takes the loop up as one of steps at once: what a runner that died left of their
+    /// worktrees is put right, and from now on each pass of [`Runner::drive`] asks the
+    /// scheduler ([`Runner::decide_at_once`]).
+    pub(super) fn take_up_at_once(&mut self) {
+        self.reconcile_worktrees();
+        self.at_once.driving = true;
+    }
+
+    /// One pass of [`Runner::drive`] for a loop of steps at once: the scheduler's first move,
+    /// carried out; the exit it comes to, if any. With no move to make, sleeps until a step's
+    /// loop changes.
     ///
     /// # Errors
     /// I/O failures the loop cannot go on from (git's are halts, saying which step).
-    pub(super) fn drive_parallel(&mut self) -> crate::error::Result<Exit> {
-        self.reconcile_worktrees();
-        loop {
-            if let Some(stop) = stopfile::requested(&self.state_dir) {
-                return self.stop_parallel(&stop);
-            }
-            if let Some(exit) = self.refresh()? {
-                return Ok(exit);
-            }
-            let m = self.view();
-            if m.status != Status::Running {
-                return Ok(self.left_running(&m));
-            }
-            let moves = self.schedule(&m);
-            let Some(first) = moves.into_iter().next() else {
-                self.sleep_on_steps(&m);
-                continue;
-            };
-            if let Some(exit) = self.carry(first)? {
-                return Ok(exit);
-            }
+    pub(super) fn decide_at_once(&mut self) -> crate::error::Result<Option<Exit>> {
+        if let Some(stop) = self.watch.stop() {
+            return self.stop_parallel(&stop).map(Some);
         }
+        if let Some(exit) = self.refresh()? {
+            return Ok(Some(exit));
+        }
+        let m = self.view();
+        if m.status != Status::Running {
+            return Ok(Some(self.left_running(&m)));
+        }
+        let Some(first) = self.schedule(&m).into_iter().next() else {
+            self.sleep_on_steps(&m);
+            return Ok(None);
+        };
+        self.carry(first)
     }
 
     /// The engine's moves for `m`, from what each step's loop looks like now, less the
@@ -250,7 +253,7 @@ impl Runner {
         }
         let by = format!("the loop of one of its steps ({})", self.file.display());
         if let Err(e) = super::revive::revive(Path::new(&parent), &by) {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "revive: the parallel loop {parent} could not be revived: {e}"
             ));
         }

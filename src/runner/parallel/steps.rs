@@ -47,7 +47,7 @@ impl Runner {
             ParallelKey::Base.set(base.clone()),
         ])?;
         git::run(&self.workdir, &["branch", &branch, &base]).map_err(anyhow::Error::msg)?;
-        self.say(&format!(
+        self.voice.say(&format!(
             "parallel: integration branch {branch} from {}",
             git::short(&base)
         ));
@@ -150,14 +150,14 @@ impl Runner {
             worktree: &worktree.display().to_string(),
             parent_file: &parent,
             parent_id: &self.parallel_id(),
-            loop_id: &super::super::new_loop_id(),
+            loop_id: &super::super::start::new_loop_id(),
             started_at: &Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             max_steps: self.settings.caps(m).max_steps,
         };
         let resolved = self.runs_with(m);
         let runs_with = |p: &crate::m1::KeyPath| match resolved.get(p) {
             Some(v) => v.clone(),
-            None => self.doc.get_at(p),
+            None => self.record.doc().get_at(p),
         };
         let edits = engine::parallel::step_loop(m, &spec, &runs_with);
         let mut doc = Document::parse(super::super::start::TEMPLATE)
@@ -252,7 +252,7 @@ impl Runner {
         let aside = dir.with_extension(format!("set-aside-{}", Utc::now().format("%Y%m%dT%H%M%S")));
         std::fs::rename(&dir, &aside)
             .with_context(|| format!("while setting {} aside", dir.display()))?;
-        self.say(&format!(
+        self.voice.say(&format!(
             "parallel: the loop at step {n}'s path ({}) is not this loop's; set aside as {}, \
              and step {n} starts a loop of its own",
             dir.display(),
@@ -274,16 +274,16 @@ impl Runner {
         if run.stopped {
             self.commit(&[RunKey::Stopped.remove(n)])?;
             // A person's `loop resume`: the count begins again.
-            self.step_starts.remove(&n);
+            self.at_once.restarts.remove(&n);
         }
         let Some(f) = run.loop_file.clone() else {
             return Ok(None);
         };
         let file = Path::new(&f);
         let out = Layout::of(file).runner_out();
-        let count = self.step_starts.get(&n).map_or(0, |r| r.count) + 1;
+        let count = self.at_once.restarts.get(&n).map_or(0, |r| r.count) + 1;
         if count > MAX_STARTS {
-            self.step_starts.remove(&n);
+            self.at_once.restarts.remove(&n);
             let t = engine::halt(
                 0,
                 &format!(
@@ -297,7 +297,8 @@ impl Runner {
             );
             return self.apply(&t).map(|e| e.or(Some(Exit::Waiting)));
         }
-        self.say(&format!("parallel: step {n}'s loop runs on"));
+        self.voice
+            .say(&format!("parallel: step {n}'s loop runs on"));
         let text = std::fs::read_to_string(file).unwrap_or_default();
         let printed_before = std::fs::metadata(&out).map_or(0, |md| md.len());
         let spawned = spawn_runner_seen(file)?;
@@ -306,7 +307,7 @@ impl Runner {
             && super::super::lock::holder(file).is_none()
             && std::fs::read_to_string(file).unwrap_or_default() == text
         {
-            self.step_starts.remove(&n);
+            self.at_once.restarts.remove(&n);
             let said = printed_since(&out, printed_before);
             let why = if said.is_empty() {
                 format!("its runner exited at once ({status}) and printed nothing")
@@ -323,13 +324,13 @@ impl Runner {
             return self.apply(&t).map(|e| e.or(Some(Exit::Waiting)));
         }
         let due = std::time::Instant::now() + backoff(count);
-        self.step_starts.insert(n, Restarts { count, due });
+        self.at_once.restarts.insert(n, Restarts { count, due });
         Ok(None)
     }
 
     /// How long until step `n`'s loop may be started again; `None`: it may be now.
     pub(super) fn start_due(&self, n: u32) -> Option<std::time::Duration> {
-        let r = self.step_starts.get(&n)?;
+        let r = self.at_once.restarts.get(&n)?;
         r.due.checked_duration_since(std::time::Instant::now())
     }
 
@@ -348,7 +349,7 @@ impl Runner {
             .map(|(n, _)| RunKey::Stopped.set(*n, "true"))
             .collect();
         if let Err(e) = self.commit(&marks) {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "parallel: the stop marks could not be written: {e}"
             ));
         }
@@ -385,10 +386,10 @@ impl Runner {
         let branch_there = git::commit_of(&self.workdir, &format!("refs/heads/{branch}")).is_some();
         if branch_there || wt.join(".git").exists() {
             match git::remove(&self.workdir, &wt, &branch, &integration) {
-                Ok(()) => self.say(&format!(
+                Ok(()) => self.voice.say(&format!(
                     "parallel: step {n}'s worktree and {branch} removed"
                 )),
-                Err(why) => self.say(&format!(
+                Err(why) => self.voice.say(&format!(
                     "parallel: step {n}'s worktree {} and {branch} are kept: {why}",
                     wt.display()
                 )),
@@ -428,7 +429,7 @@ impl Runner {
                 &["worktree", "remove", "--force", &wt.display().to_string()],
             )
         {
-            self.say(&format!(
+            self.voice.say(&format!(
                 "parallel: step {n}'s worktree {} is kept: {why}",
                 wt.display()
             ));
@@ -465,7 +466,7 @@ impl Runner {
                 && b.starts_with(&format!("{integration}-step-"))
                 && !known.contains(&b)
             {
-                self.say(&format!(
+                self.voice.say(&format!(
                     "parallel: worktree {path} on {b} is not in M1.md: kept as it is (`git \
                      worktree remove {path}` once you know it holds nothing you need)"
                 ));
@@ -503,7 +504,7 @@ impl Runner {
         let t = engine::parallel::finished(&m, &landed);
         self.tell_done(&t.edits);
         self.commit(&t.edits)?;
-        self.say(&t.log);
+        self.voice.say(&t.log);
         self.carry_out(&m, &t.effects);
         Ok(Exit::Ok)
     }

@@ -53,7 +53,8 @@ impl Runner {
             }
             Decided::Made { .. } | Decided::Already(_) | Decided::Stale(_) => {}
         }
-        self.say(&engine::parallel::carried(n, gate, step_gate, choice));
+        self.voice
+            .say(&engine::parallel::carried(n, gate, step_gate, choice));
         if carries_on {
             spawn_runner(Path::new(&file))?;
             if self
@@ -96,7 +97,7 @@ impl Runner {
         told: &str,
     ) -> crate::error::Result<()> {
         run_again(file, n, Some(told))?;
-        self.say(&format!(
+        self.voice.say(&format!(
             "merge: step {n} goes back to its session: {}",
             crate::text::one_line(told, 200)
         ));
@@ -108,7 +109,7 @@ impl Runner {
 /// pass marked retried in the ledger, its gates answered), told `why` when there is a reason;
 /// then a runner of its own carries it on.
 fn run_again(file: &Path, n: u32, why: Option<&str>) -> crate::error::Result<()> {
-    if let Some(pid) = super::super::lock::wait_released(file, super::super::STOP_PATIENCE) {
+    if let Some(pid) = super::super::lock::wait_released(file, super::super::stop::STOP_PATIENCE) {
         return Err(anyhow::anyhow!(
             "step {n}'s loop {} is still driven by pid {pid}",
             file.display()
