@@ -34,12 +34,15 @@ pub(crate) fn run(args: &DaemonArgs) -> crate::error::Result<Status> {
     let mut tries: HashMap<PathBuf, Tries> = HashMap::new();
     let mut bot: Option<(Child, Instant)> = None;
     let first = loops(args);
-    if first.is_empty() {
+    let scheduled = crate::schedule::load().is_ok_and(|l| !l.entries.is_empty());
+    if first.is_empty() && !scheduled {
         return Err(Error::bad_input(
-            "no loop to keep running: pass --loop M1.md, or run `loop service install --file \
-             M1.md` first",
+            "no loop to keep running and no schedule: pass --loop M1.md, run `loop service \
+             install --file M1.md` first, or add a schedule (`loop schedule add`)",
         ));
     }
+    let (_held, wake) = schedule_watch();
+    let mut said = None;
     say(&format!(
         "keeping {} loop(s) running: {}",
         first.len(),
@@ -63,8 +66,84 @@ pub(crate) fn run(args: &DaemonArgs) -> crate::error::Result<Status> {
         {
             keep_bot(&mut bot, file);
         }
-        std::thread::sleep(sleep);
+        if all.is_empty() {
+            // No loop to look after: asleep until a due time or an edit of the schedules.
+            sleep = MAX_SLEEP;
+        }
+        sleep = sleep.min(schedules(&mut said));
+        // Woken early by an edit of the schedules file; the next round reads it.
+        let _ = wake.recv_timeout(sleep);
+        while wake.try_recv().is_ok() {}
     }
+}
+
+/// The longest the daemon sleeps with nothing due: a wall clock set forward (or a machine
+/// resumed from suspend) is noticed within it.
+const MAX_SLEEP: Duration = Duration::from_secs(10 * 60);
+
+/// The daemon's lock (`daemon.lock` in the per-user state directory: `loop start --at` knows
+/// from it that a daemon runs), and a channel that wakes the daemon when the schedules file
+/// changes.
+fn schedule_watch() -> (
+    Option<crate::lockfile::Held>,
+    std::sync::mpsc::Receiver<()>,
+) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let Ok(dir) = crate::dirs::user_state_dir() else {
+        return (None, rx);
+    };
+    let _ = std::fs::create_dir_all(&dir);
+    let held = crate::lockfile::try_exclusive(&dir.join("daemon.lock"))
+        .ok()
+        .and_then(Result::ok);
+    let watcher = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
+        if e.is_ok_and(|e| e.paths.iter().any(|p| p.ends_with("schedules.md"))) {
+            let _ = tx.send(());
+        }
+    });
+    if let Ok(mut w) = watcher {
+        use notify::Watcher;
+        if w.watch(&dir, notify::RecursiveMode::NonRecursive).is_ok() {
+            // Kept for the daemon's life.
+            std::mem::forget(w);
+        }
+    }
+    (held, rx)
+}
+
+/// The daemon's voice for the schedules: its log, and a loop's chat.
+struct Voice;
+
+impl crate::schedule::daemon::Say for Voice {
+    fn log(&mut self, line: &str) {
+        say(line);
+    }
+
+    fn tell(&mut self, state_dir: &Path, text: &str) {
+        let exe = std::env::current_exe().ok();
+        crate::notifier::from_env(state_dir, exe.as_deref())
+            .notify(&crate::notifier::Event::Text(text.to_owned()));
+    }
+}
+
+/// One look at the schedules; how long until the next due time. A mistake in the file is
+/// said once, not every round.
+fn schedules(said: &mut Option<String>) -> Duration {
+    let Ok(exe) = std::env::current_exe() else {
+        return MAX_SLEEP;
+    };
+    let looked = crate::schedule::daemon::look(Utc::now(), &exe, &mut Voice);
+    if looked.problem != *said {
+        if let Some(p) = &looked.problem {
+            say(&format!("the schedules file has mistakes; no schedule starts until they are fixed:\n{p}"));
+        }
+        said.clone_from(&looked.problem);
+    }
+    looked
+        .next
+        .map_or(MAX_SLEEP, |t| (t - Utc::now()).to_std().unwrap_or_default())
+        // Never a busy loop, even when a ledger that cannot be written keeps a time due.
+        .max(Duration::from_millis(200))
 }
 
 /// Looks at one loop and revives it if it needs it; how soon it wants another look, when
