@@ -84,10 +84,7 @@ const MAX_SLEEP: Duration = Duration::from_secs(10 * 60);
 /// The daemon's lock (`daemon.lock` in the per-user state directory: `loop start --at` knows
 /// from it that a daemon runs), and a channel that wakes the daemon when the schedules file
 /// changes.
-fn schedule_watch() -> (
-    Option<crate::lockfile::Held>,
-    std::sync::mpsc::Receiver<()>,
-) {
+fn schedule_watch() -> (Option<crate::lockfile::Held>, std::sync::mpsc::Receiver<()>) {
     let (tx, rx) = std::sync::mpsc::channel();
     let Ok(dir) = crate::dirs::user_state_dir() else {
         return (None, rx);
@@ -135,7 +132,9 @@ fn schedules(said: &mut Option<String>) -> Duration {
     let looked = crate::schedule::daemon::look(Utc::now(), &exe, &mut Voice);
     if looked.problem != *said {
         if let Some(p) = &looked.problem {
-            say(&format!("the schedules file has mistakes; no schedule starts until they are fixed:\n{p}"));
+            say(&format!(
+                "the schedules file has mistakes; no schedule starts until they are fixed:\n{p}"
+            ));
         }
         said.clone_from(&looked.problem);
     }

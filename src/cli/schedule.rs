@@ -18,7 +18,9 @@ pub(crate) enum ScheduleAction {
     /// Start a loop for GOAL in this project at each due time (`loop daemon` starts it), with
     /// `loop start`'s flags after --every: `loop schedule add "bump the dependencies" --every
     /// "weekdays 02:00" --verify "cargo test"`.
-    #[command(override_usage = "loop schedule add <GOAL> --every <WHEN> [--catch-up DUR] [START FLAGS]...")]
+    #[command(
+        override_usage = "loop schedule add <GOAL> --every <WHEN> [--catch-up DUR] [START FLAGS]..."
+    )]
     Add {
         /// What each loop should achieve, in one line.
         goal: String,
@@ -31,7 +33,11 @@ pub(crate) enum ScheduleAction {
         #[arg(long, value_parser = parse_duration, value_name = "DUR")]
         catch_up: Option<Duration>,
         /// `loop start`'s own flags for each loop.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "START FLAGS")]
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "START FLAGS"
+        )]
         flags: Vec<String>,
     },
     /// List the schedules and queued starts: when each is next due, and what became of the
@@ -66,7 +72,7 @@ fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 /// `loop schedule …`.
 ///
 /// # Errors
-/// A malformed schedules file (file:line:col), an unknown id, bad flags, or I/O.
+/// A malformed schedules file (`file:line:col`), an unknown id, bad flags, or I/O.
 pub(crate) fn run(file: &Path, found_above: bool, action: ScheduleAction) -> Result<Status> {
     match action {
         ScheduleAction::Add {
@@ -254,7 +260,10 @@ fn list(json: bool) -> Result<Status> {
                 })
             })
             .collect();
-        crate::outln!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        crate::outln!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        );
         return Ok(Status::Ok);
     }
     if loaded.entries.is_empty() {
@@ -274,7 +283,12 @@ fn list(json: bool) -> Result<Status> {
         } else {
             next_due(e, &records).map_or_else(|| "-".to_owned(), |t| format!("next {}", local(t)))
         };
-        crate::outln!("{}  {next}  {when}  {}  {}", e.id, e.project.display(), e.goal);
+        crate::outln!(
+            "{}  {next}  {when}  {}  {}",
+            e.id,
+            e.project.display(),
+            e.goal
+        );
         let last = last(&records, &e.id);
         if !last.is_empty() {
             crate::outln!("    last: {last}");
@@ -351,7 +365,10 @@ fn start_flags(argv: &[String], goal: &str) -> Vec<String> {
             }
             "--detach" | "--quiet" | "-q" => {}
             s if s.starts_with("--at=") => {}
-            s if s == goal && !goal_seen && !out.last().is_some_and(|p: &String| takes_value(p)) => {
+            s if s == goal
+                && !goal_seen
+                && !out.last().is_some_and(|p: &String| takes_value(p)) =>
+            {
                 goal_seen = true;
             }
             _ => out.push(a.clone()),
@@ -364,7 +381,14 @@ fn start_flags(argv: &[String], goal: &str) -> Vec<String> {
 fn takes_value(flag: &str) -> bool {
     flag.starts_with("--")
         && !flag.contains('=')
-        && !["--review", "--force", "--plan-only", "--approve-plan", "--no-commit"].contains(&flag)
+        && ![
+            "--review",
+            "--force",
+            "--plan-only",
+            "--approve-plan",
+            "--no-commit",
+        ]
+        .contains(&flag)
 }
 
 /// The starts queued for the loop of `file`, with their time.

@@ -8,7 +8,11 @@ use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, 
 ///
 /// # Errors
 /// What `text` should look like.
-pub fn parse<Tz: TimeZone>(text: &str, now: DateTime<Utc>, tz: &Tz) -> Result<DateTime<Utc>, String> {
+pub fn parse<Tz: TimeZone>(
+    text: &str,
+    now: DateTime<Utc>,
+    tz: &Tz,
+) -> Result<DateTime<Utc>, String> {
     let t = text.trim();
     if let Ok(d) = DateTime::parse_from_rfc3339(t) {
         return Ok(d.with_timezone(&Utc));
@@ -62,6 +66,10 @@ mod tests {
         // Spring forward: 02:30 does not exist on 29 March 2026; 03:00 CEST does.
         let at = parse("2026-03-29 02:30", now, &Berlin).unwrap();
         assert_eq!(at, Utc.with_ymd_and_hms(2026, 3, 29, 1, 0, 0).unwrap());
-        assert!(parse("tomorrow", now, &Berlin).unwrap_err().contains("is not a time"));
+        assert!(
+            parse("tomorrow", now, &Berlin)
+                .unwrap_err()
+                .contains("is not a time")
+        );
     }
 }

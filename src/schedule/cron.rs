@@ -140,7 +140,10 @@ impl Cron {
         let local = after.with_timezone(tz).naive_local();
         // From the day before: a time in a gap may resolve to after midnight.
         let first = local.date().pred_opt()?;
-        for d in first.iter_days().take(usize::try_from(SEARCH_DAYS).unwrap_or(0)) {
+        for d in first
+            .iter_days()
+            .take(usize::try_from(SEARCH_DAYS).unwrap_or(0))
+        {
             if !self.day_matches(d) {
                 continue;
             }
@@ -198,11 +201,11 @@ fn field(
         };
         let (range, step) = match item.split_once('/') {
             Some((r, s)) => {
-                let step: u32 = s
-                    .parse()
-                    .ok()
-                    .filter(|s| *s > 0)
-                    .ok_or_else(|| err(format!("the step `{s}` of the {what} is not a number above 0")))?;
+                let step: u32 = s.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
+                    err(format!(
+                        "the step `{s}` of the {what} is not a number above 0"
+                    ))
+                })?;
                 (r, step)
             }
             None => (item, 1),
@@ -218,7 +221,11 @@ fn field(
             n.filter(|n| (lo..=hi).contains(n)).ok_or_else(|| {
                 err(format!(
                     "`{v}` is no {what} ({lo}-{hi}{})",
-                    if names.is_empty() { "" } else { ", or its name" }
+                    if names.is_empty() {
+                        ""
+                    } else {
+                        ", or its name"
+                    }
                 ))
             })
         };
@@ -227,7 +234,9 @@ fn field(
         } else if let Some((a, b)) = range.split_once('-') {
             let (a, b) = (value(a)?, value(b)?);
             if a > b {
-                return Err(err(format!("the range `{range}` of the {what} runs backwards")));
+                return Err(err(format!(
+                    "the range `{range}` of the {what} runs backwards"
+                )));
             }
             (a, b)
         } else {
@@ -255,16 +264,16 @@ fn macro_cron(t: &str) -> Option<&'static str> {
 }
 
 /// A phrase as a cron expression: `[every] DAYS [at] HH:MM`, or `HH:MM` (every day).
-fn phrase(t: &str) -> Option<String> {
-    let lower = t.to_ascii_lowercase();
+fn phrase(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
     let words: Vec<&str> = lower
         .split_whitespace()
         .filter(|w| *w != "every" && *w != "at" && *w != "on")
         .collect();
     let (time, days) = words.split_last()?;
-    let (h, m) = time.split_once(':')?;
-    let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
-    if h > 23 || m > 59 {
+    let (hour, minute) = time.split_once(':')?;
+    let (hour, minute): (u32, u32) = (hour.parse().ok()?, minute.parse().ok()?);
+    if hour > 23 || minute > 59 {
         return None;
     }
     let days = days.join(" ");
@@ -274,15 +283,18 @@ fn phrase(t: &str) -> Option<String> {
         "weekend" | "weekends" => "0,6".to_owned(),
         list => {
             let mut out = Vec::new();
-            for d in list.split([',', ' ']).filter(|d| !d.is_empty() && *d != "and") {
-                let d = d.trim_end_matches('s');
-                let i = WEEKDAYS.iter().position(|w| d.starts_with(w))?;
-                out.push(i.to_string());
+            for d in list
+                .split([',', ' '])
+                .filter(|d| !d.is_empty() && *d != "and")
+            {
+                let day = d.trim_end_matches('s');
+                let n = WEEKDAYS.iter().position(|w| day.starts_with(w))?;
+                out.push(n.to_string());
             }
             out.join(",")
         }
     };
-    Some(format!("{m} {h} * * {dow}"))
+    Some(format!("{minute} {hour} * * {dow}"))
 }
 
 #[cfg(test)]

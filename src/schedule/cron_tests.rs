@@ -61,7 +61,10 @@ fn a_thirty_first_skips_the_months_without_one() {
 #[test]
 fn a_leap_day_comes_every_four_years() {
     let got = next_n("30 6 29 2 *", berlin(2026, 11, 29, 0, 0), 2);
-    assert_eq!(got, [berlin(2028, 2, 29, 6, 30), berlin(2032, 2, 29, 6, 30)]);
+    assert_eq!(
+        got,
+        [berlin(2028, 2, 29, 6, 30), berlin(2032, 2, 29, 6, 30)]
+    );
 }
 
 #[test]
@@ -74,7 +77,11 @@ fn the_thirtieth_of_february_is_never_due() {
 fn a_time_in_the_spring_forward_gap_is_due_once_right_after_it() {
     // 29 March 2026: 02:00 CET becomes 03:00 CEST, so 02:30 does not exist that day.
     let got = next_n("30 2 * * *", berlin(2026, 3, 28, 12, 0), 2);
-    assert_eq!(got[0], utc(2026, 3, 29, 1, 0), "03:00 CEST, the end of the gap");
+    assert_eq!(
+        got[0],
+        utc(2026, 3, 29, 1, 0),
+        "03:00 CEST, the end of the gap"
+    );
     assert_eq!(got[1], berlin(2026, 3, 30, 2, 30));
     // Every quarter hour: the gap's four times are one due time, not four.
     let got = next_n("*/15 * * * *", berlin(2026, 3, 29, 1, 50), 3);
@@ -134,7 +141,11 @@ fn an_error_names_the_character_it_is_at() {
     let e = Cron::parse("0 2 * * 1,mon-xyz").unwrap_err();
     assert_eq!(e.offset, 10, "{}", e.message);
     let e = Cron::parse("sometimes").unwrap_err();
-    assert!(e.message.contains("neither a cron expression"), "{}", e.message);
+    assert!(
+        e.message.contains("neither a cron expression"),
+        "{}",
+        e.message
+    );
     let e = Cron::parse("*/0 * * * *").unwrap_err();
     assert!(e.message.contains("above 0"), "{}", e.message);
 }

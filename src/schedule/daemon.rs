@@ -94,35 +94,48 @@ pub fn look(now: DateTime<Utc>, exe: &Path, say: &mut dyn Say) -> Looked {
                     local(first),
                     crate::duration::exact(entry.catch_up)
                 );
-                record(&ledger_path, entry, through, What::Skipped { why: why.clone() }, say);
+                record(
+                    &ledger_path,
+                    entry,
+                    through,
+                    What::Skipped { why: why.clone() },
+                    say,
+                );
                 say.log(&format!("{}: {why}", entry.id));
                 tell(say, entry, &format!("schedule {}: {why}", entry.id));
                 wake(now);
             }
         }
     }
-    // A queued start that is over leaves the file; the ledger keeps what became of it.
-    if !over.is_empty() {
-        let mut text = loaded.text.clone();
-        for id in &over {
-            text = super::file::remove(&text, id).unwrap_or(text);
-        }
-        let write = || -> std::io::Result<()> {
-            let mut f = atomic_write_file::AtomicWriteFile::open(&loaded.path)?;
-            std::io::Write::write_all(&mut f, text.as_bytes())?;
-            f.commit()
-        };
-        if let Err(e) = write() {
-            say.log(&format!("could not write {}: {e}", loaded.path.display()));
-        }
-    }
+    remove_over(&loaded, &over, say);
     looked
+}
+
+/// A queued start that is over leaves the file; the ledger keeps what became of it.
+fn remove_over(loaded: &super::Loaded, over: &[String], say: &mut dyn Say) {
+    if over.is_empty() {
+        return;
+    }
+    let mut text = loaded.text.clone();
+    for id in over {
+        text = super::file::remove(&text, id).unwrap_or(text);
+    }
+    let write = || -> std::io::Result<()> {
+        let mut f = atomic_write_file::AtomicWriteFile::open(&loaded.path)?;
+        std::io::Write::write_all(&mut f, text.as_bytes())?;
+        f.commit()
+    };
+    if let Err(e) = write() {
+        say.log(&format!("could not write {}: {e}", loaded.path.display()));
+    }
 }
 
 /// A time as the person reads it: local, to the minute.
 #[must_use]
 pub fn local(t: DateTime<Utc>) -> String {
-    t.with_timezone(&Local).format("%Y-%m-%d %H:%M %Z").to_string()
+    t.with_timezone(&Local)
+        .format("%Y-%m-%d %H:%M %Z")
+        .to_string()
 }
 
 fn tell(say: &mut dyn Say, entry: &Entry, text: &str) {
@@ -147,7 +160,7 @@ fn record(ledger: &Path, entry: &Entry, due: DateTime<Utc>, what: What, say: &mu
     }
 }
 
-/// What the loop file holds: its STATUS and LOOP_ID (none when there is no loop there, or
+/// What the loop file holds: its STATUS and `LOOP_ID` (none when there is no loop there, or
 /// none that can be read).
 fn loop_of(file: &Path) -> (Option<Status>, Option<String>) {
     match crate::m1::load(file) {
@@ -159,7 +172,7 @@ fn loop_of(file: &Path) -> (Option<Status>, Option<String>) {
     }
 }
 
-/// A start a killed daemon left between its intent and its outcome: the LOOP_ID tells.
+/// A start a killed daemon left between its intent and its outcome: the `LOOP_ID` tells.
 fn resolve(
     entry: &Entry,
     due: DateTime<Utc>,
@@ -189,7 +202,8 @@ fn resolve(
             }
         }
         _ => {
-            let window = chrono::Duration::from_std(entry.catch_up).unwrap_or(chrono::Duration::MAX);
+            let window =
+                chrono::Duration::from_std(entry.catch_up).unwrap_or(chrono::Duration::MAX);
             if now - due <= window {
                 say.log(&format!(
                     "{}: the start of {} had not happened when the daemon was stopped; starting \
@@ -290,9 +304,13 @@ fn spawn_start(entry: &Entry, exe: &Path) -> Result<(), String> {
             Ok(())
         });
     }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run {} in {}: {e}", exe.display(), entry.project.display()))?;
+    let out = cmd.output().map_err(|e| {
+        format!(
+            "cannot run {} in {}: {e}",
+            exe.display(),
+            entry.project.display()
+        )
+    })?;
     if out.status.success() {
         return Ok(());
     }

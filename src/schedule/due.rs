@@ -18,10 +18,7 @@ pub enum Next {
     /// Nothing, ever (paused, a one-shot that is over, or a time that never comes).
     Never,
     /// Start the loop of this due time; `coalesced`: earlier due times missed with it.
-    Start {
-        due: DateTime<Utc>,
-        coalesced: bool,
-    },
+    Start { due: DateTime<Utc>, coalesced: bool },
     /// A start was begun for this due time and its outcome is not known: look.
     Unresolved(DateTime<Utc>),
     /// Due times from `first` up to `through` were missed by more than the window.

@@ -86,7 +86,11 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, Vec<Problem>> {
                 b.finish(&mut entries, &mut problems);
             }
             let id = id.trim();
-            if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            if id.is_empty()
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
                 problems.push(Problem {
                     line,
                     col: 4,
@@ -182,7 +186,14 @@ impl Block {
         }
     }
 
-    fn set(&mut self, key: &str, value: &str, line: usize, col: usize, problems: &mut Vec<Problem>) {
+    fn set(
+        &mut self,
+        key: &str,
+        value: &str,
+        line: usize,
+        col: usize,
+        problems: &mut Vec<Problem>,
+    ) {
         let mut bad = |at: usize, message: String| {
             problems.push(Problem {
                 line,
@@ -200,7 +211,10 @@ impl Block {
         self.seen.push(known);
         match key {
             "EVERY" | "AT" if self.when.is_some() => {
-                bad(0, format!("schedule {} has both EVERY and AT; keep one", self.id));
+                bad(
+                    0,
+                    format!("schedule {} has both EVERY and AT; keep one", self.id),
+                );
             }
             "EVERY" => match Cron::parse(value) {
                 Ok(cron) => {
@@ -214,9 +228,12 @@ impl Block {
             "AT" | "SINCE" => match DateTime::parse_from_rfc3339(value) {
                 Ok(t) if key == "AT" => self.when = Some(When::At(t.with_timezone(&Utc))),
                 Ok(t) => self.since = Some(t.with_timezone(&Utc)),
-                Err(e) => bad(0, format!(
-                    "{key}: `{value}` is not a time such as 2026-11-30T02:00:00+01:00 ({e})"
-                )),
+                Err(e) => bad(
+                    0,
+                    format!(
+                        "{key}: `{value}` is not a time such as 2026-11-30T02:00:00+01:00 ({e})"
+                    ),
+                ),
             },
             "GOAL" if value.is_empty() => bad(0, "the goal is empty".into()),
             "GOAL" => self.goal = Some(value.to_owned()),
@@ -381,23 +398,23 @@ pub fn append(text: &str, entry: &Entry) -> String {
 /// An entry as the file holds it.
 #[must_use]
 pub fn render(e: &Entry) -> String {
-    let mut s = format!("## {}\n", e.id);
-    match &e.when {
-        When::Every { text, .. } => s.push_str(&format!("EVERY: {text}\n")),
-        When::At(t) => s.push_str(&format!("AT: {}\n", stamp(*t))),
-    }
-    s.push_str(&format!("GOAL: {}\n", e.goal));
-    s.push_str(&format!("FILE: {}\n", e.file.display()));
-    s.push_str(&format!("PROJECT: {}\n", e.project.display()));
+    let mut lines = vec![format!("## {}", e.id)];
+    lines.push(match &e.when {
+        When::Every { text, .. } => format!("EVERY: {text}"),
+        When::At(t) => format!("AT: {}", stamp(*t)),
+    });
+    lines.push(format!("GOAL: {}", e.goal));
+    lines.push(format!("FILE: {}", e.file.display()));
+    lines.push(format!("PROJECT: {}", e.project.display()));
     if !e.flags.is_empty() {
-        s.push_str(&format!("FLAGS: {}\n", quote_words(&e.flags)));
+        lines.push(format!("FLAGS: {}", quote_words(&e.flags)));
     }
     if e.catch_up != DEFAULT_CATCH_UP {
-        s.push_str(&format!("CATCH_UP: {}\n", crate::duration::exact(e.catch_up)));
+        lines.push(format!("CATCH_UP: {}", crate::duration::exact(e.catch_up)));
     }
-    s.push_str(&format!("PAUSED: {}\n", if e.paused { "yes" } else { "no" }));
-    s.push_str(&format!("SINCE: {}\n", stamp(e.since)));
-    s
+    lines.push(format!("PAUSED: {}", if e.paused { "yes" } else { "no" }));
+    lines.push(format!("SINCE: {}", stamp(e.since)));
+    lines.join("\n") + "\n"
 }
 
 /// A time as the file writes it.

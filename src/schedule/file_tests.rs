@@ -28,7 +28,9 @@ fn a_schedule_file_reads_as_its_entries() {
     assert_eq!(s1.project, std::path::Path::new("/p/app"));
     assert_eq!(s1.catch_up, super::DEFAULT_CATCH_UP);
     assert_eq!(entries[1].catch_up, std::time::Duration::from_secs(3600));
-    assert!(matches!(entries[1].when, When::At(t) if t.to_rfc3339() == "2026-11-30T01:00:00+00:00"));
+    assert!(
+        matches!(entries[1].when, When::At(t) if t.to_rfc3339() == "2026-11-30T01:00:00+00:00")
+    );
 }
 
 #[test]
@@ -40,19 +42,28 @@ fn a_mistake_is_reported_at_its_line_and_column() {
     let problems = parse(&bad).unwrap_err();
     let at: Vec<(usize, usize)> = problems.iter().map(|p| (p.line, p.col)).collect();
     assert_eq!(at, [(4, 16), (15, 1), (16, 9)], "{problems:?}");
-    assert!(problems[0].message.contains("`9` is no weekday"), "{problems:?}");
+    assert!(
+        problems[0].message.contains("`9` is no weekday"),
+        "{problems:?}"
+    );
 }
 
 #[test]
 fn an_entry_without_its_goal_or_time_is_a_mistake() {
     let problems = parse("## S9\nFILE: relative/M1.md\n").unwrap_err();
     let messages: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
-    assert_eq!(problems[0], Problem {
-        line: 1,
-        col: 1,
-        message: "schedule S9 has no EVERY (or AT)".into()
-    });
-    assert!(messages.iter().any(|m| m.contains("not an absolute path")), "{messages:?}");
+    assert_eq!(
+        problems[0],
+        Problem {
+            line: 1,
+            col: 1,
+            message: "schedule S9 has no EVERY (or AT)".into()
+        }
+    );
+    assert!(
+        messages.iter().any(|m| m.contains("not an absolute path")),
+        "{messages:?}"
+    );
     assert!(parse("stray text\n").is_err());
 }
 
@@ -64,7 +75,10 @@ fn pausing_changes_one_line_and_keeps_the_rest() {
     let paused = set_key(FILE, "S1", "PAUSED", "yes").unwrap();
     assert_eq!(
         paused,
-        FILE.replace("# keep this one quiet\n", "# keep this one quiet\nPAUSED: yes\n")
+        FILE.replace(
+            "# keep this one quiet\n",
+            "# keep this one quiet\nPAUSED: yes\n"
+        )
     );
     assert!(parse(&paused).unwrap()[0].paused);
     assert_eq!(set_key(FILE, "S7", "PAUSED", "yes"), None);
@@ -73,7 +87,10 @@ fn pausing_changes_one_line_and_keeps_the_rest() {
 #[test]
 fn removing_an_entry_keeps_every_other_line() {
     let without = remove(FILE, "S1").unwrap();
-    assert!(without.starts_with("# my schedules\n\n## S2\n"), "{without}");
+    assert!(
+        without.starts_with("# my schedules\n\n## S2\n"),
+        "{without}"
+    );
     assert_eq!(parse(&without).unwrap().len(), 1);
     let without = remove(FILE, "S2").unwrap();
     assert!(without.ends_with("# keep this one quiet\n"), "{without}");

@@ -2,9 +2,9 @@
 //! due time, so that one is started once and only once, whatever is killed when.
 //!
 //! A start is written down before it happens: an `intent` (the schedule, the due time, the
-//! loop's M1.md and the LOOP_ID it held before), flushed to the disk, then the start, then
-//! `started` with the new loop's LOOP_ID. A daemon that finds an intent without its outcome
-//! after a restart looks at the M1.md: a LOOP_ID other than the one before means the loop was
+//! loop's M1.md and the `LOOP_ID` it held before), flushed to the disk, then the start, then
+//! `started` with the new loop's `LOOP_ID`. A daemon that finds an intent without its outcome
+//! after a restart looks at the M1.md: a `LOOP_ID` other than the one before means the loop was
 //! started; the same one means it was not, and it is started now. A line cut short by a kill
 //! is the last one, never flushed, and is read as not written.
 
@@ -32,9 +32,12 @@ pub struct Record {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "what", rename_all = "snake_case")]
 pub enum What {
-    /// About to start the loop of `file`, whose LOOP_ID was `prior` (none: no loop there).
-    Intent { file: PathBuf, prior: Option<String> },
-    /// Started: the loop of `file` with this LOOP_ID.
+    /// About to start the loop of `file`, whose `LOOP_ID` was `prior` (none: no loop there).
+    Intent {
+        file: PathBuf,
+        prior: Option<String>,
+    },
+    /// Started: the loop of `file` with this `LOOP_ID`.
     Started { file: PathBuf, loop_id: String },
     /// Not started, and never will be (missed by more than the catch-up window, or the
     /// previous loop still ran).

@@ -1,0 +1,191 @@
+//! Loops started at a time: `loop start --at` and `loop schedule`, started by `loop daemon`
+//! once and only once, whatever is killed when.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::Utc;
+use m1loop::m1::Status;
+
+use crate::support::answers::steady;
+use crate::support::{TestLoop, stdout, wait_until};
+
+/// The ledger's lines about started loops, per schedule id.
+fn started(env: &TestLoop) -> Vec<(String, String)> {
+    let ledger = env.xdg().join("m1loop/schedules.ledger.jsonl");
+    std::fs::read_to_string(ledger)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["what"] == "started")
+        .map(|v| {
+            (
+                v["id"].as_str().unwrap().to_owned(),
+                v["loop_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// In a few seconds, as `--at` takes it.
+fn in_ms(ms: i64) -> String {
+    (Utc::now() + chrono::Duration::milliseconds(ms)).to_rfc3339()
+}
+
+/// How many loops were started in the loop file's state directory.
+fn starts_in(file: &Path) -> usize {
+    std::fs::read_to_string(file.with_file_name("loop.log"))
+        .unwrap_or_default()
+        .matches("start: new loop")
+        .count()
+}
+
+#[test]
+fn a_queued_start_waits_with_its_time_and_the_daemon_starts_it_once() {
+    let env = TestLoop::new();
+    env.scenario(&steady(10));
+    let out = env.run_ok(&["start", "g", "--step", "a", "--at", &in_ms(1500)]);
+    assert!(stdout(&out).contains("queued S1"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("no `loop daemon` runs"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!env.file.exists(), "nothing starts before its time");
+    let status = env.run_ok(&["status"]);
+    assert!(
+        stdout(&status).contains("QUEUED  starts at"),
+        "{}",
+        stdout(&status)
+    );
+    let _daemon = env.spawn(&["daemon", "--every", "1s"]);
+    assert!(
+        wait_until(Duration::from_secs(60), || env.file.exists()
+            && env.m1().status == Status::Done),
+        "{}",
+        env.log()
+    );
+    assert_eq!(started(&env).len(), 1);
+    assert_eq!(starts_in(&env.file), 1);
+    let schedules = std::fs::read_to_string(env.xdg().join("m1loop/schedules.md")).unwrap();
+    assert!(
+        !schedules.contains("## S1"),
+        "a queued start that is over leaves the file:\n{schedules}"
+    );
+}
+
+#[test]
+fn loop_stop_cancels_a_queued_start() {
+    let env = TestLoop::new();
+    env.run_ok(&["start", "g", "--step", "a", "--at", "2099-01-01T02:00:00Z"]);
+    let out = env.run_ok(&["stop"]);
+    assert!(
+        stdout(&out).contains("cancelled the queued start S1"),
+        "{}",
+        stdout(&out)
+    );
+    let list = env.run_ok(&["schedule", "list"]);
+    assert!(stdout(&list).contains("no schedules"), "{}", stdout(&list));
+}
+
+#[test]
+fn a_daemon_killed_at_random_around_due_times_starts_each_once() {
+    let env = TestLoop::new();
+    env.scenario(&steady(10));
+    let files: Vec<PathBuf> = (1..=4)
+        .map(|i| env.temp.join(format!("p{i}/state/M1.md")))
+        .collect();
+    for (i, f) in files.iter().enumerate() {
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        let at = in_ms(800 + 500 * i64::try_from(i).unwrap());
+        env.run_ok(&[
+            "--file",
+            &f.display().to_string(),
+            "start",
+            "g",
+            "--step",
+            "a",
+            "--at",
+            &at,
+        ]);
+    }
+    // Killed every few hundred milliseconds, at a moment the clock picks, and started again.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < until {
+        let mut daemon = env.spawn(&["daemon", "--every", "1s"]);
+        let jitter = u64::from(Utc::now().timestamp_subsec_micros() % 400);
+        std::thread::sleep(Duration::from_millis(100 + jitter));
+        daemon.kill9();
+    }
+    let _daemon = env.spawn(&["daemon", "--every", "1s"]);
+    assert!(
+        wait_until(Duration::from_secs(60), || started(&env).len() >= 4),
+        "{:?}",
+        started(&env)
+    );
+    let mut ids: Vec<String> = started(&env).into_iter().map(|(id, _)| id).collect();
+    ids.sort();
+    assert_eq!(ids, ["S1", "S2", "S3", "S4"], "each due time started once");
+    for f in &files {
+        assert_eq!(starts_in(f), 1, "{}", f.display());
+    }
+}
+
+#[test]
+fn a_malformed_schedules_file_is_said_with_its_line_and_never_rewritten() {
+    let env = TestLoop::new();
+    let dir = env.xdg().join("m1loop");
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = "## S1\nEVERY: 0 25 * * *\nGOAL: g\n";
+    std::fs::write(dir.join("schedules.md"), text).unwrap();
+    let out = env.run_exits(2, &["schedule", "pause", "S1"]);
+    let err = crate::support::stderr(&out);
+    assert!(err.contains("schedules.md:2:10: `25` is no hour"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("schedules.md")).unwrap(),
+        text
+    );
+}
+
+#[test]
+fn schedule_add_list_pause_resume_rm_edit_the_file() {
+    let env = TestLoop::new();
+    let out = env.run_ok(&[
+        "schedule",
+        "add",
+        "bump the deps",
+        "--every",
+        "weekdays 02:00",
+        "--verify",
+        "true",
+    ]);
+    assert!(
+        stdout(&out).contains("added schedule S1"),
+        "{}",
+        stdout(&out)
+    );
+    let path = env.xdg().join("m1loop/schedules.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("EVERY: weekdays 02:00\n") && text.contains("FLAGS: --verify true\n"),
+        "{text}"
+    );
+    env.run_ok(&["schedule", "pause", "S1"]);
+    assert!(stdout(&env.run_ok(&["schedule", "list"])).contains("S1  paused"));
+    env.run_ok(&["schedule", "resume", "S1"]);
+    assert!(stdout(&env.run_ok(&["schedule", "list"])).contains("S1  next "));
+    let bad = env.run_exits(
+        2,
+        &[
+            "schedule",
+            "add",
+            "g",
+            "--every",
+            "daily 02:00",
+            "--no-such-flag",
+        ],
+    );
+    assert!(crate::support::stderr(&bad).contains("not `loop start`'s"));
+    env.run_ok(&["schedule", "rm", "S1"]);
+    assert!(!std::fs::read_to_string(&path).unwrap().contains("## S1"));
+}
