@@ -189,3 +189,175 @@ fn schedule_add_list_pause_resume_rm_edit_the_file() {
     env.run_ok(&["schedule", "rm", "S1"]);
     assert!(!std::fs::read_to_string(&path).unwrap().contains("## S1"));
 }
+
+/// The ledger's lines, as JSON.
+fn ledger(env: &TestLoop) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(env.xdg().join("m1loop/schedules.ledger.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Writes the schedules file and the ledger as a person, or a killed daemon, left them.
+fn leave(env: &TestLoop, schedules: &str, ledger: &[serde_json::Value]) {
+    let dir = env.xdg().join("m1loop");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("schedules.md"), schedules).unwrap();
+    let lines: String = ledger.iter().map(|v| format!("{v}\n")).collect();
+    std::fs::write(dir.join("schedules.ledger.jsonl"), lines).unwrap();
+}
+
+/// A queued start of the test's loop, due at `due`.
+fn queued(env: &TestLoop, due: &str) -> String {
+    format!(
+        "## S1\nAT: {due}\nGOAL: g\nFILE: {}\nPROJECT: {}\nFLAGS: --step a\nSINCE: {due}\n",
+        env.file.display(),
+        env.path().display()
+    )
+}
+
+fn intent(due: &str, file: &Path, prior: Option<&str>) -> serde_json::Value {
+    serde_json::json!({
+        "id": "S1", "due": due, "at": due, "what": "intent", "file": file, "prior": prior,
+    })
+}
+
+#[test]
+fn an_intent_a_killed_daemon_left_without_a_loop_is_started_once() {
+    let env = TestLoop::new();
+    env.scenario(&steady(10));
+    let due = (Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
+    leave(&env, &queued(&env, &due), &[intent(&due, &env.file, None)]);
+    let _daemon = env.spawn(&["daemon", "--every", "1s"]);
+    assert!(
+        wait_until(Duration::from_secs(60), || started(&env).len() == 1),
+        "{:?}",
+        ledger(&env)
+    );
+    assert!(
+        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
+        "{}",
+        env.log()
+    );
+    assert_eq!(starts_in(&env.file), 1);
+}
+
+#[test]
+fn an_intent_a_killed_daemon_left_after_its_loop_was_written_is_not_started_again() {
+    let env = TestLoop::new();
+    env.scenario(&steady(10));
+    env.run_ok(&["start", "g", "--step", "a"]);
+    let id = env.m1().loop_id.unwrap();
+    let due = (Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
+    leave(
+        &env,
+        &queued(&env, &due),
+        &[intent(&due, &env.file, Some("an0ther1d000"))],
+    );
+    let _daemon = env.spawn(&["daemon", "--every", "1s"]);
+    assert!(
+        wait_until(Duration::from_secs(60), || started(&env).len() == 1),
+        "{:?}",
+        ledger(&env)
+    );
+    assert_eq!(
+        started(&env)[0].1,
+        id,
+        "the loop found is the one that was written"
+    );
+    // The file leaves the queued start once it is over: the daemon has looked and decided.
+    assert!(wait_until(Duration::from_secs(30), || {
+        !std::fs::read_to_string(env.xdg().join("m1loop/schedules.md"))
+            .unwrap()
+            .contains("## S1")
+    }));
+    assert_eq!(starts_in(&env.file), 1);
+}
+
+#[test]
+fn a_due_time_whose_previous_loop_still_runs_is_skipped_and_said() {
+    let env = TestLoop::new();
+    env.scenario(&steady(60_000));
+    env.run_ok(&["start", "g", "--step", "a", "--detach"]);
+    env.wait_for_calls(1, 1);
+    let id = env.m1().loop_id.unwrap();
+    env.run_ok(&["start", "g2", "--step", "b", "--at", &in_ms(300)]);
+    let _daemon = env.spawn(&["daemon", "--every", "1s"]);
+    assert!(
+        wait_until(Duration::from_secs(30), || ledger(&env)
+            .iter()
+            .any(|v| v["what"] == "skipped")),
+        "{:?}",
+        ledger(&env)
+    );
+    let skipped = ledger(&env)
+        .into_iter()
+        .find(|v| v["what"] == "skipped")
+        .unwrap();
+    assert!(
+        skipped["why"]
+            .as_str()
+            .unwrap()
+            .contains("still runs (STATUS RUNNING)"),
+        "{skipped}"
+    );
+    assert_eq!(env.m1().loop_id.unwrap(), id, "no second loop");
+    assert!(
+        wait_until(Duration::from_secs(10), || env.log().contains("still runs")),
+        "said in the loop's log (its chat, when it has one):\n{}",
+        env.log()
+    );
+    env.run_ok(&["stop"]);
+}
+
+#[test]
+fn a_time_missed_while_off_is_started_once_within_its_window_and_skipped_past_it() {
+    let env = TestLoop::new();
+    env.scenario(&steady(10));
+    let two_ago = chrono::Local::now() - chrono::Duration::minutes(2);
+    let cron = two_ago.format("%M %H * * *").to_string();
+    let since = (Utc::now() - chrono::Duration::days(1)).to_rfc3339();
+    let other = env.temp.join("other/state/M1.md");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    let text = format!(
+        "## S1\nEVERY: {cron}\nGOAL: g\nFILE: {}\nFLAGS: --step a\nSINCE: {since}\n\n\
+         ## S2\nEVERY: {cron}\nGOAL: g\nFILE: {}\nFLAGS: --step a\nCATCH_UP: 1m\nSINCE: {since}\n",
+        env.file.display(),
+        other.display()
+    );
+    leave(&env, &text, &[]);
+    let _daemon = env.spawn(&["daemon", "--every", "1s"]);
+    assert!(
+        wait_until(Duration::from_secs(60), || ledger(&env).len() >= 3),
+        "{:?}",
+        ledger(&env)
+    );
+    assert!(
+        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
+        "{}",
+        env.log()
+    );
+    let whats: Vec<(String, String)> = ledger(&env)
+        .iter()
+        .map(|v| {
+            (
+                v["id"].as_str().unwrap().to_owned(),
+                v["what"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        whats.contains(&("S1".into(), "started".into())),
+        "{whats:?}"
+    );
+    assert!(
+        whats.contains(&("S2".into(), "skipped".into())),
+        "{whats:?}"
+    );
+    assert_eq!(starts_in(&env.file), 1);
+    assert!(
+        !other.exists(),
+        "a time missed by more than its window starts nothing"
+    );
+}
