@@ -32,11 +32,18 @@ fn in_ms(ms: i64) -> String {
     (Utc::now() + chrono::Duration::milliseconds(ms)).to_rfc3339()
 }
 
-/// How many loops were started in the loop file's state directory.
+/// How many loops were written in the loop file's directory: its M1.md, and each archive
+/// (`M1.<time>.md`) a second start would have made of the first. (Not `start:` lines in the
+/// log: a start killed between its M1.md and its log line is a loop all the same.)
 fn starts_in(file: &Path) -> usize {
-    std::fs::read_to_string(file.with_file_name("loop.log"))
-        .unwrap_or_default()
-        .matches("start: new loop")
+    std::fs::read_dir(file.parent().unwrap())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("M1.") && name.ends_with(".md")
+        })
         .count()
 }
 
