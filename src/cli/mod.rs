@@ -272,7 +272,7 @@ pub(crate) enum Command {
         flush: bool,
     },
     /// Run a Telegram bot: the configured chat may /loop, /issue, /status, /stop, /resume,
-    /// /gates, /approve, /reject, /answer, /retry and /skip (and /help).
+    /// /gates, /approve, /reject, /answer, /retry, /skip, /at and /schedule (and /help).
     Telegram {
         /// How long one getUpdates long poll waits for a message (e.g. 50s).
         #[arg(long, value_parser = parse_duration, default_value = "50s")]

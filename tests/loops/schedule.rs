@@ -368,3 +368,46 @@ fn a_time_missed_while_off_is_started_once_within_its_window_and_skipped_past_it
         "a time missed by more than its window starts nothing"
     );
 }
+
+#[test]
+fn at_and_schedule_from_the_chat_queue_and_schedule_as_the_shell_does() {
+    use crate::support::bot::{CHAT, replies, with_telegram};
+    use crate::support::telegram_fake::FakeTelegram;
+    let tg = FakeTelegram::start();
+    let env = with_telegram(TestLoop::new(), &tg.base_url());
+    let mut bot = env.spawn(&["telegram", "--poll-timeout", "1s"]);
+    tg.push_message(CHAT, "/at 2099-01-01T02:00:00Z bump the deps");
+    assert!(
+        wait_until(Duration::from_secs(30), || replies(&tg)
+            .iter()
+            .any(|t| t.contains("queued S1"))),
+        "{:?}",
+        replies(&tg)
+    );
+    tg.push_message(
+        CHAT,
+        "/schedule add \u{201c}weekdays 02:00\u{201d} triage the issues",
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || replies(&tg)
+            .iter()
+            .any(|t| t.contains("added schedule S2"))),
+        "{:?}",
+        replies(&tg)
+    );
+    tg.push_message(CHAT, "/schedule");
+    assert!(
+        wait_until(Duration::from_secs(30), || replies(&tg)
+            .iter()
+            .any(|t| t.contains("S2  next") && t.contains("triage the issues"))),
+        "{:?}",
+        replies(&tg)
+    );
+    let text = std::fs::read_to_string(env.xdg().join("m1loop/schedules.md")).unwrap();
+    assert!(
+        text.contains(&format!("FILE: {}\n", env.file.display())),
+        "{text}"
+    );
+    assert!(text.contains("EVERY: weekdays 02:00\n"), "{text}");
+    bot.kill9();
+}
