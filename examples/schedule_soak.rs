@@ -109,8 +109,9 @@ fn loops_in(file: &Path) -> usize {
         .flatten()
         .flatten()
         .filter(|e| {
+            let path = e.path();
             let name = e.file_name().to_string_lossy().into_owned();
-            name.starts_with("M1.") && name.ends_with(".md")
+            name.starts_with("M1.") && path.extension().is_some_and(|x| x == "md")
         })
         .count()
 }

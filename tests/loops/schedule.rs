@@ -41,8 +41,9 @@ fn starts_in(file: &Path) -> usize {
         .flatten()
         .flatten()
         .filter(|e| {
+            let path = e.path();
             let name = e.file_name().to_string_lossy().into_owned();
-            name.starts_with("M1.") && name.ends_with(".md")
+            name.starts_with("M1.") && path.extension().is_some_and(|x| x == "md")
         })
         .count()
 }
@@ -211,7 +212,7 @@ fn leave(env: &TestLoop, schedules: &str, ledger: &[serde_json::Value]) {
     let dir = env.xdg().join("m1loop");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("schedules.md"), schedules).unwrap();
-    let lines: String = ledger.iter().map(|v| format!("{v}\n")).collect();
+    let lines: String = ledger.iter().map(|v| v.to_string() + "\n").collect();
     std::fs::write(dir.join("schedules.ledger.jsonl"), lines).unwrap();
 }
 
