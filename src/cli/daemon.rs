@@ -41,7 +41,7 @@ pub(crate) fn run(args: &DaemonArgs) -> crate::error::Result<Status> {
              install --file M1.md` first, or add a schedule (`loop schedule add`)",
         ));
     }
-    let (_held, wake) = schedule_watch();
+    let wake = schedule_watch();
     let mut said = None;
     say(&format!(
         "keeping {} loop(s) running: {}",
@@ -72,8 +72,8 @@ pub(crate) fn run(args: &DaemonArgs) -> crate::error::Result<Status> {
         }
         sleep = sleep.min(schedules(&mut said));
         // Woken early by an edit of the schedules file; the next round reads it.
-        let _ = wake.recv_timeout(sleep);
-        while wake.try_recv().is_ok() {}
+        let _ = wake.edited.recv_timeout(sleep);
+        while wake.edited.try_recv().is_ok() {}
     }
 }
 
@@ -81,13 +81,24 @@ pub(crate) fn run(args: &DaemonArgs) -> crate::error::Result<Status> {
 /// resumed from suspend) is noticed within it.
 const MAX_SLEEP: Duration = Duration::from_secs(10 * 60);
 
-/// The daemon's lock (`daemon.lock` in the per-user state directory: `loop start --at` knows
-/// from it that a daemon runs), and a channel that wakes the daemon when the schedules file
-/// changes.
-fn schedule_watch() -> (Option<crate::lockfile::Held>, std::sync::mpsc::Receiver<()>) {
-    let (tx, rx) = std::sync::mpsc::channel();
+/// What wakes the daemon for its schedules, and says that it runs: held for its life.
+struct Wake {
+    /// `daemon.lock` in the per-user state directory: `loop start --at` knows from it that a
+    /// daemon runs.
+    _held: Option<crate::lockfile::Held>,
+    /// Watches the per-user state directory for edits of the schedules file.
+    _watcher: Option<notify::RecommendedWatcher>,
+    edited: std::sync::mpsc::Receiver<()>,
+}
+
+fn schedule_watch() -> Wake {
+    let (tx, edited) = std::sync::mpsc::channel();
     let Ok(dir) = crate::dirs::user_state_dir() else {
-        return (None, rx);
+        return Wake {
+            _held: None,
+            _watcher: None,
+            edited,
+        };
     };
     let _ = std::fs::create_dir_all(&dir);
     let held = crate::lockfile::try_exclusive(&dir.join("daemon.lock"))
@@ -97,15 +108,19 @@ fn schedule_watch() -> (Option<crate::lockfile::Held>, std::sync::mpsc::Receiver
         if e.is_ok_and(|e| e.paths.iter().any(|p| p.ends_with("schedules.md"))) {
             let _ = tx.send(());
         }
-    });
-    if let Ok(mut w) = watcher {
+    })
+    .ok()
+    .and_then(|mut w| {
         use notify::Watcher;
-        if w.watch(&dir, notify::RecursiveMode::NonRecursive).is_ok() {
-            // Kept for the daemon's life.
-            std::mem::forget(w);
-        }
+        w.watch(&dir, notify::RecursiveMode::NonRecursive)
+            .ok()
+            .map(|()| w)
+    });
+    Wake {
+        _held: held,
+        _watcher: watcher,
+        edited,
     }
-    (held, rx)
 }
 
 /// The daemon's voice for the schedules: its log, and a loop's chat.

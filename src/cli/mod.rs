@@ -279,7 +279,8 @@ pub(crate) enum Command {
         poll_timeout: Duration,
     },
     /// Keep loops running: revive each loop given (and each one `loop service install` named)
-    /// that is RUNNING with no runner, at once or when its wait ends.
+    /// that is RUNNING with no runner, at once or when its wait ends; and start the loops of
+    /// `loop schedule` and `loop start --at` at their times, each once.
     ///
     /// Meant to run under systemd, tmux or cron (`loop service install` sets it up); costs
     /// nothing while the loops run.

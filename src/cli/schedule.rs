@@ -246,10 +246,14 @@ fn list(json: bool) -> Result<Status> {
             .entries
             .iter()
             .map(|e| {
+                let (every, at) = match &e.when {
+                    When::Every { text, .. } => (Some(text.clone()), None),
+                    When::At(t) => (None, Some(file::stamp(*t))),
+                };
                 serde_json::json!({
                     "id": e.id,
-                    "every": match &e.when { When::Every { text, .. } => Some(text), When::At(_) => None },
-                    "at": match &e.when { When::At(t) => Some(file::stamp(*t)), When::Every { .. } => None },
+                    "every": every,
+                    "at": at,
                     "goal": e.goal,
                     "file": e.file,
                     "project": e.project,
@@ -349,7 +353,7 @@ pub(crate) fn queue_at(
 }
 
 /// The words after `start` on the command line, less the goal and the flags that are about
-/// this one command rather than the loop.
+/// this one command rather than the loop (`--file`: the entry names the loop's file itself).
 fn start_flags(argv: &[String], goal: &str) -> Vec<String> {
     let after = argv
         .iter()
@@ -360,11 +364,11 @@ fn start_flags(argv: &[String], goal: &str) -> Vec<String> {
     let mut it = after.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--at" => {
+            "--at" | "--file" => {
                 it.next();
             }
             "--detach" | "--quiet" | "-q" => {}
-            s if s.starts_with("--at=") => {}
+            s if s.starts_with("--at=") || s.starts_with("--file=") => {}
             s if s == goal
                 && !goal_seen
                 && !out.last().is_some_and(|p: &String| takes_value(p)) =>
@@ -466,4 +470,22 @@ pub(crate) fn cancel_queued(file: &Path) -> Result<Vec<String>> {
         crate::outln!("cancelled the queued start {id}");
     }
     Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::start_flags;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn a_queued_start_keeps_the_loops_flags_and_drops_the_commands_own() {
+        let argv =
+            words("loop start --step g g --at 02:00 --verify true --detach -q --file x/M1.md");
+        assert_eq!(start_flags(&argv, "g"), words("--step g --verify true"));
+        let argv = words("loop --file y start g --at=02:00 --review --step a");
+        assert_eq!(start_flags(&argv, "g"), words("--review --step a"));
+    }
 }

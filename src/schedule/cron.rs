@@ -11,7 +11,7 @@
 //! - **Fall back**, a wall-clock time that happens twice (02:30 when 03:00 goes back to 02:00)
 //!   is due at its first occurrence only.
 
-use chrono::{DateTime, Datelike, Duration, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
 
 /// A parsed schedule of wall-clock times.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,16 +171,29 @@ impl Cron {
 pub(super) fn resolve<Tz: TimeZone>(tz: &Tz, naive: NaiveDateTime) -> Option<DateTime<Utc>> {
     let mut n = naive;
     for _ in 0..=(26 * 60) {
-        match tz.from_local_datetime(&n) {
-            LocalResult::Single(t) | LocalResult::Ambiguous(t, _) => {
-                return Some(t.with_timezone(&Utc));
-            }
-            LocalResult::None => {
-                n += Duration::minutes(1);
-            }
+        if let Some(t) = instants(tz, n).into_iter().min() {
+            return Some(t);
         }
+        n += Duration::minutes(1);
     }
     None
+}
+
+/// Every instant whose wall clock in `tz` reads `naive`: none in a gap, two in an overlap.
+/// Found from the offsets in force a day before, at and a day after, each kept only when the
+/// instant it gives reads `naive` back: an instant's local time is never ambiguous, while
+/// asking the other way (`from_local_datetime`) is answered differently by different time
+/// zone sources (the machine's local zone gave the later of two).
+fn instants<Tz: TimeZone>(tz: &Tz, naive: NaiveDateTime) -> Vec<DateTime<Utc>> {
+    let mut out = Vec::new();
+    for probe in [naive - Duration::days(1), naive, naive + Duration::days(1)] {
+        let offset = tz.offset_from_utc_datetime(&probe).fix();
+        let t = (naive - Duration::seconds(offset.local_minus_utc().into())).and_utc();
+        if tz.offset_from_utc_datetime(&t.naive_utc()).fix() == offset && !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
 }
 
 /// One field: `*`, `N`, `A-B`, each with an optional `/STEP`, comma-separated; names where

@@ -134,7 +134,7 @@ fn remove_over(loaded: &super::Loaded, over: &[String], say: &mut dyn Say) {
 #[must_use]
 pub fn local(t: DateTime<Utc>) -> String {
     t.with_timezone(&Local)
-        .format("%Y-%m-%d %H:%M %Z")
+        .format("%Y-%m-%d %H:%M %:z")
         .to_string()
 }
 

@@ -412,3 +412,35 @@ fn at_and_schedule_from_the_chat_queue_and_schedule_as_the_shell_does() {
     assert!(text.contains("EVERY: weekdays 02:00\n"), "{text}");
     bot.kill9();
 }
+
+/// `--at` reads a local time in the machine's time zone (here `TZ`, as a service has it) with
+/// cron's daylight-saving rule: a time the clocks skip is the first minute after the change,
+/// a time they repeat is its first occurrence.
+#[test]
+fn at_reads_local_time_across_daylight_saving_changes_in_the_time_zone_of_tz() {
+    let env = TestLoop::new().env("TZ", "Europe/Berlin");
+    // 28 March 2027: 02:00 CET becomes 03:00 CEST. 31 October 2027: 03:00 CEST becomes 02:00 CET.
+    env.run_ok(&["start", "g", "--step", "a", "--at", "2027-03-28 02:30"]);
+    env.run_ok(&["start", "g", "--step", "a", "--at", "2027-10-31 02:30"]);
+    env.run_ok(&["start", "g", "--step", "a", "--at", "2027-01-15 02:30"]);
+    let text = std::fs::read_to_string(env.xdg().join("m1loop/schedules.md")).unwrap();
+    let ats: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("AT: "))
+        .collect();
+    assert_eq!(
+        ats,
+        [
+            "2027-03-28T01:00:00Z",
+            "2027-10-31T00:30:00Z",
+            "2027-01-15T01:30:00Z"
+        ],
+        "{text}"
+    );
+    let status = env.run_ok(&["status"]);
+    assert!(
+        stdout(&status).contains("starts at 2027-03-28 03:00 +02:00"),
+        "{}",
+        stdout(&status)
+    );
+}
