@@ -201,12 +201,25 @@ fn look_after(file: &Path, tries: &mut Tries, args: &DaemonArgs) -> Option<Durat
     None
 }
 
-/// The loops to keep: those given, then those the service names, each once, absolute.
+/// The loops to keep: those given, then those the service names, then those the schedules
+/// started (as the start ledger names them), each once, absolute.
 fn loops(args: &DaemonArgs) -> Vec<PathBuf> {
     let mut all: Vec<PathBuf> = Vec::new();
     // --file first: the loop a person named that way is the one the bot (`--telegram`) serves.
     let given = args.file.iter().chain(&args.loops).cloned();
-    for p in given.chain(super::service::installed_loops()) {
+    let scheduled = crate::schedule::ledger_path()
+        .map(|p| crate::schedule::ledger::read(&p))
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|r| match r.what {
+            crate::schedule::ledger::What::Started { file, .. } => Some(file),
+            _ => None,
+        })
+        .filter(|f| f.exists());
+    for p in given
+        .chain(super::service::installed_loops())
+        .chain(scheduled)
+    {
         let p = std::path::absolute(&p).unwrap_or(p);
         if !all.contains(&p) {
             all.push(p);

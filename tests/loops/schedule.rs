@@ -444,3 +444,40 @@ fn at_reads_local_time_across_daylight_saving_changes_in_the_time_zone_of_tz() {
         stdout(&status)
     );
 }
+
+/// A loop a schedule started is kept as the service's loops are: a runner killed between its
+/// steps (or by a reboot) is revived by the daemon.
+#[test]
+fn the_daemon_revives_a_loop_a_schedule_started_whose_runner_died() {
+    let env = TestLoop::new();
+    env.scenario(&steady(1500));
+    env.run_ok(&[
+        "start",
+        "g",
+        "--step",
+        "a",
+        "--step",
+        "b",
+        "--at",
+        &in_ms(300),
+    ]);
+    // Not the loop of LOOP_FILE to the daemon: only the schedule names it.
+    let mut daemon = env.cmd(&["daemon", "--every", "1s"]);
+    daemon.env_remove("LOOP_FILE");
+    let _daemon = crate::support::Guard::spawn(&mut daemon);
+    env.wait_for_calls(1, 1);
+    let runner = m1loop::runner::lock::holder(&env.file).expect("a runner drives the loop");
+    crate::support::Guard::of_pid(i32::try_from(runner).unwrap()).kill9();
+    assert!(
+        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
+        "{}",
+        env.log()
+    );
+    assert_eq!(
+        (env.calls_for(1), env.calls_for(2)),
+        (1, 1),
+        "{}",
+        env.log()
+    );
+    assert_eq!(starts_in(&env.file), 1);
+}
