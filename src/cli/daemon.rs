@@ -34,7 +34,9 @@ pub(crate) fn run(args: &DaemonArgs) -> crate::error::Result<Status> {
     let mut tries: HashMap<PathBuf, Tries> = HashMap::new();
     let mut bot: Option<(Child, Instant)> = None;
     let first = loops(args);
-    let scheduled = crate::schedule::load().is_ok_and(|l| !l.entries.is_empty());
+    // A schedules file with a mistake is one too: the daemon says what is wrong, and starts
+    // its schedules once the file is fixed.
+    let scheduled = crate::schedule::path().is_ok_and(|p| p.exists());
     if first.is_empty() && !scheduled {
         return Err(Error::bad_input(
             "no loop to keep running and no schedule: pass --loop M1.md, run `loop service \

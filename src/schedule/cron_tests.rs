@@ -104,6 +104,24 @@ fn a_time_in_the_fall_back_overlap_is_due_once_at_its_first_occurrence() {
 }
 
 #[test]
+fn a_quarter_hourly_schedule_does_not_run_twice_through_the_repeated_hour() {
+    // 25 October 2026: 02:00-02:59 happens in CEST (00:00Z-00:59Z), then again in CET.
+    let got = next_n("*/15 * * * *", berlin(2026, 10, 25, 1, 50), 6);
+    assert_eq!(
+        got,
+        [
+            utc(2026, 10, 25, 0, 0),
+            utc(2026, 10, 25, 0, 15),
+            utc(2026, 10, 25, 0, 30),
+            utc(2026, 10, 25, 0, 45),
+            // 03:00 CET: the second 02:00-02:45 are the same wall-clock times, not again.
+            utc(2026, 10, 25, 2, 0),
+            utc(2026, 10, 25, 2, 15),
+        ]
+    );
+}
+
+#[test]
 fn both_days_restricted_means_either_as_in_vixie_cron() {
     // The 1st of the month or a Monday.
     let got = next_n("0 9 1 * mon", berlin(2026, 11, 27, 0, 0), 3);

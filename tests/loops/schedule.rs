@@ -481,3 +481,56 @@ fn the_daemon_revives_a_loop_a_schedule_started_whose_runner_died() {
     );
     assert_eq!(starts_in(&env.file), 1);
 }
+
+/// A daemon whose schedules file has a mistake starts nothing from it and says so once, with
+/// the line and column, not every round; once the file is fixed, it starts what is due.
+#[test]
+fn the_daemon_says_a_mistake_in_the_schedules_file_once_and_starts_once_it_is_fixed() {
+    let env = TestLoop::new();
+    env.scenario(&steady(10));
+    let due = (Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
+    let good = queued(&env, &due);
+    leave(
+        &env,
+        &good.replace("FLAGS: --step a\n", "FLAGS: --step a\nPAUSED: maybe\n"),
+        &[],
+    );
+    let out = env.temp.join("daemon.out");
+    // A loop to keep (none is there) has the daemon look every second.
+    let other = env.temp.join("other/state/M1.md").display().to_string();
+    let mut daemon = env.cmd(&["daemon", "--every", "1s", "--loop", &other]);
+    daemon.env_remove("LOOP_FILE");
+    daemon.stdout(std::fs::File::create(&out).unwrap());
+    let _daemon = crate::support::Guard::spawn(&mut daemon);
+    let said = || std::fs::read_to_string(&out).unwrap_or_default();
+    assert!(
+        wait_until(Duration::from_secs(20), || said()
+            .contains("schedules.md:7:9: PAUSED is yes or no")),
+        "{}",
+        said()
+    );
+    assert!(
+        !wait_until(Duration::from_secs(3), || said()
+            .matches("has mistakes")
+            .count()
+            > 1),
+        "said again at the next rounds: {}",
+        said()
+    );
+    assert!(
+        !env.file.exists(),
+        "nothing starts from a file with a mistake"
+    );
+    std::fs::write(env.xdg().join("m1loop/schedules.md"), &good).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(30), || started(&env).len() == 1),
+        "{}",
+        said()
+    );
+    assert!(
+        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
+        "{}",
+        env.log()
+    );
+    assert_eq!(said().matches("has mistakes").count(), 1, "{}", said());
+}
