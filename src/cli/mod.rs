@@ -722,8 +722,14 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
 /// directory, whose project the new loop works in.
 fn start(file: &std::path::Path, found_above: bool, a: StartArgs) -> crate::error::Result<Status> {
     if let Some(at) = &a.at {
+        // The goal is what the schedules file keeps; an issue's title is read when it starts.
+        let Some(goal) = &a.goal else {
+            return Err(crate::error::Error::bad_input(
+                "--at takes a goal; a loop of an --issue cannot be queued for a time",
+            ));
+        };
         let argv: Vec<String> = std::env::args().collect();
-        return schedule::queue_at(file, found_above, at, &a.goal, &argv);
+        return schedule::queue_at(file, found_above, at, goal, &argv);
     }
     let quiet = a.quiet;
     let mut req = start_request(a);

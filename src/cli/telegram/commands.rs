@@ -93,8 +93,19 @@ pub(crate) enum BotCommand {
 /// Every command the bot takes, as `/help` and `loop telegram --help` list them (checked).
 #[cfg(test)]
 pub(crate) const COMMANDS: [&str; 13] = [
-    "/loop", "/issue", "/status", "/stop", "/resume", "/gates", "/approve", "/reject", "/answer",
-    "/retry", "/skip", "/at", "/schedule",
+    "/loop",
+    "/issue",
+    "/status",
+    "/stop",
+    "/resume",
+    "/gates",
+    "/approve",
+    "/reject",
+    "/answer",
+    "/retry",
+    "/skip",
+    "/at",
+    "/schedule",
 ];
 
 /// Parses `/cmd[@botname] [args]`; anything that is not a known command asks for help.
