@@ -31,6 +31,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("engine", 3),
     ("runner", 4),
     ("report", 4),
+    ("schedule", 4),
     ("cli", 5),
 ];
 

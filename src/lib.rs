@@ -45,6 +45,9 @@ pub mod engine;
 // The one owner of a loop's state: gathers facts, asks the engine, carries transitions out.
 pub mod runner;
 
+// Loops started at a time (`loop schedule`, `loop start --at`), each due time once.
+pub mod schedule;
+
 // What a loop did (`loop report`): a read-only view of its records, beside the runner, whose
 // ledger it reads and which writes it when a loop ends.
 mod report;

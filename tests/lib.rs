@@ -53,6 +53,7 @@ mod loops {
     mod sandbox;
     mod sandbox_root;
     mod sandbox_state;
+    mod schedule;
     mod seams;
     mod serve;
     mod serve_browser;

@@ -34,12 +34,17 @@ pub(crate) fn run(args: &DaemonArgs) -> crate::error::Result<Status> {
     let mut tries: HashMap<PathBuf, Tries> = HashMap::new();
     let mut bot: Option<(Child, Instant)> = None;
     let first = loops(args);
-    if first.is_empty() {
+    // A schedules file with a mistake is one too: the daemon says what is wrong, and starts
+    // its schedules once the file is fixed.
+    let scheduled = crate::schedule::path().is_ok_and(|p| p.exists());
+    if first.is_empty() && !scheduled {
         return Err(Error::bad_input(
-            "no loop to keep running: pass --loop M1.md, or run `loop service install --file \
-             M1.md` first",
+            "no loop to keep running and no schedule: pass --loop M1.md, run `loop service \
+             install --file M1.md` first, or add a schedule (`loop schedule add`)",
         ));
     }
+    let wake = schedule_watch();
+    let mut said = None;
     say(&format!(
         "keeping {} loop(s) running: {}",
         first.len(),
@@ -63,8 +68,98 @@ pub(crate) fn run(args: &DaemonArgs) -> crate::error::Result<Status> {
         {
             keep_bot(&mut bot, file);
         }
-        std::thread::sleep(sleep);
+        if all.is_empty() {
+            // No loop to look after: asleep until a due time or an edit of the schedules.
+            sleep = MAX_SLEEP;
+        }
+        sleep = sleep.min(schedules(&mut said));
+        // Woken early by an edit of the schedules file; the next round reads it.
+        let _ = wake.edited.recv_timeout(sleep);
+        while wake.edited.try_recv().is_ok() {}
     }
+}
+
+/// The longest the daemon sleeps with nothing due: a wall clock set forward (or a machine
+/// resumed from suspend) is noticed within it.
+const MAX_SLEEP: Duration = Duration::from_secs(10 * 60);
+
+/// What wakes the daemon for its schedules, and says that it runs: held for its life.
+struct Wake {
+    /// `daemon.lock` in the per-user state directory: `loop start --at` knows from it that a
+    /// daemon runs.
+    _held: Option<crate::lockfile::Held>,
+    /// Watches the per-user state directory for edits of the schedules file.
+    _watcher: Option<notify::RecommendedWatcher>,
+    edited: std::sync::mpsc::Receiver<()>,
+}
+
+fn schedule_watch() -> Wake {
+    let (tx, edited) = std::sync::mpsc::channel();
+    let Ok(dir) = crate::dirs::user_state_dir() else {
+        return Wake {
+            _held: None,
+            _watcher: None,
+            edited,
+        };
+    };
+    let _ = std::fs::create_dir_all(&dir);
+    let held = crate::lockfile::try_exclusive(&dir.join("daemon.lock"))
+        .ok()
+        .and_then(Result::ok);
+    let watcher = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
+        if e.is_ok_and(|e| e.paths.iter().any(|p| p.ends_with("schedules.md"))) {
+            let _ = tx.send(());
+        }
+    })
+    .ok()
+    .and_then(|mut w| {
+        use notify::Watcher;
+        w.watch(&dir, notify::RecursiveMode::NonRecursive)
+            .ok()
+            .map(|()| w)
+    });
+    Wake {
+        _held: held,
+        _watcher: watcher,
+        edited,
+    }
+}
+
+/// The daemon's voice for the schedules: its log, and a loop's chat.
+struct Voice;
+
+impl crate::schedule::daemon::Say for Voice {
+    fn log(&mut self, line: &str) {
+        say(line);
+    }
+
+    fn tell(&mut self, state_dir: &Path, text: &str) {
+        let exe = std::env::current_exe().ok();
+        crate::notifier::from_env(state_dir, exe.as_deref())
+            .notify(&crate::notifier::Event::Text(text.to_owned()));
+    }
+}
+
+/// One look at the schedules; how long until the next due time. A mistake in the file is
+/// said once, not every round.
+fn schedules(said: &mut Option<String>) -> Duration {
+    let Ok(exe) = std::env::current_exe() else {
+        return MAX_SLEEP;
+    };
+    let looked = crate::schedule::daemon::look(Utc::now(), &exe, &mut Voice);
+    if looked.problem != *said {
+        if let Some(p) = &looked.problem {
+            say(&format!(
+                "the schedules file has mistakes; no schedule starts until they are fixed:\n{p}"
+            ));
+        }
+        said.clone_from(&looked.problem);
+    }
+    looked
+        .next
+        .map_or(MAX_SLEEP, |t| (t - Utc::now()).to_std().unwrap_or_default())
+        // Never a busy loop, even when a ledger that cannot be written keeps a time due.
+        .max(Duration::from_millis(200))
 }
 
 /// Looks at one loop and revives it if it needs it; how soon it wants another look, when
@@ -108,12 +203,25 @@ fn look_after(file: &Path, tries: &mut Tries, args: &DaemonArgs) -> Option<Durat
     None
 }
 
-/// The loops to keep: those given, then those the service names, each once, absolute.
+/// The loops to keep: those given, then those the service names, then those the schedules
+/// started (as the start ledger names them), each once, absolute.
 fn loops(args: &DaemonArgs) -> Vec<PathBuf> {
     let mut all: Vec<PathBuf> = Vec::new();
     // --file first: the loop a person named that way is the one the bot (`--telegram`) serves.
     let given = args.file.iter().chain(&args.loops).cloned();
-    for p in given.chain(super::service::installed_loops()) {
+    let scheduled = crate::schedule::ledger_path()
+        .map(|p| crate::schedule::ledger::read(&p))
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|r| match r.what {
+            crate::schedule::ledger::What::Started { file, .. } => Some(file),
+            _ => None,
+        })
+        .filter(|f| f.exists());
+    for p in given
+        .chain(super::service::installed_loops())
+        .chain(scheduled)
+    {
         let p = std::path::absolute(&p).unwrap_or(p);
         if !all.contains(&p) {
             all.push(p);

@@ -13,6 +13,7 @@ pub(crate) mod logs;
 mod loops;
 pub(crate) mod notify;
 mod report;
+mod schedule;
 mod serve;
 pub(crate) mod service;
 pub(crate) mod status;
@@ -271,18 +272,25 @@ pub(crate) enum Command {
         flush: bool,
     },
     /// Run a Telegram bot: the configured chat may /loop, /issue, /status, /stop, /resume,
-    /// /gates, /approve, /reject, /answer, /retry and /skip (and /help).
+    /// /gates, /approve, /reject, /answer, /retry, /skip, /at and /schedule (and /help).
     Telegram {
         /// How long one getUpdates long poll waits for a message (e.g. 50s).
         #[arg(long, value_parser = parse_duration, default_value = "50s")]
         poll_timeout: Duration,
     },
     /// Keep loops running: revive each loop given (and each one `loop service install` named)
-    /// that is RUNNING with no runner, at once or when its wait ends.
+    /// that is RUNNING with no runner, at once or when its wait ends; and start the loops of
+    /// `loop schedule` and `loop start --at` at their times, each once.
     ///
     /// Meant to run under systemd, tmux or cron (`loop service install` sets it up); costs
     /// nothing while the loops run.
     Daemon(DaemonArgs),
+    /// Start loops at their times, again and again (`loop daemon` starts each due time once):
+    /// add, list, pause, resume, rm.
+    Schedule {
+        #[command(subcommand)]
+        action: schedule::ScheduleAction,
+    },
     /// Install, inspect or remove the per-user service that runs `loop daemon`.
     Service {
         #[command(subcommand)]
@@ -391,6 +399,10 @@ pub(crate) struct StartArgs {
     /// Print decisions only, not the live line of what the agent is doing.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Start at this time instead of now, by `loop daemon`: 02:00 (today, or tomorrow once
+    /// it has passed), 2026-12-01 02:00 (local time), or 2026-12-01T02:00:00+01:00.
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
 }
 
 /// What every decision of a gate takes.
@@ -709,6 +721,16 @@ fn start_request(a: StartArgs) -> crate::runner::StartRequest {
 /// `loop start`; `found_above`: the loop of `file` was found in a parent of the current
 /// directory, whose project the new loop works in.
 fn start(file: &std::path::Path, found_above: bool, a: StartArgs) -> crate::error::Result<Status> {
+    if let Some(at) = &a.at {
+        // The goal is what the schedules file keeps; an issue's title is read when it starts.
+        let Some(goal) = &a.goal else {
+            return Err(crate::error::Error::bad_input(
+                "--at takes a goal; a loop of an --issue cannot be queued for a time",
+            ));
+        };
+        let argv: Vec<String> = std::env::args().collect();
+        return schedule::queue_at(file, found_above, at, goal, &argv);
+    }
     let quiet = a.quiet;
     let mut req = start_request(a);
     if found_above {
@@ -835,6 +857,7 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
             revived_by.as_deref(),
         ),
         Command::Daemon(args) => crate::cli::daemon::run(&args),
+        Command::Schedule { action } => schedule::run(&cli.file, cli.found_above, action),
         Command::Service { action } => crate::cli::service::run(&cli.file, &action),
         Command::Hook { action } => match action {
             HookAction::SessionStart => Ok(crate::cli::hook::session_start(&cli.file)),
@@ -856,6 +879,11 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
         | Command::Answer { .. }
         | Command::Skip { .. }) => gate_command(&cli.file, c),
         Command::Stop { all } => {
+            // A start queued for this loop (`loop start --at`) is cancelled; a loop that is
+            // only queued has nothing else to stop.
+            if !all && !schedule::cancel_queued(&cli.file)?.is_empty() && !cli.file.exists() {
+                return Ok(Status::Ok);
+            }
             let status = crate::runner::stop(&cli.file, all);
             // A command a person runs by hand is a good moment to deliver a backlog: beside
             // it, by a delivery process, so that a Telegram that does not answer never holds
@@ -875,11 +903,22 @@ pub(crate) fn run(cli: Cli) -> crate::error::Result<Status> {
             verify,
             json,
         } => crate::cli::doctor::doctor(&cli.file, &backend, verify.as_deref(), json),
-        Command::Status { json } => crate::cli::status::status(&cli.file, json),
+        Command::Status { json } => {
+            // A loop queued with `loop start --at` waits with its time.
+            if !json && schedule::say_queued(Some(&cli.file)) && !cli.file.exists() {
+                return Ok(Status::Ok);
+            }
+            crate::cli::status::status(&cli.file, json)
+        }
         Command::Report { format, output } => {
             crate::cli::report::run(&cli.file, format, output.as_deref())
         }
-        Command::List { json, all, here } => crate::cli::list::list(&cli.file, json, all, here),
+        Command::List { json, all, here } => {
+            if !json {
+                schedule::say_queued(None);
+            }
+            crate::cli::list::list(&cli.file, json, all, here)
+        }
         Command::Serve(args) => serve::run(&cli.file, &args),
         Command::Clean {
             force,
@@ -944,6 +983,7 @@ mod tests {
         "force",
         "detach",
         "quiet",
+        "at",
         "plan-only",
         // Where the loop's goal comes from and where its work goes, given per loop as the goal
         // is (`GITHUB:` in M1.md).

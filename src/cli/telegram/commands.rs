@@ -83,14 +83,29 @@ pub(crate) enum BotCommand {
     Retry(Option<u32>),
     /// `/skip [N]`: the option `skip` of the gate about step N (or the only one offering it).
     Skip(Option<u32>),
+    /// `/at TIME GOAL`: a loop queued for a time (`loop start --at`).
+    At(String, String),
+    /// `/schedule …`: `loop schedule` with these words.
+    Schedule(Vec<String>),
     Help,
 }
 
 /// Every command the bot takes, as `/help` and `loop telegram --help` list them (checked).
 #[cfg(test)]
-pub(crate) const COMMANDS: [&str; 11] = [
-    "/loop", "/issue", "/status", "/stop", "/resume", "/gates", "/approve", "/reject", "/answer",
-    "/retry", "/skip",
+pub(crate) const COMMANDS: [&str; 13] = [
+    "/loop",
+    "/issue",
+    "/status",
+    "/stop",
+    "/resume",
+    "/gates",
+    "/approve",
+    "/reject",
+    "/answer",
+    "/retry",
+    "/skip",
+    "/at",
+    "/schedule",
 ];
 
 /// Parses `/cmd[@botname] [args]`; anything that is not a known command asks for help.
@@ -120,7 +135,54 @@ pub(crate) fn parse(text: &str) -> BotCommand {
         }
         "/retry" => step_arg(rest).map_or(BotCommand::Help, BotCommand::Retry),
         "/skip" => step_arg(rest).map_or(BotCommand::Help, BotCommand::Skip),
+        "/at" => {
+            let rest = rest.trim();
+            match rest.split_once(char::is_whitespace) {
+                Some((time, goal)) if !goal.trim().is_empty() => {
+                    BotCommand::At(time.to_owned(), goal.trim().to_owned())
+                }
+                _ => BotCommand::Help,
+            }
+        }
+        "/schedule" => schedule_words(rest).map_or(BotCommand::Help, BotCommand::Schedule),
         _ => BotCommand::Help,
+    }
+}
+
+/// The words of `/schedule`, as `loop schedule` takes them: `list` (also with nothing),
+/// `pause ID`, `resume ID`, `rm ID`, or `add "WHEN" GOAL` (the time in quotes, straight or a
+/// phone's curly ones, unless it is one word such as `hourly`).
+fn schedule_words(rest: &str) -> Option<Vec<String>> {
+    let rest = rest.trim();
+    let (verb, after) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let after = after.trim();
+    match verb {
+        "" | "list" => Some(vec!["list".into()]),
+        "pause" | "resume" | "rm" if !after.is_empty() && !after.contains(' ') => {
+            Some(vec![verb.into(), after.into()])
+        }
+        "add" => {
+            let quoted = after.strip_prefix(['"', '\u{201c}']).and_then(|q| {
+                let end = q.find(['"', '\u{201d}'])?;
+                Some((&q[..end], q[end..].chars().skip(1).collect::<String>()))
+            });
+            let (when, goal) = if let Some((w, g)) = quoted {
+                (w.to_owned(), g)
+            } else {
+                let (w, g) = after.split_once(char::is_whitespace)?;
+                (w.to_owned(), g.to_owned())
+            };
+            let goal = goal.trim();
+            (!when.trim().is_empty() && !goal.is_empty()).then(|| {
+                vec![
+                    "add".into(),
+                    goal.into(),
+                    "--every".into(),
+                    when.trim().into(),
+                ]
+            })
+        }
+        _ => None,
     }
 }
 
@@ -141,7 +203,11 @@ const HELP: &str = "Commands:\n/loop &lt;goal&gt; – start a loop toward the go
                     /approve [ID] – approve the plan; /reject [ID] – reject it\n\
                     /answer [ID] &lt;text&gt; – answer a step's question (or reply to its message)\n\
                     /retry [N] – run the failed step (or step N) again\n\
-                    /skip [N] – skip the step a gate waits on (or step N) and go on";
+                    /skip [N] – skip the step a gate waits on (or step N) and go on\n\
+                    /at &lt;time&gt; &lt;goal&gt; – start a loop at a time (02:00, or 2026-12-01T02:00)\n\
+                    /schedule add \"&lt;when&gt;\" &lt;goal&gt; – start one again and again \
+                    (\"weekdays 02:00\", or a cron expression); /schedule – list them; \
+                    /schedule pause|resume|rm &lt;ID&gt;";
 
 /// What a child `loop` command printed and how it ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -315,6 +381,23 @@ impl<E: Exec> Bot<E> {
                 )
             }
             BotCommand::Skip(n) => self.decide(msg, "skip", None, n.map(|n| n.to_string()), None),
+            BotCommand::At(time, goal) => {
+                let out = self
+                    .exec
+                    .run(&["start".into(), "--at".into(), time, goal.clone()]);
+                let reply = format!("⏰ <b>{}</b>\n{}", escape(&goal), show(&out));
+                (reply, format!("ran `loop start --at` ({})", code(&out)))
+            }
+            BotCommand::Schedule(words) => {
+                let verb = words.first().cloned().unwrap_or_default();
+                let mut args = vec!["schedule".to_owned()];
+                args.extend(words);
+                let out = self.exec.run(&args);
+                (
+                    format!("🗓 {}", show(&out)),
+                    format!("ran `loop schedule {verb}` ({})", code(&out)),
+                )
+            }
             BotCommand::Help => (
                 HELP.to_string(),
                 "answered with the command list".to_string(),
@@ -638,6 +721,8 @@ mod tests {
         for c in COMMANDS {
             let args = if matches!(c, "/retry" | "/skip") {
                 "2"
+            } else if c == "/schedule" {
+                "list"
             } else {
                 "G1 x"
             };
@@ -665,6 +750,44 @@ mod tests {
         assert_eq!(
             parse("/answer g2 use 8080"),
             BotCommand::Answer(Some("G2".into()), "use 8080".into())
+        );
+    }
+
+    #[test]
+    fn at_and_schedule_from_the_chat_are_loop_start_at_and_loop_schedule() {
+        assert_eq!(
+            parse("/at 02:00 bump the deps"),
+            BotCommand::At("02:00".into(), "bump the deps".into())
+        );
+        assert_eq!(parse("/at 02:00"), BotCommand::Help, "a goal is required");
+        let words = |w: &[&str]| BotCommand::Schedule(w.iter().map(|s| (*s).to_owned()).collect());
+        assert_eq!(parse("/schedule"), words(&["list"]));
+        assert_eq!(parse("/schedule pause S2"), words(&["pause", "S2"]));
+        assert_eq!(
+            parse("/schedule add \u{201c}weekdays 02:00\u{201d} bump the deps"),
+            words(&["add", "bump the deps", "--every", "weekdays 02:00"])
+        );
+        assert_eq!(
+            parse("/schedule add hourly look at the queue"),
+            words(&["add", "look at the queue", "--every", "hourly"])
+        );
+        assert_eq!(parse("/schedule add \"daily 06:30\""), BotCommand::Help);
+        assert_eq!(parse("/schedule drop S1"), BotCommand::Help);
+        let rec = Recorder(RefCell::new(Vec::new()));
+        let bot = Bot {
+            chat_id: "1".into(),
+            file: PathBuf::from("M1.md"),
+            state_dir: PathBuf::from("."),
+            exec: &rec,
+        };
+        bot.handle(&msg(1, None, "/at 02:00 bump the deps"));
+        bot.handle(&msg(1, None, "/schedule rm S1"));
+        assert_eq!(
+            *rec.0.borrow(),
+            [
+                vec!["start", "--at", "02:00", "bump the deps"],
+                vec!["schedule", "rm", "S1"]
+            ]
         );
     }
 
