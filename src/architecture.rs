@@ -534,10 +534,7 @@ fn every_file_architecture_md_names_exists() {
             let rust = std::path::Path::new(path)
                 .extension()
                 .is_some_and(|e| e.eq_ignore_ascii_case("rs"));
-            if !rust
-                || !path.contains('/')
-                || path.contains(['*', '<', '{', ' ', '('])
-            {
+            if !rust || !path.contains('/') || path.contains(['*', '<', '{', ' ', '(']) {
                 continue;
             }
             named += 1;

@@ -495,16 +495,7 @@ fn outcome(m: &M1, g: &Gate, choice: &str, who: &str, allowed: &[String]) -> Out
     {
         return capped(m, g, who, cap);
     }
-    let option = match g.kind {
-        GateKind::Ask => None,
-        GateKind::Plan
-        | GateKind::Denied
-        | GateKind::Failed
-        | GateKind::Review
-        | GateKind::Merge
-        | GateKind::Cost => GateOption::parse(choice),
-    };
-    let Some(option) = option else {
+    let Some(option) = crate::m1::gates::option_of(g.kind, choice) else {
         return Outcome::runs(said(
             format!("{} answered (gate {id}, by {who}): {choice}", name(s)),
             format!("{} resumes with the answer", name(s)),

@@ -166,6 +166,21 @@ impl fmt::Display for GateOption {
 /// The separator of `OPTIONS`.
 pub(crate) const OPTION_SEPARATOR: &str = " | ";
 
+/// The option `choice` names on a gate of `kind`: `None` for a step's question (`ASK`), whose
+/// answer is the text itself, and for a word that is no option.
+#[must_use]
+pub(crate) fn option_of(kind: GateKind, choice: &str) -> Option<GateOption> {
+    match kind {
+        GateKind::Ask => None,
+        GateKind::Plan
+        | GateKind::Denied
+        | GateKind::Failed
+        | GateKind::Review
+        | GateKind::Merge
+        | GateKind::Cost => GateOption::parse(choice),
+    }
+}
+
 /// What choosing `option` on a gate of `kind` does, in a few words.
 #[must_use]
 pub(crate) fn what_it_does(kind: GateKind, option: &str) -> &'static str {

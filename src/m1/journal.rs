@@ -79,7 +79,11 @@ impl Journal {
             self.rewrite(all);
             return;
         }
-        let mut line = encode(f);
+        self.append_line(encode(f));
+    }
+
+    /// Appends one line (`line` without its newline) to the file.
+    fn append_line(&mut self, mut line: String) {
         line.push('\n');
         let appended = OpenOptions::new()
             .create(true)
@@ -94,16 +98,7 @@ impl Journal {
     /// Notes `f` as the text about to replace the file (see the module's doc).
     pub(crate) fn stage(&mut self, f: &Fields) {
         let pairs: Vec<(&Vec<String>, &String)> = f.iter().collect();
-        let mut line = serde_json::json!({ "staged": pairs }).to_string();
-        line.push('\n');
-        let appended = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .and_then(|mut file| file.write_all(line.as_bytes()));
-        if appended.is_ok() {
-            self.lines += 1;
-        }
+        self.append_line(serde_json::json!({ "staged": pairs }).to_string());
     }
 
     /// Replaces the file's contents with `versions` (none: an empty history).

@@ -251,16 +251,7 @@ fn icon(kind: GateKind) -> &'static str {
 /// The label of a gate's button for `option`.
 #[must_use]
 pub(crate) fn button_label(kind: GateKind, option: &str) -> String {
-    let parsed = match kind {
-        GateKind::Ask => None,
-        GateKind::Plan
-        | GateKind::Denied
-        | GateKind::Failed
-        | GateKind::Review
-        | GateKind::Merge
-        | GateKind::Cost => GateOption::parse(option),
-    };
-    let Some(o) = parsed else {
+    let Some(o) = crate::m1::gates::option_of(kind, option) else {
         return cut(option, 60);
     };
     match o {

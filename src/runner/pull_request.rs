@@ -266,7 +266,8 @@ impl Runner {
         let edits = [GithubKey::Pr.set(url.clone()), GithubKey::PrError.remove()];
         if let Err(e) = self.commit(&edits) {
             // The pull request is open; the next runner finds it by its branch.
-            self.voice.say(&format!("pr: {url} could not be written into M1.md: {e}"));
+            self.voice
+                .say(&format!("pr: {url} could not be written into M1.md: {e}"));
             return;
         }
         self.voice.say(&format!("pr: opened {url}"));
@@ -293,7 +294,8 @@ impl Runner {
     fn pr_failed(&mut self, why: &str) {
         let line = crate::text::one_line(why, 400);
         let _ = self.commit(&[GithubKey::PrError.set(line.clone())]);
-        self.voice.say(&format!("pr: no pull request was opened: {line}"));
+        self.voice
+            .say(&format!("pr: no pull request was opened: {line}"));
     }
 
     /// A loop of an issue that ended FAILED comments its report on the issue, once (unless
@@ -329,9 +331,12 @@ impl Runner {
         match github::comment(self.github_dir(), &which, &body) {
             Ok(url) => {
                 let _ = self.commit(&[GithubKey::Commented.set(url.clone())]);
-                self.voice.say(&format!("issue: commented the report on {which}: {url}"));
+                self.voice
+                    .say(&format!("issue: commented the report on {which}: {url}"));
             }
-            Err(e) => self.voice.say(&format!("issue: no comment on {which}: {e}")),
+            Err(e) => self
+                .voice
+                .say(&format!("issue: no comment on {which}: {e}")),
         }
     }
 }
