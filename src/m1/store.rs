@@ -1060,6 +1060,16 @@ mod tests {
         assert_eq!(doc.render(), theirs);
     }
 
+    /// The journal of `file` as a runner killed between its swap and its note leaves it:
+    /// without the line noted after the swap.
+    fn cut_the_last_noted_version(file: &Path) {
+        let versions = crate::layout::Layout::versions(file);
+        let text = std::fs::read_to_string(&versions).unwrap();
+        let kept: Vec<&str> = text.lines().collect();
+        let cut = kept[..kept.len() - 1].join("\n") + "\n";
+        std::fs::write(&versions, cut).unwrap();
+    }
+
     /// A runner killed right after its write replaced the file, before it noted the new
     /// version in the journal: the next runner took its own last write for a hand edit
     /// ("changed by hand while no runner ran: `PARALLEL.STEP_3.BASE` …").
@@ -1069,12 +1079,7 @@ mod tests {
         let (mut first, _) = Store::open_with_history(&file).unwrap();
         first.commit(&[Edit::Status(Status::Done)]).unwrap();
         drop(first);
-        // The journal as the kill left it: without the line noted after the swap.
-        let versions = crate::layout::Layout::versions(&file);
-        let text = std::fs::read_to_string(&versions).unwrap();
-        let kept: Vec<&str> = text.lines().collect();
-        let cut = kept[..kept.len() - 1].join("\n") + "\n";
-        std::fs::write(&versions, cut).unwrap();
+        cut_the_last_noted_version(&file);
         let (mut second, doc) = Store::open_with_history(&file).unwrap();
         assert_eq!(second.take_edited_while_away(), Vec::<String>::new());
         assert!(second.take_restored().is_none());
@@ -1089,11 +1094,7 @@ mod tests {
         let (mut first, _) = Store::open_with_history(&file).unwrap();
         first.commit(&[Edit::Status(Status::Done)]).unwrap();
         drop(first);
-        let versions = crate::layout::Layout::versions(&file);
-        let text = std::fs::read_to_string(&versions).unwrap();
-        let kept: Vec<&str> = text.lines().collect();
-        let cut = kept[..kept.len() - 1].join("\n") + "\n";
-        std::fs::write(&versions, cut).unwrap();
+        cut_the_last_noted_version(&file);
         let theirs = std::fs::read_to_string(&file)
             .unwrap()
             .replace("GOAL: /edit", "GOAL: /EDIT");
