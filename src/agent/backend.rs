@@ -184,22 +184,51 @@ pub(crate) enum Missing {
     File(&'static str),
 }
 
+/// What a backend is called and how a person gets it: the words each backend gives, and
+/// nothing it does.
+#[derive(Debug)]
+pub(crate) struct About {
+    /// Its name in M1.md and `loop doctor` (`claude`).
+    pub name: &'static str,
+    /// Whose models it calls, as traces name it (`gen_ai.provider.name`: `anthropic`).
+    pub provider: &'static str,
+    /// The program it runs when the loop names none.
+    pub default_program: &'static str,
+    /// How a person gets it: `install Claude Code (`npm install -g …`)`.
+    pub install: &'static str,
+    /// What a person does when it is refused for its credentials.
+    pub login: &'static str,
+}
+
 /// An agent CLI, as a loop drives it.
 pub(crate) trait Backend: std::fmt::Debug + Sync {
+    /// Its names and a person's words for it.
+    fn about(&self) -> &'static About;
+
     /// Its name in M1.md and `loop doctor` (`claude`).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.about().name
+    }
 
     /// Whose models it calls, as traces name it (`gen_ai.provider.name`: `anthropic`).
-    fn provider(&self) -> &'static str;
+    fn provider(&self) -> &'static str {
+        self.about().provider
+    }
 
     /// The program it runs when the loop names none.
-    fn default_program(&self) -> &'static str;
+    fn default_program(&self) -> &'static str {
+        self.about().default_program
+    }
 
     /// How a person gets it: `install Claude Code (`npm install -g …`)`.
-    fn install(&self) -> &'static str;
+    fn install(&self) -> &'static str {
+        self.about().install
+    }
 
     /// What a person does when it is refused for its credentials.
-    fn login(&self) -> &'static str;
+    fn login(&self) -> &'static str {
+        self.about().login
+    }
 
     /// The command of one run: `cfg` (the loop's intent: tools, permission, model, limits),
     /// the prompt, and the session the run continues or starts.

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use super::backend::{Backend, ContractCheck, Dialect, Missing, ModeOption, OwnState, Refused};
+use super::backend::{
+    About, Backend, ContractCheck, Dialect, Missing, ModeOption, OwnState, Refused,
+};
 use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 
 /// What in `~/.claude` would run or steer a later session of the person's, made as nothing
@@ -41,24 +43,14 @@ const STEERS: &[(&str, Missing)] = &[
 pub(crate) struct ClaudeCode;
 
 impl Backend for ClaudeCode {
-    fn name(&self) -> &'static str {
-        "claude"
-    }
-
-    fn provider(&self) -> &'static str {
-        "anthropic"
-    }
-
-    fn default_program(&self) -> &'static str {
-        "claude"
-    }
-
-    fn install(&self) -> &'static str {
-        "install Claude Code (`npm install -g @anthropic-ai/claude-code`)"
-    }
-
-    fn login(&self) -> &'static str {
-        "log in to Claude Code (`claude /login`) or fix ANTHROPIC_API_KEY"
+    fn about(&self) -> &'static About {
+        &About {
+            name: "claude",
+            provider: "anthropic",
+            default_program: "claude",
+            install: "install Claude Code (`npm install -g @anthropic-ai/claude-code`)",
+            login: "log in to Claude Code (`claude /login`) or fix ANTHROPIC_API_KEY",
+        }
     }
 
     /// Claude Code honours every setting a loop has: nothing is refused.

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 
 use super::backend::{
-    Backend, ContractCheck, Dialect, Missing, ModeOption, NoFlagFor, OwnState, Refused,
+    About, Backend, ContractCheck, Dialect, Missing, ModeOption, NoFlagFor, OwnState, Refused,
 };
 use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 use crate::m1::settings::PermissionMode;
@@ -100,24 +100,14 @@ fn refused(cfg: &AgentConfig) -> Option<Refused> {
 }
 
 impl Backend for Codex {
-    fn name(&self) -> &'static str {
-        "codex"
-    }
-
-    fn provider(&self) -> &'static str {
-        "openai"
-    }
-
-    fn default_program(&self) -> &'static str {
-        "codex"
-    }
-
-    fn install(&self) -> &'static str {
-        "install the Codex CLI (`npm install -g @openai/codex`)"
-    }
-
-    fn login(&self) -> &'static str {
-        "log in to Codex (`codex login`) or fix the key its provider reads (OPENAI_API_KEY)"
+    fn about(&self) -> &'static About {
+        &About {
+            name: "codex",
+            provider: "openai",
+            default_program: "codex",
+            install: "install the Codex CLI (`npm install -g @openai/codex`)",
+            login: "log in to Codex (`codex login`) or fix the key its provider reads (OPENAI_API_KEY)",
+        }
     }
 
     /// `PROGRAM exec --json --skip-git-repo-check SANDBOX [-m MODEL] [EXTRA...]

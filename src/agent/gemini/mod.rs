@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 
 use super::backend::{
-    Backend, ContractCheck, Dialect, Missing, ModeOption, NoFlagFor, OwnState, Refused,
+    About, Backend, ContractCheck, Dialect, Missing, ModeOption, NoFlagFor, OwnState, Refused,
 };
 use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 use crate::m1::settings::PermissionMode;
@@ -109,26 +109,16 @@ fn refused(cfg: &AgentConfig) -> Option<Refused> {
 }
 
 impl Backend for Gemini {
-    fn name(&self) -> &'static str {
-        "gemini"
-    }
-
-    fn provider(&self) -> &'static str {
-        "gcp.gemini"
-    }
-
-    fn default_program(&self) -> &'static str {
-        "gemini"
-    }
-
-    fn install(&self) -> &'static str {
-        "install Gemini CLI (`npm install -g @google/gemini-cli`)"
-    }
-
-    fn login(&self) -> &'static str {
-        "give Gemini CLI its credentials: set GEMINI_API_KEY (or GOOGLE_GENAI_USE_VERTEXAI with \
-         GOOGLE_API_KEY), or choose how it logs in (security.auth.selectedType in \
-         ~/.gemini/settings.json, or run `gemini` once)"
+    fn about(&self) -> &'static About {
+        &About {
+            name: "gemini",
+            provider: "gcp.gemini",
+            default_program: "gemini",
+            install: "install Gemini CLI (`npm install -g @google/gemini-cli`)",
+            login: "give Gemini CLI its credentials: set GEMINI_API_KEY (or \
+                    GOOGLE_GENAI_USE_VERTEXAI with GOOGLE_API_KEY), or choose how it logs in \
+                    (security.auth.selectedType in ~/.gemini/settings.json, or run `gemini` once)",
+        }
     }
 
     /// `PROGRAM --output-format stream-json --skip-trust --approval-mode MODE [-m MODEL]
