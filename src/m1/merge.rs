@@ -137,6 +137,14 @@ pub struct Restored {
     pub(crate) edits: Vec<Edit>,
 }
 
+/// Keeps `f` as the newest of `versions`, letting the oldest go past [`HISTORY`].
+fn keep_newest(versions: &mut VecDeque<Fields>, f: Fields) {
+    if versions.len() == HISTORY {
+        versions.pop_front();
+    }
+    versions.push_back(f);
+}
+
 impl History {
     /// The versions in the journal at `path`, which this history goes on writing to. Versions
     /// of another loop (another `LOOP_ID` than `doc`'s) are not this file's history.
@@ -149,10 +157,7 @@ impl History {
             .collect();
         // The text on file is the one a runner staged and died before noting: its own write.
         if let Some(staged) = staged.filter(|s| *s == ours) {
-            if versions.len() == HISTORY {
-                versions.pop_front();
-            }
-            versions.push_back(staged);
+            keep_newest(&mut versions, staged);
         }
         Self {
             versions,
@@ -193,18 +198,26 @@ impl History {
         self.push(doc, len);
     }
 
-    /// Notes in the journal that `doc` is about to replace the file (see [`Journal::stage`]).
-    pub(crate) fn stage(&mut self, doc: &Document, len: usize) {
+    /// Notes in the journal that `doc` is about to replace the file (see [`Journal::stage`]);
+    /// its fields, for [`History::push_staged`] once it has.
+    pub(crate) fn stage(&mut self, doc: &Document, len: usize) -> Option<Fields> {
         if len > MAX_REMEMBERED_BYTES {
-            return;
+            return None;
         }
-        if let Some(j) = &mut self.journal {
-            j.stage(&fields(doc));
-        }
+        let j = self.journal.as_mut()?;
+        let f = fields(doc);
+        j.stage(&f);
+        Some(f)
     }
 
     /// Remembers `doc` as the newest version.
     pub(crate) fn push(&mut self, doc: &Document, len: usize) {
+        self.push_staged(None, doc, len);
+    }
+
+    /// [`History::push`] of a text [`History::stage`] noted (`staged`: its fields, as they
+    /// were read then, not read again).
+    pub(crate) fn push_staged(&mut self, staged: Option<Fields>, doc: &Document, len: usize) {
         if len > MAX_REMEMBERED_BYTES {
             self.versions.clear();
             if let Some(j) = &mut self.journal {
@@ -212,14 +225,11 @@ impl History {
             }
             return;
         }
-        let f = fields(doc);
+        let f = staged.unwrap_or_else(|| fields(doc));
         if self.versions.back() == Some(&f) {
             return;
         }
-        if self.versions.len() == HISTORY {
-            self.versions.pop_front();
-        }
-        self.versions.push_back(f);
+        keep_newest(&mut self.versions, f);
         if let (Some(j), Some(f)) = (&mut self.journal, self.versions.back()) {
             j.append(f, self.versions.iter(), HISTORY);
         }

@@ -571,14 +571,14 @@ impl Store {
                 self.history.push(&written, text.len());
                 return Ok(written);
             }
-            self.history.stage(&written, text.len());
+            let noted = self.history.stage(&written, text.len());
             let staged = swap::stage(&self.path, &text)
                 .with_context(|| format!("while writing beside {}", self.path.display()))?;
             match self.swap_round(staged, &text, &expected, rounds)? {
                 Round::Written => {
                     self.note_written(&text);
                     self.owed.clear();
-                    self.history.push(&written, text.len());
+                    self.history.push_staged(noted, &written, text.len());
                     self.bytes = text;
                     self.parsed = Some(written.clone());
                     return Ok(written);

@@ -55,7 +55,7 @@ impl Store {
             self.parsed = Some(written.clone());
             return Ok(Held::Done(written));
         }
-        self.history.stage(&written, text.len());
+        let noted = self.history.stage(&written, text.len());
         let staged = swap::stage(&self.path, &text)
             .with_context(|| format!("while writing beside {}", self.path.display()))?;
         match staged
@@ -66,7 +66,7 @@ impl Store {
                 self.watch(displaced, base);
                 self.note_written(&text);
                 self.owed.clear();
-                self.history.push(&written, text.len());
+                self.history.push_staged(noted, &written, text.len());
                 self.bytes = text;
                 self.parsed = Some(written.clone());
                 Ok(Held::Done(written))
