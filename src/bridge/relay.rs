@@ -17,6 +17,7 @@ use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,8 @@ const AFTER_EXIT: Duration = Duration::from_secs(2);
 pub(super) struct Relay {
     name: &'static str,
     waiting_for_room: Arc<AtomicBool>,
+    /// Disconnected once the relay's thread has ended (its sender is dropped with it).
+    ended: Receiver<()>,
     thread: JoinHandle<()>,
 }
 
@@ -45,9 +48,11 @@ impl Relay {
         let waiting_for_room = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&waiting_for_room);
         let mut from = File::from(from);
+        let (ending, ended) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name(format!("relay {name}"))
             .spawn(move || {
+                let _ending = ending;
                 let mut buf = vec![0u8; 64 << 10];
                 loop {
                     let n = match from.read(&mut buf) {
@@ -98,6 +103,7 @@ impl Relay {
         Ok(Self {
             name,
             waiting_for_room,
+            ended,
             thread,
         })
     }
@@ -107,7 +113,13 @@ impl Relay {
     /// that outlived the task writes later is not kept).
     pub(super) fn finish(self) {
         let give_up = Instant::now() + AFTER_EXIT;
-        while !self.thread.is_finished() {
+        loop {
+            let left = give_up.saturating_duration_since(Instant::now());
+            // While it waits for room, it is looked at again each second past `give_up`.
+            match self.ended.recv_timeout(left.max(Duration::from_secs(1))) {
+                Err(RecvTimeoutError::Disconnected) => break,
+                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+            }
             if Instant::now() >= give_up && !self.waiting_for_room.load(Ordering::Acquire) {
                 crate::errln!(
                     "supervisor: the command's {} is still held open by a process outside the \
@@ -116,7 +128,6 @@ impl Relay {
                 );
                 return;
             }
-            std::thread::sleep(Duration::from_millis(5));
         }
         let _ = self.thread.join();
     }
