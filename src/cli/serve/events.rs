@@ -137,10 +137,13 @@ fn event(name: &str, data: &str) -> Arc<str> {
 }
 
 /// Watches the loops, and starts the thread that tells `hub`'s clients what changed. Returns
-/// once every loop is read and watched: a change from then on is sent.
-pub(super) fn start(here: PathBuf, hub: Arc<Hub>) {
+/// once every loop is read and watched (a change from then on is sent), with how many there
+/// are.
+pub(super) fn start(here: PathBuf, hub: Arc<Hub>) -> usize {
     let watching = Watching::begin(&here, &hub);
+    let loops = watching.seen.views.len();
     std::thread::spawn(move || watching.run(&here, &hub));
+    loops
 }
 
 /// What the watcher has seen of the loops: their files, and each one's view as last sent.
@@ -207,11 +210,8 @@ impl Watching {
             w.watch_dir(&u.join("runners"));
         }
         // Watched before they are read: a change in between is sent, not lost.
-        for d in view::all(here)
-            .iter()
-            .map(|v| Layout::of(Path::new(&v.file)).state_dir().to_path_buf())
-        {
-            w.watch_dir(&d);
+        for f in view::files(here) {
+            w.watch_dir(Layout::of(&f).state_dir());
         }
         refresh_all(here, hub, &mut w.seen, false);
         for d in w.seen.dirs.clone() {

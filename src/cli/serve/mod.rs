@@ -80,7 +80,7 @@ pub(crate) fn run(here: &Path, args: &ServeArgs) -> crate::error::Result<Status>
     });
     // Watching every loop before the address is out: a change from the first request on is
     // on the stream.
-    events::start(here.clone(), Arc::clone(&s.hub));
+    let loops = events::start(here.clone(), Arc::clone(&s.hub));
     crate::outln!("http://{bound}/?token={}", s.gate.token());
     if !bound.ip().is_loopback() {
         crate::errln!("loop serve: {}", exposure(bound));
@@ -88,7 +88,7 @@ pub(crate) fn run(here: &Path, args: &ServeArgs) -> crate::error::Result<Status>
     crate::errln!(
         "loop serve: {} loop(s) of this user; the page follows them as they change. It holds \
          no state: stop it at any time (Ctrl-C)",
-        view::all(&here).len()
+        loops
     );
     let in_flight = Arc::new(AtomicUsize::new(0));
     for req in server.incoming_requests() {

@@ -84,9 +84,14 @@ pub(super) fn all(here: &Path) -> Vec<LoopView> {
     views
 }
 
+/// The state files of the loops of [`all`], not read.
+pub(super) fn files(here: &Path) -> Vec<PathBuf> {
+    loops::gather(here).0
+}
+
 /// The state file of the loop with key `id`, among those of [`all`].
 pub(super) fn find(here: &Path, id: &str) -> Option<PathBuf> {
-    loops::gather(here).0.into_iter().find(|f| id_of(f) == id)
+    files(here).into_iter().find(|f| id_of(f) == id)
 }
 
 /// The loop of `file` as it stands now, `None` when it is no loop to list (gone, or a step's
