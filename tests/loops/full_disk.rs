@@ -63,14 +63,19 @@ impl ReadOnly {
 
 impl Drop for ReadOnly {
     fn drop(&mut self) {
-        let d = self.0.to_str().unwrap();
-        let gone = Command::new("umount")
-            .arg(d)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !gone {
-            let _ = Command::new("umount").args(["-l", d]).status();
-        }
+        unmount(&self.0);
+    }
+}
+
+/// Unmounts what is mounted on `dir`, lazily where it is busy.
+fn unmount(dir: &Path) {
+    let d = dir.to_str().unwrap();
+    let gone = Command::new("umount")
+        .arg(d)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !gone {
+        let _ = Command::new("umount").args(["-l", d]).status();
     }
 }
 
@@ -175,14 +180,7 @@ impl SmallDisk {
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
-        let d = self.0.to_str().unwrap();
-        if !Command::new("umount")
-            .arg(d)
-            .status()
-            .is_ok_and(|s| s.success())
-        {
-            let _ = Command::new("umount").args(["-l", d]).status();
-        }
+        unmount(&self.0);
     }
 }
 
