@@ -6,7 +6,10 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use maud::{Markup, html};
 
-use super::svg::tenths;
+/// A coordinate as the pictures write it: to a tenth.
+pub(super) fn tenths(v: f64) -> String {
+    format!("{v:.1}")
+}
 
 /// The width of a squeezed stretch.
 const BREAK: f64 = 40.0;

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 
-use super::scale::Scale;
+use super::scale::{Scale, tenths};
 use super::{Report, Span, SpanKind, Tone, words};
 
 /// The drawing's width, in its own units (the page scales it).
@@ -141,11 +141,6 @@ pub(super) fn timeline(r: &Report) -> Option<Markup> {
             (scale.breaks(AXIS, height - 4.0))
         }
     })
-}
-
-/// A coordinate as the pictures write it: to a tenth.
-pub(super) fn tenths(v: f64) -> String {
-    format!("{v:.1}")
 }
 
 /// One span's bar in the lane at `y`.

@@ -53,7 +53,7 @@ impl Reply {
     }
 
     fn json(status: u16, value: &impl Serialize) -> Self {
-        Self::new(status, "application/json", json(value))
+        Self::new(status, "application/json", view::json(value))
     }
 
     /// `{"error": why}`.
@@ -65,17 +65,6 @@ impl Reply {
         self.headers.push((name, value));
         self
     }
-}
-
-/// `value` as JSON whose text holds no `<`, `>` nor `&` (each is its `\u` escape, inside
-/// strings where alone they can be): what an agent wrote cannot close a tag wherever the JSON
-/// ends up.
-pub(super) fn json(value: &impl Serialize) -> String {
-    serde_json::to_string(value)
-        .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
 }
 
 fn header<'a>(req: &'a tiny_http::Request, name: &str) -> Option<&'a str> {

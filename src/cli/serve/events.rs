@@ -94,8 +94,8 @@ impl Hub {
         if !announce {
             return;
         }
-        let sent = view
-            .unwrap_or_else(|| event("gone", &super::api::json(&serde_json::json!({ "id": id }))));
+        let sent =
+            view.unwrap_or_else(|| event("gone", &view::json(&serde_json::json!({ "id": id }))));
         self.send(&sent);
     }
 
@@ -316,7 +316,7 @@ fn refresh_some(hub: &Hub, seen: &mut Seen, dirs: &BTreeSet<PathBuf>) {
 
 /// Keeps `v` as the loop's last view, and sends it when it differs from the one before.
 fn note(hub: &Hub, seen: &mut Seen, v: &view::LoopView, announce: bool) {
-    let text = super::api::json(v);
+    let text = view::json(v);
     if seen.views.get(&v.id) == Some(&text) {
         return;
     }

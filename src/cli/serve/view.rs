@@ -196,3 +196,14 @@ fn fill(v: &mut LoopView, m: &M1) {
         })
         .collect();
 }
+
+/// `value` as JSON whose text holds no `<`, `>` nor `&` (each is its `\u` escape, inside
+/// strings where alone they can be): what an agent wrote cannot close a tag wherever the JSON
+/// ends up.
+pub(super) fn json(value: &impl Serialize) -> String {
+    serde_json::to_string(value)
+        .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
