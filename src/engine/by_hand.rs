@@ -3,7 +3,7 @@
 //! by hand is said to be one the loop never ran, and `STATUS: WAITING` is a pause that says how
 //! to carry on.
 
-use super::next::open_step;
+use super::order::open_step;
 use super::transitions::Transition;
 use crate::exit::Status as Exit;
 use crate::m1::keys::{PlanKey, Top};

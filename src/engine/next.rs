@@ -3,8 +3,9 @@
 use chrono::{DateTime, Utc};
 
 use super::Caps;
+use super::order::{closed, open_step};
 use super::run::{RunKind, RunOnRecord, RunSpec};
-use crate::m1::{M1, Status, Step, StepState};
+use crate::m1::{M1, Status, StepState};
 
 /// How the next attempt of a step talks to Claude.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -327,42 +328,6 @@ fn complete_or_stuck(m: &M1) -> Next {
 pub(crate) fn uncounted(m: &M1, n: u32) -> u32 {
     let r = m.result(n);
     r.retakes + r.retried
-}
-
-/// Whether a step is closed: DONE or SKIPPED (what a step waiting for it needs).
-#[must_use]
-pub(crate) fn closed(state: StepState) -> bool {
-    matches!(state, StepState::Done | StepState::Skipped)
-}
-
-/// The readiness rule, the one rule for a loop that runs one step at a time and for one that
-/// runs several at once: the steps that are not closed and whose steps to wait for
-/// (`PLAN.AFTER`) all are, in the plan's order; step `also_closed` counts as closed (0: none),
-/// for the step a decision is about to close.
-pub(crate) fn ready(m: &M1, also_closed: u32) -> impl Iterator<Item = &Step> {
-    let done =
-        move |n: u32| n == also_closed || m.plan.steps.iter().any(|s| s.n == n && closed(s.state));
-    m.plan.steps.iter().filter(move |s| {
-        s.n != also_closed
-            && !closed(s.state)
-            && m.plan
-                .after
-                .get(&s.n)
-                .is_none_or(|deps| deps.iter().all(|d| done(*d)))
-    })
-}
-
-/// The step that comes next once step `after` is done (0: from the start): the first ready
-/// step ([`ready`]). Without `PLAN.AFTER`, the first one after `after` in the plan's order, so
-/// that a plan runs from top to bottom; with it, the first in the plan's order whose steps to
-/// wait for are done: a step never starts before what it needs, whatever its number.
-#[must_use]
-pub(crate) fn open_step(m: &M1, after: u32) -> Option<&Step> {
-    let mut ready = ready(m, after);
-    if m.plan.after.is_empty() {
-        return ready.find(|s| s.n > after);
-    }
-    ready.next()
 }
 
 /// `CURRENT.WAIT_UNTIL`, when set and readable.

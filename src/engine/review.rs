@@ -10,11 +10,11 @@ use super::Caps;
 use super::judge::{Attempt, Interruption, Judgement, cut_off};
 use super::record::interrupted;
 use super::transitions::{
-    Effect, Outcome, Transition, Write, actions, current, moves_to, name, results, results_remove,
-    stamp, step_state,
+    Effect, Outcome, Transition, Write, actions, moves_to, name, results, results_remove,
+    step_state,
 };
 use crate::exit::Status as Exit;
-use crate::m1::keys::{CurrentKey, PlanKey, ResultKey, Top, clear_current};
+use crate::m1::keys::{ResultKey, clear_current};
 use crate::m1::{Edit, GateKind, M1, Status, StepState};
 use crate::text::one_line;
 
@@ -138,33 +138,6 @@ pub(crate) fn attribute(step: u32, changes: &[String], reach: &Reach) -> TreeDur
     }))
 }
 
-/// The write-ahead record of a review run about to be started.
-pub(super) fn review_started(f: &super::SpawnFacts<'_>) -> Transition {
-    let (step, run, task_id, session_id) = (f.step, f.attempt, f.task_id, f.session_id);
-    let nth = f.review_number;
-    let mut edits = vec![
-        clear_current(),
-        current(CurrentKey::TaskId, task_id),
-        current(CurrentKey::SpawnTime, stamp(f.now)),
-        current(CurrentKey::Attempt, run.to_string()),
-        current(CurrentKey::SessionId, session_id),
-        current(CurrentKey::Review, "true"),
-        PlanKey::CurrentStep.set(step.to_string()),
-        Top::LastAction.set(format!(
-            "Review {nth} of step {step} spawned as task {task_id}"
-        )),
-        Top::NextAction.set(format!(
-            "loop check {task_id} until it ends, then read the reviewer's verdict"
-        )),
-    ];
-    // Under review the step is RUNNING, also after a wait or a halt set it back to PENDING.
-    edits.extend(step_state(step, StepState::Running));
-    Transition::now(
-        edits,
-        format!("review: step {step} review {nth} as {task_id} (session {session_id})"),
-    )
-}
-
 /// The facts of a finished review run.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ReviewFacts {
@@ -220,7 +193,7 @@ pub(crate) fn unreviewed(m: &M1, s: u32, notify_each_step: bool, now: DateTime<U
     edits.push(results_remove(s, ResultKey::ReviewTask));
     edits.push(results_remove(s, ResultKey::Error));
     edits.push(clear_current());
-    let after = super::next::open_step(m, s).map(|n| (n.n, n.text.clone()));
+    let after = super::order::open_step(m, s).map(|n| (n.n, n.text.clone()));
     let next = moves_to(after.as_ref().map(|(n, t)| (*n, t.as_str())), &mut edits);
     edits.extend(actions(
         &format!("{} done, not reviewed (REVIEW is off): {summary}", name(s)),

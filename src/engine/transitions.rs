@@ -198,9 +198,36 @@ pub(crate) struct SpawnFacts<'a> {
 #[must_use]
 pub(crate) fn started(f: &SpawnFacts<'_>) -> Transition {
     if f.kind == super::RunKind::Review {
-        return super::review::review_started(f);
+        return review_started(f);
     }
     spawn(f)
+}
+
+/// The write-ahead record of a review run about to be started.
+fn review_started(f: &SpawnFacts<'_>) -> Transition {
+    let (step, run, task_id, session_id) = (f.step, f.attempt, f.task_id, f.session_id);
+    let nth = f.review_number;
+    let mut edits = vec![
+        clear_current(),
+        current(CurrentKey::TaskId, task_id),
+        current(CurrentKey::SpawnTime, stamp(f.now)),
+        current(CurrentKey::Attempt, run.to_string()),
+        current(CurrentKey::SessionId, session_id),
+        current(CurrentKey::Review, "true"),
+        PlanKey::CurrentStep.set(step.to_string()),
+        Top::LastAction.set(format!(
+            "Review {nth} of step {step} spawned as task {task_id}"
+        )),
+        Top::NextAction.set(format!(
+            "loop check {task_id} until it ends, then read the reviewer's verdict"
+        )),
+    ];
+    // Under review the step is RUNNING, also after a wait or a halt set it back to PENDING.
+    edits.extend(step_state(step, StepState::Running));
+    Transition::now(
+        edits,
+        format!("review: step {step} review {nth} as {task_id} (session {session_id})"),
+    )
 }
 
 /// [`started`] for the planning call and a step's attempt.

@@ -6,7 +6,7 @@
 //! here say, for the loop the person started: which step starts, which is merged, which is
 //! carried on, which decision of a step is shown here or carried there, when the loop fails,
 //! waits or is complete. The runner only does what they say: git, spawning and watching.
-//! Readiness is [`super::next::ready`], the rule a loop running one step at a time follows
+//! Readiness is [`super::order::ready`], the rule a loop running one step at a time follows
 //! too.
 
 mod inherit;
@@ -24,7 +24,8 @@ pub(crate) use record::{
 };
 
 use super::Caps;
-use super::next::{over_max_cost, over_max_steps, ready, spent};
+use super::next::{over_max_cost, over_max_steps, spent};
+use super::order::ready;
 use super::{Next, RunKind};
 use crate::m1::{Gate, GateKind, M1, ParallelRun, Status, StepState};
 
@@ -343,7 +344,7 @@ fn complete_or_stuck(m: &M1) -> Move {
         .plan
         .steps
         .iter()
-        .filter(|s| !super::next::closed(s.state))
+        .filter(|s| !super::order::closed(s.state))
         .collect();
     if open.is_empty() {
         return Move::Finish;

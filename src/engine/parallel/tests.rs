@@ -94,12 +94,12 @@ fn a_running_step_whose_record_a_person_removed_starts_again_instead_of_waiting_
 #[test]
 fn the_readiness_rule_is_one_for_one_slot_and_many() {
     let m = view(LOOP);
-    let parallel: Vec<u32> = crate::engine::next::ready(&m, 0).map(|s| s.n).collect();
+    let parallel: Vec<u32> = crate::engine::order::ready(&m, 0).map(|s| s.n).collect();
     assert_eq!(parallel, [1, 2, 3], "4 waits for 2 and 3");
     // One at a time, the next step is the first of the same list.
     assert_eq!(crate::engine::open_step(&m, 0).map(|s| s.n), Some(1));
     // Step 3 about to close: 4 still waits for 2.
-    let after3: Vec<u32> = crate::engine::next::ready(&m, 3).map(|s| s.n).collect();
+    let after3: Vec<u32> = crate::engine::order::ready(&m, 3).map(|s| s.n).collect();
     assert_eq!(after3, [1, 2]);
 }
 
