@@ -376,16 +376,7 @@ fn failed_on_a_gate(env: &TestLoop, after: Action) {
     env.scenario(&Scenario::new().step(1, [Action::failed("the tests do not build"), after]));
     env.run_exits(
         1,
-        &[
-            "start",
-            "g",
-            "--step",
-            "one",
-            "--step",
-            "two",
-            "--max-retries",
-            "1",
-        ],
+        &TestLoop::start_args(&["one", "two"], &["--max-retries", "1"]),
     );
     env.assert_status(Status::Failed);
     let m = env.m1();
@@ -696,7 +687,7 @@ fn the_loser_of_two_decisions_at_once_is_told_what_was_already_decided() {
         env.scenario(&crate::support::answers::passing());
         // Decided the moment the gate is written, while the runner that opened it may still be
         // on its way out.
-        let mut start = env.spawn(&TestLoop::START_FOR_APPROVAL);
+        let mut start = env.spawn(&TestLoop::start_for_approval());
         assert!(wait_until(Duration::from_secs(30), || {
             std::fs::read_to_string(&env.file).is_ok_and(|t| t.contains("G1"))
         }));
@@ -756,15 +747,7 @@ fn loop_gates_lists_the_plan_a_plan_gate_asks_about() {
     env.scenario(&Scenario::new());
     env.run_exits(
         3,
-        &[
-            "start",
-            "g",
-            "--step",
-            "parse it",
-            "--step",
-            "ship it",
-            "--approve-plan",
-        ],
+        &TestLoop::start_args(&["parse it", "ship it"], &["--approve-plan"]),
     );
     let said = stdout(&env.run_ok(&["gates"]));
     assert!(

@@ -451,16 +451,7 @@ fn at_reads_local_time_across_daylight_saving_changes_in_the_time_zone_of_tz() {
 fn the_daemon_revives_a_loop_a_schedule_started_whose_runner_died() {
     let env = TestLoop::new();
     env.scenario(&steady(1500));
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--at",
-        &in_ms(300),
-    ]);
+    env.run_ok(&TestLoop::start_args(&["a", "b"], &["--at", &in_ms(300)]));
     // Not the loop of LOOP_FILE to the daemon: only the schedule names it.
     let mut daemon = env.cmd(&["daemon", "--every", "1s"]);
     daemon.env_remove("LOOP_FILE");

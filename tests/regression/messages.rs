@@ -177,16 +177,7 @@ fn the_live_line_says_what_the_answer_ended_with_not_done() {
 fn a_codex_loop_tells_its_tokens_not_zero_dollars() {
     let env = TestLoop::new().env("LOOP_AGENT_CODEX", crate::support::SIM);
     env.scenario(&Scenario::new());
-    let out = env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--backend",
-        "codex",
-    ]);
+    let out = env.run_ok(&TestLoop::start_args(&["a", "b"], &["--backend", "codex"]));
     let err = stderr(&out);
     let closing = err
         .lines()

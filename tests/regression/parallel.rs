@@ -174,17 +174,7 @@ fn a_skipped_parallel_step_is_recorded_skipped_not_done_with_another_steps_commi
 /// only, then run by a runner in the background.
 fn a_and_b_at_once(env: &TestLoop, scenario: &Scenario, extra: &[&str]) -> crate::support::Guard {
     env.scenario(scenario);
-    let mut args = vec![
-        "start",
-        "g",
-        "--parallel",
-        "2",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--plan-only",
-    ];
+    let mut args = TestLoop::start_args(&["a", "b"], &["--parallel", "2", "--plan-only"]);
     args.extend(extra);
     env.run_ok(&args);
     env.spawn(&["resume"])
@@ -425,18 +415,10 @@ fn a_parallel_steps_loop_runs_under_the_retakes_the_loop_the_person_started_allo
             .step(2, Action::done("b").write("b.txt", "b\n"))
             .review(Action::changes("make it better")),
     );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--parallel",
-        "2",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--review",
-        "--plan-only",
-    ]);
+    env.run_ok(&TestLoop::start_args(
+        &["a", "b"],
+        &["--parallel", "2", "--review", "--plan-only"],
+    ));
     let text = env
         .text()
         .replace("LIMITS:\n", "LIMITS:\n  MAX_RETAKES: 1\n");
@@ -493,19 +475,10 @@ fn a_parallel_steps_status_is_said_in_the_words_of_the_loop_the_person_started()
             .step(2, Action::done("b").sleep_ms(1500).write("b.txt", "b\n"))
             .step(3, Action::done("c").sleep_ms(1500).write("c.txt", "c\n")),
     );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--parallel",
-        "3",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--step",
-        "c",
-        "--plan-only",
-    ]);
+    env.run_ok(&TestLoop::start_args(
+        &["a", "b", "c"],
+        &["--parallel", "3", "--plan-only"],
+    ));
     let mut runner = env.spawn(&["resume"]);
     assert!(wait_until(DEADLINE, || env.calls_for(3) >= 1));
     let status = stdout(&env.run_ok(&["status"]));
@@ -634,17 +607,10 @@ fn walk_named(dir: &std::path::Path, name: &str) -> Vec<PathBuf> {
 fn a_parallel_record_git_cannot_use_halts_the_loop_saying_which_step_instead_of_exiting_70() {
     let env = TestLoop::new().with_git();
     env.scenario(&Scenario::new());
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--parallel",
-        "2",
-        "--plan-only",
-    ]);
+    env.run_ok(&TestLoop::start_args(
+        &["a", "b"],
+        &["--parallel", "2", "--plan-only"],
+    ));
     // A record written by hand whose base is a commit the repository does not have.
     let text =
         env.text() + "PARALLEL:\n  STEP_1:\n    BASE: 0123456789abcdef0123456789abcdef01234567\n";
@@ -976,17 +942,10 @@ fn a_parallel_record_git_cannot_use_removed_as_the_halt_says_lets_the_loop_end()
             .step(1, Action::done("a").write("a.txt", "a\n"))
             .step(2, Action::done("b").write("b.txt", "b\n")),
     );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--parallel",
-        "2",
-        "--plan-only",
-    ]);
+    env.run_ok(&TestLoop::start_args(
+        &["a", "b"],
+        &["--parallel", "2", "--plan-only"],
+    ));
     let planned = env.text();
     let text = planned.clone()
         + "PARALLEL:\n  STEP_1:\n    BASE: 0123456789abcdef0123456789abcdef01234567\n";

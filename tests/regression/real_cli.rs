@@ -273,16 +273,7 @@ fn the_cost_cap_ends_a_real_run_and_waits_on_a_gate(version: &str) {
         command: "",
         env: &[("MOCK_INPUT_TOKENS", "200000")],
     };
-    let args = [
-        "start",
-        "g",
-        "--step",
-        "one",
-        "--step",
-        "two",
-        "--max-cost-usd",
-        "0.5",
-    ];
+    let args = TestLoop::start_args(&["one", "two"], &["--max-cost-usd", "0.5"]);
     let out = run_with_mock(
         &env.cmd(&[&args[..], &["--quiet"]].concat()),
         &mock,

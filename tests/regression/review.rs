@@ -168,15 +168,7 @@ fn a_review_that_changed_the_work_tree_is_not_an_approval() {
     );
     env.run_exits(
         3,
-        &[
-            "start",
-            "g",
-            "--step",
-            "write a.txt",
-            "--step",
-            "more",
-            "--review",
-        ],
+        &TestLoop::start_args(&["write a.txt", "more"], &["--review"]),
     );
     assert_eq!(env.calls_for(2), 0, "nothing runs on top of it");
     env.assert_status(Status::Waiting);
@@ -331,15 +323,7 @@ fn setting_review_off_as_the_hint_says_ends_the_review_without_another_paid_run(
     );
     env.run_exits(
         3,
-        &[
-            "start",
-            "g",
-            "--step",
-            "write a.txt",
-            "--step",
-            "write b.txt",
-            "--review",
-        ],
+        &TestLoop::start_args(&["write a.txt", "write b.txt"], &["--review"]),
     );
     let m = env.m1();
     let hint = m.next_action.clone().unwrap_or_default();
