@@ -616,13 +616,7 @@ fn a_parallel_record_git_cannot_use_halts_the_loop_saying_which_step_instead_of_
         env.text() + "PARALLEL:\n  STEP_1:\n    BASE: 0123456789abcdef0123456789abcdef01234567\n";
     std::fs::write(env.state().join("M1.md"), text).unwrap();
     let out = env.run(&["resume"]);
-    assert_eq!(
-        crate::support::code(&out),
-        3,
-        "{}\n{}",
-        crate::support::stderr(&out),
-        env.log()
-    );
+    env.assert_exit(&out, 3);
     let m = env.m1();
     assert_eq!(m.status, Status::Waiting);
     let said = format!(
@@ -768,14 +762,7 @@ fn a_step_loop_runs_the_program_its_parent_runs_not_the_default() {
                 2: [PENDING] b\n    3: [PENDING] c\nLIMITS:\n  PARALLEL: 3\n";
     std::fs::write(&env.file, text).unwrap();
     let out = env.run_for(&["resume"], std::time::Duration::from_secs(40));
-    assert_eq!(
-        crate::support::code(&out),
-        0,
-        "{}\n{}\n{}",
-        stderr(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 0);
     env.assert_status(Status::Done);
     for n in 1..=3 {
         assert_eq!(env.calls_for(n), 1, "step {n}\n{}", env.log());
@@ -834,14 +821,7 @@ fn a_step_loop_that_cannot_start_is_said_once_and_waits_without_restarting_in_a_
     assert!(bad.contains("no-such-agent"), "{bad}");
     std::fs::write(&step_file, &bad).unwrap();
     let out = env.run_for(&["resume"], std::time::Duration::from_secs(40));
-    assert_eq!(
-        crate::support::code(&out),
-        3,
-        "{}\n{}\n{}",
-        stderr(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 3);
     let log = env.log();
     let runs_on = log.matches("step 1's loop runs on").count();
     assert!(runs_on <= 2, "{runs_on} restarts of step 1's loop\n{log}");
@@ -868,14 +848,7 @@ fn a_step_loop_that_cannot_start_is_said_once_and_waits_without_restarting_in_a_
         .replace(&missing.display().to_string(), crate::support::SIM);
     std::fs::write(&step_file, fixed).unwrap();
     let out = env.run_for(&["resume"], std::time::Duration::from_secs(40));
-    assert_eq!(
-        crate::support::code(&out),
-        0,
-        "{}\n{}\n{}",
-        stderr(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 0);
     env.assert_status(Status::Done);
     assert_eq!((env.calls_for(1), env.calls_for(2)), (1, 1));
     assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
@@ -895,14 +868,7 @@ fn a_step_loop_whose_runner_dies_at_each_start_is_started_a_bounded_number_of_ti
     c.env("LOOP_CRASH_AT", "before-spawn-write");
     let started = std::time::Instant::now();
     let out = crate::support::run_within(c, std::time::Duration::from_secs(60));
-    assert_eq!(
-        crate::support::code(&out),
-        3,
-        "{}\n{}\n{}",
-        stderr(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 3);
     let log = env.log();
     for n in [1, 2] {
         let runs_on = log.matches(&format!("step {n}'s loop runs on")).count();
@@ -919,14 +885,7 @@ fn a_step_loop_whose_runner_dies_at_each_start_is_started_a_bounded_number_of_ti
     assert_eq!(env.calls().len(), 0);
     env.assert_no_processes();
     let out = env.run(&["resume"]);
-    assert_eq!(
-        crate::support::code(&out),
-        0,
-        "{}\n{}\n{}",
-        stderr(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 0);
     env.assert_status(Status::Done);
     env.assert_each_step_started_once(2, "after the crashes");
     env.assert_no_processes();
@@ -977,14 +936,7 @@ fn a_parallel_record_git_cannot_use_removed_as_the_halt_says_lets_the_loop_end()
     assert!(m.parallel.runs.contains_key(&1));
     assert!(!env.m1().parallel.runs.contains_key(&1), "{text}");
     let out = env.run(&["resume"]);
-    assert_eq!(
-        crate::support::code(&out),
-        0,
-        "{}\n{}\n{}",
-        stderr(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 0);
     env.assert_status(Status::Done);
     assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
     assert_no_git_left(&env);

@@ -110,20 +110,15 @@ fn loop_doctor_passes_on_the_real_gemini_cli() {
     // where set, as `loop start --backend gemini` takes it, else `LOOP_AGENT_GEMINI`'s.
     doctor.env_remove("LOOP_AGENT");
     let out = run_with_gemini_mock(&doctor, &home, "", &[], PATIENCE * 6);
-    let text = crate::support::stdout(&out);
-    assert_eq!(crate::support::code(&out), 0, "{text}");
-    for check in [
-        "gemini: program",
-        "gemini: flags",
-        "gemini: approval modes",
-        "gemini: contract",
-    ] {
-        assert!(
-            text.lines()
-                .any(|l| l.starts_with("ok") && l.contains(check)),
-            "{check}: {text}"
-        );
-    }
+    let text = crate::support::assert_doctor_passed(
+        &out,
+        &[
+            "gemini: program",
+            "gemini: flags",
+            "gemini: approval modes",
+            "gemini: contract",
+        ],
+    );
     assert!(text.contains("0.61.0"), "{text}");
     assert!(text.contains("a resume kept the session"), "{text}");
 }

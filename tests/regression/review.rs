@@ -336,13 +336,7 @@ fn setting_review_off_as_the_hint_says_ends_the_review_without_another_paid_run(
     assert!(text.contains("REVIEW: off"), "{text}");
     std::fs::write(&env.file, text).unwrap();
     let out = env.run(&["resume"]);
-    assert_eq!(
-        crate::support::code(&out),
-        0,
-        "{}\n{}",
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 0);
     env.assert_status(Status::Done);
     let (steps, reviews) = env.step_and_review_calls();
     assert_eq!(
@@ -411,14 +405,7 @@ fn a_fix_by_hand_with_review_off_as_the_review_gate_says_is_taken_without_anothe
     assert!(text.contains("REVIEW: off"), "{text}");
     std::fs::write(&env.file, text).unwrap();
     let out = env.run(&["resume"]);
-    assert_eq!(
-        crate::support::code(&out),
-        0,
-        "{}\n{}\n{}",
-        stdout(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 0);
     env.assert_status(Status::Done);
     assert_eq!(env.calls().len(), calls, "no paid run\n{}", env.log());
     assert_eq!(

@@ -296,15 +296,17 @@ impl TestLoop {
             .count()
     }
 
-    /// `loop` exited with `want`; if not, what it printed and what the loop logged say why.
+    /// `loop` exited with `want`; if not, what it printed, M1.md and what the loop logged say
+    /// why.
     #[track_caller]
     pub fn assert_exit(&self, out: &Output, want: i32) {
         let got = code(out);
         assert!(
             got == want,
-            "loop exited {got}, not {want}\n--- stdout\n{}--- stderr\n{}--- loop.log\n{}",
+            "loop exited {got}, not {want}\n--- stdout\n{}--- stderr\n{}--- M1.md\n{}--- loop.log\n{}",
             stdout(out),
             stderr(out),
+            std::fs::read_to_string(&self.file).unwrap_or_default(),
             self.log()
         );
     }
