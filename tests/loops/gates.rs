@@ -469,24 +469,7 @@ fn loop_retry_answers_the_gate_of_its_step() {
 #[test]
 fn a_denied_tool_allowed_on_its_gate_is_added_to_allowed_tools_and_the_step_runs_again() {
     let env = TestLoop::new();
-    env.scenario(&Scenario::new().step(
-        1,
-        [
-            Action::done("tried").denied(["Write"]),
-            Action::done("written"),
-        ],
-    ));
-    env.run_exits(
-        3,
-        &[
-            "start",
-            "g",
-            "--step",
-            "write it",
-            "--allowed-tools",
-            "Read,Edit",
-        ],
-    );
+    super::denials::waits_on_a_denied_write(&env);
     let m = env.m1();
     let g = m.gate("G1").expect("a DENIED gate").clone();
     assert_eq!(

@@ -7,7 +7,9 @@ use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
 
 use crate::support::answers::steady;
-use crate::support::{Guard, TestLoop, code, stderr, stdout, wait_until, write_executable};
+use crate::support::{
+    Guard, TestLoop, code, line_with, stderr, stdout, wait_until, write_executable,
+};
 
 /// A loop whose runners are revived by their steps (`TestLoop` turns that off).
 fn reviving() -> TestLoop {
@@ -87,10 +89,7 @@ fn the_daemon_revives_a_runner_killed_during_a_backoff_at_its_deadline() {
         "the failed call and the one after the wait"
     );
     let log = env.log();
-    let revived = log
-        .lines()
-        .find(|l| l.contains("revived by loop daemon"))
-        .unwrap_or_else(|| panic!("{log}"));
+    let revived = line_with(&log, "revived by loop daemon");
     let at =
         chrono::DateTime::parse_from_rfc3339(revived.split_whitespace().next().unwrap()).unwrap();
     // WAIT_UNTIL is stored to the second: revived at or after that second, not before.

@@ -8,7 +8,7 @@ use m1loop::m1::{GateKind, Status, StepState};
 
 use crate::support::bot::{CHAT, start_real_bot, with_telegram};
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{TestLoop, flag_value, stderr, stdout, wait_until};
+use crate::support::{TestLoop, flag_value, line_with, stderr, stdout, wait_until};
 
 /// Steps that each work `ms`, then pass.
 fn steady(env: &TestLoop, ms: u64) {
@@ -77,10 +77,7 @@ fn a_step_set_done_by_hand_is_logged_and_shown_as_done_by_hand() {
     assert_eq!(env.calls_for(3), 0, "a step done by hand does not run");
     let log = env.log();
     assert!(log.contains("step 3 set DONE by hand"), "{log}");
-    let done = log
-        .lines()
-        .find(|l| l.contains("notify (done)"))
-        .unwrap_or_else(|| panic!("{log}"));
+    let done = line_with(&log, "notify (done)");
     assert!(
         done.contains("3. [DONE by hand, not run by the loop] c"),
         "{done}"

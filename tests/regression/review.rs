@@ -6,7 +6,7 @@ use m1loop::m1::{Status, StepState};
 use serde_json::Value;
 
 use crate::support::answers::{approve, changes, work};
-use crate::support::{TestLoop, flag_value, review_text, stdout};
+use crate::support::{TestLoop, flag_value, line_with, review_text, stdout};
 
 /// A reviewed step that passes, is asked for a change, and fails its retake once (then `then`
 /// follows): the loop run with `--max-retries max`.
@@ -299,10 +299,7 @@ fn a_review_approval_recovered_from_the_ledger_is_logged_as_the_decision_it_was(
     env.run_ok(&["resume"]);
     env.assert_status(Status::Done);
     let log = env.log();
-    let line = log
-        .lines()
-        .find(|l| l.contains("review: step 1 approved"))
-        .unwrap_or_else(|| panic!("{log}"));
+    let line = line_with(&log, "review: step 1 approved");
     assert!(line.contains("from the task ledger"), "{line}");
     let (_, reviews) = env.step_and_review_calls();
     assert_eq!(reviews.len(), 1, "the review was not run again");
