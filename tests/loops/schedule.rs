@@ -243,11 +243,7 @@ fn an_intent_a_killed_daemon_left_without_a_loop_is_started_once() {
         "{:?}",
         ledger(&env)
     );
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(60));
     assert_eq!(starts_in(&env.file), 1);
 }
 
@@ -341,11 +337,7 @@ fn a_time_missed_while_off_is_started_once_within_its_window_and_skipped_past_it
         "{:?}",
         ledger(&env)
     );
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(60));
     let whats: Vec<(String, String)> = ledger(&env)
         .iter()
         .map(|v| {
@@ -459,11 +451,7 @@ fn the_daemon_revives_a_loop_a_schedule_started_whose_runner_died() {
     env.wait_for_calls(1, 1);
     let runner = m1loop::runner::lock::holder(&env.file).expect("a runner drives the loop");
     crate::support::Guard::of_pid(i32::try_from(runner).unwrap()).kill9();
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(60));
     assert_eq!(
         (env.calls_for(1), env.calls_for(2)),
         (1, 1),
@@ -518,10 +506,6 @@ fn the_daemon_says_a_mistake_in_the_schedules_file_once_and_starts_once_it_is_fi
         "{}",
         said()
     );
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(60));
     assert_eq!(said().matches("has mistakes").count(), 1, "{}", said());
 }

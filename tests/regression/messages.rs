@@ -8,7 +8,7 @@ use m1loop::m1::Status;
 
 use crate::support::bot::with_telegram;
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{TestLoop, code, line_with, stderr, stdout, wait_until};
+use crate::support::{TestLoop, code, line_with, stderr, stdout};
 
 /// `loop gates` where no loop is printed the raw `No such file or directory (os error 2)`,
 /// where every other command says there is no loop and how to start one.
@@ -240,11 +240,7 @@ fn status_says_a_loop_without_a_runner_comes_back_by_itself_when_its_step_ends()
         line.contains("when the step ends, its supervisor starts one"),
         "{line}"
     );
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(60));
     // Without revival, `loop resume` is what carries it on.
     let env = TestLoop::new();
     let line = runner_line_once_the_runner_died(&env);

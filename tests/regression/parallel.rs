@@ -324,12 +324,7 @@ fn a_parallel_steps_failure_is_decided_from_the_loop_the_person_started_with_loo
     let status = runner.wait(DEADLINE);
     if status.code() == Some(3) {
         // The loop waited for the decision with nothing else to do: the retry carried it on.
-        assert!(
-            wait_until(DEADLINE, || env.m1().status == Status::Done),
-            "{}\n{}",
-            env.text(),
-            env.log()
-        );
+        env.wait_for_status(Status::Done, DEADLINE);
     }
     env.assert_status(Status::Done);
     assert_eq!(env.calls_for(2), 2, "step 2 ran again once");
@@ -391,12 +386,7 @@ fn a_parallel_steps_failure_is_skipped_by_a_tap_on_the_loop_the_person_started()
         .unwrap();
     let bot = start_real_bot(&env, &tg.base_url());
     tg.push_tap(CHAT, CHAT, n + 1, &skip);
-    assert!(
-        wait_until(DEADLINE, || env.m1().status == Status::Done),
-        "{}\n{}",
-        env.text(),
-        env.log()
-    );
+    env.wait_for_status(Status::Done, DEADLINE);
     let _ = runner.wait(DEADLINE);
     let m = env.m1();
     assert_eq!(m.plan.steps[1].state, StepState::Skipped);

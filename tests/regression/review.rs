@@ -370,12 +370,7 @@ fn the_hint_after_reviews_without_a_verdict_reviews_the_step_again_as_written() 
     assert!(hint.contains("`loop retry 1`"), "{hint}");
     env.scenario(&Scenario::new().step(1, work("whole")).review(approve()));
     env.run_ok(&["retry", "1"]);
-    assert!(
-        crate::support::wait_until(crate::support::PATIENCE, || env.m1().status == Status::Done),
-        "{}\n{}",
-        env.text(),
-        env.log()
-    );
+    env.wait_for_status(Status::Done, crate::support::PATIENCE);
     let (steps, reviews) = env.step_and_review_calls();
     assert_eq!((steps.len(), reviews.len()), (1, 4), "{}", env.log());
     assert_eq!(

@@ -372,6 +372,19 @@ impl TestLoop {
         );
     }
 
+    /// Waits up to `within` until the loop's STATUS is `want`; if it is not by then, M1.md and
+    /// what the loop logged say why.
+    #[track_caller]
+    pub fn wait_for_status(&self, want: Status, within: Duration) {
+        let reached = wait_until(within, || self.m1().status == want);
+        assert!(
+            reached,
+            "STATUS not {want:?} within {within:?}\n--- M1.md\n{}--- loop.log\n{}",
+            std::fs::read_to_string(&self.file).unwrap_or_default(),
+            self.log()
+        );
+    }
+
     /// The loop waited once (a backoff or a usage limit) and `loop.log` says so once: where
     /// the runner recorded the wait, not again when it came to wait.
     #[track_caller]
