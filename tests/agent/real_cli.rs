@@ -4,19 +4,16 @@
 
 use m1loop::m1::Status;
 
-use crate::support::real_cli::{Mock, VERSIONS, claude_or_skip, run_with_mock};
+use crate::support::real_cli::{Mock, VERSIONS, claude_loop_or_skip, run_with_mock};
 use crate::support::{PATIENCE, TestLoop, stdout};
 
 fn a_step_passes_and_its_transcript_is_found(version: &str) {
-    let Some(claude) = claude_or_skip(version) else {
-        return;
-    };
     // The CLI names a project's directory of transcripts after its path, every character but
     // a letter or digit made a dash: this one has a dot, an underscore and a space.
     let env = TestLoop::new().in_project_named("my_project.v2 x");
-    let home = env.temp.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let env = env.env("LOOP_AGENT", &claude).env("HOME", &home);
+    let Some(env) = claude_loop_or_skip(env, version) else {
+        return;
+    };
     let mock = Mock {
         tool: "-",
         command: "",

@@ -35,17 +35,7 @@ fn a_planned_after_runs_a_step_only_once_what_it_waits_for_is_done() {
 fn an_after_written_by_hand_reorders_the_steps_that_remain() {
     let env = TestLoop::new();
     env.scenario(&Scenario::new());
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--step",
-        "c",
-        "--plan-only",
-    ]);
+    env.run_ok(&TestLoop::start_args(&["a", "b", "c"], &["--plan-only"]));
     let text = env.text().replace(
         "    3: [PENDING] c\n",
         "    3: [PENDING] c\n  AFTER:\n    1: 3\n",

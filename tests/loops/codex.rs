@@ -50,6 +50,20 @@ fn a_hand_edit_codex_cannot_honour_halts_the_loop_naming_the_line() {
     assert!(env.calls().is_empty(), "nothing ran");
 }
 
+/// Starts a Codex loop of step one whose agent answers as `scenario`, in the background, and
+/// waits until M1.md holds the wait a usage limit set.
+#[track_caller]
+fn started_until_it_waits(env: &TestLoop, scenario: &Scenario) -> crate::support::Guard {
+    env.scenario(scenario);
+    let runner = env.spawn(&["start", "g", "--backend", "codex", "--step", "one"]);
+    assert!(
+        wait_until(crate::support::PATIENCE, || waits(env)),
+        "{}",
+        env.text()
+    );
+    runner
+}
+
 /// Codex's sentence for a spent limit, as 0.169.0 writes it: a curly apostrophe and the
 /// machine's local time, without a zone.
 fn codex_limit(at: chrono::DateTime<Utc>) -> String {
@@ -69,14 +83,9 @@ fn a_codex_usage_limit_waits_until_the_reset_it_names() {
         .with_second(0)
         .and_then(|t| t.with_nanosecond(0))
         .unwrap();
-    env.scenario(
+    let mut runner = started_until_it_waits(
+        &env,
         &Scenario::new().step(1, [Action::error(&codex_limit(reset)), Action::done("ok")]),
-    );
-    let mut runner = env.spawn(&["start", "g", "--backend", "codex", "--step", "one"]);
-    assert!(
-        wait_until(crate::support::PATIENCE, || waits(&env)),
-        "{}",
-        env.text()
     );
     let m = env.m1();
     // The minute named, cut down from the moment itself, is over at its end.
@@ -122,12 +131,9 @@ fn a_codex_limit_that_resets_within_the_printed_minute_is_waited_for_not_read_as
     room_in_the_minute(12);
     let reset = Utc::now().timestamp() + 4;
     let minute_end = end_of_minute(chrono::DateTime::from_timestamp(reset, 0).unwrap());
-    env.scenario(&Scenario::new().step(1, Action::done("ok").limited_until(reset)));
-    let mut runner = env.spawn(&["start", "g", "--backend", "codex", "--step", "one"]);
-    assert!(
-        wait_until(crate::support::PATIENCE, || waits(&env)),
-        "{}",
-        env.text()
+    let mut runner = started_until_it_waits(
+        &env,
+        &Scenario::new().step(1, Action::done("ok").limited_until(reset)),
     );
     let m = env.m1();
     assert_eq!(m.current.wait_until, Some(minute_end), "{}", env.text());
@@ -146,12 +152,9 @@ fn a_second_refusal_at_a_wake_before_the_reset_waits_for_the_minutes_end_not_a_d
     room_in_the_minute(25);
     let reset = Utc::now().timestamp() + 15;
     let minute_end = end_of_minute(chrono::DateTime::from_timestamp(reset, 0).unwrap());
-    env.scenario(&Scenario::new().step(1, Action::done("ok").limited_until(reset)));
-    let mut runner = env.spawn(&["start", "g", "--backend", "codex", "--step", "one"]);
-    assert!(
-        wait_until(crate::support::PATIENCE, || waits(&env)),
-        "{}",
-        env.text()
+    let mut runner = started_until_it_waits(
+        &env,
+        &Scenario::new().step(1, Action::done("ok").limited_until(reset)),
     );
     env.run_ok(&["stop"]);
     runner.wait(crate::support::PATIENCE);
@@ -185,14 +188,9 @@ fn a_day_long_wait_read_from_a_bare_time_is_said_in_next_action() {
     let env = codex_loop().env("TZ", "UTC");
     room_in_the_minute(10);
     let named = Utc::now() - chrono::Duration::hours(3);
-    env.scenario(
+    let mut runner = started_until_it_waits(
+        &env,
         &Scenario::new().step(1, [Action::error(&codex_limit(named)), Action::done("ok")]),
-    );
-    let mut runner = env.spawn(&["start", "g", "--backend", "codex", "--step", "one"]);
-    assert!(
-        wait_until(crate::support::PATIENCE, || waits(&env)),
-        "{}",
-        env.text()
     );
     let m = env.m1();
     let until = m.current.wait_until.expect("a wait");

@@ -249,18 +249,10 @@ fn a_failed_step_is_not_committed_and_the_next_one_does_not_take_its_leftovers()
         2,
         Action::failed("could not finish").bash("echo half > half-done.txt"),
     ));
-    let out = env.run(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--step",
-        "c",
-        "--max-retries",
-        "1",
-    ]);
+    let out = env.run(&TestLoop::start_args(
+        &["a", "b", "c"],
+        &["--max-retries", "1"],
+    ));
     env.assert_exit(&out, 1);
     assert_eq!(history(&env).len(), 2, "step 1's commit only");
     env.run_ok(&["skip", "2"]);

@@ -8,7 +8,7 @@ use m1loop::m1::{Status, StepState};
 use m1loop::runner::CRASH_POINTS;
 
 use crate::support::answers::steady;
-use crate::support::{TestLoop, save_by_rename, stderr, wait_until};
+use crate::support::{TestLoop, line_with, save_by_rename, stderr, wait_until};
 
 /// Every step works `ms`, then passes.
 fn assert_complete(env: &TestLoop, steps: u32) {
@@ -199,10 +199,7 @@ fn edits_to_steps_and_limits_take_effect_at_the_next_decision() {
     assert!(last.contains("c, edited"), "{last}");
     // A person's decisions are in loop.log like the runner's.
     let log = env.log();
-    let edit = log
-        .lines()
-        .find(|l| l.contains("edit: M1.md was changed by hand"))
-        .unwrap_or_else(|| panic!("{log}"));
+    let edit = line_with(&log, "edit: M1.md was changed by hand");
     assert!(
         edit.contains("PLAN.STEPS.2: [PENDING] b → [SKIPPED] b"),
         "{edit}"

@@ -41,9 +41,9 @@ fn a_tool_removed_by_a_deny_rule_is_not_a_false_done() {
     );
 }
 
-#[test]
-fn the_advice_after_a_denial_is_the_m1_line_that_allows_it_and_following_it_works() {
-    let env = TestLoop::new();
+/// Starts a loop of one step, `write it`, allowed only `Read,Edit`: its agent is denied Write,
+/// then writes once allowed. It waits on gate G1.
+pub(super) fn waits_on_a_denied_write(env: &TestLoop) {
     env.scenario(&Scenario::new().step(
         1,
         [
@@ -62,6 +62,12 @@ fn the_advice_after_a_denial_is_the_m1_line_that_allows_it_and_following_it_work
             "Read,Edit",
         ],
     );
+}
+
+#[test]
+fn the_advice_after_a_denial_is_the_m1_line_that_allows_it_and_following_it_works() {
+    let env = TestLoop::new();
+    waits_on_a_denied_write(&env);
     let how = env.m1().next_action.unwrap();
     assert!(
         how.contains("add `,Write` to the end of the line `ALLOWED_TOOLS:` under AGENT"),

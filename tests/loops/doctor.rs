@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::support::bot::with_telegram;
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{TestLoop, code, run, stdout, write_executable};
+use crate::support::{TestLoop, code, line_with, run, stdout, write_executable};
 
 /// A `claude` that knows neither `--permission-prompt-tool` nor the mode `default` (only its
 /// newer name, `manual`), and refuses the flag as Commander does.
@@ -54,10 +54,7 @@ fn doctor_names_the_flag_this_version_of_the_agent_does_not_know() {
     let out = env.run(&["doctor"]);
     let text = stdout(&out);
     assert_eq!(code(&out), 1, "{text}");
-    let line = text
-        .lines()
-        .find(|l| l.contains("claude: flags"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let line = line_with(&text, "claude: flags");
     assert!(
         line.starts_with("FAIL")
             && line.contains("--permission-prompt-tool not in")
@@ -81,10 +78,7 @@ fn doctor_tells_the_name_this_version_gives_the_permission_mode_in_force() {
         "default",
     ]);
     let text = stdout(&env.run_exits(1, &["doctor"]));
-    let line = text
-        .lines()
-        .find(|l| l.contains("claude: permission modes"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let line = line_with(&text, "claude: permission modes");
     assert!(
         line.starts_with("FAIL")
             && line.contains("AGENT.PERMISSION_MODE default is unknown to this version")
@@ -132,10 +126,7 @@ fn doctor_in_a_fresh_git_project_creates_nothing_there() {
     let env = with_stub().without_state().with_git();
     let out = run(env.cmd(&["doctor"]).env_remove("LOOP_FILE"));
     let text = stdout(&out);
-    let line = text
-        .lines()
-        .find(|l| l.contains("state directory"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let line = line_with(&text, "state directory");
     assert!(line.starts_with("ok"), "{line}");
     assert!(
         !env.state().exists(),

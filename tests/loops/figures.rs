@@ -165,18 +165,10 @@ fn a_skipped_steps_paid_attempts_count_in_the_total() {
             .step(1, Action::done("a").write("a.txt", "a\n").cost(0.05))
             .step(2, [fails(), fails(), fails()]),
     );
-    let mut args = vec![
-        "start",
-        "g",
-        "--parallel",
-        "2",
-        "--step",
-        "a",
-        "--step",
-        "b",
-    ];
-    args.extend(["--max-retries", "3"]);
-    env.run_exits(3, &args);
+    env.run_exits(
+        3,
+        &TestLoop::start_args(&["a", "b"], &["--parallel", "2", "--max-retries", "3"]),
+    );
     let gate = env
         .m1()
         .gates
@@ -220,17 +212,10 @@ fn steps_running_at_once_count_what_they_spent_so_far() {
                     .cost(0.05),
             ),
     );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--parallel",
-        "2",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--plan-only",
-    ]);
+    env.run_ok(&TestLoop::start_args(
+        &["a", "b"],
+        &["--parallel", "2", "--plan-only"],
+    ));
     let mut runner = env.spawn(&["resume"]);
     // Step 1's second attempt and step 2's first run: $0.03 spent, three attempts made.
     let mut last = (0, 0.0, String::new());

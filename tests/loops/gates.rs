@@ -376,16 +376,7 @@ fn failed_on_a_gate(env: &TestLoop, after: Action) {
     env.scenario(&Scenario::new().step(1, [Action::failed("the tests do not build"), after]));
     env.run_exits(
         1,
-        &[
-            "start",
-            "g",
-            "--step",
-            "one",
-            "--step",
-            "two",
-            "--max-retries",
-            "1",
-        ],
+        &TestLoop::start_args(&["one", "two"], &["--max-retries", "1"]),
     );
     env.assert_status(Status::Failed);
     let m = env.m1();
@@ -478,24 +469,7 @@ fn loop_retry_answers_the_gate_of_its_step() {
 #[test]
 fn a_denied_tool_allowed_on_its_gate_is_added_to_allowed_tools_and_the_step_runs_again() {
     let env = TestLoop::new();
-    env.scenario(&Scenario::new().step(
-        1,
-        [
-            Action::done("tried").denied(["Write"]),
-            Action::done("written"),
-        ],
-    ));
-    env.run_exits(
-        3,
-        &[
-            "start",
-            "g",
-            "--step",
-            "write it",
-            "--allowed-tools",
-            "Read,Edit",
-        ],
-    );
+    super::denials::waits_on_a_denied_write(&env);
     let m = env.m1();
     let g = m.gate("G1").expect("a DENIED gate").clone();
     assert_eq!(
@@ -696,7 +670,7 @@ fn the_loser_of_two_decisions_at_once_is_told_what_was_already_decided() {
         env.scenario(&crate::support::answers::passing());
         // Decided the moment the gate is written, while the runner that opened it may still be
         // on its way out.
-        let mut start = env.spawn(&TestLoop::START_FOR_APPROVAL);
+        let mut start = env.spawn(&TestLoop::start_for_approval());
         assert!(wait_until(Duration::from_secs(30), || {
             std::fs::read_to_string(&env.file).is_ok_and(|t| t.contains("G1"))
         }));
@@ -756,15 +730,7 @@ fn loop_gates_lists_the_plan_a_plan_gate_asks_about() {
     env.scenario(&Scenario::new());
     env.run_exits(
         3,
-        &[
-            "start",
-            "g",
-            "--step",
-            "parse it",
-            "--step",
-            "ship it",
-            "--approve-plan",
-        ],
+        &TestLoop::start_args(&["parse it", "ship it"], &["--approve-plan"]),
     );
     let said = stdout(&env.run_ok(&["gates"]));
     assert!(

@@ -231,20 +231,15 @@ fn doctor_checks_gemini_against_the_simulated_agent() {
     let env = env.env("XDG_CONFIG_HOME", config);
     env.scenario(&Scenario::new());
     let out = env.run_for(&["doctor", "--backend", "gemini"], PATIENCE * 4);
-    let text = stdout(&out);
-    assert_eq!(crate::support::code(&out), 0, "{text}");
-    for check in [
-        "gemini: program",
-        "gemini: flags",
-        "gemini: approval modes",
-        "gemini: contract",
-    ] {
-        assert!(
-            text.lines()
-                .any(|l| l.starts_with("ok") && l.contains(check)),
-            "{check}: {text}"
-        );
-    }
+    let text = crate::support::assert_doctor_passed(
+        &out,
+        &[
+            "gemini: program",
+            "gemini: flags",
+            "gemini: approval modes",
+            "gemini: contract",
+        ],
+    );
     assert!(text.contains("--approval-mode auto_edit passed"), "{text}");
     assert!(text.contains("its tokens"), "{text}");
     assert!(text.contains("a resume kept the session"), "{text}");

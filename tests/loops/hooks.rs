@@ -53,14 +53,10 @@ fn after_a_compaction_the_agent_is_told_its_step_again_and_the_compaction_is_cou
             .step(1, Action::done("ok"))
             .step(2, Action::done("ok").compact()),
     );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "read the code",
-        "--step",
-        "fix the parser",
-    ]);
+    env.run_ok(&TestLoop::start_args(
+        &["read the code", "fix the parser"],
+        &[],
+    ));
     // The compaction's hooks; every call's `SessionStart` as its session starts is another's.
     let runs: Vec<Value> = env
         .hook_runs()

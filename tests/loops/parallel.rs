@@ -355,19 +355,7 @@ fn loop_stop_stops_every_step_running_and_resume_carries_them_all_on() {
 fn parallel_steps_outside_a_git_repository_are_refused_or_wait_saying_why() {
     let env = TestLoop::new();
     env.scenario(&Scenario::new());
-    let out = env.run_exits(
-        2,
-        &[
-            "start",
-            "g",
-            "--step",
-            "a",
-            "--step",
-            "b",
-            "--parallel",
-            "2",
-        ],
-    );
+    let out = env.run_exits(2, &TestLoop::start_args(&["a", "b"], &["--parallel", "2"]));
     assert!(
         crate::support::stderr(&out).contains("is not a git repository with a commit"),
         "{}",
@@ -399,19 +387,10 @@ fn steps_running_at_once_are_carried_on_when_parallel_is_lowered_by_hand() {
             .step(2, Action::done("b").sleep_ms(1500).write("b.txt", "b\n"))
             .step(3, Action::done("c").write("c.txt", "c\n")),
     );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--step",
-        "c",
-        "--parallel",
-        "2",
-        "--plan-only",
-    ]);
+    env.run_ok(&TestLoop::start_args(
+        &["a", "b", "c"],
+        &["--parallel", "2", "--plan-only"],
+    ));
     let mut runner = env.spawn(&["resume"]);
     assert!(crate::support::wait_until(crate::support::PATIENCE, || {
         env.calls_for(1) >= 1 && env.calls_for(2) >= 1

@@ -49,21 +49,16 @@ pub(crate) fn eventful_loop() -> TestLoop {
                 ],
             ),
     );
-    let start = [
-        "start",
-        "g",
-        "--step",
-        "one",
-        "--step",
-        "two",
-        "--step",
-        "three",
-        "--review",
-        "--max-retries",
-        "2",
-        "--verify",
-        "test -f step$LOOP_STEP.txt",
-    ];
+    let start = TestLoop::start_args(
+        &["one", "two", "three"],
+        &[
+            "--review",
+            "--max-retries",
+            "2",
+            "--verify",
+            "test -f step$LOOP_STEP.txt",
+        ],
+    );
     let out = env.run_exits(1, &start);
     // Ended FAILED on its gate: the page is written already, and the closing line names it.
     let page = env.state().join("M1.report.html");
@@ -239,16 +234,7 @@ fn a_loop_that_ran_its_steps_at_once_has_a_lane_per_worktree_and_one_for_its_mer
                 ],
             ),
     );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--parallel",
-        "2",
-    ]);
+    env.run_ok(&TestLoop::start_args(&["a", "b"], &["--parallel", "2"]));
     let json: Value =
         serde_json::from_str(&stdout(&env.run_ok(&["report", "--format", "json"]))).unwrap();
     assert_eq!(json["parallel"], true);

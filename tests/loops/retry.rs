@@ -22,16 +22,7 @@ fn retry_gives_a_failed_step_a_fresh_budget_and_runs_the_loop_on() {
     env.scenario(&Scenario::new().step(1, [fails(), fails(), ok()]));
     env.run_exits(
         1,
-        &[
-            "start",
-            "g",
-            "--step",
-            "a",
-            "--step",
-            "b",
-            "--max-retries",
-            "2",
-        ],
+        &TestLoop::start_args(&["a", "b"], &["--max-retries", "2"]),
     );
     let m = env.m1();
     assert!(

@@ -7,7 +7,9 @@ use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
 
 use crate::support::answers::steady;
-use crate::support::{Guard, TestLoop, code, stderr, stdout, wait_until, write_executable};
+use crate::support::{
+    Guard, TestLoop, code, line_with, stderr, stdout, wait_until, write_executable,
+};
 
 /// A loop whose runners are revived by their steps (`TestLoop` turns that off).
 fn reviving() -> TestLoop {
@@ -32,11 +34,7 @@ fn done(ms: u64) -> Action {
 fn daemon_until_done(env: &TestLoop) -> Guard {
     let file = env.file.display().to_string();
     let daemon = env.spawn(&["daemon", "--loop", &file, "--every", "1s"]);
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(60));
     daemon
 }
 
@@ -47,11 +45,7 @@ fn a_runner_killed_mid_step_comes_back_by_itself_and_starts_nothing_twice() {
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
     env.wait_for_calls(1, 1);
     runner.kill9();
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "the loop did not finish by itself:\n{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(60));
     assert_eq!(
         (env.calls_for(1), env.calls_for(2)),
         (1, 1),
@@ -87,10 +81,7 @@ fn the_daemon_revives_a_runner_killed_during_a_backoff_at_its_deadline() {
         "the failed call and the one after the wait"
     );
     let log = env.log();
-    let revived = log
-        .lines()
-        .find(|l| l.contains("revived by loop daemon"))
-        .unwrap_or_else(|| panic!("{log}"));
+    let revived = line_with(&log, "revived by loop daemon");
     let at =
         chrono::DateTime::parse_from_rfc3339(revived.split_whitespace().next().unwrap()).unwrap();
     // WAIT_UNTIL is stored to the second: revived at or after that second, not before.
@@ -233,11 +224,7 @@ fn revivals_racing_each_other_and_a_person_end_with_one_runner_and_nothing_run_t
         })
         .chain(std::iter::once(env.spawn(&["resume"])))
         .collect();
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(60));
     drop(racers);
     for n in 1..=3 {
         assert_eq!(env.calls_for(n), 1, "step {n}: {}", env.log());

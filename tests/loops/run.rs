@@ -119,16 +119,7 @@ fn an_always_failing_step_makes_exactly_max_retries_calls_and_fails_the_loop() {
     env.scenario(&Scenario::new().step(1, Action::says("nope").exit(0)));
     env.run_exits(
         1,
-        &[
-            "start",
-            "g",
-            "--step",
-            "one",
-            "--step",
-            "two",
-            "--max-retries",
-            "3",
-        ],
+        &TestLoop::start_args(&["one", "two"], &["--max-retries", "3"]),
     );
     assert_eq!(env.calls_for(1), 3);
     assert_eq!(env.calls_for(2), 0);

@@ -243,11 +243,7 @@ fn an_intent_a_killed_daemon_left_without_a_loop_is_started_once() {
         "{:?}",
         ledger(&env)
     );
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(60));
     assert_eq!(starts_in(&env.file), 1);
 }
 
@@ -341,11 +337,7 @@ fn a_time_missed_while_off_is_started_once_within_its_window_and_skipped_past_it
         "{:?}",
         ledger(&env)
     );
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(60));
     let whats: Vec<(String, String)> = ledger(&env)
         .iter()
         .map(|v| {
@@ -451,16 +443,7 @@ fn at_reads_local_time_across_daylight_saving_changes_in_the_time_zone_of_tz() {
 fn the_daemon_revives_a_loop_a_schedule_started_whose_runner_died() {
     let env = TestLoop::new();
     env.scenario(&steady(1500));
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--at",
-        &in_ms(300),
-    ]);
+    env.run_ok(&TestLoop::start_args(&["a", "b"], &["--at", &in_ms(300)]));
     // Not the loop of LOOP_FILE to the daemon: only the schedule names it.
     let mut daemon = env.cmd(&["daemon", "--every", "1s"]);
     daemon.env_remove("LOOP_FILE");
@@ -468,11 +451,7 @@ fn the_daemon_revives_a_loop_a_schedule_started_whose_runner_died() {
     env.wait_for_calls(1, 1);
     let runner = m1loop::runner::lock::holder(&env.file).expect("a runner drives the loop");
     crate::support::Guard::of_pid(i32::try_from(runner).unwrap()).kill9();
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(60));
     assert_eq!(
         (env.calls_for(1), env.calls_for(2)),
         (1, 1),
@@ -527,10 +506,6 @@ fn the_daemon_says_a_mistake_in_the_schedules_file_once_and_starts_once_it_is_fi
         "{}",
         said()
     );
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(60));
     assert_eq!(said().matches("has mistakes").count(), 1, "{}", said());
 }

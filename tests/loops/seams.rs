@@ -149,16 +149,13 @@ fn a_step_that_turns_dot_git_into_a_file_naming_home_gives_no_later_run_the_home
     let pry = Action::done("pried")
         .bash("echo pwned >> \"$HOME/.bashrc\"; cat \"$HOME/.ssh/id_test\" > saw.txt");
     env.scenario(&Scenario::new().step(1, swap).step(2, pry));
-    env.run(&[
-        "start",
-        "g",
-        "--step",
-        "swap",
-        "--step",
-        "pry",
-        "--verify",
-        "echo verify >> \"$HOME/.bashrc\"; cat \"$HOME/.ssh/id_test\" >> saw.txt; true",
-    ]);
+    env.run(&TestLoop::start_args(
+        &["swap", "pry"],
+        &[
+            "--verify",
+            "echo verify >> \"$HOME/.bashrc\"; cat \"$HOME/.ssh/id_test\" >> saw.txt; true",
+        ],
+    ));
     assert_eq!(leaks(&env, &home), Vec::<String>::new());
     assert!(
         env.path().join(".git").is_dir(),

@@ -89,27 +89,24 @@ fn permission_mode_and_tools_survive_detach_kill_and_resume() {
          max_turns: 99\n  max_budget_usd: 9\n  extra_args: [\"--verbose\"]\nverify: \"false\"\n",
     )
     .unwrap();
-    let out = env.run(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--permission-mode",
-        "plan",
-        "--allowed-tools",
-        "Read,Grep",
-        "--model",
-        "sonnet",
-        "--max-turns",
-        "7",
-        "--max-budget-usd",
-        "1.5",
-        "--verify",
-        "true",
-        "--detach",
-    ]);
+    let out = env.run(&TestLoop::start_args(
+        &["a", "b"],
+        &[
+            "--permission-mode",
+            "plan",
+            "--allowed-tools",
+            "Read,Grep",
+            "--model",
+            "sonnet",
+            "--max-turns",
+            "7",
+            "--max-budget-usd",
+            "1.5",
+            "--verify",
+            "true",
+            "--detach",
+        ],
+    ));
     env.assert_exit(&out, 0);
     let text = env.text();
     for line in [

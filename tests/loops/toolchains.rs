@@ -12,16 +12,17 @@ use m1loop::m1::Status;
 
 use super::sandbox::bwrap_here;
 use crate::support::TestLoop;
+use crate::support::answers::passing;
 
 const SECRET: &str = "SECRET-KEY-of-the-person";
 
-/// A home beside the project with `~/.ssh/id_test`.
-fn home_of(env: &TestLoop) -> PathBuf {
+/// `env` whose `$HOME` is a home beside the project with `~/.ssh/id_test`, and that home.
+fn with_home(env: TestLoop) -> (TestLoop, PathBuf) {
     let home = env.path().parent().unwrap().join("home");
     let key = home.join(".ssh/id_test");
     std::fs::create_dir_all(key.parent().unwrap()).unwrap();
     std::fs::write(key, SECRET).unwrap();
-    home
+    (env.env("HOME", &home), home)
 }
 
 fn script(path: &Path, text: &str) {
@@ -42,7 +43,7 @@ fn path_with(dir: &Path) -> std::ffi::OsString {
 /// Runs a one-step loop whose VERIFY is `verify` (then prints `~/.ssh/id_test`, or why it
 /// cannot, into `ssh.txt`), and says what VERIFY printed into `out.txt`.
 fn verify_in(env: &TestLoop, verify: &str) -> String {
-    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    env.scenario(&passing());
     let verify = format!(
         "{verify} > out.txt 2>&1; s=$?; cat \"$HOME/.ssh/id_test\" > ssh.txt 2>&1; exit $s"
     );
@@ -71,8 +72,7 @@ fn a_pyenv_style_shim_under_home_runs_in_verify_with_no_flag() {
     if !bwrap_here("a pyenv-style shim …") {
         return;
     }
-    let env = TestLoop::new();
-    let home = home_of(&env);
+    let (env, home) = with_home(TestLoop::new());
     let root = home.join(".pyenv");
     // As pyenv's own: the shim runs the manager by its path under $HOME.
     script(
@@ -87,7 +87,6 @@ fn a_pyenv_style_shim_under_home_runs_in_verify_with_no_flag() {
         "#!/bin/sh\nshift; shift; echo \"python via pyenv: $*\"\n",
     );
     let env = env
-        .env("HOME", &home)
         .env("PYENV_ROOT", &root)
         .env("PATH", path_with(&root.join("shims")));
     let out = verify_in(&env, "python -c ok");
@@ -100,8 +99,7 @@ fn an_npm_global_tool_in_nvms_layout_under_home_runs_in_verify_with_no_flag() {
     if !bwrap_here("an npm global tool in nvm's layout …") {
         return;
     }
-    let env = TestLoop::new();
-    let home = home_of(&env);
+    let (env, home) = with_home(TestLoop::new());
     let prefix = home.join(".nvm/versions/node/v20.0.0");
     // As npm installs a global package: its program is a link from bin/ into lib/node_modules/,
     // which needs the rest of the package beside it.
@@ -115,7 +113,6 @@ fn an_npm_global_tool_in_nvms_layout_under_home_runs_in_verify_with_no_flag() {
     std::os::unix::fs::symlink("../lib/node_modules/greet/cli.sh", prefix.join("bin/greet"))
         .unwrap();
     let env = env
-        .env("HOME", &home)
         .env("NVM_DIR", home.join(".nvm"))
         .env("PATH", path_with(&prefix.join("bin")));
     assert_eq!(verify_in(&env, "greet"), "hello from nvm\n");
@@ -143,8 +140,7 @@ fn rustups_cargo_builds_a_crate_with_a_registry_dependency_offline_with_no_flag(
         );
         return;
     }
-    let env = TestLoop::new().with_git();
-    let home = home_of(&env);
+    let (env, _home) = with_home(TestLoop::new().with_git());
     std::fs::write(
         env.path().join("Cargo.toml"),
         "[package]\nname = \"probe\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
@@ -159,7 +155,6 @@ fn rustups_cargo_builds_a_crate_with_a_registry_dependency_offline_with_no_flag(
     .unwrap();
     std::fs::write(env.path().join(".gitignore"), "target/\n").unwrap();
     let env = env
-        .env("HOME", &home)
         .env("RUSTUP_HOME", &rustup)
         .env("CARGO_HOME", &cargo_home)
         .env("PATH", path_with(&cargo_home.join("bin")));
@@ -173,12 +168,10 @@ fn a_granted_directory_that_holds_a_secret_place_shows_it_empty() {
     if !bwrap_here("a granted directory that holds a secret place …") {
         return;
     }
-    let env = TestLoop::new();
-    let home = home_of(&env);
+    let (env, home) = with_home(TestLoop::new());
     std::fs::write(home.join("notes.txt"), "the person's notes\n").unwrap();
     std::fs::write(home.join(".netrc"), SECRET).unwrap();
-    let env = env.env("HOME", &home);
-    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    env.scenario(&passing());
     let verify = "cat \"$HOME/notes.txt\" > out.txt; cat \"$HOME/.ssh/id_test\" \"$HOME/.netrc\" \
                   > ssh.txt 2>&1; true";
     env.run_ok(&[
@@ -220,7 +213,7 @@ fn sandbox_read_on_the_command_line_adds_to_loop_yamls_list_instead_of_replacing
         ),
     )
     .unwrap();
-    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    env.scenario(&passing());
     let verify = format!(
         "cat {0}/from-yaml/f.txt {0}/from-flag/f.txt > out.txt",
         root.display()
@@ -267,7 +260,7 @@ fn a_variable_named_by_sandbox_env_reaches_every_run_and_is_kept_in_m1() {
         .env("DATABASE_URL", "postgres://db.invalid/app")
         .env("APP_MODE", "test")
         .env("UNNAMED_VAR", "not for the run");
-    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    env.scenario(&passing());
     let verify = "echo \"$DATABASE_URL $APP_MODE [$UNNAMED_VAR]\" > out.txt";
     env.run_ok(&[
         "start",
@@ -316,8 +309,7 @@ fn a_verify_that_reaches_for_a_path_the_sandbox_hid_says_so_and_spends_no_more_a
     if !bwrap_here("a VERIFY that reaches for a hidden path …") {
         return;
     }
-    let env = TestLoop::new();
-    let home = home_of(&env);
+    let (env, home) = with_home(TestLoop::new());
     // A tool of the person's own, in a directory of their PATH, that runs a helper beside it:
     // no toolchain the sandbox knows.
     let tools = home.join("tools");
@@ -326,10 +318,8 @@ fn a_verify_that_reaches_for_a_path_the_sandbox_hid_says_so_and_spends_no_more_a
         &format!("#!/bin/sh\nexec {}/lib/helper \"$@\"\n", tools.display()),
     );
     script(&tools.join("lib/helper"), "#!/bin/sh\necho helped\n");
-    let env = env
-        .env("HOME", &home)
-        .env("PATH", path_with(&tools.join("bin")));
-    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let env = env.env("PATH", path_with(&tools.join("bin")));
+    env.scenario(&passing());
     let out = env.run(&["start", "g", "--step", "one", "--verify", "mytool"]);
     env.assert_exit(&out, 1);
     let m = env.m1();
@@ -366,8 +356,7 @@ fn an_agent_program_that_cannot_start_in_the_sandbox_halts_at_once_and_says_why(
     if !bwrap_here("an agent program that cannot start in the sandbox …") {
         return;
     }
-    let env = TestLoop::new();
-    let home = home_of(&env);
+    let (env, home) = with_home(TestLoop::new());
     // The agent as a version manager installs it: a launcher that runs the real program from
     // a directory of its own under the home.
     let tools = home.join("tools");
@@ -378,10 +367,8 @@ fn an_agent_program_that_cannot_start_in_the_sandbox_halts_at_once_and_says_why(
         &tools.join("bin/agent"),
         &format!("#!/bin/sh\nexec {} \"$@\"\n", real.display()),
     );
-    let env = env
-        .env("HOME", &home)
-        .env("LOOP_AGENT", tools.join("bin/agent"));
-    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let env = env.env("LOOP_AGENT", tools.join("bin/agent"));
+    env.scenario(&passing());
     env.run(&["start", "g", "--step", "one"]);
     let log = env.log();
     assert!(
@@ -401,8 +388,7 @@ fn claude_code_on_bedrock_gets_its_aws_variables_and_credentials_only_while_the_
     if !bwrap_here("Claude Code on Bedrock …") {
         return;
     }
-    let env = TestLoop::new();
-    let home = home_of(&env);
+    let (env, home) = with_home(TestLoop::new());
     std::fs::create_dir_all(home.join(".aws")).unwrap();
     std::fs::write(home.join(".aws/credentials"), "[default]\nkey = AWS-CRED\n").unwrap();
     std::fs::write(home.join(".aws/other-secret"), SECRET).unwrap();
@@ -412,7 +398,7 @@ fn claude_code_on_bedrock_gets_its_aws_variables_and_credentials_only_while_the_
     );
     let read = |env: &TestLoop, f: &str| std::fs::read_to_string(env.path().join(f)).unwrap();
     // The mode off: nothing of AWS reaches a run.
-    let off = env.env("HOME", &home).env("AWS_REGION", "eu-west-3");
+    let off = env.env("AWS_REGION", "eu-west-3");
     off.scenario(&Scenario::new().otherwise(pry.clone()));
     off.run_ok(&["start", "g", "--step", "one"]);
     assert_eq!(read(&off, "region.txt"), "[]\n");
@@ -443,8 +429,7 @@ fn a_venv_under_home_runs_verify_with_its_own_packages_with_no_flag() {
     if !bwrap_here("a venv under home …") {
         return;
     }
-    let env = TestLoop::new();
-    let home = home_of(&env);
+    let (env, home) = with_home(TestLoop::new());
     let venv = home.join("venvs/app");
     let made = std::process::Command::new("python3")
         .args(["-m", "venv", "--without-pip"])
@@ -464,7 +449,6 @@ fn a_venv_under_home_runs_verify_with_its_own_packages_with_no_flag() {
         .unwrap();
     std::fs::write(site.join("greeting.py"), "WORDS = 'hello from the venv'\n").unwrap();
     let env = env
-        .env("HOME", &home)
         .env("VIRTUAL_ENV", &venv)
         .env("PATH", path_with(&venv.join("bin")));
     let out = verify_in(

@@ -7,7 +7,7 @@ use claude_sim::scenario::{Action, Scenario};
 use m1loop::m1::Status;
 
 use crate::support::answers::passing;
-use crate::support::{TestLoop, stderr, stdout, wait_until};
+use crate::support::{TestLoop, line_with, stderr, stdout, wait_until};
 
 /// Every step passes at once.
 /// Every step works `ms`, saying what it does every 100 ms, then passes.
@@ -143,10 +143,7 @@ fn a_failed_run_is_recorded_with_its_exit_code_and_stderr_tail() {
     env.scenario(&Scenario::new().step(1, [crashed, Action::done("ok")]));
     env.run_ok(&["start", "g", "--step", "one"]);
     let log = env.log();
-    let retry = log
-        .lines()
-        .find(|l| l.contains("retry: Step 1 attempt 1"))
-        .unwrap_or_else(|| panic!("{log}"));
+    let retry = line_with(&log, "retry: Step 1 attempt 1");
     assert!(
         retry.contains("the tool crashed (exited with code 1; stderr: fatal: the disk is full)"),
         "{retry}"

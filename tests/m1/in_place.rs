@@ -51,19 +51,26 @@ fn at_the_end_of_the_plan(text: &str) -> usize {
     text.find("CURRENT:").unwrap()
 }
 
-#[cfg(target_os = "linux")]
-#[test]
-fn a_commit_during_a_save_in_place_takes_the_whole_save_not_its_first_half() {
-    let Case { dir: _dir, file } = case(SEED);
-    let (mut store, _) = Store::open(&file).unwrap();
+/// Starts the person's save of [`theirs`] in place, cut at the end of the plan and held open
+/// 400 ms, and returns once its first chunk is written: the text saved, and the writer.
+fn halfway_through_their_save(file: &Path) -> (String, std::thread::JoinHandle<()>) {
     let text = theirs();
     let (half, writer) = save_in_place_slowly(
-        &file,
+        file,
         &text,
         at_the_end_of_the_plan(&text),
         Duration::from_millis(400),
     );
     half.recv().unwrap();
+    (text, writer)
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_commit_during_a_save_in_place_takes_the_whole_save_not_its_first_half() {
+    let Case { dir: _dir, file } = case(SEED);
+    let (mut store, _) = Store::open(&file).unwrap();
+    let (_, writer) = halfway_through_their_save(&file);
     let doc = store.commit(&[Edit::Status(Status::Done)]).unwrap();
     writer.join().unwrap();
     // What the runner acts on is the person's whole save, with its record on it.
@@ -85,14 +92,7 @@ fn a_commit_during_a_save_in_place_takes_the_whole_save_not_its_first_half() {
 fn a_reload_during_a_save_in_place_waits_for_the_rest_of_it() {
     let Case { dir: _dir, file } = case(SEED);
     let (mut store, _) = Store::open(&file).unwrap();
-    let text = theirs();
-    let (half, writer) = save_in_place_slowly(
-        &file,
-        &text,
-        at_the_end_of_the_plan(&text),
-        Duration::from_millis(400),
-    );
-    half.recv().unwrap();
+    let (text, writer) = halfway_through_their_save(&file);
     let doc = store.reload().unwrap().expect("the save is seen");
     writer.join().unwrap();
     assert_eq!(doc.render(), text);
@@ -115,14 +115,7 @@ fn a_reload_during_a_save_in_place_waits_for_the_rest_of_it() {
 #[test]
 fn a_runner_that_opens_the_file_during_a_save_in_place_takes_the_whole_save_not_its_first_half() {
     let Case { dir: _dir, file } = case(SEED);
-    let text = theirs();
-    let (half, writer) = save_in_place_slowly(
-        &file,
-        &text,
-        at_the_end_of_the_plan(&text),
-        Duration::from_millis(400),
-    );
-    half.recv().unwrap();
+    let (text, writer) = halfway_through_their_save(&file);
     let (_store, doc) = Store::open_with_history(&file).unwrap();
     writer.join().unwrap();
     assert_eq!(doc.render(), text);

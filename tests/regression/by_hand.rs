@@ -8,7 +8,7 @@ use m1loop::m1::{GateKind, Status, StepState};
 
 use crate::support::bot::{CHAT, start_real_bot, with_telegram};
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{TestLoop, flag_value, stderr, stdout, wait_until};
+use crate::support::{TestLoop, flag_value, line_with, stderr, stdout, wait_until};
 
 /// Steps that each work `ms`, then pass.
 fn steady(env: &TestLoop, ms: u64) {
@@ -77,10 +77,7 @@ fn a_step_set_done_by_hand_is_logged_and_shown_as_done_by_hand() {
     assert_eq!(env.calls_for(3), 0, "a step done by hand does not run");
     let log = env.log();
     assert!(log.contains("step 3 set DONE by hand"), "{log}");
-    let done = log
-        .lines()
-        .find(|l| l.contains("notify (done)"))
-        .unwrap_or_else(|| panic!("{log}"));
+    let done = line_with(&log, "notify (done)");
     assert!(
         done.contains("3. [DONE by hand, not run by the loop] c"),
         "{done}"
@@ -108,16 +105,7 @@ fn closed_by_hand_while_it_runs(state: &str) -> TestLoop {
             .step(1, [Action::failed("cannot").sleep_ms(1500)])
             .otherwise(Action::done("ok")),
     );
-    let args = [
-        "start",
-        "g",
-        "--step",
-        "one",
-        "--step",
-        "two",
-        "--max-retries",
-        "3",
-    ];
+    let args = TestLoop::start_args(&["one", "two"], &["--max-retries", "3"]);
     let log = edit_while_step_1_runs(&env, &args, |t| {
         t.replacen("1: [RUNNING] one", &format!("1: [{state}] one"), 1)
     });
@@ -208,17 +196,11 @@ fn a_step_set_done_by_hand_during_its_review_is_not_sent_back() {
 fn a_step_set_skipped_by_hand_while_its_verify_runs_stays_skipped() {
     let env = TestLoop::new();
     steady(&env, 10);
-    let mut runner = env.spawn(&[
-        "start",
-        "g",
-        "--step",
-        "one",
-        "--step",
-        "two",
-        "--verify",
+    let mut runner = env.spawn(&TestLoop::start_args(
+        &["one", "two"],
         // Long enough for the edit below to land while it runs, on a busy machine too.
-        "[ \"$LOOP_STEP\" = 2 ] || sleep 5",
-    ]);
+        &["--verify", "[ \"$LOOP_STEP\" = 2 ] || sleep 5"],
+    ));
     assert!(
         wait_until(Duration::from_secs(30), || env
             .log()
@@ -363,14 +345,7 @@ fn allowing_a_denied_command_allows_that_command_not_all_of_bash() {
     );
     env.run_exits(
         3,
-        &[
-            "start",
-            "g",
-            "--step",
-            "make tool.sh runnable",
-            "--step",
-            "clean",
-        ],
+        &TestLoop::start_args(&["make tool.sh runnable", "clean"], &[]),
     );
     let g = env.m1().gate("G1").expect("a DENIED gate").clone();
     assert_eq!(g.kind, GateKind::Denied);

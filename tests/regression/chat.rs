@@ -53,11 +53,7 @@ fn resume_right_after_stop_waits_for_the_stopped_runner_instead_of_meeting_it() 
         Some(3),
         "stopped"
     );
-    assert!(
-        wait_until(Duration::from_secs(30), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(30));
     assert!(!env.stop.exists());
     bot.kill9();
     env.assert_no_processes();

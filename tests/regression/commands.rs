@@ -334,15 +334,7 @@ fn loop_skip_of_a_step_no_gate_waits_on_says_how_to_skip_it_by_hand() {
     let env = TestLoop::new();
     env.scenario(&crate::support::answers::passing());
     let out = env.run_for(
-        &[
-            "start",
-            "g",
-            "--step",
-            "one",
-            "--step",
-            "two",
-            "--plan-only",
-        ],
+        &TestLoop::start_args(&["one", "two"], &["--plan-only"]),
         Duration::from_secs(60),
     );
     env.assert_exit(&out, 0);

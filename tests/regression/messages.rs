@@ -8,7 +8,7 @@ use m1loop::m1::Status;
 
 use crate::support::bot::with_telegram;
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{TestLoop, code, stderr, stdout, wait_until};
+use crate::support::{TestLoop, code, line_with, stderr, stdout};
 
 /// `loop gates` where no loop is printed the raw `No such file or directory (os error 2)`,
 /// where every other command says there is no loop and how to start one.
@@ -119,15 +119,9 @@ fn plan_only_says_which_imported_steps_are_already_done() {
         "--plan-only",
     ]);
     let text = stdout(&out);
-    let first = text
-        .lines()
-        .find(|l| l.contains("set up the repo"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let first = line_with(&text, "set up the repo");
     assert!(first.contains("already DONE"), "{text}");
-    let second = text
-        .lines()
-        .find(|l| l.contains("write the parser"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let second = line_with(&text, "write the parser");
     assert!(!second.contains("DONE"), "{text}");
     assert!(text.contains("1 already DONE"), "{text}");
 }
@@ -177,16 +171,7 @@ fn the_live_line_says_what_the_answer_ended_with_not_done() {
 fn a_codex_loop_tells_its_tokens_not_zero_dollars() {
     let env = TestLoop::new().env("LOOP_AGENT_CODEX", crate::support::SIM);
     env.scenario(&Scenario::new());
-    let out = env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--backend",
-        "codex",
-    ]);
+    let out = env.run_ok(&TestLoop::start_args(&["a", "b"], &["--backend", "codex"]));
     let err = stderr(&out);
     let closing = err
         .lines()
@@ -197,10 +182,7 @@ fn a_codex_loop_tells_its_tokens_not_zero_dollars() {
         "{closing}"
     );
     let log = env.log();
-    let done = log
-        .lines()
-        .find(|l| l.contains("notify (done)"))
-        .unwrap_or_else(|| panic!("{log}"));
+    let done = line_with(&log, "notify (done)");
     assert!(
         done.contains("2,100 tokens") && !done.contains('$'),
         "{done}"
@@ -224,20 +206,28 @@ fn a_gate_names_telegram_only_where_telegram_is_set_up() {
         "{next}"
     );
     let status = stdout(&env.run_ok(&["status"]));
-    let gate = status
-        .lines()
-        .find(|l| l.contains("decide with `loop answer G1"))
-        .unwrap_or_else(|| panic!("{status}"));
+    let gate = line_with(&status, "decide with `loop answer G1");
     assert!(!gate.contains("Telegram"), "{status}");
     // With a chat set up, the same gate says it can be decided there too.
     let tg = FakeTelegram::start();
     let env = with_telegram(env, &tg.base_url());
     let status = stdout(&env.run_ok(&["status"]));
-    let gate = status
-        .lines()
-        .find(|l| l.contains("decide with `loop answer G1"))
-        .unwrap_or_else(|| panic!("{status}"));
+    let gate = line_with(&status, "decide with `loop answer G1");
     assert!(gate.contains("or tap an option on Telegram"), "{status}");
+}
+
+/// `loop status`'s RUNNER line for a loop of one step whose runner was killed during the step.
+fn runner_line_once_the_runner_died(env: &TestLoop) -> String {
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(2500)));
+    let mut runner = env.spawn(&["start", "g", "--step", "a"]);
+    env.wait_for_calls(1, 1);
+    runner.kill9();
+    let status = stdout(&env.run_ok(&["status"]));
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("RUNNER"))
+        .unwrap_or_else(|| panic!("{status}"));
+    line.to_owned()
 }
 
 /// `loop status` said "RUNNER none: `loop resume` carries the loop on" while the step's
@@ -245,35 +235,15 @@ fn a_gate_names_telegram_only_where_telegram_is_set_up() {
 #[test]
 fn status_says_a_loop_without_a_runner_comes_back_by_itself_when_its_step_ends() {
     let env = TestLoop::new().env("LOOP_REVIVE", "on");
-    env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(2500)));
-    let mut runner = env.spawn(&["start", "g", "--step", "a"]);
-    env.wait_for_calls(1, 1);
-    runner.kill9();
-    let status = stdout(&env.run_ok(&["status"]));
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("RUNNER"))
-        .unwrap_or_else(|| panic!("{status}"));
+    let line = runner_line_once_the_runner_died(&env);
     assert!(
         line.contains("when the step ends, its supervisor starts one"),
         "{line}"
     );
-    assert!(
-        wait_until(Duration::from_secs(60), || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, Duration::from_secs(60));
     // Without revival, `loop resume` is what carries it on.
     let env = TestLoop::new();
-    env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(2500)));
-    let mut runner = env.spawn(&["start", "g", "--step", "a"]);
-    env.wait_for_calls(1, 1);
-    runner.kill9();
-    let status = stdout(&env.run_ok(&["status"]));
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("RUNNER"))
-        .unwrap_or_else(|| panic!("{status}"));
+    let line = runner_line_once_the_runner_died(&env);
     assert!(
         line.contains("`loop resume`") && !line.contains("supervisor"),
         "{line}"

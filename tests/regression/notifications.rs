@@ -141,11 +141,7 @@ fn a_parallel_loop_revived_by_one_of_its_steps_still_tells_its_done_on_telegram(
     let mut runner = env.spawn(&["resume"]);
     assert!(wait_until(PATIENCE, || env.calls_for(1) >= 1 && env.calls_for(2) >= 1));
     runner.kill9();
-    assert!(
-        wait_until(PATIENCE, || env.m1().status == Status::Done),
-        "{}",
-        env.log()
-    );
+    env.wait_for_status(Status::Done, PATIENCE);
     env.assert_logged("revived by the loop of one of its steps");
     assert!(
         wait_until(PATIENCE, || replies(&tg).iter().any(|t| t.contains("DONE"))),

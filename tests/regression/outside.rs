@@ -7,7 +7,7 @@ use m1loop::m1::Status;
 use serde_json::Value;
 
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{TestLoop, code, stderr, stdout, write_executable};
+use crate::support::{TestLoop, code, line_with, stderr, stdout, write_executable};
 
 /// An OSC 52 write to the clipboard (`rm -rf ~` in base64), ended by BEL.
 const OSC52: &str = "\u{1b}]52;c;cm0gLXJmIH4K\u{7}";
@@ -258,10 +258,7 @@ fn an_agent_program_in_home_itself_is_refused_and_says_why() {
     let doctor = env.run(&["doctor"]);
     let table = stdout(&doctor);
     assert_eq!(code(&doctor), 1, "{table}");
-    let row = table
-        .lines()
-        .find(|l| l.contains("claude: program"))
-        .unwrap_or_else(|| panic!("{table}"));
+    let row = line_with(&table, "claude: program");
     assert!(
         row.starts_with("FAIL") && row.contains("directly in your home"),
         "{row}"

@@ -174,17 +174,7 @@ fn a_skipped_parallel_step_is_recorded_skipped_not_done_with_another_steps_commi
 /// only, then run by a runner in the background.
 fn a_and_b_at_once(env: &TestLoop, scenario: &Scenario, extra: &[&str]) -> crate::support::Guard {
     env.scenario(scenario);
-    let mut args = vec![
-        "start",
-        "g",
-        "--parallel",
-        "2",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--plan-only",
-    ];
+    let mut args = TestLoop::start_args(&["a", "b"], &["--parallel", "2", "--plan-only"]);
     args.extend(extra);
     env.run_ok(&args);
     env.spawn(&["resume"])
@@ -334,12 +324,7 @@ fn a_parallel_steps_failure_is_decided_from_the_loop_the_person_started_with_loo
     let status = runner.wait(DEADLINE);
     if status.code() == Some(3) {
         // The loop waited for the decision with nothing else to do: the retry carried it on.
-        assert!(
-            wait_until(DEADLINE, || env.m1().status == Status::Done),
-            "{}\n{}",
-            env.text(),
-            env.log()
-        );
+        env.wait_for_status(Status::Done, DEADLINE);
     }
     env.assert_status(Status::Done);
     assert_eq!(env.calls_for(2), 2, "step 2 ran again once");
@@ -401,12 +386,7 @@ fn a_parallel_steps_failure_is_skipped_by_a_tap_on_the_loop_the_person_started()
         .unwrap();
     let bot = start_real_bot(&env, &tg.base_url());
     tg.push_tap(CHAT, CHAT, n + 1, &skip);
-    assert!(
-        wait_until(DEADLINE, || env.m1().status == Status::Done),
-        "{}\n{}",
-        env.text(),
-        env.log()
-    );
+    env.wait_for_status(Status::Done, DEADLINE);
     let _ = runner.wait(DEADLINE);
     let m = env.m1();
     assert_eq!(m.plan.steps[1].state, StepState::Skipped);
@@ -425,18 +405,10 @@ fn a_parallel_steps_loop_runs_under_the_retakes_the_loop_the_person_started_allo
             .step(2, Action::done("b").write("b.txt", "b\n"))
             .review(Action::changes("make it better")),
     );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--parallel",
-        "2",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--review",
-        "--plan-only",
-    ]);
+    env.run_ok(&TestLoop::start_args(
+        &["a", "b"],
+        &["--parallel", "2", "--review", "--plan-only"],
+    ));
     let text = env
         .text()
         .replace("LIMITS:\n", "LIMITS:\n  MAX_RETAKES: 1\n");
@@ -493,19 +465,10 @@ fn a_parallel_steps_status_is_said_in_the_words_of_the_loop_the_person_started()
             .step(2, Action::done("b").sleep_ms(1500).write("b.txt", "b\n"))
             .step(3, Action::done("c").sleep_ms(1500).write("c.txt", "c\n")),
     );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--parallel",
-        "3",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--step",
-        "c",
-        "--plan-only",
-    ]);
+    env.run_ok(&TestLoop::start_args(
+        &["a", "b", "c"],
+        &["--parallel", "3", "--plan-only"],
+    ));
     let mut runner = env.spawn(&["resume"]);
     assert!(wait_until(DEADLINE, || env.calls_for(3) >= 1));
     let status = stdout(&env.run_ok(&["status"]));
@@ -634,29 +597,16 @@ fn walk_named(dir: &std::path::Path, name: &str) -> Vec<PathBuf> {
 fn a_parallel_record_git_cannot_use_halts_the_loop_saying_which_step_instead_of_exiting_70() {
     let env = TestLoop::new().with_git();
     env.scenario(&Scenario::new());
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--parallel",
-        "2",
-        "--plan-only",
-    ]);
+    env.run_ok(&TestLoop::start_args(
+        &["a", "b"],
+        &["--parallel", "2", "--plan-only"],
+    ));
     // A record written by hand whose base is a commit the repository does not have.
     let text =
         env.text() + "PARALLEL:\n  STEP_1:\n    BASE: 0123456789abcdef0123456789abcdef01234567\n";
     std::fs::write(env.state().join("M1.md"), text).unwrap();
     let out = env.run(&["resume"]);
-    assert_eq!(
-        crate::support::code(&out),
-        3,
-        "{}\n{}",
-        crate::support::stderr(&out),
-        env.log()
-    );
+    env.assert_exit(&out, 3);
     let m = env.m1();
     assert_eq!(m.status, Status::Waiting);
     let said = format!(
@@ -802,14 +752,7 @@ fn a_step_loop_runs_the_program_its_parent_runs_not_the_default() {
                 2: [PENDING] b\n    3: [PENDING] c\nLIMITS:\n  PARALLEL: 3\n";
     std::fs::write(&env.file, text).unwrap();
     let out = env.run_for(&["resume"], std::time::Duration::from_secs(40));
-    assert_eq!(
-        crate::support::code(&out),
-        0,
-        "{}\n{}\n{}",
-        stderr(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 0);
     env.assert_status(Status::Done);
     for n in 1..=3 {
         assert_eq!(env.calls_for(n), 1, "step {n}\n{}", env.log());
@@ -868,14 +811,7 @@ fn a_step_loop_that_cannot_start_is_said_once_and_waits_without_restarting_in_a_
     assert!(bad.contains("no-such-agent"), "{bad}");
     std::fs::write(&step_file, &bad).unwrap();
     let out = env.run_for(&["resume"], std::time::Duration::from_secs(40));
-    assert_eq!(
-        crate::support::code(&out),
-        3,
-        "{}\n{}\n{}",
-        stderr(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 3);
     let log = env.log();
     let runs_on = log.matches("step 1's loop runs on").count();
     assert!(runs_on <= 2, "{runs_on} restarts of step 1's loop\n{log}");
@@ -902,14 +838,7 @@ fn a_step_loop_that_cannot_start_is_said_once_and_waits_without_restarting_in_a_
         .replace(&missing.display().to_string(), crate::support::SIM);
     std::fs::write(&step_file, fixed).unwrap();
     let out = env.run_for(&["resume"], std::time::Duration::from_secs(40));
-    assert_eq!(
-        crate::support::code(&out),
-        0,
-        "{}\n{}\n{}",
-        stderr(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 0);
     env.assert_status(Status::Done);
     assert_eq!((env.calls_for(1), env.calls_for(2)), (1, 1));
     assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
@@ -929,14 +858,7 @@ fn a_step_loop_whose_runner_dies_at_each_start_is_started_a_bounded_number_of_ti
     c.env("LOOP_CRASH_AT", "before-spawn-write");
     let started = std::time::Instant::now();
     let out = crate::support::run_within(c, std::time::Duration::from_secs(60));
-    assert_eq!(
-        crate::support::code(&out),
-        3,
-        "{}\n{}\n{}",
-        stderr(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 3);
     let log = env.log();
     for n in [1, 2] {
         let runs_on = log.matches(&format!("step {n}'s loop runs on")).count();
@@ -953,14 +875,7 @@ fn a_step_loop_whose_runner_dies_at_each_start_is_started_a_bounded_number_of_ti
     assert_eq!(env.calls().len(), 0);
     env.assert_no_processes();
     let out = env.run(&["resume"]);
-    assert_eq!(
-        crate::support::code(&out),
-        0,
-        "{}\n{}\n{}",
-        stderr(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 0);
     env.assert_status(Status::Done);
     env.assert_each_step_started_once(2, "after the crashes");
     env.assert_no_processes();
@@ -976,17 +891,10 @@ fn a_parallel_record_git_cannot_use_removed_as_the_halt_says_lets_the_loop_end()
             .step(1, Action::done("a").write("a.txt", "a\n"))
             .step(2, Action::done("b").write("b.txt", "b\n")),
     );
-    env.run_ok(&[
-        "start",
-        "g",
-        "--step",
-        "a",
-        "--step",
-        "b",
-        "--parallel",
-        "2",
-        "--plan-only",
-    ]);
+    env.run_ok(&TestLoop::start_args(
+        &["a", "b"],
+        &["--parallel", "2", "--plan-only"],
+    ));
     let planned = env.text();
     let text = planned.clone()
         + "PARALLEL:\n  STEP_1:\n    BASE: 0123456789abcdef0123456789abcdef01234567\n";
@@ -1018,14 +926,7 @@ fn a_parallel_record_git_cannot_use_removed_as_the_halt_says_lets_the_loop_end()
     assert!(m.parallel.runs.contains_key(&1));
     assert!(!env.m1().parallel.runs.contains_key(&1), "{text}");
     let out = env.run(&["resume"]);
-    assert_eq!(
-        crate::support::code(&out),
-        0,
-        "{}\n{}\n{}",
-        stderr(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 0);
     env.assert_status(Status::Done);
     assert!(env.path().join("a.txt").exists() && env.path().join("b.txt").exists());
     assert_no_git_left(&env);

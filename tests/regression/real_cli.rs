@@ -16,7 +16,8 @@ use m1loop::engine::RunKind;
 use m1loop::m1::{Document, Status};
 
 use crate::support::real_cli::{
-    Mock, VERSIONS, claude_or_skip, codex_or_skip, run_with_codex_mock, run_with_mock,
+    Mock, VERSIONS, claude_loop_or_skip, claude_or_skip, codex_or_skip, run_with_codex_mock,
+    run_with_mock,
 };
 use crate::support::{PATIENCE, Temp, TestLoop, summary};
 
@@ -24,13 +25,9 @@ use crate::support::{PATIENCE, Temp, TestLoop, summary};
 const WELL_BEFORE_THE_RETRIES_END: Duration = Duration::from_secs(60);
 
 fn a_revoked_key_halts_the_loop(version: &str) {
-    let Some(claude) = claude_or_skip(version) else {
+    let Some(env) = claude_loop_or_skip(TestLoop::new(), version) else {
         return;
     };
-    let env = TestLoop::new();
-    let home = env.temp.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let env = env.env("LOOP_AGENT", &claude).env("HOME", &home);
     let mock = Mock {
         tool: "-",
         command: "",
@@ -144,13 +141,9 @@ fn the_reviewer_cannot_run_a_tool_a_users_rule_allows_on_the_real_cli_2_1_197() 
 /// defers it, the loop waits on an ASK gate offering the options, and `loop answer` resumes
 /// the session with no prompt, where the hook gives the call the answer.
 fn a_question_tool_call_becomes_a_gate(version: &str) {
-    let Some(claude) = claude_or_skip(version) else {
+    let Some(env) = claude_loop_or_skip(TestLoop::new(), version) else {
         return;
     };
-    let env = TestLoop::new();
-    let home = env.temp.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let env = env.env("LOOP_AGENT", &claude).env("HOME", &home);
     let input = r#"{"questions":[{"question":"Which database should the cache use?","header":"Database","options":[{"label":"SQLite","description":"one file"},{"label":"Postgres","description":"the server we have"}],"multiSelect":false}]}"#;
     let mock = Mock {
         tool: "AskUserQuestion",
@@ -203,13 +196,9 @@ fn a_question_tool_call_of_the_real_cli_waits_on_a_gate_and_gets_the_answer_2_1_
 /// then runs, and not all of Bash.
 fn a_denied_command_allowed_on_its_gate_runs(version: &str) {
     use std::os::unix::fs::PermissionsExt as _;
-    let Some(claude) = claude_or_skip(version) else {
+    let Some(env) = claude_loop_or_skip(TestLoop::new(), version) else {
         return;
     };
-    let env = TestLoop::new();
-    let home = env.temp.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let env = env.env("LOOP_AGENT", &claude).env("HOME", &home);
     let tool = env.path().join("tool.sh");
     std::fs::write(&tool, "#!/bin/sh\n").unwrap();
     let mock = Mock {
@@ -260,29 +249,16 @@ fn a_denied_command_allowed_on_its_gate_runs_on_the_real_cli_2_1_197() {
 /// (`--max-budget-usd`), the real CLI ends it there, and the loop waits on a COST gate
 /// instead of going on past its cap.
 fn the_cost_cap_ends_a_real_run_and_waits_on_a_gate(version: &str) {
-    let Some(claude) = claude_or_skip(version) else {
+    let Some(env) = claude_loop_or_skip(TestLoop::new(), version) else {
         return;
     };
-    let env = TestLoop::new();
-    let home = env.temp.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let env = env.env("LOOP_AGENT", &claude).env("HOME", &home);
     // 200,000 input tokens a request: more than $0.50 on every model the CLI defaults to.
     let mock = Mock {
         tool: "-",
         command: "",
         env: &[("MOCK_INPUT_TOKENS", "200000")],
     };
-    let args = [
-        "start",
-        "g",
-        "--step",
-        "one",
-        "--step",
-        "two",
-        "--max-cost-usd",
-        "0.5",
-    ];
+    let args = TestLoop::start_args(&["one", "two"], &["--max-cost-usd", "0.5"]);
     let out = run_with_mock(
         &env.cmd(&[&args[..], &["--quiet"]].concat()),
         &mock,
@@ -336,26 +312,21 @@ fn loop_doctor_passes_on_the_real_claude_code_and_codex_clis() {
         &["doctor", "--backend", "claude", "--backend", "codex"],
         PATIENCE * 6,
     );
-    let text = crate::support::stdout(&out);
-    assert_eq!(crate::support::code(&out), 0, "{text}");
-    for check in [
-        "claude: program",
-        "claude: flags",
-        "claude: permission modes",
-        "claude: contract",
-        "codex: program",
-        "codex: flags",
-        "codex: sandboxes",
-        "codex: contract",
-        "stop file",
-        "state directory",
-    ] {
-        assert!(
-            text.lines()
-                .any(|l| l.starts_with("ok") && l.contains(check)),
-            "{check}: {text}"
-        );
-    }
+    let text = crate::support::assert_doctor_passed(
+        &out,
+        &[
+            "claude: program",
+            "claude: flags",
+            "claude: permission modes",
+            "claude: contract",
+            "codex: program",
+            "codex: flags",
+            "codex: sandboxes",
+            "codex: contract",
+            "stop file",
+            "state directory",
+        ],
+    );
     assert!(text.contains("a resume kept the session"), "{text}");
     assert!(text.contains("the SessionStart hook fired"), "{text}");
 }

@@ -4,30 +4,34 @@
 //! idle limit, and `loop doctor`. What Gemini does as Codex does (a two-step loop whose
 //! retries resume their sessions, a runner killed during a step) is in `real_backends.rs`.
 
+use std::path::PathBuf;
+
 use m1loop::m1::Status;
 
 use crate::support::real_gemini::{gemini_or_skip, run_with_gemini_mock};
 use crate::support::{PATIENCE, TestLoop};
+
+/// A loop whose agent is the real Gemini CLI, and the `$HOME` its runs are to get; or `None`
+/// after saying on stderr why the test is skipped.
+fn gemini_loop_or_skip() -> Option<(TestLoop, PathBuf)> {
+    let gemini = gemini_or_skip()?;
+    let env = TestLoop::new();
+    let home = env.temp.join("home");
+    Some((env.env("LOOP_AGENT", &gemini), home))
+}
 
 /// A 429 the CLI retries by itself (saying so on stderr only): the loop shows it waits, sees
 /// the storm at the CLI's second retry (about 5 s in), ends the run and waits it out itself, and
 /// the step is done in one attempt.
 #[test]
 fn a_429_the_real_gemini_cli_retries_shows_as_a_wait_and_costs_no_attempt() {
-    let Some(gemini) = gemini_or_skip() else {
+    let Some((env, home)) = gemini_loop_or_skip() else {
         return;
     };
-    let env = TestLoop::new();
-    let home = env.temp.join("home");
-    let env = env.env("LOOP_AGENT", &gemini);
-    let start = env.cmd(&[
-        "start",
-        "g",
-        "--backend",
-        "gemini",
-        "--step",
-        "make the file",
-    ]);
+    let start = env.cmd(&TestLoop::start_args(
+        &["make the file"],
+        &["--backend", "gemini"],
+    ));
     let out = run_with_gemini_mock(
         &start,
         &home,
@@ -57,23 +61,13 @@ fn a_429_the_real_gemini_cli_retries_shows_as_a_wait_and_costs_no_attempt() {
 /// and each attempt failed); the fourth pause is longer than it whatever the jitter.
 #[test]
 fn a_real_gemini_run_ended_by_the_idle_limit_while_it_retries_a_503_is_no_failed_attempt() {
-    let Some(gemini) = gemini_or_skip() else {
+    let Some((env, home)) = gemini_loop_or_skip() else {
         return;
     };
-    let env = TestLoop::new();
-    let home = env.temp.join("home");
-    let env = env.env("LOOP_AGENT", &gemini);
-    let start = env.cmd(&[
-        "start",
-        "g",
-        "--backend",
-        "gemini",
-        "--step",
-        "make the file",
-        "--idle-timeout",
-        "15s",
-        "--quiet",
-    ]);
+    let start = env.cmd(&TestLoop::start_args(
+        &["make the file"],
+        &["--backend", "gemini", "--idle-timeout", "15s", "--quiet"],
+    ));
     let out = run_with_gemini_mock(
         &start,
         &home,
@@ -110,20 +104,15 @@ fn loop_doctor_passes_on_the_real_gemini_cli() {
     // where set, as `loop start --backend gemini` takes it, else `LOOP_AGENT_GEMINI`'s.
     doctor.env_remove("LOOP_AGENT");
     let out = run_with_gemini_mock(&doctor, &home, "", &[], PATIENCE * 6);
-    let text = crate::support::stdout(&out);
-    assert_eq!(crate::support::code(&out), 0, "{text}");
-    for check in [
-        "gemini: program",
-        "gemini: flags",
-        "gemini: approval modes",
-        "gemini: contract",
-    ] {
-        assert!(
-            text.lines()
-                .any(|l| l.starts_with("ok") && l.contains(check)),
-            "{check}: {text}"
-        );
-    }
+    let text = crate::support::assert_doctor_passed(
+        &out,
+        &[
+            "gemini: program",
+            "gemini: flags",
+            "gemini: approval modes",
+            "gemini: contract",
+        ],
+    );
     assert!(text.contains("0.61.0"), "{text}");
     assert!(text.contains("a resume kept the session"), "{text}");
 }

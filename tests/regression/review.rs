@@ -6,7 +6,7 @@ use m1loop::m1::{Status, StepState};
 use serde_json::Value;
 
 use crate::support::answers::{approve, changes, work};
-use crate::support::{TestLoop, flag_value, review_text, stdout};
+use crate::support::{TestLoop, flag_value, line_with, review_text, stdout};
 
 /// A reviewed step that passes, is asked for a change, and fails its retake once (then `then`
 /// follows): the loop run with `--max-retries max`.
@@ -168,15 +168,7 @@ fn a_review_that_changed_the_work_tree_is_not_an_approval() {
     );
     env.run_exits(
         3,
-        &[
-            "start",
-            "g",
-            "--step",
-            "write a.txt",
-            "--step",
-            "more",
-            "--review",
-        ],
+        &TestLoop::start_args(&["write a.txt", "more"], &["--review"]),
     );
     assert_eq!(env.calls_for(2), 0, "nothing runs on top of it");
     env.assert_status(Status::Waiting);
@@ -307,10 +299,7 @@ fn a_review_approval_recovered_from_the_ledger_is_logged_as_the_decision_it_was(
     env.run_ok(&["resume"]);
     env.assert_status(Status::Done);
     let log = env.log();
-    let line = log
-        .lines()
-        .find(|l| l.contains("review: step 1 approved"))
-        .unwrap_or_else(|| panic!("{log}"));
+    let line = line_with(&log, "review: step 1 approved");
     assert!(line.contains("from the task ledger"), "{line}");
     let (_, reviews) = env.step_and_review_calls();
     assert_eq!(reviews.len(), 1, "the review was not run again");
@@ -331,15 +320,7 @@ fn setting_review_off_as_the_hint_says_ends_the_review_without_another_paid_run(
     );
     env.run_exits(
         3,
-        &[
-            "start",
-            "g",
-            "--step",
-            "write a.txt",
-            "--step",
-            "write b.txt",
-            "--review",
-        ],
+        &TestLoop::start_args(&["write a.txt", "write b.txt"], &["--review"]),
     );
     let m = env.m1();
     let hint = m.next_action.clone().unwrap_or_default();
@@ -352,13 +333,7 @@ fn setting_review_off_as_the_hint_says_ends_the_review_without_another_paid_run(
     assert!(text.contains("REVIEW: off"), "{text}");
     std::fs::write(&env.file, text).unwrap();
     let out = env.run(&["resume"]);
-    assert_eq!(
-        crate::support::code(&out),
-        0,
-        "{}\n{}",
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 0);
     env.assert_status(Status::Done);
     let (steps, reviews) = env.step_and_review_calls();
     assert_eq!(
@@ -395,12 +370,7 @@ fn the_hint_after_reviews_without_a_verdict_reviews_the_step_again_as_written() 
     assert!(hint.contains("`loop retry 1`"), "{hint}");
     env.scenario(&Scenario::new().step(1, work("whole")).review(approve()));
     env.run_ok(&["retry", "1"]);
-    assert!(
-        crate::support::wait_until(crate::support::PATIENCE, || env.m1().status == Status::Done),
-        "{}\n{}",
-        env.text(),
-        env.log()
-    );
+    env.wait_for_status(Status::Done, crate::support::PATIENCE);
     let (steps, reviews) = env.step_and_review_calls();
     assert_eq!((steps.len(), reviews.len()), (1, 4), "{}", env.log());
     assert_eq!(
@@ -427,14 +397,7 @@ fn a_fix_by_hand_with_review_off_as_the_review_gate_says_is_taken_without_anothe
     assert!(text.contains("REVIEW: off"), "{text}");
     std::fs::write(&env.file, text).unwrap();
     let out = env.run(&["resume"]);
-    assert_eq!(
-        crate::support::code(&out),
-        0,
-        "{}\n{}\n{}",
-        stdout(&out),
-        env.text(),
-        env.log()
-    );
+    env.assert_exit(&out, 0);
     env.assert_status(Status::Done);
     assert_eq!(env.calls().len(), calls, "no paid run\n{}", env.log());
     assert_eq!(

@@ -183,6 +183,29 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// The first line of `text` that holds `part`; panics showing `text` where none does.
+#[track_caller]
+pub fn line_with<'a>(text: &'a str, part: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.contains(part))
+        .unwrap_or_else(|| panic!("no line holds {part:?} in\n{text}"))
+}
+
+/// `loop doctor` exited 0 with an `ok` line for each of `checks`; returns what it printed.
+#[track_caller]
+pub fn assert_doctor_passed(out: &Output, checks: &[&str]) -> String {
+    let text = stdout(out);
+    assert_eq!(code(out), 0, "{text}");
+    for check in checks {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("ok") && l.contains(check)),
+            "{check}: {text}"
+        );
+    }
+    text
+}
+
 /// A temporary directory, removed with all it holds when dropped: what every test that writes
 /// files stands on. The simulated agent run here ([`Temp::sim`]) finds its scenario
 /// ([`Temp::scenario`]) here and logs its calls here ([`Temp::calls`]).

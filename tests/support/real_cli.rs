@@ -28,6 +28,16 @@ pub fn claude_or_skip(version: &str) -> Option<PathBuf> {
     installed_or_skip(&cli, &format!("Claude Code {version}"), "Messages API")
 }
 
+/// `env` whose agent is Claude Code of `version`, with an empty `$HOME` of its own (`home` in
+/// the test's directory) so that no settings of this machine reach it; or `None` after saying
+/// on stderr why the test is skipped.
+pub fn claude_loop_or_skip(env: super::TestLoop, version: &str) -> Option<super::TestLoop> {
+    let claude = claude_or_skip(version)?;
+    let home = env.temp.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    Some(env.env("LOOP_AGENT", &claude).env("HOME", &home))
+}
+
 /// The Codex version the captures in `tests/fixtures/codex/` come from.
 pub const CODEX_VERSION: &str = "0.169.0";
 

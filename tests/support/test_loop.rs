@@ -296,15 +296,17 @@ impl TestLoop {
             .count()
     }
 
-    /// `loop` exited with `want`; if not, what it printed and what the loop logged say why.
+    /// `loop` exited with `want`; if not, what it printed, M1.md and what the loop logged say
+    /// why.
     #[track_caller]
     pub fn assert_exit(&self, out: &Output, want: i32) {
         let got = code(out);
         assert!(
             got == want,
-            "loop exited {got}, not {want}\n--- stdout\n{}--- stderr\n{}--- loop.log\n{}",
+            "loop exited {got}, not {want}\n--- stdout\n{}--- stderr\n{}--- M1.md\n{}--- loop.log\n{}",
             stdout(out),
             stderr(out),
+            std::fs::read_to_string(&self.file).unwrap_or_default(),
             self.log()
         );
     }
@@ -366,6 +368,19 @@ impl TestLoop {
             started,
             "step {step}'s agent started {} times, not {n}\n{}",
             self.calls_for(step),
+            self.log()
+        );
+    }
+
+    /// Waits up to `within` until the loop's STATUS is `want`; if it is not by then, M1.md and
+    /// what the loop logged say why.
+    #[track_caller]
+    pub fn wait_for_status(&self, want: Status, within: Duration) {
+        let reached = wait_until(within, || self.m1().status == want);
+        assert!(
+            reached,
+            "STATUS not {want:?} within {within:?}\n--- M1.md\n{}--- loop.log\n{}",
+            std::fs::read_to_string(&self.file).unwrap_or_default(),
             self.log()
         );
     }
@@ -461,24 +476,28 @@ impl TestLoop {
         Some(serde_json::from_str(&text).unwrap())
     }
 
+    /// `loop ARGS` that starts the loop `g` of `steps`, in their order, with `flags` after them.
+    pub fn start_args<'a>(steps: &[&'a str], flags: &[&'a str]) -> Vec<&'a str> {
+        let mut args = vec!["start", "g"];
+        for step in steps {
+            args.extend(["--step", step]);
+        }
+        args.extend(flags);
+        args
+    }
+
     /// `loop ARGS` that starts a loop of two steps with `--approve-plan`: it opens gate G1
     /// and runs nothing until the plan is approved.
-    pub const START_FOR_APPROVAL: [&str; 7] = [
-        "start",
-        "g",
-        "--step",
-        "one",
-        "--step",
-        "two",
-        "--approve-plan",
-    ];
+    pub fn start_for_approval() -> Vec<&'static str> {
+        Self::start_args(&["one", "two"], &["--approve-plan"])
+    }
 
-    /// Starts a loop of two steps with `--approve-plan` ([`TestLoop::START_FOR_APPROVAL`]): it
+    /// Starts a loop of two steps with `--approve-plan` ([`TestLoop::start_for_approval`]): it
     /// waits on gate G1, having run nothing.
     #[track_caller]
     pub fn start_waiting_for_approval(&self) {
         self.scenario(&super::answers::passing());
-        self.run_exits(3, &Self::START_FOR_APPROVAL);
+        self.run_exits(3, &Self::start_for_approval());
         self.assert_status(Status::Waiting);
         assert_eq!(self.calls().len(), 0, "no agent runs before the approval");
         let m = self.m1();
