@@ -15,40 +15,17 @@ fn steady(env: &TestLoop, ms: u64) {
     env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(ms)));
 }
 
-/// Steps that pass once the test's edit is saved ([`save_then_go_on`]): the edit lands while
+/// Steps that pass once the test's edit is saved ([`TestLoop::save_then_go_on`]): the edit lands while
 /// step 1 runs, however slow the machine.
 fn held(env: &TestLoop) {
-    env.scenario(&Scenario::new().otherwise(Action::done("ok").bash(&hold(env))));
-}
-
-/// What makes an agent's call wait until the test has saved its edit (a file in the project,
-/// which a run sees as the test does).
-fn hold(env: &TestLoop) -> String {
-    format!(
-        "while [ ! -e '{}' ]; do sleep 0.02; done",
-        edited(env).display()
-    )
-}
-
-fn edited(env: &TestLoop) -> std::path::PathBuf {
-    env.path().join(".edited")
-}
-
-/// Saves `edit` of M1.md's text as a person's editor would, checks that it changed the text,
-/// and lets the held agent go on.
-fn save_then_go_on(env: &TestLoop, edit: impl Fn(&str) -> String) {
-    let before = env.text();
-    let after = edit(&before);
-    assert_ne!(after, before, "the edit changes nothing in:\n{before}");
-    std::fs::write(&env.file, after).unwrap();
-    std::fs::write(edited(env), "").unwrap();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").bash(&env.hold())));
 }
 
 /// While step 1 runs, `edit` changes M1.md's text as a person's editor would.
 fn edit_while_step_1_runs(env: &TestLoop, args: &[&str], edit: impl Fn(&str) -> String) -> String {
     let mut runner = env.spawn(args);
     env.wait_for_calls(1, 1);
-    save_then_go_on(env, edit);
+    env.save_then_go_on(edit);
     let status = runner.wait(Duration::from_secs(60));
     assert!(status.success(), "{status:?}\n{}", env.log());
     env.log()
@@ -99,7 +76,7 @@ fn a_step_set_done_by_hand_is_logged_and_shown_as_done_by_hand() {
     let args = ["start", "g", "--step", "a", "--step", "b", "--step", "c"];
     let mut runner = env.spawn(&args);
     env.wait_for_calls(1, 1);
-    save_then_go_on(&env, |t| t.replacen("3: [PENDING] c", "3: [DONE] c", 1));
+    env.save_then_go_on(|t| t.replacen("3: [PENDING] c", "3: [DONE] c", 1));
     let out = runner.wait(Duration::from_secs(60));
     assert!(out.success(), "{}", env.log());
     assert_eq!(env.calls_for(3), 0, "a step done by hand does not run");
@@ -130,7 +107,7 @@ fn closed_by_hand_while_it_runs(state: &str) -> TestLoop {
     let env = TestLoop::new();
     env.scenario(
         &Scenario::new()
-            .step(1, [Action::failed("cannot").bash(&hold(&env))])
+            .step(1, [Action::failed("cannot").bash(&env.hold())])
             .otherwise(Action::done("ok")),
     );
     let args = TestLoop::start_args(&["one", "two"], &["--max-retries", "3"]);
@@ -188,13 +165,15 @@ fn a_step_set_done_by_hand_during_its_review_is_not_sent_back() {
     let env = TestLoop::new().with_git();
     env.scenario(
         &Scenario::new()
-            .step(1, [work("half"), changes().sleep_ms(1500), work("whole")])
+            .step(
+                1,
+                [work("half"), changes().bash(&env.hold()), work("whole")],
+            )
             .step(2, [Action::done("ok"), Action::approve("fine")]),
     );
     let mut runner = env.spawn(&["start", "g", "--step", "one", "--step", "two", "--review"]);
     env.wait_for_calls(1, 2);
-    let text = env.text().replacen("1: [RUNNING] one", "1: [DONE] one", 1);
-    std::fs::write(&env.file, text).unwrap();
+    env.save_then_go_on(|t| t.replacen("1: [RUNNING] one", "1: [DONE] one", 1));
     let status = runner.wait(Duration::from_secs(60));
     assert!(status.success(), "{status:?}\n{}", env.log());
     let log = env.log();

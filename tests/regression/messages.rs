@@ -255,11 +255,10 @@ fn status_says_a_loop_without_a_runner_comes_back_by_itself_when_its_step_ends()
 #[test]
 fn a_pause_by_hand_says_loop_resume_carries_on() {
     let env = TestLoop::new();
-    env.scenario(&Scenario::new().otherwise(Action::done("ok").sleep_ms(1500)));
+    env.scenario(&Scenario::new().otherwise(Action::done("ok").bash(&env.hold())));
     let mut runner = env.spawn(&["start", "g", "--step", "a", "--step", "b"]);
     env.wait_for_calls(1, 1);
-    let text = env.text().replacen("STATUS: RUNNING", "STATUS: WAITING", 1);
-    std::fs::write(&env.file, text).unwrap();
+    env.save_then_go_on(|t| t.replacen("STATUS: RUNNING", "STATUS: WAITING", 1));
     assert_eq!(runner.wait(Duration::from_secs(30)).code(), Some(3));
     let m = env.m1();
     assert_eq!(m.status, Status::Waiting);

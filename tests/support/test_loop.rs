@@ -360,6 +360,30 @@ impl TestLoop {
         assert!(log.contains(what), "{what:?} is not in loop.log:\n{log}");
     }
 
+    /// A command that makes an agent's call wait until the test has saved its edit with
+    /// [`Self::save_then_go_on`] (a file in the project, which a run sees as the test does):
+    /// an edit made while a step runs lands while it runs, however slow the machine.
+    pub fn hold(&self) -> String {
+        format!(
+            "while [ ! -e '{}' ]; do sleep 0.02; done",
+            self.edited().display()
+        )
+    }
+
+    fn edited(&self) -> PathBuf {
+        self.project.join(".edited")
+    }
+
+    /// Saves `edit` of M1.md's text as a person's editor would, checks that it changed the
+    /// text, and lets the agents held by [`Self::hold`] go on.
+    pub fn save_then_go_on(&self, edit: impl Fn(&str) -> String) {
+        let before = self.text();
+        let after = edit(&before);
+        assert_ne!(after, before, "the edit changes nothing in:\n{before}");
+        std::fs::write(&self.file, after).unwrap();
+        std::fs::write(self.edited(), "").unwrap();
+    }
+
     /// Waits until step `step`'s agent was started `n` times in all.
     #[track_caller]
     pub fn wait_for_calls(&self, step: u32, n: usize) {
