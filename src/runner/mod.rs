@@ -23,6 +23,7 @@ mod run;
 pub(crate) mod settings;
 mod start;
 mod step_commit;
+mod step_io;
 pub(crate) mod stop;
 pub(crate) mod stopfile;
 mod traces;
@@ -56,8 +57,7 @@ pub(crate) use retry::retry;
 pub(crate) use start::{StartRequest, resume_as, start};
 pub(crate) use stop::{STOP_PATIENCE, stop};
 
-/// Grace between SIGTERM and SIGKILL when the runner ends a step.
-pub(crate) const KILL_GRACE: Duration = Duration::from_secs(3);
+pub(crate) use step_io::KILL_GRACE;
 
 /// Field changes for the log: the first few, each cut to a line.
 fn shown_changes(changes: &[String]) -> String {
@@ -97,12 +97,11 @@ pub(crate) struct Runner {
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
     ledger: ledger::Ledger,
-    /// Whether bubblewrap can confine runs here, looked at once (see [`confine`]).
-    sandbox_probe: Option<Result<PathBuf, String>>,
     /// The report page this runner wrote when the loop ended, for its closing line.
     report: Option<PathBuf>,
-    /// Where the loop's spans go, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see `traces`).
-    tracer: Option<crate::telemetry::Tracer>,
+    /// The I/O of the loop's runs: starting, confining, observing, committing, tracing them
+    /// (see [`step_io`]).
+    io: step_io::StepIo,
     /// The driver of steps at once, and what it keeps between passes (see [`parallel`]).
     at_once: parallel::AtOnce,
     _lock: lock::RunnerLock,
@@ -180,6 +179,7 @@ impl Runner {
         let ledger = ledger::Ledger::load(&state_dir, &loop_id);
         let voice = voice::Voice::new(state_dir.clone(), notifier, opts.echo, opts.progress);
         let disk = unwritable::Unwritable::new(state_dir.clone());
+        let io = step_io::StepIo::new(file, &state_dir, &workdir, &loop_id);
         let mut runner = Self {
             file: file.to_path_buf(),
             state_dir,
@@ -193,9 +193,8 @@ impl Runner {
             disk,
             loop_id,
             ledger,
-            sandbox_probe: None,
             report: None,
-            tracer: None,
+            io,
             at_once: parallel::AtOnce::default(),
             _lock: lock,
             _registration: registration,
@@ -428,7 +427,14 @@ impl Runner {
         self.ledger
             .judge(task_id, ledger::Judged::new(verdict, edits).said(log))
             .map_err(|e| e.context(format!("while recording the judgement of task {task_id}")))?;
-        self.trace_judged(task_id, verdict);
+        let m = self.view();
+        (self.io).trace_judged(
+            &self.settings,
+            &m,
+            self.ledger.entry(task_id),
+            task_id,
+            verdict,
+        );
         Ok(())
     }
 
@@ -512,7 +518,7 @@ impl Runner {
                     Event::Started {
                         goal: goal.clone(),
                         steps: steps.into_iter().map(|(_, t)| t).collect(),
-                        sandbox: Some(self.sandbox_words()),
+                        sandbox: Some(confine::loop_sandbox_words(&self.view(), &self.settings)),
                     }
                 }
                 Effect::UsageWait {
@@ -568,13 +574,15 @@ impl Runner {
                 self.view().goal,
                 abs(&self.file).display(),
                 abs(&crate::layout::Layout::dir(&self.state_dir).log()).display(),
-                self.sandbox_words(),
+                confine::loop_sandbox_words(&self.view(), &self.settings),
                 stop::command_for(&self.file)
             );
         }
-        self.open_trace();
+        self.io.open_trace(&self.voice, &self.view());
         let exit = self.drive();
-        self.end_trace();
+        let m = self.view();
+        let figures = engine::figures::totals(&m, &step_loops(&m));
+        self.io.end_trace(&self.voice, &m, &figures);
         self.revive_parent();
         if self.voice.echoes() {
             self.voice.clear();
@@ -956,7 +964,7 @@ impl Runner {
             return (None, Vec::new());
         };
         let stdout = self.state_dir.join(&report);
-        let backend = self.backend_of(&m, crate::engine::RunKind::Attempt, step);
+        let backend = (self.settings).backend_of(&m, crate::engine::RunKind::Attempt, step);
         let answer = crate::agent::read_output(backend, &stdout)
             .ok()
             .and_then(|s| s.result.and_then(|r| r.result))
