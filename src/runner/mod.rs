@@ -85,20 +85,12 @@ pub(crate) struct Runner {
     /// What the runner says: the log, the terminal, the live line, messages (see [`voice`]).
     voice: voice::Voice,
     watch: Watch,
-    /// The end of the wait this runner last logged (when it recorded it, or when it came to
-    /// it), so that a wait is logged once however often the runner wakes during it.
-    announced_wait: Option<chrono::DateTime<Utc>>,
-    /// A person set `STATUS: WAITING` while this runner drove the loop: where it stops, it
-    /// says how to carry on.
-    paused_by_hand: bool,
     /// Whether the state directory can be written, and since when not (see [`unwritable`]).
     disk: unwritable::Unwritable,
     /// The loop's identity (`LOOP_ID`), which its tasks carry in their environment.
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
     ledger: ledger::Ledger,
-    /// The report page this runner wrote when the loop ended, for its closing line.
-    report: Option<PathBuf>,
     /// The I/O of the loop's runs: starting, confining, observing, committing, tracing them
     /// (see [`step_io`]).
     io: step_io::StepIo,
@@ -188,12 +180,9 @@ impl Runner {
             settings,
             voice,
             watch,
-            announced_wait: None,
-            paused_by_hand: false,
             disk,
             loop_id,
             ledger,
-            report: None,
             io,
             at_once: parallel::AtOnce::default(),
             _lock: lock,
@@ -328,7 +317,9 @@ impl Runner {
             self.voice.say(line);
         }
         self.record.hold(&h.edits);
-        self.paused_by_hand |= h.paused;
+        if h.paused {
+            self.record.note_paused_by_hand();
+        }
     }
 
     /// Logs what the store put back after a stale save; whether it did.
@@ -461,7 +452,7 @@ impl Runner {
             .iter()
             .any(|e| e.sets(&CurrentKey::WaitUntil.path()));
         if records_wait {
-            self.announced_wait = engine::wait_until(&self.view());
+            self.voice.told_wait(engine::wait_until(&self.view()));
         }
         // A loop that ended FAILED (at a step, or on a gate of one) gets its report as a DONE
         // one does (which writes it with its message, to name it there).
@@ -586,9 +577,7 @@ impl Runner {
         self.revive_parent();
         if self.voice.echoes() {
             self.voice.clear();
-            let page = self
-                .report
-                .as_ref()
+            let page = (self.voice.report())
                 .map_or_else(String::new, |p| format!("; report: {}", p.display()));
             crate::errln!("loop: {}{page}", self.closing_line());
         }
@@ -723,7 +712,7 @@ impl Runner {
                     .say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
                 Some(Exit::Failed)
             }
-            Next::Paused(_) if std::mem::take(&mut self.paused_by_hand) => {
+            Next::Paused(_) if self.record.take_paused_by_hand() => {
                 self.apply(&engine::by_hand::paused(&m))?
             }
             Next::Paused(why) => {
@@ -733,11 +722,7 @@ impl Runner {
             Next::Complete => Some(self.complete(&m)?),
             Next::Await(run) => self.await_run(&run)?,
             Next::WaitUntil { until, reason } => {
-                if self.announced_wait != Some(until) {
-                    self.voice
-                        .say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
-                    self.announced_wait = Some(until);
-                }
+                self.voice.say_wait(until, &reason);
                 self.wait_until(until, &reason)?
             }
             Next::Run(spec) => self.start_run(&spec)?,
@@ -868,9 +853,8 @@ impl Runner {
         }
         match crate::report::write_beside(&self.file) {
             Ok(page) => {
-                self.voice.log(&format!("report: {}", page.display()));
                 let shown = page.display().to_string();
-                self.report = Some(page);
+                self.voice.reported(page);
                 Some(shown)
             }
             Err(e) => {
