@@ -2,6 +2,9 @@
 //! [`engine::RunKind`]): the ledger is consulted, the run recorded before it starts
 //! (write-ahead), its task started through the exec bridge, watched, observed when it ends,
 //! concluded by the engine (VERIFY run when it asks for it), and the conclusion recorded.
+//! What is recorded, and when, is decided here; what only I/O can do or tell (the agent's
+//! call, the task's start, what it left, VERIFY, a step's commit) is asked of
+//! [`super::step_io::StepIo`].
 
 use chrono::Utc;
 
