@@ -39,7 +39,6 @@ use std::time::Duration;
 use anyhow::Context;
 use chrono::Utc;
 
-use crate::decision_log;
 use crate::engine::{self, Effect, Next, Outcome, Transition, Write};
 use crate::exit::Status as Exit;
 use crate::m1::keys::CurrentKey;
@@ -479,7 +478,8 @@ impl Runner {
                     how_to_continue: how.clone(),
                 },
                 Effect::Failed { step, reason } => {
-                    let (answer, stderr_tail) = self.failure_detail(*step);
+                    let (answer, stderr_tail) =
+                        self.io.failure_detail(&self.settings, &self.view(), *step);
                     Event::Failed {
                         goal: goal.clone(),
                         step: (*step > 0).then_some(*step),
@@ -839,7 +839,8 @@ impl Runner {
         };
         let mut message = gate_message(&m, g);
         if g.kind == crate::m1::GateKind::Failed {
-            (message.answer, message.stderr_tail) = self.failure_detail(g.step);
+            (message.answer, message.stderr_tail) =
+                self.io.failure_detail(&self.settings, &m, g.step);
         }
         Some(Event::Gate(message))
     }
@@ -938,26 +939,6 @@ impl Runner {
             uncommitted: engine::uncommitted(m),
             pull_request: m.github.pr.clone(),
         }
-    }
-
-    /// What the failed step's last run said: its agent's answer without the verdict line, and
-    /// the end of its stderr (the run's report is on record in RESULTS by now).
-    fn failure_detail(&self, step: u32) -> (Option<String>, Vec<String>) {
-        let m = self.view();
-        let Some(report) = m.results.get(&step).and_then(|r| r.report.clone()) else {
-            return (None, Vec::new());
-        };
-        let stdout = self.state_dir.join(&report);
-        let backend = (self.settings).backend_of(&m, crate::engine::RunKind::Attempt, step);
-        let answer = crate::agent::read_output(backend, &stdout)
-            .ok()
-            .and_then(|s| s.result.and_then(|r| r.result))
-            .map(|a| crate::agent::without_verdict(&a));
-        let stderr = stdout
-            .parent()
-            .map(|d| decision_log::last_lines(&d.join(crate::bridge::STDERR_FILE), 10))
-            .unwrap_or_default();
-        (answer, stderr)
     }
 
     /// Ticks the step's box in the `--plan` file it came from, if any (one byte changes).

@@ -113,6 +113,31 @@ impl StepIo {
         }
     }
 
+    /// What the failed step `step` of the loop `m` last said: its agent's answer without the
+    /// verdict line, and the end of its stderr (the run's report is on record in RESULTS by
+    /// now).
+    pub(super) fn failure_detail(
+        &self,
+        settings: &Settings,
+        m: &M1,
+        step: u32,
+    ) -> (Option<String>, Vec<String>) {
+        let Some(report) = m.results.get(&step).and_then(|r| r.report.clone()) else {
+            return (None, Vec::new());
+        };
+        let stdout = self.state_dir.join(&report);
+        let backend = settings.backend_of(m, RunKind::Attempt, step);
+        let answer = agent::read_output(backend, &stdout)
+            .ok()
+            .and_then(|s| s.result.and_then(|r| r.result))
+            .map(|a| agent::without_verdict(&a));
+        let stderr = stdout
+            .parent()
+            .map(|d| crate::decision_log::last_lines(&d.join(crate::bridge::STDERR_FILE), 10))
+            .unwrap_or_default();
+        (answer, stderr)
+    }
+
     /// The prompt of run `number` of `step`, of `kind`, in a session it `resumed` or not:
     /// chosen by the engine from M1.md, with what only I/O can tell gathered for it.
     pub(super) fn prompt(

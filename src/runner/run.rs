@@ -96,7 +96,8 @@ impl Runner {
         });
         self.apply(&t)?;
         crash::point(points.after_spawn_write);
-        self.fire(&run, inv)?;
+        let m = self.view();
+        (self.io).fire(&m, &self.settings, &self.voice, &mut self.ledger, &run, inv)?;
         if let Some(p) = points.after_fire {
             crash::point(p);
         }
@@ -131,12 +132,6 @@ impl Runner {
                 self.halt(&reason, &how).map(Err)
             }
         }
-    }
-
-    /// Starts the task of `run`, whose record is written, as `inv` calls its agent.
-    fn fire(&mut self, run: &RunOnRecord, inv: Invocation) -> crate::error::Result<()> {
-        let m = self.view();
-        (self.io).fire(&m, &self.settings, &self.voice, &mut self.ledger, run, inv)
     }
 
     /// A run is on record: re-adopt it if it runs, conclude it if it ended, start it if the
@@ -231,7 +226,10 @@ impl Runner {
             resumed,
         );
         match self.invocation(&run, resumed, &prompt)? {
-            Ok(inv) => self.fire(&run, inv),
+            Ok(inv) => {
+                let m = self.view();
+                (self.io).fire(&m, &self.settings, &self.voice, &mut self.ledger, &run, inv)
+            }
             // Halted WAITING: the loop stops at its next decision.
             Err(_) => Ok(()),
         }
