@@ -418,7 +418,7 @@ impl Runner {
             .judge(task_id, ledger::Judged::new(verdict, edits).said(log))
             .map_err(|e| e.context(format!("while recording the judgement of task {task_id}")))?;
         let m = self.view();
-        (self.io).trace_judged(
+        self.io.trace_judged(
             &self.settings,
             &m,
             self.ledger.entry(task_id),
@@ -577,7 +577,9 @@ impl Runner {
         self.revive_parent();
         if self.voice.echoes() {
             self.voice.clear();
-            let page = (self.voice.report())
+            let page = self
+                .voice
+                .report()
                 .map_or_else(String::new, |p| format!("; report: {}", p.display()));
             crate::errln!("loop: {}{page}", self.closing_line());
         }

@@ -138,19 +138,18 @@ impl StepIo {
         (answer, stderr)
     }
 
-    /// The prompt of run `number` of `step`, of `kind`, in a session it `resumed` or not:
-    /// chosen by the engine from M1.md, with what only I/O can tell gathered for it.
+    /// The prompt of `run` of the loop `m`, in a session it `resumed` or not: chosen by the
+    /// engine from M1.md, with what only I/O can tell gathered for it.
     pub(super) fn prompt(
         &self,
         settings: &Settings,
         voice: &Voice,
-        kind: RunKind,
         m: &M1,
-        step: u32,
-        number: u32,
+        run: &RunOnRecord,
         resumed: bool,
     ) -> String {
-        let p = Prompt::choose(kind, m, step, number, resumed);
+        let (kind, step) = (run.kind, run.step);
+        let p = Prompt::choose(kind, m, step, run.number, resumed);
         let layout = crate::layout::Layout::dir(&self.state_dir);
         let mut g = Gathered {
             handoff_path: layout.handoff(step).display().to_string(),

@@ -42,15 +42,6 @@ impl Runner {
             SessionPlan::Fresh => (agent::new_session_id(), false),
             SessionPlan::Resume(id) => (id.clone(), true),
         };
-        let prompt = (self.io).prompt(
-            &self.settings,
-            &self.voice,
-            spec.kind,
-            &m,
-            spec.step,
-            spec.number,
-            resumed,
-        );
         let run = RunOnRecord {
             kind: spec.kind,
             step: spec.step,
@@ -58,6 +49,9 @@ impl Runner {
             number: spec.number,
             session_id: Some(session_id.clone()),
         };
+        let prompt = self
+            .io
+            .prompt(&self.settings, &self.voice, &m, &run, resumed);
         // A setting the agent cannot honour stops the loop before anything is recorded.
         let inv = match self.invocation(&run, resumed, &prompt)? {
             Ok(inv) => inv,
@@ -71,7 +65,9 @@ impl Runner {
             spec.kind,
             spec.step,
             super::git::in_repo(&self.workdir),
-        ) && (self.io).note_tree_before_step(&self.voice, &m, spec.step, &task_id)?;
+        ) && self
+            .io
+            .note_tree_before_step(&self.voice, &m, spec.step, &task_id)?;
         let points = spec.kind.crash_points();
         crash::point(points.before_spawn_write);
         let t = engine::started(&SpawnFacts {
@@ -97,7 +93,8 @@ impl Runner {
         self.apply(&t)?;
         crash::point(points.after_spawn_write);
         let m = self.view();
-        (self.io).fire(&m, &self.settings, &self.voice, &mut self.ledger, &run, inv)?;
+        self.io
+            .fire(&m, &self.settings, &self.voice, &mut self.ledger, &run, inv)?;
         if let Some(p) = points.after_fire {
             crash::point(p);
         }
@@ -216,19 +213,14 @@ impl Runner {
             },
             run.task_id
         ));
-        let prompt = (self.io).prompt(
-            &self.settings,
-            &self.voice,
-            run.kind,
-            &m,
-            run.step,
-            run.number,
-            resumed,
-        );
+        let prompt = self
+            .io
+            .prompt(&self.settings, &self.voice, &m, &run, resumed);
         match self.invocation(&run, resumed, &prompt)? {
             Ok(inv) => {
                 let m = self.view();
-                (self.io).fire(&m, &self.settings, &self.voice, &mut self.ledger, &run, inv)
+                self.io
+                    .fire(&m, &self.settings, &self.voice, &mut self.ledger, &run, inv)
             }
             // Halted WAITING: the loop stops at its next decision.
             Err(_) => Ok(()),
@@ -242,12 +234,13 @@ impl Runner {
         run: &RunOnRecord,
         report: &TaskReport,
     ) -> crate::error::Result<Option<Exit>> {
-        (self.io).clean_up_after(&self.voice, &run.task_id, report)?;
-        (self.io).take_hooks_log(&self.voice, &run.task_id, run.step);
+        self.io.clean_up_after(&self.voice, &run.task_id, report)?;
+        self.io.take_hooks_log(&self.voice, &run.task_id, run.step);
         let mut m = self.view();
         // What the agent left is its step's work: noted before VERIFY can write anything.
         if run.kind == RunKind::Attempt && m.result(run.step).commit_pending {
-            (self.io).note_work_after_run(&self.voice, run.step, &run.task_id)?;
+            self.io
+                .note_work_after_run(&self.voice, run.step, &run.task_id)?;
         }
         let caps = self.settings.caps(&m);
         let mut observed = self
@@ -272,7 +265,10 @@ impl Runner {
                 Conclusion::Verify => {
                     let cmd = verify_cmd.clone().unwrap_or_default();
                     let sandbox = self.settings.sandbox(&m);
-                    match (self.io).verify(&sandbox, &self.voice, run, &cmd, caps.step_timeout)? {
+                    match self
+                        .io
+                        .verify(&sandbox, &self.voice, run, &cmd, caps.step_timeout)?
+                    {
                         verify::Outcome::Stopped => {
                             let stop = self.stop_cause();
                             return self.stop_now(&stop).map(Some);
