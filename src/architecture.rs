@@ -378,6 +378,26 @@ const RUNNER_PARTS: &[(&str, &[&str])] = &[
     ("progress.rs", &[]),
     ("stopfile.rs", &["watch"]),
     ("unwritable.rs", &["voice", "watch"]),
+    (
+        "step_io.rs",
+        &[
+            "crash",
+            "confine",
+            "ledger",
+            "lock",
+            "revive",
+            "settings",
+            "unwritable",
+            "voice",
+        ],
+    ),
+    ("confine.rs", &["settings", "step_io", "stopfile"]),
+    (
+        "observe.rs",
+        &["confine", "git", "settings", "step_io", "tree", "voice"],
+    ),
+    ("step_commit.rs", &["crash", "step_io", "voice"]),
+    ("traces.rs", &["settings", "step_io", "voice"]),
 ];
 
 #[test]

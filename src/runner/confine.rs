@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Runner;
+use super::settings::{SandboxSettings, Settings};
+use super::step_io::StepIo;
 use crate::bridge::FireRequest;
-use crate::m1::SandboxMode;
+use crate::m1::{M1, SandboxMode};
 use crate::sandbox::{self, Access, Policy};
 
 /// What a confined run is.
@@ -22,18 +23,17 @@ pub(crate) enum RunOf<'a> {
     Verify { work_tree: &'a Path },
 }
 
-impl Runner {
-    /// `req`, a task of `run` whose directory will be `task_dir`, as the loop's sandbox runs
-    /// it; `Err`: why it cannot be confined here (bubblewrap missing or unable to start). A
-    /// loop whose sandbox is `off` runs `req` as it is.
+impl StepIo {
+    /// `req`, a task of `run` whose directory will be `task_dir`, as the loop's sandbox
+    /// (`settings`) runs it; `Err`: why it cannot be confined here (bubblewrap missing or
+    /// unable to start). A loop whose sandbox is `off` runs `req` as it is.
     pub(super) fn confine(
         &mut self,
+        settings: &SandboxSettings,
         mut req: FireRequest,
         run: RunOf<'_>,
         task_dir: &Path,
     ) -> Result<FireRequest, String> {
-        let m = self.view();
-        let settings = self.settings.sandbox(&m);
         if settings.mode == SandboxMode::Off {
             return Ok(req);
         }
@@ -43,7 +43,7 @@ impl Runner {
             req.hand_back = true;
         }
         let policy = policy(
-            &settings,
+            settings,
             &self.state_dir,
             &self.workdir,
             run,
@@ -52,55 +52,33 @@ impl Runner {
         Ok(sandbox::confine(req, &bwrap, &policy))
     }
 
-    /// How this loop's runs are confined, in a few words: for the start line, the first
-    /// message, `loop status`.
-    pub(crate) fn sandbox_words(&self) -> String {
-        let m = self.view();
-        let settings = self.settings.sandbox(&m);
-        let mut words = sandbox_words(&settings);
-        let backend =
-            crate::agent::backend_for(self.backend_of(&m, crate::engine::RunKind::Attempt, 1));
-        if settings.mode == SandboxMode::Bwrap
-            && let Some(mode) = backend.mode(&|k| std::env::var(k).ok())
-        {
-            let _ = std::fmt::Write::write_fmt(
-                &mut words,
-                format_args!(
-                    "; {} on {}: its runs keep {} and read {} credential file(s)",
-                    backend.name(),
-                    mode.name,
-                    mode.env.join(", "),
-                    mode.files.len()
-                ),
-            );
-        }
-        words
-    }
-
-    /// Whether this loop's runs can start as its sandbox says: `off`, or bubblewrap able to
-    /// start here; `Err`: why not.
-    pub(super) fn sandbox_ready(&mut self) -> Result<(), String> {
-        let m = self.view();
-        if self.settings.sandbox(&m).mode == SandboxMode::Off {
+    /// Whether this loop's runs can start as its sandbox (`settings`) says: `off`, or
+    /// bubblewrap able to start here; `Err`: why not.
+    pub(super) fn sandbox_ready(&mut self, settings: &SandboxSettings) -> Result<(), String> {
+        if settings.mode == SandboxMode::Off {
             return Ok(());
         }
         self.bwrap().map(drop)
     }
 
-    /// VERIFY as `how` says, confined in `work_tree` as the loop's sandbox says, until a stop.
+    /// VERIFY as `how` says, confined in `work_tree` as the loop's sandbox (`settings`) says,
+    /// until a stop.
     pub(super) fn verify_confined(
         &mut self,
+        settings: &SandboxSettings,
         how: &crate::verify::Run<'_>,
         work_tree: &Path,
     ) -> crate::error::Result<crate::verify::Outcome> {
-        self.sandbox_ready()
+        self.sandbox_ready(settings)
             .map_err(|why| anyhow::anyhow!("the loop's sandbox cannot start: {why}"))?;
         let state_dir = self.state_dir.clone();
         let mut command = Vec::new();
         let mut confine = |req: FireRequest, task_dir: &Path| {
             let run = RunOf::Verify { work_tree };
             // Ready: this cannot fail now.
-            let req = self.confine(req.clone(), run, task_dir).unwrap_or(req);
+            let req = self
+                .confine(settings, req.clone(), run, task_dir)
+                .unwrap_or(req);
             command.clone_from(&req.command);
             req
         };
@@ -131,11 +109,35 @@ impl Runner {
     }
 }
 
+/// How the runs of the loop `m`, whose settings are `settings`, are confined, in a few words:
+/// for the start line, the first message, `loop status`.
+pub(crate) fn loop_sandbox_words(m: &M1, settings: &Settings) -> String {
+    let sandbox = settings.sandbox(m);
+    let mut words = sandbox_words(&sandbox);
+    let backend =
+        crate::agent::backend_for(settings.backend_of(m, crate::engine::RunKind::Attempt, 1));
+    if sandbox.mode == SandboxMode::Bwrap
+        && let Some(mode) = backend.mode(&|k| std::env::var(k).ok())
+    {
+        let _ = std::fmt::Write::write_fmt(
+            &mut words,
+            format_args!(
+                "; {} on {}: its runs keep {} and read {} credential file(s)",
+                backend.name(),
+                mode.name,
+                mode.env.join(", "),
+                mode.files.len()
+            ),
+        );
+    }
+    words
+}
+
 /// What a run of kind `run` sees, for a loop whose sandbox is `settings`, whose state directory
 /// is `state_dir` and whose agent works in `workdir`; `task_dir`: the run's task directory (an
 /// agent's run writes its `hooks/`). `loop doctor` confines its VERIFY with the same.
 pub(crate) fn policy(
-    settings: &super::settings::SandboxSettings,
+    settings: &SandboxSettings,
     state_dir: &Path,
     workdir: &Path,
     run: RunOf<'_>,
@@ -306,7 +308,7 @@ fn looks_like_git_dir(dir: &Path) -> bool {
 
 /// How runs confined by `s` are, in a few words.
 #[must_use]
-pub(crate) fn sandbox_words(s: &super::settings::SandboxSettings) -> String {
+pub(crate) fn sandbox_words(s: &SandboxSettings) -> String {
     match s.mode {
         SandboxMode::Off => {
             "none (AGENT.SANDBOX: off: the agent runs with your whole authority)".to_owned()

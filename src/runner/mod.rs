@@ -23,6 +23,7 @@ mod run;
 pub(crate) mod settings;
 mod start;
 mod step_commit;
+mod step_io;
 pub(crate) mod stop;
 pub(crate) mod stopfile;
 mod traces;
@@ -38,7 +39,6 @@ use std::time::Duration;
 use anyhow::Context;
 use chrono::Utc;
 
-use crate::decision_log;
 use crate::engine::{self, Effect, Next, Outcome, Transition, Write};
 use crate::exit::Status as Exit;
 use crate::m1::keys::CurrentKey;
@@ -56,8 +56,7 @@ pub(crate) use retry::retry;
 pub(crate) use start::{StartRequest, resume_as, start};
 pub(crate) use stop::{STOP_PATIENCE, stop};
 
-/// Grace between SIGTERM and SIGKILL when the runner ends a step.
-pub(crate) const KILL_GRACE: Duration = Duration::from_secs(3);
+pub(crate) use step_io::KILL_GRACE;
 
 /// Field changes for the log: the first few, each cut to a line.
 fn shown_changes(changes: &[String]) -> String {
@@ -85,24 +84,15 @@ pub(crate) struct Runner {
     /// What the runner says: the log, the terminal, the live line, messages (see [`voice`]).
     voice: voice::Voice,
     watch: Watch,
-    /// The end of the wait this runner last logged (when it recorded it, or when it came to
-    /// it), so that a wait is logged once however often the runner wakes during it.
-    announced_wait: Option<chrono::DateTime<Utc>>,
-    /// A person set `STATUS: WAITING` while this runner drove the loop: where it stops, it
-    /// says how to carry on.
-    paused_by_hand: bool,
     /// Whether the state directory can be written, and since when not (see [`unwritable`]).
     disk: unwritable::Unwritable,
     /// The loop's identity (`LOOP_ID`), which its tasks carry in their environment.
     loop_id: String,
     /// What this loop started and how each start was judged (see [`ledger`]).
     ledger: ledger::Ledger,
-    /// Whether bubblewrap can confine runs here, looked at once (see [`confine`]).
-    sandbox_probe: Option<Result<PathBuf, String>>,
-    /// The report page this runner wrote when the loop ended, for its closing line.
-    report: Option<PathBuf>,
-    /// Where the loop's spans go, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see `traces`).
-    tracer: Option<crate::telemetry::Tracer>,
+    /// The I/O of the loop's runs: starting, confining, observing, committing, tracing them
+    /// (see [`step_io`]).
+    io: step_io::StepIo,
     /// The driver of steps at once, and what it keeps between passes (see [`parallel`]).
     at_once: parallel::AtOnce,
     _lock: lock::RunnerLock,
@@ -180,6 +170,7 @@ impl Runner {
         let ledger = ledger::Ledger::load(&state_dir, &loop_id);
         let voice = voice::Voice::new(state_dir.clone(), notifier, opts.echo, opts.progress);
         let disk = unwritable::Unwritable::new(state_dir.clone());
+        let io = step_io::StepIo::new(file, &state_dir, &workdir, &loop_id);
         let mut runner = Self {
             file: file.to_path_buf(),
             state_dir,
@@ -188,14 +179,10 @@ impl Runner {
             settings,
             voice,
             watch,
-            announced_wait: None,
-            paused_by_hand: false,
             disk,
             loop_id,
             ledger,
-            sandbox_probe: None,
-            report: None,
-            tracer: None,
+            io,
             at_once: parallel::AtOnce::default(),
             _lock: lock,
             _registration: registration,
@@ -329,7 +316,9 @@ impl Runner {
             self.voice.say(line);
         }
         self.record.hold(&h.edits);
-        self.paused_by_hand |= h.paused;
+        if h.paused {
+            self.record.note_paused_by_hand();
+        }
     }
 
     /// Logs what the store put back after a stale save; whether it did.
@@ -428,7 +417,14 @@ impl Runner {
         self.ledger
             .judge(task_id, ledger::Judged::new(verdict, edits).said(log))
             .map_err(|e| e.context(format!("while recording the judgement of task {task_id}")))?;
-        self.trace_judged(task_id, verdict);
+        let m = self.view();
+        self.io.trace_judged(
+            &self.settings,
+            &m,
+            self.ledger.entry(task_id),
+            task_id,
+            verdict,
+        );
         Ok(())
     }
 
@@ -455,7 +451,7 @@ impl Runner {
             .iter()
             .any(|e| e.sets(&CurrentKey::WaitUntil.path()));
         if records_wait {
-            self.announced_wait = engine::wait_until(&self.view());
+            self.voice.told_wait(engine::wait_until(&self.view()));
         }
         // A loop that ended FAILED (at a step, or on a gate of one) gets its report as a DONE
         // one does (which writes it with its message, to name it there).
@@ -482,7 +478,8 @@ impl Runner {
                     how_to_continue: how.clone(),
                 },
                 Effect::Failed { step, reason } => {
-                    let (answer, stderr_tail) = self.failure_detail(*step);
+                    let (answer, stderr_tail) =
+                        self.io.failure_detail(&self.settings, &self.view(), *step);
                     Event::Failed {
                         goal: goal.clone(),
                         step: (*step > 0).then_some(*step),
@@ -512,7 +509,7 @@ impl Runner {
                     Event::Started {
                         goal: goal.clone(),
                         steps: steps.into_iter().map(|(_, t)| t).collect(),
-                        sandbox: Some(self.sandbox_words()),
+                        sandbox: Some(confine::loop_sandbox_words(&self.view(), &self.settings)),
                     }
                 }
                 Effect::UsageWait {
@@ -568,19 +565,21 @@ impl Runner {
                 self.view().goal,
                 abs(&self.file).display(),
                 abs(&crate::layout::Layout::dir(&self.state_dir).log()).display(),
-                self.sandbox_words(),
+                confine::loop_sandbox_words(&self.view(), &self.settings),
                 stop::command_for(&self.file)
             );
         }
-        self.open_trace();
+        self.io.open_trace(&self.voice, &self.view());
         let exit = self.drive();
-        self.end_trace();
+        let m = self.view();
+        let figures = engine::figures::totals(&m, &step_loops(&m));
+        self.io.end_trace(&self.voice, &m, &figures);
         self.revive_parent();
         if self.voice.echoes() {
             self.voice.clear();
             let page = self
-                .report
-                .as_ref()
+                .voice
+                .report()
                 .map_or_else(String::new, |p| format!("; report: {}", p.display()));
             crate::errln!("loop: {}{page}", self.closing_line());
         }
@@ -715,7 +714,7 @@ impl Runner {
                     .say("failed: STATUS is FAILED; a human decides (see NEXT_ACTION)");
                 Some(Exit::Failed)
             }
-            Next::Paused(_) if std::mem::take(&mut self.paused_by_hand) => {
+            Next::Paused(_) if self.record.take_paused_by_hand() => {
                 self.apply(&engine::by_hand::paused(&m))?
             }
             Next::Paused(why) => {
@@ -725,11 +724,7 @@ impl Runner {
             Next::Complete => Some(self.complete(&m)?),
             Next::Await(run) => self.await_run(&run)?,
             Next::WaitUntil { until, reason } => {
-                if self.announced_wait != Some(until) {
-                    self.voice
-                        .say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
-                    self.announced_wait = Some(until);
-                }
+                self.voice.say_wait(until, &reason);
                 self.wait_until(until, &reason)?
             }
             Next::Run(spec) => self.start_run(&spec)?,
@@ -846,7 +841,8 @@ impl Runner {
         };
         let mut message = gate_message(&m, g);
         if g.kind == crate::m1::GateKind::Failed {
-            (message.answer, message.stderr_tail) = self.failure_detail(g.step);
+            (message.answer, message.stderr_tail) =
+                self.io.failure_detail(&self.settings, &m, g.step);
         }
         Some(Event::Gate(message))
     }
@@ -860,9 +856,8 @@ impl Runner {
         }
         match crate::report::write_beside(&self.file) {
             Ok(page) => {
-                self.voice.log(&format!("report: {}", page.display()));
                 let shown = page.display().to_string();
-                self.report = Some(page);
+                self.voice.reported(page);
                 Some(shown)
             }
             Err(e) => {
@@ -946,26 +941,6 @@ impl Runner {
             uncommitted: engine::uncommitted(m),
             pull_request: m.github.pr.clone(),
         }
-    }
-
-    /// What the failed step's last run said: its agent's answer without the verdict line, and
-    /// the end of its stderr (the run's report is on record in RESULTS by now).
-    fn failure_detail(&self, step: u32) -> (Option<String>, Vec<String>) {
-        let m = self.view();
-        let Some(report) = m.results.get(&step).and_then(|r| r.report.clone()) else {
-            return (None, Vec::new());
-        };
-        let stdout = self.state_dir.join(&report);
-        let backend = self.backend_of(&m, crate::engine::RunKind::Attempt, step);
-        let answer = crate::agent::read_output(backend, &stdout)
-            .ok()
-            .and_then(|s| s.result.and_then(|r| r.result))
-            .map(|a| crate::agent::without_verdict(&a));
-        let stderr = stdout
-            .parent()
-            .map(|d| decision_log::last_lines(&d.join(crate::bridge::STDERR_FILE), 10))
-            .unwrap_or_default();
-        (answer, stderr)
     }
 
     /// Ticks the step's box in the `--plan` file it came from, if any (one byte changes).

@@ -5,24 +5,32 @@
 use anyhow::Context;
 use chrono::Utc;
 
-use super::Runner;
+use super::settings::Settings;
+use super::step_io::StepIo;
+use super::voice::Voice;
 use crate::agent::{self, ExitInfo};
 use crate::bridge::TaskReport;
 use crate::engine::prompt::{Gathered, Prompt};
 use crate::engine::{self, Observed, RunKind, RunOnRecord, TaskEnd};
 use crate::m1::M1;
-use crate::m1::settings::AgentKind;
 
 /// The diff a reviewer reads at most, in bytes; longer ones are cut with a note.
 const DIFF_CAP: usize = 60_000;
 
-impl Runner {
-    /// What the ended task of `run` left: how it ended, what its agent said, what it cost, and
-    /// (for a review) what changed in the work tree meanwhile.
-    pub(super) fn observe(&self, run: &RunOnRecord, report: &TaskReport, m: &M1) -> Observed {
+impl StepIo {
+    /// What the ended task of `run` of the loop `m` left: how it ended, what its agent said,
+    /// what it cost, and (for a review) what changed in the work tree meanwhile.
+    pub(super) fn observe(
+        &self,
+        settings: &Settings,
+        voice: &Voice,
+        run: &RunOnRecord,
+        report: &TaskReport,
+        m: &M1,
+    ) -> Observed {
         // A task still running has no end; it is judged only once it has one (LOST if none).
         let end = report.end.clone().unwrap_or(TaskEnd::Lost);
-        let backend = agent::backend_for(self.backend_of(m, run.kind, run.step));
+        let backend = agent::backend_for(settings.backend_of(m, run.kind, run.step));
         let stream = backend.read_output(&report.stdout_path).unwrap_or_default();
         let stderr =
             String::from_utf8_lossy(&std::fs::read(&report.stderr_path).unwrap_or_default())
@@ -62,10 +70,10 @@ impl Runner {
         // review's session is never resumed.
         let resume_model = match run.kind {
             RunKind::Review => None,
-            RunKind::Plan | RunKind::Attempt => self.settings.agent_for(m).model,
+            RunKind::Plan | RunKind::Attempt => settings.agent_for(m).model,
         };
         for why in &stream.compactions_failed {
-            self.voice.say(&format!(
+            voice.say(&format!(
                 "compaction: step {}'s session could not compact its context (not counted): {why}",
                 run.step
             ));
@@ -81,7 +89,7 @@ impl Runner {
             cost_usd: stream.cost_usd.unwrap_or(0.0),
             session_tokens: stream.session_tokens,
             run_tokens: stream.run_tokens,
-            backend: self.backend_of(m, run.kind, run.step),
+            backend: settings.backend_of(m, run.kind, run.step),
             context_pct: stream.context_pct(resume_model.as_deref()),
             compactions: stream.compactions,
             session_id: stream.session_id.clone(),
@@ -105,38 +113,56 @@ impl Runner {
         }
     }
 
-    /// The backend a run of `kind` of `step` goes to: a review's `AGENT.REVIEW_BACKEND`, a
-    /// step's own `BACKEND` in its results (where a usage limit sent it to the fallback), else
-    /// the loop's `AGENT.BACKEND`. Read from M1.md each time, so the run on record is read and
-    /// classified by the CLI that ran it, after a crash too.
-    pub(super) fn backend_of(&self, m: &M1, kind: RunKind, step: u32) -> AgentKind {
-        engine::backend_of(m, self.settings.agent_for(m).backend, kind, step)
-    }
-
-    /// The prompt of run `number` of `step`, of `kind`, in a session it `resumed` or not:
-    /// chosen by the engine from M1.md, with what only I/O can tell gathered for it.
-    pub(super) fn prompt(
+    /// What the failed step `step` of the loop `m` last said: its agent's answer without the
+    /// verdict line, and the end of its stderr (the run's report is on record in RESULTS by
+    /// now).
+    pub(super) fn failure_detail(
         &self,
-        kind: RunKind,
+        settings: &Settings,
         m: &M1,
         step: u32,
-        number: u32,
+    ) -> (Option<String>, Vec<String>) {
+        let Some(report) = m.results.get(&step).and_then(|r| r.report.clone()) else {
+            return (None, Vec::new());
+        };
+        let stdout = self.state_dir.join(&report);
+        let backend = settings.backend_of(m, RunKind::Attempt, step);
+        let answer = agent::read_output(backend, &stdout)
+            .ok()
+            .and_then(|s| s.result.and_then(|r| r.result))
+            .map(|a| agent::without_verdict(&a));
+        let stderr = stdout
+            .parent()
+            .map(|d| crate::decision_log::last_lines(&d.join(crate::bridge::STDERR_FILE), 10))
+            .unwrap_or_default();
+        (answer, stderr)
+    }
+
+    /// The prompt of `run` of the loop `m`, in a session it `resumed` or not: chosen by the
+    /// engine from M1.md, with what only I/O can tell gathered for it.
+    pub(super) fn prompt(
+        &self,
+        settings: &Settings,
+        voice: &Voice,
+        m: &M1,
+        run: &RunOnRecord,
         resumed: bool,
     ) -> String {
-        let p = Prompt::choose(kind, m, step, number, resumed);
+        let (kind, step) = (run.kind, run.step);
+        let p = Prompt::choose(kind, m, step, run.number, resumed);
         let layout = crate::layout::Layout::dir(&self.state_dir);
         let mut g = Gathered {
             handoff_path: layout.handoff(step).display().to_string(),
             ..Gathered::default()
         };
         if p.needs_handoff() {
-            g.handoff_note = self.handoff_note(m, step);
+            g.handoff_note = self.handoff_note(settings, voice, m, step);
         }
         if p.needs_review_material() {
-            self.review_material(m, step, &mut g);
+            self.review_material(settings, m, step, &mut g);
         }
-        let text = engine::prompt::render(&p, m, step, &self.settings.caps(m), &g);
-        let hooked = agent::backend_for(self.backend_of(m, kind, step))
+        let text = engine::prompt::render(&p, m, step, &settings.caps(m), &g);
+        let hooked = agent::backend_for(settings.backend_of(m, kind, step))
             .hook_settings(std::path::Path::new("loop"))
             .is_some();
         if hooked || resumed || kind != RunKind::Attempt {
@@ -152,7 +178,7 @@ impl Runner {
 
     /// What a fresh session of `step` is handed: the agent's own note (from `STEP_RESTART`),
     /// the last failure, the last answer, the files changed.
-    fn handoff_note(&self, m: &M1, step: u32) -> String {
+    fn handoff_note(&self, settings: &Settings, voice: &Voice, m: &M1, step: u32) -> String {
         let layout = crate::layout::Layout::dir(&self.state_dir);
         // The agent writes this note, so it is read as the agent's: never through a link.
         let name = format!("step-{step}.md");
@@ -168,7 +194,7 @@ impl Runner {
                 None
             }
             Err(e) => {
-                self.voice.say(&format!(
+                voice.say(&format!(
                     "handoff: step {step}'s note (handoff/{name}) was not taken: {e}"
                 ));
                 None
@@ -179,7 +205,7 @@ impl Runner {
             .report
             .as_ref()
             .and_then(|p| {
-                let backend = self.backend_of(m, RunKind::Attempt, step);
+                let backend = settings.backend_of(m, RunKind::Attempt, step);
                 agent::read_output(backend, &self.state_dir.join(p)).ok()
             })
             .and_then(|s| s.result.and_then(|r| r.result));
@@ -194,9 +220,9 @@ impl Runner {
 
     /// A review's material: the VERIFY command in force and the end of what it printed, and
     /// the step's diff from the commit it began at.
-    fn review_material(&self, m: &M1, step: u32, g: &mut Gathered) {
+    fn review_material(&self, settings: &Settings, m: &M1, step: u32, g: &mut Gathered) {
         let r = m.result(step);
-        g.verify_cmd = self.settings.verify(m);
+        g.verify_cmd = settings.verify(m);
         if g.verify_cmd.is_some() {
             g.verify_tail = r
                 .report

@@ -37,6 +37,9 @@ pub(super) struct Record {
     held: Vec<Edit>,
     /// The problem of an invalid M1.md last told, so that it is told once.
     invalid_told: Option<String>,
+    /// A person set `STATUS: WAITING` while this runner drove the loop: where it stops, it
+    /// says how to carry on.
+    paused_by_hand: bool,
 }
 
 impl Record {
@@ -51,6 +54,7 @@ impl Record {
             doc,
             held: Vec::new(),
             invalid_told: None,
+            paused_by_hand: false,
         })
     }
 
@@ -70,6 +74,16 @@ impl Record {
             self.doc.apply(e);
         }
         self.held.extend(edits.iter().cloned());
+    }
+
+    /// Notes that a person paused the loop (`STATUS: WAITING`) while this runner drove it.
+    pub(super) fn note_paused_by_hand(&mut self) {
+        self.paused_by_hand = true;
+    }
+
+    /// Whether a person paused the loop since this was last asked.
+    pub(super) fn take_paused_by_hand(&mut self) -> bool {
+        std::mem::take(&mut self.paused_by_hand)
     }
 
     /// Whether edits wait for the next write.

@@ -2,14 +2,16 @@
 //! [`engine::RunKind`]): the ledger is consulted, the run recorded before it starts
 //! (write-ahead), its task started through the exec bridge, watched, observed when it ends,
 //! concluded by the engine (VERIFY run when it asks for it), and the conclusion recorded.
+//! What is recorded, and when, is decided here; what only I/O can do or tell (the agent's
+//! call, the task's start, what it left, VERIFY, a step's commit) is asked of
+//! [`super::step_io::StepIo`].
 
-use anyhow::Context;
 use chrono::Utc;
 
-use super::unwritable::supervisor_waits;
 use super::{Runner, crash};
-use crate::agent::{self, Invocation, Session};
-use crate::bridge::{self, FireRequest, TaskReport, TaskState};
+use crate::agent::{self, Invocation};
+use crate::bridge::{self, TaskReport};
+use crate::engine::commit::Due;
 use crate::engine::{self, Conclusion, RunKind, RunOnRecord, RunSpec, SessionPlan, SpawnFacts};
 use crate::exit::Status as Exit;
 use crate::verify;
@@ -40,7 +42,6 @@ impl Runner {
             SessionPlan::Fresh => (agent::new_session_id(), false),
             SessionPlan::Resume(id) => (id.clone(), true),
         };
-        let prompt = self.prompt(spec.kind, &m, spec.step, spec.number, resumed);
         let run = RunOnRecord {
             kind: spec.kind,
             step: spec.step,
@@ -48,6 +49,9 @@ impl Runner {
             number: spec.number,
             session_id: Some(session_id.clone()),
         };
+        let prompt = self
+            .io
+            .prompt(&self.settings, &self.voice, &m, &run, resumed);
         // A setting the agent cannot honour stops the loop before anything is recorded.
         let inv = match self.invocation(&run, resumed, &prompt)? {
             Ok(inv) => inv,
@@ -61,7 +65,9 @@ impl Runner {
             spec.kind,
             spec.step,
             super::git::in_repo(&self.workdir),
-        ) && self.note_tree_before_step(&m, spec.step, &task_id)?;
+        ) && self
+            .io
+            .note_tree_before_step(&self.voice, &m, spec.step, &task_id)?;
         let points = spec.kind.crash_points();
         crash::point(points.before_spawn_write);
         let t = engine::started(&SpawnFacts {
@@ -86,7 +92,9 @@ impl Runner {
         });
         self.apply(&t)?;
         crash::point(points.after_spawn_write);
-        self.fire(&run, inv)?;
+        let m = self.view();
+        self.io
+            .fire(&m, &self.settings, &self.voice, &mut self.ledger, &run, inv)?;
         if let Some(p) = points.after_fire {
             crash::point(p);
         }
@@ -103,47 +111,10 @@ impl Runner {
         prompt: &str,
     ) -> crate::error::Result<Result<Invocation, Exit>> {
         let m = self.view();
-        let session_id = run.session_id.clone().unwrap_or_default();
-        let session = if resumed {
-            Session::Resume(session_id)
-        } else {
-            Session::New(session_id)
-        };
-        let kind = self.backend_of(&m, run.kind, run.step);
-        let mut cfg = run.kind.agent_config(self.settings.agent_on(&m, kind), &m);
-        cfg.confined = self.settings.sandbox(&m).mode != crate::m1::SandboxMode::Off;
-        cfg.files_dir =
-            Some(std::path::absolute(&self.state_dir).unwrap_or(self.state_dir.clone()));
-        let backend = agent::backend_for(kind);
-        let caps = self.settings.caps(&m);
-        let capped = caps.max_cost_usd.is_some();
-        // What is left of the loop's cap goes to the run, so the cap holds within it.
-        if capped && agent::dollar_cap_refused(backend, true).is_none() {
-            cfg.max_budget_usd = engine::run_budget(&m, &caps, cfg.max_budget_usd);
-        }
-        let called = match agent::dollar_cap_refused(backend, capped) {
-            Some(refused) => Err(refused),
-            None => backend.invocation(&cfg, prompt, &session),
-        };
-        // A loop confined by a sandbox that cannot start here never runs unconfined.
-        let called = called.and_then(|inv| {
-            self.sandbox_ready()
-                .map(|()| inv)
-                .map_err(|why| agent::Refused {
-                    setting: "AGENT.SANDBOX".into(),
-                    why,
-                })
-        });
-        match called {
-            Ok(inv) if run.kind.gets_hooks() => {
-                let exe = std::env::current_exe().context("while finding the loop binary")?;
-                Ok(Ok(match backend.hook_settings(&exe) {
-                    Some(settings) => {
-                        backend.with_hooks(inv, &self.agent_settings(&settings)?, &exe)
-                    }
-                    None => inv,
-                }))
-            }
+        match self
+            .io
+            .invocation(&m, &self.settings, run, resumed, prompt)?
+        {
             Ok(inv) => Ok(Ok(inv)),
             Err(refused) if refused.setting == "AGENT.SANDBOX" => {
                 let reason = format!("the loop's sandbox cannot start here: {}", refused.why);
@@ -152,121 +123,12 @@ impl Runner {
                 self.halt(&reason, how).map(Err)
             }
             Err(refused) => {
+                let backend = agent::backend_for(self.settings.backend_of(&m, run.kind, run.step));
                 let reason = format!("the agent ({}) cannot honour {refused}", backend.name());
                 let how = format!("change {} in M1.md, then `loop resume`", refused.setting);
                 self.halt(&reason, &how).map(Err)
             }
         }
-    }
-
-    /// Starts the task of `run`, whose record is written, as `inv` calls its agent.
-    fn fire(&mut self, run: &RunOnRecord, inv: Invocation) -> crate::error::Result<()> {
-        // What the call reads besides its prompt (a backend's policy), there before it starts.
-        inv.write_files()
-            .context("while writing the files of the agent's call")?;
-        let m = self.view();
-        let caps = self.settings.caps(&m);
-        let session_id = run.session_id.clone().unwrap_or_default();
-        let task_id = run.task_id.as_str();
-        let file = std::path::absolute(&self.file).unwrap_or_else(|_| self.file.clone());
-        let mut env = inv.env_set;
-        env.push(("LOOP_STEP".into(), run.step.to_string()));
-        env.push(("LOOP_ATTEMPT".into(), run.number.to_string()));
-        env.push(("LOOP_TASK_ID".into(), task_id.to_string()));
-        env.push(("LOOP_FILE".into(), file.display().to_string()));
-        env.push(("LOOP_ID".into(), self.loop_id.clone()));
-        if run.kind == RunKind::Review {
-            env.push(("LOOP_REVIEW".into(), "1".into()));
-        }
-        env.push(("LOOP_SESSION_ID".into(), session_id.clone()));
-        env.extend(self.traceparent(task_id));
-        env.extend(self.settings.agent_env.iter().cloned());
-        let program = inv.program.clone();
-        let mut command = vec![inv.program];
-        command.extend(inv.args);
-        let req = FireRequest {
-            command,
-            timeout: Some(caps.step_timeout),
-            idle_timeout: caps.idle_timeout,
-            idle_exempt_marker: Some(
-                agent::backend_for(self.backend_of(&m, run.kind, run.step))
-                    .answered_marker()
-                    .into(),
-            ),
-            cwd: Some(self.workdir.clone()),
-            stdin: None,
-            input: Some(inv.input),
-            env,
-            env_remove: inv.env_remove,
-            env_keep: None,
-            confined: false,
-            hand_back: false,
-            // Should this runner die while the run goes on, its end brings the runner back.
-            on_exit: Self::revive_command(&file, task_id),
-            on_exit_unless_held: Some(super::lock::path_for(&file)),
-        }
-        // Every agent run (planning, attempt, review) starts here: the agent needs none of
-        // the loop's own credentials.
-        .without_loop_credentials();
-        let confined = super::confine::RunOf::Agent {
-            writes: run.kind == RunKind::Attempt,
-            backend: self.backend_of(&m, run.kind, run.step),
-            program: &program,
-        };
-        let req = self
-            .confine(req, confined, &bridge::task_dir(&self.state_dir, task_id))
-            .map_err(|why| anyhow::anyhow!("the loop's sandbox cannot start: {why}"))?;
-        if run.kind == RunKind::Review {
-            self.note_tree_before_review(task_id)?;
-        }
-        // Noted in the ledger before it exists: no runner's death leaves a task it lacks. A
-        // task started again (its start never happened) is noted once.
-        if self.ledger.entry(task_id).is_none() {
-            self.ledger.started(
-                task_id,
-                (run.step, run.number),
-                &session_id,
-                run.kind == RunKind::Review,
-            )?;
-        }
-        crash::point("before-fire");
-        let log = bridge::task_dir(&self.state_dir, task_id).join(bridge::SUPERVISOR_LOG);
-        let mut told = std::time::Duration::ZERO;
-        bridge::fire_published(
-            &self.state_dir,
-            task_id,
-            &req,
-            &mut || crash::point("after-publish"),
-            &mut |waited| {
-                // A supervisor that waits for room for its command's output (a full disk):
-                // said at once, then every half minute.
-                if told.is_zero() || waited >= told + std::time::Duration::from_secs(30) {
-                    told = waited;
-                    supervisor_waits(&self.voice, task_id, waited, &log);
-                }
-            },
-        )
-        .map_err(|e| e.context(format!("while starting task {task_id}")))?;
-        crash::point("after-fire");
-        Ok(())
-    }
-
-    /// What the supervisor of task `task_id` runs when it ends with nobody driving the loop.
-    fn revive_command(file: &std::path::Path, task_id: &str) -> Vec<String> {
-        std::env::current_exe()
-            .ok()
-            .filter(|_| super::revive::by_steps())
-            .map(|exe| {
-                vec![
-                    exe.display().to_string(),
-                    "--file".into(),
-                    file.display().to_string(),
-                    "__revive".into(),
-                    "--by".into(),
-                    format!("the supervisor of task {task_id}"),
-                ]
-            })
-            .unwrap_or_default()
     }
 
     /// A run is on record: re-adopt it if it runs, conclude it if it ended, start it if the
@@ -351,9 +213,15 @@ impl Runner {
             },
             run.task_id
         ));
-        let prompt = self.prompt(run.kind, &m, run.step, run.number, resumed);
+        let prompt = self
+            .io
+            .prompt(&self.settings, &self.voice, &m, &run, resumed);
         match self.invocation(&run, resumed, &prompt)? {
-            Ok(inv) => self.fire(&run, inv),
+            Ok(inv) => {
+                let m = self.view();
+                self.io
+                    .fire(&m, &self.settings, &self.voice, &mut self.ledger, &run, inv)
+            }
             // Halted WAITING: the loop stops at its next decision.
             Err(_) => Ok(()),
         }
@@ -366,15 +234,18 @@ impl Runner {
         run: &RunOnRecord,
         report: &TaskReport,
     ) -> crate::error::Result<Option<Exit>> {
-        self.clean_up_after(&run.task_id, report)?;
-        self.take_hooks_log(&run.task_id, run.step);
+        self.io.clean_up_after(&self.voice, &run.task_id, report)?;
+        self.io.take_hooks_log(&self.voice, &run.task_id, run.step);
         let mut m = self.view();
         // What the agent left is its step's work: noted before VERIFY can write anything.
         if run.kind == RunKind::Attempt && m.result(run.step).commit_pending {
-            self.note_work_after_run(run.step, &run.task_id)?;
+            self.io
+                .note_work_after_run(&self.voice, run.step, &run.task_id)?;
         }
         let caps = self.settings.caps(&m);
-        let mut observed = self.observe(run, report, &m);
+        let mut observed = self
+            .io
+            .observe(&self.settings, &self.voice, run, report, &m);
         let allowed = self.settings.agent_for(&m).allowed_tools;
         let verify_cmd = self.settings.verify(&m);
         let cx = engine::Context {
@@ -393,7 +264,11 @@ impl Runner {
                 } => break (transition, verdict, restart),
                 Conclusion::Verify => {
                     let cmd = verify_cmd.clone().unwrap_or_default();
-                    match self.verify(run, &cmd, caps.step_timeout)? {
+                    let sandbox = self.settings.sandbox(&m);
+                    match self
+                        .io
+                        .verify(&sandbox, &self.voice, run, &cmd, caps.step_timeout)?
+                    {
                         verify::Outcome::Stopped => {
                             let stop = self.stop_cause();
                             return self.stop_now(&stop).map(Some);
@@ -424,101 +299,6 @@ impl Runner {
         Ok(exit)
     }
 
-    /// Runs the VERIFY command of a step whose attempt reported done.
-    fn verify(
-        &mut self,
-        run: &RunOnRecord,
-        cmd: &str,
-        timeout: std::time::Duration,
-    ) -> crate::error::Result<verify::Outcome> {
-        crash::point("before-verify");
-        self.voice
-            .say(&format!("verify: step {}: running `{cmd}`", run.step));
-        let state_dir = self.state_dir.clone();
-        let env = [
-            ("LOOP_STEP".to_string(), run.step.to_string()),
-            ("LOOP_ATTEMPT".to_string(), run.number.to_string()),
-        ];
-        let workdir = self.workdir.clone();
-        let how = verify::Run {
-            command: cmd,
-            cwd: &workdir,
-            env: &env,
-            state_dir: &state_dir,
-            step_task: &run.task_id,
-            timeout,
-        };
-        let started = Utc::now();
-        let outcome = self.verify_confined(&how, &workdir);
-        self.trace_verify(run, started, &outcome);
-        outcome
-    }
-
-    /// What the loop's hooks in task `task_id` handed back (into its hand-back directory, the
-    /// one place of the loop's a confined run may write), into the loop's log. Whatever runs in
-    /// the run can write that file too, so it is read as the run's word: without following a
-    /// link, and only lines the loop's hooks write are taken, each remade by the runner from
-    /// what it checked (a run's line can never read as the loop's own).
-    fn take_hooks_log(&self, task_id: &str, step: u32) {
-        let layout = crate::layout::Layout::dir(&self.state_dir);
-        let task = layout.task(task_id);
-        let rel = std::path::Path::new(crate::bridge::HAND_BACK_DIR).join("hooks.log");
-        let text = match crate::named_file::read_beneath(&task, &rel, 1 << 20) {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(crate::named_file::ReadError::Io(e))
-                if e.kind() == std::io::ErrorKind::NotFound =>
-            {
-                return;
-            }
-            Err(e) => {
-                self.voice.say(&format!(
-                    "hooks: task {task_id}'s hooks.log was not read ({e}): a run wrote it, and \
-                     the loop takes no link or special file from a run"
-                ));
-                return;
-            }
-        };
-        let mut refused = 0;
-        for line in text.lines() {
-            match compaction_trigger(line) {
-                Some(trigger) => self.voice.say(&format!(
-                    "compaction: step {step}'s session (task {task_id}) starts compacting its \
-                     context ({trigger})"
-                )),
-                None => refused += 1,
-            }
-        }
-        if refused > 0 {
-            self.voice.say(&format!(
-                "hooks: task {task_id} handed back {refused} line(s) that the loop's hooks do not \
-                 write; not taken"
-            ));
-        }
-        let _ = std::fs::remove_file(task.join(rel));
-    }
-
-    /// Ends what is left of a task before it is judged: a LOST task's processes (its
-    /// supervisor and guardian died), and processes that left its group, which are named.
-    fn clean_up_after(&mut self, task_id: &str, report: &TaskReport) -> crate::error::Result<()> {
-        if report.state == TaskState::Lost {
-            // Ended, and confirmed dead, before any retry can start beside them.
-            let after = bridge::kill(&self.state_dir, task_id, super::KILL_GRACE).map_err(|e| {
-                e.context(format!("while ending what is left of lost task {task_id}"))
-            })?;
-            self.voice.say(&format!(
-                "lost: task {task_id} lost its supervisor; its processes were ended ({})",
-                after.line()
-            ));
-        }
-        if !report.killed_outside_group.is_empty() {
-            self.voice.say(&format!(
-                "cleanup: task {task_id} left processes outside its process group; ended: {}",
-                bridge::describe(&report.killed_outside_group)
-            ));
-        }
-        Ok(())
-    }
-
     /// What was started cannot be unstarted: before a start, a task of this loop that no
     /// judgement covers (an attempt or a review run that M1.md lost track of) is taken back
     /// on record, never started a second time (see [`engine::ledger`]). Whether there was one.
@@ -529,15 +309,18 @@ impl Runner {
         self.apply(&engine::adopted(&super::watching::on_record(&e)))?;
         Ok(true)
     }
-}
 
-/// The trigger of a line the loop's `PreCompact` hook hands back (`<time> compacting
-/// TRIGGER`, a few lower-case letters); `None` for any other line.
-fn compaction_trigger(line: &str) -> Option<&str> {
-    let (_, said) = line.split_once(' ')?;
-    let trigger = said
-        .strip_prefix(crate::layout::HOOK_COMPACTING)?
-        .strip_prefix(' ')?;
-    (!trigger.is_empty() && trigger.len() <= 16 && trigger.bytes().all(|b| b.is_ascii_lowercase()))
-        .then_some(trigger)
+    /// A DONE step owed its commit: made (or found made before a crash) and recorded, or
+    /// its mark dropped.
+    pub(super) fn settle_commit(&mut self, due: &Due) -> crate::error::Result<Option<Exit>> {
+        let t = match due {
+            Due::Drop { step, why } => crate::engine::commit::dropped(*step, why),
+            Due::Commit(step) => {
+                let m = self.view();
+                let made = self.io.commit_step(&self.voice, &m, *step);
+                crate::engine::commit::recorded(*step, &made)
+            }
+        };
+        self.apply(&t)
+    }
 }

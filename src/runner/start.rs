@@ -672,7 +672,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
         runner.voice.notify(&Event::Started {
             goal: m.goal.clone(),
             steps: m.plan.steps.iter().map(|s| s.text.clone()).collect(),
-            sandbox: Some(runner.sandbox_words()),
+            sandbox: Some(super::confine::loop_sandbox_words(&m, &runner.settings)),
         });
     }
     runner.drive_in_view()

@@ -21,9 +21,10 @@ use git::{agent_commits, build, changed, files_of, find, index_to, rev, short, t
 
 use serde::{Deserialize, Serialize};
 
-use super::{Runner, crash};
-use crate::engine::commit::{Due, Made};
-use crate::exit::Status as Exit;
+use super::crash;
+use super::step_io::StepIo;
+use super::voice::Voice;
+use crate::engine::commit::Made;
 use crate::layout::Layout;
 use crate::m1::M1;
 
@@ -67,7 +68,7 @@ pub(super) struct Left {
     pub git: Option<String>,
 }
 
-impl Runner {
+impl StepIo {
     /// Notes the work tree before an attempt of `step` (task `task_id`) starts, once per run
     /// of the step: an attempt after the first keeps the note of the first (`COMMIT:
     /// (pending)` says a run of the step is under way), so the step's earlier attempts' work
@@ -75,6 +76,7 @@ impl Runner {
     /// note is there; when it cannot be taken the step is not committed, and the log says why.
     pub(super) fn note_tree_before_step(
         &self,
+        voice: &Voice,
         m: &M1,
         step: u32,
         task_id: &str,
@@ -83,7 +85,7 @@ impl Runner {
         let path = layout.step_tree(&self.loop_id, step);
         let work_path = layout.step_work(&self.loop_id, step);
         if m.result(step).commit_pending && read_baseline(&path).is_some() {
-            self.note_tree_before_attempt(step, task_id, &work_path)?;
+            self.note_tree_before_attempt(voice, step, task_id, &work_path)?;
             return Ok(true);
         }
         let taken = top_of(&self.workdir)
@@ -99,7 +101,7 @@ impl Runner {
         let baseline = match taken {
             Ok(b) => b,
             Err(why) => {
-                self.voice.say(&format!(
+                voice.say(&format!(
                     "commit: step {step} will not be committed: the work tree as it begins \
                      could not be noted ({why})"
                 ));
@@ -128,6 +130,7 @@ impl Runner {
     /// commit then takes the tree as it is when the step is DONE.
     fn note_tree_before_attempt(
         &self,
+        voice: &Voice,
         step: u32,
         task_id: &str,
         work_path: &Path,
@@ -151,7 +154,7 @@ impl Runner {
                 })?;
             }
             Err(why) => {
-                self.voice.say(&format!(
+                voice.say(&format!(
                     "commit: the work tree as step {step}'s attempt begins could not be noted \
                      ({why}); its commit will take the work tree as it is when the step is DONE"
                 ));
@@ -166,7 +169,12 @@ impl Runner {
     /// that died after this and comes back does not take it again (VERIFY may have written
     /// since). When it cannot be taken, the log says why and the step's commit takes the work
     /// tree as it is when the step is DONE.
-    pub(super) fn note_work_after_run(&self, step: u32, task_id: &str) -> crate::error::Result<()> {
+    pub(super) fn note_work_after_run(
+        &self,
+        voice: &Voice,
+        step: u32,
+        task_id: &str,
+    ) -> crate::error::Result<()> {
         let path = Layout::dir(&self.state_dir).step_work(&self.loop_id, step);
         let Some(mut work) = read_json::<Work>(&path) else {
             return Ok(());
@@ -182,7 +190,7 @@ impl Runner {
                 })?;
                 crash::point("after-work-noted");
             }
-            Err(why) => self.voice.say(&format!(
+            Err(why) => voice.say(&format!(
                 "commit: what step {step}'s run (task {task_id}) left could not be noted \
                  ({why}); its commit will take the work tree as it is when the step is DONE"
             )),
@@ -230,23 +238,9 @@ impl Runner {
         Ok(())
     }
 
-    /// A DONE step owed its commit: made (or found made before a crash) and recorded, or
-    /// its mark dropped.
-    pub(super) fn settle_commit(&mut self, due: &Due) -> crate::error::Result<Option<Exit>> {
-        let t = match due {
-            Due::Drop { step, why } => crate::engine::commit::dropped(*step, why),
-            Due::Commit(step) => {
-                let m = self.view();
-                let made = self.commit_step(&m, *step);
-                crate::engine::commit::recorded(*step, &made)
-            }
-        };
-        self.apply(&t)
-    }
-
     /// Commits DONE step `step`'s work: what its agent's runs left ([`Work`]), told from the
     /// person's by [`Baseline`].
-    fn commit_step(&self, m: &M1, step: u32) -> Made {
+    pub(super) fn commit_step(&self, voice: &Voice, m: &M1, step: u32) -> Made {
         let fail = |why: String| Made {
             failed: Some(why),
             ..Made::default()
@@ -256,7 +250,7 @@ impl Runner {
         };
         // A git killed in mid-write leaves its lock, and every later commit would fail on it.
         match crate::git::clear_stale_index_lock(&top, INDEX_LOCK_PATIENCE) {
-            Ok(Some(what)) => self.voice.say(&format!("commit: {what}")),
+            Ok(Some(what)) => voice.say(&format!("commit: {what}")),
             Ok(None) => {}
             Err(why) => return fail(why),
         }
@@ -274,7 +268,7 @@ impl Runner {
         let moved = head != before.head;
         if moved && let Some(c) = find(&top, &self.loop_id, step, &before.run) {
             let files = files_of(&top, &c);
-            self.sync_index(&top, &c);
+            sync_index(voice, &top, &c);
             return Made {
                 commit: Some(short(&c)),
                 found: true,
@@ -288,7 +282,7 @@ impl Runner {
         let as_it_stands = m.result(step).review.as_ref().is_some_and(|r| {
             *r == crate::m1::Review::Other(crate::engine::review::TAKEN_AS_IT_STANDS.to_owned())
         });
-        let left = match self.work_left(step, &before, as_it_stands) {
+        let left = match self.work_left(voice, step, &before, as_it_stands) {
             Ok(left) => left,
             Err(why) => return fail(why),
         };
@@ -325,7 +319,7 @@ impl Runner {
         match build(&top, &index, head.as_deref(), &entries, &message) {
             Ok(Some(c)) => {
                 crash::point("after-step-commit");
-                self.sync_index(&top, &c);
+                sync_index(voice, &top, &c);
                 made.commit = Some(short(&c));
                 made.files = files_of(&top, &c).len();
             }
@@ -336,10 +330,11 @@ impl Runner {
         made
     }
 
-    /// What the agent's runs of `step` left, as [`Runner::note_work_after_run`] took it; else
+    /// What the agent's runs of `step` left, as [`StepIo::note_work_after_run`] took it; else
     /// (a run's end not noted) the work tree as it is now, and the log says so.
     fn work_left(
         &self,
+        voice: &Voice,
         step: u32,
         before: &Baseline,
         as_it_stands: bool,
@@ -350,12 +345,12 @@ impl Runner {
             return Ok(w.left.clone());
         }
         if as_it_stands {
-            self.voice.say(&format!(
+            voice.say(&format!(
                 "commit: step {step} was taken as it stands (REVIEW: off): its commit takes the \
                  work tree as it is now"
             ));
         } else {
-            self.voice.say(&format!(
+            voice.say(&format!(
                 "commit: step {step}: what its agent's last run left was not noted ({}): its \
                  commit takes the work tree as it is now, what VERIFY wrote included",
                 path.display()
@@ -368,17 +363,17 @@ impl Runner {
         self.take_left(&since, &mut left)?;
         Ok(left)
     }
+}
 
-    /// The person's index, for the paths commit `c` changed, brought to it (for a commit
-    /// made before a runner died, too): so `git status` shows them clean where the tree holds
-    /// what was committed. What the person staged elsewhere stays staged.
-    fn sync_index(&self, top: &Path, c: &str) {
-        if let Err(why) = index_to(top, c) {
-            self.voice.say(&format!(
-                "commit: git's index could not be brought up to the commit ({why}): `git \
-                 status` may show the step's files as changed until `git reset -q`"
-            ));
-        }
+/// The person's index, for the paths commit `c` changed, brought to it (for a commit
+/// made before a runner died, too): so `git status` shows them clean where the tree holds
+/// what was committed. What the person staged elsewhere stays staged.
+fn sync_index(voice: &Voice, top: &Path, c: &str) {
+    if let Err(why) = index_to(top, c) {
+        voice.say(&format!(
+            "commit: git's index could not be brought up to the commit ({why}): `git \
+             status` may show the step's files as changed until `git reset -q`"
+        ));
     }
 }
 

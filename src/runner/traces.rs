@@ -8,8 +8,11 @@
 
 use chrono::{DateTime, Utc};
 
-use super::Runner;
-use crate::engine::{self, LedgerVerdict, RunKind, RunOnRecord};
+use super::settings::Settings;
+use super::step_io::StepIo;
+use super::voice::Voice;
+use crate::engine::{LedgerVerdict, RunKind, RunOnRecord};
+use crate::m1::M1;
 use crate::telemetry::{Event, KeyValue, Span, SpanId, SpanKind, Tracer, span_id};
 use crate::verify;
 
@@ -70,21 +73,15 @@ fn int(n: impl Into<u64>) -> i64 {
     i64::try_from(n.into()).unwrap_or(i64::MAX)
 }
 
-impl Runner {
-    /// The tracer, built as this runner starts driving the loop when the `OTEL_*` variables
-    /// ask for traces; one they set wrong is logged, and the loop runs on without.
-    pub(super) fn open_trace(&mut self) {
-        let root = self
-            .view()
-            .parent_id
-            .clone()
-            .unwrap_or_else(|| self.loop_id.clone());
+impl StepIo {
+    /// The tracer, built as this runner starts driving the loop `m` when the `OTEL_*`
+    /// variables ask for traces; one they set wrong is logged, and the loop runs on without.
+    pub(super) fn open_trace(&mut self, voice: &Voice, m: &M1) {
+        let root = m.parent_id.clone().unwrap_or_else(|| self.loop_id.clone());
         match Tracer::from_env(&root) {
             None => {}
             Some(Ok(tracer)) => self.tracer = Some(tracer),
-            Some(Err(why)) => self
-                .voice
-                .say(&format!("trace: no traces are exported: {why}")),
+            Some(Err(why)) => voice.say(&format!("trace: no traces are exported: {why}")),
         }
     }
 
@@ -94,14 +91,21 @@ impl Runner {
         Some(("TRACEPARENT".into(), tracer.traceparent(task_span(task_id))))
     }
 
-    /// Task `task_id`, just judged `verdict`: its run's `invoke_agent` span.
-    pub(super) fn trace_judged(&self, task_id: &str, verdict: LedgerVerdict) {
-        let (Some(tracer), Some(entry)) = (&self.tracer, self.ledger.entry(task_id)) else {
+    /// Task `task_id` (`entry` in the ledger) of the loop `m`, just judged `verdict`: its
+    /// run's `invoke_agent` span.
+    pub(super) fn trace_judged(
+        &self,
+        settings: &Settings,
+        m: &M1,
+        entry: Option<&crate::engine::ledger::Entry>,
+        task_id: &str,
+        verdict: LedgerVerdict,
+    ) {
+        let (Some(tracer), Some(entry)) = (&self.tracer, entry) else {
             return;
         };
-        let m = self.view();
         let kind = RunKind::of(entry.step, entry.review);
-        let backend = self.backend_of(&m, kind, entry.step);
+        let backend = settings.backend_of(m, kind, entry.step);
         let agent = crate::agent::backend_for(backend);
         let report = crate::bridge::check(&self.state_dir, task_id).ok();
         let now = Utc::now();
@@ -112,9 +116,7 @@ impl Runner {
             .as_ref()
             .and_then(|r| agent.read_output(&r.stdout_path).ok())
             .unwrap_or_default();
-        let model = kind
-            .agent_config(self.settings.agent_on(&m, backend), &m)
-            .model;
+        let model = kind.agent_config(settings.agent_on(m, backend), m).model;
         let mut attributes = vec![
             kv("gen_ai.operation.name", "invoke_agent"),
             kv("gen_ai.provider.name", agent.provider()),
@@ -202,12 +204,12 @@ impl Runner {
         );
     }
 
-    /// The merge of step `n` (steps at once), begun at `start`: an `execute_tool` span.
-    pub(super) fn trace_merge(&self, n: u32, start: DateTime<Utc>, failed: Option<String>) {
+    /// The merge of step `n` of the loop `m` (steps at once), begun at `start`: an
+    /// `execute_tool` span.
+    pub(super) fn trace_merge(&self, m: &M1, n: u32, start: DateTime<Utc>, failed: Option<String>) {
         let Some(tracer) = &self.tracer else {
             return;
         };
-        let m = self.view();
         let merged = m
             .plan
             .steps
@@ -235,17 +237,21 @@ impl Runner {
         );
     }
 
-    /// This runner stops driving the loop: the loop's span, from its start to now, with its
-    /// gates as events; then what is queued goes, within the exporter's timeout. Every runner
-    /// of a loop emits it (the same span id), the last one covering the whole loop, so that
-    /// one killed `-9` leaves it to the runner that takes over.
-    pub(super) fn end_trace(&mut self) {
+    /// This runner stops driving the loop `m`, whose figures (its steps' loops' included) are
+    /// `figures`: the loop's span, from its start to now, with its gates as events; then what
+    /// is queued goes, within the exporter's timeout. Every runner of a loop emits it (the
+    /// same span id), the last one covering the whole loop, so that one killed `-9` leaves it
+    /// to the runner that takes over.
+    pub(super) fn end_trace(
+        &mut self,
+        voice: &Voice,
+        m: &M1,
+        figures: &crate::engine::figures::Figures,
+    ) {
         let Some(tracer) = self.tracer.take() else {
             return;
         };
-        let m = self.view();
         let now = Utc::now();
-        let figures = engine::figures::totals(&m, &super::parallel::step_loops(&m));
         let mut attributes = vec![
             kv("gen_ai.operation.name", "invoke_workflow"),
             kv("m1loop.loop_id", self.loop_id.clone()),
@@ -269,11 +275,11 @@ impl Runner {
             start: m.started_at.unwrap_or(now),
             end: now,
             attributes,
-            events: gate_events(&m, now),
+            events: gate_events(m, now),
             error: (m.status == crate::m1::Status::Failed).then(|| "the loop FAILED".into()),
         });
         if let Err(why) = tracer.shutdown() {
-            self.voice.log(&format!("trace: spans not all sent: {why}"));
+            voice.log(&format!("trace: spans not all sent: {why}"));
         }
     }
 }

@@ -1,12 +1,13 @@
 //! What the runner says, and where: a line of the decision log (`loop.log`), the same line on
 //! the terminal when a person watches (`--echo`), the live line while a step runs, and a
 //! message to the human through the notifier. The runner hands it lines and events; it holds
-//! the lines `loop.log` could not take (a full disk) until it can.
+//! the lines `loop.log` could not take (a full disk) until it can, and remembers what it said
+//! that it says once: the wait it last told, the report page it named.
 
 use std::cell::RefCell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 use super::progress::{self, Progress};
 use crate::notifier::{Event, Notifier};
@@ -24,6 +25,11 @@ pub(super) struct Voice {
     progress: Progress,
     /// Lines said while `loop.log` could not take them, for it once it can.
     unlogged: RefCell<Vec<String>>,
+    /// The end of the wait this runner last logged (when it recorded it, or when it came to
+    /// it), so that a wait is logged once however often the runner wakes during it.
+    told_wait: Option<DateTime<Utc>>,
+    /// The report page this runner wrote when the loop ended, for its closing line.
+    report: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Voice {
@@ -48,6 +54,8 @@ impl Voice {
             echo,
             progress: Progress::new(mode),
             unlogged: RefCell::new(Vec::new()),
+            told_wait: None,
+            report: None,
         }
     }
 
@@ -66,6 +74,30 @@ impl Voice {
         self.progress.clear();
         crate::errln!("loop: {line}");
         self.say(line);
+    }
+
+    /// Says that the loop waits until `until` (for `reason`), unless that wait was told.
+    pub(super) fn say_wait(&mut self, until: DateTime<Utc>, reason: &str) {
+        if self.told_wait != Some(until) {
+            self.say(&format!("wait: until {} ({reason})", until.to_rfc3339()));
+            self.told_wait = Some(until);
+        }
+    }
+
+    /// Notes the wait a line just said records (its end, `None` when there is none).
+    pub(super) fn told_wait(&mut self, until: Option<DateTime<Utc>>) {
+        self.told_wait = until;
+    }
+
+    /// Logs the loop's report `page`, just written, and keeps it for the closing line.
+    pub(super) fn reported(&mut self, page: PathBuf) {
+        self.log(&format!("report: {}", page.display()));
+        self.report = Some(page);
+    }
+
+    /// The report page this runner wrote, if it wrote one.
+    pub(super) fn report(&self) -> Option<&Path> {
+        self.report.as_deref()
     }
 
     /// Queues a message to the human (never fatal: a failed one is reported by the notifier).

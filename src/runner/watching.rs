@@ -6,6 +6,7 @@ use super::{Runner, crash};
 use crate::agent::{self, Follow};
 use crate::bridge::{self, TaskReport, TaskState};
 use crate::engine::{self, OnRecord, RunOnRecord};
+use crate::m1::M1;
 use crate::runner::watch::Wake;
 
 /// A step that has run this long gets its agent's pid recorded in CURRENT.
@@ -26,7 +27,7 @@ impl Runner {
     /// Watches a running task until it ends (its report) or a stop file appears (its path),
     /// keeping it on record and its pid in CURRENT, and the live line up to date. Its stream
     /// is read as it grows: a CLI retrying a refused key is ended at once (see
-    /// [`Self::end_auth_failing`]).
+    /// [`super::step_io::StepIo::end_auth_failing`]).
     pub(super) fn watch_task(
         &mut self,
         run: &RunOnRecord,
@@ -37,18 +38,22 @@ impl Runner {
             let woken = self.watch.woken();
             let report = bridge::check(&self.state_dir, task_id)?;
             let stream = stream.get_or_insert_with(|| {
-                self.begin_progress(run, &report);
                 let m = self.view();
-                let backend = self.backend_of(&m, run.kind, run.step);
+                begin_progress(&mut self.voice, run, &report, &m);
+                let backend = self.settings.backend_of(&m, run.kind, run.step);
                 agent::follow(backend, &report.stdout_path, &report.stderr_path)
             });
             stream.poll();
             self.voice.live().update(stream.summary());
             if report.state == TaskState::Running && stream.summary().auth_failing() {
-                return self.end_auth_failing(task_id, stream.summary()).map(Ok);
+                return (self.io)
+                    .end_auth_failing(&self.voice, task_id, stream.summary())
+                    .map(Ok);
             }
             if report.state == TaskState::Running && stream.summary().rate_limit_storm() {
-                return self.end_rate_limit_storm(task_id, stream.summary()).map(Ok);
+                return (self.io)
+                    .end_rate_limit_storm(&self.voice, task_id, stream.summary())
+                    .map(Ok);
             }
             if let Some(pid) = report.pid
                 && report.state == TaskState::Running
@@ -93,50 +98,6 @@ impl Runner {
                 return Ok(Err(stop));
             }
         }
-    }
-
-    /// Ends a run whose CLI is retrying an authentication error (401, 403): it would retry for
-    /// about 3 minutes though only a human can fix the key. Ended as a stop ends it, the run is
-    /// then judged from its stream like any other (an auth failure: WAITING), also by a runner
-    /// that finds it ended after a crash.
-    fn end_auth_failing(
-        &mut self,
-        task_id: &str,
-        stream: &agent::StreamSummary,
-    ) -> crate::error::Result<TaskReport> {
-        let what = stream.api_error.as_deref().unwrap_or("401");
-        self.voice.say(&format!(
-            "auth: task {task_id}: the CLI is retrying an authentication error ({what}); \
-             ending it now rather than after its own retries"
-        ));
-        bridge::kill(&self.state_dir, task_id, super::KILL_GRACE).map_err(|e| {
-            e.context(format!(
-                "while ending task {task_id} on an authentication error"
-            ))
-        })
-    }
-
-    /// Ends a run whose CLI is in a storm of rate-limit retries (see
-    /// [`agent::StreamSummary::rate_limit_storm`]): it would retry for minutes, silent on
-    /// stdout, while M1.md said RUNNING. Ended as a stop ends it, the run is then judged from
-    /// its stderr like any other (a rate limit: the loop's own backoff, on record, and no
-    /// failed attempt), also by a runner that finds it ended after a crash.
-    fn end_rate_limit_storm(
-        &mut self,
-        task_id: &str,
-        stream: &agent::StreamSummary,
-    ) -> crate::error::Result<TaskReport> {
-        let what = stream.api_error.as_deref().unwrap_or("429");
-        self.voice.say(&format!(
-            "rate limit: task {task_id}: the CLI keeps retrying a rate limit, {what}; ending it \
-             now and waiting it out as the loop's own backoff rather than through its minutes of \
-             silent retries"
-        ));
-        bridge::kill(&self.state_dir, task_id, super::KILL_GRACE).map_err(|e| {
-            e.context(format!(
-                "while ending task {task_id} in a storm of rate-limit retries"
-            ))
-        })
     }
 
     /// Sleeps on events until the next full check of a running task: the task directory
@@ -191,22 +152,6 @@ impl Runner {
         }
     }
 
-    /// Starts the live line for a task just found (or re-adopted) running.
-    fn begin_progress(&mut self, run: &RunOnRecord, report: &TaskReport) {
-        let m = self.view();
-        let what = if run.step == 0 {
-            "planning".to_string()
-        } else {
-            format!("step {}", run.step)
-        };
-        // A review run is counted apart from the step's attempts: "attempt 2" there would
-        // read as the step failing once.
-        let label = format!("{what} {} {}", run.kind.number_word(), run.number);
-        self.voice
-            .live()
-            .begin(label, report.elapsed, engine::spent(&m));
-    }
-
     /// A save made from a text read before the runner recorded this task (an editor that
     /// ignores the change on disk) drops the record while the task runs: it goes back.
     fn keep_task_on_record(&mut self, step: u32, task_id: &str) -> crate::error::Result<()> {
@@ -226,4 +171,18 @@ impl Runner {
             None => Ok(()),
         }
     }
+}
+
+/// Starts the live line for a task of `run` of the loop `m` just found (or re-adopted)
+/// running.
+fn begin_progress(voice: &mut super::voice::Voice, run: &RunOnRecord, report: &TaskReport, m: &M1) {
+    let what = if run.step == 0 {
+        "planning".to_string()
+    } else {
+        format!("step {}", run.step)
+    };
+    // A review run is counted apart from the step's attempts: "attempt 2" there would
+    // read as the step failing once.
+    let label = format!("{what} {} {}", run.kind.number_word(), run.number);
+    voice.live().begin(label, report.elapsed, engine::spent(m));
 }

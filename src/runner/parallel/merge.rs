@@ -181,7 +181,8 @@ impl Runner {
             step_task: &merge_task(&self.parallel_id(), n),
             timeout: self.settings.caps(m).step_timeout,
         };
-        let outcome = self.verify_confined(&how, wt)?;
+        let sandbox = self.settings.sandbox(m);
+        let outcome = self.io.verify_confined(&sandbox, &how, wt)?;
         // It may have run for minutes: what a person did meanwhile comes first.
         if let Some(exit) = self.refresh()? {
             return Ok(Checked::Ended(exit));

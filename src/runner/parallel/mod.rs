@@ -134,7 +134,8 @@ impl Runner {
             Move::Merge(n) => {
                 let started = chrono::Utc::now();
                 let merged = self.merge_step(n);
-                self.trace_merge(n, started, merged.as_ref().err().map(|e| format!("{e:#}")));
+                let failed = merged.as_ref().err().map(|e| format!("{e:#}"));
+                self.io.trace_merge(&self.view(), n, started, failed);
                 merged
             }
             Move::SendBack { step, gate } => self.send_back_by_a_person(step, &gate),

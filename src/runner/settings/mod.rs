@@ -341,6 +341,15 @@ impl Settings {
         other_of(self.agent_for(m), backend)
     }
 
+    /// The backend a run of `kind` of `step` goes to: a review's `AGENT.REVIEW_BACKEND`, a
+    /// step's own `BACKEND` in its results (where a usage limit sent it to the fallback), else
+    /// the loop's `AGENT.BACKEND`. Read from M1.md each time, so the run on record is read and
+    /// classified by the CLI that ran it, after a crash too.
+    #[must_use]
+    pub(crate) fn backend_of(&self, m: &M1, kind: crate::engine::RunKind, step: u32) -> AgentKind {
+        crate::engine::backend_of(m, self.agent_for(m).backend, kind, step)
+    }
+
     /// How a run on `backend` of a new loop is called, as [`Settings::agent_on`] says.
     #[must_use]
     pub(crate) fn agent_on_new(&self, backend: AgentKind) -> AgentConfig {
