@@ -376,7 +376,7 @@ const RUNNER_PARTS: &[(&str, &[&str])] = &[
     ("record.rs", &[]),
     ("watch.rs", &["stopfile"]),
     ("progress.rs", &[]),
-    ("stopfile.rs", &["watch"]),
+    ("stopfile.rs", &[]),
     ("unwritable.rs", &["voice", "watch"]),
     (
         "step_io.rs",

@@ -241,7 +241,7 @@ pub(crate) fn decide(
         drop(runner);
         return detach(file, None);
     }
-    stopfile::catch_interrupt(runner.watch.waker());
+    runner.watch.catch_interrupt();
     runner.drive_in_view()
 }
 

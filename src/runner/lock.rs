@@ -43,7 +43,7 @@ pub fn acquire(m1: &Path) -> crate::error::Result<RunnerLock> {
                      stop it with {}",
                     m1.display(),
                     path.display(),
-                    crate::runner::stop::command_for(m1)
+                    crate::runner::stopfile::command_for(m1)
                 )));
             }
         }

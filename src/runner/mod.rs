@@ -566,7 +566,7 @@ impl Runner {
                 abs(&self.file).display(),
                 abs(&crate::layout::Layout::dir(&self.state_dir).log()).display(),
                 confine::loop_sandbox_words(&self.view(), &self.settings),
-                stop::command_for(&self.file)
+                stopfile::command_for(&self.file)
             );
         }
         self.io.open_trace(&self.voice, &self.view());

@@ -7,7 +7,7 @@ use chrono::Utc;
 
 use super::settings::{Overrides, Settings};
 use super::start::{check_agent_of, detach, prepare_to_carry_on};
-use super::{RunOptions, Runner, lock, stopfile};
+use super::{RunOptions, Runner, lock};
 use crate::engine;
 use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
@@ -47,7 +47,7 @@ pub(crate) fn retry(
         return Err(Error::bad_input(format!(
             "a runner (pid {pid}) drives {}; stop it first ({}), then `loop retry`",
             file.display(),
-            super::stop::command_for(file)
+            super::stopfile::command_for(file)
         )));
     }
     let settings = Settings::load(&state_dir, Overrides::default())?;
@@ -61,7 +61,7 @@ pub(crate) fn retry(
         drop(runner);
         return detach(file, None);
     }
-    stopfile::catch_interrupt(runner.watch.waker());
+    runner.watch.catch_interrupt();
     runner.drive_in_view()
 }
 

@@ -145,7 +145,7 @@ fn make_room(file: &Path, force: bool) -> Result<Option<PathBuf>> {
             return Err(Error::bad_input(format!(
                 "a runner (pid {pid}) is driving {}; stop it first ({})",
                 file.display(),
-                super::stop::command_for(file)
+                super::stopfile::command_for(file)
             )));
         }
     }
@@ -665,7 +665,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
         return detach(file, None);
     }
     let mut runner = Runner::open(file, settings, opts)?;
-    stopfile::catch_interrupt(runner.watch.waker());
+    runner.watch.catch_interrupt();
     // With --approve-plan, the plan's gate shows the plan.
     if !steps.is_empty() && !runner.view().approve_plan {
         let m = runner.view();
@@ -766,13 +766,13 @@ pub(crate) fn resume_as(
             return Err(Error::bad_input(format!(
                 "a runner (pid {pid}) already drives {}; stop it first ({})",
                 file.display(),
-                super::stop::command_for(file)
+                super::stopfile::command_for(file)
             )));
         }
         return detach(file, revived_by);
     }
     let mut runner = Runner::open(file, settings, opts)?;
-    stopfile::catch_interrupt(runner.watch.waker());
+    runner.watch.catch_interrupt();
     let m = runner.view();
     match m.status {
         Status::Done => {

@@ -19,12 +19,6 @@ use crate::m1::Status;
 /// second, then ends its step (a grace period, then SIGKILL) and writes WAITING.
 pub(crate) const STOP_PATIENCE: Duration = Duration::from_secs(10);
 
-/// The command that stops the loop of `file` only, for messages that say to stop it first.
-#[must_use]
-pub(crate) fn command_for(file: &Path) -> String {
-    format!("`loop stop --file {}`", file.display())
-}
-
 /// `loop stop [--all]`.
 ///
 /// # Errors

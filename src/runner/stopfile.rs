@@ -147,15 +147,21 @@ pub(crate) fn block_interrupt() {
 }
 
 /// Turns Ctrl-C (SIGINT, blocked by [`block_interrupt`]) into a stop of this loop: a thread
-/// waits for it, marks the stop, and wakes the runner through `wake`. A person's decision,
-/// not a crash: the runner ends the step and goes WAITING, as `loop stop` makes it.
-pub(crate) fn catch_interrupt(wake: std::sync::mpsc::Sender<crate::runner::watch::Wake>) {
+/// waits for it, marks the stop, and calls `wake` (the runner's watcher wakes it). A person's
+/// decision, not a crash: the runner ends the step and goes WAITING, as `loop stop` makes it.
+pub(crate) fn catch_interrupt(wake: impl Fn() + Send + 'static) {
     let mut set = nix::sys::signal::SigSet::empty();
     set.add(nix::sys::signal::Signal::SIGINT);
     std::thread::spawn(move || {
         while set.wait().is_ok() {
             INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
-            let _ = wake.send(crate::runner::watch::Wake::Stop);
+            wake();
         }
     });
+}
+
+/// The command that stops the loop of `file` only, for messages that say to stop it first.
+#[must_use]
+pub(crate) fn command_for(file: &Path) -> String {
+    format!("`loop stop --file {}`", file.display())
 }

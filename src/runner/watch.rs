@@ -206,6 +206,15 @@ impl Watch {
         self.tx.clone()
     }
 
+    /// Ctrl-C stops the watched loop: it wakes this watcher as a stop file does (see
+    /// [`super::stopfile::catch_interrupt`]).
+    pub(crate) fn catch_interrupt(&self) {
+        let wake = self.waker();
+        super::stopfile::catch_interrupt(move || {
+            let _ = wake.send(Wake::Stop);
+        });
+    }
+
     /// Watches `dir` (a task directory) instead of the previous one; `None` stops watching it.
     pub(crate) fn set_task_dir(&mut self, dir: Option<&Path>) {
         let dir = dir.map(absolute);
