@@ -172,6 +172,34 @@ pub(crate) struct OwnState {
     pub steers: Vec<(PathBuf, Missing)>,
 }
 
+/// What in a CLI's own directory would run or steer a later session of the person's, by
+/// name in that directory.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Steers {
+    /// Files, each with the text the CLI reads as none (made so when missing).
+    pub files: &'static [(&'static str, &'static str)],
+    /// Directories (made empty when missing).
+    pub dirs: &'static [&'static str],
+}
+
+impl OwnState {
+    /// A CLI's own directory `dir`, writable, and below it read-only what `steers` names.
+    pub(crate) fn of(dir: PathBuf, steers: &Steers) -> OwnState {
+        let files = steers
+            .files
+            .iter()
+            .map(|(name, empty)| (*name, Missing::File(empty)));
+        let dirs = steers.dirs.iter().map(|name| (*name, Missing::Dir));
+        OwnState {
+            steers: files
+                .chain(dirs)
+                .map(|(name, missing)| (dir.join(name), missing))
+                .collect(),
+            writes: vec![(dir, true)],
+        }
+    }
+}
+
 /// What a read-only path of a backend's own state is made as when it is missing and lies in
 /// a directory the run writes (else the run could create it, as bad as writing it): what the
 /// CLI reads as nothing there at all.
@@ -199,6 +227,10 @@ pub(crate) struct About {
     /// What a person does when it is refused for its credentials.
     pub login: &'static str,
 }
+
+/// How a run ended, from its exit, its stderr and its output; `now` places a reset time the
+/// CLI gives without a date or in a zone.
+pub(crate) type Classify = fn(&ExitInfo, &str, &StreamSummary, DateTime<Utc>) -> Class;
 
 /// An agent CLI, as a loop drives it.
 pub(crate) trait Backend: std::fmt::Debug + Sync {
@@ -246,11 +278,15 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// [`Backend::hook_settings`]); a CLI without hooks runs as it is (its prompt carries the
     /// loop's state instead).
     /// `exe`: the loop binary, which also serves what the hooks need (a permission host).
-    fn with_hooks(&self, inv: Invocation, settings_file: &str, exe: &Path) -> Invocation;
+    fn with_hooks(&self, inv: Invocation, _settings_file: &str, _exe: &Path) -> Invocation {
+        inv
+    }
 
     /// The hooks' settings file's content, for a loop binary at `exe`; `None` when the CLI has
     /// no hooks.
-    fn hook_settings(&self, exe: &Path) -> Option<serde_json::Value>;
+    fn hook_settings(&self, _exe: &Path) -> Option<serde_json::Value> {
+        None
+    }
 
     /// What its output's events mean.
     fn dialect(&self) -> Box<dyn Dialect>;
@@ -274,6 +310,9 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
         super::output::last_activity(path, self.dialect())
     }
 
+    /// Its own classification of how a run ended ([`Backend::classify`]).
+    fn classifier(&self) -> Classify;
+
     /// How a run ended: its exit, its stderr and its output.
     fn classify(
         &self,
@@ -281,7 +320,9 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
         stderr: &str,
         output: &StreamSummary,
         now: DateTime<Utc>,
-    ) -> Class;
+    ) -> Class {
+        self.classifier()(exit, stderr, output, now)
+    }
 
     /// What the CLI was retrying when its run ended, from its `stderr`, for a CLI that says so
     /// there only, with nothing on stdout meanwhile: an idle end then is the outage, not the

@@ -425,8 +425,8 @@ pub(crate) struct Variable {
 }
 
 /// The variable `name`, whose value `means` this.
-const fn env(name: &'static str, means: &'static str) -> Option<Variable> {
-    Some(Variable { name, means })
+const fn env(name: &'static str, means: &'static str) -> Variable {
+    Variable { name, means }
 }
 
 /// Whose help [`Setting::homes`] is for.
@@ -605,7 +605,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         Kept::Agent(AgentKey::Program),
         Some("agent.program"),
         None,
-        env("LOOP_AGENT", "the agent program (default claude)"),
+        Some(env("LOOP_AGENT", "the agent program (default claude)")),
     ),
     setting(
         Kept::Agent(AgentKey::PermissionMode),
@@ -647,39 +647,39 @@ pub(crate) const SETTINGS: &[Setting] = &[
         Kept::Agent(AgentKey::Sandbox),
         Some("agent.sandbox"),
         Some("sandbox"),
-        env(
+        Some(env(
             "LOOP_SANDBOX",
             "how a new loop's agent runs are confined: bwrap or off",
-        ),
+        )),
     ),
     setting(
         Kept::Agent(AgentKey::SandboxRead),
         Some("agent.sandbox_read"),
         Some("sandbox-read"),
-        env(
+        Some(env(
             "LOOP_SANDBOX_READ",
             "paths a new loop's confined runs may read besides their own",
-        ),
+        )),
     )
     .adds_up(),
     setting(
         Kept::Agent(AgentKey::SandboxWrite),
         Some("agent.sandbox_write"),
         Some("sandbox-write"),
-        env(
+        Some(env(
             "LOOP_SANDBOX_WRITE",
             "paths a new loop's confined runs may write besides their work tree",
-        ),
+        )),
     )
     .adds_up(),
     setting(
         Kept::Agent(AgentKey::SandboxEnv),
         Some("agent.sandbox_env"),
         Some("sandbox-env"),
-        env(
+        Some(env(
             "LOOP_SANDBOX_ENV",
             "variables a new loop's confined runs keep (NAME, PREFIX_*)",
-        ),
+        )),
     )
     .adds_up(),
     setting(
@@ -694,11 +694,11 @@ pub(crate) const SETTINGS: &[Setting] = &[
         Kept::Top(Top::CommitSteps),
         Some("commit"),
         Some("no-commit"),
-        env(
+        Some(env(
             "LOOP_COMMIT",
             "off: a new loop commits no step (on: each DONE step of a git project becomes a \
              commit of its own work)",
-        ),
+        )),
     )
     .not_inherited("this loop's merge queue commits each step's work"),
     setting(

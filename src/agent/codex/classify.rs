@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use chrono::{DateTime, Local, NaiveDate, NaiveTime, TimeZone, Utc};
 use regex::Regex;
 
-use crate::agent::outcome::{BugKind, Class, ExitInfo, classify_with};
+use crate::agent::outcome::{BugKind, Class, ExitInfo, classify_with, invocation_bug, line_with};
 use crate::agent::output::StreamSummary;
 use crate::agent::reset_minute::{self, Reset};
 
@@ -34,11 +34,7 @@ fn own(stderr: &str, output: &StreamSummary, now: DateTime<Utc>) -> Option<Class
     text.extend(output.api_error.as_deref());
     text.push(stderr);
     let text = text.join("\n");
-    let first = |needle: &str| {
-        text.lines()
-            .find(|l| l.contains(needle))
-            .map(|l| crate::text::one_line(l.trim(), 300))
-    };
+    let first = |needle: &str| line_with(&text, needle);
     if USAGE_LIMIT.is_match(&text) {
         let message = first("usage limit").unwrap_or_else(|| "usage limit".to_owned());
         let reset = reset_at(&text, now, &Local);
@@ -48,10 +44,8 @@ fn own(stderr: &str, output: &StreamSummary, now: DateTime<Utc>) -> Option<Class
             message,
         });
     }
-    for (needle, kind) in BUGS {
-        if let Some(message) = first(needle) {
-            return Some(Class::InvocationBug { kind, message });
-        }
+    if let Some(bug) = invocation_bug(&text, &BUGS) {
+        return Some(bug);
     }
     if let Some(message) = first("401 Unauthorized").or_else(|| first("403 Forbidden")) {
         return Some(Class::Auth(message));
@@ -151,11 +145,8 @@ const MONTHS: [&str; 12] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::reset_minute::at;
     use chrono::FixedOffset;
-
-    fn at(s: &str) -> DateTime<Utc> {
-        s.parse().unwrap()
-    }
 
     #[test]
     fn codex_reset_times_are_read_in_the_machines_zone() {
