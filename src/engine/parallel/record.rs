@@ -115,16 +115,7 @@ pub(crate) fn merged(
             .as_ref()
             .map(|r| ResultKey::Review.set(n, r.to_string())),
     );
-    edits.extend(
-        child
-            .tokens
-            .map(|t| ResultKey::Tokens.set(n, t.to_string())),
-    );
-    edits.extend(
-        child
-            .duration_s
-            .map(|d| ResultKey::DurationS.set(n, format!("{d:.1}"))),
-    );
+    edits.extend(tokens_and_time(n, child));
     edits.extend(loop_file.map(|f| ResultKey::Report.set(n, f)));
     let branch = m.parallel.branch.clone().unwrap_or_default();
     let said = match check {
@@ -384,17 +375,19 @@ fn spent_there(n: u32, child: &StepResult) -> Vec<Edit> {
             .cost_usd
             .map(|c| ResultKey::CostUsd.set(n, format!("{c:.4}"))),
     );
-    edits.extend(
-        child
-            .tokens
-            .map(|t| ResultKey::Tokens.set(n, t.to_string())),
-    );
-    edits.extend(
-        child
-            .duration_s
-            .map(|d| ResultKey::DurationS.set(n, format!("{d:.1}"))),
-    );
+    edits.extend(tokens_and_time(n, child));
     edits
+}
+
+/// The tokens and the time step `n`'s own loop spent (`child`), each where that loop has one.
+fn tokens_and_time(n: u32, child: &StepResult) -> impl Iterator<Item = Edit> {
+    let tokens = child
+        .tokens
+        .map(|t| ResultKey::Tokens.set(n, t.to_string()));
+    let time = child
+        .duration_s
+        .map(|d| ResultKey::DurationS.set(n, format!("{d:.1}")));
+    tokens.into_iter().chain(time)
 }
 
 /// Step `n` is SKIPPED, or was set DONE by hand before it was merged (`done_by_hand`, a state
