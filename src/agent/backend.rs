@@ -226,6 +226,11 @@ pub(crate) struct About {
     pub install: &'static str,
     /// What a person does when it is refused for its credentials.
     pub login: &'static str,
+    /// The arguments whose output is this version's help for every flag the loop passes
+    /// (`loop doctor` reads them all).
+    pub help_args: &'static [&'static [&'static str]],
+    /// The option whose value says what a run may do.
+    pub mode_option: ModeOption,
 }
 
 /// How a run ended, from its exit, its stderr and its output; `now` places a reset time the
@@ -376,10 +381,14 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
 
     /// The arguments whose output is this version's help for every flag the loop passes
     /// (`loop doctor` reads them all).
-    fn help_args(&self) -> &'static [&'static [&'static str]];
+    fn help_args(&self) -> &'static [&'static [&'static str]] {
+        self.about().help_args
+    }
 
     /// The option whose value says what a run may do.
-    fn mode_option(&self) -> ModeOption;
+    fn mode_option(&self) -> ModeOption {
+        self.about().mode_option
+    }
 
     /// What `loop doctor`'s contract run must find in its answer `s`, besides the session and
     /// the verdict every backend must give; `hook_fired`: the contract's `SessionStart` hook

@@ -53,6 +53,11 @@ impl Backend for ClaudeCode {
             default_program: "claude",
             install: "install Claude Code (`npm install -g @anthropic-ai/claude-code`)",
             login: "log in to Claude Code (`claude /login`) or fix ANTHROPIC_API_KEY",
+            help_args: &[&["--help"]],
+            mode_option: ModeOption {
+                what: "permission modes",
+                flags: &["--permission-mode"],
+            },
         }
     }
 
@@ -225,17 +230,6 @@ impl Backend for ClaudeCode {
                 }
             )
         })
-    }
-
-    fn help_args(&self) -> &'static [&'static [&'static str]] {
-        &[&["--help"]]
-    }
-
-    fn mode_option(&self) -> ModeOption {
-        ModeOption {
-            what: "permission modes",
-            flags: &["--permission-mode"],
-        }
     }
 
     /// Its cost, and the `SessionStart` hook of `--settings`.

@@ -104,6 +104,11 @@ impl Backend for Codex {
             default_program: "codex",
             install: "install the Codex CLI (`npm install -g @openai/codex`)",
             login: "log in to Codex (`codex login`) or fix the key its provider reads (OPENAI_API_KEY)",
+            help_args: &[&["exec", "--help"], &["exec", "resume", "--help"]],
+            mode_option: ModeOption {
+                what: "sandboxes",
+                flags: &["-s", "--sandbox"],
+            },
         }
     }
 
@@ -219,17 +224,6 @@ impl Backend for Codex {
             }
         }
         None
-    }
-
-    fn help_args(&self) -> &'static [&'static [&'static str]] {
-        &[&["exec", "--help"], &["exec", "resume", "--help"]]
-    }
-
-    fn mode_option(&self) -> ModeOption {
-        ModeOption {
-            what: "sandboxes",
-            flags: &["-s", "--sandbox"],
-        }
     }
 
     /// Its tokens.

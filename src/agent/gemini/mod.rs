@@ -121,6 +121,11 @@ impl Backend for Gemini {
             login: "give Gemini CLI its credentials: set GEMINI_API_KEY (or \
                     GOOGLE_GENAI_USE_VERTEXAI with GOOGLE_API_KEY), or choose how it logs in \
                     (security.auth.selectedType in ~/.gemini/settings.json, or run `gemini` once)",
+            help_args: &[&["--help"]],
+            mode_option: ModeOption {
+                what: "approval modes",
+                flags: &["--approval-mode"],
+            },
         }
     }
 
@@ -265,17 +270,6 @@ impl Backend for Gemini {
             }
         }
         None
-    }
-
-    fn help_args(&self) -> &'static [&'static [&'static str]] {
-        &[&["--help"]]
-    }
-
-    fn mode_option(&self) -> ModeOption {
-        ModeOption {
-            what: "approval modes",
-            flags: &["--approval-mode"],
-        }
     }
 
     /// Its tokens.
