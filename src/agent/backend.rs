@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
+use super::outcome::{Unanswered, classify_with};
 use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 
 /// A setting of the loop the backend cannot honour: the run is not started, and the person is
@@ -233,9 +234,10 @@ pub(crate) struct About {
     pub mode_option: ModeOption,
 }
 
-/// How a run ended, from its exit, its stderr and its output; `now` places a reset time the
-/// CLI gives without a date or in a zone.
-pub(crate) type Classify = fn(&ExitInfo, &str, &StreamSummary, DateTime<Utc>) -> Class;
+/// What only one CLI says of a run that did not answer cleanly ([`classify_with`]'s own), from
+/// its exit, its stderr and the rest of the run; `now` places a reset time the CLI gives
+/// without a date or in a zone.
+pub(crate) type OwnRules = fn(&ExitInfo, &str, &Unanswered<'_>, DateTime<Utc>) -> Option<Class>;
 
 /// An agent CLI, as a loop drives it.
 pub(crate) trait Backend: std::fmt::Debug + Sync {
@@ -315,10 +317,11 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
         super::output::last_activity(path, self.dialect())
     }
 
-    /// Its own classification of how a run ended ([`Backend::classify`]).
-    fn classifier(&self) -> Classify;
+    /// Its own rules of how a run ended, asked before those every backend shares.
+    fn own_rules(&self) -> OwnRules;
 
-    /// How a run ended: its exit, its stderr and its output.
+    /// How a run ended: its exit, its stderr and its output, by its own rules first and then
+    /// by those every backend shares ([`classify_with`]).
     fn classify(
         &self,
         exit: &ExitInfo,
@@ -326,7 +329,9 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
         output: &StreamSummary,
         now: DateTime<Utc>,
     ) -> Class {
-        self.classifier()(exit, stderr, output, now)
+        classify_with(exit, stderr, output, |f| {
+            self.own_rules()(exit, stderr, f, now)
+        })
     }
 
     /// What the CLI was retrying when its run ended, from its `stderr`, for a CLI that says so

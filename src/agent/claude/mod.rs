@@ -10,7 +10,7 @@ pub(super) mod stream;
 use std::path::{Path, PathBuf};
 
 use super::backend::{
-    About, Backend, Classify, ContractCheck, Dialect, Missing, ModeOption, OwnState, Refused,
+    About, Backend, ContractCheck, Dialect, Missing, ModeOption, OwnRules, OwnState, Refused,
     Steers,
 };
 use super::{AgentConfig, Invocation, Session, StreamSummary};
@@ -83,8 +83,8 @@ impl Backend for ClaudeCode {
         Box::new(stream::ClaudeStream::default())
     }
 
-    fn classifier(&self) -> Classify {
-        classify::classify
+    fn own_rules(&self) -> OwnRules {
+        classify::own
     }
 
     fn answered_marker(&self) -> &'static str {

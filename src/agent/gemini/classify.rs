@@ -15,23 +15,17 @@ use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, Utc, Weekday};
 use regex::Regex;
 
 use crate::agent::outcome::{
-    BugKind, Class, ExitInfo, Unanswered, classify_with, died, invocation_bug, line_with,
+    BugKind, Class, ExitInfo, Unanswered, died, invocation_bug, line_with,
 };
 use crate::agent::output::StreamSummary;
 
-/// Classifies one finished Gemini CLI run. `now` places the reset of a daily quota.
-#[must_use]
-pub(crate) fn classify(
+/// What only Gemini CLI says. `now` places the reset of a daily quota.
+pub(super) fn own(
     exit: &ExitInfo,
     stderr: &str,
-    output: &StreamSummary,
+    f: &Unanswered<'_>,
     now: DateTime<Utc>,
-) -> Class {
-    classify_with(exit, stderr, output, |f| own(exit, stderr, f, now))
-}
-
-/// What only Gemini CLI says.
-fn own(exit: &ExitInfo, stderr: &str, f: &Unanswered<'_>, now: DateTime<Utc>) -> Option<Class> {
+) -> Option<Class> {
     let text = f.text.as_str();
     let first = |needle: &str| line_with(text, needle);
     if let Some(bug) = invocation_bug(text, &BUGS) {

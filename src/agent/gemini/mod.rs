@@ -20,7 +20,7 @@ pub(super) mod stream;
 use std::path::{Path, PathBuf};
 
 use super::backend::{
-    About, Backend, Classify, ContractCheck, Dialect, ModeOption, NoFlagFor, OwnState, Refused,
+    About, Backend, ContractCheck, Dialect, ModeOption, NoFlagFor, OwnRules, OwnState, Refused,
     Steers,
 };
 use super::{AgentConfig, Invocation, Session, StreamSummary};
@@ -190,8 +190,8 @@ impl Backend for Gemini {
         Box::new(stream::GeminiStream::default())
     }
 
-    fn classifier(&self) -> Classify {
-        classify::classify
+    fn own_rules(&self) -> OwnRules {
+        classify::own
     }
 
     fn answered_marker(&self) -> &'static str {
