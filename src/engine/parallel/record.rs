@@ -5,7 +5,7 @@
 use super::super::Caps;
 use super::super::transitions::{Effect, Transition, actions, results, results_remove, step_state};
 use crate::exit::Status as Exit;
-use crate::m1::gates::{self, NewGate};
+use crate::m1::gates;
 use crate::m1::keys::{ParallelKey, ResultKey, RunKey, Top, run_block};
 use crate::m1::{Edit, Gate, GateKind, GateOption, M1, Status, StepResult, StepState};
 use crate::text::one_line;
@@ -223,47 +223,26 @@ pub(crate) fn merge_failed(
         place.branch, place.worktree
     );
     let id = gates::next_id(&m.gates);
-    let g = NewGate {
-        id: id.clone(),
-        kind: GateKind::Merge,
-        step: n,
-        shown: super::super::gate::question_shown(m, n, &question),
+    let g = Gate {
         question: Some(question.clone()),
         options: super::super::gate::options_of(GateKind::Merge),
-        tools: Vec::new(),
-        tool_use: None,
-        step_gate: None,
+        ..Gate::opening(
+            id.clone(),
+            GateKind::Merge,
+            n,
+            super::super::gate::question_shown(m, n, &question),
+        )
     };
     let mut edits = vec![count];
-    edits.extend(g.edits());
-    let gate = stand_in(&g);
+    edits.extend(g.open_edits());
     edits.extend(actions(
         &format!("Step {n} does not merge: {}", one_line(&why, 200)),
-        &format!("Decide gate {id}: {}", super::super::gate::how(&gate)),
+        &format!("Decide gate {id}: {}", super::super::gate::how(&g)),
     ));
     MergeFailure::Gate(
         Transition::now(edits, format!("{log}; gate {id} opened for a person"))
             .then(Effect::Gate { id }),
     )
-}
-
-/// The gate `g` will be once written (for the words that name its options).
-fn stand_in(g: &NewGate) -> Gate {
-    Gate {
-        id: g.id.clone(),
-        kind: g.kind,
-        step: g.step,
-        shown: g.shown.clone(),
-        question: g.question.clone(),
-        options: g.options.clone(),
-        tools: g.tools.clone(),
-        tool_use: g.tool_use.clone(),
-        step_gate: g.step_gate.clone(),
-        state: crate::m1::GateState::Pending,
-        choice: None,
-        by: None,
-        at: None,
-    }
 }
 
 /// A person chose `retry` on step `n`'s MERGE gate: the step goes back to its session with a
@@ -294,18 +273,19 @@ pub(crate) fn mirrored(m: &M1, n: u32, g: &Gate) -> Transition {
         .question
         .clone()
         .unwrap_or_else(|| format!("step {n} waits"));
-    let new = NewGate {
-        id: id.clone(),
-        kind: g.kind,
-        step: n,
-        shown: super::super::gate::question_shown(m, n, &question),
+    let new = Gate {
         question: Some(question.clone()),
         options: g.options.clone(),
         tools: g.tools.clone(),
-        tool_use: None,
         step_gate: Some(g.id.clone()),
+        ..Gate::opening(
+            id.clone(),
+            g.kind,
+            n,
+            super::super::gate::question_shown(m, n, &question),
+        )
     };
-    let mut edits = new.edits();
+    let mut edits = new.open_edits();
     edits.push(Top::LastAction.set(one_line(
         &format!(
             "Step {n} waits on a decision (gate {id}, {}): {question}",
