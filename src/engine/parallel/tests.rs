@@ -6,7 +6,7 @@ use super::inherit::{Inherit, agent_inheritance, limit_inheritance, top_inherita
 use super::*;
 use crate::engine::Caps;
 use crate::m1::keys::{AgentKey, Key as _, LimitKey, Top};
-use crate::m1::{Document, Edit, GateKind, GateState, M1, StepResult, StepState};
+use crate::m1::{Document, Edit, GateKind, M1, StepResult, StepState};
 
 /// Four steps, 4 after 2 and 3, two slots; step 1 runs in its own loop.
 const LOOP: &str = "STATUS: RUNNING
@@ -56,19 +56,9 @@ fn plan(text: &str, of: &[(u32, Seen)], slots: u32) -> Vec<Move> {
 
 fn gate(id: &str, kind: GateKind, step: u32) -> Gate {
     Gate {
-        id: id.into(),
-        kind,
-        step,
-        shown: "f".into(),
         question: Some("step 2 failed: no build".into()),
         options: vec!["retry".into(), "skip".into(), "stop".into()],
-        tools: Vec::new(),
-        tool_use: None,
-        step_gate: None,
-        state: GateState::Pending,
-        choice: None,
-        by: None,
-        at: None,
+        ..Gate::opening(id.into(), kind, step, "f".into())
     }
 }
 
