@@ -173,6 +173,12 @@ pub(crate) fn run_with<S: AsRef<OsStr>>(
     let out = child
         .wait_with_output()
         .map_err(|e| error(format!("could not be waited for: {e}")))?;
+    answer(&out).map_err(error)
+}
+
+/// What a finished git said: its standard output when it succeeded, else its standard error
+/// and output on one line (or that it said nothing), for the error.
+fn answer(out: &std::process::Output) -> Result<String, String> {
     if out.status.success() {
         return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
@@ -182,11 +188,11 @@ pub(crate) fn run_with<S: AsRef<OsStr>>(
         String::from_utf8_lossy(&out.stdout).trim()
     );
     let told = told.trim();
-    Err(error(if told.is_empty() {
+    Err(if told.is_empty() {
         format!("failed ({}) and said nothing", out.status)
     } else {
         crate::text::one_line(told, SAID_CAP)
-    }))
+    })
 }
 
 /// [`run`]'s standard output when git succeeded, `None` when it did not (for a question whose
@@ -237,15 +243,7 @@ pub(crate) fn push(dir: &Path, remote: &str, branch: &str) -> Result<String, Err
         .stdin(Stdio::null())
         .output()
         .map_err(|e| error(format!("could not be started: {e}")))?;
-    if out.status.success() {
-        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
-    }
-    let told = format!(
-        "{} {}",
-        String::from_utf8_lossy(&out.stderr).trim(),
-        String::from_utf8_lossy(&out.stdout).trim()
-    );
-    Err(error(crate::text::one_line(told.trim(), SAID_CAP)))
+    answer(&out).map_err(error)
 }
 
 /// `.git/index.lock` of the work tree `dir` (its own git directory's), cleared where no live

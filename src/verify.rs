@@ -98,23 +98,16 @@ pub(crate) fn run_confined(
     confine: &mut dyn FnMut(FireRequest, &Path) -> FireRequest,
     should_stop: &mut dyn FnMut() -> bool,
 ) -> crate::error::Result<Outcome> {
-    let Run {
-        command,
-        cwd,
-        env,
-        state_dir,
-        step_task,
-        timeout,
-    } = *how;
-    let id = new_task_id(state_dir, step_task)?;
+    let state_dir = how.state_dir;
+    let id = new_task_id(state_dir, how.step_task)?;
     let req = FireRequest {
-        command: ["sh", "-c", JOINED_OUTPUT, "sh", command]
+        command: ["sh", "-c", JOINED_OUTPUT, "sh", how.command]
             .map(String::from)
             .to_vec(),
         // The bridge refuses a zero limit; the shortest one it takes means the same.
-        timeout: Some(timeout.max(Duration::from_millis(1))),
-        cwd: Some(cwd.to_path_buf()),
-        env: env.to_vec(),
+        timeout: Some(how.timeout.max(Duration::from_millis(1))),
+        cwd: Some(how.cwd.to_path_buf()),
+        env: how.env.to_vec(),
         ..FireRequest::default()
     }
     // The project's command, which the agent may have written, and whose output's tail
@@ -122,8 +115,8 @@ pub(crate) fn run_confined(
     .without_loop_credentials();
     let req = confine(req, &bridge::task_dir(state_dir, &id));
     bridge::fire_with_id(state_dir, &id, &req)
-        .map_err(|e| e.context(format!("while starting VERIFY `{command}`")))?;
-    link_log(state_dir, step_task, &id);
+        .map_err(|e| e.context(format!("while starting VERIFY `{}`", how.command)))?;
+    link_log(state_dir, how.step_task, &id);
     let exit_record = bridge::exit_record_path(state_dir, &id);
     let mut wait = POLL_FIRST;
     let mut probed = Instant::now();
@@ -154,7 +147,7 @@ pub(crate) fn run_confined(
             ))
         })?;
     }
-    Ok(outcome(&report, command)?)
+    Ok(outcome(&report, how.command)?)
 }
 
 /// The VERIFY tasks of step task `step_task` in `state_dir`, in the order they ran.

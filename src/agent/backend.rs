@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
+use super::outcome::{Unanswered, classify_with};
 use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 
 /// A setting of the loop the backend cannot honour: the run is not started, and the person is
@@ -172,6 +173,34 @@ pub(crate) struct OwnState {
     pub steers: Vec<(PathBuf, Missing)>,
 }
 
+/// What in a CLI's own directory would run or steer a later session of the person's, by
+/// name in that directory.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Steers {
+    /// Files, each with the text the CLI reads as none (made so when missing).
+    pub files: &'static [(&'static str, &'static str)],
+    /// Directories (made empty when missing).
+    pub dirs: &'static [&'static str],
+}
+
+impl OwnState {
+    /// A CLI's own directory `dir`, writable, and below it read-only what `steers` names.
+    pub(crate) fn of(dir: PathBuf, steers: &Steers) -> OwnState {
+        let files = steers
+            .files
+            .iter()
+            .map(|(name, empty)| (*name, Missing::File(empty)));
+        let dirs = steers.dirs.iter().map(|name| (*name, Missing::Dir));
+        OwnState {
+            steers: files
+                .chain(dirs)
+                .map(|(name, missing)| (dir.join(name), missing))
+                .collect(),
+            writes: vec![(dir, true)],
+        }
+    }
+}
+
 /// What a read-only path of a backend's own state is made as when it is missing and lies in
 /// a directory the run writes (else the run could create it, as bad as writing it): what the
 /// CLI reads as nothing there at all.
@@ -198,7 +227,17 @@ pub(crate) struct About {
     pub install: &'static str,
     /// What a person does when it is refused for its credentials.
     pub login: &'static str,
+    /// The arguments whose output is this version's help for every flag the loop passes
+    /// (`loop doctor` reads them all).
+    pub help_args: &'static [&'static [&'static str]],
+    /// The option whose value says what a run may do.
+    pub mode_option: ModeOption,
 }
+
+/// What only one CLI says of a run that did not answer cleanly ([`classify_with`]'s own), from
+/// its exit, its stderr and the rest of the run; `now` places a reset time the CLI gives
+/// without a date or in a zone.
+pub(crate) type OwnRules = fn(&ExitInfo, &str, &Unanswered<'_>, DateTime<Utc>) -> Option<Class>;
 
 /// An agent CLI, as a loop drives it.
 pub(crate) trait Backend: std::fmt::Debug + Sync {
@@ -246,11 +285,15 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
     /// [`Backend::hook_settings`]); a CLI without hooks runs as it is (its prompt carries the
     /// loop's state instead).
     /// `exe`: the loop binary, which also serves what the hooks need (a permission host).
-    fn with_hooks(&self, inv: Invocation, settings_file: &str, exe: &Path) -> Invocation;
+    fn with_hooks(&self, inv: Invocation, _settings_file: &str, _exe: &Path) -> Invocation {
+        inv
+    }
 
     /// The hooks' settings file's content, for a loop binary at `exe`; `None` when the CLI has
     /// no hooks.
-    fn hook_settings(&self, exe: &Path) -> Option<serde_json::Value>;
+    fn hook_settings(&self, _exe: &Path) -> Option<serde_json::Value> {
+        None
+    }
 
     /// What its output's events mean.
     fn dialect(&self) -> Box<dyn Dialect>;
@@ -274,14 +317,22 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
         super::output::last_activity(path, self.dialect())
     }
 
-    /// How a run ended: its exit, its stderr and its output.
+    /// Its own rules of how a run ended, asked before those every backend shares.
+    fn own_rules(&self) -> OwnRules;
+
+    /// How a run ended: its exit, its stderr and its output, by its own rules first and then
+    /// by those every backend shares ([`classify_with`]).
     fn classify(
         &self,
         exit: &ExitInfo,
         stderr: &str,
         output: &StreamSummary,
         now: DateTime<Utc>,
-    ) -> Class;
+    ) -> Class {
+        classify_with(exit, stderr, output, |f| {
+            self.own_rules()(exit, stderr, f, now)
+        })
+    }
 
     /// What the CLI was retrying when its run ended, from its `stderr`, for a CLI that says so
     /// there only, with nothing on stdout meanwhile: an idle end then is the outage, not the
@@ -335,10 +386,14 @@ pub(crate) trait Backend: std::fmt::Debug + Sync {
 
     /// The arguments whose output is this version's help for every flag the loop passes
     /// (`loop doctor` reads them all).
-    fn help_args(&self) -> &'static [&'static [&'static str]];
+    fn help_args(&self) -> &'static [&'static [&'static str]] {
+        self.about().help_args
+    }
 
     /// The option whose value says what a run may do.
-    fn mode_option(&self) -> ModeOption;
+    fn mode_option(&self) -> ModeOption {
+        self.about().mode_option
+    }
 
     /// What `loop doctor`'s contract run must find in its answer `s`, besides the session and
     /// the verdict every backend must give; `hook_fired`: the contract's `SessionStart` hook

@@ -203,6 +203,27 @@ pub(crate) fn classify_with(
     Class::Other(failed_run(message, exit, stderr))
 }
 
+/// The first line of `text` that holds `needle`, trimmed, as one line of at most 300
+/// characters: the words of its CLI that a backend's own rules quote.
+#[must_use]
+pub(crate) fn line_with(text: &str, needle: &str) -> Option<String> {
+    text.lines()
+        .find(|l| l.contains(needle))
+        .map(|l| crate::text::one_line(l.trim(), 300))
+}
+
+/// The invocation bug of the first of `bugs` (the CLI's words, and what they mean) that
+/// `text` holds, with the line that holds them.
+#[must_use]
+pub(crate) fn invocation_bug(text: &str, bugs: &[(&str, BugKind)]) -> Option<Class> {
+    bugs.iter().find_map(|(needle, kind)| {
+        line_with(text, needle).map(|message| Class::InvocationBug {
+            kind: *kind,
+            message,
+        })
+    })
+}
+
 /// Whether the process was ended by a signal (the runner's or another's), not by itself.
 #[must_use]
 pub(crate) fn died(exit: &ExitInfo) -> bool {

@@ -105,14 +105,16 @@ fn span(d: Duration) -> String {
     }
 }
 
+/// An instant as RFC 3339 writes it, for the tests of reset times.
+#[cfg(test)]
+pub(crate) fn at(s: &str) -> DateTime<Utc> {
+    s.parse().expect("an RFC 3339 instant")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::FixedOffset;
-
-    fn at(s: &str) -> DateTime<Utc> {
-        s.parse().unwrap()
-    }
 
     fn bare_utc(now: &str, h: u32, m: u32) -> Reset {
         let utc = FixedOffset::east_opt(0).unwrap();

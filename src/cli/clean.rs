@@ -412,6 +412,19 @@ fn sweep(dir: &Path, what: &str, plan: &mut Plan) {
 /// Whether a runner holds the lock of a loop in `dir` (a step's own loop, which its parent's
 /// runner left running).
 fn runner_in(dir: &Path) -> bool {
+    any_file_below(dir, &|p| {
+        name_of(p).ends_with(".md.lock") && crate::lockfile::is_held(p).unwrap_or(true)
+    })
+}
+
+/// Whether a git worktree (a directory with a `.git` file) is in `dir`, or is `dir`.
+fn holds_worktree(dir: &Path) -> bool {
+    any_file_below(dir, &|p| name_of(p) == ".git" && p.is_file())
+}
+
+/// Whether `is` holds for anything below `dir` but a directory, which is looked into (not
+/// through a link).
+fn any_file_below(dir: &Path, is: &dyn Fn(&Path) -> bool) -> bool {
     std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -419,24 +432,10 @@ fn runner_in(dir: &Path) -> bool {
         .any(|e| {
             let p = e.path();
             if p.is_dir() && !p.is_symlink() {
-                return runner_in(&p);
+                any_file_below(&p, is)
+            } else {
+                is(&p)
             }
-            name_of(&p).ends_with(".md.lock") && crate::lockfile::is_held(&p).unwrap_or(true)
-        })
-}
-
-/// Whether a git worktree (a directory with a `.git` file) is in `dir`, or is `dir`.
-fn holds_worktree(dir: &Path) -> bool {
-    if dir.join(".git").is_file() {
-        return true;
-    }
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|e| {
-            let p = e.path();
-            p.is_dir() && !p.is_symlink() && holds_worktree(&p)
         })
 }
 

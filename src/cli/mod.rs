@@ -20,6 +20,7 @@ pub(crate) mod status;
 mod status_view;
 pub(crate) mod telegram;
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -28,7 +29,7 @@ use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::exit::{self, Status};
-use crate::m1::settings::SETTINGS;
+use crate::m1::settings::{Beside, SETTINGS};
 
 /// Drives Claude Code autonomously toward a goal, one verified step at a time.
 ///
@@ -542,35 +543,83 @@ fn echo(quiet: bool) -> crate::runner::RunOptions {
 }
 
 /// The environment variables `loop` reads, as `loop --help` shows them.
-const ENV_HELP: &str = "\
-Environment:
-  LOOP_FILE           the loop's M1.md, as --file (default state/M1.md)
-  LOOP_AGENT          the agent program (default claude)
-  LOOP_STOP_FILE      the stop file that halts every loop, `loop stop --all` (default
-                      /tmp/croppy-stop); a STOP file beside M1.md halts that loop only
-  TELEGRAM_BOT_TOKEN  the Telegram bot that sends notifications (unset: they go to loop.log)
-  TELEGRAM_CHAT_ID    the chat it sends them to
-  TELEGRAM_API_BASE   the Bot API address (default https://api.telegram.org)
-  LOOP_SANDBOX        how a new loop's agent runs are confined: bwrap (the default) or off;
-                      LOOP_SANDBOX_READ / LOOP_SANDBOX_WRITE: paths they may read, write;
-                      LOOP_SANDBOX_ENV: variables they keep (NAME, PREFIX_*)
-  LOOP_COMMIT         off: a new loop commits no step (default on: each DONE step of a git
-                      project becomes a commit of its own work; --no-commit, COMMIT_STEPS)
-  LOOP_REVIVE         off: the steps of a runner started with it do not revive it should it
-                      die (`loop daemon` still revives the loops it keeps)
-  XDG_STATE_HOME      outside a loop, fire/check/kill/notify keep their files in
-                      $XDG_STATE_HOME/m1loop (default ~/.local/state/m1loop), and runners
-                      register there so that `loop stop` can wait for them
-  OTEL_EXPORTER_OTLP_ENDPOINT
-                      set: each loop is one trace, sent over OTLP/HTTP to this collector
-                      (unset: no traces, nothing started for them); the other OTEL_* of
-                      docs/11-reports-and-traces.md are honoured";
+/// The environment variables `loop` reads that are not settings of a loop, and what each
+/// says; those that are come from the settings table ([`SETTINGS`]).
+const OTHER_VARIABLES: &[(&str, &str)] = &[
+    (
+        "LOOP_FILE",
+        "the loop's M1.md, as --file (default state/M1.md)",
+    ),
+    (
+        "LOOP_STOP_FILE",
+        "the stop file that halts every loop, `loop stop --all` (default /tmp/croppy-stop); \
+         a STOP file beside M1.md halts that loop only",
+    ),
+    (
+        "LOOP_REVIVE",
+        "off: the steps of a runner started with it do not revive it should it die \
+         (`loop daemon` still revives the loops it keeps)",
+    ),
+    (
+        "TELEGRAM_BOT_TOKEN",
+        "the Telegram bot that sends notifications (unset: they go to loop.log)",
+    ),
+    ("TELEGRAM_CHAT_ID", "the chat it sends them to"),
+    (
+        "TELEGRAM_API_BASE",
+        "the Bot API address (default https://api.telegram.org)",
+    ),
+    (
+        "XDG_STATE_HOME",
+        "outside a loop, fire/check/kill/notify keep their files in $XDG_STATE_HOME/m1loop \
+         (default ~/.local/state/m1loop), and runners register there so that `loop stop` can \
+         wait for them",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "set: each loop is one trace, sent over OTLP/HTTP to this collector (unset: no \
+         traces, nothing started for them); the other OTEL_* of \
+         docs/11-reports-and-traces.md are honoured",
+    ),
+];
+
+/// `loop --help`'s list of the environment variables: first those of the settings table, each
+/// with where else its setting is given, then [`OTHER_VARIABLES`].
+fn env_help() -> String {
+    const NAME: usize = 20;
+    const WIDTH: usize = 92;
+    let settings = SETTINGS.iter().filter_map(|s| {
+        let v = s.env?;
+        Some((v.name, format!("{} [{}]", v.means, s.homes(Beside::Env))))
+    });
+    let others = OTHER_VARIABLES.iter().map(|(n, t)| (*n, (*t).to_owned()));
+    let mut out = String::from("Environment:");
+    for (name, text) in settings.chain(others) {
+        let _ = write!(out, "\n  {name:NAME$}");
+        if name.len() >= NAME {
+            let _ = write!(out, "\n  {:NAME$}", "");
+        }
+        let mut column = NAME + 2;
+        for (i, word) in text.split_whitespace().enumerate() {
+            if i > 0 && column + 1 + word.len() > WIDTH {
+                let _ = write!(out, "\n  {:NAME$}", "");
+                column = NAME + 2;
+            } else if i > 0 {
+                out.push(' ');
+                column += 1;
+            }
+            out.push_str(word);
+            column += word.len();
+        }
+    }
+    out
+}
 
 /// The command line as clap sees it, with the environment and the exit codes after the help.
 #[must_use]
 pub(crate) fn command() -> clap::Command {
     Cli::command()
-        .after_help(format!("{ENV_HELP}\n\n{}", exit::HELP))
+        .after_help(format!("{}\n\n{}", env_help(), exit::HELP))
         .mut_subcommand("start", with_setting_homes)
 }
 
@@ -605,7 +654,7 @@ fn public_command() -> clap::Command {
 fn with_setting_homes(start: clap::Command) -> clap::Command {
     SETTINGS.iter().fold(start, |start, s| {
         let Some(flag) = s.flag else { return start };
-        let homes = s.homes();
+        let homes = s.homes(Beside::Flag);
         start.mut_arg(flag.replace('-', "_"), |arg| {
             let said = |h: Option<&clap::builder::StyledStr>| {
                 h.map_or_else(String::new, |h| format!("{h} "))
@@ -1005,6 +1054,42 @@ mod tests {
             .unwrap();
         for c in super::telegram::commands::COMMANDS {
             assert!(about.to_string().contains(c), "{c} missing from: {about}");
+        }
+    }
+
+    /// `loop --help`'s environment was written by hand beside the settings table.
+    #[test]
+    fn loop_help_lists_every_variable_of_the_settings_table_once_with_its_homes() {
+        let help = super::command().render_long_help().to_string();
+        let listed: Vec<&str> = help
+            .split("Environment:\n")
+            .nth(1)
+            .unwrap()
+            .lines()
+            .take_while(|l| !l.is_empty())
+            .filter(|l| !l.starts_with("   "))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        for s in SETTINGS {
+            let Some(v) = s.env else { continue };
+            assert_eq!(
+                listed.iter().filter(|n| **n == v.name).count(),
+                1,
+                "{} in:\n{help}",
+                v.name
+            );
+            if let Some(flag) = s.flag {
+                assert!(help.contains(&format!("--{flag},")), "--{flag} in:\n{help}");
+            }
+        }
+        for (name, _) in super::OTHER_VARIABLES {
+            assert!(
+                SETTINGS
+                    .iter()
+                    .all(|s| s.env.is_none_or(|v| v.name != *name)),
+                "{name} is a setting's variable"
+            );
+            assert!(listed.contains(name), "{name} in:\n{help}");
         }
     }
 

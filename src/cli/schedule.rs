@@ -395,10 +395,9 @@ fn takes_value(flag: &str) -> bool {
         .contains(&flag)
 }
 
-/// The starts queued for the loop of `file`, with their time.
-#[must_use]
-pub(crate) fn queued_for(file: &Path) -> Vec<(String, DateTime<Utc>)> {
-    let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+/// Every start still queued (`--at`, not yet begun), with its time; none when the schedules
+/// cannot be read.
+fn queued_starts() -> Vec<(Entry, DateTime<Utc>)> {
     let Ok(loaded) = crate::schedule::load() else {
         return Vec::new();
     };
@@ -407,33 +406,31 @@ pub(crate) fn queued_for(file: &Path) -> Vec<(String, DateTime<Utc>)> {
         .unwrap_or_default();
     loaded
         .entries
-        .iter()
-        .filter(|e| e.file == abs)
+        .into_iter()
         .filter_map(|e| match e.when {
-            When::At(t) if next_due(e, &records).is_some() => Some((e.id.clone(), t)),
+            When::At(t) if next_due(&e, &records).is_some() => Some((e, t)),
             _ => None,
         })
+        .collect()
+}
+
+/// The starts queued for the loop of `file`, with their time.
+#[must_use]
+pub(crate) fn queued_for(file: &Path) -> Vec<(String, DateTime<Utc>)> {
+    let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    queued_starts()
+        .into_iter()
+        .filter(|(e, _)| e.file == abs)
+        .map(|(e, t)| (e.id, t))
         .collect()
 }
 
 /// Every queued start, for `loop list`: its M1.md, goal and time.
 #[must_use]
 pub(crate) fn queued() -> Vec<(PathBuf, String, DateTime<Utc>)> {
-    let Ok(loaded) = crate::schedule::load() else {
-        return Vec::new();
-    };
-    let records = crate::schedule::ledger_path()
-        .map(|p| ledger::read(&p))
-        .unwrap_or_default();
-    loaded
-        .entries
-        .iter()
-        .filter_map(|e| match e.when {
-            When::At(t) if next_due(e, &records).is_some() => {
-                Some((e.file.clone(), e.goal.clone(), t))
-            }
-            _ => None,
-        })
+    queued_starts()
+        .into_iter()
+        .map(|(e, t)| (e.file, e.goal, t))
         .collect()
 }
 

@@ -13,7 +13,7 @@ use super::transitions::{
 };
 use crate::agent::tool_of;
 use crate::exit::Status as Exit;
-use crate::m1::gates::{self, NewGate, fingerprint};
+use crate::m1::gates::{self, fingerprint};
 use crate::m1::keys::{AgentKey, LimitKey, ResultKey, Review};
 use crate::m1::{Edit, Gate, GateKind, GateOption, M1, Status, StepState, typed};
 use crate::text::one_line;
@@ -22,7 +22,7 @@ use crate::text::one_line;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum PlanGate {
     /// Ask for approval with a new gate.
-    Open(NewGate),
+    Open(Gate),
     /// The plan changed since its pending gate was shown: show it again under the same id.
     Reshow { id: String, shown: String },
     /// Its gate is shown and still pending: keep waiting.
@@ -90,16 +90,9 @@ pub(crate) fn plan_gate(m: &M1) -> Option<PlanGate> {
             id: g.id.clone(),
             shown,
         },
-        None => PlanGate::Open(NewGate {
-            id: gates::next_id(&m.gates),
-            kind: GateKind::Plan,
-            step: 0,
-            shown,
-            question: None,
+        None => PlanGate::Open(Gate {
             options: options_of(GateKind::Plan),
-            tools: Vec::new(),
-            tool_use: None,
-            step_gate: None,
+            ..Gate::opening(gates::next_id(&m.gates), GateKind::Plan, 0, shown)
         }),
     })
 }
@@ -172,7 +165,7 @@ fn how_to(kind: GateKind, id: &str, options: &[String]) -> String {
 pub(crate) fn opened(m: &M1, open: &PlanGate) -> Transition {
     let (mut edits, id, log) = match open {
         PlanGate::Open(g) => (
-            g.edits(),
+            g.open_edits(),
             g.id.clone(),
             format!(
                 "gate: {} opened: approve the plan of {} step(s)",
@@ -223,7 +216,7 @@ pub(crate) fn over_budget(m: &M1, step: u32, reason: &str) -> Transition {
         let loop_id = m.loop_id.as_deref().unwrap_or_default();
         let gate = about_step(GateKind::Cost, id.clone(), loop_id, step, reason, &[]);
         (
-            gate.edits(),
+            gate.open_edits(),
             id.clone(),
             format!("gate: {id} opened: {reason}"),
             Some(id),
@@ -279,17 +272,12 @@ pub(crate) fn about_step(
     step: u32,
     question: &str,
     tools: &[String],
-) -> NewGate {
-    NewGate {
-        id,
-        kind,
-        step,
-        shown: question_shown_in(loop_id, step, question),
+) -> Gate {
+    Gate {
         question: Some(question.to_owned()),
         options: options_for(kind, tools),
         tools: tools.to_vec(),
-        tool_use: None,
-        step_gate: None,
+        ..Gate::opening(id, kind, step, question_shown_in(loop_id, step, question))
     }
 }
 

@@ -441,7 +441,7 @@ fn failed(f: &Facts, reason: &str, no_retry: bool, edits: &mut Vec<Edit>) -> Rec
             &one_line(&why, 300),
             &[],
         );
-        edits.extend(gate.edits());
+        edits.extend(gate.open_edits());
         edits.extend(actions(
             &format!("{} failed (gate {}): {why}", name(s), gate.id),
             &format!(
@@ -474,7 +474,7 @@ fn denied(f: &Facts, tools: &[String], how: &str, edits: &mut Vec<Edit>) -> Reco
         &format!("{reason} (gate {id})"),
         &format!("Gate {id}: `loop answer {id} allow|skip|stop`; or by hand: {how}"),
     ));
-    edits.extend(gate.edits());
+    edits.extend(gate.open_edits());
     let log = format!("halt: {}: {reason} (gate {id})", name(s));
     (log, Outcome::Exit(Exit::Waiting), Write::Now)
 }
@@ -505,7 +505,7 @@ fn blocked(
     edits.extend(step_state(s, StepState::Pending));
     edits.push(results(s, ResultKey::Blocked, question.clone()));
     edits.push(clear_current());
-    edits.extend(gate.edits());
+    edits.extend(gate.open_edits());
     edits.push(Edit::Status(Status::Waiting));
     let id = &gate.id;
     edits.extend(actions(

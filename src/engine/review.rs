@@ -329,7 +329,7 @@ fn retakes_spent(f: &ReviewFacts, what: &str, caps: &Caps, mut edits: Vec<Edit>)
          budget of retakes (as `loop retry {s}`), `stop` ends the loop; or fix it by hand and \
          set REVIEW: off (or the step [SKIPPED]) in M1.md, then `loop resume`"
     );
-    edits.extend(gate.edits());
+    edits.extend(gate.open_edits());
     edits.push(results(
         s,
         ResultKey::Review,

@@ -320,27 +320,31 @@ pub(crate) fn next_id(gates: &[Gate]) -> String {
     format!("G{}", n + 1)
 }
 
-/// What a new gate records.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct NewGate {
-    pub id: String,
-    pub kind: GateKind,
-    pub step: u32,
-    pub shown: String,
-    pub question: Option<String>,
-    pub options: Vec<String>,
-    /// The denied tools, for a DENIED gate.
-    pub tools: Vec<String>,
-    /// The deferred question call, for an ASK gate the agent's question tool opened.
-    pub tool_use: Option<String>,
-    /// The gate of a parallel step's own loop it stands for.
-    pub step_gate: Option<String>,
-}
-
-impl NewGate {
-    /// The edits that write it, PENDING.
+impl Gate {
+    /// A gate to open, PENDING: `id`, of `kind`, about step `step` (0: the plan), for what was
+    /// shown (`shown`, its [`fingerprint`]); no question, options or tools yet.
     #[must_use]
-    pub(crate) fn edits(&self) -> Vec<Edit> {
+    pub(crate) fn opening(id: String, kind: GateKind, step: u32, shown: String) -> Gate {
+        Gate {
+            id,
+            kind,
+            step,
+            shown,
+            question: None,
+            options: Vec::new(),
+            tools: Vec::new(),
+            tool_use: None,
+            step_gate: None,
+            state: GateState::Pending,
+            choice: None,
+            by: None,
+            at: None,
+        }
+    }
+
+    /// The edits that open it: its block written, PENDING.
+    #[must_use]
+    pub(crate) fn open_edits(&self) -> Vec<Edit> {
         let id = self.id.as_str();
         let mut e = vec![
             GateKey::Kind.set(id, self.kind.as_str()),
@@ -397,32 +401,20 @@ mod tests {
     #[test]
     fn gates_read_back_as_written() {
         let mut doc = Document::parse("STATUS: WAITING\nGOAL: g\n").unwrap();
-        let g = NewGate {
-            id: "G1".into(),
-            kind: GateKind::Plan,
-            step: 0,
-            shown: fingerprint("1: a"),
-            question: None,
+        let g = Gate {
             options: vec!["approve".into(), "reject".into()],
-            tools: Vec::new(),
-            tool_use: None,
-            step_gate: None,
+            ..Gate::opening("G1".into(), GateKind::Plan, 0, fingerprint("1: a"))
         };
-        let denied = NewGate {
-            id: "G2".into(),
-            kind: GateKind::Denied,
-            step: 2,
-            shown: fingerprint("Bash"),
+        let denied = Gate {
             question: Some("the agent was denied these tools: Bash(make:*), Write".into()),
             options: [GateOption::Allow, GateOption::Skip, GateOption::Stop]
                 .iter()
                 .map(|o| o.as_str().to_owned())
                 .collect(),
             tools: vec!["Bash(make:*)".into(), "Write".into()],
-            tool_use: None,
-            step_gate: None,
+            ..Gate::opening("G2".into(), GateKind::Denied, 2, fingerprint("Bash"))
         };
-        for e in g.edits().into_iter().chain(denied.edits()) {
+        for e in g.open_edits().into_iter().chain(denied.open_edits()) {
             doc.apply(&e);
         }
         let at = "2026-11-24T09:12:03Z".parse().unwrap();

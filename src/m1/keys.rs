@@ -270,9 +270,43 @@ pub(crate) trait Key: Copy + 'static {
     fn kind(self) -> Kind;
 }
 
+/// The length of `camel` as [`screaming`] writes it.
+const fn screaming_len(camel: &str) -> usize {
+    let b = camel.as_bytes();
+    let mut n = b.len();
+    let mut i = 1;
+    while i < b.len() {
+        if b[i].is_ascii_uppercase() {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// A variant's name as M1.md writes its key: in capitals, each word after the first behind a
+/// `_` (`CcPid` is `CC_PID`).
+const fn screaming<const N: usize>(camel: &str) -> [u8; N] {
+    let b = camel.as_bytes();
+    let mut out = [0; N];
+    let (mut i, mut o) = (0, 0);
+    while i < b.len() {
+        if i > 0 && b[i].is_ascii_uppercase() {
+            out[o] = b'_';
+            o += 1;
+        }
+        out[o] = b[i].to_ascii_uppercase();
+        o += 1;
+        i += 1;
+    }
+    out
+}
+
+/// A block's keys, each declared once: its variant, whose name M1.md writes in capitals
+/// ([`screaming`]), and its kind of value.
 macro_rules! keys {
     ($(#[$m:meta])* $name:ident in [$($block:literal),*] {
-        $($(#[$vm:meta])* $v:ident = $key:literal: $kind:ident,)+
+        $($(#[$vm:meta])* $v:ident: $kind:ident,)+
     }) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -284,7 +318,16 @@ macro_rules! keys {
             /// The key as M1.md writes it.
             #[must_use]
             pub const fn name(self) -> &'static str {
-                match self { $($name::$v => $key,)+ }
+                match self {
+                    $($name::$v => {
+                        const BYTES: [u8; screaming_len(stringify!($v))] =
+                            screaming(stringify!($v));
+                        match std::str::from_utf8(&BYTES) {
+                            Ok(name) => name,
+                            Err(_) => panic!("a key's name is ASCII"),
+                        }
+                    })+
+                }
             }
         }
 
@@ -302,71 +345,71 @@ macro_rules! keys {
 keys! {
     /// The keys at the top of the file.
     Top in [] {
-        Status = "STATUS": Status,
-        Goal = "GOAL": Text,
-        Constraints = "CONSTRAINTS": Text,
-        LastAction = "LAST_ACTION": Text,
-        NextAction = "NEXT_ACTION": Text,
-        Verify = "VERIFY": Text,
+        Status: Status,
+        Goal: Text,
+        Constraints: Text,
+        LastAction: Text,
+        NextAction: Text,
+        Verify: Text,
         /// Every step that passes is reviewed (`REVIEW: on`).
-        Review = "REVIEW": Switch,
+        Review: Switch,
         /// Each DONE step of a git project is committed (`COMMIT_STEPS: on`, the default).
-        CommitSteps = "COMMIT_STEPS": Switch,
+        CommitSteps: Switch,
         /// The project directory the agent works in.
-        Workdir = "WORKDIR": Text,
+        Workdir: Text,
         /// The loop's identity, which its tasks carry.
-        LoopId = "LOOP_ID": Text,
-        StartedAt = "STARTED_AT": Time,
+        LoopId: Text,
+        StartedAt: Time,
         /// The `--plan` checklist the steps came from, whose boxes DONE steps tick.
-        PlanFile = "PLAN_FILE": Text,
+        PlanFile: Text,
         /// Started with `--plan-only`: once planned, the loop waits IDLE.
-        PlanOnly = "PLAN_ONLY": Switch,
+        PlanOnly: Switch,
         /// Started with `--approve-plan`: no step runs before a person approves the plan.
-        ApprovePlan = "APPROVE_PLAN": Switch,
+        ApprovePlan: Switch,
         /// The loop that runs this one as one of its parallel steps (its M1.md).
-        Parent = "PARENT": Text,
+        Parent: Text,
         /// That loop's `LOOP_ID`: a step's loop belongs to that loop alone.
-        ParentId = "PARENT_ID": Text,
+        ParentId: Text,
         /// The step of that loop this loop runs.
-        ParentStep = "PARENT_STEP": Positive,
+        ParentStep: Positive,
         /// The variables the loop was started with that its runs use (its agent's key and
         /// settings, `SANDBOX_ENV`, `OTEL_*`), by name: a runner carries the loop on only where
         /// they are set (the shell, the chat bot, the daemon alike).
-        Env = "ENV": EnvNames,
+        Env: EnvNames,
     }
 }
 
 keys! {
     /// The keys of a gate's `GATES.Gn` block: a decision the loop waits for.
     GateKey in ["GATES"] {
-        Kind = "KIND": Gate,
+        Kind: Gate,
         /// The step it is about (0: the plan).
-        Step = "STEP": Count,
+        Step: Count,
         /// A fingerprint of what the person was shown: a decision applies to that text only.
-        Shown = "SHOWN": Text,
+        Shown: Text,
         /// What is asked (a question, a denied tool, a failure).
-        Question = "QUESTION": Text,
+        Question: Text,
         /// The answers offered, separated by ` | `; none: a free-text answer.
-        Options = "OPTIONS": Text,
+        Options: Text,
         /// The tools a DENIED gate's `allow` adds to `AGENT.ALLOWED_TOOLS`.
-        Tools = "TOOLS": Tools,
+        Tools: Tools,
         /// The agent's deferred `AskUserQuestion` call an ASK gate answers (its `tool_use` id).
-        ToolUse = "TOOL_USE": Text,
+        ToolUse: Text,
         /// The gate of a parallel step's own loop that this gate stands for: a decision here
         /// is carried to that gate.
-        StepGate = "STEP_GATE": Text,
-        State = "STATE": GateState,
-        Choice = "CHOICE": Text,
-        By = "BY": Text,
-        At = "AT": Time,
+        StepGate: Text,
+        State: GateState,
+        Choice: Text,
+        By: Text,
+        At: Time,
     }
 }
 
 keys! {
     /// The keys of `PLAN:` besides its steps.
     PlanKey in ["PLAN"] {
-        TotalSteps = "TOTAL_STEPS": Count,
-        CurrentStep = "CURRENT_STEP": Count,
+        TotalSteps: Count,
+        CurrentStep: Count,
     }
 }
 
@@ -379,9 +422,9 @@ keys! {
     /// The keys of `PARALLEL:`, the block of a loop whose steps run at once.
     ParallelKey in ["PARALLEL"] {
         /// The integration branch the steps are merged into.
-        Branch = "BRANCH": Branch,
+        Branch: Branch,
         /// The project's HEAD when that branch was made.
-        Base = "BASE": Commit,
+        Base: Commit,
     }
 }
 
@@ -390,27 +433,27 @@ keys! {
     /// one that opens a pull request when it is DONE (`--pr`).
     GithubKey in ["GITHUB"] {
         /// The issue's number.
-        Issue = "ISSUE": Positive,
-        IssueUrl = "ISSUE_URL": Text,
+        Issue: Positive,
+        IssueUrl: Text,
         /// The issue's text as it was read, which every prompt shows after the goal.
-        IssueBody = "ISSUE_BODY": Text,
+        IssueBody: Text,
         /// The branch the loop works on (`loop/issue-N`), pushed at DONE.
-        Branch = "BRANCH": Branch,
+        Branch: Branch,
         /// The branch the loop began on, which the pull request asks to merge into.
-        Base = "BASE": Text,
+        Base: Text,
         /// At DONE, the branch is pushed and a pull request opened (`on`).
-        PullRequest = "PULL_REQUEST": Switch,
+        PullRequest: Switch,
         /// A loop that ends FAILED comments on its issue with its report (`on`).
-        Comment = "COMMENT": Switch,
+        Comment: Switch,
         /// When pushing and opening the pull request began: a runner that finds this and no
         /// `PR` looks the pull request up before it opens one.
-        Opening = "OPENING": Time,
+        Opening: Time,
         /// The pull request's URL, once it is open.
-        Pr = "PR": Text,
+        Pr: Text,
         /// Why the pull request could not be opened, when it could not.
-        PrError = "PR_ERROR": Text,
+        PrError: Text,
         /// The comment on the issue, once made (its URL).
-        Commented = "COMMENTED": Text,
+        Commented: Text,
     }
 }
 
@@ -418,147 +461,147 @@ keys! {
     /// The keys of a step's `PARALLEL.STEP_N` block: its record, written before its worktree
     /// and its loop exist.
     RunKey in ["PARALLEL"] {
-        Worktree = "WORKTREE": Path,
-        Branch = "BRANCH": Branch,
+        Worktree: Path,
+        Branch: Branch,
         /// The integration head the step's branch was made from.
-        Base = "BASE": Commit,
+        Base: Commit,
         /// The step's own loop (its M1.md).
-        Loop = "LOOP": Path,
+        Loop: Path,
         /// Merges (or VERIFY runs after a merge) that failed and sent the step back.
-        MergeFails = "MERGE_FAILS": Count,
+        MergeFails: Count,
         /// Its loop was stopped with this one.
-        Stopped = "STOPPED": Bool,
+        Stopped: Bool,
         /// The integration commit it was merged as.
-        Merged = "MERGED": Commit,
+        Merged: Commit,
     }
 }
 
 keys! {
     /// The keys of `CURRENT:`, the run on record.
     CurrentKey in ["CURRENT"] {
-        TaskId = "TASK_ID": TaskId,
-        CcPid = "CC_PID": Count,
-        SpawnTime = "SPAWN_TIME": Text,
-        Command = "COMMAND": Text,
-        SessionId = "SESSION_ID": Text,
-        Attempt = "ATTEMPT": Count,
+        TaskId: TaskId,
+        CcPid: Count,
+        SpawnTime: Text,
+        Command: Text,
+        SessionId: Text,
+        Attempt: Count,
         /// The project's git HEAD when the run began.
-        GitHead = "GIT_HEAD": Text,
+        GitHead: Text,
         /// The end of a backoff or a usage-limit wait.
-        WaitUntil = "WAIT_UNTIL": Time,
-        WaitReason = "WAIT_REASON": Text,
+        WaitUntil: Time,
+        WaitReason: Text,
         /// The run on record is a review of its step (`true`).
-        Review = "REVIEW": Bool,
+        Review: Bool,
     }
 }
 
 keys! {
     /// The keys of a step's `RESULTS.STEP_N` block.
     ResultKey in ["RESULTS"] {
-        Exit = "EXIT": Exit,
+        Exit: Exit,
         /// The step's commit; `(pending)` from its first attempt until it is made, once the
         /// step is DONE.
-        Commit = "COMMIT": Text,
-        Summary = "SUMMARY": Text,
-        Verified = "VERIFIED": Bool,
-        Attempts = "ATTEMPTS": Count,
-        CostUsd = "COST_USD": Amount,
-        DurationS = "DURATION_S": Amount,
-        SessionId = "SESSION_ID": Text,
-        Error = "ERROR": Text,
+        Commit: Text,
+        Summary: Text,
+        Verified: Bool,
+        Attempts: Count,
+        CostUsd: Amount,
+        DurationS: Amount,
+        SessionId: Text,
+        Error: Text,
         /// The full agent report, relative to the state directory.
-        Report = "REPORT": Text,
+        Report: Text,
         /// Transient errors waited out.
-        Transient = "TRANSIENT": Count,
+        Transient: Count,
         /// Why the last run was cut off (an API error waited out).
-        Interrupted = "INTERRUPTED": Text,
+        Interrupted: Text,
         /// The question of a `STEP_BLOCKED`.
-        Blocked = "BLOCKED": Text,
+        Blocked: Text,
         /// Fresh sessions the agent asked for.
-        Restarts = "RESTARTS": Count,
+        Restarts: Count,
         /// Why the next run starts a fresh session with a handoff.
-        Handoff = "HANDOFF": Text,
-        ContextPct = "CONTEXT_PCT": Count,
-        SessionS = "SESSION_S": Amount,
-        Compactions = "COMPACTIONS": Count,
-        Review = "REVIEW": Review,
-        Retakes = "RETAKES": Count,
-        ReviewRuns = "REVIEW_RUNS": Count,
+        Handoff: Text,
+        ContextPct: Count,
+        SessionS: Amount,
+        Compactions: Count,
+        Review: Review,
+        Retakes: Count,
+        ReviewRuns: Count,
         /// The last review run, when the reviews gave no verdict.
-        ReviewTask = "REVIEW_TASK": TaskId,
+        ReviewTask: TaskId,
         /// The commit the step began from (its review's diff starts there).
-        BaseHead = "BASE_HEAD": Text,
+        BaseHead: Text,
         /// The attempts before a person's `loop retry`, which no longer count.
-        Retried = "RETRIED": Count,
+        Retried: Count,
         /// The agent CLI this step's runs go to, when a usage limit sent it to the fallback.
-        Backend = "BACKEND": Backend,
+        Backend: Backend,
         /// Tokens the step's runs used (a backend that reports tokens, not dollars).
-        Tokens = "TOKENS": Count,
+        Tokens: Count,
         /// Tokens of the step's session so far: the session's own count is cumulative.
-        SessionTokens = "SESSION_TOKENS": Count,
+        SessionTokens: Count,
         /// The commits the agent made itself during the step, oldest first.
-        AgentCommits = "AGENT_COMMITS": Text,
+        AgentCommits: Text,
         /// What of the step's work its commit left out, and why.
-        Uncommitted = "UNCOMMITTED": Text,
+        Uncommitted: Text,
     }
 }
 
 keys! {
     /// The keys of `LIMITS:`.
     LimitKey in ["LIMITS"] {
-        MaxRetries = "MAX_RETRIES": Positive,
-        MaxSteps = "MAX_STEPS": Positive,
-        StepTimeout = "STEP_TIMEOUT": Duration,
-        IdleTimeout = "IDLE_TIMEOUT": Duration,
+        MaxRetries: Positive,
+        MaxSteps: Positive,
+        StepTimeout: Duration,
+        IdleTimeout: Duration,
         /// Older files: whole minutes.
-        StepTimeoutMin = "STEP_TIMEOUT_MIN": Minutes,
-        IdleTimeoutMin = "IDLE_TIMEOUT_MIN": Minutes,
-        MaxCostUsd = "MAX_COST_USD": Amount,
-        MaxRestarts = "MAX_RESTARTS": Count,
-        ContextThreshold = "CONTEXT_THRESHOLD": Positive,
-        MaxSession = "MAX_SESSION": Duration,
-        MaxRetakes = "MAX_RETAKES": Count,
+        StepTimeoutMin: Minutes,
+        IdleTimeoutMin: Minutes,
+        MaxCostUsd: Amount,
+        MaxRestarts: Count,
+        ContextThreshold: Positive,
+        MaxSession: Duration,
+        MaxRetakes: Count,
         /// A usage limit resetting later than this sends the step to `AGENT.FALLBACK`.
-        FallbackAfter = "FALLBACK_AFTER": Duration,
+        FallbackAfter: Duration,
         /// Steps that may run at once, each in a git worktree of its own (default 1).
-        Parallel = "PARALLEL": Positive,
+        Parallel: Positive,
     }
 }
 
 keys! {
     /// The keys of `AGENT:`.
     AgentKey in ["AGENT"] {
-        Program = "PROGRAM": Name,
-        PermissionMode = "PERMISSION_MODE": Mode,
-        AllowedTools = "ALLOWED_TOOLS": Tools,
-        Model = "MODEL": Name,
-        MaxTurns = "MAX_TURNS": Positive,
-        MaxBudgetUsd = "MAX_BUDGET_USD": Amount,
-        ExtraArgs = "EXTRA_ARGS": Args,
-        ReviewModel = "REVIEW_MODEL": Name,
+        Program: Name,
+        PermissionMode: Mode,
+        AllowedTools: Tools,
+        Model: Name,
+        MaxTurns: Positive,
+        MaxBudgetUsd: Amount,
+        ExtraArgs: Args,
+        ReviewModel: Name,
         /// The agent CLI the steps run on (`claude` unless it says `codex` or `gemini`).
-        Backend = "BACKEND": Backend,
+        Backend: Backend,
         /// The reviewer's agent CLI, when not the steps' own.
-        ReviewBackend = "REVIEW_BACKEND": Backend,
+        ReviewBackend: Backend,
         /// The agent CLIs a step continues on, in order, when the one it runs on hits a usage
         /// limit that resets later than `LIMITS.FALLBACK_AFTER` (`codex` or `codex, gemini`).
-        Fallback = "FALLBACK": Backends,
+        Fallback: Backends,
         /// How every agent run and VERIFY is confined: `bwrap` (the default) or `off`.
-        Sandbox = "SANDBOX": Sandbox,
+        Sandbox: Sandbox,
         /// Paths a confined run may read besides its own (a toolchain, a sibling project).
-        SandboxRead = "SANDBOX_READ": Paths,
+        SandboxRead: Paths,
         /// Paths a confined run may write besides its work tree (a build cache).
-        SandboxWrite = "SANDBOX_WRITE": Paths,
+        SandboxWrite: Paths,
         /// Variables a confined run keeps besides its own (`JAVA_HOME`, `DATABASE_URL`,
         /// `AWS_*`).
-        SandboxEnv = "SANDBOX_ENV": EnvNames,
+        SandboxEnv: EnvNames,
     }
 }
 
 /// The key path of `STEP_n`'s block in RESULTS.
 #[must_use]
 pub fn result_block(step: u32) -> KeyPath {
-    KeyPath::new(["RESULTS".to_owned(), format!("STEP_{step}")])
+    KeyPath::new([ResultKey::BLOCK[0].to_owned(), format!("STEP_{step}")])
 }
 
 /// The path of `key` in `block`.
@@ -618,26 +661,6 @@ pub fn no_after() -> Edit {
     Edit::Remove(KeyPath::new([PlanKey::BLOCK[0], AFTER]))
 }
 
-impl ResultKey {
-    /// The path of this key in `STEP_n`'s block.
-    #[must_use]
-    pub fn path(self, step: u32) -> KeyPath {
-        let mut p = result_block(step).keys().to_vec();
-        p.push(self.name().into());
-        KeyPath::new(p)
-    }
-
-    #[must_use]
-    pub fn set(self, step: u32, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(step), value.into())
-    }
-
-    #[must_use]
-    pub fn remove(self, step: u32) -> Edit {
-        Edit::Remove(self.path(step))
-    }
-}
-
 impl GateKey {
     /// The path of this key in gate `id`'s block.
     #[must_use]
@@ -665,25 +688,33 @@ pub fn run_block(step: u32) -> KeyPath {
     KeyPath::new([RunKey::BLOCK[0].to_owned(), format!("STEP_{step}")])
 }
 
-impl RunKey {
-    /// The path of this key in step `n`'s record.
-    #[must_use]
-    pub fn path(self, step: u32) -> KeyPath {
-        let mut p = run_block(step).keys().to_vec();
-        p.push(self.name().into());
-        KeyPath::new(p)
-    }
+/// `path`, `set` and `remove` for the keys of a block that holds one block of them a step
+/// (`RESULTS.STEP_N`, `PARALLEL.STEP_N`): the same three for each.
+macro_rules! step_keys {
+    ($($name:ident),+) => {$(
+        impl $name {
+            /// The path of this key in step `n`'s block.
+            #[must_use]
+            pub fn path(self, step: u32) -> KeyPath {
+                within(&[Self::BLOCK[0], &format!("STEP_{step}")], self.name())
+            }
 
-    #[must_use]
-    pub fn set(self, step: u32, value: impl Into<String>) -> Edit {
-        Edit::Set(self.path(step), value.into())
-    }
+            /// Sets the key of step `n`.
+            #[must_use]
+            pub fn set(self, step: u32, value: impl Into<String>) -> Edit {
+                Edit::Set(self.path(step), value.into())
+            }
 
-    #[must_use]
-    pub fn remove(self, step: u32) -> Edit {
-        Edit::Remove(self.path(step))
-    }
+            /// Removes the key of step `n`.
+            #[must_use]
+            pub fn remove(self, step: u32) -> Edit {
+                Edit::Remove(self.path(step))
+            }
+        }
+    )+};
 }
+
+step_keys!(ResultKey, RunKey);
 
 /// Clears `CURRENT:` (the run on record is over).
 #[must_use]
@@ -746,6 +777,20 @@ impl std::fmt::Display for Review {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_is_named_in_m1_md_as_its_variant_in_capitals_word_by_word() {
+        assert_eq!(Top::Status.name(), "STATUS");
+        assert_eq!(CurrentKey::CcPid.name(), "CC_PID");
+        assert_eq!(LimitKey::MaxCostUsd.name(), "MAX_COST_USD");
+        assert_eq!(LimitKey::StepTimeoutMin.name(), "STEP_TIMEOUT_MIN");
+        assert_eq!(GithubKey::Pr.name(), "PR");
+        assert_eq!(
+            ResultKey::Exit.path(2).keys(),
+            ["RESULTS", "STEP_2", "EXIT"]
+        );
+        assert_eq!(RunKey::Loop.path(3).keys(), ["PARALLEL", "STEP_3", "LOOP"]);
+    }
 
     #[test]
     fn a_review_reads_back_as_it_was_written() {

@@ -340,7 +340,7 @@ pub(crate) struct Setting {
     /// Its flag of `loop start`.
     pub flag: Option<&'static str>,
     /// The environment variable that gives it, below the flag and above `loop.yaml`.
-    pub env: Option<&'static str>,
+    pub env: Option<Variable>,
     /// A list that adds up: every place that names it adds to it (the sandbox's paths and
     /// variables), where otherwise the highest place that gives a value wins.
     pub adds_up: bool,
@@ -394,14 +394,18 @@ impl Setting {
         })
     }
 
-    /// Where else a person gives this setting, and its default, for its flag's help:
-    /// `default 3; M1.md LIMITS.MAX_RETRIES, loop.yaml limits.max_retries`, and the
-    /// environment variable if it has one.
+    /// Where else a person gives this setting, and its default, for the help of its flag
+    /// (`beside` [`Beside::Flag`]): `default 3; M1.md LIMITS.MAX_RETRIES, loop.yaml
+    /// limits.max_retries`, and the environment variable if it has one; or of its environment
+    /// variable ([`Beside::Env`]), with its flag in the variable's place.
     #[must_use]
-    pub(crate) fn homes(&self) -> String {
+    pub(crate) fn homes(&self, beside: Beside) -> String {
         let places = [
             self.m1.path().map(|p| format!("M1.md {p}")),
-            self.env.map(|e| format!("env {e}")),
+            match beside {
+                Beside::Flag => self.env.map(|e| format!("env {}", e.name)),
+                Beside::Env => self.flag.map(|f| format!("--{f}")),
+            },
             self.yaml.map(|y| format!("loop.yaml {y}")),
         ];
         let homes = places.into_iter().flatten().collect::<Vec<_>>().join(", ");
@@ -412,12 +416,32 @@ impl Setting {
     }
 }
 
+/// An environment variable that gives a setting, and what its value says, as `loop --help`
+/// lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Variable {
+    pub name: &'static str,
+    pub means: &'static str,
+}
+
+/// The variable `name`, whose value `means` this.
+const fn env(name: &'static str, means: &'static str) -> Variable {
+    Variable { name, means }
+}
+
+/// Whose help [`Setting::homes`] is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Beside {
+    Flag,
+    Env,
+}
+
 /// A setting that is inherited and whose highest value wins.
 const fn setting(
     m1: Kept,
     yaml: Option<&'static str>,
     flag: Option<&'static str>,
-    env: Option<&'static str>,
+    env: Option<Variable>,
 ) -> Setting {
     Setting {
         m1,
@@ -482,7 +506,7 @@ pub fn reference() -> Vec<Reference> {
         .map(|s| Reference {
             m1: s.m1.path(),
             flag: s.flag.map(|f| format!("--{f}")),
-            env: s.env,
+            env: s.env.map(|e| e.name),
             yaml: s.yaml,
             default: match s.m1 {
                 Kept::Agent(AgentKey::AllowedTools) => Some(DEFAULT_ALLOWED_TOOLS.join(",")),
@@ -581,7 +605,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         Kept::Agent(AgentKey::Program),
         Some("agent.program"),
         None,
-        Some("LOOP_AGENT"),
+        Some(env("LOOP_AGENT", "the agent program (default claude)")),
     ),
     setting(
         Kept::Agent(AgentKey::PermissionMode),
@@ -623,27 +647,39 @@ pub(crate) const SETTINGS: &[Setting] = &[
         Kept::Agent(AgentKey::Sandbox),
         Some("agent.sandbox"),
         Some("sandbox"),
-        Some("LOOP_SANDBOX"),
+        Some(env(
+            "LOOP_SANDBOX",
+            "how a new loop's agent runs are confined: bwrap or off",
+        )),
     ),
     setting(
         Kept::Agent(AgentKey::SandboxRead),
         Some("agent.sandbox_read"),
         Some("sandbox-read"),
-        Some("LOOP_SANDBOX_READ"),
+        Some(env(
+            "LOOP_SANDBOX_READ",
+            "paths a new loop's confined runs may read besides their own",
+        )),
     )
     .adds_up(),
     setting(
         Kept::Agent(AgentKey::SandboxWrite),
         Some("agent.sandbox_write"),
         Some("sandbox-write"),
-        Some("LOOP_SANDBOX_WRITE"),
+        Some(env(
+            "LOOP_SANDBOX_WRITE",
+            "paths a new loop's confined runs may write besides their work tree",
+        )),
     )
     .adds_up(),
     setting(
         Kept::Agent(AgentKey::SandboxEnv),
         Some("agent.sandbox_env"),
         Some("sandbox-env"),
-        Some("LOOP_SANDBOX_ENV"),
+        Some(env(
+            "LOOP_SANDBOX_ENV",
+            "variables a new loop's confined runs keep (NAME, PREFIX_*)",
+        )),
     )
     .adds_up(),
     setting(
@@ -658,7 +694,11 @@ pub(crate) const SETTINGS: &[Setting] = &[
         Kept::Top(Top::CommitSteps),
         Some("commit"),
         Some("no-commit"),
-        Some("LOOP_COMMIT"),
+        Some(env(
+            "LOOP_COMMIT",
+            "off: a new loop commits no step (on: each DONE step of a git project becomes a \
+             commit of its own work)",
+        )),
     )
     .not_inherited("this loop's merge queue commits each step's work"),
     setting(

@@ -128,18 +128,18 @@ pub(crate) fn format_args(args: &[String]) -> String {
     }
 }
 
+/// The items of a list separated by commas, each trimmed, empty ones left out.
+fn comma_separated(v: &str) -> impl Iterator<Item = &str> {
+    v.split(',').map(str::trim).filter(|item| !item.is_empty())
+}
+
 /// `~/.cargo, /opt/cache` → the paths, each absolute or from `~/` (`~` is the home of the
 /// user a run is for, filled in when it runs).
 ///
 /// # Errors
 /// A path that is neither, said with the path.
 pub(crate) fn paths(v: &str) -> Result<Vec<String>, String> {
-    let list: Vec<String> = v
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned)
-        .collect();
+    let list: Vec<String> = comma_separated(v).map(str::to_owned).collect();
     if let Some(bad) = list
         .iter()
         .find(|p| !(p.starts_with('/') || p.starts_with("~/") || *p == "~"))
@@ -159,7 +159,7 @@ pub(crate) fn paths(v: &str) -> Result<Vec<String>, String> {
 /// An empty list, or the first name that is not a backend, said with the backends there are.
 pub(crate) fn backends(v: &str) -> Result<Vec<super::settings::AgentKind>, String> {
     let mut list = Vec::new();
-    for name in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+    for name in comma_separated(v) {
         let kind = name
             .parse::<super::settings::AgentKind>()
             .map_err(|e| format!("{e}, or several separated by commas (`codex, gemini`)"))?;
@@ -188,12 +188,7 @@ pub(crate) fn format_backends(list: &[super::settings::AgentKind]) -> String {
 /// # Errors
 /// What is wrong with the first name that is not one.
 pub(crate) fn env_names(v: &str) -> Result<Vec<String>, String> {
-    let list: Vec<String> = v
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned)
-        .collect();
+    let list: Vec<String> = comma_separated(v).map(str::to_owned).collect();
     let good = |n: &str| {
         let stem = n.strip_suffix('*').unwrap_or(n);
         !stem.is_empty()

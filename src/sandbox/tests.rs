@@ -54,15 +54,9 @@ fn home_is_empty_but_for_the_agents_own_state_and_nothing_else_of_the_person_is_
             _ => None,
         })
         .collect();
-    for secret in [
-        ".ssh",
-        ".aws",
-        ".gnupg",
-        ".netrc",
-        ".config/gh",
-        ".docker",
-        ".kube",
-    ] {
+    // Every secret place (`.ssh`, `.aws`, `.gnupg`, `.netrc`, `.config/gh`, `.docker`, `.kube`
+    // and the rest of the list).
+    for secret in super::toolchains::SECRET {
         let p = Path::new("/home/u").join(secret);
         assert!(
             !binds.iter().any(|b| p.starts_with(b)),

@@ -1,4 +1,4 @@
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Datelike, NaiveDateTime, TimeZone, Timelike, Utc};
 use chrono_tz::Europe::Berlin;
 
 use super::Cron;
@@ -28,11 +28,39 @@ fn next_n(expr: &str, from: DateTime<Utc>, n: usize) -> Vec<DateTime<Utc>> {
     out
 }
 
+/// An instant as [`assert_due`] is given it: a wall-clock time in Berlin (`2026-11-30 09:00`,
+/// the earlier one when it happens twice), or a time in UTC (`2026-10-25 00:00Z`).
+fn instant(text: &str) -> DateTime<Utc> {
+    let (wall, in_utc) = text.strip_suffix('Z').map_or((text, false), |w| (w, true));
+    let t = NaiveDateTime::parse_from_str(wall, "%Y-%m-%d %H:%M").unwrap();
+    let (y, mo, d) = (t.year(), t.month(), t.day());
+    let (h, mi) = (t.hour(), t.minute());
+    if in_utc {
+        utc(y, mo, d, h, mi)
+    } else {
+        berlin(y, mo, d, h, mi)
+    }
+}
+
+/// Asserts that `expr`'s next due times after `from` are `want`, in order ([`instant`]s).
+#[track_caller]
+fn assert_due(expr: &str, from: &str, want: &[&str]) {
+    let want: Vec<DateTime<Utc>> = want.iter().map(|w| instant(w)).collect();
+    assert_eq!(
+        next_n(expr, instant(from), want.len()),
+        want,
+        "`{expr}` after {from}"
+    );
+}
+
 #[test]
 fn weekdays_at_two_skip_the_weekend() {
     // Friday 27 November 2026, after 02:00.
-    let got = next_n("weekdays 02:00", berlin(2026, 11, 27, 3, 0), 2);
-    assert_eq!(got, [berlin(2026, 11, 30, 2, 0), berlin(2026, 12, 1, 2, 0)]);
+    assert_due(
+        "weekdays 02:00",
+        "2026-11-27 03:00",
+        &["2026-11-30 02:00", "2026-12-01 02:00"],
+    );
     assert_eq!(
         Cron::parse("weekdays 02:00"),
         Cron::parse("0 2 * * mon-fri")
@@ -41,29 +69,24 @@ fn weekdays_at_two_skip_the_weekend() {
 
 #[test]
 fn a_due_time_is_strictly_after_the_instant_given() {
-    let at = berlin(2026, 11, 30, 2, 0);
-    assert_eq!(next_n("0 2 * * *", at, 1), [berlin(2026, 12, 1, 2, 0)]);
+    assert_due("0 2 * * *", "2026-11-30 02:00", &["2026-12-01 02:00"]);
 }
 
 #[test]
 fn a_thirty_first_skips_the_months_without_one() {
-    let got = next_n("0 0 31 * *", berlin(2026, 1, 31, 1, 0), 3);
-    assert_eq!(
-        got,
-        [
-            berlin(2026, 3, 31, 0, 0),
-            berlin(2026, 5, 31, 0, 0),
-            berlin(2026, 7, 31, 0, 0)
-        ]
+    assert_due(
+        "0 0 31 * *",
+        "2026-01-31 01:00",
+        &["2026-03-31 00:00", "2026-05-31 00:00", "2026-07-31 00:00"],
     );
 }
 
 #[test]
 fn a_leap_day_comes_every_four_years() {
-    let got = next_n("30 6 29 2 *", berlin(2026, 11, 29, 0, 0), 2);
-    assert_eq!(
-        got,
-        [berlin(2028, 2, 29, 6, 30), berlin(2032, 2, 29, 6, 30)]
+    assert_due(
+        "30 6 29 2 *",
+        "2026-11-29 00:00",
+        &["2028-02-29 06:30", "2032-02-29 06:30"],
     );
 }
 
@@ -84,14 +107,14 @@ fn a_time_in_the_spring_forward_gap_is_due_once_right_after_it() {
     );
     assert_eq!(got[1], berlin(2026, 3, 30, 2, 30));
     // Every quarter hour: the gap's four times are one due time, not four.
-    let got = next_n("*/15 * * * *", berlin(2026, 3, 29, 1, 50), 3);
-    assert_eq!(
-        got,
-        [
-            utc(2026, 3, 29, 1, 0),
-            utc(2026, 3, 29, 1, 15),
-            utc(2026, 3, 29, 1, 30)
-        ]
+    assert_due(
+        "*/15 * * * *",
+        "2026-03-29 01:50",
+        &[
+            "2026-03-29 01:00Z",
+            "2026-03-29 01:15Z",
+            "2026-03-29 01:30Z",
+        ],
     );
 }
 
@@ -106,32 +129,28 @@ fn a_time_in_the_fall_back_overlap_is_due_once_at_its_first_occurrence() {
 #[test]
 fn a_quarter_hourly_schedule_does_not_run_twice_through_the_repeated_hour() {
     // 25 October 2026: 02:00-02:59 happens in CEST (00:00Z-00:59Z), then again in CET.
-    let got = next_n("*/15 * * * *", berlin(2026, 10, 25, 1, 50), 6);
-    assert_eq!(
-        got,
-        [
-            utc(2026, 10, 25, 0, 0),
-            utc(2026, 10, 25, 0, 15),
-            utc(2026, 10, 25, 0, 30),
-            utc(2026, 10, 25, 0, 45),
+    assert_due(
+        "*/15 * * * *",
+        "2026-10-25 01:50",
+        &[
+            "2026-10-25 00:00Z",
+            "2026-10-25 00:15Z",
+            "2026-10-25 00:30Z",
+            "2026-10-25 00:45Z",
             // 03:00 CET: the second 02:00-02:45 are the same wall-clock times, not again.
-            utc(2026, 10, 25, 2, 0),
-            utc(2026, 10, 25, 2, 15),
-        ]
+            "2026-10-25 02:00Z",
+            "2026-10-25 02:15Z",
+        ],
     );
 }
 
 #[test]
 fn both_days_restricted_means_either_as_in_vixie_cron() {
     // The 1st of the month or a Monday.
-    let got = next_n("0 9 1 * mon", berlin(2026, 11, 27, 0, 0), 3);
-    assert_eq!(
-        got,
-        [
-            berlin(2026, 11, 30, 9, 0),
-            berlin(2026, 12, 1, 9, 0),
-            berlin(2026, 12, 7, 9, 0)
-        ]
+    assert_due(
+        "0 9 1 * mon",
+        "2026-11-27 00:00",
+        &["2026-11-30 09:00", "2026-12-01 09:00", "2026-12-07 09:00"],
     );
 }
 

@@ -22,11 +22,16 @@ pub fn classify(
     stream: &StreamSummary,
     now: DateTime<Utc>,
 ) -> Class {
-    classify_with(exit, stderr, stream, |f| own(f, now))
+    classify_with(exit, stderr, stream, |f| own(exit, stderr, f, now))
 }
 
 /// What only Claude Code says: its refusals of the call, its usage limit.
-fn own(f: &Unanswered<'_>, now: DateTime<Utc>) -> Option<Class> {
+pub(super) fn own(
+    _exit: &ExitInfo,
+    _stderr: &str,
+    f: &Unanswered<'_>,
+    now: DateTime<Utc>,
+) -> Option<Class> {
     if let Some(kind) = bug_kind(&f.text, f.status) {
         return Some(Class::InvocationBug {
             kind,

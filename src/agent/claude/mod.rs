@@ -9,12 +9,11 @@ pub(super) mod stream;
 
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, Utc};
-
 use super::backend::{
-    About, Backend, ContractCheck, Dialect, Missing, ModeOption, OwnState, Refused,
+    About, Backend, ContractCheck, Dialect, Missing, ModeOption, OwnRules, OwnState, Refused,
+    Steers,
 };
-use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
+use super::{AgentConfig, Invocation, Session, StreamSummary};
 
 /// What in `~/.claude` would run or steer a later session of the person's, made as nothing
 /// when missing: settings (hooks, permissions, the status line's command, `apiKeyHelper`),
@@ -23,20 +22,24 @@ use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 /// itself (`local/`, run as `claude`). An empty `{}` settings file, an empty `CLAUDE.md` and
 /// an empty directory are read as none (a local installation is one only with its
 /// `node_modules/.bin/claude`).
-const STEERS: &[(&str, Missing)] = &[
-    ("settings.json", Missing::File("{}")),
-    ("settings.local.json", Missing::File("{}")),
-    ("CLAUDE.md", Missing::File("")),
-    ("hooks", Missing::Dir),
-    ("commands", Missing::Dir),
-    ("agents", Missing::Dir),
-    ("agent-memory", Missing::Dir),
-    ("skills", Missing::Dir),
-    ("plugins", Missing::Dir),
-    ("output-styles", Missing::Dir),
-    ("rules", Missing::Dir),
-    ("local", Missing::Dir),
-];
+const STEERS: Steers = Steers {
+    files: &[
+        ("settings.json", "{}"),
+        ("settings.local.json", "{}"),
+        ("CLAUDE.md", ""),
+    ],
+    dirs: &[
+        "hooks",
+        "commands",
+        "agents",
+        "agent-memory",
+        "skills",
+        "plugins",
+        "output-styles",
+        "rules",
+        "local",
+    ],
+};
 
 /// Claude Code, the loop's first backend.
 #[derive(Debug, Clone, Copy, Default)]
@@ -50,6 +53,11 @@ impl Backend for ClaudeCode {
             default_program: "claude",
             install: "install Claude Code (`npm install -g @anthropic-ai/claude-code`)",
             login: "log in to Claude Code (`claude /login`) or fix ANTHROPIC_API_KEY",
+            help_args: &[&["--help"]],
+            mode_option: ModeOption {
+                what: "permission modes",
+                flags: &["--permission-mode"],
+            },
         }
     }
 
@@ -75,14 +83,8 @@ impl Backend for ClaudeCode {
         Box::new(stream::ClaudeStream::default())
     }
 
-    fn classify(
-        &self,
-        exit: &ExitInfo,
-        stderr: &str,
-        output: &StreamSummary,
-        now: DateTime<Utc>,
-    ) -> Class {
-        classify::classify(exit, stderr, output, now)
+    fn own_rules(&self) -> OwnRules {
+        classify::own
     }
 
     fn answered_marker(&self) -> &'static str {
@@ -107,21 +109,15 @@ impl Backend for ClaudeCode {
             }
             None => (home.join(".claude"), home.join(".claude.json")),
         };
-        let mut steers: Vec<(PathBuf, Missing)> = STEERS
-            .iter()
-            .map(|(name, missing)| (dir.join(name), *missing))
-            .collect();
+        let mut own = OwnState::of(dir, &STEERS);
         // `.claude.json` holds the MCP servers (the user's, and each project's), which the next
         // session starts as the person, beside what the CLI rewrites on every run (startups,
         // tips, migrations, each project's trust and last session). Read-only: a run's
         // rewrite fails and the CLI goes on without keeping it ("continuing without
         // persisting" in its debug log, 2.1.330), which a headless run does not need: the
         // real-CLI tests (2.1.330, 2.1.197) run, stop at gates and resume so.
-        steers.push((config, Missing::File("{}")));
-        OwnState {
-            writes: vec![(dir, true)],
-            steers,
-        }
+        own.steers.push((config, Missing::File("{}")));
+        own
     }
 
     fn own_env(&self) -> &'static [&'static str] {
@@ -234,17 +230,6 @@ impl Backend for ClaudeCode {
                 }
             )
         })
-    }
-
-    fn help_args(&self) -> &'static [&'static [&'static str]] {
-        &[&["--help"]]
-    }
-
-    fn mode_option(&self) -> ModeOption {
-        ModeOption {
-            what: "permission modes",
-            flags: &["--permission-mode"],
-        }
     }
 
     /// Its cost, and the `SessionStart` hook of `--settings`.

@@ -88,10 +88,7 @@ fn zone_offset(zone: &str) -> Option<FixedOffset> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
-    }
+    use crate::agent::reset_minute::at;
 
     /// The reset the words name, without how it was guessed.
     fn reset(text: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {

@@ -7,25 +7,20 @@ use std::sync::LazyLock;
 use chrono::{DateTime, Local, NaiveDate, NaiveTime, TimeZone, Utc};
 use regex::Regex;
 
-use crate::agent::outcome::{BugKind, Class, ExitInfo, classify_with};
-use crate::agent::output::StreamSummary;
+use crate::agent::outcome::{BugKind, Class, ExitInfo, Unanswered, invocation_bug, line_with};
 use crate::agent::reset_minute::{self, Reset};
 
-/// Classifies one finished Codex run. `now` resolves the reset time, which Codex gives as a
-/// wall-clock time of the machine's own zone (the runner's, which the agent inherits).
-#[must_use]
-pub(crate) fn classify(
-    exit: &ExitInfo,
-    stderr: &str,
-    output: &StreamSummary,
-    now: DateTime<Utc>,
-) -> Class {
-    classify_with(exit, stderr, output, |_| own(stderr, output, now))
-}
-
 /// What only Codex says, in its errors, its last `error` event and stderr: its usage limit,
-/// its refusals of the call, a refused key, what it retried.
-fn own(stderr: &str, output: &StreamSummary, now: DateTime<Utc>) -> Option<Class> {
+/// its refusals of the call, a refused key, what it retried. `now` resolves the reset time,
+/// which Codex gives as a wall-clock time of the machine's own zone (the runner's, which the
+/// agent inherits).
+pub(super) fn own(
+    _exit: &ExitInfo,
+    stderr: &str,
+    f: &Unanswered<'_>,
+    now: DateTime<Utc>,
+) -> Option<Class> {
+    let output = f.stream;
     let mut text: Vec<&str> = output
         .result
         .as_ref()
@@ -34,11 +29,7 @@ fn own(stderr: &str, output: &StreamSummary, now: DateTime<Utc>) -> Option<Class
     text.extend(output.api_error.as_deref());
     text.push(stderr);
     let text = text.join("\n");
-    let first = |needle: &str| {
-        text.lines()
-            .find(|l| l.contains(needle))
-            .map(|l| crate::text::one_line(l.trim(), 300))
-    };
+    let first = |needle: &str| line_with(&text, needle);
     if USAGE_LIMIT.is_match(&text) {
         let message = first("usage limit").unwrap_or_else(|| "usage limit".to_owned());
         let reset = reset_at(&text, now, &Local);
@@ -48,10 +39,8 @@ fn own(stderr: &str, output: &StreamSummary, now: DateTime<Utc>) -> Option<Class
             message,
         });
     }
-    for (needle, kind) in BUGS {
-        if let Some(message) = first(needle) {
-            return Some(Class::InvocationBug { kind, message });
-        }
+    if let Some(bug) = invocation_bug(&text, &BUGS) {
+        return Some(bug);
     }
     if let Some(message) = first("401 Unauthorized").or_else(|| first("403 Forbidden")) {
         return Some(Class::Auth(message));
@@ -151,11 +140,11 @@ const MONTHS: [&str; 12] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::backend::Backend;
+    use crate::agent::codex::Codex;
+    use crate::agent::output::StreamSummary;
+    use crate::agent::reset_minute::at;
     use chrono::FixedOffset;
-
-    fn at(s: &str) -> DateTime<Utc> {
-        s.parse().unwrap()
-    }
 
     #[test]
     fn codex_reset_times_are_read_in_the_machines_zone() {
@@ -231,7 +220,7 @@ mod tests {
         };
         let class = |stem: &str, code| {
             let (out, err) = fixture(stem);
-            classify(&exit(code), &err, &out, now)
+            Codex.classify(&exit(code), &err, &out, now)
         };
         assert_eq!(class("success", 0), Class::Success);
         assert_eq!(class("resumed", 0), Class::Success);

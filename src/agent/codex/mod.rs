@@ -13,12 +13,11 @@ pub(super) mod stream;
 
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, Utc};
-
 use super::backend::{
-    About, Backend, ContractCheck, Dialect, Missing, ModeOption, NoFlagFor, OwnState, Refused,
+    About, Backend, ContractCheck, Dialect, ModeOption, NoFlagFor, OwnRules, OwnState, Refused,
+    Steers,
 };
-use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
+use super::{AgentConfig, Invocation, Session, StreamSummary};
 use crate::m1::settings::PermissionMode;
 
 /// What in `CODEX_HOME` would run or steer a later session of the person's, made as nothing
@@ -27,17 +26,15 @@ use crate::m1::settings::PermissionMode;
 /// that approve commands, skills and subagents. An empty TOML file, an empty instructions
 /// file (0.169 goes on to `AGENTS.md` past an empty override), an empty `{}` hooks file and
 /// an empty directory are read as none.
-const STEERS: &[(&str, Missing)] = &[
-    ("config.toml", Missing::File("")),
-    ("hooks.json", Missing::File("{}")),
-    ("hooks", Missing::Dir),
-    ("AGENTS.md", Missing::File("")),
-    ("AGENTS.override.md", Missing::File("")),
-    ("prompts", Missing::Dir),
-    ("rules", Missing::Dir),
-    ("skills", Missing::Dir),
-    ("agents", Missing::Dir),
-];
+const STEERS: Steers = Steers {
+    files: &[
+        ("config.toml", ""),
+        ("hooks.json", "{}"),
+        ("AGENTS.md", ""),
+        ("AGENTS.override.md", ""),
+    ],
+    dirs: &["hooks", "prompts", "rules", "skills", "agents"],
+};
 
 /// The Codex CLI.
 #[derive(Debug, Clone, Copy, Default)]
@@ -107,6 +104,11 @@ impl Backend for Codex {
             default_program: "codex",
             install: "install the Codex CLI (`npm install -g @openai/codex`)",
             login: "log in to Codex (`codex login`) or fix the key its provider reads (OPENAI_API_KEY)",
+            help_args: &[&["exec", "--help"], &["exec", "resume", "--help"]],
+            mode_option: ModeOption {
+                what: "sandboxes",
+                flags: &["-s", "--sandbox"],
+            },
         }
     }
 
@@ -146,27 +148,12 @@ impl Backend for Codex {
         })
     }
 
-    /// Codex has no hooks: the run is called as it is, and its prompt carries the loop's state.
-    fn with_hooks(&self, inv: Invocation, _settings_file: &str, _exe: &Path) -> Invocation {
-        inv
-    }
-
-    fn hook_settings(&self, _exe: &Path) -> Option<serde_json::Value> {
-        None
-    }
-
     fn dialect(&self) -> Box<dyn Dialect> {
         Box::new(stream::CodexStream)
     }
 
-    fn classify(
-        &self,
-        exit: &ExitInfo,
-        stderr: &str,
-        output: &StreamSummary,
-        now: DateTime<Utc>,
-    ) -> Class {
-        classify::classify(exit, stderr, output, now)
+    fn own_rules(&self) -> OwnRules {
+        classify::own
     }
 
     fn answered_marker(&self) -> &'static str {
@@ -184,13 +171,7 @@ impl Backend for Codex {
         let dir = std::env::var_os("CODEX_HOME")
             .filter(|d| !d.is_empty())
             .map_or_else(|| home.join(".codex"), PathBuf::from);
-        OwnState {
-            steers: STEERS
-                .iter()
-                .map(|(name, missing)| (dir.join(name), *missing))
-                .collect(),
-            writes: vec![(dir, true)],
-        }
+        OwnState::of(dir, &STEERS)
     }
 
     fn own_env(&self) -> &'static [&'static str] {
@@ -243,17 +224,6 @@ impl Backend for Codex {
             }
         }
         None
-    }
-
-    fn help_args(&self) -> &'static [&'static [&'static str]] {
-        &[&["exec", "--help"], &["exec", "resume", "--help"]]
-    }
-
-    fn mode_option(&self) -> ModeOption {
-        ModeOption {
-            what: "sandboxes",
-            flags: &["-s", "--sandbox"],
-        }
     }
 
     /// Its tokens.
@@ -309,34 +279,19 @@ mod tests {
         let inv = Codex
             .invocation(&cfg(), "do it", &Session::New("ignored".into()))
             .unwrap();
-        assert_eq!(
-            inv.args,
-            [
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "-s",
-                "workspace-write",
-                "-"
-            ]
-        );
+        let first = [
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "-s",
+            "workspace-write",
+        ];
+        assert_eq!(inv.args, [&first[..], &["-"]].concat());
         assert_eq!(inv.input, "do it");
         let inv = Codex
             .invocation(&cfg(), "again", &Session::Resume("t-1".into()))
             .unwrap();
-        assert_eq!(
-            inv.args,
-            [
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "-s",
-                "workspace-write",
-                "resume",
-                "t-1",
-                "-"
-            ]
-        );
+        assert_eq!(inv.args, [&first[..], &["resume", "t-1", "-"]].concat());
     }
 
     #[test]

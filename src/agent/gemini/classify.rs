@@ -14,32 +14,22 @@ use std::sync::LazyLock;
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, Utc, Weekday};
 use regex::Regex;
 
-use crate::agent::outcome::{BugKind, Class, ExitInfo, Unanswered, classify_with, died};
+use crate::agent::outcome::{
+    BugKind, Class, ExitInfo, Unanswered, died, invocation_bug, line_with,
+};
 use crate::agent::output::StreamSummary;
 
-/// Classifies one finished Gemini CLI run. `now` places the reset of a daily quota.
-#[must_use]
-pub(crate) fn classify(
+/// What only Gemini CLI says. `now` places the reset of a daily quota.
+pub(super) fn own(
     exit: &ExitInfo,
     stderr: &str,
-    output: &StreamSummary,
+    f: &Unanswered<'_>,
     now: DateTime<Utc>,
-) -> Class {
-    classify_with(exit, stderr, output, |f| own(exit, stderr, f, now))
-}
-
-/// What only Gemini CLI says.
-fn own(exit: &ExitInfo, stderr: &str, f: &Unanswered<'_>, now: DateTime<Utc>) -> Option<Class> {
+) -> Option<Class> {
     let text = f.text.as_str();
-    let first = |needle: &str| {
-        text.lines()
-            .find(|l| l.contains(needle))
-            .map(|l| crate::text::one_line(l.trim(), 300))
-    };
-    for (needle, kind) in BUGS {
-        if let Some(message) = first(needle) {
-            return Some(Class::InvocationBug { kind, message });
-        }
+    let first = |needle: &str| line_with(text, needle);
+    if let Some(bug) = invocation_bug(text, &BUGS) {
+        return Some(bug);
     }
     if exit.code == Some(41) || NO_CREDENTIALS.is_match(text) {
         let said = first("Auth method")
@@ -210,36 +200,22 @@ pub(crate) fn next_pacific_midnight(now: DateTime<Utc>) -> DateTime<Utc> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(s: &str) -> DateTime<Utc> {
-        s.parse().unwrap()
-    }
+    use crate::agent::reset_minute::at;
 
     #[test]
     fn a_daily_quota_resets_at_the_next_pacific_midnight_in_either_season() {
-        // Winter: UTC-8.
-        assert_eq!(
-            next_pacific_midnight(at("2026-11-27T03:47:11Z")),
-            at("2026-11-27T08:00:00Z")
-        );
-        assert_eq!(
-            next_pacific_midnight(at("2026-11-27T08:00:01Z")),
-            at("2026-11-28T08:00:00Z")
-        );
-        // Summer: UTC-7.
-        assert_eq!(
-            next_pacific_midnight(at("2026-07-01T12:00:00Z")),
-            at("2026-07-02T07:00:00Z")
-        );
-        // The night daylight time ends (Sunday 1 November 2026): Saturday's midnight is
-        // still daylight time, Sunday's is not.
-        assert_eq!(
-            next_pacific_midnight(at("2026-10-31T20:00:00Z")),
-            at("2026-11-01T07:00:00Z")
-        );
-        assert_eq!(
-            next_pacific_midnight(at("2026-11-01T12:00:00Z")),
-            at("2026-11-02T08:00:00Z")
-        );
+        for (now, midnight) in [
+            // Winter: UTC-8.
+            ("2026-11-27T03:47:11Z", "2026-11-27T08:00:00Z"),
+            ("2026-11-27T08:00:01Z", "2026-11-28T08:00:00Z"),
+            // Summer: UTC-7.
+            ("2026-07-01T12:00:00Z", "2026-07-02T07:00:00Z"),
+            // The night daylight time ends (Sunday 1 November 2026): Saturday's midnight is
+            // still daylight time, Sunday's is not.
+            ("2026-10-31T20:00:00Z", "2026-11-01T07:00:00Z"),
+            ("2026-11-01T12:00:00Z", "2026-11-02T08:00:00Z"),
+        ] {
+            assert_eq!(next_pacific_midnight(at(now)), at(midnight), "{now}");
+        }
     }
 }

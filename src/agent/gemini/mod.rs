@@ -19,12 +19,11 @@ pub(super) mod stream;
 
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, Utc};
-
 use super::backend::{
-    About, Backend, ContractCheck, Dialect, Missing, ModeOption, NoFlagFor, OwnState, Refused,
+    About, Backend, ContractCheck, Dialect, ModeOption, NoFlagFor, OwnRules, OwnState, Refused,
+    Steers,
 };
-use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
+use super::{AgentConfig, Invocation, Session, StreamSummary};
 use crate::m1::settings::PermissionMode;
 
 /// What in `~/.gemini` would run or steer a later session of the person's, made as nothing
@@ -32,18 +31,22 @@ use crate::m1::settings::PermissionMode;
 /// (`.env`), the folders it trusts (a trusted project's own settings and hooks load),
 /// instructions, custom commands, extensions, policies, subagents, skills and hooks. An
 /// empty `{}` JSON file, an empty text file and an empty directory are read as none.
-const STEERS: &[(&str, Missing)] = &[
-    ("settings.json", Missing::File("{}")),
-    (".env", Missing::File("")),
-    ("trustedFolders.json", Missing::File("{}")),
-    ("GEMINI.md", Missing::File("")),
-    ("commands", Missing::Dir),
-    ("extensions", Missing::Dir),
-    ("policies", Missing::Dir),
-    ("agents", Missing::Dir),
-    ("skills", Missing::Dir),
-    ("hooks", Missing::Dir),
-];
+const STEERS: Steers = Steers {
+    files: &[
+        ("settings.json", "{}"),
+        (".env", ""),
+        ("trustedFolders.json", "{}"),
+        ("GEMINI.md", ""),
+    ],
+    dirs: &[
+        "commands",
+        "extensions",
+        "policies",
+        "agents",
+        "skills",
+        "hooks",
+    ],
+};
 
 /// Gemini CLI.
 #[derive(Debug, Clone, Copy, Default)]
@@ -118,6 +121,11 @@ impl Backend for Gemini {
             login: "give Gemini CLI its credentials: set GEMINI_API_KEY (or \
                     GOOGLE_GENAI_USE_VERTEXAI with GOOGLE_API_KEY), or choose how it logs in \
                     (security.auth.selectedType in ~/.gemini/settings.json, or run `gemini` once)",
+            help_args: &[&["--help"]],
+            mode_option: ModeOption {
+                what: "approval modes",
+                flags: &["--approval-mode"],
+            },
         }
     }
 
@@ -178,28 +186,12 @@ impl Backend for Gemini {
         })
     }
 
-    /// Gemini CLI takes hooks from its settings files only: the run is called as it is, and
-    /// its prompt carries the loop's state.
-    fn with_hooks(&self, inv: Invocation, _settings_file: &str, _exe: &Path) -> Invocation {
-        inv
-    }
-
-    fn hook_settings(&self, _exe: &Path) -> Option<serde_json::Value> {
-        None
-    }
-
     fn dialect(&self) -> Box<dyn Dialect> {
         Box::new(stream::GeminiStream::default())
     }
 
-    fn classify(
-        &self,
-        exit: &ExitInfo,
-        stderr: &str,
-        output: &StreamSummary,
-        now: DateTime<Utc>,
-    ) -> Class {
-        classify::classify(exit, stderr, output, now)
+    fn own_rules(&self) -> OwnRules {
+        classify::own
     }
 
     fn answered_marker(&self) -> &'static str {
@@ -220,13 +212,7 @@ impl Backend for Gemini {
     /// what the person's next session would run or follow ([`STEERS`]).
     fn own_state(&self, home: &Path) -> OwnState {
         let dir = gemini_dir(home);
-        OwnState {
-            steers: STEERS
-                .iter()
-                .map(|(name, missing)| (dir.join(name), *missing))
-                .collect(),
-            writes: vec![(dir, true)],
-        }
+        OwnState::of(dir, &STEERS)
     }
 
     fn own_env(&self) -> &'static [&'static str] {
@@ -284,17 +270,6 @@ impl Backend for Gemini {
             }
         }
         None
-    }
-
-    fn help_args(&self) -> &'static [&'static [&'static str]] {
-        &[&["--help"]]
-    }
-
-    fn mode_option(&self) -> ModeOption {
-        ModeOption {
-            what: "approval modes",
-            flags: &["--approval-mode"],
-        }
     }
 
     /// Its tokens.

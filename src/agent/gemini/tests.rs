@@ -1,5 +1,7 @@
 use super::*;
 use crate::agent::outcome::BugKind;
+use crate::agent::{Class, ExitInfo};
+use chrono::{DateTime, Utc};
 
 fn fixture(stem: &str) -> (StreamSummary, String) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gemini");

@@ -773,13 +773,8 @@ mod tests {
         );
         assert_eq!(parse("/schedule add \"daily 06:30\""), BotCommand::Help);
         assert_eq!(parse("/schedule drop S1"), BotCommand::Help);
-        let rec = Recorder(RefCell::new(Vec::new()));
-        let bot = Bot {
-            chat_id: "1".into(),
-            file: PathBuf::from("M1.md"),
-            state_dir: PathBuf::from("."),
-            exec: &rec,
-        };
+        let rec = Recorder::default();
+        let bot = rec.bot("1");
         bot.handle(&msg(1, None, "/at 02:00 bump the deps"));
         bot.handle(&msg(1, None, "/schedule rm S1"));
         assert_eq!(
@@ -791,7 +786,22 @@ mod tests {
         );
     }
 
+    /// An [`Exec`] that records the commands it is given and refuses each.
+    #[derive(Default)]
     struct Recorder(RefCell<Vec<Vec<String>>>);
+
+    impl Recorder {
+        /// A bot of the chat `chat_id` (of `M1.md` here) that runs its commands through this.
+        fn bot(&self, chat_id: &str) -> Bot<&Recorder> {
+            Bot {
+                chat_id: chat_id.into(),
+                file: PathBuf::from("M1.md"),
+                state_dir: PathBuf::from("."),
+                exec: self,
+            }
+        }
+    }
+
     impl Exec for &Recorder {
         fn run(&self, args: &[String]) -> ChildOutput {
             self.0.borrow_mut().push(args.to_vec());
@@ -813,21 +823,11 @@ mod tests {
 
     #[test]
     fn only_the_configured_chat_is_ours_by_id_or_channel_name() {
-        let rec = Recorder(RefCell::new(Vec::new()));
-        let bot = Bot {
-            chat_id: "-100123".into(),
-            file: PathBuf::from("M1.md"),
-            state_dir: PathBuf::from("."),
-            exec: &rec,
-        };
+        let rec = Recorder::default();
+        let bot = rec.bot("-100123");
         assert!(bot.is_ours(&msg(-100_123, None, "/status")));
         assert!(!bot.is_ours(&msg(100_123, None, "/status")));
-        let channel = Bot {
-            chat_id: "@MyLoops".into(),
-            file: PathBuf::from("M1.md"),
-            state_dir: PathBuf::from("."),
-            exec: &rec,
-        };
+        let channel = rec.bot("@MyLoops");
         assert!(channel.is_ours(&msg(-5, Some("myloops"), "/status")));
         assert!(!channel.is_ours(&msg(-5, Some("other"), "/status")));
         assert!(!channel.is_ours(&msg(-5, None, "/status")));
@@ -835,13 +835,8 @@ mod tests {
 
     #[test]
     fn issue_starts_a_loop_from_the_github_issue_in_the_background() {
-        let rec = Recorder(RefCell::new(Vec::new()));
-        let bot = Bot {
-            chat_id: "1".into(),
-            file: PathBuf::from("M1.md"),
-            state_dir: PathBuf::from("."),
-            exec: &rec,
-        };
+        let rec = Recorder::default();
+        let bot = rec.bot("1");
         assert_eq!(parse("/issue"), BotCommand::Help);
         let (reply, log) = bot.handle(&msg(1, None, "/issue 42"));
         assert_eq!(rec.0.borrow()[0], ["start", "--detach", "--issue", "42"]);
@@ -854,13 +849,8 @@ mod tests {
 
     #[test]
     fn a_failed_child_is_shown_escaped_with_its_exit_code() {
-        let rec = Recorder(RefCell::new(Vec::new()));
-        let bot = Bot {
-            chat_id: "1".into(),
-            file: PathBuf::from("M1.md"),
-            state_dir: PathBuf::from("."),
-            exec: &rec,
-        };
+        let rec = Recorder::default();
+        let bot = rec.bot("1");
         let (reply, log) = bot.handle(&msg(1, None, "/loop a <b> goal"));
         assert_eq!(rec.0.borrow()[0], ["start", "--detach", "a <b> goal"]);
         assert_eq!(

@@ -5,7 +5,7 @@
 use super::super::Caps;
 use super::super::transitions::{Effect, Transition, actions, results, results_remove, step_state};
 use crate::exit::Status as Exit;
-use crate::m1::gates::{self, NewGate};
+use crate::m1::gates;
 use crate::m1::keys::{ParallelKey, ResultKey, RunKey, Top, run_block};
 use crate::m1::{Edit, Gate, GateKind, GateOption, M1, Status, StepResult, StepState};
 use crate::text::one_line;
@@ -115,16 +115,7 @@ pub(crate) fn merged(
             .as_ref()
             .map(|r| ResultKey::Review.set(n, r.to_string())),
     );
-    edits.extend(
-        child
-            .tokens
-            .map(|t| ResultKey::Tokens.set(n, t.to_string())),
-    );
-    edits.extend(
-        child
-            .duration_s
-            .map(|d| ResultKey::DurationS.set(n, format!("{d:.1}"))),
-    );
+    edits.extend(tokens_and_time(n, child));
     edits.extend(loop_file.map(|f| ResultKey::Report.set(n, f)));
     let branch = m.parallel.branch.clone().unwrap_or_default();
     let said = match check {
@@ -232,47 +223,26 @@ pub(crate) fn merge_failed(
         place.branch, place.worktree
     );
     let id = gates::next_id(&m.gates);
-    let g = NewGate {
-        id: id.clone(),
-        kind: GateKind::Merge,
-        step: n,
-        shown: super::super::gate::question_shown(m, n, &question),
+    let g = Gate {
         question: Some(question.clone()),
         options: super::super::gate::options_of(GateKind::Merge),
-        tools: Vec::new(),
-        tool_use: None,
-        step_gate: None,
+        ..Gate::opening(
+            id.clone(),
+            GateKind::Merge,
+            n,
+            super::super::gate::question_shown(m, n, &question),
+        )
     };
     let mut edits = vec![count];
-    edits.extend(g.edits());
-    let gate = stand_in(&g);
+    edits.extend(g.open_edits());
     edits.extend(actions(
         &format!("Step {n} does not merge: {}", one_line(&why, 200)),
-        &format!("Decide gate {id}: {}", super::super::gate::how(&gate)),
+        &format!("Decide gate {id}: {}", super::super::gate::how(&g)),
     ));
     MergeFailure::Gate(
         Transition::now(edits, format!("{log}; gate {id} opened for a person"))
             .then(Effect::Gate { id }),
     )
-}
-
-/// The gate `g` will be once written (for the words that name its options).
-fn stand_in(g: &NewGate) -> Gate {
-    Gate {
-        id: g.id.clone(),
-        kind: g.kind,
-        step: g.step,
-        shown: g.shown.clone(),
-        question: g.question.clone(),
-        options: g.options.clone(),
-        tools: g.tools.clone(),
-        tool_use: g.tool_use.clone(),
-        step_gate: g.step_gate.clone(),
-        state: crate::m1::GateState::Pending,
-        choice: None,
-        by: None,
-        at: None,
-    }
 }
 
 /// A person chose `retry` on step `n`'s MERGE gate: the step goes back to its session with a
@@ -303,18 +273,19 @@ pub(crate) fn mirrored(m: &M1, n: u32, g: &Gate) -> Transition {
         .question
         .clone()
         .unwrap_or_else(|| format!("step {n} waits"));
-    let new = NewGate {
-        id: id.clone(),
-        kind: g.kind,
-        step: n,
-        shown: super::super::gate::question_shown(m, n, &question),
+    let new = Gate {
         question: Some(question.clone()),
         options: g.options.clone(),
         tools: g.tools.clone(),
-        tool_use: None,
         step_gate: Some(g.id.clone()),
+        ..Gate::opening(
+            id.clone(),
+            g.kind,
+            n,
+            super::super::gate::question_shown(m, n, &question),
+        )
     };
-    let mut edits = new.edits();
+    let mut edits = new.open_edits();
     edits.push(Top::LastAction.set(one_line(
         &format!(
             "Step {n} waits on a decision (gate {id}, {}): {question}",
@@ -384,17 +355,19 @@ fn spent_there(n: u32, child: &StepResult) -> Vec<Edit> {
             .cost_usd
             .map(|c| ResultKey::CostUsd.set(n, format!("{c:.4}"))),
     );
-    edits.extend(
-        child
-            .tokens
-            .map(|t| ResultKey::Tokens.set(n, t.to_string())),
-    );
-    edits.extend(
-        child
-            .duration_s
-            .map(|d| ResultKey::DurationS.set(n, format!("{d:.1}"))),
-    );
+    edits.extend(tokens_and_time(n, child));
     edits
+}
+
+/// The tokens and the time step `n`'s own loop spent (`child`), each where that loop has one.
+fn tokens_and_time(n: u32, child: &StepResult) -> impl Iterator<Item = Edit> {
+    let tokens = child
+        .tokens
+        .map(|t| ResultKey::Tokens.set(n, t.to_string()));
+    let time = child
+        .duration_s
+        .map(|d| ResultKey::DurationS.set(n, format!("{d:.1}")));
+    tokens.into_iter().chain(time)
 }
 
 /// Step `n` is SKIPPED, or was set DONE by hand before it was merged (`done_by_hand`, a state

@@ -6,7 +6,7 @@ use super::inherit::{Inherit, agent_inheritance, limit_inheritance, top_inherita
 use super::*;
 use crate::engine::Caps;
 use crate::m1::keys::{AgentKey, Key as _, LimitKey, Top};
-use crate::m1::{Document, Edit, GateKind, GateState, M1, StepResult, StepState};
+use crate::m1::{Document, Edit, GateKind, M1, StepResult, StepState};
 
 /// Four steps, 4 after 2 and 3, two slots; step 1 runs in its own loop.
 const LOOP: &str = "STATUS: RUNNING
@@ -56,19 +56,9 @@ fn plan(text: &str, of: &[(u32, Seen)], slots: u32) -> Vec<Move> {
 
 fn gate(id: &str, kind: GateKind, step: u32) -> Gate {
     Gate {
-        id: id.into(),
-        kind,
-        step,
-        shown: "f".into(),
         question: Some("step 2 failed: no build".into()),
         options: vec!["retry".into(), "skip".into(), "stop".into()],
-        tools: Vec::new(),
-        tool_use: None,
-        step_gate: None,
-        state: GateState::Pending,
-        choice: None,
-        by: None,
-        at: None,
+        ..Gate::opening(id.into(), kind, step, "f".into())
     }
 }
 
@@ -309,25 +299,42 @@ fn every_limit_and_agent_setting_is_inherited_or_says_why_not() {
     }
 }
 
-#[test]
-fn a_steps_loop_gets_every_inherited_setting_this_loop_has_and_belongs_to_it() {
-    let text = "STATUS: RUNNING\nGOAL: g\nLOOP_ID: top1\nCONSTRAINTS: no deps\nVERIFY: make test\nREVIEW: on\nPLAN:\n  STEPS:\n    1: [DONE] a\n    2: [PENDING] b\n    3: [PENDING] c\nLIMITS:\n  MAX_RETAKES: 1\n  MAX_RESTARTS: 5\n  CONTEXT_THRESHOLD: 40\n  MAX_COST_USD: 3\n  PARALLEL: 3\nAGENT:\n  MODEL: opus\n  BACKEND: codex\n";
-    let doc = Document::parse(text).unwrap();
-    let m = doc.view();
-    let spec = StepLoop {
-        step: 2,
+/// Step `step`'s own loop, as the tests of inheritance make it.
+fn step_spec(step: u32) -> StepLoop<'static> {
+    StepLoop {
+        step,
         worktree: "/p/wt",
         parent_file: "/p/state/M1.md",
         parent_id: "top1",
         loop_id: "child1",
         started_at: "2026-11-22T03:00:00Z",
         max_steps: 10,
-    };
-    let raw = |p: &crate::m1::KeyPath| doc.get_at(p);
-    let mut child = Document::parse("STATUS: RUNNING\nGOAL: x\n").unwrap();
-    for e in step_loop(&m, &spec, &raw) {
+    }
+}
+
+/// The M1.md of a step's loop: its `template` with the edits [`step_loop`] makes from the
+/// loop `m`, which runs with what `raw` gives.
+fn step_loop_from(
+    template: &str,
+    m: &M1,
+    spec: &StepLoop<'_>,
+    raw: &dyn Fn(&crate::m1::KeyPath) -> Option<String>,
+) -> Document {
+    let mut child = Document::parse(template).unwrap();
+    for e in step_loop(m, spec, raw) {
         child.apply(&e);
     }
+    child
+}
+
+#[test]
+fn a_steps_loop_gets_every_inherited_setting_this_loop_has_and_belongs_to_it() {
+    let text = "STATUS: RUNNING\nGOAL: g\nLOOP_ID: top1\nCONSTRAINTS: no deps\nVERIFY: make test\nREVIEW: on\nPLAN:\n  STEPS:\n    1: [DONE] a\n    2: [PENDING] b\n    3: [PENDING] c\nLIMITS:\n  MAX_RETAKES: 1\n  MAX_RESTARTS: 5\n  CONTEXT_THRESHOLD: 40\n  MAX_COST_USD: 3\n  PARALLEL: 3\nAGENT:\n  MODEL: opus\n  BACKEND: codex\n";
+    let doc = Document::parse(text).unwrap();
+    let m = doc.view();
+    let spec = step_spec(2);
+    let raw = |p: &crate::m1::KeyPath| doc.get_at(p);
+    let child = step_loop_from("STATUS: RUNNING\nGOAL: x\n", &m, &spec, &raw);
     let c = child.view();
     assert_eq!(c.limits.max_retakes, Some(1));
     assert_eq!(c.limits.max_restarts, Some(5));
@@ -354,28 +361,15 @@ fn a_steps_loop_keeps_no_default_of_its_template_that_this_loop_does_not_run_wit
     let text = "STATUS: RUNNING\nGOAL: g\nLOOP_ID: top1\nPLAN:\n  STEPS:\n    1: [PENDING] a\nLIMITS:\n  PARALLEL: 2\n";
     let doc = Document::parse(text).unwrap();
     let m = doc.view();
-    let spec = StepLoop {
-        step: 1,
-        worktree: "/p/wt",
-        parent_file: "/p/state/M1.md",
-        parent_id: "top1",
-        loop_id: "child1",
-        started_at: "2026-11-22T03:00:00Z",
-        max_steps: 10,
-    };
+    let spec = step_spec(1);
     // This loop runs `/opt/agent` (from the environment) and no permission mode.
     let runs_with = |p: &crate::m1::KeyPath| {
         (*p == AgentKey::Program.path())
             .then(|| "/opt/agent".to_owned())
             .or_else(|| doc.get_at(p))
     };
-    let mut child = Document::parse(
-        "STATUS: RUNNING\nGOAL: x\nLIMITS:\n  MAX_RETRIES: 3\nAGENT:\n  PROGRAM: claude\n  PERMISSION_MODE: acceptEdits\n",
-    )
-    .unwrap();
-    for e in step_loop(&m, &spec, &runs_with) {
-        child.apply(&e);
-    }
+    let template = "STATUS: RUNNING\nGOAL: x\nLIMITS:\n  MAX_RETRIES: 3\nAGENT:\n  PROGRAM: claude\n  PERMISSION_MODE: acceptEdits\n";
+    let child = step_loop_from(template, &m, &spec, &runs_with);
     let c = child.view();
     assert_eq!(c.agent.program.as_deref(), Some("/opt/agent"));
     assert_eq!(c.agent.permission_mode, None, "{}", child.render());
@@ -425,15 +419,7 @@ fn a_steps_loop_inherits_exactly_what_the_settings_table_says() {
     use crate::m1::settings::{Kept, SETTINGS};
     let m =
         view("STATUS: RUNNING\nGOAL: g\nPLAN:\n  STEPS:\n    1: [PENDING] a\n    2: [PENDING] b\n");
-    let spec = StepLoop {
-        step: 2,
-        worktree: "/p/wt",
-        parent_file: "/p/state/M1.md",
-        parent_id: "top1",
-        loop_id: "child1",
-        started_at: "2026-11-22T03:00:00Z",
-        max_steps: 10,
-    };
+    let spec = step_spec(2);
     // This loop runs with a value of its own for every setting.
     let edits = step_loop(&m, &spec, &|_| Some("this loop's".to_owned()));
     let inherited = |path: &crate::m1::KeyPath| {

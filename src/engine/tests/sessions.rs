@@ -14,6 +14,23 @@ fn facts(step: u32) -> Facts {
     }
 }
 
+/// Asserts that `next` runs attempt `number` of step `step`, in a fresh session.
+#[track_caller]
+fn assert_fresh_attempt(next: &Next, step: u32, number: u32) {
+    assert!(
+        matches!(
+            next,
+            Next::Run(RunSpec {
+                kind: RunKind::Attempt,
+                step: s,
+                number: n,
+                session: SessionPlan::Fresh
+            }) if *s == step && *n == number
+        ),
+        "{next:?}"
+    );
+}
+
 #[test]
 fn step_restart_is_a_fresh_session_not_a_failed_attempt_and_is_counted() {
     let caps = Caps::default();
@@ -55,19 +72,7 @@ fn step_restart_is_a_fresh_session_not_a_failed_attempt_and_is_counted() {
     );
     assert_eq!(m.plan.steps[1].state, StepState::Pending);
     assert_eq!(t.write, Write::WithNextSpawn);
-    let next = next(&m, &caps, now());
-    assert!(
-        matches!(
-            next,
-            Next::Run(RunSpec {
-                kind: RunKind::Attempt,
-                step: 2,
-                number: 1,
-                session: SessionPlan::Fresh
-            })
-        ),
-        "{next:?}"
-    );
+    assert_fresh_attempt(&next(&m, &caps, now()), 2, 1);
 }
 
 #[test]
@@ -181,19 +186,7 @@ fn a_resumed_session_too_long_for_its_window_goes_on_fresh_with_a_handoff_not_an
             .contains("Prompt is too long"),
         "the fresh session gets the handoff: {r:?}"
     );
-    let next = next(&m, &caps, now());
-    assert!(
-        matches!(
-            next,
-            Next::Run(RunSpec {
-                kind: RunKind::Attempt,
-                step: 2,
-                number: 2,
-                session: SessionPlan::Fresh
-            })
-        ),
-        "{next:?}"
-    );
+    assert_fresh_attempt(&next(&m, &caps, now()), 2, 2);
     // A fresh session whose first prompt is already too long cannot be helped by another one.
     assert!(matches!(
         judge(&attempt(&caps, too_long(), &Verdict::Missing)),

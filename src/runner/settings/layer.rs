@@ -191,7 +191,7 @@ fn union<const N: usize>(lists: [Option<&[String]>; N]) -> Vec<String> {
 /// The value of the environment variable the settings table names for `kept`, when set and
 /// not blank.
 fn env_of(kept: Kept) -> Option<String> {
-    let name = row(kept)?.env?;
+    let name = row(kept)?.env?.name;
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
@@ -208,7 +208,7 @@ pub(crate) fn env_commit() -> crate::error::Result<Option<bool>> {
         Ok(()) => Ok(Some(crate::m1::keys::switch_on(&v))),
         Err(_) => Err(Error::bad_input(format!(
             "{}: expected `on` or `off`, found `{v}`",
-            row(kept).and_then(|s| s.env).unwrap_or_default()
+            row(kept).and_then(|s| s.env).map_or("", |e| e.name)
         ))),
     }
 }
