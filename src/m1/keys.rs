@@ -270,43 +270,10 @@ pub(crate) trait Key: Copy + 'static {
     fn kind(self) -> Kind;
 }
 
-/// The length of `camel` as [`screaming`] writes it.
-const fn screaming_len(camel: &str) -> usize {
-    let b = camel.as_bytes();
-    let mut n = b.len();
-    let mut i = 1;
-    while i < b.len() {
-        if b[i].is_ascii_uppercase() {
-            n += 1;
-        }
-        i += 1;
-    }
-    n
-}
-
-/// A variant's name as M1.md writes its key: in capitals, each word after the first behind a
-/// `_` (`CcPid` is `CC_PID`).
-const fn screaming<const N: usize>(camel: &str) -> [u8; N] {
-    let b = camel.as_bytes();
-    let mut out = [0; N];
-    let (mut i, mut o) = (0, 0);
-    while i < b.len() {
-        if i > 0 && b[i].is_ascii_uppercase() {
-            out[o] = b'_';
-            o += 1;
-        }
-        out[o] = b[i].to_ascii_uppercase();
-        o += 1;
-        i += 1;
-    }
-    out
-}
-
-/// A block's keys, each declared once: its variant, whose name M1.md writes in capitals
-/// ([`screaming`]), and its kind of value.
+/// A block's keys, each declared once: its variant, its name in M1.md and its kind of value.
 macro_rules! keys {
     ($(#[$m:meta])* $name:ident in [$($block:literal),*] {
-        $($(#[$vm:meta])* $v:ident: $kind:ident,)+
+        $($(#[$vm:meta])* $v:ident = $key:literal: $kind:ident,)+
     }) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -318,16 +285,7 @@ macro_rules! keys {
             /// The key as M1.md writes it.
             #[must_use]
             pub const fn name(self) -> &'static str {
-                match self {
-                    $($name::$v => {
-                        const BYTES: [u8; screaming_len(stringify!($v))] =
-                            screaming(stringify!($v));
-                        match std::str::from_utf8(&BYTES) {
-                            Ok(name) => name,
-                            Err(_) => panic!("a key's name is ASCII"),
-                        }
-                    })+
-                }
+                match self { $($name::$v => $key,)+ }
             }
         }
 
@@ -345,71 +303,71 @@ macro_rules! keys {
 keys! {
     /// The keys at the top of the file.
     Top in [] {
-        Status: Status,
-        Goal: Text,
-        Constraints: Text,
-        LastAction: Text,
-        NextAction: Text,
-        Verify: Text,
+        Status = "STATUS": Status,
+        Goal = "GOAL": Text,
+        Constraints = "CONSTRAINTS": Text,
+        LastAction = "LAST_ACTION": Text,
+        NextAction = "NEXT_ACTION": Text,
+        Verify = "VERIFY": Text,
         /// Every step that passes is reviewed (`REVIEW: on`).
-        Review: Switch,
+        Review = "REVIEW": Switch,
         /// Each DONE step of a git project is committed (`COMMIT_STEPS: on`, the default).
-        CommitSteps: Switch,
+        CommitSteps = "COMMIT_STEPS": Switch,
         /// The project directory the agent works in.
-        Workdir: Text,
+        Workdir = "WORKDIR": Text,
         /// The loop's identity, which its tasks carry.
-        LoopId: Text,
-        StartedAt: Time,
+        LoopId = "LOOP_ID": Text,
+        StartedAt = "STARTED_AT": Time,
         /// The `--plan` checklist the steps came from, whose boxes DONE steps tick.
-        PlanFile: Text,
+        PlanFile = "PLAN_FILE": Text,
         /// Started with `--plan-only`: once planned, the loop waits IDLE.
-        PlanOnly: Switch,
+        PlanOnly = "PLAN_ONLY": Switch,
         /// Started with `--approve-plan`: no step runs before a person approves the plan.
-        ApprovePlan: Switch,
+        ApprovePlan = "APPROVE_PLAN": Switch,
         /// The loop that runs this one as one of its parallel steps (its M1.md).
-        Parent: Text,
+        Parent = "PARENT": Text,
         /// That loop's `LOOP_ID`: a step's loop belongs to that loop alone.
-        ParentId: Text,
+        ParentId = "PARENT_ID": Text,
         /// The step of that loop this loop runs.
-        ParentStep: Positive,
+        ParentStep = "PARENT_STEP": Positive,
         /// The variables the loop was started with that its runs use (its agent's key and
         /// settings, `SANDBOX_ENV`, `OTEL_*`), by name: a runner carries the loop on only where
         /// they are set (the shell, the chat bot, the daemon alike).
-        Env: EnvNames,
+        Env = "ENV": EnvNames,
     }
 }
 
 keys! {
     /// The keys of a gate's `GATES.Gn` block: a decision the loop waits for.
     GateKey in ["GATES"] {
-        Kind: Gate,
+        Kind = "KIND": Gate,
         /// The step it is about (0: the plan).
-        Step: Count,
+        Step = "STEP": Count,
         /// A fingerprint of what the person was shown: a decision applies to that text only.
-        Shown: Text,
+        Shown = "SHOWN": Text,
         /// What is asked (a question, a denied tool, a failure).
-        Question: Text,
+        Question = "QUESTION": Text,
         /// The answers offered, separated by ` | `; none: a free-text answer.
-        Options: Text,
+        Options = "OPTIONS": Text,
         /// The tools a DENIED gate's `allow` adds to `AGENT.ALLOWED_TOOLS`.
-        Tools: Tools,
+        Tools = "TOOLS": Tools,
         /// The agent's deferred `AskUserQuestion` call an ASK gate answers (its `tool_use` id).
-        ToolUse: Text,
+        ToolUse = "TOOL_USE": Text,
         /// The gate of a parallel step's own loop that this gate stands for: a decision here
         /// is carried to that gate.
-        StepGate: Text,
-        State: GateState,
-        Choice: Text,
-        By: Text,
-        At: Time,
+        StepGate = "STEP_GATE": Text,
+        State = "STATE": GateState,
+        Choice = "CHOICE": Text,
+        By = "BY": Text,
+        At = "AT": Time,
     }
 }
 
 keys! {
     /// The keys of `PLAN:` besides its steps.
     PlanKey in ["PLAN"] {
-        TotalSteps: Count,
-        CurrentStep: Count,
+        TotalSteps = "TOTAL_STEPS": Count,
+        CurrentStep = "CURRENT_STEP": Count,
     }
 }
 
@@ -422,9 +380,9 @@ keys! {
     /// The keys of `PARALLEL:`, the block of a loop whose steps run at once.
     ParallelKey in ["PARALLEL"] {
         /// The integration branch the steps are merged into.
-        Branch: Branch,
+        Branch = "BRANCH": Branch,
         /// The project's HEAD when that branch was made.
-        Base: Commit,
+        Base = "BASE": Commit,
     }
 }
 
@@ -433,27 +391,27 @@ keys! {
     /// one that opens a pull request when it is DONE (`--pr`).
     GithubKey in ["GITHUB"] {
         /// The issue's number.
-        Issue: Positive,
-        IssueUrl: Text,
+        Issue = "ISSUE": Positive,
+        IssueUrl = "ISSUE_URL": Text,
         /// The issue's text as it was read, which every prompt shows after the goal.
-        IssueBody: Text,
+        IssueBody = "ISSUE_BODY": Text,
         /// The branch the loop works on (`loop/issue-N`), pushed at DONE.
-        Branch: Branch,
+        Branch = "BRANCH": Branch,
         /// The branch the loop began on, which the pull request asks to merge into.
-        Base: Text,
+        Base = "BASE": Text,
         /// At DONE, the branch is pushed and a pull request opened (`on`).
-        PullRequest: Switch,
+        PullRequest = "PULL_REQUEST": Switch,
         /// A loop that ends FAILED comments on its issue with its report (`on`).
-        Comment: Switch,
+        Comment = "COMMENT": Switch,
         /// When pushing and opening the pull request began: a runner that finds this and no
         /// `PR` looks the pull request up before it opens one.
-        Opening: Time,
+        Opening = "OPENING": Time,
         /// The pull request's URL, once it is open.
-        Pr: Text,
+        Pr = "PR": Text,
         /// Why the pull request could not be opened, when it could not.
-        PrError: Text,
+        PrError = "PR_ERROR": Text,
         /// The comment on the issue, once made (its URL).
-        Commented: Text,
+        Commented = "COMMENTED": Text,
     }
 }
 
@@ -461,140 +419,140 @@ keys! {
     /// The keys of a step's `PARALLEL.STEP_N` block: its record, written before its worktree
     /// and its loop exist.
     RunKey in ["PARALLEL"] {
-        Worktree: Path,
-        Branch: Branch,
+        Worktree = "WORKTREE": Path,
+        Branch = "BRANCH": Branch,
         /// The integration head the step's branch was made from.
-        Base: Commit,
+        Base = "BASE": Commit,
         /// The step's own loop (its M1.md).
-        Loop: Path,
+        Loop = "LOOP": Path,
         /// Merges (or VERIFY runs after a merge) that failed and sent the step back.
-        MergeFails: Count,
+        MergeFails = "MERGE_FAILS": Count,
         /// Its loop was stopped with this one.
-        Stopped: Bool,
+        Stopped = "STOPPED": Bool,
         /// The integration commit it was merged as.
-        Merged: Commit,
+        Merged = "MERGED": Commit,
     }
 }
 
 keys! {
     /// The keys of `CURRENT:`, the run on record.
     CurrentKey in ["CURRENT"] {
-        TaskId: TaskId,
-        CcPid: Count,
-        SpawnTime: Text,
-        Command: Text,
-        SessionId: Text,
-        Attempt: Count,
+        TaskId = "TASK_ID": TaskId,
+        CcPid = "CC_PID": Count,
+        SpawnTime = "SPAWN_TIME": Text,
+        Command = "COMMAND": Text,
+        SessionId = "SESSION_ID": Text,
+        Attempt = "ATTEMPT": Count,
         /// The project's git HEAD when the run began.
-        GitHead: Text,
+        GitHead = "GIT_HEAD": Text,
         /// The end of a backoff or a usage-limit wait.
-        WaitUntil: Time,
-        WaitReason: Text,
+        WaitUntil = "WAIT_UNTIL": Time,
+        WaitReason = "WAIT_REASON": Text,
         /// The run on record is a review of its step (`true`).
-        Review: Bool,
+        Review = "REVIEW": Bool,
     }
 }
 
 keys! {
     /// The keys of a step's `RESULTS.STEP_N` block.
     ResultKey in ["RESULTS"] {
-        Exit: Exit,
+        Exit = "EXIT": Exit,
         /// The step's commit; `(pending)` from its first attempt until it is made, once the
         /// step is DONE.
-        Commit: Text,
-        Summary: Text,
-        Verified: Bool,
-        Attempts: Count,
-        CostUsd: Amount,
-        DurationS: Amount,
-        SessionId: Text,
-        Error: Text,
+        Commit = "COMMIT": Text,
+        Summary = "SUMMARY": Text,
+        Verified = "VERIFIED": Bool,
+        Attempts = "ATTEMPTS": Count,
+        CostUsd = "COST_USD": Amount,
+        DurationS = "DURATION_S": Amount,
+        SessionId = "SESSION_ID": Text,
+        Error = "ERROR": Text,
         /// The full agent report, relative to the state directory.
-        Report: Text,
+        Report = "REPORT": Text,
         /// Transient errors waited out.
-        Transient: Count,
+        Transient = "TRANSIENT": Count,
         /// Why the last run was cut off (an API error waited out).
-        Interrupted: Text,
+        Interrupted = "INTERRUPTED": Text,
         /// The question of a `STEP_BLOCKED`.
-        Blocked: Text,
+        Blocked = "BLOCKED": Text,
         /// Fresh sessions the agent asked for.
-        Restarts: Count,
+        Restarts = "RESTARTS": Count,
         /// Why the next run starts a fresh session with a handoff.
-        Handoff: Text,
-        ContextPct: Count,
-        SessionS: Amount,
-        Compactions: Count,
-        Review: Review,
-        Retakes: Count,
-        ReviewRuns: Count,
+        Handoff = "HANDOFF": Text,
+        ContextPct = "CONTEXT_PCT": Count,
+        SessionS = "SESSION_S": Amount,
+        Compactions = "COMPACTIONS": Count,
+        Review = "REVIEW": Review,
+        Retakes = "RETAKES": Count,
+        ReviewRuns = "REVIEW_RUNS": Count,
         /// The last review run, when the reviews gave no verdict.
-        ReviewTask: TaskId,
+        ReviewTask = "REVIEW_TASK": TaskId,
         /// The commit the step began from (its review's diff starts there).
-        BaseHead: Text,
+        BaseHead = "BASE_HEAD": Text,
         /// The attempts before a person's `loop retry`, which no longer count.
-        Retried: Count,
+        Retried = "RETRIED": Count,
         /// The agent CLI this step's runs go to, when a usage limit sent it to the fallback.
-        Backend: Backend,
+        Backend = "BACKEND": Backend,
         /// Tokens the step's runs used (a backend that reports tokens, not dollars).
-        Tokens: Count,
+        Tokens = "TOKENS": Count,
         /// Tokens of the step's session so far: the session's own count is cumulative.
-        SessionTokens: Count,
+        SessionTokens = "SESSION_TOKENS": Count,
         /// The commits the agent made itself during the step, oldest first.
-        AgentCommits: Text,
+        AgentCommits = "AGENT_COMMITS": Text,
         /// What of the step's work its commit left out, and why.
-        Uncommitted: Text,
+        Uncommitted = "UNCOMMITTED": Text,
     }
 }
 
 keys! {
     /// The keys of `LIMITS:`.
     LimitKey in ["LIMITS"] {
-        MaxRetries: Positive,
-        MaxSteps: Positive,
-        StepTimeout: Duration,
-        IdleTimeout: Duration,
+        MaxRetries = "MAX_RETRIES": Positive,
+        MaxSteps = "MAX_STEPS": Positive,
+        StepTimeout = "STEP_TIMEOUT": Duration,
+        IdleTimeout = "IDLE_TIMEOUT": Duration,
         /// Older files: whole minutes.
-        StepTimeoutMin: Minutes,
-        IdleTimeoutMin: Minutes,
-        MaxCostUsd: Amount,
-        MaxRestarts: Count,
-        ContextThreshold: Positive,
-        MaxSession: Duration,
-        MaxRetakes: Count,
+        StepTimeoutMin = "STEP_TIMEOUT_MIN": Minutes,
+        IdleTimeoutMin = "IDLE_TIMEOUT_MIN": Minutes,
+        MaxCostUsd = "MAX_COST_USD": Amount,
+        MaxRestarts = "MAX_RESTARTS": Count,
+        ContextThreshold = "CONTEXT_THRESHOLD": Positive,
+        MaxSession = "MAX_SESSION": Duration,
+        MaxRetakes = "MAX_RETAKES": Count,
         /// A usage limit resetting later than this sends the step to `AGENT.FALLBACK`.
-        FallbackAfter: Duration,
+        FallbackAfter = "FALLBACK_AFTER": Duration,
         /// Steps that may run at once, each in a git worktree of its own (default 1).
-        Parallel: Positive,
+        Parallel = "PARALLEL": Positive,
     }
 }
 
 keys! {
     /// The keys of `AGENT:`.
     AgentKey in ["AGENT"] {
-        Program: Name,
-        PermissionMode: Mode,
-        AllowedTools: Tools,
-        Model: Name,
-        MaxTurns: Positive,
-        MaxBudgetUsd: Amount,
-        ExtraArgs: Args,
-        ReviewModel: Name,
+        Program = "PROGRAM": Name,
+        PermissionMode = "PERMISSION_MODE": Mode,
+        AllowedTools = "ALLOWED_TOOLS": Tools,
+        Model = "MODEL": Name,
+        MaxTurns = "MAX_TURNS": Positive,
+        MaxBudgetUsd = "MAX_BUDGET_USD": Amount,
+        ExtraArgs = "EXTRA_ARGS": Args,
+        ReviewModel = "REVIEW_MODEL": Name,
         /// The agent CLI the steps run on (`claude` unless it says `codex` or `gemini`).
-        Backend: Backend,
+        Backend = "BACKEND": Backend,
         /// The reviewer's agent CLI, when not the steps' own.
-        ReviewBackend: Backend,
+        ReviewBackend = "REVIEW_BACKEND": Backend,
         /// The agent CLIs a step continues on, in order, when the one it runs on hits a usage
         /// limit that resets later than `LIMITS.FALLBACK_AFTER` (`codex` or `codex, gemini`).
-        Fallback: Backends,
+        Fallback = "FALLBACK": Backends,
         /// How every agent run and VERIFY is confined: `bwrap` (the default) or `off`.
-        Sandbox: Sandbox,
+        Sandbox = "SANDBOX": Sandbox,
         /// Paths a confined run may read besides its own (a toolchain, a sibling project).
-        SandboxRead: Paths,
+        SandboxRead = "SANDBOX_READ": Paths,
         /// Paths a confined run may write besides its work tree (a build cache).
-        SandboxWrite: Paths,
+        SandboxWrite = "SANDBOX_WRITE": Paths,
         /// Variables a confined run keeps besides its own (`JAVA_HOME`, `DATABASE_URL`,
         /// `AWS_*`).
-        SandboxEnv: EnvNames,
+        SandboxEnv = "SANDBOX_ENV": EnvNames,
     }
 }
 
@@ -777,20 +735,6 @@ impl std::fmt::Display for Review {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_key_is_named_in_m1_md_as_its_variant_in_capitals_word_by_word() {
-        assert_eq!(Top::Status.name(), "STATUS");
-        assert_eq!(CurrentKey::CcPid.name(), "CC_PID");
-        assert_eq!(LimitKey::MaxCostUsd.name(), "MAX_COST_USD");
-        assert_eq!(LimitKey::StepTimeoutMin.name(), "STEP_TIMEOUT_MIN");
-        assert_eq!(GithubKey::Pr.name(), "PR");
-        assert_eq!(
-            ResultKey::Exit.path(2).keys(),
-            ["RESULTS", "STEP_2", "EXIT"]
-        );
-        assert_eq!(RunKey::Loop.path(3).keys(), ["PARALLEL", "STEP_3", "LOOP"]);
-    }
 
     #[test]
     fn a_review_reads_back_as_it_was_written() {
