@@ -91,7 +91,16 @@ pub(crate) fn take(
             continue;
         }
         let settings = Settings::load(&state_dir, Overrides::default())?;
-        let mut runner = Runner::open(file, settings, opts)?;
+        let mut runner = match Runner::open(file, settings, opts) {
+            Ok(runner) => runner,
+            // A runner took the loop since the look above (the one a decision just made started
+            // in the background, say): ask again, of a loop it drives.
+            Err(_) if lock::holder(file).is_some() => {
+                drop(held);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let m = runner.view();
         let allowed = runner.settings.agent_for(&m).allowed_tools;
         let decision = crate::engine::gate::decide(&m, req, &allowed, Utc::now());

@@ -64,15 +64,30 @@ fn holder_is_gone(holder: &str) -> bool {
 }
 
 /// The pid written in the lock file, if a live runner holds the lock now. Never takes it.
+///
+/// A runner writes its pid just after it takes the lock: a lock held with no pid of a live
+/// process in it yet is a runner taking the loop, and is waited for a moment, not read as no
+/// runner (a command that took it for none tried to take the loop too, and failed).
 #[must_use]
 pub fn holder(m1: &Path) -> Option<u32> {
     let path = path_for(m1);
-    if !lockfile::is_held(&path).ok()? {
-        return None;
+    let deadline = std::time::Instant::now() + PID_WRITTEN_WITHIN;
+    loop {
+        if !lockfile::is_held(&path).ok()? {
+            return None;
+        }
+        let mut file = std::fs::File::open(&path).ok()?;
+        let written = lockfile::content(&mut file);
+        let pid = written.parse().ok();
+        if (pid.is_some() && !holder_is_gone(&written)) || std::time::Instant::now() >= deadline {
+            return pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let mut file = std::fs::File::open(&path).ok()?;
-    lockfile::content(&mut file).parse().ok()
 }
+
+/// How long a runner that has taken its lock may take to write its pid into it.
+const PID_WRITTEN_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Waits, at most `within`, until no runner holds the lock of `m1`: how a command that stopped
 /// a runner knows it has let go of its loop (its step ended, WAITING written), whatever stopped

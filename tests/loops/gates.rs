@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::support::bot::{CHAT, DEADLINE, start_real_bot, with_telegram};
 use crate::support::telegram_fake::FakeTelegram;
-use crate::support::{TestLoop, stdout, wait_until};
+use crate::support::{TestLoop, stderr, stdout, wait_until};
 
 /// What `loop … --json` printed.
 fn json_of(out: &std::process::Output) -> Value {
@@ -228,6 +228,48 @@ fn a_decider_killed_after_writing_its_decision_is_carried_on_by_the_next_once() 
     assert_eq!(json_of(&again)["outcome"], "already");
     env.assert_status(Status::Done);
     env.assert_each_step_started_once(2, "after the decider died");
+}
+
+/// A second decision that came as the first one's background runner took the loop (its lock
+/// taken, its pid not written yet) failed: "another runner already runs the loop", where it
+/// is told the gate was already decided, as any second decision is.
+#[test]
+fn a_decision_as_a_runner_takes_the_loop_is_told_it_was_already_decided() {
+    use std::io::Write as _;
+    let env = TestLoop::new();
+    env.start_waiting_for_approval();
+    let mut cmd = env.cmd(&["approve"]);
+    cmd.env("LOOP_CRASH_AT", "after-decision-write");
+    crate::support::run(cmd);
+    assert_eq!(env.m1().status, Status::Running, "decided, and no runner");
+    // A runner taking the loop: the lock is held, its pid written a moment later.
+    let mut lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(env.state().join("M1.md.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    lock.set_len(0).unwrap();
+    let second = std::thread::scope(|s| {
+        let second = s.spawn(|| env.run(&["reject", "--json"]));
+        std::thread::sleep(Duration::from_millis(300));
+        write!(lock, "{}", std::process::id()).unwrap();
+        second.join().unwrap()
+    });
+    assert!(
+        stdout(&second).contains(r#""outcome":"already""#),
+        "{}{}",
+        stdout(&second),
+        stderr(&second)
+    );
+    let said = json_of(&second);
+    assert_eq!(said["gate"]["choice"], "approve");
+    drop(lock);
+    assert_eq!(
+        env.m1().gate("G1").unwrap().choice.as_deref(),
+        Some("approve")
+    );
 }
 
 /// The latest message of gate `id` the chat got, and its number, once one has arrived (it is
