@@ -398,6 +398,35 @@ const RUNNER_PARTS: &[(&str, &[&str])] = &[
     ),
     ("step_commit.rs", &["crash", "step_io", "voice"]),
     ("traces.rs", &["settings", "step_io", "voice"]),
+    // The parallel driver: `git`, `at_once`, `steps` and `merge` are its own (`parallel/`).
+    ("parallel/at_once.rs", &["steps"]),
+    (
+        "parallel/steps.rs",
+        &["at_once", "git", "voice", "crash", "lock", "start", "stop"],
+    ),
+    (
+        "parallel/merge.rs",
+        &["at_once", "git", "tell", "voice", "crash"],
+    ),
+    ("parallel/observe.rs", &["at_once", "lock"]),
+    (
+        "parallel/tell.rs",
+        &[
+            "at_once",
+            "steps",
+            "voice",
+            "RunOptions",
+            "gates",
+            "lock",
+            "retry",
+            "stop",
+        ],
+    ),
+    (
+        "parallel/catch_up.rs",
+        &["at_once", "git", "voice", "revive"],
+    ),
+    ("parallel/git.rs", &[]),
 ];
 
 #[test]

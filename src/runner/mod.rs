@@ -171,6 +171,7 @@ impl Runner {
         let voice = voice::Voice::new(state_dir.clone(), notifier, opts.echo, opts.progress);
         let disk = unwritable::Unwritable::new(state_dir.clone());
         let io = step_io::StepIo::new(file, &state_dir, &workdir, &loop_id);
+        let at_once = parallel::AtOnce::new(file, &state_dir, &workdir, &loop_id);
         let mut runner = Self {
             file: file.to_path_buf(),
             state_dir,
@@ -183,7 +184,7 @@ impl Runner {
             loop_id,
             ledger,
             io,
-            at_once: parallel::AtOnce::default(),
+            at_once,
             _lock: lock,
             _registration: registration,
         };
@@ -574,7 +575,7 @@ impl Runner {
         let m = self.view();
         let figures = engine::figures::totals(&m, &step_loops(&m));
         self.io.end_trace(&self.voice, &m, &figures);
-        self.revive_parent();
+        self.at_once.revive_parent(&self.view(), &self.voice);
         if self.voice.echoes() {
             self.voice.clear();
             let page = self

@@ -65,6 +65,21 @@ pub(crate) fn retry(
     runner.drive_in_view()
 }
 
+/// Step `n` of the loop at `file`, which no runner drives, runs again as `loop retry` runs it,
+/// told `why` when there is a reason; `by` decides the gates that asked about it. Its runner
+/// ends with the write: a runner of its own is the caller's to start.
+///
+/// # Errors
+/// Its lock is held, its M1.md or the ledger cannot be read or written.
+pub(super) fn retried_there(file: &Path, n: u32, why: Option<&str>, by: &str) -> Result<()> {
+    let state_dir = crate::layout::Layout::of(file).state_dir().to_path_buf();
+    let settings = Settings::load(&state_dir, Overrides::default())?;
+    let mut runner = Runner::open(file, settings, &RunOptions::default())?;
+    let t = runner.retried(n, why, by)?;
+    runner.apply(&t)?;
+    Ok(())
+}
+
 impl Runner {
     /// Step `n` runs again, as a person's `loop retry` runs it: the ledger learns first that
     /// its pass (if it passed) no longer counts, then the transition gives it a fresh budget

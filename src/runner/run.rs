@@ -36,7 +36,8 @@ impl Runner {
         }
         if spec.kind == RunKind::Attempt {
             // A step of a loop that runs its steps at once goes on from what it merged so far.
-            self.catch_up_with_parent(&m, spec.step);
+            self.at_once
+                .catch_up_with_parent(&m, spec.step, &self.voice);
         }
         let (session_id, resumed) = match &spec.session {
             SessionPlan::Fresh => (agent::new_session_id(), false),

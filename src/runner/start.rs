@@ -14,11 +14,11 @@ use crate::error::{Error, Result};
 use crate::exit::Status as ExitStatus;
 use crate::m1::keys::{AgentKey, LimitKey, Top};
 use crate::m1::settings::{AgentKind, DEFAULTS};
-use crate::m1::{Document, Edit, Status, StepState, Store, StoreError, typed};
+use crate::m1::{Document, Edit, KeyPath, Status, StepState, Store, StoreError};
 use crate::notifier::Event;
 use crate::runner::settings::{Overrides, Settings};
 
-pub(super) const TEMPLATE: &str = include_str!("../../templates/M1.md");
+const TEMPLATE: &str = include_str!("../../templates/M1.md");
 
 /// What `loop start` was given.
 #[derive(Debug, Clone, Default)]
@@ -357,64 +357,43 @@ pub(super) fn check_agent_of(file: &Path, settings: &Settings) -> Result<()> {
 }
 
 /// Every setting that changes what runs, so that any later runner runs the same thing:
-/// `LIMITS:` with exact durations, and `AGENT:`.
+/// `LIMITS:` with exact durations, and `AGENT:`, as [`super::settings::as_written`] writes
+/// them (a key the loop runs without is left out).
 fn settings_edits(settings: &Settings) -> Vec<Edit> {
-    let caps = settings.caps_for_new();
-    let agent = &settings.agent;
-    let exact = crate::duration::exact;
+    let written = settings.written_for_new();
+    let put = |path: KeyPath| match written.get(&path).cloned().flatten() {
+        Some(v) => Edit::Set(path, v),
+        None => Edit::Remove(path),
+    };
     let mut edits = vec![
-        LimitKey::MaxRetries.set(caps.max_retries.to_string()),
-        LimitKey::MaxSteps.set(caps.max_steps.to_string()),
-        LimitKey::StepTimeout.set(exact(caps.step_timeout)),
-        AgentKey::Program.set(agent.program.clone()),
+        put(LimitKey::MaxRetries.path()),
+        put(LimitKey::MaxSteps.path()),
+        put(LimitKey::StepTimeout.path()),
+        put(AgentKey::Program.path()),
     ];
     let (backend_pinned, parallel_pinned) = settings.pinned_for_new();
-    if agent.backend != AgentKind::default() || backend_pinned {
-        edits.push(AgentKey::Backend.set(agent.backend.as_str()));
+    if settings.agent.backend != AgentKind::default() || backend_pinned {
+        edits.push(put(AgentKey::Backend.path()));
     }
     if parallel_pinned && settings.parallel_for_new().is_none() {
         edits.push(LimitKey::Parallel.set(DEFAULTS.parallel.to_string()));
     }
-    edits.push(
-        if !agent.allowed_tools.is_empty()
-            || crate::agent::backend_for(agent.backend)
-                .default_allowed_tools()
-                .is_some()
-        {
-            AgentKey::AllowedTools.set(typed::format_tools(&agent.allowed_tools))
-        } else {
-            AgentKey::AllowedTools.remove()
-        },
+    edits.push(put(AgentKey::AllowedTools.path()));
+    edits.extend(
+        [
+            LimitKey::IdleTimeout.path(),
+            LimitKey::MaxCostUsd.path(),
+            AgentKey::PermissionMode.path(),
+            AgentKey::Model.path(),
+            AgentKey::MaxTurns.path(),
+            AgentKey::MaxBudgetUsd.path(),
+            AgentKey::Sandbox.path(),
+        ]
+        .into_iter()
+        .chain(settings.sandbox_for_new().lists().map(|(k, _)| k.path()))
+        .chain([AgentKey::ExtraArgs.path()])
+        .map(put),
     );
-    if let Some(idle) = caps.idle_timeout {
-        edits.push(LimitKey::IdleTimeout.set(exact(idle)));
-    }
-    if let Some(usd) = caps.max_cost_usd {
-        edits.push(LimitKey::MaxCostUsd.set(usd.to_string()));
-    }
-    edits.push(match &agent.permission_mode {
-        Some(mode) => AgentKey::PermissionMode.set(mode.as_str()),
-        None => AgentKey::PermissionMode.remove(),
-    });
-    if let Some(model) = &agent.model {
-        edits.push(AgentKey::Model.set(model.clone()));
-    }
-    if let Some(n) = agent.max_turns {
-        edits.push(AgentKey::MaxTurns.set(n.to_string()));
-    }
-    if let Some(usd) = agent.max_budget_usd {
-        edits.push(AgentKey::MaxBudgetUsd.set(usd.to_string()));
-    }
-    let sandbox = settings.sandbox_for_new();
-    edits.push(AgentKey::Sandbox.set(sandbox.mode.as_str()));
-    for (key, items) in sandbox.lists() {
-        if !items.is_empty() {
-            edits.push(key.set(items.join(", ")));
-        }
-    }
-    if !agent.extra_args.is_empty() {
-        edits.push(AgentKey::ExtraArgs.set(typed::format_args(&agent.extra_args)));
-    }
     edits.push(Top::CommitSteps.set(if settings.commit_for_new() {
         "on"
     } else {
@@ -486,7 +465,6 @@ fn new_document(
     settings: &Settings,
     begun: Option<&pull_request::Begun>,
 ) -> anyhow::Result<String> {
-    let mut doc = Document::parse(TEMPLATE).map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
     let workdir = match &req.workdir {
         Some(w) => w.clone(),
         None => std::env::current_dir().context("while reading the current directory")?,
@@ -561,7 +539,14 @@ fn new_document(
     }
     edits.push(Top::StartedAt.set(Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)));
     edits.extend(pull_request::edits(&req.github, begun));
-    for e in &edits {
+    new_text(&edits)
+}
+
+/// The text of a new loop's M1.md: the template with `edits` made (a new loop's, or a step's
+/// own loop's).
+pub(super) fn new_text(edits: &[Edit]) -> anyhow::Result<String> {
+    let mut doc = Document::parse(TEMPLATE).map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
+    for e in edits {
         doc.apply(e);
     }
     Ok(doc.render())

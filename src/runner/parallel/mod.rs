@@ -1,8 +1,10 @@
-//! Steps at once (`LIMITS.PARALLEL` above 1), in git worktrees, with one serial merge queue:
-//! the runner's part. What to do is the engine's ([`crate::engine::parallel`]): this module
-//! looks at each step's own loop ([`observe`]), asks the engine, and carries out the move it
-//! gets, with git ([`git`]), by starting and stopping step loops ([`steps`]), by merging
-//! ([`merge`]), and by telling a step's loop what a person decided here ([`tell`]).
+//! Steps at once (`LIMITS.PARALLEL` above 1), in git worktrees, with one serial merge queue.
+//! What to do is the engine's ([`crate::engine::parallel`]): each pass of the runner here
+//! asks it ([`Runner::decide_at_once`]) and carries out the move it gets ([`moves`]), writing
+//! what comes of it. The I/O on the steps' loops is the parallel driver's, a part of the
+//! runner with its own state ([`AtOnce`]) that never calls it back: it looks at each step's
+//! own loop ([`observe`]), starts and stops them ([`steps`]), merges their work ([`merge`]),
+//! and tells a step's loop what a person decided here ([`tell`]), with git ([`git`]).
 //!
 //! - **A step's loop belongs to this loop.** It runs in its worktree under this loop's state
 //!   directory (`parallel/<LOOP_ID>/`), bound by `PARENT_ID` and `PARENT_STEP`: no loop ever
@@ -18,21 +20,20 @@
 //! - **Nothing deleted that holds work**, and the project's checkout is only fast-forwarded,
 //!   at the end, if it has not moved.
 
+mod at_once;
 mod catch_up;
 pub(super) mod git;
 mod merge;
+mod moves;
 mod observe;
 mod steps;
 mod tell;
 
+pub(super) use at_once::AtOnce;
 pub(crate) use merge::{merge_task, step_loops};
-use steps::Restarts;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-use chrono::Utc;
 
 use super::Runner;
 use crate::engine::{self, parallel::Move};
@@ -42,18 +43,6 @@ use crate::m1::{M1, Status};
 /// How long the queue sleeps between looks when no event wakes it (the watched directories
 /// of its steps' loops say when one changes; this is the fallback where events do not arrive).
 const POLL_FALLBACK: Duration = Duration::from_secs(2);
-
-/// The driver of steps at once: what it keeps between passes of [`Runner::drive`].
-#[derive(Debug, Default)]
-pub(super) struct AtOnce {
-    /// This runner has taken the loop up as one of steps at once ([`Runner::take_up_at_once`]):
-    /// each pass asks the scheduler, until the runner ends or an error sends it back to the
-    /// first question (see [`Runner::drive`]).
-    pub(super) driving: bool,
-    /// Each step's loop this runner started again while that loop stood still (see
-    /// [`steps`]): a count, and when the next start may be.
-    restarts: BTreeMap<u32, Restarts>,
-}
 
 impl Runner {
     /// Why the project cannot run steps at once (no git repository, or no commit to branch
@@ -84,7 +73,7 @@ impl Runner {
     /// worktrees is put right, and from now on each pass of [`Runner::drive`] asks the
     /// scheduler ([`Runner::decide_at_once`]).
     pub(super) fn take_up_at_once(&mut self) {
-        self.reconcile_worktrees();
+        self.at_once.reconcile_worktrees(&self.view(), &self.voice);
         self.at_once.driving = true;
     }
 
@@ -113,66 +102,16 @@ impl Runner {
     }
 
     /// The engine's moves for `m`, from what each step's loop looks like now, less the
-    /// start of a step's loop that is not due yet (it backs off: see [`Restarts`]).
+    /// start of a step's loop that is not due yet (it backs off: see `steps`).
     fn schedule(&self, m: &M1) -> Vec<Move> {
-        let seen = self.observe_steps(m);
+        let seen = self.at_once.observe_steps(m);
         let caps = self.settings.caps(m);
         let mut moves = engine::parallel::schedule(m, &seen, self.settings.parallel(m), &caps);
         moves.retain(|mv| match mv {
-            Move::Drive(n) => self.start_due(*n).is_none(),
+            Move::Drive(n) => self.at_once.start_due(*n).is_none(),
             _ => true,
         });
         moves
-    }
-
-    /// Carries out one move; `Some` when the command ends with it.
-    fn carry(&mut self, mv: Move) -> crate::error::Result<Option<Exit>> {
-        match mv {
-            Move::Start(n) => self.start_step(n),
-            Move::SetAside(n) => self.set_aside(n).map(|()| None),
-            Move::Drive(n) => self.drive_step(n),
-            Move::Merge(n) => {
-                let started = chrono::Utc::now();
-                let merged = self.merge_step(n);
-                let failed = merged.as_ref().err().map(|e| format!("{e:#}"));
-                self.io.trace_merge(&self.view(), n, started, failed);
-                merged
-            }
-            Move::SendBack { step, gate } => self.send_back_by_a_person(step, &gate),
-            Move::CleanUp(n) => self.clean_up_step(n).map(|()| None),
-            Move::Drop(n) => self.drop_step(n).map(|()| None),
-            Move::Mirror { step, gate } => {
-                let t = engine::parallel::mirrored(&self.view(), step, &gate);
-                self.apply(&t)
-            }
-            Move::Carry {
-                step,
-                gate,
-                step_gate,
-                choice,
-                by,
-            } => self.carry_decision(step, &gate, &step_gate, &choice, &by),
-            Move::Settled {
-                step,
-                gate,
-                choice,
-                by,
-            } => {
-                let t = engine::parallel::settled(step, &gate, &choice, &by, Utc::now());
-                let _held = self.decide_lock()?;
-                self.apply(&t)
-            }
-            Move::RetryThere(n) => self.retry_there(n),
-            Move::Fail { step, reason } => self.fail_at(step, &reason),
-            Move::Finish => self.finish_parallel().map(Some),
-            Move::Halt { reason, how } => self
-                .apply(&engine::halt(0, &reason, &how))
-                .map(|e| e.or(Some(Exit::Waiting))),
-            Move::OverBudget { step, reason } => self
-                .apply(&engine::gate::over_budget(&self.view(), step, &reason))
-                .map(|e| e.or(Some(Exit::Waiting))),
-            Move::Wait => self.wait_for_people(),
-        }
     }
 
     /// The loop is no longer RUNNING (a person's edit, or a decision here that ends it): its
@@ -208,7 +147,7 @@ impl Runner {
             .parallel
             .runs
             .keys()
-            .filter_map(|n| self.start_due(*n))
+            .filter_map(|n| self.at_once.start_due(*n))
             .min()
             .unwrap_or(POLL_FALLBACK);
         let _ = self.watch.wait(due.min(POLL_FALLBACK));
@@ -235,29 +174,11 @@ impl Runner {
         if m.status != Status::Running || self.schedule(&m) != [Move::Wait] {
             return Ok(None);
         }
-        let halts = self.halted_steps(&m);
+        let halts = self.at_once.halted_steps(&m);
         let t = engine::parallel::waiting(&m, &halts);
         let exit = self.apply(&t)?;
         drop(held);
         Ok(exit.or(Some(Exit::Waiting)))
-    }
-
-    /// This loop runs one step of a parallel loop (`PARENT`) and its runner is about to end:
-    /// the parallel loop, should its runner have died meanwhile, comes back to merge this step
-    /// (as a step's supervisor revives a runner that died while it ran).
-    pub(super) fn revive_parent(&self) {
-        let Some(parent) = self.view().parent.clone() else {
-            return;
-        };
-        if !super::revive::by_steps() {
-            return;
-        }
-        let by = format!("the loop of one of its steps ({})", self.file.display());
-        if let Err(e) = super::revive::revive(Path::new(&parent), &by) {
-            self.voice.say(&format!(
-                "revive: the parallel loop {parent} could not be revived: {e}"
-            ));
-        }
     }
 
     /// A stop: every step's loop is stopped, then this one.

@@ -4,14 +4,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::super::Runner;
+use super::at_once::AtOnce;
 use crate::engine::parallel::{Observed, Seen};
 use crate::m1::{GateState, M1, ParallelRun, Status, StepState};
 
-impl Runner {
+impl AtOnce {
     /// Each recorded step's loop, as it stands.
     pub(super) fn observe_steps(&self, m: &M1) -> BTreeMap<u32, Observed> {
-        let me = m.loop_id.clone().unwrap_or_else(|| self.loop_id.clone());
+        let me = self.id(m);
         m.parallel
             .runs
             .iter()
@@ -45,7 +45,7 @@ fn observe(parent: &Path, parent_id: &str, n: u32, run: &ParallelRun) -> Observe
     if !file.exists() || !worktree_made {
         return Observed::new(Seen::Unmade);
     }
-    let driven = super::super::lock::holder(file).is_some();
+    let driven = crate::runner::lock::holder(file).is_some();
     let child = match crate::m1::load(file) {
         Ok(doc) => doc.view(),
         // Being written by its runner, or broken by a hand edit there: its runner says which.

@@ -1,66 +1,86 @@
 //! Starting, carrying on, stopping and taking down the loops of steps that run at once: each
 //! write point in the order a crash can cut it (record, worktree, loop, runner), each made
-//! only if not made already.
+//! only if not made already. The record of each is the runner's: it writes it before (or
+//! after) what is done here, from what these hand back.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use chrono::Utc;
 
-use super::super::Runner;
+use super::at_once::AtOnce;
 use super::git;
-use crate::engine::{self, parallel::RunNames};
-use crate::exit::Status as Exit;
+use crate::engine::parallel::{Landed, RunNames};
 use crate::layout::Layout;
-use crate::m1::keys::{AgentKey, LimitKey, ParallelKey, RunKey, Top};
-use crate::m1::{Document, Edit, KeyPath, M1, StepState, Store};
+use crate::m1::{M1, Store};
+use crate::runner::voice::Voice;
+use crate::runner::{crash, lock, start, stop};
 
-impl Runner {
-    /// The loop's identity, as its steps' loops are bound to it.
-    pub(super) fn parallel_id(&self) -> String {
-        self.view()
-            .loop_id
-            .clone()
-            .unwrap_or_else(|| self.loop_id.clone())
+/// What became of step `n`'s loop, asked to run on.
+#[derive(Debug)]
+pub(super) enum RunOn {
+    /// Its runner was started (or one drives it already).
+    Started,
+    /// It was started [`MAX_STARTS`] times and ended each time, its step unfinished; `out` is
+    /// what its runners printed.
+    TooOften { out: PathBuf },
+    /// Its runner ended at once, its loop as it was: why (what it printed).
+    CannotStart(String),
+}
+
+impl AtOnce {
+    /// The integration branch `m` records, made again from its base if it is gone; `None`
+    /// when `m` records none yet.
+    pub(super) fn integration_of(&self, m: &M1) -> crate::error::Result<Option<String>> {
+        let Some(b) = m.parallel.branch.clone() else {
+            return Ok(None);
+        };
+        if git::commit_of(&self.workdir, &format!("refs/heads/{b}")).is_none() {
+            let base = m.parallel.base.clone().unwrap_or_default();
+            git::run(&self.workdir, &["branch", &b, &base]).map_err(anyhow::Error::msg)?;
+        }
+        Ok(Some(b))
     }
 
-    /// The integration branch, made (and recorded first) when the loop has none yet.
-    pub(super) fn integration(&mut self) -> crate::error::Result<String> {
-        let m = self.view();
-        if let Some(b) = m.parallel.branch.clone() {
-            if git::commit_of(&self.workdir, &format!("refs/heads/{b}")).is_none() {
-                let base = m.parallel.base.clone().unwrap_or_default();
-                git::run(&self.workdir, &["branch", &b, &base]).map_err(anyhow::Error::msg)?;
-            }
-            return Ok(b);
-        }
+    /// A new integration branch's name and base (the project's `HEAD`), to be recorded before
+    /// it is made ([`AtOnce::branch_off`]).
+    pub(super) fn new_integration(&self, m: &M1) -> crate::error::Result<(String, String)> {
         let base = git::commit_of(&self.workdir, "HEAD").ok_or_else(|| {
             anyhow::anyhow!(
                 "{} has no commit to branch from: commit once, then `loop resume`",
                 self.workdir.display()
             )
         })?;
-        let branch = format!("loop/{}", self.parallel_id());
-        self.commit(&[
-            ParallelKey::Branch.set(branch.clone()),
-            ParallelKey::Base.set(base.clone()),
-        ])?;
-        git::run(&self.workdir, &["branch", &branch, &base]).map_err(anyhow::Error::msg)?;
-        self.voice.say(&format!(
+        Ok((format!("loop/{}", self.id(m)), base))
+    }
+
+    /// Makes the integration branch `branch` at `base`.
+    pub(super) fn branch_off(
+        &self,
+        branch: &str,
+        base: &str,
+        voice: &Voice,
+    ) -> crate::error::Result<()> {
+        git::run(&self.workdir, &["branch", branch, base]).map_err(anyhow::Error::msg)?;
+        voice.say(&format!(
             "parallel: integration branch {branch} from {}",
-            git::short(&base)
+            git::short(base)
         ));
-        Ok(branch)
+        Ok(())
     }
 
     /// Where step `n` runs: as recorded, or, for a new start, names nothing else uses (a
     /// later start of the same step while an earlier one's worktree or branch is kept gets
     /// the next number).
-    fn names_for(&self, m: &M1, n: u32, integration: &str) -> crate::error::Result<RunNames> {
+    pub(super) fn names_for(
+        &self,
+        m: &M1,
+        n: u32,
+        integration: &str,
+    ) -> crate::error::Result<RunNames> {
         let run = m.parallel.runs.get(&n).cloned().unwrap_or_default();
         let layout = Layout::dir(&self.state_dir);
-        let id = self.parallel_id();
+        let id = self.id(m);
         let abs = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
         let free = |k: u32| {
             let branch = match k {
@@ -94,291 +114,107 @@ impl Runner {
         })
     }
 
-    /// Starts step `n`: its record first, then its worktree, then its loop, then its runner.
-    /// What git cannot do with the record (a hand-written base it does not have) halts the
-    /// loop, naming the record: never an error with nobody driving.
-    pub(super) fn start_step(&mut self, n: u32) -> crate::error::Result<Option<Exit>> {
-        let integration = self.integration()?;
-        let m = self.view();
-        let names = self.names_for(&m, n, &integration)?;
-        if !m.parallel.runs.contains_key(&n) || m.parallel.runs[&n].loop_file.is_none() {
-            self.apply(&engine::parallel::recorded(n, &names))?;
-        }
-        super::super::crash::point("parallel-after-record");
+    /// Starts step `n`, recorded as `names`: its worktree, then its loop (written with
+    /// `text`, where it is not there yet), then its runner. `Ok(Err(why))`: git cannot make the
+    /// worktree the record names (a hand-written base it does not have).
+    pub(super) fn start(
+        &self,
+        names: &RunNames,
+        text: &dyn Fn(&Path) -> crate::error::Result<String>,
+    ) -> crate::error::Result<Result<(), String>> {
+        crash::point("parallel-after-record");
         let worktree = PathBuf::from(&names.worktree);
         if let Some(parent) = worktree.parent() {
             crate::dirs::create_state_dir(parent)
                 .with_context(|| format!("while creating {}", parent.display()))?;
         }
         if let Err(why) = git::worktree(&self.workdir, &worktree, &names.branch, &names.base) {
-            let t = engine::halt(
-                0,
-                &format!(
-                    "step {n}'s worktree cannot be made from its record PARALLEL.STEP_{n}: {why}"
-                ),
-                &format!(
-                    "fix or remove PARALLEL.STEP_{n} in M1.md (its WORKTREE, BRANCH and BASE), \
-                     then `loop resume`"
-                ),
-            );
-            return self.apply(&t).map(|e| e.or(Some(Exit::Waiting)));
+            return Ok(Err(why));
         }
-        super::super::crash::point("parallel-after-worktree");
+        crash::point("parallel-after-worktree");
         let loop_file = PathBuf::from(&names.loop_file);
         if !loop_file.exists() {
-            let text = self.step_loop_text(&self.view(), n, &worktree)?;
+            let text = text(&worktree)?;
             let dir = loop_file.parent().unwrap_or(Path::new("."));
             crate::dirs::create_state_dir(dir)
                 .with_context(|| format!("while creating {}", dir.display()))?;
             Store::create(&loop_file, &text)?;
         }
-        super::super::crash::point("parallel-after-step-loop");
+        crash::point("parallel-after-step-loop");
         spawn_runner(&loop_file)?;
-        super::super::crash::point("parallel-after-spawn");
-        Ok(None)
+        crash::point("parallel-after-spawn");
+        Ok(Ok(()))
     }
 
-    /// The `M1.md` of step `n`'s own loop, working in `worktree` (see
-    /// [`engine::parallel::step_loop`]).
-    fn step_loop_text(&self, m: &M1, n: u32, worktree: &Path) -> crate::error::Result<String> {
+    /// The `M1.md` of step `n`'s own loop, working in `worktree`, for the loop `m`: `runs_with`
+    /// gives each inherited key's text as this loop runs with it (see
+    /// [`crate::engine::parallel::step_loop`]).
+    pub(super) fn step_loop_text(
+        &self,
+        m: &M1,
+        n: u32,
+        worktree: &Path,
+        max_steps: u32,
+        runs_with: &dyn Fn(&crate::m1::KeyPath) -> Option<String>,
+    ) -> crate::error::Result<String> {
         let parent = std::path::absolute(&self.file)
             .unwrap_or_else(|_| self.file.clone())
             .display()
             .to_string();
-        let spec = engine::parallel::StepLoop {
+        let spec = crate::engine::parallel::StepLoop {
             step: n,
             worktree: &worktree.display().to_string(),
             parent_file: &parent,
-            parent_id: &self.parallel_id(),
-            loop_id: &super::super::start::new_loop_id(),
+            parent_id: &self.id(m),
+            loop_id: &start::new_loop_id(),
             started_at: &Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            max_steps: self.settings.caps(m).max_steps,
+            max_steps,
         };
-        let resolved = self.runs_with(m);
-        let runs_with = |p: &crate::m1::KeyPath| match resolved.get(p) {
-            Some(v) => v.clone(),
-            None => self.record.doc().get_at(p),
-        };
-        let edits = engine::parallel::step_loop(m, &spec, &runs_with);
-        let mut doc = Document::parse(super::super::start::TEMPLATE)
-            .map_err(|e| anyhow::anyhow!("templates/M1.md: {e}"))?;
-        for e in &edits {
-            doc.apply(e);
-        }
-        Ok(doc.render())
+        let edits = crate::engine::parallel::step_loop(m, &spec, runs_with);
+        Ok(start::new_text(&edits)?)
     }
 
-    /// What this loop runs with, resolved as its own runs are (M1.md, else the environment,
-    /// `loop.yaml`, the defaults): each `LIMITS:` and `AGENT:` setting a step's loop inherits
-    /// and that is resolved beyond the file, with `None` for one it runs without. A step's
-    /// loop is written with these, never with its template's defaults: it has no `loop.yaml`
-    /// of its own, and a default `PROGRAM: claude` in place of the agent `LOOP_AGENT` names
-    /// could not start.
-    fn runs_with(&self, m: &M1) -> BTreeMap<KeyPath, Option<String>> {
-        use crate::m1::typed;
-        let exact = crate::duration::exact;
-        let agent = self.settings.agent_for(m);
-        let caps = self.settings.caps(m);
-        let sandbox = self.settings.sandbox(m);
-        let list = |v: &[String]| (!v.is_empty()).then(|| v.join(", "));
-        let tools = (!agent.allowed_tools.is_empty()
-            || crate::agent::backend_for(agent.backend)
-                .default_allowed_tools()
-                .is_some())
-        .then(|| typed::format_tools(&agent.allowed_tools));
-        let mut v: BTreeMap<KeyPath, Option<String>> = BTreeMap::new();
-        for (k, value) in [
-            (AgentKey::Program, Some(agent.program.clone())),
-            (AgentKey::Backend, Some(agent.backend.as_str().to_owned())),
-            (
-                AgentKey::PermissionMode,
-                agent.permission_mode.map(|p| p.as_str().to_owned()),
-            ),
-            (AgentKey::AllowedTools, tools),
-            (AgentKey::Model, agent.model.clone()),
-            (AgentKey::MaxTurns, agent.max_turns.map(|n| n.to_string())),
-            (
-                AgentKey::MaxBudgetUsd,
-                agent.max_budget_usd.map(|n| n.to_string()),
-            ),
-            (
-                AgentKey::ExtraArgs,
-                (!agent.extra_args.is_empty()).then(|| typed::format_args(&agent.extra_args)),
-            ),
-            (AgentKey::Sandbox, Some(sandbox.mode.as_str().to_owned())),
-        ] {
-            v.insert(k.path(), value);
-        }
-        for (k, items) in sandbox.lists() {
-            v.insert(k.path(), list(items));
-        }
-        for (k, value) in [
-            (LimitKey::MaxRetries, Some(caps.max_retries.to_string())),
-            (LimitKey::StepTimeout, Some(exact(caps.step_timeout))),
-            (LimitKey::IdleTimeout, caps.idle_timeout.map(exact)),
-            // Written as the exact durations above.
-            (LimitKey::StepTimeoutMin, None),
-            (LimitKey::IdleTimeoutMin, None),
-            (LimitKey::MaxRestarts, Some(caps.max_restarts.to_string())),
-            (
-                LimitKey::ContextThreshold,
-                Some(caps.context_threshold.to_string()),
-            ),
-            (LimitKey::MaxSession, caps.max_session.map(exact)),
-            (LimitKey::MaxRetakes, Some(caps.max_retakes.to_string())),
-        ] {
-            v.insert(k.path(), value);
-        }
-        if let Some((_, after)) = caps.fallback {
-            v.insert(LimitKey::FallbackAfter.path(), Some(exact(after)));
-        }
-        if let Some(verify) = self.settings.verify(m) {
-            v.insert(Top::Verify.path(), Some(verify));
-        }
-        v
-    }
-
-    /// The loop at step `n`'s path is not its own: set aside (renamed, never removed), so the
-    /// step starts a loop of its own there.
-    pub(super) fn set_aside(&mut self, n: u32) -> crate::error::Result<()> {
-        let m = self.view();
-        let Some(file) = m.parallel.runs.get(&n).and_then(|r| r.loop_file.clone()) else {
-            return Ok(());
-        };
-        let dir = Path::new(&file)
-            .parent()
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
-        let aside = dir.with_extension(format!("set-aside-{}", Utc::now().format("%Y%m%dT%H%M%S")));
-        std::fs::rename(&dir, &aside)
-            .with_context(|| format!("while setting {} aside", dir.display()))?;
-        self.voice.say(&format!(
-            "parallel: the loop at step {n}'s path ({}) is not this loop's; set aside as {}, \
-             and step {n} starts a loop of its own",
-            dir.display(),
-            aside.display()
-        ));
-        Ok(())
-    }
-
-    /// Step `n`'s loop runs on: the mark that it was stopped (or waited) with this loop goes
-    /// first, then its runner starts. A runner that ends at once, its loop as it was, could not
-    /// start: this loop halts saying why (what it printed), once, and starts it no more. Each
-    /// start after the first waits longer ([`backoff`]), and past [`MAX_STARTS`] without a
-    /// person's word this loop halts too: a step's loop is never started again and again.
-    pub(super) fn drive_step(&mut self, n: u32) -> crate::error::Result<Option<Exit>> {
-        let m = self.view();
-        let Some(run) = m.parallel.runs.get(&n) else {
-            return Ok(None);
-        };
-        if run.stopped {
-            self.commit(&[RunKey::Stopped.remove(n)])?;
-            // A person's `loop resume`: the count begins again.
-            self.at_once.restarts.remove(&n);
-        }
-        let Some(f) = run.loop_file.clone() else {
-            return Ok(None);
-        };
-        let file = Path::new(&f);
+    /// Step `n`'s loop at `file` runs on: its runner starts. A runner that ends at once, its
+    /// loop as it was, could not start (what it printed says why), and it is started no more
+    /// until a person's word. Each start after the first waits longer ([`backoff`]), and past
+    /// [`MAX_STARTS`] it is not started: a step's loop is never started again and again.
+    pub(super) fn run_on(
+        &mut self,
+        n: u32,
+        file: &Path,
+        voice: &Voice,
+    ) -> crate::error::Result<RunOn> {
         let out = Layout::of(file).runner_out();
-        let count = self.at_once.restarts.get(&n).map_or(0, |r| r.count) + 1;
+        let count = self.restarts.get(&n).map_or(0, |r| r.count) + 1;
         if count > MAX_STARTS {
-            self.at_once.restarts.remove(&n);
-            let t = engine::halt(
-                0,
-                &format!(
-                    "step {n}'s loop was started {MAX_STARTS} times, and its runner ended each \
-                     time with the step unfinished"
-                ),
-                &format!(
-                    "read what it printed ({}) and its log, fix what ends it, then `loop resume`",
-                    out.display()
-                ),
-            );
-            return self.apply(&t).map(|e| e.or(Some(Exit::Waiting)));
+            self.restarts.remove(&n);
+            return Ok(RunOn::TooOften { out });
         }
-        self.voice
-            .say(&format!("parallel: step {n}'s loop runs on"));
+        voice.say(&format!("parallel: step {n}'s loop runs on"));
         let text = std::fs::read_to_string(file).unwrap_or_default();
         let printed_before = std::fs::metadata(&out).map_or(0, |md| md.len());
         let spawned = spawn_runner_seen(file)?;
         if let Spawned::Ended(status) = spawned
             && !status.success()
-            && super::super::lock::holder(file).is_none()
+            && lock::holder(file).is_none()
             && std::fs::read_to_string(file).unwrap_or_default() == text
         {
-            self.at_once.restarts.remove(&n);
+            self.restarts.remove(&n);
             let said = printed_since(&out, printed_before);
-            let why = if said.is_empty() {
+            return Ok(RunOn::CannotStart(if said.is_empty() {
                 format!("its runner exited at once ({status}) and printed nothing")
             } else {
                 crate::text::one_line(&said, 400)
-            };
-            let t = engine::halt(
-                0,
-                &format!("step {n}'s loop cannot start: {why}"),
-                &format!(
-                    "fix what it says (in {f} or this loop's environment), then `loop resume`"
-                ),
-            );
-            return self.apply(&t).map(|e| e.or(Some(Exit::Waiting)));
+            }));
         }
         let due = std::time::Instant::now() + backoff(count);
-        self.at_once.restarts.insert(n, Restarts { count, due });
-        Ok(None)
-    }
-
-    /// How long until step `n`'s loop may be started again; `None`: it may be now.
-    pub(super) fn start_due(&self, n: u32) -> Option<std::time::Duration> {
-        let r = self.at_once.restarts.get(&n)?;
-        r.due.checked_duration_since(std::time::Instant::now())
-    }
-
-    /// Stops every step's loop that runs (marking each first, so that `loop resume` carries
-    /// it on); the steps stopped.
-    pub(super) fn stop_steps(&mut self, m: &M1) -> Vec<u32> {
-        let running: Vec<(u32, String)> = m
-            .parallel
-            .runs
-            .iter()
-            .filter(|(_, r)| r.merged.is_none())
-            .filter_map(|(n, r)| Some((*n, r.loop_file.clone()?)))
-            .collect();
-        let marks: Vec<Edit> = running
-            .iter()
-            .map(|(n, _)| RunKey::Stopped.set(*n, "true"))
-            .collect();
-        if let Err(e) = self.commit(&marks) {
-            self.voice.say(&format!(
-                "parallel: the stop marks could not be written: {e}"
-            ));
-        }
-        for (_, f) in &running {
-            if Path::new(f).exists() && super::super::lock::holder(Path::new(f)).is_some() {
-                let _ = super::super::stop::stop(Path::new(f), false);
-            }
-        }
-        running.into_iter().map(|(n, _)| n).collect()
-    }
-
-    /// Step `n`'s loop FAILED: this loop fails at it, and the steps that run stop with it.
-    pub(super) fn fail_at(&mut self, n: u32, reason: &str) -> crate::error::Result<Option<Exit>> {
-        let m = self.view();
-        let others: Vec<u32> = self
-            .stop_steps(&m)
-            .into_iter()
-            .filter(|s| *s != n)
-            .collect();
-        let run = m.parallel.runs.get(&n).cloned().unwrap_or_default();
-        let child = super::merge::child_result(run.loop_file.as_deref(), n);
-        let t = engine::parallel::failed(n, reason, &others, &child);
-        self.apply(&t).map(|e| e.or(Some(Exit::Failed)))
+        self.restarts.insert(n, Restarts { count, due });
+        Ok(RunOn::Started)
     }
 
     /// Step `n` is merged: its worktree and branch go if the integration branch holds their
-    /// work (else they are kept, and said), then its record.
-    pub(super) fn clean_up_step(&mut self, n: u32) -> crate::error::Result<()> {
-        let m = self.view();
+    /// work (else they are kept, and said). Its record is the runner's to remove.
+    pub(super) fn clean_up(&self, m: &M1, n: u32, voice: &Voice) {
         let run = m.parallel.runs.get(&n).cloned().unwrap_or_default();
         let integration = m.parallel.branch.clone().unwrap_or_default();
         let wt = PathBuf::from(run.worktree.clone().unwrap_or_default());
@@ -386,30 +222,27 @@ impl Runner {
         let branch_there = git::commit_of(&self.workdir, &format!("refs/heads/{branch}")).is_some();
         if branch_there || wt.join(".git").exists() {
             match git::remove(&self.workdir, &wt, &branch, &integration) {
-                Ok(()) => self.voice.say(&format!(
+                Ok(()) => voice.say(&format!(
                     "parallel: step {n}'s worktree and {branch} removed"
                 )),
-                Err(why) => self.voice.say(&format!(
+                Err(why) => voice.say(&format!(
                     "parallel: step {n}'s worktree {} and {branch} are kept: {why}",
                     wt.display()
                 )),
             }
         }
-        super::super::crash::point("parallel-after-cleanup");
-        self.commit(&[Edit::Remove(crate::m1::keys::run_block(n))])
+        crash::point("parallel-after-cleanup");
     }
 
-    /// Step `n` is SKIPPED (there, by a decision here, or by hand), or was set DONE by hand
-    /// before it was merged, which it stays: its loop stops if it runs,
-    /// what its agent left is committed on its branch, which is kept if it holds work the
-    /// integration branch lacks; its worktree and its record go.
-    pub(super) fn drop_step(&mut self, n: u32) -> crate::error::Result<()> {
-        let m = self.view();
+    /// Step `n` is dropped (SKIPPED, or set DONE by hand before it was merged): its loop stops
+    /// if it runs, what its agent left is committed on its branch, which is kept if it holds
+    /// work the integration branch lacks, and its worktree goes. `true`: the branch is kept.
+    pub(super) fn take_down(&self, m: &M1, n: u32, voice: &Voice) -> bool {
         let run = m.parallel.runs.get(&n).cloned().unwrap_or_default();
         if let Some(f) = run.loop_file.as_deref()
-            && super::super::lock::holder(Path::new(f)).is_some()
+            && lock::holder(Path::new(f)).is_some()
         {
-            let _ = super::super::stop::stop(Path::new(f), false);
+            let _ = stop::stop(Path::new(f), false);
         }
         let integration = m.parallel.branch.clone().unwrap_or_default();
         let wt = PathBuf::from(run.worktree.clone().unwrap_or_default());
@@ -429,7 +262,7 @@ impl Runner {
                 &["worktree", "remove", "--force", &wt.display().to_string()],
             )
         {
-            self.voice.say(&format!(
+            voice.say(&format!(
                 "parallel: step {n}'s worktree {} is kept: {why}",
                 wt.display()
             ));
@@ -437,16 +270,12 @@ impl Runner {
         if has_branch && !kept {
             let _ = git::run(&self.workdir, &["branch", "-D", &branch]);
         }
-        let done_by_hand = engine::by_hand::closed_while_running(&m, n) == Some(StepState::Done);
-        let child = super::merge::child_result(run.loop_file.as_deref(), n);
-        let t = engine::parallel::dropped(n, done_by_hand, kept.then_some(branch.as_str()), &child);
-        self.apply(&t).map(drop)
+        kept
     }
 
-    /// Worktrees of the loop's steps that M1.md does not name (a hand edit can make one): said,
+    /// Worktrees of the loop's steps that `m` does not name (a hand edit can make one): said,
     /// never removed.
-    pub(super) fn reconcile_worktrees(&self) {
-        let m = self.view();
+    pub(super) fn reconcile_worktrees(&self, m: &M1, voice: &Voice) {
         let Some(integration) = m.parallel.branch.clone() else {
             return;
         };
@@ -466,7 +295,7 @@ impl Runner {
                 && b.starts_with(&format!("{integration}-step-"))
                 && !known.contains(&b)
             {
-                self.voice.say(&format!(
+                voice.say(&format!(
                     "parallel: worktree {path} on {b} is not in M1.md: kept as it is (`git \
                      worktree remove {path}` once you know it holds nothing you need)"
                 ));
@@ -475,17 +304,15 @@ impl Runner {
     }
 
     /// Every step is DONE or SKIPPED and none is in flight: the project's checkout gets the
-    /// result if it is still where the integration branch began (else the loop says which
-    /// branch holds it), the merge worktree and the integration branch go, then DONE. Each
-    /// part is done again or found done after a crash.
-    pub(super) fn finish_parallel(&mut self) -> crate::error::Result<Exit> {
-        super::super::crash::point("parallel-before-finish");
-        let m = self.view();
+    /// result if it is still where the integration branch began ([`AtOnce::land`]), and the
+    /// merge worktree goes. Each part is done again or found done after a crash.
+    pub(super) fn finish(&self, m: &M1) -> Landed {
+        crash::point("parallel-before-finish");
         let landed = match (m.parallel.branch.clone(), m.parallel.base.clone()) {
             (Some(branch), Some(base)) => self.land(&branch, &base),
-            _ => engine::parallel::Landed::Nothing,
+            _ => Landed::Nothing,
         };
-        let merge = Layout::dir(&self.state_dir).merge_worktree(&self.parallel_id());
+        let merge = Layout::dir(&self.state_dir).merge_worktree(&self.id(m));
         if merge.exists() {
             let _ = git::run(
                 &self.workdir,
@@ -498,21 +325,13 @@ impl Runner {
             );
         }
         let _ = git::run(&self.workdir, &["worktree", "prune"]);
-        super::super::crash::point("parallel-after-finish");
-        self.watch.set_step_dirs(&[]);
-        let m = self.view();
-        let t = engine::parallel::finished(&m, &landed);
-        self.tell_done(&t.edits);
-        self.commit(&t.edits)?;
-        self.voice.say(&t.log);
-        self.carry_out(&m, &t.effects);
-        Ok(Exit::Ok)
+        crash::point("parallel-after-finish");
+        landed
     }
 
     /// The integration branch `branch`, begun at `base`, into the project: fast-forwarded (or
     /// found so after a crash), the branch then removed; else where it is, and why.
-    fn land(&self, branch: &str, base: &str) -> engine::parallel::Landed {
-        use engine::parallel::Landed;
+    fn land(&self, branch: &str, base: &str) -> Landed {
         let Some(tip) = git::commit_of(&self.workdir, &format!("refs/heads/{branch}")) else {
             // Removed after a fast-forward a crash cut short of the DONE write.
             return Landed::InProject;
@@ -537,16 +356,26 @@ impl Runner {
     }
 }
 
+/// The loops of `m`'s steps that are not merged yet: each step, and its M1.md.
+pub(super) fn unmerged(m: &M1) -> Vec<(u32, String)> {
+    m.parallel
+        .runs
+        .iter()
+        .filter(|(_, r)| r.merged.is_none())
+        .filter_map(|(n, r)| Some((*n, r.loop_file.clone()?)))
+        .collect()
+}
+
 /// Starts of a step's loop by one runner of this loop, without a person's `loop resume`
 /// between them, before it halts: its runner is meant to carry its step to the end, so each
 /// start after the first is one that ended early (it died, or was killed).
-const MAX_STARTS: u32 = 5;
+pub(super) const MAX_STARTS: u32 = 5;
 
 /// A step's loop this runner started: how often, and when the next start may be.
 #[derive(Debug, Clone)]
-pub(crate) struct Restarts {
+pub(super) struct Restarts {
     count: u32,
-    due: std::time::Instant,
+    pub(super) due: std::time::Instant,
 }
 
 /// The wait before the start after the `count`-th: 250 ms, doubled each time, at most 8 s.
@@ -590,16 +419,16 @@ pub(super) fn spawn_runner(file: &Path) -> crate::error::Result<()> {
 
 /// [`spawn_runner`], saying whether the runner ended before it held the loop.
 fn spawn_runner_seen(file: &Path) -> crate::error::Result<Spawned> {
-    if super::super::lock::holder(file).is_some() {
+    if lock::holder(file).is_some() {
         return Ok(Spawned::Running);
     }
-    let mut child = super::super::start::background_runner(file)?
+    let mut child = start::background_runner(file)?
         .spawn()
         .context("while starting a step's runner")?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let mut seen = Spawned::Running;
     while std::time::Instant::now() < deadline {
-        if super::super::lock::holder(file).is_some() {
+        if lock::holder(file).is_some() {
             break;
         }
         if let Some(status) = child.try_wait().ok().flatten() {
@@ -610,4 +439,36 @@ fn spawn_runner_seen(file: &Path) -> crate::error::Result<Spawned> {
     }
     drop(child);
     Ok(seen)
+}
+
+/// The loop at step `n`'s path is not its own: set aside (renamed, never removed), so the
+/// step starts a loop of its own there.
+pub(super) fn set_aside(m: &M1, n: u32, voice: &Voice) -> crate::error::Result<()> {
+    let Some(file) = m.parallel.runs.get(&n).and_then(|r| r.loop_file.clone()) else {
+        return Ok(());
+    };
+    let dir = Path::new(&file)
+        .parent()
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let aside = dir.with_extension(format!("set-aside-{}", Utc::now().format("%Y%m%dT%H%M%S")));
+    std::fs::rename(&dir, &aside)
+        .with_context(|| format!("while setting {} aside", dir.display()))?;
+    voice.say(&format!(
+        "parallel: the loop at step {n}'s path ({}) is not this loop's; set aside as {}, \
+         and step {n} starts a loop of its own",
+        dir.display(),
+        aside.display()
+    ));
+    Ok(())
+}
+
+/// Stops the loops `running` (step, M1.md) whose runners run.
+pub(super) fn stop_loops(running: &[(u32, String)]) {
+    for (_, f) in running {
+        let f = Path::new(f);
+        if f.exists() && lock::holder(f).is_some() {
+            let _ = stop::stop(f, false);
+        }
+    }
 }

@@ -5,6 +5,7 @@
 //! environment, `loop.yaml` and defaults. So a detached, resumed or revived runner runs exactly
 //! what the file says, and a hand edit takes effect at the next decision.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -16,9 +17,9 @@ pub(crate) use layer::{FileSettings, Layer};
 use crate::agent::AgentConfig;
 use crate::engine::Caps;
 use crate::error::Error;
-use crate::m1::keys::AgentKey;
+use crate::m1::keys::{AgentKey, LimitKey, Top};
 use crate::m1::settings::{AgentKind, DEFAULTS, PermissionMode, SandboxMode};
-use crate::m1::{Document, Error as M1Error, Errors, M1};
+use crate::m1::{Document, Error as M1Error, Errors, KeyPath, M1};
 
 /// Values given on the command line of `loop start` (written into the new M1.md): its flags
 /// of settings, each one's help followed by where else the setting is given (from the
@@ -196,6 +197,76 @@ fn default_tools(backend: AgentKind) -> Vec<String> {
         .iter()
         .map(|s| (*s).to_string())
         .collect()
+}
+
+/// What a loop runs with, as M1.md writes it: the text of each `LIMITS:` and `AGENT:` setting
+/// that `agent`, `caps` and `sandbox` resolve, `None` for one it runs without (its key left
+/// out). One table for both loops that are written from settings: a new loop (`loop start`)
+/// and a step's own loop, which inherits the settings the table (`m1/settings.rs`) says it
+/// does.
+#[must_use]
+pub(crate) fn as_written(
+    agent: &AgentConfig,
+    caps: &Caps,
+    sandbox: &SandboxSettings,
+) -> BTreeMap<KeyPath, Option<String>> {
+    use crate::m1::typed;
+    let exact = crate::duration::exact;
+    let list = |v: &[String]| (!v.is_empty()).then(|| v.join(", "));
+    let tools = (!agent.allowed_tools.is_empty()
+        || crate::agent::backend_for(agent.backend)
+            .default_allowed_tools()
+            .is_some())
+    .then(|| typed::format_tools(&agent.allowed_tools));
+    let mut v: BTreeMap<KeyPath, Option<String>> = BTreeMap::new();
+    for (k, value) in [
+        (AgentKey::Program, Some(agent.program.clone())),
+        (AgentKey::Backend, Some(agent.backend.as_str().to_owned())),
+        (
+            AgentKey::PermissionMode,
+            agent.permission_mode.map(|p| p.as_str().to_owned()),
+        ),
+        (AgentKey::AllowedTools, tools),
+        (AgentKey::Model, agent.model.clone()),
+        (AgentKey::MaxTurns, agent.max_turns.map(|n| n.to_string())),
+        (
+            AgentKey::MaxBudgetUsd,
+            agent.max_budget_usd.map(|n| n.to_string()),
+        ),
+        (
+            AgentKey::ExtraArgs,
+            (!agent.extra_args.is_empty()).then(|| typed::format_args(&agent.extra_args)),
+        ),
+        (AgentKey::Sandbox, Some(sandbox.mode.as_str().to_owned())),
+    ] {
+        v.insert(k.path(), value);
+    }
+    for (k, items) in sandbox.lists() {
+        v.insert(k.path(), list(items));
+    }
+    for (k, value) in [
+        (LimitKey::MaxRetries, Some(caps.max_retries.to_string())),
+        (LimitKey::MaxSteps, Some(caps.max_steps.to_string())),
+        (LimitKey::StepTimeout, Some(exact(caps.step_timeout))),
+        (LimitKey::IdleTimeout, caps.idle_timeout.map(exact)),
+        (
+            LimitKey::MaxCostUsd,
+            caps.max_cost_usd.map(|n| n.to_string()),
+        ),
+        (LimitKey::MaxRestarts, Some(caps.max_restarts.to_string())),
+        (
+            LimitKey::ContextThreshold,
+            Some(caps.context_threshold.to_string()),
+        ),
+        (LimitKey::MaxSession, caps.max_session.map(exact)),
+        (LimitKey::MaxRetakes, Some(caps.max_retakes.to_string())),
+    ] {
+        v.insert(k.path(), value);
+    }
+    if let Some((_, after)) = &caps.fallback {
+        v.insert(LimitKey::FallbackAfter.path(), Some(exact(*after)));
+    }
+    v
 }
 
 /// The program of `backend` when it is not the loop's own (a reviewer's, a fallback's):
@@ -452,6 +523,29 @@ impl Settings {
     #[must_use]
     pub(crate) fn caps_for_new(&self) -> Caps {
         caps_of(&self.new)
+    }
+
+    /// What a new loop runs with, as its M1.md writes it (see [`as_written`]).
+    #[must_use]
+    pub(crate) fn written_for_new(&self) -> BTreeMap<KeyPath, Option<String>> {
+        as_written(&self.agent, &self.caps_for_new(), &self.sandbox_for_new())
+    }
+
+    /// What the loop `m` runs with, resolved as its own runs are (M1.md, else the
+    /// environment, `loop.yaml`, the defaults), as M1.md writes it (see [`as_written`]), with
+    /// its VERIFY: what a step's loop inherits is written with these, never with its
+    /// template's defaults. It has no `loop.yaml` of its own, and a default `PROGRAM: claude`
+    /// in place of the agent `LOOP_AGENT` names could not start.
+    #[must_use]
+    pub(crate) fn runs_with(&self, m: &M1) -> BTreeMap<KeyPath, Option<String>> {
+        let mut v = as_written(&self.agent_for(m), &self.caps(m), &self.sandbox(m));
+        // Written as the exact durations.
+        v.insert(LimitKey::StepTimeoutMin.path(), None);
+        v.insert(LimitKey::IdleTimeoutMin.path(), None);
+        if let Some(verify) = self.verify(m) {
+            v.insert(Top::Verify.path(), Some(verify));
+        }
+        v
     }
 
     /// The VERIFY command in force.
