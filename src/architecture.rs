@@ -398,7 +398,7 @@ const RUNNER_PARTS: &[(&str, &[&str])] = &[
     ),
     ("step_commit.rs", &["crash", "step_io", "voice"]),
     ("traces.rs", &["settings", "step_io", "voice"]),
-    // The parallel driver: `git`, `at_once`, `steps` and `merge` are its own (`parallel/`).
+    // The parallel driver: `at_once`, `git`, `steps`, `merge` and `tell` are its own files.
     ("parallel/at_once.rs", &["steps"]),
     (
         "parallel/steps.rs",
@@ -406,7 +406,7 @@ const RUNNER_PARTS: &[(&str, &[&str])] = &[
     ),
     (
         "parallel/merge.rs",
-        &["at_once", "git", "tell", "voice", "crash"],
+        &["at_once", "git", "steps", "tell", "voice", "crash"],
     ),
     ("parallel/observe.rs", &["at_once", "lock"]),
     (

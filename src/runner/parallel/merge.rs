@@ -144,14 +144,9 @@ fn made_nothing(run: &ParallelRun, tip: &str) -> bool {
 /// The loops of `m`'s steps that run at once and are not merged yet, each one's M1.md as it
 /// reads now, by step: what the figures of a running loop count ([`crate::engine::figures`]).
 pub(crate) fn step_loops(m: &M1) -> std::collections::BTreeMap<u32, M1> {
-    m.parallel
-        .runs
-        .iter()
-        .filter(|(_, r)| r.merged.is_none())
-        .filter_map(|(n, r)| {
-            let file = r.loop_file.as_deref()?;
-            Some((*n, crate::m1::load(Path::new(file)).ok()?.view()))
-        })
+    super::steps::unmerged(m)
+        .into_iter()
+        .filter_map(|(n, file)| Some((n, crate::m1::load(Path::new(&file)).ok()?.view())))
         .collect()
 }
 
