@@ -713,9 +713,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_loop_yaml_key_of_the_settings_table_is_read() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A `loop.yaml` that gives every setting of the table a value of its kind.
+    fn every_setting_in_yaml() -> String {
         let mut yaml = String::new();
         let mut sections: Vec<(&str, Vec<(&str, &str)>)> = Vec::new();
         for s in SETTINGS {
@@ -738,6 +737,13 @@ mod tests {
                 let _ = writeln!(yaml, "  {k}: {v}");
             }
         }
+        yaml
+    }
+
+    #[test]
+    fn every_loop_yaml_key_of_the_settings_table_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let yaml = every_setting_in_yaml();
         std::fs::write(dir.path().join("loop.yaml"), &yaml).unwrap();
         let s = Settings::load(dir.path(), Overrides::default())
             .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
@@ -752,5 +758,38 @@ mod tests {
             "{yaml}"
         );
         assert_eq!(s.sandbox_for_new().mode, SandboxMode::Off, "{yaml}");
+    }
+
+    /// A setting a new loop writes into its M1.md reads back, in a loop with no `loop.yaml` of
+    /// its own (as a step's loop is), as the same text: what the loop runs with is what its
+    /// steps' loops inherit.
+    #[test]
+    fn a_setting_written_into_a_new_loop_reads_back_as_the_same_text() {
+        let parent = tempfile::tempdir().unwrap();
+        // M1.md takes the sandbox's paths only absolute.
+        let yaml = every_setting_in_yaml()
+            .replace("sandbox_read: [a, b]", "sandbox_read: [/a, /b]")
+            .replace("sandbox_write: [a, b]", "sandbox_write: [/a, /b]");
+        std::fs::write(parent.path().join("loop.yaml"), &yaml).unwrap();
+        let new = Settings::load(parent.path(), Overrides::default()).unwrap();
+        let written = new.written_for_new();
+        let edits: Vec<crate::m1::Edit> = written
+            .iter()
+            .map(|(k, v)| match v {
+                Some(v) => crate::m1::Edit::Set(k.clone(), v.clone()),
+                None => crate::m1::Edit::Remove(k.clone()),
+            })
+            .collect();
+        let text = crate::runner::start::new_text(&edits).unwrap();
+        let m = Document::parse(&text)
+            .unwrap_or_else(|e| panic!("{e}\n{text}"))
+            .view();
+        let step = tempfile::tempdir().unwrap();
+        let runs_with = Settings::load(step.path(), Overrides::default())
+            .unwrap()
+            .runs_with(&m);
+        for (k, v) in &written {
+            assert_eq!(runs_with.get(k), Some(v), "{k:?}\n{yaml}\n{text}");
+        }
     }
 }
