@@ -51,7 +51,7 @@ impl Runner {
             Move::SendBack { step, gate } => {
                 let (t, told) = engine::parallel::sent_back_by_a_person(step, &gate);
                 self.apply(&t)?;
-                self.send_back(step, &told, &[])
+                merge::send_back(&self.view(), step, &told, &[], &self.voice).map(|()| None)
             }
             Move::CleanUp(n) => {
                 self.at_once.clean_up(&m, n, &self.voice);
@@ -361,21 +361,9 @@ impl Runner {
                     MergeOutcome::Conflict(f) => f.clone(),
                     MergeOutcome::Red(_) => Vec::new(),
                 };
-                self.send_back(n, &told, &files)
+                merge::send_back(&self.view(), n, &told, &files, &self.voice).map(|()| None)
             }
         }
-    }
-
-    /// Step `n` goes back to its session (the driver merges the integration head into its
-    /// worktree and tells its loop), told `told`; `files`: the merge's conflicts.
-    fn send_back(
-        &mut self,
-        n: u32,
-        told: &str,
-        files: &[String],
-    ) -> crate::error::Result<Option<Exit>> {
-        merge::send_back(&self.view(), n, told, files, &self.voice)?;
-        Ok(None)
     }
 
     /// The decision `choice` on gate `gate` here goes to gate `step_gate` of step `n`'s loop
