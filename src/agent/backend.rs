@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 
 use super::outcome::{Unanswered, classify_with};
+use super::output::{Dialect, Follow};
 use super::{AgentConfig, Class, ExitInfo, Invocation, Session, StreamSummary};
 
 /// A setting of the loop the backend cannot honour: the run is not started, and the person is
@@ -99,31 +100,6 @@ pub(crate) fn dollar_cap_refused(backend: &dyn Backend, capped: bool) -> Option<
               LIMITS.STEP_TIMEOUT still bound the loop)"
             .into(),
     })
-}
-
-/// A run's output read as it grows: the live line and the runner's watch read it between
-/// wake-ups.
-pub(crate) trait Follow {
-    /// Reads what was added since the last call; whether anything was.
-    fn poll(&mut self) -> bool;
-    /// What the output has said so far.
-    fn summary(&self) -> &StreamSummary;
-}
-
-/// What one backend's output events mean: each JSON object of a run's output, read into the
-/// loop's [`StreamSummary`] (the shared reader splits the lines and skips the garbage).
-pub(crate) trait Dialect: std::fmt::Debug + Send {
-    /// Reads one event into `s`.
-    fn event(&mut self, s: &mut StreamSummary, obj: &serde_json::Map<String, serde_json::Value>);
-
-    /// Whether the CLI says on stderr what the loop must know while it runs (what it is
-    /// retrying, when its stdout says nothing meanwhile).
-    fn reads_stderr(&self) -> bool {
-        false
-    }
-
-    /// Reads one line of stderr into `s` (only when [`Dialect::reads_stderr`]).
-    fn stderr_line(&mut self, _s: &mut StreamSummary, _line: &str) {}
 }
 
 /// The option of a CLI whose value says what a run may do (Claude Code's permission mode,

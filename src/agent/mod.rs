@@ -27,9 +27,10 @@ use std::path::Path;
 
 use crate::m1::settings::AgentKind;
 
-pub(crate) use backend::{Backend, Follow, Missing, OwnState};
+pub(crate) use backend::{Backend, Missing, OwnState};
 pub(crate) use backend::{Refused, dollar_cap_refused};
 pub(crate) use claude::ClaudeCode;
+pub(crate) use output::Follow;
 
 pub(crate) use claude::invocation::PERMIT_TOOL;
 pub(crate) use claude::permission::tool_of;

@@ -10,7 +10,30 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::backend::{Dialect, Follow};
+/// A run's output read as it grows: the live line and the runner's watch read it between
+/// wake-ups.
+pub(crate) trait Follow {
+    /// Reads what was added since the last call; whether anything was.
+    fn poll(&mut self) -> bool;
+    /// What the output has said so far.
+    fn summary(&self) -> &StreamSummary;
+}
+
+/// What one backend's output events mean: each JSON object of a run's output, read into the
+/// loop's [`StreamSummary`] (the shared reader splits the lines and skips the garbage).
+pub(crate) trait Dialect: std::fmt::Debug + Send {
+    /// Reads one event into `s`.
+    fn event(&mut self, s: &mut StreamSummary, obj: &serde_json::Map<String, serde_json::Value>);
+
+    /// Whether the CLI says on stderr what the loop must know while it runs (what it is
+    /// retrying, when its stdout says nothing meanwhile).
+    fn reads_stderr(&self) -> bool {
+        false
+    }
+
+    /// Reads one line of stderr into `s` (only when [`Dialect::reads_stderr`]).
+    fn stderr_line(&mut self, _s: &mut StreamSummary, _line: &str) {}
+}
 
 /// A line longer than this without a newline is dropped as garbage, so a runaway writer
 /// cannot make the reader hold unbounded memory.

@@ -10,9 +10,9 @@ pub(super) mod stream;
 use std::path::{Path, PathBuf};
 
 use super::backend::{
-    About, Backend, ContractCheck, Dialect, Missing, ModeOption, OwnRules, OwnState, Refused,
-    Steers,
+    About, Backend, ContractCheck, Missing, ModeOption, OwnRules, OwnState, Refused, Steers,
 };
+use super::output::Dialect;
 use super::{AgentConfig, Invocation, Session, StreamSummary};
 
 /// What in `~/.claude` would run or steer a later session of the person's, made as nothing

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use crate::agent::backend::Dialect;
+use crate::agent::output::Dialect;
 use crate::agent::output::{DeferredCall, RateLimitInfo, ResultEvent, StreamSummary};
 
 /// What Claude Code's events mean, with what it must remember between them.
@@ -485,7 +485,7 @@ fn as_u64_lenient(v: &Value) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::backend::Follow as _;
+    use crate::agent::output::Follow as _;
     use crate::agent::output::{Follower, StreamReader, last_activity, read_file};
     use std::path::Path;
 

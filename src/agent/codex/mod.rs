@@ -14,9 +14,9 @@ pub(super) mod stream;
 use std::path::{Path, PathBuf};
 
 use super::backend::{
-    About, Backend, ContractCheck, Dialect, ModeOption, NoFlagFor, OwnRules, OwnState, Refused,
-    Steers,
+    About, Backend, ContractCheck, ModeOption, NoFlagFor, OwnRules, OwnState, Refused, Steers,
 };
+use super::output::Dialect;
 use super::{AgentConfig, Invocation, Session, StreamSummary};
 use crate::m1::settings::PermissionMode;
 

@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use crate::agent::backend::Dialect;
+use crate::agent::output::Dialect;
 use crate::agent::output::{ResultEvent, StreamSummary};
 
 /// What Codex's events mean (each stands alone: nothing is remembered between them).

@@ -120,7 +120,7 @@ pub(crate) fn last_retry(stderr: &str) -> Option<String> {
 /// so that the runner's reason to end a run and the judgement of its end agree.
 #[must_use]
 pub(crate) fn storm(stderr: &str) -> Option<String> {
-    use crate::agent::backend::Dialect;
+    use crate::agent::output::Dialect;
     let mut dialect = super::stream::GeminiStream::default();
     let mut s = StreamSummary::default();
     for line in stderr.lines() {

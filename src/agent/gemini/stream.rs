@@ -18,7 +18,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use crate::agent::backend::Dialect;
+use crate::agent::output::Dialect;
 use crate::agent::output::{ResultEvent, StreamSummary};
 
 /// What Gemini CLI's events mean, with what it must remember between them.

@@ -157,7 +157,7 @@ fn a_run_killed_while_the_cli_retried_a_429_waits_and_one_killed_otherwise_fails
 
 #[test]
 fn a_storm_of_429s_is_seen_at_the_clis_second_retry_and_a_run_ended_in_one_is_rate_limited() {
-    use crate::agent::backend::Dialect;
+    use crate::agent::output::Dialect;
     // The three ways 0.61.0 words a retry of a 429 (`retryWithBackoff`, `logRetryAttempt`).
     let quota = "Quota exceeded for quota metric 'Generate Content API requests per minute'";
     let storms = [
