@@ -13,8 +13,9 @@ use std::path::Path;
 use chrono::Utc;
 use serde_json::json;
 
+use super::detach::detach;
 use super::settings::{Overrides, Settings};
-use super::start::{detach, must_exist, refuse_if_stopped};
+use super::start::{must_exist, refuse_if_stopped};
 use super::{RunOptions, Runner, lock, stopfile};
 use crate::engine::gate::{Decision, Request};
 use crate::error::{Error, Result};

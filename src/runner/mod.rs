@@ -4,6 +4,7 @@
 
 pub(crate) mod confine;
 mod crash;
+mod detach;
 pub(crate) mod gates;
 pub(crate) mod git;
 mod github;

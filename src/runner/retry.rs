@@ -5,8 +5,9 @@ use std::path::Path;
 
 use chrono::Utc;
 
+use super::detach::detach;
 use super::settings::{Overrides, Settings};
-use super::start::{check_agent_of, detach, prepare_to_carry_on};
+use super::start::{check_agent_of, prepare_to_carry_on};
 use super::{RunOptions, Runner, lock};
 use crate::engine;
 use crate::error::{Error, Result};

@@ -62,7 +62,7 @@ pub(crate) fn revive(file: &Path, by: &str) -> crate::error::Result<Revival> {
     if let Some((reason, how)) = crate::engine::revival::too_many(&recent, by, &state_dir) {
         return halt_storm(file, &reason, &how);
     }
-    super::start::detach(file, Some(by))?;
+    super::detach::detach(file, Some(by))?;
     Ok(Revival::Started)
 }
 

@@ -1,8 +1,6 @@
-//! `loop start`, `loop resume`, `loop stop`, and running a loop in the background.
+//! `loop start` and `loop resume`: a new loop written, a loop carried on.
 
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
@@ -647,7 +645,7 @@ pub(crate) fn start(file: &Path, req: &StartRequest, opts: &RunOptions) -> Resul
         return Ok(ExitStatus::Ok);
     }
     if req.detach {
-        return detach(file, None);
+        return super::detach::detach(file, None);
     }
     let mut runner = Runner::open(file, settings, opts)?;
     runner.watch.catch_interrupt();
@@ -754,7 +752,7 @@ pub(crate) fn resume_as(
                 super::stopfile::command_for(file)
             )));
         }
-        return detach(file, revived_by);
+        return super::detach::detach(file, revived_by);
     }
     let mut runner = Runner::open(file, settings, opts)?;
     runner.watch.catch_interrupt();
@@ -803,58 +801,6 @@ pub(crate) fn resume_as(
         super::revive::forget(file);
     }
     runner.drive_in_view()
-}
-
-/// Runs `loop resume` for `file` in the background, in its own session, and returns at once.
-/// A revival says `revived_by` whom, and prints nothing.
-/// `loop --file FILE resume --quiet`, to run in the background: no input, and its output
-/// appended to the loop's runner output file (decisions only: `loop status` shows the agent's
-/// activity).
-///
-/// # Errors
-/// The loop binary cannot be found, or the output file cannot be opened.
-pub(super) fn background_runner(file: &Path) -> Result<Command> {
-    let exe = std::env::current_exe().context("while finding the loop binary")?;
-    let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
-    let out_path = crate::layout::Layout::of(file).runner_out();
-    let out = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&out_path)
-        .with_context(|| format!("while opening {}", out_path.display()))?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("--file")
-        .arg(&abs)
-        .arg("resume")
-        .arg("--quiet")
-        .env("LOOP_DETACHED", "1")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out);
-    Ok(cmd)
-}
-
-pub(super) fn detach(file: &Path, revived_by: Option<&str>) -> Result<ExitStatus> {
-    let abs = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
-    let out_path = crate::layout::Layout::of(file).runner_out();
-    let mut cmd = background_runner(file)?;
-    if let Some(by) = revived_by {
-        cmd.arg("--revived-by").arg(by);
-    }
-    let child = cmd
-        .spawn()
-        .context("while starting the background runner")?;
-    if revived_by.is_some() {
-        return Ok(ExitStatus::Ok);
-    }
-    crate::outln!(
-        "loop runs in the background (pid {}); follow it with `loop logs -f --file {}` (or \
-         `loop status`), stop it with `loop stop`; its own output goes to {}",
-        child.id(),
-        abs.display(),
-        out_path.display()
-    );
-    Ok(ExitStatus::Ok)
 }
 
 /// A plan as a person reads it: a line saying how many steps (and how many of them are DONE

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::steps::Restarts;
 use crate::m1::M1;
 
 /// The driver of steps at once.
@@ -62,4 +61,11 @@ impl AtOnce {
     pub(super) fn forget_starts(&mut self, n: u32) {
         self.restarts.remove(&n);
     }
+}
+
+/// A step's loop this runner started: how often, and when the next start may be.
+#[derive(Debug, Clone)]
+pub(super) struct Restarts {
+    pub(super) count: u32,
+    pub(super) due: std::time::Instant,
 }

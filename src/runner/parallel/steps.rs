@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use chrono::Utc;
 
-use super::at_once::AtOnce;
+use super::at_once::{AtOnce, Restarts};
 use super::git;
 use crate::engine::parallel::{Landed, RunNames};
 use crate::layout::Layout;
@@ -371,13 +371,6 @@ pub(super) fn unmerged(m: &M1) -> Vec<(u32, String)> {
 /// start after the first is one that ended early (it died, or was killed).
 pub(super) const MAX_STARTS: u32 = 5;
 
-/// A step's loop this runner started: how often, and when the next start may be.
-#[derive(Debug, Clone)]
-pub(super) struct Restarts {
-    count: u32,
-    pub(super) due: std::time::Instant,
-}
-
 /// The wait before the start after the `count`-th: 250 ms, doubled each time, at most 8 s.
 fn backoff(count: u32) -> std::time::Duration {
     std::time::Duration::from_millis(250 << count.saturating_sub(1).min(5))
@@ -422,7 +415,7 @@ fn spawn_runner_seen(file: &Path) -> crate::error::Result<Spawned> {
     if lock::holder(file).is_some() {
         return Ok(Spawned::Running);
     }
-    let mut child = start::background_runner(file)?
+    let mut child = crate::runner::detach::background_runner(file)?
         .spawn()
         .context("while starting a step's runner")?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
