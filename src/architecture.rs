@@ -402,7 +402,9 @@ const RUNNER_PARTS: &[(&str, &[&str])] = &[
     ("parallel/at_once.rs", &["steps"]),
     (
         "parallel/steps.rs",
-        &["at_once", "git", "voice", "crash", "lock", "start", "stop"],
+        &[
+            "at_once", "git", "voice", "crash", "lock", "start", "stop", "detach",
+        ],
     ),
     (
         "parallel/merge.rs",
@@ -603,4 +605,76 @@ fn every_file_architecture_md_names_exists() {
         "only {named} files named: is this the right text?"
     );
     assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
+/// The pairs of top-level modules that import each other, directly or around a circle, that
+/// ARCHITECTURE.md owns to: the runner writes the report page when a loop ends, and the
+/// report reads the runner's task ledger and its steps' loops. No other: a new one is a
+/// module that should be split, or a layer that is wrong.
+const CIRCLES: &[(&str, &str)] = &[("report", "runner")];
+
+#[test]
+fn no_two_top_level_modules_import_each_other_but_those_architecture_md_owns_to() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let index = |m: &str| LAYERS.iter().position(|(name, _)| *name == m);
+    let n = LAYERS.len();
+    let mut reach = vec![vec![false; n]; n];
+    for file in files {
+        let rel = file.strip_prefix(&src).unwrap();
+        let name = rel.file_name().unwrap().to_string_lossy();
+        // Tests may use what they like.
+        if name.ends_with("tests.rs") || rel.iter().any(|p| p == "tests") {
+            continue;
+        }
+        let top = rel.iter().next().unwrap().to_string_lossy();
+        let Some(from) = index(top.trim_end_matches(".rs")) else {
+            continue;
+        };
+        let src = std::fs::read_to_string(&file).unwrap();
+        let code = code_only(src.split("#[cfg(test)]").next().unwrap_or_default());
+        for used in referred(&code, depth_below_top(rel)) {
+            let used = if MACROS.contains(&used.as_str()) {
+                "output"
+            } else {
+                used.as_str()
+            };
+            if let Some(to) = index(used).filter(|to| *to != from) {
+                reach[from][to] = true;
+            }
+        }
+    }
+    for k in 0..n {
+        for i in 0..n {
+            for j in 0..n {
+                if reach[i][k] && reach[k][j] {
+                    reach[i][j] = true;
+                }
+            }
+        }
+    }
+    let mut circles = Vec::new();
+    for i in 0..n {
+        for j in i + 1..n {
+            if reach[i][j] && reach[j][i] {
+                let (a, b) = (LAYERS[i].0, LAYERS[j].0);
+                circles.push(if a < b { (a, b) } else { (b, a) });
+            }
+        }
+    }
+    circles.sort_unstable();
+    let mut owned = CIRCLES.to_vec();
+    owned.sort_unstable();
+    assert_eq!(
+        circles, owned,
+        "the pairs of top-level modules that reach each other"
+    );
+    let doc = include_str!("../ARCHITECTURE.md");
+    for (a, b) in CIRCLES {
+        assert!(
+            doc.contains(&format!("`{a}` and `{b}` import each other")),
+            "ARCHITECTURE.md does not own to {a} and {b} importing each other"
+        );
+    }
 }
