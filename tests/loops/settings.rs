@@ -464,3 +464,55 @@ fn a_flag_that_names_the_default_over_loop_yaml_is_written_into_m1() {
     assert!(text.contains("  BACKEND: claude\n"), "{text}");
     assert!(text.contains("  PARALLEL: 1\n"), "{text}");
 }
+
+/// A relative path in the sandbox's lists, from the environment or `loop.yaml`, was refused
+/// with a line and column of an M1.md that did not exist (`25:17: `data` is neither…`), or,
+/// from the environment, dropped without a word: the runs went without the grant. Each is
+/// refused where it was given: the variable, or `loop.yaml` at its line and column.
+#[test]
+fn a_relative_sandbox_path_from_the_environment_or_loop_yaml_is_refused_where_it_was_given() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    let mut cmd = env.cmd(&["start", "g", "--step", "a"]);
+    cmd.env("LOOP_SANDBOX_READ", "/opt/sdk, data");
+    let out = crate::support::run(cmd);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(
+        err.contains("LOOP_SANDBOX_READ") && err.contains("`data`"),
+        "{err}"
+    );
+    assert!(!env.file.exists(), "nothing started");
+
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    std::fs::write(
+        env.state().join("loop.yaml"),
+        "agent:\n  sandbox_write:\n    - /opt/cache\n    - build\n",
+    )
+    .unwrap();
+    let out = env.run(&["start", "g", "--step", "a"]);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(
+        err.contains("loop.yaml:4:")
+            && err.contains("agent.sandbox_write")
+            && err.contains("`build`"),
+        "{err}"
+    );
+    assert!(!env.file.exists(), "nothing started");
+}
+
+/// `--sandbox-read data` was refused with a line and column of an M1.md that did not exist. A
+/// path given on the command line is the shell's: taken from the directory `loop` runs in, and
+/// kept whole in M1.md.
+#[test]
+fn a_relative_sandbox_path_given_as_a_flag_is_taken_from_the_current_directory() {
+    let env = TestLoop::new();
+    env.scenario(&Scenario::new().otherwise(Action::done("ok")));
+    std::fs::create_dir(env.path().join("data")).unwrap();
+    env.run_ok(&["start", "g", "--step", "a", "--sandbox-read", "data"]);
+    let read = env.m1().agent.sandbox_read.unwrap_or_default();
+    let data = env.path().join("data").display().to_string();
+    assert!(read.contains(&data), "{data} in {read:?}");
+}

@@ -64,8 +64,8 @@ pub(crate) struct AgentFile {
     #[serde(default)]
     pub extra_args: Vec<String>,
     pub sandbox: Option<SandboxMode>,
-    pub sandbox_read: Option<Vec<String>>,
-    pub sandbox_write: Option<Vec<String>>,
+    pub sandbox_read: Option<Vec<Spanned<String>>>,
+    pub sandbox_write: Option<Vec<Spanned<String>>>,
     pub sandbox_env: Option<Vec<String>>,
 }
 
@@ -199,7 +199,7 @@ fn env_of(kept: Kept) -> Option<String> {
 ///
 /// # Errors
 /// Any other value, in words that say which.
-pub(crate) fn env_commit() -> crate::error::Result<Option<bool>> {
+fn env_commit() -> crate::error::Result<Option<bool>> {
     let kept = Kept::Top(Top::CommitSteps);
     let Some(v) = env_of(kept) else {
         return Ok(None);
@@ -211,6 +211,38 @@ pub(crate) fn env_commit() -> crate::error::Result<Option<bool>> {
             row(kept).and_then(|s| s.env).map_or("", |e| e.name)
         ))),
     }
+}
+
+/// A value of the variable that gives `kept` that cannot be read: bad input, naming it.
+fn env_error(kept: Kept, why: &str) -> Error {
+    let name = row(kept).and_then(|s| s.env).map_or("", |e| e.name);
+    Error::bad_input(format!("{name}: {why}"))
+}
+
+/// The paths of an `agent.sandbox_*` list of `loop.yaml`; one that is neither absolute nor
+/// from `~/` is an error at `path:line:column`.
+fn sandbox_paths(
+    field: &str,
+    path: &Path,
+    v: Option<&Vec<Spanned<String>>>,
+) -> crate::error::Result<Option<Vec<String>>> {
+    v.map(|list| {
+        let mut paths = Vec::new();
+        for s in list {
+            let one = crate::m1::typed::paths(&s.value).map_err(|e| {
+                let at = &s.referenced;
+                Error::bad_input(format!(
+                    "{}:{}:{}: agent.{field}: {e}",
+                    path.display(),
+                    at.line(),
+                    at.column()
+                ))
+            })?;
+            paths.extend(one);
+        }
+        Ok(paths)
+    })
+    .transpose()
 }
 
 /// A `limits:` duration of `loop.yaml`; a bad one is an error at `path:line:column`.
@@ -270,23 +302,32 @@ impl Layer {
         }
     }
 
-    /// What the environment gives, through the variables the settings table names. A value
-    /// that cannot be read is none (`loop start` refuses a bad `LOOP_COMMIT` first).
-    #[must_use]
-    pub(crate) fn env() -> Layer {
+    /// What the environment gives, through the variables the settings table names.
+    ///
+    /// # Errors
+    /// A value that cannot be read, naming its variable: a grant the runs would otherwise go
+    /// without, and not a word said.
+    pub(crate) fn env() -> crate::error::Result<Layer> {
         let agent = |k| env_of(Kept::Agent(k));
-        Layer {
+        let read = |k, parse: fn(&str) -> Result<Vec<String>, String>| {
+            agent(k)
+                .map(|v| parse(&v).map_err(|e| env_error(Kept::Agent(k), &e)))
+                .transpose()
+        };
+        Ok(Layer {
             program: agent(AgentKey::Program),
-            sandbox: agent(AgentKey::Sandbox).and_then(|v| v.parse().ok()),
-            sandbox_read: agent(AgentKey::SandboxRead)
-                .and_then(|v| crate::m1::typed::paths(&v).ok()),
-            sandbox_write: agent(AgentKey::SandboxWrite)
-                .and_then(|v| crate::m1::typed::paths(&v).ok()),
-            sandbox_env: agent(AgentKey::SandboxEnv)
-                .and_then(|v| crate::m1::typed::env_names(&v).ok()),
-            commit: env_commit().ok().flatten(),
+            sandbox: agent(AgentKey::Sandbox)
+                .map(|v| {
+                    v.parse()
+                        .map_err(|e: String| env_error(Kept::Agent(AgentKey::Sandbox), &e))
+                })
+                .transpose()?,
+            sandbox_read: read(AgentKey::SandboxRead, crate::m1::typed::paths)?,
+            sandbox_write: read(AgentKey::SandboxWrite, crate::m1::typed::paths)?,
+            sandbox_env: read(AgentKey::SandboxEnv, crate::m1::typed::env_names)?,
+            commit: env_commit()?,
             ..Layer::default()
-        }
+        })
     }
 
     /// What `loop.yaml` (read from `path`) gives.
@@ -324,8 +365,8 @@ impl Layer {
             max_budget_usd: a.max_budget_usd,
             extra_args: Some(a.extra_args.clone()),
             sandbox: a.sandbox,
-            sandbox_read: a.sandbox_read.clone(),
-            sandbox_write: a.sandbox_write.clone(),
+            sandbox_read: sandbox_paths("sandbox_read", path, a.sandbox_read.as_ref())?,
+            sandbox_write: sandbox_paths("sandbox_write", path, a.sandbox_write.as_ref())?,
             sandbox_env: a.sandbox_env.clone(),
             review_model,
             verify: f.verify.clone(),

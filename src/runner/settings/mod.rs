@@ -11,7 +11,6 @@ use std::time::Duration;
 
 mod layer;
 
-use layer::env_commit;
 pub(crate) use layer::{FileSettings, Layer};
 
 use crate::agent::AgentConfig;
@@ -88,12 +87,12 @@ pub(crate) struct Overrides {
     #[arg(long, value_name = "SANDBOX")]
     pub sandbox: Option<SandboxMode>,
     /// A path a confined run may read besides its own (a toolchain such as ~/.rustup);
-    /// repeatable.
-    #[arg(long, value_name = "PATH")]
+    /// repeatable. A relative path is taken from the current directory.
+    #[arg(long, value_name = "PATH", value_parser = flag_path)]
     pub sandbox_read: Vec<String>,
     /// A path a confined run may write besides its work tree (a build cache such as
-    /// ~/.cargo/registry); repeatable.
-    #[arg(long, value_name = "PATH")]
+    /// ~/.cargo/registry); repeatable. A relative path is taken from the current directory.
+    #[arg(long, value_name = "PATH", value_parser = flag_path)]
     pub sandbox_write: Vec<String>,
     /// A variable a confined run keeps besides its own (`JAVA_HOME`, `DATABASE_URL`), or every
     /// variable with a start (`AWS_*`); repeatable.
@@ -113,6 +112,33 @@ pub(crate) struct Overrides {
     /// Extra variables for the agent's environment (used by `loop demo`).
     #[arg(skip)]
     pub agent_env: Vec<(String, String)>,
+}
+
+/// A path of `--sandbox-read` or `--sandbox-write` as M1.md keeps it: absolute or from `~/`
+/// as given, a relative one taken from the current directory, as the shell it was typed in
+/// means it (`..` folded away).
+fn flag_path(given: &str) -> Result<String, String> {
+    if given.contains(',') {
+        return Err(format!(
+            "`{given}` holds a comma, which separates the paths of M1.md's list: give each path \
+             a flag of its own"
+        ));
+    }
+    if given.starts_with('/') || given.starts_with("~/") || given == "~" {
+        return Ok(given.to_owned());
+    }
+    let whole = std::path::absolute(given).map_err(|e| format!("`{given}`: {e}"))?;
+    let mut folded = std::path::PathBuf::new();
+    for part in whole.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                folded.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => folded.push(other),
+        }
+    }
+    Ok(folded.display().to_string())
 }
 
 /// An amount in US dollars, at least zero.
@@ -363,8 +389,7 @@ impl Settings {
                     .into());
             }
         };
-        env_commit()?;
-        let below = Layer::env().over(&Layer::yaml(&file, &path)?);
+        let below = Layer::env()?.over(&Layer::yaml(&file, &path)?);
         let new = Layer::flags(&overrides).over(&below);
         let agent = agent_of(&new);
         Ok(Self {
@@ -708,7 +733,8 @@ mod tests {
             Kind::Mode => "plan",
             Kind::Backend | Kind::Backends => "claude",
             Kind::Sandbox => "off",
-            Kind::Tools | Kind::Args | Kind::Paths | Kind::EnvNames => "[a, b]",
+            Kind::Tools | Kind::Args | Kind::EnvNames => "[a, b]",
+            Kind::Paths => "[/a, /b]",
             _ => "x",
         }
     }
@@ -766,10 +792,7 @@ mod tests {
     #[test]
     fn a_setting_written_into_a_new_loop_reads_back_as_the_same_text() {
         let parent = tempfile::tempdir().unwrap();
-        // M1.md takes the sandbox's paths only absolute.
-        let yaml = every_setting_in_yaml()
-            .replace("sandbox_read: [a, b]", "sandbox_read: [/a, /b]")
-            .replace("sandbox_write: [a, b]", "sandbox_write: [/a, /b]");
+        let yaml = every_setting_in_yaml();
         std::fs::write(parent.path().join("loop.yaml"), &yaml).unwrap();
         let new = Settings::load(parent.path(), Overrides::default()).unwrap();
         let written = new.written_for_new();
