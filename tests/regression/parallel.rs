@@ -687,16 +687,23 @@ fn a_parallel_step_that_changed_nothing_is_not_given_another_commit_as_its_own()
 /// A parallel loop that reached `MAX_COST_USD` halted WAITING with only a line in `NEXT_ACTION`,
 /// where a loop of one step at a time waits on a COST gate, with buttons on the phone: raise
 /// the cap or stop. It waits on the same gate now, and a raise starts the steps left.
+///
+/// Each step alone spends the cap, and step 2 ends well after step 1: at the cap no step
+/// starts while another still runs. (At half the cap each, a loaded machine that ended step 1
+/// first rightly started step 3 under the cap, and the test failed.)
 #[test]
 fn a_parallel_loop_at_its_cost_cap_waits_on_a_cost_gate_a_raise_carries_on() {
     use m1loop::m1::GateKind;
     let env = TestLoop::new().with_git();
+    let work = || {
+        Action::done("ok")
+            .write("f-{step}.txt", "{step}\n")
+            .cost(1.0)
+    };
     env.scenario(
-        &Scenario::new().otherwise(
-            Action::done("ok")
-                .write("f-{step}.txt", "{step}\n")
-                .cost(0.5),
-        ),
+        &Scenario::new()
+            .step(2, [work().sleep_ms(1500)])
+            .otherwise(work()),
     );
     let code = start_parallel(
         &env,
