@@ -375,12 +375,21 @@ impl TestLoop {
     }
 
     /// Saves `edit` of M1.md's text as a person's editor would, checks that it changed the
-    /// text, and lets the agents held by [`Self::hold`] go on.
+    /// text, waits until the runner has read it (it logs a hand edit), and only then lets the
+    /// agents held by [`Self::hold`] go on: the edit is one made, and seen, while the step
+    /// runs, however slow the machine.
     pub fn save_then_go_on(&self, edit: impl Fn(&str) -> String) {
         let before = self.text();
         let after = edit(&before);
         assert_ne!(after, before, "the edit changes nothing in:\n{before}");
+        let read = |log: &str| log.matches("M1.md was changed by hand").count();
+        let was = read(&self.log());
         std::fs::write(&self.file, after).unwrap();
+        assert!(
+            wait_until(PATIENCE, || read(&self.log()) > was),
+            "the runner did not read the edit while the step ran\n{}",
+            self.log()
+        );
         std::fs::write(self.edited(), "").unwrap();
     }
 
