@@ -103,6 +103,9 @@ fn stop_unattended(file: &Path) -> Result<ExitStatus> {
 /// right after it finds no runner in the way. It waits for the runner of `file` and for every
 /// runner of this user registered as obeying the same stop file ([`registry`]).
 fn stop_all(file: &Path) -> Result<ExitStatus> {
+    // The runners it stops, looked for before the stop file appears: one that lets go of its
+    // loop at once is named as stopped all the same.
+    let runners = obeying(file, &stopfile::global());
     let (p, found) = stopfile::create().with_context(|| {
         format!(
             "while creating the stop file {}",
@@ -145,17 +148,16 @@ fn stop_all(file: &Path) -> Result<ExitStatus> {
             Some(why)
         }
     };
-    let result = wait_for_stopped(file, &p);
+    let result = wait_for_stopped(runners);
     match refused {
         Some(why) => result.and(Err(Error::failed(why))),
         None => result,
     }
 }
 
-/// Waits (at most [`STOP_PATIENCE`]) until the runners that obey the stop file `p` have let go
-/// of their loops: the runner of `file`, and every runner of this user registered as obeying
-/// the same stop file.
-fn wait_for_stopped(file: &Path, p: &Path) -> Result<ExitStatus> {
+/// The runners that obey the stop file `p`: the runner of `file`, and every runner of this
+/// user registered as obeying the same stop file.
+fn obeying(file: &Path, p: &Path) -> Vec<registry::Entry> {
     let p = p.to_path_buf();
     let stop_file = std::path::absolute(&p).unwrap_or(p);
     let mut runners: Vec<registry::Entry> = registry::live()
@@ -172,6 +174,11 @@ fn wait_for_stopped(file: &Path, p: &Path) -> Result<ExitStatus> {
             });
         }
     }
+    runners
+}
+
+/// Waits (at most [`STOP_PATIENCE`]) until `runners` have let go of their loops, naming each.
+fn wait_for_stopped(runners: Vec<registry::Entry>) -> Result<ExitStatus> {
     if runners.is_empty() {
         crate::outln!("no runner of this user was running; nothing to wait for");
     }
