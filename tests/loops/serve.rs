@@ -26,6 +26,17 @@ fn ends(served: &Served, env: &TestLoop, want: Status) {
     );
 }
 
+/// The loop of a plan gate decided `choice` ends as that choice leaves it: DONE once approved,
+/// WAITING once rejected.
+fn ends_as_decided(served: &Served, env: &TestLoop, choice: &str) {
+    let want = if choice == "approve" {
+        Status::Done
+    } else {
+        Status::Waiting
+    };
+    ends(served, env, want);
+}
+
 fn gate_path(served: &Served, env: &TestLoop, gate: &str) -> String {
     let id = served.loop_of(&env.file)["id"].as_str().unwrap().to_owned();
     format!("/api/loops/{id}/gates/{gate}")
@@ -250,15 +261,7 @@ fn a_click_and_a_shell_answer_at_once_make_one_decision_and_the_other_is_told_it
                 "round {round}: {told}"
             );
         }
-        ends(
-            &served,
-            &env,
-            if choice == "approve" {
-                Status::Done
-            } else {
-                Status::Waiting
-            },
-        );
+        ends_as_decided(&served, &env, choice);
         assert_eq!(
             env.calls().len(),
             if choice == "approve" { 2 } else { 0 },
@@ -452,15 +455,7 @@ fn a_click_and_a_telegram_tap_at_once_make_one_decision_and_each_loser_is_told_b
                 .unwrap_or_default()
                 .contains("web"))));
     }
-    ends(
-        &served,
-        &env,
-        if choice == "approve" {
-            Status::Done
-        } else {
-            Status::Waiting
-        },
-    );
+    ends_as_decided(&served, &env, &choice);
     assert_eq!(
         env.log().matches("decide: gate G1 (PLAN)").count(),
         1,
